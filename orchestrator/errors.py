@@ -1,0 +1,93 @@
+"""The agentq exception tree, split by who must act.
+
+    AgentqError
+    ├── SpecError            the spec's author: a bad run spec or request (CLI exit 2)
+    │   └── UnknownToolError     a tool no worker serves, an unknown MCP server, …
+    ├── ToolError            the model: becomes a tool-error result it sees next step
+    │   ├── ToolInputError       unparseable or schema-violating arguments
+    │   ├── ToolTimeoutError     the call ran past its deadline
+    │   └── ToolDeniedError      a human denied the call
+    ├── RunError             the caller of the client API
+    │   ├── RunNotFoundError
+    │   ├── RunStateError        e.g. approving a call that is not awaiting approval
+    │   └── RunTimeoutError      `wait` gave up before the run finished
+    ├── ProviderError        a model provider refused or failed (retryable or not)
+    └── InfrastructureError  the operator: Redis, Docker, a worker pool missing
+
+Retryability is data (`retryable`, `retry_after_s`) rather than a subclass, so
+that a retry policy is a pure function of the error.
+"""
+
+from __future__ import annotations
+
+
+class AgentqError(Exception):
+    """Base of every error agentq raises on purpose."""
+
+    retryable: bool = False
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        if retryable is not None:
+            self.retryable = retryable
+
+
+class SpecError(AgentqError):
+    """The run spec or a request is invalid; nothing was started."""
+
+
+class UnknownToolError(SpecError):
+    """A spec names a tool (or MCP server) that no worker serves."""
+
+
+class ToolError(AgentqError):
+    """A tool call failed in a way the model should see and may recover from."""
+
+
+class ToolInputError(ToolError):
+    """The model's arguments could not be parsed or violate the tool's schema."""
+
+
+class ToolTimeoutError(ToolError):
+    """The call did not finish before its deadline."""
+
+
+class ToolDeniedError(ToolError):
+    """A human denied the call; it was never executed."""
+
+
+class RunError(AgentqError):
+    """A client-side request about a run could not be honoured."""
+
+
+class RunNotFoundError(RunError):
+    pass
+
+
+class RunStateError(RunError):
+    pass
+
+
+class RunTimeoutError(RunError):
+    pass
+
+
+class ProviderError(AgentqError):
+    """A model provider failed. `status` is the HTTP status when there was one."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+    ) -> None:
+        super().__init__(message, retryable=retryable)
+        self.status = status
+        self.retry_after_s = retry_after_s
+
+
+class InfrastructureError(AgentqError):
+    """Something the operator must fix: Redis unreachable, no worker for a queue, …"""

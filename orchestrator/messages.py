@@ -1,0 +1,160 @@
+"""Provider-neutral conversation messages, the shapes every wire format maps to.
+
+They follow the AI SDK's model messages: a user or assistant message holds a
+string or a list of parts; tool results travel in a `tool` message. Messages in
+the OpenAI Chat Completions shape (`tool_calls` on the assistant, `tool_call_id`
+on a tool message) are accepted on input and normalized by `normalize_message`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TextPart(_Model):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class MediaPart(_Model):
+    """Inline media (an image a tool returned, an image in a prompt), base64 encoded."""
+
+    type: Literal["media"] = "media"
+    media_type: str
+    data: str
+
+
+class ToolCallPart(_Model):
+    type: Literal["tool-call"] = "tool-call"
+    tool_call_id: str
+    tool_name: str
+    input: Any = None
+    provider_executed: bool = False
+
+
+class ToolResultPart(_Model):
+    type: Literal["tool-result"] = "tool-result"
+    tool_call_id: str
+    tool_name: str
+    output: Any = None
+    is_error: bool = False
+    provider_executed: bool = False
+
+
+UserPart = Annotated[TextPart | MediaPart, Field(discriminator="type")]
+AssistantPart = Annotated[
+    TextPart | ToolCallPart | ToolResultPart, Field(discriminator="type")
+]
+
+
+class SystemMessage(_Model):
+    role: Literal["system"] = "system"
+    content: str
+
+
+class UserMessage(_Model):
+    role: Literal["user"] = "user"
+    content: str | list[UserPart]
+
+
+class AssistantMessage(_Model):
+    role: Literal["assistant"] = "assistant"
+    content: str | list[AssistantPart]
+
+    def tool_calls(self) -> list[ToolCallPart]:
+        if isinstance(self.content, str):
+            return []
+        return [p for p in self.content if isinstance(p, ToolCallPart)]
+
+    def text(self) -> str:
+        if isinstance(self.content, str):
+            return self.content
+        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+class ToolMessage(_Model):
+    role: Literal["tool"] = "tool"
+    content: list[ToolResultPart]
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage,
+    Field(discriminator="role"),
+]
+MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
+MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+
+
+class Usage(_Model):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    total_tokens: int = 0
+    cached_input_tokens: int = 0
+    reasoning_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            total_tokens=self.total_tokens + other.total_tokens,
+            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+        )
+
+
+def normalize_message(raw: Any) -> Any:
+    """Map an OpenAI Chat Completions message onto the neutral shape; pass others through."""
+    if not isinstance(raw, dict):
+        return raw
+    role = raw.get("role")
+    if role == "assistant" and "tool_calls" in raw:
+        parts: list[dict[str, Any]] = []
+        if raw.get("content"):
+            parts.append({"type": "text", "text": raw["content"]})
+        for call in raw["tool_calls"] or []:
+            function = call.get("function", {})
+            parts.append(
+                {
+                    "type": "tool-call",
+                    "tool_call_id": call.get("id"),
+                    "tool_name": function.get("name"),
+                    "input": _parse_arguments(function.get("arguments")),
+                }
+            )
+        return {"role": "assistant", "content": parts}
+    if role == "tool" and "tool_call_id" in raw:
+        return {
+            "role": "tool",
+            "content": [
+                {
+                    "type": "tool-result",
+                    "tool_call_id": raw["tool_call_id"],
+                    "tool_name": raw.get("name", ""),
+                    "output": raw.get("content"),
+                }
+            ],
+        }
+    return raw
+
+
+def _parse_arguments(arguments: Any) -> Any:
+    if not isinstance(arguments, str):
+        return arguments
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def tool_output_text(output: Any) -> str:
+    """How a tool's output is shown to a model: a string as-is, anything else as JSON."""
+    if isinstance(output, str):
+        return output
+    return json.dumps(output, ensure_ascii=False, default=str)

@@ -1,0 +1,57 @@
+"""The tool-executor protocol: how a worker runs one kind of tool.
+
+Every kind (function, mcp, code) is a small class with this shape; the
+tool-call job picks the executor by `ToolDef.kind`. An executor returns the
+tool's output (anything JSON-serializable) or raises: a `ToolError` becomes a
+tool-error result the model sees with its message; any other exception does
+too, named by its type. Cancellation arrives as `asyncio.CancelledError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from orchestrator.tools import ToolAnnouncement, ToolDef, ToolKind
+
+ProgressFn = Callable[[Any], Awaitable[None]]
+# Asks whoever drives the run for input (MCP elicitation, "forward" mode): parks the
+# call with a `tool-input-request` event and returns the posted answer, or None
+# when declined or the deadline passes.
+ElicitFn = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+
+async def _no_progress(_: Any) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """What a running call knows about itself."""
+
+    run_id: str
+    step: int
+    call_id: str
+    tool: ToolDef
+    attempt: int
+    deadline_at: float  # unix seconds; the executor must be done by then
+    progress: ProgressFn = _no_progress  # emits a `tool-progress` event
+    elicit: ElicitFn | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolExecutor(Protocol):
+    kind: ToolKind
+
+    async def announcements(self, queue: str) -> list[ToolAnnouncement]:
+        """The tools this executor serves, for the registry."""
+        ...
+
+    async def execute(self, tool: ToolDef, input: Any, ctx: ToolContext) -> Any: ...
+
+    async def release_run(self, run_id: str) -> None:
+        """The run ended: drop anything kept for it (sessions, containers)."""
+        ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,57 @@
+"""Model providers, one module per wire format, chosen by `ModelRef.provider`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from orchestrator.errors import SpecError
+from orchestrator.spec import ModelRef
+from workers.providers.base import (
+    DeltaSink,
+    ModelRequest,
+    ModelResponse,
+    Provider,
+    ProviderContext,
+    ProviderToolCall,
+    ToolDefinition,
+)
+from workers.providers.scripted import ScriptedProvider
+
+ProviderFactory = Callable[[ModelRef, ProviderContext], Provider]
+
+_FACTORIES: dict[str, ProviderFactory] = {
+    "scripted": lambda ref, ctx: ScriptedProvider(),
+}
+
+
+def register_provider(name: str, factory: ProviderFactory) -> None:
+    _FACTORIES[name] = factory
+
+
+def known_providers() -> list[str]:
+    return sorted(_FACTORIES)
+
+
+def make_provider(ref: ModelRef, ctx: ProviderContext) -> Provider:
+    try:
+        factory = _FACTORIES[ref.provider]
+    except KeyError:
+        raise SpecError(
+            f"model.provider: unknown provider {ref.provider!r} "
+            f"(known: {', '.join(known_providers())})"
+        ) from None
+    return factory(ref, ctx)
+
+
+__all__ = [
+    "DeltaSink",
+    "ModelRequest",
+    "ModelResponse",
+    "Provider",
+    "ProviderContext",
+    "ProviderToolCall",
+    "ToolDefinition",
+    "known_providers",
+    "make_provider",
+    "register_provider",
+]
