@@ -7,15 +7,14 @@ the caller supplies, so every provider is testable with a plain list.
 
 from __future__ import annotations
 
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.messages import Message, Usage
+from orchestrator.messages import Message
+from orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from orchestrator.spec import ModelRef, ToolChoice
-
-FinishReason = Literal["stop", "length", "tool-calls", "content-filter", "error", "other"]
 
 
 class ToolDefinition(BaseModel):
@@ -43,32 +42,6 @@ class ModelRequest(BaseModel):
     timeout_s: float = 120.0
 
 
-class ProviderToolCall(BaseModel):
-    """A tool call as the model produced it. `arguments` is the raw JSON text
-    (or an already-parsed object for wire formats that send objects); parsing and
-    validation happen in the loop so that a malformed call becomes a tool error."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: str | None = None
-    name: str
-    arguments: str | dict[str, Any] | list[Any] | None = None
-    provider_executed: bool = False
-    # For provider-executed calls, the provider's own result.
-    provider_result: Any = None
-
-
-class ModelResponse(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    text: str = ""
-    tool_calls: list[ProviderToolCall] = Field(default_factory=list)
-    finish_reason: FinishReason = "stop"
-    usage: Usage = Field(default_factory=Usage)
-    # Anything a wire format must carry into the next request (reasoning items, …).
-    provider_metadata: dict[str, Any] = Field(default_factory=dict)
-
-
 class DeltaSink(Protocol):
     async def text_delta(self, delta: str) -> None: ...
 
@@ -87,3 +60,15 @@ class ProviderContext(BaseModel):
 
     http: httpx.AsyncClient
     env: dict[str, str]
+
+
+__all__ = [
+    "DeltaSink",
+    "FinishReason",
+    "ModelRequest",
+    "ModelResponse",
+    "Provider",
+    "ProviderContext",
+    "ProviderToolCall",
+    "ToolDefinition",
+]

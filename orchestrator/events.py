@@ -1,0 +1,62 @@
+"""Run events: the append-only stream a client follows.
+
+Events are stored as JSON without their `seq`; the sequence is the stream
+entry id (`0-<seq>`), assigned atomically with the transition that emits the
+event, so a reader resumes after any seq without gaps or duplicates.
+Names follow the AI SDK's stream parts where the two overlap.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+EventType = Literal[
+    "start",
+    "start-step",
+    "text-delta",
+    "tool-call",
+    "tool-approval-request",
+    "tool-approval-response",
+    "tool-input-request",
+    "tool-running",
+    "tool-progress",
+    "tool-result",
+    "tool-error",
+    "finish-step",
+    "finish",
+    "error",
+    "abort",
+]
+
+TERMINAL_EVENTS: frozenset[str] = frozenset({"finish", "error", "abort"})
+
+
+class Event(BaseModel):
+    """An event as a reader sees it. Fields beyond the common ones vary by type."""
+
+    model_config = ConfigDict(extra="allow")
+
+    seq: int
+    type: EventType
+    run_id: str
+    at: float
+    step: int | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+
+
+def event_json(type_: EventType, run_id: str, **fields: Any) -> str:
+    """Serialize an event for the stream (seq is added by the store)."""
+    body: dict[str, Any] = {"type": type_, "run_id": run_id, "at": time.time()}
+    body.update({k: v for k, v in fields.items() if v is not None})
+    return json.dumps(body, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def parse_event(seq: int, raw: bytes | str) -> Event:
+    body = json.loads(raw)
+    body["seq"] = seq
+    return Event.model_validate(body)
