@@ -15,12 +15,14 @@ from workers.providers.base import (
     ProviderToolCall,
     ToolDefinition,
 )
+from workers.providers.openai_chat import OpenAIChatProvider
 from workers.providers.scripted import ScriptedProvider
 
 ProviderFactory = Callable[[ModelRef, ProviderContext], Provider]
 
 _FACTORIES: dict[str, ProviderFactory] = {
     "scripted": lambda ref, ctx: ScriptedProvider(),
+    "openai": OpenAIChatProvider,
 }
 
 

@@ -1,0 +1,171 @@
+"""The HTTP edge shared by every wire format: keys, deadlines, errors, headers.
+
+One place decides how an HTTP failure becomes a `ProviderError` (the provider's
+own message, status, retryability, Retry-After), so every provider fails the
+same way. API keys are read from the worker's environment at call time and
+scrubbed from every message that leaves this module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+import httpx
+
+from orchestrator.errors import ProviderError
+from orchestrator.spec import ModelRef
+from workers.providers.retry import parse_retry_after, retryable_status
+
+HeaderObserver = Callable[[httpx.Headers], None]
+
+# The rate limiter learns limits from response headers without every provider
+# having to return them: whoever wraps `generate` installs an observer here.
+_observer: ContextVar[HeaderObserver | None] = ContextVar("agentq_header_observer", default=None)
+
+MAX_ERROR_CHARS = 2000
+
+
+@contextmanager
+def observe_response_headers(observer: HeaderObserver) -> Iterator[None]:
+    token = _observer.set(observer)
+    try:
+        yield
+    finally:
+        _observer.reset(token)
+
+
+def read_api_key(
+    ref: ModelRef, env: Mapping[str, str], default_var: str, *, required: bool = True
+) -> str | None:
+    """The key named by `api_key_env`, else `default_var`. A custom base_url (a local
+    OpenAI-compatible server) may need no key, so a missing default is not an error there."""
+    var = ref.api_key_env or default_var
+    key = env.get(var)
+    if key:
+        return key
+    if required and (ref.api_key_env or ref.base_url is None):
+        raise ProviderError(
+            f"{ref.label}: no API key: the environment variable {var} is not set on this worker",
+            retryable=False,
+        )
+    return None
+
+
+def redact(text: str, secrets: tuple[str | None, ...]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def error_message(body: bytes) -> str:
+    """The provider's own words. OpenAI, Anthropic and Gemini all nest them under
+    `error.message`; some compatible servers put a string in `error` or `message`."""
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return text[:MAX_ERROR_CHARS] or "(empty body)"
+    if isinstance(data, list) and data and isinstance(data[0], dict):
+        data = data[0]  # Gemini sometimes answers a streamed request with a JSON array
+    if isinstance(data, dict):
+        error = data.get("error", data)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])[:MAX_ERROR_CHARS]
+        if isinstance(error, str):
+            return error[:MAX_ERROR_CHARS]
+        if isinstance(data.get("message"), str):
+            return str(data["message"])[:MAX_ERROR_CHARS]
+        if isinstance(data.get("detail"), str):
+            return str(data["detail"])[:MAX_ERROR_CHARS]
+    return text[:MAX_ERROR_CHARS]
+
+
+def status_error(
+    label: str,
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    secrets: tuple[str | None, ...],
+) -> ProviderError:
+    message = redact(error_message(body), secrets)
+    return ProviderError(
+        f"{label}: HTTP {status}: {message}",
+        status=status,
+        retryable=retryable_status(status),
+        retry_after_s=parse_retry_after(headers),
+    )
+
+
+@asynccontextmanager
+async def post(
+    http: httpx.AsyncClient,
+    url: str,
+    *,
+    label: str,
+    body: dict[str, Any],
+    headers: Mapping[str, str],
+    timeout_s: float,
+    secrets: tuple[str | None, ...] = (),
+) -> AsyncIterator[httpx.Response]:
+    """POST and yield the (unread, streamable) 2xx response; raise `ProviderError` otherwise.
+
+    The whole exchange, body included, is bounded by `timeout_s`: httpx timeouts
+    bound each read, not a stream that trickles forever.
+    """
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with http.stream(
+                "POST", url, json=body, headers=dict(headers), timeout=httpx.Timeout(timeout_s)
+            ) as response:
+                observer = _observer.get()
+                if observer is not None:
+                    observer(response.headers)
+                if response.status_code >= 400:
+                    raw = await response.aread()
+                    raise status_error(label, response.status_code, response.headers, raw, secrets)
+                yield response
+    except TimeoutError:
+        raise ProviderError(
+            f"{label}: no complete answer within {timeout_s:.3g} s", retryable=True
+        ) from None
+    except httpx.TimeoutException as exc:
+        raise ProviderError(f"{label}: timed out ({type(exc).__name__})", retryable=True) from None
+    except httpx.TransportError as exc:
+        detail = redact(str(exc), secrets) or type(exc).__name__
+        raise ProviderError(f"{label}: connection failed: {detail}", retryable=True) from None
+
+
+async def read_json(response: httpx.Response, label: str) -> dict[str, Any]:
+    raw = await response.aread()
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        raise ProviderError(
+            f"{label}: the answer is not JSON: {raw[:200].decode('utf-8', 'replace')}",
+            retryable=True,
+        ) from None
+    if not isinstance(data, dict):
+        raise ProviderError(f"{label}: the answer is not a JSON object", retryable=True)
+    return data
+
+
+def parse_event_json(data: str, label: str) -> dict[str, Any]:
+    try:
+        parsed = json.loads(data)
+    except ValueError:
+        raise ProviderError(
+            f"{label}: a stream event is not JSON: {data[:200]}", retryable=True
+        ) from None
+    if not isinstance(parsed, dict):
+        raise ProviderError(f"{label}: a stream event is not a JSON object", retryable=True)
+    return parsed
+
+
+def join_url(base_url: str, path: str) -> str:
+    return base_url.rstrip("/") + "/" + path.lstrip("/")

@@ -1,0 +1,318 @@
+"""OpenAI-compatible Chat Completions (`provider: "openai"`), any host via `base_url`.
+
+Streams by default (`options.stream: false` turns it off). Tool-call arguments
+arrive as fragments keyed by `index` and are joined, never parsed here. Options
+the loop does not own (temperature, max_tokens, parallel_tool_calls, …) are
+passed through into the request body.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from orchestrator.errors import ProviderError
+from orchestrator.messages import (
+    AssistantMessage,
+    MediaPart,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolMessage,
+    Usage,
+    UserMessage,
+    tool_output_text,
+)
+from orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
+from orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
+from workers.providers.base import DeltaSink, ModelRequest, ProviderContext, ToolDefinition
+from workers.providers.http import join_url, parse_event_json, post, read_api_key, read_json
+from workers.providers.sse import iter_sse
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+
+# Model options that steer agentq rather than the API; everything else goes into the body.
+AGENTQ_OPTIONS = frozenset({"stream", "tool_mode", "rate_limit", "repair", "headers"})
+
+FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool-calls",
+    "function_call": "tool-calls",
+    "content_filter": "content-filter",
+}
+
+
+def passthrough_options(options: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in options.items() if k not in AGENTQ_OPTIONS}
+
+
+def extra_headers(ref: ModelRef) -> dict[str, str]:
+    headers = ref.options.get("headers") or {}
+    return {str(k): str(v) for k, v in headers.items()}
+
+
+def data_url(part: MediaPart) -> str:
+    return f"data:{part.media_type};base64,{part.data}"
+
+
+def user_content(message: UserMessage) -> str | list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return message.content
+    parts: list[dict[str, Any]] = []
+    for part in message.content:
+        if isinstance(part, TextPart):
+            parts.append({"type": "text", "text": part.text})
+        elif part.media_type.startswith("image/"):
+            parts.append({"type": "image_url", "image_url": {"url": data_url(part)}})
+        else:
+            parts.append({"type": "text", "text": f"[{part.media_type} attachment omitted]"})
+    return parts
+
+
+def arguments_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def to_messages(system: str | None, messages: list[Message]) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": system})
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            out.append({"role": "system", "content": message.content})
+        elif isinstance(message, UserMessage):
+            out.append({"role": "user", "content": user_content(message)})
+        elif isinstance(message, AssistantMessage):
+            out.append(assistant_message(message))
+        elif isinstance(message, ToolMessage):
+            out.extend(
+                {
+                    "role": "tool",
+                    "tool_call_id": part.tool_call_id,
+                    "content": tool_output_text(part.output),
+                }
+                for part in message.content
+            )
+    return out
+
+
+def assistant_message(message: AssistantMessage) -> dict[str, Any]:
+    calls = [
+        {
+            "id": part.tool_call_id,
+            "type": "function",
+            "function": {"name": part.tool_name, "arguments": arguments_text(part.input)},
+        }
+        for part in message.tool_calls()
+        if not part.provider_executed
+    ]
+    text = message.text()
+    result: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        result["tool_calls"] = calls
+    elif not text:
+        result["content"] = ""
+    return result
+
+
+def to_tools(tools: list[ToolDefinition], label: str) -> list[dict[str, Any]]:
+    for tool in tools:
+        if tool.provider_executed:
+            raise ProviderError(
+                f"{label}: Chat Completions has no provider-executed tool {tool.name!r} "
+                "(use the 'openai-responses' or 'anthropic' provider)",
+                retryable=False,
+            )
+    return [
+        {
+            "type": "function",
+            "function": {
+                "name": tool.name,
+                "description": tool.description,
+                "parameters": tool.input_schema,
+            },
+        }
+        for tool in tools
+    ]
+
+
+def to_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
+    if isinstance(choice, ToolChoiceTool):
+        return {"type": "function", "function": {"name": choice.tool}}
+    return choice
+
+
+def to_usage(raw: dict[str, Any] | None) -> Usage:
+    if not raw:
+        return Usage()
+    prompt = int(raw.get("prompt_tokens") or 0)
+    completion = int(raw.get("completion_tokens") or 0)
+    prompt_details = raw.get("prompt_tokens_details") or {}
+    completion_details = raw.get("completion_tokens_details") or {}
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=completion,
+        total_tokens=int(raw.get("total_tokens") or prompt + completion),
+        cached_input_tokens=int(prompt_details.get("cached_tokens") or 0),
+        reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+    )
+
+
+def to_finish_reason(raw: str | None, has_calls: bool) -> FinishReason:
+    if has_calls and raw in (None, "stop", "tool_calls", "function_call"):
+        # Several compatible servers say "stop" even when they return tool calls.
+        return "tool-calls"
+    if raw is None:
+        return "other"
+    return FINISH_REASONS.get(raw, "other")
+
+
+@dataclass
+class _CallAccumulator:
+    id: str | None = None
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class StreamState:
+    """Folds chunks into a response; pure, so chunk sequences are unit-testable."""
+
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, _CallAccumulator] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, chunk: dict[str, Any], label: str) -> str:
+        """Fold one chunk in; return its text delta."""
+        if chunk.get("error"):
+            error = chunk["error"]
+            message = error.get("message") if isinstance(error, dict) else str(error)
+            raise ProviderError(f"{label}: error in stream: {message}", retryable=False)
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for key in ("id", "model"):
+            if chunk.get(key) and key not in self.meta:
+                self.meta[key] = chunk[key]
+        delta_text = ""
+        for choice in chunk.get("choices") or []:
+            if choice.get("index", 0) != 0:
+                continue  # n > 1 is not part of an agent loop
+            delta = choice.get("delta") or {}
+            delta_text += (delta.get("content") or "") + (delta.get("refusal") or "")
+            for position, fragment in enumerate(delta.get("tool_calls") or []):
+                self._add_call_fragment(fragment, position)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+        if delta_text:
+            self.text.append(delta_text)
+        return delta_text
+
+    def _add_call_fragment(self, fragment: dict[str, Any], position: int) -> None:
+        index = fragment.get("index", position)
+        call = self.calls.setdefault(index, _CallAccumulator())
+        if fragment.get("id"):
+            call.id = fragment["id"]
+        function = fragment.get("function") or {}
+        # The name comes whole in the first fragment; some servers repeat it later.
+        if function.get("name") and not call.name:
+            call.name = function["name"]
+        if function.get("arguments"):
+            call.arguments.append(function["arguments"])
+
+    def response(self, step: int) -> ModelResponse:
+        calls = [
+            ProviderToolCall(
+                id=acc.id or f"call_{step}_{index}",
+                name=acc.name,
+                arguments="".join(acc.arguments),
+            )
+            for index, acc in sorted(self.calls.items())
+        ]
+        return ModelResponse(
+            text="".join(self.text),
+            tool_calls=calls,
+            finish_reason=to_finish_reason(self.finish_reason, bool(calls)),
+            usage=to_usage(self.usage),
+            provider_metadata={"openai": self.meta} if self.meta else {},
+        )
+
+
+def parse_completion(data: dict[str, Any], step: int, label: str) -> ModelResponse:
+    """A non-streamed answer is one big chunk whose `message` plays the `delta`."""
+    state = StreamState()
+    choices = data.get("choices") or []
+    if not choices and not data.get("error"):
+        raise ProviderError(f"{label}: the answer has no choices", retryable=True)
+    chunk = {
+        **data,
+        "choices": [
+            {
+                "index": c.get("index", 0),
+                "delta": c.get("message") or {},
+                "finish_reason": c.get("finish_reason"),
+            }
+            for c in choices
+        ],
+    }
+    state.add(chunk, label)
+    return state.response(step)
+
+
+class OpenAIChatProvider:
+    def __init__(self, ref: ModelRef, ctx: ProviderContext) -> None:
+        self.ref = ref
+        self.http: httpx.AsyncClient = ctx.http
+        self.env = ctx.env
+
+    def build_body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
+        label = self.ref.label
+        body: dict[str, Any] = {
+            "model": self.ref.name,
+            "messages": to_messages(request.system, request.messages),
+        }
+        if request.tools:
+            body["tools"] = to_tools(request.tools, label)
+            body["tool_choice"] = to_tool_choice(request.tool_choice)
+        body.update(passthrough_options(self.ref.options))
+        if stream:
+            body["stream"] = True
+            body["stream_options"] = {"include_usage": True}
+        return body
+
+    async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
+        label = self.ref.label
+        stream = bool(self.ref.options.get("stream", True))
+        key = read_api_key(self.ref, self.env, DEFAULT_KEY_ENV)
+        headers = {"content-type": "application/json", **extra_headers(self.ref)}
+        if key:
+            headers["authorization"] = f"Bearer {key}"
+        url = join_url(self.ref.base_url or DEFAULT_BASE_URL, "chat/completions")
+        async with post(
+            self.http,
+            url,
+            label=label,
+            body=self.build_body(request, stream),
+            headers=headers,
+            timeout_s=request.timeout_s,
+            secrets=(key,),
+        ) as response:
+            if not stream:
+                result = parse_completion(await read_json(response, label), request.step, label)
+                if result.text:
+                    await sink.text_delta(result.text)
+                return result
+            state = StreamState()
+            async for event in iter_sse(response):
+                if event.data.strip() == "[DONE]":
+                    break
+                delta = state.add(parse_event_json(event.data, label), label)
+                if delta:
+                    await sink.text_delta(delta)
+            return state.response(request.step)
