@@ -44,10 +44,13 @@ class JobEnvelope(BaseModel):
     run_id: str
     step: int
     call_id: str | None = None
-    timeout_s: float
+    # The call's deadline budget; None for a model step (it reads its own from the spec).
+    timeout_s: float | None = None
     enqueued_at: float = Field(default_factory=time.time)
-    # W3C trace context of the producer span, so the consumer continues the trace.
+    # W3C trace context of the producer span, so the consumer continues the trace,
+    # and of the run's own span, so whichever job ends the run can record it.
     trace: dict[str, str] = Field(default_factory=dict)
+    run_trace: dict[str, str] = Field(default_factory=dict)
 
 
 def model_job_id(run_id: str, step: int) -> str:

@@ -35,6 +35,10 @@ class ScriptedStep(_Spec):
     finish_reason: str | None = None
 
 
+# Wire formats the workers speak; a spec naming another is refused at submit.
+KNOWN_PROVIDERS = ("scripted", "openai", "anthropic", "openai-responses", "gemini")
+
+
 class ModelRef(_Spec):
     provider: str
     name: str = ""
@@ -46,6 +50,10 @@ class ModelRef(_Spec):
 
     @model_validator(mode="after")
     def _check(self) -> ModelRef:
+        if self.provider not in KNOWN_PROVIDERS:
+            raise ValueError(
+                f"unknown provider {self.provider!r} (known: {', '.join(KNOWN_PROVIDERS)})"
+            )
         if self.provider == "scripted":
             if self.script is None:
                 raise ValueError("the scripted provider needs a 'script' list")

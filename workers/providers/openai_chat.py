@@ -8,7 +8,6 @@ passed through into the request body.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,14 +28,12 @@ from orchestrator.messages import (
 from orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
 from workers.providers.base import DeltaSink, ModelRequest, ProviderContext, ToolDefinition
+from workers.providers.history import arguments_text, extra_headers, passthrough_options
 from workers.providers.http import join_url, parse_event_json, post, read_api_key, read_json
 from workers.providers.sse import iter_sse
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 DEFAULT_KEY_ENV = "OPENAI_API_KEY"
-
-# Model options that steer agentq rather than the API; everything else goes into the body.
-AGENTQ_OPTIONS = frozenset({"stream", "tool_mode", "rate_limit", "repair", "headers"})
 
 FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
@@ -45,15 +42,6 @@ FINISH_REASONS: dict[str, FinishReason] = {
     "function_call": "tool-calls",
     "content_filter": "content-filter",
 }
-
-
-def passthrough_options(options: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in options.items() if k not in AGENTQ_OPTIONS}
-
-
-def extra_headers(ref: ModelRef) -> dict[str, str]:
-    headers = ref.options.get("headers") or {}
-    return {str(k): str(v) for k, v in headers.items()}
 
 
 def data_url(part: MediaPart) -> str:
@@ -72,10 +60,6 @@ def user_content(message: UserMessage) -> str | list[dict[str, Any]]:
         else:
             parts.append({"type": "text", "text": f"[{part.media_type} attachment omitted]"})
     return parts
-
-
-def arguments_text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
 def to_messages(system: str | None, messages: list[Message]) -> list[dict[str, Any]]:
@@ -290,7 +274,7 @@ class OpenAIChatProvider:
         label = self.ref.label
         stream = bool(self.ref.options.get("stream", True))
         key = read_api_key(self.ref, self.env, DEFAULT_KEY_ENV)
-        headers = {"content-type": "application/json", **extra_headers(self.ref)}
+        headers = {"content-type": "application/json", **extra_headers(self.ref.options)}
         if key:
             headers["authorization"] = f"Bearer {key}"
         url = join_url(self.ref.base_url or DEFAULT_BASE_URL, "chat/completions")
@@ -309,10 +293,15 @@ class OpenAIChatProvider:
                     await sink.text_delta(result.text)
                 return result
             state = StreamState()
+            done = False
             async for event in iter_sse(response):
                 if event.data.strip() == "[DONE]":
+                    done = True
                     break
                 delta = state.add(parse_event_json(event.data, label), label)
                 if delta:
                     await sink.text_delta(delta)
+            if not done and state.finish_reason is None:
+                # Cut off mid-answer: the calls' arguments may be truncated.
+                raise ProviderError(f"{label}: the stream ended before [DONE]", retryable=True)
             return state.response(request.step)

@@ -1,0 +1,219 @@
+"""The client API: submit runs, follow them, and answer what they wait for.
+
+    async with Client("redis://localhost:6379") as client:
+        run_id = await client.submit(spec)
+        async for event in client.events(run_id, follow=True):
+            ...
+        result = await client.wait(run_id)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from types import TracebackType
+from typing import Any
+
+from opentelemetry.trace import SpanKind
+from pydantic_core import to_jsonable_python
+from redis.asyncio import Redis
+
+from orchestrator import tracing
+from orchestrator.errors import RunNotFoundError, RunStateError, RunTimeoutError
+from orchestrator.events import Event, event_json
+from orchestrator.jobs import MODEL_QUEUE
+from orchestrator.loop import CallPlan, error_result, status_after_approval
+from orchestrator.messages import ToolResultPart
+from orchestrator.redis_conn import connect
+from orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
+from orchestrator.settings import Settings
+from orchestrator.spec import RunSpec
+from orchestrator.store import RunStore
+from orchestrator.tools import ToolDef, resolve_tools
+from orchestrator.transitions import model_job, result_args, tool_job
+
+
+def _as_spec(spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
+    if isinstance(spec, RunSpec):
+        return spec
+    if isinstance(spec, str):
+        return RunSpec.model_validate_json(spec)
+    return RunSpec.model_validate(spec)
+
+
+class Client:
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        *,
+        redis: Redis | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.redis = redis if redis is not None else connect(redis_url or self.settings.redis_url)
+        self._owns_redis = redis is None
+        self.store = RunStore(self.redis, retention_s=self.settings.retention_s)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._owns_redis:
+            await self.redis.aclose()
+
+    # -- runs ------------------------------------------------------------------
+
+    async def submit(self, spec: RunSpec | Mapping[str, Any] | str) -> str:
+        """Validate the spec, resolve its tools, and start the run. Returns its id.
+
+        Raises pydantic's ValidationError for a malformed spec and SpecError for
+        one that names tools no worker serves. Submitting an id twice is a no-op.
+        """
+        run_spec = _as_spec(spec)
+        tools = resolve_tools(run_spec, await self.store.registry(), time.time())
+        run_id = run_spec.id or uuid.uuid4().hex
+        run_trace = tracing.new_run_trace(run_id)
+        with tracing.span(f"publish {MODEL_QUEUE}", parent=run_trace, kind=SpanKind.PRODUCER):
+            hop = tracing.carrier()
+        await self.store.create(
+            run_id,
+            spec_json=run_spec.model_dump_json(exclude_none=True),
+            tool_jsons={t.name: t.model_dump_json() for t in tools},
+            message_jsons=[m.model_dump_json() for m in run_spec.initial_messages()],
+            trace=json.dumps(run_trace),
+            event=event_json("start", run_id, model=run_spec.model.label, metadata=run_spec.metadata or None),
+            first_job=model_job(run_id, 0, hop, run_trace),
+        )
+        return run_id
+
+    async def result(self, run_id: str) -> RunResult:
+        """The run as it stands now (finished or not)."""
+        meta, messages, steps = await self.store.snapshot(run_id)
+        return assemble(run_id, meta, messages, steps)
+
+    async def wait(self, run_id: str, timeout_s: float | None = None) -> RunResult:
+        """Wait until the run succeeds, fails or is cancelled."""
+        meta = await self.store.meta(run_id)
+        if meta["status"] not in TERMINAL_STATUSES:
+            try:
+                await asyncio.wait_for(self._until_terminal(run_id, int(meta["seq"])), timeout_s)
+            except TimeoutError:
+                raise RunTimeoutError(
+                    f"run {run_id!r} did not finish within {timeout_s:g} s"
+                ) from None
+        return await self.result(run_id)
+
+    async def _until_terminal(self, run_id: str, after: int) -> None:
+        async for _ in self.store.events(run_id, after, follow=True):
+            pass
+
+    def events(
+        self, run_id: str, after: int | None = None, follow: bool = False
+    ) -> AsyncIterator[Event]:
+        """Events after seq `after`; with `follow`, until the run ends."""
+        return self.store.events(run_id, after or 0, follow=follow)
+
+    async def cancel(self, run_id: str, reason: str | None = None) -> str:
+        """Cancel the run. Returns its status afterwards (a finished run stays finished)."""
+        outcome = await self.store.cancel(run_id, reason)
+        if outcome == "unknown-run":
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        if outcome == "cancelled":
+            meta = await self.store.meta(run_id)
+            tracing.end_run(json.loads(meta.get("trace", "{}")), run_id, "cancelled")
+        return outcome
+
+    # -- parked calls ------------------------------------------------------------
+
+    async def _parked(self, run_id: str, call_id: str) -> tuple[int, CallPlan, dict[str, str]]:
+        meta = await self.store.meta(run_id)
+        if meta["status"] in TERMINAL_STATUSES:
+            raise RunStateError(f"run {run_id!r} has ended ({meta['status']})")
+        step = int(meta["step"])
+        call_json, _ = await self.store.call_state(run_id, step, call_id)
+        if call_json is None:
+            raise RunStateError(f"run {run_id!r} has no call {call_id!r} in its current step")
+        return step, CallPlan.model_validate_json(call_json), json.loads(meta.get("trace", "{}"))
+
+    async def approve(
+        self, run_id: str, call_id: str, approved: bool = True, reason: str | None = None
+    ) -> None:
+        """Approve a call parked for approval, or deny it (the model sees the reason)."""
+        step, call, run_trace = await self._parked(run_id, call_id)
+        tool_json = await self.store.tool_def(run_id, call.name)
+        if tool_json is None:
+            raise RunStateError(f"run {run_id!r} has no tool {call.name!r}")
+        tool = ToolDef.model_validate_json(tool_json)
+        hops = tracing.Hops(queue=call.queue or "tools", parent=run_trace)
+        args: dict[str, Any] = {
+            "step": step,
+            "call_id": call_id,
+            "approved": approved,
+            "event": event_json(
+                "tool-approval-response",
+                run_id,
+                step=step,
+                tool_call_id=call_id,
+                tool_name=call.name,
+                approved=approved,
+                reason=reason,
+            ),
+        }
+        if approved:
+            args["next_status"] = status_after_approval(tool)
+            if call.queue is not None:
+                args["job"] = tool_job(run_id, step, call, hops(), run_trace)
+        else:
+            denial = f"The user denied the call to {call.name!r}" + (f": {reason}" if reason else ".")
+            args.update(result_args(run_id, step, error_result(call_id, call.name, denial), hops, run_trace))
+        reply = await self.store.resolve_approval(run_id, args)
+        self._check(reply, run_id, call_id, "awaiting approval")
+        await self._after(reply[0], run_id, run_trace, hops)
+
+    async def submit_tool_result(
+        self, run_id: str, call_id: str, output: Any, is_error: bool = False
+    ) -> None:
+        """Post the result of a call that waits for one (a client tool)."""
+        step, call, run_trace = await self._parked(run_id, call_id)
+        result = (
+            error_result(call_id, call.name, output if isinstance(output, str) else json.dumps(output))
+            if is_error
+            else ToolResultPart(
+                tool_call_id=call_id,
+                tool_name=call.name,
+                output=to_jsonable_python(output, fallback=str),
+            )
+        )
+        hops = tracing.Hops(queue=MODEL_QUEUE, parent=run_trace)
+        reply = await self.store.post_result(run_id, result_args(run_id, step, result, hops, run_trace))
+        self._check(reply, run_id, call_id, "awaiting a result")
+        await self._after(reply[0], run_id, run_trace, hops)
+
+    @staticmethod
+    def _check(reply: list[str], run_id: str, call_id: str, wanted: str) -> None:
+        if reply[0] == "wrong-state":
+            raise RunStateError(
+                f"call {call_id!r} of run {run_id!r} is not {wanted} (it is {reply[1]})"
+            )
+        if reply[0] in ("closed", "stale", "unknown-run"):
+            raise RunStateError(f"run {run_id!r} no longer waits for call {call_id!r} ({reply[0]})")
+
+    @staticmethod
+    async def _after(
+        outcome: str, run_id: str, run_trace: dict[str, str], hops: tracing.Hops
+    ) -> None:
+        if outcome in ("continued", "approved"):
+            hops.record(hops.allocated)
+        if outcome == "finished":
+            tracing.end_run(run_trace, run_id, "succeeded")

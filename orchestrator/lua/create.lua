@@ -1,0 +1,12 @@
+-- Create a run once (a second submit of the same id is a no-op) and schedule step 0.
+if redis.call('EXISTS', meta) == 1 then return 0 end
+redis.call('HSET', meta, 'spec', A.spec, 'status', 'running', 'step', 0, 'seq', 0,
+           'created_at', A.at, 'n_initial', #A.messages, 'trace', A.trace,
+           'u_in', 0, 'u_out', 0, 'u_total', 0, 'u_cached', 0, 'u_reason', 0)
+for name, def in pairs(A.tools) do
+  redis.call('HSET', meta .. ':tools', name, def)
+end
+for _, m in ipairs(A.messages) do redis.call('RPUSH', msgs, m) end
+emit(A.event)
+enqueue(A.next_job)
+return 1

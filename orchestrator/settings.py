@@ -1,0 +1,21 @@
+"""Settings read from the environment, in one place, passed down as typed objects."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENTQ_", extra="ignore")
+
+    redis_url: str = "memory://"
+    # How long a finished run's keys are kept.
+    retention_s: int = Field(default=7 * 24 * 3600, gt=0)
+    # A running job renews its lease this often; a dead worker's job is re-delivered
+    # once the lease lapses, whatever the call's own timeout.
+    lease_s: float = Field(default=10.0, gt=0)
+    # A worker sleeps on its wake-up list; this is only the fallback poll.
+    idle_poll_s: float = Field(default=1.0, gt=0)
+    concurrency: int = Field(default=16, ge=1)
+    mcp_config: str | None = None

@@ -1,0 +1,56 @@
+"""The embedded mode: client and workers in one process on an in-memory Redis.
+
+    async with embedded(tools=[add]) as client:
+        result = await client.wait(await client.submit(spec))
+
+Same jobs, same transitions, same events as the distributed mode; only the
+Redis is in memory and the workers are tasks of this process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+
+from orchestrator.client import Client
+from orchestrator.jobs import MODEL_QUEUE, TOOLS_QUEUE
+from orchestrator.redis_conn import forget_memory_server, is_memory_url
+from orchestrator.settings import Settings
+from workers.executors.base import ToolExecutor
+from workers.executors.function import FunctionExecutor
+from workers.runtime import WorkerRuntime
+from workers.tools import FunctionTool
+
+
+@contextlib.asynccontextmanager
+async def embedded(
+    *,
+    tools: Sequence[FunctionTool] = (),
+    executors: Sequence[ToolExecutor] = (),
+    redis_url: str | None = None,
+    settings: Settings | None = None,
+    env: dict[str, str] | None = None,
+) -> AsyncIterator[Client]:
+    """Start in-process workers and yield a client on the same Redis.
+
+    Without `redis_url`, a fresh in-memory Redis is used and dropped on exit.
+    """
+    url = redis_url or f"memory://embedded-{uuid.uuid4().hex}"
+    all_executors: list[ToolExecutor] = [FunctionExecutor(tools), *executors]
+    runtime = WorkerRuntime(
+        url,
+        executors=all_executors,
+        queues=sorted({MODEL_QUEUE, TOOLS_QUEUE}),
+        settings=settings,
+        env=env,
+    )
+    await runtime.start()
+    client = Client(url, settings=settings)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+        await runtime.stop()
+        if redis_url is None and is_memory_url(url):
+            forget_memory_server(url)

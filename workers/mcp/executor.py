@@ -1,0 +1,125 @@
+"""`McpExecutor`: the tool executor for `kind="mcp"`, over the pooled sessions.
+
+    async with McpExecutor(load_mcp_config(path)) as mcp:
+        announcements = await mcp.announcements("tools")
+        output = await mcp.execute(tool_def, {"timezone": "UTC"}, ctx)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from importlib import metadata
+from types import TracebackType
+from typing import Any, Self
+
+import mcp_types as types
+
+from orchestrator.errors import ToolError, ToolInputError, ToolTimeoutError
+from orchestrator.tools import ToolAnnouncement, ToolDef, ToolKind
+from workers.executors.base import ToolContext
+from workers.mcp.config import McpConfig
+from workers.mcp.content import normalize_result
+from workers.mcp.pool import ServerConnection, ToolsChanged
+
+log = logging.getLogger(__name__)
+
+
+def client_info() -> types.Implementation:
+    """How agentq names itself to servers in the handshake."""
+    try:
+        version = metadata.version("agentq")
+    except metadata.PackageNotFoundError:
+        version = "0.0.0"
+    return types.Implementation(name="agentq", version=version)
+
+
+class McpExecutor:
+    """Serves the tools of every server in an MCP config."""
+
+    kind: ToolKind = "mcp"
+
+    def __init__(self, config: McpConfig, *, on_tools_changed: ToolsChanged | None = None) -> None:
+        """`on_tools_changed(server)` runs after a server said its tools changed and
+        the new list is cached: the worker re-announces then."""
+        info = client_info()
+        self.servers = {
+            name: ServerConnection(
+                name, server, client_info=info, on_tools_changed=on_tools_changed
+            )
+            for name, server in config.enabled.items()
+        }
+
+    async def start(self) -> None:
+        """Connect to every server and list its tools. A server that fails is logged
+        and retried by the next `announcements` or call; it never stops the worker."""
+        await self.announcements("")
+
+    async def __aenter__(self) -> Self:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc_val: BaseException | None,
+        exc_tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def announcements(self, queue: str) -> list[ToolAnnouncement]:
+        listed = await asyncio.gather(
+            *(self._listed(connection) for connection in self.servers.values())
+        )
+        now = time.time()
+        return [
+            ToolAnnouncement(
+                name=tool.name,
+                kind="mcp",
+                queue=queue,
+                description=tool.description or tool.title or "",
+                input_schema=dict(tool.input_schema),
+                server=name,
+                seen_at=now,
+            )
+            for name, tools in zip(self.servers, listed, strict=True)
+            for tool in tools
+        ]
+
+    async def _listed(self, connection: ServerConnection) -> list[types.Tool]:
+        try:
+            return await connection.tools()
+        except Exception as exc:
+            log.warning("MCP server %r: not announced: %s", connection.name, exc)
+            return []
+
+    async def execute(self, tool: ToolDef, input: Any, ctx: ToolContext) -> Any:
+        server = str(tool.config.get("server", ""))
+        remote = str(tool.config.get("tool", tool.name))
+        connection = self.servers.get(server)
+        if connection is None:
+            raise ToolError(f"this worker has no MCP server named {server!r}")
+        if input is None:
+            input = {}
+        if not isinstance(input, dict):
+            raise ToolInputError(
+                f"the MCP tool {tool.name!r} takes a JSON object, not {type(input).__name__}"
+            )
+        timeout_s = self._budget_s(tool, ctx, connection.config.timeout_s)
+        if timeout_s <= 0:
+            raise ToolTimeoutError(f"the MCP tool {tool.name!r} reached its deadline before it ran")
+        result = await connection.call(remote, input, ctx, timeout_s)
+        return normalize_result(result, tool=remote)
+
+    @staticmethod
+    def _budget_s(tool: ToolDef, ctx: ToolContext, server_cap_s: float | None) -> float:
+        budget = min(ctx.deadline_at - time.time(), tool.timeout_s)
+        return budget if server_cap_s is None else min(budget, server_cap_s)
+
+    async def release_run(self, run_id: str) -> None:
+        # Sessions belong to the worker, not to runs: nothing to drop.
+        return None
+
+    async def aclose(self) -> None:
+        await asyncio.gather(*(c.aclose() for c in self.servers.values()))

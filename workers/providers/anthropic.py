@@ -1,0 +1,368 @@
+"""Anthropic Messages API (`provider: "anthropic"`).
+
+Tool calls are `tool_use` blocks, results `tool_result` blocks (with
+`is_error`) inside a user turn. Streaming builds each content block from
+`content_block_start` and its deltas (`text_delta`, `input_json_delta`,
+`thinking_delta`, `signature_delta`); `message_delta` brings the stop reason and
+the final usage. Thinking blocks are returned in `provider_metadata` because the
+API requires them back, unchanged, on the next request of a tool-use turn.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from orchestrator.errors import ProviderError
+from orchestrator.messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    TextPart,
+    ToolCallPart,
+    ToolMessage,
+    ToolResultPart,
+    Usage,
+    UserMessage,
+    tool_output_text,
+)
+from orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
+from orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
+from workers.providers.base import DeltaSink, ModelRequest, ProviderContext, ToolDefinition
+from workers.providers.history import (
+    arguments_object,
+    assistant_metadata,
+    extra_headers,
+    passthrough_options,
+)
+from workers.providers.http import join_url, parse_event_json, post, read_api_key, read_json
+from workers.providers.sse import iter_sse
+
+DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
+DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
+API_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 4096
+KEY = "anthropic"
+
+STOP_REASONS: dict[str, FinishReason] = {
+    "end_turn": "stop",
+    "stop_sequence": "stop",
+    "pause_turn": "stop",
+    "max_tokens": "length",
+    "model_context_window_exceeded": "length",
+    "tool_use": "tool-calls",
+    "refusal": "content-filter",
+}
+# Provider-executed tools: our name -> the API's versioned tool type.
+SERVER_TOOLS = {"web_search": "web_search_20250305", "web_fetch": "web_fetch_20250910"}
+RETRYABLE_STREAM_ERRORS = frozenset(
+    {"overloaded_error", "api_error", "rate_limit_error", "timeout_error"}
+)
+
+
+def media_block(media_type: str, data: str) -> dict[str, Any]:
+    kind = "document" if media_type == "application/pdf" else "image"
+    return {"type": kind, "source": {"type": "base64", "media_type": media_type, "data": data}}
+
+
+def user_blocks(message: UserMessage) -> list[dict[str, Any]]:
+    if isinstance(message.content, str):
+        return [{"type": "text", "text": message.content}]
+    return [
+        {"type": "text", "text": p.text}
+        if isinstance(p, TextPart)
+        else media_block(p.media_type, p.data)
+        for p in message.content
+    ]
+
+
+def assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    # Thinking must come first, exactly as the API returned it.
+    blocks: list[dict[str, Any]] = list(assistant_metadata(message, KEY).get("thinking", []))
+    parts = (
+        [TextPart(text=message.content)] if isinstance(message.content, str) else message.content
+    )
+    for part in parts:
+        if isinstance(part, TextPart):
+            if part.text:
+                blocks.append({"type": "text", "text": part.text})
+        elif isinstance(part, ToolCallPart):
+            blocks.append(
+                {
+                    "type": "server_tool_use" if part.provider_executed else "tool_use",
+                    "id": part.tool_call_id,
+                    "name": part.tool_name,
+                    "input": arguments_object(part.input),
+                }
+            )
+        elif isinstance(part, ToolResultPart) and part.provider_executed:
+            blocks.append(
+                {
+                    "type": f"{part.tool_name}_tool_result",
+                    "tool_use_id": part.tool_call_id,
+                    "content": part.output,
+                }
+            )
+    return blocks
+
+
+def tool_result_block(part: ToolResultPart) -> dict[str, Any]:
+    block: dict[str, Any] = {
+        "type": "tool_result",
+        "tool_use_id": part.tool_call_id,
+        "content": tool_output_text(part.output),
+    }
+    if part.is_error:
+        block["is_error"] = True
+    return block
+
+
+def to_messages(messages: list[Message]) -> tuple[list[str], list[dict[str, Any]]]:
+    """(system texts, messages). Consecutive turns of one role are merged: tool results
+    and a following user message form one user turn, as the API expects."""
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+
+    def append(role: str, blocks: list[dict[str, Any]]) -> None:
+        if not blocks:
+            return
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            system.append(message.content)
+        elif isinstance(message, UserMessage):
+            append("user", user_blocks(message))
+        elif isinstance(message, AssistantMessage):
+            append("assistant", assistant_blocks(message))
+        elif isinstance(message, ToolMessage):
+            append("user", [tool_result_block(p) for p in message.content])
+    return system, out
+
+
+def to_tools(tools: list[ToolDefinition], label: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for tool in tools:
+        if not tool.provider_executed:
+            out.append(
+                {
+                    "name": tool.name,
+                    "description": tool.description,
+                    "input_schema": tool.input_schema,
+                }
+            )
+        elif tool.name in SERVER_TOOLS:
+            out.append({"type": SERVER_TOOLS[tool.name], "name": tool.name, **tool.options})
+        else:
+            raise ProviderError(
+                f"{label}: Anthropic has no provider-executed tool {tool.name!r} "
+                f"(known: {', '.join(sorted(SERVER_TOOLS))})",
+                retryable=False,
+            )
+    return out
+
+
+def to_tool_choice(choice: ToolChoice) -> dict[str, Any]:
+    if isinstance(choice, ToolChoiceTool):
+        return {"type": "tool", "name": choice.tool}
+    return {"type": {"auto": "auto", "required": "any", "none": "none"}[choice]}
+
+
+def to_usage(raw: dict[str, Any]) -> Usage:
+    # The API counts cache reads and writes apart from `input_tokens`; the neutral
+    # input count is the whole prompt, as OpenAI's is.
+    fresh = int(raw.get("input_tokens") or 0)
+    read = int(raw.get("cache_read_input_tokens") or 0)
+    written = int(raw.get("cache_creation_input_tokens") or 0)
+    output = int(raw.get("output_tokens") or 0)
+    return Usage(
+        input_tokens=fresh + read + written,
+        output_tokens=output,
+        total_tokens=fresh + read + written + output,
+        cached_input_tokens=read,
+    )
+
+
+@dataclass
+class _Block:
+    type: str
+    text: list[str] = field(default_factory=list)
+    json: list[str] = field(default_factory=list)
+    start: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class StreamState:
+    """Folds stream events into a response; pure, so event sequences are unit-testable."""
+
+    blocks: dict[int, _Block] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
+    stop_reason: str | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, event: dict[str, Any], label: str) -> str:
+        kind = event.get("type")
+        if kind == "message_start":
+            message = event.get("message") or {}
+            self.usage.update(message.get("usage") or {})
+            self.meta.update({k: message[k] for k in ("id", "model") if message.get(k)})
+        elif kind == "content_block_start":
+            start = dict(event.get("content_block") or {})
+            block = _Block(type=str(start.get("type")), start=start)
+            if start.get("text"):
+                block.text.append(start["text"])
+            self.blocks[int(event.get("index", len(self.blocks)))] = block
+        elif kind == "content_block_delta":
+            return self._delta(event)
+        elif kind == "message_delta":
+            # message_delta usage is cumulative: it replaces what message_start said.
+            self.usage.update(
+                {k: v for k, v in (event.get("usage") or {}).items() if v is not None}
+            )
+            self.stop_reason = (event.get("delta") or {}).get("stop_reason") or self.stop_reason
+        elif kind == "error":
+            error = event.get("error") or {}
+            raise ProviderError(
+                f"{label}: {error.get('type', 'error')}: {error.get('message', 'stream error')}",
+                retryable=error.get("type") in RETRYABLE_STREAM_ERRORS,
+            )
+        return ""
+
+    def _delta(self, event: dict[str, Any]) -> str:
+        block = self.blocks.setdefault(int(event.get("index", 0)), _Block(type="text"))
+        delta = event.get("delta") or {}
+        kind = delta.get("type")
+        if kind == "text_delta":
+            block.text.append(delta.get("text", ""))
+            return str(delta.get("text", "")) if block.type == "text" else ""
+        if kind == "input_json_delta":
+            block.json.append(delta.get("partial_json", ""))
+        elif kind == "thinking_delta":
+            block.text.append(delta.get("thinking", ""))
+        elif kind == "signature_delta":
+            block.start["signature"] = block.start.get("signature", "") + delta.get("signature", "")
+        return ""
+
+    def response(self) -> ModelResponse:
+        text: list[str] = []
+        calls: list[ProviderToolCall] = []
+        thinking: list[dict[str, Any]] = []
+        results: dict[str, Any] = {}
+        for _, block in sorted(self.blocks.items()):
+            if block.type == "text":
+                text.append("".join(block.text))
+            elif block.type in ("tool_use", "server_tool_use"):
+                calls.append(self._call(block))
+            elif block.type == "thinking":
+                thinking.append({**block.start, "thinking": "".join(block.text)})
+            elif block.type == "redacted_thinking":
+                thinking.append(block.start)
+            elif block.type.endswith("_tool_result"):
+                results[str(block.start.get("tool_use_id"))] = block.start.get("content")
+        for call in calls:
+            if call.provider_executed:
+                call.provider_result = results.get(call.id or "")
+        metadata: dict[str, Any] = dict(self.meta)
+        if thinking:
+            metadata["thinking"] = thinking
+        written = self.usage.get("cache_creation_input_tokens")
+        if written:
+            metadata["cache_creation_input_tokens"] = written
+        local_calls = any(not c.provider_executed for c in calls)
+        finish = STOP_REASONS.get(self.stop_reason or "", "other")
+        if local_calls:
+            finish = "tool-calls"
+        return ModelResponse(
+            text="".join(text),
+            tool_calls=calls,
+            finish_reason=finish,
+            usage=to_usage(self.usage),
+            provider_metadata={KEY: metadata} if metadata else {},
+        )
+
+    @staticmethod
+    def _call(block: _Block) -> ProviderToolCall:
+        joined = "".join(block.json)
+        arguments: str | dict[str, Any] = joined or (block.start.get("input") or {})
+        return ProviderToolCall(
+            id=block.start.get("id"),
+            name=str(block.start.get("name", "")),
+            arguments=arguments,
+            provider_executed=block.type == "server_tool_use",
+        )
+
+
+def parse_message(data: dict[str, Any], label: str) -> ModelResponse:
+    """A non-streamed message, folded through the same state as a stream."""
+    state = StreamState()
+    state.add({"type": "message_start", "message": data}, label)
+    for index, block in enumerate(data.get("content") or []):
+        state.add({"type": "content_block_start", "index": index, "content_block": block}, label)
+    state.stop_reason = data.get("stop_reason")
+    return state.response()
+
+
+class AnthropicProvider:
+    def __init__(self, ref: ModelRef, ctx: ProviderContext) -> None:
+        self.ref = ref
+        self.http: httpx.AsyncClient = ctx.http
+        self.env = ctx.env
+
+    def build_body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
+        system, messages = to_messages(request.messages)
+        if request.system:
+            system.insert(0, request.system)
+        body: dict[str, Any] = {
+            "model": self.ref.name,
+            "max_tokens": DEFAULT_MAX_TOKENS,
+            "messages": messages,
+        }
+        if system:
+            body["system"] = "\n\n".join(system)
+        if request.tools:
+            body["tools"] = to_tools(request.tools, self.ref.label)
+            body["tool_choice"] = to_tool_choice(request.tool_choice)
+        body.update(passthrough_options(self.ref.options))
+        if stream:
+            body["stream"] = True
+        return body
+
+    async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
+        label = self.ref.label
+        stream = bool(self.ref.options.get("stream", True))
+        key = read_api_key(self.ref, self.env, DEFAULT_KEY_ENV)
+        headers = {
+            "content-type": "application/json",
+            "anthropic-version": API_VERSION,
+            **extra_headers(self.ref.options),
+        }
+        if key:
+            headers["x-api-key"] = key
+        url = join_url(self.ref.base_url or DEFAULT_BASE_URL, "messages")
+        async with post(
+            self.http,
+            url,
+            label=label,
+            body=self.build_body(request, stream),
+            headers=headers,
+            timeout_s=request.timeout_s,
+            secrets=(key,),
+        ) as response:
+            if not stream:
+                result = parse_message(await read_json(response, label), label)
+                if result.text:
+                    await sink.text_delta(result.text)
+                return result
+            state = StreamState()
+            async for event in iter_sse(response):
+                delta = state.add(parse_event_json(event.data, label), label)
+                if delta:
+                    await sink.text_delta(delta)
+                if event.event == "message_stop":
+                    return state.response()
+            raise ProviderError(f"{label}: the stream ended before message_stop", retryable=True)

@@ -1,0 +1,187 @@
+"""A worker process: one arq worker per queue, woken by Redis instead of polling.
+
+arq polls its queue every `poll_delay` (0.5 s by default), which would put half
+a second into every hop. Here each enqueue also pushes a token onto the
+queue's wake-up list; a worker with spare capacity waits on that list with
+BLPOP and polls as soon as a token arrives. The poll interval remains only as
+a fallback (deferred retries, lost tokens), so an idle worker sleeps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+from arq import Worker
+from arq.worker import func
+from redis.asyncio import Redis
+
+from orchestrator.jobs import MODEL_QUEUE, TOOLS_QUEUE, deserialize, queue_key, serialize, wake_key
+from orchestrator.redis_conn import connect
+from orchestrator.settings import Settings
+from orchestrator.store import RunStore
+from orchestrator.tools import ToolKind
+from workers import jobs
+from workers.executors.base import ToolExecutor
+
+log = logging.getLogger("agentq.worker")
+
+# arq's own timeout only backstops ours: calls carry their deadlines, and a
+# dead worker is found by its lapsed lease, not by this.
+_ARQ_FUNCTION_TIMEOUT_S = 6 * 3600
+ANNOUNCE_EVERY_S = 60.0
+
+
+class WakeableWorker(Worker):  # type: ignore[misc]
+    def __init__(self, *args: Any, wake: str, idle_poll_s: float, **kwargs: Any) -> None:
+        super().__init__(*args, poll_delay=idle_poll_s, **kwargs)
+        self.wake_key = wake
+        self.idle_poll_s = idle_poll_s
+        self._wake = asyncio.Event()
+        self._capacity = asyncio.Event()
+        self._capacity.set()
+
+    async def main(self) -> None:
+        # arq's main, less its INFO call (the embedded Redis has none) and its fixed sleep.
+        self.ctx["redis"] = self.pool
+        if self.on_startup:
+            await self.on_startup(self.ctx)
+        listener = asyncio.create_task(self._listen())
+        try:
+            while True:
+                self._wake.clear()
+                await self._poll_iteration()
+                self._capacity.set() if self.job_counter < self.max_jobs else self._capacity.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self.idle_poll_s)
+        finally:
+            listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await listener
+
+    async def _listen(self) -> None:
+        while True:
+            await self._capacity.wait()
+            try:
+                popped = await self.pool.blpop([self.wake_key], timeout=max(1, int(self.idle_poll_s)))
+            except (OSError, ConnectionError) as exc:  # Redis restarting: the fallback poll covers us
+                log.warning("wake-up listener: %s", exc)
+                await asyncio.sleep(self.idle_poll_s)
+                continue
+            if popped:
+                self._wake.set()
+
+    def _release_sem_dec_counter_on_complete(self) -> None:
+        saturated = self.job_counter >= self.max_jobs
+        super()._release_sem_dec_counter_on_complete()
+        self._capacity.set()
+        if saturated:  # jobs may be waiting that this worker left in the queue
+            self._wake.set()
+
+
+class WorkerRuntime:
+    """The workers of one process, their executors, and their registry announcements."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        *,
+        executors: Sequence[ToolExecutor] = (),
+        queues: Sequence[str] = (MODEL_QUEUE, TOOLS_QUEUE),
+        tool_queue: str = TOOLS_QUEUE,
+        settings: Settings | None = None,
+        env: dict[str, str] | None = None,
+        http: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.redis_url = redis_url
+        self.queues = list(queues)
+        self.tool_queue = tool_queue
+        self.executors = list(executors)
+        self.env = dict(os.environ) if env is None else env
+        self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self._http = http
+        self._tasks: list[asyncio.Task[None]] = []
+        self._workers: list[WakeableWorker] = []
+        self.redis: Redis | None = None
+
+    async def start(self) -> None:
+        self.redis = connect(self.redis_url)
+        store = RunStore(self.redis, retention_s=self.settings.retention_s)
+        http = self._http or httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
+        self._http = http
+        executors: dict[ToolKind, ToolExecutor] = {e.kind: e for e in self.executors}
+        deps = jobs.WorkerDeps(
+            store=store, http=http, executors=executors, env=self.env, lease_s=self.settings.lease_s
+        )
+        await self.announce()
+        for queue in self.queues:
+            worker = WakeableWorker(
+                functions=[
+                    func(jobs.model_step, name="model_step", timeout=_ARQ_FUNCTION_TIMEOUT_S),
+                    func(jobs.tool_call, name="tool_call", timeout=_ARQ_FUNCTION_TIMEOUT_S),
+                ],
+                queue_name=queue_key(queue),
+                redis_pool=self.redis,
+                wake=wake_key(queue),
+                idle_poll_s=self.settings.idle_poll_s,
+                handle_signals=False,
+                max_jobs=self.settings.concurrency,
+                keep_result=0,
+                allow_abort_jobs=True,
+                job_serializer=serialize,
+                job_deserializer=deserialize,
+                ctx={"agentq": deps, "queue": queue},
+            )
+            self._workers.append(worker)
+            self._tasks.append(asyncio.create_task(worker.main(), name=f"agentq-worker-{queue}"))
+        self._tasks.append(asyncio.create_task(self._announce_forever(), name="agentq-announce"))
+
+    async def announce(self) -> None:
+        assert self.redis is not None
+        store = RunStore(self.redis)
+        for executor in self.executors:
+            await store.announce(await executor.announcements(self.tool_queue))
+
+    async def _announce_forever(self) -> None:
+        while True:
+            await asyncio.sleep(ANNOUNCE_EVERY_S)
+            try:
+                await self.announce()
+            except Exception as exc:  # keep serving; the next round retries
+                log.warning("tool announcement failed: %s", exc)
+
+    async def wait(self) -> None:
+        """Run until a worker task ends (it only does on error) or we are cancelled."""
+        done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            task.result()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for worker in self._workers:
+            # arq's in-flight jobs: cancel so re-delivery picks them up elsewhere.
+            for job_task in list(worker.tasks.values()):
+                job_task.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.gather(*worker.tasks.values(), return_exceptions=True)
+        for executor in self.executors:
+            with contextlib.suppress(Exception):
+                await executor.aclose()
+        if self._http is not None:
+            await self._http.aclose()
+        if self.redis is not None:
+            await self.redis.aclose()
+        self._tasks.clear()
+        self._workers.clear()
