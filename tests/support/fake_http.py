@@ -98,7 +98,9 @@ class FakeHTTPServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), daemon=True
+        )
         self._thread.start()
 
     def stop(self) -> None:

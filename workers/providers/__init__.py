@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from orchestrator.errors import SpecError
 from orchestrator.spec import ModelRef
+from workers.providers.anthropic import AnthropicProvider
 from workers.providers.base import (
     DeltaSink,
     ModelRequest,
@@ -23,6 +24,7 @@ ProviderFactory = Callable[[ModelRef, ProviderContext], Provider]
 _FACTORIES: dict[str, ProviderFactory] = {
     "scripted": lambda ref, ctx: ScriptedProvider(),
     "openai": OpenAIChatProvider,
+    "anthropic": AnthropicProvider,
 }
 
 

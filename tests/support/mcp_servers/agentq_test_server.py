@@ -12,9 +12,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import json
 import os
+import urllib.parse
 from typing import Annotated, Any
 
+import uvicorn
 from mcp.server.mcpserver import (
     Context,
     Elicit,
@@ -41,10 +44,10 @@ TINY_PNG = base64.b64decode(
 server = MCPServer("agentq-test", version="1.0.0")
 
 # Server-side observations the tests read back through the `stats` tool.
-STATS: dict[str, int] = {"cancelled": 0, "calls": 0}
+STATS: dict[str, int] = {"cancelled": 0, "calls": 0, "tokens_issued": 0}
 
 
-@server.tool()
+@server.tool(structured_output=False)
 def echo(text: str) -> str:
     """Return the text unchanged."""
     STATS["calls"] += 1
@@ -57,7 +60,7 @@ def add(a: int, b: int) -> dict[str, int]:
     return {"sum": a + b}
 
 
-@server.tool()
+@server.tool(structured_output=False)
 async def count(steps: int, ctx: Context) -> str:
     """Report `steps` progress notifications, then finish."""
     for i in range(1, steps + 1):
@@ -71,7 +74,7 @@ def tiny_image() -> Image:
     return Image(data=TINY_PNG, format="png")
 
 
-@server.tool()
+@server.tool(structured_output=False)
 def mixed() -> list[Any]:
     """Every kind of content block at once."""
     return [
@@ -88,7 +91,7 @@ def mixed() -> list[Any]:
     ]
 
 
-@server.tool()
+@server.tool(structured_output=False)
 def fail(message: str) -> str:
     """Always fails with the given message (an `isError` result)."""
     raise ToolError(message)
@@ -103,7 +106,7 @@ def _ask_person() -> Elicit[Person]:
     return Elicit("Who are you?", Person)
 
 
-@server.tool()
+@server.tool(structured_output=False)
 def greet(answer: Annotated[ElicitationResult[Person], Resolve(_ask_person)]) -> str:
     """Asks the client who it is, through elicitation."""
     if answer.action == "accept":
@@ -111,7 +114,7 @@ def greet(answer: Annotated[ElicitationResult[Person], Resolve(_ask_person)]) ->
     return f"no answer: {answer.action}"
 
 
-@server.tool()
+@server.tool(structured_output=False)
 async def slow(seconds: float) -> str:
     """Sleep, counting the calls that were cancelled before finishing."""
     try:
@@ -134,31 +137,96 @@ def stats() -> dict[str, int]:
     return dict(STATS)
 
 
-@server.tool()
+@server.tool(structured_output=False)
 async def grow(name: str, ctx: Context) -> str:
     """Add a tool named `name` and tell the client the list changed."""
 
     def added() -> str:
         return f"I am {name}"
 
-    server.add_tool(added, name=name, description=f"added by grow({name})")
+    server.add_tool(added, name=name, description=f"added by grow({name})", structured_output=False)
     await ctx.notify_tools_changed()
     if ctx.session is not None:
         await ctx.session.send_tool_list_changed()
     return f"added {name}"
 
 
+def _guarded(app: Any, static_token: str | None, client: tuple[str, str] | None) -> Any:
+    """Wrap the HTTP app: `/mcp` needs a bearer token; `/token` issues them."""
+    valid = {static_token} if static_token else set()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await app(scope, receive, send)
+            return
+        if scope["path"] == "/token" and client is not None:
+            await _issue_token(scope, receive, send, client, valid)
+            return
+        headers = dict(scope.get("headers") or [])
+        given = headers.get(b"authorization", b"").decode()
+        if not given.startswith("Bearer ") or given[len("Bearer ") :] not in valid:
+            STATS["rejected"] = STATS.get("rejected", 0) + 1
+            await _respond(send, 401, {"error": "invalid_token"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
+async def _issue_token(
+    scope: Any, receive: Any, send: Any, client: tuple[str, str], valid: set[str]
+) -> None:
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    form = dict(urllib.parse.parse_qsl(body.decode()))
+    if (
+        form.get("grant_type") != "client_credentials"
+        or (
+            form.get("client_id"),
+            form.get("client_secret"),
+        )
+        != client
+    ):
+        await _respond(send, 401, {"error": "invalid_client"})
+        return
+    STATS["tokens_issued"] = STATS.get("tokens_issued", 0) + 1
+    token = f"issued-{STATS['tokens_issued']}"
+    valid.add(token)
+    await _respond(send, 200, {"access_token": token, "token_type": "Bearer", "expires_in": 3600})
+
+
+async def _respond(send: Any, status: int, body: dict[str, Any]) -> None:
+    data = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("transport", choices=["stdio", "streamable-http", "sse"])
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--static-token", help="require this bearer token over HTTP")
+    parser.add_argument("--client-id", help="issue tokens at /token to this client")
+    parser.add_argument("--client-secret")
     args = parser.parse_args()
     if args.transport == "stdio":
         server.run("stdio")
-    elif args.transport == "sse":
-        server.run("sse", host="127.0.0.1", port=args.port)
-    else:
-        server.run("streamable-http", host="127.0.0.1", port=args.port)
+        return
+    app = server.sse_app() if args.transport == "sse" else server.streamable_http_app()
+    client = (args.client_id, args.client_secret) if args.client_id else None
+    if args.static_token or client:
+        app = _guarded(app, args.static_token, client)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

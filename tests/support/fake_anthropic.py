@@ -1,0 +1,226 @@
+"""A local Anthropic Messages API server for tests (real HTTP on 127.0.0.1).
+
+    with FakeAnthropic([Turn(tool_calls=[ToolCall("add", {"a": 1})]), Turn(text="1")]) as s:
+        ModelRef(provider="anthropic", name="claude-x", base_url=s.base_url)
+
+`POST /v1/messages` answers the next turn: named SSE events (`message_start`,
+`content_block_start`, `content_block_delta` with `text_delta` /
+`input_json_delta` / `thinking_delta` / `signature_delta`, `content_block_stop`,
+`message_delta` with `stop_reason` and usage, `message_stop`, plus a `ping`)
+when the request says `stream: true`, one message object otherwise. Errors use
+the API's `{"type": "error", "error": {"type", "message"}}` body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.support.fake_http import FakeHTTPServer, Recorded, Reply
+from tests.support.fake_openai import ToolCall
+
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    529: "overloaded_error",
+}
+
+
+@dataclass
+class ServerToolUse:
+    """A provider-executed call (e.g. web_search) and its result block."""
+
+    name: str
+    input: dict[str, Any]
+    result: list[dict[str, Any]]
+    id: str = "srvtoolu_1"
+
+
+@dataclass
+class Turn:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    thinking: str | None = None
+    server_tools: list[ServerToolUse] = field(default_factory=list)
+    stop_reason: str | None = None  # default: tool_use with calls, else end_turn
+    usage: dict[str, Any] = field(
+        default_factory=lambda: {
+            "input_tokens": 20,
+            "output_tokens": 9,
+            "cache_creation_input_tokens": 5,
+            "cache_read_input_tokens": 100,
+        }
+    )
+    status: int = 200
+    error: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    fragment_chars: int = 4
+    text_chars: int = 3
+    # Stream: an `error` event after the first block, as when the API is overloaded mid-way.
+    stream_error: str | None = None
+    truncate: bool = False  # stream: stop before message_stop, as a cut connection does
+    byte_split: int | None = None
+    model: str = "claude-fake"
+
+
+def _cut(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), max(1, size))]
+
+
+def _stop(turn: Turn) -> str:
+    return turn.stop_reason or ("tool_use" if turn.tool_calls else "end_turn")
+
+
+def blocks(turn: Turn, index: int) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if turn.thinking is not None:
+        out.append({"type": "thinking", "thinking": turn.thinking, "signature": "sig-abc"})
+    for tool in turn.server_tools:
+        out.append(
+            {"type": "server_tool_use", "id": tool.id, "name": tool.name, "input": tool.input}
+        )
+        out.append(
+            {"type": f"{tool.name}_tool_result", "tool_use_id": tool.id, "content": tool.result}
+        )
+    if turn.text:
+        out.append({"type": "text", "text": turn.text})
+    for i, call in enumerate(turn.tool_calls):
+        args = json.loads(call.arguments_text())
+        out.append(
+            {
+                "type": "tool_use",
+                "id": call.id or f"toolu_{index}_{i}",
+                "name": call.name,
+                "input": args,
+            }
+        )
+    return out
+
+
+def message(turn: Turn, index: int) -> dict[str, Any]:
+    return {
+        "id": f"msg_{index}",
+        "type": "message",
+        "role": "assistant",
+        "model": turn.model,
+        "content": blocks(turn, index),
+        "stop_reason": _stop(turn),
+        "stop_sequence": None,
+        "usage": turn.usage,
+    }
+
+
+def stream_events(turn: Turn, index: int) -> list[tuple[str | None, Any]]:
+    start_usage = {**turn.usage, "output_tokens": 1}
+    start = {**message(turn, index), "content": [], "stop_reason": None, "usage": start_usage}
+    events: list[tuple[str | None, Any]] = [
+        ("message_start", {"type": "message_start", "message": start}),
+        ("ping", {"type": "ping"}),
+    ]
+    for i, block in enumerate(blocks(turn, index)):
+        kind = block["type"]
+        deltas: list[dict[str, Any]] = []
+        if kind == "text":
+            first: dict[str, Any] = {"type": "text", "text": ""}
+            deltas = [
+                {"type": "text_delta", "text": t} for t in _cut(block["text"], turn.text_chars)
+            ]
+        elif kind in ("tool_use", "server_tool_use"):
+            first = {**block, "input": {}}
+            deltas = [
+                {"type": "input_json_delta", "partial_json": p}
+                for p in _cut(json.dumps(block["input"]), turn.fragment_chars)
+            ]
+        elif kind == "thinking":
+            first = {"type": "thinking", "thinking": ""}
+            deltas = [{"type": "thinking_delta", "thinking": t} for t in _cut(block["thinking"], 5)]
+            deltas.append({"type": "signature_delta", "signature": block["signature"]})
+        else:
+            first = block  # result blocks arrive whole
+        events.append(
+            (
+                "content_block_start",
+                {"type": "content_block_start", "index": i, "content_block": first},
+            )
+        )
+        events += [
+            ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": d})
+            for d in deltas
+        ]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+        if turn.stream_error and i == 0:
+            error = {
+                "type": "error",
+                "error": {"type": "overloaded_error", "message": turn.stream_error},
+            }
+            events.append(("error", error))
+            return events
+    if turn.truncate:
+        return events
+    events.append(
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": _stop(turn), "stop_sequence": None},
+                "usage": turn.usage,
+            },
+        )
+    )
+    events.append(("message_stop", {"type": "message_stop"}))
+    return events
+
+
+def render(turn: Turn, index: int, request: Recorded) -> Reply:
+    if turn.status >= 400:
+        error_type = ERROR_TYPES.get(turn.status, "api_error")
+        body = {"type": "error", "error": {"type": error_type, "message": turn.error}}
+        return Reply.json(body, status=turn.status, headers=turn.headers)
+    wants_stream = isinstance(request.body, dict) and request.body.get("stream")
+    if not wants_stream:
+        return Reply.json(message(turn, index), headers=turn.headers)
+    return Reply.sse(stream_events(turn, index), headers=turn.headers, byte_split=turn.byte_split)
+
+
+class FakeAnthropic:
+    """`with FakeAnthropic(turns) as server:` — `server.base_url` ends in /v1."""
+
+    def __init__(self, script: Sequence[Turn] | Callable[[Recorded], Turn] = ()) -> None:
+        self._script = script
+        self._served = 0
+        self.http = FakeHTTPServer(self._respond)
+
+    @property
+    def base_url(self) -> str:
+        return self.http.url + "/v1"
+
+    @property
+    def requests(self) -> list[Recorded]:
+        return self.http.requests
+
+    def __enter__(self) -> FakeAnthropic:
+        self.http.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.stop()
+
+    def _respond(self, request: Recorded) -> Reply:
+        index = self._served
+        self._served += 1
+        if request.path != "/v1/messages":
+            return Reply.json({"type": "error", "error": {"message": "no route"}}, status=404)
+        if callable(self._script):
+            turn = self._script(request)
+        elif index < len(self._script):
+            turn = self._script[index]
+        else:
+            turn = Turn(status=400, error=f"fake-anthropic: no scripted turn left ({index})")
+        return render(turn, index, request)
