@@ -1,0 +1,413 @@
+"""The `agentq` command line.
+
+Exit codes: 0 the run succeeded (or the command did its job), 1 the run
+failed or was cancelled, 2 a bad spec or bad arguments, 3 infrastructure
+(Redis unreachable, …).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import signal
+import sys
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NoReturn, TypeVar
+
+import click
+from pydantic import ValidationError
+from redis.exceptions import ConnectionError as RedisConnectionError
+from rich.console import Console
+
+from agentq.render import ProgressPrinter
+from orchestrator.client import Client
+from orchestrator.errors import AgentqError, RunError, SpecError
+from orchestrator.jobs import MODEL_QUEUE, TOOLS_QUEUE
+from orchestrator.result import RunResult
+from orchestrator.settings import Settings
+from orchestrator.spec import RunSpec
+
+T = TypeVar("T")
+
+REDIS_OPTION = click.option(
+    "--redis",
+    "redis_url",
+    envvar="AGENTQ_REDIS_URL",
+    default=None,
+    help="Redis URL (default: $AGENTQ_REDIS_URL).",
+)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    click.echo(f"agentq: {message}", err=True)
+    sys.exit(code)
+
+
+def _spec_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "spec"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"invalid spec: {where}: {first['msg']}{more}"
+
+
+def _guard(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
+    """Run an async command, mapping our errors to one line and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return asyncio.run(fn(*args, **kwargs))
+        except ValidationError as exc:
+            _fail(_spec_error(exc), 2)
+        except SpecError as exc:
+            _fail(exc.message, 2)
+        except RunError as exc:
+            _fail(exc.message, 1)
+        except (RedisConnectionError, OSError) as exc:
+            _fail(f"cannot reach Redis: {exc}", 3)
+        except AgentqError as exc:
+            _fail(exc.message, 3)
+        except KeyboardInterrupt:
+            _fail("interrupted", 130)
+
+    return wrapper
+
+
+def _read_spec(path: str) -> RunSpec:
+    try:
+        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+    except OSError as exc:
+        raise SpecError(f"cannot read spec {path!r}: {exc.strerror}") from None
+    try:
+        return RunSpec.model_validate_json(text)
+    except ValidationError as exc:
+        if exc.errors()[0]["type"] == "json_invalid":
+            raise SpecError(f"spec {path!r} is not valid JSON: {exc.errors()[0]['msg']}") from None
+        raise
+
+
+def _print_result(result: RunResult) -> None:
+    click.echo(result.model_dump_json(indent=2))
+
+
+def _exit_for(result: RunResult) -> None:
+    sys.exit(0 if result.succeeded else 1)
+
+
+@click.group()
+@click.version_option(package_name="agentq")
+def main() -> None:
+    """Run LLM agent loops as durable distributed jobs on Redis."""
+
+
+# -- run ---------------------------------------------------------------------
+
+
+@main.command()
+@click.argument("spec_path", metavar="SPEC")
+@REDIS_OPTION
+@click.option("--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions.")
+@click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--json", "as_json", is_flag=True, help="Print only the RunResult as JSON.")
+@click.option("--timeout", "timeout_s", type=float, default=None, help="Give up after S seconds.")
+def run(
+    spec_path: str,
+    redis_url: str | None,
+    tool_modules: Sequence[str],
+    mcp_config: str | None,
+    as_json: bool,
+    timeout_s: float | None,
+) -> None:
+    """Run SPEC and show its progress. Embedded (in-memory) unless --redis is given."""
+    result = _guard(_run)(spec_path, redis_url, tool_modules, mcp_config, as_json, timeout_s)
+    _exit_for(result)
+
+
+async def _run(
+    spec_path: str,
+    redis_url: str | None,
+    tool_modules: Sequence[str],
+    mcp_config: str | None,
+    as_json: bool,
+    timeout_s: float | None,
+) -> RunResult:
+    from workers.embedded import embedded
+    from workers.loading import load_tool_modules
+
+    spec = _read_spec(spec_path)
+    tools = load_tool_modules(tool_modules)
+    executors = await _extra_executors(mcp_config, sandbox=False)
+    console = Console(stderr=as_json, quiet=as_json, highlight=False)
+    if redis_url and not tool_modules and not executors:
+        async with Client(redis_url) as client:
+            return await _drive(client, spec, console, as_json, timeout_s)
+    async with embedded(tools=tools, executors=executors, redis_url=redis_url) as client:
+        return await _drive(client, spec, console, as_json, timeout_s)
+
+
+async def _drive(
+    client: Client, spec: RunSpec, console: Console, as_json: bool, timeout_s: float | None
+) -> RunResult:
+    run_id = await client.submit(spec)
+    printer = ProgressPrinter(console)
+    interactive = sys.stdin.isatty() and not as_json
+
+    async def follow() -> None:
+        async for event in client.events(run_id, follow=True):
+            printer.show(event)
+            if interactive and event.type == "tool-approval-request":
+                await _ask_approval(client, run_id, event.tool_call_id or "", console)
+            elif event.type in ("tool-approval-request", "tool-call") and not interactive:
+                pass
+
+    try:
+        await asyncio.wait_for(follow(), timeout_s)
+    except TimeoutError:
+        await client.cancel(run_id, reason="timed out")
+    result = await client.wait(run_id)
+    if as_json:
+        _print_result(result)
+    else:
+        printer.summary(result)
+    return result
+
+
+async def _ask_approval(client: Client, run_id: str, call_id: str, console: Console) -> None:
+    answer = await asyncio.to_thread(console.input, "  approve this call? [y/N] ")
+    approved = answer.strip().lower() in ("y", "yes")
+    reason = None if approved else (await asyncio.to_thread(console.input, "  reason: ")) or None
+    await client.approve(run_id, call_id, approved=approved, reason=reason)
+
+
+async def _extra_executors(mcp_config: str | None, *, sandbox: bool) -> list[Any]:
+    executors: list[Any] = []
+    config_path = mcp_config or os.environ.get("AGENTQ_MCP_CONFIG")
+    if config_path:
+        try:
+            from workers.mcp.config import load_mcp_config
+            from workers.mcp.executor import McpExecutor
+        except ImportError as exc:
+            raise SpecError(f"--mcp-config: MCP support is not available ({exc})") from None
+        executor = McpExecutor(load_mcp_config(config_path))
+        start = getattr(executor, "start", None)
+        if start is not None:
+            await start()
+        executors.append(executor)
+    if sandbox:
+        try:
+            from workers.executors.code import CodeExecutor
+        except ImportError as exc:
+            raise SpecError(f"--sandbox: sandbox support is not available ({exc})") from None
+        executor = CodeExecutor()
+        await executor.start()
+        executors.append(executor)
+    return executors
+
+
+# -- worker ------------------------------------------------------------------
+
+
+@main.command()
+@REDIS_OPTION
+@click.option("--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions.")
+@click.option("--queue", "queues", multiple=True, help="Queues to serve (default: model, tools).")
+@click.option("--concurrency", type=int, default=None, help="Jobs at once per queue.")
+@click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--sandbox", is_flag=True, help="Serve sandboxed code tools (needs Docker).")
+@click.option("-v", "--verbose", is_flag=True)
+def worker(
+    redis_url: str | None,
+    tool_modules: Sequence[str],
+    queues: Sequence[str],
+    concurrency: int | None,
+    mcp_config: str | None,
+    sandbox: bool,
+    verbose: bool,
+) -> None:
+    """Execute the jobs of runs submitted anywhere. Stops on SIGTERM or SIGINT."""
+    import logging
+
+    logging.basicConfig(
+        level=logging.INFO if verbose else logging.WARNING,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    )
+    if not redis_url:
+        _fail("worker needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
+    _guard(_worker)(redis_url, tool_modules, queues, concurrency, mcp_config, sandbox)
+
+
+async def _worker(
+    redis_url: str,
+    tool_modules: Sequence[str],
+    queues: Sequence[str],
+    concurrency: int | None,
+    mcp_config: str | None,
+    sandbox: bool,
+) -> None:
+    from orchestrator import tracing
+    from workers.executors.function import FunctionExecutor
+    from workers.loading import load_tool_modules
+    from workers.runtime import WorkerRuntime
+
+    tracing.setup_tracing("agentq-worker")
+    settings = Settings()
+    if concurrency is not None:
+        settings = settings.model_copy(update={"concurrency": concurrency})
+    tools = load_tool_modules(tool_modules)
+    executors = [FunctionExecutor(tools), *await _extra_executors(mcp_config, sandbox=sandbox)]
+    served = list(queues) or ([MODEL_QUEUE, TOOLS_QUEUE] + (["sandbox"] if sandbox else []))
+    tool_queue = next((q for q in served if q != MODEL_QUEUE), TOOLS_QUEUE)
+    runtime = WorkerRuntime(
+        redis_url, executors=executors, queues=served, tool_queue=tool_queue, settings=settings
+    )
+    await runtime.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    click.echo(
+        f"agentq worker {runtime.worker_id}: queues {', '.join(served)}; "
+        f"tools {', '.join(t.name for t in tools) or '-'}",
+        err=True,
+    )
+    waiter = asyncio.create_task(runtime.wait())
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
+        stopper.cancel()
+        await runtime.stop()
+        tracing.shutdown_tracing()
+    if waiter.done() and not waiter.cancelled() and waiter.exception():
+        raise waiter.exception()  # type: ignore[misc]
+
+
+# -- client commands -----------------------------------------------------------
+
+
+def _client(redis_url: str | None) -> Client:
+    if not redis_url:
+        _fail("needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
+    return Client(redis_url)
+
+
+@main.command()
+@click.argument("spec_path", metavar="SPEC")
+@REDIS_OPTION
+def submit(spec_path: str, redis_url: str | None) -> None:
+    """Submit SPEC and print the run id."""
+
+    async def go() -> None:
+        spec = _read_spec(spec_path)
+        async with _client(redis_url) as client:
+            click.echo(await client.submit(spec))
+
+    _guard(go)()
+
+
+@main.command()
+@click.argument("run_id")
+@REDIS_OPTION
+@click.option("--timeout", "timeout_s", type=float, default=None)
+def wait(run_id: str, redis_url: str | None, timeout_s: float | None) -> None:
+    """Wait for RUN_ID to end and print its RunResult. Exit 0 iff it succeeded."""
+
+    async def go() -> RunResult:
+        async with _client(redis_url) as client:
+            return await client.wait(run_id, timeout_s=timeout_s)
+
+    result = _guard(go)()
+    _print_result(result)
+    _exit_for(result)
+
+
+@main.command()
+@click.argument("run_id")
+@REDIS_OPTION
+@click.option("--after", type=int, default=None, help="Only events after this seq.")
+@click.option("--follow", is_flag=True, help="Keep printing until the run ends.")
+def events(run_id: str, redis_url: str | None, after: int | None, follow: bool) -> None:
+    """Print the run's events as JSON lines."""
+
+    async def go() -> None:
+        async with _client(redis_url) as client:
+            await client.store.meta(run_id)  # a clear error for an unknown run
+            async for event in client.events(run_id, after=after, follow=follow):
+                click.echo(event.model_dump_json(exclude_none=True))
+
+    _guard(go)()
+
+
+@main.command()
+@click.argument("run_id")
+@click.argument("call_id")
+@REDIS_OPTION
+@click.option("--deny", is_flag=True, help="Deny the call instead of approving it.")
+@click.option("--reason", default=None, help="Why (shown to the model on a denial).")
+def approve(
+    run_id: str, call_id: str, redis_url: str | None, deny: bool, reason: str | None
+) -> None:
+    """Approve (or --deny) a call that waits for approval."""
+
+    async def go() -> None:
+        async with _client(redis_url) as client:
+            await client.approve(run_id, call_id, approved=not deny, reason=reason)
+
+    _guard(go)()
+
+
+@main.command("tool-result")
+@click.argument("run_id")
+@click.argument("call_id")
+@REDIS_OPTION
+@click.option("--output", "output_json", required=True, help="The result, as JSON.")
+@click.option("--error", "is_error", is_flag=True, help="The output is an error message.")
+def tool_result(
+    run_id: str, call_id: str, redis_url: str | None, output_json: str, is_error: bool
+) -> None:
+    """Post the result of a call that waits for one (a client tool)."""
+    try:
+        output = json.loads(output_json)
+    except ValueError as exc:
+        _fail(f"--output is not valid JSON: {exc}", 2)
+
+    async def go() -> None:
+        async with _client(redis_url) as client:
+            await client.submit_tool_result(run_id, call_id, output, is_error=is_error)
+
+    _guard(go)()
+
+
+@main.command()
+@click.argument("run_id")
+@REDIS_OPTION
+@click.option("--reason", default=None)
+def cancel(run_id: str, redis_url: str | None, reason: str | None) -> None:
+    """Cancel a run."""
+
+    async def go() -> None:
+        async with _client(redis_url) as client:
+            click.echo(await client.cancel(run_id, reason=reason))
+
+    _guard(go)()
+
+
+@main.group()
+def sandbox() -> None:
+    """The code sandbox's container images."""
+
+
+@sandbox.command("build-images")
+@click.option("--mirror", default=None, help="Debian mirror (default: the machine's apt source).")
+@click.option("--force", is_flag=True, help="Rebuild even if the images exist.")
+def build_images(mirror: str | None, force: bool) -> None:
+    """Build the sandbox images from the Debian archive alone (no registry needed)."""
+    try:
+        from sandbox.images import build_images as build
+    except ImportError as exc:
+        _fail(f"sandbox support is not available: {exc}", 3)
+    for name in build(mirror=mirror, force=force):
+        click.echo(name)
