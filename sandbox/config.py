@@ -1,0 +1,54 @@
+"""How a `SandboxManager` is set up: images, capacity, pools, ceilings."""
+
+from __future__ import annotations
+
+import socket
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sandbox.images import SANDBOX_UID, default_images
+from sandbox.models import Language, Limits
+
+LABEL_SANDBOX = "agentq.sandbox"  # "1" on every container agentq creates
+LABEL_WORKER = "agentq.worker"  # the worker id: what orphan cleanup matches
+LABEL_MANAGER = "agentq.manager"  # one manager instance (uuid): what aclose sweeps
+LABEL_LANGUAGE = "agentq.language"
+
+
+_DEFAULT_POOL_SIZE: dict[Language, int] = {"python": 2, "javascript": 1}
+
+
+def _default_ceiling() -> Limits:
+    return Limits(
+        timeout_s=600,
+        memory_mb=2048,
+        cpus=2,
+        output_bytes=1_000_000,
+        pids=512,
+        workdir_mb=512,
+        artifact_bytes=10_000_000,
+        artifacts_total_bytes=20_000_000,
+        max_artifacts=100,
+    )
+
+
+class SandboxConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Stable across restarts of one worker: containers labelled with it that a
+    # new manager finds at start are orphans of a crash and are removed. Must
+    # be unique among live managers sharing a Docker engine.
+    worker_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=200)
+    images: dict[Language, str] = Field(default_factory=default_images)
+    # Idle containers kept started per language (default limits, no network).
+    pool_size: dict[Language, int] = Field(default_factory=lambda: dict(_DEFAULT_POOL_SIZE))
+    # Containers alive at once, idle pool containers and sessions included.
+    max_containers: int = Field(default=8, ge=1)
+    admission_timeout_s: float = Field(default=60.0, gt=0)
+    session_idle_timeout_s: float = Field(default=600.0, gt=0)
+    ready_timeout_s: float = Field(default=30.0, gt=0)
+    default_limits: Limits = Field(default_factory=Limits)
+    # Requests asking for more than this are refused, field by field.
+    limit_ceiling: Limits = Field(default_factory=_default_ceiling)
+    user: str = f"{SANDBOX_UID}:{SANDBOX_UID}"
+    network_name: str = "bridge"  # for requests with network=True

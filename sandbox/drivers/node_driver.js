@@ -1,0 +1,321 @@
+// The in-container JavaScript driver: the main process of every Node sandbox.
+//
+// Same wire protocol as python_driver.py (see sandbox/protocol.py): JSON
+// requests, one per line, on stdin; frames `kind | u32 BE length | payload` on
+// stdout. Unlike the Python driver, the code runs in a child `node` process
+// per call (reading its program from stdin, so `require` resolves from the
+// work directory and the program's own stdin is already at EOF): a busy loop
+// in the code can then never stall the relay, and JavaScript has no
+// interpreter state to keep. After each call every other process in the
+// container is killed, so nothing the code started outlives its call.
+'use strict';
+
+const fs = require('fs');
+const path = require('path');
+const childProcess = require('child_process');
+
+const WORK_DIR = '/work';
+const OUT_DIR = '/work/out';
+const CHUNK = 65536;
+const sleeper = new Int32Array(new SharedArrayBuffer(4));
+
+function sleepMs(ms) {
+  Atomics.wait(sleeper, 0, 0, ms);
+}
+
+function writeAll(buf) {
+  let offset = 0;
+  while (offset < buf.length) {
+    try {
+      offset += fs.writeSync(1, buf, offset, buf.length - offset);
+    } catch (err) {
+      if (err.code !== 'EAGAIN') throw err;
+      sleepMs(1);
+    }
+  }
+}
+
+function send(kind, payload) {
+  const header = Buffer.alloc(5);
+  header.write(kind, 0, 'latin1');
+  header.writeUInt32BE(payload.length, 1);
+  writeAll(Buffer.concat([header, payload]));
+}
+
+let pending = Buffer.alloc(0);
+
+function readLine() {
+  const chunk = Buffer.alloc(CHUNK);
+  for (;;) {
+    const newline = pending.indexOf(10);
+    if (newline >= 0) {
+      const line = pending.subarray(0, newline).toString('utf8');
+      pending = pending.subarray(newline + 1);
+      return line;
+    }
+    let count;
+    try {
+      count = fs.readSync(0, chunk, 0, CHUNK, null);
+    } catch (err) {
+      if (err.code === 'EAGAIN') {
+        sleepMs(1);
+        continue;
+      }
+      if (err.code === 'EOF') return null;
+      throw err;
+    }
+    if (count === 0) return null;
+    pending = Buffer.concat([pending, chunk.subarray(0, count)]);
+  }
+}
+
+function oomKills() {
+  for (const file of ['/sys/fs/cgroup/memory/memory.oom_control', '/sys/fs/cgroup/memory.events']) {
+    try {
+      const match = /^oom_kill (\d+)$/m.exec(fs.readFileSync(file, 'utf8'));
+      if (match) return Number(match[1]);
+    } catch (err) {
+      // not this cgroup version
+    }
+  }
+  return 0;
+}
+
+function writeFiles(files) {
+  for (const [rel, text] of Object.entries(files || {})) {
+    const full = path.join(WORK_DIR, rel);
+    fs.mkdirSync(path.dirname(full), { recursive: true });
+    fs.writeFileSync(full, text, 'utf8');
+  }
+}
+
+function killStrays() {
+  // kill(-1) reaches every process but init and ourselves; a fork bomb may
+  // refill the table while we sweep, so sweep until nothing is left (bounded).
+  for (let i = 0; i < 500; i++) {
+    try {
+      process.kill(-1, 'SIGKILL');
+    } catch (err) {
+      return;
+    }
+    sleepMs(2);
+  }
+}
+
+function sniffImage(head) {
+  if (head.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) {
+    return 'image/png';
+  }
+  if (head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff) return 'image/jpeg';
+  const start = head.subarray(0, 6).toString('latin1');
+  if (start === 'GIF87a' || start === 'GIF89a') return 'image/gif';
+  if (head.subarray(0, 4).toString('latin1') === 'RIFF' &&
+      head.subarray(8, 12).toString('latin1') === 'WEBP') {
+    return 'image/webp';
+  }
+  return null;
+}
+
+const TEXT_TYPES = {
+  '.txt': 'text/plain', '.csv': 'text/csv', '.html': 'text/html', '.md': 'text/markdown',
+  '.json': 'application/json', '.js': 'text/javascript', '.svg': 'image/svg+xml',
+  '.xml': 'text/xml', '.py': 'text/x-python',
+};
+
+function describe(rel, data) {
+  const imageType = sniffImage(data.subarray(0, 16));
+  const item = { path: rel, size: data.length, is_image: imageType !== null };
+  if (imageType === null && !data.includes(0)) {
+    try {
+      item.text = new TextDecoder('utf-8', { fatal: true }).decode(data);
+    } catch (err) {
+      // binary: sent as base64 below
+    }
+  }
+  const guessed = TEXT_TYPES[path.extname(rel).toLowerCase()];
+  if (imageType !== null) item.media_type = imageType;
+  else if (item.text !== undefined) item.media_type = guessed || 'text/plain';
+  else item.media_type = 'application/octet-stream';
+  if (item.text === undefined) item.data_base64 = data.toString('base64');
+  return item;
+}
+
+function readRegular(full, cap) {
+  let fd;
+  try {
+    const c = fs.constants;
+    fd = fs.openSync(full, c.O_RDONLY | c.O_NOFOLLOW | c.O_NONBLOCK);
+  } catch (err) {
+    return null;
+  }
+  try {
+    if (!fs.fstatSync(fd).isFile()) return null;
+    const buf = Buffer.alloc(cap + 1);
+    let total = 0;
+    while (total < cap + 1) {
+      const n = fs.readSync(fd, buf, total, cap + 1 - total, null);
+      if (n === 0) break;
+      total += n;
+    }
+    return buf.subarray(0, total);
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+const seen = new Map();
+
+function collect(limits) {
+  const items = [];
+  const notices = [];
+  let total = 0;
+  let top;
+  try {
+    top = fs.lstatSync(OUT_DIR);
+  } catch (err) {
+    return [items, notices];
+  }
+  if (!top.isDirectory()) {
+    notices.push('out: the output directory is not a plain directory; ignored');
+    return [items, notices];
+  }
+  const walk = (dir) => {
+    for (const name of fs.readdirSync(dir).sort()) {
+      const full = path.join(dir, name);
+      const rel = path.relative(OUT_DIR, full);
+      let info;
+      try {
+        info = fs.lstatSync(full);
+      } catch (err) {
+        continue;
+      }
+      if (info.isSymbolicLink()) {
+        notices.push(`out/${rel}: a symbolic link; refused`);
+        continue;
+      }
+      if (info.isDirectory()) {
+        walk(full);
+        continue;
+      }
+      if (!info.isFile()) {
+        notices.push(`out/${rel}: not a regular file; refused`);
+        continue;
+      }
+      const signature = `${info.mtimeMs}:${info.size}:${info.ino}`;
+      if (seen.get(rel) === signature) continue;
+      seen.set(rel, signature);
+      if (items.length >= limits.max_artifacts) {
+        notices.push(`out/${rel}: more than ${limits.max_artifacts} artifacts; not returned`);
+        continue;
+      }
+      if (info.size > limits.artifact_bytes) {
+        notices.push(`out/${rel}: ${info.size} bytes exceeds the ${limits.artifact_bytes}-byte artifact limit; not returned`);
+        continue;
+      }
+      if (total + info.size > limits.artifacts_total_bytes) {
+        notices.push(`out/${rel}: artifacts would exceed ${limits.artifacts_total_bytes} bytes in total; not returned`);
+        continue;
+      }
+      const data = readRegular(full, limits.artifact_bytes);
+      if (data === null || data.length > limits.artifact_bytes) {
+        notices.push(`out/${rel}: changed while being read; not returned`);
+        continue;
+      }
+      total += data.length;
+      items.push(describe(rel, data));
+    }
+  };
+  walk(OUT_DIR);
+  return [items, notices];
+}
+
+function memoryLimitMb() {
+  for (const file of ['/sys/fs/cgroup/memory/memory.limit_in_bytes', '/sys/fs/cgroup/memory.max']) {
+    try {
+      const bytes = Number(fs.readFileSync(file, 'utf8').trim());
+      if (Number.isFinite(bytes) && bytes > 0) return Math.floor(bytes / 1048576);
+    } catch (err) {
+      // not this cgroup version
+    }
+  }
+  return 256;
+}
+
+// A child is started ahead of the call that will use it (node takes ~100 ms to
+// boot): `node -` boots, then waits for its program on stdin.
+const HEAP_MB = Math.max(16, Math.floor(Math.min(memoryLimitMb(), 65536) * 0.75));
+let spare = null;
+
+function spawnChild(esm) {
+  const args = [`--max-old-space-size=${HEAP_MB}`];
+  if (esm) args.push('--input-type=module');
+  args.push('-');
+  const child = childProcess.spawn(process.execPath, args, {
+    cwd: WORK_DIR,
+    stdio: ['pipe', 'pipe', 'pipe'],
+  });
+  child.stdin.on('error', () => {});
+  return child;
+}
+
+function prepareSpare() {
+  spare = spawnChild(false);
+  spare.on('error', () => {});
+}
+
+function takeChild(esm) {
+  const ready = spare !== null && spare.exitCode === null && spare.signalCode === null;
+  const child = !esm && ready ? spare : spawnChild(esm);
+  if (spare !== null && child !== spare) spare.kill('SIGKILL');
+  spare = null;
+  return child;
+}
+
+function runCall(request, next) {
+  const oomBefore = oomKills();
+  writeFiles(request.files);
+  fs.mkdirSync(OUT_DIR, { recursive: true });
+  const child = takeChild(/^\s*(import|export)\s/m.test(request.code));
+  child.stdout.on('data', (chunk) => send('o', chunk));
+  child.stderr.on('data', (chunk) => send('e', chunk));
+  child.stdin.end(request.code);
+  let exitCode = null;
+  let killedBy = null;
+  let finished = false;
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    const [artifacts, notices] = collect(request.limits);
+    const done = {
+      exit_code: exitCode, value: null, oom: oomKills() > oomBefore, signal: killedBy, artifacts, notices,
+    };
+    send('d', Buffer.from(JSON.stringify(done), 'utf8'));
+    prepareSpare();
+    setImmediate(next);
+  };
+  child.on('error', (err) => {
+    send('e', Buffer.from(`cannot start node: ${err.message}\n`));
+    exitCode = 127;
+    finish();
+  });
+  child.on('exit', (code, signal) => {
+    exitCode = code !== null ? code : 128 + (require('os').constants.signals[signal] || 0);
+    killedBy = signal;
+    killStrays();
+    // Let the relays drain what the code wrote; the sweep closed every other writer.
+    child.on('close', finish);
+    setTimeout(finish, 5000).unref();
+  });
+}
+
+function loop() {
+  const line = readLine();
+  if (line === null) process.exit(0);
+  runCall(JSON.parse(line), loop);
+}
+
+fs.mkdirSync(WORK_DIR, { recursive: true });
+process.chdir(WORK_DIR);
+prepareSpare();
+send('R', Buffer.from(JSON.stringify({ pid: process.pid })));
+loop();

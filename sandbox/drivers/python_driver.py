@@ -1,0 +1,347 @@
+"""The in-container Python driver: the main process of every Python sandbox.
+
+It is never imported on the host; its source is passed to `python3 -c` as the
+container's command. Wire protocol (see `sandbox/protocol.py`):
+
+- requests arrive on stdin, one JSON object per line;
+- everything goes out on stdout as frames: kind (1 byte), length (4 bytes,
+  big endian), payload. `R` ready, `o` stdout chunk, `e` stderr chunk, `d` done.
+
+User code runs *in this process*, in one globals dict kept for the life of the
+container: that is what makes `session: "run"` keep interpreter state. Its
+file descriptors 1 and 2 are pipes that relay threads frame onto the real
+stdout (a private duplicate), and fd 0 is /dev/null, so the code can neither
+read the control channel by accident nor forge frames without trying hard;
+when it tries, it only lies about its own result: the host still enforces
+every limit from outside. After each call every other process in the
+container is killed, so nothing the code started outlives its call.
+"""
+
+from __future__ import annotations
+
+import ast
+import base64
+import builtins
+import contextlib
+import io
+import json
+import linecache
+import mimetypes
+import os
+import signal
+import stat
+import struct
+import sys
+import threading
+import time
+import traceback
+from typing import Any
+
+WORK_DIR = "/work"
+OUT_DIR = "/work/out"
+CHUNK = 65536
+
+CTL_IN = os.dup(0)
+CTL_OUT = os.dup(1)
+DRIVER_PID = os.getpid()
+_send_lock = threading.Lock()
+
+
+def send(kind: bytes, payload: bytes) -> None:
+    frame = kind + struct.pack(">I", len(payload)) + payload
+    with _send_lock:
+        view = memoryview(frame)
+        while view:
+            written = os.write(CTL_OUT, view)
+            view = view[written:]
+
+
+def relay(fd: int, kind: bytes) -> None:
+    while True:
+        try:
+            chunk = os.read(fd, CHUNK)
+        except OSError:
+            break
+        if not chunk:
+            break
+        send(kind, chunk)
+    os.close(fd)
+
+
+def write_files(files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = os.path.join(WORK_DIR, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(text)
+
+
+def safe_repr(value: object, limit: int) -> str:
+    try:
+        text = repr(value)
+    except BaseException as exc:  # a broken __repr__ is the code's problem, not ours
+        text = f"<repr failed: {type(exc).__name__}: {exc}>"
+    if len(text) > limit:
+        text = text[:limit] + f"... [{len(text) - limit} more characters]"
+    return text
+
+
+def print_user_traceback(exc: BaseException) -> None:
+    # Skip the driver's own frame so the model sees only its code.
+    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    lines = traceback.format_exception(type(exc), exc, tb)
+    sys.stderr.write("".join(lines))
+
+
+def execute(
+    code: str, cell: str, scope: dict[str, Any], value_chars: int
+) -> tuple[int, str | None]:
+    """Run code like a notebook cell: a trailing expression becomes the value."""
+    linecache.cache[cell] = (len(code), None, code.splitlines(True), cell)
+    try:
+        tree = ast.parse(code, cell, "exec")
+        last: ast.Expression | None = None
+        tail = tree.body[-1] if tree.body else None
+        if isinstance(tail, ast.Expr):
+            tree.body.pop()
+            last = ast.Expression(tail.value)
+        exec(compile(tree, cell, "exec"), scope)
+        if last is None:
+            return 0, None
+        value = eval(compile(last, cell, "eval"), scope)
+        return 0, None if value is None else safe_repr(value, value_chars)
+    except SystemExit as exc:
+        if exc.code is None:
+            return 0, None
+        if isinstance(exc.code, int):
+            return exc.code, None
+        sys.stderr.write(f"{exc.code}\n")
+        return 1, None
+    except BaseException as exc:
+        print_user_traceback(exc)
+        return 1, None
+
+
+def kill_strays() -> None:
+    """Kill every process but init and this one; bounded, so a fork bomb cannot pin us."""
+    for _ in range(500):
+        try:
+            os.kill(-1, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            return
+        reap_children()
+        time.sleep(0.002)
+
+
+def reap_children() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def sniff_image(head: bytes) -> str | None:
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def describe(rel: str, data: bytes) -> dict[str, Any]:
+    image_type = sniff_image(data[:16])
+    item: dict[str, Any] = {"path": rel, "size": len(data), "is_image": image_type is not None}
+    if image_type is None and b"\x00" not in data:
+        with contextlib.suppress(UnicodeDecodeError):
+            item["text"] = data.decode("utf-8")
+    guessed = mimetypes.guess_type(rel)[0]
+    if image_type is not None:
+        item["media_type"] = image_type
+    elif "text" in item:
+        item["media_type"] = guessed if guessed and guessed.startswith("text/") else "text/plain"
+    else:
+        item["media_type"] = guessed or "application/octet-stream"
+    if "text" not in item:
+        item["data_base64"] = base64.b64encode(data).decode("ascii")
+    return item
+
+
+def read_regular(path: str, cap: int) -> bytes | None:
+    """Read at most cap+1 bytes of a regular file without following a symlink."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        chunks: list[bytes] = []
+        remaining = cap + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(CHUNK, remaining))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+class Collector:
+    """Files new or changed under OUT_DIR since the previous call become artifacts."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[int, int, int]] = {}
+
+    def collect(self, limits: dict[str, int]) -> tuple[list[dict[str, Any]], list[str]]:
+        items: list[dict[str, Any]] = []
+        notices: list[str] = []
+        if os.path.islink(OUT_DIR) or not os.path.isdir(OUT_DIR):
+            if os.path.lexists(OUT_DIR):
+                notices.append("out: the output directory is not a plain directory; ignored")
+            return items, notices
+        total = 0
+        for dirpath, dirnames, filenames in os.walk(OUT_DIR, followlinks=False):
+            dirnames.sort()
+            for name in list(dirnames):
+                if os.path.islink(os.path.join(dirpath, name)):
+                    rel = os.path.relpath(os.path.join(dirpath, name), OUT_DIR)
+                    notices.append(f"out/{rel}: a symbolic link; refused")
+                    dirnames.remove(name)
+            for name in sorted(filenames):
+                full = os.path.join(dirpath, name)
+                rel = os.path.relpath(full, OUT_DIR)
+                refused = self._refusal(full, rel, limits, len(items), total)
+                if refused is not None:
+                    if refused:
+                        notices.append(refused)
+                    continue
+                data = read_regular(full, limits["artifact_bytes"])
+                if data is None or len(data) > limits["artifact_bytes"]:
+                    notices.append(f"out/{rel}: changed while being read; not returned")
+                    continue
+                total += len(data)
+                items.append(describe(rel, data))
+        return items, notices
+
+    def _refusal(
+        self, full: str, rel: str, limits: dict[str, int], count: int, total: int
+    ) -> str | None:
+        """None: return it; "": skip silently (unchanged); else the reason it is refused."""
+        try:
+            info = os.lstat(full)
+        except OSError:
+            return ""
+        if stat.S_ISLNK(info.st_mode):
+            return f"out/{rel}: a symbolic link; refused"
+        if not stat.S_ISREG(info.st_mode):
+            return f"out/{rel}: not a regular file; refused"
+        signature = (info.st_mtime_ns, info.st_size, info.st_ino)
+        if self.seen.get(rel) == signature:
+            return ""
+        self.seen[rel] = signature
+        if count >= limits["max_artifacts"]:
+            return f"out/{rel}: more than {limits['max_artifacts']} artifacts; not returned"
+        if info.st_size > limits["artifact_bytes"]:
+            return (
+                f"out/{rel}: {info.st_size} bytes exceeds the "
+                f"{limits['artifact_bytes']}-byte artifact limit; not returned"
+            )
+        if total + info.st_size > limits["artifacts_total_bytes"]:
+            return (
+                f"out/{rel}: artifacts would exceed "
+                f"{limits['artifacts_total_bytes']} bytes in total; not returned"
+            )
+        return None
+
+
+def oom_kills() -> int:
+    """The container cgroup's OOM-kill count (cgroup v1 or v2); 0 if unreadable."""
+    for path in ("/sys/fs/cgroup/memory/memory.oom_control", "/sys/fs/cgroup/memory.events"):
+        try:
+            with open(path) as handle:
+                for line in handle:
+                    key, _, count = line.partition(" ")
+                    if key == "oom_kill":
+                        return int(count)
+        except (OSError, ValueError):
+            continue
+    return 0
+
+
+def flush_std() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        # The code may have closed or replaced them.
+        with contextlib.suppress(BaseException):
+            stream.flush()
+
+
+def run_call(
+    request: dict[str, Any], cell: str, scope: dict[str, Any], collector: Collector
+) -> None:
+    ooms_before = oom_kills()
+    write_files(request.get("files", {}))
+    os.makedirs(OUT_DIR, exist_ok=True)
+    relays: list[threading.Thread] = []
+    for target_fd, kind in ((1, b"o"), (2, b"e")):
+        read_end, write_end = os.pipe()
+        os.dup2(write_end, target_fd)
+        os.close(write_end)
+        relays.append(threading.Thread(target=relay, args=(read_end, kind), daemon=True))
+    for thread in relays:
+        thread.start()
+    exit_code, value = execute(
+        request["code"], cell, scope, int(request.get("value_chars", 10_000))
+    )
+    flush_std()
+    if os.getpid() != DRIVER_PID:
+        # A fork of the code ran off the end of the cell: it must not act as the driver.
+        os._exit(exit_code)
+    kill_strays()
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)  # closes our write ends, so the relays see EOF
+    os.dup2(null, 2)
+    os.close(null)
+    for thread in relays:
+        thread.join(timeout=5.0)
+    artifacts, notices = collector.collect(request["limits"])
+    done = {
+        "exit_code": exit_code,
+        "value": value,
+        "oom": oom_kills() > ooms_before,
+        "artifacts": artifacts,
+        "notices": notices,
+    }
+    send(b"d", json.dumps(done).encode())
+
+
+def main() -> None:
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.close(null)
+    os.makedirs(WORK_DIR, exist_ok=True)
+    os.chdir(WORK_DIR)
+    sys.path.insert(0, WORK_DIR)  # -I drops the cwd; files passed in should be importable
+    sys.argv = ["<code>"]
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
+    scope: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    collector = Collector()
+    requests = os.fdopen(CTL_IN, "rb", buffering=CHUNK)
+    send(b"R", json.dumps({"pid": DRIVER_PID}).encode())
+    for number, line in enumerate(requests, start=1):
+        run_call(json.loads(line), f"<cell {number}>", scope, collector)
+    # stdin closed: the host is done with this container.
+
+
+if __name__ == "__main__":
+    main()

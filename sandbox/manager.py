@@ -1,0 +1,278 @@
+"""`SandboxManager`: the API a worker calls to run code.
+
+    async with SandboxManager(DockerBackend(), SandboxConfig(worker_id="w1")) as manager:
+        result = await manager.execute(ExecRequest(language="python", code="1 + 1"))
+        result = await manager.execute(request, session_key=run_id)  # session: "run"
+        await manager.close_session(run_id)                          # when the run ends
+
+- `session_key=None` (session "call"): a fresh container per call, taken warm
+  from the pool when the request has the default container limits, destroyed
+  right after (in the background: the caller does not wait for the removal).
+- `session_key=K` (session "run"): one container per (K, language), kept until
+  `close_session(K)`, the idle timeout, or a kill (timeout, OOM, output cap),
+  after which the next call starts fresh and the result says the state was lost.
+  Its container-level limits are those of its first call. The mapping from
+  session to container lives in this process, not in labels: pooled containers
+  are started before anyone knows which session will take them.
+- Admission: at most `max_containers` containers alive at once (pool included);
+  a request that finds none free waits, evicting idle pool containers of other
+  shapes, and raises `CapacityError` after `admission_timeout_s`.
+- At start, containers labelled with this worker id are orphans of an earlier
+  crash and are removed; `aclose` removes everything this instance created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from types import TracebackType
+
+from sandbox.backend import SandboxBackend
+from sandbox.capacity import Capacity
+from sandbox.config import (
+    LABEL_LANGUAGE,
+    LABEL_MANAGER,
+    LABEL_SANDBOX,
+    LABEL_WORKER,
+    SandboxConfig,
+)
+from sandbox.container import SandboxContainer, Shape
+from sandbox.errors import CapacityError, InvalidRequestError, SandboxError, SandboxUnavailableError
+from sandbox.models import ExecRequest, ExecResult, Language, Limits
+from sandbox.pool import WarmPool
+
+log = logging.getLogger(__name__)
+
+SessionKey = tuple[str, Language]
+
+
+@dataclass
+class ManagerStats:
+    """Counters for tests, benchmarks and metrics."""
+
+    warm_starts: int = 0  # calls served by a pooled container
+    cold_starts: int = 0  # containers started for a call that was waiting
+    calls: int = 0
+
+
+def check_ceiling(limits: Limits, ceiling: Limits) -> None:
+    """Refuse, naming the field, any limit above what this worker allows."""
+    for name, value in limits.model_dump().items():
+        allowed = getattr(ceiling, name)
+        if value > allowed:
+            raise InvalidRequestError(
+                f"limits.{name}", f"{value} is above this worker's maximum of {allowed}"
+            )
+
+
+class SandboxManager:
+    def __init__(self, backend: SandboxBackend, config: SandboxConfig | None = None) -> None:
+        self.backend = backend
+        self.config = config or SandboxConfig()
+        self.instance_id = uuid.uuid4().hex
+        self.stats = ManagerStats()
+        self._capacity = Capacity(self.config.max_containers)
+        self._pools: dict[tuple[object, ...], WarmPool] = {}
+        self._sessions: dict[SessionKey, SandboxContainer] = {}
+        self._session_locks: dict[SessionKey, asyncio.Lock] = {}
+        self._pending: set[asyncio.Task[None]] = set()
+        self._reaper: asyncio.Task[None] | None = None
+        self._started = False
+        self._closed = False
+
+    @property
+    def labels(self) -> dict[str, str]:
+        """Labels on every container this manager creates."""
+        return {
+            LABEL_SANDBOX: "1",
+            LABEL_WORKER: self.config.worker_id,
+            LABEL_MANAGER: self.instance_id,
+        }
+
+    async def __aenter__(self) -> SandboxManager:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def start(self) -> None:
+        """Check the engine and images, remove orphans, start filling the pools."""
+        if self._started:
+            return
+        await self.backend.ping()
+        for image in sorted(set(self.config.images.values())):
+            if not await self.backend.image_exists(image):
+                raise SandboxUnavailableError(
+                    f"sandbox image {image} is missing; run `agentq sandbox build-images`"
+                )
+        await self.remove_orphans()
+        self._started = True
+        for language, size in self.config.pool_size.items():
+            if size > 0 and language in self.config.images:
+                shape = self._shape(language, self.config.default_limits, network=False)
+                pool = WarmPool(
+                    shape,
+                    size,
+                    try_reserve=self._capacity.try_acquire,
+                    spawn=self._spawn,
+                    discard=self._discard,
+                )
+                self._pools[shape.key()] = pool
+                pool.refill()
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_idle_sessions())
+
+    async def remove_orphans(self) -> int:
+        """Remove containers of this worker id left by an earlier process; return how many."""
+        orphans = await self.backend.list({LABEL_SANDBOX: "1", LABEL_WORKER: self.config.worker_id})
+        await asyncio.gather(*(self.backend.remove(container) for container in orphans))
+        if orphans:
+            log.info("removed %d orphan sandbox containers", len(orphans))
+        return len(orphans)
+
+    async def wait_pools_ready(self, timeout_s: float = 60.0) -> None:
+        await asyncio.gather(*(pool.ready(timeout_s) for pool in self._pools.values()))
+
+    async def execute(self, request: ExecRequest, session_key: str | None = None) -> ExecResult:
+        """Run one request; session_key=None is session "call", else session "run"."""
+        if self._closed:
+            raise SandboxError("the sandbox manager is closed")
+        if not self._started:
+            await self.start()
+        if request.language not in self.config.images:
+            raise InvalidRequestError("language", f"{request.language} is not served here")
+        check_ceiling(request.limits, self.config.limit_ceiling)
+        self.stats.calls += 1
+        if session_key is None:
+            container = await self._acquire(request)
+            try:
+                return await container.run(request)
+            finally:
+                self._discard(container)
+        return await self._execute_in_session(request, session_key)
+
+    async def _execute_in_session(self, request: ExecRequest, session_key: str) -> ExecResult:
+        key: SessionKey = (session_key, request.language)
+        lock = self._session_locks.setdefault(key, asyncio.Lock())
+        async with lock:
+            container = self._sessions.get(key)
+            if container is None or not container.usable:
+                container = await self._acquire(request)
+                self._sessions[key] = container
+            try:
+                result = await container.run(request, session=True)
+            finally:
+                if not container.usable and self._sessions.get(key) is container:
+                    del self._sessions[key]
+                    self._discard(container)
+            return result
+
+    async def close_session(self, session_key: str) -> None:
+        """Destroy the session's containers (every language); unknown keys are fine."""
+        for key in [key for key in self._sessions if key[0] == session_key]:
+            container = self._sessions.pop(key)
+            self._session_locks.pop(key, None)
+            self._discard(container)
+        await self._drain()
+
+    async def aclose(self) -> None:
+        """Remove every container this manager created; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._reaper is not None:
+            self._reaper.cancel()
+            await asyncio.gather(self._reaper, return_exceptions=True)
+        await asyncio.gather(*(pool.aclose() for pool in self._pools.values()))
+        for container in self._sessions.values():
+            self._discard(container)
+        self._sessions.clear()
+        await self._drain()
+        # Belt and braces: anything still labelled as ours (a start that raced the close).
+        leftovers = await self.backend.list({LABEL_MANAGER: self.instance_id})
+        await asyncio.gather(*(self.backend.remove(container) for container in leftovers))
+
+    def _shape(self, language: Language, limits: Limits, *, network: bool) -> Shape:
+        return Shape(language, self.config.images[language], limits, network)
+
+    async def _acquire(self, request: ExecRequest) -> SandboxContainer:
+        shape = self._shape(request.language, request.limits, network=request.network)
+        pool = self._pools.get(shape.key())
+        if pool is not None:
+            container = pool.take()
+            if container is not None:
+                self.stats.warm_starts += 1
+                return container
+        if not self._capacity.try_acquire():
+            # Idle pool containers of other shapes are worth less than a waiting call.
+            for other in self._pools.values():
+                if other is not pool and other.evict_one():
+                    break
+            if not await self._capacity.acquire(self.config.admission_timeout_s):
+                raise CapacityError(
+                    f"all {self.config.max_containers} sandbox containers are busy; none "
+                    f"freed up within {self.config.admission_timeout_s:g} s"
+                )
+        self.stats.cold_starts += 1
+        return await self._spawn(shape)
+
+    async def _spawn(self, shape: Shape) -> SandboxContainer:
+        """Start a container in a slot already reserved; free the slot if that fails."""
+        try:
+            return await SandboxContainer.start(
+                self.backend,
+                shape,
+                labels={**self.labels, LABEL_LANGUAGE: shape.language},
+                user=self.config.user,
+                network_name=self.config.network_name,
+                ready_timeout_s=self.config.ready_timeout_s,
+            )
+        except BaseException:
+            self._slot_freed()
+            raise
+
+    def _discard(self, container: SandboxContainer) -> None:
+        """Destroy in the background; the slot is freed once the container is gone."""
+        container.usable = False
+        task = asyncio.get_running_loop().create_task(self._destroy(container))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
+    async def _destroy(self, container: SandboxContainer) -> None:
+        try:
+            await container.destroy()
+        except Exception as exc:
+            log.warning("sandbox container %s: removal failed: %s", container.id[:12], exc)
+        finally:
+            self._slot_freed()
+
+    def _slot_freed(self) -> None:
+        self._capacity.release()
+        if not self._closed:
+            for pool in self._pools.values():
+                pool.refill()
+
+    async def _drain(self) -> None:
+        while self._pending:
+            await asyncio.gather(*list(self._pending), return_exceptions=True)
+
+    async def _reap_idle_sessions(self) -> None:
+        timeout_s = self.config.session_idle_timeout_s
+        while True:
+            await asyncio.sleep(min(timeout_s / 2, 30.0))
+            cutoff = time.monotonic() - timeout_s
+            for key, container in list(self._sessions.items()):
+                lock = self._session_locks.get(key)
+                if container.last_used < cutoff and not (lock is not None and lock.locked()):
+                    log.info("closing idle sandbox session %s", key[0])
+                    del self._sessions[key]
+                    self._session_locks.pop(key, None)
+                    self._discard(container)
