@@ -17,6 +17,7 @@ from workers.providers.base import (
     ToolDefinition,
 )
 from workers.providers.openai_chat import OpenAIChatProvider
+from workers.providers.openai_responses import OpenAIResponsesProvider
 from workers.providers.scripted import ScriptedProvider
 
 ProviderFactory = Callable[[ModelRef, ProviderContext], Provider]
@@ -25,6 +26,7 @@ _FACTORIES: dict[str, ProviderFactory] = {
     "scripted": lambda ref, ctx: ScriptedProvider(),
     "openai": OpenAIChatProvider,
     "anthropic": AnthropicProvider,
+    "openai-responses": OpenAIResponsesProvider,
 }
 
 

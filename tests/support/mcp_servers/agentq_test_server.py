@@ -44,7 +44,13 @@ TINY_PNG = base64.b64decode(
 server = MCPServer("agentq-test", version="1.0.0")
 
 # Server-side observations the tests read back through the `stats` tool.
-STATS: dict[str, int] = {"cancelled": 0, "calls": 0, "tokens_issued": 0}
+STATS: dict[str, int] = {
+    "cancelled": 0,
+    "calls": 0,
+    "tokens_issued": 0,
+    "active": 0,
+    "max_active": 0,
+}
 
 
 @server.tool(structured_output=False)
@@ -115,20 +121,44 @@ def greet(answer: Annotated[ElicitationResult[Person], Resolve(_ask_person)]) ->
 
 
 @server.tool(structured_output=False)
-async def slow(seconds: float) -> str:
-    """Sleep, counting the calls that were cancelled before finishing."""
+async def slow(seconds: float, ctx: Context) -> str:
+    """Sleep; reports progress 0 once it runs, counts cancellations and overlap."""
+    STATS["active"] += 1
+    STATS["max_active"] = max(STATS["max_active"], STATS["active"])
     try:
+        await ctx.report_progress(0, 1, "started")
         await asyncio.sleep(seconds)
     except asyncio.CancelledError:
         STATS["cancelled"] += 1
         raise
+    finally:
+        STATS["active"] -= 1
     return "slept"
+
+
+@server.tool()
+def whoami(ctx: Context) -> dict[str, str]:
+    """How the client introduced itself."""
+    params = ctx.session.client_params
+    info = params.client_info if params is not None else None
+    return {
+        "name": info.name if info else "",
+        "version": info.version if info else "",
+        "protocol": ctx.protocol_version or "",
+    }
 
 
 @server.tool()
 def die() -> str:
     """Exit the server process at once, as a crash would."""
     os._exit(3)
+
+
+@server.tool(structured_output=False)
+async def die_soon() -> str:
+    """Exit the process shortly after answering, as a crash while idle would."""
+    asyncio.get_running_loop().call_later(0.2, os._exit, 3)
+    return "dying"
 
 
 @server.tool()

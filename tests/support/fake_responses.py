@@ -1,0 +1,229 @@
+"""A local OpenAI Responses API server for tests (real HTTP on 127.0.0.1).
+
+`POST /v1/responses` answers the next turn: when `stream: true`, the semantic
+events (`response.created`, `response.output_item.added`,
+`response.output_text.delta`, `response.function_call_arguments.delta`,
+`response.output_item.done`, `response.completed` / `response.incomplete`),
+each with `type` and `sequence_number`; otherwise one response object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.support.fake_http import FakeHTTPServer, Recorded, Reply
+from tests.support.fake_openai import ToolCall
+
+
+@dataclass
+class Turn:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    reasoning: str | None = None  # a reasoning item (with a summary) before the output
+    web_search: str | None = None  # a provider-executed web_search_call with this query
+    incomplete: str | None = None  # e.g. "max_output_tokens"
+    failed: str | None = None  # response.failed with this message
+    usage: dict[str, Any] = field(
+        default_factory=lambda: {
+            "input_tokens": 30,
+            "input_tokens_details": {"cached_tokens": 10},
+            "output_tokens": 12,
+            "output_tokens_details": {"reasoning_tokens": 4},
+            "total_tokens": 42,
+        }
+    )
+    status: int = 200
+    error: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    fragment_chars: int = 4
+    byte_split: int | None = None
+    # Stream: leave `output` out of the terminal event (clients must use the item events).
+    terse_completed: bool = False
+
+
+def _cut(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), max(1, size))]
+
+
+def output_items(turn: Turn, index: int) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    if turn.reasoning is not None:
+        summary = [{"type": "summary_text", "text": turn.reasoning}]
+        items.append({"type": "reasoning", "id": f"rs_{index}", "summary": summary})
+    if turn.web_search is not None:
+        action = {"type": "search", "query": turn.web_search}
+        items.append(
+            {
+                "type": "web_search_call",
+                "id": f"ws_{index}",
+                "status": "completed",
+                "action": action,
+            }
+        )
+    if turn.text:
+        items.append(
+            {
+                "type": "message",
+                "id": f"msg_{index}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": turn.text, "annotations": []}],
+            }
+        )
+    for i, call in enumerate(turn.tool_calls):
+        items.append(
+            {
+                "type": "function_call",
+                "id": f"fc_{index}_{i}",
+                "call_id": call.id or f"call_{index}_{i}",
+                "name": call.name,
+                "arguments": call.arguments_text(),
+                "status": "completed",
+            }
+        )
+    return items
+
+
+def response_object(turn: Turn, index: int, output: bool = True) -> dict[str, Any]:
+    status = "failed" if turn.failed else "incomplete" if turn.incomplete else "completed"
+    return {
+        "id": f"resp_{index}",
+        "object": "response",
+        "created_at": 1_700_000_000,
+        "status": status,
+        "model": "gpt-fake",
+        "output": output_items(turn, index) if output else [],
+        "error": {"code": "server_error", "message": turn.failed} if turn.failed else None,
+        "incomplete_details": {"reason": turn.incomplete} if turn.incomplete else None,
+        "usage": turn.usage,
+    }
+
+
+def stream_events(turn: Turn, index: int) -> list[tuple[str | None, Any]]:
+    raw: list[dict[str, Any]] = [
+        {
+            "type": "response.created",
+            "response": {**response_object(turn, index, False), "status": "in_progress"},
+        }
+    ]
+    for i, item in enumerate(output_items(turn, index)):
+        kind = item["type"]
+        if kind == "message":
+            raw.append(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": i,
+                    "item": {**item, "content": []},
+                }
+            )
+            text = item["content"][0]["text"]
+            raw += [
+                {
+                    "type": "response.output_text.delta",
+                    "item_id": item["id"],
+                    "output_index": i,
+                    "content_index": 0,
+                    "delta": piece,
+                }
+                for piece in _cut(text, 3)
+            ]
+            raw.append(
+                {
+                    "type": "response.output_text.done",
+                    "item_id": item["id"],
+                    "output_index": i,
+                    "content_index": 0,
+                    "text": text,
+                }
+            )
+        elif kind == "function_call":
+            raw.append(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": i,
+                    "item": {**item, "arguments": ""},
+                }
+            )
+            raw += [
+                {
+                    "type": "response.function_call_arguments.delta",
+                    "item_id": item["id"],
+                    "output_index": i,
+                    "delta": piece,
+                }
+                for piece in _cut(item["arguments"], turn.fragment_chars)
+            ]
+            raw.append(
+                {
+                    "type": "response.function_call_arguments.done",
+                    "item_id": item["id"],
+                    "output_index": i,
+                    "arguments": item["arguments"],
+                }
+            )
+        else:
+            raw.append({"type": "response.output_item.added", "output_index": i, "item": item})
+        raw.append({"type": "response.output_item.done", "output_index": i, "item": item})
+    final = response_object(turn, index, output=not turn.terse_completed)
+    terminal = {
+        "completed": "response.completed",
+        "incomplete": "response.incomplete",
+        "failed": "response.failed",
+    }[final["status"]]
+    raw.append({"type": terminal, "response": final})
+    return [(e["type"], {**e, "sequence_number": n}) for n, e in enumerate(raw)]
+
+
+def render(turn: Turn, index: int, request: Recorded) -> Reply:
+    if turn.status >= 400:
+        body = {
+            "error": {
+                "message": turn.error,
+                "type": "invalid_request_error",
+                "param": None,
+                "code": None,
+            }
+        }
+        return Reply.json(body, status=turn.status, headers=turn.headers)
+    if not (isinstance(request.body, dict) and request.body.get("stream")):
+        return Reply.json(response_object(turn, index), headers=turn.headers)
+    return Reply.sse(stream_events(turn, index), headers=turn.headers, byte_split=turn.byte_split)
+
+
+class FakeResponses:
+    """`with FakeResponses(turns) as server:` — `server.base_url` ends in /v1."""
+
+    def __init__(self, script: Sequence[Turn] | Callable[[Recorded], Turn] = ()) -> None:
+        self._script = script
+        self._served = 0
+        self.http = FakeHTTPServer(self._respond)
+
+    @property
+    def base_url(self) -> str:
+        return self.http.url + "/v1"
+
+    @property
+    def requests(self) -> list[Recorded]:
+        return self.http.requests
+
+    def __enter__(self) -> FakeResponses:
+        self.http.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.stop()
+
+    def _respond(self, request: Recorded) -> Reply:
+        index = self._served
+        self._served += 1
+        if request.path != "/v1/responses":
+            return Reply.json({"error": {"message": "no route"}}, status=404)
+        if callable(self._script):
+            turn = self._script(request)
+        elif index < len(self._script):
+            turn = self._script[index]
+        else:
+            turn = Turn(status=400, error=f"fake-responses: no scripted turn left ({index})")
+        return render(turn, index, request)

@@ -1,0 +1,146 @@
+"""Real infrastructure for integration tests: a redis-server and agentq worker processes.
+
+A missing component fails the test under CI (`CI=true`) and skips it elsewhere
+with a reason that says how to get it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def missing(what: str, how: str) -> None:
+    message = f"{what} is not available; {how}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    def __init__(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            missing(
+                "redis-server", "install it with `apt-get install -y redis-server` (.ci/run does)"
+            )
+        self.port = free_port()
+        self.dir = tempfile.mkdtemp(prefix="agentq-redis-")
+        self.proc = subprocess.Popen(
+            [
+                str(binary),
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                self.dir,
+                "--bind",
+                "127.0.0.1",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            time.sleep(0.02)
+        self.stop()
+        raise RuntimeError("redis-server did not start")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class WorkerProcess:
+    """`agentq worker` as a real process."""
+
+    def __init__(
+        self,
+        redis_url: str,
+        *args: str,
+        env: dict[str, str] | None = None,
+        log_path: Path | None = None,
+    ) -> None:
+        full_env = {
+            **os.environ,
+            "AGENTQ_LEASE_S": "2",
+            "AGENTQ_IDLE_POLL_S": "0.5",
+            "PYTHONPATH": str(REPO),
+            **(env or {}),
+        }
+        self.log_path = log_path or Path(
+            tempfile.mkstemp(prefix="agentq-worker-", suffix=".log")[1]
+        )
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "agentq", "worker", "--redis", redis_url, *args],
+            env=full_env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+def run_cli(
+    *args: str, redis_url: str | None = None, timeout_s: float = 60, input_text: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    extra: Sequence[str] = ("--redis", redis_url) if redis_url else ()
+    return subprocess.run(
+        [sys.executable, "-m", "agentq", *args, *extra],
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        cwd=REPO,
+        input=input_text,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )

@@ -1,0 +1,36 @@
+"""Tools the integration and end-to-end tests load into `agentq worker --tools`."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from workers import tool
+
+
+@tool
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+@tool
+def noop() -> str:
+    """Do nothing."""
+    return "ok"
+
+
+@tool
+def mark_and_sleep(marker: str, seconds: float) -> dict[str, int]:
+    """Append this worker's pid to the marker file, then sleep (a call to kill a worker in)."""
+    with Path(marker).open("a") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(seconds)
+    return {"pid": os.getpid()}
+
+
+@tool
+def fail(message: str) -> str:
+    """Raise an error with the given message."""
+    raise RuntimeError(message)
