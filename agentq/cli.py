@@ -49,7 +49,8 @@ def _spec_error(exc: ValidationError) -> str:
     first = exc.errors()[0]
     where = ".".join(str(p) for p in first["loc"]) or "spec"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"invalid spec: {where}: {first['msg']}{more}"
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"invalid spec: {where}: {message}{more}"
 
 
 def _guard(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:

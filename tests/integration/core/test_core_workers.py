@@ -1,0 +1,92 @@
+"""The loop across real worker processes on a real redis-server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from orchestrator import Client
+from tests.support.infra import WorkerProcess
+
+TOOLS = "tests/support/test_tools.py"
+
+
+def wait_ready(*workers: WorkerProcess, timeout_s: float = 30) -> None:
+    deadline = time.monotonic() + timeout_s
+    for worker in workers:
+        while "agentq worker" not in worker.log():
+            if worker.proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"worker did not start:\n{worker.log()}")
+            time.sleep(0.05)
+
+
+@pytest.fixture
+def workers(redis_url: str) -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+def scripted(*steps: dict[str, Any], tools: list[str], **extra: Any) -> dict[str, Any]:
+    return {
+        "model": {"provider": "scripted", "script": list(steps)},
+        "prompt": "go",
+        "tools": [{"type": "function", "name": n} for n in tools],
+        **extra,
+    }
+
+
+async def test_parallel_calls_across_two_worker_processes(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS) for _ in range(2)]
+    wait_ready(*workers)
+    calls = [{"name": "add", "input": {"a": i, "b": 1}} for i in range(8)]
+    spec = scripted({"tool_calls": calls}, {"text": "done"}, tools=["add"])
+    async with Client(redis_url) as client:
+        result = await client.wait(await client.submit(spec), timeout_s=60)
+    assert result.status == "succeeded", result.error
+    assert [r.output for r in result.steps[0].tool_results] == [float(i + 1) for i in range(8)]
+    assert result.text == "done"
+
+
+async def test_worker_killed_mid_call_costs_a_redelivery_not_the_run(
+    redis_url: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS) for _ in range(2)]
+    wait_ready(*workers)
+    marker = tmp_path / "marker"
+    spec = scripted(
+        {"tool_calls": [{"name": "mark_and_sleep", "input": {"marker": str(marker), "seconds": 2}}]},
+        {"text": "survived"},
+        tools=["mark_and_sleep"],
+        tool_timeout_s=30,
+    )
+    async with Client(redis_url) as client:
+        run_id = await client.submit(spec)
+        deadline = time.monotonic() + 30
+        while not marker.exists() or not marker.read_text().strip():
+            assert time.monotonic() < deadline, "the call never started"
+            await asyncio.sleep(0.02)
+        first_pid = int(marker.read_text().split()[0])
+        victim = next(w for w in workers if w.pid == first_pid)
+        victim.kill()
+        result = await client.wait(run_id, timeout_s=60)
+        events = [e async for e in client.events(run_id)]
+
+    assert result.status == "succeeded", result.error
+    assert result.text == "survived"
+    pids = [int(p) for p in marker.read_text().split()]
+    assert len(pids) == 2 and pids[0] != pids[1], pids
+    assert result.steps[0].tool_results[0].output == {"pid": pids[1]}
+    results = [e for e in events if e.type in ("tool-result", "tool-error")]
+    assert len(results) == 1
+    attempts = [(e.model_extra or {}).get("attempt") for e in events if e.type == "tool-running"]
+    assert attempts == [1, 2]
+    assert [e.step for e in events if e.type == "start-step"] == [0, 1]
