@@ -32,7 +32,7 @@ class OtlpReceiver:
         spans = self.spans
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
                 if self.headers.get("Content-Encoding") == "gzip":
                     body = gzip.decompress(body)
@@ -40,8 +40,11 @@ class OtlpReceiver:
                 with lock:
                     for resource_spans in request.resource_spans:
                         service = next(
-                            (a.value.string_value for a in resource_spans.resource.attributes
-                             if a.key == "service.name"),
+                            (
+                                a.value.string_value
+                                for a in resource_spans.resource.attributes
+                                if a.key == "service.name"
+                            ),
                             "",
                         )
                         for scope in resource_spans.scope_spans:

@@ -16,6 +16,7 @@ from workers.providers.base import (
     ProviderToolCall,
     ToolDefinition,
 )
+from workers.providers.gemini import GeminiProvider
 from workers.providers.openai_chat import OpenAIChatProvider
 from workers.providers.openai_responses import OpenAIResponsesProvider
 from workers.providers.scripted import ScriptedProvider
@@ -27,6 +28,7 @@ _FACTORIES: dict[str, ProviderFactory] = {
     "openai": OpenAIChatProvider,
     "anthropic": AnthropicProvider,
     "openai-responses": OpenAIResponsesProvider,
+    "gemini": GeminiProvider,
 }
 
 

@@ -1,0 +1,132 @@
+"""A local Gemini API server for tests (real HTTP on 127.0.0.1).
+
+`POST /v1beta/models/{model}:generateContent` answers one GenerateContentResponse;
+`:streamGenerateContent?alt=sse` answers a series of them as `data:` events (text
+in pieces, each functionCall whole, `finishReason` and `usageMetadata` on the
+last). Errors use Google's `{"error": {"code", "message", "status"}}` body.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tests.support.fake_http import FakeHTTPServer, Recorded, Reply
+from tests.support.fake_openai import ToolCall
+
+STATUSES = {
+    400: "INVALID_ARGUMENT",
+    403: "PERMISSION_DENIED",
+    429: "RESOURCE_EXHAUSTED",
+    500: "INTERNAL",
+    503: "UNAVAILABLE",
+}
+
+
+@dataclass
+class Turn:
+    text: str = ""
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    thought_signature: str | None = None  # attached to the first functionCall part
+    finish_reason: str = "STOP"
+    usage: dict[str, Any] = field(
+        default_factory=lambda: {
+            "promptTokenCount": 40,
+            "candidatesTokenCount": 8,
+            "thoughtsTokenCount": 5,
+            "cachedContentTokenCount": 16,
+            "totalTokenCount": 53,
+        }
+    )
+    status: int = 200
+    error: str = "scripted error"
+    headers: dict[str, str] = field(default_factory=dict)
+    truncate: bool = False
+    byte_split: int | None = None
+
+
+def _cut(text: str, size: int) -> list[str]:
+    return [text[i : i + size] for i in range(0, len(text), max(1, size))]
+
+
+def call_parts(turn: Turn) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    for i, call in enumerate(turn.tool_calls):
+        part: dict[str, Any] = {
+            "functionCall": {"name": call.name, "args": json.loads(call.arguments_text())}
+        }
+        if i == 0 and turn.thought_signature:
+            part["thoughtSignature"] = turn.thought_signature
+        parts.append(part)
+    return parts
+
+
+def chunk(
+    parts: list[dict[str, Any]], finish: str | None = None, usage: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    candidate: dict[str, Any] = {"content": {"parts": parts, "role": "model"}, "index": 0}
+    if finish:
+        candidate["finishReason"] = finish
+    out: dict[str, Any] = {
+        "candidates": [candidate],
+        "modelVersion": "gemini-fake",
+        "responseId": "r1",
+    }
+    if usage:
+        out["usageMetadata"] = usage
+    return out
+
+
+def render(turn: Turn, request: Recorded) -> Reply:
+    if turn.status >= 400:
+        status = STATUSES.get(turn.status, "UNKNOWN")
+        body = {"error": {"code": turn.status, "message": turn.error, "status": status}}
+        return Reply.json(body, status=turn.status, headers=turn.headers)
+    if request.path.endswith(":generateContent"):
+        parts = ([{"text": turn.text}] if turn.text else []) + call_parts(turn)
+        return Reply.json(chunk(parts, turn.finish_reason, turn.usage), headers=turn.headers)
+    chunks = [chunk([{"text": piece}]) for piece in _cut(turn.text, 4)]
+    if not turn.truncate:
+        chunks.append(chunk(call_parts(turn), turn.finish_reason, turn.usage))
+    return Reply.sse([(None, c) for c in chunks], headers=turn.headers, byte_split=turn.byte_split)
+
+
+class FakeGemini:
+    """`with FakeGemini(turns) as server:` — `server.base_url` ends in /v1beta."""
+
+    def __init__(self, script: Sequence[Turn] | Callable[[Recorded], Turn] = ()) -> None:
+        self._script = script
+        self._served = 0
+        self.http = FakeHTTPServer(self._respond)
+
+    @property
+    def base_url(self) -> str:
+        return self.http.url + "/v1beta"
+
+    @property
+    def requests(self) -> list[Recorded]:
+        return self.http.requests
+
+    def __enter__(self) -> FakeGemini:
+        self.http.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.stop()
+
+    def _respond(self, request: Recorded) -> Reply:
+        index = self._served
+        self._served += 1
+        if not request.path.startswith("/v1beta/models/"):
+            return Reply.json({"error": {"code": 404, "message": "no route"}}, status=404)
+        if request.path.endswith(":streamGenerateContent") and request.query.get("alt") != ["sse"]:
+            return Reply.json({"error": {"code": 400, "message": "fake: only alt=sse"}}, status=400)
+        if callable(self._script):
+            turn = self._script(request)
+        elif index < len(self._script):
+            turn = self._script[index]
+        else:
+            turn = Turn(status=400, error=f"fake-gemini: no scripted turn left ({index})")
+        return render(turn, request)
