@@ -19,6 +19,7 @@ from workers.providers.base import (
 from workers.providers.gemini import GeminiProvider
 from workers.providers.openai_chat import OpenAIChatProvider
 from workers.providers.openai_responses import OpenAIResponsesProvider
+from workers.providers.prompt_tools import PromptToolsProvider
 from workers.providers.scripted import ScriptedProvider
 
 ProviderFactory = Callable[[ModelRef, ProviderContext], Provider]
@@ -48,7 +49,10 @@ def make_provider(ref: ModelRef, ctx: ProviderContext) -> Provider:
             f"model.provider: unknown provider {ref.provider!r} "
             f"(known: {', '.join(known_providers())})"
         ) from None
-    return factory(ref, ctx)
+    provider = factory(ref, ctx)
+    if ref.options.get("tool_mode") == "prompt":
+        provider = PromptToolsProvider(provider)
+    return provider
 
 
 __all__ = [

@@ -34,6 +34,6 @@ class ScriptedProvider:
         return ModelResponse(
             text=answer.text,
             tool_calls=calls,
-            finish_reason=finish,  # type: ignore[arg-type]
+            finish_reason=finish,
             provider_metadata={"scripted": True},
         )
