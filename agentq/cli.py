@@ -14,6 +14,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import click
@@ -78,7 +79,7 @@ def _guard(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
 
 def _read_spec(path: str) -> RunSpec:
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError(f"cannot read spec {path!r}: {exc.strerror}") from None
     try:
@@ -109,7 +110,9 @@ def main() -> None:
 @main.command()
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
-@click.option("--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions.")
+@click.option(
+    "--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions."
+)
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--json", "as_json", is_flag=True, help="Print only the RunResult as JSON.")
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Give up after S seconds.")
@@ -212,7 +215,9 @@ async def _extra_executors(mcp_config: str | None, *, sandbox: bool) -> list[Any
 
 @main.command()
 @REDIS_OPTION
-@click.option("--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions.")
+@click.option(
+    "--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions."
+)
 @click.option("--queue", "queues", multiple=True, help="Queues to serve (default: model, tools).")
 @click.option("--concurrency", type=int, default=None, help="Jobs at once per queue.")
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)

@@ -38,7 +38,11 @@ class ProgressPrinter:
         call = f"{event.tool_name}[dim]#{event.tool_call_id}[/]" if event.tool_call_id else ""
         if kind == "start":
             model = fields.get("model", "")
-            note = "  [yellow](scripted: no model is called)[/]" if str(model).startswith("scripted") else ""
+            note = (
+                "  [yellow](scripted: no model is called)[/]"
+                if str(model).startswith("scripted")
+                else ""
+            )
             self.console.print(f"[bold]run[/] {event.run_id}  model {escape(str(model))}{note}")
         elif kind == "start-step":
             attempt = fields.get("attempt", 1)

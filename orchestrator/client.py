@@ -1,10 +1,10 @@
 """The client API: submit runs, follow them, and answer what they wait for.
 
-    async with Client("redis://localhost:6379") as client:
-        run_id = await client.submit(spec)
-        async for event in client.events(run_id, follow=True):
-            ...
-        result = await client.wait(run_id)
+async with Client("redis://localhost:6379") as client:
+    run_id = await client.submit(spec)
+    async for event in client.events(run_id, follow=True):
+        ...
+    result = await client.wait(run_id)
 """
 
 from __future__ import annotations
@@ -92,7 +92,9 @@ class Client:
             tool_jsons={t.name: t.model_dump_json() for t in tools},
             message_jsons=[m.model_dump_json() for m in run_spec.initial_messages()],
             trace=json.dumps(run_trace),
-            event=event_json("start", run_id, model=run_spec.model.label, metadata=run_spec.metadata or None),
+            event=event_json(
+                "start", run_id, model=run_spec.model.label, metadata=run_spec.metadata or None
+            ),
             first_job=model_job(run_id, 0, hop, run_trace),
         )
         return run_id
@@ -175,8 +177,12 @@ class Client:
             if call.queue is not None:
                 args["job"] = tool_job(run_id, step, call, hops(), run_trace)
         else:
-            denial = f"The user denied the call to {call.name!r}" + (f": {reason}" if reason else ".")
-            args.update(result_args(run_id, step, error_result(call_id, call.name, denial), hops, run_trace))
+            denial = f"The user denied the call to {call.name!r}" + (
+                f": {reason}" if reason else "."
+            )
+            args.update(
+                result_args(run_id, step, error_result(call_id, call.name, denial), hops, run_trace)
+            )
         reply = await self.store.resolve_approval(run_id, args)
         self._check(reply, run_id, call_id, "awaiting approval")
         await self._after(reply[0], run_id, run_trace, hops)
@@ -187,7 +193,9 @@ class Client:
         """Post the result of a call that waits for one (a client tool)."""
         step, call, run_trace = await self._parked(run_id, call_id)
         result = (
-            error_result(call_id, call.name, output if isinstance(output, str) else json.dumps(output))
+            error_result(
+                call_id, call.name, output if isinstance(output, str) else json.dumps(output)
+            )
             if is_error
             else ToolResultPart(
                 tool_call_id=call_id,
@@ -196,7 +204,9 @@ class Client:
             )
         )
         hops = tracing.Hops(queue=MODEL_QUEUE, parent=run_trace)
-        reply = await self.store.post_result(run_id, result_args(run_id, step, result, hops, run_trace))
+        reply = await self.store.post_result(
+            run_id, result_args(run_id, step, result, hops, run_trace)
+        )
         self._check(reply, run_id, call_id, "awaiting a result")
         await self._after(reply[0], run_id, run_trace, hops)
 

@@ -81,7 +81,7 @@ class QueuedJob(BaseModel):
 
 def queued_job(envelope: JobEnvelope, queue: str) -> QueuedJob:
     now_ms = int(time.time() * 1000)
-    body = {
+    body: dict[str, Any] = {
         "t": None,
         "f": envelope.kind,
         "a": [envelope.model_dump(mode="json")],

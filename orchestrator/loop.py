@@ -101,9 +101,7 @@ def offered_tools(spec: RunSpec, tools: list[ToolDef]) -> list[ToolDef]:
     return [t for t in tools if t.name in active]
 
 
-def plan_step(
-    spec: RunSpec, tools: list[ToolDef], step: int, response: ModelResponse
-) -> StepPlan:
+def plan_step(spec: RunSpec, tools: list[ToolDef], step: int, response: ModelResponse) -> StepPlan:
     by_name = {t.name: t for t in offered_tools(spec, tools)}
     calls: list[CallPlan] = []
     seen_ids: set[str] = set()

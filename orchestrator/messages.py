@@ -49,9 +49,7 @@ class ToolResultPart(_Model):
 
 
 UserPart = Annotated[TextPart | MediaPart, Field(discriminator="type")]
-AssistantPart = Annotated[
-    TextPart | ToolCallPart | ToolResultPart, Field(discriminator="type")
-]
+AssistantPart = Annotated[TextPart | ToolCallPart | ToolResultPart, Field(discriminator="type")]
 
 
 class SystemMessage(_Model):

@@ -29,7 +29,8 @@ def connect(url: str) -> ArqRedis:
         name = url.removeprefix("memory://") or "default"
         server = _MEMORY_SERVERS.setdefault(name, fakeredis.FakeServer())
         pool = aioredis.ConnectionPool(
-            connection_class=fakeredis.aioredis.FakeConnection, server=server
+            connection_class=fakeredis.aioredis.FakeConnection,  # type: ignore[arg-type]
+            server=server,
         )
     else:
         # BLPOP and XREAD block for up to a few seconds; the socket timeout must not be shorter.

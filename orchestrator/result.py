@@ -68,14 +68,10 @@ def _step_result(raw: dict[str, str]) -> StepResult | None:
     if "resp" not in raw:
         return None
     record = json.loads(raw["resp"])
-    results = [
-        _result_record(ToolResultPart.model_validate(r)) for r in record["provider_results"]
-    ]
+    results = [_result_record(ToolResultPart.model_validate(r)) for r in record["provider_results"]]
     for call_id in json.loads(raw.get("order", "[]")):
         if f"r:{call_id}" in raw:
-            results.append(
-                _result_record(ToolResultPart.model_validate_json(raw[f"r:{call_id}"]))
-            )
+            results.append(_result_record(ToolResultPart.model_validate_json(raw[f"r:{call_id}"])))
     return StepResult(
         index=record["index"],
         text=record["text"],
@@ -112,7 +108,7 @@ def assemble(
     pending = _pending(steps[-1], len(steps) - 1) if steps else []
     return RunResult(
         id=run_id,
-        status=meta["status"],  # type: ignore[arg-type]
+        status=meta["status"],
         text=meta.get("text", step_results[-1].text if step_results else ""),
         steps=step_results,
         usage=Usage(

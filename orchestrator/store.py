@@ -8,12 +8,13 @@ transition already applied and does nothing.
 
 from __future__ import annotations
 
+import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
@@ -46,6 +47,16 @@ def _load_scripts() -> dict[str, str]:
 
 
 _SCRIPTS = _load_scripts()
+
+
+T = TypeVar("T")
+
+
+async def _resolved(value: Awaitable[T] | T) -> T:
+    """redis-py types its asyncio commands as `Awaitable[X] | X`; this narrows them."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
 
 
 def _drop_nulls(value: Any) -> Any:
@@ -164,20 +175,22 @@ class RunStore:
     # -- reads ---------------------------------------------------------------
 
     async def meta(self, run_id: str) -> dict[str, str]:
-        raw = await self.redis.hgetall(keys.meta(run_id))
+        raw = await _resolved(self.redis.hgetall(keys.meta(run_id)))
         if not raw:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         return {_text(k): _text(v) for k, v in raw.items()}
 
-    async def call_state(self, run_id: str, step: int, call_id: str) -> tuple[str | None, str | None]:
+    async def call_state(
+        self, run_id: str, step: int, call_id: str
+    ) -> tuple[str | None, str | None]:
         """The call's record and status, for building transitions from outside."""
-        call, status = await self.redis.hmget(
-            keys.step(run_id, step), [f"c:{call_id}", f"st:{call_id}"]
+        call, status = await _resolved(
+            self.redis.hmget(keys.step(run_id, step), [f"c:{call_id}", f"st:{call_id}"])
         )
         return (_text(call) if call else None, _text(status) if status else None)
 
     async def tool_def(self, run_id: str, name: str) -> str | None:
-        raw = await self.redis.hget(keys.tools(run_id), name)
+        raw = await _resolved(self.redis.hget(keys.tools(run_id), name))
         return _text(raw) if raw else None
 
     async def snapshot(self, run_id: str) -> tuple[dict[str, str], list[str], list[dict[str, str]]]:
@@ -222,14 +235,12 @@ class RunStore:
         if not announcements:
             return
         now = time.time()
-        await self.redis.hset(
-            keys.REGISTRY,
-            mapping={
-                registry_key(a): a.model_copy(update={"seen_at": now}).model_dump_json()
-                for a in announcements
-            },
-        )
+        mapping: dict[str | bytes, str | bytes | int | float] = {
+            registry_key(a): a.model_copy(update={"seen_at": now}).model_dump_json()
+            for a in announcements
+        }
+        await _resolved(self.redis.hset(keys.REGISTRY, mapping=mapping))
 
     async def registry(self) -> dict[str, ToolAnnouncement]:
-        raw = await self.redis.hgetall(keys.REGISTRY)
+        raw = await _resolved(self.redis.hgetall(keys.REGISTRY))
         return {_text(k): ToolAnnouncement.model_validate_json(v) for k, v in raw.items()}

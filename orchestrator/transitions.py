@@ -17,7 +17,6 @@ from orchestrator.jobs import MODEL_QUEUE, JobEnvelope, queued_job
 from orchestrator.loop import CallPlan, StepPlan
 from orchestrator.messages import ToolResultPart
 
-
 # Hands out the trace context of one queue hop's producer span.
 Hop = Callable[[], dict[str, str]]
 
@@ -79,9 +78,7 @@ def step_record(plan: StepPlan) -> dict[str, Any]:
         "text": plan.text,
         "finish_reason": plan.finish_reason,
         "usage": plan.usage.model_dump(),
-        "tool_calls": [
-            {"id": c.id, "name": c.name, "input": c.input} for c in plan.calls
-        ],
+        "tool_calls": [{"id": c.id, "name": c.name, "input": c.input} for c in plan.calls],
         "provider_results": [
             c.result.model_dump() for c in plan.calls if c.result and c.result.provider_executed
         ],
@@ -89,9 +86,7 @@ def step_record(plan: StepPlan) -> dict[str, Any]:
     }
 
 
-def commit_args(
-    run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]
-) -> dict[str, Any]:
+def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]) -> dict[str, Any]:
     events: list[str] = []
     calls: list[dict[str, Any]] = []
     jobs: list[dict[str, Any]] = []

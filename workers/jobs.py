@@ -98,7 +98,9 @@ async def _guarded(deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
     try:
         await work
     except (RedisConnectionError, RedisTimeoutError) as exc:
-        log.warning("redis error in %s of run %s: %s; retrying", envelope.kind, envelope.run_id, exc)
+        log.warning(
+            "redis error in %s of run %s: %s; retrying", envelope.kind, envelope.run_id, exc
+        )
         raise Retry(defer=1.0) from exc
     except Exception as exc:
         log.exception("%s of run %s failed", envelope.kind, envelope.run_id)
@@ -194,7 +196,10 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
     run_id, step, call_id = envelope.run_id, envelope.step, envelope.call_id or ""
     attempt = int(ctx.get("job_try", 1))
     status, call_json, tool_json = await deps.store.claim_call(
-        run_id, step, call_id, event_json("tool-running", run_id, step=step, tool_call_id=call_id, attempt=attempt)
+        run_id,
+        step,
+        call_id,
+        event_json("tool-running", run_id, step=step, tool_call_id=call_id, attempt=attempt),
     )
     if status != "run" or call_json is None:
         log.debug("tool call %s/%d/%s skipped: %s", run_id, step, call_id, status)
@@ -209,9 +214,13 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
         },
     ) as tool_span:
         if tool_json is None:
-            result = error_result(call.id, call.name, f"tool {call.name!r} is not defined in this run")
+            result = error_result(
+                call.id, call.name, f"tool {call.name!r} is not defined in this run"
+            )
         else:
-            result = await _execute(deps, ToolDef.model_validate_json(tool_json), call, envelope, attempt)
+            result = await _execute(
+                deps, ToolDef.model_validate_json(tool_json), call, envelope, attempt
+            )
         tool_span.set_attribute("gen_ai.tool.type", "error" if result.is_error else "ok")
         hops = tracing.Hops(queue=MODEL_QUEUE)
         outcome = await deps.store.record_result(

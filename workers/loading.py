@@ -20,7 +20,8 @@ def load_tool_modules(names: Sequence[str]) -> list[FunctionTool]:
             if not path.is_file():
                 raise SpecError(f"--tools: no file {name!r}")
             spec = importlib.util.spec_from_file_location(path.stem, path)
-            assert spec is not None and spec.loader is not None
+            assert spec is not None
+            assert spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             sys.modules[path.stem] = module
             spec.loader.exec_module(module)

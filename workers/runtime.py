@@ -39,7 +39,7 @@ _ARQ_FUNCTION_TIMEOUT_S = 6 * 3600
 ANNOUNCE_EVERY_S = 60.0
 
 
-class WakeableWorker(Worker):  # type: ignore[misc]
+class WakeableWorker(Worker):
     def __init__(self, *args: Any, wake: str, idle_poll_s: float, **kwargs: Any) -> None:
         super().__init__(*args, poll_delay=idle_poll_s, **kwargs)
         self.wake_key = wake
@@ -70,8 +70,13 @@ class WakeableWorker(Worker):  # type: ignore[misc]
         while True:
             await self._capacity.wait()
             try:
-                popped = await self.pool.blpop([self.wake_key], timeout=max(1, int(self.idle_poll_s)))
-            except (OSError, ConnectionError) as exc:  # Redis restarting: the fallback poll covers us
+                popped = await self.pool.blpop(  # type: ignore[misc]
+                    [self.wake_key], timeout=max(1, int(self.idle_poll_s))
+                )
+            except (
+                OSError,
+                ConnectionError,
+            ) as exc:  # Redis restarting: the fallback poll covers us
                 log.warning("wake-up listener: %s", exc)
                 await asyncio.sleep(self.idle_poll_s)
                 continue

@@ -108,16 +108,21 @@ def test_approval_and_denial_through_the_cli(
     events = events_until(run_id, redis_url, "tool-approval-request")
     while sum(e["type"] == "tool-approval-request" for e in events) < 2:
         events = events_until(run_id, redis_url, "tool-approval-request")
-    denied = run_cli("approve", run_id, "c2", "--deny", "--reason", "not today", redis_url=redis_url)
+    denied = run_cli(
+        "approve", run_id, "c2", "--deny", "--reason", "not today", redis_url=redis_url
+    )
     assert denied.returncode == 0, denied.stderr
     done = run_cli("wait", run_id, "--timeout", "30", redis_url=redis_url)
     result = json.loads(done.stdout)
     assert done.returncode == 0
     first, second = result["steps"][0]["tool_results"][0], result["steps"][1]["tool_results"][0]
-    assert first["output"] == 2.0 and not first["is_error"]
-    assert second["is_error"] and "not today" in second["output"]
+    assert first["output"] == 2.0
+    assert not first["is_error"]
+    assert second["is_error"]
+    assert "not today" in second["output"]
     again = run_cli("approve", run_id, "c2", redis_url=redis_url)
-    assert again.returncode == 1 and "ended" in again.stderr
+    assert again.returncode == 1
+    assert "ended" in again.stderr
 
 
 def test_client_tool_result_and_cancel_through_the_cli(
@@ -159,8 +164,10 @@ def test_client_tool_result_and_cancel_through_the_cli(
         ({"model": "scripted", "prompt": "x"}, "model"),
         ({"model": "openai:gpt", "prompt": "x", "max_steps": 0}, "max_steps"),
         ({"model": "openai:gpt", "prompt": "x", "tools": [{"type": "function"}]}, "tools.0"),
-        ({"model": "openai:gpt", "prompt": "x", "tools": [{"type": "function", "name": "nope"}]},
-         "nope"),
+        (
+            {"model": "openai:gpt", "prompt": "x", "tools": [{"type": "function", "name": "nope"}]},
+            "nope",
+        ),
     ],
 )
 def test_a_bad_spec_is_refused_with_one_line_and_exit_2(
@@ -168,14 +175,17 @@ def test_a_bad_spec_is_refused_with_one_line_and_exit_2(
 ) -> None:
     done = run_cli("submit", write_spec(tmp_path, spec), redis_url=redis_url)
     assert done.returncode == 2
-    assert len(done.stderr.strip().splitlines()) == 1 and names in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert names in done.stderr
     assert "Traceback" not in done.stderr
     assert redis.Redis.from_url(redis_url).keys("aq:run:*") == []
 
 
 def test_agentq_run_embedded_quickstart() -> None:
-    done = run_cli("run", "examples/quickstart.json", "--tools", "examples/quickstart_tools.py",
-                   "--json")
+    done = run_cli(
+        "run", "examples/quickstart.json", "--tools", "examples/quickstart_tools.py", "--json"
+    )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert result["status"] == "succeeded" and "liftoff" in result["text"]
+    assert result["status"] == "succeeded"
+    assert "liftoff" in result["text"]

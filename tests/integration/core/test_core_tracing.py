@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 from orchestrator import Client
@@ -21,7 +22,11 @@ async def test_spans_from_two_worker_processes_share_one_trace(redis_url: str) -
             redis_url, "--queue", "model", env={**env, "OTEL_SERVICE_NAME": "model-worker"}
         )
         tool_worker = WorkerProcess(
-            redis_url, "--queue", "tools", "--tools", TOOLS,
+            redis_url,
+            "--queue",
+            "tools",
+            "--tools",
+            TOOLS,
             env={**env, "OTEL_SERVICE_NAME": "tool-worker"},
         )
         try:
@@ -40,7 +45,7 @@ async def test_spans_from_two_worker_processes_share_one_trace(redis_url: str) -
         deadline = time.monotonic() + 10
         while not any(s.name.startswith("invoke_agent") for s in receiver.spans):
             assert time.monotonic() < deadline, [s.name for s in receiver.spans]
-            time.sleep(0.05)
+            await asyncio.sleep(0.05)
         spans = list(receiver.spans)
 
     by_id = {s.span_id: s for s in spans}
@@ -51,8 +56,11 @@ async def test_spans_from_two_worker_processes_share_one_trace(redis_url: str) -
     assert run.parent_id == ""
 
     def parent(span_name: str) -> list[str]:
-        return sorted(by_id[s.parent_id].name if s.parent_id in by_id else "?"
-                      for s in spans if s.name == span_name)
+        return sorted(
+            by_id[s.parent_id].name if s.parent_id in by_id else "?"
+            for s in spans
+            if s.name == span_name
+        )
 
     chats = [s for s in spans if s.name == "chat scripted"]
     assert len(chats) == 2

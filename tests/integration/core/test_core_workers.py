@@ -63,7 +63,11 @@ async def test_worker_killed_mid_call_costs_a_redelivery_not_the_run(
     wait_ready(*workers)
     marker = tmp_path / "marker"
     spec = scripted(
-        {"tool_calls": [{"name": "mark_and_sleep", "input": {"marker": str(marker), "seconds": 2}}]},
+        {
+            "tool_calls": [
+                {"name": "mark_and_sleep", "input": {"marker": str(marker), "seconds": 2}}
+            ]
+        },
         {"text": "survived"},
         tools=["mark_and_sleep"],
         tool_timeout_s=30,
@@ -83,7 +87,8 @@ async def test_worker_killed_mid_call_costs_a_redelivery_not_the_run(
     assert result.status == "succeeded", result.error
     assert result.text == "survived"
     pids = [int(p) for p in marker.read_text().split()]
-    assert len(pids) == 2 and pids[0] != pids[1], pids
+    assert len(pids) == 2, pids
+    assert pids[0] != pids[1]
     assert result.steps[0].tool_results[0].output == {"pid": pids[1]}
     results = [e for e in events if e.type in ("tool-result", "tool-error")]
     assert len(results) == 1
