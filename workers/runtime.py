@@ -153,7 +153,9 @@ class WorkerRuntime:
         assert self.redis is not None
         store = RunStore(self.redis)
         for executor in self.executors:
-            await store.announce(await executor.announcements(self.tool_queue))
+            # An executor with a pool of its own (the sandbox) names its queue.
+            queue = getattr(executor, "queue", self.tool_queue)
+            await store.announce(await executor.announcements(queue))
 
     async def _announce_forever(self) -> None:
         while True:

@@ -1,0 +1,138 @@
+"""Runs `code` tools in the sandbox: one `SandboxManager` per sandbox worker.
+
+A `session: "run"` tool keeps one container per run (its key is the run id);
+`session: "call"` gets a fresh container from the warm pool for every call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orchestrator.errors import ToolError
+from orchestrator.jobs import SANDBOX_QUEUE
+from orchestrator.tools import ToolAnnouncement, ToolDef, ToolKind
+from sandbox import (
+    DockerBackend,
+    ExecRequest,
+    ExecResult,
+    InvalidRequestError,
+    Limits,
+    SandboxConfig,
+    SandboxError,
+    SandboxManager,
+)
+from workers.executors.base import ToolContext
+
+_INPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "code": {"type": "string", "description": "The program to run."},
+        "files": {
+            "type": "object",
+            "description": "Files to create in the work directory before running: path -> text.",
+            "additionalProperties": {"type": "string"},
+        },
+    },
+    "required": ["code"],
+    "additionalProperties": False,
+}
+
+_DESCRIPTIONS = {
+    "python": (
+        "Run Python 3 code in a sandbox without network access. The value of a final "
+        "expression is returned. Files written under /work/out come back as artifacts."
+    ),
+    "javascript": (
+        "Run JavaScript (Node.js) code in a sandbox without network access. Files written "
+        "under /work/out come back as artifacts."
+    ),
+}
+
+
+def result_output(result: ExecResult) -> dict[str, Any]:
+    """The result as the model sees it; images become media parts it can look at."""
+    output: dict[str, Any] = {
+        "exit_code": result.exit_code,
+        "stdout": result.stdout + ("\n[stdout truncated]" if result.stdout_truncated else ""),
+        "stderr": result.stderr + ("\n[stderr truncated]" if result.stderr_truncated else ""),
+        "duration_s": round(result.duration_s, 3),
+    }
+    if result.value is not None:
+        output["value"] = result.value
+    if result.error:
+        output["error"] = result.error
+    if result.notices:
+        output["notices"] = result.notices
+    artifacts: list[dict[str, Any]] = []
+    for artifact in result.artifacts:
+        if artifact.is_image and artifact.data_base64 is not None:
+            artifacts.append(
+                {
+                    "type": "media",
+                    "path": artifact.path,
+                    "media_type": artifact.media_type,
+                    "data": artifact.data_base64,
+                }
+            )
+        else:
+            artifacts.append(artifact.model_dump(exclude_none=True))
+    if artifacts:
+        output["artifacts"] = artifacts
+    return output
+
+
+class CodeExecutor:
+    kind: ToolKind = "code"
+    queue = SANDBOX_QUEUE
+
+    def __init__(self, config: SandboxConfig | None = None) -> None:
+        self.config = config or SandboxConfig()
+        self.manager: SandboxManager | None = None
+
+    async def start(self) -> None:
+        self.manager = SandboxManager(DockerBackend(), self.config)
+        await self.manager.start()
+
+    async def announcements(self, queue: str) -> list[ToolAnnouncement]:
+        return [
+            ToolAnnouncement(
+                name=f"run_{language}",
+                kind="code",
+                queue=self.queue,
+                server=language,
+                description=_DESCRIPTIONS[language],
+                input_schema=_INPUT_SCHEMA,
+            )
+            for language in self.config.images
+        ]
+
+    async def execute(self, tool: ToolDef, input: Any, ctx: ToolContext) -> Any:
+        if self.manager is None:
+            raise ToolError("the sandbox is not started on this worker")
+        config = tool.config
+        limits = self.config.default_limits.model_copy(
+            update={k: v for k, v in config.get("limits", {}).items() if v is not None}
+        )
+        try:
+            request = ExecRequest(
+                language=config["language"],
+                code=input["code"],
+                files=input.get("files") or {},
+                limits=Limits.model_validate(limits.model_dump()),
+                network=bool(config.get("network", False)),
+            )
+            session = ctx.run_id if config.get("session") == "run" else None
+            result = await self.manager.execute(request, session)
+        except (InvalidRequestError, ValueError) as exc:
+            raise ToolError(f"invalid code request: {exc}") from None
+        except SandboxError as exc:
+            raise ToolError(f"sandbox error: {exc}") from None
+        return result_output(result)
+
+    async def release_run(self, run_id: str) -> None:
+        if self.manager is not None:
+            await self.manager.close_session(run_id)
+
+    async def aclose(self) -> None:
+        if self.manager is not None:
+            await self.manager.aclose()
