@@ -1,0 +1,132 @@
+from __future__ import annotations
+
+import socket
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import fakeredis
+import httpx
+import pytest
+import redis.asyncio as aioredis
+
+from orchestrator.messages import UserMessage
+from orchestrator.spec import ModelRef
+from tests.support.fake_openai import FakeOpenAI, Turn, rate_limited
+from tests.support.sinks import ListSink
+from workers.providers import ProviderContext, make_provider
+from workers.providers.base import ModelRequest
+from workers.providers.ratelimit import LimitKey, Limits, RateLimiter, call_model, limit_key
+from workers.providers.retry import RetryPolicy
+
+SECRET = "sk-ratelimit-secret-0123456789"
+KEY = LimitKey("openai", "gpt-x", "abc123")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def redis_port() -> Iterator[int]:
+    port = free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--port", str(port), "--save", "", "--appendonly", "no"],
+        stdout=subprocess.DEVNULL,
+    )
+    try:
+        for _ in range(100):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.05)
+        yield port
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+@pytest.fixture(params=["fakeredis", "redis-server"])
+async def redis(request: pytest.FixtureRequest) -> AsyncIterator[Any]:
+    if request.param == "fakeredis":
+        client: Any = fakeredis.FakeAsyncRedis()
+    else:
+        port = request.getfixturevalue("redis_port")
+        client = aioredis.Redis(port=port)
+        await client.flushall()
+    yield client
+    await client.aclose()
+
+
+async def test_requests_per_minute_are_shared_by_workers(redis: Any) -> None:
+    limits = {("openai", "gpt-x"): Limits(requests_per_minute=3)}
+    worker_a, worker_b = RateLimiter(redis, limits), RateLimiter(redis, limits)
+    waits = [
+        (await worker_a.try_acquire(KEY, 1))[0],
+        (await worker_b.try_acquire(KEY, 1))[0],
+        (await worker_a.try_acquire(KEY, 1))[0],
+    ]
+    assert waits == [0.0, 0.0, 0.0]
+    wait_s, window = await worker_b.try_acquire(KEY, 1)
+    assert 0 < wait_s <= 60
+    assert window == 0
+
+
+async def test_tokens_per_minute_with_correction(redis: Any) -> None:
+    limiter = RateLimiter(redis, {("openai", "*"): Limits(tokens_per_minute=100)})
+    _, window = await limiter.try_acquire(KEY, 60)
+    assert window > 0
+    assert (await limiter.try_acquire(KEY, 60))[0] > 0
+    await limiter.correct(KEY, window, estimated=60, actual=10)
+    assert (await limiter.try_acquire(KEY, 60))[0] == 0
+
+
+async def test_a_429_makes_every_worker_back_off(redis: Any) -> None:
+    worker_a, worker_b = RateLimiter(redis), RateLimiter(redis)
+    await worker_a.backoff(KEY, 30)
+    wait_s, _ = await worker_b.try_acquire(KEY, 1)
+    assert 25 < wait_s <= 30
+    await worker_b.backoff(KEY, 1)  # a shorter back-off does not shorten the shared one
+    assert (await worker_a.try_acquire(KEY, 1))[0] > 25
+
+
+async def test_learned_limits_lower_the_configured_ones(redis: Any) -> None:
+    limiter = RateLimiter(redis, {("openai", "gpt-x"): Limits(requests_per_minute=10)})
+    await limiter.learn(KEY, Limits(requests_per_minute=2))
+    assert (await limiter.try_acquire(KEY, 1))[0] == 0
+    assert (await limiter.try_acquire(KEY, 1))[0] == 0
+    assert (await limiter.try_acquire(KEY, 1))[0] > 0
+
+
+async def test_call_model_learns_backs_off_and_never_stores_the_key(redis: Any) -> None:
+    headers = {"x-ratelimit-limit-requests": "500", "x-ratelimit-limit-tokens": "90000"}
+    turns = [rate_limited(retry_after="0"), Turn(text="ok", headers=headers)]
+    with FakeOpenAI(turns) as server:
+        ref = ModelRef(provider="openai", name="gpt-x", base_url=server.base_url)
+        env = {"OPENAI_API_KEY": SECRET}
+        request = ModelRequest(model=ref, messages=[UserMessage(content="hi")], timeout_s=10)
+        async with httpx.AsyncClient() as http:
+            provider = make_provider(ref, ProviderContext(http=http, env=env))
+            response = await call_model(
+                provider,
+                request,
+                ListSink(),
+                env=env,
+                limiter=RateLimiter(redis),
+                policy=RetryPolicy(base_delay_s=0.01),
+            )
+    assert response.text == "ok"
+    key = limit_key(request, env)
+    assert SECRET not in key.prefix
+    learned = await redis.hgetall(f"{key.prefix}:learned")
+    assert {k.decode(): v.decode() for k, v in learned.items()} == {"rpm": "500", "tpm": "90000"}
+    dump = []
+    for name in await redis.keys("*"):
+        kind = (await redis.type(name)).decode()
+        value = await redis.hgetall(name) if kind == "hash" else await redis.get(name)
+        dump.append(f"{name!r}={value!r}")
+    assert dump
+    assert all(SECRET not in entry for entry in dump)

@@ -1,0 +1,303 @@
+"""One provider quota for the whole fleet, kept in Redis.
+
+Every worker asks the same Lua script before a call, so requests per minute and
+tokens per minute are counted once per (provider, model, API key hash) however
+many workers there are. Tokens are estimated before the call and corrected from
+the reported usage after it. Limits come from the deployment and from the
+providers' rate-limit headers (the lower wins); a 429 sets a shared back-off
+that every worker honours. The API key itself never reaches Redis: only a hash.
+
+The worker calls `call_model(...)` instead of `provider.generate(...)`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Protocol
+
+import httpx
+
+from orchestrator.errors import ProviderError
+from workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
+from workers.providers.http import observe_response_headers
+from workers.providers.retry import RetryPolicy, generate_with_retries
+
+WINDOW_MS = 60_000
+LEARNED_TTL_S = 3600
+DEFAULT_KEY_ENVS = {
+    "openai": "OPENAI_API_KEY",
+    "openai-responses": "OPENAI_API_KEY",
+    "anthropic": "ANTHROPIC_API_KEY",
+    "gemini": "GEMINI_API_KEY",
+}
+
+# KEYS[1] prefix. ARGV: tokens, configured rpm, configured tpm (0 = none).
+# Returns {wait_ms, window}. Time comes from Redis so that worker clocks do not matter.
+ACQUIRE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local until_ms = tonumber(redis.call('GET', KEYS[1] .. ':backoff') or '0')
+if until_ms > now then return {until_ms - now, 0} end
+local window = math.floor(now / 60000)
+local function limit(configured, learned)
+  configured = tonumber(configured) or 0
+  learned = tonumber(learned) or 0
+  if configured > 0 and learned > 0 then return math.min(configured, learned) end
+  return math.max(configured, learned)
+end
+local learned = redis.call('HMGET', KEYS[1] .. ':learned', 'rpm', 'tpm')
+local rpm = limit(ARGV[2], learned[1])
+local tpm = limit(ARGV[3], learned[2])
+local rkey = KEYS[1] .. ':req:' .. window
+local tkey = KEYS[1] .. ':tok:' .. window
+local reqs = tonumber(redis.call('GET', rkey) or '0')
+local toks = tonumber(redis.call('GET', tkey) or '0')
+local tokens = tonumber(ARGV[1])
+local wait = (window + 1) * 60000 - now
+if rpm > 0 and reqs + 1 > rpm then return {wait, 0} end
+-- A call bigger than the whole budget still runs alone in an empty window.
+if tpm > 0 and toks > 0 and toks + tokens > tpm then return {wait, 0} end
+redis.call('INCR', rkey)
+redis.call('INCRBY', tkey, tokens)
+redis.call('PEXPIRE', rkey, 120000)
+redis.call('PEXPIRE', tkey, 120000)
+return {0, window}
+"""
+
+# KEYS[1] prefix. ARGV: seconds. Extends the shared back-off, never shortens it.
+BACKOFF = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local target = now + math.floor(tonumber(ARGV[1]) * 1000)
+local current = tonumber(redis.call('GET', KEYS[1] .. ':backoff') or '0')
+if target > current then
+  redis.call('SET', KEYS[1] .. ':backoff', target, 'PX', target - now + 1000)
+end
+return target
+"""
+
+
+class RedisLike(Protocol):
+    """The part of `redis.asyncio.Redis` (or fakeredis) the limiter uses."""
+
+    async def eval(self, script: str, numkeys: int, *keys_and_args: Any) -> Any: ...
+    async def incrby(self, name: str, amount: int = 1) -> Any: ...
+    async def hset(self, name: str, mapping: Mapping[str, Any]) -> Any: ...
+    async def expire(self, name: str, time: int) -> Any: ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Configured per deployment, per (provider, model); None = not limited here."""
+
+    requests_per_minute: int | None = None
+    tokens_per_minute: int | None = None
+
+
+@dataclass(frozen=True)
+class LimitKey:
+    provider: str
+    model: str
+    key_hash: str
+
+    @property
+    def prefix(self) -> str:
+        return f"agentq:ratelimit:{self.provider}:{self.model}:{self.key_hash}"
+
+
+def limit_key(request: ModelRequest, env: Mapping[str, str]) -> LimitKey:
+    ref = request.model
+    var = ref.api_key_env or DEFAULT_KEY_ENVS.get(ref.provider, "")
+    secret = env.get(var, "") + "|" + (ref.base_url or "")
+    digest = hashlib.sha256(secret.encode()).hexdigest()[:16]
+    return LimitKey(ref.provider, ref.name, digest)
+
+
+def estimate_tokens(request: ModelRequest) -> int:
+    """About 4 characters a token, plus the output budget the request reserves."""
+    payload = json.dumps(
+        [m.model_dump(mode="json") for m in request.messages]
+        + [t.model_dump(mode="json") for t in request.tools]
+        + [request.system or ""],
+        default=str,
+    )
+    options = request.model.options
+    reserved = options.get("max_tokens") or options.get("max_output_tokens") or 0
+    return len(payload) // 4 + int(reserved)
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def parse_reset(value: str, now_s: float) -> float | None:
+    """Seconds until reset: OpenAI's "6m0s" / "20ms" or Anthropic's RFC 3339 time."""
+    parts = _DURATION.findall(value)
+    if parts and "".join(n + u for n, u in parts) == value.strip():
+        scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+        return sum(float(n) * scale[u] for n, u in parts)
+    try:
+        return max(0.0, datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp() - now_s)
+    except ValueError:
+        return None
+
+
+def learned_from_headers(headers: Mapping[str, str], now_s: float) -> tuple[Limits, float | None]:
+    """(the limits a provider announced, seconds to back off if a budget is exhausted)."""
+    h = {k.lower(): v for k, v in headers.items()}
+
+    def number(*names: str) -> int | None:
+        for name in names:
+            if name in h:
+                try:
+                    return int(float(h[name]))
+                except ValueError:
+                    return None
+        return None
+
+    limits = Limits(
+        requests_per_minute=number(
+            "x-ratelimit-limit-requests", "anthropic-ratelimit-requests-limit"
+        ),
+        tokens_per_minute=number(
+            "x-ratelimit-limit-tokens",
+            "anthropic-ratelimit-tokens-limit",
+            "anthropic-ratelimit-input-tokens-limit",
+        ),
+    )
+    backoff: float | None = None
+    for remaining, reset in (
+        ("x-ratelimit-remaining-requests", "x-ratelimit-reset-requests"),
+        ("anthropic-ratelimit-requests-remaining", "anthropic-ratelimit-requests-reset"),
+    ):
+        if h.get(remaining) == "0" and reset in h:
+            backoff = parse_reset(h[reset], now_s)
+    return limits, backoff
+
+
+class RateLimiter:
+    def __init__(
+        self,
+        redis: RedisLike,
+        limits: Mapping[tuple[str, str], Limits] | None = None,
+        *,
+        default_backoff_s: float = 5.0,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        self.redis = redis
+        self.limits = dict(limits or {})
+        self.default_backoff_s = default_backoff_s
+        self.sleep = sleep
+
+    def configured(self, key: LimitKey) -> Limits:
+        return self.limits.get((key.provider, key.model)) or self.limits.get(
+            (key.provider, "*"), Limits()
+        )
+
+    async def try_acquire(self, key: LimitKey, tokens: int) -> tuple[float, int]:
+        """(seconds to wait, 0) when over a limit; (0, window) when the call may go."""
+        limits = self.configured(key)
+        wait_ms, window = await self.redis.eval(
+            ACQUIRE,
+            1,
+            key.prefix,
+            tokens,
+            limits.requests_per_minute or 0,
+            limits.tokens_per_minute or 0,
+        )
+        return int(wait_ms) / 1000.0, int(window)
+
+    async def acquire(self, key: LimitKey, tokens: int, deadline: float | None = None) -> int:
+        """Wait for capacity; raise a retryable ProviderError rather than wait past the
+        deadline (time.monotonic)."""
+        while True:
+            wait_s, window = await self.try_acquire(key, tokens)
+            if wait_s <= 0:
+                return window
+            if deadline is not None and time.monotonic() + wait_s >= deadline:
+                raise ProviderError(
+                    f"{key.provider}:{key.model}: the shared rate limit would delay the call "
+                    f"{wait_s:.1f} s, past its deadline",
+                    retryable=True,
+                )
+            await self.sleep(wait_s)
+
+    async def correct(self, key: LimitKey, window: int, estimated: int, actual: int) -> None:
+        if window and actual and actual != estimated:
+            await self.redis.incrby(f"{key.prefix}:tok:{window}", actual - estimated)
+
+    async def backoff(self, key: LimitKey, seconds: float) -> None:
+        await self.redis.eval(BACKOFF, 1, key.prefix, max(0.0, seconds))
+
+    async def learn(self, key: LimitKey, limits: Limits) -> None:
+        values = {
+            name: value
+            for name, value in (
+                ("rpm", limits.requests_per_minute),
+                ("tpm", limits.tokens_per_minute),
+            )
+            if value
+        }
+        if values:
+            await self.redis.hset(f"{key.prefix}:learned", mapping=values)
+            await self.redis.expire(f"{key.prefix}:learned", LEARNED_TTL_S)
+
+
+class RateLimitedProvider:
+    """Wraps one provider call in acquire → generate → correct, learning from headers."""
+
+    def __init__(self, inner: Provider, limiter: RateLimiter, key: LimitKey) -> None:
+        self.inner = inner
+        self.limiter = limiter
+        self.key = key
+
+    async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
+        estimated = estimate_tokens(request)
+        window = await self.limiter.acquire(
+            self.key, estimated, time.monotonic() + request.timeout_s
+        )
+        seen: list[httpx.Headers] = []
+        try:
+            with observe_response_headers(seen.append):
+                response = await self.inner.generate(request, sink)
+        except ProviderError as error:
+            if error.status == 429:
+                wait_s = error.retry_after_s
+                if wait_s is None:
+                    wait_s = self.limiter.default_backoff_s
+                await self.limiter.backoff(self.key, wait_s)
+            raise
+        finally:
+            await self._learn(seen)
+        await self.limiter.correct(self.key, window, estimated, response.usage.total_tokens)
+        return response
+
+    async def _learn(self, seen: list[httpx.Headers]) -> None:
+        for headers in seen:
+            limits, backoff = learned_from_headers(headers, time.time())
+            await self.limiter.learn(self.key, limits)
+            if backoff:
+                await self.limiter.backoff(self.key, backoff)
+
+
+async def call_model(
+    provider: Provider,
+    request: ModelRequest,
+    sink: DeltaSink,
+    *,
+    env: Mapping[str, str],
+    limiter: RateLimiter | None = None,
+    policy: RetryPolicy | None = None,
+    deadline: float | None = None,
+) -> ModelResponse:
+    """What a worker calls for a model step: shared rate limit (when a limiter is given),
+    retries with backoff, and never past `deadline` (time.monotonic)."""
+    if limiter is not None:
+        provider = RateLimitedProvider(provider, limiter, limit_key(request, env))
+    return await generate_with_retries(provider, request, sink, policy, deadline)
