@@ -84,7 +84,7 @@ class StepPlan(BaseModel):
             )
             if executed and call.result is not None:
                 parts.append(call.result)
-        return AssistantMessage(content=parts)
+        return AssistantMessage(content=parts, provider_metadata=self.provider_metadata)
 
 
 def _provider_executed(call: CallPlan) -> bool:

@@ -65,6 +65,9 @@ class UserMessage(_Model):
 class AssistantMessage(_Model):
     role: Literal["assistant"] = "assistant"
     content: str | list[AssistantPart]
+    # What a wire format must replay on the next request (reasoning items, thinking
+    # blocks, thought signatures), opaque to everything but that provider.
+    provider_metadata: dict[str, Any] = Field(default_factory=dict)
 
     def tool_calls(self) -> list[ToolCallPart]:
         if isinstance(self.content, str):

@@ -19,3 +19,5 @@ class Settings(BaseSettings):
     idle_poll_s: float = Field(default=1.0, gt=0)
     concurrency: int = Field(default=16, ge=1)
     mcp_config: str | None = None
+    # Provider quotas shared by the fleet: {"openai:gpt-4o": [rpm, tpm], "anthropic:*": [50, null]}.
+    rate_limits: dict[str, tuple[int | None, int | None]] = Field(default_factory=dict)

@@ -34,6 +34,7 @@ from workers.executors.base import ToolContext, ToolExecutor
 from workers.lease import held_lease
 from workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
 from workers.providers.base import DeltaSink, ModelResponse, Provider
+from workers.providers.ratelimit import RateLimiter, call_model
 from workers.sink import DeltaEvents
 
 log = logging.getLogger("agentq.worker")
@@ -46,6 +47,7 @@ class WorkerDeps:
     executors: dict[ToolKind, ToolExecutor] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     lease_s: float = 10.0
+    limiter: RateLimiter | None = None
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -53,13 +55,12 @@ def _deps(ctx: dict[str, Any]) -> WorkerDeps:
     return deps
 
 
-async def generate(provider: Provider, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
-    """One model call with the provider retry policy, if the providers package has one."""
-    try:
-        from workers.providers.retry import generate_with_retries
-    except ImportError:  # pragma: no cover - the retry module ships with the providers
-        return await provider.generate(request, sink)
-    return await generate_with_retries(provider, request, sink)
+async def generate(
+    deps: WorkerDeps, provider: Provider, request: ModelRequest, sink: DeltaSink
+) -> ModelResponse:
+    """One model call: the fleet's shared rate limit, retries with backoff, a deadline."""
+    limiter = deps.limiter if request.model.provider != "scripted" else None
+    return await call_model(provider, request, sink, env=deps.env, limiter=limiter)
 
 
 def _consumer_attrs(envelope: JobEnvelope, queue: str, job_id: str) -> dict[str, Any]:
@@ -152,7 +153,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         },
     ) as chat_span:
         try:
-            response = await generate(provider, request, sink)
+            response = await generate(deps, provider, request, sink)
         except ProviderError as exc:
             await sink.flush()
             outcome = await deps.store.fail_run(

@@ -16,7 +16,7 @@ import os
 import socket
 import uuid
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import httpx
 from arq import Worker
@@ -30,6 +30,7 @@ from orchestrator.store import RunStore
 from orchestrator.tools import ToolKind
 from workers import jobs
 from workers.executors.base import ToolExecutor
+from workers.providers.ratelimit import Limits, RateLimiter, RedisLike
 
 log = logging.getLogger("agentq.worker")
 
@@ -124,7 +125,14 @@ class WorkerRuntime:
         self._http = http
         executors: dict[ToolKind, ToolExecutor] = {e.kind: e for e in self.executors}
         deps = jobs.WorkerDeps(
-            store=store, http=http, executors=executors, env=self.env, lease_s=self.settings.lease_s
+            store=store,
+            http=http,
+            executors=executors,
+            env=self.env,
+            lease_s=self.settings.lease_s,
+            # redis-py types its async commands as `Awaitable[X] | X`, which no
+            # protocol of awaitables matches; the client is the limiter's RedisLike.
+            limiter=RateLimiter(cast(RedisLike, self.redis), self._rate_limits()),
         )
         await self.announce()
         for queue in self.queues:
@@ -148,6 +156,13 @@ class WorkerRuntime:
             self._workers.append(worker)
             self._tasks.append(asyncio.create_task(worker.main(), name=f"agentq-worker-{queue}"))
         self._tasks.append(asyncio.create_task(self._announce_forever(), name="agentq-announce"))
+
+    def _rate_limits(self) -> dict[tuple[str, str], Limits]:
+        limits: dict[tuple[str, str], Limits] = {}
+        for label, (rpm, tpm) in self.settings.rate_limits.items():
+            provider, _, model = label.partition(":")
+            limits[(provider, model or "*")] = Limits(rpm, tpm)
+        return limits
 
     async def announce(self) -> None:
         assert self.redis is not None
