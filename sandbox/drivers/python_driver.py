@@ -165,7 +165,7 @@ def describe(rel: str, data: bytes) -> dict[str, Any]:
     if image_type is not None:
         item["media_type"] = image_type
     elif "text" in item:
-        item["media_type"] = guessed if guessed and guessed.startswith("text/") else "text/plain"
+        item["media_type"] = guessed or "text/plain"
     else:
         item["media_type"] = guessed or "application/octet-stream"
     if "text" not in item:
