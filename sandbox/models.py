@@ -79,14 +79,15 @@ class ExecRequest(BaseModel):
         return files
 
     @classmethod
-    def parse(cls, data: dict[str, Any]) -> ExecRequest:
-        """Validate untrusted data; raise `InvalidRequestError` naming the field."""
-        try:
-            return cls.model_validate(data)
-        except ValidationError as exc:
-            raise invalid_request(exc) from None
+    def parse(cls, data: object) -> ExecRequest:
+        """Validate untrusted data (e.g. a tool call's JSON); same errors as the constructor."""
+        if not isinstance(data, dict) or not all(isinstance(key, str) for key in data):
+            raise InvalidRequestError("request", "must be a JSON object")
+        return cls(**data)
 
     def __init__(self, **data: Any) -> None:
+        # Construction is the one entry point (`parse` goes through it), so every
+        # invalid request raises InvalidRequestError naming its field.
         try:
             super().__init__(**data)
         except ValidationError as exc:
