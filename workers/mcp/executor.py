@@ -1,8 +1,8 @@
 """`McpExecutor`: the tool executor for `kind="mcp"`, over the pooled sessions.
 
-    async with McpExecutor(load_mcp_config(path)) as mcp:
-        announcements = await mcp.announcements("tools")
-        output = await mcp.execute(tool_def, {"timezone": "UTC"}, ctx)
+async with McpExecutor(load_mcp_config(path)) as mcp:
+    announcements = await mcp.announcements("tools")
+    output = await mcp.execute(tool_def, {"timezone": "UTC"}, ctx)
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from typing import Any, Self
 
 import mcp_types as types
 
-from orchestrator.errors import ToolError, ToolInputError, ToolTimeoutError
+from orchestrator.errors import InfrastructureError, ToolError, ToolInputError, ToolTimeoutError
 from orchestrator.tools import ToolAnnouncement, ToolDef, ToolKind
 from workers.executors.base import ToolContext
 from workers.mcp.config import McpConfig
@@ -109,7 +109,12 @@ class McpExecutor:
         timeout_s = self._budget_s(tool, ctx, connection.config.timeout_s)
         if timeout_s <= 0:
             raise ToolTimeoutError(f"the MCP tool {tool.name!r} reached its deadline before it ran")
-        result = await connection.call(remote, input, ctx, timeout_s)
+        try:
+            result = await connection.call(remote, input, ctx, timeout_s)
+        except InfrastructureError as exc:
+            # The model sees it as a failed tool call; retrying may succeed
+            # once the server is reachable again.
+            raise ToolError(exc.message, retryable=True) from exc
         return normalize_result(result, tool=remote)
 
     @staticmethod

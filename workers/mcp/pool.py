@@ -87,6 +87,10 @@ class ServerConnection:
         self._closed = False
         self.connects = 0  # sessions opened so far; tests read it to see reuse
 
+    @property
+    def connected(self) -> bool:
+        return self._live is not None and self._live.alive
+
     # -- discovery ---------------------------------------------------------
 
     async def tools(self) -> list[types.Tool]:
@@ -212,13 +216,17 @@ class ServerConnection:
             cache=None,  # tools/list is cached here, invalidated by change events
         )
         try:
-            async with client:
+            async with client, anyio.create_task_group() as group:
+                if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
+                    # Subscribe before anyone calls: a change announced before
+                    # the subscription is acknowledged would be lost (no replay).
+                    subscribed = anyio.Event()
+                    group.start_soon(self._listen_for_changes, client, subscribed)
+                    with anyio.move_on_after(self.config.connect_timeout_s):
+                        await subscribed.wait()
                 live.ready.set_result(client)
-                async with anyio.create_task_group() as group:
-                    if client.protocol_version in MODERN_PROTOCOL_VERSIONS:
-                        group.start_soon(self._listen_for_changes, client)
-                    await live.ended.wait()
-                    group.cancel_scope.cancel()
+                await live.ended.wait()
+                group.cancel_scope.cancel()
         except Exception as exc:
             if not live.ready.done():
                 live.ready.set_exception(exc)
@@ -229,14 +237,17 @@ class ServerConnection:
             if not live.ready.done():
                 live.ready.cancel()
 
-    async def _listen_for_changes(self, client: Client) -> None:
+    async def _listen_for_changes(self, client: Client, subscribed: anyio.Event) -> None:
         """2026-era servers announce tool changes on a `subscriptions/listen` stream."""
         try:
             async with client.listen(tools_list_changed=True) as subscription:
+                subscribed.set()
                 async for _ in subscription:
                     self._tools_changed()
         except (ListenNotSupportedError, MCPError, SubscriptionLost, TimeoutError) as exc:
-            log.debug("MCP server %r: no tool change events: %s", self.name, exc)
+            log.info("MCP server %r: no tool change events: %s", self.name, exc)
+        finally:
+            subscribed.set()
 
     async def _on_message(self, message: IncomingMessage) -> None:
         # Handshake-era servers send the notification on the session itself.
