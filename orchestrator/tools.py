@@ -165,13 +165,25 @@ def _resolve_mcp(
     registry: dict[str, ToolAnnouncement],
     live: Any,
     common: dict[str, Any],
+    servers: set[str] | None = None,
 ) -> list[ToolDef]:
-    prefix = f"mcp:{tool.server}:"
-    offered = {
-        key[len(prefix) :]: ann
-        for key in registry
-        if key.startswith(prefix) and (ann := live(key)) is not None
-    }
+    """The MCP tools a spec entry enables, named for the model.
+
+    A tool keeps its own name unless another server in `servers` (default:
+    every live MCP server in the registry) offers a tool of the same name;
+    then the server's prefix (`{server}_`) tells them apart. A `prefix` in the
+    spec always applies.
+    """
+    offered: dict[str, ToolAnnouncement] = {}
+    elsewhere: set[str] = set()  # tool names other servers offer
+    for key in registry:
+        ann = live(key)
+        if ann is None or ann.kind != "mcp":
+            continue
+        if ann.server == tool.server:
+            offered[ann.name] = ann
+        elif servers is None or ann.server in servers:
+            elsewhere.add(ann.name)
     if not offered:
         raise UnknownToolError(
             f"tools[{index}]: no worker serves the MCP server {tool.server!r} "
@@ -183,9 +195,15 @@ def _resolve_mcp(
         raise UnknownToolError(
             f"tools[{index}]: the MCP server {tool.server!r} has no tool named {missing[0]!r}"
         )
+
+    def exposed(name: str) -> str:
+        if tool.prefix is not None:
+            return tool.prefix + name
+        return f"{tool.server}_{name}" if name in elsewhere else name
+
     return [
         ToolDef(
-            name=(tool.prefix or "") + name,
+            name=exposed(name),
             kind="mcp",
             description=offered[name].description,
             input_schema=offered[name].input_schema,

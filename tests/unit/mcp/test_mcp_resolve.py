@@ -1,0 +1,153 @@
+"""How a run's MCP entries resolve against announced tools: names, collisions, refusals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from orchestrator.errors import SpecError, UnknownToolError
+from orchestrator.spec import McpToolSpec, RunSpec
+from orchestrator.tools import (
+    ANNOUNCEMENT_TTL_S,
+    ToolAnnouncement,
+    _resolve_mcp,
+    registry_key,
+    resolve_tools,
+)
+
+NOW = 1_000_000.0
+
+
+def announce(server: str, *names: str, seen_at: float = NOW) -> dict[str, ToolAnnouncement]:
+    anns = [
+        ToolAnnouncement(
+            name=name,
+            kind="mcp",
+            queue=f"q-{server}",
+            description=f"{name} on {server}",
+            input_schema={"type": "object", "properties": {"x": {"type": "string"}}},
+            server=server,
+            seen_at=seen_at,
+        )
+        for name in names
+    ]
+    return {registry_key(a): a for a in anns}
+
+
+REGISTRY = {
+    **announce("time", "get_current_time", "convert_time"),
+    **announce("docs", "search", "fetch"),
+    **announce("web", "search", "browse"),
+    **announce("old", "stale_tool", seen_at=NOW - ANNOUNCEMENT_TTL_S - 1),
+}
+
+
+def resolve(*entries: dict[str, Any]) -> list[tuple[str, str, str]]:
+    spec = RunSpec.model_validate(
+        {
+            "model": {"provider": "scripted", "script": []},
+            "prompt": "hi",
+            "tools": [{"type": "mcp", **e} for e in entries],
+        }
+    )
+    return [
+        (t.name, t.config["server"], t.config["tool"]) for t in resolve_tools(spec, REGISTRY, NOW)
+    ]
+
+
+@pytest.mark.parametrize(
+    ("entries", "expected"),
+    [
+        pytest.param(
+            [{"server": "time"}],
+            [
+                ("convert_time", "time", "convert_time"),
+                ("get_current_time", "time", "get_current_time"),
+            ],
+            id="own-names-when-nothing-collides",
+        ),
+        pytest.param(
+            [{"server": "docs"}],
+            [("fetch", "docs", "fetch"), ("docs_search", "docs", "search")],
+            id="colliding-name-gets-the-server-prefix",
+        ),
+        pytest.param(
+            [{"server": "docs"}, {"server": "web"}],
+            [
+                ("fetch", "docs", "fetch"),
+                ("docs_search", "docs", "search"),
+                ("browse", "web", "browse"),
+                ("web_search", "web", "search"),
+            ],
+            id="both-servers-of-a-collision",
+        ),
+        pytest.param(
+            [{"server": "docs", "tools": ["search"], "prefix": "d."}],
+            [("d.search", "docs", "search")],
+            id="explicit-prefix-always-applies",
+        ),
+        pytest.param(
+            [{"server": "time", "tools": ["get_current_time"], "prefix": ""}],
+            [("get_current_time", "time", "get_current_time")],
+            id="empty-prefix-is-a-choice-too",
+        ),
+        pytest.param(
+            [{"server": "time", "tools": ["get_current_time"]}],
+            [("get_current_time", "time", "get_current_time")],
+            id="subset-of-tools",
+        ),
+    ],
+)
+def test_names_offered_to_the_model(
+    entries: list[dict[str, Any]], expected: list[tuple[str, str, str]]
+) -> None:
+    assert resolve(*entries) == expected
+
+
+@pytest.mark.parametrize(
+    ("entry", "message"),
+    [
+        pytest.param({"server": "nope"}, "no worker serves the MCP server 'nope'", id="unknown"),
+        pytest.param({"server": "old"}, "no worker serves the MCP server 'old'", id="stale"),
+        pytest.param(
+            {"server": "time", "tools": ["get_current_time", "nope"]},
+            "has no tool named 'nope'",
+            id="unknown-tool",
+        ),
+    ],
+)
+def test_refused_at_submit(entry: dict[str, Any], message: str) -> None:
+    with pytest.raises(UnknownToolError, match=message):
+        resolve(entry)
+
+
+def test_same_server_twice_without_prefix_is_a_duplicate() -> None:
+    with pytest.raises(SpecError, match="two tools are named"):
+        resolve({"server": "time"}, {"server": "time"})
+
+
+def test_schema_description_and_queue_pass_through() -> None:
+    spec = McpToolSpec(server="docs", tools=["fetch"], needs_approval=True)
+
+    def live(key: str) -> ToolAnnouncement | None:
+        return REGISTRY.get(key)
+
+    [tool] = _resolve_mcp(0, spec, REGISTRY, live, {"needs_approval": True, "timeout_s": 5.0})
+    assert tool.input_schema == REGISTRY["mcp:docs:fetch"].input_schema
+    assert (tool.description, tool.queue, tool.kind) == ("fetch on docs", "q-docs", "mcp")
+    assert (tool.needs_approval, tool.timeout_s) == (True, 5.0)
+
+
+@pytest.mark.parametrize(
+    ("servers", "name"),
+    [
+        pytest.param(None, "docs_search", id="registry-wide-by-default"),
+        pytest.param({"docs"}, "search", id="only-the-run's-servers-count"),
+        pytest.param({"docs", "web"}, "docs_search", id="run-enables-both"),
+    ],
+)
+def test_collisions_among_the_given_servers(servers: set[str] | None, name: str) -> None:
+    spec = McpToolSpec(server="docs", tools=["search"])
+    [tool] = _resolve_mcp(0, spec, REGISTRY, REGISTRY.get, {}, servers)
+    assert tool.name == name
