@@ -23,7 +23,7 @@ Answer = dict[str, str | int | float | bool | list[str] | None]
 
 def schema_defaults(schema: dict[str, Any]) -> Answer | None:
     """The answer made of the schema's defaults, or None if a required field has none."""
-    properties = schema.get("properties") or {}
+    properties = schema.get("properties", {})
     if not isinstance(properties, dict):
         return None
     answer: Answer = {}
