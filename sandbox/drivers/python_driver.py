@@ -93,6 +93,33 @@ def print_user_traceback(exc: BaseException) -> None:
     sys.stderr.write("".join(lines))
 
 
+CO_COROUTINE = 0x80  # inspect.CO_COROUTINE: the cell used top-level `await`
+COMPILE_FLAGS = ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+
+
+def evaluate(body: Any, last: Any, scope: dict[str, Any]) -> object:
+    """Run the body, then the trailing expression; one event loop if either awaits."""
+    uses_await = bool(body.co_flags & CO_COROUTINE) or (
+        last is not None and bool(last.co_flags & CO_COROUTINE)
+    )
+    if not uses_await:
+        exec(body, scope)
+        return None if last is None else eval(last, scope)
+
+    async def cell() -> object:
+        pending = eval(body, scope)
+        if body.co_flags & CO_COROUTINE:
+            await pending
+        if last is None:
+            return None
+        value = eval(last, scope)
+        return (await value) if last.co_flags & CO_COROUTINE else value
+
+    import asyncio  # only cells that await pay for importing it
+
+    return asyncio.run(cell())
+
+
 def execute(
     code: str, cell: str, scope: dict[str, Any], value_chars: int
 ) -> tuple[int, str | None]:
@@ -100,15 +127,13 @@ def execute(
     linecache.cache[cell] = (len(code), None, code.splitlines(True), cell)
     try:
         tree = ast.parse(code, cell, "exec")
-        last: ast.Expression | None = None
         tail = tree.body[-1] if tree.body else None
+        last = None
         if isinstance(tail, ast.Expr):
             tree.body.pop()
-            last = ast.Expression(tail.value)
-        exec(compile(tree, cell, "exec"), scope)
-        if last is None:
-            return 0, None
-        value = eval(compile(last, cell, "eval"), scope)
+            last = compile(ast.Expression(tail.value), cell, "eval", flags=COMPILE_FLAGS)
+        body = compile(tree, cell, "exec", flags=COMPILE_FLAGS)
+        value = evaluate(body, last, scope)
         return 0, None if value is None else safe_repr(value, value_chars)
     except SystemExit as exc:
         if exc.code is None:

@@ -39,6 +39,18 @@ async def test_python_final_expression_is_the_value(manager: SandboxManager) -> 
     assert result.duration_s > 0
 
 
+async def test_python_top_level_await(manager: SandboxManager) -> None:
+    code = (
+        "import asyncio\n"
+        "async def twice(x):\n    await asyncio.sleep(0.01)\n    return 2 * x\n"
+        "a = await twice(4)\n"
+        "await twice(a)"
+    )
+    result = await manager.execute(ExecRequest(language="python", code=code))
+    assert result.ok, result
+    assert result.value == "16"
+
+
 async def test_python_without_final_expression_has_no_value(manager: SandboxManager) -> None:
     result = await manager.execute(ExecRequest(language="python", code="x = 1\nprint(x)"))
     assert result.ok, result
