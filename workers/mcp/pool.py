@@ -144,7 +144,7 @@ class ServerConnection:
             # asyncio.timeout cancelled the SDK's request, which sends
             # `notifications/cancelled` to the server as it unwinds.
             raise ToolTimeoutError(
-                f"the MCP tool {tool!r} on server {self.name!r} did not finish in {timeout_s:g} s"
+                f"the MCP tool {tool!r} on server {self.name!r} did not finish in {timeout_s:.3g} s"
             ) from None
         except MCPError as exc:
             if exc.code == types.CONNECTION_CLOSED:
