@@ -104,9 +104,16 @@ def offered_tools(spec: RunSpec, tools: list[ToolDef]) -> list[ToolDef]:
 def plan_step(spec: RunSpec, tools: list[ToolDef], step: int, response: ModelResponse) -> StepPlan:
     by_name = {t.name: t for t in offered_tools(spec, tools)}
     calls: list[CallPlan] = []
+    # Ids the model gave are kept; a missing or repeated one gets a fresh id that
+    # collides with none of them (ids key the call's state and its job).
+    taken = {raw.id for raw in response.tool_calls if raw.id}
     seen_ids: set[str] = set()
     for index, raw in enumerate(response.tool_calls):
-        call_id = raw.id if raw.id and raw.id not in seen_ids else f"call_{step}_{index}"
+        call_id = raw.id if raw.id and raw.id not in seen_ids else ""
+        if not call_id:
+            call_id = f"call_{step}_{index}"
+            while call_id in taken or call_id in seen_ids:
+                call_id += "_"
         seen_ids.add(call_id)
         calls.append(_plan_call(call_id, raw, by_name))
     names = {c.name for c in calls}
@@ -207,9 +214,16 @@ def _lenient_parse(arguments: str | dict[str, Any] | list[Any] | None) -> Any:
         return arguments
 
 
+def check_schema(schema: dict[str, Any]) -> None:
+    """Raise SchemaError if `schema` is not a valid JSON Schema (2020-12)."""
+    Draft202012Validator.check_schema(schema)
+
+
 @lru_cache(maxsize=512)
 def _validator(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json))
+    schema = json.loads(schema_json)
+    check_schema(schema)
+    return Draft202012Validator(schema)
 
 
 def validate_input(tool: ToolDef, value: Any) -> None:

@@ -29,7 +29,7 @@ def connect(url: str) -> ArqRedis:
         name = url.removeprefix("memory://") or "default"
         server = _MEMORY_SERVERS.setdefault(name, fakeredis.FakeServer())
         pool = aioredis.ConnectionPool(
-            connection_class=fakeredis.aioredis.FakeConnection,  # type: ignore[arg-type]
+            connection_class=fakeredis.aioredis.FakeAsyncRedisConnection,
             server=server,
         )
     else:

@@ -115,6 +115,7 @@ class RunStore:
             {
                 "spec": spec_json,
                 "tools": tool_jsons,
+                "tool_order": list(tool_jsons),
                 "messages": list(message_jsons),
                 "trace": trace,
                 "event": event,
@@ -212,6 +213,12 @@ class RunStore:
         """Events after `after`; with `follow`, keep waiting until a terminal event."""
         stream = keys.events(run_id)
         last = after
+        if follow:
+            status = await _resolved(self.redis.hget(keys.meta(run_id), "status"))
+            if status is None:
+                raise RunNotFoundError(f"no run with id {run_id!r}")
+            # An ended run's stream is complete: read what is left, do not block.
+            follow = _text(status) not in ("succeeded", "failed", "cancelled")
         while True:
             if follow:
                 reply = await self.redis.xread({stream: f"0-{last}"}, count=500, block=block_ms)
@@ -226,8 +233,12 @@ class RunStore:
                     return
             if not follow and len(entries) < 500:
                 return
-            if follow and not entries and not await self.redis.exists(keys.meta(run_id)):
-                raise RunNotFoundError(f"no run with id {run_id!r}")
+            if follow and not entries:
+                status = await _resolved(self.redis.hget(keys.meta(run_id), "status"))
+                if status is None:
+                    raise RunNotFoundError(f"no run with id {run_id!r}")
+                if _text(status) in ("succeeded", "failed", "cancelled"):
+                    return  # ended before `after`: nothing more will come
 
     # -- the tool registry -----------------------------------------------------
 

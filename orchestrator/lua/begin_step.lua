@@ -6,6 +6,8 @@ if status ~= 'running' then return {'closed'} end
 if tonumber(redis.call('HGET', meta, 'step')) ~= A.step then return {'stale'} end
 if redis.call('HEXISTS', step_key(A.step), 'resp') == 1 then return {'duplicate'} end
 emit(A.event)
-local tools = redis.call('HVALS', meta .. ':tools')
+local order = cjson.decode(redis.call('HGET', meta, 'tool_order') or '[]')
+local tools = {}
+if #order > 0 then tools = redis.call('HMGET', meta .. ':tools', unpack(order)) end
 return {'ok', redis.call('HGET', meta, 'spec'), cjson.encode(tools),
         cjson.encode(redis.call('LRANGE', msgs, 0, -1))}

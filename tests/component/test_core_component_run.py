@@ -246,11 +246,6 @@ async def test_stop_conditions(start: Start, extra: dict[str, Any], n_steps: int
     assert ran == (["42"] if n_steps >= 3 else [])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="create.lua stores the tools in a hash (iterated with Lua pairs) and begin_step "
-    "reads them back with HVALS, so the model is offered the tools in hash order, not spec order",
-)
 async def test_tools_are_offered_in_spec_order(start: Start, model_log: ModelLog) -> None:
     names = [f"t{i}" for i in range(8)]
 
@@ -421,11 +416,6 @@ async def test_following_a_live_run_ends_at_its_terminal_event(start: Start) -> 
     assert tail == every[running.seq :]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="RunStore.events(follow=True) only returns on seeing a terminal event; resuming "
-    "after the terminal event's seq blocks forever (XREAD, meta exists, loop)",
-)
 async def test_following_after_the_terminal_event_ends(start: Start) -> None:
     async with start([add]) as client:
         run_id = await client.submit(scripted({"text": "done"}))
@@ -489,11 +479,6 @@ async def test_duplicate_call_ids_from_the_model_are_made_unique(start: Start) -
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plan_step can mint an id the model already used (call_{step}_{index}); two calls "
-    "then share one id, one tool job runs, the join counter never reaches 0: the run hangs",
-)
 async def test_a_synthesized_id_never_collides_with_a_model_id(start: Start) -> None:
     step = {
         "tool_calls": [

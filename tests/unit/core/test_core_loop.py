@@ -91,11 +91,6 @@ def test_plan_step_call_ids(step: int, ids: list[str | None], expected: list[str
     assert [c.id for c in result.calls] == expected
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="plan_step synthesizes call_{step}_{index} without checking it against ids "
-    "already taken by the model, so it can mint a duplicate id",
-)
 @pytest.mark.parametrize(
     "ids",
     [
@@ -522,11 +517,6 @@ def test_validate_input_reports_at_most_five_violations() -> None:
     assert info.value.message.count("is not of type") == 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="validate_input never calls check_schema, so its SchemaError branch is dead: "
-    "an invalid schema raises TypeError/UnknownType/AttributeError out of plan_step",
-)
 @pytest.mark.parametrize(
     "schema",
     [{"type": 12}, {"type": "strin"}, {"properties": 3}],
