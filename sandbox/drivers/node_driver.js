@@ -273,8 +273,17 @@ function takeChild(esm) {
 
 function runCall(request, next) {
   const oomBefore = oomKills();
-  writeFiles(request.files);
-  fs.mkdirSync(OUT_DIR, { recursive: true });
+  try {
+    // The code of an earlier call may have put a directory where a file goes.
+    writeFiles(request.files);
+    fs.mkdirSync(OUT_DIR, { recursive: true });
+  } catch (err) {
+    send('e', Buffer.from(`cannot write the input files: ${err.message}\n`));
+    const done = { exit_code: 1, value: null, oom: false, signal: null, artifacts: [], notices: [] };
+    send('d', Buffer.from(JSON.stringify(done), 'utf8'));
+    setImmediate(next);
+    return;
+  }
   const child = takeChild(/^\s*(import|export)\s/m.test(request.code));
   child.stdout.on('data', (chunk) => send('o', chunk));
   child.stderr.on('data', (chunk) => send('e', chunk));

@@ -313,8 +313,6 @@ def run_call(
     request: dict[str, Any], cell: str, scope: dict[str, Any], collector: Collector
 ) -> None:
     ooms_before = oom_kills()
-    write_files(request.get("files", {}))
-    os.makedirs(OUT_DIR, exist_ok=True)
     relays: list[threading.Thread] = []
     for target_fd, kind in ((1, b"o"), (2, b"e")):
         read_end, write_end = os.pipe()
@@ -323,9 +321,18 @@ def run_call(
         relays.append(threading.Thread(target=relay, args=(read_end, kind), daemon=True))
     for thread in relays:
         thread.start()
-    exit_code, value = execute(
-        request["code"], cell, scope, int(request.get("value_chars", 10_000))
-    )
+    try:
+        # The code of an earlier call (run session) may have put a directory or
+        # a read-only file where an input file goes: its problem, not ours.
+        write_files(request.get("files", {}))
+        os.makedirs(OUT_DIR, exist_ok=True)
+    except OSError as exc:
+        sys.stderr.write(f"cannot write the input files: {exc}\n")
+        exit_code, value = 1, None
+    else:
+        exit_code, value = execute(
+            request["code"], cell, scope, int(request.get("value_chars", 10_000))
+        )
     flush_std()
     if os.getpid() != DRIVER_PID:
         # A fork of the code ran off the end of the cell: it must not act as the driver.

@@ -10,7 +10,7 @@ import zlib
 import pytest
 
 from sandbox.manager import SandboxManager
-from sandbox.models import ExecRequest
+from sandbox.models import ExecRequest, Language
 
 pytestmark = pytest.mark.integration
 
@@ -250,3 +250,28 @@ async def test_run_session_survives_errors_but_not_kills(manager: SandboxManager
     )
     assert fresh.value == "False"
     await manager.close_session("k")
+
+
+@pytest.mark.parametrize(
+    ("language", "make_dir"),
+    [
+        ("python", "import os\nos.makedirs('clash/x')"),
+        ("javascript", "require('fs').mkdirSync('clash/x', {recursive: true})"),
+    ],
+)
+async def test_input_file_clashing_with_a_directory_is_a_plain_error(
+    manager: SandboxManager, language: Language, make_dir: str
+) -> None:
+    first = await manager.execute(
+        ExecRequest(language=language, code=make_dir), session_key="clash"
+    )
+    assert first.ok, first
+    clash = await manager.execute(
+        ExecRequest(language=language, code="1", files={"clash": "text"}), session_key="clash"
+    )
+    assert clash.exit_code == 1
+    assert clash.error is None
+    assert "cannot write the input files" in clash.stderr
+    after = await manager.execute(ExecRequest(language=language, code="1"), session_key="clash")
+    assert after.ok, after  # the session's container survived
+    await manager.close_session("clash")
