@@ -1,0 +1,614 @@
+"""agentq's core against raw Redis and raw arq, measured in one run on one Redis.
+
+    python bench/core_bench.py [--quick] [--profile]
+
+Starts its own `redis-server --save '' --appendonly no` on a free port and measures:
+
+1. the raw Redis hop: LPUSH in one process, BLPOP in another, ping-pong; one
+   hop is half a round trip. The baseline uses redis-py's asyncio client (the
+   one agentq uses); the sync client's figure is shown for context;
+2. raw arq on one worker process: no-op job throughput (jobs enqueued with
+   `ArqRedis.enqueue_job` before the worker starts, timed from the first job's
+   start to the last job's end) and, for context, the per-hop latency of a
+   chain of jobs each enqueuing the next;
+3. agentq's per-step latency: a 20-step run (scripted model, one no-op tool
+   call per step, then a final answer) on one `WorkerRuntime` process serving
+   the model and tools queues; per step = (start event -> finish event) / 20;
+4. agentq's no-op tool-call throughput on that worker: one step fans out N
+   no-op calls, timed from that step's finish-step event to the next step's
+   start-step event (so the join and the hop to the next step are included).
+
+The machine is shared and noisy, so baselines and agentq alternate: each
+agentq run is bracketed by raw hop samples and each fan-out is paired with a
+raw arq run, and the ratios are medians of per-pair ratios. Goals: a step
+costs at most 30 raw hops; tool-call throughput at least 0.4 of raw arq's.
+Prints PASS/MISS; never asserts on time. `--profile` runs the agentq worker
+under cProfile and prints where its CPU time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import cProfile
+import io
+import json
+import multiprocessing as mp
+import os
+import pstats
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing.context import SpawnContext, SpawnProcess
+from multiprocessing.synchronize import Event as MpEvent
+from pathlib import Path
+from typing import Any
+
+# `python bench/core_bench.py` puts bench/ on the path; the packages live one level up.
+_REPO = Path(__file__).resolve().parent.parent
+if str(_REPO) not in sys.path:
+    sys.path.insert(0, str(_REPO))
+
+import redis  # noqa: E402
+import redis.asyncio as aioredis  # noqa: E402
+from arq import Worker  # noqa: E402
+from arq.connections import ArqRedis, RedisSettings, create_pool  # noqa: E402
+from arq.worker import func  # noqa: E402
+
+from orchestrator.client import Client  # noqa: E402
+from orchestrator.events import Event  # noqa: E402
+from orchestrator.jobs import MODEL_QUEUE, TOOLS_QUEUE  # noqa: E402
+from orchestrator.result import TERMINAL_STATUSES  # noqa: E402
+from orchestrator.settings import Settings  # noqa: E402
+from workers import tool  # noqa: E402
+from workers.executors.function import FunctionExecutor  # noqa: E402
+from workers.runtime import WorkerRuntime  # noqa: E402
+
+STEP_GOAL_HOPS = 30.0
+THROUGHPUT_GOAL = 0.4
+ARQ_POLL_DELAY_S = 0.01
+RUN_STEPS = 20
+WAIT_POLL_S = 0.02
+PING, PONG, DONE = "bench:ping", "bench:pong", "bench:done"
+ARQ_STAGING = "bench:arq-staging"
+
+
+@tool
+async def noop() -> str:
+    """Do nothing (the benchmark's tool)."""
+    return "ok"
+
+
+@dataclass(frozen=True)
+class Sizes:
+    hop_round_trips: int  # per sample; a step run is bracketed by two samples
+    step_runs: int
+    calls: int  # fan-out width, and the number of raw arq jobs it is compared with
+    throughput_pairs: int
+    arq_chain: int
+
+
+FULL = Sizes(hop_round_trips=300, step_runs=7, calls=1000, throughput_pairs=4, arq_chain=60)
+QUICK = Sizes(hop_round_trips=150, step_runs=2, calls=200, throughput_pairs=1, arq_chain=15)
+
+
+# -- the Redis server -----------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[str]:
+    """A throwaway redis-server (no persistence) on a free port; yields its URL."""
+    exe = shutil.which("redis-server") or "/usr/bin/redis-server"
+    port = _free_port()
+    workdir = tempfile.mkdtemp(prefix="agentq-bench-")
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--save", "", "--appendonly", "no", "--dir", workdir],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"redis://127.0.0.1:{port}/0"
+    try:
+        client = redis.Redis.from_url(url)
+        deadline = time.monotonic() + 10.0
+        while True:
+            try:
+                client.ping()
+                break
+            except redis.ConnectionError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("redis-server did not start") from None
+                time.sleep(0.02)
+        client.close()
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _stop(proc: SpawnProcess, stop: MpEvent) -> None:
+    stop.set()
+    proc.join(timeout=15)
+    if proc.is_alive():
+        proc.terminate()
+        proc.join(timeout=5)
+
+
+# -- 1. the raw hop -----------------------------------------------------------------------
+
+
+def _echo_sync(url: str, n: int) -> None:
+    client = redis.Redis.from_url(url)
+    for _ in range(n):
+        client.blpop([PING], 0)
+        client.lpush(PONG, "1")
+    client.close()
+
+
+async def _echo_async(url: str) -> None:
+    client = aioredis.Redis.from_url(url, socket_timeout=None)
+    while True:
+        popped = await client.blpop([PING], 0)
+        if popped is None or popped[1] == b"stop":
+            break
+        await client.lpush(PONG, "1")
+    await client.aclose()
+
+
+def _echo_child(url: str, n: int, use_async: bool) -> None:
+    if use_async:
+        asyncio.run(_echo_async(url))
+    else:
+        _echo_sync(url, n)
+
+
+def sync_hop_us(ctx: SpawnContext, url: str, n: int) -> float:
+    """Median one-way hop with redis-py's sync client on both sides, in µs."""
+    warmup = 50
+    child = ctx.Process(target=_echo_child, args=(url, n + warmup, False), daemon=True)
+    child.start()
+    client = redis.Redis.from_url(url)
+    times: list[float] = []
+    for _ in range(n + warmup):
+        t0 = time.perf_counter()
+        client.lpush(PING, "1")
+        client.blpop([PONG], 0)
+        times.append(time.perf_counter() - t0)
+    client.close()
+    child.join(timeout=10)
+    return statistics.median(times[warmup:]) / 2 * 1e6
+
+
+async def async_hop_us(client: aioredis.Redis, n: int) -> float:
+    """Median one-way hop against the running async echo child, in µs."""
+    times: list[float] = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        await client.lpush(PING, "1")
+        await client.blpop([PONG], 0)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times) / 2 * 1e6
+
+
+# -- 2. raw arq -------------------------------------------------------------------------------
+
+
+def arq_settings(concurrency: int) -> dict[str, Any]:
+    """arq's defaults except these (shown in the report)."""
+    return {"poll_delay": ARQ_POLL_DELAY_S, "max_jobs": concurrency, "keep_result": 0}
+
+
+async def arq_noop(ctx: dict[str, Any]) -> None:
+    return None
+
+
+async def arq_chain(ctx: dict[str, Any], i: int, n: int) -> None:
+    pool: ArqRedis = ctx["redis"]
+    if i < n:
+        await pool.enqueue_job("arq_chain", i + 1, n)
+    else:
+        await pool.rpush(DONE, json.dumps(time.time()))
+
+
+async def _arq_worker_main(url: str, concurrency: int, expected: int, stop: MpEvent) -> None:
+    seen = {"first": 0.0, "last": 0.0, "done": 0}
+
+    async def on_job_start(ctx: dict[str, Any]) -> None:
+        if not seen["first"]:
+            seen["first"] = time.time()
+
+    async def after_job_end(ctx: dict[str, Any]) -> None:
+        seen["done"] += 1
+        seen["last"] = time.time()
+        if seen["done"] == expected:
+            await ctx["redis"].rpush(DONE, json.dumps([seen["first"], seen["last"]]))
+
+    worker = Worker(
+        functions=[func(arq_noop, name="arq_noop"), func(arq_chain, name="arq_chain")],
+        redis_settings=RedisSettings.from_dsn(url),
+        handle_signals=False,
+        on_job_start=on_job_start,
+        after_job_end=after_job_end,
+        **arq_settings(concurrency),
+    )
+    task = asyncio.create_task(worker.main())
+    await asyncio.to_thread(stop.wait)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+    await worker.close()
+
+
+def _arq_worker_child(url: str, concurrency: int, expected: int, stop: MpEvent) -> None:
+    asyncio.run(_arq_worker_main(url, concurrency, expected, stop))
+
+
+def start_arq_worker(
+    ctx: SpawnContext, url: str, concurrency: int, expected: int
+) -> tuple[SpawnProcess, MpEvent]:
+    stop = ctx.Event()
+    proc = ctx.Process(
+        target=_arq_worker_child, args=(url, concurrency, expected, stop), daemon=True
+    )
+    proc.start()
+    return proc, stop
+
+
+async def arq_throughput(ctx: SpawnContext, url: str, n: int, concurrency: int) -> float:
+    """No-op jobs/s on one fresh worker; all n jobs are queued before it starts."""
+    pool = await create_pool(RedisSettings.from_dsn(url))
+    try:
+        await pool.delete(DONE)
+        for start in range(0, n, 100):
+            batch = range(start, min(n, start + 100))
+            await asyncio.gather(*(pool.enqueue_job("arq_noop") for _ in batch))
+        proc, stop = start_arq_worker(ctx, url, concurrency, expected=n)
+        try:
+            reply = await pool.blpop([DONE], 120)
+        finally:
+            _stop(proc, stop)
+        if reply is None:
+            raise RuntimeError("raw arq jobs did not finish in 120 s")
+        first, last = json.loads(reply[1])
+        return n / (last - first)
+    finally:
+        await pool.aclose()
+
+
+async def arq_hop_ms(ctx: SpawnContext, url: str, n: int, concurrency: int) -> float:
+    """Per-hop latency of a chain of jobs, each enqueuing the next, in ms."""
+    pool = await create_pool(RedisSettings.from_dsn(url))
+    proc, stop = start_arq_worker(ctx, url, concurrency, expected=-1)
+    try:
+
+        async def chain(length: int) -> float:
+            await pool.delete(DONE)
+            t0 = time.time()
+            await pool.enqueue_job("arq_chain", 0, length)
+            reply = await pool.blpop([DONE], 120)
+            if reply is None:
+                raise RuntimeError("the arq chain did not finish in 120 s")
+            return (float(json.loads(reply[1])) - t0) / (length + 1)
+
+        await chain(3)  # warm up (and wait for the worker to start)
+        return await chain(n) * 1000
+    finally:
+        _stop(proc, stop)
+        await pool.aclose()
+
+
+# -- 3 and 4. agentq ------------------------------------------------------------------------
+
+
+async def _agentq_worker_main(url: str, ready: MpEvent, stop: MpEvent) -> None:
+    runtime = WorkerRuntime(
+        url, executors=[FunctionExecutor([noop])], queues=[MODEL_QUEUE, TOOLS_QUEUE]
+    )
+    await runtime.start()
+    ready.set()
+    waiter = asyncio.create_task(runtime.wait())
+    stopper = asyncio.create_task(asyncio.to_thread(stop.wait))
+    await asyncio.wait([waiter, stopper], return_when=asyncio.FIRST_COMPLETED)
+    waiter.cancel()
+    await runtime.stop()
+
+
+def _agentq_worker_child(url: str, ready: MpEvent, stop: MpEvent, profile_to: str | None) -> None:
+    if profile_to is None:
+        asyncio.run(_agentq_worker_main(url, ready, stop))
+        return
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        asyncio.run(_agentq_worker_main(url, ready, stop))
+    finally:
+        profiler.disable()
+        profiler.dump_stats(profile_to)
+
+
+def step_spec(steps: int) -> dict[str, Any]:
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": "noop", "input": {}}]} for _ in range(steps)
+    ]
+    script.append({"text": "done"})
+    return {
+        "model": {"provider": "scripted", "script": script},
+        "prompt": "benchmark: one no-op call per step",
+        "tools": [{"type": "function", "name": "noop"}],
+        "max_steps": steps + 5,
+    }
+
+
+def fanout_spec(calls: int) -> dict[str, Any]:
+    return {
+        "model": {
+            "provider": "scripted",
+            "script": [
+                {"tool_calls": [{"name": "noop", "input": {}} for _ in range(calls)]},
+                {"text": "done"},
+            ],
+        },
+        "prompt": "benchmark: fan out no-op calls",
+        "tools": [{"type": "function", "name": "noop"}],
+        "max_steps": 3,
+    }
+
+
+async def run_events(client: Client, spec: dict[str, Any]) -> list[Event]:
+    """Submit a run, wait for it, and return its events (their `at` times are the figures).
+
+    Waits by reading the run's status every few ms rather than following its event
+    stream: a follower would wake for every event and take CPU from the worker.
+    """
+    run_id = await client.submit(spec)
+    deadline = time.monotonic() + 120
+    while (status := (await client.store.meta(run_id))["status"]) not in TERMINAL_STATUSES:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"benchmark run {run_id} did not finish in 120 s")
+        await asyncio.sleep(WAIT_POLL_S)
+    if status != "succeeded":
+        raise RuntimeError(f"benchmark run {run_id} ended {status}")
+    return [e async for e in client.events(run_id)]
+
+
+def at(events: list[Event], type_: str, step: int | None = None) -> float:
+    for e in events:
+        if e.type == type_ and (step is None or e.step == step):
+            return e.at
+    raise RuntimeError(f"no {type_} event (step {step})")
+
+
+def step_ms(events: list[Event]) -> float:
+    return (at(events, "finish") - at(events, "start")) / RUN_STEPS * 1000
+
+
+def fanout_calls_per_s(events: list[Event], calls: int) -> float:
+    return calls / (at(events, "start-step", 1) - at(events, "finish-step", 0))
+
+
+async def commands_per_step(url: str, client: Client) -> dict[str, float]:
+    """Redis commands (top-level and inside Lua) per step of one 20-step run."""
+    raw = aioredis.Redis.from_url(url)
+    try:
+        await raw.config_resetstat()
+        await run_events(client, step_spec(RUN_STEPS))
+        stats: dict[str, Any] = await raw.info("commandstats")
+    finally:
+        await raw.aclose()
+    per = {
+        name.removeprefix("cmdstat_"): int(value["calls"]) / RUN_STEPS
+        for name, value in stats.items()
+        if isinstance(value, dict) and name not in ("cmdstat_config", "cmdstat_info")
+    }
+    return dict(sorted(per.items(), key=lambda kv: -kv[1]))
+
+
+# -- the whole measurement ---------------------------------------------------------------------
+
+
+@dataclass
+class Figures:
+    sync_hop_us: float = 0.0
+    hop_us: list[float] = field(default_factory=list)
+    step_ms: list[float] = field(default_factory=list)
+    step_hops: list[float] = field(default_factory=list)
+    arq_jobs_per_s: list[float] = field(default_factory=list)
+    calls_per_s: list[float] = field(default_factory=list)
+    tp_ratios: list[float] = field(default_factory=list)
+    arq_hop_ms: float = 0.0
+    commands: dict[str, float] = field(default_factory=dict)
+
+
+async def measure(
+    ctx: SpawnContext, url: str, sizes: Sizes, concurrency: int, figures: Figures
+) -> None:
+    ping = aioredis.Redis.from_url(url, socket_timeout=None)
+    async with Client(url) as client:
+        deadline = time.monotonic() + 30
+        while not any(a.name == "noop" for a in (await client.store.registry()).values()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the agentq worker did not announce its tool")
+            await asyncio.sleep(0.05)
+        await async_hop_us(ping, 50)  # warm up
+        await run_events(client, step_spec(RUN_STEPS))
+        await run_events(client, fanout_spec(min(100, sizes.calls)))
+
+        for _ in range(sizes.step_runs):
+            before = await async_hop_us(ping, sizes.hop_round_trips)
+            ms = step_ms(await run_events(client, step_spec(RUN_STEPS)))
+            after = await async_hop_us(ping, sizes.hop_round_trips)
+            hop = (before + after) / 2
+            figures.hop_us.append(hop)
+            figures.step_ms.append(ms)
+            figures.step_hops.append(ms * 1000 / hop)
+        print(f"  agentq steps measured ({len(figures.step_ms)} runs)", flush=True)
+
+        for _ in range(sizes.throughput_pairs):
+            jobs_per_s = await arq_throughput(ctx, url, sizes.calls, concurrency)
+            calls_per_s = fanout_calls_per_s(
+                await run_events(client, fanout_spec(sizes.calls)), sizes.calls
+            )
+            figures.arq_jobs_per_s.append(jobs_per_s)
+            figures.calls_per_s.append(calls_per_s)
+            figures.tp_ratios.append(calls_per_s / jobs_per_s)
+        print(f"  throughput measured ({len(figures.tp_ratios)} pairs)", flush=True)
+
+        figures.arq_hop_ms = await arq_hop_ms(ctx, url, sizes.arq_chain, concurrency)
+        figures.commands = await commands_per_step(url, client)
+    await ping.lpush(PING, "stop")
+    await ping.aclose()
+
+
+# -- report ---------------------------------------------------------------------------------------
+
+
+def _mark(ok: bool) -> str:
+    return "PASS" if ok else "MISS"
+
+
+def _runs(values: list[float], fmt: str) -> str:
+    return ", ".join(format(v, fmt) for v in values)
+
+
+def report(
+    figures: Figures, sizes: Sizes, settings: Settings, elapsed_s: float, quick: bool
+) -> None:
+    med = statistics.median
+    hop = med(figures.hop_us)
+    step = med(figures.step_ms)
+    step_hops = med(figures.step_hops)
+    arq_tp = med(figures.arq_jobs_per_s)
+    calls = med(figures.calls_per_s)
+    tp_ratio = med(figures.tp_ratios)
+    top = list(figures.commands.items())
+    commands = sum(v for _, v in top)
+    rows = [
+        (
+            "raw Redis hop, redis.asyncio (baseline)",
+            f"{hop:.1f} µs",
+            f"median of {len(figures.hop_us)} samples: {_runs(figures.hop_us, '.0f')}",
+        ),
+        ("raw Redis hop, sync redis-py", f"{figures.sync_hop_us:.1f} µs", "context"),
+        (
+            "raw arq no-op throughput, 1 worker",
+            f"{arq_tp:.0f} jobs/s",
+            f"{sizes.calls} jobs; runs: {_runs(figures.arq_jobs_per_s, '.0f')}",
+        ),
+        (
+            "raw arq hop (each job enqueues next)",
+            f"{figures.arq_hop_ms:.2f} ms",
+            f"chain of {sizes.arq_chain}; bound by poll_delay",
+        ),
+        (
+            "agentq step (model step + 1 tool call)",
+            f"{step:.2f} ms",
+            f"{RUN_STEPS}-step runs: {_runs(figures.step_ms, '.2f')}",
+        ),
+        (
+            "agentq no-op tool calls, 1 worker",
+            f"{calls:.0f} calls/s",
+            f"fan-out of {sizes.calls}; runs: {_runs(figures.calls_per_s, '.0f')}",
+        ),
+        (
+            "Redis commands per agentq step",
+            f"{commands:.0f}",
+            "incl. inside Lua: " + ", ".join(f"{k} {v:g}" for k, v in top[:9]),
+        ),
+    ]
+    width = max(len(r[0]) for r in rows)
+    print()
+    print(f"{'measure':{width}}  {'value':>14}  notes")
+    print("-" * (width + 18 + 60))
+    for name, value, note in rows:
+        print(f"{name:{width}}  {value:>14}  {note}")
+    print()
+    arq_cfg = ", ".join(f"{k}={v}" for k, v in arq_settings(settings.concurrency).items())
+    print(
+        f"raw arq worker: arq defaults except {arq_cfg}; agentq worker: WorkerRuntime defaults"
+        f" (concurrency={settings.concurrency}, idle_poll_s={settings.idle_poll_s:g},"
+        " woken by BLPOP; keep_result=0)"
+    )
+    step_mark = _mark(step_hops <= STEP_GOAL_HOPS)
+    print(
+        f"step cost      = {step_hops:6.1f} raw hops   goal <= {STEP_GOAL_HOPS:g}    {step_mark}"
+        f"   (median of per-run ratios: {_runs(figures.step_hops, '.1f')}; "
+        f"vs the sync-client hop: {step * 1000 / figures.sync_hop_us:.1f})"
+    )
+    tp_mark = _mark(tp_ratio >= THROUGHPUT_GOAL)
+    print(
+        f"throughput     = {tp_ratio:6.2f} x raw arq    goal >= {THROUGHPUT_GOAL:g}   {tp_mark}"
+        f"   (median of paired ratios: {_runs(figures.tp_ratios, '.2f')})"
+    )
+    print(f"(total {elapsed_s:.1f} s{'; --quick: few samples, indicative only' if quick else ''})")
+
+
+def _profile_report(path: str) -> str:
+    out = io.StringIO()
+    stats = pstats.Stats(path, stream=out)
+    stats.sort_stats("tottime").print_stats(30)
+    return out.getvalue()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--profile", action="store_true", help="cProfile the agentq worker")
+    args = parser.parse_args(argv)
+    sizes = QUICK if args.quick else FULL
+    settings = Settings()
+    ctx = mp.get_context("spawn")
+    started = time.monotonic()
+    profile_to = (
+        os.path.join(tempfile.gettempdir(), f"agentq-bench-{os.getpid()}.prof")
+        if args.profile
+        else None
+    )
+    figures = Figures()
+    with redis_server() as url:
+        print(
+            f"redis-server at {url}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+        figures.sync_hop_us = sync_hop_us(ctx, url, sizes.hop_round_trips)
+        echo = ctx.Process(target=_echo_child, args=(url, 0, True), daemon=True)
+        echo.start()
+        ready, stop = ctx.Event(), ctx.Event()
+        worker = ctx.Process(
+            target=_agentq_worker_child, args=(url, ready, stop, profile_to), daemon=True
+        )
+        worker.start()
+        try:
+            if not ready.wait(30):
+                raise RuntimeError("the agentq worker did not start")
+            asyncio.run(measure(ctx, url, sizes, settings.concurrency, figures))
+        finally:
+            _stop(worker, stop)
+            echo.join(timeout=5)
+            if echo.is_alive():
+                echo.terminate()
+    report(figures, sizes, settings, time.monotonic() - started, args.quick)
+    if profile_to is not None:
+        print()
+        print("agentq worker profile (cProfile, whole worker lifetime, by own time):")
+        print(_profile_report(profile_to))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
