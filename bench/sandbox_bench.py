@@ -15,6 +15,9 @@ agentq (`SandboxManager.execute` of `pass`, default hardening and limits):
   removed after the result is returned (pending removals are drained between
   calls, untimed), so removal is not part of the call's latency.
 
+The six series are measured round-robin (one of each per round), so that
+load from other processes on the machine hits them alike.
+
 Ratios printed: warm / raw exec (goal <= 1.3) and cold / raw run (goal <= 1.2),
 each against the SDK baseline (the manager uses the SDK) and the CLI one.
 Absolute times are noisy on shared machines: compare the ratios.
@@ -45,86 +48,68 @@ IMAGE = image_name("python")
 PASS = ["python3", "-c", "pass"]
 
 
-def timed(action: Callable[[], object], iterations: int) -> list[float]:
-    action()  # warm caches; not counted
-    samples = []
-    for _ in range(iterations):
-        started = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - started)
-    return samples
-
-
-async def timed_async(
-    action: Callable[[], Awaitable[object]],
-    iterations: int,
-    between: Callable[[], Awaitable[object]],
-) -> list[float]:
-    await between()
-    await action()  # warm caches; not counted
-    samples = []
-    for _ in range(iterations):
-        await between()
-        started = time.perf_counter()
-        await action()
-        samples.append(time.perf_counter() - started)
-    return samples
-
-
 def cli(*args: str) -> None:
     subprocess.run(["docker", *args], check=True, capture_output=True)
 
 
-def raw_baselines(iterations: int) -> dict[str, list[float]]:
+async def measure(iterations: int) -> dict[str, list[float]]:
+    """Round-robin over the six series, so load drift on the machine hits all alike."""
     client = docker.from_env()
-    results = {
-        "raw run (CLI)": timed(
-            lambda: cli("run", "--rm", "--network", "none", IMAGE, *PASS), iterations
-        ),
-        "raw run (SDK)": timed(
-            lambda: client.containers.run(IMAGE, PASS, network_mode="none", remove=True),
-            iterations,
-        ),
-    }
-    container = client.containers.run(
+    request = ExecRequest(language="python", code="pass")
+    target = client.containers.run(
         IMAGE, ["sleep", "infinity"], network_mode="none", detach=True, remove=True
     )
+    warm = SandboxManager(
+        DockerBackend(), SandboxConfig(worker_id="bench-warm", pool_size={"python": 1})
+    )
+    cold = SandboxManager(DockerBackend(), SandboxConfig(worker_id="bench-cold", pool_size={}))
+
+    async def blocking(action: Callable[[], object]) -> None:
+        await asyncio.to_thread(action)
+
+    async def warm_call() -> None:
+        result = await warm.execute(request)
+        assert result.ok, result
+
+    async def cold_call() -> None:
+        result = await cold.execute(request)
+        assert result.ok, result
+
+    async def settle() -> None:
+        # Untimed: pending removals finish, the pool is full again.
+        await warm.close_session("none")
+        await cold.close_session("none")
+        await warm.wait_pools_ready(timeout_s=60)
+
+    series: dict[str, Callable[[], Awaitable[None]]] = {
+        "raw run (CLI)": lambda: blocking(
+            lambda: cli("run", "--rm", "--network", "none", IMAGE, *PASS)
+        ),
+        "raw run (SDK)": lambda: blocking(
+            lambda: client.containers.run(IMAGE, PASS, network_mode="none", remove=True)
+        ),
+        "raw exec (CLI)": lambda: blocking(lambda: cli("exec", target.id, *PASS)),
+        "raw exec (SDK)": lambda: blocking(lambda: target.exec_run(PASS)),
+        "agentq warm (pool)": warm_call,
+        "agentq cold (no pool)": cold_call,
+    }
+    samples: dict[str, list[float]] = {name: [] for name in series}
     try:
-        results["raw exec (CLI)"] = timed(lambda: cli("exec", container.id, *PASS), iterations)
-        results["raw exec (SDK)"] = timed(lambda: container.exec_run(PASS), iterations)
+        await warm.start()
+        await cold.start()
+        for round_number in range(iterations + 1):
+            for name, action in series.items():
+                await settle()
+                started = time.perf_counter()
+                await action()
+                if round_number:  # round 0 warms caches
+                    samples[name].append(time.perf_counter() - started)
+        assert warm.stats.cold_starts == 0, "a warm call fell back to a cold start"
     finally:
-        container.remove(force=True)
-    return results
-
-
-async def manager_latency(iterations: int) -> dict[str, list[float]]:
-    request = ExecRequest(language="python", code="pass")
-    results: dict[str, list[float]] = {}
-    warm_config = SandboxConfig(worker_id="bench-warm", pool_size={"python": 1})
-    async with SandboxManager(DockerBackend(), warm_config) as manager:
-
-        async def refilled() -> None:
-            await manager.close_session("none")  # drains pending removals
-            await manager.wait_pools_ready(timeout_s=60)
-
-        async def call() -> None:
-            result = await manager.execute(request)
-            assert result.ok, result
-
-        results["agentq warm (pool)"] = await timed_async(call, iterations, refilled)
-        assert manager.stats.cold_starts == 0, "a warm call fell back to a cold start"
-    cold_config = SandboxConfig(worker_id="bench-cold", pool_size={})
-    async with SandboxManager(DockerBackend(), cold_config) as cold:
-
-        async def drained() -> None:
-            await cold.close_session("none")
-
-        async def cold_call() -> None:
-            result = await cold.execute(request)
-            assert result.ok, result
-
-        results["agentq cold (no pool)"] = await timed_async(cold_call, iterations, drained)
-    return results
+        await warm.aclose()
+        await cold.aclose()
+        target.remove(force=True)
+    return samples
 
 
 def main() -> int:
@@ -132,8 +117,7 @@ def main() -> int:
     parser.add_argument("--iterations", type=int, default=20)
     args = parser.parse_args()
     build_images()
-    samples = raw_baselines(args.iterations)
-    samples.update(asyncio.run(manager_latency(args.iterations)))
+    samples = asyncio.run(measure(args.iterations))
     medians = {name: statistics.median(values) for name, values in samples.items()}
     print(f"sandbox latency, median of {args.iterations} (image {IMAGE})")
     for name, value in medians.items():

@@ -20,13 +20,11 @@ container is killed, so nothing the code started outlives its call.
 from __future__ import annotations
 
 import ast
-import base64
 import builtins
 import contextlib
 import io
 import json
 import linecache
-import mimetypes
 import os
 import signal
 import stat
@@ -34,7 +32,6 @@ import struct
 import sys
 import threading
 import time
-import traceback
 from typing import Any
 
 WORK_DIR = "/work"
@@ -86,7 +83,13 @@ def safe_repr(value: object, limit: int) -> str:
     return text
 
 
+# base64, mimetypes and traceback are imported where used: most calls need
+# none of them, and every import is paid on the cold path of a container start.
+
+
 def print_user_traceback(exc: BaseException) -> None:
+    import traceback
+
     # Skip the driver's own frame so the model sees only its code.
     tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
     lines = traceback.format_exception(type(exc), exc, tb)
@@ -181,6 +184,9 @@ def sniff_image(head: bytes) -> str | None:
 
 
 def describe(rel: str, data: bytes) -> dict[str, Any]:
+    import base64
+    import mimetypes
+
     image_type = sniff_image(data[:16])
     item: dict[str, Any] = {"path": rel, "size": len(data), "is_image": image_type is not None}
     if image_type is None and b"\x00" not in data:
