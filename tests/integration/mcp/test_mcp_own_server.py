@@ -196,8 +196,10 @@ async def test_forwarded_elicitation_without_answer_declines(own: Own) -> None:
 
 
 async def test_deadline_cancels_the_call_on_the_server(own: Own) -> None:
+    # Connect first: the budget must go to the call, not to starting the server.
+    await own.call("echo", {"text": "warm"})
     with pytest.raises(ToolTimeoutError, match="did not finish"):
-        await own.call("slow", {"seconds": 60}, timeout_s=1.0)
+        await own.call("slow", {"seconds": 60}, timeout_s=2.0)
 
     async def server_saw_cancel() -> bool:
         return (await own.stats())["cancelled"] == 1
