@@ -44,12 +44,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.context import SpawnContext, SpawnProcess
+from multiprocessing.sharedctypes import Synchronized
 from multiprocessing.synchronize import Event as MpEvent
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 # `python bench/core_bench.py` puts bench/ on the path; the packages live one level up.
 _REPO = Path(__file__).resolve().parent.parent
@@ -77,7 +78,8 @@ ARQ_POLL_DELAY_S = 0.01
 RUN_STEPS = 20
 WAIT_POLL_S = 0.02
 PING, PONG, DONE = "bench:ping", "bench:pong", "bench:done"
-ARQ_STAGING = "bench:arq-staging"
+# A shared int: the Redis round trips a worker process has sent.
+Counter: TypeAlias = "Synchronized[int]"
 
 
 @tool
@@ -140,12 +142,35 @@ def redis_server() -> Iterator[str]:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def count_round_trips(counter: Counter) -> None:
+    """Count this process's Redis round trips (one per command or pipeline sent)."""
+    from redis.asyncio.connection import AbstractConnection
+
+    original = AbstractConnection.send_packed_command
+
+    async def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
+        counter.value += 1
+        await original(self, command, check_health)
+
+    setattr(AbstractConnection, "send_packed_command", counted)  # noqa: B010
+
+
 def _stop(proc: SpawnProcess, stop: MpEvent) -> None:
     stop.set()
     proc.join(timeout=15)
     if proc.is_alive():
         proc.terminate()
         proc.join(timeout=5)
+
+
+async def lpush(client: aioredis.Redis, key: str, value: str) -> None:
+    await cast(Awaitable[int], client.lpush(key, value))
+
+
+async def blpop(client: aioredis.Redis, key: str, timeout_s: int) -> bytes | None:
+    """BLPOP one key: the popped value, or None on timeout."""
+    reply = await cast(Awaitable[list[bytes] | None], client.blpop([key], timeout_s))
+    return reply[1] if reply else None
 
 
 # -- 1. the raw hop -----------------------------------------------------------------------
@@ -162,10 +187,10 @@ def _echo_sync(url: str, n: int) -> None:
 async def _echo_async(url: str) -> None:
     client = aioredis.Redis.from_url(url, socket_timeout=None)
     while True:
-        popped = await client.blpop([PING], 0)
-        if popped is None or popped[1] == b"stop":
+        popped = await blpop(client, PING, 0)
+        if popped is None or popped == b"stop":
             break
-        await client.lpush(PONG, "1")
+        await lpush(client, PONG, "1")
     await client.aclose()
 
 
@@ -198,8 +223,8 @@ async def async_hop_us(client: aioredis.Redis, n: int) -> float:
     times: list[float] = []
     for _ in range(n):
         t0 = time.perf_counter()
-        await client.lpush(PING, "1")
-        await client.blpop([PONG], 0)
+        await lpush(client, PING, "1")
+        await blpop(client, PONG, 0)
         times.append(time.perf_counter() - t0)
     return statistics.median(times) / 2 * 1e6
 
@@ -221,7 +246,7 @@ async def arq_chain(ctx: dict[str, Any], i: int, n: int) -> None:
     if i < n:
         await pool.enqueue_job("arq_chain", i + 1, n)
     else:
-        await pool.rpush(DONE, json.dumps(time.time()))
+        await lpush(pool, DONE, json.dumps(time.time()))
 
 
 async def _arq_worker_main(url: str, concurrency: int, expected: int, stop: MpEvent) -> None:
@@ -253,38 +278,46 @@ async def _arq_worker_main(url: str, concurrency: int, expected: int, stop: MpEv
     await worker.close()
 
 
-def _arq_worker_child(url: str, concurrency: int, expected: int, stop: MpEvent) -> None:
+def _arq_worker_child(
+    url: str, concurrency: int, expected: int, stop: MpEvent, sent: Counter
+) -> None:
+    count_round_trips(sent)
     asyncio.run(_arq_worker_main(url, concurrency, expected, stop))
 
 
 def start_arq_worker(
-    ctx: SpawnContext, url: str, concurrency: int, expected: int
+    ctx: SpawnContext, url: str, concurrency: int, expected: int, sent: Counter
 ) -> tuple[SpawnProcess, MpEvent]:
     stop = ctx.Event()
     proc = ctx.Process(
-        target=_arq_worker_child, args=(url, concurrency, expected, stop), daemon=True
+        target=_arq_worker_child, args=(url, concurrency, expected, stop, sent), daemon=True
     )
     proc.start()
     return proc, stop
 
 
-async def arq_throughput(ctx: SpawnContext, url: str, n: int, concurrency: int) -> float:
-    """No-op jobs/s on one fresh worker; all n jobs are queued before it starts."""
+async def arq_throughput(
+    ctx: SpawnContext, url: str, n: int, concurrency: int
+) -> tuple[float, float]:
+    """No-op jobs/s on one fresh worker (all n jobs queued before it starts), and its
+    round trips per job (its start-up and idle polls included)."""
     pool = await create_pool(RedisSettings.from_dsn(url))
     try:
         await pool.delete(DONE)
         for start in range(0, n, 100):
             batch = range(start, min(n, start + 100))
             await asyncio.gather(*(pool.enqueue_job("arq_noop") for _ in batch))
-        proc, stop = start_arq_worker(ctx, url, concurrency, expected=n)
+        sent = cast(Counter, ctx.Value("q", 0, lock=False))
+        proc, stop = start_arq_worker(ctx, url, concurrency, n, sent)
         try:
-            reply = await pool.blpop([DONE], 120)
+            reply = await blpop(pool, DONE, 120)
+            round_trips = sent.value
         finally:
             _stop(proc, stop)
         if reply is None:
             raise RuntimeError("raw arq jobs did not finish in 120 s")
-        first, last = json.loads(reply[1])
-        return n / (last - first)
+        first, last = json.loads(reply)
+        return n / (last - first), round_trips / n
     finally:
         await pool.aclose()
 
@@ -292,17 +325,18 @@ async def arq_throughput(ctx: SpawnContext, url: str, n: int, concurrency: int) 
 async def arq_hop_ms(ctx: SpawnContext, url: str, n: int, concurrency: int) -> float:
     """Per-hop latency of a chain of jobs, each enqueuing the next, in ms."""
     pool = await create_pool(RedisSettings.from_dsn(url))
-    proc, stop = start_arq_worker(ctx, url, concurrency, expected=-1)
+    sent = cast(Counter, ctx.Value("q", 0, lock=False))
+    proc, stop = start_arq_worker(ctx, url, concurrency, -1, sent)
     try:
 
         async def chain(length: int) -> float:
             await pool.delete(DONE)
             t0 = time.time()
             await pool.enqueue_job("arq_chain", 0, length)
-            reply = await pool.blpop([DONE], 120)
+            reply = await blpop(pool, DONE, 120)
             if reply is None:
                 raise RuntimeError("the arq chain did not finish in 120 s")
-            return (float(json.loads(reply[1])) - t0) / (length + 1)
+            return (float(json.loads(reply)) - t0) / (length + 1)
 
         await chain(3)  # warm up (and wait for the worker to start)
         return await chain(n) * 1000
@@ -327,7 +361,10 @@ async def _agentq_worker_main(url: str, ready: MpEvent, stop: MpEvent) -> None:
     await runtime.stop()
 
 
-def _agentq_worker_child(url: str, ready: MpEvent, stop: MpEvent, profile_to: str | None) -> None:
+def _agentq_worker_child(
+    url: str, ready: MpEvent, stop: MpEvent, sent: Counter, profile_to: str | None
+) -> None:
+    count_round_trips(sent)
     if profile_to is None:
         asyncio.run(_agentq_worker_main(url, ready, stop))
         return
@@ -429,12 +466,15 @@ class Figures:
     arq_jobs_per_s: list[float] = field(default_factory=list)
     calls_per_s: list[float] = field(default_factory=list)
     tp_ratios: list[float] = field(default_factory=list)
+    arq_round_trips_per_job: list[float] = field(default_factory=list)
+    round_trips_per_step: list[float] = field(default_factory=list)
+    round_trips_per_call: list[float] = field(default_factory=list)
     arq_hop_ms: float = 0.0
     commands: dict[str, float] = field(default_factory=dict)
 
 
 async def measure(
-    ctx: SpawnContext, url: str, sizes: Sizes, concurrency: int, figures: Figures
+    ctx: SpawnContext, url: str, sizes: Sizes, concurrency: int, sent: Counter, figures: Figures
 ) -> None:
     ping = aioredis.Redis.from_url(url, socket_timeout=None)
     async with Client(url) as client:
@@ -449,7 +489,9 @@ async def measure(
 
         for _ in range(sizes.step_runs):
             before = await async_hop_us(ping, sizes.hop_round_trips)
+            sent_before = sent.value
             ms = step_ms(await run_events(client, step_spec(RUN_STEPS)))
+            figures.round_trips_per_step.append((sent.value - sent_before) / RUN_STEPS)
             after = await async_hop_us(ping, sizes.hop_round_trips)
             hop = (before + after) / 2
             figures.hop_us.append(hop)
@@ -458,10 +500,13 @@ async def measure(
         print(f"  agentq steps measured ({len(figures.step_ms)} runs)", flush=True)
 
         for _ in range(sizes.throughput_pairs):
-            jobs_per_s = await arq_throughput(ctx, url, sizes.calls, concurrency)
+            jobs_per_s, arq_trips = await arq_throughput(ctx, url, sizes.calls, concurrency)
+            figures.arq_round_trips_per_job.append(arq_trips)
+            sent_before = sent.value
             calls_per_s = fanout_calls_per_s(
                 await run_events(client, fanout_spec(sizes.calls)), sizes.calls
             )
+            figures.round_trips_per_call.append((sent.value - sent_before) / sizes.calls)
             figures.arq_jobs_per_s.append(jobs_per_s)
             figures.calls_per_s.append(calls_per_s)
             figures.tp_ratios.append(calls_per_s / jobs_per_s)
@@ -469,7 +514,7 @@ async def measure(
 
         figures.arq_hop_ms = await arq_hop_ms(ctx, url, sizes.arq_chain, concurrency)
         figures.commands = await commands_per_step(url, client)
-    await ping.lpush(PING, "stop")
+    await lpush(ping, PING, "stop")
     await ping.aclose()
 
 
@@ -524,9 +569,19 @@ def report(
             f"fan-out of {sizes.calls}; runs: {_runs(figures.calls_per_s, '.0f')}",
         ),
         (
+            "agentq worker round trips per step",
+            f"{med(figures.round_trips_per_step):.1f}",
+            "commands or pipelines the worker sent (incl. BLPOP wake-ups, lease, arq's own)",
+        ),
+        (
+            "  per no-op tool call (fan-out)",
+            f"{med(figures.round_trips_per_call):.1f}",
+            f"raw arq per no-op job: {med(figures.arq_round_trips_per_job):.1f}",
+        ),
+        (
             "Redis commands per agentq step",
             f"{commands:.0f}",
-            "incl. inside Lua: " + ", ".join(f"{k} {v:g}" for k, v in top[:9]),
+            "incl. inside Lua: " + ", ".join(f"{k} {v:g}" for k, v in top[:8]),
         ),
     ]
     width = max(len(r[0]) for r in rows)
@@ -589,14 +644,15 @@ def main(argv: list[str] | None = None) -> int:
         echo = ctx.Process(target=_echo_child, args=(url, 0, True), daemon=True)
         echo.start()
         ready, stop = ctx.Event(), ctx.Event()
+        sent = cast(Counter, ctx.Value("q", 0, lock=False))
         worker = ctx.Process(
-            target=_agentq_worker_child, args=(url, ready, stop, profile_to), daemon=True
+            target=_agentq_worker_child, args=(url, ready, stop, sent, profile_to), daemon=True
         )
         worker.start()
         try:
             if not ready.wait(30):
                 raise RuntimeError("the agentq worker did not start")
-            asyncio.run(measure(ctx, url, sizes, settings.concurrency, figures))
+            asyncio.run(measure(ctx, url, sizes, settings.concurrency, sent, figures))
         finally:
             _stop(worker, stop)
             echo.join(timeout=5)
