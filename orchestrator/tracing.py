@@ -45,6 +45,13 @@ _PRESET: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar
 _installed = False
 
 
+def _recording() -> bool:
+    """Whether any tracer provider (ours, or one the application installed) is set."""
+    return _installed or not isinstance(
+        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
+    )
+
+
 def tracer() -> trace.Tracer:
     return trace.get_tracer("agentq")
 
@@ -175,6 +182,11 @@ def span(
     attributes: Mapping[str, Any] | None = None,
     start_ns: int | None = None,
 ) -> Iterator[Span]:
+    if not _recording():
+        # The hot path of every job: with no provider installed, skip the API's
+        # no-op machinery altogether.
+        yield trace.INVALID_SPAN
+        return
     ctx = context_from(parent) if parent is not None else None
     with tracer().start_as_current_span(
         name, context=ctx, kind=kind, attributes=dict(attributes or {}), start_time=start_ns

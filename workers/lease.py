@@ -18,9 +18,9 @@ from orchestrator.jobs import ARQ_IN_PROGRESS_PREFIX
 
 @contextlib.asynccontextmanager
 async def held_lease(redis: Redis, job_id: str, lease_s: float) -> AsyncIterator[None]:
+    # The worker's claim started the lease (the in-progress key's TTL); this renews it.
     key = ARQ_IN_PROGRESS_PREFIX + job_id
     lease_ms = max(1, int(lease_s * 1000))
-    await redis.pexpire(key, lease_ms)
 
     async def renew() -> None:
         while True:

@@ -20,10 +20,19 @@ from typing import Any, cast
 
 import httpx
 from arq import Worker
+from arq.utils import timestamp_ms
 from arq.worker import func
 from redis.asyncio import Redis
 
-from orchestrator.jobs import MODEL_QUEUE, TOOLS_QUEUE, deserialize, queue_key, serialize, wake_key
+from orchestrator.jobs import (
+    ARQ_IN_PROGRESS_PREFIX,
+    MODEL_QUEUE,
+    TOOLS_QUEUE,
+    deserialize,
+    queue_key,
+    serialize,
+    wake_key,
+)
 from orchestrator.redis_conn import connect
 from orchestrator.settings import Settings
 from orchestrator.store import RunStore
@@ -39,12 +48,27 @@ log = logging.getLogger("agentq.worker")
 _ARQ_FUNCTION_TIMEOUT_S = 6 * 3600
 ANNOUNCE_EVERY_S = 60.0
 
+# arq claims a job with WATCH, EXISTS, ZSCORE and MULTI/PSETEX/EXEC: four round trips.
+# This makes the same checks in one, and starts the in-progress key as the job's lease.
+_CLAIM = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
+redis.call('PSETEX', KEYS[1], ARGV[3], '1')
+return score
+"""
+
 
 class WakeableWorker(Worker):
-    def __init__(self, *args: Any, wake: str, idle_poll_s: float, **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, wake: str, idle_poll_s: float, lease_s: float, **kwargs: Any
+    ) -> None:
         super().__init__(*args, poll_delay=idle_poll_s, **kwargs)
         self.wake_key = wake
         self.idle_poll_s = idle_poll_s
+        self.lease_ms = max(1, int(lease_s * 1000))
+        self._claim = self.pool.register_script(_CLAIM)
+        self._read_full = False
         self._wake = asyncio.Event()
         self._capacity = asyncio.Event()
         self._capacity.set()
@@ -58,8 +82,12 @@ class WakeableWorker(Worker):
         try:
             while True:
                 self._wake.clear()
+                self._read_full = False
                 await self._poll_iteration()
-                self._capacity.set() if self.job_counter < self.max_jobs else self._capacity.clear()
+                saturated = self.job_counter >= self.max_jobs
+                self._capacity.clear() if saturated else self._capacity.set()
+                if self._read_full and not saturated:
+                    continue  # a read takes at most queue_read_limit jobs: more may be queued
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.idle_poll_s)
         finally:
@@ -83,6 +111,28 @@ class WakeableWorker(Worker):
                 continue
             if popped:
                 self._wake.set()
+
+    async def start_jobs(self, job_ids: list[bytes]) -> None:
+        """arq's start_jobs, claiming each job in one round trip instead of four."""
+        self._read_full = len(job_ids) >= self.queue_read_limit
+        for job_id_b in job_ids:
+            await self.sem.acquire()
+            if self.job_counter >= self.max_jobs:
+                self.sem.release()
+                return
+            self.job_counter += 1
+            job_id = job_id_b.decode()
+            score = await self._claim(
+                keys=[ARQ_IN_PROGRESS_PREFIX + job_id, self.queue_name],
+                args=[job_id, timestamp_ms(), self.lease_ms],
+            )
+            if score is None:  # running elsewhere, finished, or deferred
+                self.job_counter -= 1
+                self.sem.release()
+                continue
+            task = self.loop.create_task(self.run_job(job_id, int(float(score))))
+            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
+            self.tasks[job_id] = task
 
     def _release_sem_dec_counter_on_complete(self) -> None:
         saturated = self.job_counter >= self.max_jobs
@@ -145,6 +195,7 @@ class WorkerRuntime:
                 redis_pool=self.redis,
                 wake=wake_key(queue),
                 idle_poll_s=self.settings.idle_poll_s,
+                lease_s=self.settings.lease_s,
                 handle_signals=False,
                 max_jobs=self.settings.concurrency,
                 keep_result=0,
