@@ -138,11 +138,12 @@ async def _run(
     timeout_s: float | None,
 ) -> RunResult:
     from workers.embedded import embedded
+    from workers.executors.assemble import optional_executors
     from workers.loading import load_tool_modules
 
     spec = _read_spec(spec_path)
     tools = load_tool_modules(tool_modules)
-    executors = await _extra_executors(mcp_config, sandbox=False)
+    executors = await optional_executors(mcp_config=_mcp_config_path(mcp_config), sandbox=False)
     console = Console(stderr=as_json, quiet=as_json, highlight=False)
     if redis_url and not tool_modules and not executors:
         async with Client(redis_url) as client:
@@ -183,31 +184,6 @@ async def _ask_approval(client: Client, run_id: str, call_id: str, console: Cons
     approved = answer.strip().lower() in ("y", "yes")
     reason = None if approved else (await asyncio.to_thread(console.input, "  reason: ")) or None
     await client.approve(run_id, call_id, approved=approved, reason=reason)
-
-
-async def _extra_executors(mcp_config: str | None, *, sandbox: bool) -> list[Any]:
-    executors: list[Any] = []
-    config_path = mcp_config or os.environ.get("AGENTQ_MCP_CONFIG")
-    if config_path:
-        try:
-            from workers.mcp.config import load_mcp_config
-            from workers.mcp.executor import McpExecutor
-        except ImportError as exc:
-            raise SpecError(f"--mcp-config: MCP support is not available ({exc})") from None
-        executor = McpExecutor(load_mcp_config(config_path))
-        start = getattr(executor, "start", None)
-        if start is not None:
-            await start()
-        executors.append(executor)
-    if sandbox:
-        try:
-            from workers.executors.code import CodeExecutor
-        except ImportError as exc:
-            raise SpecError(f"--sandbox: sandbox support is not available ({exc})") from None
-        executor = CodeExecutor()
-        await executor.start()
-        executors.append(executor)
-    return executors
 
 
 # -- worker ------------------------------------------------------------------
@@ -253,6 +229,7 @@ async def _worker(
     sandbox: bool,
 ) -> None:
     from orchestrator import tracing
+    from workers.executors.assemble import optional_executors
     from workers.executors.function import FunctionExecutor
     from workers.loading import load_tool_modules
     from workers.runtime import WorkerRuntime
@@ -262,13 +239,26 @@ async def _worker(
     if concurrency is not None:
         settings = settings.model_copy(update={"concurrency": concurrency})
     tools = load_tool_modules(tool_modules)
-    executors = [FunctionExecutor(tools), *await _extra_executors(mcp_config, sandbox=sandbox)]
+    started: list[WorkerRuntime] = []
+
+    async def reannounce(_server: str) -> None:
+        # An MCP server's tool list changed: publish the new one.
+        for runtime_ in started:
+            await runtime_.announce()
+
+    executors = [
+        FunctionExecutor(tools),
+        *await optional_executors(
+            mcp_config=_mcp_config_path(mcp_config), sandbox=sandbox, on_tools_changed=reannounce
+        ),
+    ]
     served = list(queues) or ([MODEL_QUEUE, TOOLS_QUEUE] + (["sandbox"] if sandbox else []))
     tool_queue = next((q for q in served if q != MODEL_QUEUE), TOOLS_QUEUE)
     runtime = WorkerRuntime(
         redis_url, executors=executors, queues=served, tool_queue=tool_queue, settings=settings
     )
     await runtime.start()
+    started.append(runtime)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -292,6 +282,10 @@ async def _worker(
 
 
 # -- client commands -----------------------------------------------------------
+
+
+def _mcp_config_path(flag: str | None) -> str | None:
+    return flag or os.environ.get("AGENTQ_MCP_CONFIG") or None
 
 
 def _client(redis_url: str | None) -> Client:
@@ -383,6 +377,34 @@ def tool_result(
     async def go() -> None:
         async with _client(redis_url) as client:
             await client.submit_tool_result(run_id, call_id, output, is_error=is_error)
+
+    _guard(go)()
+
+
+@main.command()
+@click.argument("run_id")
+@click.argument("request_id")
+@REDIS_OPTION
+@click.option("--json", "answer_json", default=None, help="The answer, a JSON object.")
+@click.option("--decline", is_flag=True, help="Decline to answer.")
+def answer(
+    run_id: str, request_id: str, redis_url: str | None, answer_json: str | None, decline: bool
+) -> None:
+    """Answer a call's input request (an MCP server's elicitation), or --decline it."""
+    if decline == (answer_json is not None):
+        _fail("give either --json ANSWER or --decline", 2)
+    content: dict[str, Any] | None = None
+    if answer_json is not None:
+        try:
+            content = json.loads(answer_json)
+        except ValueError as exc:
+            _fail(f"--json is not valid JSON: {exc}", 2)
+        if not isinstance(content, dict):
+            _fail("--json must be a JSON object", 2)
+
+    async def go() -> None:
+        async with _client(redis_url) as client:
+            await client.answer(run_id, request_id, content)
 
     _guard(go)()
 

@@ -33,7 +33,7 @@ from orchestrator.settings import Settings
 from orchestrator.spec import RunSpec
 from orchestrator.store import RunStore
 from orchestrator.tools import ToolDef, resolve_tools
-from orchestrator.transitions import model_job, result_args, tool_job
+from orchestrator.transitions import input_answer_args, model_job, result_args, tool_job
 
 
 def _as_spec(spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
@@ -209,6 +209,32 @@ class Client:
         )
         self._check(reply, run_id, call_id, "awaiting a result")
         await self._after(reply[0], run_id, run_trace, hops)
+
+    async def answer(
+        self, run_id: str, request_id: str, content: dict[str, Any] | None = None
+    ) -> None:
+        """Answer a call's input request (MCP elicitation): `content`, or None to decline."""
+        meta = await self.store.meta(run_id)
+        if meta["status"] in TERMINAL_STATUSES:
+            raise RunStateError(f"run {run_id!r} has ended ({meta['status']})")
+        step = int(meta["step"])
+        reply = await self.store.input_answer(
+            run_id,
+            input_answer_args(
+                run_id,
+                step,
+                request_id=request_id,
+                call_id=request_id.split(".")[0],
+                outcome="declined" if content is None else "accepted",
+                content=content,
+            ),
+        )
+        if reply == "wrong-state":
+            raise RunStateError(
+                f"run {run_id!r} has no open input request {request_id!r} in its current step"
+            )
+        if reply != "answered":
+            raise RunStateError(f"run {run_id!r} no longer waits for input ({reply})")
 
     @staticmethod
     def _check(reply: list[str], run_id: str, call_id: str, wanted: str) -> None:

@@ -22,6 +22,7 @@ EventType = Literal[
     "tool-approval-request",
     "tool-approval-response",
     "tool-input-request",
+    "tool-input-response",
     "tool-running",
     "tool-progress",
     "tool-result",

@@ -84,6 +84,13 @@ def _step_result(raw: dict[str, str]) -> StepResult | None:
 
 def _pending(raw: dict[str, str], step: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
+    for field, status in raw.items():
+        if field.startswith("ins:") and status == "pending":
+            request_id = field[len("ins:") :]
+            request = json.loads(raw[f"in:{request_id}"])
+            out.append(
+                {"step": step, "request_id": request_id, "status": "awaiting-input", **request}
+            )
     for call_id in json.loads(raw.get("order", "[]")):
         status = raw.get(f"st:{call_id}", "")
         if status.startswith("awaiting"):

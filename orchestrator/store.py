@@ -37,6 +37,8 @@ _TRANSITIONS = (
     "emit",
     "fail_run",
     "cancel",
+    "input_request",
+    "input_answer",
 )
 
 
@@ -159,6 +161,19 @@ class RunStore:
 
     async def post_result(self, run_id: str, args: dict[str, Any]) -> list[str]:
         return [_text(v) for v in await self._run("post_result", run_id, args)]
+
+    async def input_request(self, run_id: str, args: dict[str, Any]) -> str:
+        return _text(await self._run("input_request", run_id, args))
+
+    async def input_answer(self, run_id: str, args: dict[str, Any]) -> str:
+        return _text(await self._run("input_answer", run_id, args))
+
+    async def wait_answer(self, run_id: str, request_id: str, timeout_s: float) -> str | None:
+        """Block until the answer to an input request is posted (or the timeout passes)."""
+        popped = await _resolved(
+            self.redis.blpop([keys.answer(run_id, request_id)], timeout=max(1, int(timeout_s)))
+        )
+        return _text(popped[1]) if popped else None
 
     async def emit(self, run_id: str, events: Sequence[str]) -> int:
         if not events:

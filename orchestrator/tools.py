@@ -122,7 +122,10 @@ def resolve_tools(
                 )
             )
         elif isinstance(tool, McpToolSpec):
-            resolved.extend(_resolve_mcp(index, tool, registry, live, common))
+            # Names collide only among the servers this run enables, so a run's tool
+            # names do not change when the deployment adds an unrelated server.
+            run_servers = {t.server for t in spec.tools if isinstance(t, McpToolSpec)}
+            resolved.extend(_resolve_mcp(index, tool, registry, live, common, run_servers))
         elif isinstance(tool, CodeToolSpec):
             found = live(code_registry_key(tool.language))
             if found is None:

@@ -169,3 +169,67 @@ def result_args(
         "events": result_events(run_id, step, result),
         "next_job": model_job(run_id, step + 1, hop(), run_trace),
     }
+
+
+def input_request_args(
+    run_id: str,
+    step: int,
+    *,
+    call_id: str,
+    tool_name: str,
+    request_id: str,
+    message: str,
+    schema: dict[str, Any],
+) -> dict[str, Any]:
+    request = {
+        "tool_call_id": call_id,
+        "tool_name": tool_name,
+        "message": message,
+        "schema": schema,
+    }
+    return {
+        "step": step,
+        "request_id": request_id,
+        "request": json.dumps(request),
+        "event": event_json(
+            "tool-input-request",
+            run_id,
+            step=step,
+            tool_call_id=call_id,
+            tool_name=tool_name,
+            request_id=request_id,
+            message=message,
+            input=schema,
+        ),
+    }
+
+
+def input_answer_args(
+    run_id: str,
+    step: int,
+    *,
+    request_id: str,
+    call_id: str | None,
+    outcome: str,
+    content: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """`outcome`: accepted (with `content`), declined, or expired (the call gave up)."""
+    answer = None
+    if outcome != "expired":
+        action = "accept" if outcome == "accepted" else "decline"
+        answer = json.dumps({"action": action, "content": content})
+    return {
+        "step": step,
+        "request_id": request_id,
+        "outcome": outcome,
+        "answer": answer,
+        "event": event_json(
+            "tool-input-response",
+            run_id,
+            step=step,
+            tool_call_id=call_id,
+            request_id=request_id,
+            outcome=outcome,
+            output=content,
+        ),
+    }

@@ -31,6 +31,7 @@ from orchestrator.store import RunStore
 from orchestrator.tools import ToolDef, ToolKind
 from orchestrator.transitions import commit_args, result_args
 from workers.executors.base import ToolContext, ToolExecutor
+from workers.input_requests import InputRequests
 from workers.lease import held_lease
 from workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
 from workers.providers.base import DeltaSink, ModelResponse, Provider
@@ -261,14 +262,24 @@ async def _execute(
             ],
         )
 
+    deadline_at = time.time() + tool.timeout_s
     context = ToolContext(
         run_id=envelope.run_id,
         step=envelope.step,
         call_id=call.id,
         tool=tool,
         attempt=attempt,
-        deadline_at=time.time() + tool.timeout_s,
+        deadline_at=deadline_at,
         progress=progress,
+        elicit=InputRequests(
+            deps.store,
+            run_id=envelope.run_id,
+            step=envelope.step,
+            call_id=call.id,
+            tool_name=call.name,
+            attempt=attempt,
+            deadline_at=deadline_at,
+        ),
     )
     try:
         output = await executor.execute(tool, call.input, context)

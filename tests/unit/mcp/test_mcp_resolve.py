@@ -69,8 +69,8 @@ def resolve(*entries: dict[str, Any]) -> list[tuple[str, str, str]]:
         ),
         pytest.param(
             [{"server": "docs"}],
-            [("fetch", "docs", "fetch"), ("docs_search", "docs", "search")],
-            id="colliding-name-gets-the-server-prefix",
+            [("fetch", "docs", "fetch"), ("search", "docs", "search")],
+            id="a-server-the-run-does-not-enable-does-not-collide",
         ),
         pytest.param(
             [{"server": "docs"}, {"server": "web"}],

@@ -1,0 +1,36 @@
+"""Building a worker's optional executors (MCP servers, the code sandbox) from its flags."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from orchestrator.errors import SpecError
+from workers.executors.base import ToolExecutor
+
+ToolsChanged = Callable[[str], Awaitable[None]]
+
+
+async def optional_executors(
+    *,
+    mcp_config: str | None,
+    sandbox: bool,
+    on_tools_changed: ToolsChanged | None = None,
+) -> list[ToolExecutor]:
+    """Started executors for `--mcp-config` and `--sandbox`; a clear error if one is unusable."""
+    executors: list[ToolExecutor] = []
+    if mcp_config:
+        from workers.mcp import McpExecutor, load_mcp_config
+
+        mcp = McpExecutor(load_mcp_config(mcp_config), on_tools_changed=on_tools_changed)
+        await mcp.start()
+        executors.append(mcp)
+    if sandbox:
+        try:
+            from workers.executors.code import CodeExecutor
+
+            code = CodeExecutor()
+            await code.start()
+        except Exception as exc:
+            raise SpecError(f"--sandbox: the sandbox cannot start here ({exc})") from None
+        executors.append(code)
+    return executors

@@ -1,0 +1,77 @@
+"""Forwarding a running call's questions (MCP elicitation) to whoever drives the run.
+
+The call parks the run with a `tool-input-request` event and waits, on its
+worker, until an answer is posted (`agentq answer` / `Client.answer`) or its
+deadline passes; the run resumes where it was either way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from typing import Any
+
+from orchestrator.store import RunStore
+from orchestrator.transitions import input_answer_args, input_request_args
+
+
+class InputRequests:
+    """The `elicit` callable of one tool call's context."""
+
+    def __init__(
+        self,
+        store: RunStore,
+        *,
+        run_id: str,
+        step: int,
+        call_id: str,
+        tool_name: str,
+        attempt: int,
+        deadline_at: float,
+    ) -> None:
+        self.store = store
+        self.run_id = run_id
+        self.step = step
+        self.call_id = call_id
+        self.tool_name = tool_name
+        self.deadline_at = deadline_at
+        # Ids differ across attempts, so a re-delivered call never reads an old answer.
+        self._ids = (f"{call_id}.{attempt}.{n}" for n in itertools.count(1))
+
+    async def __call__(self, message: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        request_id = next(self._ids)
+        outcome = await self.store.input_request(
+            self.run_id,
+            input_request_args(
+                self.run_id,
+                self.step,
+                call_id=self.call_id,
+                tool_name=self.tool_name,
+                request_id=request_id,
+                message=message,
+                schema=schema,
+            ),
+        )
+        if outcome != "parked":
+            return None
+        raw = await self.store.wait_answer(
+            self.run_id, request_id, max(0.0, self.deadline_at - time.time())
+        )
+        if raw is None:
+            await self.store.input_answer(
+                self.run_id,
+                input_answer_args(
+                    self.run_id,
+                    self.step,
+                    request_id=request_id,
+                    call_id=self.call_id,
+                    outcome="expired",
+                ),
+            )
+            return None
+        answer = json.loads(raw)
+        if answer.get("action") != "accept":
+            return None
+        content: dict[str, Any] = answer.get("content") or {}
+        return content
