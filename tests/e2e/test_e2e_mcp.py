@@ -14,7 +14,7 @@ from orchestrator import Client
 from orchestrator.events import Event
 from tests.integration.core.test_core_workers import wait_ready
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
-from tests.support.infra import WorkerProcess
+from tests.support.infra import WorkerProcess, run_cli
 from tests.support.mcp_servers.launch import own_server_stdio
 
 
@@ -69,7 +69,16 @@ async def test_model_calls_mcp_tools_through_worker_processes(
                     assert "name" in extra["input"]["properties"]
                     pending = (await client.result(run_id)).pending
                     assert pending[0]["status"] == "awaiting-input"
-                    await client.answer(run_id, extra["request_id"], {"name": "Grace", "age": 85})
+                    answered = await asyncio.to_thread(
+                        run_cli,
+                        "answer",
+                        run_id,
+                        extra["request_id"],
+                        "--json",
+                        '{"name": "Grace", "age": 85}',
+                        redis_url=redis_url,
+                    )
+                    assert answered.returncode == 0, answered.stderr
             result = await asyncio.wait_for(client.wait(run_id), 30)
         sent = [r.body for r in model.requests]
 
