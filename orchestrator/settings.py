@@ -18,6 +18,9 @@ class Settings(BaseSettings):
     # A worker sleeps on its wake-up list; this is only the fallback poll.
     idle_poll_s: float = Field(default=1.0, gt=0)
     concurrency: int = Field(default=16, ge=1)
+    # A job whose worker died this many times is not run again: a tool call becomes a
+    # tool error the model sees, a model step fails the run (never a run stuck forever).
+    max_deliveries: int = Field(default=5, ge=1)
     mcp_config: str | None = None
     # Provider quotas shared by the fleet: {"openai:gpt-4o": [rpm, tpm], "anthropic:*": [50, null]}.
     rate_limits: dict[str, tuple[int | None, int | None]] = Field(default_factory=dict)

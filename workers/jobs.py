@@ -36,6 +36,7 @@ from workers.lease import held_lease
 from workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
 from workers.providers.base import DeltaSink, ModelResponse, Provider
 from workers.providers.ratelimit import RateLimiter, call_model
+from workers.repair import repair_calls
 from workers.sink import DeltaEvents
 
 log = logging.getLogger("agentq.worker")
@@ -48,6 +49,7 @@ class WorkerDeps:
     executors: dict[ToolKind, ToolExecutor] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
     lease_s: float = 10.0
+    max_deliveries: int = 5
     limiter: RateLimiter | None = None
 
 
@@ -92,7 +94,24 @@ async def model_step(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
         attributes=_consumer_attrs(envelope, MODEL_QUEUE, ctx["job_id"]),
     ):
         async with held_lease(deps.store.redis, ctx["job_id"], deps.lease_s):
+            if _exhausted(ctx, deps):
+                outcome = await deps.store.fail_run(
+                    envelope.run_id,
+                    {
+                        "type": "internal",
+                        "message": f"model step {envelope.step} was delivered "
+                        f"{deps.max_deliveries} times and its worker died each time",
+                        "step": envelope.step,
+                    },
+                )
+                _ended(outcome, envelope, "failed")
+                return
             await _guarded(deps, envelope, _model_step(ctx, deps, envelope))
+
+
+def _exhausted(ctx: dict[str, Any], deps: WorkerDeps) -> bool:
+    """A job past its deliveries: every earlier attempt died with its worker."""
+    return int(ctx.get("job_try", 1)) > deps.max_deliveries
 
 
 async def _guarded(deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
@@ -167,6 +186,15 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         chat_span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
         chat_span.set_attribute("gen_ai.usage.output_tokens", response.usage.output_tokens)
         chat_span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
+        response = await repair_calls(
+            spec=spec,
+            tools=tools,
+            request=request,
+            response=response,
+            generate=lambda req, out: generate(deps, provider, req, out),
+            store=deps.store,
+            run_id=run_id,
+        )
         plan = plan_step(spec, tools, step, response)
         hops = tracing.Hops(queue="tools")
         args = commit_args(run_id, plan, hops, envelope.run_trace)
@@ -207,6 +235,13 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
         log.debug("tool call %s/%d/%s skipped: %s", run_id, step, call_id, status)
         return
     call = CallPlan.model_validate_json(call_json)
+    crashed: str | None = None
+    if _exhausted(ctx, deps):
+        # A poison call (it kills its worker): the model hears so, the run goes on.
+        crashed = (
+            f"the call to {call.name!r} was attempted {deps.max_deliveries} times "
+            "and its worker died each time"
+        )
     with tracing.span(
         f"execute_tool {call.name}",
         attributes={
@@ -215,7 +250,9 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
             "gen_ai.tool.call.id": call.id,
         },
     ) as tool_span:
-        if tool_json is None:
+        if crashed is not None:
+            result = error_result(call.id, call.name, crashed)
+        elif tool_json is None:
             result = error_result(
                 call.id, call.name, f"tool {call.name!r} is not defined in this run"
             )

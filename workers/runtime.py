@@ -180,6 +180,7 @@ class WorkerRuntime:
             executors=executors,
             env=self.env,
             lease_s=self.settings.lease_s,
+            max_deliveries=self.settings.max_deliveries,
             # redis-py types its async commands as `Awaitable[X] | X`, which no
             # protocol of awaitables matches; the client is the limiter's RedisLike.
             limiter=RateLimiter(cast(RedisLike, self.redis), self._rate_limits()),
@@ -188,8 +189,20 @@ class WorkerRuntime:
         for queue in self.queues:
             worker = WakeableWorker(
                 functions=[
-                    func(jobs.model_step, name="model_step", timeout=_ARQ_FUNCTION_TIMEOUT_S),
-                    func(jobs.tool_call, name="tool_call", timeout=_ARQ_FUNCTION_TIMEOUT_S),
+                    # One delivery past ours, so that our job sees it and settles the run
+                    # instead of arq dropping the job silently.
+                    func(
+                        jobs.model_step,
+                        name="model_step",
+                        timeout=_ARQ_FUNCTION_TIMEOUT_S,
+                        max_tries=self.settings.max_deliveries + 1,
+                    ),
+                    func(
+                        jobs.tool_call,
+                        name="tool_call",
+                        timeout=_ARQ_FUNCTION_TIMEOUT_S,
+                        max_tries=self.settings.max_deliveries + 1,
+                    ),
                 ],
                 queue_name=queue_key(queue),
                 redis_pool=self.redis,

@@ -34,3 +34,12 @@ def mark_and_sleep(marker: str, seconds: float) -> dict[str, int]:
 def fail(message: str) -> str:
     """Raise an error with the given message."""
     raise RuntimeError(message)
+
+
+@tool
+def die() -> str:
+    """Kill this worker process (a poison call)."""
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "unreachable"

@@ -95,3 +95,21 @@ async def test_worker_killed_mid_call_costs_a_redelivery_not_the_run(
     attempts = [(e.model_extra or {}).get("attempt") for e in events if e.type == "tool-running"]
     assert attempts == [1, 2]
     assert [e.step for e in events if e.type == "start-step"] == [0, 1]
+
+
+async def test_a_call_that_kills_every_worker_becomes_a_tool_error(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    env = {"AGENTQ_MAX_DELIVERIES": "2"}
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS, env=env) for _ in range(3)]
+    wait_ready(*workers)
+    spec = scripted(
+        {"tool_calls": [{"name": "die", "input": {}}]}, {"text": "moved on"}, tools=["die"]
+    )
+    async with Client(redis_url) as client:
+        result = await client.wait(await client.submit(spec), timeout_s=90)
+    assert result.status == "succeeded", result.error
+    (outcome,) = result.steps[0].tool_results
+    assert outcome.is_error
+    assert "attempted 2 times" in outcome.output
+    assert sum(w.proc.poll() is not None for w in workers) == 2
