@@ -19,6 +19,7 @@ EventType = Literal[
     "start-step",
     "text-delta",
     "tool-call",
+    "tool-call-repair",
     "tool-approval-request",
     "tool-approval-response",
     "tool-input-request",

@@ -103,19 +103,10 @@ def offered_tools(spec: RunSpec, tools: list[ToolDef]) -> list[ToolDef]:
 
 def plan_step(spec: RunSpec, tools: list[ToolDef], step: int, response: ModelResponse) -> StepPlan:
     by_name = {t.name: t for t in offered_tools(spec, tools)}
-    calls: list[CallPlan] = []
-    # Ids the model gave are kept; a missing or repeated one gets a fresh id that
-    # collides with none of them (ids key the call's state and its job).
-    taken = {raw.id for raw in response.tool_calls if raw.id}
-    seen_ids: set[str] = set()
-    for index, raw in enumerate(response.tool_calls):
-        call_id = raw.id if raw.id and raw.id not in seen_ids else ""
-        if not call_id:
-            call_id = f"call_{step}_{index}"
-            while call_id in taken or call_id in seen_ids:
-                call_id += "_"
-        seen_ids.add(call_id)
-        calls.append(_plan_call(call_id, raw, by_name))
+    calls = [
+        _plan_call(call_id, raw, by_name)
+        for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
+    ]
     names = {c.name for c in calls}
     return StepPlan(
         step=step,
@@ -128,12 +119,39 @@ def plan_step(spec: RunSpec, tools: list[ToolDef], step: int, response: ModelRes
     )
 
 
+def call_ids(step: int, response: ModelResponse) -> list[str]:
+    """The id each call of the response gets. Ids the model gave are kept; a missing or
+    repeated one gets a fresh id that collides with none of them (ids key the call's state
+    and its job)."""
+    taken = {raw.id for raw in response.tool_calls if raw.id}
+    ids: list[str] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(response.tool_calls):
+        call_id = raw.id if raw.id and raw.id not in seen else ""
+        if not call_id:
+            call_id = f"call_{step}_{index}"
+            while call_id in taken or call_id in seen:
+                call_id += "_"
+        seen.add(call_id)
+        ids.append(call_id)
+    return ids
+
+
+def input_error(tool: ToolDef, arguments: str | dict[str, Any] | list[Any] | None) -> str | None:
+    """Why these arguments are not a valid input for the tool, or None if they are."""
+    try:
+        validate_input(tool, parse_arguments(arguments))
+    except ToolInputError as exc:
+        return exc.message
+    return None
+
+
 def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef]) -> CallPlan:
     if raw.provider_executed:
         return CallPlan(
             id=call_id,
             name=raw.name,
-            input=_lenient_parse(raw.arguments),
+            input=lenient_parse(raw.arguments),
             status="done",
             result=ToolResultPart(
                 tool_call_id=call_id,
@@ -148,14 +166,14 @@ def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef])
         return _error_call(
             call_id,
             raw.name,
-            _lenient_parse(raw.arguments),
+            lenient_parse(raw.arguments),
             f"Model tried to call unavailable tool {raw.name!r}. Available tools: {available}.",
         )
     try:
         value = parse_arguments(raw.arguments)
         validate_input(tool, value)
     except ToolInputError as exc:
-        return _error_call(call_id, raw.name, _lenient_parse(raw.arguments), exc.message)
+        return _error_call(call_id, raw.name, lenient_parse(raw.arguments), exc.message)
     return CallPlan(
         id=call_id,
         name=tool.name,
@@ -207,7 +225,7 @@ def parse_arguments(arguments: str | dict[str, Any] | list[Any] | None) -> Any:
         ) from None
 
 
-def _lenient_parse(arguments: str | dict[str, Any] | list[Any] | None) -> Any:
+def lenient_parse(arguments: str | dict[str, Any] | list[Any] | None) -> Any:
     try:
         return parse_arguments(arguments)
     except ToolInputError:

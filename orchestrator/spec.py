@@ -35,6 +35,17 @@ class ScriptedStep(_Spec):
     text: str = ""
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
     finish_reason: str | None = None
+    # Answers to repair requests in this step (see `RepairPolicy`), in the order asked.
+    repair: list[ScriptedToolCall] = Field(default_factory=list)
+
+
+class RepairPolicy(_Spec):
+    """Tool-call repair: when a call's input is invalid (unparseable or against the
+    schema), ask the model again for that one call, up to `max_attempts` times, in a side
+    request that never enters the run's history."""
+
+    strategy: Literal["reask"] = "reask"
+    max_attempts: int = Field(default=1, ge=1, le=5)
 
 
 # Wire formats the workers speak; a spec naming another is refused at submit.
@@ -49,6 +60,7 @@ class ModelRef(_Spec):
     options: dict[str, Any] = Field(default_factory=dict)
     timeout_s: float = Field(default=120.0, gt=0)
     script: list[ScriptedStep] | None = None
+    repair: RepairPolicy | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ModelRef:

@@ -40,6 +40,9 @@ class ModelRequest(BaseModel):
     tool_choice: ToolChoice = "auto"
     step: int = 0
     timeout_s: float = 120.0
+    # Set on a repair request (a side request asking to fix one call): its ordinal within
+    # the step. Wire formats ignore it; the scripted provider answers from `repair`.
+    repair_index: int | None = None
 
 
 class DeltaSink(Protocol):

@@ -1,6 +1,7 @@
 """The scripted provider: deterministic answers for tests and the offline demo.
 
-Step k of a run answers `script[k]`. It calls no model, and says so: every
+Step k of a run answers `script[k]`; the i-th repair request of step k answers
+with the call `script[k].repair[i]`. It calls no model, and says so: every
 response carries `provider_metadata["scripted"] = True`, which the CLI shows.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 
 from orchestrator.errors import ProviderError
+from orchestrator.spec import ScriptedToolCall
 from workers.providers.base import DeltaSink, ModelRequest, ModelResponse, ProviderToolCall
 
 
@@ -20,6 +22,8 @@ class ScriptedProvider:
                 f"the scripted model has {len(script)} steps; step {request.step} was asked for"
             )
         answer = script[request.step]
+        if request.repair_index is not None:
+            return _repair_answer(answer.repair, request)
         if answer.text:
             await sink.text_delta(answer.text)
         calls = [
@@ -37,3 +41,24 @@ class ScriptedProvider:
             finish_reason=finish,
             provider_metadata={"scripted": True},
         )
+
+
+def _repair_answer(repairs: list[ScriptedToolCall], request: ModelRequest) -> ModelResponse:
+    index = request.repair_index or 0
+    if index >= len(repairs):
+        raise ProviderError(
+            f"the scripted model has {len(repairs)} repair answers in step {request.step}; "
+            f"repair {index} was asked for"
+        )
+    call = repairs[index]
+    return ModelResponse(
+        tool_calls=[
+            ProviderToolCall(
+                id=call.id or f"repair_{request.step}_{index}",
+                name=call.name,
+                arguments=json.dumps(call.input) if call.input is not None else "{}",
+            )
+        ],
+        finish_reason="tool-calls",
+        provider_metadata={"scripted": True},
+    )
