@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from orchestrator.errors import ProviderError
+from orchestrator.media import Media, MediaLimits, tool_content
 from orchestrator.messages import (
     AssistantMessage,
     Message,
@@ -26,7 +27,6 @@ from orchestrator.messages import (
     ToolResultPart,
     Usage,
     UserMessage,
-    tool_output_text,
 )
 from orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
@@ -108,18 +108,33 @@ def assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
-def tool_result_block(part: ToolResultPart) -> dict[str, Any]:
+def tool_result_content(part: ToolResultPart, media: MediaLimits | None) -> Any:
+    """A string, or text and image blocks when the tool returned images."""
+    items = tool_content(part.output, part.tool_call_id, media)
+    if all(isinstance(i, str) for i in items):
+        return "\n".join(str(i) for i in items)
+    return [
+        media_block(i.media_type, i.data)
+        if isinstance(i, Media) and (i.is_image or i.media_type == "application/pdf")
+        else {"type": "text", "text": i.describe() if isinstance(i, Media) else i}
+        for i in items
+    ]
+
+
+def tool_result_block(part: ToolResultPart, media: MediaLimits | None = None) -> dict[str, Any]:
     block: dict[str, Any] = {
         "type": "tool_result",
         "tool_use_id": part.tool_call_id,
-        "content": tool_output_text(part.output),
+        "content": tool_result_content(part, media),
     }
     if part.is_error:
         block["is_error"] = True
     return block
 
 
-def to_messages(messages: list[Message]) -> tuple[list[str], list[dict[str, Any]]]:
+def to_messages(
+    messages: list[Message], media: MediaLimits | None = None
+) -> tuple[list[str], list[dict[str, Any]]]:
     """(system texts, messages). Consecutive turns of one role are merged: tool results
     and a following user message form one user turn, as the API expects."""
     system: list[str] = []
@@ -141,7 +156,7 @@ def to_messages(messages: list[Message]) -> tuple[list[str], list[dict[str, Any]
         elif isinstance(message, AssistantMessage):
             append("assistant", assistant_blocks(message))
         elif isinstance(message, ToolMessage):
-            append("user", [tool_result_block(p) for p in message.content])
+            append("user", [tool_result_block(p, media) for p in message.content])
     return system, out
 
 
@@ -314,7 +329,7 @@ class AnthropicProvider:
         self.env = ctx.env
 
     def build_body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
-        system, messages = to_messages(request.messages)
+        system, messages = to_messages(request.messages, MediaLimits.from_options(self.ref.options))
         if request.system:
             system.insert(0, request.system)
         body: dict[str, Any] = {

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import httpx
 
 from orchestrator.errors import ProviderError
+from orchestrator.media import MediaLimits, has_media, result_text
 from orchestrator.messages import (
     AssistantMessage,
     Message,
@@ -84,7 +85,14 @@ def model_parts(message: AssistantMessage) -> list[dict[str, Any]]:
     return parts
 
 
-def to_contents(messages: list[Message]) -> tuple[list[str], list[dict[str, Any]]]:
+def _result(output: Any, call_id: str, media: MediaLimits | None) -> Any:
+    # functionResponse takes JSON; media goes as a description, never as base64 text.
+    return result_text(output, call_id, media) if has_media(output) else output
+
+
+def to_contents(
+    messages: list[Message], media: MediaLimits | None = None
+) -> tuple[list[str], list[dict[str, Any]]]:
     system: list[str] = []
     contents: list[dict[str, Any]] = []
 
@@ -112,7 +120,7 @@ def to_contents(messages: list[Message]) -> tuple[list[str], list[dict[str, Any]
                             "name": part.tool_name,
                             "response": {"error": part.output}
                             if part.is_error
-                            else {"result": part.output},
+                            else {"result": _result(part.output, part.tool_call_id, media)},
                         }
                     }
                     for part in message.content
@@ -257,7 +265,7 @@ class GeminiProvider:
         self.env = ctx.env
 
     def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        system, contents = to_contents(request.messages)
+        system, contents = to_contents(request.messages, MediaLimits.from_options(self.ref.options))
         if request.system:
             system.insert(0, request.system)
         body: dict[str, Any] = {"contents": contents}

@@ -8,7 +8,7 @@ from typing import Any
 from orchestrator.messages import AssistantMessage
 
 # Model options that steer agentq rather than the API; the rest go into request bodies.
-AGENTQ_OPTIONS = frozenset({"stream", "tool_mode", "rate_limit", "repair", "headers"})
+AGENTQ_OPTIONS = frozenset({"stream", "tool_mode", "rate_limit", "repair", "headers", "media"})
 
 
 def passthrough_options(options: dict[str, Any]) -> dict[str, Any]:

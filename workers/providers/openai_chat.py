@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from orchestrator.errors import ProviderError
+from orchestrator.media import MediaLimits, result_text
 from orchestrator.messages import (
     AssistantMessage,
     MediaPart,
@@ -23,7 +24,6 @@ from orchestrator.messages import (
     ToolMessage,
     Usage,
     UserMessage,
-    tool_output_text,
 )
 from orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
@@ -62,7 +62,9 @@ def user_content(message: UserMessage) -> str | list[dict[str, Any]]:
     return parts
 
 
-def to_messages(system: str | None, messages: list[Message]) -> list[dict[str, Any]]:
+def to_messages(
+    system: str | None, messages: list[Message], media: MediaLimits | None = None
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": "system", "content": system})
@@ -78,7 +80,8 @@ def to_messages(system: str | None, messages: list[Message]) -> list[dict[str, A
                 {
                     "role": "tool",
                     "tool_call_id": part.tool_call_id,
-                    "content": tool_output_text(part.output),
+                    # Tool messages take text only: media goes as a description.
+                    "content": result_text(part.output, part.tool_call_id, media),
                 }
                 for part in message.content
             )
@@ -259,7 +262,9 @@ class OpenAIChatProvider:
         label = self.ref.label
         body: dict[str, Any] = {
             "model": self.ref.name,
-            "messages": to_messages(request.system, request.messages),
+            "messages": to_messages(
+                request.system, request.messages, MediaLimits.from_options(self.ref.options)
+            ),
         }
         if request.tools:
             body["tools"] = to_tools(request.tools, label)

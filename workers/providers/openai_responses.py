@@ -15,15 +15,16 @@ from typing import Any
 import httpx
 
 from orchestrator.errors import ProviderError
+from orchestrator.media import Media, MediaLimits, tool_content
 from orchestrator.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
     TextPart,
     ToolMessage,
+    ToolResultPart,
     Usage,
     UserMessage,
-    tool_output_text,
 )
 from orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
@@ -83,7 +84,26 @@ def assistant_items(message: AssistantMessage) -> list[dict[str, Any]]:
     return items
 
 
-def to_input(messages: list[Message]) -> list[dict[str, Any]]:
+def media_item(media: Media) -> dict[str, Any]:
+    url = f"data:{media.media_type};base64,{media.data}"
+    if media.is_image:
+        return {"type": "input_image", "image_url": url}
+    if media.media_type == "application/pdf":
+        return {"type": "input_file", "filename": media.ref, "file_data": url}
+    return {"type": "input_text", "text": media.describe()}
+
+
+def function_output(part: ToolResultPart, media: MediaLimits | None) -> str | list[dict[str, Any]]:
+    """A string, or an array of input_text / input_image items when the tool returned media."""
+    items = tool_content(part.output, part.tool_call_id, media)
+    if all(isinstance(i, str) for i in items):
+        return "\n".join(str(i) for i in items)
+    return [
+        media_item(i) if isinstance(i, Media) else {"type": "input_text", "text": i} for i in items
+    ]
+
+
+def to_input(messages: list[Message], media: MediaLimits | None = None) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for message in messages:
         if isinstance(message, SystemMessage):
@@ -97,7 +117,7 @@ def to_input(messages: list[Message]) -> list[dict[str, Any]]:
                 {
                     "type": "function_call_output",
                     "call_id": part.tool_call_id,
-                    "output": tool_output_text(part.output),
+                    "output": function_output(part, media),
                 }
                 for part in message.content
             )
@@ -260,7 +280,8 @@ class OpenAIResponsesProvider:
         self.env = ctx.env
 
     def build_body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
-        body: dict[str, Any] = {"model": self.ref.name, "input": to_input(request.messages)}
+        media = MediaLimits.from_options(self.ref.options)
+        body: dict[str, Any] = {"model": self.ref.name, "input": to_input(request.messages, media)}
         if request.system:
             body["instructions"] = request.system
         if request.tools:

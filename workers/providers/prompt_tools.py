@@ -14,13 +14,13 @@ import json
 import re
 from typing import Any
 
+from orchestrator.media import MediaLimits, result_text
 from orchestrator.messages import (
     AssistantMessage,
     Message,
     ToolCallPart,
     ToolMessage,
     UserMessage,
-    tool_output_text,
 )
 from orchestrator.model_io import ModelResponse, ProviderToolCall
 from orchestrator.spec import ToolChoiceTool
@@ -80,7 +80,7 @@ def render_call(part: ToolCallPart) -> str:
     )
 
 
-def render_history(messages: list[Message]) -> list[Message]:
+def render_history(messages: list[Message], media: MediaLimits | None = None) -> list[Message]:
     """Native tool messages become text, since the model was never told about native tools."""
     out: list[Message] = []
     for message in messages:
@@ -93,7 +93,8 @@ def render_history(messages: list[Message]) -> list[Message]:
             for part in message.content:
                 tag = "tool_error" if part.is_error else "tool_result"
                 blocks.append(
-                    f'<{tag} name="{part.tool_name}">\n{tool_output_text(part.output)}\n</{tag}>'
+                    f'<{tag} name="{part.tool_name}">\n'
+                    f"{result_text(part.output, part.tool_call_id, media)}\n</{tag}>"
                 )
             out.append(UserMessage(content="\n".join(blocks)))
         else:
@@ -165,7 +166,9 @@ class PromptToolsProvider:
     async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
         changes: dict[str, Any] = {
             "system": system_prompt(request),
-            "messages": render_history(request.messages),
+            "messages": render_history(
+                request.messages, MediaLimits.from_options(request.model.options)
+            ),
             "tools": [t for t in request.tools if t.provider_executed],
             "tool_choice": "auto",
         }
