@@ -7,7 +7,8 @@ connect to:
         "time": {"command": "mcp-server-time", "args": [], "env": {}},
         "docs": {"url": "https://example.com/mcp", "headers": {"X-Team": "a"},
                  "timeout_s": 30, "max_concurrency": 4, "elicitation": "forward",
-                 "auth": {"type": "bearer", "token_env": "DOCS_TOKEN"}}}}
+                 "auth": {"type": "bearer", "token_env": "DOCS_TOKEN"},
+                 "sampling": {"model": "openai:gpt-4o-mini", "max_tokens": 1024}}}}
 
 Secrets never live in the file: auth names environment variables, read when
 a connection is made, so a rotated token is picked up on reconnect.
@@ -23,6 +24,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     ValidationError,
@@ -31,6 +33,7 @@ from pydantic import (
 )
 
 from orchestrator.errors import SpecError
+from orchestrator.spec import ModelRef, _parse_model
 
 Transport = Literal["stdio", "streamable-http", "sse"]
 
@@ -79,6 +82,15 @@ class ClientCredentialsAuth(_Model):
 AuthConfig = Annotated[BearerAuth | ClientCredentialsAuth, Field(discriminator="type")]
 
 
+class SamplingRoute(_Model):
+    """Where a server's `sampling/createMessage` requests go: one model, chosen by the
+    deployment. The server's model preferences are advisory and ignored."""
+
+    model: Annotated[ModelRef, BeforeValidator(_parse_model)]
+    # A cap on what the server may ask for: its `maxTokens` is lowered to this.
+    max_tokens: int | None = Field(default=None, ge=1)
+
+
 class McpServerConfig(_Model):
     """One entry of `mcpServers`."""
 
@@ -96,9 +108,9 @@ class McpServerConfig(_Model):
     connect_timeout_s: float = Field(default=30.0, gt=0)
     max_concurrency: int = Field(default=8, ge=1, le=1024)
     elicitation: Literal["decline", "accept-defaults", "forward"] = "decline"
-    # Routing sampling to a model is not built yet; the key exists so a config
-    # that asks for it fails loudly instead of being silently ignored.
-    sampling: Literal["decline"] = "decline"
+    # Given as "decline" (the default) or a route; None means declined, and then
+    # the client does not even declare the sampling capability to this server.
+    sampling: SamplingRoute | None = None
     auth: AuthConfig | None = None
     # "auto" probes the 2026 `server/discover` and falls back to `initialize`;
     # "legacy" pins the handshake for servers that mishandle the probe.
@@ -122,12 +134,13 @@ class McpServerConfig(_Model):
     @field_validator("sampling", mode="before")
     @classmethod
     def _check_sampling(cls, value: Any) -> Any:
-        if value not in (None, "decline"):
+        if value is None or value == "decline":
+            return None
+        if not isinstance(value, dict):
             raise ValueError(
-                "routing sampling requests to a model is not supported yet; "
-                "leave 'sampling' out (requests are declined)"
+                'expected \'decline\' or an object such as {"model": "openai:gpt-4o-mini"}'
             )
-        return "decline"
+        return value
 
     @model_validator(mode="after")
     def _check_shape(self) -> McpServerConfig:

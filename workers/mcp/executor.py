@@ -1,6 +1,6 @@
 """`McpExecutor`: the tool executor for `kind="mcp"`, over the pooled sessions.
 
-async with McpExecutor(load_mcp_config(path)) as mcp:
+async with McpExecutor(load_mcp_config(path), env=worker_env) as mcp:
     announcements = await mcp.announcements("tools")
     output = await mcp.execute(tool_def, {"timezone": "UTC"}, ctx)
 """
@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
+from collections.abc import Mapping
 from importlib import metadata
 from types import TracebackType
 from typing import Any, Self
 
+import httpx
 import mcp_types as types
 
 from orchestrator.errors import InfrastructureError, ToolError, ToolInputError, ToolTimeoutError
@@ -22,8 +25,12 @@ from workers.executors.base import ToolContext
 from workers.mcp.config import McpConfig
 from workers.mcp.content import normalize_result
 from workers.mcp.pool import ServerConnection, ToolsChanged
+from workers.mcp.sampling import Sampler
 
 log = logging.getLogger(__name__)
+
+# Each provider request sets its own deadline; this bounds what it leaves open.
+SAMPLING_HTTP_TIMEOUT = httpx.Timeout(120.0, connect=10.0)
 
 
 def client_info() -> types.Implementation:
@@ -40,13 +47,35 @@ class McpExecutor:
 
     kind: ToolKind = "mcp"
 
-    def __init__(self, config: McpConfig, *, on_tools_changed: ToolsChanged | None = None) -> None:
+    def __init__(
+        self,
+        config: McpConfig,
+        *,
+        on_tools_changed: ToolsChanged | None = None,
+        http: httpx.AsyncClient | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         """`on_tools_changed(server)` runs after a server said its tools changed and
-        the new list is cached: the worker re-announces then."""
+        the new list is cached: the worker re-announces then.
+
+        `http` and `env` serve sampling requests routed to a model: the client the
+        provider calls go through (one is made, and closed, when none is given and
+        a server routes sampling) and the environment API keys are read from
+        (default `os.environ`)."""
         info = client_info()
+        self._own_http: httpx.AsyncClient | None = None
+        sampler: Sampler | None = None
+        if any(server.sampling is not None for server in config.enabled.values()):
+            if http is None:
+                http = self._own_http = httpx.AsyncClient(timeout=SAMPLING_HTTP_TIMEOUT)
+            sampler = Sampler(http, os.environ if env is None else env)
         self.servers = {
             name: ServerConnection(
-                name, server, client_info=info, on_tools_changed=on_tools_changed
+                name,
+                server,
+                client_info=info,
+                on_tools_changed=on_tools_changed,
+                sampler=sampler,
             )
             for name, server in config.enabled.items()
         }
@@ -128,3 +157,5 @@ class McpExecutor:
 
     async def aclose(self) -> None:
         await asyncio.gather(*(c.aclose() for c in self.servers.values()))
+        if self._own_http is not None:
+            await self._own_http.aclose()

@@ -31,11 +31,12 @@ from orchestrator.errors import InfrastructureError, ToolError, ToolTimeoutError
 from workers.executors.base import ToolContext
 from workers.mcp.config import McpServerConfig
 from workers.mcp.elicitation import answer_elicitation
+from workers.mcp.sampling import Sampler
 from workers.mcp.transport import open_transport
 
 log = logging.getLogger(__name__)
 
-# The call a server-initiated request (elicitation) belongs to. Set around each
+# The call a server-initiated request (elicitation, sampling) belongs to. Set around each
 # call; on 2026-era sessions the SDK drives input requests inside the calling
 # task, so this is always right there.
 current_call: contextvars.ContextVar[ToolContext | None] = contextvars.ContextVar(
@@ -73,10 +74,13 @@ class ServerConnection:
         *,
         client_info: types.Implementation,
         on_tools_changed: ToolsChanged | None = None,
+        sampler: Sampler | None = None,
     ) -> None:
+        """`sampler` answers sampling requests when the config routes them to a model."""
         self.name = name
         self.config = config
         self._client_info = client_info
+        self._sampler = sampler if config.sampling is not None else None
         self._on_tools_changed = on_tools_changed
         self._semaphore = asyncio.Semaphore(config.max_concurrency)
         self._connect_lock = asyncio.Lock()
@@ -212,6 +216,9 @@ class ServerConnection:
             client_info=self._client_info,
             mode=self.config.protocol,
             elicitation_callback=self._on_elicit,
+            # Without a callback the SDK declares no sampling capability, so a
+            # server that honours capabilities never asks.
+            sampling_callback=self._on_sample if self._sampler is not None else None,
             message_handler=self._on_message,
             cache=None,  # tools/list is cached here, invalidated by change events
         )
@@ -254,15 +261,37 @@ class ServerConnection:
         if isinstance(message, types.ToolListChangedNotification):
             self._tools_changed()
 
-    async def _on_elicit(
-        self, context: ClientRequestContext, params: types.ElicitRequestParams
-    ) -> types.ElicitResult | types.ErrorData:
+    def _calling(self) -> ToolContext | None:
         call = current_call.get()
         if call is None and len(self._inflight) == 1:
             # On a handshake-era stdio session the request carries no link to
             # the call that caused it; with one call in flight it can only be
             # that one. With several, forwarding could ask the wrong run.
             call = self._inflight[0]
+        return call
+
+    async def _on_sample(
+        self, context: ClientRequestContext, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult | types.ErrorData:
+        route = self.config.sampling
+        if self._sampler is None or route is None:
+            return types.ErrorData(code=types.INVALID_REQUEST, message="sampling is declined")
+        call = self._calling()
+        try:
+            return await self._sampler.sample(
+                self.name, route, params, call.deadline_at if call is not None else None
+            )
+        except Exception as exc:
+            # Unexpected failures may carry request details; the server gets the kind only.
+            log.warning("MCP server %r: sampling failed: %s", self.name, _describe(exc))
+            return types.ErrorData(
+                code=types.INTERNAL_ERROR, message=f"sampling failed: {type(exc).__name__}"
+            )
+
+    async def _on_elicit(
+        self, context: ClientRequestContext, params: types.ElicitRequestParams
+    ) -> types.ElicitResult | types.ErrorData:
+        call = self._calling()
         try:
             return await answer_elicitation(self.config.elicitation, params, call)
         except Exception as exc:

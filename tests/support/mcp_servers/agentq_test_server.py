@@ -4,7 +4,7 @@ Run: `python agentq_test_server.py stdio` or
 `python agentq_test_server.py streamable-http --port P` (serves `/mcp`) or
 `python agentq_test_server.py sse --port P` (serves `/sse`).
 The tools cover what the MCP executor must handle: progress, media, errors,
-elicitation, slow calls for cancellation and a tool list that changes.
+elicitation, sampling, slow calls for cancellation and a tool list that changes.
 """
 
 from __future__ import annotations
@@ -25,12 +25,15 @@ from mcp.server.mcpserver import (
     Image,
     MCPServer,
     Resolve,
+    Sample,
 )
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import (
     AudioContent,
+    CreateMessageResult,
     EmbeddedResource,
     ResourceLink,
+    SamplingMessage,
     TextContent,
     TextResourceContents,
 )
@@ -118,6 +121,27 @@ def greet(answer: Annotated[ElicitationResult[Person], Resolve(_ask_person)]) ->
     if answer.action == "accept":
         return f"hello {answer.data.name} ({answer.data.age})"
     return f"no answer: {answer.action}"
+
+
+SUMMARY_SYSTEM = "You summarize text in one line."
+
+
+def _ask_for_summary(text: str) -> Sample:
+    return Sample(
+        [SamplingMessage(role="user", content=TextContent(type="text", text=f"Summarize: {text}"))],
+        max_tokens=50,
+        system_prompt=SUMMARY_SYSTEM,
+        temperature=0.2,
+        stop_sequences=["\n\n"],
+    )
+
+
+@server.tool(structured_output=False)
+def summarize(text: str, answer: Annotated[CreateMessageResult, Resolve(_ask_for_summary)]) -> str:
+    """Asks the client's model for a summary, through sampling."""
+    content = answer.content
+    said = content.text if isinstance(content, TextContent) else f"[{content.type}]"
+    return f"{answer.model} ({answer.stop_reason}): {said}"
 
 
 @server.tool(structured_output=False)

@@ -8,10 +8,12 @@ from typing import Any
 
 import pytest
 
+from orchestrator.spec import ModelRef
 from workers.mcp.config import (
     BearerAuth,
     ClientCredentialsAuth,
     McpConfigError,
+    SamplingRoute,
     load_mcp_config,
     parse_mcp_config,
 )
@@ -43,7 +45,7 @@ def test_transport_is_inferred_or_given(server: dict[str, Any], transport: str) 
 def test_defaults_and_agentq_keys() -> None:
     plain = one({"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]})
     assert (plain.args, plain.env, plain.timeout_s) == (["--local-timezone", "UTC"], {}, None)
-    assert (plain.max_concurrency, plain.elicitation, plain.sampling) == (8, "decline", "decline")
+    assert (plain.max_concurrency, plain.elicitation, plain.sampling) == (8, "decline", None)
     assert (plain.auth, plain.protocol, plain.disabled) == (None, "auto", False)
     tuned = one(
         {
@@ -72,6 +74,37 @@ def test_defaults_and_agentq_keys() -> None:
     )
     assert isinstance(oauth.auth, ClientCredentialsAuth)
     assert oauth.auth.scope == "tools"
+
+
+@pytest.mark.parametrize(
+    ("sampling", "expected"),
+    [
+        pytest.param("decline", None, id="decline"),
+        pytest.param(None, None, id="null"),
+        pytest.param(
+            {"model": "openai:gpt-4o-mini"},
+            SamplingRoute(model=ModelRef(provider="openai", name="gpt-4o-mini")),
+            id="string-model",
+        ),
+        pytest.param(
+            {
+                "model": {"provider": "openai", "name": "m", "base_url": "http://llm.test/v1"},
+                "max_tokens": 256,
+            },
+            SamplingRoute(
+                model=ModelRef(provider="openai", name="m", base_url="http://llm.test/v1"),
+                max_tokens=256,
+            ),
+            id="object-model",
+        ),
+    ],
+)
+def test_sampling_is_declined_or_routed(sampling: Any, expected: SamplingRoute | None) -> None:
+    assert one({"command": "x", "sampling": sampling}).sampling == expected
+
+
+def test_sampling_defaults_to_declined() -> None:
+    assert one({"command": "x"}).sampling is None
 
 
 def test_disabled_servers_are_not_enabled() -> None:
@@ -117,9 +150,43 @@ def test_an_empty_config_is_valid() -> None:
             id="elicitation",
         ),
         pytest.param(
-            {"mcpServers": {"t": {"command": "x", "sampling": {"model": "openai:gpt-x"}}}},
-            "mcpServers.t.sampling: routing sampling requests to a model is not supported yet",
-            id="sampling-model",
+            {"mcpServers": {"t": {"command": "x", "sampling": "accept"}}},
+            "mcpServers.t.sampling: expected 'decline' or an object such as",
+            id="sampling-word",
+        ),
+        pytest.param(
+            {"mcpServers": {"t": {"command": "x", "sampling": {}}}},
+            "mcpServers.t.sampling.model: Field required",
+            id="sampling-no-model",
+        ),
+        pytest.param(
+            {"mcpServers": {"t": {"command": "x", "sampling": {"model": "gpt-x"}}}},
+            "mcpServers.t.sampling.model: model 'gpt-x' is not of the form 'provider:name'",
+            id="sampling-model-shape",
+        ),
+        pytest.param(
+            {"mcpServers": {"t": {"command": "x", "sampling": {"model": "acme:m1"}}}},
+            "mcpServers.t.sampling.model: unknown provider 'acme'",
+            id="sampling-provider",
+        ),
+        pytest.param(
+            {"mcpServers": {"t": {"command": "x", "sampling": {"model": {"provider": "openai"}}}}},
+            "mcpServers.t.sampling.model: a model needs a 'name'",
+            id="sampling-no-name",
+        ),
+        pytest.param(
+            {
+                "mcpServers": {
+                    "t": {"command": "x", "sampling": {"model": "openai:m", "max_tokens": 0}}
+                }
+            },
+            "mcpServers.t.sampling.max_tokens: Input should be greater than or equal to 1",
+            id="sampling-max-tokens",
+        ),
+        pytest.param(
+            {"mcpServers": {"t": {"command": "x", "sampling": {"model": "openai:m", "temp": 1}}}},
+            "mcpServers.t.sampling.temp: Extra inputs are not permitted",
+            id="sampling-typo",
         ),
         pytest.param(
             {"mcpServers": {"t": {"command": "x", "timeout": 5}}},
