@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 
 from orchestrator.errors import SpecError
 from workers.executors.base import ToolExecutor
@@ -15,13 +15,15 @@ async def optional_executors(
     mcp_config: str | None,
     sandbox: bool,
     on_tools_changed: ToolsChanged | None = None,
+    env: Mapping[str, str] | None = None,
 ) -> list[ToolExecutor]:
     """Started executors for `--mcp-config` and `--sandbox`; a clear error if one is unusable."""
     executors: list[ToolExecutor] = []
     if mcp_config:
         from workers.mcp import McpExecutor, load_mcp_config
 
-        mcp = McpExecutor(load_mcp_config(mcp_config), on_tools_changed=on_tools_changed)
+        # `env`: where sampling routed to a model reads its API key, as model steps do.
+        mcp = McpExecutor(load_mcp_config(mcp_config), on_tools_changed=on_tools_changed, env=env)
         await mcp.start()
         executors.append(mcp)
     if sandbox:
