@@ -23,4 +23,8 @@ class Settings(BaseSettings):
     max_deliveries: int = Field(default=5, ge=1)
     mcp_config: str | None = None
     # Provider quotas shared by the fleet: {"openai:gpt-4o": [rpm, tpm], "anthropic:*": [50, null]}.
-    rate_limits: dict[str, tuple[int | None, int | None]] = Field(default_factory=dict)
+    # A third value sets the window in seconds (default 60: "per minute"); a shorter one
+    # scales the quota down for tests and benchmarks, e.g. [60, null, 1] is 60 per second.
+    rate_limits: dict[str, tuple[int | None, int | None] | tuple[int | None, int | None, float]] = (
+        Field(default_factory=dict)
+    )

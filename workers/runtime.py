@@ -223,9 +223,9 @@ class WorkerRuntime:
 
     def _rate_limits(self) -> dict[tuple[str, str], Limits]:
         limits: dict[tuple[str, str], Limits] = {}
-        for label, (rpm, tpm) in self.settings.rate_limits.items():
+        for label, (rpm, tpm, *window) in self.settings.rate_limits.items():
             provider, _, model = label.partition(":")
-            limits[(provider, model or "*")] = Limits(rpm, tpm)
+            limits[(provider, model or "*")] = Limits(rpm, tpm, *window)
         return limits
 
     async def announce(self) -> None:

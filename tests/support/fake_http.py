@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -26,6 +27,7 @@ class Recorded:
     query: dict[str, list[str]]
     headers: dict[str, str]  # lower-cased names
     body: Any  # parsed JSON, or the raw text if it was not JSON
+    at: float = 0.0  # time.time() when the request was read, for counting rates
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -34,6 +36,7 @@ class Recorded:
             "query": self.query,
             "headers": self.headers,
             "body": self.body,
+            "at": self.at,
         }
 
 
@@ -140,6 +143,7 @@ def _handler_for(fake: FakeHTTPServer) -> type[BaseHTTPRequestHandler]:
             pass  # quiet: tests assert on `requests`, not on logs
 
         def _serve(self) -> None:
+            received_at = time.time()
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length) if length else b""
             try:
@@ -153,6 +157,7 @@ def _handler_for(fake: FakeHTTPServer) -> type[BaseHTTPRequestHandler]:
                 query=parse_qs(split.query),
                 headers={k.lower(): v for k, v in self.headers.items()},
                 body=body,
+                at=received_at,
             )
             try:
                 reply = fake.handle(recorded)

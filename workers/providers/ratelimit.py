@@ -1,7 +1,8 @@
 """One provider quota for the whole fleet, kept in Redis.
 
 Every worker asks the same Lua script before a call, so requests per minute and
-tokens per minute are counted once per (provider, model, API key hash) however
+tokens per minute (in any sliding window of `Limits.window_s`, 60 s by default) are
+counted once per (provider, model, API key hash) however
 many workers there are. Tokens are estimated before the call and corrected from
 the reported usage after it. Limits come from the deployment and from the
 providers' rate-limit headers (the lower wins); a 429 sets a shared back-off
@@ -17,6 +18,7 @@ import hashlib
 import json
 import re
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -29,7 +31,7 @@ from workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provi
 from workers.providers.http import observe_response_headers
 from workers.providers.retry import RetryPolicy, generate_with_retries
 
-WINDOW_MS = 60_000
+WINDOW_S = 60.0
 LEARNED_TTL_S = 3600
 DEFAULT_KEY_ENVS = {
     "openai": "OPENAI_API_KEY",
@@ -38,14 +40,31 @@ DEFAULT_KEY_ENVS = {
     "gemini": "GEMINI_API_KEY",
 }
 
-# KEYS[1] prefix. ARGV: tokens, configured rpm, configured tpm (0 = none).
-# Returns {wait_ms, window}. Time comes from Redis so that worker clocks do not matter.
+# A sliding log, not fixed windows: fixed windows let 2x the limit through around a
+# boundary (a full window's worth at its end, another at the next one's start), which a
+# provider counting any 60 s would refuse. Each admitted call is a ticket in a sorted set
+# (score: admission time) with its tokens in a hash and their sum in a counter; tickets
+# older than the window are dropped on the next acquire.
+# KEYS[1] prefix. ARGV: tokens, configured rpm, configured tpm (0 = none), window ms,
+# ticket. Returns {wait_ms, ticket or ''}. Time comes from Redis so that worker clocks
+# do not matter.
 ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local until_ms = tonumber(redis.call('GET', KEYS[1] .. ':backoff') or '0')
-if until_ms > now then return {until_ms - now, 0} end
-local window = math.floor(now / 60000)
+if until_ms > now then return {until_ms - now, ''} end
+local span = tonumber(ARGV[4])
+local log, spent, sum = KEYS[1] .. ':log', KEYS[1] .. ':spent', KEYS[1] .. ':spent-sum'
+local expired = redis.call('ZRANGEBYSCORE', log, '-inf', now - span)
+if #expired > 0 then
+  local freed = 0
+  for _, ticket in ipairs(expired) do
+    freed = freed + (tonumber(redis.call('HGET', spent, ticket)) or 0)
+    redis.call('HDEL', spent, ticket)
+  end
+  redis.call('DECRBY', sum, freed)
+  redis.call('ZREMRANGEBYSCORE', log, '-inf', now - span)
+end
 local function limit(configured, learned)
   configured = tonumber(configured) or 0
   learned = tonumber(learned) or 0
@@ -55,20 +74,31 @@ end
 local learned = redis.call('HMGET', KEYS[1] .. ':learned', 'rpm', 'tpm')
 local rpm = limit(ARGV[2], learned[1])
 local tpm = limit(ARGV[3], learned[2])
-local rkey = KEYS[1] .. ':req:' .. window
-local tkey = KEYS[1] .. ':tok:' .. window
-local reqs = tonumber(redis.call('GET', rkey) or '0')
-local toks = tonumber(redis.call('GET', tkey) or '0')
+local reqs = redis.call('ZCARD', log)
+local used = tonumber(redis.call('GET', sum) or '0')
 local tokens = tonumber(ARGV[1])
-local wait = (window + 1) * 60000 - now
-if rpm > 0 and reqs + 1 > rpm then return {wait, 0} end
+-- Over a limit: wait until the oldest ticket leaves the window (then look again).
+local oldest = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
+local wait = span
+if oldest[2] then wait = tonumber(oldest[2]) + span - now + 1 end
+if rpm > 0 and reqs >= rpm then return {wait, ''} end
 -- A call bigger than the whole budget still runs alone in an empty window.
-if tpm > 0 and toks > 0 and toks + tokens > tpm then return {wait, 0} end
-redis.call('INCR', rkey)
-redis.call('INCRBY', tkey, tokens)
-redis.call('PEXPIRE', rkey, 120000)
-redis.call('PEXPIRE', tkey, 120000)
-return {0, window}
+if tpm > 0 and used > 0 and used + tokens > tpm then return {wait, ''} end
+redis.call('ZADD', log, now, ARGV[5])
+redis.call('HSET', spent, ARGV[5], tokens)
+redis.call('INCRBY', sum, tokens)
+for _, key in ipairs({log, spent, sum}) do redis.call('PEXPIRE', key, 2 * span + 60000) end
+return {0, ARGV[5]}
+"""
+
+# KEYS[1] prefix. ARGV: ticket, tokens to add (may be negative). A no-op once the
+# ticket has left the window.
+CORRECT = """
+local spent = KEYS[1] .. ':spent'
+if redis.call('HEXISTS', spent, ARGV[1]) == 0 then return 0 end
+redis.call('HINCRBY', spent, ARGV[1], ARGV[2])
+redis.call('INCRBY', KEYS[1] .. ':spent-sum', ARGV[2])
+return 1
 """
 
 # KEYS[1] prefix. ARGV: seconds. Extends the shared back-off, never shortens it.
@@ -88,17 +118,20 @@ class RedisLike(Protocol):
     """The part of `redis.asyncio.Redis` (or fakeredis) the limiter uses."""
 
     async def eval(self, script: str, numkeys: int, *keys_and_args: Any) -> Any: ...
-    async def incrby(self, name: str, amount: int = 1) -> Any: ...
     async def hset(self, name: str, mapping: Mapping[str, Any]) -> Any: ...
     async def expire(self, name: str, time: int) -> Any: ...
 
 
 @dataclass(frozen=True)
 class Limits:
-    """Configured per deployment, per (provider, model); None = not limited here."""
+    """Configured per deployment, per (provider, model); None = not limited here.
+
+    The limits hold in any sliding window of `window_s` seconds: "per minute" with the
+    default. A shorter window scales a quota down for tests and benchmarks."""
 
     requests_per_minute: int | None = None
     tokens_per_minute: int | None = None
+    window_s: float = WINDOW_S
 
 
 @dataclass(frozen=True)
@@ -200,26 +233,30 @@ class RateLimiter:
             (key.provider, "*"), Limits()
         )
 
-    async def try_acquire(self, key: LimitKey, tokens: int) -> tuple[float, int]:
-        """(seconds to wait, 0) when over a limit; (0, window) when the call may go."""
+    async def try_acquire(self, key: LimitKey, tokens: int) -> tuple[float, str]:
+        """(seconds to wait, "") when over a limit; (0, ticket) when the call may go."""
         limits = self.configured(key)
-        wait_ms, window = await self.redis.eval(
+        wait_ms, ticket = await self.redis.eval(
             ACQUIRE,
             1,
             key.prefix,
             tokens,
             limits.requests_per_minute or 0,
             limits.tokens_per_minute or 0,
+            max(1, round(limits.window_s * 1000)),
+            uuid.uuid4().hex,
         )
-        return int(wait_ms) / 1000.0, int(window)
+        if isinstance(ticket, bytes):
+            ticket = ticket.decode()
+        return int(wait_ms) / 1000.0, str(ticket or "")
 
-    async def acquire(self, key: LimitKey, tokens: int, deadline: float | None = None) -> int:
+    async def acquire(self, key: LimitKey, tokens: int, deadline: float | None = None) -> str:
         """Wait for capacity; raise a retryable ProviderError rather than wait past the
         deadline (time.monotonic)."""
         while True:
-            wait_s, window = await self.try_acquire(key, tokens)
+            wait_s, ticket = await self.try_acquire(key, tokens)
             if wait_s <= 0:
-                return window
+                return ticket
             if deadline is not None and time.monotonic() + wait_s >= deadline:
                 raise ProviderError(
                     f"{key.provider}:{key.model}: the shared rate limit would delay the call "
@@ -228,9 +265,9 @@ class RateLimiter:
                 )
             await self.sleep(wait_s)
 
-    async def correct(self, key: LimitKey, window: int, estimated: int, actual: int) -> None:
-        if window and actual and actual != estimated:
-            await self.redis.incrby(f"{key.prefix}:tok:{window}", actual - estimated)
+    async def correct(self, key: LimitKey, ticket: str, estimated: int, actual: int) -> None:
+        if ticket and actual and actual != estimated:
+            await self.redis.eval(CORRECT, 1, key.prefix, ticket, actual - estimated)
 
     async def backoff(self, key: LimitKey, seconds: float) -> None:
         await self.redis.eval(BACKOFF, 1, key.prefix, max(0.0, seconds))
@@ -259,7 +296,7 @@ class RateLimitedProvider:
 
     async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
         estimated = estimate_tokens(request)
-        window = await self.limiter.acquire(
+        ticket = await self.limiter.acquire(
             self.key, estimated, time.monotonic() + request.timeout_s
         )
         seen: list[httpx.Headers] = []
@@ -275,7 +312,7 @@ class RateLimitedProvider:
             raise
         finally:
             await self._learn(seen)
-        await self.limiter.correct(self.key, window, estimated, response.usage.total_tokens)
+        await self.limiter.correct(self.key, ticket, estimated, response.usage.total_tokens)
         return response
 
     async def _learn(self, seen: list[httpx.Headers]) -> None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import asyncio
 import socket
 import subprocess
 import time
@@ -70,17 +71,17 @@ async def test_requests_per_minute_are_shared_by_workers(redis: Any) -> None:
         (await worker_a.try_acquire(KEY, 1))[0],
     ]
     assert waits == [0.0, 0.0, 0.0]
-    wait_s, window = await worker_b.try_acquire(KEY, 1)
+    wait_s, ticket = await worker_b.try_acquire(KEY, 1)
     assert 0 < wait_s <= 60
-    assert window == 0
+    assert ticket == ""
 
 
 async def test_tokens_per_minute_with_correction(redis: Any) -> None:
     limiter = RateLimiter(redis, {("openai", "*"): Limits(tokens_per_minute=100)})
-    _, window = await limiter.try_acquire(KEY, 60)
-    assert window > 0
+    _, ticket = await limiter.try_acquire(KEY, 60)
+    assert ticket
     assert (await limiter.try_acquire(KEY, 60))[0] > 0
-    await limiter.correct(KEY, window, estimated=60, actual=10)
+    await limiter.correct(KEY, ticket, estimated=60, actual=10)
     assert (await limiter.try_acquire(KEY, 60))[0] == 0
 
 
@@ -126,7 +127,27 @@ async def test_call_model_learns_backs_off_and_never_stores_the_key(redis: Any) 
     dump = []
     for name in await redis.keys("*"):
         kind = (await redis.type(name)).decode()
-        value = await redis.hgetall(name) if kind == "hash" else await redis.get(name)
+        if kind == "hash":
+            value = await redis.hgetall(name)
+        elif kind == "zset":
+            value = await redis.zrange(name, 0, -1)
+        else:
+            value = await redis.get(name)
         dump.append(f"{name!r}={value!r}")
     assert dump
     assert all(SECRET not in entry for entry in dump)
+
+
+async def test_the_window_slides_and_its_length_is_configurable(redis: Any) -> None:
+    limits = {("openai", "gpt-x"): Limits(requests_per_minute=2, window_s=0.3)}
+    limiter = RateLimiter(redis, limits)
+    assert (await limiter.try_acquire(KEY, 1))[0] == 0
+    await asyncio.sleep(0.15)
+    assert (await limiter.try_acquire(KEY, 1))[0] == 0
+    wait_s, ticket = await limiter.try_acquire(KEY, 1)
+    assert 0 < wait_s < 0.3  # until the first admission leaves, not a whole window
+    assert ticket == ""
+    await asyncio.sleep(wait_s)
+    # The oldest admission left the window: one slot, not a fresh window of two.
+    assert (await limiter.try_acquire(KEY, 1))[0] == 0
+    assert (await limiter.try_acquire(KEY, 1))[0] > 0
