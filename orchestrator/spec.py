@@ -52,6 +52,15 @@ class RepairPolicy(_Spec):
 KNOWN_PROVIDERS = ("scripted", "openai", "anthropic", "openai-responses", "gemini")
 
 
+# The tools each wire format can have its provider execute itself. The providers map
+# these names onto their own tool types; a unit test keeps the two in step.
+PROVIDER_TOOLS: dict[str, frozenset[str]] = {
+    "anthropic": frozenset({"web_search", "web_fetch"}),
+    "openai-responses": frozenset({"web_search", "code_interpreter"}),
+    "gemini": frozenset({"web_search", "google_search"}),
+}
+
+
 class ModelRef(_Spec):
     provider: str
     name: str = ""
@@ -212,6 +221,14 @@ class RunSpec(_Spec):
             raise ValueError("a run needs a 'prompt' or a non-empty 'messages' list")
         if self.prompt is not None and self.messages:
             raise ValueError("give either 'prompt' or 'messages', not both")
+        for index, tool in enumerate(self.tools):
+            offered = PROVIDER_TOOLS.get(self.model.provider, frozenset())
+            if isinstance(tool, ProviderToolSpec) and tool.name not in offered:
+                known = ", ".join(sorted(offered)) or "none"
+                raise ValueError(
+                    f"tools[{index}]: the {self.model.provider!r} provider cannot run "
+                    f"{tool.name!r} itself (it offers: {known})"
+                )
         return self
 
     def initial_messages(self) -> list[Message]:

@@ -104,7 +104,12 @@ def test_client_tool_needs_no_worker() -> None:
 
 def test_provider_tool_has_no_queue() -> None:
     (tool,) = resolve_tools(
-        make_spec([{"type": "provider", "name": "web_search", "options": {"k": 1}}]), {}, NOW
+        make_spec(
+            [{"type": "provider", "name": "web_search", "options": {"k": 1}}],
+            model="anthropic:claude",
+        ),
+        {},
+        NOW,
     )
     assert (tool.kind, tool.queue, tool.config) == ("provider", None, {"options": {"k": 1}})
 
