@@ -79,3 +79,38 @@ async def test_spans_from_two_worker_processes_share_one_trace(redis_url: str) -
         while node.parent_id:
             node = by_id[node.parent_id]
         assert node is run, s.name
+
+
+async def test_api_keys_appear_in_no_span(redis_url: str) -> None:
+    from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
+
+    key = "sk-trace-secret-0123456789"
+    turns = [Turn(tool_calls=[ToolCall("add", {"a": 1, "b": 2})]), Turn(text="3")]
+    with OtlpReceiver() as receiver, FakeOpenAI(turns) as model:
+        env = {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
+            "OTEL_BSP_SCHEDULE_DELAY": "50",
+            "OPENAI_API_KEY": key,
+        }
+        worker = WorkerProcess(redis_url, "--tools", TOOLS, env=env)
+        try:
+            wait_ready(worker)
+            spec = {
+                "model": {"provider": "openai", "name": "m", "base_url": model.base_url},
+                "prompt": "add",
+                "tools": [{"type": "function", "name": "add"}],
+            }
+            async with Client(redis_url) as client:
+                result = await client.wait(await client.submit(spec), timeout_s=60)
+            assert result.status == "succeeded"
+            assert key not in result.model_dump_json()
+        finally:
+            worker.stop()
+        deadline = time.monotonic() + 10
+        while not any(s.name.startswith("invoke_agent") for s in receiver.spans):
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.05)
+        spans = list(receiver.spans)
+    assert any(s.name == "chat m" for s in spans)
+    for s in spans:
+        assert key not in repr(s), s.name
