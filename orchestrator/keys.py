@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
+RUN_ENDED = "aq:run-ended"  # pub/sub: the id of every run that ends (see prelude.lua)
 
 
 def meta(run_id: str) -> str:

@@ -267,11 +267,6 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
         )
     if outcome == "continued":
         hops.record(hops.allocated)
-    if outcome == "finished":
-        # Sessions kept for the run on this worker (sandbox containers) can go now;
-        # other workers' sessions end by their idle timeout.
-        for executor in deps.executors.values():
-            await executor.release_run(run_id)
     _ended(outcome, envelope)
 
 

@@ -24,6 +24,7 @@ from arq.utils import timestamp_ms
 from arq.worker import func
 from redis.asyncio import Redis
 
+from orchestrator import keys
 from orchestrator.jobs import (
     ARQ_IN_PROGRESS_PREFIX,
     MODEL_QUEUE,
@@ -220,6 +221,7 @@ class WorkerRuntime:
             self._workers.append(worker)
             self._tasks.append(asyncio.create_task(worker.main(), name=f"agentq-worker-{queue}"))
         self._tasks.append(asyncio.create_task(self._announce_forever(), name="agentq-announce"))
+        self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
 
     def _rate_limits(self) -> dict[tuple[str, str], Limits]:
         limits: dict[tuple[str, str], Limits] = {}
@@ -235,6 +237,27 @@ class WorkerRuntime:
             # An executor with a pool of its own (the sandbox) names its queue.
             queue = getattr(executor, "queue", self.tool_queue)
             await store.announce(await executor.announcements(queue))
+
+    async def _release_ended_runs(self) -> None:
+        """Let executors drop what they keep for a run (sandbox sessions) when it ends,
+        wherever it ended. A message missed while disconnected is covered by the
+        executors' own idle timeouts."""
+        assert self.redis is not None
+        while True:
+            try:
+                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(keys.RUN_ENDED)
+                    async for message in pubsub.listen():
+                        run_id = message["data"]
+                        run_id = run_id.decode() if isinstance(run_id, bytes) else str(run_id)
+                        for executor in self.executors:
+                            try:
+                                await executor.release_run(run_id)
+                            except Exception as exc:  # one executor's trouble stops no other
+                                log.warning("releasing run %s: %s", run_id, exc)
+            except (OSError, ConnectionError) as exc:
+                log.warning("run-ended listener: %s", exc)
+                await asyncio.sleep(self.settings.idle_poll_s)
 
     async def _announce_forever(self) -> None:
         while True:

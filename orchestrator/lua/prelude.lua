@@ -65,6 +65,8 @@ local function finish_run(status, ev_type, fields)
   for k, v in pairs(fields) do ev[k] = v end
   emit(cjson.encode(ev))
   expire_run()
+  -- Workers keeping something for the run (sandbox sessions) let it go now.
+  redis.call('PUBLISH', 'aq:run-ended', A.run_id)
 end
 
 local function succeed(step)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -51,3 +53,50 @@ async def test_code_tool_with_a_run_session(redis_url: str, sandbox_worker: Work
     assert outputs[1]["value"] == "43"  # interpreter state persisted within the run
     assert outputs[2]["exit_code"] is None
     assert "time" in outputs[2]["error"].lower()
+
+
+def _containers_holding(token: str) -> int:
+    import docker
+
+    client = docker.from_env()
+    found = 0
+    for container in client.containers.list(filters={"label": "agentq.sandbox=1"}):
+        code, output = container.exec_run(["cat", "/work/token"])
+        found += code == 0 and token in output.decode(errors="replace")
+    return found
+
+
+async def test_a_run_session_container_goes_when_the_run_ends(
+    redis_url: str, sandbox_worker: WorkerProcess
+) -> None:
+    token = f"token-{time.time_ns()}"
+    code = f"open('/work/token', 'w').write({token!r})"
+    spec = {
+        "model": {
+            "provider": "scripted",
+            "script": [
+                {"tool_calls": [{"name": "run_python", "input": {"code": code}}]},
+                {"tool_calls": [{"name": "hold", "input": {}, "id": "hold"}]},
+                {"text": "done"},
+            ],
+        },
+        "prompt": "compute",
+        "tools": [
+            {"type": "code", "language": "python", "session": "run"},
+            {"type": "client", "name": "hold", "description": "wait for the test"},
+        ],
+    }
+    async with Client(redis_url) as client:
+        run_id = await client.submit(spec)
+        async for event in client.events(run_id, follow=True):
+            if event.type == "finish-step" and event.step == 1:
+                break
+        # The run is parked on the client tool: its session container is alive.
+        assert await asyncio.to_thread(_containers_holding, token) == 1
+        await client.submit_tool_result(run_id, "hold", "ok")
+        result = await client.wait(run_id, timeout_s=60)
+    assert result.status == "succeeded"
+    deadline = time.monotonic() + 30
+    while await asyncio.to_thread(_containers_holding, token):
+        assert time.monotonic() < deadline, "the run's session container outlived the run"
+        await asyncio.sleep(0.2)
