@@ -61,7 +61,10 @@ def _containers_holding(token: str) -> int:
     client = docker.from_env()
     found = 0
     for container in client.containers.list(filters={"label": "agentq.sandbox=1"}):
-        code, output = container.exec_run(["cat", "/work/token"])
+        try:
+            code, output = container.exec_run(["cat", "/work/token"])
+        except docker.errors.APIError:  # removed (or stopping) since it was listed
+            continue
         found += code == 0 and token in output.decode(errors="replace")
     return found
 
