@@ -1,4 +1,4 @@
-"""Tools for the quickstart: `agentq run examples/quickstart.json --tools examples/quickstart_tools.py`."""
+"""Tools for the quickstart (`agentq run examples/quickstart.json --tools THIS_FILE`)."""
 
 from __future__ import annotations
 
