@@ -14,11 +14,10 @@ the API's `{"type": "error", "error": {"type", "message"}}` body.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.fake_http import FakeHTTPServer, Recorded, Reply
+from tests.support.fake_http import Recorded, Reply, ScriptedFake
 from tests.support.fake_openai import ToolCall
 
 ERROR_TYPES = {
@@ -189,38 +188,16 @@ def render(turn: Turn, index: int, request: Recorded) -> Reply:
     return Reply.sse(stream_events(turn, index), headers=turn.headers, byte_split=turn.byte_split)
 
 
-class FakeAnthropic:
+class FakeAnthropic(ScriptedFake[Turn]):
     """`with FakeAnthropic(turns) as server:` — `server.base_url` ends in /v1."""
 
-    def __init__(self, script: Sequence[Turn] | Callable[[Recorded], Turn] = ()) -> None:
-        self._script = script
-        self._served = 0
-        self.http = FakeHTTPServer(self._respond)
-
-    @property
-    def base_url(self) -> str:
-        return self.http.url + "/v1"
-
-    @property
-    def requests(self) -> list[Recorded]:
-        return self.http.requests
-
-    def __enter__(self) -> FakeAnthropic:
-        self.http.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.http.stop()
-
-    def _respond(self, request: Recorded) -> Reply:
-        index = self._served
-        self._served += 1
+    def refuse(self, request: Recorded) -> Reply | None:
         if request.path != "/v1/messages":
             return Reply.json({"type": "error", "error": {"message": "no route"}}, status=404)
-        if callable(self._script):
-            turn = self._script(request)
-        elif index < len(self._script):
-            turn = self._script[index]
-        else:
-            turn = Turn(status=400, error=f"fake-anthropic: no scripted turn left ({index})")
+        return None
+
+    def render(self, turn: Turn, index: int, request: Recorded) -> Reply:
         return render(turn, index, request)
+
+    def exhausted(self, index: int) -> Turn:
+        return Turn(status=400, error=f"fake-anthropic: no scripted turn left ({index})")

@@ -9,11 +9,10 @@ last). Errors use Google's `{"error": {"code", "message", "status"}}` body.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.fake_http import FakeHTTPServer, Recorded, Reply
+from tests.support.fake_http import Recorded, Reply, ScriptedFake
 from tests.support.fake_openai import ToolCall
 
 STATUSES = {
@@ -93,40 +92,20 @@ def render(turn: Turn, request: Recorded) -> Reply:
     return Reply.sse([(None, c) for c in chunks], headers=turn.headers, byte_split=turn.byte_split)
 
 
-class FakeGemini:
+class FakeGemini(ScriptedFake[Turn]):
     """`with FakeGemini(turns) as server:` — `server.base_url` ends in /v1beta."""
 
-    def __init__(self, script: Sequence[Turn] | Callable[[Recorded], Turn] = ()) -> None:
-        self._script = script
-        self._served = 0
-        self.http = FakeHTTPServer(self._respond)
+    api_root = "/v1beta"
 
-    @property
-    def base_url(self) -> str:
-        return self.http.url + "/v1beta"
-
-    @property
-    def requests(self) -> list[Recorded]:
-        return self.http.requests
-
-    def __enter__(self) -> FakeGemini:
-        self.http.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.http.stop()
-
-    def _respond(self, request: Recorded) -> Reply:
-        index = self._served
-        self._served += 1
+    def refuse(self, request: Recorded) -> Reply | None:
         if not request.path.startswith("/v1beta/models/"):
             return Reply.json({"error": {"code": 404, "message": "no route"}}, status=404)
         if request.path.endswith(":streamGenerateContent") and request.query.get("alt") != ["sse"]:
             return Reply.json({"error": {"code": 400, "message": "fake: only alt=sse"}}, status=400)
-        if callable(self._script):
-            turn = self._script(request)
-        elif index < len(self._script):
-            turn = self._script[index]
-        else:
-            turn = Turn(status=400, error=f"fake-gemini: no scripted turn left ({index})")
+        return None
+
+    def render(self, turn: Turn, index: int, request: Recorded) -> Reply:
         return render(turn, request)
+
+    def exhausted(self, index: int) -> Turn:
+        return Turn(status=400, error=f"fake-gemini: no scripted turn left ({index})")

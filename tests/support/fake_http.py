@@ -11,10 +11,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar, Generic, Self, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 
@@ -190,3 +190,68 @@ def _handler_for(fake: FakeHTTPServer) -> type[BaseHTTPRequestHandler]:
                 pass  # the client gave up (deadline); nothing to do
 
     return Handler
+
+
+TurnT = TypeVar("TurnT")
+
+
+class ScriptedFake(Generic[TurnT]):
+    """The shell every wire-format fake shares: request k gets the k-th scripted turn
+    (or what a responder callable returns); past the script it answers 400, so a test
+    fails fast rather than retrying. A subclass says how to route and render."""
+
+    api_root: ClassVar[str] = "/v1"
+
+    def __init__(
+        self, script: Sequence[TurnT] | Callable[[Recorded], TurnT] = (), port: int = 0
+    ) -> None:
+        self._script: list[TurnT] | Callable[[Recorded], TurnT] = (
+            script if callable(script) else list(script)
+        )
+        self._served = 0
+        self.http = FakeHTTPServer(self._respond, port=port)
+
+    @property
+    def base_url(self) -> str:
+        return self.http.url + self.api_root
+
+    @property
+    def requests(self) -> list[Recorded]:
+        return self.http.requests
+
+    def add(self, *turns: TurnT) -> None:
+        """Append turns to a scripted list."""
+        assert isinstance(self._script, list), "a responder callable has no list to add to"
+        self._script.extend(turns)
+
+    def __enter__(self) -> Self:
+        self.http.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.http.stop()
+
+    def _respond(self, request: Recorded) -> Reply:
+        index = self._served
+        self._served += 1
+        refused = self.refuse(request)
+        if refused is not None:
+            return refused
+        if callable(self._script):
+            turn = self._script(request)
+        elif index < len(self._script):
+            turn = self._script[index]
+        else:
+            turn = self.exhausted(index)
+        return self.render(turn, index, request)
+
+    def refuse(self, request: Recorded) -> Reply | None:
+        """An error reply for a request this API would not accept (wrong route, …)."""
+        raise NotImplementedError
+
+    def render(self, turn: TurnT, index: int, request: Recorded) -> Reply:
+        raise NotImplementedError
+
+    def exhausted(self, index: int) -> TurnT:
+        """The turn that answers a request past the end of the script (a 400)."""
+        raise NotImplementedError

@@ -36,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.fake_http import FakeHTTPServer, Recorded, Reply
+from tests.support.fake_http import Recorded, Reply, ScriptedFake
 
 CREATED = 1_700_000_000
 
@@ -209,48 +209,32 @@ def render(turn: Turn, index: int, request: Recorded) -> Reply:
 Script = Sequence[Turn | dict[str, Any]] | Callable[[Recorded], Turn | dict[str, Any]]
 
 
-class FakeOpenAI:
-    """`with FakeOpenAI(turns) as server:` — `server.base_url` ends in /v1."""
+class FakeOpenAI(ScriptedFake[Turn]):
+    """`with FakeOpenAI(turns) as server:` — `server.base_url` ends in /v1.
+
+    Turns may also be given as dicts (the fields of `Turn`), as in a script file."""
 
     def __init__(self, script: Script = (), port: int = 0) -> None:
-        self._script = script
-        self._turns: list[Turn] = []
-        if not callable(script):
-            self._turns = [t if isinstance(t, Turn) else Turn.from_dict(t) for t in script]
-        self._served = 0
-        self.http = FakeHTTPServer(self._respond, port=port)
+        if callable(script):
+            responder = script
+            super().__init__(lambda request: _as_turn(responder(request)), port=port)
+        else:
+            super().__init__([_as_turn(t) for t in script], port=port)
 
-    @property
-    def base_url(self) -> str:
-        return self.http.url + "/v1"
-
-    @property
-    def requests(self) -> list[Recorded]:
-        return self.http.requests
-
-    def add(self, *turns: Turn) -> None:
-        self._turns.extend(turns)
-
-    def __enter__(self) -> FakeOpenAI:
-        self.http.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.http.stop()
-
-    def _respond(self, request: Recorded) -> Reply:
-        index = self._served
-        self._served += 1
+    def refuse(self, request: Recorded) -> Reply | None:
         if request.path != "/v1/chat/completions":
             return Reply.json({"error": {"message": f"no route {request.path}"}}, status=404)
-        if callable(self._script):
-            answer = self._script(request)
-            turn = answer if isinstance(answer, Turn) else Turn.from_dict(answer)
-        elif index < len(self._turns):
-            turn = self._turns[index]
-        else:
-            turn = Turn(status=400, error=f"fake-openai: no scripted turn left (request {index})")
+        return None
+
+    def render(self, turn: Turn, index: int, request: Recorded) -> Reply:
         return render(turn, index, request)
+
+    def exhausted(self, index: int) -> Turn:
+        return Turn(status=400, error=f"fake-openai: no scripted turn left (request {index})")
+
+
+def _as_turn(turn: Turn | dict[str, Any]) -> Turn:
+    return turn if isinstance(turn, Turn) else Turn.from_dict(turn)
 
 
 def main(argv: list[str] | None = None) -> None:
