@@ -2,6 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import httpx
+
+from orchestrator.messages import UserMessage
+from orchestrator.model_io import ModelResponse
+from orchestrator.spec import ModelRef
+from workers.providers import ProviderContext, make_provider
+from workers.providers.base import ModelRequest
+
 
 class ListSink:
     """A DeltaSink that keeps the deltas."""
@@ -15,3 +25,14 @@ class ListSink:
     @property
     def text(self) -> str:
         return "".join(self.deltas)
+
+
+async def generate_once(
+    http: httpx.AsyncClient, ref: ModelRef, env: dict[str, str], **request: Any
+) -> tuple[ModelResponse, ListSink]:
+    """One `generate` of the provider `ref` names (a one-line user prompt by default)."""
+    request.setdefault("messages", [UserMessage(content="hi")])
+    provider = make_provider(ref, ProviderContext(http=http, env=env))
+    sink = ListSink()
+    response = await provider.generate(ModelRequest(model=ref, timeout_s=10, **request), sink)
+    return response, sink

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -22,18 +21,11 @@ from orchestrator.model_io import ModelResponse
 from orchestrator.spec import ModelRef, ToolChoiceTool
 from tests.support.fake_anthropic import FakeAnthropic, ServerToolUse, Turn
 from tests.support.fake_openai import ToolCall
-from tests.support.sinks import ListSink
-from workers.providers import ProviderContext, make_provider
-from workers.providers.base import ModelRequest, ToolDefinition
+from tests.support.sinks import ListSink, generate_once
+from workers.providers.base import ToolDefinition
 
 KEY = "sk-ant-test-0123456789"
 ADD = ToolDefinition(name="add", description="Add", input_schema={"type": "object"})
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
 
 
 def model(base_url: str, **options: Any) -> ModelRef:
@@ -43,11 +35,7 @@ def model(base_url: str, **options: Any) -> ModelRef:
 async def generate(
     http: httpx.AsyncClient, ref: ModelRef, **kw: Any
 ) -> tuple[ModelResponse, ListSink]:
-    kw.setdefault("messages", [UserMessage(content="hi")])
-    request = ModelRequest(model=ref, timeout_s=10, **kw)
-    provider = make_provider(ref, ProviderContext(http=http, env={"ANTHROPIC_API_KEY": KEY}))
-    sink = ListSink()
-    return await provider.generate(request, sink), sink
+    return await generate_once(http, ref, {"ANTHROPIC_API_KEY": KEY}, **kw)
 
 
 @pytest.mark.parametrize("stream", [True, False])

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -20,9 +19,8 @@ from orchestrator.model_io import ModelResponse
 from orchestrator.spec import ModelRef, ToolChoiceTool
 from tests.support.fake_gemini import FakeGemini, Turn
 from tests.support.fake_openai import ToolCall
-from tests.support.sinks import ListSink
-from workers.providers import ProviderContext, make_provider
-from workers.providers.base import ModelRequest, ToolDefinition
+from tests.support.sinks import ListSink, generate_once
+from workers.providers.base import ToolDefinition
 
 KEY = "AIza-test-0123456789"
 ADD = ToolDefinition(
@@ -37,12 +35,6 @@ ADD = ToolDefinition(
 )
 
 
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
-
-
 def model(base_url: str, **options: Any) -> ModelRef:
     return ModelRef(provider="gemini", name="gemini-test", base_url=base_url, options=options)
 
@@ -50,11 +42,7 @@ def model(base_url: str, **options: Any) -> ModelRef:
 async def generate(
     http: httpx.AsyncClient, ref: ModelRef, **kw: Any
 ) -> tuple[ModelResponse, ListSink]:
-    kw.setdefault("messages", [UserMessage(content="hi")])
-    request = ModelRequest(model=ref, timeout_s=10, **kw)
-    provider = make_provider(ref, ProviderContext(http=http, env={"GEMINI_API_KEY": KEY}))
-    sink = ListSink()
-    return await provider.generate(request, sink), sink
+    return await generate_once(http, ref, {"GEMINI_API_KEY": KEY}, **kw)
 
 
 @pytest.mark.parametrize("stream", [True, False])

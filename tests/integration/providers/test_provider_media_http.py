@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
-import pytest
 
 from orchestrator.messages import (
     AssistantMessage,
@@ -48,12 +46,6 @@ def history(output: Any = OUTPUT) -> list[Message]:
             content=[ToolResultPart(tool_call_id="call_1", tool_name="shot", output=output)]
         ),
     ]
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
 
 
 async def send(http: httpx.AsyncClient, ref: ModelRef, messages: list[Message]) -> None:

@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -31,12 +30,6 @@ ADD = ToolDefinition(
     description="Add two numbers",
     input_schema={"type": "object", "properties": {"a": {"type": "number"}}},
 )
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
 
 
 def model(base_url: str, **options: Any) -> ModelRef:

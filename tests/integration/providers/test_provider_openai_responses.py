@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -20,18 +19,11 @@ from orchestrator.model_io import ModelResponse
 from orchestrator.spec import ModelRef, ToolChoiceTool
 from tests.support.fake_openai import ToolCall
 from tests.support.fake_responses import FakeResponses, Turn
-from tests.support.sinks import ListSink
-from workers.providers import ProviderContext, make_provider
-from workers.providers.base import ModelRequest, ToolDefinition
+from tests.support.sinks import ListSink, generate_once
+from workers.providers.base import ToolDefinition
 
 KEY = "sk-resp-test-0123456789"
 ADD = ToolDefinition(name="add", description="Add", input_schema={"type": "object"})
-
-
-@pytest.fixture
-async def http() -> AsyncIterator[httpx.AsyncClient]:
-    async with httpx.AsyncClient() as client:
-        yield client
 
 
 def model(base_url: str, **options: Any) -> ModelRef:
@@ -41,11 +33,7 @@ def model(base_url: str, **options: Any) -> ModelRef:
 async def generate(
     http: httpx.AsyncClient, ref: ModelRef, **kw: Any
 ) -> tuple[ModelResponse, ListSink]:
-    kw.setdefault("messages", [UserMessage(content="hi")])
-    request = ModelRequest(model=ref, timeout_s=10, **kw)
-    provider = make_provider(ref, ProviderContext(http=http, env={"OPENAI_API_KEY": KEY}))
-    sink = ListSink()
-    return await provider.generate(request, sink), sink
+    return await generate_once(http, ref, {"OPENAI_API_KEY": KEY}, **kw)
 
 
 @pytest.mark.parametrize(("stream", "terse"), [(True, False), (True, True), (False, False)])
