@@ -22,13 +22,13 @@ from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
 
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+from agentq.orchestrator.errors import AgentqError, RunError, SpecError
+from agentq.orchestrator.result import RunResult
+from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.spec import RunSpec
 from agentq.render import ProgressPrinter
-from orchestrator.client import Client
-from orchestrator.errors import AgentqError, RunError, SpecError
-from orchestrator.jobs import MODEL_QUEUE, TOOLS_QUEUE
-from orchestrator.result import RunResult
-from orchestrator.settings import Settings
-from orchestrator.spec import RunSpec
 
 T = TypeVar("T")
 
@@ -137,9 +137,9 @@ async def _run(
     as_json: bool,
     timeout_s: float | None,
 ) -> RunResult:
-    from workers.embedded import embedded
-    from workers.executors.assemble import optional_executors
-    from workers.loading import load_tool_modules
+    from agentq.workers.embedded import embedded
+    from agentq.workers.executors.assemble import optional_executors
+    from agentq.workers.loading import load_tool_modules
 
     spec = _read_spec(spec_path)
     tools = load_tool_modules(tool_modules)
@@ -228,11 +228,11 @@ async def _worker(
     mcp_config: str | None,
     sandbox: bool,
 ) -> None:
-    from orchestrator import tracing
-    from workers.executors.assemble import optional_executors
-    from workers.executors.function import FunctionExecutor
-    from workers.loading import load_tool_modules
-    from workers.runtime import WorkerRuntime
+    from agentq.orchestrator import tracing
+    from agentq.workers.executors.assemble import optional_executors
+    from agentq.workers.executors.function import FunctionExecutor
+    from agentq.workers.loading import load_tool_modules
+    from agentq.workers.runtime import WorkerRuntime
 
     tracing.setup_tracing("agentq-worker")
     settings = Settings()
@@ -434,7 +434,7 @@ def sandbox() -> None:
 def build_images(mirror: str | None, force: bool) -> None:
     """Build the sandbox images from the Debian archive alone (no registry needed)."""
     try:
-        from sandbox.images import build_images as build
+        from agentq.sandbox.images import build_images as build
     except ImportError as exc:
         _fail(f"sandbox support is not available: {exc}", 3)
     for name in build(mirror=mirror, force=force):

@@ -8,8 +8,8 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from orchestrator.events import Event
-from orchestrator.result import RunResult
+from agentq.orchestrator.events import Event
+from agentq.orchestrator.result import RunResult
 
 
 def _short(value: Any, limit: int = 200) -> str:

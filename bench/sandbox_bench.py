@@ -38,11 +38,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import docker
 
-from sandbox.config import SandboxConfig
-from sandbox.docker_backend import DockerBackend
-from sandbox.images import build_images, image_name
-from sandbox.manager import SandboxManager
-from sandbox.models import ExecRequest
+from agentq.sandbox.config import SandboxConfig
+from agentq.sandbox.docker_backend import DockerBackend
+from agentq.sandbox.images import build_images, image_name
+from agentq.sandbox.manager import SandboxManager
+from agentq.sandbox.models import ExecRequest
 
 IMAGE = image_name("python")
 PASS = ["python3", "-c", "pass"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
-from workers import tool
+from agentq import tool
 
 
 @tool

@@ -1,7 +1,7 @@
 """agentq's orchestrator: the run spec, the durable loop, the run store and the client."""
 
-from orchestrator.client import Client
-from orchestrator.errors import (
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.errors import (
     AgentqError,
     InfrastructureError,
     ProviderError,
@@ -13,9 +13,9 @@ from orchestrator.errors import (
     ToolError,
     UnknownToolError,
 )
-from orchestrator.events import Event
-from orchestrator.result import RunResult, StepResult
-from orchestrator.spec import RunSpec
+from agentq.orchestrator.events import Event
+from agentq.orchestrator.result import RunResult, StepResult
+from agentq.orchestrator.spec import RunSpec
 
 __all__ = [
     "AgentqError",

@@ -21,19 +21,19 @@ from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 
-from orchestrator import tracing
-from orchestrator.errors import RunNotFoundError, RunStateError, RunTimeoutError
-from orchestrator.events import Event, event_json
-from orchestrator.jobs import MODEL_QUEUE
-from orchestrator.loop import CallPlan, error_result, status_after_approval
-from orchestrator.messages import ToolResultPart
-from orchestrator.redis_conn import connect
-from orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
-from orchestrator.settings import Settings
-from orchestrator.spec import RunSpec
-from orchestrator.store import RunStore
-from orchestrator.tools import ToolDef, resolve_tools
-from orchestrator.transitions import input_answer_args, model_job, result_args, tool_job
+from agentq.orchestrator import tracing
+from agentq.orchestrator.envelopes import MODEL_QUEUE
+from agentq.orchestrator.errors import RunNotFoundError, RunStateError, RunTimeoutError
+from agentq.orchestrator.events import Event, event_json
+from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
+from agentq.orchestrator.messages import ToolResultPart
+from agentq.orchestrator.redis_conn import connect
+from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
+from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_resolution import ToolDef, resolve_tools
+from agentq.orchestrator.transitions import input_answer_args, model_job, result_args, tool_job
 
 
 def _as_spec(spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:

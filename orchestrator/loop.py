@@ -17,8 +17,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.errors import ToolInputError
-from orchestrator.messages import (
+from agentq.orchestrator.errors import ToolInputError
+from agentq.orchestrator.messages import (
     AssistantMessage,
     AssistantPart,
     TextPart,
@@ -26,9 +26,9 @@ from orchestrator.messages import (
     ToolResultPart,
     Usage,
 )
-from orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
-from orchestrator.spec import HasToolCall, RunSpec, StepCountIs
-from orchestrator.tools import ToolDef
+from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.spec import HasToolCall, RunSpec, StepCountIs
+from agentq.orchestrator.tool_resolution import ToolDef
 
 CallStatus = Literal["queued", "awaiting-approval", "awaiting-result", "done"]
 After = Literal["continue", "finish"]

@@ -17,7 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.messages import tool_output_text
+from agentq.orchestrator.messages import tool_output_text
 
 MB = 1024 * 1024
 

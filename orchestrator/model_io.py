@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.messages import Usage
+from agentq.orchestrator.messages import Usage
 
 FinishReason = Literal["stop", "length", "tool-calls", "content-filter", "error", "other"]
 

@@ -12,7 +12,7 @@ from typing import Any
 import redis.asyncio as aioredis
 from arq.connections import ArqRedis
 
-from orchestrator.jobs import deserialize, serialize
+from agentq.orchestrator.envelopes import deserialize, serialize
 
 _MEMORY_SERVERS: dict[str, Any] = {}
 

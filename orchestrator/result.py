@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.messages import MESSAGE_ADAPTER, Message, ToolResultPart, Usage
+from agentq.orchestrator.messages import MESSAGE_ADAPTER, Message, ToolResultPart, Usage
 
 RunStatus = Literal["running", "awaiting", "succeeded", "failed", "cancelled"]
 TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})

@@ -16,7 +16,7 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.messages import Message, UserMessage, normalize_message
+from agentq.orchestrator.messages import Message, UserMessage, normalize_message
 
 
 class _Spec(BaseModel):

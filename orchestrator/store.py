@@ -19,10 +19,10 @@ from typing import Any, TypeVar
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from orchestrator import keys
-from orchestrator.errors import RunNotFoundError
-from orchestrator.events import TERMINAL_EVENTS, Event, parse_event
-from orchestrator.tools import ToolAnnouncement, registry_key
+from agentq.orchestrator import keys
+from agentq.orchestrator.errors import RunNotFoundError
+from agentq.orchestrator.events import TERMINAL_EVENTS, Event, parse_event
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, registry_key
 
 DEFAULT_RETENTION_S = 7 * 24 * 3600
 
@@ -43,7 +43,7 @@ _TRANSITIONS = (
 
 
 def _load_scripts() -> dict[str, str]:
-    folder = resources.files("orchestrator") / "lua"
+    folder = resources.files("agentq.orchestrator") / "lua"
     prelude = (folder / "prelude.lua").read_text()
     return {name: prelude + "\n" + (folder / f"{name}.lua").read_text() for name in _TRANSITIONS}
 

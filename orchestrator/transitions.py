@@ -12,10 +12,10 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.events import event_json
-from orchestrator.jobs import MODEL_QUEUE, JobEnvelope, queued_job
-from orchestrator.loop import CallPlan, StepPlan
-from orchestrator.messages import ToolResultPart
+from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
+from agentq.orchestrator.events import event_json
+from agentq.orchestrator.loop import CallPlan, StepPlan
+from agentq.orchestrator.messages import ToolResultPart
 
 # Hands out the trace context of one queue hop's producer span.
 Hop = Callable[[], dict[str, str]]

@@ -3,7 +3,7 @@
 The worker's entry point is `SandboxManager`; see `sandbox/manager.py`. This
 package imports neither `orchestrator` nor `workers`.
 
-Exports are loaded lazily so that `python -m sandbox.images` does not import
+Exports are loaded lazily so that `python -m agentq.sandbox.images` does not import
 the module it is about to run (and so importing `sandbox` stays cheap).
 """
 
@@ -13,37 +13,37 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from sandbox.backend import SandboxBackend
-    from sandbox.config import SandboxConfig
-    from sandbox.docker_backend import DockerBackend
-    from sandbox.errors import (
+    from agentq.sandbox.backend import SandboxBackend
+    from agentq.sandbox.config import SandboxConfig
+    from agentq.sandbox.docker_backend import DockerBackend
+    from agentq.sandbox.errors import (
         CapacityError,
         DriverProtocolError,
         InvalidRequestError,
         SandboxError,
         SandboxUnavailableError,
     )
-    from sandbox.images import build_images, image_name
-    from sandbox.manager import SandboxManager
-    from sandbox.models import Artifact, ExecRequest, ExecResult, Language, Limits
+    from agentq.sandbox.images import build_images, image_name
+    from agentq.sandbox.manager import SandboxManager
+    from agentq.sandbox.models import Artifact, ExecRequest, ExecResult, Language, Limits
 
 _EXPORTS = {
-    "Artifact": "sandbox.models",
-    "CapacityError": "sandbox.errors",
-    "DockerBackend": "sandbox.docker_backend",
-    "DriverProtocolError": "sandbox.errors",
-    "ExecRequest": "sandbox.models",
-    "ExecResult": "sandbox.models",
-    "InvalidRequestError": "sandbox.errors",
-    "Language": "sandbox.models",
-    "Limits": "sandbox.models",
-    "SandboxBackend": "sandbox.backend",
-    "SandboxConfig": "sandbox.config",
-    "SandboxError": "sandbox.errors",
-    "SandboxManager": "sandbox.manager",
-    "SandboxUnavailableError": "sandbox.errors",
-    "build_images": "sandbox.images",
-    "image_name": "sandbox.images",
+    "Artifact": "agentq.sandbox.models",
+    "CapacityError": "agentq.sandbox.errors",
+    "DockerBackend": "agentq.sandbox.docker_backend",
+    "DriverProtocolError": "agentq.sandbox.errors",
+    "ExecRequest": "agentq.sandbox.models",
+    "ExecResult": "agentq.sandbox.models",
+    "InvalidRequestError": "agentq.sandbox.errors",
+    "Language": "agentq.sandbox.models",
+    "Limits": "agentq.sandbox.models",
+    "SandboxBackend": "agentq.sandbox.backend",
+    "SandboxConfig": "agentq.sandbox.config",
+    "SandboxError": "agentq.sandbox.errors",
+    "SandboxManager": "agentq.sandbox.manager",
+    "SandboxUnavailableError": "agentq.sandbox.errors",
+    "build_images": "agentq.sandbox.images",
+    "image_name": "agentq.sandbox.images",
 }
 __all__ = [
     "Artifact",

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from sandbox.models import Limits
+from agentq.sandbox.models import Limits
 
 STDOUT = 1
 STDERR = 2

@@ -6,8 +6,8 @@ import socket
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox.images import SANDBOX_UID, default_images
-from sandbox.models import Language, Limits
+from agentq.sandbox.images import SANDBOX_UID, default_images
+from agentq.sandbox.models import Language, Limits
 
 LABEL_SANDBOX = "agentq.sandbox"  # "1" on every container agentq creates
 LABEL_WORKER = "agentq.worker"  # the worker id: what orphan cleanup matches

@@ -15,10 +15,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 
-from sandbox.backend import STDOUT, Channel, ContainerSpec, SandboxBackend
-from sandbox.errors import DriverProtocolError, SandboxUnavailableError
-from sandbox.models import ExecRequest, ExecResult, Language, Limits
-from sandbox.protocol import (
+from agentq.sandbox.backend import STDOUT, Channel, ContainerSpec, SandboxBackend
+from agentq.sandbox.errors import DriverProtocolError, SandboxUnavailableError
+from agentq.sandbox.models import ExecRequest, ExecResult, Language, Limits
+from agentq.sandbox.protocol import (
     DONE,
     READY,
     FrameDecoder,
@@ -26,13 +26,13 @@ from sandbox.protocol import (
     max_done_frame,
     parse_done,
 )
-from sandbox.protocol import (
+from agentq.sandbox.protocol import (
     STDERR as STDERR_FRAME,
 )
-from sandbox.protocol import (
+from agentq.sandbox.protocol import (
     STDOUT as STDOUT_FRAME,
 )
-from sandbox.results import CappedBuffer, Observation, Outcome, build_result
+from agentq.sandbox.results import CappedBuffer, Observation, Outcome, build_result
 
 WORK_DIR = "/work"
 # A fixed, minimal environment: nothing of the worker's (secrets) reaches the code.
@@ -47,7 +47,7 @@ _DRIVER_STDERR_BYTES = 4096  # the driver's own stderr: only crashes of the driv
 
 def driver_command(language: Language) -> list[str]:
     """The container command: the driver's source, passed inline (no file to copy in)."""
-    drivers = resources.files("sandbox.drivers")
+    drivers = resources.files("agentq.sandbox.drivers")
     if language == "python":
         source = drivers.joinpath("python_driver.py").read_text(encoding="utf-8")
         # -I: ignore PYTHON* variables and user site; -u: no buffering in the relay path.

@@ -18,8 +18,8 @@ import docker
 import docker.errors
 from docker.types import LogConfig, Ulimit
 
-from sandbox.backend import STDERR, STDOUT, ContainerSpec, ContainerState, ExecOutput
-from sandbox.errors import SandboxUnavailableError
+from agentq.sandbox.backend import STDERR, STDOUT, ContainerSpec, ContainerState, ExecOutput
+from agentq.sandbox.errors import SandboxUnavailableError
 
 _MIB = 1024 * 1024
 _HEADER = 8  # Docker's multiplexed-stream frame header: stream, 3 pad bytes, size

@@ -6,7 +6,7 @@ a host that can pull builds them from the official slim images
 one Debian rootfs holding both `python3` and `node`, imported once and tagged
 under both names (one image on disk, two names).
 
-Run `python -m sandbox.images [--mirror URL] [--tag TAG] [--force]` to build.
+Run `python -m agentq.sandbox.images [--mirror URL] [--tag TAG] [--force]` to build.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
-from sandbox.models import Language
+from agentq.sandbox.models import Language
 
 IMAGE_TAG = "v1"
 IMAGE_REPOS: dict[Language, str] = {

@@ -30,19 +30,24 @@ import uuid
 from dataclasses import dataclass
 from types import TracebackType
 
-from sandbox.backend import SandboxBackend
-from sandbox.capacity import Capacity
-from sandbox.config import (
+from agentq.sandbox.backend import SandboxBackend
+from agentq.sandbox.capacity import Capacity
+from agentq.sandbox.config import (
     LABEL_LANGUAGE,
     LABEL_MANAGER,
     LABEL_SANDBOX,
     LABEL_WORKER,
     SandboxConfig,
 )
-from sandbox.container import SandboxContainer, Shape
-from sandbox.errors import CapacityError, InvalidRequestError, SandboxError, SandboxUnavailableError
-from sandbox.models import ExecRequest, ExecResult, Language, Limits
-from sandbox.pool import WarmPool
+from agentq.sandbox.container import SandboxContainer, Shape
+from agentq.sandbox.errors import (
+    CapacityError,
+    InvalidRequestError,
+    SandboxError,
+    SandboxUnavailableError,
+)
+from agentq.sandbox.models import ExecRequest, ExecResult, Language, Limits
+from agentq.sandbox.pool import WarmPool
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sandbox.errors import InvalidRequestError
+from agentq.sandbox.errors import InvalidRequestError
 
 Language = Literal["python", "javascript"]
 LANGUAGES: tuple[Language, ...] = ("python", "javascript")

@@ -14,7 +14,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 
-from sandbox.container import SandboxContainer, Shape
+from agentq.sandbox.container import SandboxContainer, Shape
 
 log = logging.getLogger(__name__)
 

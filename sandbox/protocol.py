@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from sandbox.errors import DriverProtocolError
-from sandbox.models import ExecRequest
+from agentq.sandbox.errors import DriverProtocolError
+from agentq.sandbox.models import ExecRequest
 
 READY = b"R"
 STDOUT = b"o"

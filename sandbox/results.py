@@ -14,8 +14,8 @@ from enum import Enum
 
 from pydantic import ValidationError
 
-from sandbox.models import Artifact, ExecResult, Limits
-from sandbox.protocol import DoneFrame
+from agentq.sandbox.models import Artifact, ExecResult, Limits
+from agentq.sandbox.protocol import DoneFrame
 
 
 class Outcome(Enum):

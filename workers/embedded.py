@@ -13,14 +13,14 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
-from orchestrator.client import Client
-from orchestrator.jobs import MODEL_QUEUE, TOOLS_QUEUE
-from orchestrator.redis_conn import forget_memory_server, is_memory_url
-from orchestrator.settings import Settings
-from workers.executors.base import ToolExecutor
-from workers.executors.function import FunctionExecutor
-from workers.runtime import WorkerRuntime
-from workers.tools import FunctionTool
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+from agentq.orchestrator.redis_conn import forget_memory_server, is_memory_url
+from agentq.orchestrator.settings import Settings
+from agentq.workers.executors.base import ToolExecutor
+from agentq.workers.executors.function import FunctionExecutor
+from agentq.workers.function_tools import FunctionTool
+from agentq.workers.runtime import WorkerRuntime
 
 
 @contextlib.asynccontextmanager

@@ -12,8 +12,8 @@ import json
 import time
 from typing import Any
 
-from orchestrator.store import RunStore
-from orchestrator.transitions import input_answer_args, input_request_args
+from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.transitions import input_answer_args, input_request_args
 
 
 class InputRequests:

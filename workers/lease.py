@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator
 
 from redis.asyncio import Redis
 
-from orchestrator.jobs import ARQ_IN_PROGRESS_PREFIX
+from agentq.orchestrator.envelopes import ARQ_IN_PROGRESS_PREFIX
 
 
 @contextlib.asynccontextmanager

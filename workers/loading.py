@@ -8,8 +8,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from orchestrator.errors import SpecError
-from workers.tools import FunctionTool, tools_in
+from agentq.orchestrator.errors import SpecError
+from agentq.workers.function_tools import FunctionTool, tools_in
 
 
 def load_tool_modules(names: Sequence[str]) -> list[FunctionTool]:

@@ -24,8 +24,8 @@ from arq.utils import timestamp_ms
 from arq.worker import func
 from redis.asyncio import Redis
 
-from orchestrator import keys
-from orchestrator.jobs import (
+from agentq.orchestrator import keys
+from agentq.orchestrator.envelopes import (
     ARQ_IN_PROGRESS_PREFIX,
     MODEL_QUEUE,
     TOOLS_QUEUE,
@@ -34,13 +34,13 @@ from orchestrator.jobs import (
     serialize,
     wake_key,
 )
-from orchestrator.redis_conn import connect
-from orchestrator.settings import Settings
-from orchestrator.store import RunStore
-from orchestrator.tools import ToolKind
-from workers import jobs
-from workers.executors.base import ToolExecutor
-from workers.providers.ratelimit import Limits, RateLimiter, RedisLike
+from agentq.orchestrator.redis_conn import connect
+from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_resolution import ToolKind
+from agentq.workers import handlers
+from agentq.workers.executors.base import ToolExecutor
+from agentq.workers.providers.ratelimit import Limits, RateLimiter, RedisLike
 
 log = logging.getLogger("agentq.worker")
 
@@ -175,7 +175,7 @@ class WorkerRuntime:
         http = self._http or httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
         self._http = http
         executors: dict[ToolKind, ToolExecutor] = {e.kind: e for e in self.executors}
-        deps = jobs.WorkerDeps(
+        deps = handlers.WorkerDeps(
             store=store,
             http=http,
             executors=executors,
@@ -193,13 +193,13 @@ class WorkerRuntime:
                     # One delivery past ours, so that our job sees it and settles the run
                     # instead of arq dropping the job silently.
                     func(
-                        jobs.model_step,
+                        handlers.model_step,
                         name="model_step",
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
                     ),
                     func(
-                        jobs.tool_call,
+                        handlers.tool_call,
                         name="tool_call",
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import time
 
-from orchestrator.events import event_json
-from orchestrator.store import RunStore
+from agentq.orchestrator.events import event_json
+from agentq.orchestrator.store import RunStore
 
 
 class DeltaEvents:

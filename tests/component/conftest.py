@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
+from agentq.workers import providers
+from agentq.workers.function_tools import FunctionTool
+from agentq.workers.providers.base import ProviderContext
 from tests.component.core_support import Embedded, ModelLog, RecordingScripted
-from workers import providers
-from workers.providers.base import ProviderContext
-from workers.tools import FunctionTool
 
 
 @pytest.fixture

@@ -16,13 +16,13 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from orchestrator import Client, Event
-from orchestrator.messages import Usage
-from orchestrator.settings import Settings
-from workers.embedded import embedded
-from workers.providers.base import DeltaSink, ModelRequest, ModelResponse
-from workers.providers.scripted import ScriptedProvider
-from workers.tools import FunctionTool
+from agentq.orchestrator import Client, Event
+from agentq.orchestrator.messages import Usage
+from agentq.orchestrator.settings import Settings
+from agentq.workers.embedded import embedded
+from agentq.workers.function_tools import FunctionTool
+from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse
+from agentq.workers.providers.scripted import ScriptedProvider
 
 # A short fallback poll: cancellation (arq's abort set) is noticed on a poll.
 FAST = Settings(idle_poll_s=0.1, lease_s=5.0)

@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Client, RunStateError
-from orchestrator.errors import RunNotFoundError
+from agentq.orchestrator import Client, RunStateError
+from agentq.orchestrator.errors import RunNotFoundError
+from agentq.workers import tool
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,
@@ -23,7 +24,6 @@ from tests.component.core_support import (
     until,
     wait_event,
 )
-from workers import tool
 
 Start = Callable[..., Embedded]
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from orchestrator.messages import AssistantMessage
+from agentq.orchestrator.messages import AssistantMessage
+from agentq.workers import tool
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,
@@ -14,7 +15,6 @@ from tests.component.core_support import (
     all_events,
     scripted,
 )
-from workers import tool
 
 Start = Callable[..., Embedded]
 

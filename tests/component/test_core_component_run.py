@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from orchestrator import Client, RunSpec, UnknownToolError
-from orchestrator.errors import RunNotFoundError, RunTimeoutError
-from orchestrator.messages import AssistantMessage, ToolMessage, UserMessage
+from agentq.orchestrator import Client, RunSpec, UnknownToolError
+from agentq.orchestrator.errors import RunNotFoundError, RunTimeoutError
+from agentq.orchestrator.messages import AssistantMessage, ToolMessage, UserMessage
+from agentq.workers import tool
+from agentq.workers.loading import load_tool_modules
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,
@@ -27,8 +29,6 @@ from tests.component.core_support import (
     usage_for,
     wait_event,
 )
-from workers import tool
-from workers.loading import load_tool_modules
 
 Start = Callable[..., Embedded]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import ToolError
+from agentq.orchestrator.errors import ToolError
+from agentq.workers import tool
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,
@@ -18,7 +19,6 @@ from tests.component.core_support import (
     scripted,
     tool_message_parts,
 )
-from workers import tool
 
 Start = Callable[..., Embedded]
 

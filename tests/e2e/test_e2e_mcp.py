@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator import Client
-from orchestrator.events import Event
+from agentq.orchestrator import Client
+from agentq.orchestrator.events import Event
 from tests.integration.core.test_core_workers import wait_ready
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
 from tests.support.infra import WorkerProcess, run_cli

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from orchestrator import Client
+from agentq.orchestrator import Client
 from tests.integration.core.test_core_workers import wait_ready
 from tests.support.infra import WorkerProcess, missing
 

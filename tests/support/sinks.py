@@ -6,11 +6,11 @@ from typing import Any
 
 import httpx
 
-from orchestrator.messages import UserMessage
-from orchestrator.model_io import ModelResponse
-from orchestrator.spec import ModelRef
-from workers.providers import ProviderContext, make_provider
-from workers.providers.base import ModelRequest
+from agentq.orchestrator.messages import UserMessage
+from agentq.orchestrator.model_io import ModelResponse
+from agentq.orchestrator.spec import ModelRef
+from agentq.workers.providers import ProviderContext, make_provider
+from agentq.workers.providers.base import ModelRequest
 
 
 class ListSink:

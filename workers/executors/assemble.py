@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 
-from orchestrator.errors import SpecError
-from workers.executors.base import ToolExecutor
+from agentq.orchestrator.errors import SpecError
+from agentq.workers.executors.base import ToolExecutor
 
 ToolsChanged = Callable[[str], Awaitable[None]]
 
@@ -20,7 +20,7 @@ async def optional_executors(
     """Started executors for `--mcp-config` and `--sandbox`; a clear error if one is unusable."""
     executors: list[ToolExecutor] = []
     if mcp_config:
-        from workers.mcp import McpExecutor, load_mcp_config
+        from agentq.workers.mcp import McpExecutor, load_mcp_config
 
         # `env`: where sampling routed to a model reads its API key, as model steps do.
         mcp = McpExecutor(load_mcp_config(mcp_config), on_tools_changed=on_tools_changed, env=env)
@@ -28,7 +28,7 @@ async def optional_executors(
         executors.append(mcp)
     if sandbox:
         try:
-            from workers.executors.code import CodeExecutor
+            from agentq.workers.executors.code import CodeExecutor
 
             code = CodeExecutor()
             await code.start()

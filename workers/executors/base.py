@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from orchestrator.tools import ToolAnnouncement, ToolDef, ToolKind
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef, ToolKind
 
 ProgressFn = Callable[[Any], Awaitable[None]]
 # Asks whoever drives the run for input (MCP elicitation, "forward" mode): parks the

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from orchestrator.errors import ToolError
-from orchestrator.jobs import SANDBOX_QUEUE
-from orchestrator.tools import ToolAnnouncement, ToolDef, ToolKind
-from sandbox import (
+from agentq.orchestrator.envelopes import SANDBOX_QUEUE
+from agentq.orchestrator.errors import ToolError
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef, ToolKind
+from agentq.sandbox import (
     DockerBackend,
     ExecRequest,
     ExecResult,
@@ -21,7 +21,7 @@ from sandbox import (
     SandboxError,
     SandboxManager,
 )
-from workers.executors.base import ToolContext
+from agentq.workers.executors.base import ToolContext
 
 _INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",

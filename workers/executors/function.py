@@ -7,10 +7,10 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from orchestrator.errors import ToolError, ToolTimeoutError
-from orchestrator.tools import ToolAnnouncement, ToolDef, ToolKind
-from workers.executors.base import ToolContext
-from workers.tools import FunctionTool
+from agentq.orchestrator.errors import ToolError, ToolTimeoutError
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef, ToolKind
+from agentq.workers.executors.base import ToolContext
+from agentq.workers.function_tools import FunctionTool
 
 
 class FunctionExecutor:

@@ -4,7 +4,7 @@ The worker builds one `McpExecutor` from `load_mcp_config(path)` and keeps it
 for its lifetime; see executor.py for the calls.
 """
 
-from workers.mcp.config import McpConfig, McpConfigError, McpServerConfig, load_mcp_config
-from workers.mcp.executor import McpExecutor
+from agentq.workers.mcp.config import McpConfig, McpConfigError, McpServerConfig, load_mcp_config
+from agentq.workers.mcp.executor import McpExecutor
 
 __all__ = ["McpConfig", "McpConfigError", "McpExecutor", "McpServerConfig", "load_mcp_config"]

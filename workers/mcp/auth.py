@@ -16,8 +16,8 @@ from collections.abc import AsyncGenerator, Callable, Generator
 
 import httpx2
 
-from orchestrator.errors import InfrastructureError
-from workers.mcp.config import AuthConfig, BearerAuth, ClientCredentialsAuth
+from agentq.orchestrator.errors import InfrastructureError
+from agentq.workers.mcp.config import AuthConfig, BearerAuth, ClientCredentialsAuth
 
 # Refresh this long before the token says it expires, so a request never
 # leaves with a token that dies in flight.

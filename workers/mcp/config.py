@@ -32,8 +32,8 @@ from pydantic import (
     model_validator,
 )
 
-from orchestrator.errors import SpecError
-from orchestrator.spec import ModelRef, _parse_model
+from agentq.orchestrator.errors import SpecError
+from agentq.orchestrator.spec import ModelRef, _parse_model
 
 Transport = Literal["stdio", "streamable-http", "sse"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import mcp_types as types
 
-from orchestrator.errors import ToolError
+from agentq.orchestrator.errors import ToolError
 
 Part = dict[str, Any]
 

@@ -19,13 +19,18 @@ from typing import Any, Self
 import httpx
 import mcp_types as types
 
-from orchestrator.errors import InfrastructureError, ToolError, ToolInputError, ToolTimeoutError
-from orchestrator.tools import ToolAnnouncement, ToolDef, ToolKind
-from workers.executors.base import ToolContext
-from workers.mcp.config import McpConfig
-from workers.mcp.content import normalize_result
-from workers.mcp.pool import ServerConnection, ToolsChanged
-from workers.mcp.sampling import Sampler
+from agentq.orchestrator.errors import (
+    InfrastructureError,
+    ToolError,
+    ToolInputError,
+    ToolTimeoutError,
+)
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef, ToolKind
+from agentq.workers.executors.base import ToolContext
+from agentq.workers.mcp.config import McpConfig
+from agentq.workers.mcp.content import normalize_result
+from agentq.workers.mcp.pool import ServerConnection, ToolsChanged
+from agentq.workers.mcp.sampling import Sampler
 
 log = logging.getLogger(__name__)
 

@@ -27,12 +27,12 @@ from mcp.client.session import ClientRequestContext, IncomingMessage
 from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
-from orchestrator.errors import InfrastructureError, ToolError, ToolTimeoutError
-from workers.executors.base import ToolContext
-from workers.mcp.config import McpServerConfig
-from workers.mcp.elicitation import answer_elicitation
-from workers.mcp.sampling import Sampler
-from workers.mcp.transport import open_transport
+from agentq.orchestrator.errors import InfrastructureError, ToolError, ToolTimeoutError
+from agentq.workers.executors.base import ToolContext
+from agentq.workers.mcp.config import McpServerConfig
+from agentq.workers.mcp.elicitation import answer_elicitation
+from agentq.workers.mcp.sampling import Sampler
+from agentq.workers.mcp.transport import open_transport
 
 log = logging.getLogger(__name__)
 

@@ -21,13 +21,13 @@ from typing import Any
 import httpx
 import mcp_types as types
 
-from orchestrator.errors import ProviderError
-from orchestrator.messages import AssistantMessage, MediaPart, Message, TextPart, UserMessage
-from orchestrator.model_io import FinishReason
-from orchestrator.spec import ModelRef
-from workers.mcp.config import SamplingRoute
-from workers.providers import ModelRequest, ModelResponse, ProviderContext, make_provider
-from workers.providers.ratelimit import call_model
+from agentq.orchestrator.errors import ProviderError
+from agentq.orchestrator.messages import AssistantMessage, MediaPart, Message, TextPart, UserMessage
+from agentq.orchestrator.model_io import FinishReason
+from agentq.orchestrator.spec import ModelRef
+from agentq.workers.mcp.config import SamplingRoute
+from agentq.workers.providers import ModelRequest, ModelResponse, ProviderContext, make_provider
+from agentq.workers.providers.ratelimit import call_model
 
 log = logging.getLogger(__name__)
 

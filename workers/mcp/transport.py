@@ -21,8 +21,8 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
-from workers.mcp.auth import build_auth
-from workers.mcp.config import McpServerConfig
+from agentq.workers.mcp.auth import build_auth
+from agentq.workers.mcp.config import McpServerConfig
 
 Item = SessionMessage | Exception
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from orchestrator.errors import SpecError
-from orchestrator.spec import ModelRef
-from workers.providers.anthropic import AnthropicProvider
-from workers.providers.base import (
+from agentq.orchestrator.errors import SpecError
+from agentq.orchestrator.spec import ModelRef
+from agentq.workers.providers.anthropic import AnthropicProvider
+from agentq.workers.providers.base import (
     DeltaSink,
     ModelRequest,
     ModelResponse,
@@ -16,11 +16,11 @@ from workers.providers.base import (
     ProviderToolCall,
     ToolDefinition,
 )
-from workers.providers.gemini import GeminiProvider
-from workers.providers.openai_chat import OpenAIChatProvider
-from workers.providers.openai_responses import OpenAIResponsesProvider
-from workers.providers.prompt_tools import PromptToolsProvider
-from workers.providers.scripted import ScriptedProvider
+from agentq.workers.providers.gemini import GeminiProvider
+from agentq.workers.providers.openai_chat import OpenAIChatProvider
+from agentq.workers.providers.openai_responses import OpenAIResponsesProvider
+from agentq.workers.providers.prompt_tools import PromptToolsProvider
+from agentq.workers.providers.scripted import ScriptedProvider
 
 ProviderFactory = Callable[[ModelRef, ProviderContext], Provider]
 

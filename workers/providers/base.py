@@ -12,9 +12,9 @@ from typing import Any, Protocol
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.messages import Message
-from orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
-from orchestrator.spec import ModelRef, ToolChoice
+from agentq.orchestrator.messages import Message
+from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.spec import ModelRef, ToolChoice
 
 
 class ToolDefinition(BaseModel):

@@ -16,9 +16,9 @@ from urllib.parse import quote
 
 import httpx
 
-from orchestrator.errors import ProviderError
-from orchestrator.media import MediaLimits, has_media, result_text
-from orchestrator.messages import (
+from agentq.orchestrator.errors import ProviderError
+from agentq.orchestrator.media import MediaLimits, has_media, result_text
+from agentq.orchestrator.messages import (
     AssistantMessage,
     Message,
     SystemMessage,
@@ -28,17 +28,17 @@ from orchestrator.messages import (
     Usage,
     UserMessage,
 )
-from orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
-from orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
-from workers.providers.base import DeltaSink, ModelRequest, ProviderContext, ToolDefinition
-from workers.providers.history import (
+from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
+from agentq.workers.providers.base import DeltaSink, ModelRequest, ProviderContext, ToolDefinition
+from agentq.workers.providers.history import (
     arguments_object,
     assistant_metadata,
     extra_headers,
     passthrough_options,
 )
-from workers.providers.http import join_url, parse_event_json, post, read_api_key, read_json
-from workers.providers.sse import iter_sse
+from agentq.workers.providers.http import join_url, parse_event_json, post, read_api_key, read_json
+from agentq.workers.providers.sse import iter_sse
 
 DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
 DEFAULT_KEY_ENV = "GEMINI_API_KEY"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.messages import AssistantMessage
+from agentq.orchestrator.messages import AssistantMessage
 
 # Model options that steer agentq rather than the API; the rest go into request bodies.
 AGENTQ_OPTIONS = frozenset({"stream", "tool_mode", "rate_limit", "repair", "headers", "media"})

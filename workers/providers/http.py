@@ -17,9 +17,9 @@ from typing import Any
 
 import httpx
 
-from orchestrator.errors import ProviderError
-from orchestrator.spec import ModelRef
-from workers.providers.retry import parse_retry_after, retryable_status
+from agentq.orchestrator.errors import ProviderError
+from agentq.orchestrator.spec import ModelRef
+from agentq.workers.providers.retry import parse_retry_after, retryable_status
 
 HeaderObserver = Callable[[httpx.Headers], None]
 

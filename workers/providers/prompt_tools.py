@@ -14,18 +14,18 @@ import json
 import re
 from typing import Any
 
-from orchestrator.media import MediaLimits, result_text
-from orchestrator.messages import (
+from agentq.orchestrator.media import MediaLimits, result_text
+from agentq.orchestrator.messages import (
     AssistantMessage,
     Message,
     ToolCallPart,
     ToolMessage,
     UserMessage,
 )
-from orchestrator.model_io import ModelResponse, ProviderToolCall
-from orchestrator.spec import ToolChoiceTool
-from workers.providers.base import DeltaSink, ModelRequest, Provider, ToolDefinition
-from workers.providers.history import arguments_text
+from agentq.orchestrator.model_io import ModelResponse, ProviderToolCall
+from agentq.orchestrator.spec import ToolChoiceTool
+from agentq.workers.providers.base import DeltaSink, ModelRequest, Provider, ToolDefinition
+from agentq.workers.providers.history import arguments_text
 
 OPEN = "<tool_use>"
 BLOCK = re.compile(r"<tool_use>(.*?)(?:</tool_use>|\Z)", re.DOTALL)

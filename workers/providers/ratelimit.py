@@ -26,10 +26,10 @@ from typing import Any, Protocol
 
 import httpx
 
-from orchestrator.errors import ProviderError
-from workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
-from workers.providers.http import observe_response_headers
-from workers.providers.retry import RetryPolicy, generate_with_retries
+from agentq.orchestrator.errors import ProviderError
+from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
+from agentq.workers.providers.http import observe_response_headers
+from agentq.workers.providers.retry import RetryPolicy, generate_with_retries
 
 WINDOW_S = 60.0
 LEARNED_TTL_S = 3600

@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
-from orchestrator.errors import ProviderError
-from workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
+from agentq.orchestrator.errors import ProviderError
+from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
 
 RETRYABLE_STATUSES = frozenset({408, 409, 429})
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from orchestrator.errors import ProviderError
-from orchestrator.spec import ScriptedToolCall
-from workers.providers.base import DeltaSink, ModelRequest, ModelResponse, ProviderToolCall
+from agentq.orchestrator.errors import ProviderError
+from agentq.orchestrator.spec import ScriptedToolCall
+from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse, ProviderToolCall
 
 
 class ScriptedProvider:

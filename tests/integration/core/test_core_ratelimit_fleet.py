@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Client
+from agentq.orchestrator import Client
 from tests.integration.core.test_core_workers import wait_ready
 from tests.support.fake_http import Recorded
 from tests.support.fake_openai import FakeOpenAI, Turn, rate_limited

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from orchestrator import Client
+from agentq.orchestrator import Client
 from tests.integration.core.test_core_workers import TOOLS, scripted, wait_ready
 from tests.support.infra import WorkerProcess
 from tests.support.otlp import OtlpReceiver

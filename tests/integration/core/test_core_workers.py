@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator import Client
+from agentq.orchestrator import Client
 from tests.support.infra import WorkerProcess
 
-TOOLS = "tests/support/test_tools.py"
+TOOLS = "tests/support/sample_tools.py"
 
 
 def wait_ready(*workers: WorkerProcess, timeout_s: float = 30) -> None:

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import ToolError
+from agentq.orchestrator.errors import ToolError
+from agentq.workers.mcp import McpExecutor
+from agentq.workers.mcp.config import parse_mcp_config
 from tests.support.mcp_servers.launch import call_context, mcp_tool, own_server_http
-from workers.mcp import McpExecutor
-from workers.mcp.config import parse_mcp_config
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import ToolError, ToolTimeoutError
+from agentq.orchestrator.errors import ToolError, ToolTimeoutError
+from agentq.workers.mcp import McpExecutor
+from agentq.workers.mcp.config import parse_mcp_config
 from tests.support.mcp_servers.agentq_test_server import TINY_PNG
 from tests.support.mcp_servers.launch import (
     Recorder,
@@ -20,8 +22,6 @@ from tests.support.mcp_servers.launch import (
     own_server_http,
     own_server_stdio,
 )
-from workers.mcp import McpExecutor
-from workers.mcp.config import parse_mcp_config
 
 pytestmark = pytest.mark.integration
 

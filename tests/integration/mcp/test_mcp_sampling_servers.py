@@ -9,7 +9,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import ToolError
+from agentq.orchestrator.errors import ToolError
+from agentq.workers.mcp import McpExecutor
+from agentq.workers.mcp.config import parse_mcp_config
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.mcp_servers.agentq_test_server import SUMMARY_SYSTEM
 from tests.support.mcp_servers.launch import (
@@ -18,8 +20,6 @@ from tests.support.mcp_servers.launch import (
     own_server_http,
     own_server_stdio,
 )
-from workers.mcp import McpExecutor
-from workers.mcp.config import parse_mcp_config
 
 pytestmark = pytest.mark.integration
 

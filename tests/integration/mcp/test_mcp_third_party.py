@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import ToolError, ToolTimeoutError
+from agentq.orchestrator.errors import ToolError, ToolTimeoutError
+from agentq.workers.mcp import McpExecutor
+from agentq.workers.mcp.config import parse_mcp_config
 from tests.support.mcp_servers.launch import (
     Recorder,
     call_context,
@@ -17,8 +19,6 @@ from tests.support.mcp_servers.launch import (
     mcp_tool,
     time_server_command,
 )
-from workers.mcp import McpExecutor
-from workers.mcp.config import parse_mcp_config
 
 pytestmark = pytest.mark.integration
 

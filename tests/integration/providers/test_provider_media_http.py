@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from orchestrator.messages import (
+from agentq.orchestrator.messages import (
     AssistantMessage,
     Message,
     ToolCallPart,
@@ -17,11 +17,11 @@ from orchestrator.messages import (
     ToolResultPart,
     UserMessage,
 )
-from orchestrator.spec import ModelRef
+from agentq.orchestrator.spec import ModelRef
+from agentq.workers.providers import ProviderContext, make_provider
+from agentq.workers.providers.base import ModelRequest, ToolDefinition
 from tests.support import fake_anthropic, fake_gemini, fake_openai, fake_responses
 from tests.support.sinks import ListSink
-from workers.providers import ProviderContext, make_provider
-from workers.providers.base import ModelRequest, ToolDefinition
 
 PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 3064).decode()  # 3 kB
 HUGE = base64.b64encode(b"\0" * 20_000).decode()

@@ -6,8 +6,8 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.errors import ProviderError
-from orchestrator.messages import (
+from agentq.orchestrator.errors import ProviderError
+from agentq.orchestrator.messages import (
     AssistantMessage,
     Message,
     TextPart,
@@ -16,13 +16,13 @@ from orchestrator.messages import (
     ToolResultPart,
     UserMessage,
 )
-from orchestrator.spec import ModelRef, ToolChoiceTool
+from agentq.orchestrator.spec import ModelRef, ToolChoiceTool
+from agentq.workers.providers import ProviderContext, make_provider
+from agentq.workers.providers.base import ModelRequest, ToolDefinition
+from agentq.workers.providers.retry import RetryPolicy, generate_with_retries
 from tests.support.fake_http import Recorded, Reply
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn, rate_limited, server_error
 from tests.support.sinks import ListSink
-from workers.providers import ProviderContext, make_provider
-from workers.providers.base import ModelRequest, ToolDefinition
-from workers.providers.retry import RetryPolicy, generate_with_retries
 
 KEY = "sk-test-secret-key-0123456789"
 ADD = ToolDefinition(

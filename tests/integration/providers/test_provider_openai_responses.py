@@ -5,8 +5,8 @@ from typing import Any
 import httpx
 import pytest
 
-from orchestrator.errors import ProviderError
-from orchestrator.messages import (
+from agentq.orchestrator.errors import ProviderError
+from agentq.orchestrator.messages import (
     AssistantMessage,
     Message,
     TextPart,
@@ -15,12 +15,12 @@ from orchestrator.messages import (
     ToolResultPart,
     UserMessage,
 )
-from orchestrator.model_io import ModelResponse
-from orchestrator.spec import ModelRef, ToolChoiceTool
+from agentq.orchestrator.model_io import ModelResponse
+from agentq.orchestrator.spec import ModelRef, ToolChoiceTool
+from agentq.workers.providers.base import ToolDefinition
 from tests.support.fake_openai import ToolCall
 from tests.support.fake_responses import FakeResponses, Turn
 from tests.support.sinks import ListSink, generate_once
-from workers.providers.base import ToolDefinition
 
 KEY = "sk-resp-test-0123456789"
 ADD = ToolDefinition(name="add", description="Add", input_schema={"type": "object"})

@@ -2,18 +2,18 @@ from __future__ import annotations
 
 import httpx
 
-from orchestrator.messages import (
+from agentq.orchestrator.messages import (
     AssistantMessage,
     ToolCallPart,
     ToolMessage,
     ToolResultPart,
     UserMessage,
 )
-from orchestrator.spec import ModelRef
+from agentq.orchestrator.spec import ModelRef
+from agentq.workers.providers import ProviderContext, make_provider
+from agentq.workers.providers.base import ModelRequest, ToolDefinition
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.sinks import ListSink
-from workers.providers import ProviderContext, make_provider
-from workers.providers.base import ModelRequest, ToolDefinition
 
 ADD = ToolDefinition(name="add", description="Add two numbers", input_schema={"type": "object"})
 

@@ -12,14 +12,14 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from orchestrator.messages import UserMessage
-from orchestrator.spec import ModelRef
+from agentq.orchestrator.messages import UserMessage
+from agentq.orchestrator.spec import ModelRef
+from agentq.workers.providers import ProviderContext, make_provider
+from agentq.workers.providers.base import ModelRequest
+from agentq.workers.providers.ratelimit import LimitKey, Limits, RateLimiter, call_model, limit_key
+from agentq.workers.providers.retry import RetryPolicy
 from tests.support.fake_openai import FakeOpenAI, Turn, rate_limited
 from tests.support.sinks import ListSink
-from workers.providers import ProviderContext, make_provider
-from workers.providers.base import ModelRequest
-from workers.providers.ratelimit import LimitKey, Limits, RateLimiter, call_model, limit_key
-from workers.providers.retry import RetryPolicy
 
 SECRET = "sk-ratelimit-secret-0123456789"
 KEY = LimitKey("openai", "gpt-x", "abc123")

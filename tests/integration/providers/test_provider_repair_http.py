@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from orchestrator.messages import AssistantMessage
+from agentq.orchestrator.messages import AssistantMessage
+from agentq.workers import tool
+from agentq.workers.embedded import embedded
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
-from workers import tool
-from workers.embedded import embedded
 
 BROKEN = '{"a": 1, "b": '
 

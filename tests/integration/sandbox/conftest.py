@@ -14,16 +14,16 @@ from typing import Any
 import docker
 import pytest
 
-from sandbox.config import LABEL_SANDBOX, LABEL_WORKER, SandboxConfig
-from sandbox.docker_backend import DockerBackend
-from sandbox.images import build_images
-from sandbox.manager import SandboxManager
+from agentq.sandbox.config import LABEL_SANDBOX, LABEL_WORKER, SandboxConfig
+from agentq.sandbox.docker_backend import DockerBackend
+from agentq.sandbox.images import build_images
+from agentq.sandbox.manager import SandboxManager
 
 MakeManager = Callable[..., Awaitable[SandboxManager]]
 
 _HOW_TO_ENABLE = (
     "start dockerd (e.g. `dockerd --iptables=false --bridge=none &`, or run "
-    "`.ci/sandbox-setup`) and build the images with `python -m sandbox.images`"
+    "`.ci/sandbox-setup`) and build the images with `python -m agentq.sandbox.images`"
 )
 
 

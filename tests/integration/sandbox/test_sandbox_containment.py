@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from sandbox.errors import InvalidRequestError
-from sandbox.manager import SandboxManager
-from sandbox.models import ExecRequest, ExecResult, Language, Limits
+from agentq.sandbox.errors import InvalidRequestError
+from agentq.sandbox.manager import SandboxManager
+from agentq.sandbox.models import ExecRequest, ExecResult, Language, Limits
 
 pytestmark = pytest.mark.integration
 

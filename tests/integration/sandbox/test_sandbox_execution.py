@@ -9,8 +9,8 @@ import zlib
 
 import pytest
 
-from sandbox.manager import SandboxManager
-from sandbox.models import ExecRequest, Language
+from agentq.sandbox.manager import SandboxManager
+from agentq.sandbox.models import ExecRequest, Language
 
 pytestmark = pytest.mark.integration
 

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from sandbox.backend import ContainerSpec
-from sandbox.config import LABEL_SANDBOX, LABEL_WORKER, SandboxConfig
-from sandbox.container import SANDBOX_ENV
-from sandbox.docker_backend import DockerBackend
-from sandbox.errors import CapacityError, InvalidRequestError, SandboxUnavailableError
-from sandbox.images import image_name
-from sandbox.manager import SandboxManager
-from sandbox.models import ExecRequest, Limits
+from agentq.sandbox.backend import ContainerSpec
+from agentq.sandbox.config import LABEL_SANDBOX, LABEL_WORKER, SandboxConfig
+from agentq.sandbox.container import SANDBOX_ENV
+from agentq.sandbox.docker_backend import DockerBackend
+from agentq.sandbox.errors import CapacityError, InvalidRequestError, SandboxUnavailableError
+from agentq.sandbox.images import image_name
+from agentq.sandbox.manager import SandboxManager
+from agentq.sandbox.models import ExecRequest, Limits
 
 pytestmark = pytest.mark.integration
 

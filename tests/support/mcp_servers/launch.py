@@ -20,8 +20,8 @@ from typing import IO, Any
 
 import pytest
 
-from orchestrator.tools import ToolDef
-from workers.executors.base import ToolContext
+from agentq.orchestrator.tool_resolution import ToolDef
+from agentq.workers.executors.base import ToolContext
 
 HERE = Path(__file__).resolve().parent
 TEST_SERVER = HERE / "agentq_test_server.py"

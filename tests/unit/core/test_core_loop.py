@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import ToolInputError
-from orchestrator.loop import (
+from agentq.orchestrator.errors import ToolInputError
+from agentq.orchestrator.loop import (
     StepPlan,
     error_result,
     offered_tools,
@@ -17,10 +17,10 @@ from orchestrator.loop import (
     status_after_approval,
     validate_input,
 )
-from orchestrator.messages import TextPart, ToolCallPart, ToolResultPart, Usage
-from orchestrator.model_io import ModelResponse, ProviderToolCall
-from orchestrator.spec import RunSpec
-from orchestrator.tools import ToolDef
+from agentq.orchestrator.messages import TextPart, ToolCallPart, ToolResultPart, Usage
+from agentq.orchestrator.model_io import ModelResponse, ProviderToolCall
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.tool_resolution import ToolDef
 
 ADD_SCHEMA: dict[str, Any] = {
     "type": "object",

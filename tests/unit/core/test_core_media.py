@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.media import (
+from agentq.orchestrator.media import (
     Media,
     MediaLimits,
     as_text,

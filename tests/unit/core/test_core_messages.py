@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from orchestrator.messages import (
+from agentq.orchestrator.messages import (
     MESSAGE_ADAPTER,
     AssistantMessage,
     TextPart,

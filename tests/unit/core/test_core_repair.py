@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from orchestrator.loop import call_ids, input_error, plan_step
-from orchestrator.messages import UserMessage
-from orchestrator.model_io import ModelResponse, ProviderToolCall
-from orchestrator.repair import (
+from agentq.orchestrator.loop import call_ids, input_error, plan_step
+from agentq.orchestrator.messages import UserMessage
+from agentq.orchestrator.model_io import ModelResponse, ProviderToolCall
+from agentq.orchestrator.repair_plan import (
     RepairNeed,
     apply_repairs,
     calls_to_repair,
@@ -18,8 +18,8 @@ from orchestrator.repair import (
     repair_prompt,
     repaired_arguments,
 )
-from orchestrator.spec import RunSpec
-from orchestrator.tools import ToolDef
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.tool_resolution import ToolDef
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

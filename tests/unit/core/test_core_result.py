@@ -1,4 +1,4 @@
-"""orchestrator.result.assemble: a RunResult from the stored run (pure)."""
+"""agentq.orchestrator.result.assemble: a RunResult from the stored run (pure)."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from orchestrator.loop import StepPlan, plan_step
-from orchestrator.messages import ToolResultPart, Usage, UserMessage
-from orchestrator.model_io import ModelResponse, ProviderToolCall
-from orchestrator.result import RunResult, assemble
-from orchestrator.spec import RunSpec
-from orchestrator.tools import ToolDef
-from orchestrator.transitions import step_record
+from agentq.orchestrator.loop import StepPlan, plan_step
+from agentq.orchestrator.messages import ToolResultPart, Usage, UserMessage
+from agentq.orchestrator.model_io import ModelResponse, ProviderToolCall
+from agentq.orchestrator.result import RunResult, assemble
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.tool_resolution import ToolDef
+from agentq.orchestrator.transitions import step_record
 
 SPEC = RunSpec.model_validate({"model": "openai:m", "prompt": "hi"})
 TOOLS = [

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from orchestrator.spec import (
+from agentq.orchestrator.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
+from agentq.orchestrator.spec import (
     ClientToolSpec,
     CodeToolSpec,
     FunctionToolSpec,

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from orchestrator.spec import ModelRef
-from workers.mcp.config import (
+from agentq.orchestrator.spec import ModelRef
+from agentq.workers.mcp.config import (
     BearerAuth,
     ClientCredentialsAuth,
     McpConfigError,

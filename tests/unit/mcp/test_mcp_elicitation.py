@@ -8,9 +8,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from orchestrator.tools import ToolDef
-from workers.executors.base import ToolContext
-from workers.mcp.elicitation import Policy, answer_elicitation, schema_defaults
+from agentq.orchestrator.tool_resolution import ToolDef
+from agentq.workers.executors.base import ToolContext
+from agentq.workers.mcp.elicitation import Policy, answer_elicitation, schema_defaults
 
 SCHEMA = {
     "type": "object",

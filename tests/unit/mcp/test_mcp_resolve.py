@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from orchestrator.errors import SpecError, UnknownToolError
-from orchestrator.spec import McpToolSpec, RunSpec
-from orchestrator.tools import (
+from agentq.orchestrator.errors import SpecError, UnknownToolError
+from agentq.orchestrator.spec import McpToolSpec, RunSpec
+from agentq.orchestrator.tool_resolution import (
     ANNOUNCEMENT_TTL_S,
     ToolAnnouncement,
     _resolve_mcp,

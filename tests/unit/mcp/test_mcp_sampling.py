@@ -10,10 +10,10 @@ import httpx
 import mcp_types as types
 import pytest
 
-from orchestrator.messages import AssistantMessage, MediaPart, TextPart, UserMessage
-from orchestrator.model_io import FinishReason, ModelResponse
-from workers.mcp.config import SamplingRoute
-from workers.mcp.sampling import (
+from agentq.orchestrator.messages import AssistantMessage, MediaPart, TextPart, UserMessage
+from agentq.orchestrator.model_io import FinishReason, ModelResponse
+from agentq.workers.mcp.config import SamplingRoute
+from agentq.workers.mcp.sampling import (
     Sampler,
     Unsupported,
     routed_model,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from orchestrator.messages import (
+from agentq.orchestrator.messages import (
     AssistantMessage,
     TextPart,
     ToolCallPart,
@@ -10,7 +10,12 @@ from orchestrator.messages import (
     ToolResultPart,
     UserMessage,
 )
-from workers.providers.prompt_tools import MALFORMED, _HoldBackSink, parse_calls, render_history
+from agentq.workers.providers.prompt_tools import (
+    MALFORMED,
+    _HoldBackSink,
+    parse_calls,
+    render_history,
+)
 
 CALL = '<tool_use>\n<name>add</name>\n<arguments>{"a": 1}</arguments>\n</tool_use>'
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.spec import PROVIDER_TOOLS, RunSpec
-from workers.providers import anthropic, gemini, openai_responses
+from agentq.orchestrator.spec import PROVIDER_TOOLS, RunSpec
+from agentq.workers.providers import anthropic, gemini, openai_responses
 
 
 @pytest.mark.parametrize(

@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from sandbox.backend import ContainerSpec
-from sandbox.capacity import Capacity
-from sandbox.container import SANDBOX_ENV, driver_command
-from sandbox.docker_backend import container_options
-from sandbox.images import parse_deb822_mirror, parse_one_line_mirror
-from sandbox.models import Limits
+from agentq.sandbox.backend import ContainerSpec
+from agentq.sandbox.capacity import Capacity
+from agentq.sandbox.container import SANDBOX_ENV, driver_command
+from agentq.sandbox.docker_backend import container_options
+from agentq.sandbox.images import parse_deb822_mirror, parse_one_line_mirror
+from agentq.sandbox.models import Limits
 
 
 def spec(**overrides: object) -> ContainerSpec:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.errors import InvalidRequestError
-from sandbox.manager import check_ceiling
-from sandbox.models import Artifact, ExecRequest, ExecResult, Limits, check_relative_path
+from agentq.sandbox.errors import InvalidRequestError
+from agentq.sandbox.manager import check_ceiling
+from agentq.sandbox.models import Artifact, ExecRequest, ExecResult, Limits, check_relative_path
 
 
 @pytest.mark.parametrize(

@@ -7,10 +7,10 @@ import struct
 
 import pytest
 
-from sandbox.errors import DriverProtocolError
-from sandbox.models import ExecRequest, Limits
-from sandbox.protocol import DONE, STDOUT, FrameDecoder, encode_request, parse_done
-from sandbox.results import (
+from agentq.sandbox.errors import DriverProtocolError
+from agentq.sandbox.models import ExecRequest, Limits
+from agentq.sandbox.protocol import DONE, STDOUT, FrameDecoder, encode_request, parse_done
+from agentq.sandbox.results import (
     CappedBuffer,
     Observation,
     Outcome,

@@ -20,24 +20,24 @@ from pydantic_core import to_jsonable_python
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from orchestrator import tracing
-from orchestrator.errors import ProviderError, ToolError
-from orchestrator.events import event_json
-from orchestrator.jobs import MODEL_QUEUE, JobEnvelope
-from orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
-from orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
-from orchestrator.spec import RunSpec
-from orchestrator.store import RunStore
-from orchestrator.tools import ToolDef, ToolKind
-from orchestrator.transitions import commit_args, result_args
-from workers.executors.base import ToolContext, ToolExecutor
-from workers.input_requests import InputRequests
-from workers.lease import held_lease
-from workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
-from workers.providers.base import DeltaSink, ModelResponse, Provider
-from workers.providers.ratelimit import RateLimiter, call_model
-from workers.repair import repair_calls
-from workers.sink import DeltaEvents
+from agentq.orchestrator import tracing
+from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope
+from agentq.orchestrator.errors import ProviderError, ToolError
+from agentq.orchestrator.events import event_json
+from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
+from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
+from agentq.orchestrator.transitions import commit_args, result_args
+from agentq.workers.executors.base import ToolContext, ToolExecutor
+from agentq.workers.input_requests import InputRequests
+from agentq.workers.lease import held_lease
+from agentq.workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
+from agentq.workers.providers.base import DeltaSink, ModelResponse, Provider
+from agentq.workers.providers.ratelimit import RateLimiter, call_model
+from agentq.workers.repair_requests import repair_calls
+from agentq.workers.sink import DeltaEvents
 
 log = logging.getLogger("agentq.worker")
 

@@ -12,8 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.errors import SpecError, UnknownToolError
-from orchestrator.spec import (
+from agentq.orchestrator.errors import SpecError, UnknownToolError
+from agentq.orchestrator.spec import (
     ClientToolSpec,
     CodeToolSpec,
     FunctionToolSpec,

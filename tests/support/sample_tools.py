@@ -6,7 +6,7 @@ import os
 import time
 from pathlib import Path
 
-from workers import tool
+from agentq import tool
 
 
 @tool

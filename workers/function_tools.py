@@ -16,7 +16,7 @@ from typing import Any, Literal, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from orchestrator.errors import ToolInputError
+from agentq.orchestrator.errors import ToolInputError
 
 FunctionKind = Literal["sync", "async", "asyncgen"]
 

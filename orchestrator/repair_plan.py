@@ -5,7 +5,7 @@ A call needs repair when its tool is offered but its input is invalid (unparseab
 JSON or against the schema). An unknown tool is not repaired: the model learns the
 available names from the tool error. The repair exchange is a side request: the
 messages built here are sent once and never stored, so the run's history shows only
-the final call. The provider round trip lives in `workers/repair.py`.
+the final call. The provider round trip lives in `workers/repair_requests.py`.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from orchestrator.loop import call_ids, input_error, offered_tools
-from orchestrator.messages import Message, UserMessage
-from orchestrator.model_io import ModelResponse, ProviderToolCall
-from orchestrator.spec import RunSpec
-from orchestrator.tools import ToolDef
+from agentq.orchestrator.loop import call_ids, input_error, offered_tools
+from agentq.orchestrator.messages import Message, UserMessage
+from agentq.orchestrator.model_io import ModelResponse, ProviderToolCall
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.tool_resolution import ToolDef
 
 Arguments = str | dict[str, Any] | list[Any] | None
 

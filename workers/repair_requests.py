@@ -1,7 +1,7 @@
 """Tool-call repair, the round trip: ask the model again for each invalid call.
 
 Called by the model step between the provider's answer and planning. For each call
-that `orchestrator.repair.calls_to_repair` picks, the model gets a side request (the
+that `agentq.orchestrator.repair_plan.calls_to_repair` picks, the model gets a side request (the
 history plus a repair prompt, only that tool offered and forced) up to
 `max_attempts` times; a valid answer replaces the call's arguments, keeping its id.
 Nothing of the exchange is stored in the run: one `tool-call-repair` event per call
@@ -15,12 +15,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from orchestrator.errors import ProviderError
-from orchestrator.events import event_json
-from orchestrator.loop import input_error, lenient_parse
-from orchestrator.messages import Usage
-from orchestrator.model_io import ModelResponse
-from orchestrator.repair import (
+from agentq.orchestrator.errors import ProviderError
+from agentq.orchestrator.events import event_json
+from agentq.orchestrator.loop import input_error, lenient_parse
+from agentq.orchestrator.messages import Usage
+from agentq.orchestrator.model_io import ModelResponse
+from agentq.orchestrator.repair_plan import (
     Arguments,
     RepairNeed,
     apply_repairs,
@@ -28,10 +28,10 @@ from orchestrator.repair import (
     repair_messages,
     repaired_arguments,
 )
-from orchestrator.spec import RunSpec, ToolChoiceTool
-from orchestrator.store import RunStore
-from orchestrator.tools import ToolDef
-from workers.providers.base import DeltaSink, ModelRequest, ToolDefinition
+from agentq.orchestrator.spec import RunSpec, ToolChoiceTool
+from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_resolution import ToolDef
+from agentq.workers.providers.base import DeltaSink, ModelRequest, ToolDefinition
 
 log = logging.getLogger("agentq.worker")
 
