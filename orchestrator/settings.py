@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     # A job whose worker died this many times is not run again: a tool call becomes a
     # tool error the model sees, a model step fails the run (never a run stuck forever).
     max_deliveries: int = Field(default=5, ge=1)
+    # How long a parked call (awaiting approval or an outside result) waits before it
+    # becomes a tool error the model sees; a tool spec's `park_timeout_s` overrides it.
+    park_timeout_s: float = Field(default=24 * 3600.0, gt=0, le=7 * 24 * 3600.0)
     mcp_config: str | None = None
     # Provider quotas shared by the fleet: {"openai:gpt-4o": [rpm, tpm], "anthropic:*": [50, null]}.
     # A third value sets the window in seconds (default 60: "per minute"); a shorter one

@@ -17,6 +17,7 @@ from pydantic import (
 )
 
 from agentq.orchestrator.messages import Message, UserMessage, normalize_message
+from agentq.orchestrator.state.keys import RUN_ID_PATTERN
 
 
 class _Spec(BaseModel):
@@ -104,9 +105,16 @@ def _parse_model(value: Any) -> Any:
 TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
 
+# The longest a call may stay parked (awaiting approval or an outside result).
+MAX_PARK_TIMEOUT_S = 7 * 24 * 3600.0
+
+
 class _ToolSpec(_Spec):
     needs_approval: bool = False
     timeout_s: float | None = Field(default=None, gt=0)
+    # How long a parked call waits before it becomes a tool error; default: the
+    # deployment's AGENTQ_PARK_TIMEOUT_S.
+    park_timeout_s: float | None = Field(default=None, gt=0, le=MAX_PARK_TIMEOUT_S)
 
 
 class FunctionToolSpec(_ToolSpec):
@@ -191,7 +199,7 @@ class StepCountIs(_Spec):
 
 StopCondition = HasToolCall | StepCountIs
 
-RUN_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+RUN_ID = RUN_ID_PATTERN  # no ':' or braces: an id can never name another run's keys
 
 
 class RunSpec(_Spec):
@@ -212,7 +220,7 @@ class RunSpec(_Spec):
     @classmethod
     def _check_id(cls, value: str | None) -> str | None:
         if value is not None and not RUN_ID.match(value):
-            raise ValueError("must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+            raise ValueError("must be 1-128 characters of letters, digits, '_', '.' or '-'")
         return value
 
     @model_validator(mode="after")

@@ -22,11 +22,19 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope
-from agentq.orchestrator.errors import ProviderError, ToolError
+from agentq.orchestrator.errors import InfrastructureError, ProviderError, ToolError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.state import (
+    BeginStep,
+    ClaimCall,
+    ExpireParked,
+    FailureKind,
+    Outcome,
+    RunFailure,
+)
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
 from agentq.orchestrator.transitions import commit_args, result_args
@@ -78,8 +86,8 @@ def _consumer_attrs(envelope: JobEnvelope, queue: str, job_id: str) -> dict[str,
     }
 
 
-def _ended(outcome: str, envelope: JobEnvelope, status: str = "succeeded") -> None:
-    if outcome in ("finished", "failed"):
+def _ended(outcome: Outcome, envelope: JobEnvelope, status: str = "succeeded") -> None:
+    if outcome in (Outcome.FINISHED, Outcome.FAILED):
         tracing.end_run(envelope.run_trace, envelope.run_id, status)
 
 
@@ -95,16 +103,16 @@ async def model_step(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     ):
         async with held_lease(deps.store.redis, ctx["job_id"], deps.lease_s):
             if _exhausted(ctx, deps):
-                outcome = await deps.store.fail_run(
+                reply = await deps.store.fail_run(
                     envelope.run_id,
-                    {
-                        "type": "internal",
-                        "message": f"model step {envelope.step} was delivered "
+                    RunFailure(
+                        kind=FailureKind.INTERNAL,
+                        message=f"model step {envelope.step} was delivered "
                         f"{deps.max_deliveries} times and its worker died each time",
-                        "step": envelope.step,
-                    },
+                        step=envelope.step,
+                    ),
                 )
-                _ended(outcome, envelope, "failed")
+                _ended(reply.outcome, envelope, "failed")
                 return
             await _guarded(deps, envelope, _model_step(ctx, deps, envelope))
 
@@ -115,7 +123,8 @@ def _exhausted(ctx: dict[str, Any], deps: WorkerDeps) -> bool:
 
 
 async def _guarded(deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
-    """Run a job body: Redis trouble retries the job, anything else fails the run."""
+    """Run a job body: transient Redis trouble (mapped by the store, or raw from a direct
+    call) retries the job, anything else fails the run."""
     try:
         await work
     except (RedisConnectionError, RedisTimeoutError) as exc:
@@ -123,29 +132,42 @@ async def _guarded(deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
             "redis error in %s of run %s: %s; retrying", envelope.kind, envelope.run_id, exc
         )
         raise Retry(defer=1.0) from exc
+    except InfrastructureError as exc:
+        if not exc.retryable:
+            raise
+        log.warning("%s in %s of run %s; retrying", exc, envelope.kind, envelope.run_id)
+        raise Retry(defer=1.0) from exc
     except Exception as exc:
         log.exception("%s of run %s failed", envelope.kind, envelope.run_id)
-        outcome = await deps.store.fail_run(
+        reply = await deps.store.fail_run(
             envelope.run_id,
-            {"type": "internal", "message": f"{type(exc).__name__}: {exc}", "step": envelope.step},
+            RunFailure(
+                kind=FailureKind.INTERNAL,
+                message=f"{type(exc).__name__}: {exc}",
+                step=envelope.step,
+            ),
         )
-        _ended(outcome, envelope, "failed")
+        _ended(reply.outcome, envelope, "failed")
 
 
 async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
     run_id, step = envelope.run_id, envelope.step
     begun = await deps.store.begin_step(
-        run_id, step, event_json("start-step", run_id, step=step, attempt=ctx.get("job_try", 1))
+        BeginStep(
+            run_id=run_id,
+            step=step,
+            event=event_json("start-step", run_id, step=step, attempt=ctx.get("job_try", 1)),
+        )
     )
-    if isinstance(begun, str):
-        log.debug("model step %s/%d skipped: %s", run_id, step, begun)
+    if begun.outcome != Outcome.OK:
+        log.debug("model step %s/%d skipped: %s", run_id, step, begun.outcome)
         return
-    spec = RunSpec.model_validate_json(begun.spec_json)
-    tools = [ToolDef.model_validate_json(t) for t in begun.tool_jsons]
+    spec = RunSpec.model_validate_json(begun.spec)
+    tools = [ToolDef.model_validate_json(t) for t in begun.tools if t]
     request = ModelRequest(
         model=spec.model,
         system=spec.system,
-        messages=[MESSAGE_ADAPTER.validate_json(m) for m in begun.message_jsons],
+        messages=[MESSAGE_ADAPTER.validate_json(m) for m in begun.messages],
         tools=[
             ToolDefinition(
                 name=t.name,
@@ -176,11 +198,13 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             response = await generate(deps, provider, request, sink)
         except ProviderError as exc:
             await sink.flush()
-            outcome = await deps.store.fail_run(
+            failed = await deps.store.fail_run(
                 run_id,
-                {"type": "provider", "message": exc.message, "status": exc.status, "step": step},
+                RunFailure(
+                    kind=FailureKind.PROVIDER, message=exc.message, status=exc.status, step=step
+                ),
             )
-            _ended(outcome, envelope, "failed")
+            _ended(failed.outcome, envelope, "failed")
             return
         await sink.flush()
         chat_span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
@@ -197,13 +221,15 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         )
         plan = plan_step(spec, tools, step, response)
         hops = tracing.Hops(queue="tools")
-        args = commit_args(run_id, plan, hops, envelope.run_trace)
-        outcome = await deps.store.commit_step(run_id, args)
-    if outcome in ("committed", "continued", "finished"):
+        committed = await deps.store.commit_step(
+            commit_args(run_id, plan, hops, envelope.run_trace)
+        )
+    outcome = committed.outcome
+    if outcome in (Outcome.COMMITTED, Outcome.CONTINUED, Outcome.FINISHED):
         queues = [c.queue for c in plan.local_calls if c.status == "queued"]
         for preset, queue in zip(hops.allocated, queues, strict=False):
             hops.record([preset], queue)
-        if outcome == "continued" and hops.allocated:
+        if outcome == Outcome.CONTINUED and hops.allocated:
             hops.record(hops.allocated[-1:], MODEL_QUEUE)
     _ended(outcome, envelope)
 
@@ -225,16 +251,21 @@ async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
 async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
     run_id, step, call_id = envelope.run_id, envelope.step, envelope.call_id or ""
     attempt = int(ctx.get("job_try", 1))
-    status, call_json, tool_json = await deps.store.claim_call(
-        run_id,
-        step,
-        call_id,
-        event_json("tool-running", run_id, step=step, tool_call_id=call_id, attempt=attempt),
+    claim = await deps.store.claim_call(
+        ClaimCall(
+            run_id=run_id,
+            step=step,
+            call_id=call_id,
+            event=event_json(
+                "tool-running", run_id, step=step, tool_call_id=call_id, attempt=attempt
+            ),
+        )
     )
-    if status != "run" or call_json is None:
-        log.debug("tool call %s/%d/%s skipped: %s", run_id, step, call_id, status)
+    if claim.outcome != Outcome.CLAIMED or claim.call is None:
+        log.debug("tool call %s/%d/%s skipped: %s", run_id, step, call_id, claim.outcome)
         return
-    call = CallPlan.model_validate_json(call_json)
+    call = CallPlan.model_validate_json(claim.call)
+    tool_json = claim.tool
     crashed: str | None = None
     if _exhausted(ctx, deps):
         # A poison call (it kills its worker): the model hears so, the run goes on.
@@ -262,12 +293,40 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
             )
         tool_span.set_attribute("gen_ai.tool.type", "error" if result.is_error else "ok")
         hops = tracing.Hops(queue=MODEL_QUEUE)
-        outcome = await deps.store.record_result(
-            run_id, result_args(run_id, step, result, hops, envelope.run_trace)
+        recorded = await deps.store.record_result(
+            result_args(run_id, step, result, hops, envelope.run_trace)
         )
-    if outcome == "continued":
+    if recorded.outcome == Outcome.CONTINUED:
         hops.record(hops.allocated)
-    _ended(outcome, envelope)
+    _ended(recorded.outcome, envelope)
+
+
+async def park_expiry(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    """A parked call's deadline: unless it was resolved meanwhile, it becomes a tool
+    error the model sees, and the run goes on (expire_parked.lua)."""
+    envelope = JobEnvelope.model_validate(payload)
+    deps = _deps(ctx)
+    await _guarded(deps, envelope, _park_expiry(deps, envelope))
+
+
+async def _park_expiry(deps: WorkerDeps, envelope: JobEnvelope) -> None:
+    run_id, step, call_id = envelope.run_id, envelope.step, envelope.call_id or ""
+    call_json, _ = await deps.store.call_state(run_id, step, call_id)
+    if call_json is None:
+        return  # the run has moved on or expired
+    call = CallPlan.model_validate_json(call_json)
+    waited = f"{call.park_timeout_s:g} s" if call.park_timeout_s is not None else "too long"
+    result = error_result(
+        call.id, call.name, f"The call to {call.name!r} got no approval or result within {waited}."
+    )
+    hops = tracing.Hops(queue=MODEL_QUEUE)
+    expired = await deps.store.expire_parked(
+        result_args(run_id, step, result, hops, envelope.run_trace, completion=ExpireParked)
+    )
+    log.debug("parked call %s/%d/%s: %s", run_id, step, call_id, expired.outcome)
+    if expired.outcome == Outcome.CONTINUED:
+        hops.record(hops.allocated)
+    _ended(expired.outcome, envelope)
 
 
 async def _execute(

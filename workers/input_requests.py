@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+from agentq.orchestrator.state import InputStatus, Outcome
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.transitions import input_answer_args, input_request_args
 
@@ -41,8 +42,7 @@ class InputRequests:
 
     async def __call__(self, message: str, schema: dict[str, Any]) -> dict[str, Any] | None:
         request_id = next(self._ids)
-        outcome = await self.store.input_request(
-            self.run_id,
+        requested = await self.store.input_request(
             input_request_args(
                 self.run_id,
                 self.step,
@@ -53,20 +53,19 @@ class InputRequests:
                 schema=schema,
             ),
         )
-        if outcome != "parked":
+        if requested.outcome != Outcome.PARKED:
             return None
         raw = await self.store.wait_answer(
             self.run_id, request_id, max(0.0, self.deadline_at - time.time())
         )
         if raw is None:
             await self.store.input_answer(
-                self.run_id,
                 input_answer_args(
                     self.run_id,
                     self.step,
                     request_id=request_id,
                     call_id=self.call_id,
-                    outcome="expired",
+                    outcome=InputStatus.EXPIRED,
                 ),
             )
             return None

@@ -204,6 +204,12 @@ class WorkerRuntime:
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
                     ),
+                    func(
+                        handlers.park_expiry,
+                        name="park_expiry",
+                        timeout=_ARQ_FUNCTION_TIMEOUT_S,
+                        max_tries=self.settings.max_deliveries + 1,
+                    ),
                 ],
                 queue_name=queue_key(queue),
                 redis_pool=self.redis,
