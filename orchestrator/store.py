@@ -160,8 +160,11 @@ class RunStore:
         """Append events to a live run; the last seq, or 0 if the run has ended."""
         if not events:
             return 0
-        reply = await self._apply(Emit(run_id=run_id, events=list(events)), EmitReply)
-        return reply.seq
+        return (await self.append(Emit(run_id=run_id, events=list(events)))).seq
+
+    async def append(self, transition: Emit) -> EmitReply:
+        """`emit` with its typed reply."""
+        return await self._apply(transition, EmitReply)
 
     async def fail_run(self, run_id: str, failure: RunFailure) -> Reply:
         return await self._apply(FailRun(run_id=run_id, error=failure), Reply)
