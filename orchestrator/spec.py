@@ -109,12 +109,21 @@ TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 MAX_PARK_TIMEOUT_S = 7 * 24 * 3600.0
 
 
+class ToolRetry(_Spec):
+    """Retry a call whose tool fails with a retryable ToolError: up to `max_attempts`
+    executions in all, waiting `backoff_s`, then twice that, … within the call's deadline."""
+
+    max_attempts: int = Field(default=3, ge=1, le=10)
+    backoff_s: float = Field(default=1.0, ge=0, le=60)
+
+
 class _ToolSpec(_Spec):
     needs_approval: bool = False
     timeout_s: float | None = Field(default=None, gt=0)
     # How long a parked call waits before it becomes a tool error; default: the
     # deployment's AGENTQ_PARK_TIMEOUT_S.
     park_timeout_s: float | None = Field(default=None, gt=0, le=MAX_PARK_TIMEOUT_S)
+    retry: ToolRetry | None = None
 
 
 class FunctionToolSpec(_ToolSpec):

@@ -22,6 +22,7 @@ from agentq.orchestrator.spec import (
     ProviderToolSpec,
     RunSpec,
     ToolChoiceTool,
+    ToolRetry,
 )
 
 ToolKind = Literal["function", "client", "mcp", "code", "provider"]
@@ -60,6 +61,7 @@ class ToolDef(BaseModel):
     # How long a call may stay parked before it becomes a tool error (None: no deadline;
     # the submitting client fills in its settings' default).
     park_timeout_s: float | None = None
+    retry: ToolRetry | None = None  # None: a failing call is not executed again
     # Kind-specific settings: the MCP server and remote tool name, the code
     # tool's language, session and limits, the provider tool's options.
     config: dict[str, Any] = Field(default_factory=dict)
@@ -100,6 +102,7 @@ def resolve_tools(
             "needs_approval": tool.needs_approval,
             "timeout_s": timeout_s,
             "park_timeout_s": tool.park_timeout_s,
+            "retry": tool.retry,
         }
         if isinstance(tool, FunctionToolSpec):
             found = live(tool.name)

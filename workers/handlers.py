@@ -8,10 +8,11 @@ leaving it stuck, and a lost Redis connection retries the job.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
 import httpx
 from arq import Retry
@@ -37,6 +38,7 @@ from agentq.orchestrator.state import (
 )
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
+from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor
 from agentq.workers.input_requests import InputRequests
@@ -128,26 +130,29 @@ async def _guarded(deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
     try:
         await work
     except (RedisConnectionError, RedisTimeoutError) as exc:
-        log.warning(
-            "redis error in %s of run %s: %s; retrying", envelope.kind, envelope.run_id, exc
-        )
-        raise Retry(defer=1.0) from exc
+        _retrying(envelope, exc)
     except InfrastructureError as exc:
-        if not exc.retryable:
-            raise
-        log.warning("%s in %s of run %s; retrying", exc, envelope.kind, envelope.run_id)
-        raise Retry(defer=1.0) from exc
+        if exc.retryable:
+            _retrying(envelope, exc)
+        await _fail_internal(deps, envelope, exc)
     except Exception as exc:
-        log.exception("%s of run %s failed", envelope.kind, envelope.run_id)
-        reply = await deps.store.fail_run(
-            envelope.run_id,
-            RunFailure(
-                kind=FailureKind.INTERNAL,
-                message=f"{type(exc).__name__}: {exc}",
-                step=envelope.step,
-            ),
-        )
-        _ended(reply.outcome, envelope, "failed")
+        await _fail_internal(deps, envelope, exc)
+
+
+def _retrying(envelope: JobEnvelope, exc: Exception) -> NoReturn:
+    log.warning("%s in %s of run %s; retrying", exc, envelope.kind, envelope.run_id)
+    raise Retry(defer=1.0) from exc
+
+
+async def _fail_internal(deps: WorkerDeps, envelope: JobEnvelope, exc: Exception) -> None:
+    log.error("%s of run %s failed", envelope.kind, envelope.run_id, exc_info=exc)
+    reply = await deps.store.fail_run(
+        envelope.run_id,
+        RunFailure(
+            kind=FailureKind.INTERNAL, message=f"{type(exc).__name__}: {exc}", step=envelope.step
+        ),
+    )
+    _ended(reply.outcome, envelope, "failed")
 
 
 async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
@@ -372,12 +377,24 @@ async def _execute(
             deadline_at=deadline_at,
         ),
     )
-    try:
-        output = await executor.execute(tool, call.input, context)
-    except ToolError as exc:
-        return error_result(call.id, call.name, exc.message)
-    except Exception as exc:  # a failing tool is the model's to see, not the run's end
-        return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
+    executions = 1
+    while True:
+        try:
+            output = await executor.execute(tool, call.input, context)
+            break
+        except ToolError as exc:
+            delay_s = retry_delay_s(
+                tool.retry, executions, exc.retryable, deadline_at - time.time()
+            )
+            if delay_s is None:
+                return error_result(call.id, call.name, exc.message)
+            log.info(
+                "tool %s failed (%s); execution %d in %g s", call.name, exc, executions + 1, delay_s
+            )
+            await asyncio.sleep(delay_s)
+            executions += 1
+        except Exception as exc:  # a failing tool is the model's to see, not the run's end
+            return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
     return ToolResultPart(
         tool_call_id=call.id,
         tool_name=call.name,

@@ -12,6 +12,7 @@ from arq import Retry
 
 from agentq.orchestrator import Client, InfrastructureError, RunConflictError
 from agentq.orchestrator.envelopes import JobEnvelope
+from agentq.orchestrator.errors import ToolError
 from agentq.orchestrator.redis_conn import connect, forget_memory_server
 from agentq.orchestrator.state import keys
 from agentq.orchestrator.store import RunStore
@@ -39,6 +40,43 @@ def transfer(amount: int) -> str:
 
 
 ASK = {"type": "client", "name": "ask_user", "park_timeout_s": 0.2}
+
+flaky_failures: dict[str, int] = {}
+
+
+@tool
+def flaky(key: str, retryable: bool) -> str:
+    """Fails (retryable or not) the first time it is called with a key."""
+    if key not in flaky_failures:
+        flaky_failures[key] = 1
+        raise ToolError(f"{key}: not yet", retryable=retryable)
+    return f"{key}: ok"
+
+
+@pytest.mark.parametrize(
+    ("retry", "retryable", "output"),
+    [
+        pytest.param({"max_attempts": 2, "backoff_s": 0}, True, "ok", id="retried"),
+        pytest.param(None, True, "not yet", id="no-policy"),
+        pytest.param({"max_attempts": 2, "backoff_s": 0}, False, "not yet", id="not-retryable"),
+    ],
+)
+async def test_a_tool_retry_policy_retries_retryable_errors(
+    start: Start, retry: dict[str, float] | None, retryable: bool, output: str
+) -> None:
+    key = f"{retry}-{retryable}"
+    flaky_failures.pop(key, None)
+    spec_tool: dict[str, Any] = {"type": "function", "name": "flaky"}
+    if retry is not None:
+        spec_tool["retry"] = retry
+    spec = scripted(
+        calls(("flaky", {"key": key, "retryable": retryable})), {"text": "done"}, tools=[spec_tool]
+    )
+    async with start([flaky]) as client:
+        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+    (part,) = tool_message_parts(result.messages)
+    assert output in str(part.output)
+    assert part.is_error == (output != "ok")
 
 
 async def test_a_taken_id_refuses_another_spec_and_accepts_the_same(start: Start) -> None:
