@@ -16,13 +16,14 @@ from typing import Any, NoReturn
 
 import httpx
 from arq import Retry
+from arq.typing import WorkerCoroutine
 from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope
+from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, JobKind
 from agentq.orchestrator.errors import InfrastructureError, ProviderError, ToolError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
@@ -30,11 +31,13 @@ from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import (
     BeginStep,
+    CallStatus,
     ClaimCall,
     ExpireParked,
     FailureKind,
     Outcome,
     RunFailure,
+    RunStatus,
 )
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
@@ -88,7 +91,9 @@ def _consumer_attrs(envelope: JobEnvelope, queue: str, job_id: str) -> dict[str,
     }
 
 
-def _ended(outcome: Outcome, envelope: JobEnvelope, status: str = "succeeded") -> None:
+def _ended(
+    outcome: Outcome, envelope: JobEnvelope, status: RunStatus = RunStatus.SUCCEEDED
+) -> None:
     if outcome in (Outcome.FINISHED, Outcome.FAILED):
         tracing.end_run(envelope.run_trace, envelope.run_id, status)
 
@@ -114,7 +119,7 @@ async def model_step(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
                         step=envelope.step,
                     ),
                 )
-                _ended(reply.outcome, envelope, "failed")
+                _ended(reply.outcome, envelope, RunStatus.FAILED)
                 return
             await _guarded(deps, envelope, _model_step(ctx, deps, envelope))
 
@@ -152,7 +157,7 @@ async def _fail_internal(deps: WorkerDeps, envelope: JobEnvelope, exc: Exception
             kind=FailureKind.INTERNAL, message=f"{type(exc).__name__}: {exc}", step=envelope.step
         ),
     )
-    _ended(reply.outcome, envelope, "failed")
+    _ended(reply.outcome, envelope, RunStatus.FAILED)
 
 
 async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
@@ -209,7 +214,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
                     kind=FailureKind.PROVIDER, message=exc.message, status=exc.status, step=step
                 ),
             )
-            _ended(failed.outcome, envelope, "failed")
+            _ended(failed.outcome, envelope, RunStatus.FAILED)
             return
         await sink.flush()
         chat_span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
@@ -231,7 +236,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         )
     outcome = committed.outcome
     if outcome in (Outcome.COMMITTED, Outcome.CONTINUED, Outcome.FINISHED):
-        queues = [c.queue for c in plan.local_calls if c.status == "queued"]
+        queues = [c.queue for c in plan.local_calls if c.status == CallStatus.QUEUED]
         for preset, queue in zip(hops.allocated, queues, strict=False):
             hops.record([preset], queue)
         if outcome == Outcome.CONTINUED and hops.allocated:
@@ -400,3 +405,11 @@ async def _execute(
         tool_name=call.name,
         output=to_jsonable_python(output, fallback=str),
     )
+
+
+# The arq function of each job kind: the job's `f` is its kind (envelopes.queued_job).
+JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
+    "model_step": model_step,
+    "tool_call": tool_call,
+    "park_expiry": park_expiry,
+}

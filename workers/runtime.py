@@ -193,23 +193,12 @@ class WorkerRuntime:
                     # One delivery past ours, so that our job sees it and settles the run
                     # instead of arq dropping the job silently.
                     func(
-                        handlers.model_step,
-                        name="model_step",
+                        handler,
+                        name=kind,
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
-                    ),
-                    func(
-                        handlers.tool_call,
-                        name="tool_call",
-                        timeout=_ARQ_FUNCTION_TIMEOUT_S,
-                        max_tries=self.settings.max_deliveries + 1,
-                    ),
-                    func(
-                        handlers.park_expiry,
-                        name="park_expiry",
-                        timeout=_ARQ_FUNCTION_TIMEOUT_S,
-                        max_tries=self.settings.max_deliveries + 1,
-                    ),
+                    )
+                    for kind, handler in handlers.JOB_FUNCTIONS.items()
                 ],
                 queue_name=queue_key(queue),
                 redis_pool=self.redis,
