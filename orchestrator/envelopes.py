@@ -96,6 +96,8 @@ def queued_job(envelope: JobEnvelope, queue: str, *, defer_s: float = 0.0) -> Qu
         wake_key=wake_key(queue),
         payload=json.dumps(body, separators=(",", ":")),
         score_ms=now_ms + int(defer_s * 1000),
+        # A deferred job must outlive its wait, or arq finds it gone when it falls due.
+        expires_ms=JOB_EXPIRES_MS + int(defer_s * 1000),
     )
 
 

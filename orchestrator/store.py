@@ -101,6 +101,8 @@ def redis_errors_mapped() -> Iterator[None]:
     """Turn redis-py's errors into InfrastructureError, retryability as data."""
     try:
         yield
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+        raise InfrastructureError(f"cannot reach Redis: {exc}", retryable=True) from exc
     except redis_errors.RedisError as exc:
         retryable = isinstance(exc, _TRANSIENT) or str(exc).startswith("OOM")
         raise InfrastructureError(f"Redis: {exc}", retryable=retryable) from exc

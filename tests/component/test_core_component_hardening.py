@@ -131,6 +131,7 @@ async def test_a_call_resolved_in_time_is_left_alone_by_its_deadline(start: Star
         call_id = (await client.result(run_id)).pending[0]["tool_call_id"]
         expiry = keys.arq_job(keys.expiry_job_id(run_id, 0, call_id))
         assert await client.redis.exists(expiry)  # the deadline waits, deferred
+        assert await client.redis.pttl(expiry) > 60_000  # and outlives its wait
         await client.submit_tool_result(run_id, call_id, "blue")
         result = await client.wait(run_id, timeout_s=TIMEOUT_S)
         # The deadline's transition, applied now, is a no-op.
