@@ -1,6 +1,6 @@
-"""Redis key names: moved to `agentq.orchestrator.state.keys` (re-exported here)."""
+"""Redis key names: declared in `agentq.orchestrator.state.keys`, re-exported here for
+the callers that import them from their old place."""
 
-from agentq.orchestrator.state.keys import *  # noqa: F403
 from agentq.orchestrator.state.keys import (
     REGISTRY,
     RUN_ENDED,
