@@ -380,6 +380,7 @@ async def _execute(
             tool_name=call.name,
             attempt=attempt,
             deadline_at=deadline_at,
+            park_timeout_s=tool.park_timeout_s,
         ),
     )
     executions = 1

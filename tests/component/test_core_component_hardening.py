@@ -18,6 +18,7 @@ from agentq.orchestrator.state import keys
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
 from agentq.workers import handlers, tool
+from agentq.workers.input_requests import InputRequests
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,
@@ -176,3 +177,23 @@ async def test_a_worker_retries_a_job_on_a_retryable_infrastructure_error() -> N
     deps = handlers.WorkerDeps(store=None, http=None)  # type: ignore[arg-type]
     with pytest.raises(Retry):
         await handlers._guarded(deps, envelope, outage())
+
+
+@pytest.mark.parametrize(
+    ("deadline_in_s", "park_timeout_s", "longest_s"),
+    [(60.0, 5.0, 5.0), (5.0, 60.0, 5.0), (60.0, None, 60.0)],
+)
+def test_an_input_request_waits_no_longer_than_a_parked_call_may(
+    deadline_in_s: float, park_timeout_s: float | None, longest_s: float
+) -> None:
+    asks = InputRequests(
+        None,  # type: ignore[arg-type]
+        run_id="r",
+        step=0,
+        call_id="c",
+        tool_name="t",
+        attempt=1,
+        deadline_at=time.time() + deadline_in_s,
+        park_timeout_s=park_timeout_s,
+    )
+    assert longest_s - 1 < asks._wait_s() <= longest_s
