@@ -173,7 +173,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         log.debug("model step %s/%d skipped: %s", run_id, step, begun.outcome)
         return
     spec = RunSpec.model_validate_json(begun.spec)
-    tools = [ToolDef.model_validate_json(t) for t in begun.tools if t]
+    tools = [ToolDef.model_validate_json(t) for t in begun.tools]
     request = ModelRequest(
         model=spec.model,
         system=spec.system,
@@ -321,13 +321,14 @@ async def park_expiry(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
 
 async def _park_expiry(deps: WorkerDeps, envelope: JobEnvelope) -> None:
     run_id, step, call_id = envelope.run_id, envelope.step, envelope.call_id or ""
-    call_json, _ = await deps.store.call_state(run_id, step, call_id)
+    call_json, status = await deps.store.call_state(run_id, step, call_id)
     if call_json is None:
         return  # the run has moved on or expired
     call = CallPlan.model_validate_json(call_json)
-    waited = f"{call.park_timeout_s:g} s" if call.park_timeout_s is not None else "too long"
+    within = f"within {call.park_timeout_s:g} s" if call.park_timeout_s is not None else "in time"
+    wanted = "approved" if status == CallStatus.AWAITING_APPROVAL else "given a result"
     result = error_result(
-        call.id, call.name, f"The call to {call.name!r} got no approval or result within {waited}."
+        call.id, call.name, f"The call to {call.name!r} was not {wanted} {within}."
     )
     hops = tracing.Hops(queue=MODEL_QUEUE)
     expired = await deps.store.expire_parked(

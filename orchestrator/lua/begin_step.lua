@@ -11,6 +11,10 @@ if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DU
 emit(A.event)
 local order = cjson.decode(redis.call('HGET', meta, F.TOOL_ORDER) or '[]')
 local tools = {}
-if #order > 0 then tools = redis.call('HMGET', tools_key(), unpack(order)) end
+if #order > 0 then
+  for _, tool in ipairs(redis.call('HMGET', tools_key(), unpack(order))) do
+    if tool then tools[#tools + 1] = tool end
+  end
+end
 return reply(OUT.OK, {spec = redis.call('HGET', meta, F.SPEC), tools = tools,
                       messages = redis.call('LRANGE', msgs, 0, -1)})
