@@ -197,3 +197,15 @@ def test_an_input_request_waits_no_longer_than_a_parked_call_may(
         park_timeout_s=park_timeout_s,
     )
     assert longest_s - 1 < asks._wait_s() <= longest_s
+
+
+async def test_a_create_starts_clean_over_leftover_keys_of_its_id(start: Start) -> None:
+    async with start() as client:
+        await client.redis.xadd(keys.events("left"), {"e": "{}"}, id="0-7")
+        await client.redis.rpush(keys.messages("left"), "stray")  # type: ignore[misc]
+        run_id = await client.submit(scripted({"text": "hi"}, id="left"))
+        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        events = await all_events(client, run_id)
+    assert result.status == "succeeded"
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert events[0].type == "start"
