@@ -22,6 +22,12 @@ class Settings(BaseSettings):
     # tool error the model sees, a model step fails the run (never a run stuck forever).
     max_deliveries: int = Field(default=5, ge=1)
     mcp_config: str | None = None
+    # The models file: the named model endpoints specs may use (orchestrator/endpoints.py).
+    models: str | None = None
+    # Comma-separated base-URL prefixes a spec's `model.base_url` may start with, and
+    # environment variables a spec's `model.api_key_env` may name. Empty: none.
+    allow_spec_endpoints: str = ""
+    allow_spec_key_envs: str = ""
     # Provider quotas shared by the fleet: {"openai:gpt-4o": [rpm, tpm], "anthropic:*": [50, null]}.
     # A third value sets the window in seconds (default 60: "per minute"); a shorter one
     # scales the quota down for tests and benchmarks, e.g. [60, null, 1] is 60 per second.

@@ -13,7 +13,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
 from arq import Retry
 from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
@@ -28,14 +27,14 @@ from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
+from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
+from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.transitions import commit_args, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.lease import held_lease
-from agentq.workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
-from agentq.workers.providers.base import DeltaSink, ModelResponse, Provider
-from agentq.workers.providers.ratelimit import RateLimiter, call_model
+from agentq.workers.providers import ModelRequest, ToolDefinition
+from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
 from agentq.workers.sink import DeltaEvents
 
@@ -45,25 +44,15 @@ log = logging.getLogger("agentq.worker")
 @dataclass
 class WorkerDeps:
     store: RunStore
-    http: httpx.AsyncClient
-    executors: dict[ToolKind, ToolExecutor] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
+    models: ModelClient
+    executors: dict[str, ToolExecutor] = field(default_factory=dict)
     lease_s: float = 10.0
     max_deliveries: int = 5
-    limiter: RateLimiter | None = None
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
     deps: WorkerDeps = ctx["agentq"]
     return deps
-
-
-async def generate(
-    deps: WorkerDeps, provider: Provider, request: ModelRequest, sink: DeltaSink
-) -> ModelResponse:
-    """One model call: the fleet's shared rate limit, retries with backoff, a deadline."""
-    limiter = deps.limiter if request.model.provider != "scripted" else None
-    return await call_model(provider, request, sink, env=deps.env, limiter=limiter)
 
 
 def _consumer_attrs(envelope: JobEnvelope, queue: str, job_id: str) -> dict[str, Any]:
@@ -151,8 +140,8 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
                 name=t.name,
                 description=t.description,
                 input_schema=t.input_schema,
-                provider_executed=t.kind == "provider",
-                options=t.config.get("options", {}) if t.kind == "provider" else {},
+                provider_executed=isinstance(t.config, ProviderToolConfig),
+                options=t.config.options if isinstance(t.config, ProviderToolConfig) else {},
             )
             for t in offered_tools(spec, tools)
         ],
@@ -160,7 +149,6 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         step=step,
         timeout_s=spec.model.timeout_s,
     )
-    provider = make_provider(spec.model, ProviderContext(http=deps.http, env=deps.env))
     sink = DeltaEvents(deps.store, run_id, step)
     with tracing.span(
         f"chat {spec.model.name}",
@@ -173,7 +161,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         },
     ) as chat_span:
         try:
-            response = await generate(deps, provider, request, sink)
+            response = await deps.models.generate(request, sink)
         except ProviderError as exc:
             await sink.flush()
             outcome = await deps.store.fail_run(
@@ -191,7 +179,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             tools=tools,
             request=request,
             response=response,
-            generate=lambda req, out: generate(deps, provider, req, out),
+            generate=deps.models.generate,
             store=deps.store,
             run_id=run_id,
         )

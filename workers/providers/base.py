@@ -7,11 +7,13 @@ the caller supplies, so every provider is testable with a plain list.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentq.orchestrator.endpoints import Endpoint
 from agentq.orchestrator.messages import Message
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec import ModelRef, ToolChoice
@@ -55,19 +57,29 @@ class Provider(Protocol):
     async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse: ...
 
 
+HeaderObserver = Callable[[httpx.Headers], None]
+
+
 class ProviderContext(BaseModel):
-    """What a provider factory gets from the worker: the HTTP client and the environment
-    (API keys are read from it at call time and never stored anywhere else)."""
+    """What a provider factory gets from the worker: the HTTP client, the environment
+    (API keys are read from it at call time and never stored anywhere else), and the
+    endpoint the call goes to, resolved and checked against the deployment's models
+    file and allow-lists (`make_provider` resolves it when the caller did not)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     http: httpx.AsyncClient
     env: dict[str, str]
+    endpoint: Endpoint | None = None
+    # Receives every response's headers (the rate limiter learns limits from them);
+    # they travel as a request extension to the model client's httpx event hook.
+    on_headers: HeaderObserver | None = None
 
 
 __all__ = [
     "DeltaSink",
     "FinishReason",
+    "HeaderObserver",
     "ModelRequest",
     "ModelResponse",
     "Provider",
