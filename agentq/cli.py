@@ -51,6 +51,14 @@ MODELS_OPTION = click.option(
 )
 
 
+TOOLS_OPTION = click.option(
+    "--tools",
+    "tool_modules",
+    multiple=True,
+    help="Module or .py file of @tool functions, or of plugins (tool kinds, providers).",
+)
+
+
 def _settings(models_path: str | None) -> Settings:
     """The environment's settings, with the command's --models over $AGENTQ_MODELS."""
     settings = Settings()
@@ -128,9 +136,7 @@ def main() -> None:
 @main.command()
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
-@click.option(
-    "--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions."
-)
+@TOOLS_OPTION
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
 @MODELS_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print only the RunResult as JSON.")
@@ -218,9 +224,7 @@ async def _ask_approval(client: Client, run_id: str, call_id: str, console: Cons
 
 @main.command()
 @REDIS_OPTION
-@click.option(
-    "--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions."
-)
+@TOOLS_OPTION
 @click.option("--queue", "queues", multiple=True, help="Queues to serve (default: model, tools).")
 @click.option("--concurrency", type=int, default=None, help="Jobs at once per queue.")
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)

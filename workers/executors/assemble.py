@@ -39,6 +39,10 @@ def register_executor(kind: str, factory: ExecutorFactory, *, flag: str | None =
     _FACTORIES[kind] = (factory, flag or kind)
 
 
+def registered_executors() -> list[str]:
+    return sorted(_FACTORIES)
+
+
 def _mcp(options: WorkerOptions) -> ToolExecutor | None:
     if not options.mcp_config:
         return None
