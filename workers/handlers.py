@@ -33,7 +33,7 @@ from agentq.orchestrator.transitions import commit_args, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.lease import held_lease
-from agentq.workers.providers import ModelRequest, ToolDefinition
+from agentq.workers.providers import ModelRequest, OfferedTool
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
 from agentq.workers.sink import DeltaEvents
@@ -136,7 +136,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         system=spec.system,
         messages=[MESSAGE_ADAPTER.validate_json(m) for m in begun.message_jsons],
         tools=[
-            ToolDefinition(
+            OfferedTool(
                 name=t.name,
                 description=t.description,
                 input_schema=t.input_schema,

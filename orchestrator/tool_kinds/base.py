@@ -7,7 +7,11 @@ Names, one per concept:
 - a **tool announcement** (`ToolAnnouncement`): what a worker says it serves;
 - a **tool** (`ToolDef`): one tool as resolved and frozen into a run at submit,
   with its kind's typed config;
-- a **tool kind** (`ToolKindPlugin`): the plugin that turns entries into tools.
+- a **tool kind** (`ToolKindPlugin`): the plugin that turns entries into tools;
+- an **offered tool** (`agentq.workers.providers.OfferedTool`): a tool as a
+  provider renders it for the model (name, description, schema);
+- a **function tool** (`agentq.workers.FunctionTool`): a `@tool` function, the
+  code behind a `function` tool.
 
 Every kind gets the same wrappers from its entry, applied by the resolver (the
 way any pydantic-ai toolset gets `filtered`, `prefixed`, `approval_required`):

@@ -19,8 +19,9 @@ from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderTo
 from agentq.orchestrator.spec import ModelRef, ToolChoice
 
 
-class ToolDefinition(BaseModel):
-    """A tool as offered to the model."""
+class OfferedTool(BaseModel):
+    """A tool as offered to the model: what a provider renders into its request
+    (derived from the run's `ToolDef`; see orchestrator/tool_kinds/base.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -38,7 +39,7 @@ class ModelRequest(BaseModel):
     model: ModelRef
     system: str | None = None
     messages: list[Message]
-    tools: list[ToolDefinition] = Field(default_factory=list)
+    tools: list[OfferedTool] = Field(default_factory=list)
     tool_choice: ToolChoice = "auto"
     step: int = 0
     timeout_s: float = 120.0
@@ -76,12 +77,16 @@ class ProviderContext(BaseModel):
     on_headers: HeaderObserver | None = None
 
 
+# The name this had before; kept for providers written against it.
+ToolDefinition = OfferedTool
+
 __all__ = [
     "DeltaSink",
     "FinishReason",
     "HeaderObserver",
     "ModelRequest",
     "ModelResponse",
+    "OfferedTool",
     "Provider",
     "ProviderContext",
     "ProviderToolCall",

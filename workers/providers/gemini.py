@@ -28,7 +28,7 @@ from agentq.orchestrator.messages import (
 )
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec import ToolChoice, ToolChoiceTool
-from agentq.workers.providers.base import ModelRequest, ToolDefinition
+from agentq.workers.providers.base import ModelRequest, OfferedTool
 from agentq.workers.providers.history import (
     arguments_object,
     assistant_metadata,
@@ -123,7 +123,7 @@ def to_contents(
     return system, contents
 
 
-def to_tools(tools: list[ToolDefinition], label: str) -> list[dict[str, Any]]:
+def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
     declarations: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
     for tool in tools:

@@ -25,7 +25,7 @@ from agentq.orchestrator.messages import (
 )
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec import ToolChoice, ToolChoiceTool
-from agentq.workers.providers.base import ModelRequest, ToolDefinition
+from agentq.workers.providers.base import ModelRequest, OfferedTool
 from agentq.workers.providers.history import arguments_text, passthrough_options
 from agentq.workers.providers.sse import SSEEvent
 
@@ -101,7 +101,7 @@ def assistant_message(message: AssistantMessage) -> dict[str, Any]:
     return result
 
 
-def to_tools(tools: list[ToolDefinition], label: str) -> list[dict[str, Any]]:
+def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
     for tool in tools:
         if tool.provider_executed:
             raise ProviderError(
