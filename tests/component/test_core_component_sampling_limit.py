@@ -50,11 +50,11 @@ def params() -> types.CreateMessageRequestParams:
     return types.CreateMessageRequestParams(messages=[message], max_tokens=10)
 
 
-async def test_sampling_counts_against_the_shared_rate_limit(models: ModelClient) -> None:
-    CALLS.clear()
-    route = SamplingRoute.model_validate(
-        {"model": {"provider": "counting-test", "name": "m", "timeout_s": 2}}
-    )
+async def test_sampling_counts_against_the_shared_rate_limit(
+    models: ModelClient, counting: Counting
+) -> None:
+    model = {"provider": "counting-test", "name": "m", "timeout_s": 2}
+    route = SamplingRoute.model_validate({"model": model})
     sampler = Sampler(models)
     first = await sampler.sample("s", route, params())
     assert isinstance(first, types.CreateMessageResult)
