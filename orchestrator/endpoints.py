@@ -40,6 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentq.orchestrator.errors import SpecError
 from agentq.orchestrator.providers import PROVIDER_NAME, ProviderInfo, lookup
+from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.spec import ModelRef
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # Characters no base URL needs and URL parsers disagree about.
@@ -222,23 +224,23 @@ class EndpointPolicy:
         )
 
     @classmethod
-    def from_settings(cls, settings: Any) -> EndpointPolicy:
+    def from_settings(cls, settings: Settings) -> EndpointPolicy:
         """From `Settings`: `models` ($AGENTQ_MODELS), `allow_spec_endpoints`,
         `allow_spec_key_envs`."""
         return cls.build(
             settings.models, settings.allow_spec_endpoints, settings.allow_spec_key_envs
         )
 
-    def endpoint_named(self, ref: Any) -> str | None:
+    def endpoint_named(self, ref: ModelRef) -> str | None:
         """The models-file endpoint a model reference names, if any."""
         if ref.endpoint is not None:
-            return str(ref.endpoint)
+            return ref.endpoint
         return ref.provider if ref.provider in self.models.endpoints else None
 
     def resolve(
-        self, ref: Any, providers: Mapping[str, ProviderInfo], *, trusted: bool = False
+        self, ref: ModelRef, providers: Mapping[str, ProviderInfo], *, trusted: bool = False
     ) -> Endpoint:
-        """Where `ref` (a `ModelRef`) goes. `trusted`: the reference comes from the
+        """Where `ref` goes. `trusted`: the reference comes from the
         deployment's own files (an MCP sampling route), not from a spec."""
         name = self.endpoint_named(ref)
         if name is not None:
@@ -274,7 +276,7 @@ class EndpointPolicy:
         )
 
     def _from_models_file(
-        self, name: str, ref: Any, providers: Mapping[str, ProviderInfo]
+        self, name: str, ref: ModelRef, providers: Mapping[str, ProviderInfo]
     ) -> Endpoint:
         declared = self.models.endpoints.get(name)
         if declared is None:

@@ -27,6 +27,7 @@ from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.transitions import commit_args, result_args
@@ -129,7 +130,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     if isinstance(begun, str):
         log.debug("model step %s/%d skipped: %s", run_id, step, begun)
         return
-    spec = RunSpec.model_validate_json(begun.spec_json)
+    spec = RunSpec.model_validate_json(begun.spec_json, context=STORED_SPEC)
     tools = [ToolDef.model_validate_json(t) for t in begun.tool_jsons]
     request = ModelRequest(
         model=spec.model,

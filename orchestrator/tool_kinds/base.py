@@ -31,7 +31,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, SerializeAsAny, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializeAsAny,
+    ValidationInfo,
+    model_validator,
+)
 
 from agentq.orchestrator.errors import SpecError
 from agentq.orchestrator.providers import ProviderInfo
@@ -168,7 +175,19 @@ def tool_kinds() -> list[str]:
     return sorted(_KINDS)
 
 
-def parse_tool_entry(value: Any) -> Any:
+class StoredToolEntry(ToolSpecBase):
+    """An entry of a kind this process did not load, in a spec read back from a run: it
+    was checked at submit, and its tools are already resolved into the run."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+# Validation context for a spec read back from the store (`RunSpec.model_validate_json(
+# text, context=STORED_SPEC)`): a worker need not load every kind a run uses.
+STORED_SPEC = {"agentq.stored": True}
+
+
+def parse_tool_entry(value: Any, info: ValidationInfo) -> Any:
     """A spec's tool entry as its kind's model (pydantic reports errors inside it
     located as `tools.N.field`)."""
     if isinstance(value, ToolSpecBase):
@@ -176,6 +195,8 @@ def parse_tool_entry(value: Any) -> Any:
     if not isinstance(value, dict) or "type" not in value:
         raise ValueError("a tool needs a 'type' (" + ", ".join(tool_kinds()) + ")")
     plugin = _KINDS.get(str(value["type"]))
+    if plugin is None and isinstance(info.context, dict) and info.context.get("agentq.stored"):
+        return StoredToolEntry.model_validate(value)
     if plugin is None:
         raise ValueError(f"unknown tool type {value['type']!r} (known: {', '.join(tool_kinds())})")
     return plugin.spec_model.model_validate(value)

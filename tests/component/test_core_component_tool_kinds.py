@@ -7,6 +7,7 @@ import pytest
 
 from agentq.orchestrator.errors import SpecError, UnknownToolError
 from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.tool_kinds.base import STORED_SPEC, StoredToolEntry
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.workers.embedded import embedded
 from agentq.workers.executors.assemble import optional_executors
@@ -82,3 +83,18 @@ async def test_without_a_worker_serving_the_kind_submit_refuses_it() -> None:
     async with embedded(settings=FAST) as client:
         with pytest.raises(UnknownToolError, match="no worker serves echo tools"):
             await client.submit(scripted({"text": "ok"}, tools=[ECHO]))
+
+
+def test_a_stored_spec_parses_where_the_kind_is_not_loaded() -> None:
+    """A model worker need not load every kind a run uses: read back from the store, an
+    entry of an unknown kind is kept as it was; at submit it is refused."""
+    stored = scripted({"text": "ok"}, tools=[{"type": "elsewhere", "names": ["x"]}])
+    with pytest.raises(ValueError, match="unknown tool type 'elsewhere'"):
+        RunSpec.model_validate(stored)
+    spec = RunSpec.model_validate(stored, context=STORED_SPEC)
+    assert isinstance(spec.tools[0], StoredToolEntry)
+    assert spec.model_dump(exclude_none=True)["tools"][0] == {
+        "type": "elsewhere",
+        "names": ["x"],
+        "needs_approval": False,
+    }

@@ -104,7 +104,7 @@ async def test_learned_limits_lower_the_configured_ones(redis: Any) -> None:
     assert (await limiter.try_acquire(KEY, 1))[0] > 0
 
 
-async def test_call_model_learns_backs_off_and_never_stores_the_key(redis: Any) -> None:
+async def test_the_model_client_learns_backs_off_and_never_stores_the_key(redis: Any) -> None:
     headers = {"x-ratelimit-limit-requests": "500", "x-ratelimit-limit-tokens": "90000"}
     turns = [rate_limited(retry_after="0"), Turn(text="ok", headers=headers)]
     with FakeOpenAI(turns) as server:
