@@ -26,6 +26,7 @@ from agentq.workers.providers import ProviderContext, make_provider, providers
 from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
 from agentq.workers.providers.http import HEADERS_EXTENSION
 from agentq.workers.providers.ratelimit import RateLimitedProvider, RateLimiter, limit_key
+from agentq.workers.providers.redact import redact
 from agentq.workers.providers.retry import RetryPolicy, generate_with_retries
 
 
@@ -58,9 +59,12 @@ class ModelClient:
         self.retry = retry
         install_header_hook(http)
 
-    async def provider(self, request: ModelRequest, *, trusted: bool = False) -> Provider:
-        """The provider stack for one call: checked again here, in the worker, before any
-        request (a spec may have been submitted under other settings)."""
+    async def provider(
+        self, request: ModelRequest, *, trusted: bool = False
+    ) -> tuple[Provider, str | None]:
+        """The provider stack for one call, and the key it may send: checked again here,
+        in the worker, before any request (a spec may have been submitted under other
+        settings)."""
         try:
             endpoint = self.policy.resolve(request.model, providers(), trusted=trusted)
             await self.policy.check_addresses(endpoint)
@@ -73,7 +77,7 @@ class ModelClient:
         provider = make_provider(request.model, ctx)
         if self.limiter is not None and endpoint.provider.rate_limited:
             provider = RateLimitedProvider(provider, self.limiter, limit_key(endpoint, env), seen)
-        return provider
+        return provider, env.get(endpoint.key_env) if endpoint.key_env else None
 
     async def generate(
         self,
@@ -85,8 +89,18 @@ class ModelClient:
     ) -> ModelResponse:
         """One model call; `deadline` is on time.monotonic. `trusted`: the model
         reference comes from the deployment's own files, not from a spec."""
-        provider = await self.provider(request, trusted=trusted)
-        return await generate_with_retries(provider, request, sink, self.retry, deadline)
+        provider, key = await self.provider(request, trusted=trusted)
+        try:
+            return await generate_with_retries(provider, request, sink, self.retry, deadline)
+        except ProviderError as exc:
+            # Whatever the provider's code (a registered one too), its errors are stored in
+            # the run: no echo of the key may be in them.
+            message = redact(exc.message, (key,))
+            if message == exc.message:
+                raise
+            raise ProviderError(
+                message, status=exc.status, retryable=exc.retryable, retry_after_s=exc.retry_after_s
+            ) from None
 
     async def generate_within(
         self, request: ModelRequest, sink: DeltaSink, timeout_s: float, *, trusted: bool = False
