@@ -120,9 +120,8 @@ async def test_a_batch_of_1000_runs_never_exceeds_60_per_window(
             results = [await client.wait(i, timeout_s=120) for i in ids]
         times = [json.loads(line)["at"] for line in log.read_text().splitlines()]
 
-    assert [r.status for r in results] == ["succeeded"] * runs, [
-        r.error for r in results if r.status != "succeeded"
-    ][:3]
+    failed = [r.error for r in results if r.status != "succeeded"]
+    assert not failed, failed[:3]
     assert len(times) == runs
     assert most_in_any_window(times, window_s - TRANSIT_S) <= limit
     # And the limiter was the bottleneck, not idle: whole windows were filled.
