@@ -10,6 +10,7 @@ async with Client("redis://localhost:6379") as client:
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 import uuid
@@ -22,6 +23,7 @@ from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.errors import (
     RunConflictError,
@@ -32,6 +34,7 @@ from agentq.orchestrator.errors import (
 from agentq.orchestrator.events import Event, event_json
 from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.messages import ToolResultPart
+from agentq.orchestrator.providers import provider_table
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
 from agentq.orchestrator.settings import Settings
@@ -46,7 +49,13 @@ from agentq.orchestrator.state import (
     ResolveApproval,
 )
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ToolDef, resolve_tools
+from agentq.orchestrator.tool_resolution import (
+    ToolAnnouncement,
+    ToolDef,
+    announced_providers,
+    live_registry,
+    resolve_tools,
+)
 from agentq.orchestrator.transitions import create_args, input_answer_args, result_args, tool_job
 
 
@@ -92,15 +101,19 @@ class Client:
         """Validate the spec, resolve its tools, and start the run. Returns its id.
 
         Raises pydantic's ValidationError for a malformed spec, SpecError for one
-        that names tools no worker serves, and RunConflictError when its id is taken
-        by a run of another spec. Submitting the same spec with its id again is a no-op.
+        that names tools no worker serves, or a model endpoint, URL or key variable
+        the deployment does not offer, and RunConflictError when its id is taken by a
+        run of another spec. Submitting the same spec with its id again is a no-op.
         """
         run_spec = _as_spec(spec)
+        now = time.time()
+        registry = await self.store.registry()
+        run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
         tools = [
             t
             if t.park_timeout_s is not None
             else t.model_copy(update={"park_timeout_s": self.settings.park_timeout_s})
-            for t in resolve_tools(run_spec, await self.store.registry(), time.time())
+            for t in resolve_tools(run_spec, registry, now, model_provider=endpoint.provider)
         ]
         run_id = run_spec.id or uuid.uuid4().hex
         run_trace = tracing.new_run_trace(run_id)
@@ -122,6 +135,26 @@ class Client:
                 "spec, or choose another id)"
             )
         return run_id
+
+    @functools.cached_property
+    def endpoint_policy(self) -> EndpointPolicy:
+        """The models file and allow-lists of this deployment (read at the first submit)."""
+        return EndpointPolicy.from_settings(self.settings)
+
+    async def _resolve_model(
+        self, spec: RunSpec, registry: dict[str, ToolAnnouncement], now: float
+    ) -> tuple[RunSpec, Endpoint]:
+        """Where the spec's model goes, checked; the spec names its endpoint explicitly
+        afterwards, so that workers resolve it the same way."""
+        table = provider_table(announced_providers(live_registry(registry, now)))
+        endpoint = self.endpoint_policy.resolve(spec.model, table)
+        await self.endpoint_policy.check_addresses(endpoint)
+        if endpoint.endpoint is not None and spec.model.endpoint is None:
+            model = spec.model.model_copy(
+                update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
+            )
+            spec = spec.model_copy(update={"model": model})
+        return spec, endpoint
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentq.orchestrator.spec import ToolRetry
+from agentq.orchestrator.tool_kinds.base import ToolRetry
 
 
 def retry_delay_s(

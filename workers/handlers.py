@@ -14,7 +14,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, NoReturn
 
-import httpx
 from arq import Retry
 from arq.typing import WorkerCoroutine
 from opentelemetry.trace import SpanKind
@@ -40,15 +39,16 @@ from agentq.orchestrator.state import (
     RunStatus,
 )
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
+from agentq.orchestrator.tool_kinds.base import STORED_SPEC
+from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
+from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.lease import held_lease
-from agentq.workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
-from agentq.workers.providers.base import DeltaSink, ModelResponse, Provider
-from agentq.workers.providers.ratelimit import RateLimiter, call_model
+from agentq.workers.providers import ModelRequest, OfferedTool
+from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
 from agentq.workers.sink import DeltaEvents
 
@@ -58,25 +58,15 @@ log = logging.getLogger("agentq.worker")
 @dataclass
 class WorkerDeps:
     store: RunStore
-    http: httpx.AsyncClient
-    executors: dict[ToolKind, ToolExecutor] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
+    models: ModelClient
+    executors: dict[str, ToolExecutor] = field(default_factory=dict)
     lease_s: float = 10.0
     max_deliveries: int = 5
-    limiter: RateLimiter | None = None
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
     deps: WorkerDeps = ctx["agentq"]
     return deps
-
-
-async def generate(
-    deps: WorkerDeps, provider: Provider, request: ModelRequest, sink: DeltaSink
-) -> ModelResponse:
-    """One model call: the fleet's shared rate limit, retries with backoff, a deadline."""
-    limiter = deps.limiter if request.model.provider != "scripted" else None
-    return await call_model(provider, request, sink, env=deps.env, limiter=limiter)
 
 
 def _consumer_attrs(envelope: JobEnvelope, queue: str, job_id: str) -> dict[str, Any]:
@@ -172,19 +162,19 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     if begun.outcome != Outcome.OK:
         log.debug("model step %s/%d skipped: %s", run_id, step, begun.outcome)
         return
-    spec = RunSpec.model_validate_json(begun.spec)
+    spec = RunSpec.model_validate_json(begun.spec, context=STORED_SPEC)
     tools = [ToolDef.model_validate_json(t) for t in begun.tools]
     request = ModelRequest(
         model=spec.model,
         system=spec.system,
         messages=[MESSAGE_ADAPTER.validate_json(m) for m in begun.messages],
         tools=[
-            ToolDefinition(
+            OfferedTool(
                 name=t.name,
                 description=t.description,
                 input_schema=t.input_schema,
-                provider_executed=t.kind == "provider",
-                options=t.config.get("options", {}) if t.kind == "provider" else {},
+                provider_executed=isinstance(t.config, ProviderToolConfig),
+                options=t.config.options if isinstance(t.config, ProviderToolConfig) else {},
             )
             for t in offered_tools(spec, tools)
         ],
@@ -192,7 +182,6 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         step=step,
         timeout_s=spec.model.timeout_s,
     )
-    provider = make_provider(spec.model, ProviderContext(http=deps.http, env=deps.env))
     sink = DeltaEvents(deps.store, run_id, step)
     with tracing.span(
         f"chat {spec.model.name}",
@@ -205,7 +194,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         },
     ) as chat_span:
         try:
-            response = await generate(deps, provider, request, sink)
+            response = await deps.models.generate(request, sink)
         except ProviderError as exc:
             await sink.flush()
             failed = await deps.store.fail_run(
@@ -225,7 +214,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             tools=tools,
             request=request,
             response=response,
-            generate=lambda req, out: generate(deps, provider, req, out),
+            generate=deps.models.generate,
             store=deps.store,
             run_id=run_id,
         )

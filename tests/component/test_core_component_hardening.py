@@ -137,7 +137,7 @@ async def test_a_call_resolved_in_time_is_left_alone_by_its_deadline(start: Star
         result = await client.wait(run_id, timeout_s=TIMEOUT_S)
         # The deadline's transition, applied now, is a no-op.
         envelope = JobEnvelope(kind="park_expiry", run_id=run_id, step=0, call_id=call_id)
-        deps = handlers.WorkerDeps(store=client.store, http=None)  # type: ignore[arg-type]
+        deps = handlers.WorkerDeps(store=client.store, models=None)  # type: ignore[arg-type]
         await handlers.park_expiry({"agentq": deps}, envelope.model_dump())
         after = await client.result(run_id)
     assert result.status == "succeeded"
@@ -174,7 +174,7 @@ async def test_a_worker_retries_a_job_on_a_retryable_infrastructure_error() -> N
     async def outage() -> Any:
         raise InfrastructureError("Redis: connection refused", retryable=True)
 
-    deps = handlers.WorkerDeps(store=None, http=None)  # type: ignore[arg-type]
+    deps = handlers.WorkerDeps(store=None, models=None)  # type: ignore[arg-type]
     with pytest.raises(Retry):
         await handlers._guarded(deps, envelope, outage())
 

@@ -20,7 +20,7 @@ API_KEY = "sk-e2e-secret-never-stored"
 
 
 @pytest.fixture
-def worker(redis_url: str) -> Iterator[WorkerProcess]:
+def worker(redis_url: str, allow_loopback_specs: None) -> Iterator[WorkerProcess]:
     process = WorkerProcess(redis_url, "--tools", TOOLS, env={"OPENAI_API_KEY": API_KEY})
     wait_ready(process)
     yield process

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.orchestrator.spec import ToolRetry
+from agentq.orchestrator.tool_kinds.base import ToolRetry
 from agentq.orchestrator.tool_retry import retry_delay_s
 
 POLICY = ToolRetry(max_attempts=3, backoff_s=0.5)
