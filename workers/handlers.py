@@ -33,6 +33,7 @@ from agentq.orchestrator.transitions import commit_args, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.lease import held_lease
+from agentq.workers.metrics import WorkerMetrics, observe_model_call
 from agentq.workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
 from agentq.workers.providers.base import DeltaSink, ModelResponse, Provider
 from agentq.workers.providers.ratelimit import RateLimiter, call_model
@@ -51,6 +52,7 @@ class WorkerDeps:
     lease_s: float = 10.0
     max_deliveries: int = 5
     limiter: RateLimiter | None = None
+    metrics: WorkerMetrics | None = None
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -63,7 +65,8 @@ async def generate(
 ) -> ModelResponse:
     """One model call: the fleet's shared rate limit, retries with backoff, a deadline."""
     limiter = deps.limiter if request.model.provider != "scripted" else None
-    return await call_model(provider, request, sink, env=deps.env, limiter=limiter)
+    call = call_model(provider, request, sink, env=deps.env, limiter=limiter)
+    return await observe_model_call(deps.metrics, request.model.provider, request.model.name, call)
 
 
 def _consumer_attrs(envelope: JobEnvelope, queue: str, job_id: str) -> dict[str, Any]:

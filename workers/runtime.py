@@ -40,7 +40,8 @@ from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolKind
 from agentq.workers import handlers
 from agentq.workers.executors.base import ToolExecutor
-from agentq.workers.providers.ratelimit import Limits, RateLimiter, RedisLike
+from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
+from agentq.workers.providers.ratelimit import Limits, RedisLike
 
 log = logging.getLogger("agentq.worker")
 
@@ -156,8 +157,11 @@ class WorkerRuntime:
         settings: Settings | None = None,
         env: dict[str, str] | None = None,
         http: httpx.AsyncClient | None = None,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self.settings = settings or Settings()
+        self.metrics = metrics
+        self.announced = False  # readiness: the tools are in the registry
         self.redis_url = redis_url
         self.queues = list(queues)
         self.tool_queue = tool_queue
@@ -184,7 +188,10 @@ class WorkerRuntime:
             max_deliveries=self.settings.max_deliveries,
             # redis-py types its async commands as `Awaitable[X] | X`, which no
             # protocol of awaitables matches; the client is the limiter's RedisLike.
-            limiter=RateLimiter(cast(RedisLike, self.redis), self._rate_limits()),
+            limiter=TimedRateLimiter(
+                cast(RedisLike, self.redis), self._rate_limits(), metrics=self.metrics
+            ),
+            metrics=self.metrics,
         )
         await self.announce()
         for queue in self.queues:
@@ -193,13 +200,13 @@ class WorkerRuntime:
                     # One delivery past ours, so that our job sees it and settles the run
                     # instead of arq dropping the job silently.
                     func(
-                        handlers.model_step,
+                        instrument(handlers.model_step),
                         name="model_step",
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
                     ),
                     func(
-                        handlers.tool_call,
+                        instrument(handlers.tool_call),
                         name="tool_call",
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
@@ -216,7 +223,7 @@ class WorkerRuntime:
                 allow_abort_jobs=True,
                 job_serializer=serialize,
                 job_deserializer=deserialize,
-                ctx={"agentq": deps, "queue": queue},
+                ctx={"agentq": deps, "queue": queue, "metrics": self.metrics},
             )
             self._workers.append(worker)
             self._tasks.append(asyncio.create_task(worker.main(), name=f"agentq-worker-{queue}"))
@@ -237,6 +244,7 @@ class WorkerRuntime:
             # An executor with a pool of its own (the sandbox) names its queue.
             queue = getattr(executor, "queue", self.tool_queue)
             await store.announce(await executor.announcements(queue))
+        self.announced = True
 
     async def _release_ended_runs(self) -> None:
         """Let executors drop what they keep for a run (sandbox sessions) when it ends,
@@ -266,6 +274,11 @@ class WorkerRuntime:
                 await self.announce()
             except Exception as exc:  # keep serving; the next round retries
                 log.warning("tool announcement failed: %s", exc)
+
+    @property
+    def running(self) -> bool:
+        """Started, and no queue worker or background task has ended."""
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
     async def wait(self) -> None:
         """Run until a worker task ends (it only does on error) or we are cancelled."""
