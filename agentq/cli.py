@@ -503,3 +503,55 @@ def build_images(mirror: str | None, force: bool) -> None:
         _fail(f"sandbox support is not available: {exc}", 3)
     for name in build(mirror=mirror, force=force):
         click.echo(name)
+
+
+@main.group()
+def images() -> None:
+    """The deployment's container images (agentq, Redis, Docker engine, trace viewer)."""
+
+
+@images.command("build")
+@click.argument("names", nargs=-1, metavar="[agentq|redis|dind|phoenix]...")
+@click.option("--mirror", default=None, help="Debian mirror (default: the machine's apt source).")
+@click.option("--tag", default=None, help="Tag of the agentq image (default: its version).")
+@click.option("--source", default=None, help="Checkout or wheel to install (default: this one).")
+@click.option("--force", is_flag=True, help="Rebuild even if the images exist.")
+@click.option(
+    "--export",
+    "export_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also save the sandbox images here (docker-compose.yml's engine loads them).",
+)
+def images_build(
+    names: Sequence[str],
+    mirror: str | None,
+    tag: str | None,
+    source: str | None,
+    force: bool,
+    export_dir: str | None,
+) -> None:
+    """Build images from the Debian archive and PyPI alone (no registry; needs root)."""
+    from agentq.images import build_images as build
+    from agentq.images import export_sandbox_images
+    from agentq.sandbox.images import ImageBuildError
+
+    try:
+        built = build(
+            names,
+            mirror=mirror,
+            tag=tag,
+            source=source,
+            force=force,
+            log=lambda line: click.echo(line, err=True),
+        )
+        saved = export_sandbox_images(Path(export_dir), mirror) if export_dir else None
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    except ImageBuildError as exc:
+        _fail(str(exc), 3)
+    for image in built:
+        how = "present" if image.skipped else f"built in {image.seconds:.0f} s"
+        click.echo(f"{image.name}\t{image.size_bytes / 1e6:.0f} MB\t{how}")
+    if saved is not None:
+        click.echo(f"sandbox images saved to {saved}")
