@@ -35,6 +35,18 @@ DEBIAN_PYTHON = (3, 11)  # bookworm's python3
 VENV = "/opt/agentq"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 PYTHON_PACKAGES = ("python3", "python3-venv", "ca-certificates")
+# Commands in the rootfs get this environment and nothing of the host's: a host's
+# PIP_* settings or REQUESTS_CA_BUNDLE (which overrides pip's --cert) name paths that do
+# not exist in there. The host's CA bundle is lent to the rootfs at this path.
+CHROOT_CA = "/tmp/host-ca.crt"
+CHROOT_ENV = {
+    "PATH": BASE_PATH,
+    "HOME": "/root",
+    "LANG": "C.UTF-8",
+    "PIP_CERT": CHROOT_CA,
+    "REQUESTS_CA_BUNDLE": CHROOT_CA,
+    "SSL_CERT_FILE": CHROOT_CA,
+}
 
 
 def agentq_version() -> str:
@@ -236,13 +248,13 @@ def install_python(rootfs: Path, requirements: Sequence[str], wheels: Path) -> N
     )
     inside = rootfs / "tmp" / "wheels"
     shutil.copytree(wheels, inside)
-    borrowed = {"etc/resolv.conf": Path("/etc/resolv.conf"), "tmp/host-ca.crt": _ca_bundle()}
+    borrowed = {"etc/resolv.conf": Path("/etc/resolv.conf"), CHROOT_CA.lstrip("/"): _ca_bundle()}
     saved = {rel: (rootfs / rel).read_bytes() for rel in borrowed if (rootfs / rel).is_file()}
     try:
         for rel, host in borrowed.items():
             (rootfs / rel).unlink(missing_ok=True)
             shutil.copyfile(host, rootfs / rel)
-        _run(["chroot", str(rootfs), "python3", "-m", "venv", VENV], step="venv")
+        _run(["chroot", str(rootfs), "python3", "-m", "venv", VENV], step="venv", env=CHROOT_ENV)
         pip = ["chroot", str(rootfs), f"{VENV}/bin/pip"]
         _run(
             [
@@ -252,14 +264,15 @@ def install_python(rootfs: Path, requirements: Sequence[str], wheels: Path) -> N
                 "--no-cache-dir",
                 "--disable-pip-version-check",
                 "--cert",
-                "/tmp/host-ca.crt",
+                CHROOT_CA,
                 "--find-links",
                 "/tmp/wheels",
                 *[_requirement_name(r, wheels) for r in requirements],
             ],
             step="pip install",
+            env=CHROOT_ENV,
         )
-        _run([*pip, "uninstall", "--yes", "--quiet", "pip"], step="pip uninstall")
+        _run([*pip, "uninstall", "--yes", "--quiet", "pip"], step="pip uninstall", env=CHROOT_ENV)
     finally:
         for rel in borrowed:
             (rootfs / rel).unlink(missing_ok=True)
@@ -333,8 +346,16 @@ def _image_size(name: str) -> int | None:
     return int(found.stdout.strip()) if found.returncode == 0 else None
 
 
-def _run(args: Sequence[str], *, step: str, stdin: IO[bytes] | None = None) -> None:
-    done = subprocess.run(list(args), stdin=stdin, capture_output=True, text=True, check=False)
+def _run(
+    args: Sequence[str],
+    *,
+    step: str,
+    stdin: IO[bytes] | None = None,
+    env: dict[str, str] | None = None,
+) -> None:
+    done = subprocess.run(
+        list(args), stdin=stdin, capture_output=True, text=True, check=False, env=env
+    )
     if done.returncode != 0:
         tail = (done.stderr or done.stdout)[-2000:]
         raise ImageBuildError(f"{step} failed (exit {done.returncode}): {tail}")
