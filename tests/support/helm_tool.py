@@ -29,7 +29,6 @@ from typing import Any
 
 from helm_sdkpy import Configuration, Install, Lint
 
-DEBUG = False
 _VERBS = ["create", "delete", "get", "list", "patch", "update", "watch"]
 _CORE = {
     "secrets": "Secret",
@@ -216,8 +215,6 @@ class FakeKube:
 
             def do_GET(self) -> None:
                 path = self.path.split("?")[0]
-                if DEBUG:
-                    print("GET", self.path, file=sys.stderr)
                 if path.startswith("/openapi/"):
                     self._openapi(path)
                 elif path == "/version":
