@@ -47,6 +47,7 @@ from agentq.orchestrator.transitions import commit_args, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.lease import held_lease
+from agentq.workers.metrics import WorkerMetrics, observe_model_call
 from agentq.workers.providers import ModelRequest, OfferedTool
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
@@ -62,6 +63,7 @@ class WorkerDeps:
     executors: dict[str, ToolExecutor] = field(default_factory=dict)
     lease_s: float = 10.0
     max_deliveries: int = 5
+    metrics: WorkerMetrics | None = None
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -194,7 +196,12 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         },
     ) as chat_span:
         try:
-            response = await deps.models.generate(request, sink)
+            response = await observe_model_call(
+                deps.metrics,
+                request.model.provider,
+                request.model.name,
+                deps.models.generate(request, sink),
+            )
         except ProviderError as exc:
             await sink.flush()
             failed = await deps.store.fail_run(
