@@ -16,6 +16,7 @@ async def optional_executors(
     sandbox: bool,
     on_tools_changed: ToolsChanged | None = None,
     env: Mapping[str, str] | None = None,
+    redis_url: str | None = None,
 ) -> list[ToolExecutor]:
     """Started executors for `--mcp-config` and `--sandbox`; a clear error if one is unusable."""
     executors: list[ToolExecutor] = []
@@ -30,7 +31,8 @@ async def optional_executors(
         try:
             from agentq.workers.executors.code import CodeExecutor
 
-            code = CodeExecutor()
+            # Redis: container ownership and run sessions shared with the other workers.
+            code = CodeExecutor(redis_url=redis_url)
             await code.start()
         except Exception as exc:
             raise SpecError(f"--sandbox: the sandbox cannot start here ({exc})") from None
