@@ -121,6 +121,7 @@ class SessionRouter:
 
     async def _forward(self, owner: str, request: ExecRequest, run_id: str) -> ExecResult:
         token = uuid.uuid4().hex
+        log.info("session call of run %s forwarded to sandbox owner %s", run_id, owner)
         message = {
             "reply": token,
             "session": run_id,
