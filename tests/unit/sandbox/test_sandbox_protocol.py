@@ -191,7 +191,8 @@ def test_artifacts_are_built_by_the_host_from_raw_bytes() -> None:
     assert (fake.is_image, fake.media_type, fake.text) == (False, "text/plain", "not an image")
     binary = build_artifact("b.bin", "application/x-evil", b"\xff\x00")
     assert binary.media_type == "application/octet-stream"
-    assert binary.text is None and binary.data_base64 == "/wA="
+    assert binary.text is None
+    assert binary.data_base64 == "/wA="
     assert build_artifact("d.json", "application/json", b"{}").media_type == "application/json"
 
 
