@@ -236,14 +236,16 @@ class SandboxContainer:
             cost = HEADER.size + len(payload)
             if kind == STDOUT_FRAME:
                 stdout_wire -= cost
-                if not obs.stdout.add(payload) or stdout_wire < 0:
-                    obs.stdout.truncated = True
+                if not obs.stdout.add(payload):
                     return Outcome.STDOUT_CAP
+                if stdout_wire < 0:
+                    return Outcome.FLOOD
             elif kind == STDERR_FRAME:
                 stderr_wire -= cost
-                if not obs.stderr.add(payload) or stderr_wire < 0:
-                    obs.stderr.truncated = True
+                if not obs.stderr.add(payload):
                     return Outcome.STDERR_CAP
+                if stderr_wire < 0:
+                    return Outcome.FLOOD
             elif kind == ARTIFACT:
                 header, data = parse_artifact(payload)
                 obs.artifacts.add(header.path, header.media_type, data)

@@ -104,8 +104,8 @@ def error_message(obs: Observation) -> str | None:
             )
         case Outcome.FLOOD:
             return (
-                "Output limit: the code flooded the sandbox's control channel with more "
-                f"frames than its output limits allow and was killed.{lost}"
+                "Output limit: the code sent more output frames than its "
+                f"{limits.output_bytes}-byte output limit allows and was killed.{lost}"
             )
         case Outcome.PROTOCOL:
             return f"The sandbox failed: {obs.detail}.{lost}"

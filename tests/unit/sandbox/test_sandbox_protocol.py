@@ -131,6 +131,7 @@ def observation(outcome: Outcome, **kwargs: object) -> Observation:
         (observation(Outcome.TIMEOUT), None, "Timed out: the code ran longer than 2 s"),
         (observation(Outcome.STDOUT_CAP), None, "Output limit: stdout exceeded 10 bytes"),
         (observation(Outcome.STDERR_CAP), None, "Output limit: stderr exceeded 10 bytes"),
+        (observation(Outcome.FLOOD), None, "more output frames than its 10-byte output limit"),
         (observation(Outcome.EXITED, oom_killed=True), None, "Out of memory: the code exceeded"),
         (observation(Outcome.EXITED, container_exit_code=137), 137, "killed by SIGKILL"),
         (observation(Outcome.EXITED, container_exit_code=3), 3, "exited (code 3)"),
