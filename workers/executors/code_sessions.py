@@ -150,7 +150,7 @@ class SessionRouter:
         while True:
             try:
                 popped = await self.redis.blpop([inbox], timeout=_POLL_S)  # type: ignore[misc]
-            except (OSError, ConnectionError) as exc:
+            except Exception as exc:  # Redis restarting (redis-py's errors are not OSErrors)
                 log.warning("sandbox session inbox: %s", exc)
                 await asyncio.sleep(_POLL_S)
                 continue
@@ -172,8 +172,11 @@ class SessionRouter:
             log.exception("forwarded sandbox call failed")
             reply = {"error": f"{type(exc).__name__}: {exc}", "lost": False}
         reply_key = REPLY_KEY.format(message["reply"])
-        await self.redis.rpush(reply_key, json.dumps(reply))  # type: ignore[misc]
-        await self.redis.expire(reply_key, _REPLY_TTL_S)
+        try:
+            await self.redis.rpush(reply_key, json.dumps(reply))  # type: ignore[misc]
+            await self.redis.expire(reply_key, _REPLY_TTL_S)
+        except Exception as exc:  # the caller stops waiting at its deadline
+            log.warning("sandbox session reply lost: %s", exc)
 
     async def release(self, run_id: str) -> None:
         await self.manager.close_session(run_id)
