@@ -159,9 +159,8 @@ async def test_a_trickle_of_empty_frames_still_meets_the_timeout(manager: Sandbo
         FORGE_PY
         + "import time\nwhile True:\n    os.write(fd, b'o\\0\\0\\0\\0')\n    time.sleep(0.001)\n"
     )
-    result, _ = await hostile_beside_a_normal_call(manager, code, "python", timeout_s=3)
+    result, _ = await hostile_beside_a_normal_call(manager, code, "python", timeout_s=2)
     assert result.timed_out, result
-    await assert_still_serves(manager)
 
 
 async def test_a_flood_of_the_containers_stderr_is_cut(manager: SandboxManager) -> None:
@@ -172,7 +171,6 @@ async def test_a_flood_of_the_containers_stderr_is_cut(manager: SandboxManager) 
     )
     result, _ = await hostile_beside_a_normal_call(manager, code, "python", timeout_s=5)
     assert result.error is not None, result
-    await assert_still_serves(manager)
 
 
 # -- item 2: forged done and artifact frames are bounded before anything is built -
@@ -197,7 +195,6 @@ async def test_a_forged_huge_done_frame_is_refused_unread(
     assert result.error is not None, result
     assert "exceeds" in result.error, result
     assert len(result.model_dump_json()) < 100_000
-    await assert_still_serves(manager)
 
 
 async def test_forged_artifact_frames_are_bounded(manager: SandboxManager) -> None:
@@ -215,7 +212,6 @@ async def test_forged_artifact_frames_are_bounded(manager: SandboxManager) -> No
     assert len(result.artifacts) <= 32
     assert len(result.notices) <= 64
     assert len(result.model_dump_json()) < 100_000
-    await assert_still_serves(manager)
 
 
 async def test_a_forged_artifact_path_of_megabytes_is_refused(manager: SandboxManager) -> None:
