@@ -6,8 +6,8 @@ output caps (past either, the container is killed: the only stop that a
 process inside cannot resist). The deadline is checked by the reader on the
 event loop's clock after every chunk, and every frame's bytes, header
 included, count against the call's budget, so a container flooding frames
-cannot hold the worker's loop or outlive its timeout. A container that was killed, crashed or
-misbehaved is marked unusable; its owner removes it.
+cannot hold the worker's loop or outlive its timeout. A container that was
+killed, crashed or misbehaved is marked unusable; its owner removes it.
 """
 
 from __future__ import annotations
@@ -207,8 +207,9 @@ class SandboxContainer:
         self._wire_left = _call_wire_bytes(limits)
         self._deadline = loop.time() + limits.timeout_s
         try:
-            # The backstop for a silent container; a talking one meets `_deadline`.
-            async with asyncio.timeout(limits.timeout_s + 1.0):
+            # One deadline, two guards: this one for a silent container, the
+            # reader's own check for one that keeps the loop busy.
+            async with asyncio.timeout_at(self._deadline):
                 await self._channel.send(encode_request(request, call_id))
                 obs.outcome = await self._read_until_done(call_id, obs)
         except TimeoutError:
@@ -220,6 +221,8 @@ class SandboxContainer:
         except OSError as exc:  # the channel broke under us
             obs.outcome, obs.detail = Outcome.EXITED, str(exc)
         obs.duration_s = time.monotonic() - started
+        if obs.outcome is Outcome.DONE and obs.done is not None and obs.done.restarted:
+            await self._await_restart(obs)
         self.last_used = time.monotonic()
         await self._settle(obs)
         self._deadline = float("inf")
@@ -256,22 +259,28 @@ class SandboxContainer:
                 if done.call != call_id:
                     raise DriverProtocolError("a done frame for another call")
                 obs.done = done
-                if done.restarted:
-                    await self._await_restart(obs)
                 return Outcome.DONE
             # READY: only after a restart, which the done frame announces.
 
     async def _await_restart(self, obs: Observation) -> None:
-        """The driver re-executed itself to end threads the code left: wait until it is back."""
+        """The driver re-executed itself to end threads the code left: wait until it is back.
+
+        Not part of the call's time: the code had finished. A driver that does
+        not come back costs the container, never the result.
+        """
         obs.notices.append(
             "Threads the code started were still running when the call ended: they were "
             "stopped by restarting the interpreter, so its variables are gone (files are kept)."
         )
         self._frames.limits = frame_limits(None)
         self._deadline = asyncio.get_running_loop().time() + _RESTART_TIMEOUT_S
-        frame = await self._next_frame()
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                frame = await self._next_frame()
+        except (TimeoutError, DriverProtocolError, WireBudgetExceeded, OSError):
+            frame = None
         if frame is None or frame[0] != READY:
-            raise DriverProtocolError("the driver did not come back after a restart")
+            await self.destroy()
 
     async def _settle(self, obs: Observation) -> None:
         """After a call: learn why the container stopped, if it did; kill it if we must."""
