@@ -115,10 +115,11 @@ class FrameDecoder:
             return None
         kind, size = HEADER.unpack_from(buffer, start)
         limit = self.limits.get(kind)
+        name = kind.decode("latin-1")
         if limit is None:
-            raise DriverProtocolError(f"unexpected frame kind {kind!r} from the sandbox driver")
+            raise DriverProtocolError(f"unexpected frame kind {name!r} from the sandbox driver")
         if size > limit:
-            raise DriverProtocolError(f"a {kind!r} frame of {size} bytes exceeds {limit}")
+            raise DriverProtocolError(f"a {name!r} frame of {size} bytes exceeds {limit}")
         end = start + HEADER.size + size
         if len(buffer) < end:
             return None
