@@ -111,9 +111,16 @@ const MEDIA_TYPES = {
 
 // One `a` frame: u16 header length, JSON header, the raw bytes. The host sniffs
 // images, decodes text and checks every size itself.
-function sendArtifact(rel, data) {
+// The host refuses artifact headers over 2048 bytes.
+const MAX_HEADER = 2000;
+
+function artifactHeader(rel) {
   const mediaType = MEDIA_TYPES[path.extname(rel).toLowerCase()] || 'application/octet-stream';
   const header = Buffer.from(JSON.stringify({ path: rel, media_type: mediaType }), 'utf8');
+  return header.length <= MAX_HEADER ? header : null;
+}
+
+function sendArtifact(header, data) {
   const length = Buffer.alloc(2);
   length.writeUInt16BE(header.length, 0);
   send('a', Buffer.concat([length, header, data]));
@@ -213,6 +220,11 @@ function collect(limits) {
         notices.push(`out/${rel}: not a regular file; refused`);
         continue;
       }
+      const header = artifactHeader(rel);
+      if (header === null) {
+        notices.push(`out/${rel.slice(0, 100)}...: the path is too long; not returned`);
+        continue;
+      }
       const signature = `${info.mtimeMs}:${info.size}:${info.ino}`;
       if (seen.get(rel) === signature) continue;
       seen.set(rel, signature);
@@ -235,7 +247,7 @@ function collect(limits) {
       }
       total += data.length;
       count += 1;
-      sendArtifact(rel, data);
+      sendArtifact(header, data);
     }
   };
   walk(OUT_DIR);

@@ -190,14 +190,21 @@ def reap_children() -> None:
             return
 
 
-def send_artifact(rel: str, data: bytes) -> None:
-    """One `a` frame: u16 header length, JSON header, the raw bytes. The host sniffs
-    images, decodes text and checks every size itself."""
+MAX_HEADER = 2000  # the host refuses artifact headers over 2048 bytes
+
+
+def artifact_header(rel: str) -> bytes | None:
+    """The JSON header of an artifact frame; None if the path is too long for one."""
     import mimetypes
 
-    header = json.dumps(
-        {"path": rel, "media_type": mimetypes.guess_type(rel)[0] or "application/octet-stream"}
-    ).encode()
+    media_type = mimetypes.guess_type(rel)[0] or "application/octet-stream"
+    header = json.dumps({"path": rel, "media_type": media_type}).encode()
+    return header if len(header) <= MAX_HEADER else None
+
+
+def send_artifact(header: bytes, data: bytes) -> None:
+    """One `a` frame: u16 header length, JSON header, the raw bytes. The host sniffs
+    images, decodes text and checks every size itself."""
     send(b"a", struct.pack(">H", len(header)) + header + data)
 
 
@@ -281,6 +288,10 @@ class Collector:
                 except UnicodeEncodeError:
                     notices.append(f"out/{ascii(rel)[1:-1]}: the name is not valid UTF-8; refused")
                     continue
+                header = artifact_header(rel)
+                if header is None:
+                    notices.append(f"out/{rel[:100]}...: the path is too long; not returned")
+                    continue
                 refused = self._refusal(full, rel, limits, count, total)
                 if refused is not None:
                     if refused:
@@ -292,7 +303,7 @@ class Collector:
                     continue
                 total += len(data)
                 count += 1
-                send_artifact(rel, data)
+                send_artifact(header, data)
         return notices
 
     def _refusal(

@@ -444,3 +444,32 @@ async def test_notices_stay_few_however_many_files_are_refused(manager: SandboxM
     assert result.ok, result
     assert len(result.notices) <= 64
     assert "more notices" in result.notices[-1]
+
+
+@pytest.mark.parametrize(
+    ("language", "code"),
+    [
+        (
+            "python",
+            "import os\ndeep = '/work/out/' + '/'.join(['d' * 200] * 12)\n"
+            "os.makedirs(deep)\nopen(deep + '/f.txt', 'w').write('x')\n"
+            "open('/work/out/good.txt', 'w').write('y')\n",
+        ),
+        (
+            "javascript",
+            "const fs = require('fs');\n"
+            "const deep = '/work/out/' + Array(12).fill('d'.repeat(200)).join('/');\n"
+            "fs.mkdirSync(deep, { recursive: true });\n"
+            "fs.writeFileSync(deep + '/f.txt', 'x');\n"
+            "fs.writeFileSync('/work/out/good.txt', 'y');\n",
+        ),
+    ],
+    ids=["python", "javascript"],
+)
+async def test_a_path_too_long_for_a_frame_is_refused_not_fatal(
+    manager: SandboxManager, language: Language, code: str
+) -> None:
+    result = await run(manager, code, language)
+    assert result.ok, result
+    assert [artifact.path for artifact in result.artifacts] == ["good.txt"]
+    assert any("too long" in notice for notice in result.notices), result
