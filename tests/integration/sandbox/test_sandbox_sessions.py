@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator.errors import ToolError
+from agentq.orchestrator.tool_kinds.code import CodeToolConfig
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.sandbox.config import LABEL_MANAGER, SandboxConfig
 from agentq.workers.executors.base import ToolContext
@@ -27,7 +28,7 @@ TOOL = ToolDef(
     name="run_python",
     kind="code",
     queue="sandbox",
-    config={"language": "python", "session": "run"},
+    config=CodeToolConfig(language="python", session="run"),
 )
 
 
