@@ -301,7 +301,10 @@ async def _worker(
     executors = [
         FunctionExecutor(tools),
         *await optional_executors(
-            mcp_config=_mcp_config_path(mcp_config), sandbox=sandbox, on_tools_changed=reannounce
+            mcp_config=_mcp_config_path(mcp_config),
+            sandbox=sandbox,
+            on_tools_changed=reannounce,
+            redis_url=redis_url,
         ),
     ]
     served = list(queues) or ([MODEL_QUEUE, TOOLS_QUEUE] + (["sandbox"] if sandbox else []))
