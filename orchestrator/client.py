@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 
-from agentq.orchestrator import tracing
+from agentq.orchestrator import keys, tracing
 from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.errors import RunNotFoundError, RunStateError, RunTimeoutError
 from agentq.orchestrator.events import Event, event_json
@@ -29,11 +29,23 @@ from agentq.orchestrator.loop import CallPlan, error_result, status_after_approv
 from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
+from agentq.orchestrator.run_index import (
+    DEFAULT_TENANT,
+    Cursor,
+    RunIndex,
+    RunPage,
+    matches,
+    summarize,
+)
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolDef, resolve_tools
 from agentq.orchestrator.transitions import input_answer_args, model_job, result_args, tool_job
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
 
 
 def _as_spec(spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
@@ -56,6 +68,7 @@ class Client:
         self.redis = redis if redis is not None else connect(redis_url or self.settings.redis_url)
         self._owns_redis = redis is None
         self.store = RunStore(self.redis, retention_s=self.settings.retention_s)
+        self.index = RunIndex(self.redis, retention_s=self.settings.retention_s)
 
     async def __aenter__(self) -> Client:
         return self
@@ -74,19 +87,30 @@ class Client:
 
     # -- runs ------------------------------------------------------------------
 
-    async def submit(self, spec: RunSpec | Mapping[str, Any] | str) -> str:
+    async def submit(
+        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+    ) -> str:
         """Validate the spec, resolve its tools, and start the run. Returns its id.
 
         Raises pydantic's ValidationError for a malformed spec and SpecError for
         one that names tools no worker serves. Submitting an id twice is a no-op.
         """
+        run_id, _ = await self.create(spec, tenant=tenant)
+        return run_id
+
+    async def create(
+        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+    ) -> tuple[str, bool]:
+        """`submit`, also saying whether the run is new (False: the id existed already).
+
+        The run is listed under `tenant` (the default tenant when None)."""
         run_spec = _as_spec(spec)
         tools = resolve_tools(run_spec, await self.store.registry(), time.time())
         run_id = run_spec.id or uuid.uuid4().hex
         run_trace = tracing.new_run_trace(run_id)
         with tracing.span(f"publish {MODEL_QUEUE}", parent=run_trace, kind=SpanKind.PRODUCER):
             hop = tracing.carrier()
-        await self.store.create(
+        created = await self.store.create(
             run_id,
             spec_json=run_spec.model_dump_json(exclude_none=True),
             tool_jsons={t.name: t.model_dump_json() for t in tools},
@@ -97,7 +121,57 @@ class Client:
             ),
             first_job=model_job(run_id, 0, hop, run_trace),
         )
-        return run_id
+        if created:
+            await self.index.add(run_id, tenant)
+        return run_id, created
+
+    async def tenant_of(self, run_id: str) -> str:
+        """The tenant a run belongs to. RunNotFoundError when there is no such run."""
+        meta = await self.store.meta(run_id)
+        return meta.get("tenant", DEFAULT_TENANT)
+
+    async def list_runs(
+        self,
+        tenant: str | None = None,
+        *,
+        status: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        created_after: float | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        scan_limit: int = 2000,
+    ) -> RunPage:
+        """A tenant's runs, newest first, filtered; `next_cursor` continues the list.
+
+        Filters are applied to the index's pages as they are read, scanning at most
+        `scan_limit` runs per call (a page may come back short, with a cursor)."""
+        after = Cursor.decode(cursor) if cursor else None
+        wanted = dict(metadata or {})
+        page: RunPage = RunPage(runs=[])
+        scanned = 0
+        while len(page.runs) < limit and scanned < scan_limit:
+            batch = await self.index.page(
+                tenant, after=after, created_after=created_after, count=min(200, scan_limit)
+            )
+            if not batch:
+                return page
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for run_id, _ in batch:
+                    pipe.hgetall(keys.meta(run_id))
+                metas = await pipe.execute()
+            for (run_id, created_at), raw in zip(batch, metas, strict=True):
+                scanned += 1
+                after = Cursor(created_at, run_id)
+                if not raw:
+                    continue  # expired with its retention
+                meta = {_text(k): _text(v) for k, v in raw.items()}
+                summary = summarize(run_id, meta)
+                if matches(summary, status, wanted):
+                    page.runs.append(summary)
+                    if len(page.runs) == limit:
+                        break
+        page.next_cursor = after.encode() if after else None
+        return page
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""
