@@ -43,7 +43,7 @@ def serve(config: ServeConfig, host: str, port: int, *, log_level: str = "info")
     """Serve until SIGTERM/SIGINT; open event streams end so the process can stop."""
     # Our streams end themselves on shutdown (see follow.start_draining); sse-starlette's
     # own drain would cancel them mid-body.
-    AppStatus.disable_automatic_graceful_drain()
+    AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
     server = _DrainingServer(
         uvicorn.Config(
             create_app(config),
