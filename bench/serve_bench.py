@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import sys
 import time
@@ -45,35 +46,41 @@ from tests.support.serve import ServeProcess  # noqa: E402
 SPEC = {"model": {"provider": "scripted", "script": [{"text": "x"}]}, "prompt": "bench"}
 
 
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds a process has used (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-async def follow(http: httpx.AsyncClient, url: str, latencies: list[float] | None) -> int:
-    """Read one SSE stream to its end; count events, note latencies when asked."""
+async def follow(
+    http: httpx.AsyncClient, url: str, latencies: list[float] | None, ready: list[int]
+) -> int:
+    """Read one SSE stream to its end; count events, note latencies when asked. The first
+    event (the run's start, read on joining) marks the stream as following."""
     count = 0
     async with http.stream("GET", url) as response:
         async for line in response.aiter_lines():
             if line.startswith("data: "):
                 count += 1
-                if latencies is not None:
+                if count == 1:
+                    ready.append(1)
+                elif latencies is not None:
                     received = time.time()
                     latencies.append(received - json.loads(line[6:])["at"])
     return count
 
 
-async def connected(client: Client, run_id: str, n: int) -> None:
-    """Wait until n streams are open: each reads with XREAD BLOCK on the run's stream."""
-    deadline = time.monotonic() + 60
-    blocked = 0
-    while time.monotonic() < deadline:
-        clients = await client.redis.client_list()
-        blocked = sum(1 for c in clients if c.get("cmd") in ("xread", "xread|"))
-        if blocked >= n:
-            return
+async def connected(ready: list[int], n: int) -> None:
+    deadline = time.monotonic() + 120
+    while len(ready) < n:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {len(ready)} of {n} streams connected")
         await asyncio.sleep(0.05)
-    raise RuntimeError(f"only {blocked} of {n} streams connected")
 
 
 async def throughput(serve: ServeProcess, client: Client, clients: int, events: int) -> float:
@@ -81,8 +88,9 @@ async def throughput(serve: ServeProcess, client: Client, clients: int, events: 
     url = f"{serve.url}/v1/runs/{run_id}/events"
     limits = httpx.Limits(max_connections=clients + 10)
     async with httpx.AsyncClient(timeout=300, limits=limits) as http:
-        readers = [asyncio.create_task(follow(http, url, None)) for _ in range(clients)]
-        await connected(client, run_id, clients)
+        ready: list[int] = []
+        readers = [asyncio.create_task(follow(http, url, None, ready)) for _ in range(clients)]
+        await connected(ready, clients)
         started = time.perf_counter()
         for first in range(0, events, 20):
             batch = [
@@ -99,12 +107,13 @@ async def throughput(serve: ServeProcess, client: Client, clients: int, events: 
 
 async def latency(serve: ServeProcess, client: Client, clients: int, samples: int) -> list[float]:
     run_id = await client.submit(SPEC)
-    url = f"{serve.url}/v1/runs/{run_id}/events?after=1"
+    url = f"{serve.url}/v1/runs/{run_id}/events"
     found: list[float] = []
     limits = httpx.Limits(max_connections=clients + 10)
     async with httpx.AsyncClient(timeout=300, limits=limits) as http:
-        readers = [asyncio.create_task(follow(http, url, found)) for _ in range(clients)]
-        await connected(client, run_id, clients)
+        ready: list[int] = []
+        readers = [asyncio.create_task(follow(http, url, found, ready)) for _ in range(clients)]
+        await connected(ready, clients)
         for n in range(samples):
             await client.store.emit(
                 run_id, [event_json("tool-progress", run_id, step=0, tool_call_id="c", output=n)]
@@ -152,7 +161,11 @@ async def main(args: argparse.Namespace) -> None:
     try:
         async with Client(redis_server.url) as client:
             raw = await raw_hop(redis_server.url, args.samples)
+            serve_cpu, own_cpu, wall = cpu_s(serve.proc.pid), time.process_time(), time.time()
             rate = await throughput(serve, client, args.clients, args.events)
+            wall = time.time() - wall
+            serve_cpu = cpu_s(serve.proc.pid) - serve_cpu
+            own_cpu = time.process_time() - own_cpu
             served = await latency(serve, client, args.clients, args.samples)
             raw_after = await raw_hop(redis_server.url, args.samples)
     finally:
@@ -165,6 +178,10 @@ async def main(args: argparse.Namespace) -> None:
         f"{args.samples} (latency)"
     )
     print(f"throughput: {rate:,.0f} events/s delivered by one agentq serve process")
+    print(
+        f"  CPU while streaming ({wall:.1f} s wall): agentq serve {serve_cpu:.1f} s, "
+        f"the {args.clients} clients (this process) {own_cpu:.1f} s"
+    )
     print(
         f"raw Redis hop (XADD -> XREAD BLOCK): p50 {pct(raw_all, 0.5) * ms:.2f} ms, "
         f"p99 {pct(raw_all, 0.99) * ms:.2f} ms"

@@ -15,6 +15,7 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.settings import Settings
 from agentq.serve import errors, meta, runs
 from agentq.serve.config import ServeConfig
+from agentq.serve.feeds import RunFeeds
 from agentq.serve.limits import BodyLimit
 
 STATIC = resources.files("agentq.serve") / "static"
@@ -25,9 +26,11 @@ def create_app(config: ServeConfig) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = Client(config.redis_url, settings=Settings(redis_url=config.redis_url))
         app.state.client = client
+        app.state.feeds = RunFeeds(client)
         try:
             yield
         finally:
+            await app.state.feeds.aclose()
             await client.aclose()
 
     app = FastAPI(

@@ -30,8 +30,9 @@ from agentq.serve.chat_messages import (
     run_messages,
     tool_name,
 )
-from agentq.serve.deps import caller, client_of, config_of, resolved
+from agentq.serve.deps import caller, client_of, config_of, feeds_of, resolved
 from agentq.serve.errors import ApiError, conflict, not_found, validation_error
+from agentq.serve.feeds import RunFeeds
 from agentq.serve.follow import follow
 from agentq.serve.limits import check_spec_size, check_submit_rate
 from agentq.serve.ui_stream import UIChunks
@@ -111,7 +112,7 @@ async def chat(request: Request, name: str, body: ChatRequest) -> Response:
         after = int((await client.store.meta(current.id))["seq"])
         last = body.messages[-1]
         if last.role == "assistant" and await _resolve(client, current, last):
-            return _ui_stream(client, current.id, after)
+            return _ui_stream(client, feeds_of(request), current.id, after)
         raise conflict(
             f"chat {body.id!r} has a run in progress ({current.id}); "
             "answer what it waits for or resume its stream"
@@ -134,7 +135,7 @@ async def chat(request: Request, name: str, body: ChatRequest) -> Response:
     await check_submit_rate(client.redis, principal.tenant, config.limits.submits_per_minute)
     run_id = await client.submit(spec, tenant=principal.tenant)
     await client.redis.set(key, run_id, ex=client.settings.retention_s)
-    return _ui_stream(client, run_id, 0)
+    return _ui_stream(client, feeds_of(request), run_id, 0)
 
 
 @router.get(
@@ -150,7 +151,7 @@ async def resume(request: Request, name: str, chat_id: str) -> Response:
     current = await _current_run(client, chat_key(principal.tenant, name, chat_id))
     if current is None or current.status in TERMINAL_STATUSES:
         return Response(status_code=204)
-    return _ui_stream(client, current.id, 0)
+    return _ui_stream(client, feeds_of(request), current.id, 0)
 
 
 async def _parked(client: Client, run_id: str, seen: int) -> bool:
@@ -167,13 +168,14 @@ async def _parked(client: Client, run_id: str, seen: int) -> bool:
     return all(call.id in settled for call in step.tool_calls)
 
 
-def _ui_stream(client: Client, run_id: str, after: int) -> EventSourceResponse:
+def _ui_stream(client: Client, feeds: RunFeeds, run_id: str, after: int) -> EventSourceResponse:
     async def chunks() -> AsyncIterator[dict[str, str]]:
         adapter = UIChunks(run_id)
         yield _data(adapter.start())
         seen = after
-        async for event in follow(client, run_id, after, idle_s=0.5):
-            if event is not None:
+        async for frame in follow(feeds, run_id, after, idle_s=0.5):
+            if frame is not None:
+                event = frame.event
                 seen = event.seq
                 for chunk in adapter.feed(event):
                     yield _data(chunk)

@@ -13,6 +13,7 @@ from agentq.orchestrator.errors import RunNotFoundError
 from agentq.serve.auth import Principal, authenticate, require
 from agentq.serve.config import ServeConfig
 from agentq.serve.errors import not_found
+from agentq.serve.feeds import RunFeeds
 
 T = TypeVar("T")
 
@@ -27,6 +28,11 @@ async def resolved(value: Awaitable[T] | T) -> T:
 def client_of(request: Request) -> Client:
     client: Client = request.app.state.client
     return client
+
+
+def feeds_of(request: Request) -> RunFeeds:
+    feeds: RunFeeds = request.app.state.feeds
+    return feeds
 
 
 def config_of(request: Request) -> ServeConfig:

@@ -7,8 +7,7 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 
-from agentq.orchestrator.client import Client
-from agentq.orchestrator.events import Event
+from agentq.serve.feeds import Frame, RunFeeds
 
 _END = object()
 _draining = False
@@ -26,21 +25,21 @@ def draining() -> bool:
 
 
 async def follow(
-    client: Client,
+    feeds: RunFeeds,
     run_id: str,
     after: int,
     *,
     idle_s: float,
     events_per_second: float | None = None,
-) -> AsyncIterator[Event | None]:
+) -> AsyncIterator[Frame | None]:
     """The run's events after `after` until its terminal event; None after each `idle_s`
     without one (a heartbeat, or a moment to look at the run). Ends when the server drains."""
     queue: asyncio.Queue[object] = asyncio.Queue(maxsize=1000)
 
     async def pump() -> None:
         try:
-            async for event in client.events(run_id, after=after, follow=True):
-                await queue.put(event)
+            async for frame in feeds.frames(run_id, after):
+                await queue.put(frame)
             await queue.put(_END)
         except Exception as exc:  # handed to the reader, which raises it
             await queue.put(exc)
@@ -62,7 +61,7 @@ async def follow(
                 return
             if isinstance(item, Exception):
                 raise item
-            assert isinstance(item, Event)
+            assert isinstance(item, Frame)
             if pace:
                 now = time.monotonic()
                 if next_at > now:

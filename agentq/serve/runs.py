@@ -15,7 +15,7 @@ from agentq.orchestrator.errors import RunNotFoundError, RunTimeoutError
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult
 from agentq.orchestrator.run_index import RunPage
 from agentq.orchestrator.spec import RunSpec
-from agentq.serve.deps import caller, client_of, config_of, own_run
+from agentq.serve.deps import caller, client_of, config_of, feeds_of, own_run
 from agentq.serve.errors import ApiError, conflict, not_found
 from agentq.serve.follow import follow
 from agentq.serve.limits import check_spec_size, check_submit_rate
@@ -154,13 +154,12 @@ async def events(
 ) -> Response:
     """Follow the run's events until it ends. `Last-Event-ID` (or `?after=`) resumes."""
     await own_run(request, run_id, "runs:read")
-    client = client_of(request)
     limits = config_of(request).limits
     start = after or 0
     if last_event_id and last_event_id.strip().isdigit():
         start = int(last_event_id)
     stream = follow(
-        client,
+        feeds_of(request),
         run_id,
         start,
         idle_s=limits.heartbeat_s,
@@ -169,22 +168,19 @@ async def events(
     if "application/x-ndjson" in request.headers.get("accept", ""):
 
         async def lines() -> AsyncIterator[str]:
-            async for event in stream:
+            async for frame in stream:
                 # A blank line is the JSON-lines heartbeat (readers skip empty lines).
-                yield "\n" if event is None else event.model_dump_json(exclude_none=True) + "\n"
+                yield "\n" if frame is None else frame.json + "\n"
 
         return StreamingResponse(
             lines(), media_type="application/x-ndjson", headers=_stream_headers()
         )
 
-    async def sse() -> AsyncIterator[dict[str, str]]:
-        async for event in stream:
-            if event is not None:
-                yield {
-                    "id": str(event.seq),
-                    "event": event.type,
-                    "data": event.model_dump_json(exclude_none=True),
-                }
+    async def sse() -> AsyncIterator[bytes]:
+        async for frame in stream:
+            if frame is not None:  # sse-starlette's pings are the heartbeats
+                event = frame.event
+                yield f"id: {event.seq}\nevent: {event.type}\ndata: {frame.json}\n\n".encode()
 
     return EventSourceResponse(sse(), ping=int(limits.heartbeat_s), headers=_stream_headers())
 

@@ -249,3 +249,59 @@ def test_heartbeats_and_graceful_shutdown(redis_url: str, server: ServeProcess) 
     assert ended.wait(30)
     assert not errors, errors
     assert any(line.startswith("event: tool-approval-request") for line in lines)
+
+
+def test_many_streams_of_one_run_share_a_feed_without_gaps(server: ServeProcess) -> None:
+    spec = scripted(
+        {"text": "first", "tool_calls": [{"id": "c1", "name": "add", "input": {"a": 1, "b": 1}}]},
+        {"text": "second"},
+        tools=["add"],
+    )
+    spec["tools"][0]["needs_approval"] = True
+    run_id = post(server, "/v1/runs", spec).json()["id"]
+    before = events_of_until(server, run_id, "tool-approval-request")
+    results: dict[int, list[dict[str, Any]]] = {}
+    joined = threading.Barrier(7)
+
+    def read(after: int) -> None:
+        headers = {"Last-Event-ID": str(after)} if after else {}
+        out: list[dict[str, Any]] = []
+        with (
+            httpx.Client(timeout=60) as http,
+            connect_sse(
+                http, "GET", f"{server.url}/v1/runs/{run_id}/events", headers=headers
+            ) as sse,
+        ):
+            first = True
+            for message in sse.iter_sse():
+                out.append(json.loads(message.data))
+                if first:
+                    first = False
+                    joined.wait(30)
+        results[after] = out
+
+    starts = [0, 1, 2, 3, 4, len(before) - 1]
+    readers = [threading.Thread(target=read, args=(a,), daemon=True) for a in starts]
+    for reader in readers:
+        reader.start()
+    joined.wait(30)  # every stream has caught up and follows the live feed
+    assert post(server, f"/v1/runs/{run_id}/calls/c1/approval", {"approved": True}).is_success
+    for reader in readers:
+        reader.join(60)
+    everything = events_of(server, run_id)
+    assert everything[-1]["type"] == "finish"
+    for after in starts:
+        assert results[after] == everything[after:], after
+
+
+def events_of_until(server: ServeProcess, run_id: str, event_type: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    with (
+        httpx.Client(timeout=60) as http,
+        connect_sse(http, "GET", f"{server.url}/v1/runs/{run_id}/events") as sse,
+    ):
+        for message in sse.iter_sse():
+            out.append(json.loads(message.data))
+            if message.event == event_type:
+                return out
+    raise AssertionError(f"no {event_type} event")
