@@ -109,6 +109,35 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
     assert len(browser.find_elements(By.CSS_SELECTOR, '#timeline .row[data-kind="call"]')) == 2
     assert browser.find_element(By.ID, "pending").get_attribute("hidden") is not None
 
+    # A client tool's output, typed into the run page's form.
+    client_run = {
+        "id": "client-tool",
+        "model": {
+            "provider": "scripted",
+            "script": [
+                {"tool_calls": [{"id": "call-pick", "name": "pick_color", "input": {}}]},
+                {"text": "Teal it is."},
+            ],
+        },
+        "prompt": "pick a color",
+        "tools": [{"type": "client", "name": "pick_color"}],
+    }
+    assert httpx.post(f"{server.url}/v1/runs", json=client_run, timeout=30).status_code == 201
+    browser.get(server.url + "/#/runs/client-tool")
+    form = wait.until(
+        when.presence_of_element_located((By.CSS_SELECTOR, '.item[data-call-id="call-pick"]'))
+    )
+    form.find_element(By.TAG_NAME, "textarea").send_keys('{"color": "teal"}')
+    form.find_element(By.CSS_SELECTOR, "button.post-result").click()
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
+    wait.until(
+        when.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, '.call[data-call-id="call-pick"] .output'), "teal"
+        )
+    )
+
+    browser.get(server.url + "/#/runs/needs-approval")
+    wait.until(when.text_to_be_present_in_element((By.ID, "steps"), "The sum is 42. Done."))
     ARTIFACTS.mkdir(exist_ok=True)
     shot = ARTIFACTS / "dashboard.png"
     assert browser.save_screenshot(str(shot))
