@@ -23,6 +23,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from rich.console import Console
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.errors import AgentqError, RunError, SpecError
 from agentq.orchestrator.result import RunResult
@@ -39,6 +40,31 @@ REDIS_OPTION = click.option(
     default=None,
     help="Redis URL (default: $AGENTQ_REDIS_URL).",
 )
+
+
+MODELS_OPTION = click.option(
+    "--models",
+    "models_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Models file: the model endpoints specs may use (default: $AGENTQ_MODELS).",
+)
+
+
+TOOLS_OPTION = click.option(
+    "--tools",
+    "tool_modules",
+    multiple=True,
+    help="Module or .py file of @tool functions, or of plugins (tool kinds, providers).",
+)
+
+
+def _settings(models_path: str | None) -> Settings:
+    """The environment's settings, with the command's --models over $AGENTQ_MODELS."""
+    settings = Settings()
+    if models_path is not None:
+        settings = settings.model_copy(update={"models": models_path})
+    return settings
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -110,10 +136,9 @@ def main() -> None:
 @main.command()
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
-@click.option(
-    "--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions."
-)
+@TOOLS_OPTION
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
+@MODELS_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print only the RunResult as JSON.")
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Give up after S seconds.")
 def run(
@@ -121,11 +146,14 @@ def run(
     redis_url: str | None,
     tool_modules: Sequence[str],
     mcp_config: str | None,
+    models_path: str | None,
     as_json: bool,
     timeout_s: float | None,
 ) -> None:
     """Run SPEC and show its progress. Embedded (in-memory) unless --redis is given."""
-    result = _guard(_run)(spec_path, redis_url, tool_modules, mcp_config, as_json, timeout_s)
+    result = _guard(_run)(
+        spec_path, redis_url, tool_modules, mcp_config, models_path, as_json, timeout_s
+    )
     _exit_for(result)
 
 
@@ -134,6 +162,7 @@ async def _run(
     redis_url: str | None,
     tool_modules: Sequence[str],
     mcp_config: str | None,
+    models_path: str | None,
     as_json: bool,
     timeout_s: float | None,
 ) -> RunResult:
@@ -141,14 +170,18 @@ async def _run(
     from agentq.workers.executors.assemble import optional_executors
     from agentq.workers.loading import load_tool_modules
 
-    spec = _read_spec(spec_path)
+    # Tool modules first: one may register a tool kind or a provider the spec uses.
     tools = load_tool_modules(tool_modules)
+    spec = _read_spec(spec_path)
+    settings = _settings(models_path)
     executors = await optional_executors(mcp_config=_mcp_config_path(mcp_config), sandbox=False)
     console = Console(stderr=as_json, quiet=as_json, highlight=False)
     if redis_url and not tool_modules and not executors:
-        async with Client(redis_url) as client:
+        async with Client(redis_url, settings=settings) as client:
             return await _drive(client, spec, console, as_json, timeout_s)
-    async with embedded(tools=tools, executors=executors, redis_url=redis_url) as client:
+    async with embedded(
+        tools=tools, executors=executors, redis_url=redis_url, settings=settings
+    ) as client:
         return await _drive(client, spec, console, as_json, timeout_s)
 
 
@@ -191,13 +224,12 @@ async def _ask_approval(client: Client, run_id: str, call_id: str, console: Cons
 
 @main.command()
 @REDIS_OPTION
-@click.option(
-    "--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions."
-)
+@TOOLS_OPTION
 @click.option("--queue", "queues", multiple=True, help="Queues to serve (default: model, tools).")
 @click.option("--concurrency", type=int, default=None, help="Jobs at once per queue.")
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--sandbox", is_flag=True, help="Serve sandboxed code tools (needs Docker).")
+@MODELS_OPTION
 @click.option("-v", "--verbose", is_flag=True)
 def worker(
     redis_url: str | None,
@@ -206,6 +238,7 @@ def worker(
     concurrency: int | None,
     mcp_config: str | None,
     sandbox: bool,
+    models_path: str | None,
     verbose: bool,
 ) -> None:
     """Execute the jobs of runs submitted anywhere. Stops on SIGTERM or SIGINT."""
@@ -217,7 +250,7 @@ def worker(
     )
     if not redis_url:
         _fail("worker needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
-    _guard(_worker)(redis_url, tool_modules, queues, concurrency, mcp_config, sandbox)
+    _guard(_worker)(redis_url, tool_modules, queues, concurrency, mcp_config, sandbox, models_path)
 
 
 async def _worker(
@@ -227,6 +260,7 @@ async def _worker(
     concurrency: int | None,
     mcp_config: str | None,
     sandbox: bool,
+    models_path: str | None,
 ) -> None:
     from agentq.orchestrator import tracing
     from agentq.workers.executors.assemble import optional_executors
@@ -235,7 +269,9 @@ async def _worker(
     from agentq.workers.runtime import WorkerRuntime
 
     tracing.setup_tracing("agentq-worker")
-    settings = Settings()
+    settings = _settings(models_path)
+    # Read the models file now: a bad one stops the worker at start, not at its first call.
+    EndpointPolicy.from_settings(settings)
     if concurrency is not None:
         settings = settings.model_copy(update={"concurrency": concurrency})
     tools = load_tool_modules(tool_modules)
@@ -288,21 +324,22 @@ def _mcp_config_path(flag: str | None) -> str | None:
     return flag or os.environ.get("AGENTQ_MCP_CONFIG") or None
 
 
-def _client(redis_url: str | None) -> Client:
+def _client(redis_url: str | None, settings: Settings | None = None) -> Client:
     if not redis_url:
         _fail("needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
-    return Client(redis_url)
+    return Client(redis_url, settings=settings)
 
 
 @main.command()
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
-def submit(spec_path: str, redis_url: str | None) -> None:
+@MODELS_OPTION
+def submit(spec_path: str, redis_url: str | None, models_path: str | None) -> None:
     """Submit SPEC and print the run id."""
 
     async def go() -> None:
         spec = _read_spec(spec_path)
-        async with _client(redis_url) as client:
+        async with _client(redis_url, _settings(models_path)) as client:
             click.echo(await client.submit(spec))
 
     _guard(go)()

@@ -25,6 +25,7 @@ from arq.worker import func
 from redis.asyncio import Redis
 
 from agentq.orchestrator import fleet, keys
+from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import (
     ARQ_IN_PROGRESS_PREFIX,
     MODEL_QUEUE,
@@ -34,12 +35,15 @@ from agentq.orchestrator.envelopes import (
     serialize,
     wake_key,
 )
+from agentq.orchestrator.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ToolKind
+from agentq.orchestrator.tool_resolution import MODEL_PROVIDER_KIND, ToolAnnouncement
 from agentq.workers import handlers
-from agentq.workers.executors.base import ToolExecutor
+from agentq.workers.executors.base import ToolExecutor, WorkerServices
+from agentq.workers.providers import registered_providers
+from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RateLimiter, RedisLike
 
 log = logging.getLogger("agentq.worker")
@@ -174,17 +178,21 @@ class WorkerRuntime:
         store = RunStore(self.redis, retention_s=self.settings.retention_s)
         http = self._http or httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
         self._http = http
-        executors: dict[ToolKind, ToolExecutor] = {e.kind: e for e in self.executors}
-        deps = handlers.WorkerDeps(
-            store=store,
-            http=http,
-            executors=executors,
-            env=self.env,
-            lease_s=self.settings.lease_s,
-            max_deliveries=self.settings.max_deliveries,
+        models = ModelClient(
+            http,
+            self.env,
+            policy=EndpointPolicy.from_settings(self.settings),
             # redis-py types its async commands as `Awaitable[X] | X`, which no
             # protocol of awaitables matches; the client is the limiter's RedisLike.
             limiter=RateLimiter(cast(RedisLike, self.redis), self._rate_limits()),
+        )
+        await self._start_executors(WorkerServices(models=models))
+        deps = handlers.WorkerDeps(
+            store=store,
+            models=models,
+            executors={e.kind: e for e in self.executors},
+            lease_s=self.settings.lease_s,
+            max_deliveries=self.settings.max_deliveries,
         )
         await self.announce()
         for queue in self.queues:
@@ -193,17 +201,12 @@ class WorkerRuntime:
                     # One delivery past ours, so that our job sees it and settles the run
                     # instead of arq dropping the job silently.
                     func(
-                        handlers.model_step,
-                        name="model_step",
+                        handler,
+                        name=kind,
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
-                    ),
-                    func(
-                        handlers.tool_call,
-                        name="tool_call",
-                        timeout=_ARQ_FUNCTION_TIMEOUT_S,
-                        max_tries=self.settings.max_deliveries + 1,
-                    ),
+                    )
+                    for kind, handler in handlers.JOB_FUNCTIONS.items()
                 ],
                 queue_name=queue_key(queue),
                 redis_pool=self.redis,
@@ -224,6 +227,17 @@ class WorkerRuntime:
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
 
+    async def _start_executors(self, services: WorkerServices) -> None:
+        for executor in self.executors:
+            try:
+                await executor.start(services)
+            except AgentqError:
+                raise
+            except Exception as exc:
+                raise InfrastructureError(
+                    f"the {executor.kind} executor cannot start here ({type(exc).__name__}: {exc})"
+                ) from None
+
     def _rate_limits(self) -> dict[tuple[str, str], Limits]:
         limits: dict[tuple[str, str], Limits] = {}
         for label, (rpm, tpm, *window) in self.settings.rate_limits.items():
@@ -236,8 +250,20 @@ class WorkerRuntime:
         store = RunStore(self.redis)
         for executor in self.executors:
             # An executor with a pool of its own (the sandbox) names its queue.
-            queue = getattr(executor, "queue", self.tool_queue)
-            await store.announce(await executor.announcements(queue))
+            await store.announce(await executor.announcements(executor.queue or self.tool_queue))
+        # Providers this process registered, so that specs submitted anywhere may use them.
+        await store.announce(
+            [
+                ToolAnnouncement(
+                    name=info.name,
+                    kind=MODEL_PROVIDER_KIND,
+                    queue=MODEL_QUEUE,
+                    description=f"model provider (wire format {info.wire})",
+                    model_provider=info,
+                )
+                for info in registered_providers()
+            ]
+        )
 
     async def _release_ended_runs(self) -> None:
         """Let executors drop what they keep for a run (sandbox sessions) when it ends,

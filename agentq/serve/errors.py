@@ -12,6 +12,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentq.orchestrator.errors import (
     AgentqError,
+    RunConflictError,
     RunNotFoundError,
     RunStateError,
     RunTimeoutError,
@@ -98,6 +99,8 @@ def install(app: FastAPI) -> None:
             return _respond(409, "conflict", exc.message)
         if isinstance(exc, RunTimeoutError):
             return _respond(408, "timeout", exc.message)
+        if isinstance(exc, RunConflictError):
+            return _respond(409, "conflict", exc.message, "id")
         if isinstance(exc, SpecError):
             return _respond(422, "invalid_request", exc.message, "spec")
         return _respond(503, "unavailable", exc.message)

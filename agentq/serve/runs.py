@@ -69,25 +69,23 @@ async def submit(
     client = client_of(request)
     if spec.id is None and idempotency_key:
         spec = spec.model_copy(update={"id": _idempotent_id(principal.tenant, idempotency_key)})
-    if spec.id is not None:
-        existing = await _existing(request, spec.id, principal.tenant)
-        if existing is not None:
-            return existing
-    await check_submit_rate(client.redis, principal.tenant, config.limits.submits_per_minute)
+    owner = await _owner(request, spec.id) if spec.id is not None else None
+    if owner is not None and owner != principal.tenant:
+        raise conflict(f"run id {spec.id!r} is taken")
+    if owner is None:  # a resubmission costs no submit budget
+        await check_submit_rate(client.redis, principal.tenant, config.limits.submits_per_minute)
+    # The same spec again is the same run (200); another spec under a taken id is a 409.
     run_id, created = await client.create(spec, tenant=principal.tenant)
-    if not created:  # lost a race to a submit of the same id
-        return await _existing(request, run_id, principal.tenant)
-    return JSONResponse({"id": run_id}, status_code=201)
+    if not created and await _owner(request, run_id) != principal.tenant:
+        raise conflict(f"run id {run_id!r} is taken")
+    return JSONResponse({"id": run_id}, status_code=201 if created else 200)
 
 
-async def _existing(request: Request, run_id: str, tenant: str) -> JSONResponse | None:
+async def _owner(request: Request, run_id: str) -> str | None:
     try:
-        owner = await client_of(request).tenant_of(run_id)
+        return await client_of(request).tenant_of(run_id)
     except RunNotFoundError:
         return None
-    if owner != tenant:
-        raise conflict(f"run id {run_id!r} is taken")
-    return JSONResponse({"id": run_id}, status_code=200)
 
 
 @router.get("", response_model=RunPage)

@@ -10,7 +10,8 @@ from typing import Any
 
 from agentq.orchestrator.envelopes import SANDBOX_QUEUE
 from agentq.orchestrator.errors import ToolError
-from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef, ToolKind
+from agentq.orchestrator.tool_kinds.code import CodeToolConfig
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef
 from agentq.sandbox import (
     DockerBackend,
     ExecRequest,
@@ -21,7 +22,7 @@ from agentq.sandbox import (
     SandboxError,
     SandboxManager,
 )
-from agentq.workers.executors.base import ToolContext
+from agentq.workers.executors.base import ToolContext, WorkerServices
 
 _INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -82,14 +83,14 @@ def result_output(result: ExecResult) -> dict[str, Any]:
 
 
 class CodeExecutor:
-    kind: ToolKind = "code"
-    queue = SANDBOX_QUEUE
+    kind = "code"
+    queue: str | None = SANDBOX_QUEUE
 
     def __init__(self, config: SandboxConfig | None = None) -> None:
         self.config = config or SandboxConfig()
         self.manager: SandboxManager | None = None
 
-    async def start(self) -> None:
+    async def start(self, services: WorkerServices | None = None) -> None:
         self.manager = SandboxManager(DockerBackend(), self.config)
         await self.manager.start()
 
@@ -98,7 +99,7 @@ class CodeExecutor:
             ToolAnnouncement(
                 name=f"run_{language}",
                 kind="code",
-                queue=self.queue,
+                queue=queue,
                 server=language,
                 description=_DESCRIPTIONS[language],
                 input_schema=_INPUT_SCHEMA,
@@ -110,18 +111,20 @@ class CodeExecutor:
         if self.manager is None:
             raise ToolError("the sandbox is not started on this worker")
         config = tool.config
+        if not isinstance(config, CodeToolConfig):
+            raise ToolError(f"the code tool {tool.name!r} has no language")
         limits = self.config.default_limits.model_copy(
-            update={k: v for k, v in config.get("limits", {}).items() if v is not None}
+            update=config.limits.model_dump(exclude_none=True)
         )
         try:
             request = ExecRequest(
-                language=config["language"],
+                language=config.language,
                 code=input["code"],
                 files=input.get("files") or {},
                 limits=Limits.model_validate(limits.model_dump()),
-                network=bool(config.get("network", False)),
+                network=config.network,
             )
-            session = ctx.run_id if config.get("session") == "run" else None
+            session = ctx.run_id if config.session == "run" else None
             result = await self.manager.execute(request, session)
         except (InvalidRequestError, ValueError) as exc:
             raise ToolError(f"invalid code request: {exc}") from None

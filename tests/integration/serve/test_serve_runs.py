@@ -61,9 +61,12 @@ def test_submit_follow_and_read_a_run(server: ServeProcess) -> None:
     created = post(server, "/v1/runs", {**ADD, "id": "run-1", "metadata": {"team": "a"}})
     assert created.status_code == 201, created.text
     assert created.json() == {"id": "run-1"}
-    again = post(server, "/v1/runs", {**ADD, "id": "run-1"})
+    again = post(server, "/v1/runs", {**ADD, "id": "run-1", "metadata": {"team": "a"}})
     assert again.status_code == 200
     assert again.json() == {"id": "run-1"}
+    other = post(server, "/v1/runs", {**ADD, "id": "run-1"})  # another spec, same id
+    assert other.status_code == 409
+    assert other.json()["error"]["field"] == "id"
 
     events = events_of(server, "run-1")
     types = [e["type"] for e in events]
