@@ -22,7 +22,7 @@ from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 
-from agentq.orchestrator import tracing
+from agentq.orchestrator import keys, tracing
 from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.errors import (
@@ -37,6 +37,14 @@ from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.providers import provider_table
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
+from agentq.orchestrator.run_index import (
+    DEFAULT_TENANT,
+    Cursor,
+    RunIndex,
+    RunPage,
+    matches,
+    summarize,
+)
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import (
@@ -59,6 +67,10 @@ from agentq.orchestrator.tool_resolution import (
 from agentq.orchestrator.transitions import create_args, input_answer_args, result_args, tool_job
 
 
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
 def _as_spec(spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
     if isinstance(spec, RunSpec):
         return spec
@@ -79,6 +91,7 @@ class Client:
         self.redis = redis if redis is not None else connect(redis_url or self.settings.redis_url)
         self._owns_redis = redis is None
         self.store = RunStore(self.redis, retention_s=self.settings.retention_s)
+        self.index = RunIndex(self.redis, retention_s=self.settings.retention_s)
 
     async def __aenter__(self) -> Client:
         return self
@@ -97,7 +110,9 @@ class Client:
 
     # -- runs ------------------------------------------------------------------
 
-    async def submit(self, spec: RunSpec | Mapping[str, Any] | str) -> str:
+    async def submit(
+        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+    ) -> str:
         """Validate the spec, resolve its tools, and start the run. Returns its id.
 
         Raises pydantic's ValidationError for a malformed spec, SpecError for one
@@ -105,6 +120,15 @@ class Client:
         the deployment does not offer, and RunConflictError when its id is taken by a
         run of another spec. Submitting the same spec with its id again is a no-op.
         """
+        run_id, _ = await self.create(spec, tenant=tenant)
+        return run_id
+
+    async def create(
+        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+    ) -> tuple[str, bool]:
+        """`submit`, also saying whether the run is new (False: the id existed already).
+
+        The run is listed under `tenant` (the default tenant when None)."""
         run_spec = _as_spec(spec)
         now = time.time()
         registry = await self.store.registry()
@@ -134,7 +158,57 @@ class Client:
                 f"run id {run_id!r} is taken by a run of another spec (resubmit the same "
                 "spec, or choose another id)"
             )
-        return run_id
+        if reply.outcome == Outcome.CREATED:
+            await self.index.add(run_id, tenant)
+        return run_id, reply.outcome == Outcome.CREATED
+
+    async def tenant_of(self, run_id: str) -> str:
+        """The tenant a run belongs to. RunNotFoundError when there is no such run."""
+        meta = await self.store.meta(run_id)
+        return meta.get("tenant", DEFAULT_TENANT)
+
+    async def list_runs(
+        self,
+        tenant: str | None = None,
+        *,
+        status: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        created_after: float | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        scan_limit: int = 2000,
+    ) -> RunPage:
+        """A tenant's runs, newest first, filtered; `next_cursor` continues the list.
+
+        Filters are applied to the index's pages as they are read, scanning at most
+        `scan_limit` runs per call (a page may come back short, with a cursor)."""
+        after = Cursor.decode(cursor) if cursor else None
+        wanted = dict(metadata or {})
+        page: RunPage = RunPage(runs=[])
+        scanned = 0
+        while len(page.runs) < limit and scanned < scan_limit:
+            batch = await self.index.page(
+                tenant, after=after, created_after=created_after, count=min(200, scan_limit)
+            )
+            if not batch:
+                return page
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for run_id, _ in batch:
+                    pipe.hgetall(keys.meta(run_id))
+                metas = await pipe.execute()
+            for (run_id, created_at), raw in zip(batch, metas, strict=True):
+                scanned += 1
+                after = Cursor(created_at, run_id)
+                if not raw:
+                    continue  # expired with its retention
+                meta = {_text(k): _text(v) for k, v in raw.items()}
+                summary = summarize(run_id, meta)
+                if matches(summary, status, wanted):
+                    page.runs.append(summary)
+                    if len(page.runs) == limit:
+                        break
+        page.next_cursor = after.encode() if after else None
+        return page
 
     @functools.cached_property
     def endpoint_policy(self) -> EndpointPolicy:
