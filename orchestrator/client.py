@@ -17,12 +17,10 @@ from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
 
-from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.errors import RunNotFoundError, RunStateError, RunTimeoutError
 from agentq.orchestrator.events import Event, event_json
 from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
@@ -33,7 +31,13 @@ from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolDef, resolve_tools
-from agentq.orchestrator.transitions import input_answer_args, model_job, result_args, tool_job
+from agentq.orchestrator.transitions import (
+    enqueued_job_ids,
+    input_answer_args,
+    model_job,
+    result_args,
+    tool_job,
+)
 
 
 def _as_spec(spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
@@ -83,20 +87,20 @@ class Client:
         run_spec = _as_spec(spec)
         tools = resolve_tools(run_spec, await self.store.registry(), time.time())
         run_id = run_spec.id or uuid.uuid4().hex
-        run_trace = tracing.new_run_trace(run_id)
-        with tracing.span(f"publish {MODEL_QUEUE}", parent=run_trace, kind=SpanKind.PRODUCER):
-            hop = tracing.carrier()
-        await self.store.create(
+        hops = tracing.Hops(run_id)
+        first = hops.stamp({"first_job": model_job(run_id, 0)})["first_job"]
+        created = await self.store.create(
             run_id,
             spec_json=run_spec.model_dump_json(exclude_none=True),
             tool_jsons={t.name: t.model_dump_json() for t in tools},
             message_jsons=[m.model_dump_json() for m in run_spec.initial_messages()],
-            trace=json.dumps(run_trace),
+            trace=json.dumps(tracing.run_carrier(run_id)),
             event=event_json(
                 "start", run_id, model=run_spec.model.label, metadata=run_spec.metadata or None
             ),
-            first_job=model_job(run_id, 0, hop, run_trace),
+            first_job=first,
         )
+        hops.sent([first["job_id"]] if created else [])
         return run_id
 
     async def result(self, run_id: str) -> RunResult:
@@ -132,13 +136,12 @@ class Client:
         if outcome == "unknown-run":
             raise RunNotFoundError(f"no run with id {run_id!r}")
         if outcome == "cancelled":
-            meta = await self.store.meta(run_id)
-            tracing.end_run(json.loads(meta.get("trace", "{}")), run_id, "cancelled")
+            await tracing.end_run(self.store, run_id)
         return outcome
 
     # -- parked calls ------------------------------------------------------------
 
-    async def _parked(self, run_id: str, call_id: str) -> tuple[int, CallPlan, dict[str, str]]:
+    async def _parked(self, run_id: str, call_id: str) -> tuple[int, CallPlan]:
         meta = await self.store.meta(run_id)
         if meta["status"] in TERMINAL_STATUSES:
             raise RunStateError(f"run {run_id!r} has ended ({meta['status']})")
@@ -146,18 +149,17 @@ class Client:
         call_json, _ = await self.store.call_state(run_id, step, call_id)
         if call_json is None:
             raise RunStateError(f"run {run_id!r} has no call {call_id!r} in its current step")
-        return step, CallPlan.model_validate_json(call_json), json.loads(meta.get("trace", "{}"))
+        return step, CallPlan.model_validate_json(call_json)
 
     async def approve(
         self, run_id: str, call_id: str, approved: bool = True, reason: str | None = None
     ) -> None:
         """Approve a call parked for approval, or deny it (the model sees the reason)."""
-        step, call, run_trace = await self._parked(run_id, call_id)
+        step, call = await self._parked(run_id, call_id)
         tool_json = await self.store.tool_def(run_id, call.name)
         if tool_json is None:
             raise RunStateError(f"run {run_id!r} has no tool {call.name!r}")
         tool = ToolDef.model_validate_json(tool_json)
-        hops = tracing.Hops(queue=call.queue or "tools", parent=run_trace)
         args: dict[str, Any] = {
             "step": step,
             "call_id": call_id,
@@ -175,23 +177,22 @@ class Client:
         if approved:
             args["next_status"] = status_after_approval(tool)
             if call.queue is not None:
-                args["job"] = tool_job(run_id, step, call, hops(), run_trace)
+                args["job"] = tool_job(run_id, step, call)
         else:
             denial = f"The user denied the call to {call.name!r}" + (
                 f": {reason}" if reason else "."
             )
-            args.update(
-                result_args(run_id, step, error_result(call_id, call.name, denial), hops, run_trace)
-            )
-        reply = await self.store.resolve_approval(run_id, args)
+            args.update(result_args(run_id, step, error_result(call_id, call.name, denial)))
+        hops = tracing.Hops(run_id)
+        reply = await self.store.resolve_approval(run_id, hops.stamp(args))
         self._check(reply, run_id, call_id, "awaiting approval")
-        await self._after(reply[0], run_id, run_trace, hops)
+        await self._after(reply[0], run_id, args, hops)
 
     async def submit_tool_result(
         self, run_id: str, call_id: str, output: Any, is_error: bool = False
     ) -> None:
         """Post the result of a call that waits for one (a client tool)."""
-        step, call, run_trace = await self._parked(run_id, call_id)
+        step, call = await self._parked(run_id, call_id)
         result = (
             error_result(
                 call_id, call.name, output if isinstance(output, str) else json.dumps(output)
@@ -203,12 +204,11 @@ class Client:
                 output=to_jsonable_python(output, fallback=str),
             )
         )
-        hops = tracing.Hops(queue=MODEL_QUEUE, parent=run_trace)
-        reply = await self.store.post_result(
-            run_id, result_args(run_id, step, result, hops, run_trace)
-        )
+        hops = tracing.Hops(run_id)
+        args = hops.stamp(result_args(run_id, step, result))
+        reply = await self.store.post_result(run_id, args)
         self._check(reply, run_id, call_id, "awaiting a result")
-        await self._after(reply[0], run_id, run_trace, hops)
+        await self._after(reply[0], run_id, args, hops)
 
     async def answer(
         self, run_id: str, request_id: str, content: dict[str, Any] | None = None
@@ -245,11 +245,9 @@ class Client:
         if reply[0] in ("closed", "stale", "unknown-run"):
             raise RunStateError(f"run {run_id!r} no longer waits for call {call_id!r} ({reply[0]})")
 
-    @staticmethod
     async def _after(
-        outcome: str, run_id: str, run_trace: dict[str, str], hops: tracing.Hops
+        self, outcome: str, run_id: str, args: dict[str, Any], hops: tracing.Hops
     ) -> None:
-        if outcome in ("continued", "approved"):
-            hops.record(hops.allocated)
+        hops.sent(enqueued_job_ids(args, outcome))
         if outcome == "finished":
-            tracing.end_run(run_trace, run_id, "succeeded")
+            await tracing.end_run(self.store, run_id)

@@ -9,7 +9,7 @@ one posted by a human take exactly the same path.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
@@ -17,33 +17,37 @@ from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, StepPlan
 from agentq.orchestrator.messages import ToolResultPart
 
-# Hands out the trace context of one queue hop's producer span.
-Hop = Callable[[], dict[str, str]]
 
-
-def model_job(
-    run_id: str, step: int, trace: dict[str, str], run_trace: dict[str, str]
-) -> dict[str, Any]:
-    envelope = JobEnvelope(
-        kind="model_step", run_id=run_id, step=step, trace=trace, run_trace=run_trace
-    )
+def model_job(run_id: str, step: int) -> dict[str, Any]:
+    envelope = JobEnvelope(kind="model_step", run_id=run_id, step=step)
     return queued_job(envelope, MODEL_QUEUE).model_dump()
 
 
-def tool_job(
-    run_id: str, step: int, call: CallPlan, trace: dict[str, str], run_trace: dict[str, str]
-) -> dict[str, Any]:
+def tool_job(run_id: str, step: int, call: CallPlan) -> dict[str, Any]:
     assert call.queue is not None
     envelope = JobEnvelope(
-        kind="tool_call",
-        run_id=run_id,
-        step=step,
-        call_id=call.id,
-        timeout_s=call.timeout_s,
-        trace=trace,
-        run_trace=run_trace,
+        kind="tool_call", run_id=run_id, step=step, call_id=call.id, timeout_s=call.timeout_s
     )
     return queued_job(envelope, call.queue).model_dump()
+
+
+# Which of a transition's jobs its outcome enqueued (for the tracing layer's send spans).
+_ENQUEUES: dict[str, tuple[str, ...]] = {
+    "created": ("next_job",),
+    "committed": ("jobs",),
+    "finished": ("jobs",),
+    "continued": ("jobs", "next_job"),
+    "approved": ("job",),
+}
+
+
+def enqueued_job_ids(args: Mapping[str, Any], outcome: str) -> list[str]:
+    ids: list[str] = []
+    for field in _ENQUEUES.get(outcome, ()):
+        value = args.get(field)
+        jobs = value if isinstance(value, list) else [value] if value else []
+        ids.extend(str(job["job_id"]) for job in jobs)
+    return ids
 
 
 def result_events(run_id: str, step: int, result: ToolResultPart) -> list[str]:
@@ -86,7 +90,7 @@ def step_record(plan: StepPlan) -> dict[str, Any]:
     }
 
 
-def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]) -> dict[str, Any]:
+def commit_args(run_id: str, plan: StepPlan) -> dict[str, Any]:
     events: list[str] = []
     calls: list[dict[str, Any]] = []
     jobs: list[dict[str, Any]] = []
@@ -129,7 +133,7 @@ def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]
         elif call.status == "done" and call.result is not None:
             events.extend(result_events(run_id, plan.step, call.result))
         elif call.status == "queued":
-            jobs.append(tool_job(run_id, plan.step, call, hop(), run_trace))
+            jobs.append(tool_job(run_id, plan.step, call))
     events.append(
         event_json(
             "finish-step",
@@ -155,19 +159,17 @@ def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]
         "pending": sum(1 for c in plan.local_calls if c.status != "done"),
         "parked": sum(1 for c in plan.local_calls if c.status.startswith("awaiting")),
         "finishes_now": plan.finishes_now,
-        "next_job": model_job(run_id, plan.step + 1, hop(), run_trace),
+        "next_job": model_job(run_id, plan.step + 1),
     }
 
 
-def result_args(
-    run_id: str, step: int, result: ToolResultPart, hop: Hop, run_trace: dict[str, str]
-) -> dict[str, Any]:
+def result_args(run_id: str, step: int, result: ToolResultPart) -> dict[str, Any]:
     return {
         "step": step,
         "call_id": result.tool_call_id,
         "result": result.model_dump_json(),
         "events": result_events(run_id, step, result),
-        "next_job": model_job(run_id, step + 1, hop(), run_trace),
+        "next_job": model_job(run_id, step + 1),
     }
 
 

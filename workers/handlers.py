@@ -29,8 +29,14 @@ from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
-from agentq.orchestrator.transitions import commit_args, result_args
+from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor
+from agentq.workers.genai_spans import (
+    chat_attributes,
+    chat_result_attributes,
+    tool_attributes,
+    tool_result_attributes,
+)
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.lease import held_lease
 from agentq.workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
@@ -66,33 +72,15 @@ async def generate(
     return await call_model(provider, request, sink, env=deps.env, limiter=limiter)
 
 
-def _consumer_attrs(envelope: JobEnvelope, queue: str, job_id: str) -> dict[str, Any]:
-    return {
-        "messaging.system": "redis",
-        "messaging.operation.type": "process",
-        "messaging.destination.name": queue,
-        "messaging.message.id": job_id,
-        "agentq.run.id": envelope.run_id,
-        "agentq.step": envelope.step,
-        "agentq.queue_wait_ms": max(0.0, (time.time() - envelope.enqueued_at) * 1000),
-    }
-
-
-def _ended(outcome: str, envelope: JobEnvelope, status: str = "succeeded") -> None:
+async def _ended(deps: WorkerDeps, outcome: str, envelope: JobEnvelope) -> None:
     if outcome in ("finished", "failed"):
-        tracing.end_run(envelope.run_trace, envelope.run_id, status)
+        await tracing.end_run(deps.store, envelope.run_id)
 
 
 async def model_step(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = _deps(ctx)
-    parent = envelope.trace or envelope.run_trace
-    with tracing.span(
-        f"process {MODEL_QUEUE}",
-        parent=parent,
-        kind=SpanKind.CONSUMER,
-        attributes=_consumer_attrs(envelope, MODEL_QUEUE, ctx["job_id"]),
-    ):
+    with tracing.process_span(envelope, MODEL_QUEUE, ctx["job_id"]):
         async with held_lease(deps.store.redis, ctx["job_id"], deps.lease_s):
             if _exhausted(ctx, deps):
                 outcome = await deps.store.fail_run(
@@ -104,7 +92,7 @@ async def model_step(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
                         "step": envelope.step,
                     },
                 )
-                _ended(outcome, envelope, "failed")
+                await _ended(deps, outcome, envelope)
                 return
             await _guarded(deps, envelope, _model_step(ctx, deps, envelope))
 
@@ -122,14 +110,16 @@ async def _guarded(deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
         log.warning(
             "redis error in %s of run %s: %s; retrying", envelope.kind, envelope.run_id, exc
         )
+        tracing.record_exception(exc)
         raise Retry(defer=1.0) from exc
     except Exception as exc:
         log.exception("%s of run %s failed", envelope.kind, envelope.run_id)
+        tracing.record_exception(exc)
         outcome = await deps.store.fail_run(
             envelope.run_id,
             {"type": "internal", "message": f"{type(exc).__name__}: {exc}", "step": envelope.step},
         )
-        _ended(outcome, envelope, "failed")
+        await _ended(deps, outcome, envelope)
 
 
 async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
@@ -163,29 +153,21 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     provider = make_provider(spec.model, ProviderContext(http=deps.http, env=deps.env))
     sink = DeltaEvents(deps.store, run_id, step)
     with tracing.span(
-        f"chat {spec.model.name}",
-        kind=SpanKind.CLIENT,
-        attributes={
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": spec.model.provider,
-            "gen_ai.request.model": spec.model.name,
-            "gen_ai.conversation.id": run_id,
-        },
+        f"chat {spec.model.name}", kind=SpanKind.CLIENT, attributes=chat_attributes(request, run_id)
     ) as chat_span:
         try:
             response = await generate(deps, provider, request, sink)
         except ProviderError as exc:
+            tracing.record_exception(exc, str(exc.status) if exc.status else None)
             await sink.flush()
             outcome = await deps.store.fail_run(
                 run_id,
                 {"type": "provider", "message": exc.message, "status": exc.status, "step": step},
             )
-            _ended(outcome, envelope, "failed")
+            await _ended(deps, outcome, envelope)
             return
         await sink.flush()
-        chat_span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
-        chat_span.set_attribute("gen_ai.usage.output_tokens", response.usage.output_tokens)
-        chat_span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
+        chat_span.set_attributes(chat_result_attributes(response))
         response = await repair_calls(
             spec=spec,
             tools=tools,
@@ -195,29 +177,19 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             store=deps.store,
             run_id=run_id,
         )
-        plan = plan_step(spec, tools, step, response)
-        hops = tracing.Hops(queue="tools")
-        args = commit_args(run_id, plan, hops, envelope.run_trace)
-        outcome = await deps.store.commit_step(run_id, args)
-    if outcome in ("committed", "continued", "finished"):
-        queues = [c.queue for c in plan.local_calls if c.status == "queued"]
-        for preset, queue in zip(hops.allocated, queues, strict=False):
-            hops.record([preset], queue)
-        if outcome == "continued" and hops.allocated:
-            hops.record(hops.allocated[-1:], MODEL_QUEUE)
-    _ended(outcome, envelope)
+    plan = plan_step(spec, tools, step, response)
+    hops = tracing.Hops(run_id)
+    args = hops.stamp(commit_args(run_id, plan))
+    outcome = await deps.store.commit_step(run_id, args)
+    hops.sent(enqueued_job_ids(args, outcome))
+    await _ended(deps, outcome, envelope)
 
 
 async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = _deps(ctx)
     queue = ctx.get("queue", "tools")
-    with tracing.span(
-        f"process {queue}",
-        parent=envelope.trace or envelope.run_trace,
-        kind=SpanKind.CONSUMER,
-        attributes=_consumer_attrs(envelope, queue, ctx["job_id"]),
-    ):
+    with tracing.process_span(envelope, queue, ctx["job_id"]):
         async with held_lease(deps.store.redis, ctx["job_id"], deps.lease_s):
             await _guarded(deps, envelope, _tool_call(ctx, deps, envelope))
 
@@ -242,32 +214,26 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
             f"the call to {call.name!r} was attempted {deps.max_deliveries} times "
             "and its worker died each time"
         )
+    tool = ToolDef.model_validate_json(tool_json) if tool_json else None
     with tracing.span(
-        f"execute_tool {call.name}",
-        attributes={
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id,
-        },
+        f"execute_tool {call.name}", attributes=tool_attributes(call, tool, run_id)
     ) as tool_span:
         if crashed is not None:
             result = error_result(call.id, call.name, crashed)
-        elif tool_json is None:
+        elif tool is None:
             result = error_result(
                 call.id, call.name, f"tool {call.name!r} is not defined in this run"
             )
         else:
-            result = await _execute(
-                deps, ToolDef.model_validate_json(tool_json), call, envelope, attempt
-            )
-        tool_span.set_attribute("gen_ai.tool.type", "error" if result.is_error else "ok")
-        hops = tracing.Hops(queue=MODEL_QUEUE)
-        outcome = await deps.store.record_result(
-            run_id, result_args(run_id, step, result, hops, envelope.run_trace)
-        )
-    if outcome == "continued":
-        hops.record(hops.allocated)
-    _ended(outcome, envelope)
+            result = await _execute(deps, tool, call, envelope, attempt)
+        tool_span.set_attributes(tool_result_attributes(result))
+        if result.is_error:
+            tracing.mark_error(tool_span, "tool_error", str(result.output))
+    hops = tracing.Hops(run_id)
+    args = hops.stamp(result_args(run_id, step, result))
+    outcome = await deps.store.record_result(run_id, args)
+    hops.sent(enqueued_job_ids(args, outcome))
+    await _ended(deps, outcome, envelope)
 
 
 async def _execute(
@@ -316,8 +282,10 @@ async def _execute(
     try:
         output = await executor.execute(tool, call.input, context)
     except ToolError as exc:
+        tracing.record_exception(exc)
         return error_result(call.id, call.name, exc.message)
     except Exception as exc:  # a failing tool is the model's to see, not the run's end
+        tracing.record_exception(exc)
         return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
     return ToolResultPart(
         tool_call_id=call.id,
