@@ -137,10 +137,12 @@ async def _run(
     as_json: bool,
     timeout_s: float | None,
 ) -> RunResult:
+    from agentq.orchestrator import tracing
     from agentq.workers.embedded import embedded
     from agentq.workers.executors.assemble import optional_executors
     from agentq.workers.loading import load_tool_modules
 
+    tracing.setup_tracing("agentq")
     spec = _read_spec(spec_path)
     tools = load_tool_modules(tool_modules)
     executors = await optional_executors(mcp_config=_mcp_config_path(mcp_config), sandbox=False)
@@ -199,6 +201,14 @@ async def _ask_approval(client: Client, run_id: str, call_id: str, console: Cons
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--sandbox", is_flag=True, help="Serve sandboxed code tools (needs Docker).")
 @click.option("-v", "--verbose", is_flag=True)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    envvar="AGENTQ_LOG_FORMAT",
+    default="text",
+    show_default=True,
+    help="json: one object per line with trace_id, span_id, run, job and queue.",
+)
 def worker(
     redis_url: str | None,
     tool_modules: Sequence[str],
@@ -207,13 +217,15 @@ def worker(
     mcp_config: str | None,
     sandbox: bool,
     verbose: bool,
+    log_format: str,
 ) -> None:
     """Execute the jobs of runs submitted anywhere. Stops on SIGTERM or SIGINT."""
     import logging
 
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    from agentq.logs import configure_logging
+
+    configure_logging(
+        "json" if log_format == "json" else "text", logging.INFO if verbose else logging.WARNING
     )
     if not redis_url:
         _fail("worker needs --redis URL (or $AGENTQ_REDIS_URL)", 2)

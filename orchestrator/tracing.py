@@ -340,8 +340,10 @@ class Hops:
     def stamp(self, args: dict[str, Any]) -> dict[str, Any]:
         if not recording():
             return args
-        current = trace.get_current_span()
-        parent = None if current.get_span_context().is_valid else run_context(self.run_id)
+        # Under the job's span that sends (a chat, a tool call), else under the run: never
+        # under an application's span around `submit`, which is another trace.
+        in_run = trace.get_current_span().get_span_context().trace_id == run_ids(self.run_id)[0]
+        parent = None if in_run else run_context(self.run_id)
         for field in _JOB_FIELDS:
             value = args.get(field)
             if isinstance(value, list):
