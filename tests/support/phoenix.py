@@ -21,9 +21,17 @@ START_TIMEOUT_S = 240.0  # the first start runs its database migrations: ~60 s h
 
 class Phoenix:
     def __init__(self) -> None:
-        binary = shutil.which("phoenix") or str(Path(sys.executable).with_name("phoenix"))
+        binary = (
+            os.environ.get("AGENTQ_PHOENIX_BIN")
+            or shutil.which("phoenix")
+            or str(Path(sys.executable).with_name("phoenix"))
+        )
         if not Path(binary).exists():
-            missing("arize-phoenix", "install it with `pip install -e '.[test]'` (.ci/run does)")
+            missing(
+                "arize-phoenix",
+                "install it with `pip install -e '.[test]'` (.ci/run does), or point "
+                "AGENTQ_PHOENIX_BIN at the `phoenix` command of another environment",
+            )
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="agentq-phoenix-")
         self.log_path = Path(self.dir) / "phoenix.log"
