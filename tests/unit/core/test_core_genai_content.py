@@ -1,0 +1,121 @@
+"""What agentq's spans say: the GenAI conventions' vocabulary and message-parts format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentq.orchestrator import genai_content as content
+from agentq.orchestrator import tracing
+from agentq.orchestrator.loop import CallPlan
+from agentq.orchestrator.messages import (
+    AssistantMessage,
+    MediaPart,
+    SystemMessage,
+    TextPart,
+    ToolCallPart,
+    ToolMessage,
+    ToolResultPart,
+    UserMessage,
+)
+from agentq.orchestrator.transitions import enqueued_job_ids, model_job, tool_job
+
+
+def test_messages_in_the_conventions_parts_format_one_tool_message_per_result() -> None:
+    messages = [
+        SystemMessage(content="be brief"),
+        UserMessage(content=[TextPart(text="hi"), MediaPart(media_type="image/png", data="AAAA")]),
+        AssistantMessage(
+            content=[
+                TextPart(text="adding"),
+                ToolCallPart(tool_call_id="c1", tool_name="add", input={"a": 1}),
+            ]
+        ),
+        ToolMessage(
+            content=[
+                ToolResultPart(tool_call_id="c1", tool_name="add", output=2),
+                ToolResultPart(tool_call_id="c2", tool_name="x", output="no", is_error=True),
+            ]
+        ),
+    ]
+    assert json.loads(content.input_messages(messages)) == [
+        {"role": "system", "parts": [{"type": "text", "content": "be brief"}]},
+        {
+            "role": "user",
+            "parts": [
+                {"type": "text", "content": "hi"},
+                {"type": "blob", "mime_type": "image/png", "modality": "image", "content": ""},
+            ],
+        },
+        {
+            "role": "assistant",
+            "parts": [
+                {"type": "text", "content": "adding"},
+                {"type": "tool_call", "id": "c1", "name": "add", "arguments": {"a": 1}},
+            ],
+        },
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1", "response": 2}]},
+        {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c2", "response": "no"}]},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [("stop", "stop"), ("tool-calls", "tool_call"), ("content-filter", "content_filter")],
+)
+def test_finish_reasons_in_the_conventions_vocabulary(ours: str, theirs: str) -> None:
+    (out,) = json.loads(content.output_messages("", [], ours))
+    assert out["finish_reason"] == theirs
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs"),
+    [("openai", "openai"), ("openai-responses", "openai"), ("gemini", "gcp.gemini")],
+)
+def test_well_known_provider_names(ours: str, theirs: str) -> None:
+    assert content.provider_name(ours) == theirs
+
+
+@pytest.mark.parametrize(
+    ("kind", "tool_type"), [("function", "function"), ("client", "function"), ("mcp", "extension")]
+)
+def test_tool_type_is_the_kind_of_tool_not_its_outcome(kind: str, tool_type: str) -> None:
+    assert content.tool_type(kind) == tool_type
+
+
+def test_content_is_capped_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENTQ_TRACE_CONTENT_MAX_CHARS", "10")
+    capped = content.as_json("x" * 100)
+    assert capped.startswith('"xxxxxxxxx')
+    assert "truncated 92 chars" in capped
+
+
+def test_run_content_only_behind_the_opt_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    spec = {"model": {"provider": "gemini", "name": "g"}, "prompt": "hello", "system": "s"}
+    meta = {"status": "succeeded", "text": "bye", "u_in": "3", "u_out": "4", "step": "1"}
+    monkeypatch.delenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", raising=False)
+    plain = content.run_attributes("r1", spec, meta)
+    assert "input.value" not in plain
+    assert plain["gen_ai.provider.name"] == "gcp.gemini"
+    assert plain["gen_ai.usage.input_tokens"] == 3
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "true")
+    full = content.run_attributes("r1", spec, meta)
+    assert (full["input.value"], full["output.value"]) == ("hello", "bye")
+
+
+def test_the_runs_span_ids_derive_from_its_id() -> None:
+    assert tracing.run_ids("r1") == tracing.run_ids("r1")
+    assert tracing.run_ids("r1") != tracing.run_ids("r2")
+    trace_id, span_id = tracing.run_ids("r1")
+    assert tracing.run_carrier("r1")["traceparent"] == f"00-{trace_id:032x}-{span_id:016x}-01"
+
+
+def test_jobs_a_transition_enqueued_by_outcome() -> None:
+    call = CallPlan(id="c1", name="add", input={}, status="queued", queue="tools", timeout_s=5)
+    args = {"jobs": [tool_job("r", 0, call)], "next_job": model_job("r", 1)}
+    assert enqueued_job_ids(args, "committed") == ["aq:r:0:call:c1"]
+    assert enqueued_job_ids(args, "continued") == ["aq:r:0:call:c1", "aq:r:1:model"]
+    assert enqueued_job_ids(args, "duplicate") == []
+    # A job as the builders render it carries no trace context: the tracing layer stamps it.
+    assert '"trace":{}' in args["next_job"]["payload"]
