@@ -91,12 +91,13 @@ def chat_result_attributes(response: ModelResponse) -> dict[str, Any]:
         attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_input_tokens
     if usage.reasoning_tokens:
         attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
-    meta = response.provider_metadata
-    for key, attribute in (("response_id", "gen_ai.response.id"), ("id", "gen_ai.response.id")):
-        if isinstance(meta.get(key), str):
-            attributes[attribute] = meta[key]
-    if isinstance(meta.get("model"), str):
-        attributes["gen_ai.response.model"] = meta["model"]
+    # The wire formats keep the response's id and model under their own key.
+    for meta in response.provider_metadata.values():
+        if isinstance(meta, dict):
+            if isinstance(meta.get("id"), str):
+                attributes["gen_ai.response.id"] = meta["id"]
+            if isinstance(meta.get("model"), str):
+                attributes["gen_ai.response.model"] = meta["model"]
     if content.capture_content():
         calls = [
             ToolCallPart(tool_call_id=c.id or "", tool_name=c.name, input=c.arguments)

@@ -257,6 +257,9 @@ def test_provider_error_fails_the_run_with_errors_recorded_and_no_secret(
     chats = sorted((s for s in spans if s.name == "chat m"), key=lambda s: s.start_ns)
     assert chats[0].status_code != ERROR
     assert chats[0].attributes["server.address"] == "127.0.0.1"
+    assert chats[0].attributes["gen_ai.response.id"] == "chatcmpl-0"
+    assert chats[0].attributes["gen_ai.response.model"]
+    assert chats[0].attributes["gen_ai.response.finish_reasons"] == ["tool_call"]
     assert chats[1].status_code == ERROR
     assert chats[1].attributes["error.type"] == "404"
     assert exception_events(chats[1])
