@@ -3,12 +3,14 @@ sending OTLP/HTTP to a receiver, measured in one run on one machine.
 
     python bench/tracing_bench.py [--quick]
 
-Starts two throwaway redis-servers and, on each, one `WorkerRuntime` process (model and
-tools queues): one without a tracer provider, one with the SDK's `TracerProvider` and a
-`BatchSpanProcessor(OTLPSpanExporter)` posting to an OTLP/HTTP sink in a third process
-(it reads and discards the requests). Runs of N steps (scripted model, one no-op tool
-call per step) alternate between the two, so the noise of a shared machine falls on
-both alike. Figures:
+Starts three throwaway redis-servers and, on each, one `WorkerRuntime` process (model
+and tools queues): one without a tracer provider ("none"), one with the SDK's
+`TracerProvider` and no processor (spans made and dropped: "record", which splits the
+cost of making spans from the cost of exporting them), one with a
+`BatchSpanProcessor(OTLPSpanExporter)` posting to an OTLP/HTTP sink in another process
+that reads and discards the requests ("batch"). Runs of N steps (scripted model, one
+no-op tool call per step) rotate between them, so the noise of a shared machine falls
+on all alike. Figures:
 
 - per step: (start -> finish event) / N, median over runs; the ratio traced/untraced is
   the median of per-pair ratios;
@@ -48,6 +50,7 @@ from agentq.workers.executors.function import FunctionExecutor  # noqa: E402
 from agentq.workers.runtime import WorkerRuntime  # noqa: E402
 
 STEP_GOAL_RATIO = 1.10
+MODES = ("none", "record", "batch")
 CPU_GOAL_MS = 0.3
 
 
@@ -78,17 +81,18 @@ def _cpu_s() -> float:
 
 
 async def _worker_main(
-    url: str, endpoint: str | None, ready: MpEvent, stop: MpEvent, report: Any
+    url: str, mode: str, endpoint: str, ready: MpEvent, stop: MpEvent, report: Any
 ) -> None:
     provider = None
-    if endpoint is not None:
+    if mode != "none":
         from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         provider = TracerProvider()
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+        if mode == "batch":  # "record": spans are made and dropped, to split the cost
+            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
         trace.set_tracer_provider(provider)
     runtime = WorkerRuntime(
         url, executors=[FunctionExecutor([noop])], queues=[MODEL_QUEUE, TOOLS_QUEUE]
@@ -109,17 +113,19 @@ async def _worker_main(
 
 
 def _worker_child(
-    url: str, endpoint: str | None, ready: MpEvent, stop: MpEvent, report: Any
+    url: str, mode: str, endpoint: str, ready: MpEvent, stop: MpEvent, report: Any
 ) -> None:
-    asyncio.run(_worker_main(url, endpoint, ready, stop, report))
+    asyncio.run(_worker_main(url, mode, endpoint, ready, stop, report))
 
 
 class Worker:
-    def __init__(self, ctx: SpawnContext, url: str, endpoint: str | None) -> None:
+    def __init__(self, ctx: SpawnContext, url: str, mode: str, endpoint: str) -> None:
         self.ready, self.stop = ctx.Event(), ctx.Event()
         self.conn, child = ctx.Pipe()
         self.proc: SpawnProcess = ctx.Process(
-            target=_worker_child, args=(url, endpoint, self.ready, self.stop, child), daemon=True
+            target=_worker_child,
+            args=(url, mode, endpoint, self.ready, self.stop, child),
+            daemon=True,
         )
         self.proc.start()
         if not self.ready.wait(60):
@@ -151,18 +157,18 @@ async def measure(runs: int, steps: int) -> dict[str, Any]:
     sink = ctx.Process(target=_sink_child, args=(port,), daemon=True)
     sink.start()
     endpoint = f"http://127.0.0.1:{port}/v1/traces"
-    with redis_server() as plain_url, redis_server() as traced_url:
-        plain, traced = Worker(ctx, plain_url, None), Worker(ctx, traced_url, endpoint)
-        clients = {"none": Client(plain_url), "batch": Client(traced_url)}
-        workers = {"none": plain, "batch": traced}
+    with redis_server() as url_none, redis_server() as url_record, redis_server() as url_batch:
+        urls = {"none": url_none, "record": url_record, "batch": url_batch}
+        workers = {mode: Worker(ctx, url, mode, endpoint) for mode, url in urls.items()}
+        clients = {mode: Client(url) for mode, url in urls.items()}
         try:
             for client in clients.values():  # warm up: scripts loaded, imports done
                 await _step_ms(client, 5)
-            per_step: dict[str, list[float]] = {"none": [], "batch": []}
+            per_step: dict[str, list[float]] = {mode: [] for mode in MODES}
             cpu: dict[str, float] = {}
             start_cpu = {mode: w.cpu_s() for mode, w in workers.items()}
             for i in range(runs):
-                order = ("none", "batch") if i % 2 == 0 else ("batch", "none")
+                order = MODES[i % len(MODES) :] + MODES[: i % len(MODES)]
                 for mode in order:
                     per_step[mode].append(await _step_ms(clients[mode], steps))
             for mode, w in workers.items():
@@ -192,10 +198,12 @@ def main() -> None:
         added_cpu = cpu["batch"] - cpu["none"]
         print(f"{runs} runs x {steps} steps per mode, alternating")
         print(f"per step, no provider:          {step['none']:.3f} ms")
+        print(f"per step, spans made, dropped:  {step['record']:.3f} ms")
         print(f"per step, batch OTLP exporter:  {step['batch']:.3f} ms")
         ok = ratio <= STEP_GOAL_RATIO
         print(f"  ratio {ratio:.3f} (goal <= {STEP_GOAL_RATIO:.2f}): {'PASS' if ok else 'MISS'}")
         print(f"worker CPU per step, no provider:  {cpu['none']:.3f} ms")
+        print(f"worker CPU per step, spans dropped: {cpu['record']:.3f} ms")
         print(f"worker CPU per step, batch export: {cpu['batch']:.3f} ms")
         ok = added_cpu <= CPU_GOAL_MS
         print(f"  added {added_cpu:.3f} ms (goal <= {CPU_GOAL_MS} ms): {'PASS' if ok else 'MISS'}")
