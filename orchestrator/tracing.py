@@ -173,11 +173,11 @@ def setup_tracing(service_name: str) -> None:
     _installed = provider
 
 
-def flush_tracing() -> None:
-    """Export what is buffered (the end of an embedded run, a CLI command)."""
-    flush = getattr(trace.get_tracer_provider(), "force_flush", None)
-    if callable(flush):
-        flush()
+def flush_tracing(timeout_ms: int = 5000) -> None:
+    """Export what agentq's own provider buffers (the end of an embedded session).
+    An application's provider is the application's to flush."""
+    if _installed is not None:
+        _installed.force_flush(timeout_ms)
 
 
 def shutdown_tracing() -> None:
