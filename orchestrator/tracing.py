@@ -43,7 +43,7 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -300,17 +300,30 @@ def process_span(envelope: JobEnvelope, queue: str, job_id: str) -> Iterator[Spa
 
 @contextlib.contextmanager
 def span(
-    name: str, *, kind: SpanKind = SpanKind.INTERNAL, attributes: Mapping[str, Any] | None = None
+    name: str,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Callable[[], Mapping[str, Any]] | None = None,
 ) -> Iterator[Span]:
-    """A child of the current span (a job's `chat` or `execute_tool`)."""
+    """A child of the current span (a job's `chat` or `execute_tool`). Its attributes
+    are computed only if it records."""
     if not recording():
         # The hot path of every job: with no provider, skip the API's no-op machinery.
         yield trace.INVALID_SPAN
         return
     with tracer().start_as_current_span(
-        name, kind=kind, attributes=dict(attributes or {}), record_exception=False
+        name,
+        kind=kind,
+        attributes=dict(attributes()) if attributes else None,
+        record_exception=False,
     ) as current:
         yield current
+
+
+def annotate(current: Span, attributes: Callable[[], Mapping[str, Any]]) -> None:
+    """Add attributes to a span, computed only if it records."""
+    if current.is_recording():
+        current.set_attributes(attributes())
 
 
 def record_exception(exc: BaseException, error_type: str | None = None) -> None:

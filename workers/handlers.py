@@ -153,7 +153,9 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     provider = make_provider(spec.model, ProviderContext(http=deps.http, env=deps.env))
     sink = DeltaEvents(deps.store, run_id, step)
     with tracing.span(
-        f"chat {spec.model.name}", kind=SpanKind.CLIENT, attributes=chat_attributes(request, run_id)
+        f"chat {spec.model.name}",
+        kind=SpanKind.CLIENT,
+        attributes=lambda: chat_attributes(request, run_id),
     ) as chat_span:
         try:
             response = await generate(deps, provider, request, sink)
@@ -167,7 +169,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             await _ended(deps, outcome, envelope)
             return
         await sink.flush()
-        chat_span.set_attributes(chat_result_attributes(response))
+        tracing.annotate(chat_span, lambda: chat_result_attributes(response))
         response = await repair_calls(
             spec=spec,
             tools=tools,
@@ -216,7 +218,7 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
         )
     tool = ToolDef.model_validate_json(tool_json) if tool_json else None
     with tracing.span(
-        f"execute_tool {call.name}", attributes=tool_attributes(call, tool, run_id)
+        f"execute_tool {call.name}", attributes=lambda: tool_attributes(call, tool, run_id)
     ) as tool_span:
         if crashed is not None:
             result = error_result(call.id, call.name, crashed)
@@ -226,7 +228,7 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
             )
         else:
             result = await _execute(deps, tool, call, envelope, attempt)
-        tool_span.set_attributes(tool_result_attributes(result))
+        tracing.annotate(tool_span, lambda: tool_result_attributes(result))
         if result.is_error:
             tracing.mark_error(tool_span, "tool_error", str(result.output))
     hops = tracing.Hops(run_id)
