@@ -41,6 +41,7 @@ import contextvars
 import functools
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -66,6 +67,8 @@ from agentq.orchestrator import genai_content
 if TYPE_CHECKING:
     from agentq.orchestrator.envelopes import JobEnvelope
     from agentq.orchestrator.store import RunStore
+
+log = logging.getLogger("agentq.tracing")
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 MESSAGING_SYSTEM = "redis"
@@ -213,10 +216,14 @@ def run_carrier(run_id: str) -> dict[str, str]:
 
 
 async def end_run(store: RunStore, run_id: str) -> None:
-    """Record the run's span, once it has ended (its meta says how)."""
+    """Record the run's span, once it has ended (its meta says how). Tracing trouble
+    never fails the job that ended the run: the run has ended either way."""
     if not recording():
         return
-    record_run(run_id, await store.meta(run_id))
+    try:
+        record_run(run_id, await store.meta(run_id))
+    except Exception as exc:
+        log.warning("could not record the span of run %s: %s", run_id, exc)
 
 
 def record_run(run_id: str, meta: Mapping[str, str]) -> None:
