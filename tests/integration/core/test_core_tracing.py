@@ -304,3 +304,84 @@ def test_json_log_lines_lead_to_the_trace(redis_url: str, tmp_path: Path) -> Non
     (tool_span,) = [s for s in spans if s.name == "execute_tool log_warning"]
     assert line["trace_id"] == tool_span.trace_id
     assert line["span_id"] == tool_span.span_id
+
+
+_PARKING_SCRIPT = """
+import asyncio
+
+from agentq.workers.embedded import embedded
+from tests.support.sample_tools import add
+
+APPROVE, EXPIRE = %s, %s
+
+
+async def main():
+    async with embedded(tools=[add]) as client:
+        approve_id = await client.submit(APPROVE)
+        async for event in client.events(approve_id, follow=True):
+            if event.type == "tool-approval-request":
+                await client.approve(approve_id, event.tool_call_id)
+        approved = await client.wait(approve_id, timeout_s=60)
+        expired = await client.wait(await client.submit(EXPIRE), timeout_s=60)
+    assert approved.status == "succeeded", approved
+    assert expired.status == "succeeded", expired
+
+asyncio.run(main())
+"""
+
+
+def test_parked_calls_approved_or_expired_stay_in_the_flat_trace(tmp_path: Path) -> None:
+    """The typed inputs' other jobs are stamped too: the approved call's job (stamped by
+    Client.approve), each parked call's deferred expiry job, and the next step's job that
+    an expiry enqueues (stamped by the park_expiry job)."""
+    approve = scripted(
+        {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]},
+        {"text": "3"},
+        tools=[],
+        id="trace-approve-1",
+    )
+    approve["tools"] = [{"type": "function", "name": "add", "needs_approval": True}]
+    expire = scripted(
+        {"tool_calls": [{"name": "ask_user", "input": {}}]},
+        {"text": "no answer"},
+        tools=[],
+        id="trace-expire-1",
+    )
+    expire["tools"] = [{"type": "client", "name": "ask_user", "park_timeout_s": 0.2}]
+    script = tmp_path / "parking.py"
+    script.write_text(_PARKING_SCRIPT % (repr(approve), repr(expire)))
+    with OtlpReceiver() as receiver:
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), **receiver.env("embedded")},
+        )
+        assert done.returncode == 0, done.stderr
+        approved = _trace_of(receiver, "trace-approve-1")
+        expired = _trace_of(receiver, "trace-expire-1")
+
+    def sent(spans: list[ReceivedSpan]) -> set[str]:
+        return {s.attributes["messaging.message.id"] for s in spans if s.name.startswith("send")}
+
+    def processed(spans: list[ReceivedSpan]) -> set[str]:
+        return {s.attributes["messaging.message.id"] for s in spans if s.name.startswith("process")}
+
+    root = assert_flat_trace(approved)
+    run_id = "trace-approve-1"
+    call_job = keys.tool_job_id(run_id, 0, "call_0_0")
+    # The approval's send span belongs to the run (Client.approve runs in no job's span).
+    (approval_send,) = [
+        s for s in approved if s.attributes.get("messaging.message.id") == call_job and s.kind == 4
+    ]
+    assert approval_send.parent_id == root.span_id
+    assert keys.expiry_job_id(run_id, 0, "call_0_0") in sent(approved)
+    assert {call_job, keys.model_job_id(run_id, 1)} <= processed(approved)
+
+    assert_flat_trace(expired)
+    run_id = "trace-expire-1"
+    expiry_job = keys.expiry_job_id(run_id, 0, "call_0_0")
+    assert {expiry_job, keys.model_job_id(run_id, 1)} <= sent(expired)
+    assert {expiry_job, keys.model_job_id(run_id, 1)} <= processed(expired)
