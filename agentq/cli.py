@@ -15,7 +15,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from pydantic import ValidationError
@@ -30,6 +30,10 @@ from agentq.orchestrator.result import RunResult
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.render import ProgressPrinter
+
+if TYPE_CHECKING:
+    from agentq.workers.metrics import WorkerMetrics
+    from agentq.workers.runtime import WorkerRuntime
 
 T = TypeVar("T")
 
@@ -232,6 +236,11 @@ async def _ask_approval(client: Client, run_id: str, call_id: str, console: Cons
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--sandbox", is_flag=True, help="Serve sandboxed code tools (needs Docker).")
 @MODELS_OPTION
+@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus /metrics here.")
+@click.option("--health-port", type=int, default=None, help="Serve /livez and /readyz here.")
+@click.option(
+    "--probe-host", default="0.0.0.0", show_default=True, help="Address the two ports bind."
+)
 @click.option("-v", "--verbose", is_flag=True)
 @click.option(
     "--log-format",
@@ -249,6 +258,9 @@ def worker(
     mcp_config: str | None,
     sandbox: bool,
     models_path: str | None,
+    metrics_port: int | None,
+    health_port: int | None,
+    probe_host: str,
     verbose: bool,
     log_format: str,
 ) -> None:
@@ -262,7 +274,10 @@ def worker(
     )
     if not redis_url:
         _fail("worker needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
-    _guard(_worker)(redis_url, tool_modules, queues, concurrency, mcp_config, sandbox, models_path)
+    probes = _Probes(metrics_port, health_port, probe_host)
+    _guard(_worker)(
+        redis_url, tool_modules, queues, concurrency, mcp_config, sandbox, models_path, probes
+    )
 
 
 async def _worker(
@@ -273,6 +288,7 @@ async def _worker(
     mcp_config: str | None,
     sandbox: bool,
     models_path: str | None,
+    probes: _Probes,
 ) -> None:
     from agentq.orchestrator import tracing
     from agentq.workers.executors.assemble import optional_executors
@@ -297,16 +313,25 @@ async def _worker(
     executors = [
         FunctionExecutor(tools),
         *await optional_executors(
-            mcp_config=_mcp_config_path(mcp_config), sandbox=sandbox, on_tools_changed=reannounce
+            mcp_config=_mcp_config_path(mcp_config),
+            sandbox=sandbox,
+            on_tools_changed=reannounce,
+            redis_url=redis_url,
         ),
     ]
     served = list(queues) or ([MODEL_QUEUE, TOOLS_QUEUE] + (["sandbox"] if sandbox else []))
     tool_queue = next((q for q in served if q != MODEL_QUEUE), TOOLS_QUEUE)
     runtime = WorkerRuntime(
-        redis_url, executors=executors, queues=served, tool_queue=tool_queue, settings=settings
+        redis_url,
+        executors=executors,
+        queues=served,
+        tool_queue=tool_queue,
+        settings=settings,
+        metrics=probes.metrics(),
     )
     await runtime.start()
     started.append(runtime)
+    stop_probes = probes.serve(runtime)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -323,10 +348,54 @@ async def _worker(
     finally:
         waiter.cancel()
         stopper.cancel()
+        stop_probes()
         await runtime.stop()
         tracing.shutdown_tracing()
     if waiter.done() and not waiter.cancelled() and waiter.exception():
         raise waiter.exception()  # type: ignore[misc]
+
+
+class _Probes:
+    """`--metrics-port` and `--health-port`: HTTP servers on threads beside the worker."""
+
+    def __init__(self, metrics_port: int | None, health_port: int | None, host: str) -> None:
+        self.metrics_port = metrics_port
+        self.health_port = health_port
+        self.host = host
+        self._metrics: WorkerMetrics | None = None
+
+    def metrics(self) -> WorkerMetrics | None:
+        if self.metrics_port is not None:
+            from agentq.workers.metrics import WorkerMetrics
+
+            self._metrics = WorkerMetrics()
+        return self._metrics
+
+    def serve(self, runtime: WorkerRuntime) -> Callable[[], None]:
+        """Start the servers; return what stops them. A taken port is the user's to fix."""
+        from agentq.workers.health import HealthServer, readiness_check
+
+        loop = asyncio.get_running_loop()
+        stops: list[Callable[[], None]] = []
+        try:
+            if self._metrics is not None and self.metrics_port is not None:
+                self._metrics.watch(runtime, loop)
+                stops.append(self._metrics.serve(self.metrics_port, self.host))
+            if self.health_port is not None:
+                health = HealthServer(
+                    readiness_check(runtime), loop, port=self.health_port, host=self.host
+                )
+                stops.append(health.start().close)
+        except OSError as exc:
+            for stop in stops:
+                stop()
+            raise SpecError(f"cannot serve probes on {self.host}: {exc.strerror}") from None
+
+        def stop_all() -> None:
+            for stop in stops:
+                stop()
+
+        return stop_all
 
 
 # -- client commands -----------------------------------------------------------
@@ -488,3 +557,55 @@ def build_images(mirror: str | None, force: bool) -> None:
         _fail(f"sandbox support is not available: {exc}", 3)
     for name in build(mirror=mirror, force=force):
         click.echo(name)
+
+
+@main.group()
+def images() -> None:
+    """The deployment's container images (agentq, Redis, Docker engine, trace viewer)."""
+
+
+@images.command("build")
+@click.argument("names", nargs=-1, metavar="[agentq|redis|dind|phoenix]...")
+@click.option("--mirror", default=None, help="Debian mirror (default: the machine's apt source).")
+@click.option("--tag", default=None, help="Tag of the agentq image (default: its version).")
+@click.option("--source", default=None, help="Checkout or wheel to install (default: this one).")
+@click.option("--force", is_flag=True, help="Rebuild even if the images exist.")
+@click.option(
+    "--export",
+    "export_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also save the sandbox images here (docker-compose.yml's engine loads them).",
+)
+def images_build(
+    names: Sequence[str],
+    mirror: str | None,
+    tag: str | None,
+    source: str | None,
+    force: bool,
+    export_dir: str | None,
+) -> None:
+    """Build images from the Debian archive and PyPI alone (no registry; needs root)."""
+    from agentq.images import build_images as build
+    from agentq.images import export_sandbox_images
+    from agentq.sandbox.images import ImageBuildError
+
+    try:
+        built = build(
+            names,
+            mirror=mirror,
+            tag=tag,
+            source=source,
+            force=force,
+            log=lambda line: click.echo(line, err=True),
+        )
+        saved = export_sandbox_images(Path(export_dir), mirror) if export_dir else None
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    except ImageBuildError as exc:
+        _fail(str(exc), 3)
+    for image in built:
+        how = "present" if image.skipped else f"built in {image.seconds:.0f} s"
+        click.echo(f"{image.name}\t{image.size_bytes / 1e6:.0f} MB\t{how}")
+    if saved is not None:
+        click.echo(f"sandbox images saved to {saved}")

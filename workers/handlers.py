@@ -52,6 +52,7 @@ from agentq.workers.genai_spans import (
 )
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.lease import held_lease
+from agentq.workers.metrics import WorkerMetrics, observe_model_call
 from agentq.workers.providers import ModelRequest, OfferedTool
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
@@ -67,6 +68,7 @@ class WorkerDeps:
     executors: dict[str, ToolExecutor] = field(default_factory=dict)
     lease_s: float = 10.0
     max_deliveries: int = 5
+    metrics: WorkerMetrics | None = None
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -176,7 +178,12 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         attributes=lambda: chat_attributes(request, run_id, deps.models.base_url(request)),
     ) as chat_span:
         try:
-            response = await deps.models.generate(request, sink)
+            response = await observe_model_call(
+                deps.metrics,
+                request.model.provider,
+                request.model.name,
+                deps.models.generate(request, sink),
+            )
         except ProviderError as exc:
             tracing.record_exception(exc, str(exc.status) if exc.status else None)
             await sink.flush()

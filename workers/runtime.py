@@ -42,9 +42,10 @@ from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import MODEL_PROVIDER_KIND, ToolAnnouncement
 from agentq.workers import handlers
 from agentq.workers.executors.base import ToolExecutor, WorkerServices
+from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
 from agentq.workers.providers import registered_providers
 from agentq.workers.providers.model_client import ModelClient
-from agentq.workers.providers.ratelimit import Limits, RateLimiter, RedisLike
+from agentq.workers.providers.ratelimit import Limits, RedisLike
 
 log = logging.getLogger("agentq.worker")
 
@@ -160,8 +161,11 @@ class WorkerRuntime:
         settings: Settings | None = None,
         env: dict[str, str] | None = None,
         http: httpx.AsyncClient | None = None,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self.settings = settings or Settings()
+        self.metrics = metrics
+        self.announced = False  # readiness: the tools are in the registry
         self.redis_url = redis_url
         self.queues = list(queues)
         self.tool_queue = tool_queue
@@ -184,7 +188,9 @@ class WorkerRuntime:
             policy=EndpointPolicy.from_settings(self.settings),
             # redis-py types its async commands as `Awaitable[X] | X`, which no
             # protocol of awaitables matches; the client is the limiter's RedisLike.
-            limiter=RateLimiter(cast(RedisLike, self.redis), self._rate_limits()),
+            limiter=TimedRateLimiter(
+                cast(RedisLike, self.redis), self._rate_limits(), metrics=self.metrics
+            ),
         )
         await self._start_executors(WorkerServices(models=models))
         deps = handlers.WorkerDeps(
@@ -193,6 +199,7 @@ class WorkerRuntime:
             executors={e.kind: e for e in self.executors},
             lease_s=self.settings.lease_s,
             max_deliveries=self.settings.max_deliveries,
+            metrics=self.metrics,
         )
         await self.announce()
         for queue in self.queues:
@@ -201,7 +208,7 @@ class WorkerRuntime:
                     # One delivery past ours, so that our job sees it and settles the run
                     # instead of arq dropping the job silently.
                     func(
-                        handler,
+                        instrument(handler),
                         name=kind,
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
@@ -219,7 +226,7 @@ class WorkerRuntime:
                 allow_abort_jobs=True,
                 job_serializer=serialize,
                 job_deserializer=deserialize,
-                ctx={"agentq": deps, "queue": queue},
+                ctx={"agentq": deps, "queue": queue, "metrics": self.metrics},
             )
             self._workers.append(worker)
             self._tasks.append(asyncio.create_task(worker.main(), name=f"agentq-worker-{queue}"))
@@ -263,6 +270,7 @@ class WorkerRuntime:
                 for info in registered_providers()
             ]
         )
+        self.announced = True
 
     async def _release_ended_runs(self) -> None:
         """Let executors drop what they keep for a run (sandbox sessions) when it ends,
@@ -292,6 +300,11 @@ class WorkerRuntime:
                 await self.announce()
             except Exception as exc:  # keep serving; the next round retries
                 log.warning("tool announcement failed: %s", exc)
+
+    @property
+    def running(self) -> bool:
+        """Started, and no queue worker or background task has ended."""
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
     async def wait(self) -> None:
         """Run until a worker task ends (it only does on error) or we are cancelled."""

@@ -26,6 +26,8 @@ class WorkerOptions:
     on_tools_changed: ToolsChanged | None = None
     # Where executors read secrets (MCP sampling's API keys): the worker's environment.
     env: Mapping[str, str] | None = None
+    # The worker's Redis: the sandbox shares container ownership and run sessions there.
+    redis_url: str | None = None
 
 
 ExecutorFactory = Callable[[WorkerOptions], ToolExecutor | None]
@@ -60,7 +62,7 @@ def _code(options: WorkerOptions) -> ToolExecutor | None:
         return None
     from agentq.workers.executors.code import CodeExecutor
 
-    return CodeExecutor()
+    return CodeExecutor(redis_url=options.redis_url)
 
 
 register_executor("mcp", _mcp, flag="--mcp-config")
@@ -73,9 +75,10 @@ async def optional_executors(
     sandbox: bool = False,
     on_tools_changed: ToolsChanged | None = None,
     env: Mapping[str, str] | None = None,
+    redis_url: str | None = None,
 ) -> list[ToolExecutor]:
     """Every registered kind's executor this worker serves (not started yet)."""
-    options = WorkerOptions(mcp_config, sandbox, on_tools_changed, env)
+    options = WorkerOptions(mcp_config, sandbox, on_tools_changed, env, redis_url)
     executors: list[ToolExecutor] = []
     for factory, flag in list(_FACTORIES.values()):
         try:
