@@ -170,10 +170,12 @@ async def _run(
     as_json: bool,
     timeout_s: float | None,
 ) -> RunResult:
+    from agentq.orchestrator import tracing
     from agentq.workers.embedded import embedded
     from agentq.workers.executors.assemble import optional_executors
     from agentq.workers.loading import load_tool_modules
 
+    tracing.setup_tracing("agentq")
     # Tool modules first: one may register a tool kind or a provider the spec uses.
     tools = load_tool_modules(tool_modules)
     spec = _read_spec(spec_path)
@@ -240,6 +242,14 @@ async def _ask_approval(client: Client, run_id: str, call_id: str, console: Cons
     "--probe-host", default="0.0.0.0", show_default=True, help="Address the two ports bind."
 )
 @click.option("-v", "--verbose", is_flag=True)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    envvar="AGENTQ_LOG_FORMAT",
+    default="text",
+    show_default=True,
+    help="json: one object per line with trace_id, span_id, run, job and queue.",
+)
 def worker(
     redis_url: str | None,
     tool_modules: Sequence[str],
@@ -252,13 +262,15 @@ def worker(
     health_port: int | None,
     probe_host: str,
     verbose: bool,
+    log_format: str,
 ) -> None:
     """Execute the jobs of runs submitted anywhere. Stops on SIGTERM or SIGINT."""
     import logging
 
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    from agentq.logs import configure_logging
+
+    configure_logging(
+        "json" if log_format == "json" else "text", logging.INFO if verbose else logging.WARNING
     )
     if not redis_url:
         _fail("worker needs --redis URL (or $AGENTQ_REDIS_URL)", 2)

@@ -18,13 +18,11 @@ from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any
 
-from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 
 from agentq.orchestrator import keys, tracing
 from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
-from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.errors import (
     RunConflictError,
     RunNotFoundError,
@@ -55,6 +53,7 @@ from agentq.orchestrator.state import (
     PostResult,
     Reply,
     ResolveApproval,
+    TransitionInput,
 )
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import (
@@ -64,7 +63,13 @@ from agentq.orchestrator.tool_resolution import (
     live_registry,
     resolve_tools,
 )
-from agentq.orchestrator.transitions import create_args, input_answer_args, result_args, tool_job
+from agentq.orchestrator.transitions import (
+    create_args,
+    enqueued_job_ids,
+    input_answer_args,
+    result_args,
+    tool_job,
+)
 
 
 def _text(value: bytes | str) -> str:
@@ -140,19 +145,10 @@ class Client:
             for t in resolve_tools(run_spec, registry, now, model_provider=endpoint.provider)
         ]
         run_id = run_spec.id or uuid.uuid4().hex
-        run_trace = tracing.new_run_trace(run_id)
-        with tracing.span(f"publish {MODEL_QUEUE}", parent=run_trace, kind=SpanKind.PRODUCER):
-            hop = tracing.carrier()
-        reply = await self.store.create(
-            create_args(
-                run_id,
-                run_spec,
-                tools,
-                run_spec.initial_messages(),
-                trace=hop,
-                run_trace=run_trace,
-            )
-        )
+        hops = tracing.Hops(run_id)
+        args = hops.stamp(create_args(run_id, run_spec, tools, run_spec.initial_messages()))
+        reply = await self.store.create(args)
+        hops.sent(enqueued_job_ids(args, reply.outcome))
         if reply.outcome == Outcome.CONFLICT:
             raise RunConflictError(
                 f"run id {run_id!r} is taken by a run of another spec (resubmit the same "
@@ -265,13 +261,12 @@ class Client:
         if reply.outcome == Outcome.UNKNOWN_RUN or reply.status is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         if reply.outcome == Outcome.CANCELLED:
-            meta = await self.store.meta(run_id)
-            tracing.end_run(json.loads(meta.get(MetaField.TRACE, "{}")), run_id, "cancelled")
+            await tracing.end_run(self.store, run_id)
         return str(reply.status)
 
     # -- parked calls ------------------------------------------------------------
 
-    async def _parked(self, run_id: str, call_id: str) -> tuple[int, CallPlan, dict[str, str]]:
+    async def _parked(self, run_id: str, call_id: str) -> tuple[int, CallPlan]:
         meta = await self.store.meta(run_id)
         if meta[MetaField.STATUS] in TERMINAL_STATUSES:
             raise RunStateError(f"run {run_id!r} has ended ({meta[MetaField.STATUS]})")
@@ -279,19 +274,17 @@ class Client:
         call_json, _ = await self.store.call_state(run_id, step, call_id)
         if call_json is None:
             raise RunStateError(f"run {run_id!r} has no call {call_id!r} in its current step")
-        trace = json.loads(meta.get(MetaField.TRACE, "{}"))
-        return step, CallPlan.model_validate_json(call_json), trace
+        return step, CallPlan.model_validate_json(call_json)
 
     async def approve(
         self, run_id: str, call_id: str, approved: bool = True, reason: str | None = None
     ) -> None:
         """Approve a call parked for approval, or deny it (the model sees the reason)."""
-        step, call, run_trace = await self._parked(run_id, call_id)
+        step, call = await self._parked(run_id, call_id)
         tool_json = await self.store.tool_def(run_id, call.name)
         if tool_json is None:
             raise RunStateError(f"run {run_id!r} has no tool {call.name!r}")
         tool = ToolDef.model_validate_json(tool_json)
-        hops = tracing.Hops(queue=call.queue or "tools", parent=run_trace)
         event = event_json(
             "tool-approval-response",
             run_id,
@@ -310,17 +303,13 @@ class Client:
                 approved=True,
                 event=event,
                 next_status=next_status,
-                job=tool_job(run_id, step, call, hops(), run_trace)
-                if next_status == CallStatus.QUEUED
-                else None,
+                job=tool_job(run_id, step, call) if next_status == CallStatus.QUEUED else None,
             )
         else:
             denial = f"The user denied the call to {call.name!r}" + (
                 f": {reason}" if reason else "."
             )
-            completion = result_args(
-                run_id, step, error_result(call_id, call.name, denial), hops, run_trace
-            )
+            completion = result_args(run_id, step, error_result(call_id, call.name, denial))
             transition = ResolveApproval(
                 run_id=run_id,
                 step=step,
@@ -331,15 +320,17 @@ class Client:
                 events=completion.events,
                 next_job=completion.next_job,
             )
+        hops = tracing.Hops(run_id)
+        transition = hops.stamp(transition)
         reply = await self.store.resolve_approval(transition)
         self._check(reply, run_id, call_id, "awaiting approval")
-        await self._after(reply.outcome, run_id, run_trace, hops)
+        await self._after(reply.outcome, transition, hops)
 
     async def submit_tool_result(
         self, run_id: str, call_id: str, output: Any, is_error: bool = False
     ) -> None:
         """Post the result of a call that waits for one (a client tool)."""
-        step, call, run_trace = await self._parked(run_id, call_id)
+        step, call = await self._parked(run_id, call_id)
         result = (
             error_result(
                 call_id, call.name, output if isinstance(output, str) else json.dumps(output)
@@ -351,12 +342,11 @@ class Client:
                 output=to_jsonable_python(output, fallback=str),
             )
         )
-        hops = tracing.Hops(queue=MODEL_QUEUE, parent=run_trace)
-        reply = await self.store.post_result(
-            result_args(run_id, step, result, hops, run_trace, completion=PostResult)
-        )
+        hops = tracing.Hops(run_id)
+        args = hops.stamp(result_args(run_id, step, result, completion=PostResult))
+        reply = await self.store.post_result(args)
         self._check(reply, run_id, call_id, "awaiting a result")
-        await self._after(reply.outcome, run_id, run_trace, hops)
+        await self._after(reply.outcome, args, hops)
 
     async def answer(
         self, run_id: str, request_id: str, content: dict[str, Any] | None = None
@@ -399,11 +389,7 @@ class Client:
                 f"run {run_id!r} no longer waits for call {call_id!r} ({reply.outcome})"
             )
 
-    @staticmethod
-    async def _after(
-        outcome: Outcome, run_id: str, run_trace: dict[str, str], hops: tracing.Hops
-    ) -> None:
-        if outcome in (Outcome.CONTINUED, Outcome.APPROVED):
-            hops.record(hops.allocated)
+    async def _after(self, outcome: Outcome, args: TransitionInput, hops: tracing.Hops) -> None:
+        hops.sent(enqueued_job_ids(args, outcome))
         if outcome == Outcome.FINISHED:
-            tracing.end_run(run_trace, run_id, "succeeded")
+            await tracing.end_run(self.store, args.run_id)
