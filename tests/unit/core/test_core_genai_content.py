@@ -12,6 +12,7 @@ from agentq.orchestrator.loop import CallPlan, StepPlan
 from agentq.orchestrator.messages import (
     AssistantMessage,
     MediaPart,
+    Message,
     SystemMessage,
     TextPart,
     ToolCallPart,
@@ -24,7 +25,7 @@ from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, resul
 
 
 def test_messages_in_the_conventions_parts_format_one_tool_message_per_result() -> None:
-    messages = [
+    messages: list[Message] = [
         SystemMessage(content="be brief"),
         UserMessage(content=[TextPart(text="hi"), MediaPart(media_type="image/png", data="AAAA")]),
         AssistantMessage(
