@@ -39,7 +39,9 @@ def counting() -> Counting:
 @pytest.fixture
 async def models() -> AsyncIterator[ModelClient]:
     redis = fakeredis.FakeAsyncRedis()
-    limiter = RateLimiter(cast(RedisLike, redis), {("counting-test", "*"): Limits(requests_per_minute=1)})
+    limiter = RateLimiter(
+        cast(RedisLike, redis), {("counting-test", "*"): Limits(requests_per_minute=1)}
+    )
     async with httpx.AsyncClient() as http:
         yield ModelClient(http, {}, limiter=limiter, retry=RetryPolicy(max_attempts=1))
     await redis.aclose()
