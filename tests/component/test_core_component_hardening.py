@@ -23,13 +23,12 @@ from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,
     all_events,
-    calls,
     of_type,
-    scripted,
     tool_message_parts,
     wait_event,
 )
 from tests.support.infra import free_port
+from tests.support.specs import calls, scripted
 
 Start = Callable[..., Embedded]
 

@@ -18,13 +18,12 @@ from tests.component.core_support import (
     ModelLog,
     all_events,
     call_ids,
-    calls,
     of_type,
-    scripted,
     tool_message_parts,
     until,
     wait_event,
 )
+from tests.support.specs import calls, scripted
 
 Start = Callable[..., Embedded]
 

@@ -8,13 +8,8 @@ from typing import Any
 
 from agentq.orchestrator.messages import AssistantMessage
 from agentq.workers import tool
-from tests.component.core_support import (
-    TIMEOUT_S,
-    Embedded,
-    ModelLog,
-    all_events,
-    scripted,
-)
+from tests.component.core_support import TIMEOUT_S, Embedded, ModelLog, all_events
+from tests.support.specs import scripted
 
 Start = Callable[..., Embedded]
 

@@ -23,13 +23,12 @@ from tests.component.core_support import (
     Embedded,
     ModelLog,
     all_events,
-    calls,
     of_type,
-    scripted,
     tool_message_parts,
     usage_for,
     wait_event,
 )
+from tests.support.specs import calls, scripted
 
 Start = Callable[..., Embedded]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

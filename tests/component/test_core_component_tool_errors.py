@@ -15,10 +15,9 @@ from tests.component.core_support import (
     Embedded,
     ModelLog,
     all_events,
-    calls,
-    scripted,
     tool_message_parts,
 )
+from tests.support.specs import calls, scripted
 
 Start = Callable[..., Embedded]
 

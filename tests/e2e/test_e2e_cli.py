@@ -12,9 +12,9 @@ from typing import Any, cast
 import pytest
 import redis
 
-from tests.integration.core.test_core_workers import TOOLS, scripted, wait_ready
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn, rate_limited
-from tests.support.infra import WorkerProcess, run_cli
+from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
+from tests.support.specs import scripted
 
 API_KEY = "sk-e2e-secret-never-stored"
 

@@ -24,9 +24,9 @@ from agentq.orchestrator.redis_conn import connect
 from agentq.workers.executors.function import FunctionExecutor
 from agentq.workers.health import HealthServer, readiness_check
 from agentq.workers.runtime import WorkerRuntime
-from tests.integration.core.test_core_workers import TOOLS, scripted
 from tests.support.fake_openai import FakeOpenAI, Turn
-from tests.support.infra import RedisServer, WorkerProcess, free_port, run_cli
+from tests.support.infra import TOOLS, RedisServer, WorkerProcess, free_port, run_cli
+from tests.support.specs import scripted
 
 pytestmark = pytest.mark.integration
 

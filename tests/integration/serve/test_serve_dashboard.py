@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.core.test_core_workers import scripted
 from tests.support.infra import REPO, missing
 from tests.support.serve import ServeProcess
+from tests.support.specs import scripted
 
 ARTIFACTS = REPO / "test-artifacts"
 

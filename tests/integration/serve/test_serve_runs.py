@@ -10,8 +10,8 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
-from tests.integration.core.test_core_workers import scripted
 from tests.support.serve import ServeProcess
+from tests.support.specs import scripted
 
 
 def events_of(server: ServeProcess, run_id: str, **headers: str) -> list[dict[str, Any]]:

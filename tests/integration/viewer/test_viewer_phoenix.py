@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator import tracing
-from tests.integration.core.test_core_workers import TOOLS, scripted, wait_ready
-from tests.support.infra import WorkerProcess, run_cli
+from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.phoenix import Phoenix
+from tests.support.specs import scripted
 
 pytestmark = pytest.mark.viewer
 
