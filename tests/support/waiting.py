@@ -1,10 +1,11 @@
 """Waiting on a condition instead of sleeping: `eventually(check, what, timeout_s)`.
 
-`check` is polled every `interval_s` until it returns something truthy, which is
-returned; past the deadline the test fails naming `what` and the last value seen.
-An exception from `check` ends the wait at once (a process that exited, say).
+`check` is polled every `interval_s` until its value is truthy (or satisfies `until`),
+and that value is returned; past the deadline the test fails naming `what` and the
+last value seen. An exception from `check` ends the wait at once (a process that
+exited, say).
 
-    spans = eventually(lambda: receiver.spans or None, "the first span")
+    spans = eventually(receiver.received, "two spans", until=lambda s: len(s) >= 2)
     await eventually_async(lambda: marker.exists(), "the call to start")
     stats = await eventually_async(own.stats, "the counter to move")
 
@@ -42,12 +43,14 @@ def eventually(
     what: str,
     timeout_s: float = TIMEOUT_S,
     interval_s: float = INTERVAL_S,
+    *,
+    until: Callable[[T], object] = bool,
 ) -> T:
-    """The first truthy value of `check()`, polled until the deadline."""
+    """The first value of `check()` that is truthy (or satisfies `until`)."""
     deadline = time.monotonic() + timeout_s
     while True:
         value = check()
-        if value:
+        if until(value):
             return value
         if time.monotonic() >= deadline:
             raise _gave_up(what, timeout_s, value)
@@ -60,6 +63,8 @@ async def eventually_async(
     what: str,
     timeout_s: float = ...,
     interval_s: float = ...,
+    *,
+    until: Callable[[T], object] = ...,
 ) -> T: ...
 
 
@@ -69,6 +74,8 @@ async def eventually_async(
     what: str,
     timeout_s: float = ...,
     interval_s: float = ...,
+    *,
+    until: Callable[[T], object] = ...,
 ) -> T: ...
 
 
@@ -77,6 +84,8 @@ async def eventually_async(
     what: str,
     timeout_s: float = TIMEOUT_S,
     interval_s: float = INTERVAL_S,
+    *,
+    until: Callable[[Any], object] = bool,
 ) -> Any:
     """`eventually` for async tests: the check may be a coroutine function."""
     deadline = time.monotonic() + timeout_s
@@ -84,7 +93,7 @@ async def eventually_async(
         value = check()
         if inspect.isawaitable(value):
             value = await value
-        if value:
+        if until(value):
             return value
         if time.monotonic() >= deadline:
             raise _gave_up(what, timeout_s, value)
