@@ -28,16 +28,11 @@ from tests.component.core_support import (
     usage_for,
     wait_event,
 )
+from tests.support.sample_tools import add
 from tests.support.specs import calls, scripted
 
 Start = Callable[..., Embedded]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-@tool
-def add(a: float, b: float) -> float:
-    """Add two numbers."""
-    return a + b
 
 
 @pytest.fixture(scope="module")
