@@ -127,21 +127,15 @@ def test_idempotency_key_returns_the_same_run(server: ServeProcess) -> None:
 
 
 def test_approval_404_409_and_client_tool_result(server: ServeProcess) -> None:
-    spec = {
-        "model": {
-            "provider": "scripted",
-            "script": [
-                {"tool_calls": [{"id": "c1", "name": "add", "input": {"a": 2, "b": 2}}]},
-                {"tool_calls": [{"id": "c2", "name": "pick_color", "input": {}}]},
-                {"text": "done"},
-            ],
-        },
-        "prompt": "go",
-        "tools": [
+    spec = scripted(
+        {"tool_calls": [{"id": "c1", "name": "add", "input": {"a": 2, "b": 2}}]},
+        {"tool_calls": [{"id": "c2", "name": "pick_color", "input": {}}]},
+        {"text": "done"},
+        tools=[
             {"type": "function", "name": "add", "needs_approval": True},
             {"type": "client", "name": "pick_color"},
         ],
-    }
+    )
     run_id = post(server, "/v1/runs", spec).json()["id"]
     wait_for_event(server, run_id, "tool-approval-request")
 
