@@ -18,7 +18,6 @@ from types import TracebackType
 from typing import Any
 
 from opentelemetry.trace import SpanKind
-from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 
 from agentq.orchestrator import tracing
@@ -32,6 +31,7 @@ from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_output import bounded_result
 from agentq.orchestrator.tool_resolution import ToolDef, resolve_tools
 from agentq.orchestrator.transitions import input_answer_args, model_job, result_args, tool_job
 
@@ -194,15 +194,16 @@ class Client:
         step, call, run_trace = await self._parked(run_id, call_id)
         result = (
             error_result(
-                call_id, call.name, output if isinstance(output, str) else json.dumps(output)
+                call_id,
+                call.name,
+                output if isinstance(output, str) else json.dumps(output, default=str),
             )
             if is_error
-            else ToolResultPart(
-                tool_call_id=call_id,
-                tool_name=call.name,
-                output=to_jsonable_python(output, fallback=str),
-            )
+            else ToolResultPart(tool_call_id=call_id, tool_name=call.name, output=output)
         )
+        tool_json = await self.store.tool_def(run_id, call.name)
+        limit = ToolDef.model_validate_json(tool_json).max_output_bytes if tool_json else None
+        result = bounded_result(result, limit or self.settings.max_tool_output_bytes)
         hops = tracing.Hops(queue=MODEL_QUEUE, parent=run_trace)
         reply = await self.store.post_result(
             run_id, result_args(run_id, step, result, hops, run_trace)

@@ -107,6 +107,9 @@ TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 class _ToolSpec(_Spec):
     needs_approval: bool = False
     timeout_s: float | None = Field(default=None, gt=0)
+    # Larger outputs are cut, with a marker the model sees (default: the worker's
+    # AGENTQ_MAX_TOOL_OUTPUT_BYTES).
+    max_output_bytes: int | None = Field(default=None, gt=0)
 
 
 class FunctionToolSpec(_ToolSpec):

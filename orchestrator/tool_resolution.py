@@ -57,6 +57,7 @@ class ToolDef(BaseModel):
     queue: str | None = None  # None: nothing executes it here (client, provider)
     needs_approval: bool = False
     timeout_s: float = 60.0
+    max_output_bytes: int | None = None  # None: the worker's setting
     # Kind-specific settings: the MCP server and remote tool name, the code
     # tool's language, session and limits, the provider tool's options.
     config: dict[str, Any] = Field(default_factory=dict)
@@ -93,7 +94,11 @@ def resolve_tools(
     resolved: list[ToolDef] = []
     for index, tool in enumerate(spec.tools):
         timeout_s = tool.timeout_s or spec.tool_timeout_s
-        common: dict[str, Any] = {"needs_approval": tool.needs_approval, "timeout_s": timeout_s}
+        common: dict[str, Any] = {
+            "needs_approval": tool.needs_approval,
+            "timeout_s": timeout_s,
+            "max_output_bytes": tool.max_output_bytes,
+        }
         if isinstance(tool, FunctionToolSpec):
             found = live(tool.name)
             if found is None or found.kind != "function":

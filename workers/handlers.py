@@ -16,7 +16,6 @@ from typing import Any
 import httpx
 from arq import Retry
 from opentelemetry.trace import SpanKind
-from pydantic_core import to_jsonable_python
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -28,6 +27,7 @@ from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
 from agentq.orchestrator.transitions import commit_args, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor
@@ -51,6 +51,7 @@ class WorkerDeps:
     lease_s: float = 10.0
     max_deliveries: int = 5
     limiter: RateLimiter | None = None
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -161,7 +162,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         timeout_s=spec.model.timeout_s,
     )
     provider = make_provider(spec.model, ProviderContext(http=deps.http, env=deps.env))
-    sink = DeltaEvents(deps.store, run_id, step)
+    sink = DeltaEvents(deps.store, run_id, step, attempt=int(ctx.get("job_try", 1)))
     with tracing.span(
         f"chat {spec.model.name}",
         kind=SpanKind.CLIENT,
@@ -260,6 +261,7 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
             result = await _execute(
                 deps, ToolDef.model_validate_json(tool_json), call, envelope, attempt
             )
+        result = bounded_result(result, _output_limit(tool_json, deps))
         tool_span.set_attribute("gen_ai.tool.type", "error" if result.is_error else "ok")
         hops = tracing.Hops(queue=MODEL_QUEUE)
         outcome = await deps.store.record_result(
@@ -268,6 +270,11 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
     if outcome == "continued":
         hops.record(hops.allocated)
     _ended(outcome, envelope)
+
+
+def _output_limit(tool_json: str | None, deps: WorkerDeps) -> int:
+    tool = ToolDef.model_validate_json(tool_json) if tool_json else None
+    return (tool.max_output_bytes if tool else None) or deps.max_output_bytes
 
 
 async def _execute(
@@ -289,7 +296,7 @@ async def _execute(
                     step=envelope.step,
                     tool_call_id=call.id,
                     tool_name=call.name,
-                    output=to_jsonable_python(value, fallback=str),
+                    output=progress_value(value),
                 )
             ],
         )
@@ -322,5 +329,5 @@ async def _execute(
     return ToolResultPart(
         tool_call_id=call.id,
         tool_name=call.name,
-        output=to_jsonable_python(output, fallback=str),
+        output=output,  # made plain and capped by bounded_result
     )

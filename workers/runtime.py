@@ -182,6 +182,7 @@ class WorkerRuntime:
             env=self.env,
             lease_s=self.settings.lease_s,
             max_deliveries=self.settings.max_deliveries,
+            max_output_bytes=self.settings.max_tool_output_bytes,
             # redis-py types its async commands as `Awaitable[X] | X`, which no
             # protocol of awaitables matches; the client is the limiter's RedisLike.
             limiter=RateLimiter(cast(RedisLike, self.redis), self._rate_limits()),
