@@ -13,17 +13,18 @@ import asyncio
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
 from opentelemetry.trace import SpanKind
 from redis.asyncio import Redis
 
-from agentq.orchestrator import tracing
+from agentq.orchestrator import listings, tracing
 from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.errors import RunNotFoundError, RunStateError, RunTimeoutError
 from agentq.orchestrator.events import Event, event_json
+from agentq.orchestrator.listings import RunSummary, WorkerRecord
 from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.redis_conn import connect
@@ -97,12 +98,21 @@ class Client:
             ),
             first_job=model_job(run_id, 0, hop, run_trace),
         )
+        await listings.add_run(self.redis, run_id, time.time(), self.settings.retention_s)
         return run_id
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""
         meta, messages, steps = await self.store.snapshot(run_id)
         return assemble(run_id, meta, messages, steps)
+
+    async def runs(self, *, limit: int = 20, statuses: Sequence[str] = ()) -> list[RunSummary]:
+        """Recent runs, newest first (runs kept for the retention period)."""
+        return await listings.recent_runs(self.redis, limit=limit, statuses=statuses)
+
+    async def workers(self) -> list[WorkerRecord]:
+        """Workers that announced themselves recently."""
+        return await listings.live_workers(self.redis)
 
     async def wait(self, run_id: str, timeout_s: float | None = None) -> RunResult:
         """Wait until the run succeeds, fails or is cancelled."""

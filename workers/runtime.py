@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any, cast
@@ -24,7 +25,7 @@ from arq.utils import timestamp_ms
 from arq.worker import func
 from redis.asyncio import Redis
 
-from agentq.orchestrator import keys
+from agentq.orchestrator import keys, listings
 from agentq.orchestrator.envelopes import (
     ARQ_IN_PROGRESS_PREFIX,
     MODEL_QUEUE,
@@ -37,7 +38,7 @@ from agentq.orchestrator.envelopes import (
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ToolKind
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolKind
 from agentq.workers import handlers
 from agentq.workers.executors.base import ToolExecutor
 from agentq.workers.providers.ratelimit import Limits, RateLimiter, RedisLike
@@ -165,6 +166,8 @@ class WorkerRuntime:
         self.env = dict(os.environ) if env is None else env
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._http = http
+        self.announced: list[ToolAnnouncement] = []
+        self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[WakeableWorker] = []
         self.redis: Redis | None = None
@@ -234,10 +237,26 @@ class WorkerRuntime:
     async def announce(self) -> None:
         assert self.redis is not None
         store = RunStore(self.redis)
+        announced: list[ToolAnnouncement] = []
         for executor in self.executors:
             # An executor with a pool of its own (the sandbox) names its queue.
             queue = getattr(executor, "queue", self.tool_queue)
-            await store.announce(await executor.announcements(queue))
+            announcements = await executor.announcements(queue)
+            await store.announce(announcements)
+            announced.extend(announcements)
+        self.announced = announced
+        await listings.heartbeat(self.redis, self._record())
+
+    def _record(self) -> listings.WorkerRecord:
+        return listings.WorkerRecord(
+            id=self.worker_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=self.queues,
+            tools=sorted({a.name for a in self.announced}),
+            concurrency=self.settings.concurrency,
+            started_at=self.started_at,
+        )
 
     async def _release_ended_runs(self) -> None:
         """Let executors drop what they keep for a run (sandbox sessions) when it ends,
@@ -292,6 +311,8 @@ class WorkerRuntime:
         if self._http is not None:
             await self._http.aclose()
         if self.redis is not None:
+            with contextlib.suppress(Exception):
+                await listings.forget_worker(self.redis, self.worker_id)
             await self.redis.aclose()
         self._tasks.clear()
         self._workers.clear()

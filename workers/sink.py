@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 
+from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.store import RunStore
 
@@ -53,3 +54,24 @@ class DeltaEvents:
                 ],
             )
         self._last_flush = time.monotonic()
+
+    async def retrying(
+        self, error: ProviderError, delay_s: float, attempt: int, max_attempts: int
+    ) -> None:
+        """A failed model call is about to be retried: say so in the run's events."""
+        await self.flush()
+        reason = str(error.status) if error.status is not None else error.message[:200]
+        await self.store.emit(
+            self.run_id,
+            [
+                event_json(
+                    "model-retry",
+                    self.run_id,
+                    step=self.step,
+                    reason=reason,
+                    delay_s=round(delay_s, 2),
+                    attempt=attempt,
+                    max_attempts=max_attempts,
+                )
+            ],
+        )
