@@ -9,6 +9,7 @@ else to stderr.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
@@ -39,7 +40,7 @@ from agentq.orchestrator.errors import SpecError
 from agentq.orchestrator.redis_conn import is_memory_url
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult
 from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import CodeToolSpec, RunSpec
+from agentq.orchestrator.spec import CodeToolSpec, McpToolSpec, RunSpec
 from agentq.render import (
     ProgressPrinter,
     make_console,
@@ -204,6 +205,8 @@ async def _run(
     settings = load_settings()
     if redis_url:
         check_redis_url(redis_url)
+    # An MCP server this run needs and that fails is reported once, by the CLI.
+    logging.getLogger("agentq.workers.mcp.executor").setLevel(logging.ERROR)
     spec = _read_spec(spec_path)
     tools = load_tool_modules(tool_modules)
     console = make_console(stderr=as_json, quiet=as_json)
@@ -235,6 +238,7 @@ async def _run(
             async with embedded(
                 tools=tools, executors=executors, redis_url=redis_url, settings=settings
             ) as client:
+                _check_mcp_servers(spec, executors, _mcp_config_path(mcp_config))
                 run_id = await client.submit(spec)
                 result = await drive(
                     client,
@@ -253,6 +257,20 @@ async def _run(
     else:
         printer.summary(result)
     return result
+
+
+def _check_mcp_servers(spec: RunSpec, executors: Sequence[Any], config: str | None) -> None:
+    """A server the spec needs that did not start here: say why, not 'undeclared'."""
+    unavailable: dict[str, str] = {}
+    for executor in executors:
+        unavailable.update(getattr(executor, "unavailable", {}))
+    for tool in spec.tools:
+        if isinstance(tool, McpToolSpec) and tool.server in unavailable:
+            why = unavailable[tool.server].split(": ", 1)[-1]
+            raise CliError(
+                f"the MCP server {tool.server!r} (declared in {config}) did not start: {why}",
+                EXIT_INFRASTRUCTURE,
+            )
 
 
 async def _embedded_sandbox(code_tools: list[str]) -> list[Any]:
@@ -495,13 +513,34 @@ def runs(redis_url: str | None, statuses: Sequence[str], limit: int, as_json: bo
 
 @main.command(context_settings=CONTEXT)
 @REDIS_OPTION
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="S",
+    help="Wait up to S seconds for a live worker (serving TOOL with --tool); exit 4 if none.",
+)
+@click.option("--tool", default=None, metavar="TOOL", help="With --wait: a worker serving TOOL.")
 @JSON_OPTION
-def workers(redis_url: str | None, as_json: bool) -> None:
+def workers(redis_url: str | None, wait_s: float | None, tool: str | None, as_json: bool) -> None:
     """List live workers: host, pid, queues, tools, concurrency, last seen."""
 
     async def go() -> None:
+        import asyncio
+        import time
+
         async with _client(redis_url, "workers") as client:
             found = await client.workers()
+            deadline = time.monotonic() + (wait_s or 0)
+            while wait_s is not None and not [w for w in found if not tool or tool in w.tools]:
+                if time.monotonic() >= deadline:
+                    serving = f" serving {tool!r}" if tool else ""
+                    raise CliError(
+                        f"timed out: no live worker{serving} after {wait_s:g} s", EXIT_TIMED_OUT
+                    )
+                await asyncio.sleep(0.2)
+                found = await client.workers()
         if as_json:
             _echo_json([w.model_dump() for w in found])
         else:

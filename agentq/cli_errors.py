@@ -170,6 +170,12 @@ def as_cli_error(exc: BaseException) -> CliError | None:
     return None
 
 
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
 def guarded(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
     """Run an async command; map every foreseen error to one line and its exit code."""
 
@@ -179,6 +185,10 @@ def guarded(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
             return asyncio.run(fn(*args, **kwargs))
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            # The reader went away (`agentq events RUN | head`): not an error of ours.
+            _silence_stdout()
+            sys.exit(EXIT_OK)
         except Exception as exc:
             known = as_cli_error(exc)
             if known is not None:
