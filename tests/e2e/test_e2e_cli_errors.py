@@ -234,3 +234,27 @@ def test_run_timeout_says_timed_out_and_exits_4(tmp_path: Path) -> None:
         assert json.loads(waited.stdout)["status"] == "cancelled"
     finally:
         server.stop()
+
+
+def test_shell_completion_as_documented() -> None:
+    script = agentq(env={"_AGENTQ_COMPLETE": "bash_source"})
+    assert script.returncode == 0
+    assert "_agentq_completion" in script.stdout
+    words = agentq(
+        env={"_AGENTQ_COMPLETE": "bash_complete", "COMP_WORDS": "agentq wo", "COMP_CWORD": "1"}
+    )
+    assert words.stdout.split() == ["plain,worker", "plain,workers"]
+
+
+def test_build_images_when_they_exist_says_so(tmp_path: Path) -> None:
+    if shutil.which("docker") is None:
+        missing("docker", "apt-get install -y docker.io (.ci/sandbox-setup does)")
+    probe = subprocess.run(
+        ["docker", "image", "inspect", "agentq-sandbox-python:v1"], capture_output=True, check=False
+    )
+    if probe.returncode != 0:
+        missing("the sandbox images", "build them with `agentq sandbox build-images`")
+    done = agentq("sandbox", "build-images", "--json")
+    assert done.returncode == 0, done.stderr
+    assert "exist already" in done.stderr
+    assert "agentq-sandbox-python:v1" in json.loads(done.stdout)
