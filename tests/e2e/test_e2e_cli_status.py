@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,6 +16,7 @@ import pytest
 
 from tests.e2e.test_e2e_cli import events_until, submit
 from tests.integration.core.test_core_workers import TOOLS, wait_ready
+from tests.support.fake_openai import FakeOpenAI, Turn, rate_limited
 from tests.support.infra import REPO, WorkerProcess, run_cli
 
 
@@ -138,3 +140,26 @@ def test_run_joins_the_shared_redis_named_by_the_environment(
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "Answer: done" in out
+
+
+def test_a_retried_model_call_is_visible(
+    redis_url: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    with FakeOpenAI([rate_limited(retry_after="0"), Turn(text="fine")]) as server:
+        spec = tmp_path / "spec.json"
+        spec.write_text(
+            json.dumps(
+                {
+                    "model": {
+                        "provider": "openai",
+                        "name": "gpt-test",
+                        "base_url": server.base_url,
+                    },
+                    "prompt": "hi",
+                }
+            )
+        )
+        done = run_cli("run", str(spec), redis_url=redis_url)
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"retrying after 429 in \d+\.\d s \(attempt 2/4\)", done.stdout), done.stdout
+    assert "Answer: fine" in done.stdout
