@@ -21,6 +21,7 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.events import Event
 from agentq.orchestrator.result import RunResult
+from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.render import ProgressPrinter, how_to_answer, pending_line
 
 QUIET_S = 5.0  # say what the run waits for after this long without an event
@@ -108,22 +109,32 @@ class LiveRun:
             for item in result.pending:
                 self.printer.note(f"still waiting: {pending_line(self.run_id, item)}")
             return
-        workers = await self.client.workers()
-        model_served = any(MODEL_QUEUE in w.queues for w in workers)
+        unserved = [] if self.private else await self._unserved_queues()
         hint = (
-            ""
-            if model_served or self.private
-            else f"; no live worker serves the {MODEL_QUEUE!r} queue (see `agentq workers`)"
+            f"; no live worker serves {', '.join(repr(q) for q in unserved)} (see `agentq workers`)"
+            if unserved
+            else ""
         )
         self.printer.note(
             f"waiting for workers: no event for {QUIET_S:.0f} s (run {result.status})" + hint
         )
 
+    async def _unserved_queues(self) -> list[str]:
+        """The queues this run needs (model steps, its tools') that no live worker serves."""
+        needed = {MODEL_QUEUE}
+        for raw in await self.client.store.tool_defs(self.run_id):
+            queue = ToolDef.model_validate_json(raw).queue
+            if queue:
+                needed.add(queue)
+        served = {q for w in await self.client.workers() for q in w.queues}
+        return sorted(needed - served)
+
     async def _check_workers(self) -> None:
-        workers = await self.client.workers()
-        if not any(MODEL_QUEUE in w.queues for w in workers):
+        unserved = await self._unserved_queues()
+        if unserved:
+            names = ", ".join(repr(q) for q in unserved)
             self.printer.note(
-                f"no live worker serves the {MODEL_QUEUE!r} queue yet: the run waits until one "
+                f"no live worker serves the {names} queue yet: the run waits until one "
                 "starts (`agentq worker --redis URL`; `agentq workers` lists them)"
             )
 

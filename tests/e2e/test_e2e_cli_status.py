@@ -163,3 +163,29 @@ def test_a_retried_model_call_is_visible(
     assert done.returncode == 0, done.stderr
     assert re.search(r"retrying after 429 in \d+\.\d s \(attempt 2/4\)", done.stdout), done.stdout
     assert "Answer: fine" in done.stdout
+
+
+def test_run_names_a_tool_queue_no_worker_serves(redis_url: str, tmp_path: Path) -> None:
+    # A model-only worker: it announces its tools on 'tools' but serves only 'model'.
+    model_only = WorkerProcess(redis_url, "--queue", "model", "--tools", TOOLS)
+    try:
+        wait_ready(model_only)
+        spec = tmp_path / "spec.json"
+        spec.write_text(
+            json.dumps(
+                {
+                    "model": {
+                        "provider": "scripted",
+                        "script": [{"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]}],
+                    },
+                    "prompt": "go",
+                    "tools": [{"type": "function", "name": "add"}],
+                }
+            )
+        )
+        done = run_cli("run", str(spec), "--timeout", "3", redis_url=redis_url)
+    finally:
+        model_only.stop()
+    assert done.returncode == 4, done.stderr
+    assert "no live worker serves the 'tools' queue yet" in done.stdout
+    assert "'model'" not in done.stdout.split("no live worker serves")[1].splitlines()[0]
