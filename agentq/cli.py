@@ -8,14 +8,15 @@ else to stderr.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
@@ -35,12 +36,15 @@ from agentq.cli_errors import (
     shown_url,
 )
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.errors import SpecError
+from agentq.orchestrator.errors import AgentqError, SpecError
 from agentq.orchestrator.redis_conn import is_memory_url
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult
 from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import CodeToolSpec, McpToolSpec, RunSpec
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.tool_kinds.code import CodeToolSpec
+from agentq.orchestrator.tool_kinds.mcp import McpToolSpec
 from agentq.render import (
     ProgressPrinter,
     make_console,
@@ -48,6 +52,10 @@ from agentq.render import (
     print_status,
     print_workers,
 )
+
+if TYPE_CHECKING:
+    from agentq.workers.metrics import WorkerMetrics
+    from agentq.workers.runtime import WorkerRuntime
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -67,8 +75,16 @@ TOOLS_OPTION = click.option(
     "tool_modules",
     multiple=True,
     metavar="MODULE",
-    help="Module name or .py file of @tool functions (repeatable; the current directory "
-    "is importable).",
+    help="Module name or .py file of @tool functions, or of plugins (tool kinds, providers); "
+    "repeatable; the current directory is importable.",
+)
+MODELS_OPTION = click.option(
+    "--models",
+    "models_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="Models file: the model endpoints specs may use (default: $AGENTQ_MODELS).",
 )
 MCP_OPTION = click.option(
     "--mcp-config",
@@ -77,6 +93,14 @@ MCP_OPTION = click.option(
     metavar="FILE",
     help="MCP servers, as the mcpServers JSON of desktop clients (default: $AGENTQ_MCP_CONFIG).",
 )
+
+
+def _settings(models_path: str | None) -> Settings:
+    """The environment's settings, with the command's --models over $AGENTQ_MODELS."""
+    settings = load_settings()
+    if models_path is not None:
+        settings = settings.model_copy(update={"models": models_path})
+    return settings
 
 
 def _read_spec(path: str) -> RunSpec:
@@ -158,6 +182,7 @@ def main() -> None:
 @REDIS_OPTION
 @TOOLS_OPTION
 @MCP_OPTION
+@MODELS_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print only the RunResult, as JSON.")
 @click.option(
     "--timeout",
@@ -172,6 +197,7 @@ def run(
     redis_url: str | None,
     tool_modules: Sequence[str],
     mcp_config: str | None,
+    models_path: str | None,
     as_json: bool,
     timeout_s: float | None,
 ) -> None:
@@ -183,7 +209,7 @@ def run(
     source = click.get_current_context().get_parameter_source("redis_url")
     from_env = source == ParameterSource.ENVIRONMENT
     result = guarded(_run)(
-        spec_path, redis_url, from_env, tool_modules, mcp_config, as_json, timeout_s
+        spec_path, redis_url, from_env, tool_modules, mcp_config, models_path, as_json, timeout_s
     )
     _exit_for(result)
 
@@ -194,6 +220,7 @@ async def _run(
     from_env: bool,
     tool_modules: Sequence[str],
     mcp_config: str | None,
+    models_path: str | None,
     as_json: bool,
     timeout_s: float | None,
 ) -> RunResult:
@@ -202,13 +229,14 @@ async def _run(
     from agentq.workers.executors.assemble import optional_executors
     from agentq.workers.loading import load_tool_modules
 
-    settings = load_settings()
+    settings = _settings(models_path)
     if redis_url:
         check_redis_url(redis_url)
     # An MCP server this run needs and that fails is reported once, by the CLI.
     logging.getLogger("agentq.workers.mcp.executor").setLevel(logging.ERROR)
-    spec = _read_spec(spec_path)
+    # Tool modules first: one may register a tool kind or a provider the spec uses.
     tools = load_tool_modules(tool_modules)
+    spec = _read_spec(spec_path)
     console = make_console(stderr=as_json, quiet=as_json)
     shared = bool(redis_url) and not is_memory_url(redis_url or "")
     if shared and from_env:
@@ -217,9 +245,11 @@ async def _run(
             "($AGENTQ_REDIS_URL is set): workers there run this run's jobs[/]"
         )
     code_tools = [t.tool_name for t in spec.tools if isinstance(t, CodeToolSpec)]
-    executors = await optional_executors(mcp_config=_mcp_config_path(mcp_config), sandbox=False)
-    if code_tools and not shared:
-        executors += await _embedded_sandbox(code_tools)
+    # Embedded, code tools run in this process's sandbox (when Docker works here).
+    in_process_sandbox = bool(code_tools) and not shared
+    executors = await optional_executors(
+        mcp_config=_mcp_config_path(mcp_config), sandbox=in_process_sandbox
+    )
     printer = ProgressPrinter(console)
     interactive = sys.stdin.isatty() and not as_json
     try:
@@ -235,9 +265,14 @@ async def _run(
                     timeout_s=timeout_s,
                 )
         else:
-            async with embedded(
-                tools=tools, executors=executors, redis_url=redis_url, settings=settings
-            ) as client:
+            started = False
+            async with (
+                _sandbox_explained(code_tools, lambda: started),
+                embedded(
+                    tools=tools, executors=executors, redis_url=redis_url, settings=settings
+                ) as client,
+            ):
+                started = True
                 _check_mcp_servers(spec, executors, _mcp_config_path(mcp_config))
                 run_id = await client.submit(spec)
                 result = await drive(
@@ -273,19 +308,21 @@ def _check_mcp_servers(spec: RunSpec, executors: Sequence[Any], config: str | No
             )
 
 
-async def _embedded_sandbox(code_tools: list[str]) -> list[Any]:
-    """The code sandbox in this process, or a plain reason why embedded mode cannot have it."""
-    from agentq.workers.executors.assemble import optional_executors
-
+@contextlib.asynccontextmanager
+async def _sandbox_explained(
+    code_tools: list[str], started: Callable[[], bool]
+) -> AsyncIterator[None]:
+    """The in-process sandbox failed to start: say plainly what embedded mode cannot do."""
     try:
-        return await optional_executors(mcp_config=None, sandbox=True)
-    except SpecError as exc:
-        reason = exc.message.removeprefix("--sandbox: ")
+        yield
+    except AgentqError as exc:
+        if not code_tools or started():
+            raise
         raise SpecError(
             f"this spec uses code tools ({', '.join(code_tools)}), which run in Docker "
-            f"containers, and {reason}. Fix that (Docker running, `agentq sandbox build-images`), "
-            "or run them on a sandbox worker: `agentq worker --sandbox --redis URL`, then "
-            "`agentq run SPEC --redis URL`"
+            f"containers, and the sandbox cannot start here: {exc.message}. Fix that (Docker "
+            "running, `agentq sandbox build-images`), or run them on a sandbox worker: "
+            "`agentq worker --sandbox --redis URL`, then `agentq run SPEC --redis URL`"
         ) from None
 
 
@@ -311,6 +348,16 @@ async def _embedded_sandbox(code_tools: list[str]) -> list[Any]:
 )
 @MCP_OPTION
 @click.option("--sandbox", is_flag=True, help="Serve sandboxed code tools (needs Docker).")
+@MODELS_OPTION
+@click.option(
+    "--metrics-port", type=int, default=None, metavar="PORT", help="Serve Prometheus /metrics here."
+)
+@click.option(
+    "--health-port", type=int, default=None, metavar="PORT", help="Serve /livez and /readyz here."
+)
+@click.option(
+    "--probe-host", default="0.0.0.0", show_default=True, help="Address the two ports bind."
+)
 @click.option("-v", "--verbose", is_flag=True, help="Log each job (INFO level).")
 def worker(
     redis_url: str | None,
@@ -319,6 +366,10 @@ def worker(
     concurrency: int | None,
     mcp_config: str | None,
     sandbox: bool,
+    models_path: str | None,
+    metrics_port: int | None,
+    health_port: int | None,
+    probe_host: str,
     verbose: bool,
 ) -> None:
     """Execute the jobs of runs submitted anywhere. Stops on SIGTERM or SIGINT."""
@@ -328,7 +379,10 @@ def worker(
         level=logging.INFO if verbose else logging.WARNING,
         format="%(asctime)s %(name)s %(levelname)s %(message)s",
     )
-    guarded(_worker)(redis_url, tool_modules, queues, concurrency, mcp_config, sandbox)
+    probes = _Probes(metrics_port, health_port, probe_host)
+    guarded(_worker)(
+        redis_url, tool_modules, queues, concurrency, mcp_config, sandbox, models_path, probes
+    )
 
 
 async def _worker(
@@ -338,6 +392,8 @@ async def _worker(
     concurrency: int | None,
     mcp_config: str | None,
     sandbox: bool,
+    models_path: str | None,
+    probes: _Probes,
 ) -> None:
     import asyncio
 
@@ -348,7 +404,9 @@ async def _worker(
     from agentq.workers.runtime import WorkerRuntime
 
     url = _shared_redis(redis_url, "worker")
-    settings = load_settings()
+    settings = _settings(models_path)
+    # Read the models file now: a bad one stops the worker at start, not at its first call.
+    EndpointPolicy.from_settings(settings)
     if concurrency is not None:
         settings = settings.model_copy(update={"concurrency": concurrency})
     tools = load_tool_modules(tool_modules)
@@ -366,21 +424,28 @@ async def _worker(
             mcp_config=_mcp_config_path(mcp_config),
             sandbox=sandbox,
             on_tools_changed=reannounce,
+            redis_url=url,
         ),
     ]
     served = list(queues) or ([MODEL_QUEUE, TOOLS_QUEUE] + (["sandbox"] if sandbox else []))
     tool_queue = next((q for q in served if q != MODEL_QUEUE), TOOLS_QUEUE)
     runtime = WorkerRuntime(
-        url, executors=executors, queues=served, tool_queue=tool_queue, settings=settings
+        url,
+        executors=executors,
+        queues=served,
+        tool_queue=tool_queue,
+        settings=settings,
+        metrics=probes.metrics(),
     )
     await runtime.start()
     started.append(runtime)
+    stop_probes = probes.serve(runtime)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     by_kind: dict[str, list[str]] = {}
-    for ann in runtime.announced:
+    for ann in runtime.announcements:
         label = f"{ann.server}/{ann.name}" if ann.kind == "mcp" and ann.server else ann.name
         by_kind.setdefault(ann.kind, []).append(label)
     listed = "; ".join(
@@ -398,10 +463,56 @@ async def _worker(
     finally:
         waiter.cancel()
         stopper.cancel()
+        stop_probes()
         await runtime.stop()
         tracing.shutdown_tracing()
     if waiter.done() and not waiter.cancelled() and waiter.exception():
         raise waiter.exception()  # type: ignore[misc]
+
+
+class _Probes:
+    """`--metrics-port` and `--health-port`: HTTP servers on threads beside the worker."""
+
+    def __init__(self, metrics_port: int | None, health_port: int | None, host: str) -> None:
+        self.metrics_port = metrics_port
+        self.health_port = health_port
+        self.host = host
+        self._metrics: WorkerMetrics | None = None
+
+    def metrics(self) -> WorkerMetrics | None:
+        if self.metrics_port is not None:
+            from agentq.workers.metrics import WorkerMetrics
+
+            self._metrics = WorkerMetrics()
+        return self._metrics
+
+    def serve(self, runtime: WorkerRuntime) -> Callable[[], None]:
+        """Start the servers; return what stops them. A taken port is the user's to fix."""
+        import asyncio
+
+        from agentq.workers.health import HealthServer, readiness_check
+
+        loop = asyncio.get_running_loop()
+        stops: list[Callable[[], None]] = []
+        try:
+            if self._metrics is not None and self.metrics_port is not None:
+                self._metrics.watch(runtime, loop)
+                stops.append(self._metrics.serve(self.metrics_port, self.host))
+            if self.health_port is not None:
+                health = HealthServer(
+                    readiness_check(runtime), loop, port=self.health_port, host=self.host
+                )
+                stops.append(health.start().close)
+        except OSError as exc:
+            for stop in stops:
+                stop()
+            raise SpecError(f"cannot serve probes on {self.host}: {exc.strerror}") from None
+
+        def stop_all() -> None:
+            for stop in stops:
+                stop()
+
+        return stop_all
 
 
 # -- client commands -----------------------------------------------------------
@@ -410,13 +521,14 @@ async def _worker(
 @main.command(context_settings=CONTEXT)
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
+@MODELS_OPTION
 @JSON_OPTION
-def submit(spec_path: str, redis_url: str | None, as_json: bool) -> None:
+def submit(spec_path: str, redis_url: str | None, models_path: str | None, as_json: bool) -> None:
     """Submit SPEC (a JSON file, or - for stdin) and print the run id."""
 
     async def go() -> None:
         spec = _read_spec(spec_path)
-        async with _client(redis_url, "submit") as client:
+        async with _client(redis_url, "submit", _settings(models_path)) as client:
             run_id = await client.submit(spec)
         _echo_json({"run_id": run_id}) if as_json else click.echo(run_id)
 
@@ -469,7 +581,7 @@ def status(run_id: str, redis_url: str | None, as_json: bool) -> None:
                     "step": int(meta.get("step", 0)),
                     "steps_done": len(result.steps),
                     "pending": result.pending,
-                    "error": result.error,
+                    "error": result.error.model_dump() if result.error else None,
                     "usage": result.usage.model_dump(),
                     "text": result.text if result.status in TERMINAL_STATUSES else None,
                 }
@@ -686,4 +798,53 @@ def build_images(mirror: str | None, force: bool, as_json: bool) -> None:
     _echo_json(names) if as_json else click.echo("\n".join(names))
 
 
-__all__ = ["EXIT_INFRASTRUCTURE", "main"]
+@main.group(context_settings=CONTEXT)
+def images() -> None:
+    """The deployment's container images (agentq, Redis, Docker engine, trace viewer)."""
+
+
+@images.command("build", context_settings=CONTEXT)
+@click.argument("names", nargs=-1, metavar="[agentq|redis|dind|phoenix]...")
+@click.option("--mirror", default=None, help="Debian mirror (default: the machine's apt source).")
+@click.option("--tag", default=None, help="Tag of the agentq image (default: its version).")
+@click.option("--source", default=None, help="Checkout or wheel to install (default: this one).")
+@click.option("--force", is_flag=True, help="Rebuild even if the images exist.")
+@click.option(
+    "--export",
+    "export_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also save the sandbox images here (docker-compose.yml's engine loads them).",
+)
+def images_build(
+    names: Sequence[str],
+    mirror: str | None,
+    tag: str | None,
+    source: str | None,
+    force: bool,
+    export_dir: str | None,
+) -> None:
+    """Build images from the Debian archive and PyPI alone (no registry; needs root)."""
+    from agentq.images import build_images as build
+    from agentq.images import export_sandbox_images
+    from agentq.sandbox.images import ImageBuildError
+
+    try:
+        built = build(
+            names,
+            mirror=mirror,
+            tag=tag,
+            source=source,
+            force=force,
+            log=lambda line: click.echo(line, err=True),
+        )
+        saved = export_sandbox_images(Path(export_dir), mirror) if export_dir else None
+    except ValueError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    except ImageBuildError as exc:
+        fail(str(exc), EXIT_INFRASTRUCTURE)
+    for image in built:
+        how = "present" if image.skipped else f"built in {image.seconds:.0f} s"
+        click.echo(f"{image.name}\t{image.size_bytes / 1e6:.0f} MB\t{how}")
+    if saved is not None:
+        click.echo(f"sandbox images saved to {saved}")

@@ -189,7 +189,7 @@ def print_status(console: Console, result: RunResult, step: int) -> None:
         console.print(f"  [magenta]waiting:[/] {_e(pending_line(result.id, item))}")
         console.print(f"    [dim]answer with: {_e(how_to_answer(result.id, item))}[/]")
     if result.error:
-        console.print(f"  [red]error:[/] {_e(result.error.get('message', result.error))}")
+        console.print(f"  [red]error:[/] {_e(result.error.message)}")
     if result.text and result.status == "succeeded":
         console.print(f"  answer: {_e(short(result.text, 500))}")
 

@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from arq.connections import ArqRedis
 
 from agentq.orchestrator.envelopes import deserialize, serialize
+from agentq.orchestrator.sentinel import is_sentinel_url, sentinel_pool
 
 _MEMORY_SERVERS: dict[str, Any] = {}
 
@@ -32,6 +33,8 @@ def connect(url: str) -> ArqRedis:
             connection_class=fakeredis.aioredis.FakeAsyncRedisConnection,
             server=server,
         )
+    elif is_sentinel_url(url):
+        pool = sentinel_pool(url)
     else:
         # BLPOP and XREAD block for up to a few seconds; the socket timeout must not be shorter.
         pool = aioredis.ConnectionPool.from_url(url, socket_timeout=None)

@@ -4,6 +4,9 @@ A module name is imported with the current directory on the path first, as
 Celery and arq users expect (`agentq worker --tools mytools` next to
 `mytools.py`). A module that fails to import is reported in one line: its own
 error and where it happened, never a traceback.
+
+A module holds `@tool` functions, or plugins it registers when imported (a tool
+kind, an executor, a model provider): one of the two, or it was named by mistake.
 """
 
 from __future__ import annotations
@@ -74,13 +77,23 @@ def _import_name(name: str) -> ModuleType:
         raise _failed(name, exc) from None
 
 
+def registrations() -> tuple[int, ...]:
+    """How many plugins are registered: a module that adds one is a plugin module."""
+    from agentq.orchestrator.tool_kinds import tool_kinds
+    from agentq.workers.executors.assemble import registered_executors
+    from agentq.workers.providers import registered_providers
+
+    return len(tool_kinds()), len(registered_executors()), len(registered_providers())
+
+
 def load_tool_modules(names: Sequence[str]) -> list[FunctionTool]:
     found: list[FunctionTool] = []
     for name in names:
+        before = registrations()
         is_file = name.endswith(".py") or "/" in name
         module = _import_file(name) if is_file else _import_name(name)
         tools = tools_in(module)
-        if not tools:
-            raise SpecError(f"--tools: {name!r} defines no @tool functions")
+        if not tools and registrations() == before:
+            raise SpecError(f"--tools: {name!r} defines no @tool functions and registers no plugin")
         found.extend(tools)
     return found

@@ -26,6 +26,7 @@ from arq.worker import func
 from redis.asyncio import Redis
 
 from agentq.orchestrator import keys, listings
+from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import (
     ARQ_IN_PROGRESS_PREFIX,
     MODEL_QUEUE,
@@ -35,13 +36,17 @@ from agentq.orchestrator.envelopes import (
     serialize,
     wake_key,
 )
+from agentq.orchestrator.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolKind
+from agentq.orchestrator.tool_resolution import MODEL_PROVIDER_KIND, ToolAnnouncement
 from agentq.workers import handlers
-from agentq.workers.executors.base import ToolExecutor
-from agentq.workers.providers.ratelimit import Limits, RateLimiter, RedisLike
+from agentq.workers.executors.base import ToolExecutor, WorkerServices
+from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
+from agentq.workers.providers import registered_providers
+from agentq.workers.providers.model_client import ModelClient
+from agentq.workers.providers.ratelimit import Limits, RedisLike
 
 log = logging.getLogger("agentq.worker")
 
@@ -157,8 +162,11 @@ class WorkerRuntime:
         settings: Settings | None = None,
         env: dict[str, str] | None = None,
         http: httpx.AsyncClient | None = None,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self.settings = settings or Settings()
+        self.metrics = metrics
+        self.announced = False  # readiness: the tools are in the registry
         self.redis_url = redis_url
         self.queues = list(queues)
         self.tool_queue = tool_queue
@@ -166,7 +174,7 @@ class WorkerRuntime:
         self.env = dict(os.environ) if env is None else env
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._http = http
-        self.announced: list[ToolAnnouncement] = []
+        self.announcements: list[ToolAnnouncement] = []
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[WakeableWorker] = []
@@ -177,18 +185,25 @@ class WorkerRuntime:
         store = RunStore(self.redis, retention_s=self.settings.retention_s)
         http = self._http or httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
         self._http = http
-        executors: dict[ToolKind, ToolExecutor] = {e.kind: e for e in self.executors}
+        models = ModelClient(
+            http,
+            self.env,
+            policy=EndpointPolicy.from_settings(self.settings),
+            # redis-py types its async commands as `Awaitable[X] | X`, which no
+            # protocol of awaitables matches; the client is the limiter's RedisLike.
+            limiter=TimedRateLimiter(
+                cast(RedisLike, self.redis), self._rate_limits(), metrics=self.metrics
+            ),
+        )
+        await self._start_executors(WorkerServices(models=models))
         deps = handlers.WorkerDeps(
             store=store,
-            http=http,
-            executors=executors,
-            env=self.env,
+            models=models,
+            executors={e.kind: e for e in self.executors},
             lease_s=self.settings.lease_s,
             max_deliveries=self.settings.max_deliveries,
             max_output_bytes=self.settings.max_tool_output_bytes,
-            # redis-py types its async commands as `Awaitable[X] | X`, which no
-            # protocol of awaitables matches; the client is the limiter's RedisLike.
-            limiter=RateLimiter(cast(RedisLike, self.redis), self._rate_limits()),
+            metrics=self.metrics,
         )
         await self.announce()
         for queue in self.queues:
@@ -197,17 +212,12 @@ class WorkerRuntime:
                     # One delivery past ours, so that our job sees it and settles the run
                     # instead of arq dropping the job silently.
                     func(
-                        handlers.model_step,
-                        name="model_step",
+                        instrument(handler),
+                        name=kind,
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
-                    ),
-                    func(
-                        handlers.tool_call,
-                        name="tool_call",
-                        timeout=_ARQ_FUNCTION_TIMEOUT_S,
-                        max_tries=self.settings.max_deliveries + 1,
-                    ),
+                    )
+                    for kind, handler in handlers.JOB_FUNCTIONS.items()
                 ],
                 queue_name=queue_key(queue),
                 redis_pool=self.redis,
@@ -220,12 +230,23 @@ class WorkerRuntime:
                 allow_abort_jobs=True,
                 job_serializer=serialize,
                 job_deserializer=deserialize,
-                ctx={"agentq": deps, "queue": queue},
+                ctx={"agentq": deps, "queue": queue, "metrics": self.metrics},
             )
             self._workers.append(worker)
             self._tasks.append(asyncio.create_task(worker.main(), name=f"agentq-worker-{queue}"))
         self._tasks.append(asyncio.create_task(self._announce_forever(), name="agentq-announce"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
+
+    async def _start_executors(self, services: WorkerServices) -> None:
+        for executor in self.executors:
+            try:
+                await executor.start(services)
+            except AgentqError:
+                raise
+            except Exception as exc:
+                raise InfrastructureError(
+                    f"the {executor.kind} executor cannot start here ({type(exc).__name__}: {exc})"
+                ) from None
 
     def _rate_limits(self) -> dict[tuple[str, str], Limits]:
         limits: dict[tuple[str, str], Limits] = {}
@@ -240,11 +261,25 @@ class WorkerRuntime:
         announced: list[ToolAnnouncement] = []
         for executor in self.executors:
             # An executor with a pool of its own (the sandbox) names its queue.
-            queue = getattr(executor, "queue", self.tool_queue)
+            queue = executor.queue or self.tool_queue
             announcements = await executor.announcements(queue)
             await store.announce(announcements)
             announced.extend(announcements)
-        self.announced = announced
+        self.announcements = announced
+        # Providers this process registered, so that specs submitted anywhere may use them.
+        await store.announce(
+            [
+                ToolAnnouncement(
+                    name=info.name,
+                    kind=MODEL_PROVIDER_KIND,
+                    queue=MODEL_QUEUE,
+                    description=f"model provider (wire format {info.wire})",
+                    model_provider=info,
+                )
+                for info in registered_providers()
+            ]
+        )
+        self.announced = True
         await listings.heartbeat(self.redis, self._record())
 
     def _record(self) -> listings.WorkerRecord:
@@ -253,7 +288,7 @@ class WorkerRuntime:
             host=socket.gethostname(),
             pid=os.getpid(),
             queues=self.queues,
-            tools=sorted({a.name for a in self.announced}),
+            tools=sorted({a.name for a in self.announcements}),
             concurrency=self.settings.concurrency,
             started_at=self.started_at,
         )
@@ -286,6 +321,11 @@ class WorkerRuntime:
                 await self.announce()
             except Exception as exc:  # keep serving; the next round retries
                 log.warning("tool announcement failed: %s", exc)
+
+    @property
+    def running(self) -> bool:
+        """Started, and no queue worker or background task has ended."""
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
     async def wait(self) -> None:
         """Run until a worker task ends (it only does on error) or we are cancelled."""

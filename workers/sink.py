@@ -60,7 +60,8 @@ class DeltaEvents:
     ) -> None:
         """A failed model call is about to be retried: say so in the run's events."""
         await self.flush()
-        reason = str(error.status) if error.status is not None else error.message[:200]
+        # The status only: a provider's message may echo the key, and events are stored.
+        reason = str(error.status) if error.status is not None else "a connection error"
         await self.store.emit(
             self.run_id,
             [
