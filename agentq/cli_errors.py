@@ -151,6 +151,8 @@ def as_cli_error(exc: BaseException) -> CliError | None:
     """The one-line report for a foreseen error, or None."""
     if isinstance(exc, CliError):
         return exc
+    if isinstance(exc, AgentqError) and isinstance(exc.__cause__, redis_errors.RedisError):
+        return redis_error(exc.__cause__)  # the store's wrapping: say what Redis did
     if isinstance(exc, ValidationError):
         return CliError(spec_error(exc), EXIT_BAD_INPUT)
     if isinstance(exc, (SpecError, RunNotFoundError, RunStateError)):

@@ -143,8 +143,10 @@ def test_run_joins_the_shared_redis_named_by_the_environment(
 
 
 def test_a_retried_model_call_is_visible(
-    redis_url: str, worker: WorkerProcess, tmp_path: Path
+    redis_url: str, allow_loopback_specs: None, tmp_path: Path
 ) -> None:
+    process = WorkerProcess(redis_url, "--tools", TOOLS)
+    wait_ready(process)
     with FakeOpenAI([rate_limited(retry_after="0"), Turn(text="fine")]) as server:
         spec = tmp_path / "spec.json"
         spec.write_text(
@@ -159,7 +161,10 @@ def test_a_retried_model_call_is_visible(
                 }
             )
         )
-        done = run_cli("run", str(spec), redis_url=redis_url)
+        try:
+            done = run_cli("run", str(spec), redis_url=redis_url)
+        finally:
+            process.stop()
     assert done.returncode == 0, done.stderr
     assert re.search(r"retrying after 429 in \d+\.\d s \(attempt 2/4\)", done.stdout), done.stdout
     assert "Answer: fine" in done.stdout

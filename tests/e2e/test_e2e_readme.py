@@ -10,6 +10,7 @@ its language and optional tags:
     json spec         must validate as a RunSpec
     json mcp          must load as an mcpServers file
     json, (none)      shown only (json must still parse)
+    console, yaml     shown only (a terminal session, a configuration excerpt)
 
 Runnable blocks run in README order against one real redis-server started here
 (`AGENTQ_REDIS_URL`) with one `agentq worker --tools examples/quickstart_tools.py`
@@ -45,6 +46,8 @@ KNOWN = {
     "json",
     "json spec",
     "json mcp",
+    "console",
+    "yaml",
     "",
 }
 FENCE = re.compile(r"^```(?P<info>[^`]*)$")

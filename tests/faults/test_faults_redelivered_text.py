@@ -95,7 +95,11 @@ def server() -> Iterator[RedisServer]:
 async def test_a_redelivered_step_shows_its_text_once(
     server: RedisServer, model: StallingModel, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    allow = {"AGENTQ_ALLOW_SPEC_ENDPOINTS": "http://127.0.0.1:", "OPENAI_API_KEY": "sk-test"}
+    allow = {
+        "AGENTQ_ALLOW_SPEC_ENDPOINTS": "http://127.0.0.1:",
+        "AGENTQ_ALLOW_SPEC_KEY_ENVS": "OPENAI_API_KEY",
+        "OPENAI_API_KEY": "sk-test",
+    }
     for name, value in allow.items():
         monkeypatch.setenv(name, value)
     first = WorkerProcess(server.url, env=allow)

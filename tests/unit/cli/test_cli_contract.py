@@ -139,3 +139,18 @@ def test_foreseen_errors_map_to_one_line_and_their_code(
 def test_events_after_must_not_be_negative() -> None:
     done = CliRunner().invoke(main, ["events", "r", "--after", "-1", "--redis", "redis://x:1"])
     assert done.exit_code == EXIT_BAD_INPUT
+
+
+def test_the_stores_wrapped_redis_errors_keep_their_meaning() -> None:
+    from agentq.orchestrator.errors import InfrastructureError
+
+    try:
+        try:
+            raise redis_errors.OutOfMemoryError("command not allowed")
+        except redis_errors.RedisError as exc:
+            raise InfrastructureError(f"Redis: {exc}") from exc
+    except InfrastructureError as wrapped:
+        mapped = as_cli_error(wrapped)
+    assert mapped is not None
+    assert mapped.code == EXIT_INFRASTRUCTURE
+    assert "out of memory" in mapped.message
