@@ -225,6 +225,7 @@ async def _run(
     timeout_s: float | None,
 ) -> RunResult:
     from agentq.cli_live import RunTimedOut, drive
+    from agentq.orchestrator import tracing
     from agentq.workers.embedded import embedded
     from agentq.workers.executors.assemble import optional_executors
     from agentq.workers.loading import load_tool_modules
@@ -234,6 +235,7 @@ async def _run(
         check_redis_url(redis_url)
     # An MCP server this run needs and that fails is reported once, by the CLI.
     logging.getLogger("agentq.workers.mcp.executor").setLevel(logging.ERROR)
+    tracing.setup_tracing("agentq")
     # Tool modules first: one may register a tool kind or a provider the spec uses.
     tools = load_tool_modules(tool_modules)
     spec = _read_spec(spec_path)
@@ -359,6 +361,14 @@ async def _sandbox_explained(
     "--probe-host", default="0.0.0.0", show_default=True, help="Address the two ports bind."
 )
 @click.option("-v", "--verbose", is_flag=True, help="Log each job (INFO level).")
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    envvar="AGENTQ_LOG_FORMAT",
+    default="text",
+    show_default=True,
+    help="json: one object per line with trace_id, span_id, run, job and queue.",
+)
 def worker(
     redis_url: str | None,
     tool_modules: Sequence[str],
@@ -371,13 +381,15 @@ def worker(
     health_port: int | None,
     probe_host: str,
     verbose: bool,
+    log_format: str,
 ) -> None:
     """Execute the jobs of runs submitted anywhere. Stops on SIGTERM or SIGINT."""
     import logging
 
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    from agentq.logs import configure_logging
+
+    configure_logging(
+        "json" if log_format == "json" else "text", logging.INFO if verbose else logging.WARNING
     )
     probes = _Probes(metrics_port, health_port, probe_host)
     guarded(_worker)(
@@ -771,6 +783,91 @@ def cancel(run_id: str, redis_url: str | None, reason: str | None, as_json: bool
         _echo_json({"run_id": run_id, "outcome": outcome}) if as_json else click.echo(outcome)
 
     guarded(go)()
+
+
+# -- serve ---------------------------------------------------------------------
+
+
+@main.command(context_settings=CONTEXT)
+@REDIS_OPTION
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on.")
+@click.option(
+    "--agents",
+    "agents_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="JSON object of named RunSpec templates for the chat endpoint.",
+)
+@click.option(
+    "--cors-origin", "cors_origins", multiple=True, help="Allow browser apps from this origin."
+)
+@click.option("--insecure", is_flag=True, help="Serve a non-loopback address without API keys.")
+@click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
+def serve(
+    redis_url: str | None,
+    host: str,
+    port: int,
+    agents_path: str | None,
+    cors_origins: Sequence[str],
+    insecure: bool,
+    log_level: str,
+) -> None:
+    """Serve the HTTP API, the AI SDK chat endpoint and the dashboard.
+
+    API keys come from $AGENTQ_API_KEYS (a file of `sha256:HEX TENANT [SCOPES]` lines,
+    or the lines inline; see `agentq hash-key`)."""
+    from agentq.serve.auth import load_keys
+    from agentq.serve.config import Limits, ServeConfig, load_agents
+    from agentq.serve.server import refusal
+    from agentq.serve.server import serve as run_server
+
+    if not redis_url:
+        fail("serve needs --redis URL (or $AGENTQ_REDIS_URL)", EXIT_BAD_INPUT)
+    try:
+        keys = load_keys(os.environ.get("AGENTQ_API_KEYS"))
+        agents = load_agents(agents_path)
+    except (OSError, ValueError) as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
+    overrides: dict[str, Any] = {
+        name: kind(os.environ[f"AGENTQ_SERVE_{name.upper()}"])
+        for name, kind in (
+            ("max_body_bytes", int),
+            ("max_spec_bytes", int),
+            ("submits_per_minute", int),
+            ("events_per_second", float),
+            ("heartbeat_s", float),
+        )
+        if f"AGENTQ_SERVE_{name.upper()}" in os.environ
+    }
+    limits = Limits(**overrides)
+    config = ServeConfig(
+        redis_url=redis_url,
+        agents=agents,
+        keys=keys,
+        cors_origins=tuple(cors_origins),
+        limits=limits,
+    )
+    refused = refusal(config, host, insecure)
+    if refused:
+        fail(refused, EXIT_BAD_INPUT)
+    if keys is None:
+        click.echo(
+            "agentq serve: no API keys configured (AGENTQ_API_KEYS): "
+            f"no authentication, serving {host} only",
+            err=True,
+        )
+    click.echo(f"agentq serve: http://{host}:{port}/ (API docs at /docs)", err=True)
+    run_server(config, host, port, log_level=log_level)
+
+
+@main.command("hash-key", context_settings=CONTEXT)
+@click.argument("key")
+def hash_key(key: str) -> None:
+    """Print the hash of an API key, for an AGENTQ_API_KEYS line."""
+    from agentq.serve.auth import hash_key as hashed
+
+    click.echo(hashed(key))
 
 
 @main.group(context_settings=CONTEXT)

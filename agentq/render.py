@@ -16,8 +16,9 @@ from rich.console import Console
 from rich.markup import escape
 
 from agentq.orchestrator.events import Event
-from agentq.orchestrator.listings import RunSummary, WorkerRecord
+from agentq.orchestrator.listings import WorkerRecord
 from agentq.orchestrator.result import RunResult
+from agentq.orchestrator.run_index import RunSummary
 
 
 def make_console(*, stderr: bool = False, quiet: bool = False) -> Console:

@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -228,7 +229,10 @@ def test_run_timeout_says_timed_out_and_exits_4(tmp_path: Path) -> None:
         assert done.returncode == 4, done.stderr
         assert "timed out after 1 s" in done.stderr
         assert "no live worker serves the 'model' queue" in done.stdout
-        run_id = redis.Redis(port=server.port).zrange("aq:runs", 0, -1)[0].decode()
+        indexed = cast(
+            list[bytes], redis.Redis(port=server.port).zrange("aq:tenant:default:runs", 0, -1)
+        )
+        run_id = indexed[0].decode()
         waited = agentq("wait", run_id, "--redis", server.url(), "--timeout", "1")
         assert waited.returncode == 1  # it ended: cancelled
         assert json.loads(waited.stdout)["status"] == "cancelled"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -115,7 +115,9 @@ async def test_a_50_mb_output_is_capped_and_kept_out_of_redis(
     assert "truncated by agentq: the output was 50,000,000 bytes" in result.output
     assert len(result.output.encode()) <= LIMIT
     stored = redis.Redis.from_url(server.url)
-    sizes = {k: stored.memory_usage(k) or 0 for k in stored.scan_iter(f"*{run_id}*")}
+    sizes = {
+        k: int(cast(int, stored.memory_usage(k)) or 0) for k in stored.scan_iter(f"*{run_id}*")
+    }
     # The capped result, kept in the step, the model's history and one event
     # (a 50 MB output used to add 176 MB to Redis).
     assert sum(sizes.values()) < 6 * LIMIT, sizes

@@ -132,7 +132,11 @@ class WorkerProcess:
 
 
 def run_cli(
-    *args: str, redis_url: str | None = None, timeout_s: float = 60, input_text: str | None = None
+    *args: str,
+    redis_url: str | None = None,
+    timeout_s: float = 60,
+    input_text: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess[str]:
     extra: Sequence[str] = ("--redis", redis_url) if redis_url else ()
     return subprocess.run(
@@ -142,5 +146,5 @@ def run_cli(
         timeout=timeout_s,
         cwd=REPO,
         input=input_text,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
     )

@@ -43,3 +43,12 @@ def die() -> str:
 
     os.kill(os.getpid(), signal.SIGKILL)
     return "unreachable"
+
+
+@tool
+def log_warning(message: str) -> str:
+    """Log a warning from inside a job (for the worker's log lines)."""
+    import logging
+
+    logging.getLogger("agentq.tests.tools").warning("tool says: %s", message)
+    return "logged"
