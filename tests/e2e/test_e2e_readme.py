@@ -10,7 +10,7 @@ its language and optional tags:
     json spec         must validate as a RunSpec
     json mcp          must load as an mcpServers file
     json, (none)      shown only (json must still parse)
-    console, yaml     shown only (a terminal session, a configuration excerpt)
+    console, yaml, ts shown only (a terminal session, a configuration excerpt, browser code)
 
 Runnable blocks run in README order against one real redis-server started here
 (`AGENTQ_REDIS_URL`) with one `agentq worker --tools examples/quickstart_tools.py`
@@ -48,6 +48,7 @@ KNOWN = {
     "json mcp",
     "console",
     "yaml",
+    "ts",
     "",
 }
 FENCE = re.compile(r"^```(?P<info>[^`]*)$")
