@@ -1,3 +1,4 @@
 from agentq.cli import main
 
-main()
+# `python -m agentq` is the same program as the `agentq` script (usage, completion).
+main(prog_name="agentq")

@@ -1,117 +1,119 @@
 """The `agentq` command line.
 
-Exit codes: 0 the run succeeded (or the command did its job), 1 the run
-failed or was cancelled, 2 a bad spec or bad arguments, 3 infrastructure
-(Redis unreachable, …).
+Exit codes are a contract (see `agentq.cli_errors`): 0 success, 1 the run
+failed or was cancelled, 2 bad input, 3 infrastructure, 4 timed out,
+130 interrupted. Data goes to stdout (`--json` for machines), everything
+else to stderr.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
+import contextlib
 import json
+import logging
 import os
 import signal
 import sys
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
+from click.core import ParameterSource
 from pydantic import ValidationError
-from redis.exceptions import ConnectionError as RedisConnectionError
-from rich.console import Console
 
+from agentq.cli_errors import (
+    EXIT_BAD_INPUT,
+    EXIT_INFRASTRUCTURE,
+    EXIT_OK,
+    EXIT_RUN_FAILED,
+    EXIT_TIMED_OUT,
+    CliError,
+    check_redis_url,
+    fail,
+    guarded,
+    load_settings,
+    shown_url,
+)
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.errors import AgentqError, RunError, SpecError
-from agentq.orchestrator.result import RunResult
+from agentq.orchestrator.errors import AgentqError, SpecError
+from agentq.orchestrator.redis_conn import is_memory_url
+from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
-from agentq.render import ProgressPrinter
+from agentq.orchestrator.tool_kinds.code import CodeToolSpec
+from agentq.orchestrator.tool_kinds.mcp import McpToolSpec
+from agentq.render import (
+    ProgressPrinter,
+    make_console,
+    print_runs,
+    print_status,
+    print_workers,
+)
 
 if TYPE_CHECKING:
     from agentq.workers.metrics import WorkerMetrics
     from agentq.workers.runtime import WorkerRuntime
 
-T = TypeVar("T")
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
 REDIS_OPTION = click.option(
     "--redis",
     "redis_url",
     envvar="AGENTQ_REDIS_URL",
     default=None,
-    help="Redis URL (default: $AGENTQ_REDIS_URL).",
+    metavar="URL",
+    help="Redis URL, e.g. redis://localhost:6379/0 (default: $AGENTQ_REDIS_URL).",
 )
-
-
+JSON_OPTION = click.option(
+    "--json", "as_json", is_flag=True, help="Print JSON instead of text (for scripts)."
+)
+TOOLS_OPTION = click.option(
+    "--tools",
+    "tool_modules",
+    multiple=True,
+    metavar="MODULE",
+    help="Module name or .py file of @tool functions, or of plugins (tool kinds, providers); "
+    "repeatable; the current directory is importable.",
+)
 MODELS_OPTION = click.option(
     "--models",
     "models_path",
     type=click.Path(dir_okay=False),
     default=None,
+    metavar="FILE",
     help="Models file: the model endpoints specs may use (default: $AGENTQ_MODELS).",
 )
-
-
-TOOLS_OPTION = click.option(
-    "--tools",
-    "tool_modules",
-    multiple=True,
-    help="Module or .py file of @tool functions, or of plugins (tool kinds, providers).",
+MCP_OPTION = click.option(
+    "--mcp-config",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    metavar="FILE",
+    help="MCP servers, as the mcpServers JSON of desktop clients (default: $AGENTQ_MCP_CONFIG).",
 )
 
 
 def _settings(models_path: str | None) -> Settings:
     """The environment's settings, with the command's --models over $AGENTQ_MODELS."""
-    settings = Settings()
+    settings = load_settings()
     if models_path is not None:
         settings = settings.model_copy(update={"models": models_path})
     return settings
 
 
-def _fail(message: str, code: int) -> NoReturn:
-    click.echo(f"agentq: {message}", err=True)
-    sys.exit(code)
-
-
-def _spec_error(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(p) for p in first["loc"]) or "spec"
-    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    message = str(first["msg"]).removeprefix("Value error, ")
-    return f"invalid spec: {where}: {message}{more}"
-
-
-def _guard(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
-    """Run an async command, mapping our errors to one line and an exit code."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> T:
-        try:
-            return asyncio.run(fn(*args, **kwargs))
-        except ValidationError as exc:
-            _fail(_spec_error(exc), 2)
-        except SpecError as exc:
-            _fail(exc.message, 2)
-        except RunError as exc:
-            _fail(exc.message, 1)
-        except (RedisConnectionError, OSError) as exc:
-            _fail(f"cannot reach Redis: {exc}", 3)
-        except AgentqError as exc:
-            _fail(exc.message, 3)
-        except KeyboardInterrupt:
-            _fail("interrupted", 130)
-
-    return wrapper
-
-
 def _read_spec(path: str) -> RunSpec:
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
         raise SpecError(f"cannot read spec {path!r}: {exc.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            f"spec {path!r} is not UTF-8 text (byte {exc.start}: {data[exc.start]:#04x})"
+        ) from None
     try:
         return RunSpec.model_validate_json(text)
     except ValidationError as exc:
@@ -120,31 +122,76 @@ def _read_spec(path: str) -> RunSpec:
         raise
 
 
+def _echo_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
 def _print_result(result: RunResult) -> None:
     click.echo(result.model_dump_json(indent=2))
 
 
 def _exit_for(result: RunResult) -> None:
-    sys.exit(0 if result.succeeded else 1)
+    sys.exit(EXIT_OK if result.succeeded else EXIT_RUN_FAILED)
 
 
-@click.group()
-@click.version_option(package_name="agentq")
+def _mcp_config_path(flag: str | None) -> str | None:
+    return flag or os.environ.get("AGENTQ_MCP_CONFIG") or None
+
+
+def _shared_redis(redis_url: str | None, command: str) -> str:
+    """The URL of a Redis that outlives this command, or exit 2 saying why it is needed."""
+    if not redis_url:
+        raise CliError(
+            f"`agentq {command}` needs a shared Redis: give --redis redis://HOST:6379/0 "
+            "or set AGENTQ_REDIS_URL",
+            EXIT_BAD_INPUT,
+        )
+    check_redis_url(redis_url)
+    if is_memory_url(redis_url):
+        raise CliError(
+            f"`agentq {command}` needs a shared Redis, and {redis_url} lives inside this one "
+            "command: what it holds vanishes when the command exits (`agentq run` uses the "
+            "embedded Redis; for workers, use --redis redis://HOST:6379/0)",
+            EXIT_BAD_INPUT,
+        )
+    return redis_url
+
+
+def _client(redis_url: str | None, command: str, settings: Settings | None = None) -> Client:
+    url = _shared_redis(redis_url, command)
+    return Client(url, settings=settings or load_settings())
+
+
+@click.group(context_settings=CONTEXT)
+@click.version_option(package_name="agentq", message="%(prog)s %(version)s")
 def main() -> None:
-    """Run LLM agent loops as durable distributed jobs on Redis."""
+    """Run LLM agent loops as durable distributed jobs on Redis.
+
+    \b
+    Exit codes: 0 success, 1 the run failed or was cancelled, 2 bad input,
+    3 infrastructure (Redis, Docker), 4 timed out, 130 interrupted.
+    Shell completion: eval "$(_AGENTQ_COMPLETE=bash_source agentq)" (zsh_source, fish_source).
+    """
 
 
 # -- run ---------------------------------------------------------------------
 
 
-@main.command()
+@main.command(context_settings=CONTEXT)
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
 @TOOLS_OPTION
-@click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
+@MCP_OPTION
 @MODELS_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print only the RunResult as JSON.")
-@click.option("--timeout", "timeout_s", type=float, default=None, help="Give up after S seconds.")
+@click.option("--json", "as_json", is_flag=True, help="Print only the RunResult, as JSON.")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="S",
+    help="Cancel the run after S seconds (exit 4).",
+)
 def run(
     spec_path: str,
     redis_url: str | None,
@@ -154,9 +201,15 @@ def run(
     as_json: bool,
     timeout_s: float | None,
 ) -> None:
-    """Run SPEC and show its progress. Embedded (in-memory) unless --redis is given."""
-    result = _guard(_run)(
-        spec_path, redis_url, tool_modules, mcp_config, models_path, as_json, timeout_s
+    """Run SPEC (a JSON file, or - for stdin) and show its progress live.
+
+    Embedded (an in-memory Redis and workers in this process) unless --redis or
+    $AGENTQ_REDIS_URL names a shared Redis, where workers anywhere take its jobs.
+    """
+    source = click.get_current_context().get_parameter_source("redis_url")
+    from_env = source == ParameterSource.ENVIRONMENT
+    result = guarded(_run)(
+        spec_path, redis_url, from_env, tool_modules, mcp_config, models_path, as_json, timeout_s
     )
     _exit_for(result)
 
@@ -164,53 +217,78 @@ def run(
 async def _run(
     spec_path: str,
     redis_url: str | None,
+    from_env: bool,
     tool_modules: Sequence[str],
     mcp_config: str | None,
     models_path: str | None,
     as_json: bool,
     timeout_s: float | None,
 ) -> RunResult:
+    from agentq.cli_live import RunTimedOut, drive
     from agentq.orchestrator import tracing
     from agentq.workers.embedded import embedded
     from agentq.workers.executors.assemble import optional_executors
     from agentq.workers.loading import load_tool_modules
 
+    settings = _settings(models_path)
+    if redis_url:
+        check_redis_url(redis_url)
+    # An MCP server this run needs and that fails is reported once, by the CLI.
+    logging.getLogger("agentq.workers.mcp.executor").setLevel(logging.ERROR)
     tracing.setup_tracing("agentq")
     # Tool modules first: one may register a tool kind or a provider the spec uses.
     tools = load_tool_modules(tool_modules)
     spec = _read_spec(spec_path)
-    settings = _settings(models_path)
-    executors = await optional_executors(mcp_config=_mcp_config_path(mcp_config), sandbox=False)
-    console = Console(stderr=as_json, quiet=as_json, highlight=False)
-    if redis_url and not tool_modules and not executors:
-        async with Client(redis_url, settings=settings) as client:
-            return await _drive(client, spec, console, as_json, timeout_s)
-    async with embedded(
-        tools=tools, executors=executors, redis_url=redis_url, settings=settings
-    ) as client:
-        return await _drive(client, spec, console, as_json, timeout_s)
-
-
-async def _drive(
-    client: Client, spec: RunSpec, console: Console, as_json: bool, timeout_s: float | None
-) -> RunResult:
-    run_id = await client.submit(spec)
+    console = make_console(stderr=as_json, quiet=as_json)
+    shared = bool(redis_url) and not is_memory_url(redis_url or "")
+    if shared and from_env:
+        console.print(
+            f"[dim]joining the shared Redis at {shown_url(redis_url or '')} "
+            "($AGENTQ_REDIS_URL is set): workers there run this run's jobs[/]"
+        )
+    code_tools = [t.tool_name for t in spec.tools if isinstance(t, CodeToolSpec)]
+    # Embedded, code tools run in this process's sandbox (when Docker works here).
+    in_process_sandbox = bool(code_tools) and not shared
+    executors = await optional_executors(
+        mcp_config=_mcp_config_path(mcp_config), sandbox=in_process_sandbox
+    )
     printer = ProgressPrinter(console)
     interactive = sys.stdin.isatty() and not as_json
-
-    async def follow() -> None:
-        async for event in client.events(run_id, follow=True):
-            printer.show(event)
-            if interactive and event.type == "tool-approval-request":
-                await _ask_approval(client, run_id, event.tool_call_id or "", console)
-            elif event.type in ("tool-approval-request", "tool-call") and not interactive:
-                pass
-
     try:
-        await asyncio.wait_for(follow(), timeout_s)
-    except TimeoutError:
-        await client.cancel(run_id, reason="timed out")
-    result = await client.wait(run_id)
+        if shared and not tool_modules and not executors:
+            async with Client(redis_url, settings=settings) as client:
+                run_id = await client.submit(spec)
+                result = await drive(
+                    client,
+                    run_id,
+                    printer,
+                    interactive=interactive,
+                    private=False,
+                    timeout_s=timeout_s,
+                )
+        else:
+            started = False
+            async with (
+                _sandbox_explained(code_tools, lambda: started),
+                embedded(
+                    tools=tools, executors=executors, redis_url=redis_url, settings=settings
+                ) as client,
+            ):
+                started = True
+                _check_mcp_servers(spec, executors, _mcp_config_path(mcp_config))
+                run_id = await client.submit(spec)
+                result = await drive(
+                    client,
+                    run_id,
+                    printer,
+                    interactive=interactive,
+                    private=not shared,
+                    timeout_s=timeout_s,
+                )
+    except RunTimedOut:
+        raise CliError(
+            f"timed out after {timeout_s:g} s (the run was cancelled)", EXIT_TIMED_OUT
+        ) from None
     if as_json:
         _print_result(result)
     else:
@@ -218,30 +296,71 @@ async def _drive(
     return result
 
 
-async def _ask_approval(client: Client, run_id: str, call_id: str, console: Console) -> None:
-    answer = await asyncio.to_thread(console.input, "  approve this call? [y/N] ")
-    approved = answer.strip().lower() in ("y", "yes")
-    reason = None if approved else (await asyncio.to_thread(console.input, "  reason: ")) or None
-    await client.approve(run_id, call_id, approved=approved, reason=reason)
+def _check_mcp_servers(spec: RunSpec, executors: Sequence[Any], config: str | None) -> None:
+    """A server the spec needs that did not start here: say why, not 'undeclared'."""
+    unavailable: dict[str, str] = {}
+    for executor in executors:
+        unavailable.update(getattr(executor, "unavailable", {}))
+    for tool in spec.tools:
+        if isinstance(tool, McpToolSpec) and tool.server in unavailable:
+            why = unavailable[tool.server].split(": ", 1)[-1]
+            raise CliError(
+                f"the MCP server {tool.server!r} (declared in {config}) did not start: {why}",
+                EXIT_INFRASTRUCTURE,
+            )
+
+
+@contextlib.asynccontextmanager
+async def _sandbox_explained(
+    code_tools: list[str], started: Callable[[], bool]
+) -> AsyncIterator[None]:
+    """The in-process sandbox failed to start: say plainly what embedded mode cannot do."""
+    try:
+        yield
+    except AgentqError as exc:
+        if not code_tools or started():
+            raise
+        raise SpecError(
+            f"this spec uses code tools ({', '.join(code_tools)}), which run in Docker "
+            f"containers, and the sandbox cannot start here: {exc.message}. Fix that (Docker "
+            "running, `agentq sandbox build-images`), or run them on a sandbox worker: "
+            "`agentq worker --sandbox --redis URL`, then `agentq run SPEC --redis URL`"
+        ) from None
 
 
 # -- worker ------------------------------------------------------------------
 
 
-@main.command()
+@main.command(context_settings=CONTEXT)
 @REDIS_OPTION
 @TOOLS_OPTION
-@click.option("--queue", "queues", multiple=True, help="Queues to serve (default: model, tools).")
-@click.option("--concurrency", type=int, default=None, help="Jobs at once per queue.")
-@click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option(
+    "--queue",
+    "queues",
+    multiple=True,
+    metavar="NAME",
+    help="Queues to serve (repeatable; default: model and tools, plus sandbox with --sandbox).",
+)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(min=1),
+    default=None,
+    metavar="N",
+    help="Jobs at once per queue (default: $AGENTQ_CONCURRENCY or 16).",
+)
+@MCP_OPTION
 @click.option("--sandbox", is_flag=True, help="Serve sandboxed code tools (needs Docker).")
 @MODELS_OPTION
-@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus /metrics here.")
-@click.option("--health-port", type=int, default=None, help="Serve /livez and /readyz here.")
+@click.option(
+    "--metrics-port", type=int, default=None, metavar="PORT", help="Serve Prometheus /metrics here."
+)
+@click.option(
+    "--health-port", type=int, default=None, metavar="PORT", help="Serve /livez and /readyz here."
+)
 @click.option(
     "--probe-host", default="0.0.0.0", show_default=True, help="Address the two ports bind."
 )
-@click.option("-v", "--verbose", is_flag=True)
+@click.option("-v", "--verbose", is_flag=True, help="Log each job (INFO level).")
 @click.option(
     "--log-format",
     type=click.Choice(["text", "json"]),
@@ -272,16 +391,14 @@ def worker(
     configure_logging(
         "json" if log_format == "json" else "text", logging.INFO if verbose else logging.WARNING
     )
-    if not redis_url:
-        _fail("worker needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
     probes = _Probes(metrics_port, health_port, probe_host)
-    _guard(_worker)(
+    guarded(_worker)(
         redis_url, tool_modules, queues, concurrency, mcp_config, sandbox, models_path, probes
     )
 
 
 async def _worker(
-    redis_url: str,
+    redis_url: str | None,
     tool_modules: Sequence[str],
     queues: Sequence[str],
     concurrency: int | None,
@@ -290,19 +407,22 @@ async def _worker(
     models_path: str | None,
     probes: _Probes,
 ) -> None:
+    import asyncio
+
     from agentq.orchestrator import tracing
     from agentq.workers.executors.assemble import optional_executors
     from agentq.workers.executors.function import FunctionExecutor
     from agentq.workers.loading import load_tool_modules
     from agentq.workers.runtime import WorkerRuntime
 
-    tracing.setup_tracing("agentq-worker")
+    url = _shared_redis(redis_url, "worker")
     settings = _settings(models_path)
     # Read the models file now: a bad one stops the worker at start, not at its first call.
     EndpointPolicy.from_settings(settings)
     if concurrency is not None:
         settings = settings.model_copy(update={"concurrency": concurrency})
     tools = load_tool_modules(tool_modules)
+    tracing.setup_tracing("agentq-worker")
     started: list[WorkerRuntime] = []
 
     async def reannounce(_server: str) -> None:
@@ -316,13 +436,13 @@ async def _worker(
             mcp_config=_mcp_config_path(mcp_config),
             sandbox=sandbox,
             on_tools_changed=reannounce,
-            redis_url=redis_url,
+            redis_url=url,
         ),
     ]
     served = list(queues) or ([MODEL_QUEUE, TOOLS_QUEUE] + (["sandbox"] if sandbox else []))
     tool_queue = next((q for q in served if q != MODEL_QUEUE), TOOLS_QUEUE)
     runtime = WorkerRuntime(
-        redis_url,
+        url,
         executors=executors,
         queues=served,
         tool_queue=tool_queue,
@@ -336,9 +456,16 @@ async def _worker(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    by_kind: dict[str, list[str]] = {}
+    for ann in runtime.announcements:
+        label = f"{ann.server}/{ann.name}" if ann.kind == "mcp" and ann.server else ann.name
+        by_kind.setdefault(ann.kind, []).append(label)
+    listed = "; ".join(
+        f"{kind} tools {', '.join(sorted(names))}" for kind, names in by_kind.items()
+    )
     click.echo(
-        f"agentq worker {runtime.worker_id}: queues {', '.join(served)}; "
-        f"tools {', '.join(t.name for t in tools) or '-'}",
+        f"agentq worker {runtime.worker_id} on {shown_url(url)}: queues {', '.join(served)}; "
+        f"{listed or 'tools -'}; concurrency {settings.concurrency}",
         err=True,
     )
     waiter = asyncio.create_task(runtime.wait())
@@ -373,6 +500,8 @@ class _Probes:
 
     def serve(self, runtime: WorkerRuntime) -> Callable[[], None]:
         """Start the servers; return what stops them. A taken port is the user's to fix."""
+        import asyncio
+
         from agentq.workers.health import HealthServer, readiness_check
 
         loop = asyncio.get_running_loop()
@@ -401,153 +530,268 @@ class _Probes:
 # -- client commands -----------------------------------------------------------
 
 
-def _mcp_config_path(flag: str | None) -> str | None:
-    return flag or os.environ.get("AGENTQ_MCP_CONFIG") or None
-
-
-def _client(redis_url: str | None, settings: Settings | None = None) -> Client:
-    if not redis_url:
-        _fail("needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
-    return Client(redis_url, settings=settings)
-
-
-@main.command()
+@main.command(context_settings=CONTEXT)
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
 @MODELS_OPTION
-def submit(spec_path: str, redis_url: str | None, models_path: str | None) -> None:
-    """Submit SPEC and print the run id."""
+@JSON_OPTION
+def submit(spec_path: str, redis_url: str | None, models_path: str | None, as_json: bool) -> None:
+    """Submit SPEC (a JSON file, or - for stdin) and print the run id."""
 
     async def go() -> None:
         spec = _read_spec(spec_path)
-        async with _client(redis_url, _settings(models_path)) as client:
-            click.echo(await client.submit(spec))
+        async with _client(redis_url, "submit", _settings(models_path)) as client:
+            run_id = await client.submit(spec)
+        _echo_json({"run_id": run_id}) if as_json else click.echo(run_id)
 
-    _guard(go)()
+    guarded(go)()
 
 
-@main.command()
+@main.command(context_settings=CONTEXT)
 @click.argument("run_id")
 @REDIS_OPTION
-@click.option("--timeout", "timeout_s", type=float, default=None)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="S",
+    help="Give up after S seconds (exit 4; the run goes on).",
+)
 def wait(run_id: str, redis_url: str | None, timeout_s: float | None) -> None:
-    """Wait for RUN_ID to end and print its RunResult. Exit 0 iff it succeeded."""
+    """Wait for RUN_ID to end and print its RunResult as JSON. Exit 0 iff it succeeded."""
 
     async def go() -> RunResult:
-        async with _client(redis_url) as client:
+        async with _client(redis_url, "wait") as client:
             return await client.wait(run_id, timeout_s=timeout_s)
 
-    result = _guard(go)()
+    result = guarded(go)()
     _print_result(result)
     _exit_for(result)
 
 
-@main.command()
+@main.command(context_settings=CONTEXT)
 @click.argument("run_id")
 @REDIS_OPTION
-@click.option("--after", type=int, default=None, help="Only events after this seq.")
+@JSON_OPTION
+def status(run_id: str, redis_url: str | None, as_json: bool) -> None:
+    """Show RUN_ID now, without waiting: status, step, and what it waits for.
+
+    Pending calls show their CALL_ID (for approve and tool-result) and an MCP
+    question its REQUEST_ID (for answer). Exit 0 whatever the run's status.
+    """
+
+    async def go() -> None:
+        async with _client(redis_url, "status") as client:
+            meta = await client.store.meta(run_id)
+            result = await client.result(run_id)
+        if as_json:
+            _echo_json(
+                {
+                    "id": result.id,
+                    "status": result.status,
+                    "step": int(meta.get("step", 0)),
+                    "steps_done": len(result.steps),
+                    "pending": result.pending,
+                    "error": result.error.model_dump() if result.error else None,
+                    "usage": result.usage.model_dump(),
+                    "text": result.text if result.status in TERMINAL_STATUSES else None,
+                }
+            )
+        else:
+            print_status(make_console(), result, int(meta.get("step", 0)))
+
+    guarded(go)()
+
+
+@main.command(context_settings=CONTEXT)
+@REDIS_OPTION
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(["running", "awaiting", "succeeded", "failed", "cancelled"]),
+    help="Only runs in this status (repeatable).",
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1, max=10_000),
+    default=20,
+    show_default=True,
+    help="At most this many runs, newest first.",
+)
+@JSON_OPTION
+def runs(redis_url: str | None, statuses: Sequence[str], limit: int, as_json: bool) -> None:
+    """List recent runs, newest first."""
+
+    async def go() -> None:
+        async with _client(redis_url, "runs") as client:
+            found = await client.runs(limit=limit, statuses=statuses)
+        if as_json:
+            _echo_json([r.model_dump() for r in found])
+        else:
+            print_runs(make_console(), found)
+
+    guarded(go)()
+
+
+@main.command(context_settings=CONTEXT)
+@REDIS_OPTION
+@click.option(
+    "--wait",
+    "wait_s",
+    type=click.FloatRange(min=0),
+    default=None,
+    metavar="S",
+    help="Wait up to S seconds for a live worker (serving TOOL with --tool); exit 4 if none.",
+)
+@click.option("--tool", default=None, metavar="TOOL", help="With --wait: a worker serving TOOL.")
+@JSON_OPTION
+def workers(redis_url: str | None, wait_s: float | None, tool: str | None, as_json: bool) -> None:
+    """List live workers: host, pid, queues, tools, concurrency, last seen."""
+
+    async def go() -> None:
+        import asyncio
+        import time
+
+        async with _client(redis_url, "workers") as client:
+            found = await client.workers()
+            deadline = time.monotonic() + (wait_s or 0)
+            while wait_s is not None and not [w for w in found if not tool or tool in w.tools]:
+                if time.monotonic() >= deadline:
+                    serving = f" serving {tool!r}" if tool else ""
+                    raise CliError(
+                        f"timed out: no live worker{serving} after {wait_s:g} s", EXIT_TIMED_OUT
+                    )
+                await asyncio.sleep(0.2)
+                found = await client.workers()
+        if as_json:
+            _echo_json([w.model_dump() for w in found])
+        else:
+            print_workers(make_console(), found)
+
+    guarded(go)()
+
+
+@main.command(context_settings=CONTEXT)
+@click.argument("run_id")
+@REDIS_OPTION
+@click.option(
+    "--after",
+    type=click.IntRange(min=0),
+    default=None,
+    metavar="SEQ",
+    help="Only events after this seq (resume without gaps).",
+)
 @click.option("--follow", is_flag=True, help="Keep printing until the run ends.")
 def events(run_id: str, redis_url: str | None, after: int | None, follow: bool) -> None:
     """Print the run's events as JSON lines."""
 
     async def go() -> None:
-        async with _client(redis_url) as client:
+        async with _client(redis_url, "events") as client:
             await client.store.meta(run_id)  # a clear error for an unknown run
             async for event in client.events(run_id, after=after, follow=follow):
                 click.echo(event.model_dump_json(exclude_none=True))
 
-    _guard(go)()
+    guarded(go)()
 
 
-@main.command()
+@main.command(context_settings=CONTEXT)
 @click.argument("run_id")
 @click.argument("call_id")
 @REDIS_OPTION
 @click.option("--deny", is_flag=True, help="Deny the call instead of approving it.")
-@click.option("--reason", default=None, help="Why (shown to the model on a denial).")
+@click.option("--reason", default=None, metavar="TEXT", help="Why (the model sees it).")
 def approve(
     run_id: str, call_id: str, redis_url: str | None, deny: bool, reason: str | None
 ) -> None:
-    """Approve (or --deny) a call that waits for approval."""
+    """Approve (or --deny) a call that waits for approval (CALL_ID: see `agentq status`)."""
 
     async def go() -> None:
-        async with _client(redis_url) as client:
+        async with _client(redis_url, "approve") as client:
             await client.approve(run_id, call_id, approved=not deny, reason=reason)
 
-    _guard(go)()
+    guarded(go)()
 
 
-@main.command("tool-result")
+@main.command("tool-result", context_settings=CONTEXT)
 @click.argument("run_id")
 @click.argument("call_id")
 @REDIS_OPTION
-@click.option("--output", "output_json", required=True, help="The result, as JSON.")
+@click.option("--output", "output_json", required=True, metavar="JSON", help="The result, as JSON.")
 @click.option("--error", "is_error", is_flag=True, help="The output is an error message.")
 def tool_result(
     run_id: str, call_id: str, redis_url: str | None, output_json: str, is_error: bool
 ) -> None:
-    """Post the result of a call that waits for one (a client tool)."""
+    """Post the result of a call that waits for one (a client tool).
+
+    CALL_ID: see `agentq status`.
+    """
     try:
         output = json.loads(output_json)
     except ValueError as exc:
-        _fail(f"--output is not valid JSON: {exc}", 2)
+        fail(f"--output is not valid JSON: {exc}", EXIT_BAD_INPUT)
 
     async def go() -> None:
-        async with _client(redis_url) as client:
+        async with _client(redis_url, "tool-result") as client:
             await client.submit_tool_result(run_id, call_id, output, is_error=is_error)
 
-    _guard(go)()
+    guarded(go)()
 
 
-@main.command()
+@main.command(context_settings=CONTEXT)
 @click.argument("run_id")
 @click.argument("request_id")
 @REDIS_OPTION
-@click.option("--json", "answer_json", default=None, help="The answer, a JSON object.")
+@click.option(
+    "--json", "answer_json", default=None, metavar="OBJECT", help="The answer, a JSON object."
+)
 @click.option("--decline", is_flag=True, help="Decline to answer.")
 def answer(
     run_id: str, request_id: str, redis_url: str | None, answer_json: str | None, decline: bool
 ) -> None:
-    """Answer a call's input request (an MCP server's elicitation), or --decline it."""
+    """Answer an MCP server's question (REQUEST_ID: see `agentq status`), or --decline it."""
     if decline == (answer_json is not None):
-        _fail("give either --json ANSWER or --decline", 2)
+        fail("give either --json ANSWER or --decline", EXIT_BAD_INPUT)
     content: dict[str, Any] | None = None
     if answer_json is not None:
         try:
             content = json.loads(answer_json)
         except ValueError as exc:
-            _fail(f"--json is not valid JSON: {exc}", 2)
+            fail(f"--json is not valid JSON: {exc}", EXIT_BAD_INPUT)
         if not isinstance(content, dict):
-            _fail("--json must be a JSON object", 2)
+            fail("--json must be a JSON object", EXIT_BAD_INPUT)
 
     async def go() -> None:
-        async with _client(redis_url) as client:
+        async with _client(redis_url, "answer") as client:
             await client.answer(run_id, request_id, content)
 
-    _guard(go)()
+    guarded(go)()
 
 
-@main.command()
+@main.command(context_settings=CONTEXT)
 @click.argument("run_id")
 @REDIS_OPTION
-@click.option("--reason", default=None)
-def cancel(run_id: str, redis_url: str | None, reason: str | None) -> None:
-    """Cancel a run."""
+@click.option("--reason", default=None, metavar="TEXT", help="Why (kept in the run's events).")
+@JSON_OPTION
+def cancel(run_id: str, redis_url: str | None, reason: str | None, as_json: bool) -> None:
+    """Cancel a run and print its status afterwards (a finished run stays finished)."""
 
     async def go() -> None:
-        async with _client(redis_url) as client:
-            click.echo(await client.cancel(run_id, reason=reason))
+        async with _client(redis_url, "cancel") as client:
+            outcome = await client.cancel(run_id, reason=reason)
+        _echo_json({"run_id": run_id, "outcome": outcome}) if as_json else click.echo(outcome)
 
-    _guard(go)()
+    guarded(go)()
 
 
 # -- serve ---------------------------------------------------------------------
 
 
-@main.command()
+@main.command(context_settings=CONTEXT)
 @REDIS_OPTION
-@click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", type=int, default=8000, show_default=True)
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port to listen on.")
 @click.option(
     "--agents",
     "agents_path",
@@ -559,7 +803,7 @@ def cancel(run_id: str, redis_url: str | None, reason: str | None) -> None:
     "--cors-origin", "cors_origins", multiple=True, help="Allow browser apps from this origin."
 )
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without API keys.")
-@click.option("--log-level", default="info", show_default=True)
+@click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
 def serve(
     redis_url: str | None,
     host: str,
@@ -579,12 +823,12 @@ def serve(
     from agentq.serve.server import serve as run_server
 
     if not redis_url:
-        _fail("serve needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
+        fail("serve needs --redis URL (or $AGENTQ_REDIS_URL)", EXIT_BAD_INPUT)
     try:
         keys = load_keys(os.environ.get("AGENTQ_API_KEYS"))
         agents = load_agents(agents_path)
     except (OSError, ValueError) as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), EXIT_BAD_INPUT)
     overrides: dict[str, Any] = {
         name: kind(os.environ[f"AGENTQ_SERVE_{name.upper()}"])
         for name, kind in (
@@ -606,7 +850,7 @@ def serve(
     )
     refused = refusal(config, host, insecure)
     if refused:
-        _fail(refused, 2)
+        fail(refused, EXIT_BAD_INPUT)
     if keys is None:
         click.echo(
             "agentq serve: no API keys configured (AGENTQ_API_KEYS): "
@@ -617,7 +861,7 @@ def serve(
     run_server(config, host, port, log_level=log_level)
 
 
-@main.command("hash-key")
+@main.command("hash-key", context_settings=CONTEXT)
 @click.argument("key")
 def hash_key(key: str) -> None:
     """Print the hash of an API key, for an AGENTQ_API_KEYS line."""
@@ -626,30 +870,37 @@ def hash_key(key: str) -> None:
     click.echo(hashed(key))
 
 
-@main.group()
+@main.group(context_settings=CONTEXT)
 def sandbox() -> None:
     """The code sandbox's container images."""
 
 
-@sandbox.command("build-images")
-@click.option("--mirror", default=None, help="Debian mirror (default: the machine's apt source).")
+@sandbox.command("build-images", context_settings=CONTEXT)
+@click.option(
+    "--mirror",
+    default=None,
+    metavar="URL",
+    help="Debian mirror (default: the machine's apt source).",
+)
 @click.option("--force", is_flag=True, help="Rebuild even if the images exist.")
-def build_images(mirror: str | None, force: bool) -> None:
+@JSON_OPTION
+def build_images(mirror: str | None, force: bool, as_json: bool) -> None:
     """Build the sandbox images from the Debian archive alone (no registry needed)."""
+    from agentq.sandbox_progress import build_with_progress
+
     try:
-        from agentq.sandbox.images import build_images as build
-    except ImportError as exc:
-        _fail(f"sandbox support is not available: {exc}", 3)
-    for name in build(mirror=mirror, force=force):
-        click.echo(name)
+        names = build_with_progress(mirror=mirror, force=force, console=make_console(stderr=True))
+    except CliError as exc:
+        fail(exc.message, exc.code)
+    _echo_json(names) if as_json else click.echo("\n".join(names))
 
 
-@main.group()
+@main.group(context_settings=CONTEXT)
 def images() -> None:
     """The deployment's container images (agentq, Redis, Docker engine, trace viewer)."""
 
 
-@images.command("build")
+@images.command("build", context_settings=CONTEXT)
 @click.argument("names", nargs=-1, metavar="[agentq|redis|dind|phoenix]...")
 @click.option("--mirror", default=None, help="Debian mirror (default: the machine's apt source).")
 @click.option("--tag", default=None, help="Tag of the agentq image (default: its version).")
@@ -686,9 +937,9 @@ def images_build(
         )
         saved = export_sandbox_images(Path(export_dir), mirror) if export_dir else None
     except ValueError as exc:
-        _fail(str(exc), 2)
+        fail(str(exc), EXIT_BAD_INPUT)
     except ImageBuildError as exc:
-        _fail(str(exc), 3)
+        fail(str(exc), EXIT_INFRASTRUCTURE)
     for image in built:
         how = "present" if image.skipped else f"built in {image.seconds:.0f} s"
         click.echo(f"{image.name}\t{image.size_bytes / 1e6:.0f} MB\t{how}")

@@ -275,6 +275,12 @@ async def _arq_worker_main(url: str, concurrency: int, expected: int, stop: MpEv
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
+    # arq's close() cancels the jobs still running and gathers them without
+    # return_exceptions, which raises their CancelledError: settle them here first.
+    for job in worker.tasks.values():
+        job.cancel()
+    await asyncio.gather(*worker.tasks.values(), return_exceptions=True)
+    worker.tasks.clear()
     await worker.close()
 
 

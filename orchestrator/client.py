@@ -14,14 +14,13 @@ import functools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
-from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 
-from agentq.orchestrator import keys, tracing
+from agentq.orchestrator import keys, listings, tracing
 from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.errors import (
     RunConflictError,
@@ -30,6 +29,7 @@ from agentq.orchestrator.errors import (
     RunTimeoutError,
 )
 from agentq.orchestrator.events import Event, event_json
+from agentq.orchestrator.listings import WorkerRecord
 from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.providers import provider_table
@@ -40,6 +40,7 @@ from agentq.orchestrator.run_index import (
     Cursor,
     RunIndex,
     RunPage,
+    RunSummary,
     matches,
     summarize,
 )
@@ -56,6 +57,7 @@ from agentq.orchestrator.state import (
     TransitionInput,
 )
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_output import bounded_result
 from agentq.orchestrator.tool_resolution import (
     ToolAnnouncement,
     ToolDef,
@@ -231,6 +233,31 @@ class Client:
         meta, messages, steps = await self.store.snapshot(run_id)
         return assemble(run_id, meta, messages, steps)
 
+    async def runs(
+        self, *, limit: int = 20, statuses: Sequence[str] = (), tenant: str | None = None
+    ) -> list[RunSummary]:
+        """A tenant's recent runs (the default tenant's by default), newest first, in any
+        of `statuses` (all when empty): `list_runs` pages for a CLI's list."""
+        found: list[RunSummary] = []
+        cursor: str | None = None
+        wanted = set(statuses)
+        while len(found) < limit:
+            page = await self.list_runs(
+                tenant,
+                status=statuses[0] if len(statuses) == 1 else None,
+                limit=limit,
+                cursor=cursor,
+            )
+            found += [r for r in page.runs if not wanted or r.status in wanted]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return found[:limit]
+
+    async def workers(self) -> list[WorkerRecord]:
+        """Workers that announced themselves recently."""
+        return await listings.live_workers(self.redis)
+
     async def wait(self, run_id: str, timeout_s: float | None = None) -> RunResult:
         """Wait until the run succeeds, fails or is cancelled."""
         meta = await self.store.meta(run_id)
@@ -333,15 +360,16 @@ class Client:
         step, call = await self._parked(run_id, call_id)
         result = (
             error_result(
-                call_id, call.name, output if isinstance(output, str) else json.dumps(output)
+                call_id,
+                call.name,
+                output if isinstance(output, str) else json.dumps(output, default=str),
             )
             if is_error
-            else ToolResultPart(
-                tool_call_id=call_id,
-                tool_name=call.name,
-                output=to_jsonable_python(output, fallback=str),
-            )
+            else ToolResultPart(tool_call_id=call_id, tool_name=call.name, output=output)
         )
+        tool_json = await self.store.tool_def(run_id, call.name)
+        limit = ToolDef.model_validate_json(tool_json).max_output_bytes if tool_json else None
+        result = bounded_result(result, limit or self.settings.max_tool_output_bytes)
         hops = tracing.Hops(run_id)
         args = hops.stamp(result_args(run_id, step, result, completion=PostResult))
         reply = await self.store.post_result(args)

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 EventType = Literal[
     "start",
     "start-step",
+    "model-retry",
     "text-delta",
     "tool-call",
     "tool-call-repair",

@@ -21,6 +21,9 @@ class Settings(BaseSettings):
     # A job whose worker died this many times is not run again: a tool call becomes a
     # tool error the model sees, a model step fails the run (never a run stuck forever).
     max_deliveries: int = Field(default=5, ge=1)
+    # A tool output larger than this is cut, with a marker the model sees (a tool
+    # spec's `max_output_bytes` overrides it per tool).
+    max_tool_output_bytes: int = Field(default=1_000_000, gt=0)
     # How long a parked call (awaiting approval or an outside result) waits before it
     # becomes a tool error the model sees; a tool spec's `park_timeout_s` overrides it.
     park_timeout_s: float = Field(default=24 * 3600.0, gt=0, le=7 * 24 * 3600.0)

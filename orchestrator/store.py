@@ -205,6 +205,11 @@ class RunStore:
             raw = await _resolved(self.redis.hget(keys.tools(run_id), name))
         return _text(raw) if raw else None
 
+    async def tool_defs(self, run_id: str) -> list[str]:
+        """The run's frozen tool definitions (JSON), for readers such as `agentq run`."""
+        raw = await _resolved(self.redis.hgetall(keys.tools(run_id)))
+        return [_text(v) for v in raw.values()]
+
     async def snapshot(self, run_id: str) -> tuple[dict[str, str], list[str], list[dict[str, str]]]:
         """Meta, messages and every step hash, for assembling a RunResult."""
         meta = await self.meta(run_id)

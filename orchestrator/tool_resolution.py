@@ -120,6 +120,7 @@ def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -
             "needs_approval": needs,
             "park_timeout_s": entry.park_timeout_s,
             "retry": entry.retry,
+            "max_output_bytes": entry.max_output_bytes,
         }
         if name != own:
             update["source_name"] = tool.served_name

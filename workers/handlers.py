@@ -17,7 +17,6 @@ from typing import Any, NoReturn
 from arq import Retry
 from arq.typing import WorkerCoroutine
 from opentelemetry.trace import SpanKind
-from pydantic_core import to_jsonable_python
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -40,6 +39,7 @@ from agentq.orchestrator.state import (
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
+from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
@@ -69,6 +69,7 @@ class WorkerDeps:
     lease_s: float = 10.0
     max_deliveries: int = 5
     metrics: WorkerMetrics | None = None
+    max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -171,7 +172,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         step=step,
         timeout_s=spec.model.timeout_s,
     )
-    sink = DeltaEvents(deps.store, run_id, step)
+    sink = DeltaEvents(deps.store, run_id, step, attempt=int(ctx.get("job_try", 1)))
     with tracing.span(
         f"chat {spec.model.name}",
         kind=SpanKind.CLIENT,
@@ -260,6 +261,7 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
             )
         else:
             result = await _execute(deps, tool, call, envelope, attempt)
+        result = bounded_result(result, _output_limit(tool_json, deps))
         tracing.annotate(tool_span, lambda: tool_result_attributes(result))
         if result.is_error:
             tracing.mark_error(tool_span, "tool_error", str(result.output))
@@ -298,6 +300,11 @@ async def _park_expiry(deps: WorkerDeps, envelope: JobEnvelope) -> None:
     await _ended(deps, expired.outcome, envelope)
 
 
+def _output_limit(tool_json: str | None, deps: WorkerDeps) -> int:
+    tool = ToolDef.model_validate_json(tool_json) if tool_json else None
+    return (tool.max_output_bytes if tool else None) or deps.max_output_bytes
+
+
 async def _execute(
     deps: WorkerDeps, tool: ToolDef, call: CallPlan, envelope: JobEnvelope, attempt: int
 ) -> ToolResultPart:
@@ -317,7 +324,7 @@ async def _execute(
                     step=envelope.step,
                     tool_call_id=call.id,
                     tool_name=call.name,
-                    output=to_jsonable_python(value, fallback=str),
+                    output=progress_value(value),
                 )
             ],
         )
@@ -366,7 +373,7 @@ async def _execute(
     return ToolResultPart(
         tool_call_id=call.id,
         tool_name=call.name,
-        output=to_jsonable_python(output, fallback=str),
+        output=output,  # made plain and capped by bounded_result
     )
 
 

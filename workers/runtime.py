@@ -14,6 +14,7 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Sequence
 from typing import Any, cast
@@ -24,7 +25,7 @@ from arq.utils import timestamp_ms
 from arq.worker import func
 from redis.asyncio import Redis
 
-from agentq.orchestrator import fleet, keys
+from agentq.orchestrator import fleet, keys, listings
 from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import (
     ARQ_IN_PROGRESS_PREFIX,
@@ -173,6 +174,8 @@ class WorkerRuntime:
         self.env = dict(os.environ) if env is None else env
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._http = http
+        self.announcements: list[ToolAnnouncement] = []
+        self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[WakeableWorker] = []
         self.redis: Redis | None = None
@@ -199,6 +202,7 @@ class WorkerRuntime:
             executors={e.kind: e for e in self.executors},
             lease_s=self.settings.lease_s,
             max_deliveries=self.settings.max_deliveries,
+            max_output_bytes=self.settings.max_tool_output_bytes,
             metrics=self.metrics,
         )
         await self.announce()
@@ -255,9 +259,14 @@ class WorkerRuntime:
     async def announce(self) -> None:
         assert self.redis is not None
         store = RunStore(self.redis)
+        announced: list[ToolAnnouncement] = []
         for executor in self.executors:
             # An executor with a pool of its own (the sandbox) names its queue.
-            await store.announce(await executor.announcements(executor.queue or self.tool_queue))
+            queue = executor.queue or self.tool_queue
+            announcements = await executor.announcements(queue)
+            await store.announce(announcements)
+            announced.extend(announcements)
+        self.announcements = announced
         # Providers this process registered, so that specs submitted anywhere may use them.
         await store.announce(
             [
@@ -272,6 +281,18 @@ class WorkerRuntime:
             ]
         )
         self.announced = True
+        await listings.heartbeat(self.redis, self._record())
+
+    def _record(self) -> listings.WorkerRecord:
+        return listings.WorkerRecord(
+            id=self.worker_id,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            queues=self.queues,
+            tools=sorted({a.name for a in self.announcements}),
+            concurrency=self.settings.concurrency,
+            started_at=self.started_at,
+        )
 
     async def _release_ended_runs(self) -> None:
         """Let executors drop what they keep for a run (sandbox sessions) when it ends,
@@ -342,6 +363,7 @@ class WorkerRuntime:
             await self._http.aclose()
         if self.redis is not None:
             with contextlib.suppress(Exception):
+                await listings.forget_worker(self.redis, self.worker_id)
                 await fleet.gone(self.redis, self.worker_id, list(self.queues))
             await self.redis.aclose()
         self._tasks.clear()

@@ -121,7 +121,7 @@ def test_approval_and_denial_through_the_cli(
     assert second["is_error"]
     assert "not today" in second["output"]
     again = run_cli("approve", run_id, "c2", redis_url=redis_url)
-    assert again.returncode == 1
+    assert again.returncode == 2  # approving what no longer waits is bad input
     assert "ended" in again.stderr
 
 

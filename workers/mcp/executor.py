@@ -90,6 +90,8 @@ class McpExecutor:
             )
             for name, server in config.enabled.items()
         }
+        # Servers whose tools could not be listed, with why (shown by `agentq run`).
+        self.unavailable: dict[str, str] = {}
 
     async def start(self, services: WorkerServices | None = None) -> None:
         """Connect to every server and list its tools. A server that fails is logged
@@ -131,10 +133,15 @@ class McpExecutor:
 
     async def _listed(self, connection: ServerConnection) -> list[types.Tool]:
         try:
-            return await connection.tools()
+            tools = await connection.tools()
         except Exception as exc:
-            log.warning("MCP server %r: not announced: %s", connection.name, exc)
+            # Logged once per distinct failure, not on every announcement round.
+            if self.unavailable.get(connection.name) != str(exc):
+                log.warning("MCP server %r: not announced: %s", connection.name, exc)
+            self.unavailable[connection.name] = str(exc)
             return []
+        self.unavailable.pop(connection.name, None)
+        return tools
 
     async def execute(self, tool: ToolDef, input: Any, ctx: ToolContext) -> Any:
         if not isinstance(tool.config, McpToolConfig):

@@ -349,5 +349,7 @@ def _describe(exc: BaseException) -> str:
     """The innermost useful message, unwrapping the task groups anyio wraps errors in."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    if isinstance(exc, FileNotFoundError) and exc.filename:
+        return f"the command {exc.filename!r} was not found (is it installed and on PATH?)"
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__

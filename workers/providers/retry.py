@@ -138,4 +138,7 @@ async def generate_with_retries(
                 raise
             if deadline is not None and clock() + delay >= deadline:
                 raise
+            notice = getattr(sink, "retrying", None)  # shown live (`agentq run`) where supported
+            if notice is not None:
+                await notice(error, delay, attempt + 1, policy.max_attempts)
             await sleep(delay)

@@ -1,0 +1,116 @@
+"""`agentq run`'s live view on the embedded runtime: it asks for what the run waits
+for on a terminal, and cancels an embedded run nobody can answer."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from collections.abc import Callable
+from typing import Any
+
+from rich.console import Console
+
+from agentq.cli_live import LiveRun
+from agentq.orchestrator.settings import Settings
+from agentq.render import ProgressPrinter
+from agentq.workers.embedded import embedded
+from tests.support.sample_tools import add
+
+FAST = Settings(idle_poll_s=0.1, lease_s=5.0)
+
+
+def spec() -> dict[str, Any]:
+    return {
+        "model": {
+            "provider": "scripted",
+            "script": [
+                {
+                    "tool_calls": [
+                        {"name": "add", "input": {"a": 1, "b": 2}, "id": "c1"},
+                        {"name": "ask_user", "input": {"q": "name?"}, "id": "c2"},
+                    ]
+                },
+                {"text": "done"},
+            ],
+        },
+        "prompt": "go",
+        "tools": [
+            {"type": "function", "name": "add", "needs_approval": True},
+            {"type": "client", "name": "ask_user"},
+        ],
+    }
+
+
+def answers(*replies: str) -> tuple[Callable[[str], str], list[str]]:
+    asked: list[str] = []
+    it = iter(replies)
+
+    def ask(question: str) -> str:
+        asked.append(question)
+        return next(it)
+
+    return ask, asked
+
+
+def printer() -> tuple[ProgressPrinter, io.StringIO]:
+    out = io.StringIO()
+    return ProgressPrinter(Console(file=out, soft_wrap=True, emoji=False)), out
+
+
+async def test_a_terminal_user_approves_and_answers_a_client_tool() -> None:
+    ask, asked = answers("y", '{"name": "Ada"}')
+    show, out = printer()
+    async with embedded(tools=[add], settings=FAST) as client:
+        run_id = await client.submit(spec())
+        live = LiveRun(client, run_id, show, interactive=True, private=True, ask=ask)
+        await live.follow()
+        result = await client.wait(run_id)
+    assert result.status == "succeeded", out.getvalue()
+    outputs = {r.tool_call_id: r.output for r in result.steps[0].tool_results}
+    assert outputs == {"c1": 3.0, "c2": {"name": "Ada"}}
+    assert any("[y/N]" in q for q in asked)
+    assert "waits for approval" in out.getvalue()
+
+
+async def test_an_embedded_run_nobody_can_answer_is_cancelled_with_a_reason() -> None:
+    show, out = printer()
+    async with embedded(tools=[add], settings=FAST) as client:
+        run_id = await client.submit(spec())
+        live = LiveRun(client, run_id, show, interactive=False, private=True)
+        await live.follow()
+        result = await client.wait(run_id)
+    assert result.status == "cancelled"
+    assert "cannot be answered from elsewhere" in out.getvalue()
+
+
+class Watched(io.StringIO):
+    """Console output that sets `seen` once `wanted` has been written."""
+
+    def __init__(self, wanted: str) -> None:
+        super().__init__()
+        self.wanted = wanted
+        self.seen = asyncio.Event()
+
+    def write(self, text: str) -> int:
+        written = super().write(text)
+        if self.wanted in self.getvalue():
+            self.seen.set()
+        return written
+
+
+async def test_a_shared_run_says_how_to_answer_from_another_shell() -> None:
+    out = Watched("agentq tool-result")
+    show = ProgressPrinter(Console(file=out, soft_wrap=True, emoji=False))
+    async with embedded(tools=[add], settings=FAST) as client:
+        run_id = await client.submit(spec())
+        live = LiveRun(client, run_id, show, interactive=False, private=False)
+        follower = asyncio.create_task(live.follow())
+        await asyncio.wait_for(out.seen.wait(), 30)
+        await client.approve(run_id, "c1")
+        await client.submit_tool_result(run_id, "c2", "Ada")
+        await follower
+        result = await client.wait(run_id)
+    assert result.status == "succeeded"
+    text = out.getvalue()
+    assert f"agentq approve {run_id} c1" in text
+    assert f"agentq tool-result {run_id} c2" in text
