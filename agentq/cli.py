@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -188,7 +189,22 @@ async def _run(
     async with embedded(
         tools=tools, executors=executors, redis_url=redis_url, settings=settings
     ) as client:
+        _raise_unreachable_mcp(spec, executors)
         return await _drive(client, spec, console, as_json, timeout_s)
+
+
+def _raise_unreachable_mcp(spec: RunSpec, executors: Sequence[object]) -> None:
+    """An MCP server the run enables that this process could not start is reported as
+    that failure, not as the "no worker serves" submit would answer."""
+    from agentq.orchestrator.errors import InfrastructureError
+    from agentq.orchestrator.tool_kinds.mcp import McpToolSpec
+
+    failures: dict[str, str] = {}
+    for executor in executors:
+        failures.update(getattr(executor, "failures", {}))
+    for index, entry in enumerate(spec.tools):
+        if isinstance(entry, McpToolSpec) and entry.server in failures:
+            raise InfrastructureError(f"tools[{index}]: {failures[entry.server]}")
 
 
 async def _drive(
@@ -615,6 +631,95 @@ def serve(
         )
     click.echo(f"agentq serve: http://{host}:{port}/ (API docs at /docs)", err=True)
     run_server(config, host, port, log_level=log_level)
+
+
+# -- catalog -------------------------------------------------------------------
+
+
+@main.group()
+def catalog() -> None:
+    """What the deployment serves, so that runs are accepted while no worker is up."""
+
+
+@catalog.command("publish")
+@REDIS_OPTION
+@TOOLS_OPTION
+@click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
+@click.option("--sandbox", is_flag=True, help="The deployment runs sandboxed code tools.")
+@MODELS_OPTION
+@click.option(
+    "--queue",
+    "tool_queue",
+    default=TOOLS_QUEUE,
+    show_default=True,
+    help="The queue the function and MCP tools are served on.",
+)
+def catalog_publish(
+    redis_url: str | None,
+    tool_modules: Sequence[str],
+    mcp_config: str | None,
+    sandbox: bool,
+    models_path: str | None,
+    tool_queue: str,
+) -> None:
+    """Replace the catalogue with what workers with these options serve (no expiry).
+
+    Each MCP server of --mcp-config is connected to for its tools; one that cannot be
+    is an error (exit 3) and the previous catalogue stays."""
+
+    async def go() -> None:
+        from agentq.orchestrator.errors import InfrastructureError
+        from agentq.workers.catalog import build_catalog
+
+        entries, failures = await build_catalog(
+            tool_modules,
+            mcp_config=_mcp_config_path(mcp_config),
+            sandbox=sandbox,
+            models_path=models_path or Settings().models,
+            tool_queue=tool_queue,
+        )
+        if failures:
+            server, why = next(iter(sorted(failures.items())))
+            raise InfrastructureError(f"catalog not published: MCP server {server!r}: {why}")
+        async with _client(redis_url) as client:
+            await client.store.publish_catalog(entries)
+        kinds: dict[str, int] = {}
+        for entry in entries:
+            kinds[entry.kind] = kinds.get(entry.kind, 0) + 1
+        summary = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "nothing"
+        click.echo(f"catalog published: {summary}", err=True)
+
+    _guard(go)()
+
+
+@catalog.command("show")
+@REDIS_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
+def catalog_show(redis_url: str | None, as_json: bool) -> None:
+    """The published catalogue, and whether a live worker serves each entry now."""
+
+    async def go() -> None:
+        from agentq.orchestrator.tool_resolution import live_registry
+
+        async with _client(redis_url) as client:
+            entries = await client.store.catalog()
+            live = live_registry(await client.store.announced(), time.time())
+        rows = sorted(entries.items(), key=lambda kv: (kv[1].kind, kv[0]))
+        if as_json:
+            body = [
+                {**e.model_dump(mode="json", exclude={"seen_at"}), "live": key in live}
+                for key, e in rows
+            ]
+            click.echo(json.dumps(body, indent=2))
+            return
+        if not rows:
+            click.echo("the catalogue is empty (agentq catalog publish)", err=True)
+        for key, e in rows:
+            where = f"{e.server}/" if e.server and e.server != e.name else ""
+            state = "live" if key in live else "-"
+            click.echo(f"{e.kind}\t{where}{e.name}\t{e.queue}\t{state}")
+
+    _guard(go)()
 
 
 @main.command("hash-key")

@@ -39,11 +39,10 @@ from agentq.orchestrator.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import MODEL_PROVIDER_KIND, ToolAnnouncement
 from agentq.workers import handlers
+from agentq.workers.catalog import served_announcements
 from agentq.workers.executors.base import ToolExecutor, WorkerServices
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
-from agentq.workers.providers import registered_providers
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
 
@@ -254,22 +253,8 @@ class WorkerRuntime:
 
     async def announce(self) -> None:
         assert self.redis is not None
-        store = RunStore(self.redis)
-        for executor in self.executors:
-            # An executor with a pool of its own (the sandbox) names its queue.
-            await store.announce(await executor.announcements(executor.queue or self.tool_queue))
-        # Providers this process registered, so that specs submitted anywhere may use them.
-        await store.announce(
-            [
-                ToolAnnouncement(
-                    name=info.name,
-                    kind=MODEL_PROVIDER_KIND,
-                    queue=MODEL_QUEUE,
-                    description=f"model provider (wire format {info.wire})",
-                    model_provider=info,
-                )
-                for info in registered_providers()
-            ]
+        await RunStore(self.redis).announce(
+            await served_announcements(self.executors, self.tool_queue)
         )
         self.announced = True
 
