@@ -714,10 +714,19 @@ def catalog_show(redis_url: str | None, as_json: bool) -> None:
             return
         if not rows:
             click.echo("the catalogue is empty (agentq catalog publish)", err=True)
-        for key, e in rows:
-            where = f"{e.server}/" if e.server and e.server != e.name else ""
-            state = "live" if key in live else "-"
-            click.echo(f"{e.kind}\t{where}{e.name}\t{e.queue}\t{state}")
+        table = [
+            (
+                e.kind,
+                f"{e.server}/{e.name}" if e.server and e.server != e.name else e.name,
+                e.queue,
+                "live" if key in live else "-",
+            )
+            for key, e in rows
+        ]
+        widths = [max(len(row[i]) for row in table) for i in range(3)] if table else []
+        for row in table:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+            click.echo("  ".join([*cells, row[3]]))
 
     _guard(go)()
 
