@@ -109,12 +109,26 @@ def test_publish_replaces_the_catalogue_and_serves_an_mcp_server_without_tools(
     accepted = run_cli("submit", write(tmp_path, "spec.json", spec), redis_url=redis_url)
     assert accepted.returncode == 0, accepted.stderr
 
-    second = run_cli("catalog", "publish", "--sandbox", redis_url=redis_url)
+    models = write(
+        tmp_path,
+        "models.json",
+        {"endpoints": {"local": {"provider": "openai", "base_url": "http://127.0.0.1:9/v1"}}},
+    )
+    second = run_cli("catalog", "publish", "--sandbox", "--models", models, redis_url=redis_url)
     assert second.returncode == 0, second.stderr
-    assert set(shown(redis_url)) == {"code:run_python", "code:run_javascript"}
+    catalogue = shown(redis_url)
+    assert set(catalogue) == {"code:run_python", "code:run_javascript", "model-endpoint:local"}
+    assert catalogue["code:run_python"]["queue"] == "sandbox"
     refused = run_cli("submit", write(tmp_path, "spec.json", spec), redis_url=redis_url)
     assert refused.returncode == 2
     assert "'add'" in refused.stderr
+
+
+def test_a_bad_models_file_is_refused(redis_url: str, tmp_path: Path) -> None:
+    bad = write(tmp_path, "models.json", {"endpoints": {"x": {"provider": "openai", "nope": 1}}})
+    refused = run_cli("catalog", "publish", "--models", bad, redis_url=redis_url)
+    assert refused.returncode == 2
+    assert "models file" in refused.stderr
 
 
 def test_an_unreachable_mcp_server_keeps_the_previous_catalogue(
