@@ -206,6 +206,12 @@ def test_the_catalogue_is_published_after_install_and_upgrade(tmp_path: Path) ->
     context = catalog_publish.make_context("publish", given)
     assert context.params["tool_modules"] == ("myapp.tools",)
     assert context.params["tool_queue"] == "tools"
+    # publish lists the MCP servers' tools: it reaches what the MCP pool reaches.
+    egress = release.named("NetworkPolicy", "-catalog")["spec"]["egress"]
+    assert {
+        "to": [{"ipBlock": {"cidr": "10.30.0.0/16"}}],
+        "ports": [{"port": 8443, "protocol": "TCP"}],
+    } in egress
 
 
 def test_the_sandbox_engine_is_reachable_from_its_pool_only() -> None:
