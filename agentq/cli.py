@@ -8,6 +8,7 @@ failed or was cancelled, 2 a bad spec or bad arguments, 3 infrastructure
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import os
@@ -20,11 +21,12 @@ from typing import Any, NoReturn, TypeVar
 import click
 from pydantic import ValidationError
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from rich.console import Console
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.errors import AgentqError, RunError, SpecError
+from agentq.orchestrator.errors import AgentqError, InfrastructureError, RunError, SpecError
 from agentq.orchestrator.result import RunResult
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
@@ -54,13 +56,36 @@ def _spec_error(exc: ValidationError) -> str:
     return f"invalid spec: {where}: {message}{more}"
 
 
-def _guard(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
+TIMEOUT_OPTION = click.option(
+    "--timeout",
+    "timeout_s",
+    type=float,
+    default=None,
+    help="Give up after S seconds, whatever Redis does (exit 3).",
+)
+
+
+async def _within(timeout_s: float | None, work: Coroutine[Any, Any, T]) -> T:
+    """The whole command, connecting included, bounded by --timeout."""
+    if timeout_s is None:
+        return await work
+    try:
+        return await asyncio.wait_for(work, timeout_s)
+    except TimeoutError:
+        raise InfrastructureError(
+            f"gave up after {timeout_s:g} s (--timeout): Redis did not answer in time"
+        ) from None
+
+
+def _guard(
+    fn: Callable[..., Coroutine[Any, Any, T]], timeout_s: float | None = None
+) -> Callable[..., T]:
     """Run an async command, mapping our errors to one line and an exit code."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
-            return asyncio.run(fn(*args, **kwargs))
+            return asyncio.run(_within(timeout_s, fn(*args, **kwargs)))
         except ValidationError as exc:
             _fail(_spec_error(exc), 2)
         except SpecError as exc:
@@ -69,6 +94,8 @@ def _guard(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
             _fail(exc.message, 1)
         except (RedisConnectionError, OSError) as exc:
             _fail(f"cannot reach Redis: {exc}", 3)
+        except RedisError as exc:
+            _fail(f"Redis refused: {str(exc).splitlines()[0] if str(exc) else exc!r}", 3)
         except AgentqError as exc:
             _fail(exc.message, 3)
         except KeyboardInterrupt:
@@ -198,6 +225,14 @@ async def _ask_approval(client: Client, run_id: str, call_id: str, console: Cons
 @click.option("--concurrency", type=int, default=None, help="Jobs at once per queue.")
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--sandbox", is_flag=True, help="Serve sandboxed code tools (needs Docker).")
+@click.option(
+    "--drain-timeout",
+    "drain_timeout_s",
+    type=float,
+    default=None,
+    help="On SIGTERM, let running jobs finish for up to S seconds (default 30), then "
+    "release the rest to other workers.",
+)
 @click.option("-v", "--verbose", is_flag=True)
 def worker(
     redis_url: str | None,
@@ -206,9 +241,14 @@ def worker(
     concurrency: int | None,
     mcp_config: str | None,
     sandbox: bool,
+    drain_timeout_s: float | None,
     verbose: bool,
 ) -> None:
-    """Execute the jobs of runs submitted anywhere. Stops on SIGTERM or SIGINT."""
+    """Execute the jobs of runs submitted anywhere.
+
+    SIGTERM or SIGINT drains: no new jobs are claimed, running ones finish (up to
+    --drain-timeout), the rest go back to the queue for other workers; a second
+    signal stops at once."""
     import logging
 
     logging.basicConfig(
@@ -217,7 +257,9 @@ def worker(
     )
     if not redis_url:
         _fail("worker needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
-    _guard(_worker)(redis_url, tool_modules, queues, concurrency, mcp_config, sandbox)
+    _guard(_worker)(
+        redis_url, tool_modules, queues, concurrency, mcp_config, sandbox, drain_timeout_s
+    )
 
 
 async def _worker(
@@ -227,6 +269,7 @@ async def _worker(
     concurrency: int | None,
     mcp_config: str | None,
     sandbox: bool,
+    drain_timeout_s: float | None,
 ) -> None:
     from agentq.orchestrator import tracing
     from agentq.workers.executors.assemble import optional_executors
@@ -238,6 +281,8 @@ async def _worker(
     settings = Settings()
     if concurrency is not None:
         settings = settings.model_copy(update={"concurrency": concurrency})
+    if drain_timeout_s is not None:
+        settings = settings.model_copy(update={"drain_timeout_s": drain_timeout_s})
     tools = load_tool_modules(tool_modules)
     started: list[WorkerRuntime] = []
 
@@ -252,17 +297,35 @@ async def _worker(
             mcp_config=_mcp_config_path(mcp_config), sandbox=sandbox, on_tools_changed=reannounce
         ),
     ]
-    served = list(queues) or ([MODEL_QUEUE, TOOLS_QUEUE] + (["sandbox"] if sandbox else []))
+    # A worker with nothing to serve on the tools queue does not take its jobs.
+    serves_tools = bool(tools) or _mcp_config_path(mcp_config) is not None
+    served = list(queues) or (
+        [MODEL_QUEUE] + ([TOOLS_QUEUE] if serves_tools else []) + (["sandbox"] if sandbox else [])
+    )
     tool_queue = next((q for q in served if q != MODEL_QUEUE), TOOLS_QUEUE)
     runtime = WorkerRuntime(
         redis_url, executors=executors, queues=served, tool_queue=tool_queue, settings=settings
     )
-    await runtime.start()
+    try:
+        await runtime.start()
+    except BaseException:
+        await runtime.stop()
+        raise
     started.append(runtime)
     stop = asyncio.Event()
+    signals = 0
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        stop.set()
+        if signals > 1 and drainer is not None:
+            drainer.cancel()  # a second signal: stop now
+
+    drainer: asyncio.Task[int] | None = None
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     click.echo(
         f"agentq worker {runtime.worker_id}: queues {', '.join(served)}; "
         f"tools {', '.join(t.name for t in tools) or '-'}",
@@ -272,6 +335,10 @@ async def _worker(
     stopper = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set() and not waiter.done():
+            drainer = asyncio.create_task(runtime.drain(settings.drain_timeout_s))
+            with contextlib.suppress(asyncio.CancelledError):
+                await drainer
     finally:
         waiter.cancel()
         stopper.cancel()
@@ -297,7 +364,8 @@ def _client(redis_url: str | None) -> Client:
 @main.command()
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
-def submit(spec_path: str, redis_url: str | None) -> None:
+@TIMEOUT_OPTION
+def submit(spec_path: str, redis_url: str | None, timeout_s: float | None) -> None:
     """Submit SPEC and print the run id."""
 
     async def go() -> None:
@@ -305,7 +373,7 @@ def submit(spec_path: str, redis_url: str | None) -> None:
         async with _client(redis_url) as client:
             click.echo(await client.submit(spec))
 
-    _guard(go)()
+    _guard(go, timeout_s)()
 
 
 @main.command()
@@ -319,7 +387,9 @@ def wait(run_id: str, redis_url: str | None, timeout_s: float | None) -> None:
         async with _client(redis_url) as client:
             return await client.wait(run_id, timeout_s=timeout_s)
 
-    result = _guard(go)()
+    # The client's own timeout says "the run did not finish" (exit 1); this outer one
+    # only catches what lies outside it (connecting, closing) a moment later.
+    result = _guard(go, None if timeout_s is None else timeout_s + 1.0)()
     _print_result(result)
     _exit_for(result)
 
@@ -329,7 +399,10 @@ def wait(run_id: str, redis_url: str | None, timeout_s: float | None) -> None:
 @REDIS_OPTION
 @click.option("--after", type=int, default=None, help="Only events after this seq.")
 @click.option("--follow", is_flag=True, help="Keep printing until the run ends.")
-def events(run_id: str, redis_url: str | None, after: int | None, follow: bool) -> None:
+@TIMEOUT_OPTION
+def events(
+    run_id: str, redis_url: str | None, after: int | None, follow: bool, timeout_s: float | None
+) -> None:
     """Print the run's events as JSON lines."""
 
     async def go() -> None:
@@ -338,7 +411,7 @@ def events(run_id: str, redis_url: str | None, after: int | None, follow: bool) 
             async for event in client.events(run_id, after=after, follow=follow):
                 click.echo(event.model_dump_json(exclude_none=True))
 
-    _guard(go)()
+    _guard(go, timeout_s)()
 
 
 @main.command()
@@ -347,8 +420,14 @@ def events(run_id: str, redis_url: str | None, after: int | None, follow: bool) 
 @REDIS_OPTION
 @click.option("--deny", is_flag=True, help="Deny the call instead of approving it.")
 @click.option("--reason", default=None, help="Why (shown to the model on a denial).")
+@TIMEOUT_OPTION
 def approve(
-    run_id: str, call_id: str, redis_url: str | None, deny: bool, reason: str | None
+    run_id: str,
+    call_id: str,
+    redis_url: str | None,
+    deny: bool,
+    reason: str | None,
+    timeout_s: float | None,
 ) -> None:
     """Approve (or --deny) a call that waits for approval."""
 
@@ -356,7 +435,7 @@ def approve(
         async with _client(redis_url) as client:
             await client.approve(run_id, call_id, approved=not deny, reason=reason)
 
-    _guard(go)()
+    _guard(go, timeout_s)()
 
 
 @main.command("tool-result")
@@ -365,8 +444,14 @@ def approve(
 @REDIS_OPTION
 @click.option("--output", "output_json", required=True, help="The result, as JSON.")
 @click.option("--error", "is_error", is_flag=True, help="The output is an error message.")
+@TIMEOUT_OPTION
 def tool_result(
-    run_id: str, call_id: str, redis_url: str | None, output_json: str, is_error: bool
+    run_id: str,
+    call_id: str,
+    redis_url: str | None,
+    output_json: str,
+    is_error: bool,
+    timeout_s: float | None,
 ) -> None:
     """Post the result of a call that waits for one (a client tool)."""
     try:
@@ -378,7 +463,7 @@ def tool_result(
         async with _client(redis_url) as client:
             await client.submit_tool_result(run_id, call_id, output, is_error=is_error)
 
-    _guard(go)()
+    _guard(go, timeout_s)()
 
 
 @main.command()
@@ -387,8 +472,14 @@ def tool_result(
 @REDIS_OPTION
 @click.option("--json", "answer_json", default=None, help="The answer, a JSON object.")
 @click.option("--decline", is_flag=True, help="Decline to answer.")
+@TIMEOUT_OPTION
 def answer(
-    run_id: str, request_id: str, redis_url: str | None, answer_json: str | None, decline: bool
+    run_id: str,
+    request_id: str,
+    redis_url: str | None,
+    answer_json: str | None,
+    decline: bool,
+    timeout_s: float | None,
 ) -> None:
     """Answer a call's input request (an MCP server's elicitation), or --decline it."""
     if decline == (answer_json is not None):
@@ -406,21 +497,22 @@ def answer(
         async with _client(redis_url) as client:
             await client.answer(run_id, request_id, content)
 
-    _guard(go)()
+    _guard(go, timeout_s)()
 
 
 @main.command()
 @click.argument("run_id")
 @REDIS_OPTION
 @click.option("--reason", default=None)
-def cancel(run_id: str, redis_url: str | None, reason: str | None) -> None:
+@TIMEOUT_OPTION
+def cancel(run_id: str, redis_url: str | None, reason: str | None, timeout_s: float | None) -> None:
     """Cancel a run."""
 
     async def go() -> None:
         async with _client(redis_url) as client:
             click.echo(await client.cancel(run_id, reason=reason))
 
-    _guard(go)()
+    _guard(go, timeout_s)()
 
 
 @main.group()

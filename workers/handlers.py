@@ -3,7 +3,8 @@
 Each job reads what it needs from the run store, does its work, and applies
 one atomic transition. A re-delivered job finds its transition applied (or
 the run closed) and stops; an unexpected failure fails the run rather than
-leaving it stuck, and a lost Redis connection retries the job.
+leaving it stuck. A transient Redis failure (down, stalled, loading, out of
+memory) never fails a run: the job is released and runs again, uncounted.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import httpx
 from arq import Retry
 from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope
@@ -26,13 +25,13 @@ from agentq.orchestrator.errors import ProviderError, ToolError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
+from agentq.orchestrator.redis_faults import Outage, is_transient_redis
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
 from agentq.orchestrator.transitions import commit_args, result_args
-from agentq.workers.executors.base import ToolContext, ToolExecutor
+from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.input_requests import InputRequests
-from agentq.workers.lease import held_lease
 from agentq.workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
 from agentq.workers.providers.base import DeltaSink, ModelResponse, Provider
 from agentq.workers.providers.ratelimit import RateLimiter, call_model
@@ -40,6 +39,10 @@ from agentq.workers.repair_requests import repair_calls
 from agentq.workers.sink import DeltaEvents
 
 log = logging.getLogger("agentq.worker")
+
+# Jobs that meet a Redis outage say so once per outage, not once per job.
+_OUTAGE = Outage("jobs", log)
+_REDIS_RETRY_S = 1.0
 
 
 @dataclass
@@ -93,20 +96,23 @@ async def model_step(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
         kind=SpanKind.CONSUMER,
         attributes=_consumer_attrs(envelope, MODEL_QUEUE, ctx["job_id"]),
     ):
-        async with held_lease(deps.store.redis, ctx["job_id"], deps.lease_s):
-            if _exhausted(ctx, deps):
-                outcome = await deps.store.fail_run(
-                    envelope.run_id,
-                    {
-                        "type": "internal",
-                        "message": f"model step {envelope.step} was delivered "
-                        f"{deps.max_deliveries} times and its worker died each time",
-                        "step": envelope.step,
-                    },
-                )
-                _ended(outcome, envelope, "failed")
-                return
-            await _guarded(deps, envelope, _model_step(ctx, deps, envelope))
+        if _exhausted(ctx, deps):
+            await _guarded(ctx, deps, envelope, _poisoned_step(deps, envelope))
+            return
+        await _guarded(ctx, deps, envelope, _model_step(ctx, deps, envelope))
+
+
+async def _poisoned_step(deps: WorkerDeps, envelope: JobEnvelope) -> None:
+    outcome = await deps.store.fail_run(
+        envelope.run_id,
+        {
+            "type": "internal",
+            "message": f"model step {envelope.step} was delivered "
+            f"{deps.max_deliveries} times and its worker died each time",
+            "step": envelope.step,
+        },
+    )
+    _ended(outcome, envelope, "failed")
 
 
 def _exhausted(ctx: dict[str, Any], deps: WorkerDeps) -> bool:
@@ -114,22 +120,45 @@ def _exhausted(ctx: dict[str, Any], deps: WorkerDeps) -> bool:
     return int(ctx.get("job_try", 1)) > deps.max_deliveries
 
 
-async def _guarded(deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
-    """Run a job body: Redis trouble retries the job, anything else fails the run."""
+async def _guarded(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
+    """Run a job body. Transient Redis trouble releases the job to run again later (the
+    runtime does not count that delivery); a call this worker cannot serve is released
+    for another worker at once; anything else fails the run."""
     try:
         await work
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        log.warning(
-            "redis error in %s of run %s: %s; retrying", envelope.kind, envelope.run_id, exc
-        )
-        raise Retry(defer=1.0) from exc
-    except Exception as exc:
-        log.exception("%s of run %s failed", envelope.kind, envelope.run_id)
-        outcome = await deps.store.fail_run(
+    except ToolNotServed as exc:
+        log.info(
+            "%s of run %s: %s; released for another worker",
+            envelope.kind,
             envelope.run_id,
-            {"type": "internal", "message": f"{type(exc).__name__}: {exc}", "step": envelope.step},
+            exc.message,
         )
+        not_served = ctx.get("not_served")
+        if not_served is not None:
+            not_served(ctx["job_id"])
+        raise Retry(defer=0) from exc
+    except Exception as exc:
+        if is_transient_redis(exc):
+            _OUTAGE.failed(exc)
+            raise Retry(defer=_REDIS_RETRY_S) from exc
+        log.exception("%s of run %s failed", envelope.kind, envelope.run_id)
+        try:
+            outcome = await deps.store.fail_run(
+                envelope.run_id,
+                {
+                    "type": "internal",
+                    "message": f"{type(exc).__name__}: {exc}",
+                    "step": envelope.step,
+                },
+            )
+        except Exception as fail_exc:
+            if is_transient_redis(fail_exc):
+                _OUTAGE.failed(fail_exc)
+                raise Retry(defer=_REDIS_RETRY_S) from fail_exc
+            raise
         _ended(outcome, envelope, "failed")
+    else:
+        _OUTAGE.succeeded()
 
 
 async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
@@ -218,8 +247,7 @@ async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
         kind=SpanKind.CONSUMER,
         attributes=_consumer_attrs(envelope, queue, ctx["job_id"]),
     ):
-        async with held_lease(deps.store.redis, ctx["job_id"], deps.lease_s):
-            await _guarded(deps, envelope, _tool_call(ctx, deps, envelope))
+        await _guarded(ctx, deps, envelope, _tool_call(ctx, deps, envelope))
 
 
 async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
@@ -315,9 +343,13 @@ async def _execute(
     )
     try:
         output = await executor.execute(tool, call.input, context)
+    except ToolNotServed:
+        raise  # another worker may serve it: not the model's business
     except ToolError as exc:
         return error_result(call.id, call.name, exc.message)
     except Exception as exc:  # a failing tool is the model's to see, not the run's end
+        if is_transient_redis(exc):
+            raise  # Redis failed under the tool (progress, elicitation): run it again
         return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
     return ToolResultPart(
         tool_call_id=call.id,

@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+from agentq.orchestrator.redis_conn import MAX_BLOCK_S
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.transitions import input_answer_args, input_request_args
 
@@ -55,9 +56,12 @@ class InputRequests:
         )
         if outcome != "parked":
             return None
-        raw = await self.store.wait_answer(
-            self.run_id, request_id, max(0.0, self.deadline_at - time.time())
-        )
+        raw = None
+        # Block in slices: a blocking read longer than the socket timeout would look
+        # like a stalled Redis.
+        while raw is None and time.time() < self.deadline_at:
+            slice_s = min(MAX_BLOCK_S, max(0.0, self.deadline_at - time.time()))
+            raw = await self.store.wait_answer(self.run_id, request_id, slice_s)
         if raw is None:
             await self.store.input_answer(
                 self.run_id,
