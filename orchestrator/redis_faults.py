@@ -10,6 +10,7 @@ ConnectionErrors in redis-py but never heal by waiting, so they are not transien
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 from redis import exceptions as rx
@@ -69,25 +70,35 @@ class Backoff:
 
 
 class Outage:
-    """Logs the start and the end of an outage once each, however many retries it takes."""
+    """Logs the start and the end of an outage once each, however many retries it takes.
+
+    One instance may be shared by every loop of a process (threads included), so an
+    outage costs the log one line, not one per loop and retry."""
 
     def __init__(self, what: str, log: logging.Logger) -> None:
         self.what = what
         self.log = log
         self.since: float | None = None
         self.backoff = Backoff()
+        self._lock = threading.Lock()
 
     def failed(self, exc: BaseException) -> float:
         """Record a failure; returns how long to wait before the next attempt."""
-        if self.since is None:
-            self.since = time.monotonic()
-            self.log.warning("%s: redis unavailable (%s); retrying", self.what, describe(exc))
-        return self.backoff.next_delay()
+        with self._lock:
+            if self.since is None:
+                self.since = time.monotonic()
+                self.log.warning(
+                    "%s: redis unavailable (%s); retrying", self.what, describe(exc)
+                )
+            return self.backoff.next_delay()
 
     def succeeded(self) -> None:
-        if self.since is not None:
-            self.log.warning(
-                "%s: redis is back after %.1f s", self.what, time.monotonic() - self.since
-            )
-            self.since = None
-            self.backoff.reset()
+        if self.since is None:  # the common case, without the lock
+            return
+        with self._lock:
+            if self.since is not None:
+                self.log.warning(
+                    "%s: redis is back after %.1f s", self.what, time.monotonic() - self.since
+                )
+                self.since = None
+                self.backoff.reset()

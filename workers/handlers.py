@@ -25,13 +25,14 @@ from agentq.orchestrator.errors import ProviderError, ToolError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
-from agentq.orchestrator.redis_faults import Outage, is_transient_redis
+from agentq.orchestrator.redis_faults import is_transient_redis
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
 from agentq.orchestrator.transitions import commit_args, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.input_requests import InputRequests
+from agentq.workers.liveness import OUTAGE
 from agentq.workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
 from agentq.workers.providers.base import DeltaSink, ModelResponse, Provider
 from agentq.workers.providers.ratelimit import RateLimiter, call_model
@@ -41,7 +42,7 @@ from agentq.workers.sink import DeltaEvents
 log = logging.getLogger("agentq.worker")
 
 # Jobs that meet a Redis outage say so once per outage, not once per job.
-_OUTAGE = Outage("jobs", log)
+_OUTAGE = OUTAGE
 _REDIS_RETRY_S = 1.0
 
 
@@ -127,7 +128,7 @@ async def _guarded(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope,
     try:
         await work
     except ToolNotServed as exc:
-        log.info(
+        log.warning(
             "%s of run %s: %s; released for another worker",
             envelope.kind,
             envelope.run_id,

@@ -26,6 +26,10 @@ from agentq.orchestrator.redis_faults import Outage, is_transient
 
 log = logging.getLogger("agentq.worker")
 
+# Every loop of a worker process (claims, wake-ups, jobs, the reaper, this lease)
+# reports Redis trouble here: an outage is one log line, and one when it ends.
+OUTAGE = Outage("agentq worker", log)
+
 WORKERS = "aq:workers"  # set: ids of the workers that may hold jobs
 
 
@@ -104,7 +108,7 @@ class LeaseRenewer:
         self.margin_s = lease_s / 10
         self._valid_until = 0.0
         self._lapsed = False
-        self._outage = Outage(f"worker {worker_id} lease", log)
+        self._outage = OUTAGE
 
     def register(self) -> None:
         """Take the lease (blocking; call before claiming anything)."""

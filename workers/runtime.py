@@ -52,13 +52,14 @@ from agentq.orchestrator.envelopes import (
 )
 from agentq.orchestrator.errors import SpecError
 from agentq.orchestrator.redis_conn import connect, is_memory_url
-from agentq.orchestrator.redis_faults import Outage, is_transient
+from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolKind, registry_key
 from agentq.workers import handlers
 from agentq.workers.executors.base import ToolExecutor
 from agentq.workers.liveness import (
+    OUTAGE,
     REAP,
     WORKERS,
     LeaseRenewer,
@@ -147,7 +148,7 @@ class WakeableWorker(Worker):
         self._wake = asyncio.Event()
         self._capacity = asyncio.Event()
         self._capacity.set()
-        self._outage = Outage(f"worker {worker_id} queue {self.queue_name}", log)
+        self._outage = OUTAGE
         self._not_served: dict[str, float] = {}
         self._next_abort_prune_ms = 0
         self.ctx["not_served"] = self.not_served
@@ -182,7 +183,7 @@ class WakeableWorker(Worker):
                 await listener
 
     async def _listen(self) -> None:
-        outage = Outage(f"worker {self.worker_id} wake-ups {self.wake_key}", log)
+        outage = OUTAGE
         while True:
             await self._capacity.wait()
             try:
@@ -275,7 +276,7 @@ class WakeableWorker(Worker):
     async def _end(self, job_id: str, how: str, defer_ms: int) -> None:
         """Apply a job's end, retrying through an outage: a live worker's job must not
         stay held by it, nor be counted as a death, because Redis blinked."""
-        outage = Outage(f"worker {self.worker_id} ending job {job_id}", log)
+        outage = OUTAGE
         while True:
             try:
                 await self._finish(
@@ -463,12 +464,14 @@ class WorkerRuntime:
         if is_memory_url(self.redis_url):
             return
         reap = self.redis.register_script(REAP)
-        outage = Outage(f"worker {self.worker_id} reaper", log)
+        outage = OUTAGE
         every_s = min(1.0, self.settings.lease_s / 2)
+        suspects: set[str] = set()
         while True:
             await asyncio.sleep(every_s)
             try:
                 reaped = await reap(keys=[WORKERS])
+                suspects = await self._reconcile(suspects)
             except Exception as exc:
                 if not is_transient(exc):
                     log.exception("worker %s: reaping lapsed workers failed", self.worker_id)
@@ -478,6 +481,26 @@ class WorkerRuntime:
             outage.succeeded()
             if reaped:
                 log.info("re-delivered %d job(s) of workers whose lease lapsed", reaped)
+
+    async def _reconcile(self, suspects: set[str]) -> set[str]:
+        """Release jobs Redis says we hold but we do not run (a Redis restarted from its
+        AOF can bring back a claim whose job had ended here). A job must look so twice
+        in a row: a claim's reply may still be on its way."""
+        assert self.redis is not None
+        held = {
+            k.decode() if isinstance(k, bytes) else str(k)
+            for k in await self.redis.hkeys(jobs_key(self.worker_id))  # type: ignore[misc]
+        }
+        running = {job_id for w in self._workers for job_id in w.tasks}
+        now_missing = held - running
+        for job_id in now_missing & suspects:
+            raw = await self.redis.hget(jobs_key(self.worker_id), job_id)  # type: ignore[misc]
+            wake = raw.decode() if isinstance(raw, bytes) else str(raw)
+            worker = next((w for w in self._workers if w.wake_key == wake), None)
+            if worker is not None:
+                log.warning("worker %s: releasing job %s it no longer runs", self.worker_id, job_id)
+                await worker._end(job_id, "release", 0)
+        return now_missing - suspects
 
     # -- routing: one tool set per queue ------------------------------------------
 
@@ -544,7 +567,7 @@ class WorkerRuntime:
         wherever it ended. A message missed while disconnected is covered by the
         executors' own idle timeouts."""
         assert self.redis is not None
-        outage = Outage(f"worker {self.worker_id} run-ended listener", log)
+        outage = OUTAGE
         while True:
             try:
                 async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:

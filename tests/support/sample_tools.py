@@ -43,3 +43,22 @@ def die() -> str:
 
     os.kill(os.getpid(), signal.SIGKILL)
     return "unreachable"
+
+
+@tool
+async def block_loop(marker: str, seconds: float) -> dict[str, int]:
+    """Append this worker's pid to the marker file, then block the event loop (a badly
+    written async tool: nothing else of the worker's loop runs meanwhile)."""
+    with Path(marker).open("a") as f:
+        f.write(f"{os.getpid()}\n")
+    time.sleep(seconds)
+    return {"pid": os.getpid()}
+
+
+@tool
+async def nap(seconds: float, tag: str) -> str:
+    """Sleep without blocking, then echo the tag (a call that is in flight for a while)."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return tag
