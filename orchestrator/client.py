@@ -79,6 +79,7 @@ class _Reconnect:
         self.budget_s = budget_s
         self.backoff = Backoff(first_s=0.1, max_s=1.0)
         self.since: float | None = None
+        self.reached = False  # whether Redis ever answered
 
     async def failed(self, exc: BaseException) -> None:
         if isinstance(exc, InfrastructureError) and exc.__cause__ is not None:
@@ -186,18 +187,22 @@ class Client:
         Reconnects through Redis outages; gives up with RunTimeoutError at
         `timeout_s`, or (without one) with InfrastructureError once Redis has been
         unreachable for `settings.redis_retry_s`."""
-        try:
-            return await asyncio.wait_for(self._wait(run_id), timeout_s)
-        except TimeoutError:
-            raise RunTimeoutError(f"run {run_id!r} did not finish within {timeout_s:g} s") from None
-
-    async def _wait(self, run_id: str) -> RunResult:
         reconnect = _Reconnect(self.settings.redis_retry_s)
+        try:
+            return await asyncio.wait_for(self._wait(run_id, reconnect), timeout_s)
+        except TimeoutError:
+            why = "" if reconnect.reached else " (Redis did not answer)"
+            raise RunTimeoutError(
+                f"run {run_id!r} did not finish within {timeout_s:g} s{why}"
+            ) from None
+
+    async def _wait(self, run_id: str, reconnect: _Reconnect) -> RunResult:
         after: int | None = None
         while True:
             try:
                 if after is None:
                     meta = await self.store.meta(run_id)
+                    reconnect.reached = True
                     after = int(meta["seq"])
                     if meta["status"] in TERMINAL_STATUSES:
                         return await self.result(run_id)

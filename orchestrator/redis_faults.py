@@ -87,9 +87,7 @@ class Outage:
         with self._lock:
             if self.since is None:
                 self.since = time.monotonic()
-                self.log.warning(
-                    "%s: redis unavailable (%s); retrying", self.what, describe(exc)
-                )
+                self.log.warning("%s: redis unavailable (%s); retrying", self.what, describe(exc))
             return self.backoff.next_delay()
 
     def succeeded(self) -> None:

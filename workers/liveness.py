@@ -56,28 +56,38 @@ end
 return 0
 """
 
-# KEYS[1] the workers set. Re-delivers the jobs of every worker whose liveness key lapsed:
-# its in-progress keys go (only those it still holds) and its queues are woken.
+# KEYS[1] the workers set. ARGV: the workers found without a lease by the previous pass.
+# Re-delivers the jobs of those still without one: their in-progress keys go (only those
+# they still hold) and their queues are woken. Returns {jobs re-delivered, workers newly
+# found without a lease}. Two passes, because after Redis itself was stopped or
+# restarted every lease has lapsed at once: live workers renew within a pass, dead
+# ones do not.
 REAP = """
-local reaped = 0
+local suspect = {}
+for i = 1, #ARGV do suspect[ARGV[i]] = true end
+local reaped, lapsed = 0, {}
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if redis.call('EXISTS', 'aq:worker:' .. id) == 0 then
-    local held = 'aq:worker:' .. id .. ':jobs'
-    local jobs = redis.call('HGETALL', held)
-    for i = 1, #jobs, 2 do
-      local progress = 'arq:in-progress:' .. jobs[i]
-      if redis.call('GET', progress) == id then
-        redis.call('DEL', progress)
-        redis.call('LPUSH', jobs[i + 1], '1')
-        redis.call('LTRIM', jobs[i + 1], 0, 63)
-        reaped = reaped + 1
+    if suspect[id] then
+      local held = 'aq:worker:' .. id .. ':jobs'
+      local jobs = redis.call('HGETALL', held)
+      for i = 1, #jobs, 2 do
+        local progress = 'arq:in-progress:' .. jobs[i]
+        if redis.call('GET', progress) == id then
+          redis.call('DEL', progress)
+          redis.call('LPUSH', jobs[i + 1], '1')
+          redis.call('LTRIM', jobs[i + 1], 0, 63)
+          reaped = reaped + 1
+        end
       end
+      redis.call('DEL', held)
+      redis.call('SREM', KEYS[1], id)
+    else
+      table.insert(lapsed, id)
     end
-    redis.call('DEL', held)
-    redis.call('SREM', KEYS[1], id)
   end
 end
-return reaped
+return {reaped, lapsed}
 """
 
 

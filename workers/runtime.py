@@ -465,14 +465,17 @@ class WorkerRuntime:
             return
         reap = self.redis.register_script(REAP)
         outage = OUTAGE
-        every_s = min(1.0, self.settings.lease_s / 2)
+        every_s = min(1.0, self.settings.lease_s / 4)
         suspects: set[str] = set()
+        lapsed: list[str] = []
         while True:
             await asyncio.sleep(every_s)
             try:
-                reaped = await reap(keys=[WORKERS])
+                reaped, found = await reap(keys=[WORKERS], args=lapsed)
+                lapsed = [x.decode() if isinstance(x, bytes) else str(x) for x in found]
                 suspects = await self._reconcile(suspects)
             except Exception as exc:
+                lapsed = []  # judged again from scratch once Redis answers
                 if not is_transient(exc):
                     log.exception("worker %s: reaping lapsed workers failed", self.worker_id)
                     continue

@@ -269,9 +269,7 @@ async def test_a_graceful_stop_is_not_counted_as_a_death(
 # -- item 12: abort markers --------------------------------------------------------------
 
 
-async def test_old_abort_markers_are_pruned(
-    redis_url: str, workers: list[WorkerProcess]
-) -> None:
+async def test_old_abort_markers_are_pruned(redis_url: str, workers: list[WorkerProcess]) -> None:
     admin = redis.Redis.from_url(redis_url)
     old_ms = int((time.time() - 3600) * 1000)
     admin.zadd("arq:abort", {f"aq:gone{i}:0:model": old_ms for i in range(500)})
