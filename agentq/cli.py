@@ -27,6 +27,7 @@ from rich.console import Console
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.errors import AgentqError, InfrastructureError, RunError, SpecError
+from agentq.orchestrator.redis_faults import describe
 from agentq.orchestrator.result import RunResult
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
@@ -95,7 +96,7 @@ def _guard(
         except (RedisConnectionError, OSError) as exc:
             _fail(f"cannot reach Redis: {exc}", 3)
         except RedisError as exc:
-            _fail(f"Redis refused: {str(exc).splitlines()[0] if str(exc) else exc!r}", 3)
+            _fail(f"Redis error: {describe(exc)}", 3)
         except AgentqError as exc:
             _fail(exc.message, 3)
         except KeyboardInterrupt:

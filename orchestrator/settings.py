@@ -12,8 +12,9 @@ class Settings(BaseSettings):
     redis_url: str = "memory://"
     # How long a finished run's keys are kept.
     retention_s: int = Field(default=7 * 24 * 3600, gt=0)
-    # A running job renews its lease this often; a dead worker's job is re-delivered
-    # once the lease lapses, whatever the call's own timeout.
+    # Each worker process holds one lease of this length (renewed five times per lease
+    # from a thread); a dead worker's jobs are re-delivered once it lapses, whatever the
+    # calls' own timeouts. A worker that cannot renew in time cancels its running jobs.
     lease_s: float = Field(default=10.0, gt=0)
     # A worker sleeps on its wake-up list; this is only the fallback poll.
     idle_poll_s: float = Field(default=1.0, gt=0)

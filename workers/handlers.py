@@ -52,7 +52,6 @@ class WorkerDeps:
     http: httpx.AsyncClient
     executors: dict[ToolKind, ToolExecutor] = field(default_factory=dict)
     env: dict[str, str] = field(default_factory=dict)
-    lease_s: float = 10.0
     max_deliveries: int = 5
     limiter: RateLimiter | None = None
 

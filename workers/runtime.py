@@ -378,7 +378,6 @@ class WorkerRuntime:
             http=http,
             executors=executors,
             env=self.env,
-            lease_s=self.settings.lease_s,
             max_deliveries=self.settings.max_deliveries,
             # redis-py types its async commands as `Awaitable[X] | X`, which no
             # protocol of awaitables matches; the client is the limiter's RedisLike.

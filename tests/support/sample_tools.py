@@ -49,9 +49,9 @@ def die() -> str:
 async def block_loop(marker: str, seconds: float) -> dict[str, int]:
     """Append this worker's pid to the marker file, then block the event loop (a badly
     written async tool: nothing else of the worker's loop runs meanwhile)."""
-    with Path(marker).open("a") as f:
+    with Path(marker).open("a") as f:  # noqa: ASYNC230 (blocking is the point)
         f.write(f"{os.getpid()}\n")
-    time.sleep(seconds)
+    time.sleep(seconds)  # noqa: ASYNC251 (blocking is the point)
     return {"pid": os.getpid()}
 
 
