@@ -31,6 +31,7 @@ log = logging.getLogger("agentq.worker")
 OUTAGE = Outage("agentq worker", log)
 
 WORKERS = "aq:workers"  # set: ids of the workers that may hold jobs
+REAPER = "aq:reaper"  # hash: when reapers last passed, and since when without a gap
 
 
 def liveness_key(worker_id: str) -> str:
@@ -56,38 +57,44 @@ end
 return 0
 """
 
-# KEYS[1] the workers set. ARGV: the workers found without a lease by the previous pass.
-# Re-delivers the jobs of those still without one: their in-progress keys go (only those
-# they still hold) and their queues are woken. Returns {jobs re-delivered, workers newly
-# found without a lease}. Two passes, because after Redis itself was stopped or
-# restarted every lease has lapsed at once: live workers renew within a pass, dead
-# ones do not.
+# KEYS[1] the workers set; KEYS[2] a hash: when a reaper last passed, and since when
+# passes have come without a gap (Redis's own clock, ms). ARGV[1] the longest gap between
+# passes that still counts as steady; ARGV[2] how long passes must have been steady.
+# Re-delivers the jobs of workers without a lease: their in-progress keys go (only those
+# they still hold) and their queues are woken. Returns how many jobs it re-delivered.
+# After a gap (Redis itself was stopped, restarted or unreachable) every lease may have
+# lapsed at once, live workers' too: nothing is reaped until the live ones have had time
+# to renew.
 REAP = """
-local suspect = {}
-for i = 1, #ARGV do suspect[ARGV[i]] = true end
-local reaped, lapsed = 0, {}
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local last = tonumber(redis.call('HGET', KEYS[2], 'last') or '0')
+local since = tonumber(redis.call('HGET', KEYS[2], 'since') or '0')
+if now_ms - last > tonumber(ARGV[1]) then
+  since = now_ms
+  redis.call('HSET', KEYS[2], 'since', since)
+end
+redis.call('HSET', KEYS[2], 'last', now_ms)
+if now_ms - since < tonumber(ARGV[2]) then return 0 end
+local reaped = 0
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if redis.call('EXISTS', 'aq:worker:' .. id) == 0 then
-    if suspect[id] then
-      local held = 'aq:worker:' .. id .. ':jobs'
-      local jobs = redis.call('HGETALL', held)
-      for i = 1, #jobs, 2 do
-        local progress = 'arq:in-progress:' .. jobs[i]
-        if redis.call('GET', progress) == id then
-          redis.call('DEL', progress)
-          redis.call('LPUSH', jobs[i + 1], '1')
-          redis.call('LTRIM', jobs[i + 1], 0, 63)
-          reaped = reaped + 1
-        end
+    local held = 'aq:worker:' .. id .. ':jobs'
+    local jobs = redis.call('HGETALL', held)
+    for i = 1, #jobs, 2 do
+      local progress = 'arq:in-progress:' .. jobs[i]
+      if redis.call('GET', progress) == id then
+        redis.call('DEL', progress)
+        redis.call('LPUSH', jobs[i + 1], '1')
+        redis.call('LTRIM', jobs[i + 1], 0, 63)
+        reaped = reaped + 1
       end
-      redis.call('DEL', held)
-      redis.call('SREM', KEYS[1], id)
-    else
-      table.insert(lapsed, id)
     end
+    redis.call('DEL', held)
+    redis.call('SREM', KEYS[1], id)
   end
 end
-return {reaped, lapsed}
+return reaped
 """
 
 

@@ -61,6 +61,7 @@ from agentq.workers.executors.base import ToolExecutor
 from agentq.workers.liveness import (
     OUTAGE,
     REAP,
+    REAPER,
     WORKERS,
     LeaseRenewer,
     jobs_key,
@@ -465,16 +466,16 @@ class WorkerRuntime:
         reap = self.redis.register_script(REAP)
         outage = OUTAGE
         every_s = min(1.0, self.settings.lease_s / 4)
+        # Redis counts as steady while reapers pass at least this often; after a gap,
+        # live workers get this long to renew before anyone's jobs are re-delivered.
+        gap_ms = int(max(2 * every_s, self.settings.lease_s / 2) * 1000)
         suspects: set[str] = set()
-        lapsed: list[str] = []
         while True:
             await asyncio.sleep(every_s)
             try:
-                reaped, found = await reap(keys=[WORKERS], args=lapsed)
-                lapsed = [x.decode() if isinstance(x, bytes) else str(x) for x in found]
+                reaped = await reap(keys=[WORKERS, REAPER], args=[gap_ms, gap_ms])
                 suspects = await self._reconcile(suspects)
             except Exception as exc:
-                lapsed = []  # judged again from scratch once Redis answers
                 if not is_transient(exc):
                     log.exception("worker %s: reaping lapsed workers failed", self.worker_id)
                     continue
@@ -613,9 +614,10 @@ class WorkerRuntime:
         Returns how many jobs were released."""
         for worker in self._workers:
             worker.allow_pick_jobs = False
-        running = self._running()
-        if running and timeout_s > 0:
-            await asyncio.wait(running, timeout=timeout_s)
+        deadline = time.monotonic() + timeout_s
+        # A claim in flight when claiming stopped may still start a job: look again.
+        while (running := self._running()) and (left_s := deadline - time.monotonic()) > 0:
+            await asyncio.wait(running, timeout=left_s)
         released = sum(worker.cancel_running() for worker in self._workers)
         running = self._running()
         if running:
