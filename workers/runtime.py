@@ -365,6 +365,7 @@ class WorkerRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[WakeableWorker] = []
         self._renewer: LeaseRenewer | None = None
+        self._leased = False  # whether this process ever held its lease
         self._pools: list[str] = []
         self.redis: Redis | None = None
 
@@ -431,6 +432,7 @@ class WorkerRuntime:
         if is_memory_url(self.redis_url):
             # One process holds the whole embedded Redis: nobody else could reap.
             await self.redis.set(liveness_key(self.worker_id), self.worker_id)
+            self._leased = True
             return
         lease_s = self.settings.lease_s
         client = redis.Redis.from_url(
@@ -446,6 +448,7 @@ class WorkerRuntime:
             on_lapse=lambda why: loop.call_soon_threadsafe(self._lease_lost, why),
         )
         await asyncio.to_thread(self._renewer.register)
+        self._leased = True
         self._renewer.start()
 
     def _lease_lost(self, why: str) -> None:
@@ -661,8 +664,10 @@ class WorkerRuntime:
         """Give up the lease: a graceful stop leaves nothing for a reaper to count."""
         if self._renewer is not None:
             await asyncio.to_thread(self._renewer.stop)
-        if self.redis is None:
-            return
+        if self.redis is None or not self._leased:
+            if self._renewer is not None:
+                self._renewer.client.close()
+            return  # never started: nothing to give up, and Redis may be the reason
         # The reaper removes us from the workers set: anything a failed release left held
         # is then re-delivered rather than stranded.
         try:
