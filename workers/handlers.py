@@ -41,8 +41,8 @@ from agentq.workers.sink import DeltaEvents
 
 log = logging.getLogger("agentq.worker")
 
-# Jobs that meet a Redis outage say so once per outage, not once per job.
-_OUTAGE = OUTAGE
+# A job that meets a Redis outage is released and tried again this much later; the
+# process's one outage log (OUTAGE) says so once per outage, not once per job.
 _REDIS_RETRY_S = 1.0
 
 
@@ -139,7 +139,7 @@ async def _guarded(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope,
         raise Retry(defer=0) from exc
     except Exception as exc:
         if is_transient_redis(exc):
-            _OUTAGE.failed(exc)
+            OUTAGE.failed(exc)
             raise Retry(defer=_REDIS_RETRY_S) from exc
         log.exception("%s of run %s failed", envelope.kind, envelope.run_id)
         try:
@@ -153,12 +153,12 @@ async def _guarded(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope,
             )
         except Exception as fail_exc:
             if is_transient_redis(fail_exc):
-                _OUTAGE.failed(fail_exc)
+                OUTAGE.failed(fail_exc)
                 raise Retry(defer=_REDIS_RETRY_S) from fail_exc
             raise
         _ended(outcome, envelope, "failed")
     else:
-        _OUTAGE.succeeded()
+        OUTAGE.succeeded()
 
 
 async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
