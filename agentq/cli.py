@@ -16,7 +16,7 @@ import signal
 import sys
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 from pydantic import ValidationError
@@ -25,6 +25,7 @@ from redis.exceptions import RedisError
 from rich.console import Console
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.errors import AgentqError, InfrastructureError, RunError, SpecError
 from agentq.orchestrator.redis_faults import describe
@@ -32,6 +33,10 @@ from agentq.orchestrator.result import RunResult
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.render import ProgressPrinter
+
+if TYPE_CHECKING:
+    from agentq.workers.metrics import WorkerMetrics
+    from agentq.workers.runtime import WorkerRuntime
 
 T = TypeVar("T")
 
@@ -42,6 +47,31 @@ REDIS_OPTION = click.option(
     default=None,
     help="Redis URL (default: $AGENTQ_REDIS_URL).",
 )
+
+
+MODELS_OPTION = click.option(
+    "--models",
+    "models_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Models file: the model endpoints specs may use (default: $AGENTQ_MODELS).",
+)
+
+
+TOOLS_OPTION = click.option(
+    "--tools",
+    "tool_modules",
+    multiple=True,
+    help="Module or .py file of @tool functions, or of plugins (tool kinds, providers).",
+)
+
+
+def _settings(models_path: str | None) -> Settings:
+    """The environment's settings, with the command's --models over $AGENTQ_MODELS."""
+    settings = Settings()
+    if models_path is not None:
+        settings = settings.model_copy(update={"models": models_path})
+    return settings
 
 
 def _fail(message: str, code: int) -> NoReturn:
@@ -138,10 +168,9 @@ def main() -> None:
 @main.command()
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
-@click.option(
-    "--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions."
-)
+@TOOLS_OPTION
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
+@MODELS_OPTION
 @click.option("--json", "as_json", is_flag=True, help="Print only the RunResult as JSON.")
 @click.option("--timeout", "timeout_s", type=float, default=None, help="Give up after S seconds.")
 def run(
@@ -149,11 +178,14 @@ def run(
     redis_url: str | None,
     tool_modules: Sequence[str],
     mcp_config: str | None,
+    models_path: str | None,
     as_json: bool,
     timeout_s: float | None,
 ) -> None:
     """Run SPEC and show its progress. Embedded (in-memory) unless --redis is given."""
-    result = _guard(_run)(spec_path, redis_url, tool_modules, mcp_config, as_json, timeout_s)
+    result = _guard(_run)(
+        spec_path, redis_url, tool_modules, mcp_config, models_path, as_json, timeout_s
+    )
     _exit_for(result)
 
 
@@ -162,6 +194,7 @@ async def _run(
     redis_url: str | None,
     tool_modules: Sequence[str],
     mcp_config: str | None,
+    models_path: str | None,
     as_json: bool,
     timeout_s: float | None,
 ) -> RunResult:
@@ -169,14 +202,18 @@ async def _run(
     from agentq.workers.executors.assemble import optional_executors
     from agentq.workers.loading import load_tool_modules
 
-    spec = _read_spec(spec_path)
+    # Tool modules first: one may register a tool kind or a provider the spec uses.
     tools = load_tool_modules(tool_modules)
+    spec = _read_spec(spec_path)
+    settings = _settings(models_path)
     executors = await optional_executors(mcp_config=_mcp_config_path(mcp_config), sandbox=False)
     console = Console(stderr=as_json, quiet=as_json, highlight=False)
     if redis_url and not tool_modules and not executors:
-        async with Client(redis_url) as client:
+        async with Client(redis_url, settings=settings) as client:
             return await _drive(client, spec, console, as_json, timeout_s)
-    async with embedded(tools=tools, executors=executors, redis_url=redis_url) as client:
+    async with embedded(
+        tools=tools, executors=executors, redis_url=redis_url, settings=settings
+    ) as client:
         return await _drive(client, spec, console, as_json, timeout_s)
 
 
@@ -219,9 +256,7 @@ async def _ask_approval(client: Client, run_id: str, call_id: str, console: Cons
 
 @main.command()
 @REDIS_OPTION
-@click.option(
-    "--tools", "tool_modules", multiple=True, help="Module or .py file of @tool functions."
-)
+@TOOLS_OPTION
 @click.option("--queue", "queues", multiple=True, help="Queues to serve (default: model, tools).")
 @click.option("--concurrency", type=int, default=None, help="Jobs at once per queue.")
 @click.option("--mcp-config", type=click.Path(exists=True, dir_okay=False), default=None)
@@ -234,6 +269,12 @@ async def _ask_approval(client: Client, run_id: str, call_id: str, console: Cons
     help="On SIGTERM, let running jobs finish for up to S seconds (default 30), then "
     "release the rest to other workers.",
 )
+@MODELS_OPTION
+@click.option("--metrics-port", type=int, default=None, help="Serve Prometheus /metrics here.")
+@click.option("--health-port", type=int, default=None, help="Serve /livez and /readyz here.")
+@click.option(
+    "--probe-host", default="0.0.0.0", show_default=True, help="Address the two ports bind."
+)
 @click.option("-v", "--verbose", is_flag=True)
 def worker(
     redis_url: str | None,
@@ -243,6 +284,10 @@ def worker(
     mcp_config: str | None,
     sandbox: bool,
     drain_timeout_s: float | None,
+    models_path: str | None,
+    metrics_port: int | None,
+    health_port: int | None,
+    probe_host: str,
     verbose: bool,
 ) -> None:
     """Execute the jobs of runs submitted anywhere.
@@ -258,8 +303,17 @@ def worker(
     )
     if not redis_url:
         _fail("worker needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
+    probes = _Probes(metrics_port, health_port, probe_host)
     _guard(_worker)(
-        redis_url, tool_modules, queues, concurrency, mcp_config, sandbox, drain_timeout_s
+        redis_url,
+        tool_modules,
+        queues,
+        concurrency,
+        mcp_config,
+        sandbox,
+        models_path,
+        probes,
+        drain_timeout_s,
     )
 
 
@@ -270,6 +324,8 @@ async def _worker(
     concurrency: int | None,
     mcp_config: str | None,
     sandbox: bool,
+    models_path: str | None,
+    probes: _Probes,
     drain_timeout_s: float | None,
 ) -> None:
     from agentq.orchestrator import tracing
@@ -279,7 +335,9 @@ async def _worker(
     from agentq.workers.runtime import WorkerRuntime
 
     tracing.setup_tracing("agentq-worker")
-    settings = Settings()
+    settings = _settings(models_path)
+    # Read the models file now: a bad one stops the worker at start, not at its first call.
+    EndpointPolicy.from_settings(settings)
     if concurrency is not None:
         settings = settings.model_copy(update={"concurrency": concurrency})
     if drain_timeout_s is not None:
@@ -295,7 +353,10 @@ async def _worker(
     executors = [
         FunctionExecutor(tools),
         *await optional_executors(
-            mcp_config=_mcp_config_path(mcp_config), sandbox=sandbox, on_tools_changed=reannounce
+            mcp_config=_mcp_config_path(mcp_config),
+            sandbox=sandbox,
+            on_tools_changed=reannounce,
+            redis_url=redis_url,
         ),
     ]
     # A worker with nothing to serve on the tools queue does not take its jobs.
@@ -305,7 +366,12 @@ async def _worker(
     )
     tool_queue = next((q for q in served if q != MODEL_QUEUE), TOOLS_QUEUE)
     runtime = WorkerRuntime(
-        redis_url, executors=executors, queues=served, tool_queue=tool_queue, settings=settings
+        redis_url,
+        executors=executors,
+        queues=served,
+        tool_queue=tool_queue,
+        settings=settings,
+        metrics=probes.metrics(),
     )
     try:
         await runtime.start()
@@ -313,6 +379,7 @@ async def _worker(
         await runtime.stop()
         raise
     started.append(runtime)
+    stop_probes = probes.serve(runtime)
     stop = asyncio.Event()
     signals = 0
     loop = asyncio.get_running_loop()
@@ -343,10 +410,54 @@ async def _worker(
     finally:
         waiter.cancel()
         stopper.cancel()
+        stop_probes()
         await runtime.stop()
         tracing.shutdown_tracing()
     if waiter.done() and not waiter.cancelled() and waiter.exception():
         raise waiter.exception()  # type: ignore[misc]
+
+
+class _Probes:
+    """`--metrics-port` and `--health-port`: HTTP servers on threads beside the worker."""
+
+    def __init__(self, metrics_port: int | None, health_port: int | None, host: str) -> None:
+        self.metrics_port = metrics_port
+        self.health_port = health_port
+        self.host = host
+        self._metrics: WorkerMetrics | None = None
+
+    def metrics(self) -> WorkerMetrics | None:
+        if self.metrics_port is not None:
+            from agentq.workers.metrics import WorkerMetrics
+
+            self._metrics = WorkerMetrics()
+        return self._metrics
+
+    def serve(self, runtime: WorkerRuntime) -> Callable[[], None]:
+        """Start the servers; return what stops them. A taken port is the user's to fix."""
+        from agentq.workers.health import HealthServer, readiness_check
+
+        loop = asyncio.get_running_loop()
+        stops: list[Callable[[], None]] = []
+        try:
+            if self._metrics is not None and self.metrics_port is not None:
+                self._metrics.watch(runtime, loop)
+                stops.append(self._metrics.serve(self.metrics_port, self.host))
+            if self.health_port is not None:
+                health = HealthServer(
+                    readiness_check(runtime), loop, port=self.health_port, host=self.host
+                )
+                stops.append(health.start().close)
+        except OSError as exc:
+            for stop in stops:
+                stop()
+            raise SpecError(f"cannot serve probes on {self.host}: {exc.strerror}") from None
+
+        def stop_all() -> None:
+            for stop in stops:
+                stop()
+
+        return stop_all
 
 
 # -- client commands -----------------------------------------------------------
@@ -356,22 +467,25 @@ def _mcp_config_path(flag: str | None) -> str | None:
     return flag or os.environ.get("AGENTQ_MCP_CONFIG") or None
 
 
-def _client(redis_url: str | None) -> Client:
+def _client(redis_url: str | None, settings: Settings | None = None) -> Client:
     if not redis_url:
         _fail("needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
-    return Client(redis_url)
+    return Client(redis_url, settings=settings)
 
 
 @main.command()
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
 @TIMEOUT_OPTION
-def submit(spec_path: str, redis_url: str | None, timeout_s: float | None) -> None:
+@MODELS_OPTION
+def submit(
+    spec_path: str, redis_url: str | None, timeout_s: float | None, models_path: str | None
+) -> None:
     """Submit SPEC and print the run id."""
 
     async def go() -> None:
         spec = _read_spec(spec_path)
-        async with _client(redis_url) as client:
+        async with _client(redis_url, _settings(models_path)) as client:
             click.echo(await client.submit(spec))
 
     _guard(go, timeout_s)()
@@ -532,3 +646,55 @@ def build_images(mirror: str | None, force: bool) -> None:
         _fail(f"sandbox support is not available: {exc}", 3)
     for name in build(mirror=mirror, force=force):
         click.echo(name)
+
+
+@main.group()
+def images() -> None:
+    """The deployment's container images (agentq, Redis, Docker engine, trace viewer)."""
+
+
+@images.command("build")
+@click.argument("names", nargs=-1, metavar="[agentq|redis|dind|phoenix]...")
+@click.option("--mirror", default=None, help="Debian mirror (default: the machine's apt source).")
+@click.option("--tag", default=None, help="Tag of the agentq image (default: its version).")
+@click.option("--source", default=None, help="Checkout or wheel to install (default: this one).")
+@click.option("--force", is_flag=True, help="Rebuild even if the images exist.")
+@click.option(
+    "--export",
+    "export_dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Also save the sandbox images here (docker-compose.yml's engine loads them).",
+)
+def images_build(
+    names: Sequence[str],
+    mirror: str | None,
+    tag: str | None,
+    source: str | None,
+    force: bool,
+    export_dir: str | None,
+) -> None:
+    """Build images from the Debian archive and PyPI alone (no registry; needs root)."""
+    from agentq.images import build_images as build
+    from agentq.images import export_sandbox_images
+    from agentq.sandbox.images import ImageBuildError
+
+    try:
+        built = build(
+            names,
+            mirror=mirror,
+            tag=tag,
+            source=source,
+            force=force,
+            log=lambda line: click.echo(line, err=True),
+        )
+        saved = export_sandbox_images(Path(export_dir), mirror) if export_dir else None
+    except ValueError as exc:
+        _fail(str(exc), 2)
+    except ImageBuildError as exc:
+        _fail(str(exc), 3)
+    for image in built:
+        how = "present" if image.skipped else f"built in {image.seconds:.0f} s"
+        click.echo(f"{image.name}\t{image.size_bytes / 1e6:.0f} MB\t{how}")
+    if saved is not None:
+        click.echo(f"sandbox images saved to {saved}")

@@ -5,6 +5,7 @@ from agentq.orchestrator.errors import (
     AgentqError,
     InfrastructureError,
     ProviderError,
+    RunConflictError,
     RunError,
     RunNotFoundError,
     RunStateError,
@@ -16,6 +17,7 @@ from agentq.orchestrator.errors import (
 from agentq.orchestrator.events import Event
 from agentq.orchestrator.result import RunResult, StepResult
 from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.state import RunFailure
 
 __all__ = [
     "AgentqError",
@@ -23,7 +25,9 @@ __all__ = [
     "Event",
     "InfrastructureError",
     "ProviderError",
+    "RunConflictError",
     "RunError",
+    "RunFailure",
     "RunNotFoundError",
     "RunResult",
     "RunSpec",

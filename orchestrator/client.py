@@ -29,10 +29,12 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.errors import (
     AgentqError,
     InfrastructureError,
+    RunConflictError,
     RunNotFoundError,
     RunStateError,
     RunTimeoutError,
@@ -40,14 +42,30 @@ from agentq.orchestrator.errors import (
 from agentq.orchestrator.events import Event, event_json
 from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.messages import ToolResultPart
+from agentq.orchestrator.providers import provider_table
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.redis_faults import Backoff, describe, is_transient
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.state import (
+    CallStatus,
+    InputStatus,
+    MetaField,
+    Outcome,
+    PostResult,
+    Reply,
+    ResolveApproval,
+)
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ToolDef, resolve_tools
-from agentq.orchestrator.transitions import input_answer_args, model_job, result_args, tool_job
+from agentq.orchestrator.tool_resolution import (
+    ToolAnnouncement,
+    ToolDef,
+    announced_providers,
+    live_registry,
+    resolve_tools,
+)
+from agentq.orchestrator.transitions import create_args, input_answer_args, result_args, tool_job
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -149,31 +167,65 @@ class Client:
     async def submit(self, spec: RunSpec | Mapping[str, Any] | str) -> str:
         """Validate the spec, resolve its tools, and start the run. Returns its id.
 
-        Raises pydantic's ValidationError for a malformed spec and SpecError for
-        one that names tools no worker serves. Submitting an id twice is a no-op.
+        Raises pydantic's ValidationError for a malformed spec, SpecError for one
+        that names tools no worker serves, or a model endpoint, URL or key variable
+        the deployment does not offer, and RunConflictError when its id is taken by a
+        run of another spec. Submitting the same spec with its id again is a no-op.
         """
         run_spec = _as_spec(spec)
         with _redis_errors():
             return await self._submit(run_spec)
 
     async def _submit(self, run_spec: RunSpec) -> str:
-        tools = resolve_tools(run_spec, await self.store.registry(), time.time())
+        now = time.time()
+        registry = await self.store.registry()
+        run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
+        tools = [
+            t
+            if t.park_timeout_s is not None
+            else t.model_copy(update={"park_timeout_s": self.settings.park_timeout_s})
+            for t in resolve_tools(run_spec, registry, now, model_provider=endpoint.provider)
+        ]
         run_id = run_spec.id or uuid.uuid4().hex
         run_trace = tracing.new_run_trace(run_id)
         with tracing.span(f"publish {MODEL_QUEUE}", parent=run_trace, kind=SpanKind.PRODUCER):
             hop = tracing.carrier()
-        await self.store.create(
-            run_id,
-            spec_json=run_spec.model_dump_json(exclude_none=True),
-            tool_jsons={t.name: t.model_dump_json() for t in tools},
-            message_jsons=[m.model_dump_json() for m in run_spec.initial_messages()],
-            trace=json.dumps(run_trace),
-            event=event_json(
-                "start", run_id, model=run_spec.model.label, metadata=run_spec.metadata or None
-            ),
-            first_job=model_job(run_id, 0, hop, run_trace),
+        reply = await self.store.create(
+            create_args(
+                run_id,
+                run_spec,
+                tools,
+                run_spec.initial_messages(),
+                trace=hop,
+                run_trace=run_trace,
+            )
         )
+        if reply.outcome == Outcome.CONFLICT:
+            raise RunConflictError(
+                f"run id {run_id!r} is taken by a run of another spec (resubmit the same "
+                "spec, or choose another id)"
+            )
         return run_id
+
+    @functools.cached_property
+    def endpoint_policy(self) -> EndpointPolicy:
+        """The models file and allow-lists of this deployment (read at the first submit)."""
+        return EndpointPolicy.from_settings(self.settings)
+
+    async def _resolve_model(
+        self, spec: RunSpec, registry: dict[str, ToolAnnouncement], now: float
+    ) -> tuple[RunSpec, Endpoint]:
+        """Where the spec's model goes, checked; the spec names its endpoint explicitly
+        afterwards, so that workers resolve it the same way."""
+        table = provider_table(announced_providers(live_registry(registry, now)))
+        endpoint = self.endpoint_policy.resolve(spec.model, table)
+        await self.endpoint_policy.check_addresses(endpoint)
+        if endpoint.endpoint is not None and spec.model.endpoint is None:
+            model = spec.model.model_copy(
+                update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
+            )
+            spec = spec.model_copy(update={"model": model})
+        return spec, endpoint
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""
@@ -203,8 +255,8 @@ class Client:
                 if after is None:
                     meta = await self.store.meta(run_id)
                     reconnect.reached = True
-                    after = int(meta["seq"])
-                    if meta["status"] in TERMINAL_STATUSES:
+                    after = int(meta[MetaField.SEQ])
+                    if meta[MetaField.STATUS] in TERMINAL_STATUSES:
                         return await self.result(run_id)
                 async for event in self.store.events(run_id, after, follow=True):
                     after = event.seq
@@ -249,25 +301,26 @@ class Client:
             return await self._cancel(run_id, reason)
 
     async def _cancel(self, run_id: str, reason: str | None) -> str:
-        outcome = await self.store.cancel(run_id, reason)
-        if outcome == "unknown-run":
+        reply = await self.store.cancel(run_id, reason)
+        if reply.outcome == Outcome.UNKNOWN_RUN or reply.status is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
-        if outcome == "cancelled":
+        if reply.outcome == Outcome.CANCELLED:
             meta = await self.store.meta(run_id)
-            tracing.end_run(json.loads(meta.get("trace", "{}")), run_id, "cancelled")
-        return outcome
+            tracing.end_run(json.loads(meta.get(MetaField.TRACE, "{}")), run_id, "cancelled")
+        return str(reply.status)
 
     # -- parked calls ------------------------------------------------------------
 
     async def _parked(self, run_id: str, call_id: str) -> tuple[int, CallPlan, dict[str, str]]:
         meta = await self.store.meta(run_id)
-        if meta["status"] in TERMINAL_STATUSES:
-            raise RunStateError(f"run {run_id!r} has ended ({meta['status']})")
-        step = int(meta["step"])
+        if meta[MetaField.STATUS] in TERMINAL_STATUSES:
+            raise RunStateError(f"run {run_id!r} has ended ({meta[MetaField.STATUS]})")
+        step = int(meta[MetaField.STEP])
         call_json, _ = await self.store.call_state(run_id, step, call_id)
         if call_json is None:
             raise RunStateError(f"run {run_id!r} has no call {call_id!r} in its current step")
-        return step, CallPlan.model_validate_json(call_json), json.loads(meta.get("trace", "{}"))
+        trace = json.loads(meta.get(MetaField.TRACE, "{}"))
+        return step, CallPlan.model_validate_json(call_json), trace
 
     @_mapped
     async def approve(
@@ -280,34 +333,48 @@ class Client:
             raise RunStateError(f"run {run_id!r} has no tool {call.name!r}")
         tool = ToolDef.model_validate_json(tool_json)
         hops = tracing.Hops(queue=call.queue or "tools", parent=run_trace)
-        args: dict[str, Any] = {
-            "step": step,
-            "call_id": call_id,
-            "approved": approved,
-            "event": event_json(
-                "tool-approval-response",
-                run_id,
-                step=step,
-                tool_call_id=call_id,
-                tool_name=call.name,
-                approved=approved,
-                reason=reason,
-            ),
-        }
+        event = event_json(
+            "tool-approval-response",
+            run_id,
+            step=step,
+            tool_call_id=call_id,
+            tool_name=call.name,
+            approved=approved,
+            reason=reason,
+        )
         if approved:
-            args["next_status"] = status_after_approval(tool)
-            if call.queue is not None:
-                args["job"] = tool_job(run_id, step, call, hops(), run_trace)
+            next_status = status_after_approval(tool)
+            transition = ResolveApproval(
+                run_id=run_id,
+                step=step,
+                call_id=call_id,
+                approved=True,
+                event=event,
+                next_status=next_status,
+                job=tool_job(run_id, step, call, hops(), run_trace)
+                if next_status == CallStatus.QUEUED
+                else None,
+            )
         else:
             denial = f"The user denied the call to {call.name!r}" + (
                 f": {reason}" if reason else "."
             )
-            args.update(
-                result_args(run_id, step, error_result(call_id, call.name, denial), hops, run_trace)
+            completion = result_args(
+                run_id, step, error_result(call_id, call.name, denial), hops, run_trace
             )
-        reply = await self.store.resolve_approval(run_id, args)
+            transition = ResolveApproval(
+                run_id=run_id,
+                step=step,
+                call_id=call_id,
+                approved=False,
+                event=event,
+                result=completion.result,
+                events=completion.events,
+                next_job=completion.next_job,
+            )
+        reply = await self.store.resolve_approval(transition)
         self._check(reply, run_id, call_id, "awaiting approval")
-        await self._after(reply[0], run_id, run_trace, hops)
+        await self._after(reply.outcome, run_id, run_trace, hops)
 
     @_mapped
     async def submit_tool_result(
@@ -328,10 +395,10 @@ class Client:
         )
         hops = tracing.Hops(queue=MODEL_QUEUE, parent=run_trace)
         reply = await self.store.post_result(
-            run_id, result_args(run_id, step, result, hops, run_trace)
+            result_args(run_id, step, result, hops, run_trace, completion=PostResult)
         )
         self._check(reply, run_id, call_id, "awaiting a result")
-        await self._after(reply[0], run_id, run_trace, hops)
+        await self._after(reply.outcome, run_id, run_trace, hops)
 
     @_mapped
     async def answer(
@@ -339,41 +406,47 @@ class Client:
     ) -> None:
         """Answer a call's input request (MCP elicitation): `content`, or None to decline."""
         meta = await self.store.meta(run_id)
-        if meta["status"] in TERMINAL_STATUSES:
-            raise RunStateError(f"run {run_id!r} has ended ({meta['status']})")
-        step = int(meta["step"])
+        if meta[MetaField.STATUS] in TERMINAL_STATUSES:
+            raise RunStateError(f"run {run_id!r} has ended ({meta[MetaField.STATUS]})")
+        step = int(meta[MetaField.STEP])
         reply = await self.store.input_answer(
-            run_id,
             input_answer_args(
                 run_id,
                 step,
                 request_id=request_id,
                 call_id=request_id.split(".")[0],
-                outcome="declined" if content is None else "accepted",
+                outcome=InputStatus.DECLINED if content is None else InputStatus.ACCEPTED,
                 content=content,
             ),
         )
-        if reply == "wrong-state":
+        if reply.outcome == Outcome.WRONG_STATE:
             raise RunStateError(
                 f"run {run_id!r} has no open input request {request_id!r} in its current step"
             )
-        if reply != "answered":
-            raise RunStateError(f"run {run_id!r} no longer waits for input ({reply})")
+        if reply.outcome != Outcome.ANSWERED:
+            raise RunStateError(f"run {run_id!r} no longer waits for input ({reply.outcome})")
 
     @staticmethod
-    def _check(reply: list[str], run_id: str, call_id: str, wanted: str) -> None:
-        if reply[0] == "wrong-state":
+    def _check(reply: Reply, run_id: str, call_id: str, wanted: str) -> None:
+        if reply.outcome == Outcome.WRONG_STATE:
             raise RunStateError(
-                f"call {call_id!r} of run {run_id!r} is not {wanted} (it is {reply[1]})"
+                f"call {call_id!r} of run {run_id!r} is not {wanted} (it is {reply.call_status})"
             )
-        if reply[0] in ("closed", "stale", "unknown-run"):
-            raise RunStateError(f"run {run_id!r} no longer waits for call {call_id!r} ({reply[0]})")
+        if reply.outcome in (
+            Outcome.CLOSED,
+            Outcome.STALE,
+            Outcome.UNKNOWN_RUN,
+            Outcome.UNKNOWN_CALL,
+        ):
+            raise RunStateError(
+                f"run {run_id!r} no longer waits for call {call_id!r} ({reply.outcome})"
+            )
 
     @staticmethod
     async def _after(
-        outcome: str, run_id: str, run_trace: dict[str, str], hops: tracing.Hops
+        outcome: Outcome, run_id: str, run_trace: dict[str, str], hops: tracing.Hops
     ) -> None:
-        if outcome in ("continued", "approved"):
+        if outcome in (Outcome.CONTINUED, Outcome.APPROVED):
             hops.record(hops.allocated)
-        if outcome == "finished":
+        if outcome == Outcome.FINISHED:
             tracing.end_run(run_trace, run_id, "succeeded")

@@ -14,27 +14,44 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-JobKind = Literal["model_step", "tool_call"]
+from agentq.orchestrator.state import keys
+from agentq.orchestrator.state.jobs import JOB_EXPIRES_MS, QueuedJob
+from agentq.orchestrator.state.keys import (
+    ARQ_ABORT_SET,
+    ARQ_IN_PROGRESS_PREFIX,
+    ARQ_JOB_PREFIX,
+    ARQ_RESULT_PREFIX,
+    model_job_id,
+    tool_job_id,
+)
+
+__all__ = [
+    "ARQ_ABORT_SET",
+    "ARQ_IN_PROGRESS_PREFIX",
+    "ARQ_JOB_PREFIX",
+    "ARQ_RESULT_PREFIX",
+    "JOB_EXPIRES_MS",
+    "MODEL_QUEUE",
+    "SANDBOX_QUEUE",
+    "TOOLS_QUEUE",
+    "JobEnvelope",
+    "JobKind",
+    "QueuedJob",
+    "deserialize",
+    "job_id",
+    "queued_job",
+    "serialize",
+]
+
+# A parked call's deadline (`park_expiry`) is a deferred job on the model queue.
+JobKind = Literal["model_step", "tool_call", "park_expiry"]
 
 MODEL_QUEUE = "model"
 TOOLS_QUEUE = "tools"
 SANDBOX_QUEUE = "sandbox"
 
-# arq's key layout (arq.constants), which the Lua transitions write directly.
-ARQ_JOB_PREFIX = "arq:job:"
-ARQ_RESULT_PREFIX = "arq:result:"
-ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"
-ARQ_ABORT_SET = "arq:abort"
-# A job never picked up expires after a day, like arq's default.
-JOB_EXPIRES_MS = 24 * 3600 * 1000
-
-
-def queue_key(queue: str) -> str:
-    return f"aq:queue:{queue}"
-
-
-def wake_key(queue: str) -> str:
-    return f"aq:wake:{queue}"
+queue_key = keys.queue
+wake_key = keys.wake
 
 
 class JobEnvelope(BaseModel):
@@ -53,33 +70,18 @@ class JobEnvelope(BaseModel):
     run_trace: dict[str, str] = Field(default_factory=dict)
 
 
-def model_job_id(run_id: str, step: int) -> str:
-    return f"aq:{run_id}:{step}:model"
-
-
-def tool_job_id(run_id: str, step: int, call_id: str) -> str:
-    return f"aq:{run_id}:{step}:call:{call_id}"
-
-
 def job_id(envelope: JobEnvelope) -> str:
+    """The job's id, derived from (run, step, call): a duplicate enqueue is a no-op."""
     if envelope.kind == "model_step":
         return model_job_id(envelope.run_id, envelope.step)
     assert envelope.call_id is not None
+    if envelope.kind == "park_expiry":
+        return keys.expiry_job_id(envelope.run_id, envelope.step, envelope.call_id)
     return tool_job_id(envelope.run_id, envelope.step, envelope.call_id)
 
 
-class QueuedJob(BaseModel):
-    """Everything a Lua transition needs to enqueue one arq job."""
-
-    job_id: str
-    queue_key: str
-    wake_key: str
-    payload: str
-    score_ms: int
-    expires_ms: int = JOB_EXPIRES_MS
-
-
-def queued_job(envelope: JobEnvelope, queue: str) -> QueuedJob:
+def queued_job(envelope: JobEnvelope, queue: str, *, defer_s: float = 0.0) -> QueuedJob:
+    """The job in arq's layout; `defer_s` makes it due that much later."""
     now_ms = int(time.time() * 1000)
     body: dict[str, Any] = {
         "t": None,
@@ -93,7 +95,9 @@ def queued_job(envelope: JobEnvelope, queue: str) -> QueuedJob:
         queue_key=queue_key(queue),
         wake_key=wake_key(queue),
         payload=json.dumps(body, separators=(",", ":")),
-        score_ms=now_ms,
+        score_ms=now_ms + int(defer_s * 1000),
+        # A deferred job must outlive its wait, or arq finds it gone when it falls due.
+        expires_ms=JOB_EXPIRES_MS + int(defer_s * 1000),
     )
 
 

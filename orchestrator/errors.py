@@ -2,17 +2,21 @@
 
     AgentqError
     ├── SpecError            the spec's author: a bad run spec or request (CLI exit 2)
-    │   └── UnknownToolError     a tool no worker serves, an unknown MCP server, …
+    │   ├── UnknownToolError     a tool no worker serves, an unknown MCP server, …
+    │   └── RunConflictError     the run id is taken by a run of another spec
     ├── ToolError            the model: becomes a tool-error result it sees next step
     │   ├── ToolInputError       unparseable or schema-violating arguments
-    │   ├── ToolTimeoutError     the call ran past its deadline
-    │   └── ToolDeniedError      a human denied the call
+    │   └── ToolTimeoutError     the call ran past its deadline
     ├── RunError             the caller of the client API
     │   ├── RunNotFoundError
     │   ├── RunStateError        e.g. approving a call that is not awaiting approval
     │   └── RunTimeoutError      `wait` gave up before the run finished
     ├── ProviderError        a model provider refused or failed (retryable or not)
-    └── InfrastructureError  the operator: Redis, Docker, a worker pool missing
+    └── InfrastructureError  the operator: Redis, Docker, a worker pool missing (CLI exit 3)
+
+Foreign errors are mapped where they enter: the run store turns every redis-py error
+into InfrastructureError (retryable when the server is away, loading or out of memory),
+and a worker retries a job on a retryable one instead of failing the run.
 
 Retryability is data (`retryable`, `retry_after_s`) rather than a subclass, so
 that a retry policy is a pure function of the error.
@@ -41,6 +45,10 @@ class UnknownToolError(SpecError):
     """A spec names a tool (or MCP server) that no worker serves."""
 
 
+class RunConflictError(SpecError):
+    """A run id is resubmitted with a different spec (the same spec is a no-op)."""
+
+
 class ToolError(AgentqError):
     """A tool call failed in a way the model should see and may recover from."""
 
@@ -51,10 +59,6 @@ class ToolInputError(ToolError):
 
 class ToolTimeoutError(ToolError):
     """The call did not finish before its deadline."""
-
-
-class ToolDeniedError(ToolError):
-    """A human denied the call; it was never executed."""
 
 
 class RunError(AgentqError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -28,10 +28,10 @@ from agentq.orchestrator.messages import (
 )
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec import HasToolCall, RunSpec, StepCountIs
+from agentq.orchestrator.state import CallStatus, StepAfter
 from agentq.orchestrator.tool_resolution import ToolDef
 
-CallStatus = Literal["queued", "awaiting-approval", "awaiting-result", "done"]
-After = Literal["continue", "finish"]
+After = StepAfter  # the name this module always used
 
 
 class CallPlan(BaseModel):
@@ -43,6 +43,9 @@ class CallPlan(BaseModel):
     status: CallStatus
     queue: str | None = None
     timeout_s: float = 60.0
+    # How long the call may stay parked (approval, outside result) before it becomes a
+    # tool error; None: no deadline.
+    park_timeout_s: float | None = None
     # Set when the call is answered at once (bad input, unknown tool, provider-executed).
     result: ToolResultPart | None = None
 
@@ -55,7 +58,7 @@ class StepPlan(BaseModel):
     finish_reason: FinishReason
     usage: Usage = Field(default_factory=Usage)
     calls: list[CallPlan]
-    after: After
+    after: StepAfter
     provider_metadata: dict[str, Any] = Field(default_factory=dict)
 
     @property
@@ -114,7 +117,7 @@ def plan_step(spec: RunSpec, tools: list[ToolDef], step: int, response: ModelRes
         finish_reason=response.finish_reason,
         usage=response.usage,
         calls=calls,
-        after="finish" if should_stop(spec, step, names) else "continue",
+        after=StepAfter.FINISH if should_stop(spec, step, names) else StepAfter.CONTINUE,
         provider_metadata=response.provider_metadata,
     )
 
@@ -152,7 +155,7 @@ def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef])
             id=call_id,
             name=raw.name,
             input=lenient_parse(raw.arguments),
-            status="done",
+            status=CallStatus.DONE,
             result=ToolResultPart(
                 tool_call_id=call_id,
                 tool_name=raw.name,
@@ -181,19 +184,20 @@ def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef])
         status=_initial_status(tool),
         queue=tool.queue,
         timeout_s=tool.timeout_s,
+        park_timeout_s=tool.park_timeout_s,
     )
 
 
 def _initial_status(tool: ToolDef) -> CallStatus:
     if tool.needs_approval:
-        return "awaiting-approval"
+        return CallStatus.AWAITING_APPROVAL
     if tool.queue is None:
-        return "awaiting-result"
-    return "queued"
+        return CallStatus.AWAITING_RESULT
+    return CallStatus.QUEUED
 
 
 def status_after_approval(tool: ToolDef) -> CallStatus:
-    return "awaiting-result" if tool.queue is None else "queued"
+    return CallStatus.AWAITING_RESULT if tool.queue is None else CallStatus.QUEUED
 
 
 def _error_call(call_id: str, name: str, value: Any, message: str) -> CallPlan:
@@ -201,7 +205,7 @@ def _error_call(call_id: str, name: str, value: Any, message: str) -> CallPlan:
         id=call_id,
         name=name,
         input=value,
-        status="done",
+        status=CallStatus.DONE,
         result=error_result(call_id, name, message),
     )
 

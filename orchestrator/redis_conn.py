@@ -13,6 +13,7 @@ import redis.asyncio as aioredis
 from arq.connections import ArqRedis
 
 from agentq.orchestrator.envelopes import deserialize, serialize
+from agentq.orchestrator.sentinel import is_sentinel_url, sentinel_pool
 from agentq.orchestrator.settings import Settings
 
 # Blocking reads (BLPOP, XREAD BLOCK) ask the server to wait at most this long, so a
@@ -40,6 +41,8 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
             connection_class=fakeredis.aioredis.FakeAsyncRedisConnection,
             server=server,
         )
+    elif is_sentinel_url(url):
+        pool = sentinel_pool(url)
     else:
         conf = settings or Settings()
         pool = aioredis.ConnectionPool.from_url(

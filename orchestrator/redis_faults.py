@@ -15,6 +15,8 @@ import time
 
 from redis import exceptions as rx
 
+from agentq.orchestrator.errors import InfrastructureError
+
 _TRANSIENT: tuple[type[BaseException], ...] = (
     rx.ConnectionError,  # includes BusyLoadingError (LOADING) and MaxConnectionsError
     rx.TimeoutError,
@@ -32,6 +34,8 @@ _TRANSIENT_CODES = ("OOM ", "LOADING ", "MISCONF ", "BUSY ", "TRYAGAIN", "MASTER
 
 def is_transient(exc: BaseException) -> bool:
     """True when retrying the same operation later may succeed without anyone acting."""
+    if isinstance(exc, InfrastructureError):  # the store's mapping of a Redis error
+        return exc.retryable or (exc.__cause__ is not None and is_transient(exc.__cause__))
     if isinstance(exc, _PERMANENT):
         return False
     if isinstance(exc, _TRANSIENT):
@@ -43,8 +47,9 @@ def is_transient(exc: BaseException) -> bool:
 
 
 def is_transient_redis(exc: BaseException) -> bool:
-    """A transient failure raised by the Redis client itself (not, say, a tool's OSError)."""
-    return isinstance(exc, rx.RedisError) and is_transient(exc)
+    """A transient failure of Redis (raw from redis-py, or as the store maps it), not,
+    say, a tool's own OSError."""
+    return isinstance(exc, rx.RedisError | InfrastructureError) and is_transient(exc)
 
 
 def describe(exc: BaseException) -> str:

@@ -3,14 +3,23 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, Message, ToolResultPart, Usage
+from agentq.orchestrator.state import (
+    TERMINAL_STATUSES,
+    USAGE_FIELDS,
+    CallStatus,
+    InputStatus,
+    MetaField,
+    RunFailure,
+    RunStatus,
+    StepField,
+)
 
-RunStatus = Literal["running", "awaiting", "succeeded", "failed", "cancelled"]
-TERMINAL_STATUSES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
+__all__ = ["TERMINAL_STATUSES", "RunResult", "RunStatus", "StepResult", "assemble"]
 
 
 class ToolCallRecord(BaseModel):
@@ -45,13 +54,13 @@ class RunResult(BaseModel):
     steps: list[StepResult] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     messages: list[Message] = Field(default_factory=list)
-    error: dict[str, Any] | None = None
+    error: RunFailure | None = None
     # Calls waiting on a human or an outside result: (step, call id, tool, why).
     pending: list[dict[str, Any]] = Field(default_factory=list)
 
     @property
     def succeeded(self) -> bool:
-        return self.status == "succeeded"
+        return self.status == RunStatus.SUCCEEDED
 
 
 def _result_record(part: ToolResultPart) -> ToolResultRecord:
@@ -65,13 +74,13 @@ def _result_record(part: ToolResultPart) -> ToolResultRecord:
 
 
 def _step_result(raw: dict[str, str]) -> StepResult | None:
-    if "resp" not in raw:
+    if StepField.RESP not in raw:
         return None
-    record = json.loads(raw["resp"])
+    record = json.loads(raw[StepField.RESP])
     results = [_result_record(ToolResultPart.model_validate(r)) for r in record["provider_results"]]
-    for call_id in json.loads(raw.get("order", "[]")):
-        if f"r:{call_id}" in raw:
-            results.append(_result_record(ToolResultPart.model_validate_json(raw[f"r:{call_id}"])))
+    for call_id in json.loads(raw.get(StepField.ORDER, "[]")):
+        if (result := raw.get(StepField.RESULT + call_id)) is not None:
+            results.append(_result_record(ToolResultPart.model_validate_json(result)))
     return StepResult(
         index=record["index"],
         text=record["text"],
@@ -85,16 +94,16 @@ def _step_result(raw: dict[str, str]) -> StepResult | None:
 def _pending(raw: dict[str, str], step: int) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for field, status in raw.items():
-        if field.startswith("ins:") and status == "pending":
-            request_id = field[len("ins:") :]
-            request = json.loads(raw[f"in:{request_id}"])
+        if field.startswith(StepField.INPUT_STATUS) and status == InputStatus.PENDING:
+            request_id = field.removeprefix(StepField.INPUT_STATUS)
+            request = json.loads(raw[StepField.INPUT + request_id])
             out.append(
                 {"step": step, "request_id": request_id, "status": "awaiting-input", **request}
             )
-    for call_id in json.loads(raw.get("order", "[]")):
-        status = raw.get(f"st:{call_id}", "")
-        if status.startswith("awaiting"):
-            call = json.loads(raw[f"c:{call_id}"])
+    for call_id in json.loads(raw.get(StepField.ORDER, "[]")):
+        status = raw.get(StepField.CALL_STATUS + call_id, "")
+        if status in (CallStatus.AWAITING_APPROVAL, CallStatus.AWAITING_RESULT):
+            call = json.loads(raw[StepField.CALL + call_id])
             out.append(
                 {
                     "step": step,
@@ -111,21 +120,17 @@ def assemble(
     run_id: str, meta: dict[str, str], messages: list[str], steps: list[dict[str, str]]
 ) -> RunResult:
     step_results = [s for s in (_step_result(raw) for raw in steps) if s is not None]
-    n_initial = int(meta.get("n_initial", "0"))
+    n_initial = int(meta.get(MetaField.N_INITIAL, "0"))
     pending = _pending(steps[-1], len(steps) - 1) if steps else []
     return RunResult(
         id=run_id,
-        status=meta["status"],
-        text=meta.get("text", step_results[-1].text if step_results else ""),
+        status=RunStatus(meta[MetaField.STATUS]),
+        text=meta.get(MetaField.TEXT, step_results[-1].text if step_results else ""),
         steps=step_results,
-        usage=Usage(
-            input_tokens=int(meta.get("u_in", 0)),
-            output_tokens=int(meta.get("u_out", 0)),
-            total_tokens=int(meta.get("u_total", 0)),
-            cached_input_tokens=int(meta.get("u_cached", 0)),
-            reasoning_tokens=int(meta.get("u_reason", 0)),
-        ),
+        usage=Usage(**{name: int(meta.get(field, 0)) for name, field in USAGE_FIELDS.items()}),
         messages=[MESSAGE_ADAPTER.validate_json(m) for m in messages[n_initial:]],
-        error=json.loads(meta["error"]) if "error" in meta else None,
+        error=RunFailure.model_validate_json(meta[MetaField.ERROR])
+        if MetaField.ERROR in meta
+        else None,
         pending=pending,
     )

@@ -33,7 +33,16 @@ class Settings(BaseSettings):
     # A job whose worker died this many times is not run again: a tool call becomes a
     # tool error the model sees, a model step fails the run (never a run stuck forever).
     max_deliveries: int = Field(default=5, ge=1)
+    # How long a parked call (awaiting approval or an outside result) waits before it
+    # becomes a tool error the model sees; a tool spec's `park_timeout_s` overrides it.
+    park_timeout_s: float = Field(default=24 * 3600.0, gt=0, le=7 * 24 * 3600.0)
     mcp_config: str | None = None
+    # The models file: the named model endpoints specs may use (orchestrator/endpoints.py).
+    models: str | None = None
+    # Comma-separated base-URL prefixes a spec's `model.base_url` may start with, and
+    # environment variables a spec's `model.api_key_env` may name. Empty: none.
+    allow_spec_endpoints: str = ""
+    allow_spec_key_envs: str = ""
     # Provider quotas shared by the fleet: {"openai:gpt-4o": [rpm, tpm], "anthropic:*": [50, null]}.
     # A third value sets the window in seconds (default 60: "per minute"); a shorter one
     # scales the quota down for tests and benchmarks, e.g. [60, null, 1] is 60 per second.

@@ -5,22 +5,26 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
 from pydantic import (
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
+    SerializeAsAny,
     field_validator,
     model_validator,
 )
 
 from agentq.orchestrator.messages import Message, UserMessage, normalize_message
+from agentq.orchestrator.providers import PROVIDER_NAME
+from agentq.orchestrator.state.keys import RUN_ID_PATTERN
+from agentq.orchestrator.tool_kinds import ToolSpecBase, parse_tool_entry
+from agentq.orchestrator.tool_kinds.base import SpecModel as _Spec
 
-
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+# The built-in kinds' entries, importable from here as before.
+from agentq.orchestrator.tool_kinds.client import ClientToolSpec
+from agentq.orchestrator.tool_kinds.code import CodeLimits, CodeToolSpec
+from agentq.orchestrator.tool_kinds.function import FunctionToolSpec
+from agentq.orchestrator.tool_kinds.mcp import McpToolSpec
+from agentq.orchestrator.tool_kinds.provider import ProviderToolSpec
 
 
 class ScriptedToolCall(_Spec):
@@ -48,22 +52,13 @@ class RepairPolicy(_Spec):
     max_attempts: int = Field(default=1, ge=1, le=5)
 
 
-# Wire formats the workers speak; a spec naming another is refused at submit.
-KNOWN_PROVIDERS = ("scripted", "openai", "anthropic", "openai-responses", "gemini")
-
-
-# The tools each wire format can have its provider execute itself. The providers map
-# these names onto their own tool types; a unit test keeps the two in step.
-PROVIDER_TOOLS: dict[str, frozenset[str]] = {
-    "anthropic": frozenset({"web_search", "web_fetch"}),
-    "openai-responses": frozenset({"web_search", "code_interpreter"}),
-    "gemini": frozenset({"web_search", "google_search"}),
-}
-
-
 class ModelRef(_Spec):
-    provider: str
+    # A provider of the provider table, or an endpoint of the deployment's models
+    # file (looked up first); checked at submit, where the table is known.
+    provider: str = Field(pattern=PROVIDER_NAME.pattern)
     name: str = ""
+    endpoint: str | None = Field(default=None, pattern=PROVIDER_NAME.pattern)
+    # Honoured only where the deployment allows it (see orchestrator/endpoints.py).
     base_url: str | None = None
     api_key_env: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
@@ -73,10 +68,6 @@ class ModelRef(_Spec):
 
     @model_validator(mode="after")
     def _check(self) -> ModelRef:
-        if self.provider not in KNOWN_PROVIDERS:
-            raise ValueError(
-                f"unknown provider {self.provider!r} (known: {', '.join(KNOWN_PROVIDERS)})"
-            )
         if self.provider == "scripted":
             if self.script is None:
                 raise ValueError("the scripted provider needs a 'script' list")
@@ -103,75 +94,8 @@ def _parse_model(value: Any) -> Any:
 
 TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
-
-class _ToolSpec(_Spec):
-    needs_approval: bool = False
-    timeout_s: float | None = Field(default=None, gt=0)
-
-
-class FunctionToolSpec(_ToolSpec):
-    type: Literal["function"] = "function"
-    name: str
-
-
-class ClientToolSpec(_ToolSpec):
-    type: Literal["client"] = "client"
-    name: str
-    description: str = ""
-    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
-
-    @field_validator("input_schema")
-    @classmethod
-    def _check_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            where = "/".join(str(p) for p in exc.path) or "(root)"
-            raise ValueError(f"not a valid JSON Schema at {where}: {exc.message}") from None
-        return schema
-
-
-class McpToolSpec(_ToolSpec):
-    """Enables the tools of an MCP server the deployment declared."""
-
-    type: Literal["mcp"] = "mcp"
-    server: str
-    tools: list[str] | None = None
-    prefix: str | None = None
-
-
-class CodeLimits(_Spec):
-    timeout_s: float | None = Field(default=None, gt=0)
-    memory_mb: int | None = Field(default=None, gt=0)
-    cpus: float | None = Field(default=None, gt=0)
-    output_bytes: int | None = Field(default=None, gt=0)
-
-
-class CodeToolSpec(_ToolSpec):
-    type: Literal["code"] = "code"
-    language: Literal["python", "javascript"]
-    name: str | None = None
-    session: Literal["run", "call"] = "call"
-    network: bool = False
-    limits: CodeLimits = Field(default_factory=CodeLimits)
-
-    @property
-    def tool_name(self) -> str:
-        return self.name or ("run_python" if self.language == "python" else "run_javascript")
-
-
-class ProviderToolSpec(_ToolSpec):
-    """A tool the model provider executes itself (e.g. web search)."""
-
-    type: Literal["provider"] = "provider"
-    name: str
-    options: dict[str, Any] = Field(default_factory=dict)
-
-
-ToolSpec = Annotated[
-    FunctionToolSpec | ClientToolSpec | McpToolSpec | CodeToolSpec | ProviderToolSpec,
-    Field(discriminator="type"),
-]
+# A tool entry of any registered kind (see orchestrator/tool_kinds/).
+ToolSpec = Annotated[SerializeAsAny[ToolSpecBase], BeforeValidator(parse_tool_entry)]
 
 
 class ToolChoiceTool(_Spec):
@@ -191,7 +115,7 @@ class StepCountIs(_Spec):
 
 StopCondition = HasToolCall | StepCountIs
 
-RUN_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+RUN_ID = RUN_ID_PATTERN  # no ':' or braces: an id can never name another run's keys
 
 
 class RunSpec(_Spec):
@@ -212,7 +136,7 @@ class RunSpec(_Spec):
     @classmethod
     def _check_id(cls, value: str | None) -> str | None:
         if value is not None and not RUN_ID.match(value):
-            raise ValueError("must be 1-128 characters of letters, digits, '_', '.', ':' or '-'")
+            raise ValueError("must be 1-128 characters of letters, digits, '_', '.' or '-'")
         return value
 
     @model_validator(mode="after")
@@ -221,17 +145,22 @@ class RunSpec(_Spec):
             raise ValueError("a run needs a 'prompt' or a non-empty 'messages' list")
         if self.prompt is not None and self.messages:
             raise ValueError("give either 'prompt' or 'messages', not both")
-        for index, tool in enumerate(self.tools):
-            offered = PROVIDER_TOOLS.get(self.model.provider, frozenset())
-            if isinstance(tool, ProviderToolSpec) and tool.name not in offered:
-                known = ", ".join(sorted(offered)) or "none"
-                raise ValueError(
-                    f"tools[{index}]: the {self.model.provider!r} provider cannot run "
-                    f"{tool.name!r} itself (it offers: {known})"
-                )
         return self
 
     def initial_messages(self) -> list[Message]:
         if self.messages:
             return list(self.messages)
         return [UserMessage(content=self.prompt or "")]
+
+
+__all__ = [
+    "ClientToolSpec",
+    "CodeLimits",
+    "CodeToolSpec",
+    "FunctionToolSpec",
+    "McpToolSpec",
+    "ModelRef",
+    "ProviderToolSpec",
+    "RunSpec",
+    "ToolSpec",
+]

@@ -1,57 +1,79 @@
 """The run store: every change to a run is one atomic Lua transition.
 
-The Python side builds the arguments (events, jobs, results) from the pure
-core's decisions; the Lua side checks the run is in the state the transition
-expects and applies it whole. A re-delivered job therefore finds its
-transition already applied and does nothing.
+The Python side builds a typed input (`orchestrator/state/inputs.py`) from the pure
+core's decisions; the Lua side checks the run is in the state the transition expects
+and applies it whole, then answers with one typed reply. A re-delivered job therefore
+finds its transition applied and does nothing. Redis errors leave the store only as
+`InfrastructureError`, with `retryable` saying whether trying again may help.
 """
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from importlib import resources
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from agentq.orchestrator import keys
-from agentq.orchestrator.errors import RunNotFoundError
+from agentq.orchestrator.errors import InfrastructureError, RunNotFoundError
 from agentq.orchestrator.events import TERMINAL_EVENTS, Event, parse_event
-from agentq.orchestrator.tool_resolution import ToolAnnouncement, registry_key
-
-DEFAULT_RETENTION_S = 7 * 24 * 3600
-
-_TRANSITIONS = (
-    "create",
-    "begin_step",
-    "commit_step",
-    "claim_call",
-    "record_result",
-    "resolve_approval",
-    "post_result",
-    "emit",
-    "fail_run",
-    "cancel",
-    "input_request",
-    "input_answer",
+from agentq.orchestrator.state import (
+    INPUTS,
+    TERMINAL_STATUSES,
+    BeginStep,
+    BeginStepReply,
+    Cancel,
+    CancelReply,
+    ClaimCall,
+    ClaimCallReply,
+    CommitStep,
+    CreateRun,
+    Emit,
+    EmitReply,
+    ExpireParked,
+    FailRun,
+    InputAnswer,
+    InputRequest,
+    MetaField,
+    PostResult,
+    RecordResult,
+    Reply,
+    ResolveApproval,
+    RunFailure,
+    StepField,
+    TransitionInput,
+    call_field,
+    keys,
+    lua_constants,
+)
+from agentq.orchestrator.state.inputs import DEFAULT_RETENTION_S
+from agentq.orchestrator.tool_resolution import (
+    ANNOUNCEMENT_TTL_S,
+    ToolAnnouncement,
+    registry_key,
 )
 
+__all__ = ["DEFAULT_RETENTION_S", "RunStore", "load_scripts"]
 
-def _load_scripts() -> dict[str, str]:
+
+def load_scripts() -> dict[str, str]:
+    """Each transition's full source: generated constants, the prelude, its own file."""
     folder = resources.files("agentq.orchestrator") / "lua"
-    prelude = (folder / "prelude.lua").read_text()
-    return {name: prelude + "\n" + (folder / f"{name}.lua").read_text() for name in _TRANSITIONS}
+    head = lua_constants.render() + (folder / "prelude.lua").read_text()
+    names = sorted({model.script for model in INPUTS})
+    return {name: head + "\n" + (folder / f"{name}.lua").read_text() for name in names}
 
 
-_SCRIPTS = _load_scripts()
-
+_SCRIPTS = load_scripts()
 
 T = TypeVar("T")
+R = TypeVar("R", bound=Reply)
 
 
 async def _resolved(value: Awaitable[T] | T) -> T:
@@ -61,26 +83,29 @@ async def _resolved(value: Awaitable[T] | T) -> T:
     return value
 
 
-def _drop_nulls(value: Any) -> Any:
-    """JSON null decodes to a truthy sentinel in Lua's cjson: leave such keys out instead."""
-    if isinstance(value, dict):
-        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_drop_nulls(v) for v in value]
-    return value
-
-
-def _text(value: Any) -> str:
+def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-@dataclass(frozen=True)
-class StepContext:
-    """What `begin_step` hands a model step."""
+# Transient: the server is away, restarting, loading, or out of memory for now.
+_TRANSIENT = (
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+    redis_errors.BusyLoadingError,
+    redis_errors.TryAgainError,
+)
 
-    spec_json: str
-    tool_jsons: list[str]
-    message_jsons: list[str]
+
+@contextlib.contextmanager
+def redis_errors_mapped() -> Iterator[None]:
+    """Turn redis-py's errors into InfrastructureError, retryability as data."""
+    try:
+        yield
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+        raise InfrastructureError(f"cannot reach Redis: {exc}", retryable=True) from exc
+    except redis_errors.RedisError as exc:
+        retryable = isinstance(exc, _TRANSIENT) or str(exc).startswith("OOM")
+        raise InfrastructureError(f"Redis: {exc}", retryable=retryable) from exc
 
 
 class RunStore:
@@ -91,107 +116,77 @@ class RunStore:
             name: redis.register_script(src) for name, src in _SCRIPTS.items()
         }
 
-    async def _run(self, name: str, run_id: str, args: dict[str, Any]) -> Any:
-        args.setdefault("run_id", run_id)
-        args.setdefault("at", time.time())
-        args.setdefault("retention_s", self.retention_s)
-        payload = json.dumps(_drop_nulls(args), separators=(",", ":"), default=str)
-        return await self._scripts[name](keys=keys.run_keys(run_id), args=[payload])
+    async def _apply(self, transition: TransitionInput, reply: type[R]) -> R:
+        body = transition.model_dump(mode="json", exclude_none=True)
+        body["retention_s"] = self.retention_s
+        payload = json.dumps(body, separators=(",", ":"))
+        with redis_errors_mapped():
+            raw = await self._scripts[transition.script](
+                keys=keys.run_keys(transition.run_id), args=[payload]
+            )
+        return reply.model_validate_json(raw)
 
-    # -- transitions ---------------------------------------------------------
+    # -- transitions (see orchestrator/lua/*.lua for each one's replies) -----------
 
-    async def create(
-        self,
-        run_id: str,
-        *,
-        spec_json: str,
-        tool_jsons: dict[str, str],
-        message_jsons: Sequence[str],
-        trace: str,
-        event: str,
-        first_job: dict[str, Any],
-    ) -> bool:
-        created = await self._run(
-            "create",
-            run_id,
-            {
-                "spec": spec_json,
-                "tools": tool_jsons,
-                "tool_order": list(tool_jsons),
-                "messages": list(message_jsons),
-                "trace": trace,
-                "event": event,
-                "next_job": first_job,
-            },
-        )
-        return bool(created)
+    async def create(self, transition: CreateRun) -> Reply:
+        return await self._apply(transition, Reply)
 
-    async def begin_step(self, run_id: str, step: int, event: str) -> StepContext | str:
-        reply = await self._run("begin_step", run_id, {"step": step, "event": event})
-        status = _text(reply[0])
-        if status != "ok":
-            return status
-        tool_jsons = json.loads(reply[2])
-        return StepContext(
-            spec_json=_text(reply[1]),
-            tool_jsons=[t for t in (tool_jsons or []) if t],
-            message_jsons=json.loads(reply[3]),
-        )
+    async def begin_step(self, transition: BeginStep) -> BeginStepReply:
+        return await self._apply(transition, BeginStepReply)
 
-    async def commit_step(self, run_id: str, args: dict[str, Any]) -> str:
-        return _text(await self._run("commit_step", run_id, args))
+    async def commit_step(self, transition: CommitStep) -> Reply:
+        return await self._apply(transition, Reply)
 
-    async def claim_call(
-        self, run_id: str, step: int, call_id: str, event: str
-    ) -> tuple[str, str | None, str | None]:
-        reply = await self._run(
-            "claim_call", run_id, {"step": step, "call_id": call_id, "event": event}
-        )
-        status = _text(reply[0])
-        if status != "run":
-            return status, None, None
-        tool = _text(reply[2])
-        return status, _text(reply[1]), tool or None
+    async def claim_call(self, transition: ClaimCall) -> ClaimCallReply:
+        return await self._apply(transition, ClaimCallReply)
 
-    async def record_result(self, run_id: str, args: dict[str, Any]) -> str:
-        return _text(await self._run("record_result", run_id, args))
+    async def record_result(self, transition: RecordResult) -> Reply:
+        return await self._apply(transition, Reply)
 
-    async def resolve_approval(self, run_id: str, args: dict[str, Any]) -> list[str]:
-        return [_text(v) for v in await self._run("resolve_approval", run_id, args)]
+    async def resolve_approval(self, transition: ResolveApproval) -> Reply:
+        return await self._apply(transition, Reply)
 
-    async def post_result(self, run_id: str, args: dict[str, Any]) -> list[str]:
-        return [_text(v) for v in await self._run("post_result", run_id, args)]
+    async def post_result(self, transition: PostResult) -> Reply:
+        return await self._apply(transition, Reply)
 
-    async def input_request(self, run_id: str, args: dict[str, Any]) -> str:
-        return _text(await self._run("input_request", run_id, args))
+    async def expire_parked(self, transition: ExpireParked) -> Reply:
+        return await self._apply(transition, Reply)
 
-    async def input_answer(self, run_id: str, args: dict[str, Any]) -> str:
-        return _text(await self._run("input_answer", run_id, args))
+    async def input_request(self, transition: InputRequest) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def input_answer(self, transition: InputAnswer) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def emit(self, run_id: str, events: Sequence[str]) -> int:
+        """Append events to a live run; the last seq, or 0 if the run has ended."""
+        if not events:
+            return 0
+        return (await self.append(Emit(run_id=run_id, events=list(events)))).seq
+
+    async def append(self, transition: Emit) -> EmitReply:
+        """`emit` with its typed reply."""
+        return await self._apply(transition, EmitReply)
+
+    async def fail_run(self, run_id: str, failure: RunFailure) -> Reply:
+        return await self._apply(FailRun(run_id=run_id, error=failure), Reply)
+
+    async def cancel(self, run_id: str, reason: str | None) -> CancelReply:
+        return await self._apply(Cancel(run_id=run_id, reason=reason), CancelReply)
 
     async def wait_answer(self, run_id: str, request_id: str, timeout_s: float) -> str | None:
         """Block until the answer to an input request is posted (or the timeout passes)."""
-        popped = await _resolved(
-            self.redis.blpop([keys.answer(run_id, request_id)], timeout=max(1, int(timeout_s)))
-        )
+        with redis_errors_mapped():
+            popped = await _resolved(
+                self.redis.blpop([keys.answer(run_id, request_id)], timeout=max(1, int(timeout_s)))
+            )
         return _text(popped[1]) if popped else None
-
-    async def emit(self, run_id: str, events: Sequence[str]) -> int:
-        if not events:
-            return 0
-        return int(await self._run("emit", run_id, {"events": list(events)}))
-
-    async def fail_run(self, run_id: str, error: dict[str, Any]) -> str:
-        return _text(await self._run("fail_run", run_id, {"error": json.dumps(error)}))
-
-    async def cancel(self, run_id: str, reason: str | None) -> str:
-        return _text(
-            await self._run("cancel", run_id, {"job_prefix": f"aq:{run_id}:", "reason": reason})
-        )
 
     # -- reads ---------------------------------------------------------------
 
     async def meta(self, run_id: str) -> dict[str, str]:
-        raw = await _resolved(self.redis.hgetall(keys.meta(run_id)))
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(keys.meta(run_id)))
         if not raw:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         return {_text(k): _text(v) for k, v in raw.items()}
@@ -200,27 +195,36 @@ class RunStore:
         self, run_id: str, step: int, call_id: str
     ) -> tuple[str | None, str | None]:
         """The call's record and status, for building transitions from outside."""
-        call, status = await _resolved(
-            self.redis.hmget(keys.step(run_id, step), [f"c:{call_id}", f"st:{call_id}"])
-        )
+        fields = [call_field(StepField.CALL, call_id), call_field(StepField.CALL_STATUS, call_id)]
+        with redis_errors_mapped():
+            call, status = await _resolved(self.redis.hmget(keys.step(run_id, step), fields))
         return (_text(call) if call else None, _text(status) if status else None)
 
     async def tool_def(self, run_id: str, name: str) -> str | None:
-        raw = await _resolved(self.redis.hget(keys.tools(run_id), name))
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hget(keys.tools(run_id), name))
         return _text(raw) if raw else None
 
     async def snapshot(self, run_id: str) -> tuple[dict[str, str], list[str], list[dict[str, str]]]:
         """Meta, messages and every step hash, for assembling a RunResult."""
         meta = await self.meta(run_id)
-        last = int(meta.get("step", "0"))
-        async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.lrange(keys.messages(run_id), 0, -1)
-            for n in range(last + 1):
-                pipe.hgetall(keys.step(run_id, n))
-            replies = await pipe.execute()
+        last = int(meta.get(MetaField.STEP, "0"))
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.lrange(keys.messages(run_id), 0, -1)
+                for n in range(last + 1):
+                    pipe.hgetall(keys.step(run_id, n))
+                replies = await pipe.execute()
         messages = [_text(m) for m in replies[0]]
         steps = [{_text(k): _text(v) for k, v in r.items()} for r in replies[1:] if r]
         return meta, messages, steps
+
+    async def _status(self, run_id: str) -> str:
+        with redis_errors_mapped():
+            status = await _resolved(self.redis.hget(keys.meta(run_id), MetaField.STATUS))
+        if status is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return _text(status)
 
     async def events(
         self, run_id: str, after: int = 0, *, follow: bool = False, block_ms: int = 5000
@@ -229,17 +233,15 @@ class RunStore:
         stream = keys.events(run_id)
         last = after
         if follow:
-            status = await _resolved(self.redis.hget(keys.meta(run_id), "status"))
-            if status is None:
-                raise RunNotFoundError(f"no run with id {run_id!r}")
             # An ended run's stream is complete: read what is left, do not block.
-            follow = _text(status) not in ("succeeded", "failed", "cancelled")
+            follow = await self._status(run_id) not in TERMINAL_STATUSES
         while True:
-            if follow:
-                reply = await self.redis.xread({stream: f"0-{last}"}, count=500, block=block_ms)
-                entries = reply[0][1] if reply else []
-            else:
-                entries = await self.redis.xrange(stream, min=f"(0-{last}", count=500)
+            with redis_errors_mapped():
+                if follow:
+                    reply = await self.redis.xread({stream: f"0-{last}"}, count=500, block=block_ms)
+                    entries = reply[0][1] if reply else []
+                else:
+                    entries = await self.redis.xrange(stream, min=f"(0-{last}", count=500)
             for entry_id, fields in entries:
                 last = int(_text(entry_id).split("-")[1])
                 event = parse_event(last, fields[b"e"] if b"e" in fields else fields["e"])
@@ -248,16 +250,14 @@ class RunStore:
                     return
             if not follow and len(entries) < 500:
                 return
-            if follow and not entries:
-                status = await _resolved(self.redis.hget(keys.meta(run_id), "status"))
-                if status is None:
-                    raise RunNotFoundError(f"no run with id {run_id!r}")
-                if _text(status) in ("succeeded", "failed", "cancelled"):
-                    return  # ended before `after`: nothing more will come
+            if follow and not entries and await self._status(run_id) in TERMINAL_STATUSES:
+                return  # ended before `after`: nothing more will come
 
     # -- the tool registry -----------------------------------------------------
 
     async def announce(self, announcements: Sequence[ToolAnnouncement]) -> None:
+        """Publish (refresh) tools; drop those nobody announced within the TTL. The
+        registry itself expires when no worker has announced for that long."""
         if not announcements:
             return
         now = time.time()
@@ -265,8 +265,20 @@ class RunStore:
             registry_key(a): a.model_copy(update={"seen_at": now}).model_dump_json()
             for a in announcements
         }
-        await _resolved(self.redis.hset(keys.REGISTRY, mapping=mapping))
+        stale = [
+            key
+            for key, ann in (await self.registry()).items()
+            if key not in mapping and now - ann.seen_at > ANNOUNCEMENT_TTL_S
+        ]
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(keys.REGISTRY, mapping=mapping)
+                if stale:
+                    pipe.hdel(keys.REGISTRY, *stale)
+                pipe.expire(keys.REGISTRY, int(ANNOUNCEMENT_TTL_S))
+                await pipe.execute()
 
     async def registry(self) -> dict[str, ToolAnnouncement]:
-        raw = await _resolved(self.redis.hgetall(keys.REGISTRY))
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(keys.REGISTRY))
         return {_text(k): ToolAnnouncement.model_validate_json(v) for k, v in raw.items()}

@@ -1,221 +1,135 @@
 """Tool routing: what workers announce, and how a spec's tools resolve against it.
 
 A worker announces every tool it serves (name, kind, schema, queue). At submit,
-`resolve_tools` turns the spec's tool list into frozen `ToolDef`s: the schema
-the model sees is the schema calls are validated against, whatever workers
-announce later. Resolution is pure; the registry snapshot is read by the caller.
+`resolve_tools` turns the spec's tool entries into frozen `ToolDef`s: each
+entry's kind offers its tools (orchestrator/tool_kinds/), then the wrappers
+every kind gets apply (filter, prefix, approval). The schema the model sees is
+the schema calls are validated against, whatever workers announce later.
+Resolution is pure; the registry snapshot is read by the caller.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Mapping
 
 from agentq.orchestrator.errors import SpecError, UnknownToolError
-from agentq.orchestrator.spec import (
-    ClientToolSpec,
-    CodeToolSpec,
-    FunctionToolSpec,
-    HasToolCall,
-    McpToolSpec,
-    ProviderToolSpec,
-    RunSpec,
-    ToolChoiceTool,
+from agentq.orchestrator.providers import ProviderInfo, provider_table
+from agentq.orchestrator.spec import HasToolCall, RunSpec, ToolChoiceTool
+from agentq.orchestrator.tool_kinds import (
+    ResolveContext,
+    ToolAnnouncement,
+    ToolDef,
+    ToolKindPlugin,
+    registry_key,
+    tool_kind,
 )
-
-ToolKind = Literal["function", "client", "mcp", "code", "provider"]
+from agentq.orchestrator.tool_kinds.base import ToolSpecBase
+from agentq.orchestrator.tool_kinds.code import code_registry_key
+from agentq.orchestrator.tool_kinds.mcp import mcp_registry_key
 
 # Announcements older than this are treated as gone: their worker stopped.
 ANNOUNCEMENT_TTL_S = 24 * 3600.0
+# The kind of a registry entry that announces a model provider, not a tool.
+MODEL_PROVIDER_KIND = "model-provider"
+
+__all__ = [
+    "ANNOUNCEMENT_TTL_S",
+    "MODEL_PROVIDER_KIND",
+    "ToolAnnouncement",
+    "ToolDef",
+    "announced_providers",
+    "check_tool_references",
+    "code_registry_key",
+    "live_registry",
+    "mcp_registry_key",
+    "registry_key",
+    "resolve_tools",
+]
 
 
-class ToolAnnouncement(BaseModel):
-    """One tool a worker serves, as published in the registry."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    kind: ToolKind
-    queue: str
-    description: str = ""
-    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
-    # For MCP: the server that serves the tool. For code: the language.
-    server: str | None = None
-    seen_at: float = 0.0
+def live_registry(
+    registry: Mapping[str, ToolAnnouncement], now: float
+) -> dict[str, ToolAnnouncement]:
+    return {k: a for k, a in registry.items() if now - a.seen_at <= ANNOUNCEMENT_TTL_S}
 
 
-class ToolDef(BaseModel):
-    """A tool as frozen into a run at submit."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    name: str
-    kind: ToolKind
-    description: str = ""
-    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
-    queue: str | None = None  # None: nothing executes it here (client, provider)
-    needs_approval: bool = False
-    timeout_s: float = 60.0
-    # Kind-specific settings: the MCP server and remote tool name, the code
-    # tool's language, session and limits, the provider tool's options.
-    config: dict[str, Any] = Field(default_factory=dict)
-
-
-def registry_key(ann: ToolAnnouncement) -> str:
-    """Where an announcement lives in the registry hash."""
-    if ann.kind == "mcp":
-        return mcp_registry_key(ann.server or "", ann.name)
-    if ann.kind == "code":
-        return code_registry_key(ann.server or ann.name)
-    return ann.name
-
-
-def mcp_registry_key(server: str, tool: str) -> str:
-    return f"mcp:{server}:{tool}"
-
-
-def code_registry_key(language: str) -> str:
-    return f"code:{language}"
+def announced_providers(registry: Mapping[str, ToolAnnouncement]) -> list[ProviderInfo]:
+    return [
+        a.model_provider
+        for a in registry.values()
+        if a.kind == MODEL_PROVIDER_KIND and a.model_provider is not None
+    ]
 
 
 def resolve_tools(
-    spec: RunSpec, registry: dict[str, ToolAnnouncement], now: float
+    spec: RunSpec,
+    registry: Mapping[str, ToolAnnouncement],
+    now: float,
+    *,
+    model_provider: ProviderInfo | None = None,
 ) -> list[ToolDef]:
-    """Resolve the spec's tools against the live registry, or raise a SpecError."""
+    """Resolve the spec's tools against the live registry, or raise a SpecError.
 
-    def live(key: str) -> ToolAnnouncement | None:
-        found = registry.get(key)
-        if found is None or now - found.seen_at > ANNOUNCEMENT_TTL_S:
-            return None
-        return found
-
+    `model_provider`: where the run's model goes (default: the provider the spec
+    names, from the built-in and announced providers)."""
+    live = live_registry(registry, now)
+    if model_provider is None:
+        model_provider = provider_table(announced_providers(live)).get(spec.model.provider)
     resolved: list[ToolDef] = []
-    for index, tool in enumerate(spec.tools):
-        timeout_s = tool.timeout_s or spec.tool_timeout_s
-        common: dict[str, Any] = {"needs_approval": tool.needs_approval, "timeout_s": timeout_s}
-        if isinstance(tool, FunctionToolSpec):
-            found = live(tool.name)
-            if found is None or found.kind != "function":
-                raise UnknownToolError(
-                    f"tools[{index}]: no worker serves the function tool {tool.name!r} "
-                    "(start one with `agentq worker --tools MODULE`)"
-                )
-            resolved.append(
-                ToolDef(
-                    name=tool.name,
-                    kind="function",
-                    description=found.description,
-                    input_schema=found.input_schema,
-                    queue=found.queue,
-                    **common,
-                )
-            )
-        elif isinstance(tool, ClientToolSpec):
-            resolved.append(
-                ToolDef(
-                    name=tool.name,
-                    kind="client",
-                    description=tool.description,
-                    input_schema=tool.input_schema,
-                    **common,
-                )
-            )
-        elif isinstance(tool, McpToolSpec):
-            # Names collide only among the servers this run enables, so a run's tool
-            # names do not change when the deployment adds an unrelated server.
-            run_servers = {t.server for t in spec.tools if isinstance(t, McpToolSpec)}
-            resolved.extend(_resolve_mcp(index, tool, registry, live, common, run_servers))
-        elif isinstance(tool, CodeToolSpec):
-            found = live(code_registry_key(tool.language))
-            if found is None:
-                raise UnknownToolError(
-                    f"tools[{index}]: no sandbox worker runs {tool.language} code "
-                    "(start one with `agentq worker --sandbox`)"
-                )
-            resolved.append(
-                ToolDef(
-                    name=tool.tool_name,
-                    kind="code",
-                    description=found.description,
-                    input_schema=found.input_schema,
-                    queue=found.queue,
-                    config={
-                        "language": tool.language,
-                        "session": tool.session,
-                        "network": tool.network,
-                        "limits": tool.limits.model_dump(exclude_none=True),
-                    },
-                    **{**common, "timeout_s": tool.limits.timeout_s or timeout_s},
-                )
-            )
-        elif isinstance(tool, ProviderToolSpec):
-            resolved.append(
-                ToolDef(
-                    name=tool.name,
-                    kind="provider",
-                    config={"options": tool.options},
-                    **common,
-                )
-            )
+    for index, entry in enumerate(spec.tools):
+        plugin = tool_kind(entry.type)
+        if plugin is None:  # the spec was parsed where the kind was loaded, not here
+            raise UnknownToolError(f"tools[{index}]: unknown tool type {entry.type!r}")
+        ctx = ResolveContext(
+            spec=spec,
+            index=index,
+            registry=live,
+            model_provider=model_provider,
+            timeout_s=entry.timeout_s or spec.tool_timeout_s,
+        )
+        resolved.extend(_wrapped(plugin, entry, ctx))
     check_tool_references(spec, resolved)
     return resolved
 
 
-def _resolve_mcp(
-    index: int,
-    tool: McpToolSpec,
-    registry: dict[str, ToolAnnouncement],
-    live: Any,
-    common: dict[str, Any],
-    servers: set[str] | None = None,
-) -> list[ToolDef]:
-    """The MCP tools a spec entry enables, named for the model.
-
-    A tool keeps its own name unless another server in `servers` (default:
-    every live MCP server in the registry) offers a tool of the same name;
-    then the server's prefix (`{server}_`) tells them apart. A `prefix` in the
-    spec always applies.
-    """
-    offered: dict[str, ToolAnnouncement] = {}
-    elsewhere: set[str] = set()  # tool names other servers offer
-    for key in registry:
-        ann = live(key)
-        if ann is None or ann.kind != "mcp":
-            continue
-        if ann.server == tool.server:
-            offered[ann.name] = ann
-        elif servers is None or ann.server in servers:
-            elsewhere.add(ann.name)
-    if not offered:
-        raise UnknownToolError(
-            f"tools[{index}]: no worker serves the MCP server {tool.server!r} "
-            "(declare it in the worker's --mcp-config)"
+def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -> list[ToolDef]:
+    """The entry's tools with the wrappers every kind gets: filtered, prefixed, approval."""
+    offered = {t.name: t for t in plugin.offer(entry, ctx)}
+    chosen = list(offered.values())
+    if entry.tools is not None:
+        missing = [name for name in entry.tools if name not in offered]
+        if missing:
+            raise UnknownToolError(
+                f"{ctx.where}: {plugin.describe(entry)} has no tool named {missing[0]!r}"
+            )
+        chosen = [offered[name] for name in entry.tools]
+    if entry.prefix is not None and not plugin.renamable:
+        raise SpecError(f"{ctx.where}.prefix: {plugin.kind} tools keep their own names")
+    out: list[ToolDef] = []
+    for tool in chosen:
+        own = tool.name
+        name = (
+            entry.prefix + own
+            if entry.prefix is not None
+            else plugin.exposed_name(entry, tool, ctx)
         )
-    wanted = tool.tools if tool.tools is not None else sorted(offered)
-    missing = [name for name in wanted if name not in offered]
-    if missing:
-        raise UnknownToolError(
-            f"tools[{index}]: the MCP server {tool.server!r} has no tool named {missing[0]!r}"
-        )
-
-    def exposed(name: str) -> str:
-        if tool.prefix is not None:
-            return tool.prefix + name
-        return f"{tool.server}_{name}" if name in elsewhere else name
-
-    return [
-        ToolDef(
-            name=exposed(name),
-            kind="mcp",
-            description=offered[name].description,
-            input_schema=offered[name].input_schema,
-            queue=offered[name].queue,
-            config={"server": tool.server, "tool": name},
-            **common,
-        )
-        for name in wanted
-    ]
+        approval = entry.needs_approval
+        needs = approval if isinstance(approval, bool) else own in approval or name in approval
+        update: dict[str, object] = {
+            "name": name,
+            "needs_approval": needs,
+            "park_timeout_s": entry.park_timeout_s,
+            "retry": entry.retry,
+        }
+        if name != own:
+            update["source_name"] = tool.served_name
+        out.append(tool.model_copy(update=update))
+    if isinstance(entry.needs_approval, list):
+        names = {t.name for t in out} | {t.served_name for t in out}
+        unknown = [n for n in entry.needs_approval if n not in names]
+        if unknown:
+            raise SpecError(f"{ctx.where}.needs_approval: {unknown[0]!r} is not one of its tools")
+    return out
 
 
 def check_tool_references(spec: RunSpec, tools: list[ToolDef]) -> None:

@@ -1,6 +1,6 @@
-"""Arguments of the store's transitions, built from the pure core's decisions.
+"""The typed inputs of the store's transitions, built from the pure core's decisions.
 
-Pure: the same inputs give the same arguments (but for timestamps). Both the
+Pure: the same inputs give the same transitions (but for timestamps). Both the
 workers (a step's plan, a call's result) and the client (approvals, posted
 results) build their transitions here, so a result recorded from a worker and
 one posted by a human take exactly the same path.
@@ -8,31 +8,86 @@ one posted by a human take exactly the same path.
 
 from __future__ import annotations
 
+import hashlib
 import json
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, overload
 
-from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
+from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, StepPlan
-from agentq.orchestrator.messages import ToolResultPart
+from agentq.orchestrator.messages import Message, ToolResultPart
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.state import (
+    PARKED_CALL_STATUSES,
+    CallRecord,
+    CallStatus,
+    CommitStep,
+    CreateRun,
+    InputAnswer,
+    InputRequest,
+    InputStatus,
+    RecordResult,
+)
+from agentq.orchestrator.tool_resolution import ToolDef
 
 # Hands out the trace context of one queue hop's producer span.
 Hop = Callable[[], dict[str, str]]
+Completion = TypeVar("Completion", bound=RecordResult)
+
+
+def spec_hash(spec: RunSpec) -> str:
+    """A spec's identity: sha256 of its canonical JSON (sorted keys, no nulls)."""
+    canonical = json.dumps(
+        spec.model_dump(mode="json", exclude_none=True), sort_keys=True, separators=(",", ":")
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def create_args(
+    run_id: str,
+    spec: RunSpec,
+    tools: Sequence[ToolDef],
+    messages: Sequence[Message],
+    *,
+    trace: dict[str, str],
+    run_trace: dict[str, str],
+) -> CreateRun:
+    return CreateRun(
+        run_id=run_id,
+        spec=spec.model_dump_json(exclude_none=True),
+        spec_hash=spec_hash(spec),
+        tools={t.name: t.model_dump_json() for t in tools},
+        tool_order=[t.name for t in tools],
+        messages=[m.model_dump_json() for m in messages],
+        trace=json.dumps(run_trace),
+        event=event_json("start", run_id, model=spec.model.label, metadata=spec.metadata or None),
+        next_job=model_job(run_id, 0, trace, run_trace),
+    )
 
 
 def model_job(
     run_id: str, step: int, trace: dict[str, str], run_trace: dict[str, str]
-) -> dict[str, Any]:
+) -> QueuedJob:
     envelope = JobEnvelope(
         kind="model_step", run_id=run_id, step=step, trace=trace, run_trace=run_trace
     )
-    return queued_job(envelope, MODEL_QUEUE).model_dump()
+    return queued_job(envelope, MODEL_QUEUE)
+
+
+def expiry_job(run_id: str, step: int, call: CallPlan, run_trace: dict[str, str]) -> QueuedJob:
+    """The deferred job that ends a parked call's wait (see expire_parked.lua)."""
+    assert call.park_timeout_s is not None
+    envelope = JobEnvelope(
+        kind="park_expiry", run_id=run_id, step=step, call_id=call.id, run_trace=run_trace
+    )
+    job = queued_job(envelope, MODEL_QUEUE, defer_s=call.park_timeout_s)
+    return job.model_copy(update={"wake": False})
 
 
 def tool_job(
     run_id: str, step: int, call: CallPlan, trace: dict[str, str], run_trace: dict[str, str]
-) -> dict[str, Any]:
+) -> QueuedJob:
     assert call.queue is not None
     envelope = JobEnvelope(
         kind="tool_call",
@@ -43,7 +98,7 @@ def tool_job(
         trace=trace,
         run_trace=run_trace,
     )
-    return queued_job(envelope, call.queue).model_dump()
+    return queued_job(envelope, call.queue)
 
 
 def result_events(run_id: str, step: int, result: ToolResultPart) -> list[str]:
@@ -86,10 +141,10 @@ def step_record(plan: StepPlan) -> dict[str, Any]:
     }
 
 
-def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]) -> dict[str, Any]:
+def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]) -> CommitStep:
     events: list[str] = []
-    calls: list[dict[str, Any]] = []
-    jobs: list[dict[str, Any]] = []
+    calls: list[CallRecord] = []
+    jobs: list[QueuedJob] = []
     local_ids = {c.id for c in plan.local_calls}
     for call in plan.calls:
         events.append(
@@ -108,14 +163,16 @@ def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]
             events.extend(result_events(run_id, plan.step, call.result))
             continue
         calls.append(
-            {
-                "id": call.id,
-                "call": call.model_dump_json(exclude={"result"}),
-                "status": call.status,
-                "result": call.result.model_dump_json() if call.result else None,
-            }
+            CallRecord(
+                id=call.id,
+                call=call.model_dump_json(exclude={"result"}),
+                status=call.status,
+                result=call.result.model_dump_json() if call.result else None,
+            )
         )
-        if call.status == "awaiting-approval":
+        if call.status in PARKED_CALL_STATUSES and call.park_timeout_s is not None:
+            jobs.append(expiry_job(run_id, plan.step, call, run_trace))
+        if call.status == CallStatus.AWAITING_APPROVAL:
             events.append(
                 event_json(
                     "tool-approval-request",
@@ -126,9 +183,9 @@ def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]
                     input=call.input,
                 )
             )
-        elif call.status == "done" and call.result is not None:
+        elif call.status == CallStatus.DONE and call.result is not None:
             events.extend(result_events(run_id, plan.step, call.result))
-        elif call.status == "queued":
+        elif call.status == CallStatus.QUEUED:
             jobs.append(tool_job(run_id, plan.step, call, hop(), run_trace))
     events.append(
         event_json(
@@ -140,35 +197,63 @@ def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]
             text=plan.text,
         )
     )
-    return {
-        "step": plan.step,
-        "resp": json.dumps(step_record(plan), default=str),
-        "assistant": plan.assistant_message().model_dump_json(),
-        "text": plan.text,
-        "finish_reason": plan.finish_reason,
-        "usage": plan.usage.model_dump(),
-        "after": plan.after,
-        "order": json.dumps([c.id for c in plan.local_calls]),
-        "calls": calls,
-        "events": events,
-        "jobs": jobs,
-        "pending": sum(1 for c in plan.local_calls if c.status != "done"),
-        "parked": sum(1 for c in plan.local_calls if c.status.startswith("awaiting")),
-        "finishes_now": plan.finishes_now,
-        "next_job": model_job(run_id, plan.step + 1, hop(), run_trace),
-    }
+    return CommitStep(
+        run_id=run_id,
+        step=plan.step,
+        resp=json.dumps(step_record(plan), default=str),
+        assistant=plan.assistant_message().model_dump_json(),
+        text=plan.text,
+        finish_reason=plan.finish_reason,
+        usage=plan.usage,
+        after=plan.after,
+        order=json.dumps([c.id for c in plan.local_calls]),
+        calls=calls,
+        events=events,
+        jobs=jobs,
+        pending=sum(1 for c in plan.local_calls if c.status != CallStatus.DONE),
+        parked=sum(1 for c in plan.local_calls if c.status in PARKED_CALL_STATUSES),
+        finishes_now=plan.finishes_now,
+        next_job=model_job(run_id, plan.step + 1, hop(), run_trace),
+    )
+
+
+@overload
+def result_args(
+    run_id: str, step: int, result: ToolResultPart, hop: Hop, run_trace: dict[str, str]
+) -> RecordResult: ...
+
+
+@overload
+def result_args(
+    run_id: str,
+    step: int,
+    result: ToolResultPart,
+    hop: Hop,
+    run_trace: dict[str, str],
+    *,
+    completion: type[Completion],
+) -> Completion: ...
 
 
 def result_args(
-    run_id: str, step: int, result: ToolResultPart, hop: Hop, run_trace: dict[str, str]
-) -> dict[str, Any]:
-    return {
-        "step": step,
-        "call_id": result.tool_call_id,
-        "result": result.model_dump_json(),
-        "events": result_events(run_id, step, result),
-        "next_job": model_job(run_id, step + 1, hop(), run_trace),
-    }
+    run_id: str,
+    step: int,
+    result: ToolResultPart,
+    hop: Hop,
+    run_trace: dict[str, str],
+    *,
+    completion: type[RecordResult] = RecordResult,
+) -> RecordResult:
+    """A call's result as a completion: recorded from a worker (RecordResult), posted
+    from outside (PostResult) or given at a parked call's deadline (ExpireParked)."""
+    return completion(
+        run_id=run_id,
+        step=step,
+        call_id=result.tool_call_id,
+        result=result.model_dump_json(),
+        events=result_events(run_id, step, result),
+        next_job=model_job(run_id, step + 1, hop(), run_trace),
+    )
 
 
 def input_request_args(
@@ -180,18 +265,20 @@ def input_request_args(
     request_id: str,
     message: str,
     schema: dict[str, Any],
-) -> dict[str, Any]:
+) -> InputRequest:
     request = {
         "tool_call_id": call_id,
         "tool_name": tool_name,
         "message": message,
         "schema": schema,
     }
-    return {
-        "step": step,
-        "request_id": request_id,
-        "request": json.dumps(request),
-        "event": event_json(
+    return InputRequest(
+        run_id=run_id,
+        step=step,
+        call_id=call_id,
+        request_id=request_id,
+        request=json.dumps(request),
+        event=event_json(
             "tool-input-request",
             run_id,
             step=step,
@@ -201,7 +288,7 @@ def input_request_args(
             message=message,
             input=schema,
         ),
-    }
+    )
 
 
 def input_answer_args(
@@ -210,20 +297,21 @@ def input_answer_args(
     *,
     request_id: str,
     call_id: str | None,
-    outcome: str,
+    outcome: InputStatus,
     content: dict[str, Any] | None = None,
-) -> dict[str, Any]:
+) -> InputAnswer:
     """`outcome`: accepted (with `content`), declined, or expired (the call gave up)."""
     answer = None
-    if outcome != "expired":
-        action = "accept" if outcome == "accepted" else "decline"
+    if outcome != InputStatus.EXPIRED:
+        action = "accept" if outcome == InputStatus.ACCEPTED else "decline"
         answer = json.dumps({"action": action, "content": content})
-    return {
-        "step": step,
-        "request_id": request_id,
-        "outcome": outcome,
-        "answer": answer,
-        "event": event_json(
+    return InputAnswer(
+        run_id=run_id,
+        step=step,
+        request_id=request_id,
+        outcome=outcome,
+        answer=answer,
+        event=event_json(
             "tool-input-response",
             run_id,
             step=step,
@@ -232,4 +320,4 @@ def input_answer_args(
             outcome=outcome,
             output=content,
         ),
-    }
+    )

@@ -22,8 +22,10 @@ if TYPE_CHECKING:
         InvalidRequestError,
         SandboxError,
         SandboxUnavailableError,
+        SessionLostError,
     )
     from agentq.sandbox.images import build_images, image_name
+    from agentq.sandbox.liveness import Liveness, LocalLiveness
     from agentq.sandbox.manager import SandboxManager
     from agentq.sandbox.models import Artifact, ExecRequest, ExecResult, Language, Limits
 
@@ -37,11 +39,14 @@ _EXPORTS = {
     "InvalidRequestError": "agentq.sandbox.errors",
     "Language": "agentq.sandbox.models",
     "Limits": "agentq.sandbox.models",
+    "Liveness": "agentq.sandbox.liveness",
+    "LocalLiveness": "agentq.sandbox.liveness",
     "SandboxBackend": "agentq.sandbox.backend",
     "SandboxConfig": "agentq.sandbox.config",
     "SandboxError": "agentq.sandbox.errors",
     "SandboxManager": "agentq.sandbox.manager",
     "SandboxUnavailableError": "agentq.sandbox.errors",
+    "SessionLostError": "agentq.sandbox.errors",
     "build_images": "agentq.sandbox.images",
     "image_name": "agentq.sandbox.images",
 }
@@ -55,11 +60,14 @@ __all__ = [
     "InvalidRequestError",
     "Language",
     "Limits",
+    "Liveness",
+    "LocalLiveness",
     "SandboxBackend",
     "SandboxConfig",
     "SandboxError",
     "SandboxManager",
     "SandboxUnavailableError",
+    "SessionLostError",
     "build_images",
     "image_name",
 ]

@@ -63,6 +63,10 @@ class Channel(Protocol):
         """Next chunk as (STDOUT or STDERR, data); None once the process closed both."""
         ...
 
+    def alive(self) -> bool:
+        """Without waiting: the process is still there and has sent nothing unread."""
+        ...
+
     def close(self) -> None: ...
 
 
@@ -104,4 +108,8 @@ class SandboxBackend(Protocol):
 
     async def list(self, labels: Mapping[str, str]) -> list[str]:
         """Ids of all containers (running or not) carrying every given label."""
+        ...
+
+    async def labels(self, labels: Mapping[str, str]) -> dict[str, dict[str, str]]:
+        """Like `list`, with each container's labels."""
         ...

@@ -10,8 +10,8 @@ from agentq.sandbox.images import SANDBOX_UID, default_images
 from agentq.sandbox.models import Language, Limits
 
 LABEL_SANDBOX = "agentq.sandbox"  # "1" on every container agentq creates
-LABEL_WORKER = "agentq.worker"  # the worker id: what orphan cleanup matches
-LABEL_MANAGER = "agentq.manager"  # one manager instance (uuid): what aclose sweeps
+LABEL_WORKER = "agentq.worker"  # the worker id (host name by default): for people, not cleanup
+LABEL_MANAGER = "agentq.manager"  # the owner: one manager instance (uuid) with a liveness record
 LABEL_LANGUAGE = "agentq.language"
 
 
@@ -35,10 +35,12 @@ def _default_ceiling() -> Limits:
 class SandboxConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    # Stable across restarts of one worker: containers labelled with it that a
-    # new manager finds at start are orphans of a crash and are removed. Must
-    # be unique among live managers sharing a Docker engine.
+    # A name for people (a label on every container). Ownership is the manager's
+    # unique instance id, never this: containers are removed by other managers
+    # only once their owner's liveness record has expired.
     worker_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=200)
+    # How long an owner's liveness record lasts without a refresh (refreshed every third).
+    owner_ttl_s: float = Field(default=15.0, gt=0)
     images: dict[Language, str] = Field(default_factory=default_images)
     # Idle containers kept started per language (default limits, no network).
     pool_size: dict[Language, int] = Field(default_factory=lambda: dict(_DEFAULT_POOL_SIZE))

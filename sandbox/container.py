@@ -3,14 +3,18 @@
 `SandboxContainer.run` sends one request and reads frames until the driver
 reports the call done, enforcing from the host side the deadline and the
 output caps (past either, the container is killed: the only stop that a
-process inside cannot resist). A container that was killed, crashed or
-misbehaved is marked unusable; its owner removes it.
+process inside cannot resist). The deadline is checked by the reader on the
+event loop's clock after every chunk, and every frame's bytes, header
+included, count against the call's budget, so a container flooding frames
+cannot hold the worker's loop or outlive its timeout. A container that was
+killed, crashed or misbehaved is marked unusable; its owner removes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -19,11 +23,15 @@ from agentq.sandbox.backend import STDOUT, Channel, ContainerSpec, SandboxBacken
 from agentq.sandbox.errors import DriverProtocolError, SandboxUnavailableError
 from agentq.sandbox.models import ExecRequest, ExecResult, Language, Limits
 from agentq.sandbox.protocol import (
+    ARTIFACT,
     DONE,
+    HEADER,
+    MAX_ARTIFACT_HEADER,
     READY,
     FrameDecoder,
     encode_request,
-    max_done_frame,
+    frame_limits,
+    parse_artifact,
     parse_done,
 )
 from agentq.sandbox.protocol import (
@@ -69,6 +77,16 @@ class Shape:
         return (self.language, self.image, self.limits.container_shape(), self.network)
 
 
+def wire_budget(output_bytes: int) -> int:
+    """Bytes of `o` or `e` frames, headers included, one call may send per stream.
+
+    Twice the output cap plus 64 KiB: real output fills its frames (the drivers
+    coalesce small writes), so only a flood of tiny or empty frames, which
+    carry no output, reaches this before the output cap.
+    """
+    return 2 * output_bytes + 65_536
+
+
 class SandboxContainer:
     def __init__(
         self, backend: SandboxBackend, container_id: str, channel: Channel, shape: Shape
@@ -77,8 +95,10 @@ class SandboxContainer:
         self.id = container_id
         self.shape = shape
         self._channel = channel
-        self._frames = FrameDecoder()
+        self._frames = FrameDecoder(frame_limits(None))
         self._driver_stderr = CappedBuffer(_DRIVER_STDERR_BYTES)
+        self._deadline = float("inf")  # loop time past which the current read gives up
+        self._wire_left = _IDLE_WIRE_BYTES  # bytes the container may still send us
         self.usable = True
         self.calls = 0
         self.last_used = time.monotonic()
@@ -114,11 +134,22 @@ class SandboxContainer:
             raise
         return container
 
+    def alive(self) -> bool:
+        """Still running and silent since its last call: fit to hand out.
+
+        A pooled container that died (killed by another process, the OOM
+        killer, an engine restart) or that speaks unprompted is not.
+        """
+        return self.usable and self._frames.pending == 0 and self._channel.alive()
+
     async def _wait_ready(self, timeout_s: float) -> None:
+        self._frames.limits = frame_limits(None)
+        self._wire_left = _IDLE_WIRE_BYTES
+        self._deadline = asyncio.get_running_loop().time() + timeout_s
         try:
             async with asyncio.timeout(timeout_s):
-                frame = await self._next_frame(max_done=0)
-        except TimeoutError:
+                frame = await self._next_frame()
+        except (TimeoutError, DriverProtocolError, OSError):
             frame = None
         if frame is None or frame[0] != READY:
             detail = self._driver_stderr.text().strip()[-500:]
@@ -127,11 +158,21 @@ class SandboxContainer:
                 + (f": {detail}" if detail else "")
             )
 
-    async def _next_frame(self, max_done: int) -> tuple[bytes, bytes] | None:
+    async def _next_frame(self) -> tuple[bytes, bytes] | None:
+        """The next frame, within the deadline and the wire budget, whatever the container sends.
+
+        The loop is given a turn after every chunk and the deadline is checked
+        here, on the loop's clock: a container that floods its stdout can
+        neither starve the other calls of this worker nor outlive its timeout.
+        """
+        loop = asyncio.get_running_loop()
         while True:
-            frame = self._frames.next(max_done)
+            frame = self._frames.next()
             if frame is not None:
+                self._wire_left -= HEADER.size + len(frame[1])
                 return frame
+            if loop.time() > self._deadline:
+                raise TimeoutError
             chunk = await self._channel.receive()
             if chunk is None:
                 return None
@@ -140,6 +181,10 @@ class SandboxContainer:
                 self._frames.feed(data)
             else:
                 self._driver_stderr.add(data)
+                self._wire_left -= len(data)
+            if self._wire_left < 0:
+                raise WireBudgetExceeded
+            await asyncio.sleep(0)
 
     async def run(self, request: ExecRequest, *, session: bool = False) -> ExecResult:
         """Run one request; afterwards `usable` says whether the container can serve another."""
@@ -155,38 +200,87 @@ class SandboxContainer:
             session=session,
         )
         self.calls += 1
+        call_id = uuid.uuid4().hex
+        loop = asyncio.get_running_loop()
         started = time.monotonic()
+        self._frames.limits = frame_limits(request)
+        self._wire_left = _call_wire_bytes(limits)
+        self._deadline = loop.time() + limits.timeout_s
         try:
-            async with asyncio.timeout(limits.timeout_s):
-                await self._channel.send(encode_request(request))
-                obs.outcome = await self._read_until_done(request, obs)
+            # One deadline, two guards: this one for a silent container, the
+            # reader's own check for one that keeps the loop busy.
+            async with asyncio.timeout_at(self._deadline):
+                await self._channel.send(encode_request(request, call_id))
+                obs.outcome = await self._read_until_done(call_id, obs)
         except TimeoutError:
             obs.outcome = Outcome.TIMEOUT
+        except WireBudgetExceeded:
+            obs.outcome = Outcome.FLOOD
         except DriverProtocolError as exc:
             obs.outcome, obs.detail = Outcome.PROTOCOL, exc.message
         except OSError as exc:  # the channel broke under us
             obs.outcome, obs.detail = Outcome.EXITED, str(exc)
         obs.duration_s = time.monotonic() - started
+        if obs.outcome is Outcome.DONE and obs.done is not None and obs.done.restarted:
+            await self._await_restart(obs)
         self.last_used = time.monotonic()
         await self._settle(obs)
+        self._deadline = float("inf")
+        self._wire_left = _IDLE_WIRE_BYTES
         return build_result(obs)
 
-    async def _read_until_done(self, request: ExecRequest, obs: Observation) -> Outcome:
-        max_done = max_done_frame(request)
+    async def _read_until_done(self, call_id: str, obs: Observation) -> Outcome:
+        stdout_wire = stderr_wire = wire_budget(obs.limits.output_bytes)
         while True:
-            frame = await self._next_frame(max_done)
+            frame = await self._next_frame()
             if frame is None:
                 return Outcome.EXITED
             kind, payload = frame
-            if kind == STDOUT_FRAME and not obs.stdout.add(payload):
-                return Outcome.STDOUT_CAP
-            if kind == STDERR_FRAME and not obs.stderr.add(payload):
-                return Outcome.STDERR_CAP
-            if kind == DONE:
-                obs.done = parse_done(payload)
+            cost = HEADER.size + len(payload)
+            if kind == STDOUT_FRAME:
+                stdout_wire -= cost
+                if not obs.stdout.add(payload):
+                    return Outcome.STDOUT_CAP
+                if stdout_wire < 0:
+                    return Outcome.FLOOD
+            elif kind == STDERR_FRAME:
+                stderr_wire -= cost
+                if not obs.stderr.add(payload):
+                    return Outcome.STDERR_CAP
+                if stderr_wire < 0:
+                    return Outcome.FLOOD
+            elif kind == ARTIFACT:
+                header, data = parse_artifact(payload)
+                obs.artifacts.add(header.path, header.media_type, data)
+                if obs.artifacts.too_many_frames:
+                    raise DriverProtocolError("more artifact frames than the limits allow")
+            elif kind == DONE:
+                done = parse_done(payload)
+                if done.call != call_id:
+                    raise DriverProtocolError("a done frame for another call")
+                obs.done = done
                 return Outcome.DONE
-            if kind == READY:
-                raise DriverProtocolError("unexpected ready frame during a call")
+            # READY: only after a restart, which the done frame announces.
+
+    async def _await_restart(self, obs: Observation) -> None:
+        """The driver re-executed itself to end threads the code left: wait until it is back.
+
+        Not part of the call's time: the code had finished. A driver that does
+        not come back costs the container, never the result.
+        """
+        obs.notices.append(
+            "Threads the code started were still running when the call ended: they were "
+            "stopped by restarting the interpreter, so its variables are gone (files are kept)."
+        )
+        self._frames.limits = frame_limits(None)
+        self._deadline = asyncio.get_running_loop().time() + _RESTART_TIMEOUT_S
+        try:
+            async with asyncio.timeout_at(self._deadline):
+                frame = await self._next_frame()
+        except (TimeoutError, DriverProtocolError, WireBudgetExceeded, OSError):
+            frame = None
+        if frame is None or frame[0] != READY:
+            await self.destroy()
 
     async def _settle(self, obs: Observation) -> None:
         """After a call: learn why the container stopped, if it did; kill it if we must."""
@@ -204,3 +298,24 @@ class SandboxContainer:
         self.usable = False
         self._channel.close()
         await self.backend.remove(self.id)
+
+
+class WireBudgetExceeded(Exception):
+    """The container sent more bytes than any call within its limits could."""
+
+
+_RESTART_TIMEOUT_S = 10.0
+# Between calls a container has nothing to say: a little for the driver's own stderr.
+_IDLE_WIRE_BYTES = 65_536
+
+
+def _call_wire_bytes(limits: Limits) -> int:
+    """All bytes one call may send, every stream and frame kind, headers included."""
+    return (
+        2 * wire_budget(limits.output_bytes)
+        + limits.artifacts_total_bytes
+        + (limits.max_artifacts + 16) * (MAX_ARTIFACT_HEADER + 64)
+        + frame_limits(None)[READY]
+        + 12 * limits.output_bytes
+        + 1_000_000
+    )

@@ -101,6 +101,7 @@ class DockerChannel:
         self._sock = inner
         self._sock.setblocking(False)
         self._buffer = bytearray()
+        self._offset = 0
         self._closed = False
 
     async def send(self, data: bytes) -> None:
@@ -125,19 +126,35 @@ class DockerChannel:
             if not chunk:
                 self._closed = True
                 return None
+            if self._offset:
+                del self._buffer[: self._offset]
+                self._offset = 0
             self._buffer += chunk
 
     def _take_frame(self) -> tuple[int, bytes] | None:
-        buffer = self._buffer
-        if len(buffer) < _HEADER:
+        # An offset, not a delete per frame: many small frames stay linear in time.
+        buffer, start = self._buffer, self._offset
+        if len(buffer) - start < _HEADER:
             return None
-        size = int.from_bytes(buffer[4:8], "big")
-        if len(buffer) < _HEADER + size:
+        size = int.from_bytes(buffer[start + 4 : start + 8], "big")
+        end = start + _HEADER + size
+        if len(buffer) < end:
             return None
-        stream = STDERR if buffer[0] == STDERR else STDOUT
-        payload = bytes(buffer[_HEADER : _HEADER + size])
-        del buffer[: _HEADER + size]
-        return stream, payload
+        stream = STDERR if buffer[start] == STDERR else STDOUT
+        self._offset = end
+        return stream, bytes(buffer[start + _HEADER : end])
+
+    def alive(self) -> bool:
+        """Open, and nothing unread: a non-blocking peek tells EOF from silence."""
+        if self._closed or len(self._buffer) > self._offset:
+            return False
+        try:
+            self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        except BlockingIOError:
+            return True
+        except OSError:
+            return False
+        return False  # EOF, or bytes nobody asked for
 
     def close(self) -> None:
         self._closed = True
@@ -321,5 +338,14 @@ class DockerBackend:
         def containers() -> list[str]:
             found = self.api.containers(all=True, filters=filters)
             return [cast(str, item["Id"]) for item in found]
+
+        return await asyncio.to_thread(containers)
+
+    async def labels(self, labels: Mapping[str, str]) -> dict[str, dict[str, str]]:
+        filters = {"label": [f"{key}={value}" for key, value in labels.items()]}
+
+        def containers() -> dict[str, dict[str, str]]:
+            found = self.api.containers(all=True, filters=filters)
+            return {cast(str, item["Id"]): dict(item.get("Labels") or {}) for item in found}
 
         return await asyncio.to_thread(containers)

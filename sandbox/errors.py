@@ -4,7 +4,8 @@
     ├── InvalidRequestError (also ValueError)  the caller: a bad request; names the field
     ├── CapacityError                          nobody, yet: all containers busy; retryable
     ├── SandboxUnavailableError                the operator: Docker unreachable, image missing
-    └── DriverProtocolError                    the sandbox: its driver broke the wire protocol
+    ├── DriverProtocolError                    the sandbox: its driver broke the wire protocol
+    └── SessionLostError                       the model: its run session's state is gone
 
 What the *code* does (crash, timeout, OOM, flooding output) is not an error
 here: it is a normal `ExecResult` with `error` set, for the model to read.
@@ -45,3 +46,8 @@ class SandboxUnavailableError(SandboxError):
 
 class DriverProtocolError(SandboxError):
     """The in-container driver sent something that is not a valid frame."""
+
+
+class SessionLostError(SandboxError):
+    """A run session's container (or the worker holding it) is gone; the next call starts
+    a fresh session. Reported to the model, never hidden by running in a new interpreter."""

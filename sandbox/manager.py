@@ -8,22 +8,26 @@
 - `session_key=None` (session "call"): a fresh container per call, taken warm
   from the pool when the request has the default container limits, destroyed
   right after (in the background: the caller does not wait for the removal).
-- `session_key=K` (session "run"): one container per (K, language), kept until
-  `close_session(K)`, the idle timeout, or a kill (timeout, OOM, output cap),
-  after which the next call starts fresh and the result says the state was lost.
-  Its container-level limits are those of its first call. The mapping from
-  session to container lives in this process, not in labels: pooled containers
-  are started before anyone knows which session will take them.
+- `session_key=K` (session "run"): one container per (K, container shape:
+  language, image, container limits, network), kept until `close_session(K)`,
+  the idle timeout, or a kill (timeout, OOM, output cap), after which the next
+  call starts fresh and the result says the state was lost. The map from
+  session to container lives in this process; a fleet of workers routes a
+  session's calls to the manager that holds it (see workers/executors).
 - Admission: at most `max_containers` containers alive at once (pool included);
   a request that finds none free waits, evicting idle pool containers of other
   shapes, and raises `CapacityError` after `admission_timeout_s`.
-- At start, containers labelled with this worker id are orphans of an earlier
-  crash and are removed; `aclose` removes everything this instance created.
+- Ownership: every container carries this manager's unique instance id, whose
+  liveness record (`Liveness`) the manager keeps fresh. Containers of an owner
+  whose record has expired, seen so at two sweeps an owner TTL apart, are
+  removed; nothing else is. `aclose` removes everything this instance created
+  and drops its record. A pooled container is checked alive before it is used.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -45,13 +49,15 @@ from agentq.sandbox.errors import (
     InvalidRequestError,
     SandboxError,
     SandboxUnavailableError,
+    SessionLostError,
 )
+from agentq.sandbox.liveness import PROCESS_LIVENESS, Liveness
 from agentq.sandbox.models import ExecRequest, ExecResult, Language, Limits
 from agentq.sandbox.pool import WarmPool
 
 log = logging.getLogger(__name__)
 
-SessionKey = tuple[str, Language]
+SessionKey = tuple[str, tuple[object, ...]]  # (session key, container shape key)
 
 
 @dataclass
@@ -74,10 +80,18 @@ def check_ceiling(limits: Limits, ceiling: Limits) -> None:
 
 
 class SandboxManager:
-    def __init__(self, backend: SandboxBackend, config: SandboxConfig | None = None) -> None:
+    def __init__(
+        self,
+        backend: SandboxBackend,
+        config: SandboxConfig | None = None,
+        *,
+        liveness: Liveness | None = None,
+    ) -> None:
         self.backend = backend
         self.config = config or SandboxConfig()
+        self.liveness: Liveness = liveness or PROCESS_LIVENESS
         self.instance_id = uuid.uuid4().hex
+        self._suspects: set[str] = set()  # owners found gone at the last sweep
         self.stats = ManagerStats()
         self._capacity = Capacity(self.config.max_containers)
         self._pools: dict[tuple[object, ...], WarmPool] = {}
@@ -85,6 +99,7 @@ class SandboxManager:
         self._session_locks: dict[SessionKey, asyncio.Lock] = {}
         self._pending: set[asyncio.Task[None]] = set()
         self._reaper: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
         self._started = False
         self._closed = False
 
@@ -119,6 +134,7 @@ class SandboxManager:
                 raise SandboxUnavailableError(
                     f"sandbox image {image} is missing; run `agentq sandbox build-images`"
                 )
+        await self.liveness.beat(self.instance_id, self.config.owner_ttl_s)
         await self.remove_orphans()
         self._started = True
         for language, size in self.config.pool_size.items():
@@ -133,15 +149,43 @@ class SandboxManager:
                 )
                 self._pools[shape.key()] = pool
                 pool.refill()
-        self._reaper = asyncio.get_running_loop().create_task(self._reap_idle_sessions())
+        loop = asyncio.get_running_loop()
+        self._reaper = loop.create_task(self._reap_idle_sessions())
+        self._keeper = loop.create_task(self._keep_ownership())
 
     async def remove_orphans(self) -> int:
-        """Remove containers of this worker id left by an earlier process; return how many."""
-        orphans = await self.backend.list({LABEL_SANDBOX: "1", LABEL_WORKER: self.config.worker_id})
+        """Remove containers whose owner is provably gone; return how many.
+
+        Gone means: its liveness record had expired at the previous sweep and
+        still has now. The second look covers a liveness store that lost its
+        records (a Redis restart): live owners re-record well within a TTL.
+        """
+        found = await self.backend.labels({LABEL_SANDBOX: "1"})
+        owners = {labels.get(LABEL_MANAGER, "") for labels in found.values()}
+        owners -= {"", self.instance_id}
+        gone = await self.liveness.gone(owners) if owners else set()
+        confirmed, self._suspects = gone & self._suspects, gone
+        orphans = [cid for cid, labels in found.items() if labels.get(LABEL_MANAGER) in confirmed]
         await asyncio.gather(*(self.backend.remove(container) for container in orphans))
         if orphans:
-            log.info("removed %d orphan sandbox containers", len(orphans))
+            log.info(
+                "removed %d sandbox containers of %d stopped owners", len(orphans), len(confirmed)
+            )
         return len(orphans)
+
+    async def _keep_ownership(self) -> None:
+        """Refresh this manager's liveness record; sweep orphans once per TTL."""
+        ttl_s = self.config.owner_ttl_s
+        beats = 0
+        while True:
+            await asyncio.sleep(ttl_s / 3)
+            beats += 1
+            try:
+                await self.liveness.beat(self.instance_id, ttl_s)
+                if beats % 3 == 0:
+                    await self.remove_orphans()
+            except Exception as exc:  # keep serving; the next round retries
+                log.warning("sandbox ownership upkeep failed: %s", exc)
 
     async def wait_pools_ready(self, timeout_s: float = 60.0) -> None:
         await asyncio.gather(*(pool.ready(timeout_s) for pool in self._pools.values()))
@@ -156,20 +200,38 @@ class SandboxManager:
             raise InvalidRequestError("language", f"{request.language} is not served here")
         check_ceiling(request.limits, self.config.limit_ceiling)
         self.stats.calls += 1
-        if session_key is None:
-            container = await self._acquire(request)
-            try:
-                return await container.run(request)
-            finally:
-                self._discard(container)
-        return await self._execute_in_session(request, session_key)
+        if session_key is not None:
+            return await self._execute_in_session(request, session_key)
+        container = await self._acquire(request)
+        try:
+            return await container.run(request)
+        finally:
+            self._discard(container)
+
+    def session_id(self, request: ExecRequest, session_key: str) -> SessionKey:
+        """A session's container is one per isolation setting: a `network: false`
+        call never runs in the container of a `network: true` one."""
+        shape = self._shape(request.language, request.limits, network=request.network)
+        return (session_key, shape.key())
+
+    def has_session(self, request: ExecRequest, session_key: str) -> bool:
+        return self.session_id(request, session_key) in self._sessions
 
     async def _execute_in_session(self, request: ExecRequest, session_key: str) -> ExecResult:
-        key: SessionKey = (session_key, request.language)
+        key = self.session_id(request, session_key)
         lock = self._session_locks.setdefault(key, asyncio.Lock())
         async with lock:
             container = self._sessions.get(key)
-            if container is None or not container.usable:
+            if container is not None and not container.alive():
+                # Killed outside any call (by hand, the engine): say so, never
+                # carry on silently in a fresh interpreter.
+                del self._sessions[key]
+                self._discard(container)
+                raise SessionLostError(
+                    "the run's sandbox session was lost: its container stopped between "
+                    "calls; the next call starts a fresh session"
+                )
+            if container is None:
                 container = await self._acquire(request)
                 self._sessions[key] = container
             try:
@@ -193,9 +255,10 @@ class SandboxManager:
         if self._closed:
             return
         self._closed = True
-        if self._reaper is not None:
-            self._reaper.cancel()
-            await asyncio.gather(self._reaper, return_exceptions=True)
+        for task in (self._reaper, self._keeper):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         await asyncio.gather(*(pool.aclose() for pool in self._pools.values()))
         for container in self._sessions.values():
             self._discard(container)
@@ -204,6 +267,8 @@ class SandboxManager:
         # Belt and braces: anything still labelled as ours (a start that raced the close).
         leftovers = await self.backend.list({LABEL_MANAGER: self.instance_id})
         await asyncio.gather(*(self.backend.remove(container) for container in leftovers))
+        with contextlib.suppress(Exception):  # a store that is down: the record expires
+            await self.liveness.forget(self.instance_id)
 
     def _shape(self, language: Language, limits: Limits, *, network: bool) -> Shape:
         return Shape(language, self.config.images[language], limits, network)

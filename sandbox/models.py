@@ -67,13 +67,19 @@ class ExecRequest(BaseModel):
     limits: Limits = Field(default_factory=Limits)
     network: bool = False
 
+    @field_validator("code")
+    @classmethod
+    def _check_code(cls, code: str) -> str:
+        return check_unicode(code, "the code")
+
     @field_validator("files")
     @classmethod
     def _check_files(cls, files: dict[str, str]) -> dict[str, str]:
         if len(files) > _MAX_FILES:
             raise ValueError(f"at most {_MAX_FILES} files")
         for path, text in files.items():
-            check_relative_path(path)
+            check_relative_path(check_unicode(path, "a file path"))
+            check_unicode(text, repr(path))
             if len(text) > _MAX_FILE_CHARS:
                 raise ValueError(f"{path!r} is longer than {_MAX_FILE_CHARS} characters")
         return files
@@ -94,6 +100,15 @@ class ExecRequest(BaseModel):
             raise invalid_request(exc) from None
 
 
+def check_unicode(text: str, what: str) -> str:
+    """Refuse lone surrogates: they cannot be encoded, so no file or program can hold them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(f"{what} contains a lone surrogate (not valid Unicode)") from None
+    return text
+
+
 def check_relative_path(path: str) -> str:
     """Accept a normalised relative POSIX path that stays inside its root."""
     if not path or "\x00" in path:
@@ -101,8 +116,8 @@ def check_relative_path(path: str) -> str:
     if path.startswith("/"):
         raise ValueError(f"{path!r} is absolute; use a path relative to the work directory")
     parts = path.split("/")
-    if any(part in ("..", "") for part in parts) or posixpath.normpath(path) != path:
-        raise ValueError(f"{path!r} must be a plain relative path without '..' or '//'")
+    if any(part in ("..", ".", "") for part in parts) or posixpath.normpath(path) != path:
+        raise ValueError(f"{path!r} must be a plain relative path without '.', '..' or '//'")
     return path
 
 
@@ -128,7 +143,7 @@ class Artifact(BaseModel):
     @field_validator("path")
     @classmethod
     def _check_path(cls, path: str) -> str:
-        return check_relative_path(path)
+        return check_relative_path(check_unicode(path, "the path"))
 
 
 class ExecResult(BaseModel):

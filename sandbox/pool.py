@@ -54,7 +54,7 @@ class WarmPool:
         container = None
         while self._idle and container is None:
             candidate = self._idle.popleft()
-            if candidate.usable:
+            if candidate.alive():  # not killed behind our back since it was started
                 container = candidate
             else:
                 self._discard(candidate)

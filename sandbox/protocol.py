@@ -8,23 +8,30 @@ warm pool), and the host talks to it over the attached stdio:
 
 - host -> driver, on stdin: one JSON request per line (JSON escapes every
   control byte, so nothing in a request can look like a terminal escape);
+  each carries a `call` id the driver echoes in its done frame;
 - driver -> host, on stdout: frames `kind (1 byte) | length (u32 BE) | payload`.
-  `R` ready, `o` a chunk of the code's stdout, `e` of its stderr, `d` done
-  (JSON: exit_code, value, oom, signal, artifacts, notices).
+  `R` ready, `o` a chunk of the code's stdout, `e` of its stderr, `a` one
+  artifact (`u16 BE header length | JSON header {path, media_type} | raw
+  bytes`), `d` done (JSON: call, exit_code, value, oom, signal, notices,
+  restarted).
 
-Everything the driver sends is untrusted (the code runs in the driver's
-process and could forge frames): the host bounds every frame, validates the
-`d` payload, and enforces deadline and output caps itself by killing the
-container.
+Everything the driver sends is untrusted: the code runs beside the driver and
+can write frames itself (Python through the driver's descriptors, JavaScript
+through `/proc/<ppid>/fd/1`). So the host bounds every frame by its kind
+before buffering it, parses the done frame against a schema with a hard limit
+on every string and list, builds artifacts itself from raw bytes (never
+trusting a claimed size, text or image type), and enforces deadline and output
+caps itself by killing the container.
 """
 
 from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentq.sandbox.errors import DriverProtocolError
 from agentq.sandbox.models import ExecRequest
@@ -32,16 +39,24 @@ from agentq.sandbox.models import ExecRequest
 READY = b"R"
 STDOUT = b"o"
 STDERR = b"e"
+ARTIFACT = b"a"
 DONE = b"d"
-KINDS = frozenset({READY, STDOUT, STDERR, DONE})
-_HEADER = struct.Struct(">cI")
+KINDS = frozenset({READY, STDOUT, STDERR, ARTIFACT, DONE})
+HEADER = struct.Struct(">cI")
+_ARTIFACT_HEADER = struct.Struct(">H")
 # The driver sends output in chunks of at most 64 KiB; anything larger is not ours.
-MAX_OUTPUT_FRAME = 1 << 20
+MAX_OUTPUT_FRAME = 1 << 16
+MAX_READY_FRAME = 4096
+MAX_ARTIFACT_HEADER = 2048
+MAX_PATH_CHARS = 1024
+MAX_NOTICES = 64
+MAX_NOTICE_CHARS = 1000
 
 
-def encode_request(request: ExecRequest) -> bytes:
+def encode_request(request: ExecRequest, call_id: str) -> bytes:
     limits = request.limits
     payload: dict[str, Any] = {
+        "call": call_id,
         "code": request.code,
         "files": request.files,
         "value_chars": limits.output_bytes,
@@ -55,57 +70,107 @@ def encode_request(request: ExecRequest) -> bytes:
     return json.dumps(payload, ensure_ascii=True).encode("ascii") + b"\n"
 
 
-def max_done_frame(request: ExecRequest) -> int:
-    """Largest `d` payload a well-behaved driver can send for this request."""
+def frame_limits(request: ExecRequest | None) -> dict[bytes, int]:
+    """The largest payload a well-behaved driver sends, per frame kind, for this request."""
+    if request is None:  # waiting for the driver to start: only a ready frame is expected
+        return {READY: MAX_READY_FRAME}
     limits = request.limits
-    base64_total = (limits.artifacts_total_bytes * 4) // 3 + 4 * limits.max_artifacts
-    # JSON escaping can at most double text (\uXXXX is 6x, but the value and
-    # text artifacts are bounded first): allow a generous constant on top.
-    return 6 * (limits.artifacts_total_bytes + limits.output_bytes) + base64_total + (1 << 20)
+    # The value is at most `output_bytes` characters; JSON may escape one into 12 bytes.
+    done = 12 * limits.output_bytes + 12 * MAX_NOTICES * MAX_NOTICE_CHARS + 4096
+    return {
+        READY: MAX_READY_FRAME,
+        STDOUT: MAX_OUTPUT_FRAME,
+        STDERR: MAX_OUTPUT_FRAME,
+        ARTIFACT: _ARTIFACT_HEADER.size + MAX_ARTIFACT_HEADER + limits.artifact_bytes,
+        DONE: done,
+    }
 
 
 class FrameDecoder:
-    """Incremental parser of driver frames; bounds each frame before buffering it."""
+    """Incremental parser of driver frames; bounds each frame before buffering it.
 
-    def __init__(self) -> None:
+    It reads at an offset and compacts once per `feed`, so a chunk of many tiny
+    frames costs time linear in its size (deleting from the front per frame
+    was quadratic: a flood of empty frames froze the event loop).
+    """
+
+    def __init__(self, limits: Mapping[bytes, int]) -> None:
+        self.limits = dict(limits)
         self._buffer = bytearray()
+        self._offset = 0
+
+    @property
+    def pending(self) -> int:
+        return len(self._buffer) - self._offset
 
     def feed(self, data: bytes) -> None:
+        if self._offset:
+            del self._buffer[: self._offset]
+            self._offset = 0
         self._buffer += data
 
-    def next(self, max_done: int) -> tuple[bytes, bytes] | None:
-        buffer = self._buffer
-        if len(buffer) < _HEADER.size:
+    def next(self) -> tuple[bytes, bytes] | None:
+        buffer, start = self._buffer, self._offset
+        if len(buffer) - start < HEADER.size:
             return None
-        kind, size = _HEADER.unpack_from(buffer)
-        if kind not in KINDS:
-            raise DriverProtocolError(f"unknown frame kind {kind!r} from the sandbox driver")
-        limit = max_done if kind == DONE else MAX_OUTPUT_FRAME
+        kind, size = HEADER.unpack_from(buffer, start)
+        limit = self.limits.get(kind)
+        name = kind.decode("latin-1")
+        if limit is None:
+            raise DriverProtocolError(f"unexpected frame kind {name!r} from the sandbox driver")
         if size > limit:
-            raise DriverProtocolError(f"a {kind!r} frame of {size} bytes exceeds {limit}")
-        end = _HEADER.size + size
+            raise DriverProtocolError(f"a {name!r} frame of {size} bytes exceeds {limit}")
+        end = start + HEADER.size + size
         if len(buffer) < end:
             return None
-        payload = bytes(buffer[_HEADER.size : end])
-        del buffer[:end]
-        return kind, payload
+        self._offset = end
+        return kind, bytes(buffer[start + HEADER.size : end])
 
 
 class DoneFrame(BaseModel):
-    """The driver's report at the end of a call (validated, still untrusted)."""
+    """The driver's report at the end of a call (validated, still untrusted).
+
+    Every field is bounded: the frame itself is bounded by `frame_limits`, and
+    nothing here grows with the number of files the code wrote.
+    """
 
     model_config = ConfigDict(extra="ignore")
 
-    exit_code: int | None = None
+    call: str = Field(default="", max_length=64)
+    exit_code: int | None = Field(default=None, ge=-(2**31), le=2**31)
     value: str | None = None
     oom: bool = False
-    signal: str | None = None  # the signal that killed the code's process, if one did
-    artifacts: list[dict[str, Any]] = Field(default_factory=list)
-    notices: list[str] = Field(default_factory=list)
+    signal: str | None = Field(default=None, max_length=32)  # what killed the code's process
+    notices: list[str] = Field(default_factory=list, max_length=MAX_NOTICES)
+    restarted: bool = False  # the driver restarted its interpreter: session state is gone
 
 
 def parse_done(payload: bytes) -> DoneFrame:
     try:
-        return DoneFrame.model_validate_json(payload)
+        done = DoneFrame.model_validate_json(payload)
     except ValueError as exc:
         raise DriverProtocolError(f"invalid done frame from the sandbox driver: {exc}") from exc
+    done.notices = [notice[:MAX_NOTICE_CHARS] for notice in done.notices]
+    return done
+
+
+class ArtifactHeader(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    path: str = Field(min_length=1, max_length=MAX_PATH_CHARS)
+    media_type: str = Field(default="application/octet-stream", max_length=100)
+
+
+def parse_artifact(payload: bytes) -> tuple[ArtifactHeader, bytes]:
+    """Split an `a` frame into its header and the file's raw bytes."""
+    if len(payload) < _ARTIFACT_HEADER.size:
+        raise DriverProtocolError("a truncated artifact frame from the sandbox driver")
+    (size,) = _ARTIFACT_HEADER.unpack_from(payload)
+    end = _ARTIFACT_HEADER.size + size
+    if size > MAX_ARTIFACT_HEADER or end > len(payload):
+        raise DriverProtocolError("an artifact header of an invalid size from the sandbox driver")
+    try:
+        header = ArtifactHeader.model_validate_json(payload[_ARTIFACT_HEADER.size : end])
+    except ValidationError as exc:
+        raise DriverProtocolError(f"invalid artifact header: {exc.errors()[0]['msg']}") from exc
+    return header, payload[end:]

@@ -7,7 +7,6 @@ sentence saying what stopped the code and which limit it hit.
 from __future__ import annotations
 
 import base64
-import binascii
 import signal
 from dataclasses import dataclass, field
 from enum import Enum
@@ -25,6 +24,7 @@ class Outcome(Enum):
     STDERR_CAP = "stderr_cap"
     EXITED = "exited"  # the driver's process ended (OOM, os._exit, crash)
     PROTOCOL = "protocol"  # the driver sent garbage: treated like a crash
+    FLOOD = "flood"  # more bytes on the control channel than any call within its limits sends
 
 
 class CappedBuffer:
@@ -66,6 +66,10 @@ class Observation:
     session: bool = False  # a `run` session: its state is lost when the container dies
     detail: str = ""  # e.g. the protocol error
     notices: list[str] = field(default_factory=list)
+    artifacts: ArtifactCollector = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.artifacts = ArtifactCollector(self.limits)
 
 
 def signal_name(exit_code: int) -> str | None:
@@ -98,6 +102,11 @@ def error_message(obs: Observation) -> str | None:
                 f"Output limit: {stream} exceeded {limits.output_bytes} bytes; the code was "
                 f"killed and the output truncated.{lost}"
             )
+        case Outcome.FLOOD:
+            return (
+                "Output limit: the code sent more output frames than its "
+                f"{limits.output_bytes}-byte output limit allows and was killed.{lost}"
+            )
         case Outcome.PROTOCOL:
             return f"The sandbox failed: {obs.detail}.{lost}"
         case Outcome.EXITED:
@@ -121,39 +130,115 @@ def exit_code(obs: Observation) -> int | None:
     return None  # killed by us (or the kernel) before it could exit
 
 
-def checked_artifacts(done: DoneFrame, limits: Limits) -> tuple[list[Artifact], list[str]]:
-    """Re-check what the driver claims: paths, sizes, counts. Drop what fails."""
-    artifacts: list[Artifact] = []
-    notices: list[str] = []
-    total = 0
-    for raw in done.artifacts:
-        label = str(raw.get("path", "?"))[:200]
+# Media types an artifact may carry; anything else is sent as octet-stream.
+MEDIA_TYPES = frozenset(
+    {
+        "text/plain",
+        "text/csv",
+        "text/html",
+        "text/markdown",
+        "text/xml",
+        "text/css",
+        "text/javascript",
+        "text/x-python",
+        "application/json",
+        "application/xml",
+        "application/pdf",
+        "application/zip",
+        "application/gzip",
+        "application/octet-stream",
+        "image/svg+xml",
+    }
+)
+IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+
+def sniff_image(head: bytes) -> str | None:
+    """The image type the bytes really are, if one a model can be shown."""
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head.startswith((b"GIF87a", b"GIF89a")):
+        return "image/gif"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def build_artifact(path: str, claimed_type: str, data: bytes) -> Artifact:
+    """An artifact from raw bytes: size, text-ness and image type are the host's own findings.
+
+    Raises ValueError (naming why) for a path that is not a plain relative one.
+    """
+    image_type = sniff_image(data[:16])
+    text: str | None = None
+    if image_type is None and b"\x00" not in data:
         try:
-            artifact = Artifact.model_validate(raw)
-            size = _payload_size(artifact)
-        except (ValidationError, ValueError) as exc:
-            notices.append(f"out/{label}: refused ({_first_error(exc)})")
-            continue
-        if size != artifact.size or size > limits.artifact_bytes:
-            notices.append(f"out/{label}: refused (size does not match or exceeds the limit)")
-            continue
-        if len(artifacts) >= limits.max_artifacts or total + size > limits.artifacts_total_bytes:
-            notices.append(f"out/{label}: not returned (artifact limits reached)")
-            continue
-        total += size
-        artifacts.append(artifact)
-    return artifacts, notices
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            text = None
+    if image_type is not None:
+        media_type = image_type
+    elif claimed_type in MEDIA_TYPES:
+        media_type = claimed_type
+    else:
+        media_type = "text/plain" if text is not None else "application/octet-stream"
+    return Artifact(
+        path=path,
+        size=len(data),
+        media_type=media_type,
+        text=text,
+        data_base64=None if text is not None else base64.b64encode(data).decode("ascii"),
+        is_image=image_type is not None,
+    )
 
 
-def _payload_size(artifact: Artifact) -> int:
-    if (artifact.text is None) == (artifact.data_base64 is None):
-        raise ValueError("exactly one of text and data_base64 must be set")
-    if artifact.text is not None:
-        return len(artifact.text.encode("utf-8"))
-    try:
-        return len(base64.b64decode(artifact.data_base64 or "", validate=True))
-    except binascii.Error as exc:
-        raise ValueError(f"invalid base64: {exc}") from exc
+class ArtifactCollector:
+    """Artifacts of one call as their frames arrive, within the request's limits."""
+
+    def __init__(self, limits: Limits) -> None:
+        self.limits = limits
+        self.artifacts: list[Artifact] = []
+        self.notices: list[str] = []
+        self.total_bytes = 0
+        self.frames = 0
+
+    def add(self, path: str, claimed_type: str, data: bytes) -> None:
+        self.frames += 1
+        limits = self.limits
+        label = path[:200]
+        if len(self.artifacts) >= limits.max_artifacts:
+            self._notice(f"out/{label}: more than {limits.max_artifacts} artifacts; not returned")
+            return
+        if len(data) > limits.artifact_bytes:
+            self._notice(f"out/{label}: exceeds the {limits.artifact_bytes}-byte artifact limit")
+            return
+        if self.total_bytes + len(data) > limits.artifacts_total_bytes:
+            self._notice(
+                f"out/{label}: artifacts would exceed {limits.artifacts_total_bytes} bytes "
+                "in total; not returned"
+            )
+            return
+        try:
+            artifact = build_artifact(path, claimed_type, data)
+        except ValidationError as exc:
+            self._notice(f"out/{label}: refused ({_first_error(exc)})")
+            return
+        self.total_bytes += len(data)
+        self.artifacts.append(artifact)
+
+    def _notice(self, notice: str) -> None:
+        if len(self.notices) < MAX_HOST_NOTICES:
+            self.notices.append(notice)
+
+    @property
+    def too_many_frames(self) -> bool:
+        """More artifact frames than a driver keeping to the limits would ever send."""
+        return self.frames > self.limits.max_artifacts + MAX_HOST_NOTICES
+
+
+MAX_HOST_NOTICES = 16
 
 
 def _first_error(exc: Exception) -> str:
@@ -167,8 +252,8 @@ def build_result(obs: Observation) -> ExecResult:
     notices = list(obs.notices)
     value: str | None = None
     if obs.done is not None:
-        artifacts, refused = checked_artifacts(obs.done, obs.limits)
-        notices += [str(n)[:500] for n in obs.done.notices[:100]] + refused
+        artifacts = obs.artifacts.artifacts
+        notices += obs.done.notices + obs.artifacts.notices
         value = obs.done.value
         if value is not None and len(value) > obs.limits.output_bytes:
             value = value[: obs.limits.output_bytes] + "... [truncated]"

@@ -5,3 +5,17 @@ the repository root on `sys.path` first: `from tests.support... import` and
 `from tests.component... import` then work with a plain `pytest` too, not only
 with `python -m pytest`.
 """
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.models import LOOPBACK_SPEC_SETTINGS
+
+
+@pytest.fixture
+def allow_loopback_specs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Let specs send requests (and OPENAI_API_KEY) to the loopback fakes: for this test's
+    process and every worker or CLI process it starts (they inherit the environment)."""
+    for name, value in LOOPBACK_SPEC_SETTINGS.items():
+        monkeypatch.setenv(name, value)

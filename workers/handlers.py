@@ -9,33 +9,47 @@ memory) never fails a run: the job is released and runs again, uncounted.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NoReturn
 
-import httpx
 from arq import Retry
+from arq.typing import WorkerCoroutine
 from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope
+from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, JobKind
 from agentq.orchestrator.errors import ProviderError, ToolError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.redis_faults import is_transient_redis
 from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.state import (
+    BeginStep,
+    CallStatus,
+    ClaimCall,
+    ExpireParked,
+    FailureKind,
+    Outcome,
+    RunFailure,
+    RunStatus,
+)
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ToolDef, ToolKind
+from agentq.orchestrator.tool_kinds.base import STORED_SPEC
+from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
+from agentq.orchestrator.tool_resolution import ToolDef
+from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.liveness import OUTAGE
-from agentq.workers.providers import ModelRequest, ProviderContext, ToolDefinition, make_provider
-from agentq.workers.providers.base import DeltaSink, ModelResponse, Provider
-from agentq.workers.providers.ratelimit import RateLimiter, call_model
+from agentq.workers.metrics import WorkerMetrics, observe_model_call
+from agentq.workers.providers import ModelRequest, OfferedTool
+from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
 from agentq.workers.sink import DeltaEvents
 
@@ -49,24 +63,15 @@ _REDIS_RETRY_S = 1.0
 @dataclass
 class WorkerDeps:
     store: RunStore
-    http: httpx.AsyncClient
-    executors: dict[ToolKind, ToolExecutor] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
+    models: ModelClient
+    executors: dict[str, ToolExecutor] = field(default_factory=dict)
     max_deliveries: int = 5
-    limiter: RateLimiter | None = None
+    metrics: WorkerMetrics | None = None
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
     deps: WorkerDeps = ctx["agentq"]
     return deps
-
-
-async def generate(
-    deps: WorkerDeps, provider: Provider, request: ModelRequest, sink: DeltaSink
-) -> ModelResponse:
-    """One model call: the fleet's shared rate limit, retries with backoff, a deadline."""
-    limiter = deps.limiter if request.model.provider != "scripted" else None
-    return await call_model(provider, request, sink, env=deps.env, limiter=limiter)
 
 
 def _consumer_attrs(envelope: JobEnvelope, queue: str, job_id: str) -> dict[str, Any]:
@@ -81,8 +86,10 @@ def _consumer_attrs(envelope: JobEnvelope, queue: str, job_id: str) -> dict[str,
     }
 
 
-def _ended(outcome: str, envelope: JobEnvelope, status: str = "succeeded") -> None:
-    if outcome in ("finished", "failed"):
+def _ended(
+    outcome: Outcome, envelope: JobEnvelope, status: RunStatus = RunStatus.SUCCEEDED
+) -> None:
+    if outcome in (Outcome.FINISHED, Outcome.FAILED):
         tracing.end_run(envelope.run_trace, envelope.run_id, status)
 
 
@@ -97,22 +104,22 @@ async def model_step(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
         attributes=_consumer_attrs(envelope, MODEL_QUEUE, ctx["job_id"]),
     ):
         if _exhausted(ctx, deps):
-            await _guarded(ctx, deps, envelope, _poisoned_step(deps, envelope))
+            await _guarded(deps, envelope, _poisoned_step(deps, envelope), ctx)
             return
-        await _guarded(ctx, deps, envelope, _model_step(ctx, deps, envelope))
+        await _guarded(deps, envelope, _model_step(ctx, deps, envelope), ctx)
 
 
 async def _poisoned_step(deps: WorkerDeps, envelope: JobEnvelope) -> None:
-    outcome = await deps.store.fail_run(
+    reply = await deps.store.fail_run(
         envelope.run_id,
-        {
-            "type": "internal",
-            "message": f"model step {envelope.step} was delivered "
+        RunFailure(
+            kind=FailureKind.INTERNAL,
+            message=f"model step {envelope.step} was delivered "
             f"{deps.max_deliveries} times and its worker died each time",
-            "step": envelope.step,
-        },
+            step=envelope.step,
+        ),
     )
-    _ended(outcome, envelope, "failed")
+    _ended(reply.outcome, envelope, RunStatus.FAILED)
 
 
 def _exhausted(ctx: dict[str, Any], deps: WorkerDeps) -> bool:
@@ -120,10 +127,13 @@ def _exhausted(ctx: dict[str, Any], deps: WorkerDeps) -> bool:
     return int(ctx.get("job_try", 1)) > deps.max_deliveries
 
 
-async def _guarded(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
-    """Run a job body. Transient Redis trouble releases the job to run again later (the
-    runtime does not count that delivery); a call this worker cannot serve is released
-    for another worker at once; anything else fails the run."""
+async def _guarded(
+    deps: WorkerDeps, envelope: JobEnvelope, work: Any, ctx: dict[str, Any] | None = None
+) -> None:
+    """Run a job body. Transient Redis trouble (mapped by the store, or raw from a direct
+    call) releases the job to run again later (the runtime does not count that delivery);
+    a call this worker cannot serve is released for another worker at once; anything
+    else fails the run."""
     try:
         await work
     except ToolNotServed as exc:
@@ -133,55 +143,64 @@ async def _guarded(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope,
             envelope.run_id,
             exc.message,
         )
-        not_served = ctx.get("not_served")
-        if not_served is not None:
+        not_served = (ctx or {}).get("not_served")
+        if ctx is not None and not_served is not None:
             not_served(ctx["job_id"])
         raise Retry(defer=0) from exc
     except Exception as exc:
         if is_transient_redis(exc):
-            OUTAGE.failed(exc)
-            raise Retry(defer=_REDIS_RETRY_S) from exc
-        log.exception("%s of run %s failed", envelope.kind, envelope.run_id)
+            _retrying(exc)
         try:
-            outcome = await deps.store.fail_run(
-                envelope.run_id,
-                {
-                    "type": "internal",
-                    "message": f"{type(exc).__name__}: {exc}",
-                    "step": envelope.step,
-                },
-            )
+            await _fail_internal(deps, envelope, exc)
         except Exception as fail_exc:
             if is_transient_redis(fail_exc):
-                OUTAGE.failed(fail_exc)
-                raise Retry(defer=_REDIS_RETRY_S) from fail_exc
+                _retrying(fail_exc)
             raise
-        _ended(outcome, envelope, "failed")
     else:
         OUTAGE.succeeded()
+
+
+def _retrying(exc: Exception) -> NoReturn:
+    OUTAGE.failed(exc)  # one log line per outage, not one per job
+    raise Retry(defer=_REDIS_RETRY_S) from exc
+
+
+async def _fail_internal(deps: WorkerDeps, envelope: JobEnvelope, exc: Exception) -> None:
+    log.error("%s of run %s failed", envelope.kind, envelope.run_id, exc_info=exc)
+    reply = await deps.store.fail_run(
+        envelope.run_id,
+        RunFailure(
+            kind=FailureKind.INTERNAL, message=f"{type(exc).__name__}: {exc}", step=envelope.step
+        ),
+    )
+    _ended(reply.outcome, envelope, RunStatus.FAILED)
 
 
 async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
     run_id, step = envelope.run_id, envelope.step
     begun = await deps.store.begin_step(
-        run_id, step, event_json("start-step", run_id, step=step, attempt=ctx.get("job_try", 1))
+        BeginStep(
+            run_id=run_id,
+            step=step,
+            event=event_json("start-step", run_id, step=step, attempt=ctx.get("job_try", 1)),
+        )
     )
-    if isinstance(begun, str):
-        log.debug("model step %s/%d skipped: %s", run_id, step, begun)
+    if begun.outcome != Outcome.OK:
+        log.debug("model step %s/%d skipped: %s", run_id, step, begun.outcome)
         return
-    spec = RunSpec.model_validate_json(begun.spec_json)
-    tools = [ToolDef.model_validate_json(t) for t in begun.tool_jsons]
+    spec = RunSpec.model_validate_json(begun.spec, context=STORED_SPEC)
+    tools = [ToolDef.model_validate_json(t) for t in begun.tools]
     request = ModelRequest(
         model=spec.model,
         system=spec.system,
-        messages=[MESSAGE_ADAPTER.validate_json(m) for m in begun.message_jsons],
+        messages=[MESSAGE_ADAPTER.validate_json(m) for m in begun.messages],
         tools=[
-            ToolDefinition(
+            OfferedTool(
                 name=t.name,
                 description=t.description,
                 input_schema=t.input_schema,
-                provider_executed=t.kind == "provider",
-                options=t.config.get("options", {}) if t.kind == "provider" else {},
+                provider_executed=isinstance(t.config, ProviderToolConfig),
+                options=t.config.options if isinstance(t.config, ProviderToolConfig) else {},
             )
             for t in offered_tools(spec, tools)
         ],
@@ -189,7 +208,6 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         step=step,
         timeout_s=spec.model.timeout_s,
     )
-    provider = make_provider(spec.model, ProviderContext(http=deps.http, env=deps.env))
     sink = DeltaEvents(deps.store, run_id, step)
     with tracing.span(
         f"chat {spec.model.name}",
@@ -202,14 +220,21 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         },
     ) as chat_span:
         try:
-            response = await generate(deps, provider, request, sink)
+            response = await observe_model_call(
+                deps.metrics,
+                request.model.provider,
+                request.model.name,
+                deps.models.generate(request, sink),
+            )
         except ProviderError as exc:
             await sink.flush()
-            outcome = await deps.store.fail_run(
+            failed = await deps.store.fail_run(
                 run_id,
-                {"type": "provider", "message": exc.message, "status": exc.status, "step": step},
+                RunFailure(
+                    kind=FailureKind.PROVIDER, message=exc.message, status=exc.status, step=step
+                ),
             )
-            _ended(outcome, envelope, "failed")
+            _ended(failed.outcome, envelope, RunStatus.FAILED)
             return
         await sink.flush()
         chat_span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
@@ -220,19 +245,21 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             tools=tools,
             request=request,
             response=response,
-            generate=lambda req, out: generate(deps, provider, req, out),
+            generate=deps.models.generate,
             store=deps.store,
             run_id=run_id,
         )
         plan = plan_step(spec, tools, step, response)
         hops = tracing.Hops(queue="tools")
-        args = commit_args(run_id, plan, hops, envelope.run_trace)
-        outcome = await deps.store.commit_step(run_id, args)
-    if outcome in ("committed", "continued", "finished"):
-        queues = [c.queue for c in plan.local_calls if c.status == "queued"]
+        committed = await deps.store.commit_step(
+            commit_args(run_id, plan, hops, envelope.run_trace)
+        )
+    outcome = committed.outcome
+    if outcome in (Outcome.COMMITTED, Outcome.CONTINUED, Outcome.FINISHED):
+        queues = [c.queue for c in plan.local_calls if c.status == CallStatus.QUEUED]
         for preset, queue in zip(hops.allocated, queues, strict=False):
             hops.record([preset], queue)
-        if outcome == "continued" and hops.allocated:
+        if outcome == Outcome.CONTINUED and hops.allocated:
             hops.record(hops.allocated[-1:], MODEL_QUEUE)
     _ended(outcome, envelope)
 
@@ -247,22 +274,27 @@ async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
         kind=SpanKind.CONSUMER,
         attributes=_consumer_attrs(envelope, queue, ctx["job_id"]),
     ):
-        await _guarded(ctx, deps, envelope, _tool_call(ctx, deps, envelope))
+        await _guarded(deps, envelope, _tool_call(ctx, deps, envelope), ctx)
 
 
 async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
     run_id, step, call_id = envelope.run_id, envelope.step, envelope.call_id or ""
     attempt = int(ctx.get("job_try", 1))
-    status, call_json, tool_json = await deps.store.claim_call(
-        run_id,
-        step,
-        call_id,
-        event_json("tool-running", run_id, step=step, tool_call_id=call_id, attempt=attempt),
+    claim = await deps.store.claim_call(
+        ClaimCall(
+            run_id=run_id,
+            step=step,
+            call_id=call_id,
+            event=event_json(
+                "tool-running", run_id, step=step, tool_call_id=call_id, attempt=attempt
+            ),
+        )
     )
-    if status != "run" or call_json is None:
-        log.debug("tool call %s/%d/%s skipped: %s", run_id, step, call_id, status)
+    if claim.outcome != Outcome.CLAIMED or claim.call is None:
+        log.debug("tool call %s/%d/%s skipped: %s", run_id, step, call_id, claim.outcome)
         return
-    call = CallPlan.model_validate_json(call_json)
+    call = CallPlan.model_validate_json(claim.call)
+    tool_json = claim.tool
     crashed: str | None = None
     if _exhausted(ctx, deps):
         # A poison call (it kills its worker): the model hears so, the run goes on.
@@ -290,12 +322,41 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
             )
         tool_span.set_attribute("gen_ai.tool.type", "error" if result.is_error else "ok")
         hops = tracing.Hops(queue=MODEL_QUEUE)
-        outcome = await deps.store.record_result(
-            run_id, result_args(run_id, step, result, hops, envelope.run_trace)
+        recorded = await deps.store.record_result(
+            result_args(run_id, step, result, hops, envelope.run_trace)
         )
-    if outcome == "continued":
+    if recorded.outcome == Outcome.CONTINUED:
         hops.record(hops.allocated)
-    _ended(outcome, envelope)
+    _ended(recorded.outcome, envelope)
+
+
+async def park_expiry(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    """A parked call's deadline: unless it was resolved meanwhile, it becomes a tool
+    error the model sees, and the run goes on (expire_parked.lua)."""
+    envelope = JobEnvelope.model_validate(payload)
+    deps = _deps(ctx)
+    await _guarded(deps, envelope, _park_expiry(deps, envelope), ctx)
+
+
+async def _park_expiry(deps: WorkerDeps, envelope: JobEnvelope) -> None:
+    run_id, step, call_id = envelope.run_id, envelope.step, envelope.call_id or ""
+    call_json, status = await deps.store.call_state(run_id, step, call_id)
+    if call_json is None:
+        return  # the run has moved on or expired
+    call = CallPlan.model_validate_json(call_json)
+    within = f"within {call.park_timeout_s:g} s" if call.park_timeout_s is not None else "in time"
+    wanted = "approved" if status == CallStatus.AWAITING_APPROVAL else "given a result"
+    result = error_result(
+        call.id, call.name, f"The call to {call.name!r} was not {wanted} {within}."
+    )
+    hops = tracing.Hops(queue=MODEL_QUEUE)
+    expired = await deps.store.expire_parked(
+        result_args(run_id, step, result, hops, envelope.run_trace, completion=ExpireParked)
+    )
+    log.debug("parked call %s/%d/%s: %s", run_id, step, call_id, expired.outcome)
+    if expired.outcome == Outcome.CONTINUED:
+        hops.record(hops.allocated)
+    _ended(expired.outcome, envelope)
 
 
 async def _execute(
@@ -339,20 +400,41 @@ async def _execute(
             tool_name=call.name,
             attempt=attempt,
             deadline_at=deadline_at,
+            park_timeout_s=tool.park_timeout_s,
         ),
     )
-    try:
-        output = await executor.execute(tool, call.input, context)
-    except ToolNotServed:
-        raise  # another worker may serve it: not the model's business
-    except ToolError as exc:
-        return error_result(call.id, call.name, exc.message)
-    except Exception as exc:  # a failing tool is the model's to see, not the run's end
-        if is_transient_redis(exc):
-            raise  # Redis failed under the tool (progress, elicitation): run it again
-        return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
+    executions = 1
+    while True:
+        try:
+            output = await executor.execute(tool, call.input, context)
+            break
+        except ToolNotServed:
+            raise  # another worker may serve it: not the model's business
+        except ToolError as exc:
+            delay_s = retry_delay_s(
+                tool.retry, executions, exc.retryable, deadline_at - time.time()
+            )
+            if delay_s is None:
+                return error_result(call.id, call.name, exc.message)
+            log.info(
+                "tool %s failed (%s); execution %d in %g s", call.name, exc, executions + 1, delay_s
+            )
+            await asyncio.sleep(delay_s)
+            executions += 1
+        except Exception as exc:  # a failing tool is the model's to see, not the run's end
+            if is_transient_redis(exc):
+                raise  # Redis failed under the tool (progress, elicitation): run it again
+            return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
     return ToolResultPart(
         tool_call_id=call.id,
         tool_name=call.name,
         output=to_jsonable_python(output, fallback=str),
     )
+
+
+# The arq function of each job kind: the job's `f` is its kind (envelopes.queued_job).
+JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
+    "model_step": model_step,
+    "tool_call": tool_call,
+    "park_expiry": park_expiry,
+}

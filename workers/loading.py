@@ -1,4 +1,8 @@
-"""Loading tool modules named on the command line (`--tools MODULE_OR_FILE`)."""
+"""Loading tool modules named on the command line (`--tools MODULE_OR_FILE`).
+
+A module holds `@tool` functions, or plugins it registers when imported (a tool
+kind, an executor, a model provider): one of the two, or it was named by mistake.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +16,19 @@ from agentq.orchestrator.errors import SpecError
 from agentq.workers.function_tools import FunctionTool, tools_in
 
 
+def registrations() -> tuple[int, ...]:
+    """How many plugins are registered: a module that adds one is a plugin module."""
+    from agentq.orchestrator.tool_kinds import tool_kinds
+    from agentq.workers.executors.assemble import registered_executors
+    from agentq.workers.providers import registered_providers
+
+    return len(tool_kinds()), len(registered_executors()), len(registered_providers())
+
+
 def load_tool_modules(names: Sequence[str]) -> list[FunctionTool]:
     found: list[FunctionTool] = []
     for name in names:
+        before = registrations()
         if name.endswith(".py") or "/" in name:
             path = Path(name)
             if not path.is_file():
@@ -31,7 +45,7 @@ def load_tool_modules(names: Sequence[str]) -> list[FunctionTool]:
             except ImportError as exc:
                 raise SpecError(f"--tools: cannot import {name!r}: {exc}") from None
         tools = tools_in(module)
-        if not tools:
-            raise SpecError(f"--tools: {name!r} defines no @tool functions")
+        if not tools and registrations() == before:
+            raise SpecError(f"--tools: {name!r} defines no @tool functions and registers no plugin")
         found.extend(tools)
     return found

@@ -31,7 +31,7 @@ from agentq.orchestrator.repair_plan import (
 from agentq.orchestrator.spec import RunSpec, ToolChoiceTool
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ToolDef
-from agentq.workers.providers.base import DeltaSink, ModelRequest, ToolDefinition
+from agentq.workers.providers.base import DeltaSink, ModelRequest, OfferedTool
 
 log = logging.getLogger("agentq.worker")
 
@@ -51,7 +51,7 @@ def _repair_request(request: ModelRequest, need: RepairNeed, index: int) -> Mode
         update={
             "messages": repair_messages(request.messages, need),
             "tools": [
-                ToolDefinition(
+                OfferedTool(
                     name=tool.name, description=tool.description, input_schema=tool.input_schema
                 )
             ],

@@ -39,6 +39,7 @@ from arq.worker import func
 from redis.asyncio import Redis
 
 from agentq.orchestrator import keys
+from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import (
     ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,
@@ -50,14 +51,18 @@ from agentq.orchestrator.envelopes import (
     serialize,
     wake_key,
 )
-from agentq.orchestrator.errors import SpecError
+from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecError
 from agentq.orchestrator.redis_conn import connect, is_memory_url
 from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ToolKind, registry_key
+from agentq.orchestrator.tool_resolution import (
+    MODEL_PROVIDER_KIND,
+    ToolAnnouncement,
+    registry_key,
+)
 from agentq.workers import handlers
-from agentq.workers.executors.base import ToolExecutor
+from agentq.workers.executors.base import ToolExecutor, WorkerServices
 from agentq.workers.liveness import (
     OUTAGE,
     REAP,
@@ -68,7 +73,10 @@ from agentq.workers.liveness import (
     liveness_key,
     pool_key,
 )
-from agentq.workers.providers.ratelimit import Limits, RateLimiter, RedisLike
+from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
+from agentq.workers.providers import registered_providers
+from agentq.workers.providers.model_client import ModelClient
+from agentq.workers.providers.ratelimit import Limits, RedisLike
 
 log = logging.getLogger("agentq.worker")
 
@@ -353,8 +361,11 @@ class WorkerRuntime:
         settings: Settings | None = None,
         env: dict[str, str] | None = None,
         http: httpx.AsyncClient | None = None,
+        metrics: WorkerMetrics | None = None,
     ) -> None:
         self.settings = settings or Settings()
+        self.metrics = metrics
+        self.announced = False  # readiness: the tools are in the registry
         self.redis_url = redis_url
         self.queues = list(queues)
         self.tool_queue = tool_queue
@@ -374,16 +385,23 @@ class WorkerRuntime:
         store = RunStore(self.redis, retention_s=self.settings.retention_s)
         http = self._http or httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
         self._http = http
-        executors: dict[ToolKind, ToolExecutor] = {e.kind: e for e in self.executors}
-        deps = handlers.WorkerDeps(
-            store=store,
-            http=http,
-            executors=executors,
-            env=self.env,
-            max_deliveries=self.settings.max_deliveries,
+        models = ModelClient(
+            http,
+            self.env,
+            policy=EndpointPolicy.from_settings(self.settings),
             # redis-py types its async commands as `Awaitable[X] | X`, which no
             # protocol of awaitables matches; the client is the limiter's RedisLike.
-            limiter=RateLimiter(cast(RedisLike, self.redis), self._rate_limits()),
+            limiter=TimedRateLimiter(
+                cast(RedisLike, self.redis), self._rate_limits(), metrics=self.metrics
+            ),
+        )
+        await self._start_executors(WorkerServices(models=models))
+        deps = handlers.WorkerDeps(
+            store=store,
+            models=models,
+            executors={e.kind: e for e in self.executors},
+            max_deliveries=self.settings.max_deliveries,
+            metrics=self.metrics,
         )
         await self._take_lease()
         await self._join_pools()
@@ -394,17 +412,12 @@ class WorkerRuntime:
                     # One delivery past ours, so that our job sees it and settles the run
                     # instead of arq dropping the job silently.
                     func(
-                        handlers.model_step,
-                        name="model_step",
+                        instrument(handler),
+                        name=kind,
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
-                    ),
-                    func(
-                        handlers.tool_call,
-                        name="tool_call",
-                        timeout=_ARQ_FUNCTION_TIMEOUT_S,
-                        max_tries=self.settings.max_deliveries + 1,
-                    ),
+                    )
+                    for kind, handler in handlers.JOB_FUNCTIONS.items()
                 ],
                 queue_name=queue_key(queue),
                 redis_pool=self.redis,
@@ -417,7 +430,7 @@ class WorkerRuntime:
                 allow_abort_jobs=True,
                 job_serializer=serialize,
                 job_deserializer=deserialize,
-                ctx={"agentq": deps, "queue": queue},
+                ctx={"agentq": deps, "queue": queue, "metrics": self.metrics},
             )
             self._workers.append(worker)
             self._tasks.append(asyncio.create_task(worker.main(), name=f"agentq-worker-{queue}"))
@@ -514,7 +527,7 @@ class WorkerRuntime:
         """The tools this worker serves, by the queue it announces them on."""
         sets: dict[str, list[str]] = {q: [] for q in self.queues if q != MODEL_QUEUE}
         for executor in self.executors:
-            queue = getattr(executor, "queue", self.tool_queue)
+            queue = executor.queue or self.tool_queue
             for ann in await executor.announcements(queue):
                 sets.setdefault(ann.queue, []).append(registry_key(ann))
         return {q: sorted(set(t)) for q, t in sets.items() if q in self.queues}
@@ -553,6 +566,17 @@ class WorkerRuntime:
             )
             self._pools.append(queue)
 
+    async def _start_executors(self, services: WorkerServices) -> None:
+        for executor in self.executors:
+            try:
+                await executor.start(services)
+            except AgentqError:
+                raise
+            except Exception as exc:
+                raise InfrastructureError(
+                    f"the {executor.kind} executor cannot start here ({type(exc).__name__}: {exc})"
+                ) from None
+
     def _rate_limits(self) -> dict[tuple[str, str], Limits]:
         limits: dict[tuple[str, str], Limits] = {}
         for label, (rpm, tpm, *window) in self.settings.rate_limits.items():
@@ -565,8 +589,21 @@ class WorkerRuntime:
         store = RunStore(self.redis)
         for executor in self.executors:
             # An executor with a pool of its own (the sandbox) names its queue.
-            queue = getattr(executor, "queue", self.tool_queue)
-            await store.announce(await executor.announcements(queue))
+            await store.announce(await executor.announcements(executor.queue or self.tool_queue))
+        # Providers this process registered, so that specs submitted anywhere may use them.
+        await store.announce(
+            [
+                ToolAnnouncement(
+                    name=info.name,
+                    kind=MODEL_PROVIDER_KIND,
+                    queue=MODEL_QUEUE,
+                    description=f"model provider (wire format {info.wire})",
+                    model_provider=info,
+                )
+                for info in registered_providers()
+            ]
+        )
+        self.announced = True
 
     async def _release_ended_runs(self) -> None:
         """Let executors drop what they keep for a run (sandbox sessions) when it ends,
@@ -599,6 +636,11 @@ class WorkerRuntime:
                 await self.announce()
             except Exception as exc:  # keep serving; the next round retries
                 log.warning("tool announcement failed: %s", exc)
+
+    @property
+    def running(self) -> bool:
+        """Started, and no queue worker or background task has ended."""
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
     async def wait(self) -> None:
         """Run until a worker task ends (it only does on error) or we are cancelled."""

@@ -1,13 +1,20 @@
--- A model step starts: check it is still the run's current step, announce it,
--- and hand back what the model needs, in one round trip.
-local status = redis.call('HGET', meta, 'status')
-if not status then return {'unknown-run'} end
-if status ~= 'running' then return {'closed'} end
-if tonumber(redis.call('HGET', meta, 'step')) ~= A.step then return {'stale'} end
-if redis.call('HEXISTS', step_key(A.step), 'resp') == 1 then return {'duplicate'} end
+-- begin_step: a model step starts; announce it and hand back what the model needs.
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    BeginStep: step, event
+-- Replies OK {spec, tools, messages}  (tool and message JSON strings, in order)
+--         UNKNOWN_RUN | CLOSED | STALE (not the current step)
+--         DUPLICATE  the step was committed already (a re-delivered job)
+-- Effects a `start-step` event (again on each delivery before the commit: the attempt).
+local err = run_guard(A.step)
+if err then return reply(err) end
+if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
 emit(A.event)
-local order = cjson.decode(redis.call('HGET', meta, 'tool_order') or '[]')
+local order = cjson.decode(redis.call('HGET', meta, F.TOOL_ORDER) or '[]')
 local tools = {}
-if #order > 0 then tools = redis.call('HMGET', meta .. ':tools', unpack(order)) end
-return {'ok', redis.call('HGET', meta, 'spec'), cjson.encode(tools),
-        cjson.encode(redis.call('LRANGE', msgs, 0, -1))}
+if #order > 0 then
+  for _, tool in ipairs(redis.call('HMGET', tools_key(), unpack(order))) do
+    if tool then tools[#tools + 1] = tool end
+  end
+end
+return reply(OUT.OK, {spec = redis.call('HGET', meta, F.SPEC), tools = tools,
+                      messages = redis.call('LRANGE', msgs, 0, -1)})

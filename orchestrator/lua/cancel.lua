@@ -1,15 +1,22 @@
--- Cancel a run: no further step is scheduled, and in-flight jobs are asked to abort.
-local status = redis.call('HGET', meta, 'status')
-if not status then return 'unknown-run' end
-if is_terminal(status) then return status end
-local n = tonumber(redis.call('HGET', meta, 'step'))
+-- cancel: no further step is scheduled, and the current step's jobs are asked to abort.
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    Cancel: reason
+-- Replies CANCELLED {status}
+--         CLOSED {status}  the run had ended (it stays as it ended)
+--         UNKNOWN_RUN
+-- Effects status cancelled, arq abort marks for the step's model job and call jobs, an
+--         `abort` event, the run's keys expire, run-ended.
+local status = redis.call('HGET', meta, F.STATUS)
+if not status then return reply(OUT.UNKNOWN_RUN) end
+if is_terminal(status) then return reply(OUT.CLOSED, {status = status}) end
+local n = tonumber(redis.call('HGET', meta, F.STEP))
 local now_ms = math.floor(A.at * 1000)
-redis.call('ZADD', 'arq:abort', now_ms, A.job_prefix .. n .. ':model')
-local order = redis.call('HGET', step_key(n), 'order')
+redis.call('ZADD', K.ARQ_ABORT, now_ms, job_prefix(n) .. K.MODEL_JOB)
+local order = redis.call('HGET', step_key(n), S.ORDER)
 if order then
   for _, id in ipairs(cjson.decode(order)) do
-    redis.call('ZADD', 'arq:abort', now_ms, A.job_prefix .. n .. ':call:' .. id)
+    redis.call('ZADD', K.ARQ_ABORT, now_ms, job_prefix(n) .. K.CALL_JOB .. id)
   end
 end
-finish_run('cancelled', 'abort', {reason = A.reason})
-return 'cancelled'
+finish_run(RUN.CANCELLED, 'abort', {reason = A.reason})
+return reply(OUT.CANCELLED, {status = RUN.CANCELLED})

@@ -1,14 +1,25 @@
--- A tool job starts: the call must still want running. Returns the call and its tool.
-local err = call_guard()
-if err then return {err} end
+-- claim_call: a tool job starts; the call must still want running.
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    ClaimCall: step, call_id, event
+-- Replies CLAIMED {call, tool}  (CallPlan JSON; ToolDef JSON, absent if not defined)
+--         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
+--         DONE          the call has its result (a re-delivered job)
+--         NOT_RUNNABLE {call_status}  a parked call is not run by a worker
+-- Effects call status running; a `tool-running` event (with the tool's name).
+local err = run_guard(A.step)
+if err then return reply(err) end
 local step = step_key(A.step)
-if redis.call('HEXISTS', step, 'r:' .. A.call_id) == 1 then return {'done'} end
-local st = redis.call('HGET', step, 'st:' .. A.call_id)
-if st ~= 'queued' and st ~= 'running' then return {'not-runnable', tostring(st)} end
-redis.call('HSET', step, 'st:' .. A.call_id, 'running')
-local call = redis.call('HGET', step, 'c:' .. A.call_id)
+local st = redis.call('HGET', step, S.CALL_STATUS .. A.call_id)
+if not st then return reply(OUT.UNKNOWN_CALL) end
+if redis.call('HEXISTS', step, S.RESULT .. A.call_id) == 1 then return reply(OUT.DONE) end
+if st ~= CALL.QUEUED and st ~= CALL.RUNNING then
+  return reply(OUT.NOT_RUNNABLE, {call_status = st})
+end
+local call = redis.call('HGET', step, S.CALL .. A.call_id)
 local name = cjson.decode(call).name
+redis.call('HSET', step, S.CALL_STATUS .. A.call_id, CALL.RUNNING)
 local ev = cjson.decode(A.event)
 ev.tool_name = name
 emit(cjson.encode(ev))
-return {'run', call, redis.call('HGET', meta .. ':tools', name) or ''}
+local tool = redis.call('HGET', tools_key(), name)
+return reply(OUT.CLAIMED, {call = call, tool = tool or nil})

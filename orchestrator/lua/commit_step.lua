@@ -1,24 +1,29 @@
--- Record a model step's answer and apply its plan: park, answer or enqueue each call.
-local status = redis.call('HGET', meta, 'status')
-if status ~= 'running' then return 'closed' end
-if tonumber(redis.call('HGET', meta, 'step')) ~= A.step then return 'stale' end
+-- commit_step: record a model step's answer and apply its plan: each call is queued,
+-- parked or answered at once; the step joins at once if nothing is pending.
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    CommitStep: step, resp, assistant, text, finish_reason, usage, after, order,
+--         calls[{id, call, status, result}], events, jobs, pending, parked,
+--         finishes_now, next_job
+-- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once)
+--         UNKNOWN_RUN | CLOSED | STALE | DUPLICATE (committed before)
+-- Effects the step hash (resp written once), usage totals, the assistant message, each
+--         call's record and status, the step's events, tool jobs and deferred expiry
+--         jobs; status awaiting if a call parked; the join if nothing is pending.
+local err = run_guard(A.step)
+if err then return reply(err) end
 local step = step_key(A.step)
-if redis.call('HSETNX', step, 'resp', A.resp) == 0 then return 'duplicate' end
-redis.call('HSET', step, 'text', A.text, 'finish_reason', A.finish_reason, 'after', A.after,
-           'order', A.order, 'pending', A.pending, 'parked', A.parked)
-redis.call('HINCRBY', meta, 'u_in', A.usage.input_tokens)
-redis.call('HINCRBY', meta, 'u_out', A.usage.output_tokens)
-redis.call('HINCRBY', meta, 'u_total', A.usage.total_tokens)
-redis.call('HINCRBY', meta, 'u_cached', A.usage.cached_input_tokens)
-redis.call('HINCRBY', meta, 'u_reason', A.usage.reasoning_tokens)
+if redis.call('HSETNX', step, S.RESP, A.resp) == 0 then return reply(OUT.DUPLICATE) end
+redis.call('HSET', step, S.TEXT, A.text, S.FINISH_REASON, A.finish_reason, S.AFTER, A.after,
+           S.ORDER, A.order, S.PENDING, A.pending, S.PARKED, A.parked)
+for _, pair in ipairs(USAGE) do redis.call('HINCRBY', meta, pair[2], A.usage[pair[1]]) end
 redis.call('RPUSH', msgs, A.assistant)
 for _, c in ipairs(A.calls) do
-  redis.call('HSET', step, 'c:' .. c.id, c.call, 'st:' .. c.id, c.status)
-  if c.result then redis.call('HSET', step, 'r:' .. c.id, c.result) end
+  redis.call('HSET', step, S.CALL .. c.id, c.call, S.CALL_STATUS .. c.id, c.status)
+  if c.result then redis.call('HSET', step, S.RESULT .. c.id, c.result) end
 end
 emit_all(A.events)
 for _, job in ipairs(A.jobs) do enqueue(job) end
-if A.finishes_now then return succeed(step) end
-if A.parked > 0 then redis.call('HSET', meta, 'status', 'awaiting') end
-if A.pending == 0 then return join(A.step) end
-return 'committed'
+if A.finishes_now then return reply(succeed(step)) end
+if A.parked > 0 then redis.call('HSET', meta, F.STATUS, RUN.AWAITING) end
+if A.pending == 0 then return reply(join(A.step, A.next_job)) end
+return reply(OUT.COMMITTED)

@@ -1,14 +1,27 @@
--- Create a run once (a second submit of the same id is a no-op) and schedule step 0.
-if redis.call('EXISTS', meta) == 1 then return 0 end
-redis.call('HSET', meta, 'spec', A.spec, 'status', 'running', 'step', 0, 'seq', 0,
-           'created_at', A.at, 'n_initial', #A.messages, 'trace', A.trace,
-           'u_in', 0, 'u_out', 0, 'u_total', 0, 'u_cached', 0, 'u_reason', 0)
+-- create: make a run once and schedule its step 0.
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job
+-- Replies CREATED
+--         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
+--         CONFLICT  the id holds a run of another spec: nothing is written
+-- Effects meta hash (status running, step 0, usage 0), tools hash, the initial
+--         messages, a `start` event, the model job of step 0.
+if redis.call('EXISTS', meta) == 1 then
+  local stored = redis.call('HGET', meta, F.SPEC_HASH)
+  if stored and stored ~= A.spec_hash then return reply(OUT.CONFLICT) end
+  return reply(OUT.EXISTS)
+end
+-- Without a meta hash, any other key of the id is a leftover: start clean.
+redis.call('DEL', msgs, events, tools_key())
+redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, RUN.RUNNING,
+           F.STEP, 0, F.SEQ, 0, F.CREATED_AT, A.at, F.N_INITIAL, #A.messages,
+           F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order))
+for _, pair in ipairs(USAGE) do redis.call('HSET', meta, pair[2], 0) end
 -- Tools are offered to the model in the spec's order (stable prompts cache better).
 for _, name in ipairs(A.tool_order) do
-  redis.call('HSET', meta .. ':tools', name, A.tools[name])
+  redis.call('HSET', tools_key(), name, A.tools[name])
 end
-redis.call('HSET', meta, 'tool_order', cjson.encode(A.tool_order))
 for _, m in ipairs(A.messages) do redis.call('RPUSH', msgs, m) end
 emit(A.event)
 enqueue(A.next_job)
-return 1
+return reply(OUT.CREATED)

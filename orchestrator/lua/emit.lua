@@ -1,6 +1,12 @@
--- Append events to a live run (deltas, progress). Returns the last seq, or 0 if closed.
-local status = redis.call('HGET', meta, 'status')
-if not status or is_terminal(status) then return 0 end
+-- emit: append events to a live run (text deltas, progress, repairs).
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    Emit: events
+-- Replies EMITTED {seq}  the last event's sequence number
+--         UNKNOWN_RUN | CLOSED  (nothing appended)
+-- Effects the events.
+local status = redis.call('HGET', meta, F.STATUS)
+if not status then return reply(OUT.UNKNOWN_RUN) end
+if is_terminal(status) then return reply(OUT.CLOSED) end
 local seq = 0
 for _, ev in ipairs(A.events) do seq = emit(ev) end
-return seq
+return reply(OUT.EMITTED, {seq = seq})

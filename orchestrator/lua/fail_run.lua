@@ -1,7 +1,11 @@
--- The run cannot go on (a provider refused, a bug): record why, once.
-local status = redis.call('HGET', meta, 'status')
-if not status then return 'unknown-run' end
-if is_terminal(status) then return 'closed' end
-redis.call('HSET', meta, 'error', A.error)
-finish_run('failed', 'error', {error = cjson.decode(A.error)})
-return 'failed'
+-- fail_run: the run cannot go on (a provider refused, a bug): record why, once.
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    FailRun: error (a RunFailure)
+-- Replies FAILED | UNKNOWN_RUN | CLOSED
+-- Effects status failed, the error, an `error` event, the run's keys expire, run-ended.
+local status = redis.call('HGET', meta, F.STATUS)
+if not status then return reply(OUT.UNKNOWN_RUN) end
+if is_terminal(status) then return reply(OUT.CLOSED) end
+redis.call('HSET', meta, F.ERROR, cjson.encode(A.error))
+finish_run(RUN.FAILED, 'error', {error = A.error})
+return reply(OUT.FAILED)

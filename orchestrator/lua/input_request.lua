@@ -1,12 +1,24 @@
--- A running call asks whoever drives the run for input (an MCP server's elicitation,
--- forwarded): the run waits (status awaiting) until an answer is posted or the call
--- gives up. The call itself keeps running on its worker, holding its session.
-local err = call_guard()
-if err then return err end
+-- input_request: a running call asks whoever drives the run for input (an MCP server's
+-- elicitation, forwarded). The run waits (status awaiting) until an answer is posted or
+-- the call gives up; the call keeps running on its worker, holding its session.
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    InputRequest: step, call_id, request_id, request, event
+-- Replies PARKED
+--         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
+--         WRONG_STATE {call_status}  the asking call is not running
+--         DUPLICATE     the request was made before
+-- Effects the request and its status pending, parked + 1, status awaiting, its event.
+local err = run_guard(A.step)
+if err then return reply(err) end
 local step = step_key(A.step)
-if redis.call('HSETNX', step, 'in:' .. A.request_id, A.request) == 0 then return 'duplicate' end
-redis.call('HSET', step, 'ins:' .. A.request_id, 'pending')
-redis.call('HINCRBY', step, 'parked', 1)
-redis.call('HSET', meta, 'status', 'awaiting')
+local st = redis.call('HGET', step, S.CALL_STATUS .. A.call_id)
+if not st then return reply(OUT.UNKNOWN_CALL) end
+if st ~= CALL.RUNNING then return reply(OUT.WRONG_STATE, {call_status = st}) end
+if redis.call('HSETNX', step, S.INPUT .. A.request_id, A.request) == 0 then
+  return reply(OUT.DUPLICATE)
+end
+redis.call('HSET', step, S.INPUT_STATUS .. A.request_id, INPUT.PENDING)
+redis.call('HINCRBY', step, S.PARKED, 1)
+redis.call('HSET', meta, F.STATUS, RUN.AWAITING)
 emit(A.event)
-return 'parked'
+return reply(OUT.PARKED)

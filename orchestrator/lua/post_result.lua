@@ -1,7 +1,14 @@
--- A result for a call that has no executor here (a client tool) is posted from outside.
-local err = call_guard()
-if err then return {err} end
-local st = redis.call('HGET', step_key(A.step), 'st:' .. A.call_id)
-if st ~= 'awaiting-result' then return {'wrong-state', tostring(st)} end
+-- post_result: the result of a call awaiting one (a client tool) is posted from outside.
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    PostResult: step, call_id, result, events, next_job
+-- Replies RECORDED | CONTINUED | FINISHED
+--         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
+--         WRONG_STATE {call_status}  the call does not await a result (e.g. posted twice)
+-- Effects parked - 1 (status running when none is left), then as record_result.
+local err = run_guard(A.step)
+if err then return reply(err) end
+local st = redis.call('HGET', step_key(A.step), S.CALL_STATUS .. A.call_id)
+if not st then return reply(OUT.UNKNOWN_CALL) end
+if st ~= CALL.AWAITING_RESULT then return reply(OUT.WRONG_STATE, {call_status = st}) end
 unpark(A.step)
-return {record(A.step, A.call_id)}
+return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))

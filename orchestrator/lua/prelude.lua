@@ -1,21 +1,47 @@
--- Shared by every run transition. KEYS[1] is the run's meta hash, KEYS[2] its
--- message list, KEYS[3] its event stream; the other keys of the run derive from
--- KEYS[1]. ARGV[1] is a JSON object of arguments built by orchestrator/store.py.
--- Each script runs atomically: a transition either happens whole or not at all.
+-- prelude.lua: shared by every run transition; the generated constants chunk
+-- (orchestrator/state/lua_constants.py: RUN, CALL, AFTER, INPUT, OUT, F, S, K, USAGE,
+-- TOOL_MESSAGE_OPEN/CLOSE) comes first.
+--
+-- KEYS[1] the run's meta hash, KEYS[2] its message list, KEYS[3] its event stream.
+--   Every other key of the run (tools, steps, answers) derives from KEYS[1] and carries
+--   the same hash tag, so a transition touches one Redis Cluster slot (arq's queue keys
+--   excepted).
+-- ARGV[1] the transition's input model (orchestrator/state/inputs.py) as JSON: `A`.
+--   Read here: A.run_id, A.at, A.retention_s (TransitionInput's own fields).
+-- Every script returns reply(...): one JSON object, {outcome = OUT.*, ...}.
+-- Every script checks before it writes, so a refused transition writes nothing.
 local meta, msgs, events = KEYS[1], KEYS[2], KEYS[3]
 local A = cjson.decode(ARGV[1])
 
+local function reply(outcome, fields)
+  local r = fields or {}
+  r.outcome = outcome
+  return cjson.encode(r)
+end
+
 local function step_key(n)
-  return meta .. ':s:' .. n
+  return meta .. K.STEP .. n
+end
+
+local function tools_key()
+  return meta .. K.TOOLS
+end
+
+local function job_prefix(n)
+  return K.JOB_PREFIX .. K.TAG_OPEN .. A.run_id .. K.TAG_CLOSE .. K.JOB_SEPARATOR .. n
 end
 
 local function is_terminal(status)
-  return status == 'succeeded' or status == 'failed' or status == 'cancelled'
+  return status == RUN.SUCCEEDED or status == RUN.FAILED or status == RUN.CANCELLED
+end
+
+local function is_parked(call_status)
+  return call_status == CALL.AWAITING_APPROVAL or call_status == CALL.AWAITING_RESULT
 end
 
 -- The event's sequence number is its stream id, so readers resume without gaps.
 local function emit(ev)
-  local seq = redis.call('HINCRBY', meta, 'seq', 1)
+  local seq = redis.call('HINCRBY', meta, F.SEQ, 1)
   redis.call('XADD', events, '0-' .. seq, 'e', ev)
   return seq
 end
@@ -27,98 +53,99 @@ local function emit_all(list)
 end
 
 -- Enqueue in arq's own layout (job key + queue zset), then wake a sleeping worker.
+-- The job id is derived from (run, step, call): enqueueing twice is a no-op.
 local function enqueue(job)
-  local job_key = 'arq:job:' .. job.job_id
+  local job_key = K.ARQ_JOB .. job.job_id
   if redis.call('EXISTS', job_key) == 1 then return 0 end
   redis.call('PSETEX', job_key, job.expires_ms, job.payload)
   redis.call('ZADD', job.queue_key, job.score_ms, job.job_id)
-  redis.call('LPUSH', job.wake_key, '1')
-  redis.call('LTRIM', job.wake_key, 0, 63)
+  if job.wake then
+    redis.call('LPUSH', job.wake_key, '1')
+    redis.call('LTRIM', job.wake_key, 0, 63)
+  end
   return 1
 end
 
 local function usage_totals()
-  local u = redis.call('HMGET', meta, 'u_in', 'u_out', 'u_total', 'u_cached', 'u_reason')
-  return {
-    input_tokens = tonumber(u[1]) or 0,
-    output_tokens = tonumber(u[2]) or 0,
-    total_tokens = tonumber(u[3]) or 0,
-    cached_input_tokens = tonumber(u[4]) or 0,
-    reasoning_tokens = tonumber(u[5]) or 0,
-  }
+  local fields = {}
+  for i, pair in ipairs(USAGE) do fields[i] = pair[2] end
+  local values = redis.call('HMGET', meta, unpack(fields))
+  local usage = {}
+  for i, pair in ipairs(USAGE) do usage[pair[1]] = tonumber(values[i]) or 0 end
+  return usage
 end
 
 local function expire_run()
   local ttl = A.retention_s
-  local last = tonumber(redis.call('HGET', meta, 'step')) or 0
+  local last = tonumber(redis.call('HGET', meta, F.STEP)) or 0
   redis.call('EXPIRE', meta, ttl)
-  redis.call('EXPIRE', meta .. ':tools', ttl)
+  redis.call('EXPIRE', tools_key(), ttl)
   redis.call('EXPIRE', msgs, ttl)
   redis.call('EXPIRE', events, ttl)
   for i = 0, last do redis.call('EXPIRE', step_key(i), ttl) end
 end
 
 local function finish_run(status, ev_type, fields)
-  redis.call('HSET', meta, 'status', status, 'finished_at', A.at)
+  redis.call('HSET', meta, F.STATUS, status, F.FINISHED_AT, A.at)
   local ev = {type = ev_type, run_id = A.run_id, at = A.at, status = status,
               usage = usage_totals()}
   for k, v in pairs(fields) do ev[k] = v end
   emit(cjson.encode(ev))
   expire_run()
   -- Workers keeping something for the run (sandbox sessions) let it go now.
-  redis.call('PUBLISH', 'aq:run-ended', A.run_id)
+  redis.call('PUBLISH', K.RUN_ENDED, A.run_id)
 end
 
 local function succeed(step)
-  local text = redis.call('HGET', step, 'text') or ''
-  local reason = redis.call('HGET', step, 'finish_reason') or 'stop'
-  redis.call('HSET', meta, 'text', text)
-  finish_run('succeeded', 'finish', {text = text, finish_reason = reason})
-  return 'finished'
+  local text = redis.call('HGET', step, S.TEXT) or ''
+  local reason = redis.call('HGET', step, S.FINISH_REASON) or 'stop'
+  redis.call('HSET', meta, F.TEXT, text)
+  finish_run(RUN.SUCCEEDED, 'finish', {text = text, finish_reason = reason})
+  return OUT.FINISHED
 end
 
 -- All results of step n are in: append them as one tool message in call order,
--- then either schedule step n+1 or finish, as decided when the step was planned.
-local function join(n)
+-- then either schedule step n+1 (next_job) or finish, as decided when the step was planned.
+local function join(n, next_job)
   local step = step_key(n)
-  local order = cjson.decode(redis.call('HGET', step, 'order'))
+  local order = cjson.decode(redis.call('HGET', step, S.ORDER))
   local parts = {}
   for i, id in ipairs(order) do
-    parts[i] = redis.call('HGET', step, 'r:' .. id)
+    parts[i] = redis.call('HGET', step, S.RESULT .. id)
   end
   if #parts > 0 then
-    redis.call('RPUSH', msgs, '{"role":"tool","content":[' .. table.concat(parts, ',') .. ']}')
+    redis.call('RPUSH', msgs, TOOL_MESSAGE_OPEN .. table.concat(parts, ',') .. TOOL_MESSAGE_CLOSE)
   end
-  if redis.call('HGET', step, 'after') == 'continue' then
-    redis.call('HSET', meta, 'step', n + 1, 'status', 'running')
-    enqueue(A.next_job)
-    return 'continued'
+  if redis.call('HGET', step, S.AFTER) == AFTER.CONTINUE then
+    redis.call('HSET', meta, F.STEP, n + 1, F.STATUS, RUN.RUNNING)
+    enqueue(next_job)
+    return OUT.CONTINUED
   end
   return succeed(step)
 end
 
 -- Write a call's result once; the completion that brings the count to zero joins.
-local function record(n, id)
+local function record(n, id, result, result_events, next_job)
   local step = step_key(n)
-  if redis.call('HSETNX', step, 'r:' .. id, A.result) == 0 then return 'duplicate' end
-  redis.call('HSET', step, 'st:' .. id, 'done')
-  emit_all(A.events)
-  if redis.call('HINCRBY', step, 'pending', -1) > 0 then return 'recorded' end
-  return join(n)
+  if redis.call('HSETNX', step, S.RESULT .. id, result) == 0 then return OUT.DUPLICATE end
+  redis.call('HSET', step, S.CALL_STATUS .. id, CALL.DONE)
+  emit_all(result_events)
+  if redis.call('HINCRBY', step, S.PENDING, -1) > 0 then return OUT.RECORDED end
+  return join(n, next_job)
 end
 
 local function unpark(n)
-  if redis.call('HINCRBY', step_key(n), 'parked', -1) <= 0
-     and redis.call('HGET', meta, 'status') == 'awaiting' then
-    redis.call('HSET', meta, 'status', 'running')
+  if redis.call('HINCRBY', step_key(n), S.PARKED, -1) <= 0
+     and redis.call('HGET', meta, F.STATUS) == RUN.AWAITING then
+    redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
   end
 end
 
--- Guards shared by the call transitions: the run is live, the step is current.
-local function call_guard()
-  local status = redis.call('HGET', meta, 'status')
-  if not status then return 'unknown-run' end
-  if is_terminal(status) then return 'closed' end
-  if tonumber(redis.call('HGET', meta, 'step')) ~= A.step then return 'stale' end
+-- The guard of every step and call transition: the run exists, is live, and `n` is its step.
+local function run_guard(n)
+  local status = redis.call('HGET', meta, F.STATUS)
+  if not status then return OUT.UNKNOWN_RUN end
+  if is_terminal(status) then return OUT.CLOSED end
+  if tonumber(redis.call('HGET', meta, F.STEP)) ~= n then return OUT.STALE end
   return nil
 end

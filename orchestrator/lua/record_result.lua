@@ -1,6 +1,14 @@
--- A tool job's result (or error) comes in.
-local err = call_guard()
-if err then return err end
-local st = redis.call('HGET', step_key(A.step), 'st:' .. A.call_id)
-if not st then return 'unknown-call' end
-return record(A.step, A.call_id)
+-- record_result: a tool job's result (or error) comes in; the last one joins.
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    RecordResult: step, call_id, result, events, next_job
+-- Replies RECORDED (others pending) | CONTINUED | FINISHED (this one joined)
+--         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
+--         DUPLICATE     the call has its result (a re-delivered job)
+--         WRONG_STATE {call_status}  the call is parked: only its resolution records it
+-- Effects the result (write-once), call status done, its events, pending - 1; the join.
+local err = run_guard(A.step)
+if err then return reply(err) end
+local st = redis.call('HGET', step_key(A.step), S.CALL_STATUS .. A.call_id)
+if not st then return reply(OUT.UNKNOWN_CALL) end
+if is_parked(st) then return reply(OUT.WRONG_STATE, {call_status = st}) end
+return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))

@@ -1,17 +1,29 @@
--- A human approved or denied a parked call. A denial is a tool error the model sees.
-local err = call_guard()
-if err then return {err} end
+-- resolve_approval: a human approved or denied a parked call. A denial is a tool error
+-- the model sees (recorded like a result).
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    ResolveApproval: step, call_id, approved, event,
+--         approved: next_status, job (when it runs on a queue);
+--         denied: result, events, next_job
+-- Replies APPROVED | RECORDED | CONTINUED | FINISHED (a denial recorded)
+--         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
+--         WRONG_STATE {call_status}  the call does not await approval (e.g. resolved twice)
+-- Effects a `tool-approval-response` event; approved: the call's next status, its job,
+--         parked - 1 if it runs now (a client tool stays parked, awaiting its result);
+--         denied: parked - 1, then as record_result.
+local err = run_guard(A.step)
+if err then return reply(err) end
 local step = step_key(A.step)
-local st = redis.call('HGET', step, 'st:' .. A.call_id)
-if st ~= 'awaiting-approval' then return {'wrong-state', tostring(st)} end
+local st = redis.call('HGET', step, S.CALL_STATUS .. A.call_id)
+if not st then return reply(OUT.UNKNOWN_CALL) end
+if st ~= CALL.AWAITING_APPROVAL then return reply(OUT.WRONG_STATE, {call_status = st}) end
 emit(A.event)
 if A.approved then
-  redis.call('HSET', step, 'st:' .. A.call_id, A.next_status)
-  if A.next_status == 'queued' then
+  redis.call('HSET', step, S.CALL_STATUS .. A.call_id, A.next_status)
+  if A.next_status == CALL.QUEUED then
     enqueue(A.job)
     unpark(A.step)
   end
-  return {'approved'}
+  return reply(OUT.APPROVED)
 end
 unpark(A.step)
-return {record(A.step, A.call_id)}
+return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))

@@ -102,42 +102,46 @@ function killStrays() {
   }
 }
 
-function sniffImage(head) {
-  if (head.subarray(0, 8).equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]))) {
-    return 'image/png';
-  }
-  if (head[0] === 0xff && head[1] === 0xd8 && head[2] === 0xff) return 'image/jpeg';
-  const start = head.subarray(0, 6).toString('latin1');
-  if (start === 'GIF87a' || start === 'GIF89a') return 'image/gif';
-  if (head.subarray(0, 4).toString('latin1') === 'RIFF' &&
-      head.subarray(8, 12).toString('latin1') === 'WEBP') {
-    return 'image/webp';
-  }
-  return null;
-}
-
-const TEXT_TYPES = {
+const MEDIA_TYPES = {
   '.txt': 'text/plain', '.csv': 'text/csv', '.html': 'text/html', '.md': 'text/markdown',
   '.json': 'application/json', '.js': 'text/javascript', '.svg': 'image/svg+xml',
-  '.xml': 'text/xml', '.py': 'text/x-python',
+  '.xml': 'text/xml', '.py': 'text/x-python', '.png': 'image/png', '.jpg': 'image/jpeg',
+  '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp', '.pdf': 'application/pdf',
 };
 
-function describe(rel, data) {
-  const imageType = sniffImage(data.subarray(0, 16));
-  const item = { path: rel, size: data.length, is_image: imageType !== null };
-  if (imageType === null && !data.includes(0)) {
-    try {
-      item.text = new TextDecoder('utf-8', { fatal: true }).decode(data);
-    } catch (err) {
-      // binary: sent as base64 below
-    }
-  }
-  const guessed = TEXT_TYPES[path.extname(rel).toLowerCase()];
-  if (imageType !== null) item.media_type = imageType;
-  else if (item.text !== undefined) item.media_type = guessed || 'text/plain';
-  else item.media_type = 'application/octet-stream';
-  if (item.text === undefined) item.data_base64 = data.toString('base64');
-  return item;
+// One `a` frame: u16 header length, JSON header, the raw bytes. The host sniffs
+// images, decodes text and checks every size itself.
+// The host refuses artifact headers over 2048 bytes.
+const MAX_HEADER = 2000;
+
+function artifactHeader(rel) {
+  const mediaType = MEDIA_TYPES[path.extname(rel).toLowerCase()] || 'application/octet-stream';
+  const header = Buffer.from(JSON.stringify({ path: rel, media_type: mediaType }), 'utf8');
+  return header.length <= MAX_HEADER ? header : null;
+}
+
+function sendArtifact(header, data) {
+  const length = Buffer.alloc(2);
+  length.writeUInt16BE(header.length, 0);
+  send('a', Buffer.concat([length, header, data]));
+}
+
+// At most MAX_NOTICES notices, then one line counting the rest: 100,000 refused
+// files must not make a 100,000-line result.
+const MAX_NOTICES = 40;
+
+function makeNotices() {
+  const list = [];
+  let dropped = 0;
+  return {
+    push(notice) {
+      if (list.length < MAX_NOTICES) list.push(notice.slice(0, 500));
+      else dropped += 1;
+    },
+    final() {
+      return dropped ? list.concat([`... and ${dropped} more notices`]) : list;
+    },
+  };
 }
 
 function readRegular(full, cap) {
@@ -166,21 +170,36 @@ function readRegular(full, cap) {
 const seen = new Map();
 
 function collect(limits) {
-  const items = [];
-  const notices = [];
+  let count = 0;
+  const notices = makeNotices();
   let total = 0;
   let top;
   try {
     top = fs.lstatSync(OUT_DIR);
   } catch (err) {
-    return [items, notices];
+    return notices;
   }
   if (!top.isDirectory()) {
     notices.push('out: the output directory is not a plain directory; ignored');
-    return [items, notices];
+    return notices;
   }
   const walk = (dir) => {
-    for (const name of fs.readdirSync(dir).sort()) {
+    let names;
+    try {
+      names = fs.readdirSync(dir, { encoding: 'buffer' });
+    } catch (err) {
+      notices.push(`out/${path.relative(OUT_DIR, dir)}: cannot be read (${err.code}); skipped`);
+      return;
+    }
+    const decoder = new TextDecoder('utf-8', { fatal: true });
+    for (const raw of names.sort(Buffer.compare)) {
+      let name;
+      try {
+        name = decoder.decode(raw);
+      } catch (err) {
+        notices.push(`out/${path.relative(OUT_DIR, dir)}/${JSON.stringify(raw.toString('latin1')).slice(1, -1)}: the name is not valid UTF-8; refused`);
+        continue;
+      }
       const full = path.join(dir, name);
       const rel = path.relative(OUT_DIR, full);
       let info;
@@ -201,10 +220,15 @@ function collect(limits) {
         notices.push(`out/${rel}: not a regular file; refused`);
         continue;
       }
+      const header = artifactHeader(rel);
+      if (header === null) {
+        notices.push(`out/${rel.slice(0, 100)}...: the path is too long; not returned`);
+        continue;
+      }
       const signature = `${info.mtimeMs}:${info.size}:${info.ino}`;
       if (seen.get(rel) === signature) continue;
       seen.set(rel, signature);
-      if (items.length >= limits.max_artifacts) {
+      if (count >= limits.max_artifacts) {
         notices.push(`out/${rel}: more than ${limits.max_artifacts} artifacts; not returned`);
         continue;
       }
@@ -222,11 +246,12 @@ function collect(limits) {
         continue;
       }
       total += data.length;
-      items.push(describe(rel, data));
+      count += 1;
+      sendArtifact(header, data);
     }
   };
   walk(OUT_DIR);
-  return [items, notices];
+  return notices;
 }
 
 function memoryLimitMb() {
@@ -271,6 +296,34 @@ function takeChild(esm) {
   return child;
 }
 
+// Small writes (console.log in a loop) are coalesced into fuller frames until the
+// next turn of the loop: the host counts every frame's header against the call's budget.
+function relay(stream, kind) {
+  let parts = [];
+  let size = 0;
+  let scheduled = false;
+  const flush = () => {
+    scheduled = false;
+    if (size === 0) return;
+    const data = Buffer.concat(parts, size);
+    parts = [];
+    size = 0;
+    for (let offset = 0; offset < data.length; offset += CHUNK) {
+      send(kind, data.subarray(offset, offset + CHUNK));
+    }
+  };
+  stream.on('data', (chunk) => {
+    parts.push(chunk);
+    size += chunk.length;
+    if (size >= CHUNK) flush();
+    else if (!scheduled) {
+      scheduled = true;
+      setImmediate(flush);
+    }
+  });
+  return flush;
+}
+
 function runCall(request, next) {
   const oomBefore = oomKills();
   try {
@@ -279,14 +332,13 @@ function runCall(request, next) {
     fs.mkdirSync(OUT_DIR, { recursive: true });
   } catch (err) {
     send('e', Buffer.from(`cannot write the input files: ${err.message}\n`));
-    const done = { exit_code: 1, value: null, oom: false, signal: null, artifacts: [], notices: [] };
+    const done = { call: request.call, exit_code: 1, value: null, oom: false, signal: null, notices: [] };
     send('d', Buffer.from(JSON.stringify(done), 'utf8'));
     setImmediate(next);
     return;
   }
   const child = takeChild(/^\s*(import|export)\s/m.test(request.code));
-  child.stdout.on('data', (chunk) => send('o', chunk));
-  child.stderr.on('data', (chunk) => send('e', chunk));
+  const flushers = [relay(child.stdout, 'o'), relay(child.stderr, 'e')];
   child.stdin.end(request.code);
   let exitCode = null;
   let killedBy = null;
@@ -294,9 +346,11 @@ function runCall(request, next) {
   const finish = () => {
     if (finished) return;
     finished = true;
-    const [artifacts, notices] = collect(request.limits);
+    for (const flush of flushers) flush();
+    const notices = collect(request.limits).final();
     const done = {
-      exit_code: exitCode, value: null, oom: oomKills() > oomBefore, signal: killedBy, artifacts, notices,
+      call: request.call, exit_code: exitCode, value: null, oom: oomKills() > oomBefore,
+      signal: killedBy, notices,
     };
     send('d', Buffer.from(JSON.stringify(done), 'utf8'));
     prepareSpare();

@@ -5,7 +5,8 @@ container's command. Wire protocol (see `sandbox/protocol.py`):
 
 - requests arrive on stdin, one JSON object per line;
 - everything goes out on stdout as frames: kind (1 byte), length (4 bytes,
-  big endian), payload. `R` ready, `o` stdout chunk, `e` stderr chunk, `d` done.
+  big endian), payload. `R` ready, `o` stdout chunk, `e` stderr chunk, `a` an
+  artifact, `d` done (echoing the request's `call` id).
 
 User code runs *in this process*, in one globals dict kept for the life of the
 container: that is what makes `session: "run"` keep interpreter state. Its
@@ -14,7 +15,9 @@ stdout (a private duplicate), and fd 0 is /dev/null, so the code can neither
 read the control channel by accident nor forge frames without trying hard;
 when it tries, it only lies about its own result: the host still enforces
 every limit from outside. After each call every other process in the
-container is killed, so nothing the code started outlives its call.
+container is killed, and if a thread the code started is still running the
+driver re-executes itself (same pid, same files, fresh interpreter), so nothing
+the code started outlives its call.
 """
 
 from __future__ import annotations
@@ -38,8 +41,12 @@ WORK_DIR = "/work"
 OUT_DIR = "/work/out"
 CHUNK = 65536
 
-CTL_IN = os.dup(0)
-CTL_OUT = os.dup(1)
+RESTART_ENV = "AGENTQ_DRIVER_FDS"
+if RESTART_ENV in os.environ:  # re-executed by restart_interpreter: keep its channel
+    CTL_IN, CTL_OUT = (int(fd) for fd in os.environ.pop(RESTART_ENV).split(","))
+else:
+    CTL_IN = os.dup(0)
+    CTL_OUT = os.dup(1)
 DRIVER_PID = os.getpid()
 _send_lock = threading.Lock()
 
@@ -54,9 +61,18 @@ def send(kind: bytes, payload: bytes) -> None:
 
 
 def relay(fd: int, kind: bytes) -> None:
+    import select
+
     while True:
         try:
             chunk = os.read(fd, CHUNK)
+            # Coalesce small writes (print in a loop) into fuller frames: the host
+            # counts every frame's header against the call's output budget.
+            while len(chunk) < CHUNK and select.select([fd], [], [], 0.002)[0]:
+                more = os.read(fd, CHUNK - len(chunk))
+                if not more:
+                    break
+                chunk += more
         except OSError:
             break
         if not chunk:
@@ -69,7 +85,8 @@ def write_files(files: dict[str, str]) -> None:
     for rel, text in files.items():
         path = os.path.join(WORK_DIR, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w", encoding="utf-8") as handle:
+        # A lone surrogate cannot be UTF-8: replaced, never a crash of the driver.
+        with open(path, "w", encoding="utf-8", errors="replace") as handle:
             handle.write(text)
 
 
@@ -80,7 +97,9 @@ def safe_repr(value: object, limit: int) -> str:
         text = f"<repr failed: {type(exc).__name__}: {exc}>"
     if len(text) > limit:
         text = text[:limit] + f"... [{len(text) - limit} more characters]"
-    return text
+    # A lone surrogate (e.g. repr of a str made from bytes) is not valid JSON text
+    # for the host: spell it out as an escape.
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 # base64, mimetypes and traceback are imported where used: most calls need
@@ -171,37 +190,22 @@ def reap_children() -> None:
             return
 
 
-def sniff_image(head: bytes) -> str | None:
-    if head.startswith(b"\x89PNG\r\n\x1a\n"):
-        return "image/png"
-    if head.startswith(b"\xff\xd8\xff"):
-        return "image/jpeg"
-    if head.startswith((b"GIF87a", b"GIF89a")):
-        return "image/gif"
-    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
-        return "image/webp"
-    return None
+MAX_HEADER = 2000  # the host refuses artifact headers over 2048 bytes
 
 
-def describe(rel: str, data: bytes) -> dict[str, Any]:
-    import base64
+def artifact_header(rel: str) -> bytes | None:
+    """The JSON header of an artifact frame; None if the path is too long for one."""
     import mimetypes
 
-    image_type = sniff_image(data[:16])
-    item: dict[str, Any] = {"path": rel, "size": len(data), "is_image": image_type is not None}
-    if image_type is None and b"\x00" not in data:
-        with contextlib.suppress(UnicodeDecodeError):
-            item["text"] = data.decode("utf-8")
-    guessed = mimetypes.guess_type(rel)[0]
-    if image_type is not None:
-        item["media_type"] = image_type
-    elif "text" in item:
-        item["media_type"] = guessed or "text/plain"
-    else:
-        item["media_type"] = guessed or "application/octet-stream"
-    if "text" not in item:
-        item["data_base64"] = base64.b64encode(data).decode("ascii")
-    return item
+    media_type = mimetypes.guess_type(rel)[0] or "application/octet-stream"
+    header = json.dumps({"path": rel, "media_type": media_type}).encode()
+    return header if len(header) <= MAX_HEADER else None
+
+
+def send_artifact(header: bytes, data: bytes) -> None:
+    """One `a` frame: u16 header length, JSON header, the raw bytes. The host sniffs
+    images, decodes text and checks every size itself."""
+    send(b"a", struct.pack(">H", len(header)) + header + data)
 
 
 def read_regular(path: str, cap: int) -> bytes | None:
@@ -226,31 +230,69 @@ def read_regular(path: str, cap: int) -> bytes | None:
         os.close(fd)
 
 
+MAX_NOTICES = 40
+
+
+class Notices(list[str]):
+    """At most MAX_NOTICES, then one line counting the rest: 100,000 refused files
+    must not make a 100,000-line result."""
+
+    dropped = 0
+
+    def append(self, notice: str) -> None:
+        if len(self) < MAX_NOTICES:
+            super().append(notice[:500])
+        else:
+            self.dropped += 1
+
+    def final(self) -> list[str]:
+        tail = [f"... and {self.dropped} more notices"] if self.dropped else []
+        return list(self) + tail
+
+
 class Collector:
     """Files new or changed under OUT_DIR since the previous call become artifacts."""
 
     def __init__(self) -> None:
         self.seen: dict[str, tuple[int, int, int]] = {}
+        # After a restart of the interpreter, files already there were returned before.
+        for dirpath, _, filenames in os.walk(OUT_DIR):
+            for name in filenames:
+                full = os.path.join(dirpath, name)
+                with contextlib.suppress(OSError):
+                    info = os.lstat(full)
+                    rel = os.path.relpath(full, OUT_DIR)
+                    self.seen[rel] = (info.st_mtime_ns, info.st_size, info.st_ino)
 
-    def collect(self, limits: dict[str, int]) -> tuple[list[dict[str, Any]], list[str]]:
-        items: list[dict[str, Any]] = []
-        notices: list[str] = []
+    def collect(self, limits: dict[str, int]) -> Notices:
+        """Send the artifacts as frames; return the notices about the rest."""
+        count = 0
+        notices = Notices()
         if os.path.islink(OUT_DIR) or not os.path.isdir(OUT_DIR):
             if os.path.lexists(OUT_DIR):
                 notices.append("out: the output directory is not a plain directory; ignored")
-            return items, notices
+            return notices
         total = 0
         for dirpath, dirnames, filenames in os.walk(OUT_DIR, followlinks=False):
             dirnames.sort()
             for name in list(dirnames):
                 if os.path.islink(os.path.join(dirpath, name)):
                     rel = os.path.relpath(os.path.join(dirpath, name), OUT_DIR)
-                    notices.append(f"out/{rel}: a symbolic link; refused")
+                    notices.append(f"out/{ascii(rel)[1:-1]}: a symbolic link; refused")
                     dirnames.remove(name)
             for name in sorted(filenames):
                 full = os.path.join(dirpath, name)
                 rel = os.path.relpath(full, OUT_DIR)
-                refused = self._refusal(full, rel, limits, len(items), total)
+                try:
+                    rel.encode("utf-8")
+                except UnicodeEncodeError:
+                    notices.append(f"out/{ascii(rel)[1:-1]}: the name is not valid UTF-8; refused")
+                    continue
+                header = artifact_header(rel)
+                if header is None:
+                    notices.append(f"out/{rel[:100]}...: the path is too long; not returned")
+                    continue
+                refused = self._refusal(full, rel, limits, count, total)
                 if refused is not None:
                     if refused:
                         notices.append(refused)
@@ -260,8 +302,9 @@ class Collector:
                     notices.append(f"out/{rel}: changed while being read; not returned")
                     continue
                 total += len(data)
-                items.append(describe(rel, data))
-        return items, notices
+                count += 1
+                send_artifact(header, data)
+        return notices
 
     def _refusal(
         self, full: str, rel: str, limits: dict[str, int], count: int, total: int
@@ -332,7 +375,7 @@ def run_call(
         # a read-only file where an input file goes: its problem, not ours.
         write_files(request.get("files", {}))
         os.makedirs(OUT_DIR, exist_ok=True)
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         sys.stderr.write(f"cannot write the input files: {exc}\n")
         exit_code, value = 1, None
     else:
@@ -350,15 +393,52 @@ def run_call(
     os.close(null)
     for thread in relays:
         thread.join(timeout=5.0)
-    artifacts, notices = collector.collect(request["limits"])
+    notices = collector.collect(request["limits"])
+    # Threads the code started cannot be killed one by one: if any is still
+    # running, the interpreter restarts (below) so that nothing outlives the call.
+    restart = threads_left() > 0
     done = {
+        "call": str(request.get("call", ""))[:64],
         "exit_code": exit_code,
         "value": value,
         "oom": oom_kills() > ooms_before,
-        "artifacts": artifacts,
-        "notices": notices,
+        "notices": notices.final(),
+        "restarted": restart,
     }
     send(b"d", json.dumps(done).encode())
+    if restart:
+        restart_interpreter()
+
+
+def threads_left() -> int:
+    """Threads of this process besides the main one (the relays were joined).
+
+    The kernel's list counts threads `threading` does not know (`_thread`), but
+    a joined thread lingers in it for a moment: give those a little time.
+    """
+    deadline = time.monotonic() + 0.5
+    while True:
+        try:
+            count = len(os.listdir("/proc/self/task")) - 1
+        except OSError:
+            count = threading.active_count() - 1
+        known = threading.active_count() - 1  # running Python threads: no reason to wait
+        if count <= 0 or known > 0 or time.monotonic() > deadline:
+            return max(count, known)
+        time.sleep(0.005)
+
+
+def restart_interpreter() -> None:
+    """Replace this process with a fresh driver: ends every thread, keeps /work.
+
+    The new driver kills strays again and sends a ready frame, which the host waits for.
+    """
+    # The channel's descriptors are handed over as they are: fds 0-2 stay on
+    # /dev/null, so a thread printing in the meantime cannot corrupt the channel.
+    os.set_inheritable(CTL_IN, True)
+    os.set_inheritable(CTL_OUT, True)
+    env = {**os.environ, RESTART_ENV: f"{CTL_IN},{CTL_OUT}"}
+    os.execve(sys.executable, sys.orig_argv, env)
 
 
 def main() -> None:
@@ -373,6 +453,7 @@ def main() -> None:
         if isinstance(stream, io.TextIOWrapper):
             stream.reconfigure(errors="backslashreplace")
     scope: dict[str, Any] = {"__name__": "__main__", "__builtins__": builtins}
+    kill_strays()  # after a restart: whatever the last call's threads started
     collector = Collector()
     requests = os.fdopen(CTL_IN, "rb", buffering=CHUNK)
     send(b"R", json.dumps({"pid": DRIVER_PID}).encode())

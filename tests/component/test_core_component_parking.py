@@ -10,6 +10,7 @@ import pytest
 
 from agentq.orchestrator import Client, RunStateError
 from agentq.orchestrator.errors import RunNotFoundError
+from agentq.orchestrator.state import keys
 from agentq.workers import tool
 from tests.component.core_support import (
     TIMEOUT_S,
@@ -360,7 +361,7 @@ async def test_cancel_stops_a_running_tool_and_the_run(start: Start, model_log: 
         result = await client.wait(run_id, timeout_s=TIMEOUT_S)
         await until(cancelled)  # asyncio cancellation reached the tool
         events = await all_events(client, run_id)
-        next_job = await client.redis.exists(f"arq:job:aq:{run_id}:1:model")
+        next_job = await client.redis.exists(keys.arq_job(keys.model_job_id(run_id, 1)))
         again = await client.cancel(run_id)
 
     assert result.status == "cancelled"

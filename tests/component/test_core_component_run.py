@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agentq.orchestrator import Client, RunSpec, UnknownToolError
+from agentq.orchestrator import Client, RunFailure, RunSpec, UnknownToolError
 from agentq.orchestrator.errors import RunNotFoundError, RunTimeoutError
 from agentq.orchestrator.messages import AssistantMessage, ToolMessage, UserMessage
+from agentq.orchestrator.state import keys
 from agentq.workers import tool
 from agentq.workers.loading import load_tool_modules
 from tests.component.core_support import (
@@ -344,14 +345,13 @@ async def test_a_provider_error_fails_the_run(start: Start) -> None:
 
     assert result.status == "failed"
     assert result.error is not None
-    assert result.error["type"] == "provider"
-    assert result.error["step"] == 1
-    assert "step 1 was asked for" in result.error["message"]
+    assert (result.error.kind, result.error.step) == ("provider", 1)
+    assert "step 1 was asked for" in result.error.message
     assert [s.index for s in result.steps] == [0]
     last = events[-1].model_dump()
     assert last["type"] == "error"
     assert last["status"] == "failed"
-    assert last["error"] == result.error
+    assert RunFailure.model_validate(last["error"]) == result.error
     assert [e.type for e in events].count("error") == 1
 
 
@@ -519,7 +519,7 @@ async def test_job_payloads_do_not_grow_with_the_run(start: Start, model_log: Mo
     async with start([probe]) as client:
         run_id = await client.submit(spec)
         result = await client.wait(run_id, timeout_s=TIMEOUT_S)
-        history: list[bytes] = await client.redis.lrange(f"aq:run:{run_id}:msgs", 0, -1)  # type: ignore[misc]
+        history: list[bytes] = await client.redis.lrange(keys.messages(run_id), 0, -1)  # type: ignore[misc]
         history_bytes = sum(len(m) for m in history)
     assert result.status == "succeeded", result.error
     assert history_bytes > 2 * n * len(blob)

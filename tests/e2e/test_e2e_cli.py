@@ -20,7 +20,7 @@ API_KEY = "sk-e2e-secret-never-stored"
 
 
 @pytest.fixture
-def worker(redis_url: str) -> Iterator[WorkerProcess]:
+def worker(redis_url: str, allow_loopback_specs: None) -> Iterator[WorkerProcess]:
     process = WorkerProcess(redis_url, "--tools", TOOLS, env={"OPENAI_API_KEY": API_KEY})
     wait_ready(process)
     yield process
@@ -168,6 +168,8 @@ def test_client_tool_result_and_cancel_through_the_cli(
             {"model": "openai:gpt", "prompt": "x", "tools": [{"type": "function", "name": "nope"}]},
             "nope",
         ),
+        # ':' would let one run's id name another's keys (`k:events` against `k`).
+        ({"model": "openai:gpt", "prompt": "x", "id": "k:events"}, "id"),
     ],
 )
 def test_a_bad_spec_is_refused_with_one_line_and_exit_2(
@@ -179,6 +181,23 @@ def test_a_bad_spec_is_refused_with_one_line_and_exit_2(
     assert names in done.stderr
     assert "Traceback" not in done.stderr
     assert redis.Redis.from_url(redis_url).keys("aq:run:*") == []
+
+
+def test_a_taken_id_with_another_spec_is_refused_and_the_same_spec_is_a_no_op(
+    redis_url: str, tmp_path: Path
+) -> None:
+    spec = {"model": {"provider": "scripted", "script": [{"text": "a"}]}, "prompt": "x"}
+    spec["id"] = "once"
+    assert submit(tmp_path, spec, redis_url) == "once"
+    assert submit(tmp_path, spec, redis_url) == "once"  # the same spec again: a no-op
+    other = run_cli("submit", write_spec(tmp_path, {**spec, "prompt": "y"}), redis_url=redis_url)
+    assert other.returncode == 2
+    assert len(other.stderr.strip().splitlines()) == 1
+    assert "'once'" in other.stderr
+    assert "Traceback" not in other.stderr
+    stored = redis.Redis.from_url(redis_url).hget("aq:run:{once}", "spec")
+    assert stored is not None
+    assert json.loads(stored)["prompt"] == "x"
 
 
 def test_agentq_run_embedded_quickstart() -> None:

@@ -19,7 +19,9 @@ from tests.support.mcp_servers.launch import own_server_stdio
 
 
 @pytest.fixture
-def mcp_worker(redis_url: str, tmp_path: Path) -> Iterator[WorkerProcess]:
+def mcp_worker(
+    redis_url: str, tmp_path: Path, allow_loopback_specs: None
+) -> Iterator[WorkerProcess]:
     config = tmp_path / "mcp.json"
     server = own_server_stdio(elicitation="forward", timeout_s=60)
     config.write_text(json.dumps({"mcpServers": {"own": server}}))

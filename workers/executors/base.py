@@ -1,7 +1,8 @@
 """The tool-executor protocol: how a worker runs one kind of tool.
 
-Every kind (function, mcp, code) is a small class with this shape; the
-tool-call job picks the executor by `ToolDef.kind`. An executor returns the
+Every kind that executes somewhere (function, mcp, code, and any registered
+one) is a small class with this shape; the tool-call job picks the executor by
+`ToolDef.kind`. An executor returns the
 tool's output (anything JSON-serializable) or raises: a `ToolError` becomes a
 tool-error result the model sees with its message; any other exception does
 too, named by its type. Cancellation arrives as `asyncio.CancelledError`.
@@ -14,7 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentq.orchestrator.errors import ToolError
-from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef, ToolKind
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef
+from agentq.workers.providers.model_client import ModelClient
 
 ProgressFn = Callable[[Any], Awaitable[None]]
 # Asks whoever drives the run for input (MCP elicitation, "forward" mode): parks the
@@ -47,8 +49,24 @@ class ToolContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class WorkerServices:
+    """What a worker lends its executors when it starts them."""
+
+    # The worker's model client (its fleet-wide rate limit): MCP sampling calls models.
+    models: ModelClient
+
+
 class ToolExecutor(Protocol):
-    kind: ToolKind
+    kind: str
+    # The queue its tools are served on; None: the worker's tool queue. An executor
+    # with a pool of its own (the sandbox) names its queue.
+    queue: str | None
+
+    async def start(self, services: WorkerServices | None = None) -> None:
+        """Connect, warm up: called once, by the worker that runs it, before it
+        announces or executes anything."""
+        ...
 
     async def announcements(self, queue: str) -> list[ToolAnnouncement]:
         """The tools this executor serves, for the registry."""

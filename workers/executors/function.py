@@ -8,16 +8,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentq.orchestrator.errors import ToolTimeoutError
-from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef, ToolKind
-from agentq.workers.executors.base import ToolContext, ToolNotServed
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef
+from agentq.workers.executors.base import ToolContext, ToolNotServed, WorkerServices
 from agentq.workers.function_tools import FunctionTool
 
 
 class FunctionExecutor:
-    kind: ToolKind = "function"
+    kind = "function"
+    queue: str | None = None
 
     def __init__(self, tools: Sequence[FunctionTool]) -> None:
         self.tools = {t.name: t for t in tools}
+
+    async def start(self, services: WorkerServices | None = None) -> None:
+        return None
 
     async def announcements(self, queue: str) -> list[ToolAnnouncement]:
         return [
@@ -32,9 +36,9 @@ class FunctionExecutor:
         ]
 
     async def execute(self, tool: ToolDef, input: Any, ctx: ToolContext) -> Any:
-        fn = self.tools.get(tool.name)
+        fn = self.tools.get(tool.served_name)
         if fn is None:
-            raise ToolNotServed(f"tool {tool.name!r} is not registered on this worker")
+            raise ToolNotServed(f"tool {tool.served_name!r} is not registered on this worker")
         kwargs = fn.bind(input)
         budget_s = max(0.0, ctx.deadline_at - time.time())
         try:

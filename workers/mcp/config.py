@@ -90,6 +90,18 @@ class SamplingRoute(_Model):
     # A cap on what the server may ask for: its `maxTokens` is lowered to this.
     max_tokens: int | None = Field(default=None, ge=1)
 
+    @field_validator("model")
+    @classmethod
+    def _known_provider(cls, model: ModelRef) -> ModelRef:
+        from agentq.workers.providers import known_providers
+
+        if model.endpoint is None and model.provider not in known_providers():
+            raise ValueError(
+                f"unknown provider {model.provider!r} (known: "
+                f"{', '.join(known_providers())}; or name an endpoint of the models file)"
+            )
+        return model
+
 
 class McpServerConfig(_Model):
     """One entry of `mcpServers`."""

@@ -25,12 +25,14 @@ from agentq.orchestrator.errors import (
     ToolInputError,
     ToolTimeoutError,
 )
-from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef, ToolKind
-from agentq.workers.executors.base import ToolContext
+from agentq.orchestrator.tool_kinds.mcp import McpToolConfig
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef
+from agentq.workers.executors.base import ToolContext, WorkerServices
 from agentq.workers.mcp.config import McpConfig
 from agentq.workers.mcp.content import normalize_result
 from agentq.workers.mcp.pool import ServerConnection, ToolsChanged
 from agentq.workers.mcp.sampling import Sampler
+from agentq.workers.providers.model_client import ModelClient
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +52,8 @@ def client_info() -> types.Implementation:
 class McpExecutor:
     """Serves the tools of every server in an MCP config."""
 
-    kind: ToolKind = "mcp"
+    kind = "mcp"
+    queue: str | None = None
 
     def __init__(
         self,
@@ -73,7 +76,10 @@ class McpExecutor:
         if any(server.sampling is not None for server in config.enabled.values()):
             if http is None:
                 http = self._own_http = httpx.AsyncClient(timeout=SAMPLING_HTTP_TIMEOUT)
-            sampler = Sampler(http, os.environ if env is None else env)
+            # Standalone, sampling has no shared rate limit; a worker lends its own
+            # model client (and so the fleet-wide limit) when it starts the executor.
+            sampler = Sampler(ModelClient(http, os.environ if env is None else env))
+        self._sampler = sampler
         self.servers = {
             name: ServerConnection(
                 name,
@@ -85,9 +91,11 @@ class McpExecutor:
             for name, server in config.enabled.items()
         }
 
-    async def start(self) -> None:
+    async def start(self, services: WorkerServices | None = None) -> None:
         """Connect to every server and list its tools. A server that fails is logged
         and retried by the next `announcements` or call; it never stops the worker."""
+        if services is not None and self._sampler is not None:
+            self._sampler.models = services.models
         await self.announcements("")
 
     async def __aenter__(self) -> Self:
@@ -129,8 +137,9 @@ class McpExecutor:
             return []
 
     async def execute(self, tool: ToolDef, input: Any, ctx: ToolContext) -> Any:
-        server = str(tool.config.get("server", ""))
-        remote = str(tool.config.get("tool", tool.name))
+        if not isinstance(tool.config, McpToolConfig):
+            raise ToolError(f"the MCP tool {tool.name!r} names no server")
+        server, remote = tool.config.server, tool.config.tool
         connection = self.servers.get(server)
         if connection is None:
             raise ToolError(f"this worker has no MCP server named {server!r}")

@@ -8,17 +8,17 @@ server, decides which model and which key pay for the call.
 
 A request this client cannot honour (tools, audio, an image the assistant
 "said") and a provider failure are answered with an error the server sees;
-provider errors are already scrubbed of API keys (workers/providers/http.py).
+provider errors are already scrubbed of API keys (workers/providers/redact.py).
+Sampling goes through the worker's model client, so it counts against the
+fleet-wide rate limit like any model step.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from typing import Any
 
-import httpx
 import mcp_types as types
 
 from agentq.orchestrator.errors import ProviderError
@@ -26,28 +26,10 @@ from agentq.orchestrator.messages import AssistantMessage, MediaPart, Message, T
 from agentq.orchestrator.model_io import FinishReason
 from agentq.orchestrator.spec import ModelRef
 from agentq.workers.mcp.config import SamplingRoute
-from agentq.workers.providers import ModelRequest, ModelResponse, ProviderContext, make_provider
-from agentq.workers.providers.ratelimit import call_model
+from agentq.workers.providers import ModelRequest, ModelResponse, providers
+from agentq.workers.providers.model_client import ModelClient
 
 log = logging.getLogger(__name__)
-
-# The option names under which each wire format takes the server's limits.
-# Gemini nests them in `generationConfig`; the scripted model takes none.
-_OPTION_NAMES: dict[str, dict[str, str]] = {
-    "openai": {"max_tokens": "max_tokens", "temperature": "temperature", "stop": "stop"},
-    "anthropic": {
-        "max_tokens": "max_tokens",
-        "temperature": "temperature",
-        "stop": "stop_sequences",
-    },
-    # The Responses API has no stop sequences.
-    "openai-responses": {"max_tokens": "max_output_tokens", "temperature": "temperature"},
-    "gemini": {
-        "max_tokens": "maxOutputTokens",
-        "temperature": "temperature",
-        "stop": "stopSequences",
-    },
-}
 
 _STOP_REASONS: dict[FinishReason, str] = {
     "stop": "endTurn",
@@ -89,15 +71,16 @@ def sampling_options(
     provider: str, params: types.CreateMessageRequestParams, cap: int | None
 ) -> dict[str, Any]:
     """The server's limits in the option names of `provider`'s wire format."""
-    names = _OPTION_NAMES.get(provider, {})
+    info = providers().get(provider)
+    names = info.sampling_options if info is not None else {}
     wanted: dict[str, Any] = {
         "max_tokens": params.max_tokens if cap is None else min(params.max_tokens, cap),
         "temperature": params.temperature,
         "stop": params.stop_sequences or None,
     }
     options = {names[k]: v for k, v in wanted.items() if k in names and v is not None}
-    if provider == "gemini" and options:
-        return {"generationConfig": options}
+    if info is not None and info.sampling_options_under and options:
+        return {info.sampling_options_under: options}
     return options
 
 
@@ -144,12 +127,11 @@ class _NoDeltas:
 
 
 class Sampler:
-    """Calls the routed model for every server of one executor, with the worker's
-    HTTP client and environment (API keys are read from it at call time)."""
+    """Calls the routed model for every server of one executor, through the worker's
+    model client: its endpoints, keys, fleet-wide rate limit, retries and deadlines."""
 
-    def __init__(self, http: httpx.AsyncClient, env: Mapping[str, str]) -> None:
-        self._http = http
-        self._env = env
+    def __init__(self, models: ModelClient) -> None:
+        self.models = models
 
     async def sample(
         self,
@@ -168,12 +150,10 @@ class Sampler:
             request = to_model_request(route, params, timeout_s=timeout_s)
         except Unsupported as exc:
             return _error(types.INVALID_PARAMS, str(exc))
-        # A snapshot per call, so a key rotated in the environment is used.
-        env = dict(self._env)
-        provider = make_provider(request.model, ProviderContext(http=self._http, env=env))
         try:
-            response = await call_model(
-                provider, request, _NoDeltas(), env=env, deadline=time.monotonic() + timeout_s
+            # The route is the deployment's (its MCP config), not a spec's: trusted.
+            response = await self.models.generate_within(
+                request, _NoDeltas(), timeout_s, trusted=True
             )
         except ProviderError as exc:
             log.warning(

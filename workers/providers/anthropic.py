@@ -13,8 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.media import Media, MediaLimits, tool_content
 from agentq.orchestrator.messages import (
@@ -29,19 +27,15 @@ from agentq.orchestrator.messages import (
     UserMessage,
 )
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
-from agentq.orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
-from agentq.workers.providers.base import DeltaSink, ModelRequest, ProviderContext, ToolDefinition
+from agentq.orchestrator.spec import ToolChoice, ToolChoiceTool
+from agentq.workers.providers.base import ModelRequest, OfferedTool
 from agentq.workers.providers.history import (
     arguments_object,
     assistant_metadata,
-    extra_headers,
     passthrough_options,
 )
-from agentq.workers.providers.http import join_url, parse_event_json, post, read_api_key, read_json
-from agentq.workers.providers.sse import iter_sse
+from agentq.workers.providers.sse import SSEEvent
 
-DEFAULT_BASE_URL = "https://api.anthropic.com/v1"
-DEFAULT_KEY_ENV = "ANTHROPIC_API_KEY"
 API_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 4096
 KEY = "anthropic"
@@ -160,7 +154,7 @@ def to_messages(
     return system, out
 
 
-def to_tools(tools: list[ToolDefinition], label: str) -> list[dict[str, Any]]:
+def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for tool in tools:
         if not tool.provider_executed:
@@ -322,62 +316,58 @@ def parse_message(data: dict[str, Any], label: str) -> ModelResponse:
     return state.response()
 
 
-class AnthropicProvider:
-    def __init__(self, ref: ModelRef, ctx: ProviderContext) -> None:
-        self.ref = ref
-        self.http: httpx.AsyncClient = ctx.http
-        self.env = ctx.env
+@dataclass
+class _Fold:
+    state: StreamState = field(default_factory=StreamState)
+    stopped: bool = False
 
-    def build_body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
-        system, messages = to_messages(request.messages, MediaLimits.from_options(self.ref.options))
+    @property
+    def ended(self) -> bool:
+        return self.stopped
+
+    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> str:
+        delta = self.state.add(data, label)
+        self.stopped = event.event == "message_stop"
+        return delta
+
+    def result(self, label: str) -> ModelResponse:
+        if not self.stopped:
+            raise ProviderError(f"{label}: the stream ended before message_stop", retryable=True)
+        return self.state.response()
+
+
+class AnthropicWire:
+    def path(self, request: ModelRequest, stream: bool) -> str:
+        return "messages"
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        headers = {"anthropic-version": API_VERSION}
+        if key:
+            headers["x-api-key"] = key
+        return headers
+
+    def body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
+        ref = request.model
+        system, messages = to_messages(request.messages, MediaLimits.from_options(ref.options))
         if request.system:
             system.insert(0, request.system)
         body: dict[str, Any] = {
-            "model": self.ref.name,
+            "model": ref.name,
             "max_tokens": DEFAULT_MAX_TOKENS,
             "messages": messages,
         }
         if system:
             body["system"] = "\n\n".join(system)
         if request.tools:
-            body["tools"] = to_tools(request.tools, self.ref.label)
+            body["tools"] = to_tools(request.tools, ref.label)
             body["tool_choice"] = to_tool_choice(request.tool_choice)
-        body.update(passthrough_options(self.ref.options))
+        body.update(passthrough_options(ref.options))
         if stream:
             body["stream"] = True
         return body
 
-    async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
-        label = self.ref.label
-        stream = bool(self.ref.options.get("stream", True))
-        key = read_api_key(self.ref, self.env, DEFAULT_KEY_ENV)
-        headers = {
-            "content-type": "application/json",
-            "anthropic-version": API_VERSION,
-            **extra_headers(self.ref.options),
-        }
-        if key:
-            headers["x-api-key"] = key
-        url = join_url(self.ref.base_url or DEFAULT_BASE_URL, "messages")
-        async with post(
-            self.http,
-            url,
-            label=label,
-            body=self.build_body(request, stream),
-            headers=headers,
-            timeout_s=request.timeout_s,
-            secrets=(key,),
-        ) as response:
-            if not stream:
-                result = parse_message(await read_json(response, label), label)
-                if result.text:
-                    await sink.text_delta(result.text)
-                return result
-            state = StreamState()
-            async for event in iter_sse(response):
-                delta = state.add(parse_event_json(event.data, label), label)
-                if delta:
-                    await sink.text_delta(delta)
-                if event.event == "message_stop":
-                    return state.response()
-            raise ProviderError(f"{label}: the stream ended before message_stop", retryable=True)
+    def fold(self, request: ModelRequest) -> _Fold:
+        return _Fold()
+
+    def parse(self, data: dict[str, Any], request: ModelRequest, label: str) -> ModelResponse:
+        return parse_message(data, label)

@@ -7,18 +7,21 @@ the caller supplies, so every provider is testable with a plain list.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import httpx
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentq.orchestrator.endpoints import Endpoint
 from agentq.orchestrator.messages import Message
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec import ModelRef, ToolChoice
 
 
-class ToolDefinition(BaseModel):
-    """A tool as offered to the model."""
+class OfferedTool(BaseModel):
+    """A tool as offered to the model: what a provider renders into its request
+    (derived from the run's `ToolDef`; see orchestrator/tool_kinds/base.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -36,7 +39,7 @@ class ModelRequest(BaseModel):
     model: ModelRef
     system: str | None = None
     messages: list[Message]
-    tools: list[ToolDefinition] = Field(default_factory=list)
+    tools: list[OfferedTool] = Field(default_factory=list)
     tool_choice: ToolChoice = "auto"
     step: int = 0
     timeout_s: float = 120.0
@@ -55,21 +58,35 @@ class Provider(Protocol):
     async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse: ...
 
 
+HeaderObserver = Callable[[httpx.Headers], None]
+
+
 class ProviderContext(BaseModel):
-    """What a provider factory gets from the worker: the HTTP client and the environment
-    (API keys are read from it at call time and never stored anywhere else)."""
+    """What a provider factory gets from the worker: the HTTP client, the environment
+    (API keys are read from it at call time and never stored anywhere else), and the
+    endpoint the call goes to, resolved and checked against the deployment's models
+    file and allow-lists (`make_provider` resolves it when the caller did not)."""
 
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     http: httpx.AsyncClient
     env: dict[str, str]
+    endpoint: Endpoint | None = None
+    # Receives every response's headers (the rate limiter learns limits from them);
+    # they travel as a request extension to the model client's httpx event hook.
+    on_headers: HeaderObserver | None = None
 
+
+# The name this had before; kept for providers written against it.
+ToolDefinition = OfferedTool
 
 __all__ = [
     "DeltaSink",
     "FinishReason",
+    "HeaderObserver",
     "ModelRequest",
     "ModelResponse",
+    "OfferedTool",
     "Provider",
     "ProviderContext",
     "ProviderToolCall",

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
-import httpx
-
 from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.media import MediaLimits, has_media, result_text
 from agentq.orchestrator.messages import (
@@ -29,19 +27,15 @@ from agentq.orchestrator.messages import (
     UserMessage,
 )
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
-from agentq.orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
-from agentq.workers.providers.base import DeltaSink, ModelRequest, ProviderContext, ToolDefinition
+from agentq.orchestrator.spec import ToolChoice, ToolChoiceTool
+from agentq.workers.providers.base import ModelRequest, OfferedTool
 from agentq.workers.providers.history import (
     arguments_object,
     assistant_metadata,
-    extra_headers,
     passthrough_options,
 )
-from agentq.workers.providers.http import join_url, parse_event_json, post, read_api_key, read_json
-from agentq.workers.providers.sse import iter_sse
+from agentq.workers.providers.sse import SSEEvent
 
-DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com/v1beta"
-DEFAULT_KEY_ENV = "GEMINI_API_KEY"
 KEY = "gemini"
 FILTERED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 # JSON Schema keywords the Gemini schema subset rejects.
@@ -129,7 +123,7 @@ def to_contents(
     return system, contents
 
 
-def to_tools(tools: list[ToolDefinition], label: str) -> list[dict[str, Any]]:
+def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
     declarations: list[dict[str, Any]] = []
     out: list[dict[str, Any]] = []
     for tool in tools:
@@ -258,56 +252,51 @@ class StreamState:
         )
 
 
-class GeminiProvider:
-    def __init__(self, ref: ModelRef, ctx: ProviderContext) -> None:
-        self.ref = ref
-        self.http: httpx.AsyncClient = ctx.http
-        self.env = ctx.env
+@dataclass
+class _Fold:
+    state: StreamState
 
-    def build_body(self, request: ModelRequest) -> dict[str, Any]:
-        system, contents = to_contents(request.messages, MediaLimits.from_options(self.ref.options))
+    @property
+    def ended(self) -> bool:
+        return False  # Gemini has no end marker: the stream simply ends
+
+    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> str:
+        return self.state.add(data, label)
+
+    def result(self, label: str) -> ModelResponse:
+        if not self.state.finished:
+            raise ProviderError(f"{label}: the stream ended without a finishReason", retryable=True)
+        return self.state.response()
+
+
+class GeminiWire:
+    def path(self, request: ModelRequest, stream: bool) -> str:
+        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
+        return f"models/{quote(request.model.name, safe='')}:{method}"
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        # The key goes in a header, never in the URL, so that no error or log shows it.
+        return {"x-goog-api-key": key} if key else {}
+
+    def body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
+        ref = request.model
+        system, contents = to_contents(request.messages, MediaLimits.from_options(ref.options))
         if request.system:
             system.insert(0, request.system)
         body: dict[str, Any] = {"contents": contents}
         if system:
             body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
         if request.tools:
-            body["tools"] = to_tools(request.tools, self.ref.label)
+            body["tools"] = to_tools(request.tools, ref.label)
             if any(not t.provider_executed for t in request.tools):
                 body["toolConfig"] = to_tool_config(request.tool_choice)
-        body.update(passthrough_options(self.ref.options))
+        body.update(passthrough_options(ref.options))
         return body
 
-    async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
-        label = self.ref.label
-        stream = bool(self.ref.options.get("stream", True))
-        key = read_api_key(self.ref, self.env, DEFAULT_KEY_ENV)
-        # The key goes in a header, never in the URL, so that no error or log shows it.
-        headers = {"content-type": "application/json", **extra_headers(self.ref.options)}
-        if key:
-            headers["x-goog-api-key"] = key
-        method = "streamGenerateContent?alt=sse" if stream else "generateContent"
-        model = quote(self.ref.name, safe="")
-        url = join_url(self.ref.base_url or DEFAULT_BASE_URL, f"models/{model}:{method}")
+    def fold(self, request: ModelRequest) -> _Fold:
+        return _Fold(StreamState(step=request.step))
+
+    def parse(self, data: dict[str, Any], request: ModelRequest, label: str) -> ModelResponse:
         state = StreamState(step=request.step)
-        async with post(
-            self.http,
-            url,
-            label=label,
-            body=self.build_body(request),
-            headers=headers,
-            timeout_s=request.timeout_s,
-            secrets=(key,),
-        ) as response:
-            if not stream:
-                state.add(await read_json(response, label), label)
-                if state.text:
-                    await sink.text_delta("".join(state.text))
-                return state.response()
-            async for event in iter_sse(response):
-                delta = state.add(parse_event_json(event.data, label), label)
-                if delta:
-                    await sink.text_delta(delta)
-        if not state.finished:
-            raise ProviderError(f"{label}: the stream ended without a finishReason", retryable=True)
+        state.add(data, label)
         return state.response()

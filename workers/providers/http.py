@@ -3,64 +3,46 @@
 One place decides how an HTTP failure becomes a `ProviderError` (the provider's
 own message, status, retryability, Retry-After), so every provider fails the
 same way. API keys are read from the worker's environment at call time and
-scrubbed from every message that leaves this module.
+scrubbed from every message that leaves this module (redact.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
-from contextvars import ContextVar
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 
+from agentq.orchestrator.endpoints import Endpoint
 from agentq.orchestrator.errors import ProviderError
-from agentq.orchestrator.spec import ModelRef
+from agentq.workers.providers.base import HeaderObserver
+from agentq.workers.providers.redact import redact
 from agentq.workers.providers.retry import parse_retry_after, retryable_status
 
-HeaderObserver = Callable[[httpx.Headers], None]
-
-# The rate limiter learns limits from response headers without every provider
-# having to return them: whoever wraps `generate` installs an observer here.
-_observer: ContextVar[HeaderObserver | None] = ContextVar("agentq_header_observer", default=None)
-
 MAX_ERROR_CHARS = 2000
+# The request extension that carries a call's header observer to the model client's
+# httpx response hook (see model_client.py).
+HEADERS_EXTENSION = "agentq.on_headers"
 
 
-@contextmanager
-def observe_response_headers(observer: HeaderObserver) -> Iterator[None]:
-    token = _observer.set(observer)
-    try:
-        yield
-    finally:
-        _observer.reset(token)
-
-
-def read_api_key(
-    ref: ModelRef, env: Mapping[str, str], default_var: str, *, required: bool = True
-) -> str | None:
-    """The key named by `api_key_env`, else `default_var`. A custom base_url (a local
-    OpenAI-compatible server) may need no key, so a missing default is not an error there."""
-    var = ref.api_key_env or default_var
-    key = env.get(var)
+def read_key(endpoint: Endpoint, env: Mapping[str, str], label: str) -> str | None:
+    """The endpoint's key from the worker's environment. An endpoint that may go without
+    one (a local server the deployment or an allowed spec URL points at) gets None."""
+    if endpoint.key_env is None:
+        return None
+    key = env.get(endpoint.key_env)
     if key:
         return key
-    if required and (ref.api_key_env or ref.base_url is None):
+    if endpoint.key_required:
         raise ProviderError(
-            f"{ref.label}: no API key: the environment variable {var} is not set on this worker",
+            f"{label}: no API key: the environment variable {endpoint.key_env} is not set "
+            "on this worker",
             retryable=False,
         )
     return None
-
-
-def redact(text: str, secrets: tuple[str | None, ...]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
 
 
 def error_message(body: bytes) -> str:
@@ -112,6 +94,7 @@ async def post(
     headers: Mapping[str, str],
     timeout_s: float,
     secrets: tuple[str | None, ...] = (),
+    on_headers: HeaderObserver | None = None,
 ) -> AsyncIterator[httpx.Response]:
     """POST and yield the (unread, streamable) 2xx response; raise `ProviderError` otherwise.
 
@@ -121,11 +104,13 @@ async def post(
     try:
         async with asyncio.timeout(timeout_s):
             async with http.stream(
-                "POST", url, json=body, headers=dict(headers), timeout=httpx.Timeout(timeout_s)
+                "POST",
+                url,
+                json=body,
+                headers=dict(headers),
+                timeout=httpx.Timeout(timeout_s),
+                extensions={HEADERS_EXTENSION: on_headers} if on_headers is not None else None,
             ) as response:
-                observer = _observer.get()
-                if observer is not None:
-                    observer(response.headers)
                 if response.status_code >= 400:
                     raw = await response.aread()
                     raise status_error(label, response.status_code, response.headers, raw, secrets)

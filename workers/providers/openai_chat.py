@@ -11,8 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.media import MediaLimits, result_text
 from agentq.orchestrator.messages import (
@@ -26,14 +24,10 @@ from agentq.orchestrator.messages import (
     UserMessage,
 )
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
-from agentq.orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
-from agentq.workers.providers.base import DeltaSink, ModelRequest, ProviderContext, ToolDefinition
-from agentq.workers.providers.history import arguments_text, extra_headers, passthrough_options
-from agentq.workers.providers.http import join_url, parse_event_json, post, read_api_key, read_json
-from agentq.workers.providers.sse import iter_sse
-
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
+from agentq.orchestrator.spec import ToolChoice, ToolChoiceTool
+from agentq.workers.providers.base import ModelRequest, OfferedTool
+from agentq.workers.providers.history import arguments_text, passthrough_options
+from agentq.workers.providers.sse import SSEEvent
 
 FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
@@ -107,7 +101,7 @@ def assistant_message(message: AssistantMessage) -> dict[str, Any]:
     return result
 
 
-def to_tools(tools: list[ToolDefinition], label: str) -> list[dict[str, Any]]:
+def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
     for tool in tools:
         if tool.provider_executed:
             raise ProviderError(
@@ -252,61 +246,55 @@ def parse_completion(data: dict[str, Any], step: int, label: str) -> ModelRespon
     return state.response(step)
 
 
-class OpenAIChatProvider:
-    def __init__(self, ref: ModelRef, ctx: ProviderContext) -> None:
-        self.ref = ref
-        self.http: httpx.AsyncClient = ctx.http
-        self.env = ctx.env
+@dataclass
+class _Fold:
+    state: StreamState = field(default_factory=StreamState)
+    done: bool = False
+    step: int = 0
 
-    def build_body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
-        label = self.ref.label
+    @property
+    def ended(self) -> bool:
+        return self.done
+
+    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> str:
+        if event.data.strip() == "[DONE]":
+            self.done = True
+            return ""
+        return self.state.add(data, label)
+
+    def result(self, label: str) -> ModelResponse:
+        if not self.done and self.state.finish_reason is None:
+            # Cut off mid-answer: the calls' arguments may be truncated.
+            raise ProviderError(f"{label}: the stream ended before [DONE]", retryable=True)
+        return self.state.response(self.step)
+
+
+class OpenAIChatWire:
+    def path(self, request: ModelRequest, stream: bool) -> str:
+        return "chat/completions"
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"} if key else {}
+
+    def body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
+        ref = request.model
         body: dict[str, Any] = {
-            "model": self.ref.name,
+            "model": ref.name,
             "messages": to_messages(
-                request.system, request.messages, MediaLimits.from_options(self.ref.options)
+                request.system, request.messages, MediaLimits.from_options(ref.options)
             ),
         }
         if request.tools:
-            body["tools"] = to_tools(request.tools, label)
+            body["tools"] = to_tools(request.tools, ref.label)
             body["tool_choice"] = to_tool_choice(request.tool_choice)
-        body.update(passthrough_options(self.ref.options))
+        body.update(passthrough_options(ref.options))
         if stream:
             body["stream"] = True
             body["stream_options"] = {"include_usage": True}
         return body
 
-    async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
-        label = self.ref.label
-        stream = bool(self.ref.options.get("stream", True))
-        key = read_api_key(self.ref, self.env, DEFAULT_KEY_ENV)
-        headers = {"content-type": "application/json", **extra_headers(self.ref.options)}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-        url = join_url(self.ref.base_url or DEFAULT_BASE_URL, "chat/completions")
-        async with post(
-            self.http,
-            url,
-            label=label,
-            body=self.build_body(request, stream),
-            headers=headers,
-            timeout_s=request.timeout_s,
-            secrets=(key,),
-        ) as response:
-            if not stream:
-                result = parse_completion(await read_json(response, label), request.step, label)
-                if result.text:
-                    await sink.text_delta(result.text)
-                return result
-            state = StreamState()
-            done = False
-            async for event in iter_sse(response):
-                if event.data.strip() == "[DONE]":
-                    done = True
-                    break
-                delta = state.add(parse_event_json(event.data, label), label)
-                if delta:
-                    await sink.text_delta(delta)
-            if not done and state.finish_reason is None:
-                # Cut off mid-answer: the calls' arguments may be truncated.
-                raise ProviderError(f"{label}: the stream ended before [DONE]", retryable=True)
-            return state.response(request.step)
+    def fold(self, request: ModelRequest) -> _Fold:
+        return _Fold(step=request.step)
+
+    def parse(self, data: dict[str, Any], request: ModelRequest, label: str) -> ModelResponse:
+        return parse_completion(data, request.step, label)

@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.media import Media, MediaLimits, tool_content
 from agentq.orchestrator.messages import (
@@ -27,19 +25,15 @@ from agentq.orchestrator.messages import (
     UserMessage,
 )
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
-from agentq.orchestrator.spec import ModelRef, ToolChoice, ToolChoiceTool
-from agentq.workers.providers.base import DeltaSink, ModelRequest, ProviderContext, ToolDefinition
+from agentq.orchestrator.spec import ToolChoice, ToolChoiceTool
+from agentq.workers.providers.base import ModelRequest, OfferedTool
 from agentq.workers.providers.history import (
     arguments_text,
     assistant_metadata,
-    extra_headers,
     passthrough_options,
 )
-from agentq.workers.providers.http import join_url, parse_event_json, post, read_api_key, read_json
-from agentq.workers.providers.sse import iter_sse
+from agentq.workers.providers.sse import SSEEvent
 
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
-DEFAULT_KEY_ENV = "OPENAI_API_KEY"
 KEY = "openai-responses"
 SERVER_TOOLS = {"web_search": "web_search", "code_interpreter": "code_interpreter"}
 INCOMPLETE_REASONS: dict[str, FinishReason] = {
@@ -124,7 +118,7 @@ def to_input(messages: list[Message], media: MediaLimits | None = None) -> list[
     return items
 
 
-def to_tools(tools: list[ToolDefinition], label: str) -> list[dict[str, Any]]:
+def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for tool in tools:
         if not tool.provider_executed:
@@ -273,52 +267,44 @@ class StreamState:
         return parse_response(self.final, label)
 
 
-class OpenAIResponsesProvider:
-    def __init__(self, ref: ModelRef, ctx: ProviderContext) -> None:
-        self.ref = ref
-        self.http: httpx.AsyncClient = ctx.http
-        self.env = ctx.env
+@dataclass
+class _Fold:
+    state: StreamState = field(default_factory=StreamState)
 
-    def build_body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
-        media = MediaLimits.from_options(self.ref.options)
-        body: dict[str, Any] = {"model": self.ref.name, "input": to_input(request.messages, media)}
+    @property
+    def ended(self) -> bool:
+        return self.state.final is not None
+
+    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> str:
+        return self.state.add(data, label)
+
+    def result(self, label: str) -> ModelResponse:
+        return self.state.response(label)
+
+
+class OpenAIResponsesWire:
+    def path(self, request: ModelRequest, stream: bool) -> str:
+        return "responses"
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"} if key else {}
+
+    def body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
+        ref = request.model
+        media = MediaLimits.from_options(ref.options)
+        body: dict[str, Any] = {"model": ref.name, "input": to_input(request.messages, media)}
         if request.system:
             body["instructions"] = request.system
         if request.tools:
-            body["tools"] = to_tools(request.tools, self.ref.label)
+            body["tools"] = to_tools(request.tools, ref.label)
             body["tool_choice"] = to_tool_choice(request.tool_choice)
-        body.update(passthrough_options(self.ref.options))
+        body.update(passthrough_options(ref.options))
         if stream:
             body["stream"] = True
         return body
 
-    async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
-        label = self.ref.label
-        stream = bool(self.ref.options.get("stream", True))
-        key = read_api_key(self.ref, self.env, DEFAULT_KEY_ENV)
-        headers = {"content-type": "application/json", **extra_headers(self.ref.options)}
-        if key:
-            headers["authorization"] = f"Bearer {key}"
-        url = join_url(self.ref.base_url or DEFAULT_BASE_URL, "responses")
-        async with post(
-            self.http,
-            url,
-            label=label,
-            body=self.build_body(request, stream),
-            headers=headers,
-            timeout_s=request.timeout_s,
-            secrets=(key,),
-        ) as response:
-            if not stream:
-                result = parse_response(await read_json(response, label), label)
-                if result.text:
-                    await sink.text_delta(result.text)
-                return result
-            state = StreamState()
-            async for event in iter_sse(response):
-                delta = state.add(parse_event_json(event.data, label), label)
-                if delta:
-                    await sink.text_delta(delta)
-                if state.final is not None:
-                    break
-            return state.response(label)
+    def fold(self, request: ModelRequest) -> _Fold:
+        return _Fold()
+
+    def parse(self, data: dict[str, Any], request: ModelRequest, label: str) -> ModelResponse:
+        return parse_response(data, label)

@@ -24,7 +24,7 @@ from agentq.orchestrator.messages import (
 )
 from agentq.orchestrator.model_io import ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec import ToolChoiceTool
-from agentq.workers.providers.base import DeltaSink, ModelRequest, Provider, ToolDefinition
+from agentq.workers.providers.base import DeltaSink, ModelRequest, OfferedTool, Provider
 from agentq.workers.providers.history import arguments_text
 
 OPEN = "<tool_use>"
@@ -52,7 +52,7 @@ Available tools:
 {tools}"""
 
 
-def render_tools(tools: list[ToolDefinition]) -> str:
+def render_tools(tools: list[OfferedTool]) -> str:
     return "\n".join(
         f"- {t.name}: {t.description or '(no description)'}\n"
         f"  input schema: {json.dumps(t.input_schema, ensure_ascii=False)}"

@@ -8,7 +8,9 @@ the reported usage after it. Limits come from the deployment and from the
 providers' rate-limit headers (the lower wins); a 429 sets a shared back-off
 that every worker honours. The API key itself never reaches Redis: only a hash.
 
-The worker calls `call_model(...)` instead of `provider.generate(...)`.
+The model client (model_client.py) wraps every rate-limited call in
+`RateLimitedProvider`; response headers reach it through the list its
+provider's header observer fills.
 """
 
 from __future__ import annotations
@@ -26,19 +28,12 @@ from typing import Any, Protocol
 
 import httpx
 
+from agentq.orchestrator.endpoints import Endpoint
 from agentq.orchestrator.errors import ProviderError
 from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
-from agentq.workers.providers.http import observe_response_headers
-from agentq.workers.providers.retry import RetryPolicy, generate_with_retries
 
 WINDOW_S = 60.0
 LEARNED_TTL_S = 3600
-DEFAULT_KEY_ENVS = {
-    "openai": "OPENAI_API_KEY",
-    "openai-responses": "OPENAI_API_KEY",
-    "anthropic": "ANTHROPIC_API_KEY",
-    "gemini": "GEMINI_API_KEY",
-}
 
 # A sliding log, not fixed windows: fixed windows let 2x the limit through around a
 # boundary (a full window's worth at its end, another at the next one's start), which a
@@ -145,12 +140,11 @@ class LimitKey:
         return f"agentq:ratelimit:{self.provider}:{self.model}:{self.key_hash}"
 
 
-def limit_key(request: ModelRequest, env: Mapping[str, str]) -> LimitKey:
-    ref = request.model
-    var = ref.api_key_env or DEFAULT_KEY_ENVS.get(ref.provider, "")
-    secret = env.get(var, "") + "|" + (ref.base_url or "")
+def limit_key(endpoint: Endpoint, env: Mapping[str, str]) -> LimitKey:
+    """One quota per provider, model, key and URL; the key enters only as a hash."""
+    secret = env.get(endpoint.key_env or "", "") + "|" + (endpoint.base_url or "")
     digest = hashlib.sha256(secret.encode()).hexdigest()[:16]
-    return LimitKey(ref.provider, ref.name, digest)
+    return LimitKey(endpoint.provider.name, endpoint.model, digest)
 
 
 def estimate_tokens(request: ModelRequest) -> int:
@@ -287,22 +281,25 @@ class RateLimiter:
 
 
 class RateLimitedProvider:
-    """Wraps one provider call in acquire → generate → correct, learning from headers."""
+    """Wraps one provider call in acquire → generate → correct, learning from the
+    response headers the inner provider's observer collected into `seen`."""
 
-    def __init__(self, inner: Provider, limiter: RateLimiter, key: LimitKey) -> None:
+    def __init__(
+        self, inner: Provider, limiter: RateLimiter, key: LimitKey, seen: list[httpx.Headers]
+    ) -> None:
         self.inner = inner
         self.limiter = limiter
         self.key = key
+        self.seen = seen
 
     async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
         estimated = estimate_tokens(request)
         ticket = await self.limiter.acquire(
             self.key, estimated, time.monotonic() + request.timeout_s
         )
-        seen: list[httpx.Headers] = []
+        self.seen.clear()
         try:
-            with observe_response_headers(seen.append):
-                response = await self.inner.generate(request, sink)
+            response = await self.inner.generate(request, sink)
         except ProviderError as error:
             if error.status == 429:
                 wait_s = error.retry_after_s
@@ -311,30 +308,14 @@ class RateLimitedProvider:
                 await self.limiter.backoff(self.key, wait_s)
             raise
         finally:
-            await self._learn(seen)
+            await self._learn()
         await self.limiter.correct(self.key, ticket, estimated, response.usage.total_tokens)
         return response
 
-    async def _learn(self, seen: list[httpx.Headers]) -> None:
+    async def _learn(self) -> None:
+        seen, self.seen[:] = list(self.seen), []
         for headers in seen:
             limits, backoff = learned_from_headers(headers, time.time())
             await self.limiter.learn(self.key, limits)
             if backoff:
                 await self.limiter.backoff(self.key, backoff)
-
-
-async def call_model(
-    provider: Provider,
-    request: ModelRequest,
-    sink: DeltaSink,
-    *,
-    env: Mapping[str, str],
-    limiter: RateLimiter | None = None,
-    policy: RetryPolicy | None = None,
-    deadline: float | None = None,
-) -> ModelResponse:
-    """What a worker calls for a model step: shared rate limit (when a limiter is given),
-    retries with backoff, and never past `deadline` (time.monotonic)."""
-    if limiter is not None:
-        provider = RateLimitedProvider(provider, limiter, limit_key(request, env))
-    return await generate_with_retries(provider, request, sink, policy, deadline)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from pathlib import Path
 
 from agentq.orchestrator import Client
+from agentq.orchestrator.settings import Settings
 from tests.integration.core.test_core_workers import TOOLS, scripted, wait_ready
 from tests.support.infra import WorkerProcess
+from tests.support.models import write_models_file
 from tests.support.otlp import OtlpReceiver
 
 
@@ -81,7 +84,7 @@ async def test_spans_from_two_worker_processes_share_one_trace(redis_url: str) -
         assert node is run, s.name
 
 
-async def test_api_keys_appear_in_no_span(redis_url: str) -> None:
+async def test_api_keys_appear_in_no_span(redis_url: str, tmp_path: Path) -> None:
     from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
 
     key = "sk-trace-secret-0123456789"
@@ -91,16 +94,20 @@ async def test_api_keys_appear_in_no_span(redis_url: str) -> None:
             "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": receiver.endpoint,
             "OTEL_BSP_SCHEDULE_DELAY": "50",
             "OPENAI_API_KEY": key,
+            "AGENTQ_MODELS": write_models_file(
+                tmp_path / "models.json", local={"provider": "openai", "base_url": model.base_url}
+            ),
         }
         worker = WorkerProcess(redis_url, "--tools", TOOLS, env=env)
         try:
             wait_ready(worker)
             spec = {
-                "model": {"provider": "openai", "name": "m", "base_url": model.base_url},
+                "model": "local:m",
                 "prompt": "add",
                 "tools": [{"type": "function", "name": "add"}],
             }
-            async with Client(redis_url) as client:
+            settings = Settings(models=env["AGENTQ_MODELS"])
+            async with Client(redis_url, settings=settings) as client:
                 result = await client.wait(await client.submit(spec), timeout_s=60)
             assert result.status == "succeeded"
             assert key not in result.model_dump_json()

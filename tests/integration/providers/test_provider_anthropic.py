@@ -19,13 +19,13 @@ from agentq.orchestrator.messages import (
 )
 from agentq.orchestrator.model_io import ModelResponse
 from agentq.orchestrator.spec import ModelRef, ToolChoiceTool
-from agentq.workers.providers.base import ToolDefinition
+from agentq.workers.providers.base import OfferedTool
 from tests.support.fake_anthropic import FakeAnthropic, ServerToolUse, Turn
 from tests.support.fake_openai import ToolCall
 from tests.support.sinks import ListSink, generate_once
 
 KEY = "sk-ant-test-0123456789"
-ADD = ToolDefinition(name="add", description="Add", input_schema={"type": "object"})
+ADD = OfferedTool(name="add", description="Add", input_schema={"type": "object"})
 
 
 def model(base_url: str, **options: Any) -> ModelRef:
@@ -193,7 +193,7 @@ async def test_web_search_is_provider_executed(http: httpx.AsyncClient) -> None:
         text="Found it.",
         server_tools=[ServerToolUse("web_search", {"query": "agentq"}, result, id="srvtoolu_9")],
     )
-    search = ToolDefinition(name="web_search", provider_executed=True, options={"max_uses": 2})
+    search = OfferedTool(name="web_search", provider_executed=True, options={"max_uses": 2})
     with FakeAnthropic([turn]) as server:
         response, _ = await generate(http, model(server.base_url), tools=[search])
         tools = server.requests[0].body["tools"]
@@ -210,7 +210,7 @@ async def test_web_search_is_provider_executed(http: httpx.AsyncClient) -> None:
 
 
 async def test_unknown_provider_tool_is_refused(http: httpx.AsyncClient) -> None:
-    tool = ToolDefinition(name="teleport", provider_executed=True)
+    tool = OfferedTool(name="teleport", provider_executed=True)
     with FakeAnthropic([]) as server, pytest.raises(ProviderError, match="teleport"):
         await generate(http, model(server.base_url), tools=[tool])
 

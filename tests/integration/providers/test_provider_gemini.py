@@ -17,13 +17,13 @@ from agentq.orchestrator.messages import (
 )
 from agentq.orchestrator.model_io import ModelResponse
 from agentq.orchestrator.spec import ModelRef, ToolChoiceTool
-from agentq.workers.providers.base import ToolDefinition
+from agentq.workers.providers.base import OfferedTool
 from tests.support.fake_gemini import FakeGemini, Turn
 from tests.support.fake_openai import ToolCall
 from tests.support.sinks import ListSink, generate_once
 
 KEY = "AIza-test-0123456789"
-ADD = ToolDefinition(
+ADD = OfferedTool(
     name="add",
     description="Add",
     input_schema={

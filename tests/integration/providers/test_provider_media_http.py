@@ -19,7 +19,7 @@ from agentq.orchestrator.messages import (
 )
 from agentq.orchestrator.spec import ModelRef
 from agentq.workers.providers import ProviderContext, make_provider
-from agentq.workers.providers.base import ModelRequest, ToolDefinition
+from agentq.workers.providers.base import ModelRequest, OfferedTool
 from tests.support import fake_anthropic, fake_gemini, fake_openai, fake_responses
 from tests.support.sinks import ListSink
 
@@ -35,7 +35,7 @@ OUTPUT = {
 CAP = {"media": {"max_item_bytes": 10_000}}
 NOTE = "[image omitted: image/png, 20 kB over the 10 kB cap, call_1#1]"
 DESCRIBED = f"the chart\n[image: image/png, 3 kB, call_1#0]\n{NOTE}"
-SHOT = ToolDefinition(name="shot", input_schema={"type": "object"})
+SHOT = OfferedTool(name="shot", input_schema={"type": "object"})
 
 
 def history(output: Any = OUTPUT) -> list[Message]:

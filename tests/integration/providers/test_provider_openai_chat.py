@@ -18,14 +18,14 @@ from agentq.orchestrator.messages import (
 )
 from agentq.orchestrator.spec import ModelRef, ToolChoiceTool
 from agentq.workers.providers import ProviderContext, make_provider
-from agentq.workers.providers.base import ModelRequest, ToolDefinition
+from agentq.workers.providers.base import ModelRequest, OfferedTool
 from agentq.workers.providers.retry import RetryPolicy, generate_with_retries
 from tests.support.fake_http import Recorded, Reply
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn, rate_limited, server_error
 from tests.support.sinks import ListSink
 
 KEY = "sk-test-secret-key-0123456789"
-ADD = ToolDefinition(
+ADD = OfferedTool(
     name="add",
     description="Add two numbers",
     input_schema={"type": "object", "properties": {"a": {"type": "number"}}},

@@ -17,13 +17,13 @@ from agentq.orchestrator.messages import (
 )
 from agentq.orchestrator.model_io import ModelResponse
 from agentq.orchestrator.spec import ModelRef, ToolChoiceTool
-from agentq.workers.providers.base import ToolDefinition
+from agentq.workers.providers.base import OfferedTool
 from tests.support.fake_openai import ToolCall
 from tests.support.fake_responses import FakeResponses, Turn
 from tests.support.sinks import ListSink, generate_once
 
 KEY = "sk-resp-test-0123456789"
-ADD = ToolDefinition(name="add", description="Add", input_schema={"type": "object"})
+ADD = OfferedTool(name="add", description="Add", input_schema={"type": "object"})
 
 
 def model(base_url: str, **options: Any) -> ModelRef:
@@ -136,7 +136,7 @@ async def test_reasoning_items_are_replayed_before_the_calls(http: httpx.AsyncCl
 
 
 async def test_web_search_is_provider_executed(http: httpx.AsyncClient) -> None:
-    search = ToolDefinition(name="web_search", provider_executed=True)
+    search = OfferedTool(name="web_search", provider_executed=True)
     with FakeResponses([Turn(text="Found.", web_search="agentq")]) as server:
         response, _ = await generate(http, model(server.base_url), tools=[search])
         assert server.requests[0].body["tools"] == [{"type": "web_search"}]

@@ -11,11 +11,11 @@ from agentq.orchestrator.messages import (
 )
 from agentq.orchestrator.spec import ModelRef
 from agentq.workers.providers import ProviderContext, make_provider
-from agentq.workers.providers.base import ModelRequest, ToolDefinition
+from agentq.workers.providers.base import ModelRequest, OfferedTool
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.sinks import ListSink
 
-ADD = ToolDefinition(name="add", description="Add two numbers", input_schema={"type": "object"})
+ADD = OfferedTool(name="add", description="Add two numbers", input_schema={"type": "object"})
 
 
 async def test_prompt_mode_over_a_chat_completions_server() -> None:

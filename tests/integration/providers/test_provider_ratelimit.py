@@ -12,11 +12,13 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
+from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.messages import UserMessage
 from agentq.orchestrator.spec import ModelRef
-from agentq.workers.providers import ProviderContext, make_provider
+from agentq.workers.providers import providers
 from agentq.workers.providers.base import ModelRequest
-from agentq.workers.providers.ratelimit import LimitKey, Limits, RateLimiter, call_model, limit_key
+from agentq.workers.providers.model_client import ModelClient
+from agentq.workers.providers.ratelimit import LimitKey, Limits, RateLimiter, limit_key
 from agentq.workers.providers.retry import RetryPolicy
 from tests.support.fake_openai import FakeOpenAI, Turn, rate_limited
 from tests.support.sinks import ListSink
@@ -102,25 +104,25 @@ async def test_learned_limits_lower_the_configured_ones(redis: Any) -> None:
     assert (await limiter.try_acquire(KEY, 1))[0] > 0
 
 
-async def test_call_model_learns_backs_off_and_never_stores_the_key(redis: Any) -> None:
+async def test_the_model_client_learns_backs_off_and_never_stores_the_key(redis: Any) -> None:
     headers = {"x-ratelimit-limit-requests": "500", "x-ratelimit-limit-tokens": "90000"}
     turns = [rate_limited(retry_after="0"), Turn(text="ok", headers=headers)]
     with FakeOpenAI(turns) as server:
         ref = ModelRef(provider="openai", name="gpt-x", base_url=server.base_url)
         env = {"OPENAI_API_KEY": SECRET}
         request = ModelRequest(model=ref, messages=[UserMessage(content="hi")], timeout_s=10)
+        policy = EndpointPolicy.build(None, "http://127.0.0.1:", "OPENAI_API_KEY")
         async with httpx.AsyncClient() as http:
-            provider = make_provider(ref, ProviderContext(http=http, env=env))
-            response = await call_model(
-                provider,
-                request,
-                ListSink(),
-                env=env,
+            models = ModelClient(
+                http,
+                env,
+                policy=policy,
                 limiter=RateLimiter(redis),
-                policy=RetryPolicy(base_delay_s=0.01),
+                retry=RetryPolicy(base_delay_s=0.01),
             )
+            response = await models.generate(request, ListSink())
     assert response.text == "ok"
-    key = limit_key(request, env)
+    key = limit_key(policy.resolve(ref, providers()), env)
     assert SECRET not in key.prefix
     learned = await redis.hgetall(f"{key.prefix}:learned")
     assert {k.decode(): v.decode() for k, v in learned.items()} == {"rpm": "500", "tpm": "90000"}

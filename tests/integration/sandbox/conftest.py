@@ -51,8 +51,9 @@ async def make_manager(sandbox_images: list[str]) -> AsyncIterator[MakeManager]:
             "pool_size": {},
             "max_containers": 6,
         }
+        liveness = overrides.pop("liveness", None)
         settings.update(overrides)
-        manager = SandboxManager(DockerBackend(), SandboxConfig(**settings))
+        manager = SandboxManager(DockerBackend(), SandboxConfig(**settings), liveness=liveness)
         managers.append(manager)
         await manager.start()
         return manager

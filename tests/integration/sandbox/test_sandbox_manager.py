@@ -7,12 +7,9 @@ from typing import Any
 
 import pytest
 
-from agentq.sandbox.backend import ContainerSpec
-from agentq.sandbox.config import LABEL_SANDBOX, LABEL_WORKER, SandboxConfig
-from agentq.sandbox.container import SANDBOX_ENV
+from agentq.sandbox.config import SandboxConfig
 from agentq.sandbox.docker_backend import DockerBackend
 from agentq.sandbox.errors import CapacityError, InvalidRequestError, SandboxUnavailableError
-from agentq.sandbox.images import image_name
 from agentq.sandbox.manager import SandboxManager
 from agentq.sandbox.models import ExecRequest, Limits
 
@@ -102,30 +99,6 @@ async def test_idle_sessions_are_closed(make_manager: MakeManager) -> None:
         ExecRequest(language="python", code="'x' in globals()"), session_key="idle"
     )
     assert fresh.value == "False"
-
-
-async def test_orphans_of_a_crashed_worker_are_removed_at_start(
-    make_manager: MakeManager, sandbox_images: list[str]
-) -> None:
-    backend = DockerBackend()
-    worker_id = "test-orphans-worker"
-    labels = {LABEL_SANDBOX: "1", LABEL_WORKER: worker_id}
-    # A container as a crashed worker would leave it: started, never removed.
-    container_id, channel = await backend.start(
-        ContainerSpec(
-            image=image_name("python"),
-            command=["sleep", "600"],
-            labels=labels,
-            limits=Limits(),
-            user="10001:10001",
-            env=SANDBOX_ENV,
-        )
-    )
-    channel.close()
-    assert container_id in await backend.list(labels)
-    manager = await make_manager(worker_id=worker_id)
-    assert await backend.list(labels) == []
-    assert (await manager.execute(ExecRequest(language="python", code="1"))).ok
 
 
 async def test_aclose_removes_everything_it_created(make_manager: MakeManager) -> None:

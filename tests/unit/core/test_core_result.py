@@ -12,6 +12,7 @@ from agentq.orchestrator.messages import ToolResultPart, Usage, UserMessage
 from agentq.orchestrator.model_io import ModelResponse, ProviderToolCall
 from agentq.orchestrator.result import RunResult, assemble
 from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.state import FailureKind, RunFailure
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.transitions import step_record
 
@@ -184,8 +185,11 @@ def test_text_defaults_to_the_last_step(m: dict[str, str], text: str) -> None:
 def test_failed_run_carries_its_error() -> None:
     error = {"type": "provider", "message": "boom", "step": 1}
     result = assemble("r", meta("failed", error=json.dumps(error)), [USER], [])
-    assert (result.status, result.error, result.steps, result.text) == ("failed", error, [], "")
+    failure = RunFailure(kind=FailureKind.PROVIDER, message="boom", step=1)
+    assert (result.status, result.error, result.steps, result.text) == ("failed", failure, [], "")
     assert not result.succeeded
+    # The JSON keeps the keys results always had.
+    assert json.loads(result.model_dump_json())["error"] == {**error, "status": None}
 
 
 def test_result_round_trips_as_json() -> None:

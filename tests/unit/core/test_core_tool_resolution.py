@@ -8,6 +8,8 @@ import pytest
 
 from agentq.orchestrator.errors import SpecError, UnknownToolError
 from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.tool_kinds.mcp import McpToolConfig
+from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
 from agentq.orchestrator.tool_resolution import (
     ANNOUNCEMENT_TTL_S,
     ToolAnnouncement,
@@ -111,7 +113,11 @@ def test_provider_tool_has_no_queue() -> None:
         {},
         NOW,
     )
-    assert (tool.kind, tool.queue, tool.config) == ("provider", None, {"options": {"k": 1}})
+    assert (tool.kind, tool.queue, tool.config) == (
+        "provider",
+        None,
+        ProviderToolConfig(options={"k": 1}),
+    )
 
 
 def test_mcp_and_code_tools() -> None:
@@ -130,7 +136,8 @@ def test_mcp_and_code_tools() -> None:
         ("docs_search", "mcp", "mcp"),
         ("run_python", "code", "sandbox"),
     ]
-    assert tools[0].config == {"server": "docs", "tool": "fetch"}
+    assert tools[0].config == McpToolConfig(server="docs", tool="fetch")
+    assert tools[0].source_name == "fetch"  # renamed by the prefix
     assert tools[2].timeout_s == 3
 
 

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator.errors import SpecError, UnknownToolError
-from agentq.orchestrator.spec import McpToolSpec, RunSpec
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.tool_kinds.mcp import McpToolConfig
 from agentq.orchestrator.tool_resolution import (
     ANNOUNCEMENT_TTL_S,
     ToolAnnouncement,
-    _resolve_mcp,
     registry_key,
     resolve_tools,
 )
@@ -43,17 +43,22 @@ REGISTRY = {
 }
 
 
-def resolve(*entries: dict[str, Any]) -> list[tuple[str, str, str]]:
-    spec = RunSpec.model_validate(
+def spec_of(*entries: dict[str, Any]) -> RunSpec:
+    return RunSpec.model_validate(
         {
             "model": {"provider": "scripted", "script": []},
             "prompt": "hi",
             "tools": [{"type": "mcp", **e} for e in entries],
         }
     )
-    return [
-        (t.name, t.config["server"], t.config["tool"]) for t in resolve_tools(spec, REGISTRY, NOW)
-    ]
+
+
+def resolve(*entries: dict[str, Any]) -> list[tuple[str, str, str]]:
+    out = []
+    for t in resolve_tools(spec_of(*entries), REGISTRY, NOW):
+        assert isinstance(t.config, McpToolConfig)
+        out.append((t.name, t.config.server, t.config.tool))
+    return out
 
 
 @pytest.mark.parametrize(
@@ -128,26 +133,17 @@ def test_same_server_twice_without_prefix_is_a_duplicate() -> None:
 
 
 def test_schema_description_and_queue_pass_through() -> None:
-    spec = McpToolSpec(server="docs", tools=["fetch"], needs_approval=True)
-
-    def live(key: str) -> ToolAnnouncement | None:
-        return REGISTRY.get(key)
-
-    [tool] = _resolve_mcp(0, spec, REGISTRY, live, {"needs_approval": True, "timeout_s": 5.0})
+    entry = {"server": "docs", "tools": ["fetch"], "needs_approval": True, "timeout_s": 5}
+    [tool] = resolve_tools(spec_of(entry), REGISTRY, NOW)
     assert tool.input_schema == REGISTRY["mcp:docs:fetch"].input_schema
     assert (tool.description, tool.queue, tool.kind) == ("fetch on docs", "q-docs", "mcp")
     assert (tool.needs_approval, tool.timeout_s) == (True, 5.0)
 
 
-@pytest.mark.parametrize(
-    ("servers", "name"),
-    [
-        pytest.param(None, "docs_search", id="registry-wide-by-default"),
-        pytest.param({"docs"}, "search", id="only-the-run's-servers-count"),
-        pytest.param({"docs", "web"}, "docs_search", id="run-enables-both"),
-    ],
-)
-def test_collisions_among_the_given_servers(servers: set[str] | None, name: str) -> None:
-    spec = McpToolSpec(server="docs", tools=["search"])
-    [tool] = _resolve_mcp(0, spec, REGISTRY, REGISTRY.get, {}, servers)
-    assert tool.name == name
+def test_approval_for_some_tools_of_a_server() -> None:
+    entry = {"server": "time", "needs_approval": ["convert_time"]}
+    tools = resolve_tools(spec_of(entry), REGISTRY, NOW)
+    assert {t.name: t.needs_approval for t in tools} == {
+        "convert_time": True,
+        "get_current_time": False,
+    }

@@ -22,6 +22,7 @@ from agentq.workers.mcp.sampling import (
     to_model_request,
     to_result,
 )
+from agentq.workers.providers.model_client import ModelClient
 
 PNG = "iVBORw0KGgo="
 AUDIO = types.AudioContent(type="audio", data="UklG", mime_type="audio/wav")
@@ -231,7 +232,7 @@ SCRIPTED = {"provider": "scripted", "script": [{"text": "scripted answer"}]}
 @pytest.fixture
 async def sampler() -> AsyncIterator[Sampler]:
     async with httpx.AsyncClient() as http:
-        yield Sampler(http, {})
+        yield Sampler(ModelClient(http, {}))
 
 
 async def test_sampler_answers_from_the_routed_model(sampler: Sampler) -> None:

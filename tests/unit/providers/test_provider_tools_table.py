@@ -1,11 +1,13 @@
-"""The submit-time table of provider-executed tools matches what each provider maps."""
+"""The provider table's provider-executed tools match what each wire format maps."""
 
 from __future__ import annotations
 
 import pytest
-from pydantic import ValidationError
 
-from agentq.orchestrator.spec import PROVIDER_TOOLS, RunSpec
+from agentq.orchestrator.errors import SpecError
+from agentq.orchestrator.providers import BUILTIN_PROVIDERS
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.tool_resolution import resolve_tools
 from agentq.workers.providers import anthropic, gemini, openai_responses
 
 
@@ -15,10 +17,11 @@ from agentq.workers.providers import anthropic, gemini, openai_responses
         ("anthropic", anthropic.SERVER_TOOLS),
         ("openai-responses", openai_responses.SERVER_TOOLS),
         ("gemini", gemini.SERVER_TOOLS),
+        ("openai", {}),
     ],
 )
 def test_table_matches_the_provider(provider: str, module_tools: dict[str, str]) -> None:
-    assert PROVIDER_TOOLS[provider] == frozenset(module_tools)
+    assert BUILTIN_PROVIDERS[provider].provider_tools == frozenset(module_tools)
 
 
 @pytest.mark.parametrize(
@@ -32,9 +35,11 @@ def test_table_matches_the_provider(provider: str, module_tools: dict[str, str])
     ],
 )
 def test_a_provider_that_lacks_the_tool_refuses_the_spec(model: str, tool: str, ok: bool) -> None:
-    spec = {"model": model, "prompt": "x", "tools": [{"type": "provider", "name": tool}]}
+    spec = RunSpec.model_validate(
+        {"model": model, "prompt": "x", "tools": [{"type": "provider", "name": tool}]}
+    )
     if ok:
-        RunSpec.model_validate(spec)
+        resolve_tools(spec, {}, 0.0)
         return
-    with pytest.raises(ValidationError, match=rf"tools\[0\]: .* cannot run '{tool}' itself"):
-        RunSpec.model_validate(spec)
+    with pytest.raises(SpecError, match=rf"tools\[0\]: .* cannot run '{tool}' itself"):
+        resolve_tools(spec, {}, 0.0)

@@ -19,6 +19,10 @@ from agentq.sandbox.models import Artifact, ExecRequest, ExecResult, Limits, che
         ({"language": "python", "code": "", "files": {"a/../../b": ""}}, "files", "'..'"),
         ({"language": "python", "code": "", "files": {"a//b": ""}}, "files", "'//'"),
         ({"language": "python", "code": "", "files": {"./a": ""}}, "files", "plain relative"),
+        ({"language": "python", "code": "", "files": {".": ""}}, "files", "plain relative"),
+        ({"language": "python", "code": "", "files": {"a": "\udc80"}}, "files", "surrogate"),
+        ({"language": "python", "code": "", "files": {"\ud800": ""}}, "files", "surrogate"),
+        ({"language": "python", "code": "'\ud800'"}, "code", "lone surrogate"),
         ({"language": "python", "code": "", "files": {"": ""}}, "files", "not a valid path"),
         ({"language": "python", "code": "", "files": {"a\x00": ""}}, "files", "not a valid"),
         (

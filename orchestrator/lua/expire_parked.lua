@@ -1,0 +1,15 @@
+-- expire_parked: a parked call's deadline passed (its deferred expiry job ran): the call
+-- gets its error result, the model sees it, the run goes on. A no-op once resolved.
+-- KEYS    meta, msgs, events (see prelude)
+-- ARGV    ExpireParked: step, call_id, result, events, next_job
+-- Replies RECORDED | CONTINUED | FINISHED
+--         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
+--         WRONG_STATE {call_status}  the call is no longer parked (resolved in time)
+-- Effects parked - 1, then as record_result.
+local err = run_guard(A.step)
+if err then return reply(err) end
+local st = redis.call('HGET', step_key(A.step), S.CALL_STATUS .. A.call_id)
+if not st then return reply(OUT.UNKNOWN_CALL) end
+if not is_parked(st) then return reply(OUT.WRONG_STATE, {call_status = st}) end
+unpark(A.step)
+return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))

@@ -1,0 +1,26 @@
+"""Why a run failed: one typed record, stored on the run and carried by its `error` event."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class FailureKind(StrEnum):
+    PROVIDER = "provider"  # the model provider refused or kept failing
+    INTERNAL = "internal"  # a bug, or a job whose worker died on every delivery
+
+
+class RunFailure(BaseModel):
+    """Serialized with the JSON keys runs always had: `type`, `message`, `step`, `status`."""
+
+    model_config = ConfigDict(
+        extra="ignore", populate_by_name=True, serialize_by_alias=True, frozen=True
+    )
+
+    kind: FailureKind = Field(alias="type")
+    message: str
+    step: int | None = None
+    # The provider's HTTP status, when there was one.
+    status: int | None = None

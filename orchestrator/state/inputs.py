@@ -1,0 +1,201 @@
+"""One typed input per transition: exactly what its Lua script may read as `A.<field>`.
+
+The store sends an input as the script's single ARGV (JSON, nulls left out, since
+cjson turns JSON null into a truthy sentinel). `tests/unit/core/test_core_state_contract.py`
+checks every `A.<field>` a script reads against its input model.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentq.orchestrator.messages import Usage
+from agentq.orchestrator.state.failure import RunFailure
+from agentq.orchestrator.state.jobs import QueuedJob
+from agentq.orchestrator.state.status import CallStatus, InputStatus, StepAfter
+
+DEFAULT_RETENTION_S = 7 * 24 * 3600
+# How long an answer to an input request waits for the call that asked.
+ANSWER_TTL_S = 3600
+
+
+class TransitionInput(BaseModel):
+    """What every transition reads: whose run, when, and how long an ended run is kept."""
+
+    model_config = ConfigDict(extra="forbid")
+    script: ClassVar[str]
+
+    run_id: str
+    at: float = Field(default_factory=time.time)
+    retention_s: int = DEFAULT_RETENTION_S
+
+
+class CreateRun(TransitionInput):
+    script = "create"
+
+    spec: str
+    # sha256 of the canonical spec JSON: a resubmission with another spec is refused.
+    spec_hash: str
+    tools: dict[str, str]  # name -> ToolDef JSON
+    tool_order: list[str]
+    messages: list[str]
+    trace: str
+    event: str
+    next_job: QueuedJob
+
+
+class BeginStep(TransitionInput):
+    script = "begin_step"
+
+    step: int
+    event: str
+
+
+class CallRecord(BaseModel):
+    """One of the step's own calls as the commit stores it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    call: str  # CallPlan JSON
+    status: CallStatus
+    result: str | None = None  # ToolResultPart JSON, when answered at once
+
+
+class CommitStep(TransitionInput):
+    script = "commit_step"
+
+    step: int
+    resp: str
+    assistant: str
+    text: str
+    finish_reason: str
+    usage: Usage
+    after: StepAfter
+    order: str  # JSON list of call ids
+    calls: list[CallRecord]
+    events: list[str]
+    jobs: list[QueuedJob]  # tool jobs, and deferred expiry jobs of parked calls
+    pending: int
+    parked: int
+    finishes_now: bool
+    next_job: QueuedJob
+
+
+class ClaimCall(TransitionInput):
+    script = "claim_call"
+
+    step: int
+    call_id: str
+    event: str
+
+
+class RecordResult(TransitionInput):
+    """A tool job's result (or error)."""
+
+    script = "record_result"
+
+    step: int
+    call_id: str
+    result: str  # ToolResultPart JSON
+    events: list[str]
+    next_job: QueuedJob
+
+
+class PostResult(RecordResult):
+    """A result posted from outside for a call awaiting one (a client tool)."""
+
+    script = "post_result"
+
+
+class ExpireParked(RecordResult):
+    """A parked call's deadline passed: its (error) result, unless it was resolved."""
+
+    script = "expire_parked"
+
+
+class ResolveApproval(TransitionInput):
+    script = "resolve_approval"
+
+    step: int
+    call_id: str
+    approved: bool
+    event: str
+    # Approved: the call's next status, and its job when it runs on a queue.
+    next_status: CallStatus | None = None
+    job: QueuedJob | None = None
+    # Denied: the denial as the call's (error) result.
+    result: str | None = None
+    events: list[str] = Field(default_factory=list)
+    next_job: QueuedJob | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> ResolveApproval:
+        """Refused here, not half-applied in Lua: each branch carries what it writes."""
+        if self.approved:
+            if self.next_status is None:
+                raise ValueError("an approval needs the call's next status")
+            if self.next_status == CallStatus.QUEUED and self.job is None:
+                raise ValueError("an approval of a queued call needs its job")
+        elif self.result is None or self.next_job is None:
+            raise ValueError("a denial needs its result and the next step's job")
+        return self
+
+
+class InputRequest(TransitionInput):
+    script = "input_request"
+
+    step: int
+    call_id: str  # the asking call: it must be running
+    request_id: str
+    request: str  # JSON: tool_call_id, tool_name, message, schema
+    event: str
+
+
+class InputAnswer(TransitionInput):
+    script = "input_answer"
+
+    step: int
+    request_id: str
+    outcome: InputStatus
+    answer: str | None = None  # JSON handed to the waiting call (None when expired)
+    answer_ttl_s: int = ANSWER_TTL_S
+    event: str
+
+
+class Emit(TransitionInput):
+    script = "emit"
+
+    events: list[str]
+
+
+class FailRun(TransitionInput):
+    script = "fail_run"
+
+    error: RunFailure
+
+
+class Cancel(TransitionInput):
+    script = "cancel"
+
+    reason: str | None = None
+
+
+INPUTS: tuple[type[TransitionInput], ...] = (
+    CreateRun,
+    BeginStep,
+    CommitStep,
+    ClaimCall,
+    RecordResult,
+    PostResult,
+    ExpireParked,
+    ResolveApproval,
+    InputRequest,
+    InputAnswer,
+    Emit,
+    FailRun,
+    Cancel,
+)

@@ -1,0 +1,91 @@
+"""The Lua side of the declared state: a chunk of constants rendered from the Python
+definitions at load time and prepended to every transition script.
+
+Scripts say `RUN.AWAITING`, `S.CALL_STATUS`, `OUT.STALE` instead of string literals,
+so renaming a status or a field here renames it everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+
+from agentq.orchestrator.messages import ToolMessage
+from agentq.orchestrator.state import keys
+from agentq.orchestrator.state.status import (
+    USAGE_FIELDS,
+    CallStatus,
+    InputStatus,
+    MetaField,
+    Outcome,
+    RunStatus,
+    StepAfter,
+    StepField,
+)
+
+# Tables of the chunk, by Lua name.
+ENUM_TABLES: dict[str, type[StrEnum]] = {
+    "RUN": RunStatus,
+    "CALL": CallStatus,
+    "AFTER": StepAfter,
+    "INPUT": InputStatus,
+    "OUT": Outcome,
+    "F": MetaField,
+    "S": StepField,
+}
+
+KEY_CONSTANTS: dict[str, str] = {
+    "MESSAGES": keys.MESSAGES_SUFFIX,
+    "EVENTS": keys.EVENTS_SUFFIX,
+    "TOOLS": keys.TOOLS_SUFFIX,
+    "STEP": keys.STEP_INFIX,
+    "ANSWER": keys.ANSWER_INFIX,
+    "RUN_ENDED": keys.RUN_ENDED,
+    "ARQ_JOB": keys.ARQ_JOB_PREFIX,
+    "ARQ_ABORT": keys.ARQ_ABORT_SET,
+    "JOB_PREFIX": keys.JOB_PREFIX,
+    "TAG_OPEN": keys.TAG_OPEN,
+    "TAG_CLOSE": keys.TAG_CLOSE,
+    "JOB_SEPARATOR": keys.JOB_SEPARATOR,
+    "MODEL_JOB": keys.MODEL_JOB_SUFFIX,
+    "CALL_JOB": keys.CALL_JOB_INFIX,
+}
+
+
+def tool_message_frame() -> tuple[str, str]:
+    """The JSON around a tool message's parts, as the join writes it."""
+    empty = ToolMessage(content=[]).model_dump_json()
+    open_, sep, close = empty.partition("[]")
+    assert sep, empty
+    return open_ + "[", "]" + close
+
+
+def _lua_str(value: str) -> str:
+    if not value.isascii() or not value.isprintable():
+        raise ValueError(f"not a plain ASCII constant: {value!r}")
+    return json.dumps(value)  # for printable ASCII, JSON's escapes are Lua's
+
+
+def _table(name: str, items: Iterable[tuple[str, str]]) -> str:
+    body = ", ".join(f"{k} = {_lua_str(v)}" for k, v in items)
+    return f"local {name} = {{{body}}}"
+
+
+def _enum_items(enum: type[StrEnum]) -> Iterable[tuple[str, str]]:
+    return ((member.name, member.value) for member in enum)
+
+
+def render(extra: Mapping[str, str] | None = None) -> str:
+    lines = ["-- Generated from agentq.orchestrator.state at load time: do not edit by hand."]
+    lines += [_table(name, _enum_items(enum)) for name, enum in ENUM_TABLES.items()]
+    lines.append(_table("K", {**KEY_CONSTANTS, **(extra or {})}.items()))
+    usage = ", ".join(
+        f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in USAGE_FIELDS.items()
+    )
+    lines.append(f"local USAGE = {{{usage}}}  -- {{Usage field, meta field}}")
+    open_, close = tool_message_frame()
+    lines.append(
+        f"local TOOL_MESSAGE_OPEN, TOOL_MESSAGE_CLOSE = {_lua_str(open_)}, {_lua_str(close)}"
+    )
+    return "\n".join(lines) + "\n"

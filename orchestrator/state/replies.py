@@ -1,0 +1,49 @@
+"""One typed reply per transition. Every script returns one JSON object with an
+`outcome` (an `Outcome`) and, for some transitions, data; the store parses it here."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from agentq.orchestrator.state.status import Outcome, RunStatus
+
+
+def _lua_list(value: Any) -> Any:
+    """cjson encodes an empty Lua table as `{}`: read it as the empty list it was."""
+    return [] if value == {} else value
+
+
+LuaList = Annotated[list[str], BeforeValidator(_lua_list)]
+
+
+class Reply(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outcome: Outcome
+    # With WRONG_STATE / NOT_RUNNABLE: the state the call (or request) was in instead.
+    call_status: str | None = None
+
+
+class BeginStepReply(Reply):
+    """With OK: what the model step needs, read in the same round trip."""
+
+    spec: str = ""
+    tools: LuaList = []
+    messages: LuaList = []
+
+
+class ClaimCallReply(Reply):
+    """With CLAIMED: the call (CallPlan JSON) and its tool (ToolDef JSON, if defined)."""
+
+    call: str | None = None
+    tool: str | None = None
+
+
+class EmitReply(Reply):
+    seq: int = 0  # the last event's sequence number (0: the run has ended)
+
+
+class CancelReply(Reply):
+    status: RunStatus | None = None  # the run's status afterwards

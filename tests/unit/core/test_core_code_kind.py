@@ -1,0 +1,52 @@
+"""The code kind's typed config reaches the sandbox request as the spec said it
+(no sandbox here: a recording stand-in for the manager)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.tool_resolution import ToolAnnouncement, registry_key, resolve_tools
+from agentq.sandbox import ExecRequest, ExecResult
+from agentq.workers.executors.base import ToolContext
+from agentq.workers.executors.code import CodeExecutor
+
+RUN_PYTHON = ToolAnnouncement(name="run_python", kind="code", queue="sandbox", server="python")
+
+
+class RecordingManager:
+    def __init__(self) -> None:
+        self.calls: list[tuple[ExecRequest, str | None]] = []
+
+    async def execute(self, request: ExecRequest, session: str | None) -> ExecResult:
+        self.calls.append((request, session))
+        return ExecResult(exit_code=0, stdout="42\n")
+
+
+async def test_language_session_network_and_limits_reach_the_request() -> None:
+    spec = RunSpec.model_validate(
+        {
+            "model": "openai:m",
+            "prompt": "p",
+            "tools": [
+                {
+                    "type": "code",
+                    "language": "python",
+                    "session": "run",
+                    "network": True,
+                    "limits": {"memory_mb": 128, "timeout_s": 3},
+                }
+            ],
+        }
+    )
+    (tool,) = resolve_tools(spec, {registry_key(RUN_PYTHON): RUN_PYTHON}, 0.0)
+    executor = CodeExecutor()
+    manager = RecordingManager()
+    executor.manager = manager  # type: ignore[assignment]
+    ctx = ToolContext(run_id="r1", step=0, call_id="c", tool=tool, attempt=1, deadline_at=0.0)
+    output: Any = await executor.execute(tool, {"code": "print(42)"}, ctx)
+    assert output["stdout"] == "42\n"
+    ((request, session),) = manager.calls
+    assert (request.language, request.network, session) == ("python", True, "r1")
+    assert (request.limits.memory_mb, request.limits.timeout_s) == (128, 3)
+    assert tool.timeout_s == 3

@@ -1,0 +1,42 @@
+"""Sentinel URLs (`redis+sentinel://`), as the chart's external Redis may hold them."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentq.orchestrator.sentinel import SentinelUrl, parse_sentinel_url
+
+
+@pytest.mark.parametrize(
+    ("url", "parsed"),
+    [
+        (
+            "redis+sentinel://s1:26379,s2:26380/mymaster/2",
+            SentinelUrl([("s1", 26379), ("s2", 26380)], "mymaster", 2),
+        ),
+        (
+            "redis+sentinel://:p%40ss@sentinel/agentq",
+            SentinelUrl([("sentinel", 26379)], "agentq", 0, None, "p@ss"),
+        ),
+        (
+            "redis+sentinel://app:secret@[::1]:26379/agentq/0",
+            SentinelUrl([("::1", 26379)], "agentq", 0, "app", "secret"),
+        ),
+    ],
+)
+def test_sentinel_urls_parse(url: str, parsed: SentinelUrl) -> None:
+    assert parse_sentinel_url(url) == parsed
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("redis+sentinel:///agentq", "no sentinel host"),
+        ("redis+sentinel://s1:26379", "no service"),
+        ("redis+sentinel://s1:port/agentq", "bad host:port"),
+        ("redis+sentinel://s1/agentq/zero", "is not a number"),
+    ],
+)
+def test_bad_sentinel_urls_say_what_is_wrong(url: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        parse_sentinel_url(url)

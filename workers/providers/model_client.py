@@ -1,0 +1,110 @@
+"""The model client: the one way a worker calls a model.
+
+Model steps, tool-call repair and MCP sampling all come through `generate`:
+
+    endpoint (models file, allow-lists, address check)
+      → provider for its wire format (prompt-based tools when asked)
+      → the fleet's shared rate limit (response headers teach it the real limits)
+      → retries with backoff
+      → never past the deadline
+
+Response headers reach the limiter explicitly: each call's provider carries an
+observer, which travels with its HTTP requests as an extension and is called
+by this client's httpx response hook.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+
+import httpx
+
+from agentq.orchestrator.endpoints import EndpointPolicy
+from agentq.orchestrator.errors import ProviderError, SpecError
+from agentq.workers.providers import ProviderContext, make_provider, providers
+from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
+from agentq.workers.providers.http import HEADERS_EXTENSION
+from agentq.workers.providers.ratelimit import RateLimitedProvider, RateLimiter, limit_key
+from agentq.workers.providers.redact import redact
+from agentq.workers.providers.retry import RetryPolicy, generate_with_retries
+
+
+async def _deliver_headers(response: httpx.Response) -> None:
+    observer = response.request.extensions.get(HEADERS_EXTENSION)
+    if observer is not None:
+        observer(response.headers)
+
+
+def install_header_hook(http: httpx.AsyncClient) -> None:
+    hooks = http.event_hooks
+    if _deliver_headers not in hooks["response"]:
+        http.event_hooks = {**hooks, "response": [*hooks["response"], _deliver_headers]}
+
+
+class ModelClient:
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        env: Mapping[str, str],
+        *,
+        policy: EndpointPolicy | None = None,
+        limiter: RateLimiter | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.http = http
+        self.env = env
+        self.policy = policy or EndpointPolicy()
+        self.limiter = limiter
+        self.retry = retry
+        install_header_hook(http)
+
+    async def provider(
+        self, request: ModelRequest, *, trusted: bool = False
+    ) -> tuple[Provider, str | None]:
+        """The provider stack for one call, and the key it may send: checked again here,
+        in the worker, before any request (a spec may have been submitted under other
+        settings)."""
+        try:
+            endpoint = self.policy.resolve(request.model, providers(), trusted=trusted)
+            await self.policy.check_addresses(endpoint)
+        except SpecError as exc:
+            raise ProviderError(f"{request.model.label}: {exc.message}", retryable=False) from None
+        # A snapshot per call, so that a key rotated in the environment is used.
+        env = dict(self.env)
+        seen: list[httpx.Headers] = []
+        ctx = ProviderContext(http=self.http, env=env, endpoint=endpoint, on_headers=seen.append)
+        provider = make_provider(request.model, ctx)
+        if self.limiter is not None and endpoint.provider.rate_limited:
+            provider = RateLimitedProvider(provider, self.limiter, limit_key(endpoint, env), seen)
+        return provider, env.get(endpoint.key_env) if endpoint.key_env else None
+
+    async def generate(
+        self,
+        request: ModelRequest,
+        sink: DeltaSink,
+        *,
+        deadline: float | None = None,
+        trusted: bool = False,
+    ) -> ModelResponse:
+        """One model call; `deadline` is on time.monotonic. `trusted`: the model
+        reference comes from the deployment's own files, not from a spec."""
+        provider, key = await self.provider(request, trusted=trusted)
+        try:
+            return await generate_with_retries(provider, request, sink, self.retry, deadline)
+        except ProviderError as exc:
+            # Whatever the provider's code (a registered one too), its errors are stored in
+            # the run: no echo of the key may be in them.
+            message = redact(exc.message, (key,))
+            if message == exc.message:
+                raise
+            raise ProviderError(
+                message, status=exc.status, retryable=exc.retryable, retry_after_s=exc.retry_after_s
+            ) from None
+
+    async def generate_within(
+        self, request: ModelRequest, sink: DeltaSink, timeout_s: float, *, trusted: bool = False
+    ) -> ModelResponse:
+        return await self.generate(
+            request, sink, deadline=time.monotonic() + timeout_s, trusted=trusted
+        )
