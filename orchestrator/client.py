@@ -26,7 +26,7 @@ from typing import Any, ParamSpec, TypeVar
 from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
@@ -146,6 +146,7 @@ class Client:
         self.redis = redis if redis is not None else connect(redis_url or self.settings.redis_url)
         self._owns_redis = redis is None
         self.store = RunStore(self.redis, retention_s=self.settings.retention_s)
+        self._admission = self.redis.register_script("#!lua\nreturn 1")
 
     async def __aenter__(self) -> Client:
         return self
@@ -176,7 +177,23 @@ class Client:
         with _redis_errors():
             return await self._submit(run_spec)
 
+    async def _admit(self) -> None:
+        """Refuse a new run while Redis is over its maxmemory. A script that declares it
+        may write (a shebang without `allow-oom`) is refused up front by Redis 7 then;
+        the create transition itself would be let through (its first write is a DEL)."""
+        try:
+            await self._admission(keys=[], args=[])
+        except OutOfMemoryError as exc:
+            raise InfrastructureError(
+                "Redis is out of memory (maxmemory reached): new runs are refused until "
+                "memory is freed",
+                retryable=True,
+            ) from exc
+        except ResponseError:
+            return  # a Redis without script flags (< 7): the transitions judge alone
+
     async def _submit(self, run_spec: RunSpec) -> str:
+        await self._admit()
         now = time.time()
         registry = await self.store.registry()
         run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
