@@ -359,8 +359,9 @@ async def _worker(
             redis_url=redis_url,
         ),
     ]
-    # A worker with nothing to serve on the tools queue does not take its jobs.
-    serves_tools = bool(tools) or _mcp_config_path(mcp_config) is not None
+    # A worker given no tool modules (functions or kinds) and no MCP servers does not take
+    # the tools queue's jobs.
+    serves_tools = bool(tool_modules) or _mcp_config_path(mcp_config) is not None
     served = list(queues) or (
         [MODEL_QUEUE] + ([TOOLS_QUEUE] if serves_tools else []) + (["sandbox"] if sandbox else [])
     )
