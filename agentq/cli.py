@@ -198,10 +198,12 @@ async def _run(
     as_json: bool,
     timeout_s: float | None,
 ) -> RunResult:
+    from agentq.orchestrator import tracing
     from agentq.workers.embedded import embedded
     from agentq.workers.executors.assemble import optional_executors
     from agentq.workers.loading import load_tool_modules
 
+    tracing.setup_tracing("agentq")
     # Tool modules first: one may register a tool kind or a provider the spec uses.
     tools = load_tool_modules(tool_modules)
     spec = _read_spec(spec_path)
@@ -276,6 +278,14 @@ async def _ask_approval(client: Client, run_id: str, call_id: str, console: Cons
     "--probe-host", default="0.0.0.0", show_default=True, help="Address the two ports bind."
 )
 @click.option("-v", "--verbose", is_flag=True)
+@click.option(
+    "--log-format",
+    type=click.Choice(["text", "json"]),
+    envvar="AGENTQ_LOG_FORMAT",
+    default="text",
+    show_default=True,
+    help="json: one object per line with trace_id, span_id, run, job and queue.",
+)
 def worker(
     redis_url: str | None,
     tool_modules: Sequence[str],
@@ -289,6 +299,7 @@ def worker(
     health_port: int | None,
     probe_host: str,
     verbose: bool,
+    log_format: str,
 ) -> None:
     """Execute the jobs of runs submitted anywhere.
 
@@ -297,9 +308,10 @@ def worker(
     signal stops at once."""
     import logging
 
-    logging.basicConfig(
-        level=logging.INFO if verbose else logging.WARNING,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+    from agentq.logs import configure_logging
+
+    configure_logging(
+        "json" if log_format == "json" else "text", logging.INFO if verbose else logging.WARNING
     )
     if not redis_url:
         _fail("worker needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
@@ -629,6 +641,91 @@ def cancel(run_id: str, redis_url: str | None, reason: str | None, timeout_s: fl
             click.echo(await client.cancel(run_id, reason=reason))
 
     _guard(go, timeout_s)()
+
+
+# -- serve ---------------------------------------------------------------------
+
+
+@main.command()
+@REDIS_OPTION
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=int, default=8000, show_default=True)
+@click.option(
+    "--agents",
+    "agents_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="JSON object of named RunSpec templates for the chat endpoint.",
+)
+@click.option(
+    "--cors-origin", "cors_origins", multiple=True, help="Allow browser apps from this origin."
+)
+@click.option("--insecure", is_flag=True, help="Serve a non-loopback address without API keys.")
+@click.option("--log-level", default="info", show_default=True)
+def serve(
+    redis_url: str | None,
+    host: str,
+    port: int,
+    agents_path: str | None,
+    cors_origins: Sequence[str],
+    insecure: bool,
+    log_level: str,
+) -> None:
+    """Serve the HTTP API, the AI SDK chat endpoint and the dashboard.
+
+    API keys come from $AGENTQ_API_KEYS (a file of `sha256:HEX TENANT [SCOPES]` lines,
+    or the lines inline; see `agentq hash-key`)."""
+    from agentq.serve.auth import load_keys
+    from agentq.serve.config import Limits, ServeConfig, load_agents
+    from agentq.serve.server import refusal
+    from agentq.serve.server import serve as run_server
+
+    if not redis_url:
+        _fail("serve needs --redis URL (or $AGENTQ_REDIS_URL)", 2)
+    try:
+        keys = load_keys(os.environ.get("AGENTQ_API_KEYS"))
+        agents = load_agents(agents_path)
+    except (OSError, ValueError) as exc:
+        _fail(str(exc), 2)
+    overrides: dict[str, Any] = {
+        name: kind(os.environ[f"AGENTQ_SERVE_{name.upper()}"])
+        for name, kind in (
+            ("max_body_bytes", int),
+            ("max_spec_bytes", int),
+            ("submits_per_minute", int),
+            ("events_per_second", float),
+            ("heartbeat_s", float),
+        )
+        if f"AGENTQ_SERVE_{name.upper()}" in os.environ
+    }
+    limits = Limits(**overrides)
+    config = ServeConfig(
+        redis_url=redis_url,
+        agents=agents,
+        keys=keys,
+        cors_origins=tuple(cors_origins),
+        limits=limits,
+    )
+    refused = refusal(config, host, insecure)
+    if refused:
+        _fail(refused, 2)
+    if keys is None:
+        click.echo(
+            "agentq serve: no API keys configured (AGENTQ_API_KEYS): "
+            f"no authentication, serving {host} only",
+            err=True,
+        )
+    click.echo(f"agentq serve: http://{host}:{port}/ (API docs at /docs)", err=True)
+    run_server(config, host, port, log_level=log_level)
+
+
+@main.command("hash-key")
+@click.argument("key")
+def hash_key(key: str) -> None:
+    """Print the hash of an API key, for an AGENTQ_API_KEYS line."""
+    from agentq.serve.auth import hash_key as hashed
+
+    click.echo(hashed(key))
 
 
 @main.group()

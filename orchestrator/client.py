@@ -23,14 +23,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mappin
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar
 
-from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
 from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
-from agentq.orchestrator import tracing
+from agentq.orchestrator import keys, tracing
 from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
-from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.errors import (
     AgentqError,
     InfrastructureError,
@@ -46,6 +44,14 @@ from agentq.orchestrator.providers import provider_table
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.redis_faults import Backoff, describe, is_transient
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
+from agentq.orchestrator.run_index import (
+    DEFAULT_TENANT,
+    Cursor,
+    RunIndex,
+    RunPage,
+    matches,
+    summarize,
+)
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import (
@@ -56,6 +62,7 @@ from agentq.orchestrator.state import (
     PostResult,
     Reply,
     ResolveApproval,
+    TransitionInput,
 )
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import (
@@ -65,7 +72,18 @@ from agentq.orchestrator.tool_resolution import (
     live_registry,
     resolve_tools,
 )
-from agentq.orchestrator.transitions import create_args, input_answer_args, result_args, tool_job
+from agentq.orchestrator.transitions import (
+    create_args,
+    enqueued_job_ids,
+    input_answer_args,
+    result_args,
+    tool_job,
+)
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -146,6 +164,7 @@ class Client:
         self.redis = redis if redis is not None else connect(redis_url or self.settings.redis_url)
         self._owns_redis = redis is None
         self.store = RunStore(self.redis, retention_s=self.settings.retention_s)
+        self.index = RunIndex(self.redis, retention_s=self.settings.retention_s)
         self._admission = self.redis.register_script("#!lua\nreturn 1")
 
     async def __aenter__(self) -> Client:
@@ -165,7 +184,9 @@ class Client:
 
     # -- runs ------------------------------------------------------------------
 
-    async def submit(self, spec: RunSpec | Mapping[str, Any] | str) -> str:
+    async def submit(
+        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+    ) -> str:
         """Validate the spec, resolve its tools, and start the run. Returns its id.
 
         Raises pydantic's ValidationError for a malformed spec, SpecError for one
@@ -173,9 +194,18 @@ class Client:
         the deployment does not offer, and RunConflictError when its id is taken by a
         run of another spec. Submitting the same spec with its id again is a no-op.
         """
+        run_id, _ = await self.create(spec, tenant=tenant)
+        return run_id
+
+    async def create(
+        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+    ) -> tuple[str, bool]:
+        """`submit`, also saying whether the run is new (False: the id existed already).
+
+        The run is listed under `tenant` (the default tenant when None)."""
         run_spec = _as_spec(spec)
         with _redis_errors():
-            return await self._submit(run_spec)
+            return await self._create(run_spec, tenant)
 
     async def _admit(self) -> None:
         """Refuse a new run while Redis is over its maxmemory. A script that declares it
@@ -192,7 +222,7 @@ class Client:
         except ResponseError:
             return  # a Redis without script flags (< 7): the transitions judge alone
 
-    async def _submit(self, run_spec: RunSpec) -> str:
+    async def _create(self, run_spec: RunSpec, tenant: str | None) -> tuple[str, bool]:
         await self._admit()
         now = time.time()
         registry = await self.store.registry()
@@ -204,25 +234,66 @@ class Client:
             for t in resolve_tools(run_spec, registry, now, model_provider=endpoint.provider)
         ]
         run_id = run_spec.id or uuid.uuid4().hex
-        run_trace = tracing.new_run_trace(run_id)
-        with tracing.span(f"publish {MODEL_QUEUE}", parent=run_trace, kind=SpanKind.PRODUCER):
-            hop = tracing.carrier()
-        reply = await self.store.create(
-            create_args(
-                run_id,
-                run_spec,
-                tools,
-                run_spec.initial_messages(),
-                trace=hop,
-                run_trace=run_trace,
-            )
-        )
+        hops = tracing.Hops(run_id)
+        args = hops.stamp(create_args(run_id, run_spec, tools, run_spec.initial_messages()))
+        reply = await self.store.create(args)
+        hops.sent(enqueued_job_ids(args, reply.outcome))
         if reply.outcome == Outcome.CONFLICT:
             raise RunConflictError(
                 f"run id {run_id!r} is taken by a run of another spec (resubmit the same "
                 "spec, or choose another id)"
             )
-        return run_id
+        if reply.outcome == Outcome.CREATED:
+            await self.index.add(run_id, tenant)
+        return run_id, reply.outcome == Outcome.CREATED
+
+    async def tenant_of(self, run_id: str) -> str:
+        """The tenant a run belongs to. RunNotFoundError when there is no such run."""
+        meta = await self.store.meta(run_id)
+        return meta.get("tenant", DEFAULT_TENANT)
+
+    async def list_runs(
+        self,
+        tenant: str | None = None,
+        *,
+        status: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        created_after: float | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        scan_limit: int = 2000,
+    ) -> RunPage:
+        """A tenant's runs, newest first, filtered; `next_cursor` continues the list.
+
+        Filters are applied to the index's pages as they are read, scanning at most
+        `scan_limit` runs per call (a page may come back short, with a cursor)."""
+        after = Cursor.decode(cursor) if cursor else None
+        wanted = dict(metadata or {})
+        page: RunPage = RunPage(runs=[])
+        scanned = 0
+        while len(page.runs) < limit and scanned < scan_limit:
+            batch = await self.index.page(
+                tenant, after=after, created_after=created_after, count=min(200, scan_limit)
+            )
+            if not batch:
+                return page
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for run_id, _ in batch:
+                    pipe.hgetall(keys.meta(run_id))
+                metas = await pipe.execute()
+            for (run_id, created_at), raw in zip(batch, metas, strict=True):
+                scanned += 1
+                after = Cursor(created_at, run_id)
+                if not raw:
+                    continue  # expired with its retention
+                meta = {_text(k): _text(v) for k, v in raw.items()}
+                summary = summarize(run_id, meta)
+                if matches(summary, status, wanted):
+                    page.runs.append(summary)
+                    if len(page.runs) == limit:
+                        break
+        page.next_cursor = after.encode() if after else None
+        return page
 
     @functools.cached_property
     def endpoint_policy(self) -> EndpointPolicy:
@@ -322,13 +393,12 @@ class Client:
         if reply.outcome == Outcome.UNKNOWN_RUN or reply.status is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         if reply.outcome == Outcome.CANCELLED:
-            meta = await self.store.meta(run_id)
-            tracing.end_run(json.loads(meta.get(MetaField.TRACE, "{}")), run_id, "cancelled")
+            await tracing.end_run(self.store, run_id)
         return str(reply.status)
 
     # -- parked calls ------------------------------------------------------------
 
-    async def _parked(self, run_id: str, call_id: str) -> tuple[int, CallPlan, dict[str, str]]:
+    async def _parked(self, run_id: str, call_id: str) -> tuple[int, CallPlan]:
         meta = await self.store.meta(run_id)
         if meta[MetaField.STATUS] in TERMINAL_STATUSES:
             raise RunStateError(f"run {run_id!r} has ended ({meta[MetaField.STATUS]})")
@@ -336,20 +406,18 @@ class Client:
         call_json, _ = await self.store.call_state(run_id, step, call_id)
         if call_json is None:
             raise RunStateError(f"run {run_id!r} has no call {call_id!r} in its current step")
-        trace = json.loads(meta.get(MetaField.TRACE, "{}"))
-        return step, CallPlan.model_validate_json(call_json), trace
+        return step, CallPlan.model_validate_json(call_json)
 
     @_mapped
     async def approve(
         self, run_id: str, call_id: str, approved: bool = True, reason: str | None = None
     ) -> None:
         """Approve a call parked for approval, or deny it (the model sees the reason)."""
-        step, call, run_trace = await self._parked(run_id, call_id)
+        step, call = await self._parked(run_id, call_id)
         tool_json = await self.store.tool_def(run_id, call.name)
         if tool_json is None:
             raise RunStateError(f"run {run_id!r} has no tool {call.name!r}")
         tool = ToolDef.model_validate_json(tool_json)
-        hops = tracing.Hops(queue=call.queue or "tools", parent=run_trace)
         event = event_json(
             "tool-approval-response",
             run_id,
@@ -368,17 +436,13 @@ class Client:
                 approved=True,
                 event=event,
                 next_status=next_status,
-                job=tool_job(run_id, step, call, hops(), run_trace)
-                if next_status == CallStatus.QUEUED
-                else None,
+                job=tool_job(run_id, step, call) if next_status == CallStatus.QUEUED else None,
             )
         else:
             denial = f"The user denied the call to {call.name!r}" + (
                 f": {reason}" if reason else "."
             )
-            completion = result_args(
-                run_id, step, error_result(call_id, call.name, denial), hops, run_trace
-            )
+            completion = result_args(run_id, step, error_result(call_id, call.name, denial))
             transition = ResolveApproval(
                 run_id=run_id,
                 step=step,
@@ -389,16 +453,18 @@ class Client:
                 events=completion.events,
                 next_job=completion.next_job,
             )
+        hops = tracing.Hops(run_id)
+        transition = hops.stamp(transition)
         reply = await self.store.resolve_approval(transition)
         self._check(reply, run_id, call_id, "awaiting approval")
-        await self._after(reply.outcome, run_id, run_trace, hops)
+        await self._after(reply.outcome, transition, hops)
 
     @_mapped
     async def submit_tool_result(
         self, run_id: str, call_id: str, output: Any, is_error: bool = False
     ) -> None:
         """Post the result of a call that waits for one (a client tool)."""
-        step, call, run_trace = await self._parked(run_id, call_id)
+        step, call = await self._parked(run_id, call_id)
         result = (
             error_result(
                 call_id, call.name, output if isinstance(output, str) else json.dumps(output)
@@ -410,12 +476,11 @@ class Client:
                 output=to_jsonable_python(output, fallback=str),
             )
         )
-        hops = tracing.Hops(queue=MODEL_QUEUE, parent=run_trace)
-        reply = await self.store.post_result(
-            result_args(run_id, step, result, hops, run_trace, completion=PostResult)
-        )
+        hops = tracing.Hops(run_id)
+        args = hops.stamp(result_args(run_id, step, result, completion=PostResult))
+        reply = await self.store.post_result(args)
         self._check(reply, run_id, call_id, "awaiting a result")
-        await self._after(reply.outcome, run_id, run_trace, hops)
+        await self._after(reply.outcome, args, hops)
 
     @_mapped
     async def answer(
@@ -459,11 +524,7 @@ class Client:
                 f"run {run_id!r} no longer waits for call {call_id!r} ({reply.outcome})"
             )
 
-    @staticmethod
-    async def _after(
-        outcome: Outcome, run_id: str, run_trace: dict[str, str], hops: tracing.Hops
-    ) -> None:
-        if outcome in (Outcome.CONTINUED, Outcome.APPROVED):
-            hops.record(hops.allocated)
+    async def _after(self, outcome: Outcome, args: TransitionInput, hops: tracing.Hops) -> None:
+        hops.sent(enqueued_job_ids(args, outcome))
         if outcome == Outcome.FINISHED:
-            tracing.end_run(run_trace, run_id, "succeeded")
+            await tracing.end_run(self.store, args.run_id)

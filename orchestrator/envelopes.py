@@ -64,9 +64,11 @@ class JobEnvelope(BaseModel):
     # The call's deadline budget; None for a model step (it reads its own from the spec).
     timeout_s: float | None = None
     enqueued_at: float = Field(default_factory=time.time)
-    # W3C trace context of the producer span, so the consumer continues the trace,
-    # and of the run's own span, so whichever job ends the run can record it.
+    # W3C trace context of the job's send span (stamped by the tracing layer when the
+    # producer records spans), which the job's process span links to.
     trace: dict[str, str] = Field(default_factory=dict)
+    # No longer written (the run's span derives from its id); accepted so that jobs
+    # enqueued by older workers still validate.
     run_trace: dict[str, str] = Field(default_factory=dict)
 
 

@@ -1,59 +1,144 @@
-"""One OpenTelemetry trace per run, across every process that touched it.
+"""One OpenTelemetry trace per run, flat enough for a person to read.
 
-Spans follow the GenAI conventions: `invoke_agent` for the run, `chat {model}`
-for a model step, `execute_tool {name}` for a call, with producer/consumer
-spans (`publish {queue}` / `process {queue}`) around every queue hop so the
-time spent waiting in a queue is visible.
+The shape, after the GenAI and messaging semantic conventions:
 
-A run outlives any process, so its `invoke_agent` span is allocated at submit
-(ids only) and recorded by whichever process ends the run, with the submit
-time as its start. The same trick serves a hop whose producer does not know
-yet whether it will enqueue (the last tool result in enqueues the next step):
-its span id is allocated up front and the span recorded only if it did.
-`setup_tracing` installs an id generator that honours such preset ids.
+    invoke_agent {agent}          the run; recorded by whichever process ends it
+    ├─ send model                 the submitting process enqueues step 0
+    ├─ process model  ──link──►   that send span
+    │  ├─ chat {model}
+    │  └─ send tools              the step's tool calls (and the next step)
+    ├─ process tools  ──link──►   its send span
+    │  ├─ execute_tool {name}
+    │  └─ send model
+    └─ …
 
-Configured by the standard OTEL_* variables; with none set nothing is
-installed and every call here is the API's no-op.
+Every `process {queue}` span is a direct child of the run and *linked* to the
+`send` span that enqueued its job, so a 20-step run is 20 x a few rows at depth
+≤ 3, not a staircase 120 levels deep.
+
+A run outlives any process, so its span ids derive from the run id: every
+process knows the root without carrying it, and the process that ends the run
+records the root (with the submit time as its start) from the run's meta.
+Recording a span with preset ids needs the SDK's id generator; agentq wraps
+the generator of its own tracer only, so an application's provider (and its
+other tracers) are left alone.
+
+Sending is recorded after the fact too: a transition may or may not enqueue the
+jobs its arguments carry (a duplicate delivery, a stale step). `Hops` starts a
+`send` span per job, stamps its context into the job's envelope, and ends only
+the spans of jobs the transition enqueued; the others are never ended, so never
+exported.
+
+Whether anything is recorded depends only on whether a tracer provider is set
+(agentq's, installed from the standard OTEL_* variables, or the
+application's). With none, every function here returns at once.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
+import hashlib
+import json
+import logging
 import os
-import random
 import time
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.propagate import extract, inject
 from opentelemetry.trace import (
+    Link,
     NonRecordingSpan,
     Span,
     SpanContext,
     SpanKind,
+    Status,
+    StatusCode,
     TraceFlags,
-    format_span_id,
-    format_trace_id,
 )
+from pydantic import BaseModel
+
+from agentq.orchestrator import genai_content
+from agentq.orchestrator.state.jobs import QueuedJob
+from agentq.orchestrator.state.keys import QUEUE_PREFIX
+
+if TYPE_CHECKING:
+    from agentq.orchestrator.envelopes import JobEnvelope
+    from agentq.orchestrator.store import RunStore
+
+log = logging.getLogger("agentq.tracing")
+
+# A transition's typed input (CreateRun, CommitStep, RecordResult, ...), whose jobs
+# `Hops.stamp` stamps.
+Input = TypeVar("Input", bound=BaseModel)
+
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
+MESSAGING_SYSTEM = "redis"
 
 _PRESET: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
     "agentq_preset_ids", default=None
 )
-_installed = False
+# What a log line of the current job names (run id, job id, queue).
+JOB_LOG_CONTEXT: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "agentq_job_log_context", default=None
+)
+_installed: Any = None  # the provider agentq installed, if any
+_tracer: tuple[object, trace.Tracer] | None = None  # (provider, our tracer on it)
 
 
-def _recording() -> bool:
-    """Whether any tracer provider (ours, or one the application installed) is set."""
-    return _installed or not isinstance(
+def _agentq_version() -> str:
+    try:
+        return version("agentq")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+_VERSION = _agentq_version()
+
+
+# -- the provider --------------------------------------------------------------
+
+
+def recording() -> bool:
+    """Whether spans record: some tracer provider (agentq's or the application's) is set."""
+    return not isinstance(
         trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
     )
 
 
+class _PresetIds:
+    """The SDK's id generator, but ids preset in `_PRESET` win (for the run's span)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def generate_span_id(self) -> int:
+        preset = _PRESET.get()
+        return preset[1] if preset else int(self._inner.generate_span_id())
+
+    def generate_trace_id(self) -> int:
+        preset = _PRESET.get()
+        return preset[0] if preset else int(self._inner.generate_trace_id())
+
+    def is_trace_id_random(self) -> bool:
+        return bool(getattr(self._inner, "is_trace_id_random", lambda: True)())
+
+
 def tracer() -> trace.Tracer:
-    return trace.get_tracer("agentq")
+    """agentq's tracer on the current provider, able to record spans with preset ids."""
+    global _tracer
+    provider = trace.get_tracer_provider()
+    if _tracer is None or _tracer[0] is not provider:
+        made = provider.get_tracer("agentq", _VERSION, schema_url=SCHEMA_URL)
+        inner = getattr(made, "id_generator", None)
+        if inner is not None and not isinstance(inner, _PresetIds):
+            made.id_generator = _PresetIds(inner)  # type: ignore[attr-defined]
+        _tracer = (provider, made)
+    return _tracer[1]
 
 
 def tracing_configured() -> bool:
@@ -70,9 +155,10 @@ def tracing_configured() -> bool:
 
 
 def setup_tracing(service_name: str) -> None:
-    """Install a tracer provider from the OTEL_* environment, once per process."""
+    """Install a tracer provider from the OTEL_* environment, unless one is already set
+    (the application's, or ours from an earlier call) or nothing is configured."""
     global _installed
-    if _installed or not tracing_configured():
+    if recording() or not tracing_configured():
         return
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
@@ -81,19 +167,6 @@ def setup_tracing(service_name: str) -> None:
         ConsoleSpanExporter,
         SpanExporter,
     )
-    from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
-
-    class PresetIdGenerator(IdGenerator):
-        def __init__(self) -> None:
-            self._random = RandomIdGenerator()
-
-        def generate_span_id(self) -> int:
-            preset = _PRESET.get()
-            return preset[1] if preset else self._random.generate_span_id()
-
-        def generate_trace_id(self) -> int:
-            preset = _PRESET.get()
-            return preset[0] if preset else self._random.generate_trace_id()
 
     exporter: SpanExporter
     if os.environ.get("OTEL_TRACES_EXPORTER", "otlp") == "console":
@@ -103,159 +176,263 @@ def setup_tracing(service_name: str) -> None:
 
         exporter = OTLPSpanExporter()
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
-    provider = TracerProvider(resource=resource, id_generator=PresetIdGenerator())
+    provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(exporter))
     trace.set_tracer_provider(provider)
-    _installed = True
+    _installed = provider
+
+
+def flush_tracing(timeout_ms: int = 5000) -> None:
+    """Export what agentq's own provider buffers (the end of an embedded session).
+    An application's provider is the application's to flush."""
+    if _installed is not None:
+        _installed.force_flush(timeout_ms)
 
 
 def shutdown_tracing() -> None:
-    provider = trace.get_tracer_provider()
-    shutdown = getattr(provider, "shutdown", None)
-    if callable(shutdown):
-        shutdown()
+    """Flush and stop the provider agentq installed (an application's is its own)."""
+    if _installed is not None:
+        _installed.shutdown()
 
 
-def carrier() -> dict[str, str]:
-    """The current context as W3C headers, for a job envelope."""
-    out: dict[str, str] = {}
-    inject(out)
-    return out
+# -- the run's span ---------------------------------------------------------------
 
 
-def context_from(carrier_: Mapping[str, str]) -> otel_context.Context:
-    return extract(dict(carrier_))
+@functools.lru_cache(maxsize=4096)
+def run_ids(run_id: str) -> tuple[int, int]:
+    """The run's trace id and root span id, derived from its id: every process agrees."""
+    digest = hashlib.sha256(run_id.encode()).digest()
+    trace_id = int.from_bytes(digest[:16], "big") or 1
+    span_id = int.from_bytes(digest[16:24], "big") or 1
+    return trace_id, span_id
 
 
-# -- preset spans: allocated now, recorded later (or never) ----------------------
+@functools.lru_cache(maxsize=4096)
+def run_context(run_id: str) -> otel_context.Context:
+    trace_id, span_id = run_ids(run_id)
+    root = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(1))
+    return trace.set_span_in_context(NonRecordingSpan(root))
 
 
-def allocate(parent: Mapping[str, str] | None = None) -> dict[str, str]:
-    """Allocate a span id under `parent` (or a new trace) and return it as a carrier."""
-    parent_ctx = trace.get_current_span(context_from(parent) if parent else None)
-    parent_sc = parent_ctx.get_span_context()
-    trace_id = parent_sc.trace_id if parent_sc.is_valid else random.getrandbits(128)
-    span_ctx = SpanContext(
-        trace_id=trace_id,
-        span_id=random.getrandbits(64),
-        is_remote=True,
-        trace_flags=TraceFlags(TraceFlags.SAMPLED),
-    )
-    out: dict[str, str] = {}
-    inject(out, context=trace.set_span_in_context(NonRecordingSpan(span_ctx)))
-    if parent:
-        out["x-agentq-parent"] = parent.get("traceparent", "")
-    return out
+def run_carrier(run_id: str) -> dict[str, str]:
+    """The run's span as W3C headers (kept in the run's meta for anyone to look up).
+    Pure: a function of the run id alone, whether or not anything records."""
+    trace_id, span_id = run_ids(run_id)
+    return {"traceparent": _traceparent_of(trace_id, span_id, 1)}
 
 
-def record_preset(
-    name: str,
-    preset: Mapping[str, str],
-    *,
-    start_ns: int,
-    kind: SpanKind = SpanKind.INTERNAL,
-    attributes: Mapping[str, Any] | None = None,
-    end_ns: int | None = None,
-) -> None:
-    """Record the span whose ids `allocate` handed out."""
-    if not _installed or not preset.get("traceparent"):
+async def end_run(store: RunStore, run_id: str) -> None:
+    """Record the run's span, once it has ended (its meta says how). Tracing trouble
+    never fails the job that ended the run: the run has ended either way."""
+    if not recording():
         return
-    sc = trace.get_current_span(context_from(preset)).get_span_context()
-    parent_tp = preset.get("x-agentq-parent", "")
-    parent = context_from({"traceparent": parent_tp}) if parent_tp else otel_context.Context()
-    token = _PRESET.set((sc.trace_id, sc.span_id))
     try:
-        span = tracer().start_span(
-            name, context=parent, kind=kind, attributes=dict(attributes or {}), start_time=start_ns
+        record_run(run_id, await store.meta(run_id))
+    except Exception as exc:
+        log.warning("could not record the span of run %s: %s", run_id, exc)
+
+
+def record_run(run_id: str, meta: Mapping[str, str]) -> None:
+    spec = json.loads(meta.get("spec", "{}"))
+    attributes = genai_content.run_attributes(run_id, spec, meta)
+    name = f"invoke_agent {attributes['gen_ai.agent.name']}"
+    token = _PRESET.set(run_ids(run_id))
+    try:
+        root = tracer().start_span(
+            name,
+            context=otel_context.Context(),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=int(float(meta.get("created_at", time.time())) * 1e9),
         )
     finally:
         _PRESET.reset(token)
-    span.end(end_time=end_ns or time.time_ns())
+    if meta.get("status") == "failed":
+        error = json.loads(meta.get("error", "{}"))
+        error_type = str(error.get("type") or "error")
+        message = str(error.get("message") or "")
+        root.set_attribute("error.type", error_type)
+        root.add_event("exception", {"exception.type": error_type, "exception.message": message})
+        root.set_status(Status(StatusCode.ERROR, message))
+    root.end()
+
+
+# -- spans of one job ----------------------------------------------------------------
+
+
+def _traceparent_of(trace_id: int, span_id: int, flags: int) -> str:
+    # What the W3C propagator writes, without its machinery (this runs for every job).
+    return f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
+
+
+def _traceparent(context: SpanContext) -> str:
+    return _traceparent_of(context.trace_id, context.span_id, context.trace_flags)
+
+
+def _link(carrier: Mapping[str, str]) -> list[Link]:
+    """A link to the send span whose W3C `traceparent` the job's envelope carries."""
+    parts = carrier.get("traceparent", "").split("-")
+    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
+        return []
+    try:
+        context = SpanContext(
+            int(parts[1], 16), int(parts[2], 16), is_remote=True, trace_flags=TraceFlags(1)
+        )
+    except ValueError:
+        return []
+    return [Link(context)] if context.is_valid else []
+
+
+@contextlib.contextmanager
+def process_span(envelope: JobEnvelope, queue: str, job_id: str) -> Iterator[Span]:
+    """The consumer span of one job: a child of the run, linked to the job's send span.
+    Also names the job for log lines written meanwhile."""
+    log_token = JOB_LOG_CONTEXT.set(
+        {"run_id": envelope.run_id, "job_id": job_id, "queue": queue, "step": envelope.step}
+    )
+    try:
+        if not recording():
+            yield trace.INVALID_SPAN
+            return
+        attributes: dict[str, Any] = {
+            "messaging.system": MESSAGING_SYSTEM,
+            "messaging.operation.name": "process",
+            "messaging.operation.type": "process",
+            "messaging.destination.name": queue,
+            "messaging.message.id": job_id,
+            # The time the job waited in its queue is the gap after its send span.
+            "agentq.step": envelope.step,
+        }
+        with tracer().start_as_current_span(
+            f"process {queue}",
+            context=run_context(envelope.run_id),
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+            links=_link(envelope.trace),
+        ) as current:
+            yield current
+    finally:
+        JOB_LOG_CONTEXT.reset(log_token)
 
 
 @contextlib.contextmanager
 def span(
     name: str,
     *,
-    parent: Mapping[str, str] | None = None,
     kind: SpanKind = SpanKind.INTERNAL,
-    attributes: Mapping[str, Any] | None = None,
-    start_ns: int | None = None,
+    attributes: Callable[[], Mapping[str, Any]] | None = None,
 ) -> Iterator[Span]:
-    if not _recording():
-        # The hot path of every job: with no provider installed, skip the API's
-        # no-op machinery altogether.
+    """A child of the current span (a job's `chat` or `execute_tool`). Its attributes
+    are computed only if it records."""
+    if not recording():
+        # The hot path of every job: with no provider, skip the API's no-op machinery.
         yield trace.INVALID_SPAN
         return
-    ctx = context_from(parent) if parent is not None else None
     with tracer().start_as_current_span(
-        name, context=ctx, kind=kind, attributes=dict(attributes or {}), start_time=start_ns
+        name,
+        kind=kind,
+        attributes=dict(attributes()) if attributes else None,
+        record_exception=False,
     ) as current:
         yield current
 
 
-def ids_of(carrier_: Mapping[str, str]) -> tuple[str, str]:
-    sc = trace.get_current_span(context_from(carrier_)).get_span_context()
-    return format_trace_id(sc.trace_id), format_span_id(sc.span_id)
+def annotate(current: Span, attributes: Callable[[], Mapping[str, Any]]) -> None:
+    """Add attributes to a span, computed only if it records."""
+    if current.is_recording():
+        current.set_attributes(attributes())
+
+
+def record_exception(exc: BaseException, error_type: str | None = None) -> None:
+    """Mark the current span failed by `exc`: status, `error.type`, an exception event."""
+    current = trace.get_current_span()
+    if not current.is_recording():
+        return
+    current.record_exception(exc)
+    current.set_attribute("error.type", error_type or type(exc).__qualname__)
+    current.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
+
+
+def mark_error(current: Span, error_type: str, message: str) -> None:
+    """Mark `current` failed without an exception (a tool error result), keeping any
+    `error.type` an exception already set."""
+    if not current.is_recording():
+        return
+    attributes = getattr(current, "attributes", None) or {}
+    if "error.type" not in attributes:
+        current.set_attribute("error.type", error_type)
+    current.set_status(Status(StatusCode.ERROR, message[:500]))
+
+
+# -- queue hops ------------------------------------------------------------------------
+
+_EMPTY_TRACE = '"trace":{}'
 
 
 class Hops:
-    """Producer spans for the queue hops a transition may cause.
+    """The `send` spans of the jobs one transition may enqueue, keyed by job id.
 
-    Each call hands out a preset carrier for one job's envelope; `record` then
-    records the spans of the hops that really happened.
+    `stamp(args)` starts a span per job a transition's input carries (any field holding
+    a `QueuedJob` or a list of them) and writes its context into the job's envelope;
+    `sent(job_ids)` ends the spans of the jobs the transition did enqueue (its reply's
+    outcome says which: `transitions.enqueued_job_ids`). Without a provider both do
+    nothing.
     """
 
-    def __init__(self, queue: str, parent: Mapping[str, str] | None = None) -> None:
-        self.queue = queue
-        self.parent = dict(parent) if parent is not None else carrier()
-        self.allocated: list[dict[str, str]] = []
-        self.start_ns = time.time_ns()
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._spans: dict[str, Span] = {}
 
-    def __call__(self) -> dict[str, str]:
-        if not _installed:
-            return {}
-        preset = allocate(self.parent)
-        self.allocated.append(preset)
-        return preset
+    def stamp(self, args: Input) -> Input:
+        """`args` with every job it carries stamped (a copy; `args` is left as it was)."""
+        if not recording():
+            return args
+        # Under the job's span that sends (a chat, a tool call), else under the run: never
+        # under an application's span around `submit`, which is another trace.
+        in_run = trace.get_current_span().get_span_context().trace_id == run_ids(self.run_id)[0]
+        parent = None if in_run else run_context(self.run_id)
+        update: dict[str, Any] = {}
+        for field in type(args).model_fields:
+            value = getattr(args, field)
+            if isinstance(value, QueuedJob):
+                update[field] = self._stamped(value, parent)
+            elif isinstance(value, list) and any(isinstance(job, QueuedJob) for job in value):
+                update[field] = [
+                    self._stamped(job, parent) if isinstance(job, QueuedJob) else job
+                    for job in value
+                ]
+        return args.model_copy(update=update) if update else args
 
-    def record(self, presets: list[dict[str, str]], queue: str | None = None) -> None:
-        for preset in presets:
-            record_preset(
-                f"publish {queue or self.queue}",
-                preset,
-                start_ns=self.start_ns,
-                kind=SpanKind.PRODUCER,
-                attributes={
-                    "messaging.system": "redis",
-                    "messaging.operation.type": "publish",
-                    "messaging.destination.name": queue or self.queue,
-                },
-            )
+    def _stamped(self, job: QueuedJob, parent: otel_context.Context | None) -> QueuedJob:
+        queue = job.queue_key.removeprefix(QUEUE_PREFIX)
+        send = tracer().start_span(
+            f"send {queue}",
+            context=parent,
+            kind=SpanKind.PRODUCER,
+            attributes={
+                "messaging.system": MESSAGING_SYSTEM,
+                "messaging.operation.name": "send",
+                "messaging.operation.type": "send",
+                "messaging.destination.name": queue,
+                "messaging.message.id": job.job_id,
+            },
+        )
+        self._spans[job.job_id] = send
+        traceparent = _traceparent(send.get_span_context())
+        stamp = '"trace":{"traceparent":"' + traceparent + '"}'
+        payload = job.payload
+        if _EMPTY_TRACE in payload:  # the envelope as the builders render it: no re-parse
+            payload = payload.replace(_EMPTY_TRACE, stamp, 1)
+        else:
+            body = json.loads(payload)
+            body["a"][0]["trace"] = {"traceparent": traceparent}
+            payload = json.dumps(body, separators=(",", ":"))
+        return job.model_copy(update={"payload": payload})
 
-
-def new_run_trace(run_id: str) -> dict[str, str]:
-    """Allocate the run's `invoke_agent` span; it is recorded when the run ends.
-
-    Always allocated, even where this process does not trace: the workers that
-    do then still share one trace per run."""
-    preset = allocate(None)
-    preset["x-agentq-start"] = str(time.time_ns())
-    return preset
-
-
-def end_run(run_trace: Mapping[str, str], run_id: str, status: str, agent: str = "agentq") -> None:
-    if not run_trace:
-        return
-    record_preset(
-        f"invoke_agent {agent}",
-        run_trace,
-        start_ns=int(run_trace.get("x-agentq-start", time.time_ns())),
-        kind=SpanKind.INTERNAL,
-        attributes={
-            "gen_ai.operation.name": "invoke_agent",
-            "gen_ai.agent.name": agent,
-            "gen_ai.conversation.id": run_id,
-            "agentq.run.status": status,
-        },
-    )
+    def sent(self, job_ids: Iterable[str]) -> None:
+        for job_id in job_ids:
+            send = self._spans.pop(job_id, None)
+            if send is not None:
+                send.end()
+        # The rest were not enqueued: never ended, never exported.
+        self._spans.clear()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any, TypeVar, overload
 
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
@@ -27,12 +27,13 @@ from agentq.orchestrator.state import (
     InputAnswer,
     InputRequest,
     InputStatus,
+    Outcome,
     RecordResult,
+    TransitionInput,
 )
 from agentq.orchestrator.tool_resolution import ToolDef
+from agentq.orchestrator.tracing import run_carrier
 
-# Hands out the trace context of one queue hop's producer span.
-Hop = Callable[[], dict[str, str]]
 Completion = TypeVar("Completion", bound=RecordResult)
 
 
@@ -45,13 +46,7 @@ def spec_hash(spec: RunSpec) -> str:
 
 
 def create_args(
-    run_id: str,
-    spec: RunSpec,
-    tools: Sequence[ToolDef],
-    messages: Sequence[Message],
-    *,
-    trace: dict[str, str],
-    run_trace: dict[str, str],
+    run_id: str, spec: RunSpec, tools: Sequence[ToolDef], messages: Sequence[Message]
 ) -> CreateRun:
     return CreateRun(
         run_id=run_id,
@@ -60,45 +55,62 @@ def create_args(
         tools={t.name: t.model_dump_json() for t in tools},
         tool_order=[t.name for t in tools],
         messages=[m.model_dump_json() for m in messages],
-        trace=json.dumps(run_trace),
+        # The run's span derives from its id; kept in the meta for anyone to look up.
+        trace=json.dumps(run_carrier(run_id)),
         event=event_json("start", run_id, model=spec.model.label, metadata=spec.metadata or None),
-        next_job=model_job(run_id, 0, trace, run_trace),
+        next_job=model_job(run_id, 0),
     )
 
 
-def model_job(
-    run_id: str, step: int, trace: dict[str, str], run_trace: dict[str, str]
-) -> QueuedJob:
-    envelope = JobEnvelope(
-        kind="model_step", run_id=run_id, step=step, trace=trace, run_trace=run_trace
-    )
+def model_job(run_id: str, step: int) -> QueuedJob:
+    envelope = JobEnvelope(kind="model_step", run_id=run_id, step=step)
     return queued_job(envelope, MODEL_QUEUE)
 
 
-def expiry_job(run_id: str, step: int, call: CallPlan, run_trace: dict[str, str]) -> QueuedJob:
+def expiry_job(run_id: str, step: int, call: CallPlan) -> QueuedJob:
     """The deferred job that ends a parked call's wait (see expire_parked.lua)."""
     assert call.park_timeout_s is not None
-    envelope = JobEnvelope(
-        kind="park_expiry", run_id=run_id, step=step, call_id=call.id, run_trace=run_trace
-    )
+    envelope = JobEnvelope(kind="park_expiry", run_id=run_id, step=step, call_id=call.id)
     job = queued_job(envelope, MODEL_QUEUE, defer_s=call.park_timeout_s)
     return job.model_copy(update={"wake": False})
 
 
-def tool_job(
-    run_id: str, step: int, call: CallPlan, trace: dict[str, str], run_trace: dict[str, str]
-) -> QueuedJob:
+def tool_job(run_id: str, step: int, call: CallPlan) -> QueuedJob:
     assert call.queue is not None
     envelope = JobEnvelope(
-        kind="tool_call",
-        run_id=run_id,
-        step=step,
-        call_id=call.id,
-        timeout_s=call.timeout_s,
-        trace=trace,
-        run_trace=run_trace,
+        kind="tool_call", run_id=run_id, step=step, call_id=call.id, timeout_s=call.timeout_s
     )
     return queued_job(envelope, call.queue)
+
+
+# Which of a transition's job fields its outcome enqueued (see the scripts' headers):
+# commit_step enqueues its `jobs` before it joins or finishes; a join enqueues
+# `next_job`; an approval its call's `job`. Any other outcome enqueued nothing.
+_ENQUEUES: dict[Outcome, tuple[str, ...]] = {
+    Outcome.CREATED: ("next_job",),
+    Outcome.COMMITTED: ("jobs",),
+    Outcome.FINISHED: ("jobs",),
+    Outcome.CONTINUED: ("jobs", "next_job"),
+    Outcome.APPROVED: ("job",),
+}
+
+
+def queued_jobs(args: TransitionInput, fields: Sequence[str]) -> list[QueuedJob]:
+    """The jobs a transition's input carries in `fields` (absent fields carry none)."""
+    jobs: list[QueuedJob] = []
+    for field in fields:
+        value = getattr(args, field, None)
+        if isinstance(value, QueuedJob):
+            jobs.append(value)
+        elif isinstance(value, list):
+            jobs.extend(job for job in value if isinstance(job, QueuedJob))
+    return jobs
+
+
+def enqueued_job_ids(args: TransitionInput, outcome: Outcome) -> list[str]:
+    """The ids of the jobs the transition enqueued, given its reply's outcome (for the
+    tracing layer's send spans)."""
+    return [job.job_id for job in queued_jobs(args, _ENQUEUES.get(outcome, ()))]
 
 
 def result_events(run_id: str, step: int, result: ToolResultPart) -> list[str]:
@@ -141,7 +153,7 @@ def step_record(plan: StepPlan) -> dict[str, Any]:
     }
 
 
-def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]) -> CommitStep:
+def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
     events: list[str] = []
     calls: list[CallRecord] = []
     jobs: list[QueuedJob] = []
@@ -171,7 +183,7 @@ def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]
             )
         )
         if call.status in PARKED_CALL_STATUSES and call.park_timeout_s is not None:
-            jobs.append(expiry_job(run_id, plan.step, call, run_trace))
+            jobs.append(expiry_job(run_id, plan.step, call))
         if call.status == CallStatus.AWAITING_APPROVAL:
             events.append(
                 event_json(
@@ -186,7 +198,7 @@ def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]
         elif call.status == CallStatus.DONE and call.result is not None:
             events.extend(result_events(run_id, plan.step, call.result))
         elif call.status == CallStatus.QUEUED:
-            jobs.append(tool_job(run_id, plan.step, call, hop(), run_trace))
+            jobs.append(tool_job(run_id, plan.step, call))
     events.append(
         event_json(
             "finish-step",
@@ -213,14 +225,12 @@ def commit_args(run_id: str, plan: StepPlan, hop: Hop, run_trace: dict[str, str]
         pending=sum(1 for c in plan.local_calls if c.status != CallStatus.DONE),
         parked=sum(1 for c in plan.local_calls if c.status in PARKED_CALL_STATUSES),
         finishes_now=plan.finishes_now,
-        next_job=model_job(run_id, plan.step + 1, hop(), run_trace),
+        next_job=model_job(run_id, plan.step + 1),
     )
 
 
 @overload
-def result_args(
-    run_id: str, step: int, result: ToolResultPart, hop: Hop, run_trace: dict[str, str]
-) -> RecordResult: ...
+def result_args(run_id: str, step: int, result: ToolResultPart) -> RecordResult: ...
 
 
 @overload
@@ -228,8 +238,6 @@ def result_args(
     run_id: str,
     step: int,
     result: ToolResultPart,
-    hop: Hop,
-    run_trace: dict[str, str],
     *,
     completion: type[Completion],
 ) -> Completion: ...
@@ -239,8 +247,6 @@ def result_args(
     run_id: str,
     step: int,
     result: ToolResultPart,
-    hop: Hop,
-    run_trace: dict[str, str],
     *,
     completion: type[RecordResult] = RecordResult,
 ) -> RecordResult:
@@ -252,7 +258,7 @@ def result_args(
         call_id=result.tool_call_id,
         result=result.model_dump_json(),
         events=result_events(run_id, step, result),
-        next_job=model_job(run_id, step + 1, hop(), run_trace),
+        next_job=model_job(run_id, step + 1),
     )
 
 

@@ -13,6 +13,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
+from agentq.orchestrator import tracing
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.redis_conn import forget_memory_server, is_memory_url
@@ -34,8 +35,11 @@ async def embedded(
 ) -> AsyncIterator[Client]:
     """Start in-process workers and yield a client on the same Redis.
 
-    Without `redis_url`, a fresh in-memory Redis is used and dropped on exit.
+    Without `redis_url`, a fresh in-memory Redis is used and dropped on exit. Runs are
+    traced like the distributed mode's: to the application's tracer provider if it set
+    one, else to what the OTEL_* variables configure (flushed on exit).
     """
+    tracing.setup_tracing("agentq")
     url = redis_url or f"memory://embedded-{uuid.uuid4().hex}"
     all_executors: list[ToolExecutor] = [FunctionExecutor(tools), *executors]
     runtime = WorkerRuntime(
@@ -52,5 +56,6 @@ async def embedded(
     finally:
         await client.aclose()
         await runtime.stop()
+        tracing.flush_tracing()
         if redis_url is None and is_memory_url(url):
             forget_memory_server(url)

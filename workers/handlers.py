@@ -21,7 +21,7 @@ from opentelemetry.trace import SpanKind
 from pydantic_core import to_jsonable_python
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, JobKind
+from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, JobKind, job_id
 from agentq.orchestrator.errors import ProviderError, ToolError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
@@ -36,15 +36,20 @@ from agentq.orchestrator.state import (
     FailureKind,
     Outcome,
     RunFailure,
-    RunStatus,
 )
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.tool_retry import retry_delay_s
-from agentq.orchestrator.transitions import commit_args, result_args
+from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
+from agentq.workers.genai_spans import (
+    chat_attributes,
+    chat_result_attributes,
+    tool_attributes,
+    tool_result_attributes,
+)
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.liveness import OUTAGE
 from agentq.workers.metrics import WorkerMetrics, observe_model_call
@@ -74,35 +79,15 @@ def _deps(ctx: dict[str, Any]) -> WorkerDeps:
     return deps
 
 
-def _consumer_attrs(envelope: JobEnvelope, queue: str, job_id: str) -> dict[str, Any]:
-    return {
-        "messaging.system": "redis",
-        "messaging.operation.type": "process",
-        "messaging.destination.name": queue,
-        "messaging.message.id": job_id,
-        "agentq.run.id": envelope.run_id,
-        "agentq.step": envelope.step,
-        "agentq.queue_wait_ms": max(0.0, (time.time() - envelope.enqueued_at) * 1000),
-    }
-
-
-def _ended(
-    outcome: Outcome, envelope: JobEnvelope, status: RunStatus = RunStatus.SUCCEEDED
-) -> None:
+async def _ended(deps: WorkerDeps, outcome: Outcome, envelope: JobEnvelope) -> None:
     if outcome in (Outcome.FINISHED, Outcome.FAILED):
-        tracing.end_run(envelope.run_trace, envelope.run_id, status)
+        await tracing.end_run(deps.store, envelope.run_id)
 
 
 async def model_step(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = _deps(ctx)
-    parent = envelope.trace or envelope.run_trace
-    with tracing.span(
-        f"process {MODEL_QUEUE}",
-        parent=parent,
-        kind=SpanKind.CONSUMER,
-        attributes=_consumer_attrs(envelope, MODEL_QUEUE, ctx["job_id"]),
-    ):
+    with tracing.process_span(envelope, MODEL_QUEUE, ctx["job_id"]):
         if _exhausted(ctx, deps):
             await _guarded(deps, envelope, _poisoned_step(deps, envelope), ctx)
             return
@@ -119,7 +104,7 @@ async def _poisoned_step(deps: WorkerDeps, envelope: JobEnvelope) -> None:
             step=envelope.step,
         ),
     )
-    _ended(reply.outcome, envelope, RunStatus.FAILED)
+    await _ended(deps, reply.outcome, envelope)
 
 
 def _exhausted(ctx: dict[str, Any], deps: WorkerDeps) -> bool:
@@ -162,18 +147,20 @@ async def _guarded(
 
 def _retrying(exc: Exception) -> NoReturn:
     OUTAGE.failed(exc)  # one log line per outage, not one per job
+    tracing.record_exception(exc)
     raise Retry(defer=_REDIS_RETRY_S) from exc
 
 
 async def _fail_internal(deps: WorkerDeps, envelope: JobEnvelope, exc: Exception) -> None:
     log.error("%s of run %s failed", envelope.kind, envelope.run_id, exc_info=exc)
+    tracing.record_exception(exc)
     reply = await deps.store.fail_run(
         envelope.run_id,
         RunFailure(
             kind=FailureKind.INTERNAL, message=f"{type(exc).__name__}: {exc}", step=envelope.step
         ),
     )
-    _ended(reply.outcome, envelope, RunStatus.FAILED)
+    await _ended(deps, reply.outcome, envelope)
 
 
 async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
@@ -212,12 +199,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     with tracing.span(
         f"chat {spec.model.name}",
         kind=SpanKind.CLIENT,
-        attributes={
-            "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": spec.model.provider,
-            "gen_ai.request.model": spec.model.name,
-            "gen_ai.conversation.id": run_id,
-        },
+        attributes=lambda: chat_attributes(request, run_id, deps.models.base_url(request)),
     ) as chat_span:
         try:
             response = await observe_model_call(
@@ -227,6 +209,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
                 deps.models.generate(request, sink),
             )
         except ProviderError as exc:
+            tracing.record_exception(exc, str(exc.status) if exc.status else None)
             await sink.flush()
             failed = await deps.store.fail_run(
                 run_id,
@@ -234,12 +217,10 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
                     kind=FailureKind.PROVIDER, message=exc.message, status=exc.status, step=step
                 ),
             )
-            _ended(failed.outcome, envelope, RunStatus.FAILED)
+            await _ended(deps, failed.outcome, envelope)
             return
         await sink.flush()
-        chat_span.set_attribute("gen_ai.usage.input_tokens", response.usage.input_tokens)
-        chat_span.set_attribute("gen_ai.usage.output_tokens", response.usage.output_tokens)
-        chat_span.set_attribute("gen_ai.response.finish_reasons", [response.finish_reason])
+        tracing.annotate(chat_span, lambda: chat_result_attributes(response))
         response = await repair_calls(
             spec=spec,
             tools=tools,
@@ -249,31 +230,19 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             store=deps.store,
             run_id=run_id,
         )
-        plan = plan_step(spec, tools, step, response)
-        hops = tracing.Hops(queue="tools")
-        committed = await deps.store.commit_step(
-            commit_args(run_id, plan, hops, envelope.run_trace)
-        )
-    outcome = committed.outcome
-    if outcome in (Outcome.COMMITTED, Outcome.CONTINUED, Outcome.FINISHED):
-        queues = [c.queue for c in plan.local_calls if c.status == CallStatus.QUEUED]
-        for preset, queue in zip(hops.allocated, queues, strict=False):
-            hops.record([preset], queue)
-        if outcome == Outcome.CONTINUED and hops.allocated:
-            hops.record(hops.allocated[-1:], MODEL_QUEUE)
-    _ended(outcome, envelope)
+    plan = plan_step(spec, tools, step, response)
+    hops = tracing.Hops(run_id)
+    args = hops.stamp(commit_args(run_id, plan))
+    committed = await deps.store.commit_step(args)
+    hops.sent(enqueued_job_ids(args, committed.outcome))
+    await _ended(deps, committed.outcome, envelope)
 
 
 async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = _deps(ctx)
     queue = ctx.get("queue", "tools")
-    with tracing.span(
-        f"process {queue}",
-        parent=envelope.trace or envelope.run_trace,
-        kind=SpanKind.CONSUMER,
-        attributes=_consumer_attrs(envelope, queue, ctx["job_id"]),
-    ):
+    with tracing.process_span(envelope, queue, ctx["job_id"]):
         await _guarded(deps, envelope, _tool_call(ctx, deps, envelope), ctx)
 
 
@@ -302,32 +271,26 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
             f"the call to {call.name!r} was attempted {deps.max_deliveries} times "
             "and its worker died each time"
         )
+    tool = ToolDef.model_validate_json(tool_json) if tool_json else None
     with tracing.span(
-        f"execute_tool {call.name}",
-        attributes={
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": call.name,
-            "gen_ai.tool.call.id": call.id,
-        },
+        f"execute_tool {call.name}", attributes=lambda: tool_attributes(call, tool, run_id)
     ) as tool_span:
         if crashed is not None:
             result = error_result(call.id, call.name, crashed)
-        elif tool_json is None:
+        elif tool is None:
             result = error_result(
                 call.id, call.name, f"tool {call.name!r} is not defined in this run"
             )
         else:
-            result = await _execute(
-                deps, ToolDef.model_validate_json(tool_json), call, envelope, attempt
-            )
-        tool_span.set_attribute("gen_ai.tool.type", "error" if result.is_error else "ok")
-        hops = tracing.Hops(queue=MODEL_QUEUE)
-        recorded = await deps.store.record_result(
-            result_args(run_id, step, result, hops, envelope.run_trace)
-        )
-    if recorded.outcome == Outcome.CONTINUED:
-        hops.record(hops.allocated)
-    _ended(recorded.outcome, envelope)
+            result = await _execute(deps, tool, call, envelope, attempt)
+        tracing.annotate(tool_span, lambda: tool_result_attributes(result))
+        if result.is_error:
+            tracing.mark_error(tool_span, "tool_error", str(result.output))
+    hops = tracing.Hops(run_id)
+    args = hops.stamp(result_args(run_id, step, result))
+    recorded = await deps.store.record_result(args)
+    hops.sent(enqueued_job_ids(args, recorded.outcome))
+    await _ended(deps, recorded.outcome, envelope)
 
 
 async def park_expiry(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
@@ -335,7 +298,8 @@ async def park_expiry(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     error the model sees, and the run goes on (expire_parked.lua)."""
     envelope = JobEnvelope.model_validate(payload)
     deps = _deps(ctx)
-    await _guarded(deps, envelope, _park_expiry(deps, envelope), ctx)
+    with tracing.process_span(envelope, MODEL_QUEUE, ctx.get("job_id") or job_id(envelope)):
+        await _guarded(deps, envelope, _park_expiry(deps, envelope), ctx)
 
 
 async def _park_expiry(deps: WorkerDeps, envelope: JobEnvelope) -> None:
@@ -349,14 +313,12 @@ async def _park_expiry(deps: WorkerDeps, envelope: JobEnvelope) -> None:
     result = error_result(
         call.id, call.name, f"The call to {call.name!r} was not {wanted} {within}."
     )
-    hops = tracing.Hops(queue=MODEL_QUEUE)
-    expired = await deps.store.expire_parked(
-        result_args(run_id, step, result, hops, envelope.run_trace, completion=ExpireParked)
-    )
+    hops = tracing.Hops(run_id)
+    args = hops.stamp(result_args(run_id, step, result, completion=ExpireParked))
+    expired = await deps.store.expire_parked(args)
     log.debug("parked call %s/%d/%s: %s", run_id, step, call_id, expired.outcome)
-    if expired.outcome == Outcome.CONTINUED:
-        hops.record(hops.allocated)
-    _ended(expired.outcome, envelope)
+    hops.sent(enqueued_job_ids(args, expired.outcome))
+    await _ended(deps, expired.outcome, envelope)
 
 
 async def _execute(
@@ -411,6 +373,8 @@ async def _execute(
         except ToolNotServed:
             raise  # another worker may serve it: not the model's business
         except ToolError as exc:
+            # Every failed execution is an exception event on the call's span.
+            tracing.record_exception(exc)
             delay_s = retry_delay_s(
                 tool.retry, executions, exc.retryable, deadline_at - time.time()
             )
@@ -424,6 +388,7 @@ async def _execute(
         except Exception as exc:  # a failing tool is the model's to see, not the run's end
             if is_transient_redis(exc):
                 raise  # Redis failed under the tool (progress, elicitation): run it again
+            tracing.record_exception(exc)
             return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
     return ToolResultPart(
         tool_call_id=call.id,

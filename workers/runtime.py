@@ -38,7 +38,7 @@ from arq.utils import timestamp_ms
 from arq.worker import func
 from redis.asyncio import Redis
 
-from agentq.orchestrator import keys
+from agentq.orchestrator import fleet, keys
 from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import (
     ARQ_ABORT_SET,
@@ -435,6 +435,7 @@ class WorkerRuntime:
             self._workers.append(worker)
             self._tasks.append(asyncio.create_task(worker.main(), name=f"agentq-worker-{queue}"))
         self._tasks.append(asyncio.create_task(self._announce_forever(), name="agentq-announce"))
+        self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
 
@@ -642,6 +643,16 @@ class WorkerRuntime:
         """Started, and no queue worker or background task has ended."""
         return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
+    async def _beat_forever(self) -> None:
+        """Keep this process counted in the fleet (`agentq serve` shows the count)."""
+        assert self.redis is not None
+        while True:
+            try:
+                await fleet.beat(self.redis, self.worker_id, list(self.queues))
+            except Exception as exc:  # keep serving; the next beat retries
+                log.warning("fleet beat failed: %s", exc)
+            await asyncio.sleep(fleet.BEAT_EVERY_S)
+
     async def wait(self) -> None:
         """Run until a worker task ends (it only does on error) or we are cancelled."""
         done, _ = await asyncio.wait(self._tasks, return_when=asyncio.FIRST_COMPLETED)
@@ -698,6 +709,8 @@ class WorkerRuntime:
             await self._http.aclose()
         await self._leave()
         if self.redis is not None:
+            with contextlib.suppress(Exception):
+                await fleet.gone(self.redis, self.worker_id, list(self.queues))
             await self.redis.aclose()
         self._tasks.clear()
         self._workers.clear()

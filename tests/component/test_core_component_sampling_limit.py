@@ -4,7 +4,7 @@ limit counts it like any model step."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, cast
 
 import fakeredis
 import httpx
@@ -16,7 +16,7 @@ from agentq.workers.mcp.config import SamplingRoute
 from agentq.workers.mcp.sampling import Sampler
 from agentq.workers.providers import ModelResponse, register_provider
 from agentq.workers.providers.model_client import ModelClient
-from agentq.workers.providers.ratelimit import Limits, RateLimiter
+from agentq.workers.providers.ratelimit import Limits, RateLimiter, RedisLike
 from agentq.workers.providers.retry import RetryPolicy
 
 
@@ -39,7 +39,9 @@ def counting() -> Counting:
 @pytest.fixture
 async def models() -> AsyncIterator[ModelClient]:
     redis = fakeredis.FakeAsyncRedis()
-    limiter = RateLimiter(redis, {("counting-test", "*"): Limits(requests_per_minute=1)})
+    limiter = RateLimiter(
+        cast(RedisLike, redis), {("counting-test", "*"): Limits(requests_per_minute=1)}
+    )
     async with httpx.AsyncClient() as http:
         yield ModelClient(http, {}, limiter=limiter, retry=RetryPolicy(max_attempts=1))
     await redis.aclose()

@@ -203,10 +203,6 @@ def _expect_call(probe: str, m: Model, c1: str) -> Effect:
 SPEC = json.dumps({"model": {"provider": "scripted", "script": []}, "prompt": "go"})
 
 
-def _hop() -> dict[str, str]:
-    return {}
-
-
 def _call(call_id: str, status: CallStatus) -> CallPlan:
     return CallPlan(id=call_id, name="t", input={}, status=status, queue="tools")
 
@@ -225,7 +221,7 @@ def _create(spec_hash: str = "h") -> CreateRun:
         messages=[UserMessage(content="go").model_dump_json()],
         trace="{}",
         event=json.dumps({"type": "start", "run_id": RUN, "at": 0}),
-        next_job=model_job(RUN, 0, {}, {}),
+        next_job=model_job(RUN, 0),
     )
 
 
@@ -247,11 +243,11 @@ def _commit(calls: list[tuple[str, CallStatus]], after: StepAfter) -> CommitStep
         order=json.dumps([i for i, _ in calls]),
         calls=[CallRecord(id=p.id, call=p.model_dump_json(), status=p.status) for p in plans],
         events=[_event("tool-call") for _ in plans] + [_event("finish-step")],
-        jobs=[tool_job(RUN, 0, p, {}, {}) for p in plans if p.status == CallStatus.QUEUED],
+        jobs=[tool_job(RUN, 0, p) for p in plans if p.status == CallStatus.QUEUED],
         pending=len(plans),
         parked=sum(1 for p in plans if p.status in PARKED),
         finishes_now=False,
-        next_job=model_job(RUN, 1, {}, {}),
+        next_job=model_job(RUN, 1),
     )
 
 
@@ -260,7 +256,7 @@ def _claim(call_id: str = "c1") -> ClaimCall:
 
 
 def _record(call_id: str = "c1") -> RecordResult:
-    return result_args(RUN, 0, _result(call_id), _hop, {})
+    return result_args(RUN, 0, _result(call_id))
 
 
 Build = Callable[[RunStore], Awaitable[None]]
@@ -364,7 +360,7 @@ STATES = LIVE + _ended(RunStatus.FAILED) + _ended(RunStatus.CANCELLED)
 
 
 def _probe(name: str, call: str) -> Callable[[RunStore], Awaitable[Reply]]:
-    result = result_args(RUN, 0, _result(call), _hop, {})
+    result = result_args(RUN, 0, _result(call))
     fields = result.model_dump(exclude={"run_id", "at", "retention_s"})
     probes: dict[str, Callable[[RunStore], Awaitable[Reply]]] = {
         "create_same": lambda s: s.create(_create()),
@@ -385,7 +381,7 @@ def _probe(name: str, call: str) -> Callable[[RunStore], Awaitable[Reply]]:
                 approved=True,
                 event=_event("tool-approval-response"),
                 next_status=CallStatus.QUEUED,
-                job=tool_job(RUN, 0, _call(call, Q), {}, {}),
+                job=tool_job(RUN, 0, _call(call, Q)),
             )
         ),
         "deny": lambda s: s.resolve_approval(

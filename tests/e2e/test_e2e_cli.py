@@ -7,7 +7,7 @@ import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -87,8 +87,8 @@ def test_openai_run_with_streamed_parallel_calls_and_a_429(
     assert [m["content"] for m in tool_messages] == ["3.0", "7.0"]
     # The key was used, and stored nowhere.
     client = redis.Redis.from_url(redis_url)
-    for key in client.keys("*"):
-        dump = client.dump(key) or b""
+    for key in cast(list[bytes], client.keys("*")):
+        dump = cast(bytes | None, client.dump(key)) or b""
         assert API_KEY.encode() not in dump, key
 
 
@@ -195,7 +195,7 @@ def test_a_taken_id_with_another_spec_is_refused_and_the_same_spec_is_a_no_op(
     assert len(other.stderr.strip().splitlines()) == 1
     assert "'once'" in other.stderr
     assert "Traceback" not in other.stderr
-    stored = redis.Redis.from_url(redis_url).hget("aq:run:{once}", "spec")
+    stored = cast(bytes | None, redis.Redis.from_url(redis_url).hget("aq:run:{once}", "spec"))
     assert stored is not None
     assert json.loads(stored)["prompt"] == "x"
 

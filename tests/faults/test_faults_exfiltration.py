@@ -17,7 +17,7 @@ import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -135,8 +135,8 @@ def assert_nothing_leaked(dummy: Dummy, redis_url: str) -> None:
 
     assert dummy.requests == []
     client = redis.Redis.from_url(redis_url)
-    for key in client.keys("*"):
-        dump = client.dump(key) or b""
+    for key in cast(list[bytes], client.keys("*")):
+        dump = cast(bytes | None, client.dump(key)) or b""
         for secret in CANARIES.values():
             assert secret.encode() not in dump, key
 

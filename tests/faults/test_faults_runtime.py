@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import pytest
 import redis
@@ -94,8 +95,10 @@ class Killer(threading.Thread):
         if len(alive) < 2:
             return
         victim = self.rng.choice(alive)
-        ids = [k.split(":")[2] for k in self.admin.keys(f"aq:worker:*-{victim.pid}-*")]
-        held = set(self.admin.hkeys(f"aq:worker:{ids[0]}:jobs")) if ids else set()
+        # redis-py types its sync replies as `Awaitable[X] | X`: these are lists.
+        found = cast(list[str], self.admin.keys(f"aq:worker:*-{victim.pid}-*"))
+        ids = [k.split(":")[2] for k in found]
+        held = set(cast(list[str], self.admin.hkeys(f"aq:worker:{ids[0]}:jobs"))) if ids else set()
         victim.kill()
         killed_at = time.monotonic()
         self.kills += 1

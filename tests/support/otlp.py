@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import threading
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -23,6 +24,15 @@ class ReceivedSpan:
     kind: int
     service: str
     attributes: dict[str, Any]
+    status_code: int = 0  # 0 unset, 1 ok, 2 error
+    status_message: str = ""
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()
+    links: tuple[tuple[str, str], ...] = ()  # (trace id, span id)
+    scope: str = ""
+    scope_version: str = ""
+    schema_url: str = ""
+    start_ns: int = 0
+    end_ns: int = 0
 
 
 class OtlpReceiver:
@@ -58,6 +68,20 @@ class OtlpReceiver:
                                         kind=s.kind,
                                         service=service,
                                         attributes={a.key: _value(a.value) for a in s.attributes},
+                                        status_code=s.status.code,
+                                        status_message=s.status.message,
+                                        events=tuple(
+                                            (e.name, {a.key: _value(a.value) for a in e.attributes})
+                                            for e in s.events
+                                        ),
+                                        links=tuple(
+                                            (k.trace_id.hex(), k.span_id.hex()) for k in s.links
+                                        ),
+                                        scope=scope.scope.name,
+                                        scope_version=scope.scope.version,
+                                        schema_url=scope.schema_url,
+                                        start_ns=s.start_time_unix_nano,
+                                        end_ns=s.end_time_unix_nano,
                                     )
                                 )
                 reply = ExportTraceServiceResponse().SerializeToString()
@@ -80,6 +104,26 @@ class OtlpReceiver:
     def __enter__(self) -> OtlpReceiver:
         self._thread.start()
         return self
+
+    def env(self, service: str) -> dict[str, str]:
+        """The environment that makes a process export its spans here, promptly."""
+        return {
+            "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": self.endpoint,
+            "OTEL_TRACES_EXPORTER": "otlp",
+            "OTEL_BSP_SCHEDULE_DELAY": "50",
+            "OTEL_SERVICE_NAME": service,
+        }
+
+    def wait_for(self, check: Any, what: str, timeout_s: float = 20.0) -> list[ReceivedSpan]:
+        """The spans received, once `check(spans)` holds (a deadline, not a sleep)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            spans = list(self.spans)
+            if check(spans):
+                return spans
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: got {sorted(s.name for s in spans)}")
+            time.sleep(0.05)
 
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()

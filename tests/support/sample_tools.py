@@ -62,3 +62,12 @@ async def nap(seconds: float, tag: str) -> str:
 
     await asyncio.sleep(seconds)
     return tag
+
+
+@tool
+def log_warning(message: str) -> str:
+    """Log a warning from inside a job (for the worker's log lines)."""
+    import logging
+
+    logging.getLogger("agentq.tests.tools").warning("tool says: %s", message)
+    return "logged"

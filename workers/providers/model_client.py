@@ -79,6 +79,14 @@ class ModelClient:
             provider = RateLimitedProvider(provider, self.limiter, limit_key(endpoint, env), seen)
         return provider, env.get(endpoint.key_env) if endpoint.key_env else None
 
+    def base_url(self, request: ModelRequest) -> str | None:
+        """Where the call goes (for its span's server attributes); None if nowhere allowed
+        or the provider's own default."""
+        try:
+            return self.policy.resolve(request.model, providers()).base_url
+        except SpecError:
+            return None
+
     async def generate(
         self,
         request: ModelRequest,

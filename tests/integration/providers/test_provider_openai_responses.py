@@ -125,7 +125,7 @@ async def test_reasoning_items_are_replayed_before_the_calls(http: httpx.AsyncCl
     call = ToolCallPart(tool_call_id="c", tool_name="add", input={})
     assistant = AssistantMessage(content=[call])
     if "provider_metadata" in AssistantMessage.model_fields:
-        assistant = AssistantMessage(content=[call], provider_metadata=metadata)  # type: ignore[call-arg]
+        assistant = AssistantMessage(content=[call], provider_metadata=metadata)
     else:  # until the field exists: the provider reads it with getattr
         object.__setattr__(assistant, "provider_metadata", metadata)
     with FakeResponses([Turn(text="done")]) as server:

@@ -1,0 +1,65 @@
+"""The ASGI application: routes, errors, limits, CORS and the dashboard's files."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib import resources
+
+from fastapi import FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import FileResponse, HTMLResponse
+from fastapi.staticfiles import StaticFiles
+
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.settings import Settings
+from agentq.serve import errors, meta, runs
+from agentq.serve.config import ServeConfig
+from agentq.serve.feeds import RunFeeds
+from agentq.serve.limits import BodyLimit
+
+STATIC = resources.files("agentq.serve") / "static"
+
+
+def create_app(config: ServeConfig) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        client = Client(config.redis_url, settings=Settings(redis_url=config.redis_url))
+        app.state.client = client
+        app.state.feeds = RunFeeds(client)
+        try:
+            yield
+        finally:
+            await app.state.feeds.aclose()
+            await client.aclose()
+
+    app = FastAPI(
+        title="agentq",
+        summary="LLM agent loops as durable distributed jobs on Redis",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.state.config = config
+    errors.install(app)
+    app.include_router(meta.router)
+    app.include_router(runs.router)
+    from agentq.serve import chat
+
+    app.include_router(chat.router)
+    app.add_middleware(BodyLimit, max_bytes=config.limits.max_body_bytes)
+    if config.cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(config.cors_origins),
+            allow_methods=["GET", "POST", "OPTIONS"],
+            allow_headers=["authorization", "content-type", "idempotency-key", "last-event-id"],
+            expose_headers=["x-vercel-ai-ui-message-stream", "retry-after"],
+        )
+    static_dir = str(STATIC)
+    app.mount("/static", StaticFiles(directory=static_dir), name="static")
+
+    @app.get("/", include_in_schema=False, response_class=HTMLResponse)
+    async def dashboard() -> FileResponse:
+        return FileResponse(f"{static_dir}/index.html", media_type="text/html")
+
+    return app

@@ -1,0 +1,98 @@
+"""API keys, tenants and scopes.
+
+`AGENTQ_API_KEYS` holds lines `KEY-HASH TENANT [SCOPE,SCOPE…]` (a path to a file of
+them, or the lines inline, `;` also separating entries). A key hash is
+`sha256:` + the hex SHA-256 of the key (`agentq hash-key KEY` prints it); keys
+themselves are never stored. Without scopes a key has all of them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from dataclasses import dataclass
+from pathlib import Path
+
+from fastapi import Request
+
+from agentq.orchestrator.run_index import DEFAULT_TENANT
+from agentq.serve.errors import ApiError
+
+SCOPES = frozenset({"runs:read", "runs:write", "approve"})
+
+
+def hash_key(key: str) -> str:
+    return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Principal:
+    tenant: str
+    scopes: frozenset[str]
+
+
+OPEN = Principal(DEFAULT_TENANT, SCOPES)
+
+
+@dataclass(frozen=True)
+class KeyRing:
+    by_hash: dict[str, Principal]
+
+    def find(self, key: str) -> Principal | None:
+        wanted = hash_key(key)
+        for known, principal in self.by_hash.items():
+            if hmac.compare_digest(known, wanted):
+                return principal
+        return None
+
+
+def parse_keys(text: str) -> KeyRing:
+    """Parse key lines; a bad line raises ValueError naming it."""
+    entries: dict[str, Principal] = {}
+    lines = [part.strip() for line in text.splitlines() for part in line.split(";")]
+    for number, line in enumerate(lines, 1):
+        if not line or line.startswith("#"):
+            continue
+        fields = line.split()
+        if len(fields) not in (2, 3) or not fields[0].startswith("sha256:"):
+            raise ValueError(f"API key entry {number}: expected 'sha256:HEX TENANT [SCOPES]'")
+        scopes = frozenset(fields[2].split(",")) if len(fields) == 3 else SCOPES
+        unknown = scopes - SCOPES
+        if unknown:
+            raise ValueError(f"API key entry {number}: unknown scope {sorted(unknown)[0]!r}")
+        entries[fields[0]] = Principal(fields[1], scopes)
+    return KeyRing(entries)
+
+
+def load_keys(value: str | None) -> KeyRing | None:
+    """From $AGENTQ_API_KEYS: a file path or inline lines. None when no key is configured."""
+    if not value or not value.strip():
+        return None
+    path = Path(value.strip())
+    text = path.read_text() if "\n" not in value and path.is_file() else value
+    ring = parse_keys(text)
+    return ring if ring.by_hash else None
+
+
+def authenticate(request: Request, ring: KeyRing | None) -> Principal:
+    if ring is None:
+        return OPEN
+    header = request.headers.get("authorization", "")
+    scheme, _, key = header.partition(" ")
+    if scheme.lower() != "bearer" or not key:
+        # Browsers cannot set headers on EventSource: the dashboard passes ?key=.
+        key = request.query_params.get("key", "")
+    principal = ring.find(key.strip()) if key else None
+    if principal is None:
+        raise ApiError(
+            401,
+            "unauthorized",
+            "a valid API key is required (Authorization: Bearer KEY)",
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return principal
+
+
+def require(principal: Principal, scope: str) -> None:
+    if scope not in principal.scopes:
+        raise ApiError(403, "forbidden", f"this key lacks the {scope!r} scope")

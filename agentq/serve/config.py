@@ -1,0 +1,45 @@
+"""What one `agentq serve` process is configured with."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentq.serve.auth import KeyRing
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_body_bytes: int = 1_000_000
+    max_spec_bytes: int = 256_000
+    submits_per_minute: int = 600  # per tenant, across every replica (counted in Redis)
+    events_per_second: float = 1000.0  # per stream
+    heartbeat_s: float = 15.0
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    redis_url: str
+    agents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    keys: KeyRing | None = None
+    cors_origins: tuple[str, ...] = ()
+    limits: Limits = field(default_factory=Limits)
+
+
+def load_agents(path: str | None) -> dict[str, dict[str, Any]]:
+    """A JSON object of RunSpec templates, without 'prompt' or 'messages'."""
+    if not path:
+        return {}
+    try:
+        agents = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"cannot read agents file {path!r}: {exc}") from None
+    if not isinstance(agents, dict) or not all(isinstance(v, dict) for v in agents.values()):
+        raise ValueError(f"agents file {path!r}: expected an object of name -> spec template")
+    for name, template in agents.items():
+        for forbidden in ("prompt", "messages", "id"):
+            if forbidden in template:
+                raise ValueError(f"agents file {path!r}: {name}.{forbidden} is set per chat")
+    return agents

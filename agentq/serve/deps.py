@@ -1,0 +1,58 @@
+"""What every route reaches for: the client, the config, the caller, and their runs."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable
+from typing import TypeVar
+
+from fastapi import Request
+
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.errors import RunNotFoundError
+from agentq.serve.auth import Principal, authenticate, require
+from agentq.serve.config import ServeConfig
+from agentq.serve.errors import not_found
+from agentq.serve.feeds import RunFeeds
+
+T = TypeVar("T")
+
+
+async def resolved(value: Awaitable[T] | T) -> T:
+    """redis-py types its asyncio commands as `Awaitable[X] | X`; this narrows them."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def client_of(request: Request) -> Client:
+    client: Client = request.app.state.client
+    return client
+
+
+def feeds_of(request: Request) -> RunFeeds:
+    feeds: RunFeeds = request.app.state.feeds
+    return feeds
+
+
+def config_of(request: Request) -> ServeConfig:
+    config: ServeConfig = request.app.state.config
+    return config
+
+
+def caller(request: Request, scope: str) -> Principal:
+    principal = authenticate(request, config_of(request).keys)
+    require(principal, scope)
+    return principal
+
+
+async def own_run(request: Request, run_id: str, scope: str) -> Principal:
+    """The caller, once the run is known to be theirs: another tenant's run is a 404."""
+    principal = caller(request, scope)
+    try:
+        tenant = await client_of(request).tenant_of(run_id)
+    except RunNotFoundError:
+        tenant = None
+    if tenant != principal.tenant:
+        raise not_found(f"no run with id {run_id!r}")
+    return principal

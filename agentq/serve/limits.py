@@ -1,0 +1,85 @@
+"""Request body size (413) and per-tenant submit rate (429 + Retry-After)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from redis.asyncio import Redis
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from agentq.serve.errors import ApiError, error_body
+
+
+class BodyLimit:
+    """ASGI middleware: refuse bodies over `max_bytes`, declared or streamed."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await self._refuse(send)
+            return
+        seen = 0
+        refused = False
+
+        async def counted() -> Message:
+            nonlocal seen, refused
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    refused = True
+                    raise ApiError(413, "too_large", self._message())
+            return message
+
+        try:
+            await self.app(scope, counted, send)
+        except ApiError:
+            if not refused:
+                raise
+            await self._refuse(send)
+
+    def _message(self) -> str:
+        return f"request body over {self.max_bytes} bytes"
+
+    async def _refuse(self, send: Send) -> None:
+        body = json.dumps(error_body("too_large", self._message())).encode()
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 413,
+                "headers": [(b"content-type", b"application/json")],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+async def check_submit_rate(redis: Redis, tenant: str, per_minute: int) -> None:
+    """A fixed one-minute window per tenant, shared by every replica through Redis."""
+    now = time.time()
+    window = int(now // 60)
+    key = f"aq:serve:submits:{tenant}:{window}"
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.incr(key)
+        pipe.expire(key, 120)
+        count, _ = await pipe.execute()
+    if int(count) > per_minute:
+        retry = max(1, int((window + 1) * 60 - now) + 1)
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"tenant {tenant!r} submitted over {per_minute} runs this minute",
+            headers={"Retry-After": str(retry)},
+        )
+
+
+def check_spec_size(raw: bytes, max_bytes: int) -> None:
+    if len(raw) > max_bytes:
+        raise ApiError(413, "too_large", f"run spec over {max_bytes} bytes", field="spec")

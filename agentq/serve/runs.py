@@ -1,0 +1,252 @@
+"""The runs API: submit, read, list, follow, and answer what a run waits for."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Header, Query, Request, Response
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, Field
+from sse_starlette import EventSourceResponse
+
+from agentq.orchestrator.errors import RunNotFoundError, RunTimeoutError
+from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult
+from agentq.orchestrator.run_index import RunPage
+from agentq.orchestrator.spec import RunSpec
+from agentq.serve.deps import caller, client_of, config_of, feeds_of, own_run
+from agentq.serve.errors import ApiError, conflict, not_found
+from agentq.serve.follow import follow
+from agentq.serve.limits import check_spec_size, check_submit_rate
+
+router = APIRouter(prefix="/v1/runs", tags=["runs"])
+
+
+class Created(BaseModel):
+    id: str
+
+
+class Approval(BaseModel):
+    approved: bool
+    reason: str | None = None
+
+
+class ToolOutput(BaseModel):
+    output: Any = None
+    is_error: bool = False
+
+
+class Answer(BaseModel):
+    answer: dict[str, Any] | None = None
+    decline: bool = False
+
+
+class Outcome(BaseModel):
+    id: str
+    outcome: str
+
+
+def _idempotent_id(tenant: str, key: str) -> str:
+    return "idem-" + hashlib.sha256(f"{tenant}\0{key}".encode()).hexdigest()[:32]
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=Created,
+    responses={200: {"model": Created, "description": "The run existed already"}},
+)
+async def submit(
+    request: Request,
+    spec: Annotated[RunSpec, Body()],
+    idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+) -> Any:
+    """Start a run. The same `id` (or `Idempotency-Key`) twice returns the existing run."""
+    principal = caller(request, "runs:write")
+    config = config_of(request)
+    check_spec_size(spec.model_dump_json(exclude_none=True).encode(), config.limits.max_spec_bytes)
+    client = client_of(request)
+    if spec.id is None and idempotency_key:
+        spec = spec.model_copy(update={"id": _idempotent_id(principal.tenant, idempotency_key)})
+    owner = await _owner(request, spec.id) if spec.id is not None else None
+    if owner is not None and owner != principal.tenant:
+        raise conflict(f"run id {spec.id!r} is taken")
+    if owner is None:  # a resubmission costs no submit budget
+        await check_submit_rate(client.redis, principal.tenant, config.limits.submits_per_minute)
+    # The same spec again is the same run (200); another spec under a taken id is a 409.
+    run_id, created = await client.create(spec, tenant=principal.tenant)
+    if not created and await _owner(request, run_id) != principal.tenant:
+        raise conflict(f"run id {run_id!r} is taken")
+    return JSONResponse({"id": run_id}, status_code=201 if created else 200)
+
+
+async def _owner(request: Request, run_id: str) -> str | None:
+    try:
+        return await client_of(request).tenant_of(run_id)
+    except RunNotFoundError:
+        return None
+
+
+@router.get("", response_model=RunPage)
+async def list_runs(
+    request: Request,
+    status: str | None = None,
+    created_after: float | None = None,
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+    cursor: str | None = None,
+) -> RunPage:
+    """The caller's runs, newest first. Filter with `status`, `metadata.KEY=VALUE`
+    (any number) and `created_after` (Unix seconds); `next_cursor` continues the list."""
+    principal = caller(request, "runs:read")
+    metadata = {
+        k.removeprefix("metadata."): v
+        for k, v in request.query_params.items()
+        if k.startswith("metadata.")
+    }
+    try:
+        return await client_of(request).list_runs(
+            principal.tenant,
+            status=status,
+            metadata=metadata,
+            created_after=created_after,
+            limit=limit,
+            cursor=cursor,
+        )
+    except ValueError as exc:
+        raise ApiError(422, "invalid_request", f"cursor: {exc}", field="cursor") from None
+
+
+@router.get("/{run_id}", response_model=RunResult)
+async def get_run(
+    request: Request,
+    run_id: str,
+    wait: Annotated[float | None, Query(ge=0, le=300)] = None,
+) -> RunResult:
+    """The run as it stands; `?wait=S` holds the request until it ends or S seconds pass."""
+    await own_run(request, run_id, "runs:read")
+    client = client_of(request)
+    if wait:
+        try:
+            return await client.wait(run_id, timeout_s=wait)
+        except RunTimeoutError:
+            pass
+    return await client.result(run_id)
+
+
+@router.get(
+    "/{run_id}/events",
+    responses={
+        200: {
+            "description": "Server-Sent Events (`id:` seq, `event:` type, `data:` JSON), "
+            "or JSON lines with `Accept: application/x-ndjson`",
+            "content": {"text/event-stream": {}, "application/x-ndjson": {}},
+        }
+    },
+)
+async def events(
+    request: Request,
+    run_id: str,
+    after: Annotated[int | None, Query(ge=0)] = None,
+    last_event_id: Annotated[str | None, Header()] = None,
+) -> Response:
+    """Follow the run's events until it ends. `Last-Event-ID` (or `?after=`) resumes."""
+    await own_run(request, run_id, "runs:read")
+    limits = config_of(request).limits
+    start = after or 0
+    if last_event_id and last_event_id.strip().isdigit():
+        start = int(last_event_id)
+    stream = follow(
+        feeds_of(request),
+        run_id,
+        start,
+        idle_s=limits.heartbeat_s,
+        events_per_second=limits.events_per_second,
+    )
+    if "application/x-ndjson" in request.headers.get("accept", ""):
+
+        async def lines() -> AsyncIterator[str]:
+            async for frame in stream:
+                # A blank line is the JSON-lines heartbeat (readers skip empty lines).
+                yield "\n" if frame is None else frame.json + "\n"
+
+        return StreamingResponse(
+            lines(), media_type="application/x-ndjson", headers=_stream_headers()
+        )
+
+    async def sse() -> AsyncIterator[bytes]:
+        async for frame in stream:
+            if frame is not None:  # sse-starlette's pings are the heartbeats
+                event = frame.event
+                yield f"id: {event.seq}\nevent: {event.type}\ndata: {frame.json}\n\n".encode()
+
+    return EventSourceResponse(sse(), ping=int(limits.heartbeat_s), headers=_stream_headers())
+
+
+def _stream_headers() -> dict[str, str]:
+    return {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+async def _pending_call(request: Request, run_id: str, call_id: str, wanted: str) -> None:
+    """404 for a call the run never made; 409 for one that is not `wanted` now."""
+    result = await client_of(request).result(run_id)
+    if result.status in TERMINAL_STATUSES:
+        raise conflict(f"run {run_id!r} has ended ({result.status})")
+    for pending in result.pending:
+        if pending.get("tool_call_id") == call_id and "request_id" not in pending:
+            if pending["status"] != wanted:
+                raise conflict(
+                    f"call {call_id!r} of run {run_id!r} is {pending['status']}, not {wanted}"
+                )
+            return
+    made = any(call.id == call_id for step in result.steps for call in step.tool_calls)
+    if not made:
+        raise not_found(f"run {run_id!r} has no call {call_id!r}")
+    raise conflict(f"call {call_id!r} of run {run_id!r} is not {wanted} (resolved or running)")
+
+
+@router.post("/{run_id}/calls/{call_id}/approval", response_model=Outcome)
+async def approve(request: Request, run_id: str, call_id: str, body: Approval) -> Outcome:
+    """Approve or deny a call that waits for approval (the model sees a denial's reason)."""
+    await own_run(request, run_id, "approve")
+    await _pending_call(request, run_id, call_id, "awaiting-approval")
+    await client_of(request).approve(run_id, call_id, approved=body.approved, reason=body.reason)
+    return Outcome(id=call_id, outcome="approved" if body.approved else "denied")
+
+
+@router.post("/{run_id}/calls/{call_id}/result", response_model=Outcome)
+async def post_result(request: Request, run_id: str, call_id: str, body: ToolOutput) -> Outcome:
+    """Post the output of a call that waits for one (a client tool)."""
+    await own_run(request, run_id, "runs:write")
+    await _pending_call(request, run_id, call_id, "awaiting-result")
+    await client_of(request).submit_tool_result(
+        run_id, call_id, body.output, is_error=body.is_error
+    )
+    return Outcome(id=call_id, outcome="error" if body.is_error else "posted")
+
+
+@router.post("/{run_id}/input-requests/{request_id}", response_model=Outcome)
+async def answer(request: Request, run_id: str, request_id: str, body: Answer) -> Outcome:
+    """Answer a call's question (a forwarded MCP elicitation): `answer`, or `decline`."""
+    await own_run(request, run_id, "approve")
+    if body.decline == (body.answer is not None):
+        raise ApiError(422, "invalid_request", "give either 'answer' or 'decline': true")
+    result = await client_of(request).result(run_id)
+    if result.status in TERMINAL_STATUSES:
+        raise conflict(f"run {run_id!r} has ended ({result.status})")
+    if not any(p.get("request_id") == request_id for p in result.pending):
+        raise not_found(f"run {run_id!r} has no open input request {request_id!r}")
+    await client_of(request).answer(run_id, request_id, None if body.decline else body.answer)
+    return Outcome(id=request_id, outcome="declined" if body.decline else "answered")
+
+
+class CancelBody(BaseModel):
+    reason: str | None = Field(default=None, max_length=1000)
+
+
+@router.post("/{run_id}/cancel", response_model=Outcome)
+async def cancel(request: Request, run_id: str, body: CancelBody | None = None) -> Outcome:
+    """Cancel the run (a finished run stays as it ended)."""
+    await own_run(request, run_id, "runs:write")
+    outcome = await client_of(request).cancel(run_id, reason=body.reason if body else None)
+    return Outcome(id=run_id, outcome=outcome)

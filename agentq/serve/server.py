@@ -1,0 +1,63 @@
+"""Running the app under uvicorn: loopback unless keys are configured, clean shutdown."""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from types import FrameType
+
+import uvicorn
+from sse_starlette.sse import AppStatus
+
+from agentq.serve.app import create_app
+from agentq.serve.config import ServeConfig
+from agentq.serve.follow import start_draining
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        try:
+            return all(
+                ipaddress.ip_address(info[4][0]).is_loopback
+                for info in socket.getaddrinfo(host, None)
+            )
+        except OSError:
+            return False
+
+
+def refusal(config: ServeConfig, host: str, insecure: bool) -> str | None:
+    """Why this bind is refused, or None: without keys, only loopback (or --insecure)."""
+    if config.keys is None and not is_loopback(host) and not insecure:
+        return (
+            f"refusing to serve {host} without API keys: set AGENTQ_API_KEYS, "
+            "bind to 127.0.0.1, or pass --insecure"
+        )
+    return None
+
+
+def serve(config: ServeConfig, host: str, port: int, *, log_level: str = "info") -> None:
+    """Serve until SIGTERM/SIGINT; open event streams end so the process can stop."""
+    # Our streams end themselves on shutdown (see follow.start_draining); sse-starlette's
+    # own drain would cancel them mid-body.
+    AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
+    server = _DrainingServer(
+        uvicorn.Config(
+            create_app(config),
+            host=host,
+            port=port,
+            log_level=log_level,
+            timeout_graceful_shutdown=10,
+            proxy_headers=False,
+        )
+    )
+    server.run()
+
+
+class _DrainingServer(uvicorn.Server):
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        start_draining()
+        super().handle_exit(sig, frame)

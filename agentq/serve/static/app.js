@@ -1,0 +1,302 @@
+// The agentq dashboard: plain JavaScript over the same HTTP API any client uses.
+"use strict";
+
+const $ = (sel, root = document) => root.querySelector(sel);
+const TERMINAL = new Set(["finish", "error", "abort"]);
+let stopView = () => {};
+
+function apiKey() { return localStorage.getItem("agentq.key") || ""; }
+
+async function api(path, options = {}) {
+  const headers = { "content-type": "application/json", ...(options.headers || {}) };
+  if (apiKey()) headers.authorization = `Bearer ${apiKey()}`;
+  const response = await fetch(path, { ...options, headers });
+  const body = response.status === 204 ? null : await response.json();
+  if (!response.ok) throw new Error((body && body.error && body.error.message) || response.statusText);
+  return body;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null) node.setAttribute(k, v);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function age(seconds) {
+  const s = Math.max(0, Date.now() / 1000 - seconds);
+  if (s < 60) return `${Math.floor(s)}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+function json(value) { return typeof value === "string" ? value : JSON.stringify(value, null, 2); }
+
+// -- fleet -------------------------------------------------------------------
+
+async function refreshFleet() {
+  try {
+    const fleet = await api("/v1/fleet");
+    const queues = Object.entries(fleet.queues).map(([q, n]) => `${q} ${n}`).join(" · ");
+    $("#fleet").textContent = `${fleet.workers} worker${fleet.workers === 1 ? "" : "s"} · queued: ${queues}`;
+  } catch (err) {
+    $("#fleet").textContent = err.message;
+  }
+}
+
+// -- runs list -----------------------------------------------------------------
+
+function listView() {
+  const view = $("#view");
+  view.replaceChildren($("#list-view").content.cloneNode(true));
+  const status = $("#filter-status");
+  const meta = $("#filter-meta");
+  status.value = sessionStorage.getItem("agentq.status") || "";
+  meta.value = sessionStorage.getItem("agentq.meta") || "";
+  async function refresh() {
+    const params = new URLSearchParams({ limit: "100" });
+    if (status.value) params.set("status", status.value);
+    const [k, ...rest] = meta.value.split("=");
+    if (k && rest.length) params.set(`metadata.${k.trim()}`, rest.join("=").trim());
+    try {
+      const page = await api(`/v1/runs?${params}`);
+      const rows = page.runs.map((run) =>
+        el("tr", { "data-run-id": run.id, onclick: () => { location.hash = `#/runs/${encodeURIComponent(run.id)}`; } },
+          el("td", { class: "id" }, run.id),
+          el("td", {}, el("span", { class: `status ${run.status}` }, run.status)),
+          el("td", {}, run.model),
+          el("td", {}, run.step + (run.status === "running" || run.status === "awaiting" ? "…" : "")),
+          el("td", {}, run.total_tokens),
+          el("td", {}, age(run.created_at))));
+      $("#runs tbody").replaceChildren(...rows);
+      $("#runs-empty").hidden = rows.length > 0;
+    } catch (err) {
+      $("#runs-empty").hidden = false;
+      $("#runs-empty").textContent = err.message;
+    }
+  }
+  status.onchange = () => { sessionStorage.setItem("agentq.status", status.value); refresh(); };
+  meta.onchange = () => { sessionStorage.setItem("agentq.meta", meta.value); refresh(); };
+  refresh();
+  const timer = setInterval(refresh, 2000);
+  return () => clearInterval(timer);
+}
+
+// -- a run -------------------------------------------------------------------
+
+class RunState {
+  constructor(id) {
+    this.id = id;
+    this.events = [];
+    this.steps = new Map(); // step -> {start, end, text, calls: [ids]}
+    this.calls = new Map(); // call id -> {name, step, input, start, end, output, error, waits: []}
+    this.status = "running";
+    this.ended = null;
+  }
+  step(n) {
+    if (!this.steps.has(n)) this.steps.set(n, { start: null, end: null, text: "", calls: [] });
+    return this.steps.get(n);
+  }
+  call(ev) {
+    if (!this.calls.has(ev.tool_call_id)) {
+      this.calls.set(ev.tool_call_id, { name: ev.tool_name, step: ev.step, input: null, start: ev.at, end: null,
+        output: undefined, error: undefined, progress: [], waits: [] });
+      this.step(ev.step).calls.push(ev.tool_call_id);
+    }
+    return this.calls.get(ev.tool_call_id);
+  }
+  add(ev) {
+    this.events.push(ev);
+    switch (ev.type) {
+      case "start": this.model = ev.model; this.startAt = ev.at; break;
+      case "start-step": { const s = this.step(ev.step); if (s.start === null) s.start = ev.at; break; }
+      case "text-delta": this.step(ev.step).text += ev.delta; break;
+      case "finish-step": this.step(ev.step).end = ev.at; break;
+      case "tool-call": { const c = this.call(ev); c.input = ev.input; c.start = ev.at; c.provider = !!ev.provider_executed; break; }
+      case "tool-approval-request": case "tool-input-request": this.call(ev).waits.push({ start: ev.at, end: null }); break;
+      case "tool-approval-response": case "tool-input-response": {
+        const open = this.call(ev).waits.find((w) => w.end === null);
+        if (open) open.end = ev.at;
+        break;
+      }
+      case "tool-running": this.call(ev).running = ev.at; break;
+      case "tool-progress": this.call(ev).progress.push(ev.output); break;
+      case "tool-result": { const c = this.call(ev); c.output = ev.output; c.end = ev.at; break; }
+      case "tool-error": { const c = this.call(ev); c.error = ev.error; c.end = ev.at; break; }
+      case "finish": this.ended = ev.at; this.status = "succeeded"; break;
+      case "error": this.ended = ev.at; this.status = "failed"; this.error = ev.error; break;
+      case "abort": this.ended = ev.at; this.status = "cancelled"; break;
+    }
+  }
+}
+
+function renderTimeline(state) {
+  const now = Date.now() / 1000;
+  const t0 = state.startAt || (state.events[0] && state.events[0].at) || now;
+  const t1 = state.ended || Math.max(now, t0 + 0.001);
+  const span = Math.max(t1 - t0, 0.001);
+  const pct = (t) => `${(((t - t0) / span) * 100).toFixed(3)}%`;
+  const width = (a, b) => `${Math.max(((b - a) / span) * 100, 0.3).toFixed(3)}%`;
+  const rows = [];
+  for (const [n, step] of [...state.steps.entries()].sort((a, b) => a[0] - b[0])) {
+    if (step.start === null) continue;
+    const end = step.end || (state.ended || now);
+    rows.push(el("div", { class: "row", "data-kind": "model", "data-step": n },
+      el("span", { class: "label" }, `step ${n} · ${(end - step.start).toFixed(2)} s`),
+      el("div", { class: `bar model${step.end ? "" : " open"}`, style: `left:${pct(step.start)};width:${width(step.start, end)}` })));
+    for (const id of step.calls) {
+      const call = state.calls.get(id);
+      const end = call.end || (state.ended || now);
+      const bars = [el("div", { class: `bar ${call.error !== undefined ? "error" : "tool"}${call.end ? "" : " open"}`,
+        style: `left:${pct(call.start)};width:${width(call.start, end)}` })];
+      for (const wait of call.waits) {
+        const wEnd = wait.end || (state.ended || now);
+        bars.push(el("div", { class: `bar wait${wait.end ? "" : " open"}`, style: `left:${pct(wait.start)};width:${width(wait.start, wEnd)}` }));
+      }
+      const waited = call.waits.reduce((sum, w) => sum + ((w.end || state.ended || now) - w.start), 0);
+      const label = `${call.name} · ${(end - call.start).toFixed(2)} s` + (waited ? ` (${waited.toFixed(2)} s waiting)` : "");
+      rows.push(el("div", { class: "row", "data-kind": "call", "data-call-id": id },
+        el("span", { class: "label" }, label), ...bars));
+    }
+  }
+  $("#timeline").replaceChildren(...rows);
+}
+
+function renderSteps(state) {
+  const blocks = [];
+  for (const [n, step] of [...state.steps.entries()].sort((a, b) => a[0] - b[0])) {
+    const calls = step.calls.map((id) => {
+      const c = state.calls.get(id);
+      return el("div", { class: "call", "data-call-id": id },
+        el("span", { class: "name" }, c.name), " ", el("span", { class: "muted" }, id),
+        el("pre", {}, `input: ${json(c.input)}`),
+        c.progress.length ? el("pre", {}, `progress: ${json(c.progress[c.progress.length - 1])}`) : null,
+        c.output !== undefined ? el("pre", { class: "output" }, `output: ${json(c.output)}`) : null,
+        c.error !== undefined ? el("pre", { class: "error" }, `error: ${json(c.error)}`) : null);
+    });
+    blocks.push(el("div", { class: "step", "data-step": n }, el("h3", {}, `step ${n}`),
+      step.text ? el("p", { class: "text" }, step.text) : null, ...calls));
+  }
+  $("#steps").replaceChildren(...blocks);
+}
+
+function renderPending(state, result) {
+  const items = (result.pending || []).map((p) => {
+    const base = `/v1/runs/${encodeURIComponent(state.id)}`;
+    if (p.status === "awaiting-approval") {
+      const reason = el("input", { class: "reason", placeholder: "reason (shown to the model on a denial)" });
+      const send = (approved) => api(`${base}/calls/${encodeURIComponent(p.tool_call_id)}/approval`,
+        { method: "POST", body: JSON.stringify({ approved, reason: reason.value || null }) }).then(refreshResult, alert);
+      return el("div", { class: "item", "data-call-id": p.tool_call_id },
+        el("div", {}, "Approve ", el("b", {}, p.tool_name), "?"), el("pre", {}, json(p.input)),
+        el("button", { class: "approve", "data-call-id": p.tool_call_id, onclick: () => send(true) }, "Approve"), " ",
+        el("button", { class: "deny", "data-call-id": p.tool_call_id, onclick: () => send(false) }, "Deny"), " ", reason);
+    }
+    if (p.status === "awaiting-result") {
+      const output = el("textarea", { placeholder: "output as JSON" });
+      const post = (is_error) => {
+        let value = output.value;
+        try { value = JSON.parse(value); } catch (_) { /* plain text */ }
+        api(`${base}/calls/${encodeURIComponent(p.tool_call_id)}/result`,
+          { method: "POST", body: JSON.stringify({ output: value, is_error }) }).then(refreshResult, alert);
+      };
+      return el("div", { class: "item", "data-call-id": p.tool_call_id },
+        el("div", {}, "Client tool ", el("b", {}, p.tool_name), " waits for its output"), el("pre", {}, json(p.input)),
+        output, el("button", { class: "post-result", onclick: () => post(false) }, "Send output"), " ",
+        el("button", { onclick: () => post(true) }, "Send as error"));
+    }
+    if (p.status === "awaiting-input") {
+      const answer = el("textarea", { placeholder: "answer as a JSON object" });
+      const send = (decline) => {
+        let body;
+        try { body = decline ? { decline: true } : { answer: JSON.parse(answer.value || "{}") }; }
+        catch (err) { alert(`not JSON: ${err.message}`); return; }
+        api(`${base}/input-requests/${encodeURIComponent(p.request_id)}`, { method: "POST", body: JSON.stringify(body) })
+          .then(refreshResult, alert);
+      };
+      return el("div", { class: "item", "data-request-id": p.request_id },
+        el("div", {}, el("b", {}, p.tool_name), " asks: ", p.message), el("pre", {}, json(p.schema)),
+        answer, el("button", { class: "answer", onclick: () => send(false) }, "Answer"), " ",
+        el("button", { onclick: () => send(true) }, "Decline"));
+    }
+    return el("div", { class: "item" }, json(p));
+  });
+  $("#pending").hidden = items.length === 0;
+  $("#pending-items").replaceChildren(...items);
+}
+
+let refreshResult = () => {};
+
+function runView(runId) {
+  const view = $("#view");
+  view.replaceChildren($("#run-view").content.cloneNode(true));
+  $("#run-id").textContent = runId;
+  const state = new RunState(runId);
+  let frame = 0;
+  let closed = false;
+  const draw = () => {
+    frame = 0;
+    renderTimeline(state);
+    renderSteps(state);
+  };
+  const schedule = () => { if (!frame) frame = requestAnimationFrame(draw); };
+  let pendingTimer = 0;
+  refreshResult = async () => {
+    try {
+      const result = await api(`/v1/runs/${encodeURIComponent(runId)}`);
+      $("#run-status").textContent = result.status;
+      $("#run-status").className = `status ${result.status}`;
+      $("#run-usage").textContent = `${result.usage.total_tokens} tokens · ${result.steps.length} steps`;
+      if (result.error) { $("#run-error").hidden = false; $("#run-error").textContent = json(result.error); }
+      renderPending(state, result);
+    } catch (err) {
+      $("#run-status").textContent = err.message;
+    }
+  };
+  const soon = () => { clearTimeout(pendingTimer); pendingTimer = setTimeout(refreshResult, 150); };
+  const key = apiKey() ? `?key=${encodeURIComponent(apiKey())}` : "";
+  // EventSource resumes with Last-Event-ID on its own after a dropped connection.
+  const source = new EventSource(`/v1/runs/${encodeURIComponent(runId)}/events${key}`);
+  const onEvent = (msg) => {
+    const ev = JSON.parse(msg.data);
+    state.add(ev);
+    if (ev.type === "start") $("#run-model").textContent = ev.model;
+    if (ev.type !== "text-delta") soon();
+    if (TERMINAL.has(ev.type)) { closed = true; source.close(); }
+    schedule();
+  };
+  for (const type of ["start", "start-step", "text-delta", "tool-call", "tool-call-repair", "tool-approval-request",
+    "tool-approval-response", "tool-input-request", "tool-input-response", "tool-running", "tool-progress",
+    "tool-result", "tool-error", "finish-step", "finish", "error", "abort"]) {
+    source.addEventListener(type, onEvent);
+  }
+  source.onerror = () => { if (closed) source.close(); };
+  refreshResult();
+  const ticker = setInterval(() => { if (!state.ended) schedule(); }, 500);
+  return () => { closed = true; source.close(); clearInterval(ticker); clearTimeout(pendingTimer); };
+}
+
+// -- routing -------------------------------------------------------------------
+
+function route() {
+  stopView();
+  const match = location.hash.match(/^#\/runs\/(.+)$/);
+  stopView = match ? runView(decodeURIComponent(match[1])) : listView();
+}
+
+window.addEventListener("hashchange", route);
+window.addEventListener("DOMContentLoaded", () => {
+  const input = $("#api-key");
+  input.value = apiKey();
+  input.onchange = () => { localStorage.setItem("agentq.key", input.value.trim()); route(); refreshFleet(); };
+  route();
+  refreshFleet();
+  setInterval(refreshFleet, 3000);
+});

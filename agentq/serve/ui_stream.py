@@ -1,0 +1,158 @@
+"""agentq events -> the AI SDK's UI message stream chunks (pure).
+
+Chunk names and fields follow the `ai` package's `uiMessageChunkSchema` (v5 and later);
+the Node test validates every chunk against that schema. The message id is the run id,
+tool approvals use the call id as their approval id.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agentq.orchestrator.events import Event
+
+Chunk = dict[str, Any]
+
+FINISH_REASONS = frozenset({"stop", "length", "content-filter", "tool-calls", "error", "other"})
+_FINISH_ALIASES = {
+    "tool_calls": "tool-calls",
+    "content_filter": "content-filter",
+    "max_tokens": "length",
+}
+
+
+def finish_reason(value: Any) -> str:
+    reason = _FINISH_ALIASES.get(str(value), str(value))
+    return reason if reason in FINISH_REASONS else "other"
+
+
+def _error_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("message"), str):
+        return str(value["message"])
+    return json.dumps(value, default=str)
+
+
+class UIChunks:
+    """The chunks of one response; keeps which text part is open and which calls were denied."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._text_id: str | None = None
+        self._denied: set[str] = set()
+        self._steps: set[int] = set()
+
+    def start(self) -> Chunk:
+        return {"type": "start", "messageId": self.run_id}
+
+    def _close_text(self) -> list[Chunk]:
+        if self._text_id is None:
+            return []
+        closed = {"type": "text-end", "id": self._text_id}
+        self._text_id = None
+        return [closed]
+
+    def park(self) -> list[Chunk]:
+        """The run waits for the user (an approval, a client tool): this response ends."""
+        return [*self._close_text(), {"type": "finish", "finishReason": "tool-calls"}]
+
+    def feed(self, event: Event) -> list[Chunk]:
+        extra: dict[str, Any] = event.model_extra or {}
+        call_id = event.tool_call_id or ""
+        match event.type:
+            case "start-step":
+                if event.step in self._steps:  # a retried attempt of the same step
+                    return []
+                self._steps.add(event.step or 0)
+                return [{"type": "start-step"}]
+            case "text-delta":
+                opened: list[Chunk] = []
+                if self._text_id is None:
+                    self._text_id = f"text-{event.step}-{event.seq}"
+                    opened.append({"type": "text-start", "id": self._text_id})
+                return [
+                    *opened,
+                    {"type": "text-delta", "id": self._text_id, "delta": extra.get("delta", "")},
+                ]
+            case "tool-call":
+                provider = {"providerExecuted": True} if extra.get("provider_executed") else {}
+                name = event.tool_name or ""
+                return [
+                    *self._close_text(),
+                    {
+                        "type": "tool-input-start",
+                        "toolCallId": call_id,
+                        "toolName": name,
+                        **provider,
+                    },
+                    {
+                        "type": "tool-input-available",
+                        "toolCallId": call_id,
+                        "toolName": name,
+                        "input": extra.get("input"),
+                        **provider,
+                    },
+                ]
+            case "tool-approval-request":
+                return [
+                    {"type": "tool-approval-request", "approvalId": call_id, "toolCallId": call_id}
+                ]
+            case "tool-approval-response":
+                if extra.get("approved"):
+                    return []
+                self._denied.add(call_id)
+                return [{"type": "tool-output-denied", "toolCallId": call_id}]
+            case "tool-progress":
+                return [
+                    {
+                        "type": "tool-output-available",
+                        "toolCallId": call_id,
+                        "output": extra.get("output"),
+                        "preliminary": True,
+                    }
+                ]
+            case "tool-result":
+                provider = {"providerExecuted": True} if extra.get("provider_executed") else {}
+                return [
+                    {
+                        "type": "tool-output-available",
+                        "toolCallId": call_id,
+                        "output": extra.get("output"),
+                        **provider,
+                    }
+                ]
+            case "tool-error":
+                if call_id in self._denied:  # the denial already said it
+                    return []
+                return [
+                    {
+                        "type": "tool-output-error",
+                        "toolCallId": call_id,
+                        "errorText": _error_text(extra.get("error")),
+                    }
+                ]
+            case "finish-step":
+                return [*self._close_text(), {"type": "finish-step"}]
+            case "finish":
+                return [
+                    *self._close_text(),
+                    {
+                        "type": "finish",
+                        "finishReason": finish_reason(extra.get("finish_reason", "stop")),
+                    },
+                ]
+            case "error":
+                return [
+                    *self._close_text(),
+                    {"type": "error", "errorText": _error_text(extra.get("error"))},
+                ]
+            case "abort":
+                reason = extra.get("reason")
+                return [
+                    *self._close_text(),
+                    {"type": "abort", **({"reason": str(reason)} if reason else {})},
+                ]
+            case _:
+                return []

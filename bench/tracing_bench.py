@@ -1,0 +1,213 @@
+"""What tracing costs a step: agentq with no tracer provider vs. the SDK's batch exporter
+sending OTLP/HTTP to a receiver, measured in one run on one machine.
+
+    python bench/tracing_bench.py [--quick]
+
+Starts three throwaway redis-servers and, on each, one `WorkerRuntime` process (model
+and tools queues): one without a tracer provider ("none"), one with the SDK's
+`TracerProvider` and no processor (spans made and dropped: "record", which splits the
+cost of making spans from the cost of exporting them), one with a
+`BatchSpanProcessor(OTLPSpanExporter)` posting to an OTLP/HTTP sink in another process
+that reads and discards the requests ("batch"). Runs of N steps (scripted model, one
+no-op tool call per step) rotate between them, so the noise of a shared machine falls
+on all alike. Figures:
+
+- per step: (start -> finish event) / N, median over runs; the ratio traced/untraced is
+  the median of per-pair ratios;
+- worker CPU per step: the worker process's user+system CPU (the exporter's thread
+  included, flushed before reading) over all runs, divided by the steps.
+
+Goals (issue 15): traced <= +10% per step and <= +0.3 ms worker CPU per step. With no
+provider the tracing code returns at once: the untraced worker is today's worker.
+Prints PASS/MISS; never asserts on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import multiprocessing as mp
+import os
+import statistics
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from multiprocessing.context import SpawnContext, SpawnProcess
+from multiprocessing.synchronize import Event as MpEvent
+from pathlib import Path
+from typing import Any
+
+_HERE = Path(__file__).resolve().parent
+for path in (_HERE, _HERE.parent):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+from core_bench import _free_port, at, noop, redis_server, run_events, step_spec  # noqa: E402
+
+from agentq.orchestrator.client import Client  # noqa: E402
+from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE  # noqa: E402
+from agentq.workers.executors.function import FunctionExecutor  # noqa: E402
+from agentq.workers.runtime import WorkerRuntime  # noqa: E402
+
+STEP_GOAL_RATIO = 1.10
+MODES = ("none", "record", "batch")
+CPU_GOAL_MS = 0.3
+
+
+# -- the OTLP sink -------------------------------------------------------------------------
+
+
+def _sink_child(port: int) -> None:
+    class Sink(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    ThreadingHTTPServer(("127.0.0.1", port), Sink).serve_forever()
+
+
+# -- a worker process, with or without tracing -----------------------------------------------
+
+
+def _cpu_s() -> float:
+    times = os.times()
+    return times.user + times.system
+
+
+async def _worker_main(
+    url: str, mode: str, endpoint: str, ready: MpEvent, stop: MpEvent, report: Any
+) -> None:
+    provider = None
+    if mode != "none":
+        from opentelemetry import trace
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        provider = TracerProvider()
+        if mode == "batch":  # "record": spans are made and dropped, to split the cost
+            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
+        trace.set_tracer_provider(provider)
+    runtime = WorkerRuntime(
+        url, executors=[FunctionExecutor([noop])], queues=[MODEL_QUEUE, TOOLS_QUEUE]
+    )
+    await runtime.start()
+    ready.set()
+    while True:
+        command = await asyncio.to_thread(report.recv)
+        if command == "stop":
+            break
+        if provider is not None:  # what the exporter still holds is this run's cost too
+            await asyncio.to_thread(provider.force_flush)
+        report.send(_cpu_s())
+    stop.set()
+    await runtime.stop()
+    if provider is not None:
+        provider.shutdown()
+
+
+def _worker_child(
+    url: str, mode: str, endpoint: str, ready: MpEvent, stop: MpEvent, report: Any
+) -> None:
+    asyncio.run(_worker_main(url, mode, endpoint, ready, stop, report))
+
+
+class Worker:
+    def __init__(self, ctx: SpawnContext, url: str, mode: str, endpoint: str) -> None:
+        self.ready, self.stop = ctx.Event(), ctx.Event()
+        self.conn, child = ctx.Pipe()
+        self.proc: SpawnProcess = ctx.Process(
+            target=_worker_child,
+            args=(url, mode, endpoint, self.ready, self.stop, child),
+            daemon=True,
+        )
+        self.proc.start()
+        if not self.ready.wait(60):
+            raise RuntimeError("the worker did not start")
+
+    def cpu_s(self) -> float:
+        self.conn.send("cpu")
+        value: float = self.conn.recv()
+        return value
+
+    def close(self) -> None:
+        self.conn.send("stop")
+        self.proc.join(15)
+        if self.proc.is_alive():
+            self.proc.terminate()
+
+
+# -- the measurement -------------------------------------------------------------------------
+
+
+async def _step_ms(client: Client, steps: int) -> float:
+    events = await run_events(client, step_spec(steps))
+    return (at(events, "finish") - at(events, "start")) / steps * 1000
+
+
+async def measure(runs: int, steps: int) -> dict[str, Any]:
+    ctx = mp.get_context("spawn")
+    port = _free_port()
+    sink = ctx.Process(target=_sink_child, args=(port,), daemon=True)
+    sink.start()
+    endpoint = f"http://127.0.0.1:{port}/v1/traces"
+    with redis_server() as url_none, redis_server() as url_record, redis_server() as url_batch:
+        urls = {"none": url_none, "record": url_record, "batch": url_batch}
+        workers = {mode: Worker(ctx, url, mode, endpoint) for mode, url in urls.items()}
+        clients = {mode: Client(url) for mode, url in urls.items()}
+        try:
+            for client in clients.values():  # warm up: scripts loaded, imports done
+                await _step_ms(client, 5)
+            per_step: dict[str, list[float]] = {mode: [] for mode in MODES}
+            cpu: dict[str, float] = {}
+            start_cpu = {mode: w.cpu_s() for mode, w in workers.items()}
+            for i in range(runs):
+                order = MODES[i % len(MODES) :] + MODES[: i % len(MODES)]
+                for mode in order:
+                    per_step[mode].append(await _step_ms(clients[mode], steps))
+            for mode, w in workers.items():
+                cpu[mode] = (w.cpu_s() - start_cpu[mode]) / (runs * steps) * 1000
+        finally:
+            for client in clients.values():
+                await client.aclose()
+            for w in workers.values():
+                w.close()
+            sink.terminate()
+    ratios = [b / n for n, b in zip(per_step["none"], per_step["batch"], strict=True)]
+    return {
+        "step_ms": {m: statistics.median(v) for m, v in per_step.items()},
+        "ratio": statistics.median(ratios),
+        "cpu_ms": cpu,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer, shorter runs")
+    args = parser.parse_args()
+    runs, steps = (4, 50) if args.quick else (12, 100)
+    with contextlib.suppress(KeyboardInterrupt):
+        figures = asyncio.run(measure(runs, steps))
+        step, cpu, ratio = figures["step_ms"], figures["cpu_ms"], figures["ratio"]
+        added_cpu = cpu["batch"] - cpu["none"]
+        print(f"{runs} runs x {steps} steps per mode, alternating")
+        print(f"per step, no provider:          {step['none']:.3f} ms")
+        print(f"per step, spans made, dropped:  {step['record']:.3f} ms")
+        print(f"per step, batch OTLP exporter:  {step['batch']:.3f} ms")
+        ok = ratio <= STEP_GOAL_RATIO
+        print(f"  ratio {ratio:.3f} (goal <= {STEP_GOAL_RATIO:.2f}): {'PASS' if ok else 'MISS'}")
+        print(f"worker CPU per step, no provider:  {cpu['none']:.3f} ms")
+        print(f"worker CPU per step, spans dropped: {cpu['record']:.3f} ms")
+        print(f"worker CPU per step, batch export: {cpu['batch']:.3f} ms")
+        ok = added_cpu <= CPU_GOAL_MS
+        print(f"  added {added_cpu:.3f} ms (goal <= {CPU_GOAL_MS} ms): {'PASS' if ok else 'MISS'}")
+
+
+if __name__ == "__main__":
+    main()

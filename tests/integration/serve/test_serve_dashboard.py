@@ -1,0 +1,144 @@
+"""The dashboard in a real headless browser: Debian's chromium driven by Selenium
+through chromium-driver (no browser download)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.integration.core.test_core_workers import scripted
+from tests.support.infra import REPO, missing
+from tests.support.serve import ServeProcess
+
+ARTIFACTS = REPO / "test-artifacts"
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        missing("chromium and chromium-driver", "apt-get install -y chromium chromium-driver")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing("selenium", "pip install selenium (in the test extras)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    options.add_argument("--window-size=1280,1000")
+    chrome = webdriver.Chrome(service=Service(str(driver)), options=options)
+    yield chrome
+    chrome.quit()
+
+
+def test_watch_a_run_and_approve_a_call_by_clicking(
+    server: ServeProcess, browser: object, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support import expected_conditions as when
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    wait = WebDriverWait(browser, 60)
+    quick = scripted(
+        {"text": "adding", "tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]},
+        {"text": "1+2=3"},
+        tools=["add"],
+        id="quick-run",
+        metadata={"team": "ops"},
+    )
+    parked = {
+        "id": "needs-approval",
+        "model": {
+            "provider": "scripted",
+            "script": [
+                {
+                    "text": "Let me check both, in parallel.",
+                    "tool_calls": [
+                        {"id": "call-noop", "name": "noop", "input": {}},
+                        {"id": "call-add", "name": "add", "input": {"a": 20, "b": 22}},
+                    ],
+                },
+                {"text": "The sum is 42. Done."},
+            ],
+        },
+        "prompt": "check and add",
+        "tools": [
+            {"type": "function", "name": "noop"},
+            {"type": "function", "name": "add", "needs_approval": True},
+        ],
+    }
+    browser.get(server.url + "/")
+    for spec in (quick, parked):
+        assert httpx.post(f"{server.url}/v1/runs", json=spec, timeout=30).status_code == 201
+
+    # The runs list updates live: the quick run shows up and finishes.
+    wait.until(
+        when.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, 'tr[data-run-id="quick-run"] .status'), "succeeded"
+        )
+    )
+    wait.until(
+        when.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, 'tr[data-run-id="needs-approval"] .status'), "awaiting"
+        )
+    )
+    assert "worker" in browser.find_element(By.ID, "fleet").text
+
+    browser.find_element(By.CSS_SELECTOR, 'tr[data-run-id="needs-approval"]').click()
+    approve = wait.until(
+        when.element_to_be_clickable((By.CSS_SELECTOR, 'button.approve[data-call-id="call-add"]'))
+    )
+    wait.until(when.presence_of_element_located((By.CSS_SELECTOR, ".bar.wait")))
+    approve.click()
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
+    wait.until(when.text_to_be_present_in_element((By.ID, "steps"), "The sum is 42. Done."))
+    wait.until(
+        when.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, '.call[data-call-id="call-add"] .output'), "42"
+        )
+    )
+    assert len(browser.find_elements(By.CSS_SELECTOR, '#timeline .row[data-kind="model"]')) == 2
+    assert len(browser.find_elements(By.CSS_SELECTOR, '#timeline .row[data-kind="call"]')) == 2
+    assert browser.find_element(By.ID, "pending").get_attribute("hidden") is not None
+
+    # A client tool's output, typed into the run page's form.
+    client_run = {
+        "id": "client-tool",
+        "model": {
+            "provider": "scripted",
+            "script": [
+                {"tool_calls": [{"id": "call-pick", "name": "pick_color", "input": {}}]},
+                {"text": "Teal it is."},
+            ],
+        },
+        "prompt": "pick a color",
+        "tools": [{"type": "client", "name": "pick_color"}],
+    }
+    assert httpx.post(f"{server.url}/v1/runs", json=client_run, timeout=30).status_code == 201
+    browser.get(server.url + "/#/runs/client-tool")
+    form = wait.until(
+        when.presence_of_element_located((By.CSS_SELECTOR, '.item[data-call-id="call-pick"]'))
+    )
+    form.find_element(By.TAG_NAME, "textarea").send_keys('{"color": "teal"}')
+    form.find_element(By.CSS_SELECTOR, "button.post-result").click()
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
+    wait.until(
+        when.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, '.call[data-call-id="call-pick"] .output'), "teal"
+        )
+    )
+
+    browser.get(server.url + "/#/runs/needs-approval")
+    wait.until(when.text_to_be_present_in_element((By.ID, "steps"), "The sum is 42. Done."))
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "dashboard.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000

@@ -1,0 +1,94 @@
+"""`agentq serve` as a real process on a free loopback port."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.infra import REPO, free_port
+
+
+class ServeProcess:
+    def __init__(
+        self,
+        redis_url: str,
+        *args: str,
+        agents: dict[str, Any] | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="agentq-serve-"))
+        extra = list(args)
+        if agents is not None:
+            path = self.dir / "agents.json"
+            path.write_text(json.dumps(agents))
+            extra += ["--agents", str(path)]
+        self.log_path = self.dir / "serve.log"
+        self._log = self.log_path.open("wb")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "agentq",
+                "serve",
+                "--redis",
+                redis_url,
+                "--port",
+                str(self.port),
+                "--log-level",
+                "warning",
+                *extra,
+            ],
+            env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            cwd=REPO,
+        )
+        self._wait_ready()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def _wait_ready(self, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise AssertionError(f"agentq serve exited:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.05)
+        raise AssertionError(f"agentq serve did not start:\n{self.log()}")
+
+    def terminate(self) -> int:
+        """SIGTERM, then the exit code (a graceful shutdown ends open streams first)."""
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(30)
+        finally:
+            self._log.close()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        self._log.close()
