@@ -30,7 +30,7 @@ log = logging.getLogger("agentq.worker")
 # reports Redis trouble here: an outage is one log line, and one when it ends.
 OUTAGE = Outage("agentq worker", log)
 
-WORKERS = "aq:workers"  # set: ids of the workers that may hold jobs
+WORKERS = "aq:lease:holders"  # set: ids of the workers that may hold jobs
 REAPER = "aq:reaper"  # hash: when reapers last passed, and since when without a gap
 
 
