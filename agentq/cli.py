@@ -104,6 +104,16 @@ def _settings(models_path: str | None) -> Settings:
     return settings
 
 
+TIMEOUT_OPTION = click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="S",
+    help="Give up after S seconds, whatever Redis does (exit 4).",
+)
+
+
 def _read_spec(path: str) -> RunSpec:
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
@@ -351,6 +361,14 @@ async def _sandbox_explained(
 )
 @MCP_OPTION
 @click.option("--sandbox", is_flag=True, help="Serve sandboxed code tools (needs Docker).")
+@click.option(
+    "--drain-timeout",
+    "drain_timeout_s",
+    type=float,
+    default=None,
+    help="On SIGTERM, let running jobs finish for up to S seconds (default 30), then "
+    "release the rest to other workers.",
+)
 @MODELS_OPTION
 @click.option(
     "--metrics-port", type=int, default=None, metavar="PORT", help="Serve Prometheus /metrics here."
@@ -377,6 +395,7 @@ def worker(
     concurrency: int | None,
     mcp_config: str | None,
     sandbox: bool,
+    drain_timeout_s: float | None,
     models_path: str | None,
     metrics_port: int | None,
     health_port: int | None,
@@ -384,7 +403,11 @@ def worker(
     verbose: bool,
     log_format: str,
 ) -> None:
-    """Execute the jobs of runs submitted anywhere. Stops on SIGTERM or SIGINT."""
+    """Execute the jobs of runs submitted anywhere.
+
+    SIGTERM or SIGINT drains: no new jobs are claimed, running ones finish (up to
+    --drain-timeout), the rest go back to the queue for other workers; a second
+    signal stops at once."""
     import logging
 
     from agentq.logs import configure_logging
@@ -394,7 +417,15 @@ def worker(
     )
     probes = _Probes(metrics_port, health_port, probe_host)
     guarded(_worker)(
-        redis_url, tool_modules, queues, concurrency, mcp_config, sandbox, models_path, probes
+        redis_url,
+        tool_modules,
+        queues,
+        concurrency,
+        mcp_config,
+        sandbox,
+        models_path,
+        probes,
+        drain_timeout_s,
     )
 
 
@@ -407,6 +438,7 @@ async def _worker(
     sandbox: bool,
     models_path: str | None,
     probes: _Probes,
+    drain_timeout_s: float | None,
 ) -> None:
     import asyncio
 
@@ -422,6 +454,8 @@ async def _worker(
     EndpointPolicy.from_settings(settings)
     if concurrency is not None:
         settings = settings.model_copy(update={"concurrency": concurrency})
+    if drain_timeout_s is not None:
+        settings = settings.model_copy(update={"drain_timeout_s": drain_timeout_s})
     tools = load_tool_modules(tool_modules)
     tracing.setup_tracing("agentq-worker")
     started: list[WorkerRuntime] = []
@@ -440,7 +474,12 @@ async def _worker(
             redis_url=url,
         ),
     ]
-    served = list(queues) or ([MODEL_QUEUE, TOOLS_QUEUE] + (["sandbox"] if sandbox else []))
+    # A worker given no tool modules (functions or kinds) and no MCP servers does not take
+    # the tools queue's jobs.
+    serves_tools = bool(tool_modules) or _mcp_config_path(mcp_config) is not None
+    served = list(queues) or (
+        [MODEL_QUEUE] + ([TOOLS_QUEUE] if serves_tools else []) + (["sandbox"] if sandbox else [])
+    )
     tool_queue = next((q for q in served if q != MODEL_QUEUE), TOOLS_QUEUE)
     runtime = WorkerRuntime(
         url,
@@ -450,13 +489,27 @@ async def _worker(
         settings=settings,
         metrics=probes.metrics(),
     )
-    await runtime.start()
+    try:
+        await runtime.start()
+    except BaseException:
+        await runtime.stop()
+        raise
     started.append(runtime)
     stop_probes = probes.serve(runtime)
     stop = asyncio.Event()
+    signals = 0
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        stop.set()
+        if signals > 1 and drainer is not None:
+            drainer.cancel()  # a second signal: stop now
+
+    drainer: asyncio.Task[int] | None = None
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
+        loop.add_signal_handler(sig, on_signal)
     by_kind: dict[str, list[str]] = {}
     for ann in runtime.announcements:
         label = f"{ann.server}/{ann.name}" if ann.kind == "mcp" and ann.server else ann.name
@@ -473,6 +526,10 @@ async def _worker(
     stopper = asyncio.create_task(stop.wait())
     try:
         await asyncio.wait({waiter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if stop.is_set() and not waiter.done():
+            drainer = asyncio.create_task(runtime.drain(settings.drain_timeout_s))
+            with contextlib.suppress(asyncio.CancelledError):
+                await drainer
     finally:
         waiter.cancel()
         stopper.cancel()
@@ -534,9 +591,16 @@ class _Probes:
 @main.command(context_settings=CONTEXT)
 @click.argument("spec_path", metavar="SPEC")
 @REDIS_OPTION
+@TIMEOUT_OPTION
 @MODELS_OPTION
 @JSON_OPTION
-def submit(spec_path: str, redis_url: str | None, models_path: str | None, as_json: bool) -> None:
+def submit(
+    spec_path: str,
+    redis_url: str | None,
+    timeout_s: float | None,
+    models_path: str | None,
+    as_json: bool,
+) -> None:
     """Submit SPEC (a JSON file, or - for stdin) and print the run id."""
 
     async def go() -> None:
@@ -545,7 +609,7 @@ def submit(spec_path: str, redis_url: str | None, models_path: str | None, as_js
             run_id = await client.submit(spec)
         _echo_json({"run_id": run_id}) if as_json else click.echo(run_id)
 
-    guarded(go)()
+    guarded(go, timeout_s)()
 
 
 @main.command(context_settings=CONTEXT)
@@ -566,7 +630,9 @@ def wait(run_id: str, redis_url: str | None, timeout_s: float | None) -> None:
         async with _client(redis_url, "wait") as client:
             return await client.wait(run_id, timeout_s=timeout_s)
 
-    result = guarded(go)()
+    # The client's own timeout says "the run did not finish" (exit 4); this outer one
+    # only catches what lies outside it (connecting, closing) a moment later.
+    result = guarded(go, None if timeout_s is None else timeout_s + 1.0)()
     _print_result(result)
     _exit_for(result)
 
@@ -574,8 +640,9 @@ def wait(run_id: str, redis_url: str | None, timeout_s: float | None) -> None:
 @main.command(context_settings=CONTEXT)
 @click.argument("run_id")
 @REDIS_OPTION
+@TIMEOUT_OPTION
 @JSON_OPTION
-def status(run_id: str, redis_url: str | None, as_json: bool) -> None:
+def status(run_id: str, redis_url: str | None, timeout_s: float | None, as_json: bool) -> None:
     """Show RUN_ID now, without waiting: status, step, and what it waits for.
 
     Pending calls show their CALL_ID (for approve and tool-result) and an MCP
@@ -602,7 +669,7 @@ def status(run_id: str, redis_url: str | None, as_json: bool) -> None:
         else:
             print_status(make_console(), result, int(meta.get("step", 0)))
 
-    guarded(go)()
+    guarded(go, timeout_s)()
 
 
 @main.command(context_settings=CONTEXT)
@@ -621,8 +688,15 @@ def status(run_id: str, redis_url: str | None, as_json: bool) -> None:
     show_default=True,
     help="At most this many runs, newest first.",
 )
+@TIMEOUT_OPTION
 @JSON_OPTION
-def runs(redis_url: str | None, statuses: Sequence[str], limit: int, as_json: bool) -> None:
+def runs(
+    redis_url: str | None,
+    statuses: Sequence[str],
+    limit: int,
+    timeout_s: float | None,
+    as_json: bool,
+) -> None:
     """List recent runs, newest first."""
 
     async def go() -> None:
@@ -633,7 +707,7 @@ def runs(redis_url: str | None, statuses: Sequence[str], limit: int, as_json: bo
         else:
             print_runs(make_console(), found)
 
-    guarded(go)()
+    guarded(go, timeout_s)()
 
 
 @main.command(context_settings=CONTEXT)
@@ -685,7 +759,10 @@ def workers(redis_url: str | None, wait_s: float | None, tool: str | None, as_js
     help="Only events after this seq (resume without gaps).",
 )
 @click.option("--follow", is_flag=True, help="Keep printing until the run ends.")
-def events(run_id: str, redis_url: str | None, after: int | None, follow: bool) -> None:
+@TIMEOUT_OPTION
+def events(
+    run_id: str, redis_url: str | None, after: int | None, follow: bool, timeout_s: float | None
+) -> None:
     """Print the run's events as JSON lines."""
 
     async def go() -> None:
@@ -694,7 +771,7 @@ def events(run_id: str, redis_url: str | None, after: int | None, follow: bool) 
             async for event in client.events(run_id, after=after, follow=follow):
                 click.echo(event.model_dump_json(exclude_none=True))
 
-    guarded(go)()
+    guarded(go, timeout_s)()
 
 
 @main.command(context_settings=CONTEXT)
@@ -703,8 +780,14 @@ def events(run_id: str, redis_url: str | None, after: int | None, follow: bool) 
 @REDIS_OPTION
 @click.option("--deny", is_flag=True, help="Deny the call instead of approving it.")
 @click.option("--reason", default=None, metavar="TEXT", help="Why (the model sees it).")
+@TIMEOUT_OPTION
 def approve(
-    run_id: str, call_id: str, redis_url: str | None, deny: bool, reason: str | None
+    run_id: str,
+    call_id: str,
+    redis_url: str | None,
+    deny: bool,
+    reason: str | None,
+    timeout_s: float | None,
 ) -> None:
     """Approve (or --deny) a call that waits for approval (CALL_ID: see `agentq status`)."""
 
@@ -712,7 +795,7 @@ def approve(
         async with _client(redis_url, "approve") as client:
             await client.approve(run_id, call_id, approved=not deny, reason=reason)
 
-    guarded(go)()
+    guarded(go, timeout_s)()
 
 
 @main.command("tool-result", context_settings=CONTEXT)
@@ -721,8 +804,14 @@ def approve(
 @REDIS_OPTION
 @click.option("--output", "output_json", required=True, metavar="JSON", help="The result, as JSON.")
 @click.option("--error", "is_error", is_flag=True, help="The output is an error message.")
+@TIMEOUT_OPTION
 def tool_result(
-    run_id: str, call_id: str, redis_url: str | None, output_json: str, is_error: bool
+    run_id: str,
+    call_id: str,
+    redis_url: str | None,
+    output_json: str,
+    is_error: bool,
+    timeout_s: float | None,
 ) -> None:
     """Post the result of a call that waits for one (a client tool).
 
@@ -737,7 +826,7 @@ def tool_result(
         async with _client(redis_url, "tool-result") as client:
             await client.submit_tool_result(run_id, call_id, output, is_error=is_error)
 
-    guarded(go)()
+    guarded(go, timeout_s)()
 
 
 @main.command(context_settings=CONTEXT)
@@ -748,8 +837,14 @@ def tool_result(
     "--json", "answer_json", default=None, metavar="OBJECT", help="The answer, a JSON object."
 )
 @click.option("--decline", is_flag=True, help="Decline to answer.")
+@TIMEOUT_OPTION
 def answer(
-    run_id: str, request_id: str, redis_url: str | None, answer_json: str | None, decline: bool
+    run_id: str,
+    request_id: str,
+    redis_url: str | None,
+    answer_json: str | None,
+    decline: bool,
+    timeout_s: float | None,
 ) -> None:
     """Answer an MCP server's question (REQUEST_ID: see `agentq status`), or --decline it."""
     if decline == (answer_json is not None):
@@ -767,15 +862,18 @@ def answer(
         async with _client(redis_url, "answer") as client:
             await client.answer(run_id, request_id, content)
 
-    guarded(go)()
+    guarded(go, timeout_s)()
 
 
 @main.command(context_settings=CONTEXT)
 @click.argument("run_id")
 @REDIS_OPTION
 @click.option("--reason", default=None, metavar="TEXT", help="Why (kept in the run's events).")
+@TIMEOUT_OPTION
 @JSON_OPTION
-def cancel(run_id: str, redis_url: str | None, reason: str | None, as_json: bool) -> None:
+def cancel(
+    run_id: str, redis_url: str | None, reason: str | None, timeout_s: float | None, as_json: bool
+) -> None:
     """Cancel a run and print its status afterwards (a finished run stays finished)."""
 
     async def go() -> None:
@@ -783,7 +881,7 @@ def cancel(run_id: str, redis_url: str | None, reason: str | None, as_json: bool
             outcome = await client.cancel(run_id, reason=reason)
         _echo_json({"run_id": run_id, "outcome": outcome}) if as_json else click.echo(outcome)
 
-    guarded(go)()
+    guarded(go, timeout_s)()
 
 
 # -- serve ---------------------------------------------------------------------

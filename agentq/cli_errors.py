@@ -178,13 +178,29 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-def guarded(fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
-    """Run an async command; map every foreseen error to one line and its exit code."""
+async def within(timeout_s: float | None, work: Coroutine[Any, Any, T]) -> T:
+    """The whole command, connecting included, bounded by `--timeout` (exit 4)."""
+    if timeout_s is None:
+        return await work
+    try:
+        return await asyncio.wait_for(work, timeout_s)
+    except TimeoutError:
+        raise CliError(
+            f"timed out: gave up after {timeout_s:g} s (--timeout): Redis did not answer in time",
+            EXIT_TIMED_OUT,
+        ) from None
+
+
+def guarded(
+    fn: Callable[..., Coroutine[Any, Any, T]], timeout_s: float | None = None
+) -> Callable[..., T]:
+    """Run an async command within `timeout_s`; map every foreseen error to one line
+    and its exit code."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
-            return asyncio.run(fn(*args, **kwargs))
+            return asyncio.run(within(timeout_s, fn(*args, **kwargs)))
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
         except BrokenPipeError:

@@ -5,24 +5,32 @@ async with Client("redis://localhost:6379") as client:
     async for event in client.events(run_id, follow=True):
         ...
     result = await client.wait(run_id)
+
+Every method raises agentq's own errors only (a Redis failure is an
+InfrastructureError). `wait` and `events(follow=True)` ride out a Redis restart:
+they reconnect within their timeout and resume after the last event they saw.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from redis.asyncio import Redis
+from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from agentq.orchestrator import keys, listings, tracing
 from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.errors import (
+    AgentqError,
+    InfrastructureError,
     RunConflictError,
     RunNotFoundError,
     RunStateError,
@@ -34,6 +42,7 @@ from agentq.orchestrator.loop import CallPlan, error_result, status_after_approv
 from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.providers import provider_table
 from agentq.orchestrator.redis_conn import connect
+from agentq.orchestrator.redis_faults import Backoff, describe, is_transient
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
 from agentq.orchestrator.run_index import (
     DEFAULT_TENANT,
@@ -78,6 +87,65 @@ def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def _infrastructure(exc: BaseException) -> InfrastructureError:
+    if isinstance(exc, TimeoutError | asyncio.TimeoutError) or "Timeout" in type(exc).__name__:
+        message = f"Redis did not answer in time ({describe(exc)})"
+    else:
+        message = f"cannot use Redis: {describe(exc)}"
+    return InfrastructureError(message, retryable=is_transient(exc))
+
+
+@contextlib.contextmanager
+def _redis_errors() -> Iterator[None]:
+    """Foreign errors become agentq's at the client's boundary (like httpx's mapping)."""
+    try:
+        yield
+    except AgentqError:
+        raise
+    except (RedisError, OSError) as exc:
+        raise _infrastructure(exc) from exc
+
+
+class _Reconnect:
+    """Retries through a Redis outage until a budget of outage time is spent."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.budget_s = budget_s
+        self.backoff = Backoff(first_s=0.1, max_s=1.0)
+        self.since: float | None = None
+        self.reached = False  # whether Redis ever answered
+
+    async def failed(self, exc: BaseException) -> None:
+        if isinstance(exc, InfrastructureError) and exc.__cause__ is not None:
+            exc = exc.__cause__  # one of ours, mapped from Redis's: judge the original
+        if isinstance(exc, AgentqError):
+            raise exc
+        if not is_transient(exc):
+            raise _infrastructure(exc) from exc
+        now = time.monotonic()
+        self.since = self.since or now
+        if now - self.since > self.budget_s:
+            raise _infrastructure(exc) from exc
+        await asyncio.sleep(self.backoff.next_delay())
+
+    def succeeded(self) -> None:
+        self.since = None
+        self.backoff.reset()
+
+
+def _mapped(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        with _redis_errors():
+            return await fn(*args, **kwargs)
+
+    return wrapper
+
+
 def _as_spec(spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
     if isinstance(spec, RunSpec):
         return spec
@@ -99,6 +167,7 @@ class Client:
         self._owns_redis = redis is None
         self.store = RunStore(self.redis, retention_s=self.settings.retention_s)
         self.index = RunIndex(self.redis, retention_s=self.settings.retention_s)
+        self._admission = self.redis.register_script("#!lua\nreturn 1")
 
     async def __aenter__(self) -> Client:
         return self
@@ -137,6 +206,26 @@ class Client:
 
         The run is listed under `tenant` (the default tenant when None)."""
         run_spec = _as_spec(spec)
+        with _redis_errors():
+            return await self._create(run_spec, tenant)
+
+    async def _admit(self) -> None:
+        """Refuse a new run while Redis is over its maxmemory. A script that declares it
+        may write (a shebang without `allow-oom`) is refused up front by Redis 7 then;
+        the create transition itself would be let through (its first write is a DEL)."""
+        try:
+            await self._admission(keys=[], args=[])
+        except OutOfMemoryError as exc:
+            raise InfrastructureError(
+                "Redis is out of memory (maxmemory reached): new runs are refused until "
+                "memory is freed",
+                retryable=True,
+            ) from exc
+        except ResponseError:
+            return  # a Redis without script flags (< 7): the transitions judge alone
+
+    async def _create(self, run_spec: RunSpec, tenant: str | None) -> tuple[str, bool]:
+        await self._admit()
         now = time.time()
         registry = await self.store.registry()
         run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
@@ -230,7 +319,8 @@ class Client:
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""
-        meta, messages, steps = await self.store.snapshot(run_id)
+        with _redis_errors():
+            meta, messages, steps = await self.store.snapshot(run_id)
         return assemble(run_id, meta, messages, steps)
 
     async def runs(
@@ -259,31 +349,73 @@ class Client:
         return await listings.live_workers(self.redis)
 
     async def wait(self, run_id: str, timeout_s: float | None = None) -> RunResult:
-        """Wait until the run succeeds, fails or is cancelled."""
-        meta = await self.store.meta(run_id)
-        if meta[MetaField.STATUS] not in TERMINAL_STATUSES:
-            try:
-                await asyncio.wait_for(
-                    self._until_terminal(run_id, int(meta[MetaField.SEQ])), timeout_s
-                )
-            except TimeoutError:
-                raise RunTimeoutError(
-                    f"run {run_id!r} did not finish within {timeout_s:g} s"
-                ) from None
-        return await self.result(run_id)
+        """Wait until the run succeeds, fails or is cancelled.
 
-    async def _until_terminal(self, run_id: str, after: int) -> None:
-        async for _ in self.store.events(run_id, after, follow=True):
-            pass
+        Reconnects through Redis outages; gives up with RunTimeoutError at
+        `timeout_s`, or (without one) with InfrastructureError once Redis has been
+        unreachable for `settings.redis_retry_s`."""
+        reconnect = _Reconnect(self.settings.redis_retry_s)
+        try:
+            return await asyncio.wait_for(self._wait(run_id, reconnect), timeout_s)
+        except TimeoutError:
+            why = "" if reconnect.reached else " (Redis did not answer)"
+            raise RunTimeoutError(
+                f"run {run_id!r} did not finish within {timeout_s:g} s{why}"
+            ) from None
+
+    async def _wait(self, run_id: str, reconnect: _Reconnect) -> RunResult:
+        after: int | None = None
+        while True:
+            try:
+                if after is None:
+                    meta = await self.store.meta(run_id)
+                    reconnect.reached = True
+                    after = int(meta[MetaField.SEQ])
+                    if meta[MetaField.STATUS] in TERMINAL_STATUSES:
+                        return await self.result(run_id)
+                async for event in self.store.events(run_id, after, follow=True):
+                    after = event.seq
+                return await self._retrying(self.result, run_id)
+            except Exception as exc:
+                await reconnect.failed(exc)
+
+    async def _retrying(self, op: Callable[[str], Awaitable[T]], run_id: str) -> T:
+        reconnect = _Reconnect(self.settings.redis_retry_s)
+        while True:
+            try:
+                return await op(run_id)
+            except Exception as exc:
+                await reconnect.failed(exc)
 
     def events(
         self, run_id: str, after: int | None = None, follow: bool = False
     ) -> AsyncIterator[Event]:
-        """Events after seq `after`; with `follow`, until the run ends."""
-        return self.store.events(run_id, after or 0, follow=follow)
+        """Events after seq `after`; with `follow`, until the run ends.
+
+        Following reconnects through Redis outages (up to `settings.redis_retry_s` of
+        outage at a time) and resumes after the last event it yielded: no event is
+        yielded twice and none is skipped."""
+        return self._events(run_id, after or 0, follow)
+
+    async def _events(self, run_id: str, after: int, follow: bool) -> AsyncIterator[Event]:
+        reconnect = _Reconnect(self.settings.redis_retry_s if follow else 0.0)
+        last = after
+        while True:
+            try:
+                async for event in self.store.events(run_id, last, follow=follow):
+                    reconnect.succeeded()
+                    last = event.seq
+                    yield event
+                return
+            except Exception as exc:
+                await reconnect.failed(exc)
 
     async def cancel(self, run_id: str, reason: str | None = None) -> str:
         """Cancel the run. Returns its status afterwards (a finished run stays finished)."""
+        with _redis_errors():
+            return await self._cancel(run_id, reason)
+
+    async def _cancel(self, run_id: str, reason: str | None) -> str:
         reply = await self.store.cancel(run_id, reason)
         if reply.outcome == Outcome.UNKNOWN_RUN or reply.status is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
@@ -303,6 +435,7 @@ class Client:
             raise RunStateError(f"run {run_id!r} has no call {call_id!r} in its current step")
         return step, CallPlan.model_validate_json(call_json)
 
+    @_mapped
     async def approve(
         self, run_id: str, call_id: str, approved: bool = True, reason: str | None = None
     ) -> None:
@@ -353,6 +486,7 @@ class Client:
         self._check(reply, run_id, call_id, "awaiting approval")
         await self._after(reply.outcome, transition, hops)
 
+    @_mapped
     async def submit_tool_result(
         self, run_id: str, call_id: str, output: Any, is_error: bool = False
     ) -> None:
@@ -376,6 +510,7 @@ class Client:
         self._check(reply, run_id, call_id, "awaiting a result")
         await self._after(reply.outcome, args, hops)
 
+    @_mapped
     async def answer(
         self, run_id: str, request_id: str, content: dict[str, Any] | None = None
     ) -> None:

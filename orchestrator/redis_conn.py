@@ -14,6 +14,11 @@ from arq.connections import ArqRedis
 
 from agentq.orchestrator.envelopes import deserialize, serialize
 from agentq.orchestrator.sentinel import is_sentinel_url, sentinel_pool
+from agentq.orchestrator.settings import Settings
+
+# Blocking reads (BLPOP, XREAD BLOCK) ask the server to wait at most this long, so a
+# reply is always due well within the socket timeout and silence means a stalled Redis.
+MAX_BLOCK_S = 5.0
 
 _MEMORY_SERVERS: dict[str, Any] = {}
 
@@ -22,8 +27,11 @@ def is_memory_url(url: str) -> bool:
     return url.startswith("memory://")
 
 
-def connect(url: str) -> ArqRedis:
-    """An arq-capable Redis client for `url` (the pool connects lazily)."""
+def connect(url: str, settings: Settings | None = None) -> ArqRedis:
+    """An arq-capable Redis client for `url` (the pool connects lazily).
+
+    A real server gets connect and socket timeouts and health checks, so a Redis
+    that accepts TCP and never answers costs a bounded wait, never a hang."""
     if is_memory_url(url):
         import fakeredis
 
@@ -36,8 +44,14 @@ def connect(url: str) -> ArqRedis:
     elif is_sentinel_url(url):
         pool = sentinel_pool(url)
     else:
-        # BLPOP and XREAD block for up to a few seconds; the socket timeout must not be shorter.
-        pool = aioredis.ConnectionPool.from_url(url, socket_timeout=None)
+        conf = settings or Settings()
+        pool = aioredis.ConnectionPool.from_url(
+            url,
+            socket_connect_timeout=conf.redis_connect_timeout_s,
+            socket_timeout=max(conf.redis_socket_timeout_s, MAX_BLOCK_S + 2.0),
+            health_check_interval=conf.redis_health_check_s,
+            socket_keepalive=True,
+        )
     return ArqRedis(
         pool_or_conn=pool,
         job_serializer=serialize,

@@ -12,12 +12,24 @@ class Settings(BaseSettings):
     redis_url: str = "memory://"
     # How long a finished run's keys are kept.
     retention_s: int = Field(default=7 * 24 * 3600, gt=0)
-    # A running job renews its lease this often; a dead worker's job is re-delivered
-    # once the lease lapses, whatever the call's own timeout.
+    # Each worker process holds one lease of this length (renewed five times per lease
+    # from a thread); a dead worker's jobs are re-delivered once it lapses, whatever the
+    # calls' own timeouts. A worker that cannot renew in time cancels its running jobs.
     lease_s: float = Field(default=10.0, gt=0)
     # A worker sleeps on its wake-up list; this is only the fallback poll.
     idle_poll_s: float = Field(default=1.0, gt=0)
     concurrency: int = Field(default=16, ge=1)
+    # On SIGTERM a worker stops claiming and lets its running jobs finish for this long;
+    # what is still running then is released for another worker (not counted as a death).
+    drain_timeout_s: float = Field(default=30.0, ge=0)
+    # Every Redis connection: how long to wait for TCP (and TLS), for any reply, and how
+    # often an idle pooled connection is checked before use. Blocking reads stay shorter.
+    redis_connect_timeout_s: float = Field(default=5.0, gt=0)
+    redis_socket_timeout_s: float = Field(default=10.0, gt=0)
+    redis_health_check_s: float = Field(default=15.0, ge=0)
+    # How long a waiting client keeps reconnecting through an outage when the caller
+    # gave it no timeout of its own.
+    redis_retry_s: float = Field(default=60.0, gt=0)
     # A job whose worker died this many times is not run again: a tool call becomes a
     # tool error the model sees, a model step fails the run (never a run stuck forever).
     max_deliveries: int = Field(default=5, ge=1)

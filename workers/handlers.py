@@ -3,7 +3,8 @@
 Each job reads what it needs from the run store, does its work, and applies
 one atomic transition. A re-delivered job finds its transition applied (or
 the run closed) and stops; an unexpected failure fails the run rather than
-leaving it stuck, and a lost Redis connection retries the job.
+leaving it stuck. A transient Redis failure (down, stalled, loading, out of
+memory) never fails a run: the job is released and runs again, uncounted.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from typing import Any, NoReturn
 from arq import Retry
 from arq.typing import WorkerCoroutine
 from opentelemetry.trace import SpanKind
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, JobKind, job_id
-from agentq.orchestrator.errors import InfrastructureError, ProviderError, ToolError
+from agentq.orchestrator.errors import ProviderError, ToolError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
+from agentq.orchestrator.redis_faults import is_transient_redis
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import (
     BeginStep,
@@ -43,7 +43,7 @@ from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_re
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
-from agentq.workers.executors.base import ToolContext, ToolExecutor
+from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.genai_spans import (
     chat_attributes,
     chat_result_attributes,
@@ -51,7 +51,7 @@ from agentq.workers.genai_spans import (
     tool_result_attributes,
 )
 from agentq.workers.input_requests import InputRequests
-from agentq.workers.lease import held_lease
+from agentq.workers.liveness import OUTAGE
 from agentq.workers.metrics import WorkerMetrics, observe_model_call
 from agentq.workers.providers import ModelRequest, OfferedTool
 from agentq.workers.providers.model_client import ModelClient
@@ -60,13 +60,16 @@ from agentq.workers.sink import DeltaEvents
 
 log = logging.getLogger("agentq.worker")
 
+# A job that meets a Redis outage is released and tried again this much later; the
+# process's one outage log (OUTAGE) says so once per outage, not once per job.
+_REDIS_RETRY_S = 1.0
+
 
 @dataclass
 class WorkerDeps:
     store: RunStore
     models: ModelClient
     executors: dict[str, ToolExecutor] = field(default_factory=dict)
-    lease_s: float = 10.0
     max_deliveries: int = 5
     metrics: WorkerMetrics | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
@@ -86,20 +89,23 @@ async def model_step(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = _deps(ctx)
     with tracing.process_span(envelope, MODEL_QUEUE, ctx["job_id"]):
-        async with held_lease(deps.store.redis, ctx["job_id"], deps.lease_s):
-            if _exhausted(ctx, deps):
-                reply = await deps.store.fail_run(
-                    envelope.run_id,
-                    RunFailure(
-                        kind=FailureKind.INTERNAL,
-                        message=f"model step {envelope.step} was delivered "
-                        f"{deps.max_deliveries} times and its worker died each time",
-                        step=envelope.step,
-                    ),
-                )
-                await _ended(deps, reply.outcome, envelope)
-                return
-            await _guarded(deps, envelope, _model_step(ctx, deps, envelope))
+        if _exhausted(ctx, deps):
+            await _guarded(deps, envelope, _poisoned_step(deps, envelope), ctx)
+            return
+        await _guarded(deps, envelope, _model_step(ctx, deps, envelope), ctx)
+
+
+async def _poisoned_step(deps: WorkerDeps, envelope: JobEnvelope) -> None:
+    reply = await deps.store.fail_run(
+        envelope.run_id,
+        RunFailure(
+            kind=FailureKind.INTERNAL,
+            message=f"model step {envelope.step} was delivered "
+            f"{deps.max_deliveries} times and its worker died each time",
+            step=envelope.step,
+        ),
+    )
+    await _ended(deps, reply.outcome, envelope)
 
 
 def _exhausted(ctx: dict[str, Any], deps: WorkerDeps) -> bool:
@@ -107,25 +113,43 @@ def _exhausted(ctx: dict[str, Any], deps: WorkerDeps) -> bool:
     return int(ctx.get("job_try", 1)) > deps.max_deliveries
 
 
-async def _guarded(deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
-    """Run a job body: transient Redis trouble (mapped by the store, or raw from a direct
-    call) retries the job, anything else fails the run."""
+async def _guarded(
+    deps: WorkerDeps, envelope: JobEnvelope, work: Any, ctx: dict[str, Any] | None = None
+) -> None:
+    """Run a job body. Transient Redis trouble (mapped by the store, or raw from a direct
+    call) releases the job to run again later (the runtime does not count that delivery);
+    a call this worker cannot serve is released for another worker at once; anything
+    else fails the run."""
     try:
         await work
-    except (RedisConnectionError, RedisTimeoutError) as exc:
-        _retrying(envelope, exc)
-    except InfrastructureError as exc:
-        if exc.retryable:
-            _retrying(envelope, exc)
-        await _fail_internal(deps, envelope, exc)
+    except ToolNotServed as exc:
+        log.warning(
+            "%s of run %s: %s; released for another worker",
+            envelope.kind,
+            envelope.run_id,
+            exc.message,
+        )
+        not_served = (ctx or {}).get("not_served")
+        if ctx is not None and not_served is not None:
+            not_served(ctx["job_id"])
+        raise Retry(defer=0) from exc
     except Exception as exc:
-        await _fail_internal(deps, envelope, exc)
+        if is_transient_redis(exc):
+            _retrying(exc)
+        try:
+            await _fail_internal(deps, envelope, exc)
+        except Exception as fail_exc:
+            if is_transient_redis(fail_exc):
+                _retrying(fail_exc)
+            raise
+    else:
+        OUTAGE.succeeded()
 
 
-def _retrying(envelope: JobEnvelope, exc: Exception) -> NoReturn:
-    log.warning("%s in %s of run %s; retrying", exc, envelope.kind, envelope.run_id)
+def _retrying(exc: Exception) -> NoReturn:
+    OUTAGE.failed(exc)  # one log line per outage, not one per job
     tracing.record_exception(exc)
-    raise Retry(defer=1.0) from exc
+    raise Retry(defer=_REDIS_RETRY_S) from exc
 
 
 async def _fail_internal(deps: WorkerDeps, envelope: JobEnvelope, exc: Exception) -> None:
@@ -220,8 +244,7 @@ async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     deps = _deps(ctx)
     queue = ctx.get("queue", "tools")
     with tracing.process_span(envelope, queue, ctx["job_id"]):
-        async with held_lease(deps.store.redis, ctx["job_id"], deps.lease_s):
-            await _guarded(deps, envelope, _tool_call(ctx, deps, envelope))
+        await _guarded(deps, envelope, _tool_call(ctx, deps, envelope), ctx)
 
 
 async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
@@ -278,7 +301,7 @@ async def park_expiry(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = _deps(ctx)
     with tracing.process_span(envelope, MODEL_QUEUE, ctx.get("job_id") or job_id(envelope)):
-        await _guarded(deps, envelope, _park_expiry(deps, envelope))
+        await _guarded(deps, envelope, _park_expiry(deps, envelope), ctx)
 
 
 async def _park_expiry(deps: WorkerDeps, envelope: JobEnvelope) -> None:
@@ -354,6 +377,8 @@ async def _execute(
         try:
             output = await executor.execute(tool, call.input, context)
             break
+        except ToolNotServed:
+            raise  # another worker may serve it: not the model's business
         except ToolError as exc:
             # Every failed execution is an exception event on the call's span.
             tracing.record_exception(exc)
@@ -368,6 +393,8 @@ async def _execute(
             await asyncio.sleep(delay_s)
             executions += 1
         except Exception as exc:  # a failing tool is the model's to see, not the run's end
+            if is_transient_redis(exc):
+                raise  # Redis failed under the tool (progress, elicitation): run it again
             tracing.record_exception(exc)
             return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
     return ToolResultPart(

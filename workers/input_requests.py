@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+from agentq.orchestrator.redis_conn import MAX_BLOCK_S
 from agentq.orchestrator.state import InputStatus, Outcome
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.transitions import input_answer_args, input_request_args
@@ -64,7 +65,13 @@ class InputRequests:
         )
         if requested.outcome != Outcome.PARKED:
             return None
-        raw = await self.store.wait_answer(self.run_id, request_id, self._wait_s())
+        raw = None
+        # Block in slices: a blocking read longer than the socket timeout would look
+        # like a stalled Redis.
+        wait_until = time.time() + self._wait_s()
+        while raw is None and time.time() < wait_until:
+            slice_s = min(MAX_BLOCK_S, max(0.0, wait_until - time.time()))
+            raw = await self.store.wait_answer(self.run_id, request_id, slice_s)
         if raw is None:
             await self.store.input_answer(
                 input_answer_args(

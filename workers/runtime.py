@@ -5,12 +5,24 @@ a second into every hop. Here each enqueue also pushes a token onto the
 queue's wake-up list; a worker with spare capacity waits on that list with
 BLPOP and polls as soon as a token arrives. The poll interval remains only as
 a fallback (deferred retries, lost tokens), so an idle worker sleeps.
+
+Jobs are leased to the worker process (see `liveness`): a claimed job's
+in-progress key names the worker, and a job ends in one of two ways. Done
+(whatever its outcome), or released by a live worker (it drains, its lease
+lapsed, Redis failed around the job, it lacks the job's tool): a release hands
+the job back at once and takes back the delivery arq counted, so only deaths
+count toward AGENTQ_MAX_DELIVERIES.
+
+Redis outages and a full Redis are ridden out: the loops back off (one log line
+per outage), claiming resumes when Redis answers, and no transient Redis error
+becomes a failed run.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -20,6 +32,7 @@ from collections.abc import Sequence
 from typing import Any, cast
 
 import httpx
+import redis
 from arq import Worker
 from arq.utils import timestamp_ms
 from arq.worker import func
@@ -28,7 +41,9 @@ from redis.asyncio import Redis
 from agentq.orchestrator import fleet, keys, listings
 from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import (
+    ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,
+    ARQ_JOB_PREFIX,
     MODEL_QUEUE,
     TOOLS_QUEUE,
     deserialize,
@@ -36,15 +51,30 @@ from agentq.orchestrator.envelopes import (
     serialize,
     wake_key,
 )
-from agentq.orchestrator.errors import AgentqError, InfrastructureError
-from agentq.orchestrator.redis_conn import connect
+from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecError
+from agentq.orchestrator.redis_conn import connect, is_memory_url
+from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_kinds.mcp import MCP_SERVER_KIND
-from agentq.orchestrator.tool_resolution import MODEL_PROVIDER_KIND, ToolAnnouncement
+from agentq.orchestrator.tool_resolution import (
+    MODEL_PROVIDER_KIND,
+    ToolAnnouncement,
+    registry_key,
+)
 from agentq.workers import handlers
 from agentq.workers.catalog import served_announcements
 from agentq.workers.executors.base import ToolExecutor, WorkerServices
+from agentq.workers.liveness import (
+    OUTAGE,
+    REAP,
+    REAPER,
+    WORKERS,
+    LeaseRenewer,
+    jobs_key,
+    liveness_key,
+    pool_key,
+)
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
@@ -59,30 +89,82 @@ _NOT_TOOLS = frozenset({MODEL_PROVIDER_KIND, MCP_SERVER_KIND})
 _ARQ_FUNCTION_TIMEOUT_S = 6 * 3600
 ANNOUNCE_EVERY_S = 60.0
 
+ARQ_RETRY_PREFIX = "arq:retry:"
+# How long a cancel's abort marker is kept for a job that has not started yet.
+ABORT_KEEP_MS = 60_000
+# A job whose in-progress key outlives every worker record (lost by a crash of
+# Redis itself) is freed after this long anyway.
+_BACKSTOP_MS = _ARQ_FUNCTION_TIMEOUT_S * 1000
+# A call this worker cannot serve is left for others for this long.
+_NOT_SERVED_S = 5.0
+
 # arq claims a job with WATCH, EXISTS, ZSCORE and MULTI/PSETEX/EXEC: four round trips.
-# This makes the same checks in one, and starts the in-progress key as the job's lease.
+# This makes the same checks in one, and leases the job to this worker: its in-progress
+# key names the worker, whose jobs hash lets a reaper re-deliver it if the worker dies.
+# KEYS: in-progress, queue, liveness key, worker's jobs, workers set.
+# ARGV: job id, now ms, worker id, wake-up list, backstop ms.
 _CLAIM = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+if redis.call('EXISTS', KEYS[3]) == 0 then return false end
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
-redis.call('PSETEX', KEYS[1], ARGV[3], '1')
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[5])
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[4])
+redis.call('SADD', KEYS[5], ARGV[3])
 return score
+"""
+
+# A job ends. 'done': arq's cleanup. 'release': a live worker hands it back; the delivery
+# arq counted when it started is taken back (only deaths count), and the queue is woken.
+# Only an in-progress key this worker still holds is deleted (a reaper may have passed).
+# KEYS: in-progress, retry counter, job, queue, worker's jobs, abort set, wake-up list.
+# ARGV: worker id, job id, 'done' | 'release', score increment ms.
+_FINISH = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+redis.call('HDEL', KEYS[5], ARGV[2])
+if ARGV[3] == 'done' then
+  redis.call('DEL', KEYS[2], KEYS[3])
+  redis.call('ZREM', KEYS[4], ARGV[2])
+  redis.call('ZREM', KEYS[6], ARGV[2])
+  return 1
+end
+local tries = tonumber(redis.call('GET', KEYS[2]) or '0')
+if tries > 0 then redis.call('DECR', KEYS[2]) end
+local score = redis.call('ZSCORE', KEYS[4], ARGV[2])
+if not score then return 0 end
+if tonumber(ARGV[4]) > 0 then
+  redis.call('ZINCRBY', KEYS[4], ARGV[4], ARGV[2])  -- arq's deferral: score + increment
+else
+  redis.call('LPUSH', KEYS[7], '1')
+  redis.call('LTRIM', KEYS[7], 0, 63)
+end
+return 1
 """
 
 
 class WakeableWorker(Worker):
     def __init__(
-        self, *args: Any, wake: str, idle_poll_s: float, lease_s: float, **kwargs: Any
+        self,
+        *args: Any,
+        wake: str,
+        idle_poll_s: float,
+        worker_id: str,
+        **kwargs: Any,
     ) -> None:
         super().__init__(*args, poll_delay=idle_poll_s, **kwargs)
         self.wake_key = wake
         self.idle_poll_s = idle_poll_s
-        self.lease_ms = max(1, int(lease_s * 1000))
+        self.worker_id = worker_id
         self._claim = self.pool.register_script(_CLAIM)
+        self._finish = self.pool.register_script(_FINISH)
         self._read_full = False
         self._wake = asyncio.Event()
         self._capacity = asyncio.Event()
         self._capacity.set()
+        self._outage = OUTAGE
+        self._not_served: dict[str, float] = {}
+        self._next_abort_prune_ms = 0
+        self.ctx["not_served"] = self.not_served
 
     async def main(self) -> None:
         # arq's main, less its INFO call (the embedded Redis has none) and its fixed sleep.
@@ -94,10 +176,17 @@ class WakeableWorker(Worker):
             while True:
                 self._wake.clear()
                 self._read_full = False
-                await self._poll_iteration()
+                try:
+                    await self._poll_iteration()
+                except Exception as exc:
+                    if not is_transient(exc):
+                        raise
+                    await asyncio.sleep(self._outage.failed(exc))
+                    continue
+                self._outage.succeeded()
                 saturated = self.job_counter >= self.max_jobs
                 self._capacity.clear() if saturated else self._capacity.set()
-                if self._read_full and not saturated:
+                if self._read_full and not saturated and self.allow_pick_jobs:
                     continue  # a read takes at most queue_read_limit jobs: more may be queued
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), self.idle_poll_s)
@@ -107,43 +196,148 @@ class WakeableWorker(Worker):
                 await listener
 
     async def _listen(self) -> None:
+        outage = OUTAGE
         while True:
             await self._capacity.wait()
             try:
                 popped = await self.pool.blpop(  # type: ignore[misc]
                     [self.wake_key], timeout=max(1, int(self.idle_poll_s))
                 )
-            except (
-                OSError,
-                ConnectionError,
-            ) as exc:  # Redis restarting: the fallback poll covers us
-                log.warning("wake-up listener: %s", exc)
-                await asyncio.sleep(self.idle_poll_s)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                await asyncio.sleep(max(outage.failed(exc), self.idle_poll_s))
                 continue
+            outage.succeeded()
             if popped:
                 self._wake.set()
+
+    def not_served(self, job_id: str) -> None:
+        """This worker lacks the job's tool: leave it to other workers for a while."""
+        self._not_served[job_id] = time.monotonic() + _NOT_SERVED_S
+
+    def _skipped(self, job_id: str) -> bool:
+        until = self._not_served.get(job_id)
+        if until is None:
+            return False
+        if time.monotonic() > until:
+            del self._not_served[job_id]
+            return False
+        return True
 
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs, claiming each job in one round trip instead of four."""
         self._read_full = len(job_ids) >= self.queue_read_limit
         for job_id_b in job_ids:
+            job_id = job_id_b.decode()
+            if self._skipped(job_id):
+                self._read_full = False  # what it read is not all claimable: no hot re-poll
+                continue
             await self.sem.acquire()
-            if self.job_counter >= self.max_jobs:
+            if self.job_counter >= self.max_jobs or not self.allow_pick_jobs:
                 self.sem.release()
                 return
             self.job_counter += 1
-            job_id = job_id_b.decode()
-            score = await self._claim(
-                keys=[ARQ_IN_PROGRESS_PREFIX + job_id, self.queue_name],
-                args=[job_id, timestamp_ms(), self.lease_ms],
-            )
-            if score is None:  # running elsewhere, finished, or deferred
+            try:
+                score = await self._claim(
+                    keys=[
+                        ARQ_IN_PROGRESS_PREFIX + job_id,
+                        self.queue_name,
+                        liveness_key(self.worker_id),
+                        jobs_key(self.worker_id),
+                        WORKERS,
+                    ],
+                    args=[job_id, timestamp_ms(), self.worker_id, self.wake_key, _BACKSTOP_MS],
+                )
+            except BaseException:
+                self.job_counter -= 1
+                self.sem.release()
+                raise
+            if score is None:  # running elsewhere, finished, deferred, or our lease lapsed
                 self.job_counter -= 1
                 self.sem.release()
                 continue
             task = self.loop.create_task(self.run_job(job_id, int(float(score))))
             task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
             self.tasks[job_id] = task
+
+    async def run_job(self, job_id: str, score: int) -> None:
+        try:
+            await super().run_job(job_id, score)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise
+            # Redis failed while arq fetched the job: hand it back once Redis answers.
+            await self._end(job_id, "release", 0)
+
+    async def finish_job(
+        self,
+        job_id: str,
+        finish: bool,
+        result_data: bytes | None,
+        result_timeout_s: float | None,
+        keep_result_forever: bool,
+        incr_score: int | None,
+        keep_in_progress: float | None,
+    ) -> None:
+        # keep_result=0: arq never has a result to store for us.
+        await self._end(job_id, "done" if finish else "release", incr_score or 0)
+
+    async def finish_failed_job(self, job_id: str, result_data: bytes | None) -> None:
+        await self._end(job_id, "done", 0)
+
+    async def _end(self, job_id: str, how: str, defer_ms: int) -> None:
+        """Apply a job's end, retrying through an outage: a live worker's job must not
+        stay held by it, nor be counted as a death, because Redis blinked."""
+        outage = OUTAGE
+        while True:
+            try:
+                await self._finish(
+                    keys=[
+                        ARQ_IN_PROGRESS_PREFIX + job_id,
+                        ARQ_RETRY_PREFIX + job_id,
+                        ARQ_JOB_PREFIX + job_id,
+                        self.queue_name,
+                        jobs_key(self.worker_id),
+                        ARQ_ABORT_SET,
+                        self.wake_key,
+                    ],
+                    args=[self.worker_id, job_id, how, defer_ms],
+                )
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                await asyncio.sleep(outage.failed(exc))
+                continue
+            outage.succeeded()
+            return
+
+    async def _cancel_aborted_jobs(self) -> None:
+        """Cancel running jobs whose run was cancelled: look up only the jobs running
+        here (arq reads the whole abort set on every poll), and prune old markers."""
+        now_ms = timestamp_ms()
+        if now_ms >= self._next_abort_prune_ms:
+            self._next_abort_prune_ms = now_ms + 10_000
+            await self.pool.zremrangebyscore(ARQ_ABORT_SET, "-inf", now_ms - ABORT_KEEP_MS)
+        running = list(self.job_tasks)
+        if not running:
+            return
+        scores = await self.pool.zmscore(ARQ_ABORT_SET, running)
+        aborted = {job_id for job_id, score in zip(running, scores, strict=True) if score}
+        for job_id in aborted:
+            task = self.job_tasks.get(job_id)
+            if task is not None:
+                task.cancel()
+        if aborted:
+            self.aborting_tasks.update(aborted)
+            await self.pool.zrem(ARQ_ABORT_SET, *aborted)
+
+    def cancel_running(self) -> int:
+        """Cancel every running job; each is released (not counted) as it unwinds."""
+        running = [task for task in self.job_tasks.values() if not task.done()]
+        for task in running:
+            task.cancel()
+        return len(running)
 
     def _release_sem_dec_counter_on_complete(self) -> None:
         saturated = self.job_counter >= self.max_jobs
@@ -153,8 +347,13 @@ class WakeableWorker(Worker):
             self._wake.set()
 
 
+class ToolSetConflict(SpecError):
+    """A worker would share a queue with workers that serve other tools: the calls of
+    one set would reach workers of the other. Such a worker must name its own queue."""
+
+
 class WorkerRuntime:
-    """The workers of one process, their executors, and their registry announcements."""
+    """The workers of one process, their executors, their lease and their announcements."""
 
     def __init__(
         self,
@@ -182,10 +381,13 @@ class WorkerRuntime:
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[WakeableWorker] = []
+        self._renewer: LeaseRenewer | None = None
+        self._leased = False  # whether this process ever held its lease
+        self._pools: list[str] = []
         self.redis: Redis | None = None
 
     async def start(self) -> None:
-        self.redis = connect(self.redis_url)
+        self.redis = connect(self.redis_url, self.settings)
         store = RunStore(self.redis, retention_s=self.settings.retention_s)
         http = self._http or httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
         self._http = http
@@ -204,11 +406,12 @@ class WorkerRuntime:
             store=store,
             models=models,
             executors={e.kind: e for e in self.executors},
-            lease_s=self.settings.lease_s,
             max_deliveries=self.settings.max_deliveries,
             max_output_bytes=self.settings.max_tool_output_bytes,
             metrics=self.metrics,
         )
+        await self._take_lease()
+        await self._join_pools()
         await self.announce()
         for queue in self.queues:
             worker = WakeableWorker(
@@ -227,7 +430,7 @@ class WorkerRuntime:
                 redis_pool=self.redis,
                 wake=wake_key(queue),
                 idle_poll_s=self.settings.idle_poll_s,
-                lease_s=self.settings.lease_s,
+                worker_id=self.worker_id,
                 handle_signals=False,
                 max_jobs=self.settings.concurrency,
                 keep_result=0,
@@ -241,6 +444,135 @@ class WorkerRuntime:
         self._tasks.append(asyncio.create_task(self._announce_forever(), name="agentq-announce"))
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
+        self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
+
+    # -- the lease -------------------------------------------------------------
+
+    async def _take_lease(self) -> None:
+        assert self.redis is not None
+        if is_memory_url(self.redis_url):
+            # One process holds the whole embedded Redis: nobody else could reap.
+            await self.redis.set(liveness_key(self.worker_id), self.worker_id)
+            self._leased = True
+            return
+        lease_s = self.settings.lease_s
+        client = redis.Redis.from_url(
+            self.redis_url,
+            socket_timeout=lease_s / 5,
+            socket_connect_timeout=lease_s / 5,
+        )
+        loop = asyncio.get_running_loop()
+        self._renewer = LeaseRenewer(
+            client,
+            self.worker_id,
+            lease_s,
+            on_lapse=lambda why: loop.call_soon_threadsafe(self._lease_lost, why),
+        )
+        await asyncio.to_thread(self._renewer.register)
+        self._leased = True
+        self._renewer.start()
+
+    def _lease_lost(self, why: str) -> None:
+        """Our jobs may be re-delivered elsewhere now: stop running them here."""
+        cancelled = sum(worker.cancel_running() for worker in self._workers)
+        log.warning(
+            "worker %s: %s; cancelled %d running job(s), they will run again",
+            self.worker_id,
+            why,
+            cancelled,
+        )
+
+    async def _reap_forever(self) -> None:
+        """Re-deliver the jobs of workers whose lease lapsed (they died), at once."""
+        assert self.redis is not None
+        if is_memory_url(self.redis_url):
+            return
+        reap = self.redis.register_script(REAP)
+        outage = OUTAGE
+        every_s = min(1.0, self.settings.lease_s / 4)
+        # Redis counts as steady while reapers pass at least this often; after a gap,
+        # live workers get this long to renew before anyone's jobs are re-delivered.
+        gap_ms = int(max(2 * every_s, self.settings.lease_s / 2) * 1000)
+        suspects: set[str] = set()
+        while True:
+            await asyncio.sleep(every_s)
+            try:
+                reaped = await reap(keys=[WORKERS, REAPER], args=[gap_ms, gap_ms])
+                suspects = await self._reconcile(suspects)
+            except Exception as exc:
+                if not is_transient(exc):
+                    log.exception("worker %s: reaping lapsed workers failed", self.worker_id)
+                    continue
+                await asyncio.sleep(outage.failed(exc))
+                continue
+            outage.succeeded()
+            if reaped:
+                log.info("re-delivered %d job(s) of workers whose lease lapsed", reaped)
+
+    async def _reconcile(self, suspects: set[str]) -> set[str]:
+        """Release jobs Redis says we hold but we do not run (a Redis restarted from its
+        AOF can bring back a claim whose job had ended here). A job must look so twice
+        in a row: a claim's reply may still be on its way."""
+        assert self.redis is not None
+        held = {
+            k.decode() if isinstance(k, bytes) else str(k)
+            for k in await self.redis.hkeys(jobs_key(self.worker_id))  # type: ignore[misc]
+        }
+        running = {job_id for w in self._workers for job_id in w.tasks}
+        now_missing = held - running
+        for job_id in now_missing & suspects:
+            raw = await self.redis.hget(jobs_key(self.worker_id), job_id)  # type: ignore[misc]
+            wake = raw.decode() if isinstance(raw, bytes) else str(raw)
+            worker = next((w for w in self._workers if w.wake_key == wake), None)
+            if worker is not None:
+                log.warning("worker %s: releasing job %s it no longer runs", self.worker_id, job_id)
+                await worker._end(job_id, "release", 0)
+        return now_missing - suspects
+
+    # -- routing: one tool set per queue ------------------------------------------
+
+    async def _tool_sets(self) -> dict[str, list[str]]:
+        """The tools this worker serves, by the queue it announces them on."""
+        sets: dict[str, list[str]] = {q: [] for q in self.queues if q != MODEL_QUEUE}
+        for executor in self.executors:
+            queue = executor.queue or self.tool_queue
+            for ann in await executor.announcements(queue):
+                sets.setdefault(ann.queue, []).append(registry_key(ann))
+        return {q: sorted(set(t)) for q, t in sets.items() if q in self.queues}
+
+    async def _join_pools(self) -> None:
+        """Refuse to serve a queue whose live workers serve another tool set: a job on a
+        queue goes to any of its workers, so they must all be able to run it."""
+        assert self.redis is not None
+        for queue, tools in (await self._tool_sets()).items():
+            members = await self.redis.hgetall(pool_key(queue))  # type: ignore[misc]
+            for raw_id, raw_tools in members.items():
+                other = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+                if other == self.worker_id:
+                    continue
+                if not await self.redis.exists(liveness_key(other)):
+                    await self.redis.hdel(pool_key(queue), other)  # type: ignore[misc]
+                    continue
+                theirs = json.loads(raw_tools)
+                if theirs != tools:
+                    missing = sorted(set(theirs) - set(tools))
+                    extra = sorted(set(tools) - set(theirs))
+                    detail = "; ".join(
+                        part
+                        for part in (
+                            f"lacks {', '.join(missing)}" if missing else "",
+                            f"adds {', '.join(extra)}" if extra else "",
+                        )
+                        if part
+                    )
+                    raise ToolSetConflict(
+                        f"queue {queue!r} is served by workers with other tools (this worker "
+                        f"{detail}): give this worker its own queue with --queue"
+                    )
+            await self.redis.hset(  # type: ignore[misc]
+                pool_key(queue), self.worker_id, json.dumps(tools)
+            )
+            self._pools.append(queue)
 
     async def _start_executors(self, services: WorkerServices) -> None:
         for executor in self.executors:
@@ -285,10 +617,12 @@ class WorkerRuntime:
         wherever it ended. A message missed while disconnected is covered by the
         executors' own idle timeouts."""
         assert self.redis is not None
+        outage = OUTAGE
         while True:
             try:
                 async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                     await pubsub.subscribe(keys.RUN_ENDED)
+                    outage.succeeded()
                     async for message in pubsub.listen():
                         run_id = message["data"]
                         run_id = run_id.decode() if isinstance(run_id, bytes) else str(run_id)
@@ -297,9 +631,10 @@ class WorkerRuntime:
                                 await executor.release_run(run_id)
                             except Exception as exc:  # one executor's trouble stops no other
                                 log.warning("releasing run %s: %s", run_id, exc)
-            except (OSError, ConnectionError) as exc:
-                log.warning("run-ended listener: %s", exc)
-                await asyncio.sleep(self.settings.idle_poll_s)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                await asyncio.sleep(max(outage.failed(exc), self.settings.idle_poll_s))
 
     async def _announce_forever(self) -> None:
         while True:
@@ -330,6 +665,35 @@ class WorkerRuntime:
         for task in done:
             task.result()
 
+    # -- stopping ----------------------------------------------------------------
+
+    def _running(self) -> list[asyncio.Task[Any]]:
+        return [t for w in self._workers for t in w.tasks.values() if not t.done()]
+
+    async def drain(self, timeout_s: float) -> int:
+        """Stop claiming and let running jobs finish for up to `timeout_s`; then release
+        what still runs for immediate re-delivery elsewhere (not counted as a death).
+        Returns how many jobs were released."""
+        for worker in self._workers:
+            worker.allow_pick_jobs = False
+        deadline = time.monotonic() + timeout_s
+        # A claim in flight when claiming stopped may still start a job: look again.
+        while (running := self._running()) and (left_s := deadline - time.monotonic()) > 0:
+            await asyncio.wait(running, timeout=left_s)
+        released = sum(worker.cancel_running() for worker in self._workers)
+        running = self._running()
+        if running:
+            # Releasing takes one Redis round trip each; an outage must not hold the exit.
+            await asyncio.wait(running, timeout=max(5.0, self.settings.lease_s))
+        if released:
+            log.warning(
+                "worker %s: drain timeout (%g s) reached; released %d running job(s)",
+                self.worker_id,
+                timeout_s,
+                released,
+            )
+        return released
+
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
@@ -337,16 +701,19 @@ class WorkerRuntime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         for worker in self._workers:
-            # arq's in-flight jobs: cancel so re-delivery picks them up elsewhere.
-            for job_task in list(worker.tasks.values()):
-                job_task.cancel()
+            # Jobs still running are released (not counted) as they unwind.
+            worker.cancel_running()
             with contextlib.suppress(Exception):
-                await asyncio.gather(*worker.tasks.values(), return_exceptions=True)
+                await asyncio.wait_for(
+                    asyncio.gather(*worker.tasks.values(), return_exceptions=True),
+                    max(5.0, self.settings.lease_s),
+                )
         for executor in self.executors:
             with contextlib.suppress(Exception):
                 await executor.aclose()
         if self._http is not None:
             await self._http.aclose()
+        await self._leave()
         if self.redis is not None:
             with contextlib.suppress(Exception):
                 await listings.forget_worker(self.redis, self.worker_id)
@@ -354,3 +721,24 @@ class WorkerRuntime:
             await self.redis.aclose()
         self._tasks.clear()
         self._workers.clear()
+
+    async def _leave(self) -> None:
+        """Give up the lease: a graceful stop leaves nothing for a reaper to count."""
+        if self._renewer is not None:
+            await asyncio.to_thread(self._renewer.stop)
+        if self.redis is None or not self._leased:
+            if self._renewer is not None:
+                self._renewer.client.close()
+            return  # never started: nothing to give up, and Redis may be the reason
+        # The reaper removes us from the workers set: anything a failed release left held
+        # is then re-delivered rather than stranded.
+        try:
+            async with self.redis.pipeline(transaction=True) as pipe:
+                for queue in self._pools:
+                    pipe.hdel(pool_key(queue), self.worker_id)
+                pipe.delete(liveness_key(self.worker_id))
+                await pipe.execute()
+        except Exception as exc:
+            log.warning("worker %s: leaving: %s", self.worker_id, exc)
+        if self._renewer is not None:
+            self._renewer.client.close()

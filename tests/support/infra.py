@@ -49,31 +49,40 @@ def listening(port: int) -> bool:
 
 
 class RedisServer:
-    def __init__(self) -> None:
+    """A redis-server process on a free port; the fault suite kills, pauses and restarts it
+    (same port, same directory, so an AOF survives a restart)."""
+
+    def __init__(self, *, appendonly: bool = False, extra_args: Sequence[str] = ()) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             missing(
                 "redis-server", "install it with `apt-get install -y redis-server` (.ci/run does)"
             )
+        self.binary = str(binary)
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="agentq-redis-")
-        self.proc = subprocess.Popen(
-            [
-                str(binary),
-                "--port",
-                str(self.port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                self.dir,
-                "--bind",
-                "127.0.0.1",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        self.appendonly = appendonly
+        self.extra_args = list(extra_args)
+        self.start()
+
+    def start(self) -> None:
+        args = [
+            self.binary,
+            "--port",
+            str(self.port),
+            "--save",
+            "",
+            "--appendonly",
+            "yes" if self.appendonly else "no",
+            "--appendfsync",
+            "everysec",
+            "--dir",
+            self.dir,
+            "--bind",
+            "127.0.0.1",
+            *self.extra_args,
+        ]
+        self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             eventually(lambda: listening(self.port), "redis-server to listen", 10, 0.02)
         except AssertionError:
@@ -84,10 +93,40 @@ class RedisServer:
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
 
-    def stop(self) -> None:
-        self.proc.terminate()
+    def kill(self) -> None:
+        """SIGKILL: no shutdown, no final save (what survives is what the AOF had)."""
+        self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
+
+    def pause(self) -> None:
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.resume()
+            self.proc.terminate()
+            self.proc.wait(10)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class SilentServer:
+    """Accepts TCP connections and never answers: a stalled Redis, or the wrong port."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)  # the kernel completes handshakes; nobody ever reads
+        self.port: int = self.sock.getsockname()[1]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def close(self) -> None:
+        self.sock.close()
 
 
 class WorkerProcess:
@@ -129,6 +168,10 @@ class WorkerProcess:
     def kill(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
+
+    def terminate(self) -> None:
+        """SIGTERM without waiting: the worker drains."""
+        self.proc.send_signal(signal.SIGTERM)
 
     def stop(self) -> None:
         if self.proc.poll() is None:

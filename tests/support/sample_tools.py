@@ -46,6 +46,25 @@ def die() -> str:
 
 
 @tool
+async def block_loop(marker: str, seconds: float) -> dict[str, int]:
+    """Append this worker's pid to the marker file, then block the event loop (a badly
+    written async tool: nothing else of the worker's loop runs meanwhile)."""
+    with Path(marker).open("a") as f:  # noqa: ASYNC230 (blocking is the point)
+        f.write(f"{os.getpid()}\n")
+    time.sleep(seconds)  # noqa: ASYNC251 (blocking is the point)
+    return {"pid": os.getpid()}
+
+
+@tool
+async def nap(seconds: float, tag: str) -> str:
+    """Sleep without blocking, then echo the tag (a call that is in flight for a while)."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+    return tag
+
+
+@tool
 def log_warning(message: str) -> str:
     """Log a warning from inside a job (for the worker's log lines)."""
     import logging

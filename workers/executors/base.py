@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from agentq.orchestrator.errors import ToolError
 from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef
 from agentq.workers.providers.model_client import ModelClient
 
@@ -26,6 +27,11 @@ ElicitFn = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 async def _no_progress(_: Any) -> None:
     return None
+
+
+class ToolNotServed(ToolError):
+    """This worker cannot run the tool (another worker of the fleet may): the job is
+    released for another worker rather than failed."""
 
 
 @dataclass(frozen=True)

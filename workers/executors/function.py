@@ -7,9 +7,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agentq.orchestrator.errors import ToolError, ToolTimeoutError
+from agentq.orchestrator.errors import ToolTimeoutError
 from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef
-from agentq.workers.executors.base import ToolContext, WorkerServices
+from agentq.workers.executors.base import ToolContext, ToolNotServed, WorkerServices
 from agentq.workers.function_tools import FunctionTool
 
 
@@ -38,7 +38,7 @@ class FunctionExecutor:
     async def execute(self, tool: ToolDef, input: Any, ctx: ToolContext) -> Any:
         fn = self.tools.get(tool.served_name)
         if fn is None:
-            raise ToolError(f"tool {tool.served_name!r} is not registered on this worker")
+            raise ToolNotServed(f"tool {tool.served_name!r} is not registered on this worker")
         kwargs = fn.bind(input)
         budget_s = max(0.0, ctx.deadline_at - time.time())
         try:

@@ -1,0 +1,64 @@
+"""Which Redis failures are transient, and an outage's log: one line in, one line out."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from redis import exceptions as rx
+
+from agentq.orchestrator.redis_faults import Backoff, Outage, is_transient, is_transient_redis
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (rx.ConnectionError("Connection closed by server."), True),
+        (rx.TimeoutError("Timeout reading from socket"), True),
+        (rx.BusyLoadingError("Redis is loading the dataset in memory"), True),
+        (rx.OutOfMemoryError("command not allowed when used memory > 'maxmemory'"), True),
+        (
+            rx.ResponseError("OOM command not allowed when used memory > 'maxmemory'. script: x"),
+            True,
+        ),
+        (rx.ResponseError("MISCONF Redis is configured to save RDB snapshots"), True),
+        (rx.ReadOnlyError("You can't write against a read only replica."), True),
+        (ConnectionRefusedError(111, "refused"), True),  # the built-in tree too
+        (TimeoutError(), True),
+        (rx.AuthenticationError("invalid password"), False),  # a ConnectionError in redis-py
+        (rx.ResponseError("WRONGTYPE Operation against a key holding the wrong kind"), False),
+        (rx.ResponseError("ERR Error running script: attempt to index a nil value"), False),
+        (ValueError("bad"), False),
+    ],
+)
+def test_transient_failures(exc: BaseException, transient: bool) -> None:
+    assert is_transient(exc) is transient
+
+
+def test_a_tools_own_oserror_is_not_a_redis_outage() -> None:
+    assert not is_transient_redis(FileNotFoundError(2, "no such file"))
+    assert is_transient_redis(rx.ConnectionError("reset"))
+
+
+def test_backoff_is_bounded() -> None:
+    backoff = Backoff(first_s=0.05, max_s=2.0)
+    delays = [backoff.next_delay() for _ in range(20)]
+    assert delays[:3] == [0.05, 0.1, 0.2]
+    assert max(delays) == 2.0
+    backoff.reset()
+    assert backoff.next_delay() == 0.05
+
+
+def test_an_outage_logs_once_however_many_retries(caplog: pytest.LogCaptureFixture) -> None:
+    outage = Outage("worker", logging.getLogger("test.outage"))
+    with caplog.at_level(logging.WARNING, logger="test.outage"):
+        for _ in range(50):
+            outage.failed(rx.ConnectionError("down"))
+        outage.succeeded()
+        outage.succeeded()
+        outage.failed(rx.ConnectionError("down again"))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3, messages
+    assert "redis unavailable" in messages[0]
+    assert "back after" in messages[1]
+    assert "down again" in messages[2]

@@ -1,0 +1,177 @@
+"""A worker process's lease: one short-lived key, renewed from a thread.
+
+Jobs are leased to the worker, not each on its own TTL. A claimed job's
+in-progress key names the worker that holds it, and the worker's one liveness
+key (`aq:worker:ID`, TTL = the lease) says it is alive. When that key lapses,
+any worker's reaper re-delivers the dead worker's jobs at once (`REAP`), so
+recovery costs one lease whatever the calls' timeouts, and upkeep is one
+command per worker process per renewal, not one per job.
+
+The renewer is a thread with its own connection: an event loop blocked by a
+tool cannot starve it. When a renewal cannot happen before the lease lapses
+(Redis unreachable or stalled), or the key was found gone, the runtime is told
+(`on_lapse`) and cancels its running jobs, which other workers may now run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+import redis
+
+from agentq.orchestrator.redis_faults import Outage, is_transient
+
+log = logging.getLogger("agentq.worker")
+
+# Every loop of a worker process (claims, wake-ups, jobs, the reaper, this lease)
+# reports Redis trouble here: an outage is one log line, and one when it ends.
+OUTAGE = Outage("agentq worker", log)
+
+WORKERS = "aq:lease:holders"  # set: ids of the workers that may hold jobs
+REAPER = "aq:reaper"  # hash: when reapers last passed, and since when without a gap
+
+
+def liveness_key(worker_id: str) -> str:
+    return f"aq:worker:{worker_id}"
+
+
+def jobs_key(worker_id: str) -> str:
+    """Hash: job id -> the wake-up list of its queue, for every job the worker holds."""
+    return f"aq:worker:{worker_id}:jobs"
+
+
+def pool_key(queue: str) -> str:
+    """Hash: worker id -> the tool set it serves on `queue` (JSON), for routing checks."""
+    return f"aq:pool:{queue}"
+
+
+# KEYS[1] liveness key. ARGV[1] worker id, ARGV[2] lease ms. 1 renewed, 0 the key was gone.
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# KEYS[1] the workers set; KEYS[2] a hash: when a reaper last passed, and since when
+# passes have come without a gap (Redis's own clock, ms). ARGV[1] the longest gap between
+# passes that still counts as steady; ARGV[2] how long passes must have been steady.
+# Re-delivers the jobs of workers without a lease: their in-progress keys go (only those
+# they still hold) and their queues are woken. Returns how many jobs it re-delivered.
+# After a gap (Redis itself was stopped, restarted or unreachable) every lease may have
+# lapsed at once, live workers' too: nothing is reaped until the live ones have had time
+# to renew.
+REAP = """
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local last = tonumber(redis.call('HGET', KEYS[2], 'last') or '0')
+local since = tonumber(redis.call('HGET', KEYS[2], 'since') or '0')
+if now_ms - last > tonumber(ARGV[1]) then
+  since = now_ms
+  redis.call('HSET', KEYS[2], 'since', since)
+end
+redis.call('HSET', KEYS[2], 'last', now_ms)
+if now_ms - since < tonumber(ARGV[2]) then return 0 end
+local reaped = 0
+for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if redis.call('EXISTS', 'aq:worker:' .. id) == 0 then
+    local held = 'aq:worker:' .. id .. ':jobs'
+    local jobs = redis.call('HGETALL', held)
+    for i = 1, #jobs, 2 do
+      local progress = 'arq:in-progress:' .. jobs[i]
+      if redis.call('GET', progress) == id then
+        redis.call('DEL', progress)
+        redis.call('LPUSH', jobs[i + 1], '1')
+        redis.call('LTRIM', jobs[i + 1], 0, 63)
+        reaped = reaped + 1
+      end
+    end
+    redis.call('DEL', held)
+    redis.call('SREM', KEYS[1], id)
+  end
+end
+return reaped
+"""
+
+
+class LeaseRenewer:
+    """Keeps `aq:worker:ID` alive from a thread; reports a lapse through `on_lapse`.
+
+    `on_lapse` runs on the renewer's thread: it must hand over to the event loop
+    itself (`loop.call_soon_threadsafe`).
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        worker_id: str,
+        lease_s: float,
+        on_lapse: Callable[[str], object],
+    ) -> None:
+        self.client = client
+        self.worker_id = worker_id
+        self.lease_s = lease_s
+        self.on_lapse = on_lapse
+        self.key = liveness_key(worker_id)
+        self._renew = client.register_script(RENEW)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="agentq-lease", daemon=True)
+        # Renew five times per lease; give up on the lease a tenth of it before it lapses.
+        self.interval_s = lease_s / 5
+        self.margin_s = lease_s / 10
+        self._valid_until = 0.0
+        self._lapsed = False
+        self._outage = OUTAGE
+
+    def register(self) -> None:
+        """Take the lease (blocking; call before claiming anything)."""
+        sent = time.monotonic()
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.set(self.key, self.worker_id, px=max(1, int(self.lease_s * 1000)))
+            pipe.sadd(WORKERS, self.worker_id)
+            pipe.execute()
+        self._valid_until = sent + self.lease_s
+        self._lapsed = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.lease_s)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.renew_once()
+
+    def renew_once(self) -> None:
+        sent = time.monotonic()
+        try:
+            renewed = self._renew(keys=[self.key], args=[self.worker_id, int(self.lease_s * 1000)])
+            if not renewed:
+                if not self._lapsed:
+                    self._lapse("the lease lapsed")
+                self.register()
+                renewed = 1
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("worker %s: renewing its lease failed", self.worker_id)
+            self._outage.failed(exc)
+            if not self._lapsed and time.monotonic() > self._valid_until - self.margin_s:
+                self._lapse("the lease could not be renewed before it lapsed")
+            return
+        self._outage.succeeded()
+        self._valid_until = sent + self.lease_s
+        self._lapsed = False
+
+    def _lapse(self, why: str) -> None:
+        self._lapsed = True
+        try:
+            self.on_lapse(why)
+        except Exception:  # the runtime's trouble must not stop the renewals
+            log.exception("worker %s: handling a lapsed lease failed", self.worker_id)
