@@ -168,6 +168,10 @@ async def test_quickstart_end_to_end(
             e.model_dump()["delta"] for e in events if e.type == "text-delta" and e.step == step
         )
         assert deltas == result.steps[step].text
+    # The demo's first step shows its reasoning live; no step's text holds it.
+    shown = "".join(e.model_dump()["delta"] for e in events if e.type == "reasoning-delta")
+    assert shown == spec["model"]["script"][0]["reasoning"]
+    assert all(shown not in step.text for step in result.steps)
 
 
 async def test_parallel_calls_run_together_and_join_once(start: Start, model_log: ModelLog) -> None:
