@@ -14,6 +14,7 @@ import logging
 import os
 import signal
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -298,12 +299,12 @@ async def _run(
 
 def _check_mcp_servers(spec: RunSpec, executors: Sequence[Any], config: str | None) -> None:
     """A server the spec needs that did not start here: say why, not 'undeclared'."""
-    unavailable: dict[str, str] = {}
+    failures: dict[str, str] = {}
     for executor in executors:
-        unavailable.update(getattr(executor, "unavailable", {}))
+        failures.update(getattr(executor, "failures", {}))
     for tool in spec.tools:
-        if isinstance(tool, McpToolSpec) and tool.server in unavailable:
-            why = unavailable[tool.server].split(": ", 1)[-1]
+        if isinstance(tool, McpToolSpec) and tool.server in failures:
+            why = failures[tool.server].split(": ", 1)[-1]
             raise CliError(
                 f"the MCP server {tool.server!r} (declared in {config}) did not start: {why}",
                 EXIT_INFRASTRUCTURE,
@@ -859,6 +860,109 @@ def serve(
         )
     click.echo(f"agentq serve: http://{host}:{port}/ (API docs at /docs)", err=True)
     run_server(config, host, port, log_level=log_level)
+
+
+# -- catalog -------------------------------------------------------------------
+
+
+@main.group(context_settings=CONTEXT)
+def catalog() -> None:
+    """What the deployment serves, so that runs are accepted while no worker is up."""
+
+
+@catalog.command("publish", context_settings=CONTEXT)
+@REDIS_OPTION
+@TOOLS_OPTION
+@click.option(
+    "--mcp-config",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="The deployment's mcpServers JSON: each server is connected to for its tools.",
+)
+@click.option("--sandbox", is_flag=True, help="The deployment runs sandboxed code tools.")
+@MODELS_OPTION
+@click.option(
+    "--queue",
+    "tool_queue",
+    default=TOOLS_QUEUE,
+    show_default=True,
+    help="The queue the function and MCP tools are served on.",
+)
+def catalog_publish(
+    redis_url: str | None,
+    tool_modules: Sequence[str],
+    mcp_config: str | None,
+    sandbox: bool,
+    models_path: str | None,
+    tool_queue: str,
+) -> None:
+    """Replace the catalogue with what workers with these options serve (no expiry).
+
+    Each MCP server of --mcp-config is connected to for its tools; one that cannot be
+    is an error (exit 3) and the previous catalogue stays."""
+
+    async def go() -> None:
+        from agentq.orchestrator.errors import InfrastructureError
+        from agentq.workers.catalog import build_catalog
+
+        entries, failures = await build_catalog(
+            tool_modules,
+            mcp_config=_mcp_config_path(mcp_config),
+            sandbox=sandbox,
+            models_path=models_path or Settings().models,
+            tool_queue=tool_queue,
+        )
+        if failures:
+            server, why = next(iter(sorted(failures.items())))
+            raise InfrastructureError(f"catalog not published: MCP server {server!r}: {why}")
+        async with _client(redis_url, "catalog publish") as client:
+            await client.store.publish_catalog(entries)
+        kinds: dict[str, int] = {}
+        for entry in entries:
+            kinds[entry.kind] = kinds.get(entry.kind, 0) + 1
+        summary = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "nothing"
+        click.echo(f"catalog published: {summary}", err=True)
+
+    guarded(go)()
+
+
+@catalog.command("show", context_settings=CONTEXT)
+@REDIS_OPTION
+@click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
+def catalog_show(redis_url: str | None, as_json: bool) -> None:
+    """The published catalogue, and whether a live worker serves each entry now."""
+
+    async def go() -> None:
+        from agentq.orchestrator.tool_resolution import live_registry
+
+        async with _client(redis_url, "catalog show") as client:
+            entries = await client.store.catalog()
+            live = live_registry(await client.store.announced(), time.time())
+        rows = sorted(entries.items(), key=lambda kv: (kv[1].kind, kv[0]))
+        if as_json:
+            body = [
+                {**e.model_dump(mode="json", exclude={"seen_at"}), "live": key in live}
+                for key, e in rows
+            ]
+            click.echo(json.dumps(body, indent=2))
+            return
+        if not rows:
+            click.echo("the catalogue is empty (agentq catalog publish)", err=True)
+        table = [
+            (
+                e.kind,
+                f"{e.server}/{e.name}" if e.server and e.server != e.name else e.name,
+                e.queue,
+                "live" if key in live else "-",
+            )
+            for key, e in rows
+        ]
+        widths = [max(len(row[i]) for row in table) for i in range(3)] if table else []
+        for row in table:
+            cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
+            click.echo("  ".join([*cells, row[3]]))
+
+    guarded(go)()
 
 
 @main.command("hash-key", context_settings=CONTEXT)

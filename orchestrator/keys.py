@@ -2,6 +2,7 @@
 the callers that import them from their old place."""
 
 from agentq.orchestrator.state.keys import (
+    CATALOG,
     REGISTRY,
     RUN_ENDED,
     answer,
@@ -14,6 +15,7 @@ from agentq.orchestrator.state.keys import (
 )
 
 __all__ = [
+    "CATALOG",
     "REGISTRY",
     "RUN_ENDED",
     "answer",

@@ -272,7 +272,7 @@ class RunStore:
         }
         stale = [
             key
-            for key, ann in (await self.registry()).items()
+            for key, ann in (await self.announced()).items()
             if key not in mapping and now - ann.seen_at > ANNOUNCEMENT_TTL_S
         ]
         with redis_errors_mapped():
@@ -283,7 +283,50 @@ class RunStore:
                 pipe.expire(keys.REGISTRY, int(ANNOUNCEMENT_TTL_S))
                 await pipe.execute()
 
-    async def registry(self) -> dict[str, ToolAnnouncement]:
+    async def publish_catalog(self, announcements: Sequence[ToolAnnouncement]) -> None:
+        """Replace the deployment's catalogue (what it serves, whether or not a worker
+        is up) in one transaction: a reader sees the old one or the new one, whole."""
+        mapping: dict[str | bytes, str | bytes | int | float] = {
+            registry_key(a): a.model_copy(update={"seen_at": 0.0}).model_dump_json()
+            for a in announcements
+        }
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.hgetall(keys.REGISTRY))
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.delete(keys.CATALOG)
+                if mapping:
+                    pipe.hset(keys.CATALOG, mapping=mapping)
+                await pipe.execute()
+
+    async def catalog(self) -> dict[str, ToolAnnouncement]:
+        """The published catalogue alone."""
+        return await self._announcements(keys.CATALOG)
+
+    async def announced(self) -> dict[str, ToolAnnouncement]:
+        """What workers announced alone (stale announcements included)."""
+        return await self._announcements(keys.REGISTRY)
+
+    async def registry(self) -> dict[str, ToolAnnouncement]:
+        """What submit resolves against: the catalogue, extended and refreshed by the
+        workers' announcements. A catalogue entry never goes stale (it is stamped now);
+        a live announcement of the same tool replaces it."""
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(keys.CATALOG)
+                pipe.hgetall(keys.REGISTRY)
+                catalogued, announced = await pipe.execute()
+        now = time.time()
+        merged = {
+            _text(k): ToolAnnouncement.model_validate_json(v).model_copy(update={"seen_at": now})
+            for k, v in catalogued.items()
+        }
+        for k, v in announced.items():
+            ann = ToolAnnouncement.model_validate_json(v)
+            key = _text(k)
+            if key not in merged or now - ann.seen_at <= ANNOUNCEMENT_TTL_S:
+                merged[key] = ann
+        return merged
+
+    async def _announcements(self, key: str) -> dict[str, ToolAnnouncement]:
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(key))
         return {_text(k): ToolAnnouncement.model_validate_json(v) for k, v in raw.items()}

@@ -40,15 +40,19 @@ from agentq.orchestrator.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_kinds.mcp import MCP_SERVER_KIND
 from agentq.orchestrator.tool_resolution import MODEL_PROVIDER_KIND, ToolAnnouncement
 from agentq.workers import handlers
+from agentq.workers.catalog import served_announcements
 from agentq.workers.executors.base import ToolExecutor, WorkerServices
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
-from agentq.workers.providers import registered_providers
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
 
 log = logging.getLogger("agentq.worker")
+
+# Registry entries that announce something other than a tool.
+_NOT_TOOLS = frozenset({MODEL_PROVIDER_KIND, MCP_SERVER_KIND})
 
 # arq's own timeout only backstops ours: calls carry their deadlines, and a
 # dead worker is found by its lapsed lease, not by this.
@@ -258,28 +262,10 @@ class WorkerRuntime:
 
     async def announce(self) -> None:
         assert self.redis is not None
-        store = RunStore(self.redis)
-        announced: list[ToolAnnouncement] = []
-        for executor in self.executors:
-            # An executor with a pool of its own (the sandbox) names its queue.
-            queue = executor.queue or self.tool_queue
-            announcements = await executor.announcements(queue)
-            await store.announce(announcements)
-            announced.extend(announcements)
-        self.announcements = announced
-        # Providers this process registered, so that specs submitted anywhere may use them.
-        await store.announce(
-            [
-                ToolAnnouncement(
-                    name=info.name,
-                    kind=MODEL_PROVIDER_KIND,
-                    queue=MODEL_QUEUE,
-                    description=f"model provider (wire format {info.wire})",
-                    model_provider=info,
-                )
-                for info in registered_providers()
-            ]
-        )
+        announced = await served_announcements(self.executors, self.tool_queue)
+        await RunStore(self.redis).announce(announced)
+        # What `agentq workers` lists: the tools, not providers or tool-less MCP servers.
+        self.announcements = [a for a in announced if a.kind not in _NOT_TOOLS]
         self.announced = True
         await listings.heartbeat(self.redis, self._record())
 

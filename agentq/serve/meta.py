@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from agentq.orchestrator import fleet
+from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+from agentq.orchestrator.queues import known_queues, queue_stats, queues_document
 from agentq.serve.deps import caller, client_of
 from agentq.serve.errors import error_body
 
@@ -37,3 +39,17 @@ async def fleet_status(request: Request) -> dict[str, Any]:
     """Queue depths and the workers alive (from their beats in Redis)."""
     caller(request, "runs:read")
     return await fleet.status(client_of(request).redis)
+
+
+@router.get("/v1/queues")
+async def queues(
+    request: Request, queue: Annotated[list[str] | None, Query(max_length=64)] = None
+) -> dict[str, Any]:
+    """Depth, ready jobs and oldest job age per queue, as KEDA's metrics-api scaler reads
+    them (`valueLocation: queues.<name>.depth`). Every queue the deployment serves is
+    listed, at 0 when empty, and so is each `?queue=` asked for."""
+    caller(request, "runs:read")
+    client = client_of(request)
+    served = {a.queue for a in (await client.store.registry()).values()}
+    names = {MODEL_QUEUE, TOOLS_QUEUE, *served, *(queue or []), *await known_queues(client.redis)}
+    return queues_document(await queue_stats(client.redis, sorted(names)))

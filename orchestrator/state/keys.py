@@ -21,6 +21,8 @@ STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
 
 REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
+# hash: registry key -> ToolAnnouncement JSON, what the deployment serves (no expiry)
+CATALOG = "aq:catalog"
 RUN_ENDED = "aq:run-ended"  # pub/sub channel: the id of every run that ends
 QUEUE_PREFIX = "aq:queue:"
 WAKE_PREFIX = "aq:wake:"

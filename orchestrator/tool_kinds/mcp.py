@@ -31,6 +31,21 @@ def mcp_registry_key(server: str, tool: str) -> str:
     return f"mcp:{server}:{tool}"
 
 
+# The kind of a registry entry saying an MCP server is connected and served, whatever
+# tools it offers (perhaps none yet: a run may still enable it).
+MCP_SERVER_KIND = "mcp-server"
+
+
+def mcp_server_key(server: str) -> str:
+    return f"{MCP_SERVER_KIND}:{server}"
+
+
+def mcp_server_announcement(server: str, queue: str) -> ToolAnnouncement:
+    return ToolAnnouncement(
+        name=server, kind=MCP_SERVER_KIND, queue=queue, server=server, description="MCP server"
+    )
+
+
 class McpKind(ToolKindPlugin):
     kind = "mcp"
     spec_model = McpToolSpec
@@ -41,7 +56,7 @@ class McpKind(ToolKindPlugin):
             (a for a in ctx.registry.values() if a.kind == "mcp" and a.server == entry.server),
             key=lambda a: a.name,
         )
-        if not offered:
+        if not offered and mcp_server_key(entry.server) not in ctx.registry:
             raise UnknownToolError(
                 f"{ctx.where}: no worker serves the MCP server {entry.server!r} "
                 "(declare it in the worker's --mcp-config)"

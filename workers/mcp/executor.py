@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import shlex
 import time
 from collections.abc import Mapping
 from importlib import metadata
@@ -25,7 +26,7 @@ from agentq.orchestrator.errors import (
     ToolInputError,
     ToolTimeoutError,
 )
-from agentq.orchestrator.tool_kinds.mcp import McpToolConfig
+from agentq.orchestrator.tool_kinds.mcp import McpToolConfig, mcp_server_announcement
 from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef
 from agentq.workers.executors.base import ToolContext, WorkerServices
 from agentq.workers.mcp.config import McpConfig
@@ -90,8 +91,9 @@ class McpExecutor:
             )
             for name, server in config.enabled.items()
         }
-        # Servers whose tools could not be listed, with why (shown by `agentq run`).
-        self.unavailable: dict[str, str] = {}
+        # Why each server that could not be listed last time failed (a connected
+        # server is not in it): `agentq run` reports this instead of "no worker serves".
+        self.failures: dict[str, str] = {}
 
     async def start(self, services: WorkerServices | None = None) -> None:
         """Connect to every server and list its tools. A server that fails is logged
@@ -113,34 +115,43 @@ class McpExecutor:
         await self.aclose()
 
     async def announcements(self, queue: str) -> list[ToolAnnouncement]:
+        """Each connected server (a run may enable one that offers no tools) and its
+        tools; a server that cannot be listed is left out until it can."""
         listed = await asyncio.gather(
             *(self._listed(connection) for connection in self.servers.values())
         )
         now = time.time()
-        return [
-            ToolAnnouncement(
-                name=tool.name,
-                kind="mcp",
-                queue=queue,
-                description=tool.description or tool.title or "",
-                input_schema=dict(tool.input_schema),
-                server=name,
-                seen_at=now,
+        announced: list[ToolAnnouncement] = []
+        for name, tools in zip(self.servers, listed, strict=True):
+            if tools is None:
+                continue
+            announced.append(mcp_server_announcement(name, queue))
+            announced.extend(
+                ToolAnnouncement(
+                    name=tool.name,
+                    kind="mcp",
+                    queue=queue,
+                    description=tool.description or tool.title or "",
+                    input_schema=dict(tool.input_schema),
+                    server=name,
+                    seen_at=now,
+                )
+                for tool in tools
             )
-            for name, tools in zip(self.servers, listed, strict=True)
-            for tool in tools
-        ]
+        return announced
 
-    async def _listed(self, connection: ServerConnection) -> list[types.Tool]:
+    async def _listed(self, connection: ServerConnection) -> list[types.Tool] | None:
         try:
             tools = await connection.tools()
         except Exception as exc:
+            reason = exc.message if isinstance(exc, InfrastructureError) else str(exc)
+            reason = f"{reason or type(exc).__name__} ({_where(connection)})"
             # Logged once per distinct failure, not on every announcement round.
-            if self.unavailable.get(connection.name) != str(exc):
-                log.warning("MCP server %r: not announced: %s", connection.name, exc)
-            self.unavailable[connection.name] = str(exc)
-            return []
-        self.unavailable.pop(connection.name, None)
+            if self.failures.get(connection.name) != reason:
+                log.warning("MCP server %r: not announced: %s", connection.name, reason)
+            self.failures[connection.name] = reason
+            return None
+        self.failures.pop(connection.name, None)
         return tools
 
     async def execute(self, tool: ToolDef, input: Any, ctx: ToolContext) -> Any:
@@ -180,3 +191,11 @@ class McpExecutor:
         await asyncio.gather(*(c.aclose() for c in self.servers.values()))
         if self._own_http is not None:
             await self._own_http.aclose()
+
+
+def _where(connection: ServerConnection) -> str:
+    """What the deployment declared for the server: its command line, or its URL."""
+    config = connection.config
+    if config.command:
+        return "command: " + shlex.join([config.command, *config.args])
+    return f"url: {config.url}"

@@ -126,7 +126,7 @@ securityContext:
 {{- define "agentq.volumes" -}}
 - name: tmp
   emptyDir: {}
-{{- if or .Values.mcpConfig .Values.models .Values.catalog.remote .Values.api.agents }}
+{{- if or .Values.mcpConfig .Values.models .Values.api.agents }}
 - name: config
   configMap:
     name: {{ include "agentq.fullname" . }}
@@ -136,7 +136,7 @@ securityContext:
 {{- define "agentq.volumeMounts" -}}
 - name: tmp
   mountPath: /tmp
-{{- if or .Values.mcpConfig .Values.models .Values.catalog.remote .Values.api.agents }}
+{{- if or .Values.mcpConfig .Values.models .Values.api.agents }}
 - name: config
   mountPath: /etc/agentq
   readOnly: true

@@ -4,10 +4,12 @@ drain-aware grace periods, config checksums, autoscaling, Redis, the catalogue h
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from agentq.cli import catalog_publish
 from tests.support.helm import VALUES_FILES, Release, lint, load_values, render
 
 pytestmark = pytest.mark.integration
@@ -132,7 +134,8 @@ def test_keda_scales_each_pool_on_its_queue_depth_from_zero() -> None:
     [trigger] = model["spec"]["triggers"]
     assert trigger["type"] == "metrics-api"
     assert trigger["metadata"]["valueLocation"] == "queues.model.depth"
-    assert trigger["metadata"]["url"].endswith("/v1/queues")
+    # ?queue= makes the API list the queue even while it is empty (KEDA needs the path).
+    assert trigger["metadata"]["url"].endswith("/v1/queues?queue=model")
     assert trigger["authenticationRef"]["name"] == "rel-agentq-keda"
     # The autoscaler owns the replica count.
     for deployment in release.of_kind("Deployment"):
@@ -183,7 +186,7 @@ def test_external_redis_comes_from_an_existing_secret() -> None:
         assert url["valueFrom"]["secretKeyRef"] == {"name": "agentq-redis-url", "key": "url"}
 
 
-def test_the_catalogue_is_published_after_install_and_upgrade() -> None:
+def test_the_catalogue_is_published_after_install_and_upgrade(tmp_path: Path) -> None:
     release = rendered("all-on-values.yaml")
     [job] = release.of_kind("Job")
     assert job["metadata"]["annotations"]["helm.sh/hook"] == "post-install,post-upgrade"
@@ -194,8 +197,21 @@ def test_the_catalogue_is_published_after_install_and_upgrade() -> None:
         "--tools=myapp.tools",
         "--mcp-config=/etc/agentq/mcp.json",
         "--sandbox",
-        "--remote=/etc/agentq/remote.json",
+        "--queue=tools",
     ]
+    # Options the command takes: the hook Job would fail at every install otherwise.
+    mounted = tmp_path / "mcp.json"  # the ConfigMap's file, as the pod sees it
+    mounted.write_text("{}")
+    given = [a.replace("/etc/agentq/mcp.json", str(mounted)) for a in args[2:]]
+    context = catalog_publish.make_context("publish", given)
+    assert context.params["tool_modules"] == ("myapp.tools",)
+    assert context.params["tool_queue"] == "tools"
+    # publish lists the MCP servers' tools: it reaches what the MCP pool reaches.
+    egress = release.named("NetworkPolicy", "-catalog")["spec"]["egress"]
+    assert {
+        "to": [{"ipBlock": {"cidr": "10.30.0.0/16"}}],
+        "ports": [{"port": 8443, "protocol": "TCP"}],
+    } in egress
 
 
 def test_the_sandbox_engine_is_reachable_from_its_pool_only() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from agentq.orchestrator.errors import SpecError, UnknownToolError
 from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.tool_kinds.mcp import McpToolConfig
+from agentq.orchestrator.tool_kinds.mcp import McpToolConfig, mcp_server_announcement
 from agentq.orchestrator.tool_resolution import (
     ANNOUNCEMENT_TTL_S,
     ToolAnnouncement,
@@ -40,6 +40,10 @@ REGISTRY = {
     **announce("docs", "search", "fetch"),
     **announce("web", "search", "browse"),
     **announce("old", "stale_tool", seen_at=NOW - ANNOUNCEMENT_TTL_S - 1),
+    # Connected, offering no tools (yet): served all the same.
+    "mcp-server:empty": mcp_server_announcement("empty", "q-empty").model_copy(
+        update={"seen_at": NOW}
+    ),
 }
 
 
@@ -125,6 +129,16 @@ def test_names_offered_to_the_model(
 def test_refused_at_submit(entry: dict[str, Any], message: str) -> None:
     with pytest.raises(UnknownToolError, match=message):
         resolve(entry)
+
+
+def test_a_connected_server_with_no_tools_is_served() -> None:
+    assert resolve({"server": "empty"}) == []
+    assert registry_key(mcp_server_announcement("empty", "q")) == "mcp-server:empty"
+
+
+def test_a_server_with_no_tools_has_none_to_pick() -> None:
+    with pytest.raises(UnknownToolError, match="has no tool named 'search'"):
+        resolve({"server": "empty", "tools": ["search"]})
 
 
 def test_same_server_twice_without_prefix_is_a_duplicate() -> None:
