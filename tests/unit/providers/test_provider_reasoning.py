@@ -19,6 +19,7 @@ from agentq.workers.providers.base import ModelRequest
 from agentq.workers.providers.driver import WireFormat
 from agentq.workers.providers.gemini import GeminiWire
 from agentq.workers.providers.openai_chat import OpenAIChatWire
+from agentq.workers.providers.openai_chat import StreamState as OpenAIChatStreamState
 from agentq.workers.providers.openai_responses import OpenAIResponsesWire
 from agentq.workers.providers.sse import parse_lines
 from tests.support import fake_anthropic, fake_gemini, fake_openai, fake_responses
@@ -96,3 +97,11 @@ def test_no_reasoning_without_it(name: str) -> None:
     runs, text = fold_stream(wire, reply(""))
     assert runs == [("text", TEXT)]
     assert text == TEXT
+
+
+def test_openai_compatible_servers_may_name_it_reasoning() -> None:
+    """vLLM and OpenRouter send `reasoning`, DeepSeek `reasoning_content`: both are reasoning."""
+    state = OpenAIChatStreamState()
+    delta = state.add({"choices": [{"index": 0, "delta": {"reasoning": "hm", "content": ""}}]}, "t")
+    assert (delta.reasoning, delta.text) == ("hm", "")
+    assert state.response(0).text == ""
