@@ -1,5 +1,5 @@
 """Helpers of the component tests: the embedded runtime (in-memory Redis, in-process
-workers), spec builders, and waiting on events.
+workers) and waiting on events (spec builders: tests/support/specs.py).
 
 `RecordingScripted` wraps the scripted provider: it answers exactly like it,
 reports a deterministic usage per step, and records each `ModelRequest` with
@@ -69,23 +69,6 @@ class RecordingScripted:
         self.log.calls.append(ModelCall(request.step, request, payload))
         response = await self.inner.generate(request, sink)
         return response.model_copy(update={"usage": usage_for(request.step)})
-
-
-def scripted(
-    *steps: dict[str, Any], tools: Sequence[str | dict[str, Any]] = (), **extra: Any
-) -> dict[str, Any]:
-    """A run spec for the scripted model; a tool given by name is a function tool."""
-    return {
-        "model": {"provider": "scripted", "script": list(steps)},
-        "prompt": "go",
-        "tools": [{"type": "function", "name": t} if isinstance(t, str) else t for t in tools],
-        **extra,
-    }
-
-
-def calls(*pairs: tuple[str, dict[str, Any]]) -> dict[str, Any]:
-    """A scripted step that calls tools."""
-    return {"tool_calls": [{"name": n, "input": i} for n, i in pairs]}
 
 
 class Embedded:

@@ -18,18 +18,18 @@ from agentq.orchestrator.state import keys
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
 from agentq.workers import handlers, tool
+from agentq.workers.function_tools import FunctionTool
 from agentq.workers.input_requests import InputRequests
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,
     all_events,
-    calls,
     of_type,
-    scripted,
     tool_message_parts,
     wait_event,
 )
 from tests.support.infra import free_port
+from tests.support.specs import calls, scripted
 
 Start = Callable[..., Embedded]
 
@@ -42,16 +42,20 @@ def transfer(amount: int) -> str:
 
 ASK = {"type": "client", "name": "ask_user", "park_timeout_s": 0.2}
 
-flaky_failures: dict[str, int] = {}
 
+@pytest.fixture
+def flaky() -> FunctionTool:
+    failed: set[str] = set()
 
-@tool
-def flaky(key: str, retryable: bool) -> str:
-    """Fails (retryable or not) the first time it is called with a key."""
-    if key not in flaky_failures:
-        flaky_failures[key] = 1
-        raise ToolError(f"{key}: not yet", retryable=retryable)
-    return f"{key}: ok"
+    @tool
+    def flaky(key: str, retryable: bool) -> str:
+        """Fails (retryable or not) the first time it is called with a key."""
+        if key not in failed:
+            failed.add(key)
+            raise ToolError(f"{key}: not yet", retryable=retryable)
+        return f"{key}: ok"
+
+    return flaky
 
 
 @pytest.mark.parametrize(
@@ -63,10 +67,9 @@ def flaky(key: str, retryable: bool) -> str:
     ],
 )
 async def test_a_tool_retry_policy_retries_retryable_errors(
-    start: Start, retry: dict[str, float] | None, retryable: bool, output: str
+    start: Start, retry: dict[str, float] | None, retryable: bool, output: str, flaky: FunctionTool
 ) -> None:
     key = f"{retry}-{retryable}"
-    flaky_failures.pop(key, None)
     spec_tool: dict[str, Any] = {"type": "function", "name": "flaky"}
     if retry is not None:
         spec_tool["retry"] = retry

@@ -12,40 +12,41 @@ from agentq.orchestrator import Client, RunStateError
 from agentq.orchestrator.errors import RunNotFoundError
 from agentq.orchestrator.state import keys
 from agentq.workers import tool
+from agentq.workers.function_tools import FunctionTool
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,
     ModelLog,
     all_events,
     call_ids,
-    calls,
     of_type,
-    scripted,
     tool_message_parts,
     until,
     wait_event,
 )
+from tests.support.sample_tools import add
+from tests.support.specs import calls, scripted
 
 Start = Callable[..., Embedded]
 
-executed: list[dict[str, Any]] = []
+Executed = list[dict[str, Any]]
 
 
-@tool
-def transfer(amount: int, to: str) -> str:
-    """Move money (needs a human's approval)."""
-    executed.append({"amount": amount, "to": to})
-    return f"sent {amount} to {to}"
+@pytest.fixture
+def executed() -> Executed:
+    """The transfers the test's `transfer` tool made."""
+    return []
 
 
-@tool
-def add(a: float, b: float) -> float:
-    return a + b
+@pytest.fixture
+def transfer(executed: Executed) -> FunctionTool:
+    @tool
+    def transfer(amount: int, to: str) -> str:
+        """Move money (needs a human's approval)."""
+        executed.append({"amount": amount, "to": to})
+        return f"sent {amount} to {to}"
 
-
-@pytest.fixture(autouse=True)
-def _clear_executed() -> None:
-    executed.clear()
+    return transfer
 
 
 APPROVED_TRANSFER = {"type": "function", "name": "transfer", "needs_approval": True}
@@ -85,7 +86,9 @@ async def park(client: Client, spec: dict[str, Any], event_type: str) -> tuple[s
 # -- approval ---------------------------------------------------------------------
 
 
-async def test_a_call_needing_approval_parks_the_run(start: Start) -> None:
+async def test_a_call_needing_approval_parks_the_run(
+    start: Start, transfer: FunctionTool, executed: Executed
+) -> None:
     async with start([transfer]) as client:
         run_id, call_id = await park(client, approval_spec(), "tool-approval-request")
         parked = await client.result(run_id)
@@ -115,7 +118,9 @@ async def test_a_call_needing_approval_parks_the_run(start: Start) -> None:
     assert executed == []
 
 
-async def test_approve_runs_the_call(start: Start, model_log: ModelLog) -> None:
+async def test_approve_runs_the_call(
+    start: Start, model_log: ModelLog, transfer: FunctionTool, executed: Executed
+) -> None:
     async with start([transfer]) as client:
         run_id, call_id = await park(client, approval_spec(), "tool-approval-request")
         await client.approve(run_id, call_id)
@@ -139,7 +144,12 @@ async def test_approve_runs_the_call(start: Start, model_log: ModelLog) -> None:
     ],
 )
 async def test_deny_is_a_tool_error_and_the_tool_never_runs(
-    start: Start, model_log: ModelLog, reason: str | None, expected: str
+    start: Start,
+    model_log: ModelLog,
+    reason: str | None,
+    expected: str,
+    transfer: FunctionTool,
+    executed: Executed,
 ) -> None:
     async with start([transfer]) as client:
         run_id, call_id = await park(client, approval_spec(), "tool-approval-request")
@@ -158,7 +168,9 @@ async def test_deny_is_a_tool_error_and_the_tool_never_runs(
     assert [(e["tool_call_id"], e["error"]) for e in errors] == [(call_id, expected)]
 
 
-async def test_two_approvals_in_one_step_join_once(start: Start, model_log: ModelLog) -> None:
+async def test_two_approvals_in_one_step_join_once(
+    start: Start, model_log: ModelLog, transfer: FunctionTool, executed: Executed
+) -> None:
     spec = scripted(
         calls(
             ("transfer", {"amount": 1, "to": "a"}),
@@ -380,7 +392,9 @@ async def test_cancel_stops_a_running_tool_and_the_run(start: Start, model_log: 
     assert result.steps[0].tool_results == []
 
 
-async def test_cancel_a_parked_run(start: Start) -> None:
+async def test_cancel_a_parked_run(
+    start: Start, transfer: FunctionTool, executed: Executed
+) -> None:
     async with start([transfer]) as client:
         run_id, call_id = await park(client, approval_spec(), "tool-approval-request")
         assert await client.cancel(run_id) == "cancelled"

@@ -6,26 +6,34 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from agentq.orchestrator.messages import AssistantMessage
 from agentq.workers import tool
-from tests.component.core_support import (
-    TIMEOUT_S,
-    Embedded,
-    ModelLog,
-    all_events,
-    scripted,
-)
+from agentq.workers.function_tools import FunctionTool
+from tests.component.core_support import TIMEOUT_S, Embedded, ModelLog, all_events
+from tests.support.specs import scripted
 
 Start = Callable[..., Embedded]
 
-ran: list[tuple[float, float]] = []
+Ran = list[tuple[float, float]]
 
 
-@tool
-def add(a: float, b: float) -> float:
-    """Add two numbers."""
-    ran.append((a, b))
-    return a + b
+@pytest.fixture
+def ran() -> Ran:
+    """The additions the test's `add` tool made."""
+    return []
+
+
+@pytest.fixture
+def add(ran: Ran) -> FunctionTool:
+    @tool
+    def add(a: float, b: float) -> float:
+        """Add two numbers."""
+        ran.append((a, b))
+        return a + b
+
+    return add
 
 
 def step_with_repair(bad: dict[str, Any], *repairs: dict[str, Any]) -> dict[str, Any]:
@@ -41,8 +49,9 @@ def with_repair(spec: dict[str, Any], max_attempts: int = 1) -> dict[str, Any]:
     return spec
 
 
-async def test_an_invalid_call_is_repaired_and_runs(start: Start, model_log: ModelLog) -> None:
-    ran.clear()
+async def test_an_invalid_call_is_repaired_and_runs(
+    start: Start, model_log: ModelLog, add: FunctionTool, ran: Ran
+) -> None:
     spec = with_repair(
         scripted(
             step_with_repair({"a": "one", "b": 2}, {"a": 1, "b": 2}),
@@ -98,9 +107,8 @@ async def test_an_invalid_call_is_repaired_and_runs(start: Start, model_log: Mod
 
 
 async def test_a_repair_that_fails_reports_the_original_error(
-    start: Start, model_log: ModelLog
+    start: Start, model_log: ModelLog, add: FunctionTool, ran: Ran
 ) -> None:
-    ran.clear()
     spec = with_repair(
         scripted(
             step_with_repair({"a": 1}, {"a": "x", "b": 1}, {"b": 2}),
@@ -128,7 +136,9 @@ async def test_a_repair_that_fails_reports_the_original_error(
     assert "'x' is not of type 'number'" in str(repairs[1].messages[-1].content)
 
 
-async def test_without_a_policy_nothing_is_repaired(start: Start, model_log: ModelLog) -> None:
+async def test_without_a_policy_nothing_is_repaired(
+    start: Start, model_log: ModelLog, add: FunctionTool
+) -> None:
     spec = scripted(
         step_with_repair({"a": "one", "b": 2}, {"a": 1, "b": 2}), {"text": "ok"}, tools=["add"]
     )
@@ -141,7 +151,9 @@ async def test_without_a_policy_nothing_is_repaired(start: Start, model_log: Mod
     assert all(c.request.repair_index is None for c in model_log.calls)
 
 
-async def test_a_repair_the_model_cannot_answer_does_not_fail_the_run(start: Start) -> None:
+async def test_a_repair_the_model_cannot_answer_does_not_fail_the_run(
+    start: Start, add: FunctionTool
+) -> None:
     # The scripted step has no repair answer: the repair request fails, the call's own
     # error goes back to the model.
     spec = with_repair(

@@ -6,13 +6,14 @@ import asyncio
 import json
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
-from agentq.orchestrator import Client, RunFailure, RunSpec, UnknownToolError
+from agentq.orchestrator import Client, Event, RunFailure, RunResult, RunSpec, UnknownToolError
 from agentq.orchestrator.errors import RunNotFoundError, RunTimeoutError
 from agentq.orchestrator.messages import AssistantMessage, ToolMessage, UserMessage
 from agentq.orchestrator.state import keys
@@ -23,22 +24,16 @@ from tests.component.core_support import (
     Embedded,
     ModelLog,
     all_events,
-    calls,
     of_type,
-    scripted,
     tool_message_parts,
     usage_for,
     wait_event,
 )
+from tests.support.sample_tools import add
+from tests.support.specs import calls, scripted
 
 Start = Callable[..., Embedded]
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-
-
-@tool
-def add(a: float, b: float) -> float:
-    """Add two numbers."""
-    return a + b
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +41,35 @@ def quickstart_tools() -> list[Any]:
     return load_tool_modules([str(EXAMPLES / "quickstart_tools.py")])
 
 
-async def test_quickstart_end_to_end(
-    start: Start, quickstart_tools: list[Any], model_log: ModelLog
-) -> None:
+@dataclass
+class Quickstart:
+    """The quickstart example run to its end, with what its model saw."""
+
+    spec: dict[str, Any]
+    run_id: str
+    result: RunResult
+    events: list[Event]
+    model_log: ModelLog
+
+    @property
+    def call_ids(self) -> list[str]:
+        return [c.id for c in self.result.steps[0].tool_calls]
+
+
+@pytest.fixture
+async def quickstart(start: Start, quickstart_tools: list[Any], model_log: ModelLog) -> Quickstart:
     spec = json.loads((EXAMPLES / "quickstart.json").read_text())
     async with start(quickstart_tools) as client:
         run_id = await client.submit(spec)
         result = await client.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
+    return Quickstart(spec, run_id, result, events, model_log)
 
+
+async def test_quickstart_succeeds_with_its_calls_and_results(quickstart: Quickstart) -> None:
+    spec, result = quickstart.spec, quickstart.result
     assert result.status == "succeeded", result.error
-    assert result.id == run_id
+    assert result.id == quickstart.run_id
     assert result.text == spec["model"]["script"][1]["text"]
     assert result.error is None
     assert result.pending == []
@@ -72,7 +85,7 @@ async def test_quickstart_end_to_end(
         ("add", {"a": 19.5, "b": 1.5}),
         ("countdown", {"n": 3}),
     ]
-    ids = [c.id for c in first.tool_calls]
+    ids = quickstart.call_ids
     assert len(set(ids)) == 3
     assert [(r.tool_call_id, r.name, r.output, r.is_error) for r in first.tool_results] == [
         (ids[0], "weather", {"city": "Lisbon", "temperature_c": 21, "sky": "clear"}, False),
@@ -86,18 +99,24 @@ async def test_quickstart_end_to_end(
         "stop",
     )
 
-    # Usage per step, and the totals.
+
+async def test_quickstart_usage_per_step_and_in_total(quickstart: Quickstart) -> None:
+    result = quickstart.result
     assert [s.usage for s in result.steps] == [usage_for(0), usage_for(1)]
     assert result.usage == usage_for(0) + usage_for(1)
 
-    # The response messages, ready to append to the history.
+
+async def test_quickstart_messages_are_ready_to_append_to_the_history(
+    quickstart: Quickstart,
+) -> None:
+    result = quickstart.result
     assistant, tool_msg, final = result.messages
     assert isinstance(assistant, AssistantMessage)
-    assert [c.tool_call_id for c in assistant.tool_calls()] == ids
+    assert [c.tool_call_id for c in assistant.tool_calls()] == quickstart.call_ids
     assert assistant.text() == "Let me look that up."
     assert isinstance(tool_msg, ToolMessage)
     assert [(p.tool_call_id, p.output) for p in tool_msg.content] == [
-        (r.tool_call_id, r.output) for r in first.tool_results
+        (r.tool_call_id, r.output) for r in result.steps[0].tool_results
     ]
     assert isinstance(final, AssistantMessage)
     assert final.text() == result.text
@@ -105,7 +124,7 @@ async def test_quickstart_end_to_end(
         {
             "model": "openai:m",
             "messages": [
-                UserMessage(content=spec["prompt"]).model_dump(),
+                UserMessage(content=quickstart.spec["prompt"]).model_dump(),
                 *[m.model_dump() for m in result.messages],
                 {"role": "user", "content": "thanks"},
             ],
@@ -113,16 +132,24 @@ async def test_quickstart_end_to_end(
     )
     assert len(follow_up.initial_messages()) == 5
 
-    # What the model saw at step 1: the prompt, its own calls, the results in call order.
+
+async def test_quickstart_model_sees_its_calls_and_the_results_in_call_order(
+    quickstart: Quickstart,
+) -> None:
+    model_log = quickstart.model_log
     request = model_log.request(1)
-    assert request.system == spec["system"]
+    assert request.system == quickstart.spec["system"]
     assert [m.role for m in request.messages] == ["user", "assistant", "tool"]
-    assert request.messages[2] == tool_msg
+    assert request.messages[2] == quickstart.result.messages[1]
     assert sorted(t.name for t in model_log.request(0).tools) == ["add", "countdown", "weather"]
 
-    # Events: strictly increasing seq from 1, the documented fields.
+
+async def test_quickstart_events_are_numbered_and_carry_the_documented_fields(
+    quickstart: Quickstart,
+) -> None:
+    result, events, ids = quickstart.result, quickstart.events, quickstart.call_ids
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
-    assert all(e.run_id == run_id and isinstance(e.at, float) for e in events)
+    assert all(e.run_id == quickstart.run_id and isinstance(e.at, float) for e in events)
     types = [e.type for e in events]
     assert types[0] == "start"
     assert types[-1] == "finish"
@@ -131,7 +158,7 @@ async def test_quickstart_end_to_end(
     assert types.count("tool-call") == 3
     assert types.count("tool-running") == 3
     assert types.count("tool-result") == 3
-    inputs = {c.id: c.input for c in first.tool_calls}
+    inputs = {c.id: c.input for c in result.steps[0].tool_calls}
     for event in events:
         body = event.model_dump()
         if event.type in (
@@ -154,6 +181,10 @@ async def test_quickstart_end_to_end(
     step0 = [e for e in events if e.step == 0]
     step1 = [e for e in events if e.step == 1]
     assert max(e.seq for e in step0) < min(e.seq for e in step1)
+
+
+async def test_quickstart_progress_step_ends_and_finish_events(quickstart: Quickstart) -> None:
+    result, events = quickstart.result, quickstart.events
     progress = [e.model_dump()["output"] for e in events if e.type == "tool-progress"]
     assert progress == ["3...", "2...", "1..."]
     finish_steps = [e.model_dump() for e in events if e.type == "finish-step"]
@@ -162,15 +193,25 @@ async def test_quickstart_end_to_end(
     finish = events[-1].model_dump()
     assert (finish["status"], finish["text"]) == ("succeeded", result.text)
     assert finish["usage"] == result.usage.model_dump()
-    # Text deltas add up to each step's text.
+
+
+async def test_quickstart_text_deltas_add_up_to_each_steps_text(quickstart: Quickstart) -> None:
     for step in (0, 1):
         deltas = "".join(
-            e.model_dump()["delta"] for e in events if e.type == "text-delta" and e.step == step
+            e.model_dump()["delta"]
+            for e in quickstart.events
+            if e.type == "text-delta" and e.step == step
         )
-        assert deltas == result.steps[step].text
-    # The demo's first step shows its reasoning live; no step's text holds it.
+        assert deltas == quickstart.result.steps[step].text
+
+
+async def test_quickstart_reasoning_shows_live_and_stays_out_of_the_text(
+    quickstart: Quickstart,
+) -> None:
+    """The demo's first step shows its reasoning live; no step's text holds it."""
+    events, result = quickstart.events, quickstart.result
     shown = "".join(e.model_dump()["delta"] for e in events if e.type == "reasoning-delta")
-    assert shown == spec["model"]["script"][0]["reasoning"]
+    assert shown == quickstart.spec["model"]["script"][0]["reasoning"]
     assert all(shown not in step.text for step in result.steps)
 
 

@@ -10,43 +10,56 @@ import pytest
 
 from agentq.orchestrator.errors import ToolError
 from agentq.workers import tool
+from agentq.workers.function_tools import FunctionTool
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,
     ModelLog,
     all_events,
-    calls,
-    scripted,
     tool_message_parts,
 )
+from tests.support.specs import calls, scripted
 
 Start = Callable[..., Embedded]
 
-executed: list[tuple[str, Any]] = []
+Executed = list[tuple[str, Any]]
 
 
-@tool
-def add(a: float, b: float) -> float:
-    """Add two numbers."""
-    executed.append(("add", (a, b)))
-    return a + b
+@pytest.fixture
+def executed() -> Executed:
+    """The calls the test's tools received, in order."""
+    return []
 
 
-@tool
-def explode(why: str) -> str:
-    executed.append(("explode", why))
-    raise ValueError(why)
+@pytest.fixture
+def add(executed: Executed) -> FunctionTool:
+    @tool
+    def add(a: float, b: float) -> float:
+        """Add two numbers."""
+        executed.append(("add", (a, b)))
+        return a + b
+
+    return add
 
 
-@tool
-async def refuse(why: str) -> str:
-    executed.append(("refuse", why))
-    raise ToolError(f"refused: {why}")
+@pytest.fixture
+def explode(executed: Executed) -> FunctionTool:
+    @tool
+    def explode(why: str) -> str:
+        executed.append(("explode", why))
+        raise ValueError(why)
+
+    return explode
 
 
-@pytest.fixture(autouse=True)
-def _clear_executed() -> None:
-    executed.clear()
+@pytest.fixture
+def refuse(executed: Executed) -> FunctionTool:
+    @tool
+    async def refuse(why: str) -> str:
+        executed.append(("refuse", why))
+        raise ToolError(f"refused: {why}")
+
+    return refuse
 
 
 @pytest.mark.parametrize(
@@ -96,6 +109,10 @@ async def test_tool_error_reaches_the_model_and_the_run_goes_on(
     tools: list[str],
     fragments: list[str],
     ran: list[Any],
+    add: FunctionTool,
+    explode: FunctionTool,
+    refuse: FunctionTool,
+    executed: Executed,
 ) -> None:
     spec = scripted(calls(call), {"text": "recovered"}, tools=tools)
     async with start([add, explode, refuse]) as client:
@@ -174,7 +191,9 @@ async def test_the_spec_wide_tool_timeout_applies(start: Start) -> None:
     assert result.steps[0].tool_results[0].output == "tool 'hang' timed out after 0.1 s"
 
 
-async def test_good_and_bad_calls_of_one_step(start: Start, model_log: ModelLog) -> None:
+async def test_good_and_bad_calls_of_one_step(
+    start: Start, model_log: ModelLog, add: FunctionTool, explode: FunctionTool
+) -> None:
     spec = scripted(
         calls(
             ("add", {"a": 1, "b": 2}),
@@ -204,7 +223,9 @@ async def test_good_and_bad_calls_of_one_step(start: Start, model_log: ModelLog)
     assert [p.is_error for p in parts] == [r.is_error for r in results]
 
 
-async def test_only_errors_in_a_step_still_continue(start: Start, model_log: ModelLog) -> None:
+async def test_only_errors_in_a_step_still_continue(
+    start: Start, model_log: ModelLog, add: FunctionTool, executed: Executed
+) -> None:
     spec = scripted(
         calls(("nope", {}), ("add", {})),
         calls(("add", {"a": 1, "b": 1})),

@@ -11,8 +11,9 @@ from agentq.orchestrator.tool_kinds.base import STORED_SPEC, StoredToolEntry
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.workers.embedded import embedded
 from agentq.workers.executors.assemble import optional_executors
-from tests.component.core_support import FAST, TIMEOUT_S, calls, of_type, scripted, wait_event
+from tests.component.core_support import FAST, TIMEOUT_S, of_type, wait_event
 from tests.support.plugins.echo_kind import EchoConfig, EchoToolSpec
+from tests.support.specs import calls, scripted
 
 ECHO = {
     "type": "echo",

@@ -18,8 +18,8 @@ from agentq.orchestrator.envelopes import queue_key
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
-from tests.integration.core.test_core_workers import TOOLS, scripted, wait_ready
-from tests.support.infra import WorkerProcess, run_cli
+from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
+from tests.support.specs import scripted
 
 EMPTY_SERVER = Path(__file__).resolve().parents[1] / "support" / "mcp_servers" / "empty_server.py"
 

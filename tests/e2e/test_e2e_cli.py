@@ -4,7 +4,6 @@ and a local OpenAI-compatible HTTP server."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
@@ -12,9 +11,10 @@ from typing import Any, cast
 import pytest
 import redis
 
-from tests.integration.core.test_core_workers import TOOLS, scripted, wait_ready
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn, rate_limited
-from tests.support.infra import WorkerProcess, run_cli
+from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
+from tests.support.specs import scripted
+from tests.support.waiting import eventually
 
 API_KEY = "sk-e2e-secret-never-stored"
 
@@ -40,14 +40,14 @@ def submit(tmp_path: Path, spec: dict[str, Any], redis_url: str) -> str:
 
 
 def events_until(run_id: str, redis_url: str, event_type: str) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+    def events() -> list[dict[str, Any]]:
         done = run_cli("events", run_id, redis_url=redis_url)
-        events = [json.loads(line) for line in done.stdout.splitlines()]
-        if any(e["type"] == event_type for e in events):
-            return events
-        time.sleep(0.1)
-    raise AssertionError(f"no {event_type} event")
+        return [json.loads(line) for line in done.stdout.splitlines()]
+
+    def seen(events: list[dict[str, Any]]) -> bool:
+        return any(e["type"] == event_type for e in events)
+
+    return eventually(events, f"a {event_type} event", 30, 0.1, until=seen)
 
 
 def test_openai_run_with_streamed_parallel_calls_and_a_429(

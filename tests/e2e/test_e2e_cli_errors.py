@@ -12,7 +12,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
@@ -21,6 +20,7 @@ import pytest
 import redis
 
 from tests.support.infra import REPO, free_port, missing
+from tests.support.waiting import eventually
 
 QUICKSTART = "examples/quickstart.json"
 TINY = {"model": {"provider": "scripted", "script": [{"text": "hi"}]}, "prompt": "hi"}
@@ -77,16 +77,16 @@ class Server:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
-        while True:
+
+        def answering() -> bool:
             try:
-                redis.Redis(port=self.port, socket_connect_timeout=1).ping()
-                break
+                return bool(redis.Redis(port=self.port, socket_connect_timeout=1).ping())
             except redis.AuthenticationError:
-                break
+                return True  # up, and asking for its password
             except redis.ConnectionError:
-                assert time.monotonic() < deadline, "redis-server did not start"
-                time.sleep(0.02)
+                return False
+
+        eventually(answering, "redis-server to start", 10, 0.02)
 
     def url(self, password: str | None = None) -> str:
         auth = f":{password}@" if password else ""

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 
 from tests.e2e.test_e2e_cli import events_until, submit
-from tests.integration.core.test_core_workers import TOOLS, wait_ready
 from tests.support.fake_openai import FakeOpenAI, Turn, rate_limited
-from tests.support.infra import REPO, WorkerProcess, run_cli
+from tests.support.infra import REPO, TOOLS, WorkerProcess, run_cli, wait_ready
 
 
 @pytest.fixture

@@ -12,9 +12,8 @@ import pytest
 
 from agentq.orchestrator import Client
 from agentq.orchestrator.events import Event
-from tests.integration.core.test_core_workers import wait_ready
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
-from tests.support.infra import WorkerProcess, run_cli
+from tests.support.infra import WorkerProcess, run_cli, wait_ready
 from tests.support.mcp_servers.launch import own_server_stdio
 
 

@@ -14,8 +14,7 @@ import tests.support.plugins.echo_kind  # noqa: F401  (the submitter parses the 
 from agentq.orchestrator import Client
 from agentq.orchestrator.errors import SpecError
 from agentq.workers.providers import known_providers
-from tests.integration.core.test_core_workers import wait_ready
-from tests.support.infra import WorkerProcess, run_cli
+from tests.support.infra import WorkerProcess, run_cli, wait_ready
 
 KIND = "tests/support/plugins/echo_kind.py"
 PROVIDER = "tests/support/plugins/echo_provider.py"

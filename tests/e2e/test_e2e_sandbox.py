@@ -11,8 +11,7 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator import Client
-from tests.integration.core.test_core_workers import wait_ready
-from tests.support.infra import WorkerProcess, missing
+from tests.support.infra import WorkerProcess, missing, wait_ready
 
 
 def _require_sandbox() -> None:

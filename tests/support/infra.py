@@ -13,13 +13,19 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 import pytest
 
+from tests.support.waiting import GaveUp, eventually
+
 REPO = Path(__file__).resolve().parents[2]
+
+
+# The tools `agentq worker --tools TOOLS` serves in integration and end-to-end tests.
+TOOLS = "tests/support/sample_tools.py"
 
 
 def missing(what: str, how: str) -> None:
@@ -34,6 +40,12 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
+
+
+def listening(port: int) -> bool:
+    """Whether something accepts connections on this loopback port."""
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 class RedisServer:
@@ -62,14 +74,11 @@ class RedisServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            time.sleep(0.02)
-        self.stop()
-        raise RuntimeError("redis-server did not start")
+        try:
+            eventually(lambda: listening(self.port), "redis-server to listen", 10, 0.02)
+        except AssertionError:
+            self.stop()
+            raise
 
     @property
     def url(self) -> str:
@@ -129,6 +138,21 @@ class WorkerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._log.close()
+
+
+def wait_ready(*workers: WorkerProcess, timeout_s: float = 30) -> None:
+    """Until every worker has announced itself; fails at once if one exited."""
+
+    def started(worker: WorkerProcess) -> bool:
+        if worker.proc.poll() is not None:
+            raise AssertionError(f"worker exited:\n{worker.log()}")
+        return "agentq worker" in worker.log()
+
+    for worker in workers:  # they start side by side: the first wait covers most
+        try:
+            eventually(partial(started, worker), f"worker {worker.pid} to start", timeout_s)
+        except GaveUp as gave_up:
+            raise AssertionError(f"{gave_up}\n{worker.log()}") from None
 
 
 def run_cli(

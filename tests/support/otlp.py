@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import threading
-import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -13,6 +12,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
 )
+
+from tests.support.waiting import eventually
 
 
 @dataclass(frozen=True)
@@ -116,14 +117,7 @@ class OtlpReceiver:
 
     def wait_for(self, check: Any, what: str, timeout_s: float = 20.0) -> list[ReceivedSpan]:
         """The spans received, once `check(spans)` holds (a deadline, not a sleep)."""
-        deadline = time.monotonic() + timeout_s
-        while True:
-            spans = list(self.spans)
-            if check(spans):
-                return spans
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: got {sorted(s.name for s in spans)}")
-            time.sleep(0.05)
+        return eventually(lambda: list(self.spans), what, timeout_s, until=check)
 
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from tests.support.infra import free_port, missing
+from tests.support.waiting import GaveUp, eventually
 
 START_TIMEOUT_S = 240.0  # the first start runs its database migrations: ~60 s here
 
@@ -58,19 +59,21 @@ class Phoenix:
         return f"{self.url}/v1/traces"
 
     def _wait_healthy(self) -> float:
-        began = time.monotonic()
-        while True:
+        def healthy() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"phoenix exited:\n{self.log_path.read_text()[-3000:]}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200:
-                    return time.monotonic() - began
+                return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
             except httpx.HTTPError:
-                pass
-            if time.monotonic() - began > START_TIMEOUT_S:
-                self.stop()
-                raise AssertionError("phoenix did not become healthy")
-            time.sleep(0.25)
+                return False
+
+        began = time.monotonic()
+        try:
+            eventually(healthy, "phoenix to become healthy", START_TIMEOUT_S, 0.25)
+        except GaveUp:
+            self.stop()
+            raise
+        return time.monotonic() - began
 
     def spans(self, trace_id: str, project: str = "default") -> list[dict[str, Any]]:
         reply = httpx.get(

@@ -8,13 +8,13 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from tests.support.infra import REPO, free_port
+from tests.support.waiting import GaveUp, eventually
 
 
 class ServeProcess:
@@ -63,17 +63,18 @@ class ServeProcess:
         return self.log_path.read_text(errors="replace")
 
     def _wait_ready(self, timeout_s: float = 30) -> None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        def healthy() -> bool:
             if self.proc.poll() is not None:
                 raise AssertionError(f"agentq serve exited:\n{self.log()}")
             try:
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
+                return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
             except httpx.TransportError:
-                pass
-            time.sleep(0.05)
-        raise AssertionError(f"agentq serve did not start:\n{self.log()}")
+                return False
+
+        try:
+            eventually(healthy, "agentq serve to start", timeout_s)
+        except GaveUp as gave_up:
+            raise AssertionError(f"{gave_up}\n{self.log()}") from None
 
     def terminate(self) -> int:
         """SIGTERM, then the exit code (a graceful shutdown ends open streams first)."""

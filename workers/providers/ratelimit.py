@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import logging
 import re
 import time
 import uuid
@@ -32,6 +33,8 @@ from agentq.orchestrator.endpoints import Endpoint
 from agentq.orchestrator.errors import ProviderError
 from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
 
+log = logging.getLogger(__name__)
+
 WINDOW_S = 60.0
 LEARNED_TTL_S = 3600
 
@@ -41,8 +44,8 @@ LEARNED_TTL_S = 3600
 # (score: admission time) with its tokens in a hash and their sum in a counter; tickets
 # older than the window are dropped on the next acquire.
 # KEYS[1] prefix. ARGV: tokens, configured rpm, configured tpm (0 = none), window ms,
-# ticket. Returns {wait_ms, ticket or ''}. Time comes from Redis so that worker clocks
-# do not matter.
+# ticket. Returns {wait_ms, ''} or {0, ticket, admitted at (ms, the ticket's score)}.
+# Time comes from Redis so that worker clocks do not matter.
 ACQUIRE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -83,7 +86,7 @@ redis.call('ZADD', log, now, ARGV[5])
 redis.call('HSET', spent, ARGV[5], tokens)
 redis.call('INCRBY', sum, tokens)
 for _, key in ipairs({log, spent, sum}) do redis.call('PEXPIRE', key, 2 * span + 60000) end
-return {0, ARGV[5]}
+return {0, ARGV[5], now}
 """
 
 # KEYS[1] prefix. ARGV: ticket, tokens to add (may be negative). A no-op once the
@@ -230,7 +233,7 @@ class RateLimiter:
     async def try_acquire(self, key: LimitKey, tokens: int) -> tuple[float, str]:
         """(seconds to wait, "") when over a limit; (0, ticket) when the call may go."""
         limits = self.configured(key)
-        wait_ms, ticket = await self.redis.eval(
+        wait_ms, ticket, *admitted = await self.redis.eval(
             ACQUIRE,
             1,
             key.prefix,
@@ -242,6 +245,15 @@ class RateLimiter:
         )
         if isinstance(ticket, bytes):
             ticket = ticket.decode()
+        if admitted:
+            # The instant the window counts this call at: what a provider's quota is
+            # judged against (the request reaches it a transit time later).
+            log.info(
+                "rate limit %s:%s: call admitted at %d ms (Redis clock)",
+                key.provider,
+                key.model,
+                int(admitted[0]),
+            )
         return int(wait_ms) / 1000.0, str(ticket or "")
 
     async def acquire(self, key: LimitKey, tokens: int, deadline: float | None = None) -> str:

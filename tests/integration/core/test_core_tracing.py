@@ -17,10 +17,10 @@ from typing import Any
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.state import keys
-from tests.integration.core.test_core_workers import TOOLS, scripted, wait_ready
-from tests.support.infra import REPO, WorkerProcess, run_cli
+from tests.support.infra import REPO, TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.models import write_models_file
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
+from tests.support.specs import scripted
 from tests.support.trace_shape import (
     ERROR,
     assert_flat_trace,

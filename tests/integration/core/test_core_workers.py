@@ -2,44 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
-
-import pytest
 
 from agentq.orchestrator import Client
-from tests.support.infra import WorkerProcess
-
-TOOLS = "tests/support/sample_tools.py"
-
-
-def wait_ready(*workers: WorkerProcess, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    for worker in workers:
-        while "agentq worker" not in worker.log():
-            if worker.proc.poll() is not None or time.monotonic() > deadline:
-                raise AssertionError(f"worker did not start:\n{worker.log()}")
-            time.sleep(0.05)
-
-
-@pytest.fixture
-def workers(redis_url: str) -> Iterator[list[WorkerProcess]]:
-    started: list[WorkerProcess] = []
-    yield started
-    for worker in started:
-        worker.stop()
-
-
-def scripted(*steps: dict[str, Any], tools: list[str], **extra: Any) -> dict[str, Any]:
-    return {
-        "model": {"provider": "scripted", "script": list(steps)},
-        "prompt": "go",
-        "tools": [{"type": "function", "name": n} for n in tools],
-        **extra,
-    }
+from tests.support.infra import TOOLS, WorkerProcess, wait_ready
+from tests.support.specs import scripted
+from tests.support.waiting import eventually_async
 
 
 async def test_parallel_calls_across_two_worker_processes(
@@ -74,11 +42,10 @@ async def test_worker_killed_mid_call_costs_a_redelivery_not_the_run(
     )
     async with Client(redis_url) as client:
         run_id = await client.submit(spec)
-        deadline = time.monotonic() + 30
-        while not marker.exists() or not marker.read_text().strip():
-            assert time.monotonic() < deadline, "the call never started"
-            await asyncio.sleep(0.02)
-        first_pid = int(marker.read_text().split()[0])
+        started = await eventually_async(
+            lambda: marker.read_text().split() if marker.exists() else [], "the call to start"
+        )
+        first_pid = int(started[0])
         victim = next(w for w in workers if w.pid == first_pid)
         victim.kill()
         result = await client.wait(run_id, timeout_s=60)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,7 +11,8 @@ import pytest
 import redis
 
 from agentq.orchestrator.redis_conn import connect
-from tests.support.infra import RedisServer, free_port, missing
+from tests.support.infra import RedisServer, free_port, listening, missing
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -36,13 +35,7 @@ def sentinel(tmp_path: Path) -> Iterator[tuple[RedisServer, int]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 10
-        while True:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            assert time.monotonic() < deadline, "redis-sentinel did not start"
-            time.sleep(0.02)
+        eventually(lambda: listening(port), "redis-sentinel to listen", 10, 0.02)
         yield master, port
     finally:
         proc.terminate()

@@ -24,9 +24,10 @@ from agentq.orchestrator.redis_conn import connect
 from agentq.workers.executors.function import FunctionExecutor
 from agentq.workers.health import HealthServer, readiness_check
 from agentq.workers.runtime import WorkerRuntime
-from tests.integration.core.test_core_workers import TOOLS, scripted
 from tests.support.fake_openai import FakeOpenAI, Turn
-from tests.support.infra import RedisServer, WorkerProcess, free_port, run_cli
+from tests.support.infra import TOOLS, RedisServer, WorkerProcess, free_port, run_cli
+from tests.support.specs import scripted
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -38,16 +39,14 @@ def get(url: str) -> httpx.Response:
 
 
 def wait_until_ready(url: str, worker: WorkerProcess, timeout_s: float = 30) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         assert worker.proc.poll() is None, worker.log()
         try:
-            if get(url).status_code == 200:
-                return
+            return get(url).status_code == 200
         except httpx.TransportError:
-            pass  # not listening yet
-        time.sleep(0.05)
-    raise AssertionError(f"{url} never became ready:\n{worker.log()}")
+            return False  # not listening yet
+
+    eventually(ready, f"{url} to become ready", timeout_s)
 
 
 def scrape(url: str) -> Samples:

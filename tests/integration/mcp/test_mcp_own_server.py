@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from tests.support.mcp_servers.launch import (
     own_server_http,
     own_server_stdio,
 )
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -86,15 +86,6 @@ async def own(request: pytest.FixtureRequest) -> AsyncIterator[Own]:
         async with own_server_http("streamable-http") as url:
             async for own in run(lambda extra: {"url": url, **extra}):
                 yield own
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str) -> None:
-    """Wait until `check` holds: notifications arrive asynchronously."""
-    deadline = time.monotonic() + WAIT_S
-    while not await check():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what}")
-        await asyncio.sleep(0.05)
 
 
 async def test_announces_every_tool_with_its_schema(own: Own) -> None:
@@ -204,7 +195,7 @@ async def test_deadline_cancels_the_call_on_the_server(own: Own) -> None:
     async def server_saw_cancel() -> bool:
         return (await own.stats())["cancelled"] == 1
 
-    await eventually(server_saw_cancel, "the server to see the cancellation")
+    await eventually_async(server_saw_cancel, "the server to see the cancellation", WAIT_S)
 
 
 async def test_cancelling_the_run_cancels_the_call_on_the_server(own: Own) -> None:
@@ -214,7 +205,7 @@ async def test_cancelling_the_run_cancels_the_call_on_the_server(own: Own) -> No
     async def started() -> bool:
         return bool(recorder.progress)
 
-    await eventually(started, "the slow call to start")
+    await eventually_async(started, "the slow call to start", WAIT_S)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -222,7 +213,7 @@ async def test_cancelling_the_run_cancels_the_call_on_the_server(own: Own) -> No
     async def server_saw_cancel() -> bool:
         return (await own.stats())["cancelled"] == 1
 
-    await eventually(server_saw_cancel, "the server to see the cancellation")
+    await eventually_async(server_saw_cancel, "the server to see the cancellation", WAIT_S)
 
 
 async def test_sessions_are_reused(own: Own) -> None:
@@ -246,7 +237,7 @@ async def test_tool_list_changes_are_picked_up(own: Own) -> None:
         names = {a.name for a in await own.executor.announcements("q") if a.server == "own"}
         return "newt" in names
 
-    await eventually(announced, "the new tool to be announced")
+    await eventually_async(announced, "the new tool to be announced", WAIT_S)
     assert "own" in own.changed
     assert await own.call("newt") == "I am newt"
 
@@ -274,7 +265,7 @@ async def test_an_idle_server_that_died_is_restarted_before_use() -> None:
         async def noticed() -> bool:
             return not connection.connected
 
-        await eventually(noticed, "the pool to notice the exit")
+        await eventually_async(noticed, "the pool to notice the exit", WAIT_S)
         # No call saw this death; the next one must simply work.
         assert await own.call("echo", {"text": "x"}) == "x"
         assert connection.connects == 2

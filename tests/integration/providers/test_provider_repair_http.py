@@ -7,17 +7,11 @@ import json
 from typing import Any
 
 from agentq.orchestrator.messages import AssistantMessage
-from agentq.workers import tool
 from agentq.workers.embedded import embedded
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
+from tests.support.sample_tools import add
 
 BROKEN = '{"a": 1, "b": '
-
-
-@tool
-def add(a: float, b: float) -> float:
-    """Add two numbers."""
-    return a + b
 
 
 def spec(base_url: str) -> dict[str, Any]:

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
-from tests.integration.core.test_core_workers import TOOLS, wait_ready
-from tests.support.infra import WorkerProcess
+from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.serve import ServeProcess
-
-AGENTS: dict[str, Any] = {}
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.integration.core.test_core_workers import scripted
 from tests.support.infra import REPO, missing
 from tests.support.serve import ServeProcess
+from tests.support.specs import scripted
 
 ARTIFACTS = REPO / "test-artifacts"
 
@@ -54,27 +54,19 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
         id="quick-run",
         metadata={"team": "ops"},
     )
-    parked = {
-        "id": "needs-approval",
-        "model": {
-            "provider": "scripted",
-            "script": [
-                {
-                    "text": "Let me check both, in parallel.",
-                    "tool_calls": [
-                        {"id": "call-noop", "name": "noop", "input": {}},
-                        {"id": "call-add", "name": "add", "input": {"a": 20, "b": 22}},
-                    ],
-                },
-                {"text": "The sum is 42. Done."},
+    parked = scripted(
+        {
+            "text": "Let me check both, in parallel.",
+            "tool_calls": [
+                {"id": "call-noop", "name": "noop", "input": {}},
+                {"id": "call-add", "name": "add", "input": {"a": 20, "b": 22}},
             ],
         },
-        "prompt": "check and add",
-        "tools": [
-            {"type": "function", "name": "noop"},
-            {"type": "function", "name": "add", "needs_approval": True},
-        ],
-    }
+        {"text": "The sum is 42. Done."},
+        tools=["noop", {"type": "function", "name": "add", "needs_approval": True}],
+        id="needs-approval",
+        prompt="check and add",
+    )
     browser.get(server.url + "/")
     for spec in (quick, parked):
         assert httpx.post(f"{server.url}/v1/runs", json=spec, timeout=30).status_code == 201
@@ -110,18 +102,13 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
     assert browser.find_element(By.ID, "pending").get_attribute("hidden") is not None
 
     # A client tool's output, typed into the run page's form.
-    client_run = {
-        "id": "client-tool",
-        "model": {
-            "provider": "scripted",
-            "script": [
-                {"tool_calls": [{"id": "call-pick", "name": "pick_color", "input": {}}]},
-                {"text": "Teal it is."},
-            ],
-        },
-        "prompt": "pick a color",
-        "tools": [{"type": "client", "name": "pick_color"}],
-    }
+    client_run = scripted(
+        {"tool_calls": [{"id": "call-pick", "name": "pick_color", "input": {}}]},
+        {"text": "Teal it is."},
+        tools=[{"type": "client", "name": "pick_color"}],
+        id="client-tool",
+        prompt="pick a color",
+    )
     assert httpx.post(f"{server.url}/v1/runs", json=client_run, timeout=30).status_code == 201
     browser.get(server.url + "/#/runs/client-tool")
     form = wait.until(

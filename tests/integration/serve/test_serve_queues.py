@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from agentq.serve.auth import hash_key
-from tests.integration.core.test_core_workers import TOOLS, scripted
-from tests.support.infra import run_cli
+from tests.support.infra import TOOLS, run_cli
 from tests.support.serve import ServeProcess
+from tests.support.specs import scripted
 
 READER = "key-keda-reader"
 SUBMITTER = "key-submitter"

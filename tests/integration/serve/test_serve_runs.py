@@ -10,8 +10,9 @@ from typing import Any
 import httpx
 from httpx_sse import connect_sse
 
-from tests.integration.core.test_core_workers import scripted
 from tests.support.serve import ServeProcess
+from tests.support.specs import scripted
+from tests.support.waiting import eventually
 
 
 def events_of(server: ServeProcess, run_id: str, **headers: str) -> list[dict[str, Any]]:
@@ -126,21 +127,15 @@ def test_idempotency_key_returns_the_same_run(server: ServeProcess) -> None:
 
 
 def test_approval_404_409_and_client_tool_result(server: ServeProcess) -> None:
-    spec = {
-        "model": {
-            "provider": "scripted",
-            "script": [
-                {"tool_calls": [{"id": "c1", "name": "add", "input": {"a": 2, "b": 2}}]},
-                {"tool_calls": [{"id": "c2", "name": "pick_color", "input": {}}]},
-                {"text": "done"},
-            ],
-        },
-        "prompt": "go",
-        "tools": [
+    spec = scripted(
+        {"tool_calls": [{"id": "c1", "name": "add", "input": {"a": 2, "b": 2}}]},
+        {"tool_calls": [{"id": "c2", "name": "pick_color", "input": {}}]},
+        {"text": "done"},
+        tools=[
             {"type": "function", "name": "add", "needs_approval": True},
             {"type": "client", "name": "pick_color"},
         ],
-    }
+    )
     run_id = post(server, "/v1/runs", spec).json()["id"]
     wait_for_event(server, run_id, "tool-approval-request")
 
@@ -157,9 +152,11 @@ def test_approval_404_409_and_client_tool_result(server: ServeProcess) -> None:
     assert twice.status_code == 409
 
     wait_for_event(server, run_id, "tool-call")  # c2 … (the stream replays from the start)
-    result = get(server, f"/v1/runs/{run_id}", wait=0).json()
-    while not any(p.get("tool_call_id") == "c2" for p in result["pending"]):
-        result = get(server, f"/v1/runs/{run_id}", wait=0.2).json()
+    eventually(
+        lambda: get(server, f"/v1/runs/{run_id}", wait=0.2).json()["pending"],
+        "c2 to wait for its result",
+        until=lambda pending: any(p.get("tool_call_id") == "c2" for p in pending),
+    )
     posted = post(server, f"/v1/runs/{run_id}/calls/c2/result", {"output": {"color": "teal"}})
     assert posted.status_code == 200, posted.text
 

@@ -9,9 +9,9 @@ import httpx
 import pytest
 
 from agentq.serve.auth import hash_key
-from tests.integration.core.test_core_workers import scripted
 from tests.support.infra import WorkerProcess, run_cli
 from tests.support.serve import ServeProcess
+from tests.support.specs import scripted
 
 KEYS = {
     "acme": "key-acme-secret",

@@ -7,7 +7,6 @@ what a person sees there is what this test reads through Phoenix's REST API.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,10 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator import tracing
-from tests.integration.core.test_core_workers import TOOLS, scripted, wait_ready
-from tests.support.infra import WorkerProcess, run_cli
+from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.phoenix import Phoenix
+from tests.support.specs import scripted
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.viewer
 
@@ -58,14 +58,16 @@ def _spec() -> dict[str, Any]:
 
 
 def _wait_spans(phoenix: Phoenix, trace_id: str, timeout_s: float = 60) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        spans = phoenix.spans(trace_id)
-        if any(s["name"].startswith("invoke_agent") for s in spans) and len(spans) >= 19:
-            return spans
-        if time.monotonic() > deadline:
-            raise AssertionError(f"phoenix has {sorted(s['name'] for s in spans)}")
-        time.sleep(0.2)
+    def complete(spans: list[dict[str, Any]]) -> bool:
+        return any(s["name"].startswith("invoke_agent") for s in spans) and len(spans) >= 19
+
+    return eventually(
+        lambda: phoenix.spans(trace_id),
+        "the run's spans in phoenix",
+        timeout_s,
+        0.2,
+        until=complete,
+    )
 
 
 def _attr(span: dict[str, Any], dotted: str) -> Any:

@@ -22,6 +22,7 @@ import pytest
 
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.workers.executors.base import ToolContext
+from tests.support.waiting import eventually_async
 
 HERE = Path(__file__).resolve().parent
 TEST_SERVER = HERE / "agentq_test_server.py"
@@ -93,8 +94,7 @@ async def http_process(
 
 
 async def _wait_for_port(port: int, process: asyncio.subprocess.Process, errors: IO[bytes]) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
+    async def accepting() -> bool:
         if process.returncode is not None:
             errors.seek(0)
             tail = errors.read().decode(errors="replace")[-2000:]
@@ -102,12 +102,12 @@ async def _wait_for_port(port: int, process: asyncio.subprocess.Process, errors:
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
         except OSError:
-            await asyncio.sleep(0.05)
-            continue
+            return False
         writer.close()
         await writer.wait_closed()
-        return
-    raise RuntimeError(f"server did not listen on port {port} within {START_TIMEOUT_S:g} s")
+        return True
+
+    await eventually_async(accepting, f"the server to listen on port {port}", START_TIMEOUT_S)
 
 
 @contextlib.asynccontextmanager

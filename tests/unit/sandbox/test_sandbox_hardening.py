@@ -12,6 +12,7 @@ from agentq.sandbox.container import SANDBOX_ENV, driver_command
 from agentq.sandbox.docker_backend import container_options
 from agentq.sandbox.images import parse_deb822_mirror, parse_one_line_mirror
 from agentq.sandbox.models import Limits
+from tests.support.waiting import eventually_async
 
 
 def spec(**overrides: object) -> ContainerSpec:
@@ -95,7 +96,7 @@ async def test_capacity_hands_slots_to_waiters_in_order() -> None:
     assert capacity.try_acquire()
     first = asyncio.create_task(capacity.acquire(5))
     second = asyncio.create_task(capacity.acquire(5))
-    await asyncio.sleep(0)
+    await eventually_async(lambda: capacity.waiting == 2, "both to wait")
     assert not capacity.try_acquire()  # waiters come before background refills
     capacity.release()
     assert await first
