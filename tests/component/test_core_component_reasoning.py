@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from agentq.workers import tool
-from tests.component.core_support import TIMEOUT_S, Embedded, all_events, scripted
+from tests.component.core_support import TIMEOUT_S, Embedded, all_events
+from tests.support.specs import scripted
 
 Start = Callable[..., Embedded]
 
