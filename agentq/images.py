@@ -26,9 +26,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import version
 from pathlib import Path
-from typing import IO
 
-from agentq.sandbox.images import DEFAULT_SUITE, ImageBuildError, find_debian_mirror
+from agentq.sandbox.images import (
+    DEFAULT_SUITE,
+    ImageBuildError,
+    find_debian_mirror,
+    import_rootfs,
+    run_step,
+)
 
 AGENTQ_UID = 10001
 DEBIAN_PYTHON = (3, 11)  # bookworm's python3
@@ -191,7 +196,7 @@ def build_one(recipe: Recipe, mirror: str, log: Callable[[str], None]) -> None:
     with tempfile.TemporaryDirectory(prefix="agentq-image-") as tmp:
         rootfs = Path(tmp) / "rootfs"
         include = ",".join(recipe.packages)
-        _run(
+        run_step(
             [
                 "debootstrap",
                 "--variant=minbase",
@@ -233,7 +238,7 @@ def install_python(rootfs: Path, requirements: Sequence[str], wheels: Path) -> N
             f"the host's Python is {sys.version_info[0]}.{sys.version_info[1]}; the wheels "
             f"must fit Debian {DEFAULT_SUITE}'s {DEBIAN_PYTHON[0]}.{DEBIAN_PYTHON[1]}"
         )
-    _run(
+    run_step(
         [
             sys.executable,
             "-m",
@@ -254,9 +259,11 @@ def install_python(rootfs: Path, requirements: Sequence[str], wheels: Path) -> N
         for rel, host in borrowed.items():
             (rootfs / rel).unlink(missing_ok=True)
             shutil.copyfile(host, rootfs / rel)
-        _run(["chroot", str(rootfs), "python3", "-m", "venv", VENV], step="venv", env=CHROOT_ENV)
+        run_step(
+            ["chroot", str(rootfs), "python3", "-m", "venv", VENV], step="venv", env=CHROOT_ENV
+        )
         pip = ["chroot", str(rootfs), f"{VENV}/bin/pip"]
-        _run(
+        run_step(
             [
                 *pip,
                 "install",
@@ -272,7 +279,9 @@ def install_python(rootfs: Path, requirements: Sequence[str], wheels: Path) -> N
             step="pip install",
             env=CHROOT_ENV,
         )
-        _run([*pip, "uninstall", "--yes", "--quiet", "pip"], step="pip uninstall", env=CHROOT_ENV)
+        run_step(
+            [*pip, "uninstall", "--yes", "--quiet", "pip"], step="pip uninstall", env=CHROOT_ENV
+        )
     finally:
         for rel in borrowed:
             (rootfs / rel).unlink(missing_ok=True)
@@ -322,20 +331,6 @@ def trim(rootfs: Path) -> None:
                     entry.unlink(missing_ok=True)
 
 
-def import_rootfs(rootfs: Path, name: str, changes: Sequence[str]) -> None:
-    tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-    args = ["docker", "import"]
-    for change in changes:
-        args += ["--change", change]
-    try:
-        _run([*args, "-", name], step="docker import", stdin=tar.stdout)
-    finally:
-        if tar.stdout is not None:
-            tar.stdout.close()
-        if tar.wait() != 0:
-            raise ImageBuildError(f"tar of {rootfs} failed with exit code {tar.returncode}")
-
-
 def _image_size(name: str) -> int | None:
     found = subprocess.run(
         ["docker", "image", "inspect", "--format", "{{.Size}}", name],
@@ -346,21 +341,6 @@ def _image_size(name: str) -> int | None:
     return int(found.stdout.strip()) if found.returncode == 0 else None
 
 
-def _run(
-    args: Sequence[str],
-    *,
-    step: str,
-    stdin: IO[bytes] | None = None,
-    env: dict[str, str] | None = None,
-) -> None:
-    done = subprocess.run(
-        list(args), stdin=stdin, capture_output=True, text=True, check=False, env=env
-    )
-    if done.returncode != 0:
-        tail = (done.stderr or done.stdout)[-2000:]
-        raise ImageBuildError(f"{step} failed (exit {done.returncode}): {tail}")
-
-
 def export_sandbox_images(directory: Path, mirror: str | None = None) -> Path:
     """Save the sandbox images (built first if missing) where docker-compose.yml's
     `engine-images` service loads them into the sandbox pool's own engine."""
@@ -369,5 +349,5 @@ def export_sandbox_images(directory: Path, mirror: str | None = None) -> Path:
     names = build_sandbox_images(mirror=mirror)
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / "sandbox-images.tar"
-    _run(["docker", "save", "--output", str(target), *names], step="docker save")
+    run_step(["docker", "save", "--output", str(target), *names], step="docker save")
     return target

@@ -36,18 +36,19 @@ def _e(value: Any) -> str:
 
 class ProgressPrinter:
     """Prints events as they come. A step's text shows once: the deltas of an attempt
-    that a later attempt of the same step replaced are dropped."""
+    that a later attempt of the same step replaced are dropped. Reasoning the model
+    shows streams dimmed, on its own lines apart from the answer."""
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        self._in_text = False
+        self._streaming: str | None = None  # the delta type being printed on this line
         self._attempts: dict[int, int] = {}  # step -> latest attempt seen
         self._printed_text: set[int] = set()  # steps whose text is on screen
 
     def _end_text(self) -> None:
-        if self._in_text:
+        if self._streaming is not None:
             self.console.print()
-            self._in_text = False
+            self._streaming = None
 
     def _call(self, event: Event) -> str:
         if not event.tool_call_id:
@@ -58,13 +59,18 @@ class ProgressPrinter:
         fields = event.model_extra or {}
         kind = event.type
         step = event.step if event.step is not None else -1
-        if kind == "text-delta":
+        if kind in ("text-delta", "reasoning-delta"):
             attempt = int(fields.get("attempt") or 1)
             if attempt < self._attempts.get(step, attempt):
                 return  # an abandoned attempt's text
             self._attempts[step] = attempt
-            self.console.print(_e(fields.get("delta", "")), end="", markup=True)
-            self._in_text = True
+            if self._streaming != kind:
+                self._end_text()
+            delta = _e(fields.get("delta", ""))
+            self.console.print(
+                f"[dim]{delta}[/]" if kind == "reasoning-delta" else delta, end="", markup=True
+            )
+            self._streaming = kind
             self._printed_text.add(step)
             return
         self._end_text()

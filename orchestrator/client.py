@@ -233,7 +233,9 @@ class Client:
             t
             if t.park_timeout_s is not None
             else t.model_copy(update={"park_timeout_s": self.settings.park_timeout_s})
-            for t in resolve_tools(run_spec, registry, now, model_provider=endpoint.provider)
+            for t in resolve_tools(
+                run_spec, registry, now, model_provider=endpoint.provider, settings=self.settings
+            )
         ]
         run_id = run_spec.id or uuid.uuid4().hex
         hops = tracing.Hops(run_id)

@@ -19,6 +19,7 @@ EventType = Literal[
     "start-step",
     "model-retry",
     "text-delta",
+    "reasoning-delta",
     "tool-call",
     "tool-call-repair",
     "tool-approval-request",

@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     # How long a parked call (awaiting approval or an outside result) waits before it
     # becomes a tool error the model sees; a tool spec's `park_timeout_s` overrides it.
     park_timeout_s: float = Field(default=24 * 3600.0, gt=0, le=7 * 24 * 3600.0)
+    # Whether a code tool may ask for network (`"network": true`): the deployment's choice,
+    # never a spec's. Checked at submit and again by the sandbox worker.
+    sandbox_allow_network: bool = False
     mcp_config: str | None = None
     # The models file: the named model endpoints specs may use (orchestrator/endpoints.py).
     models: str | None = None

@@ -37,6 +37,8 @@ class ScriptedStep(_Spec):
     """One answer of the scripted provider: text, tool calls, or both."""
 
     text: str = ""
+    # Streamed as reasoning before the text (as a thinking model shows it); never the answer.
+    reasoning: str = ""
     tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
     finish_reason: str | None = None
     # Answers to repair requests in this step (see `RepairPolicy`), in the order asked.

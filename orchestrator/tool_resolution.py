@@ -14,6 +14,7 @@ from collections.abc import Mapping
 
 from agentq.orchestrator.errors import SpecError, UnknownToolError
 from agentq.orchestrator.providers import ProviderInfo, provider_table
+from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import HasToolCall, RunSpec, ToolChoiceTool
 from agentq.orchestrator.tool_kinds import (
     ResolveContext,
@@ -67,11 +68,14 @@ def resolve_tools(
     now: float,
     *,
     model_provider: ProviderInfo | None = None,
+    settings: Settings | None = None,
 ) -> list[ToolDef]:
     """Resolve the spec's tools against the live registry, or raise a SpecError.
 
     `model_provider`: where the run's model goes (default: the provider the spec
-    names, from the built-in and announced providers)."""
+    names, from the built-in and announced providers). `settings`: the deployment's,
+    for what it lets a spec choose (default: read from the environment)."""
+    deployment = settings or Settings()
     live = live_registry(registry, now)
     if model_provider is None:
         model_provider = provider_table(announced_providers(live)).get(spec.model.provider)
@@ -86,6 +90,7 @@ def resolve_tools(
             registry=live,
             model_provider=model_provider,
             timeout_s=entry.timeout_s or spec.tool_timeout_s,
+            settings=deployment,
         )
         resolved.extend(_wrapped(plugin, entry, ctx))
     check_tool_references(spec, resolved)

@@ -42,6 +42,9 @@ class SandboxConfig(BaseModel):
     # How long an owner's liveness record lasts without a refresh (refreshed every third).
     owner_ttl_s: float = Field(default=15.0, gt=0)
     images: dict[Language, str] = Field(default_factory=default_images)
+    # Whether a request may have network (`network=True`): the deployment's choice. A
+    # request for it on a deployment that does not allow it is refused before it runs.
+    allow_network: bool = False
     # Idle containers kept started per language (default limits, no network).
     pool_size: dict[Language, int] = Field(default_factory=lambda: dict(_DEFAULT_POOL_SIZE))
     # Containers alive at once, idle pool containers and sessions included.

@@ -74,7 +74,7 @@ def build_images(mirror: str | None = None, tag: str = IMAGE_TAG, force: bool = 
     mirror = mirror or find_debian_mirror()
     with tempfile.TemporaryDirectory(prefix="agentq-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        _run(
+        run_step(
             [
                 "debootstrap",
                 "--variant=minbase",
@@ -88,7 +88,7 @@ def build_images(mirror: str | None = None, tag: str = IMAGE_TAG, force: bool = 
         prepare_rootfs(rootfs)
         _import_rootfs(rootfs, names[0])
     for name in names[1:]:
-        _run(["docker", "tag", names[0], name], step="docker tag")
+        run_step(["docker", "tag", names[0], name], step="docker tag")
     return names
 
 
@@ -118,12 +118,18 @@ def _import_rootfs(rootfs: Path, name: str) -> None:
         "WORKDIR /work",
         'CMD ["python3"]',
     ]
+    import_rootfs(rootfs, name, changes)
+
+
+def import_rootfs(rootfs: Path, name: str, changes: Sequence[str]) -> None:
+    """`docker import` a root filesystem as image `name` with Dockerfile-like `changes`
+    (no registry, no build context: the tar of the tree is the image's one layer)."""
     tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
     args = ["docker", "import"]
     for change in changes:
         args += ["--change", change]
     try:
-        _run([*args, "-", name], step="docker import", stdin=tar.stdout)
+        run_step([*args, "-", name], step="docker import", stdin=tar.stdout)
     finally:
         if tar.stdout is not None:
             tar.stdout.close()
@@ -180,13 +186,16 @@ def _image_exists(name: str) -> bool:
     return found.returncode == 0
 
 
-def _run(args: Sequence[str], *, step: str, stdin: IO[bytes] | None = None) -> None:
+def run_step(
+    args: Sequence[str],
+    *,
+    step: str,
+    stdin: IO[bytes] | None = None,
+    env: dict[str, str] | None = None,
+) -> None:
+    """Run one build step; a failure is an ImageBuildError naming the step and its output."""
     result = subprocess.run(
-        list(args),
-        stdin=stdin,
-        capture_output=True,
-        text=True,
-        check=False,
+        list(args), stdin=stdin, capture_output=True, text=True, check=False, env=env
     )
     if result.returncode != 0:
         tail = (result.stderr or result.stdout)[-2000:]

@@ -44,6 +44,9 @@ class _Discard:
     async def text_delta(self, delta: str) -> None:
         return None
 
+    async def reasoning_delta(self, delta: str) -> None:
+        return None
+
 
 def _repair_request(request: ModelRequest, need: RepairNeed, index: int) -> ModelRequest:
     tool = need.tool

@@ -181,7 +181,7 @@ def _ui_stream(client: Client, feeds: RunFeeds, run_id: str, after: int) -> Even
                     yield _data(chunk)
                 if event.type in TERMINAL_EVENTS:
                     break
-                if event.type == "text-delta":
+                if event.type in ("text-delta", "reasoning-delta"):
                     continue
             if await _parked(client, run_id, seen):
                 for chunk in adapter.park():

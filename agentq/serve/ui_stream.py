@@ -2,7 +2,8 @@
 
 Chunk names and fields follow the `ai` package's `uiMessageChunkSchema` (v5 and later);
 the Node test validates every chunk against that schema. The message id is the run id,
-tool approvals use the call id as their approval id.
+tool approvals use the call id as their approval id. Text and reasoning stream as parts:
+one part is open at a time, and a delta of the other kind (or anything else) closes it.
 """
 
 from __future__ import annotations
@@ -36,27 +37,37 @@ def _error_text(value: Any) -> str:
 
 
 class UIChunks:
-    """The chunks of one response; keeps which text part is open and which calls were denied."""
+    """The chunks of one response; keeps which part (text or reasoning) is open and which
+    calls were denied."""
 
     def __init__(self, run_id: str) -> None:
         self.run_id = run_id
-        self._text_id: str | None = None
+        self._open: tuple[str, str] | None = None  # ("text" | "reasoning", part id)
         self._denied: set[str] = set()
         self._steps: set[int] = set()
 
     def start(self) -> Chunk:
         return {"type": "start", "messageId": self.run_id}
 
-    def _close_text(self) -> list[Chunk]:
-        if self._text_id is None:
+    def _close_part(self) -> list[Chunk]:
+        if self._open is None:
             return []
-        closed = {"type": "text-end", "id": self._text_id}
-        self._text_id = None
-        return [closed]
+        kind, part_id = self._open
+        self._open = None
+        return [{"type": f"{kind}-end", "id": part_id}]
+
+    def _delta(self, kind: str, event: Event) -> list[Chunk]:
+        opened: list[Chunk] = []
+        if self._open is None or self._open[0] != kind:
+            opened = self._close_part()
+            self._open = (kind, f"{kind}-{event.step}-{event.seq}")
+            opened.append({"type": f"{kind}-start", "id": self._open[1]})
+        delta = (event.model_extra or {}).get("delta", "")
+        return [*opened, {"type": f"{kind}-delta", "id": self._open[1], "delta": delta}]
 
     def park(self) -> list[Chunk]:
         """The run waits for the user (an approval, a client tool): this response ends."""
-        return [*self._close_text(), {"type": "finish", "finishReason": "tool-calls"}]
+        return [*self._close_part(), {"type": "finish", "finishReason": "tool-calls"}]
 
     def feed(self, event: Event) -> list[Chunk]:
         extra: dict[str, Any] = event.model_extra or {}
@@ -68,19 +79,14 @@ class UIChunks:
                 self._steps.add(event.step or 0)
                 return [{"type": "start-step"}]
             case "text-delta":
-                opened: list[Chunk] = []
-                if self._text_id is None:
-                    self._text_id = f"text-{event.step}-{event.seq}"
-                    opened.append({"type": "text-start", "id": self._text_id})
-                return [
-                    *opened,
-                    {"type": "text-delta", "id": self._text_id, "delta": extra.get("delta", "")},
-                ]
+                return self._delta("text", event)
+            case "reasoning-delta":
+                return self._delta("reasoning", event)
             case "tool-call":
                 provider = {"providerExecuted": True} if extra.get("provider_executed") else {}
                 name = event.tool_name or ""
                 return [
-                    *self._close_text(),
+                    *self._close_part(),
                     {
                         "type": "tool-input-start",
                         "toolCallId": call_id,
@@ -134,10 +140,10 @@ class UIChunks:
                     }
                 ]
             case "finish-step":
-                return [*self._close_text(), {"type": "finish-step"}]
+                return [*self._close_part(), {"type": "finish-step"}]
             case "finish":
                 return [
-                    *self._close_text(),
+                    *self._close_part(),
                     {
                         "type": "finish",
                         "finishReason": finish_reason(extra.get("finish_reason", "stop")),
@@ -145,13 +151,13 @@ class UIChunks:
                 ]
             case "error":
                 return [
-                    *self._close_text(),
+                    *self._close_part(),
                     {"type": "error", "errorText": _error_text(extra.get("error"))},
                 ]
             case "abort":
                 reason = extra.get("reason")
                 return [
-                    *self._close_text(),
+                    *self._close_part(),
                     {"type": "abort", **({"reason": str(reason)} if reason else {})},
                 ]
             case _:

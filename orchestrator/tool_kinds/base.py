@@ -42,6 +42,7 @@ from pydantic import (
 
 from agentq.orchestrator.errors import SpecError
 from agentq.orchestrator.providers import ProviderInfo
+from agentq.orchestrator.settings import Settings
 
 
 class SpecModel(BaseModel):
@@ -150,6 +151,8 @@ class ResolveContext:
     registry: Mapping[str, ToolAnnouncement]  # live announcements only
     model_provider: ProviderInfo | None  # the provider the run's model goes to
     timeout_s: float  # the entry's, else the run's default
+    # The deployment's settings, for what a kind lets a spec choose (e.g. network for code).
+    settings: Settings
 
     @property
     def where(self) -> str:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from agentq.orchestrator.errors import UnknownToolError
+from agentq.orchestrator.errors import SpecError, UnknownToolError
 from agentq.orchestrator.tool_kinds.base import (
     KindConfig,
     ResolveContext,
@@ -57,6 +57,11 @@ class CodeKind(ToolKindPlugin):
     config_model = CodeToolConfig
 
     def offer(self, entry: Any, ctx: ResolveContext) -> list[ToolDef]:
+        if entry.network and not ctx.settings.sandbox_allow_network:
+            raise SpecError(
+                f"{ctx.where}.network: this deployment does not allow network in code tools "
+                "(AGENTQ_SANDBOX_ALLOW_NETWORK)"
+            )
         found = ctx.registry.get(code_registry_key(entry.language))
         if found is None:
             raise UnknownToolError(

@@ -205,6 +205,16 @@ async def test_quickstart_text_deltas_add_up_to_each_steps_text(quickstart: Quic
         assert deltas == quickstart.result.steps[step].text
 
 
+async def test_quickstart_reasoning_shows_live_and_stays_out_of_the_text(
+    quickstart: Quickstart,
+) -> None:
+    """The demo's first step shows its reasoning live; no step's text holds it."""
+    events, result = quickstart.events, quickstart.result
+    shown = "".join(e.model_dump()["delta"] for e in events if e.type == "reasoning-delta")
+    assert shown == quickstart.spec["model"]["script"][0]["reasoning"]
+    assert all(shown not in step.text for step in result.steps)
+
+
 async def test_parallel_calls_run_together_and_join_once(start: Start, model_log: ModelLog) -> None:
     width = 5
     barrier = asyncio.Barrier(width)

@@ -29,6 +29,7 @@ class Turn:
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
     thought_signature: str | None = None  # attached to the first functionCall part
+    thoughts: str = ""  # a thought summary, streamed as `thought: true` parts before the text
     finish_reason: str = "STOP"
     usage: dict[str, Any] = field(
         default_factory=lambda: {
@@ -84,9 +85,11 @@ def render(turn: Turn, request: Recorded) -> Reply:
         body = {"error": {"code": turn.status, "message": turn.error, "status": status}}
         return Reply.json(body, status=turn.status, headers=turn.headers)
     if request.path.endswith(":generateContent"):
-        parts = ([{"text": turn.text}] if turn.text else []) + call_parts(turn)
+        thought = [{"text": turn.thoughts, "thought": True}] if turn.thoughts else []
+        parts = thought + ([{"text": turn.text}] if turn.text else []) + call_parts(turn)
         return Reply.json(chunk(parts, turn.finish_reason, turn.usage), headers=turn.headers)
-    chunks = [chunk([{"text": piece}]) for piece in _cut(turn.text, 4)]
+    chunks = [chunk([{"text": piece, "thought": True}]) for piece in _cut(turn.thoughts, 4)]
+    chunks += [chunk([{"text": piece}]) for piece in _cut(turn.text, 4)]
     if not turn.truncate:
         chunks.append(chunk(call_parts(turn), turn.finish_reason, turn.usage))
     return Reply.sse([(None, c) for c in chunks], headers=turn.headers, byte_split=turn.byte_split)

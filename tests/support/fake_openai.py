@@ -59,6 +59,9 @@ class Turn:
 
     text: str = ""
     tool_calls: list[ToolCall] = field(default_factory=list)
+    # Streamed before the text as `reasoning_content` deltas, as OpenAI-compatible servers
+    # that show reasoning (DeepSeek, vLLM, …) do; OpenAI's own API never sends it.
+    reasoning: str = ""
     finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
     usage: dict[str, Any] | None = None  # default: a small, fixed usage
     # Errors: status >= 400 answers `{"error": {"message": error, ...}}` with `headers`.
@@ -167,6 +170,7 @@ def stream_chunks(turn: Turn, index: int, include_usage: bool) -> list[dict[str,
         return out
 
     chunks = [chunk({"role": "assistant", "content": "", "refusal": None})]
+    chunks += [chunk({"reasoning_content": p}) for p in _cut(turn.reasoning, turn.text_chars)]
     chunks += [chunk({"content": piece}) for piece in _cut(turn.text, turn.text_chars)]
     per_call: list[list[dict[str, Any]]] = []
     for i, call in enumerate(turn.tool_calls):

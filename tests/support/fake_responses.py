@@ -3,6 +3,7 @@
 `POST /v1/responses` answers the next turn: when `stream: true`, the semantic
 events (`response.created`, `response.output_item.added`,
 `response.output_text.delta`, `response.function_call_arguments.delta`,
+`response.reasoning_summary_text.delta`,
 `response.output_item.done`, `response.completed` / `response.incomplete`),
 each with `type` and `sequence_number`; otherwise one response object.
 """
@@ -162,6 +163,28 @@ def stream_events(turn: Turn, index: int) -> list[tuple[str | None, Any]]:
                     "arguments": item["arguments"],
                 }
             )
+        elif kind == "reasoning":
+            raw.append(
+                {
+                    "type": "response.output_item.added",
+                    "output_index": i,
+                    "item": {**item, "summary": []},
+                }
+            )
+            summary = item["summary"][0]["text"]
+            where = {"item_id": item["id"], "output_index": i, "summary_index": 0}
+            raw.append(
+                {
+                    "type": "response.reasoning_summary_part.added",
+                    **where,
+                    "part": {"type": "summary_text", "text": ""},
+                }
+            )
+            raw += [
+                {"type": "response.reasoning_summary_text.delta", **where, "delta": piece}
+                for piece in _cut(summary, 4)
+            ]
+            raw.append({"type": "response.reasoning_summary_text.done", **where, "text": summary})
         else:
             raw.append({"type": "response.output_item.added", "output_index": i, "item": item})
         raw.append({"type": "response.output_item.done", "output_index": i, "item": item})

@@ -18,9 +18,17 @@ class ListSink:
 
     def __init__(self) -> None:
         self.deltas: list[str] = []
+        self.reasoning_deltas: list[str] = []
 
     async def text_delta(self, delta: str) -> None:
         self.deltas.append(delta)
+
+    async def reasoning_delta(self, delta: str) -> None:
+        self.reasoning_deltas.append(delta)
+
+    @property
+    def reasoning(self) -> str:
+        return "".join(self.reasoning_deltas)
 
     @property
     def text(self) -> str:

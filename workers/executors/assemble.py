@@ -60,9 +60,12 @@ def _mcp(options: WorkerOptions) -> ToolExecutor | None:
 def _code(options: WorkerOptions) -> ToolExecutor | None:
     if not options.sandbox:
         return None
+    from agentq.orchestrator.settings import Settings
+    from agentq.sandbox.config import SandboxConfig
     from agentq.workers.executors.code import CodeExecutor
 
-    return CodeExecutor(redis_url=options.redis_url)
+    config = SandboxConfig(allow_network=Settings().sandbox_allow_network)
+    return CodeExecutor(config, redis_url=options.redis_url)
 
 
 register_executor("mcp", _mcp, flag="--mcp-config")

@@ -152,6 +152,11 @@ class CodeExecutor:
         config = tool.config
         if not isinstance(config, CodeToolConfig):
             raise ToolError(f"the code tool {tool.name!r} has no language")
+        if config.network and not self.config.allow_network:
+            raise ToolError(
+                "this deployment does not allow network in code tools "
+                "(AGENTQ_SANDBOX_ALLOW_NETWORK on the sandbox workers)"
+            )
         limits = self.config.default_limits.model_copy(
             update=config.limits.model_dump(exclude_none=True)
         )

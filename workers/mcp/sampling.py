@@ -125,6 +125,9 @@ class _NoDeltas:
     async def text_delta(self, delta: str) -> None:
         return None
 
+    async def reasoning_delta(self, delta: str) -> None:
+        return None
+
 
 class Sampler:
     """Calls the routed model for every server of one executor, through the worker's

@@ -29,6 +29,7 @@ from agentq.orchestrator.messages import (
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec import ToolChoice, ToolChoiceTool
 from agentq.workers.providers.base import ModelRequest, OfferedTool
+from agentq.workers.providers.driver import NO_DELTA, StreamDelta
 from agentq.workers.providers.history import (
     arguments_object,
     assistant_metadata,
@@ -214,7 +215,7 @@ class StreamState:
     stop_reason: str | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def add(self, event: dict[str, Any], label: str) -> str:
+    def add(self, event: dict[str, Any], label: str) -> StreamDelta:
         kind = event.get("type")
         if kind == "message_start":
             message = event.get("message") or {}
@@ -240,22 +241,23 @@ class StreamState:
                 f"{label}: {error.get('type', 'error')}: {error.get('message', 'stream error')}",
                 retryable=error.get("type") in RETRYABLE_STREAM_ERRORS,
             )
-        return ""
+        return NO_DELTA
 
-    def _delta(self, event: dict[str, Any]) -> str:
+    def _delta(self, event: dict[str, Any]) -> StreamDelta:
         block = self.blocks.setdefault(int(event.get("index", 0)), _Block(type="text"))
         delta = event.get("delta") or {}
         kind = delta.get("type")
         if kind == "text_delta":
             block.text.append(delta.get("text", ""))
-            return str(delta.get("text", "")) if block.type == "text" else ""
+            return StreamDelta(text=str(delta.get("text", "")) if block.type == "text" else "")
         if kind == "input_json_delta":
             block.json.append(delta.get("partial_json", ""))
         elif kind == "thinking_delta":
             block.text.append(delta.get("thinking", ""))
+            return StreamDelta(reasoning=str(delta.get("thinking", "")))
         elif kind == "signature_delta":
             block.start["signature"] = block.start.get("signature", "") + delta.get("signature", "")
-        return ""
+        return NO_DELTA
 
     def response(self) -> ModelResponse:
         text: list[str] = []
@@ -325,7 +327,7 @@ class _Fold:
     def ended(self) -> bool:
         return self.stopped
 
-    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> str:
+    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> StreamDelta:
         delta = self.state.add(data, label)
         self.stopped = event.event == "message_stop"
         return delta

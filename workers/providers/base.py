@@ -1,4 +1,4 @@
-"""The provider protocol: one request in, one response out, text deltas streamed.
+"""The provider protocol: one request in, one response out, text and reasoning deltas streamed.
 
 A provider maps the neutral `ModelRequest` onto one wire format and the answer
 back onto `ModelResponse`. It never touches Redis: deltas go to a `DeltaSink`
@@ -50,6 +50,11 @@ class ModelRequest(BaseModel):
 
 class DeltaSink(Protocol):
     async def text_delta(self, delta: str) -> None: ...
+
+    async def reasoning_delta(self, delta: str) -> None:
+        """Reasoning the model shows while it works (thinking, a reasoning summary).
+        Shown live only: it never becomes the step's text."""
+        ...
 
 
 class Provider(Protocol):

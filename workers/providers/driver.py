@@ -9,7 +9,7 @@ scrubbing the key from every error.
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from agentq.orchestrator.endpoints import Endpoint
 from agentq.orchestrator.errors import ProviderError
@@ -21,6 +21,16 @@ from agentq.workers.providers.redact import redact
 from agentq.workers.providers.sse import SSEEvent, iter_sse
 
 
+class StreamDelta(NamedTuple):
+    """What one stream event adds: answer text, and reasoning the model shows."""
+
+    text: str = ""
+    reasoning: str = ""
+
+
+NO_DELTA = StreamDelta()
+
+
 class StreamFold(Protocol):
     """Folds a stream's events into a response; pure, so event sequences are unit-testable."""
 
@@ -29,8 +39,8 @@ class StreamFold(Protocol):
         """The end marker was seen: stop reading."""
         ...
 
-    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> str:
-        """Fold one event in (its JSON `data`); return its text delta."""
+    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> StreamDelta:
+        """Fold one event in (its JSON `data`); return its text and reasoning deltas."""
         ...
 
     def result(self, label: str) -> ModelResponse:
@@ -118,8 +128,10 @@ class HttpProvider:
                 delta = fold.feed(
                     {} if data == "[DONE]" else parse_event_json(event.data, label), event, label
                 )
-                if delta:
-                    await sink.text_delta(delta)
+                if delta.reasoning:
+                    await sink.reasoning_delta(delta.reasoning)
+                if delta.text:
+                    await sink.text_delta(delta.text)
                 if fold.ended:
                     break
             return fold.result(label)

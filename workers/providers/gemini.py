@@ -29,6 +29,7 @@ from agentq.orchestrator.messages import (
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec import ToolChoice, ToolChoiceTool
 from agentq.workers.providers.base import ModelRequest, OfferedTool
+from agentq.workers.providers.driver import StreamDelta
 from agentq.workers.providers.history import (
     arguments_object,
     assistant_metadata,
@@ -194,7 +195,7 @@ class StreamState:
     usage: dict[str, Any] | None = None
     blocked: str | None = None
 
-    def add(self, chunk: dict[str, Any], label: str) -> str:
+    def add(self, chunk: dict[str, Any], label: str) -> StreamDelta:
         if chunk.get("error"):
             error = chunk["error"]
             raise ProviderError(
@@ -204,15 +205,19 @@ class StreamState:
         self.usage = chunk.get("usageMetadata") or self.usage
         self.blocked = (chunk.get("promptFeedback") or {}).get("blockReason") or self.blocked
         delta: list[str] = []
+        thoughts: list[str] = []
         candidates = chunk.get("candidates") or []
         for candidate in candidates[:1]:
             for part in (candidate.get("content") or {}).get("parts") or []:
-                delta.append(self._part(part))
+                if part.get("thought") and "functionCall" not in part:
+                    thoughts.append(str(part.get("text") or ""))  # a thought summary
+                else:
+                    delta.append(self._part(part))
             self.finish_reason = candidate.get("finishReason") or self.finish_reason
         text = "".join(delta)
         if text:
             self.text.append(text)
-        return text
+        return StreamDelta(text=text, reasoning="".join(thoughts))
 
     def _part(self, part: dict[str, Any]) -> str:
         if "functionCall" in part:
@@ -228,8 +233,6 @@ class StreamState:
             if part.get("thoughtSignature"):
                 self.signatures[call_id] = part["thoughtSignature"]
             return ""
-        if part.get("thought"):
-            return ""  # a thought summary, not the answer
         return str(part.get("text") or "")
 
     @property
@@ -260,7 +263,7 @@ class _Fold:
     def ended(self) -> bool:
         return False  # Gemini has no end marker: the stream simply ends
 
-    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> str:
+    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> StreamDelta:
         return self.state.add(data, label)
 
     def result(self, label: str) -> ModelResponse:

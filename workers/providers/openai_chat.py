@@ -26,6 +26,7 @@ from agentq.orchestrator.messages import (
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec import ToolChoice, ToolChoiceTool
 from agentq.workers.providers.base import ModelRequest, OfferedTool
+from agentq.workers.providers.driver import NO_DELTA, StreamDelta
 from agentq.workers.providers.history import arguments_text, passthrough_options
 from agentq.workers.providers.sse import SSEEvent
 
@@ -170,7 +171,7 @@ class StreamState:
     usage: dict[str, Any] | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
-    def add(self, chunk: dict[str, Any], label: str) -> str:
+    def add(self, chunk: dict[str, Any], label: str) -> StreamDelta:
         """Fold one chunk in; return its text delta."""
         if chunk.get("error"):
             error = chunk["error"]
@@ -181,19 +182,21 @@ class StreamState:
         for key in ("id", "model"):
             if chunk.get(key) and key not in self.meta:
                 self.meta[key] = chunk[key]
-        delta_text = ""
+        delta_text = reasoning = ""
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:
                 continue  # n > 1 is not part of an agent loop
             delta = choice.get("delta") or {}
             delta_text += (delta.get("content") or "") + (delta.get("refusal") or "")
+            # Not OpenAI's own API: servers that show reasoning name it one of these.
+            reasoning += delta.get("reasoning_content") or delta.get("reasoning") or ""
             for position, fragment in enumerate(delta.get("tool_calls") or []):
                 self._add_call_fragment(fragment, position)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         if delta_text:
             self.text.append(delta_text)
-        return delta_text
+        return StreamDelta(text=delta_text, reasoning=reasoning)
 
     def _add_call_fragment(self, fragment: dict[str, Any], position: int) -> None:
         index = fragment.get("index", position)
@@ -256,10 +259,10 @@ class _Fold:
     def ended(self) -> bool:
         return self.done
 
-    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> str:
+    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> StreamDelta:
         if event.data.strip() == "[DONE]":
             self.done = True
-            return ""
+            return NO_DELTA
         return self.state.add(data, label)
 
     def result(self, label: str) -> ModelResponse:

@@ -27,6 +27,7 @@ from agentq.orchestrator.messages import (
 from agentq.orchestrator.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec import ToolChoice, ToolChoiceTool
 from agentq.workers.providers.base import ModelRequest, OfferedTool
+from agentq.workers.providers.driver import NO_DELTA, StreamDelta
 from agentq.workers.providers.history import (
     arguments_text,
     assistant_metadata,
@@ -233,11 +234,13 @@ class StreamState:
     arguments: dict[int, list[str]] = field(default_factory=dict)
     final: dict[str, Any] | None = None
 
-    def add(self, event: dict[str, Any], label: str) -> str:
+    def add(self, event: dict[str, Any], label: str) -> StreamDelta:
         kind = event.get("type")
         index = int(event.get("output_index", 0))
         if kind == "response.output_text.delta":
-            return str(event.get("delta", ""))
+            return StreamDelta(text=str(event.get("delta", "")))
+        if kind == "response.reasoning_summary_text.delta":
+            return StreamDelta(reasoning=str(event.get("delta", "")))
         if kind == "response.output_item.added":
             self.items.setdefault(index, dict(event.get("item") or {}))
         elif kind == "response.function_call_arguments.delta":
@@ -252,7 +255,7 @@ class StreamState:
                 f"{label}: {event.get('code') or 'error'}: {event.get('message', 'stream error')}",
                 retryable=event.get("code") in ("server_error", "rate_limit_exceeded", None),
             )
-        return ""
+        return NO_DELTA
 
     def response(self, label: str) -> ModelResponse:
         if self.final is None:
@@ -275,7 +278,7 @@ class _Fold:
     def ended(self) -> bool:
         return self.state.final is not None
 
-    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> str:
+    def feed(self, data: dict[str, Any], event: SSEEvent, label: str) -> StreamDelta:
         return self.state.add(data, label)
 
     def result(self, label: str) -> ModelResponse:

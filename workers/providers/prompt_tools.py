@@ -149,6 +149,9 @@ class _HoldBackSink:
         await self._emit(self.buffer[: len(self.buffer) - keep])
         self.buffer = self.buffer[len(self.buffer) - keep :]
 
+    async def reasoning_delta(self, delta: str) -> None:
+        await self.inner.reasoning_delta(delta)  # never holds a tool call
+
     async def flush(self) -> None:
         if not self.stopped:
             await self._emit(self.buffer)

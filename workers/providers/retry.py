@@ -99,6 +99,11 @@ class _CountingSink:
             self.emitted = True
         await self.inner.text_delta(delta)
 
+    async def reasoning_delta(self, delta: str) -> None:
+        if delta:
+            self.emitted = True
+        await self.inner.reasoning_delta(delta)
+
 
 async def generate_with_retries(
     provider: Provider,

@@ -24,6 +24,8 @@ class ScriptedProvider:
         answer = script[request.step]
         if request.repair_index is not None:
             return _repair_answer(answer.repair, request)
+        if answer.reasoning:
+            await sink.reasoning_delta(answer.reasoning)
         if answer.text:
             await sink.text_delta(answer.text)
         calls = [

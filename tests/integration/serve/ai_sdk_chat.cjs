@@ -63,6 +63,12 @@ function toolPart(message, name) {
   if (toolPart(assistant, "add").state !== "approval-requested") fail("add is not approval-requested", assistant);
   if (!assistant.parts.some((p) => p.type === "text" && p.text === "Adding."))
     fail("no 'Adding.' text part", assistant);
+  // The step's reasoning is a reasoning part before the text, closed.
+  const reasoning = assistant.parts.findIndex((p) => p.type === "reasoning");
+  const text = assistant.parts.findIndex((p) => p.type === "text");
+  if (reasoning < 0 || reasoning > text) fail("no reasoning part before the text", assistant);
+  if (assistant.parts[reasoning].text !== "A sum: add asks for approval first." || assistant.parts[reasoning].state !== "done")
+    fail("the reasoning part is not the step's reasoning, done", assistant);
 
   // 2. A reload mid-run: the resumed stream yields the same message.
   const resumed = await transport.reconnectToStream({ chatId });

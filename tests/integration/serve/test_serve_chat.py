@@ -23,7 +23,11 @@ HELPER: dict[str, Any] = {
     "model": {
         "provider": "scripted",
         "script": [
-            {"text": "Adding.", "tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]},
+            {
+                "reasoning": "A sum: add asks for approval first.",
+                "text": "Adding.",
+                "tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}],
+            },
             {"tool_calls": [{"name": "fail", "input": {"message": "boom"}}]},
             {"tool_calls": [{"name": "pick_color", "input": {"why": "to finish"}}]},
             {"text": "All done: 3, teal."},
@@ -70,7 +74,20 @@ def test_useChat_transport_reads_a_durable_run(chat_server: ServeProcess) -> Non
         "tool-pick_color": "output-available",
     }
     assert report["message"]["id"]
-    for chunk in ("start", "start-step", "text-delta", "tool-approval-request", "finish"):
+    reasoning = [p for p in parts if p["type"] == "reasoning"]
+    assert [(p["text"], p.get("state")) for p in reasoning] == [
+        ("A sum: add asks for approval first.", "done")
+    ]
+    for chunk in (
+        "start",
+        "start-step",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
+        "text-delta",
+        "tool-approval-request",
+        "finish",
+    ):
         assert chunk in report["chunks"]
 
 

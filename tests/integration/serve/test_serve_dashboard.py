@@ -4,7 +4,7 @@ through chromium-driver (no browser download)."""
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
@@ -40,13 +40,34 @@ def browser() -> Iterator[object]:
 def test_watch_a_run_and_approve_a_call_by_clicking(
     server: ServeProcess, browser: object, tmp_path: Path
 ) -> None:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.remote.webelement import WebElement
     from selenium.webdriver.support import expected_conditions as when
     from selenium.webdriver.support.ui import WebDriverWait
 
     assert isinstance(browser, WebDriver)
     wait = WebDriverWait(browser, 60)
+
+    def act(css: str, action: Callable[[WebElement], object]) -> None:
+        """Find an element and act on it in one attempt. The page redraws live, so an
+        element found a moment ago may be gone (stale) under the action: then try again,
+        unless the run has already left `awaiting` (what the action is for)."""
+
+        def attempt(driver: WebDriver) -> bool:
+            if "awaiting" not in driver.find_element(By.ID, "run-status").text:
+                return True
+            action(driver.find_element(By.CSS_SELECTOR, css))
+            return True  # done, unless the element went stale under the action (retried)
+
+        WebDriverWait(
+            browser,
+            60,
+            poll_frequency=0.2,
+            ignored_exceptions=(StaleElementReferenceException, NoSuchElementException),
+        ).until(attempt)
+
     quick = scripted(
         {"text": "adding", "tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]},
         {"text": "1+2=3"},
@@ -89,7 +110,8 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
         when.element_to_be_clickable((By.CSS_SELECTOR, 'button.approve[data-call-id="call-add"]'))
     )
     wait.until(when.presence_of_element_located((By.CSS_SELECTOR, ".bar.wait")))
-    approve.click()
+    assert approve.is_displayed()
+    act('button.approve[data-call-id="call-add"]', lambda button: button.click())
     wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
     wait.until(when.text_to_be_present_in_element((By.ID, "steps"), "The sum is 42. Done."))
     wait.until(
@@ -111,11 +133,17 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
     )
     assert httpx.post(f"{server.url}/v1/runs", json=client_run, timeout=30).status_code == 201
     browser.get(server.url + "/#/runs/client-tool")
-    form = wait.until(
+    wait.until(
         when.presence_of_element_located((By.CSS_SELECTOR, '.item[data-call-id="call-pick"]'))
     )
-    form.find_element(By.TAG_NAME, "textarea").send_keys('{"color": "teal"}')
-    form.find_element(By.CSS_SELECTOR, "button.post-result").click()
+
+    def post_output(form: WebElement) -> None:
+        area = form.find_element(By.TAG_NAME, "textarea")
+        area.clear()
+        area.send_keys('{"color": "teal"}')
+        form.find_element(By.CSS_SELECTOR, "button.post-result").click()
+
+    act('.item[data-call-id="call-pick"]', post_output)
     wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
     wait.until(
         when.text_to_be_present_in_element(

@@ -107,3 +107,26 @@ def test_every_waiting_and_retry_event_is_shown() -> None:
     assert "add#c2 had invalid input (a: required): repaired" in text
     assert "rm#c3 waits for approval" in text
     json.dumps(text)
+
+
+def test_reasoning_shows_dimmed_on_its_own_line() -> None:
+    show, out = printer(color=True)
+    show.show(event(1, "reasoning-delta", step=0, attempt=1, delta="thinking "))
+    show.show(event(2, "reasoning-delta", step=0, attempt=1, delta="[b]hard[/b]"))
+    show.show(event(3, "text-delta", step=0, attempt=1, delta="answer"))
+    text = out.getvalue()
+    dim = "\x1b[2m"
+    assert dim + "thinking " in text
+    assert dim + "[b]hard[/b]" in text  # escaped like any model text
+    reasoning_line, answer_line = text.split("\n")[:2]
+    assert "hard" in reasoning_line
+    assert answer_line == "answer"  # the answer: not dimmed, on its own line
+
+
+def test_a_stale_attempts_reasoning_is_dropped() -> None:
+    show, out = printer()
+    show.show(event(1, "start-step", step=0, attempt=2))
+    show.show(event(2, "reasoning-delta", step=0, attempt=1, delta="stale"))
+    show.show(event(3, "reasoning-delta", step=0, attempt=2, delta="fresh"))
+    assert "stale" not in out.getvalue()
+    assert "fresh" in out.getvalue()

@@ -100,6 +100,9 @@ class Sink:
     async def text_delta(self, delta: str) -> None:
         self.deltas.append(delta)
 
+    async def reasoning_delta(self, delta: str) -> None:
+        self.deltas.append(delta)
+
 
 @pytest.mark.parametrize(
     ("deltas", "shown"),

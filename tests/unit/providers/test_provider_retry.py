@@ -143,6 +143,9 @@ class Sink:
     async def text_delta(self, delta: str) -> None:
         self.deltas.append(delta)
 
+    async def reasoning_delta(self, delta: str) -> None:
+        self.deltas.append(delta)
+
 
 def request(timeout_s: float = 30.0) -> ModelRequest:
     return ModelRequest(

@@ -57,6 +57,34 @@ def test_events_become_ui_chunks() -> None:
     assert out[-1]["finishReason"] == "tool-calls"
 
 
+def test_reasoning_and_text_stream_as_separate_parts() -> None:
+    chunks = UIChunks("r")
+    out: list[dict[str, Any]] = []
+    for event in [
+        ev(1, "start-step", step=0),
+        ev(2, "reasoning-delta", step=0, delta="Think"),
+        ev(3, "reasoning-delta", step=0, delta="ing."),
+        ev(4, "text-delta", step=0, delta="Hi"),
+        ev(5, "reasoning-delta", step=0, delta="More."),
+        ev(6, "finish-step", step=0),
+    ]:
+        out += chunks.feed(event)
+    assert [(c["type"], c.get("id"), c.get("delta")) for c in out] == [
+        ("start-step", None, None),
+        ("reasoning-start", "reasoning-0-2", None),
+        ("reasoning-delta", "reasoning-0-2", "Think"),
+        ("reasoning-delta", "reasoning-0-2", "ing."),
+        ("reasoning-end", "reasoning-0-2", None),
+        ("text-start", "text-0-4", None),
+        ("text-delta", "text-0-4", "Hi"),
+        ("text-end", "text-0-4", None),
+        ("reasoning-start", "reasoning-0-5", None),
+        ("reasoning-delta", "reasoning-0-5", "More."),
+        ("reasoning-end", "reasoning-0-5", None),
+        ("finish-step", None, None),
+    ]
+
+
 def test_ui_messages_become_run_messages() -> None:
     messages = run_messages(
         [
