@@ -1,42 +1,25 @@
-"""What the fleet looks like from Redis: queue depths and the workers alive.
+"""What the fleet looks like from Redis: the workers alive and their queues' depths.
 
-Workers beat into a sorted set (score: last beat); one not heard from within
-`stale_s` is counted gone (its entry is trimmed on the next beat or read).
+The workers are those `orchestrator/listings.py` holds a fresh record of (each worker
+refreshes its record every `listings.BEAT_EVERY_S`); the depths are the queues they serve,
+and the model queue.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from redis.asyncio import Redis
 
+from agentq.orchestrator import listings
 from agentq.orchestrator.envelopes import MODEL_QUEUE, queue_key
-
-WORKERS = "aq:workers"
-BEAT_EVERY_S = 10.0
-STALE_S = 3 * BEAT_EVERY_S
-
-
-async def beat(redis: Redis, worker_id: str, queues: list[str]) -> None:
-    now = time.time()
-    async with redis.pipeline(transaction=False) as pipe:
-        pipe.zadd(WORKERS, {f"{worker_id} {','.join(queues)}": now})
-        pipe.zremrangebyscore(WORKERS, "-inf", now - STALE_S)
-        await pipe.execute()
-
-
-async def gone(redis: Redis, worker_id: str, queues: list[str]) -> None:
-    await redis.zrem(WORKERS, f"{worker_id} {','.join(queues)}")
 
 
 async def status(redis: Redis) -> dict[str, Any]:
-    now = time.time()
-    members = await redis.zrangebyscore(WORKERS, now - STALE_S, "+inf")
-    workers = [(m.decode() if isinstance(m, bytes) else str(m)).split(" ", 1) for m in members]
+    workers = await listings.live_workers(redis)
     queues = {MODEL_QUEUE}
-    for _, served in workers:
-        queues.update(q for q in served.split(",") if q)
+    for worker in workers:
+        queues.update(worker.queues)
     async with redis.pipeline(transaction=False) as pipe:
         ordered = sorted(queues)
         for queue in ordered:
@@ -44,6 +27,6 @@ async def status(redis: Redis) -> dict[str, Any]:
         depths = await pipe.execute()
     return {
         "workers": len(workers),
-        "worker_ids": sorted(w for w, _ in workers),
+        "worker_ids": sorted(w.id for w in workers),
         "queues": {q: int(d) for q, d in zip(ordered, depths, strict=True)},
     }

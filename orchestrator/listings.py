@@ -1,10 +1,11 @@
-"""What `agentq workers` lists: live workers, with what they serve.
+"""The workers alive, with what they serve: what `agentq workers`, the HTTP API's
+`/v1/fleet` and the dashboard show.
 
-A hash of worker records (host, pid, queues, tools, concurrency) that each
-worker refreshes when it re-announces its tools, written from Python beside
-the transitions. (`orchestrator/fleet.py` keeps the workers' liveness beats
-for the HTTP API; this keeps what a person wants to see about each.) Recent
-runs are listed from the run index (`orchestrator/run_index.py`).
+A hash of worker records (host, pid, queues, tools, concurrency, last seen) that each
+worker refreshes every `BEAT_EVERY_S`, written from Python beside the transitions. Job
+leases are not judged from these records: a worker's lease is its own liveness key
+(`workers/liveness.py`). Recent runs are listed from the run index
+(`orchestrator/run_index.py`).
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
-WORKERS = "aq:worker-records"  # hash: worker id -> WorkerRecord JSON (fleet.py beats apart)
-# A worker re-announces every minute; one that has not for this long is gone.
-WORKER_STALE_S = 150.0
+WORKERS = "aq:worker-records"  # hash: worker id -> WorkerRecord JSON
+BEAT_EVERY_S = 10.0
+# A worker not heard from for three beats is gone (its record is dropped on a read).
+WORKER_STALE_S = 3 * BEAT_EVERY_S
 
 T = TypeVar("T")
 

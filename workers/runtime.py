@@ -38,7 +38,7 @@ from arq.utils import timestamp_ms
 from arq.worker import func
 from redis.asyncio import Redis
 
-from agentq.orchestrator import fleet, keys, listings
+from agentq.orchestrator import keys, listings
 from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import (
     ARQ_ABORT_SET,
@@ -650,14 +650,14 @@ class WorkerRuntime:
         return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
     async def _beat_forever(self) -> None:
-        """Keep this process counted in the fleet (`agentq serve` shows the count)."""
+        """Keep this process's record fresh (`agentq workers`, `agentq serve` list it)."""
         assert self.redis is not None
         while True:
             try:
-                await fleet.beat(self.redis, self.worker_id, list(self.queues))
+                await listings.heartbeat(self.redis, self._record())
             except Exception as exc:  # keep serving; the next beat retries
-                log.warning("fleet beat failed: %s", exc)
-            await asyncio.sleep(fleet.BEAT_EVERY_S)
+                log.warning("worker record not refreshed: %s", exc)
+            await asyncio.sleep(listings.BEAT_EVERY_S)
 
     async def wait(self) -> None:
         """Run until a worker task ends (it only does on error) or we are cancelled."""
@@ -717,7 +717,6 @@ class WorkerRuntime:
         if self.redis is not None:
             with contextlib.suppress(Exception):
                 await listings.forget_worker(self.redis, self.worker_id)
-                await fleet.gone(self.redis, self.worker_id, list(self.queues))
             await self.redis.aclose()
         self._tasks.clear()
         self._workers.clear()
