@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import io
 from collections.abc import Callable
-from typing import Any
 
 from rich.console import Console
 
@@ -15,30 +14,9 @@ from agentq.orchestrator.settings import Settings
 from agentq.render import ProgressPrinter
 from agentq.workers.embedded import embedded
 from tests.support.sample_tools import add
+from tests.support.specs import parked_spec
 
 FAST = Settings(idle_poll_s=0.1, lease_s=5.0)
-
-
-def spec() -> dict[str, Any]:
-    return {
-        "model": {
-            "provider": "scripted",
-            "script": [
-                {
-                    "tool_calls": [
-                        {"name": "add", "input": {"a": 1, "b": 2}, "id": "c1"},
-                        {"name": "ask_user", "input": {"q": "name?"}, "id": "c2"},
-                    ]
-                },
-                {"text": "done"},
-            ],
-        },
-        "prompt": "go",
-        "tools": [
-            {"type": "function", "name": "add", "needs_approval": True},
-            {"type": "client", "name": "ask_user"},
-        ],
-    }
 
 
 def answers(*replies: str) -> tuple[Callable[[str], str], list[str]]:
@@ -61,7 +39,7 @@ async def test_a_terminal_user_approves_and_answers_a_client_tool() -> None:
     ask, asked = answers("y", '{"name": "Ada"}')
     show, out = printer()
     async with embedded(tools=[add], settings=FAST) as client:
-        run_id = await client.submit(spec())
+        run_id = await client.submit(parked_spec())
         live = LiveRun(client, run_id, show, interactive=True, private=True, ask=ask)
         await live.follow()
         result = await client.wait(run_id)
@@ -75,7 +53,7 @@ async def test_a_terminal_user_approves_and_answers_a_client_tool() -> None:
 async def test_an_embedded_run_nobody_can_answer_is_cancelled_with_a_reason() -> None:
     show, out = printer()
     async with embedded(tools=[add], settings=FAST) as client:
-        run_id = await client.submit(spec())
+        run_id = await client.submit(parked_spec())
         live = LiveRun(client, run_id, show, interactive=False, private=True)
         await live.follow()
         result = await client.wait(run_id)
@@ -102,7 +80,7 @@ async def test_a_shared_run_says_how_to_answer_from_another_shell() -> None:
     out = Watched("agentq tool-result")
     show = ProgressPrinter(Console(file=out, soft_wrap=True, emoji=False))
     async with embedded(tools=[add], settings=FAST) as client:
-        run_id = await client.submit(spec())
+        run_id = await client.submit(parked_spec())
         live = LiveRun(client, run_id, show, interactive=False, private=False)
         follower = asyncio.create_task(live.follow())
         await asyncio.wait_for(out.seen.wait(), 30)

@@ -10,13 +10,13 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.e2e.test_e2e_cli import events_until, submit
 from tests.support.fake_openai import FakeOpenAI, Turn, rate_limited
 from tests.support.infra import REPO, TOOLS, WorkerProcess, run_cli, wait_ready
+from tests.support.specs import parked_spec
 
 
 @pytest.fixture
@@ -25,28 +25,6 @@ def worker(redis_url: str) -> Iterator[WorkerProcess]:
     wait_ready(process)
     yield process
     process.stop()
-
-
-def parked_spec() -> dict[str, Any]:
-    return {
-        "model": {
-            "provider": "scripted",
-            "script": [
-                {
-                    "tool_calls": [
-                        {"name": "add", "input": {"a": 1, "b": 2}, "id": "c1"},
-                        {"name": "ask_user", "input": {"q": "name?"}, "id": "c2"},
-                    ]
-                },
-                {"text": "done"},
-            ],
-        },
-        "prompt": "go",
-        "tools": [
-            {"type": "function", "name": "add", "needs_approval": True},
-            {"type": "client", "name": "ask_user"},
-        ],
-    }
 
 
 def test_status_runs_and_workers(redis_url: str, worker: WorkerProcess, tmp_path: Path) -> None:
