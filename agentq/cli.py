@@ -1147,3 +1147,10 @@ def images_build(
         click.echo(f"{image.name}\t{image.size_bytes / 1e6:.0f} MB\t{how}")
     if saved is not None:
         click.echo(f"sandbox images saved to {saved}")
+
+
+# -- batch (agentq/cli_batch.py) -------------------------------------------------
+
+from agentq.cli_batch import batch  # noqa: E402  (after main: the module extends it)
+
+main.add_command(batch)

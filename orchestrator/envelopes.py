@@ -44,7 +44,8 @@ __all__ = [
 ]
 
 # A parked call's deadline (`park_expiry`) is a deferred job on the model queue.
-JobKind = Literal["model_step", "tool_call", "park_expiry"]
+# A batch's admission (`batch_admit`) has its own payload (orchestrator/batch_admission.py).
+JobKind = Literal["model_step", "tool_call", "park_expiry", "batch_admit"]
 
 MODEL_QUEUE = "model"
 TOOLS_QUEUE = "tools"

@@ -26,6 +26,7 @@ from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.redis_faults import is_transient_redis
+from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import (
     BeginStep,
@@ -43,6 +44,7 @@ from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_re
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
+from agentq.workers.batch_jobs import batch_admit
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.genai_spans import (
     chat_attributes,
@@ -73,6 +75,7 @@ class WorkerDeps:
     max_deliveries: int = 5
     metrics: WorkerMetrics | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    settings: Settings | None = None  # the worker's own (a batch admission creates runs)
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -409,4 +412,5 @@ JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "model_step": model_step,
     "tool_call": tool_call,
     "park_expiry": park_expiry,
+    "batch_admit": batch_admit,
 }

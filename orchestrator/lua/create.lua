@@ -1,6 +1,7 @@
 -- create: make a run once and schedule its step 0.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job
+-- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job,
+--         end_job (optional: enqueued when the run ends, see finish_run in the prelude)
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
@@ -17,6 +18,7 @@ redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, RUN
            F.STEP, 0, F.SEQ, 0, F.CREATED_AT, A.at, F.N_INITIAL, #A.messages,
            F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order))
 for _, pair in ipairs(USAGE) do redis.call('HSET', meta, pair[2], 0) end
+if A.end_job then redis.call('HSET', meta, F.END_JOB, cjson.encode(A.end_job)) end
 -- Tools are offered to the model in the spec's order (stable prompts cache better).
 for _, name in ipairs(A.tool_order) do
   redis.call('HSET', tools_key(), name, A.tools[name])

@@ -45,6 +45,8 @@ class CreateRun(TransitionInput):
     trace: str
     event: str
     next_job: QueuedJob
+    # Enqueued when the run ends, however it ends (a batch admits its next line from it).
+    end_job: QueuedJob | None = None
 
 
 class BeginStep(TransitionInput):

@@ -106,6 +106,7 @@ class MetaField(StrEnum):
     USAGE_TOTAL = "u_total"
     USAGE_CACHED = "u_cached"
     USAGE_REASONING = "u_reason"
+    END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
 
 
 # The usage totals kept in the meta hash, by `Usage` field.
