@@ -14,15 +14,16 @@ from agentq.orchestrator.batch_input import (
     parse_lines,
 )
 
+MODEL = "openai:gpt-4o-mini"
 TEMPLATE = {
-    "model": "openai:gpt-4o-mini",
+    "model": MODEL,
     "system": "You triage {{team}} tickets.",
     "prompt": "Ticket: {{ticket}}",
 }
 
 
 def test_a_full_spec_line_is_a_run_spec() -> None:
-    line = parse_line(json.dumps({"model": "openai:gpt-4o-mini", "prompt": "hi", "custom_id": "a"}), 1)
+    line = parse_line(json.dumps({"model": MODEL, "prompt": "hi", "custom_id": "a"}), 1)
     assert (line.custom_id, line.spec.prompt) == ("a", "hi")
 
 
@@ -35,7 +36,7 @@ def test_vars_fill_the_templates_prompt_and_system() -> None:
 
 
 def test_the_line_number_is_the_default_custom_id() -> None:
-    lines = list(parse_lines(['{"prompt": "a"}', "", '{"prompt": "b"}'], {"model": "openai:gpt-4o-mini"}))
+    lines = list(parse_lines(['{"prompt": "a"}', "", '{"prompt": "b"}'], {"model": MODEL}))
     assert [(b.line, b.custom_id) for b in lines] == [(1, "1"), (3, "3")]
 
 
@@ -49,13 +50,14 @@ def test_a_lines_spec_merges_into_the_template_and_prompt_replaces_it() -> None:
 
 def test_messages_replace_the_prompt() -> None:
     text = json.dumps({"messages": [{"role": "user", "content": "hey"}]})
-    spec = parse_line(text, 1, {"model": "openai:gpt-4o-mini"}).spec
-    assert spec.prompt is None and spec.messages is not None
+    spec = parse_line(text, 1, {"model": MODEL}).spec
+    assert spec.prompt is None
+    assert spec.messages is not None
 
 
 def test_metadata_is_added_to_the_lines_own() -> None:
     text = json.dumps({"prompt": "p", "spec": {"metadata": {"k": "v"}}})
-    spec = parse_line(text, 1, {"model": "openai:gpt-4o-mini"}, {"batch": "b1"}).spec
+    spec = parse_line(text, 1, {"model": MODEL}, {"batch": "b1"}).spec
     assert spec.metadata == {"k": "v", "batch": "b1"}
 
 
@@ -68,8 +70,8 @@ def test_metadata_is_added_to_the_lines_own() -> None:
         ('{"vars": {"team": "x"}}', TEMPLATE, "line 4: no value for {{ticket}}"),
         ('{"vars": [1]}', TEMPLATE, "line 4: 'vars' must be an object"),
         ('{"custom_id": true, "prompt": "p"}', TEMPLATE, "custom_id must be a string"),
-        ('{"model": "openai:gpt-4o-mini", "prompt": "p", "id": "x"}', None, "cannot set the run id"),
-        ('{"model": "openai:gpt-4o-mini", "max_steps": 0, "prompt": "p"}', None, "line 4: max_steps"),
+        (json.dumps({"model": MODEL, "prompt": "p", "id": "x"}), None, "cannot set the run id"),
+        (json.dumps({"model": MODEL, "max_steps": 0, "prompt": "p"}), None, "line 4: max_steps"),
     ],
 )
 def test_a_bad_line_is_named(text: str, template: dict[str, str] | None, message: str) -> None:
@@ -84,6 +86,5 @@ def test_fill_writes_non_text_values_as_json() -> None:
 def test_duplicates_are_named_with_a_bound() -> None:
     message = duplicate_message([(n, 1, "x") for n in range(2, 15)], limit=2)
     assert message == (
-        "duplicate custom_id: line 2 repeats line 1 ('x'), line 3 repeats line 1 ('x') "
-        "and 11 more"
+        "duplicate custom_id: line 2 repeats line 1 ('x'), line 3 repeats line 1 ('x') and 11 more"
     )
