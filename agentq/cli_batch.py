@@ -144,7 +144,7 @@ def submit(
     {"custom_id", "spec"?, "vars"?, "prompt"?, "messages"?} over the template."""
 
     def check() -> Any:
-        if not Path(path).is_file():
+        if not Path(path).exists() or Path(path).is_dir():
             raise CliError(f"no input file {path!r}", EXIT_BAD_INPUT)
         return _template(spec_path, agent, agents_path)
 

@@ -21,7 +21,8 @@ def finished(server: ServeProcess, batch_id: str) -> dict[str, Any]:
         body: dict[str, Any] = httpx.get(f"{server.url}/v1/batches/{batch_id}").json()
         return body if body["status"] in ("done", "cancelled") else None
 
-    found: dict[str, Any] = eventually(check, f"batch {batch_id} to end", 60)
+    found: dict[str, Any] | None = eventually(check, f"batch {batch_id} to end", 60)
+    assert found is not None
     return found
 
 
