@@ -80,9 +80,7 @@ def lines(n: int) -> Iterator[dict[str, Any]]:
 async def test_lines_run_within_the_concurrency_and_results_come_in_input_order(
     client: Client,
 ) -> None:
-    batch_id = await client.submit_batch(
-        lines(30), template=TEMPLATE, batch_id="b1", concurrency=4
-    )
+    batch_id = await client.submit_batch(lines(30), template=TEMPLATE, batch_id="b1", concurrency=4)
     info = await finished(client, batch_id)
     assert (info.status, info.counts.succeeded, info.lines) == ("done", 30, 30)
     rows = await results(client, batch_id)
