@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentq.orchestrator.calls import CallInputError, ToolCallResult
     from agentq.orchestrator.client import Client
     from agentq.orchestrator.errors import (
         AgentqError,
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "AgentqError": "agentq.orchestrator.errors",
+    "CallInputError": "agentq.orchestrator.calls",
+    "ToolCallResult": "agentq.orchestrator.calls",
     "Client": "agentq.orchestrator.client",
     "Event": "agentq.orchestrator.events",
     "FunctionTool": "agentq.workers.function_tools",
@@ -52,6 +55,7 @@ _EXPORTS = {
 }
 __all__ = [
     "AgentqError",
+    "CallInputError",
     "Client",
     "Event",
     "FunctionTool",
@@ -65,6 +69,7 @@ __all__ = [
     "RunTimeoutError",
     "SpecError",
     "StepResult",
+    "ToolCallResult",
     "ToolError",
     "embedded",
     "tool",
