@@ -1147,3 +1147,9 @@ def images_build(
         click.echo(f"{image.name}\t{image.size_bytes / 1e6:.0f} MB\t{how}")
     if saved is not None:
         click.echo(f"sandbox images saved to {saved}")
+
+
+# Commands in their own modules (they read this module's helpers when they run).
+from agentq.cli_call import call as _call_command  # noqa: E402
+
+main.add_command(_call_command)

@@ -129,6 +129,8 @@ def resolve_call(
     if not offered:
         raise UnknownToolError(f"no worker serves a tool named {name!r}")
     tool = offered[0]
+    if tool.name != found.name:  # listed under another name (`server:tool`)
+        tool = tool.model_copy(update={"name": found.name, "source_name": tool.served_name})
     if timeout_s is not None:
         tool = tool.model_copy(update={"timeout_s": timeout_s})
     return tool

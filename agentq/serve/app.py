@@ -46,6 +46,9 @@ def create_app(config: ServeConfig) -> FastAPI:
     from agentq.serve import chat
 
     app.include_router(chat.router)
+    from agentq.serve import tool_calls
+
+    app.include_router(tool_calls.router)
     app.add_middleware(BodyLimit, max_bytes=config.limits.max_body_bytes)
     if config.cors_origins:
         app.add_middleware(
