@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -28,7 +29,10 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.state.client = client
         app.state.feeds = RunFeeds(client)
         try:
-            yield
+            async with contextlib.AsyncExitStack() as stack:
+                if gateway is not None:
+                    await stack.enter_async_context(gateway.running(client.calls))
+                yield
         finally:
             await app.state.feeds.aclose()
             await client.aclose()
@@ -40,6 +44,14 @@ def create_app(config: ServeConfig) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.config = config
+    gateway = None
+    if config.mcp:
+        from starlette.routing import Route
+
+        from agentq.serve.mcp_gateway import MCP_PATH, McpGateway
+
+        gateway = McpGateway(config.keys)
+        app.router.routes.append(Route(MCP_PATH, endpoint=gateway))
     errors.install(app)
     app.include_router(meta.router)
     app.include_router(runs.router)

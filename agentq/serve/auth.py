@@ -75,12 +75,19 @@ def parse_keys(text: str) -> KeyRing:
     return KeyRing(entries)
 
 
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # inline lines longer than a file name can be
+        return False
+
+
 def load_keys(value: str | None) -> KeyRing | None:
     """From $AGENTQ_API_KEYS: a file path or inline lines. None when no key is configured."""
     if not value or not value.strip():
         return None
     path = Path(value.strip())
-    text = path.read_text() if "\n" not in value and path.is_file() else value
+    text = path.read_text() if "\n" not in value and _is_file(path) else value
     ring = parse_keys(text)
     return ring if ring.by_hash else None
 

@@ -26,6 +26,7 @@ class ServeConfig:
     keys: KeyRing | None = None
     cors_origins: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    mcp: bool = False  # serve the fleet's tools as an MCP server at /mcp (mcp_gateway.py)
 
 
 def load_agents(path: str | None) -> dict[str, dict[str, Any]]:
