@@ -20,7 +20,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import weakref
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
@@ -50,6 +49,8 @@ MCP_PATH = "/mcp"
 CATALOGUE_POLL_S = 2.0
 INVALID_PARAMS = -32602
 _PRINCIPAL = "agentq_principal"
+MCP_SESSION_HEADER = "mcp-session-id"
+MAX_REMEMBERED_SESSIONS = 10_000
 
 
 class _GatewayServer(Server[Any]):
@@ -156,7 +157,9 @@ class McpGateway:
             on_call_tool=self._call_tool,
         )
         self.manager = StreamableHTTPSessionManager(app=self.server)
-        self.sessions: weakref.WeakSet[ServerSession] = weakref.WeakSet()
+        # The latest request's session of each connection (by its Mcp-Session-Id): its
+        # standalone channel carries notifications that belong to no request.
+        self.sessions: dict[str, ServerSession] = {}
 
     @contextlib.asynccontextmanager
     async def running(self, calls: ToolCalls) -> AsyncIterator[None]:
@@ -196,6 +199,17 @@ class McpGateway:
             return authenticate(request, self.keys)
         raise MCPError(INVALID_PARAMS, "no HTTP request to authenticate")
 
+    def _remember(self, ctx: ServerRequestContext[Any]) -> None:
+        request = ctx.request
+        session_id = (
+            request.headers.get(MCP_SESSION_HEADER) if isinstance(request, Request) else None
+        )
+        if session_id:
+            self.sessions.pop(session_id, None)  # re-inserted last: the dict is by recency
+            self.sessions[session_id] = ctx.session
+            while len(self.sessions) > MAX_REMEMBERED_SESSIONS:
+                self.sessions.pop(next(iter(self.sessions)))
+
     def _calls(self) -> ToolCalls:
         assert self.calls is not None, "the gateway is not running"
         return self.calls
@@ -203,7 +217,7 @@ class McpGateway:
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
     ) -> types.ListToolsResult:
-        self.sessions.add(ctx.session)
+        self._remember(ctx)
         tools = await visible_tools(self._calls(), self._principal(ctx))
         return types.ListToolsResult(
             tools=[
@@ -215,7 +229,7 @@ class McpGateway:
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
-        self.sessions.add(ctx.session)
+        self._remember(ctx)
         principal = self._principal(ctx)
         calls = self._calls()
         found = (await calls.catalogue()).get(params.name)
@@ -281,12 +295,12 @@ class McpGateway:
             await asyncio.sleep(CATALOGUE_POLL_S)
 
     async def _tools_changed(self) -> None:
-        for session in list(self.sessions):
+        for session_id, session in list(self.sessions.items()):
             try:
                 await session.send_tool_list_changed()
             except Exception as exc:  # a closed session: forget it
                 log.debug("tools/list_changed not delivered: %s", exc)
-                self.sessions.discard(session)
+                self.sessions.pop(session_id, None)
 
 
 def _progress_token(ctx: ServerRequestContext[Any]) -> str | int | None:

@@ -111,14 +111,13 @@ async def test_a_cancelled_request_cancels_the_job(gateway: ServeProcess, redis_
         task = asyncio.create_task(session.call_tool("linger", {"seconds": 120}))
         async with Client(redis_url) as client:
 
-            async def running_call() -> str | None:
+            async def running_call() -> str:
                 async for key in client.redis.scan_iter(match="aq:call:*", count=100):
-                    fields = await client.redis.hgetall(key)
-                    if fields.get(b"status") == b"running" and b"linger" in fields.get(
-                        b"call", b""
-                    ):
-                        return key.decode().split("{")[1].split("}")[0]
-                return None
+                    call_id = key.decode().split("{")[1].split("}")[0]
+                    state = await client.calls.state(call_id)
+                    if state["status"] == "running" and "linger" in state["call"]:
+                        return str(call_id)
+                return ""
 
             call_id = await eventually_async(running_call, "the call to start", TIMEOUT_S)
             task.cancel()
@@ -144,3 +143,28 @@ def test_auth_is_the_api_keys(gateway: ServeProcess) -> None:
         timeout=30,
     )
     assert reader.status_code == 403
+
+
+async def test_a_new_worker_s_tools_are_announced_as_list_changed(
+    gateway: ServeProcess, redis_url: str
+) -> None:
+    changed = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ToolListChangedNotification):
+            changed.set()
+
+    async with mcp_session(gateway, "acme", message_handler=on_message) as session:
+        before = {t.name for t in (await session.list_tools()).tools}
+        late = WorkerProcess(redis_url, "--tools", "tests/support/late_tools.py", "--queue", "late")
+        try:
+            await asyncio.to_thread(wait_ready, late)
+            await asyncio.wait_for(changed.wait(), TIMEOUT_S)
+            after = {t.name for t in (await session.list_tools()).tools}
+            called = await session.call_tool("late_arrival", {})
+        finally:
+            late.stop()
+    assert "late_arrival" not in before
+    assert "late_arrival" in after
+    assert isinstance(called, types.CallToolResult)
+    assert called.content == [types.TextContent(type="text", text="late")]
