@@ -954,6 +954,7 @@ def serve(
         cors_origins=tuple(cors_origins),
         limits=limits,
         mcp=mcp_gateway,
+        host=host,
     )
     refused = refusal(config, host, insecure)
     if refused:

@@ -50,7 +50,7 @@ def create_app(config: ServeConfig) -> FastAPI:
 
         from agentq.serve.mcp_gateway import MCP_PATH, McpGateway
 
-        gateway = McpGateway(config.keys)
+        gateway = McpGateway(config.keys, host=config.host)
         app.router.routes.append(Route(MCP_PATH, endpoint=gateway))
     errors.install(app)
     app.include_router(meta.router)

@@ -30,6 +30,7 @@ from mcp.server.lowlevel.server import NotificationOptions, Server
 from mcp.server.models import InitializationOptions
 from mcp.server.session import ServerSession
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -40,6 +41,7 @@ from agentq.orchestrator.errors import AgentqError, UnknownToolError
 from agentq.orchestrator.tool_calls import QUEUE_GRACE_S, ToolCalls
 from agentq.serve.auth import KeyRing, Principal, authenticate
 from agentq.serve.errors import ApiError, error_body
+from agentq.serve.server import is_loopback
 from agentq.serve.tool_calls import CALL_SCOPE, visible_tools
 
 log = logging.getLogger("agentq.serve.mcp")
@@ -146,7 +148,7 @@ def progress_of(value: Any, count: int) -> tuple[float, float | None, str | None
 class McpGateway:
     """The `/mcp` endpoint: an ASGI app (auth, then the SDK's session manager)."""
 
-    def __init__(self, keys: KeyRing | None) -> None:
+    def __init__(self, keys: KeyRing | None, *, host: str = "127.0.0.1") -> None:
         self.keys = keys
         self.calls: ToolCalls | None = None
         self.server = _GatewayServer(
@@ -156,7 +158,9 @@ class McpGateway:
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
         )
-        self.manager = StreamableHTTPSessionManager(app=self.server)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, security_settings=_rebinding_guard(keys, host)
+        )
         # The latest request's session of each connection (by its Mcp-Session-Id): its
         # standalone channel carries notifications that belong to no request.
         self.sessions: dict[str, ServerSession] = {}
@@ -301,6 +305,18 @@ class McpGateway:
             except Exception as exc:  # a closed session: forget it
                 log.debug("tools/list_changed not delivered: %s", exc)
                 self.sessions.pop(session_id, None)
+
+
+def _rebinding_guard(keys: KeyRing | None, host: str) -> TransportSecuritySettings | None:
+    """A gateway on loopback without API keys answers only requests addressed to loopback
+    (a web page's DNS rebinding cannot reach it); with keys, the bearer key guards it."""
+    if keys is not None or not is_loopback(host):
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
 
 
 def _progress_token(ctx: ServerRequestContext[Any]) -> str | int | None:
