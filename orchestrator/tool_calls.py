@@ -92,6 +92,27 @@ class ToolCalls:
 
         UnknownToolError when nothing serves `name`; CallInputError when the input
         breaks its schema; RunConflictError when the key was used for another call."""
+        call_id, created, _ = await self.start_call(
+            name,
+            input,
+            timeout_s=timeout_s,
+            idempotency_key=idempotency_key,
+            tenant=tenant,
+            traceparent=traceparent,
+        )
+        return call_id, created
+
+    async def start_call(
+        self,
+        name: str,
+        input: Any,
+        *,
+        timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+        tenant: str | None = None,
+        traceparent: str | None = None,
+    ) -> tuple[str, bool, ToolDef]:
+        """`start`, also returning the tool the call resolved to."""
         tool = await self.resolve(name, timeout_s)
         validate_call_input(tool, input)
         owner = tenant or DEFAULT_TENANT
@@ -106,7 +127,7 @@ class ToolCalls:
             raise RunConflictError(
                 f"idempotency key {idempotency_key!r} was used for a call of another tool or input"
             )
-        return call_id, reply.outcome == Outcome.CREATED
+        return call_id, reply.outcome == Outcome.CREATED, tool
 
     async def result(self, call_id: str) -> ToolCallResult | None:
         """The call's result, or None while it runs; CallNotFoundError if unknown."""
@@ -163,7 +184,7 @@ class ToolCalls:
     ) -> ToolCallResult:
         """Start the call and wait for its result. A call no worker finished within its
         deadline (plus QUEUE_GRACE_S in the queue) is cancelled: its result says so."""
-        call_id, _ = await self.start(
+        call_id, _, tool = await self.start_call(
             name,
             input,
             timeout_s=timeout_s,
@@ -171,8 +192,7 @@ class ToolCalls:
             tenant=tenant,
             traceparent=traceparent,
         )
-        tool = json.loads((await self.store.read(call_id))[CallField.TOOL])
-        budget_s = float(tool["timeout_s"]) + QUEUE_GRACE_S
+        budget_s = tool.timeout_s + QUEUE_GRACE_S
         result = await self.wait(call_id, timeout_s=budget_s, on_progress=on_progress)
         if result is None:
             result = await self.cancel(

@@ -240,7 +240,7 @@ class McpGateway:
         if found is None or not principal.may_call(found.name, *found.aliases):
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
         try:
-            call_id, _ = await calls.start(
+            call_id, _, tool = await calls.start_call(
                 params.name,
                 params.arguments or {},
                 tenant=principal.tenant,
@@ -270,8 +270,7 @@ class McpGateway:
                 token, progress, total, message, related_request_id=_request_id(ctx)
             )
 
-        state = await calls.state(call_id)
-        budget_s = float(json.loads(state["tool"])["timeout_s"]) + QUEUE_GRACE_S
+        budget_s = tool.timeout_s + QUEUE_GRACE_S
         try:
             result = await calls.wait(call_id, timeout_s=budget_s, on_progress=forward)
         except anyio.get_cancelled_exc_class():
