@@ -83,6 +83,8 @@ class CommitStep(TransitionInput):
     parked: int
     finishes_now: bool
     next_job: QueuedJob
+    # Answered through a provider batch API: counted apart as batch-priced usage.
+    batch: bool = False
 
 
 class ClaimCall(TransitionInput):
