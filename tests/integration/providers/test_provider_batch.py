@@ -231,3 +231,41 @@ async def test_a_collector_killed_mid_poll_is_replaced_without_a_second_submissi
     assert len(fake.batches.creations(fake.requests)) == 1
     assert len(direct_calls(fake.requests, "/v1/files")) == 1
     assert direct_calls(fake.requests, "/v1/chat/completions") == []
+
+
+async def test_a_refused_line_fails_the_step_as_a_direct_call_would(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    start(redis_url, workers)
+    with FakeOpenAI([Turn(text="never")]) as fake:
+        fake.batches.script.error_lines = {0}
+        fake.batches.script.error_status = 400
+        _, result = await run(redis_url, {**spec("openai", fake.base_url, batch=True), "tools": []})
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.kind == "provider"
+    assert "scripted line error" in result.error.message
+    assert direct_calls(fake.requests, "/v1/chat/completions") == []
+
+
+@pytest.mark.parametrize(
+    ("provider", "outcome"),
+    [("openai", "failed"), ("openai", "cancelled"), ("anthropic", "cancelled")],
+)
+async def test_a_batch_that_ends_without_answers_goes_direct(
+    redis_url: str, workers: list[WorkerProcess], provider: str, outcome: str
+) -> None:
+    start(redis_url, workers)
+    fake: FakeOpenAI | FakeAnthropic = (
+        FakeOpenAI([Turn(text="direct")])
+        if provider == "openai"
+        else FakeAnthropic([ATurn(text="direct")])
+    )
+    with fake:
+        fake.batches.script.outcome = outcome
+        _, result = await run(redis_url, {**spec(provider, fake.base_url, batch=True), "tools": []})
+        polls = [r for r in fake.requests if r.method == "GET" and "batches/" in r.path]
+    assert result.status == "succeeded", result.error
+    assert result.text == "direct"
+    assert len(fake.batches.creations(fake.requests)) == 1
+    assert len(polls) >= (1 if outcome == "failed" else 2)  # through the states to its end
