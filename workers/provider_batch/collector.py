@@ -120,7 +120,7 @@ class Collector:
                     members[index],
                     LineResult(
                         custom_id=custom_id(index),
-                        error="the parked request expired",
+                        error="the run ended or its request expired before submission",
                         retryable=True,
                     ),
                 )
@@ -155,7 +155,7 @@ class Collector:
         for index, member in enumerate(members):
             run_id, step = keys.parse_batch_member(member)
             parked = await self.store.parked(run_id, step)
-            if parked.body is None or parked.path is None:
+            if parked.body is None or parked.path is None or await self.store.run_ended(run_id):
                 lost.append(index)
                 continue
             lines.append(BatchLine(custom_id(index), parked.path, json.loads(parked.body)))

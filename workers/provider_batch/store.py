@@ -18,7 +18,7 @@ from typing import Any, TypeVar, cast
 from redis.asyncio import Redis
 
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
-from agentq.orchestrator.state import keys
+from agentq.orchestrator.state import TERMINAL_STATUSES, MetaField, keys
 
 T = TypeVar("T")
 
@@ -101,6 +101,11 @@ class ProviderBatchStore:
         self._deliver = redis.register_script(_DELIVER)
 
     # -- the step's side ---------------------------------------------------------------
+
+    async def run_ended(self, run_id: str) -> bool:
+        """The run is gone or closed (cancelled meanwhile): its request need not be sent."""
+        status = await _r(self.redis.hget(keys.meta(run_id), MetaField.STATUS))
+        return status is None or _s(status) in TERMINAL_STATUSES
 
     async def parked(self, run_id: str, step: int) -> ParkedStep:
         raw = await _r(self.redis.hgetall(keys.batch_step(run_id, step)))
