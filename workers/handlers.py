@@ -210,6 +210,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             batched = await _batch_route(deps, spec, request, sink)
             if batched is Route.PARK:
                 log.debug("model step %s/%d parked for a provider batch", run_id, step)
+                tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "parked"})
                 return
             if batched is Route.DIRECT:
                 response = await observe_model_call(
@@ -220,6 +221,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
                 )
             else:
                 response = batched
+                tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "answered"})
         except ProviderError as exc:
             tracing.record_exception(exc, str(exc.status) if exc.status else None)
             await sink.flush()
