@@ -131,6 +131,8 @@ class OpenAIBatches:
         if file_id not in self.files or body.get("completion_window") != "24h":
             return Reply.json({"error": {"message": "bad input_file_id or window"}}, 400)
         lines = [json.loads(line) for line in self.files[file_id].splitlines() if line.strip()]
+        if not lines:
+            return Reply.json({"error": {"message": "the input file is empty"}}, 400)
         if any(line.get("url") != body.get("endpoint") for line in lines):
             return Reply.json({"error": {"message": "a line's url is not the endpoint"}}, 400)
         batch_id = _new_id("batch")

@@ -77,7 +77,13 @@ class Collector:
         return None if provider is None else provider.batch_api(request)
 
     async def collect(self, group: str) -> None:
-        api = await self._api(group)
+        try:
+            api = await self._api(group)
+        except ProviderError as exc:
+            if exc.retryable:
+                raise
+            await self._refuse_pending(group, exc.message)  # e.g. the endpoint is no longer allowed
+            return
         if api is None:
             return
         for batch_id in await self.store.inflight(group):
@@ -93,6 +99,18 @@ class Collector:
             ):
                 return
             await self.advance(api, group, batch_id)
+
+    async def _refuse_pending(self, group: str, message: str) -> None:
+        """The group's endpoint cannot be reached any more: its waiting steps get the
+        error (their runs fail as a direct call would) instead of waiting forever."""
+        batch_id = uuid.uuid4().hex
+        members = await self.store.form(group, batch_id, 1_000_000, 0)
+        for index, member in enumerate(members or []):
+            await self._deliver(
+                group, member, LineResult(custom_id=custom_id(index), error=message)
+            )
+        if members:
+            await self.store.end_batch(group, batch_id)
 
     async def _holding(self, group: str) -> bool:
         """Renew before an irreversible step; a worker that lost its group stops."""
