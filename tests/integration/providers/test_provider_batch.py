@@ -120,6 +120,8 @@ async def test_openai_batch_run_finishes_as_the_direct_run(
     expected_saving = (usage.input_tokens * 2.0 + usage.output_tokens * 8.0) / 1e6 * 0.5
     assert usage.estimated_saving_usd == pytest.approx(expected_saving)
     assert step_marks == [b"1", b"1"]
+    assert [s.batch_priced for s in result.steps] == [True, True]
+    assert [s.batch_priced for s in expected.steps] == [False, False]
 
 
 async def test_openai_responses_batch_uses_the_responses_endpoint(
