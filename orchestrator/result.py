@@ -43,6 +43,8 @@ class StepResult(BaseModel):
     tool_results: list[ToolResultRecord] = Field(default_factory=list)
     finish_reason: str = "stop"
     usage: Usage = Field(default_factory=Usage)
+    # Answered through a provider batch API (batch-priced).
+    batch_priced: bool = False
 
 
 class RunResult(BaseModel):
@@ -88,6 +90,7 @@ def _step_result(raw: dict[str, str]) -> StepResult | None:
         tool_results=results,
         finish_reason=record["finish_reason"],
         usage=Usage.model_validate(record["usage"]),
+        batch_priced=raw.get(StepField.BATCH) == "1",
     )
 
 

@@ -106,6 +106,10 @@ class MetaField(StrEnum):
     USAGE_TOTAL = "u_total"
     USAGE_CACHED = "u_cached"
     USAGE_REASONING = "u_reason"
+    # Steps answered through a provider batch API (batch-priced), and their tokens.
+    BATCH_STEPS = "b_steps"
+    BATCH_INPUT = "b_in"
+    BATCH_OUTPUT = "b_out"
 
 
 # The usage totals kept in the meta hash, by `Usage` field.
@@ -132,6 +136,7 @@ class StepField(StrEnum):
     RESULT = "r:"  # + call id: the ToolResultPart JSON, written once
     INPUT = "in:"  # + request id: the input request JSON
     INPUT_STATUS = "ins:"  # + request id: an InputStatus
+    BATCH = "batch"  # "1" when the step was answered through a provider batch API
 
 
 def call_field(prefix: StepField, call_id: str) -> str:
