@@ -168,3 +168,26 @@ async def test_a_new_worker_s_tools_are_announced_as_list_changed(
     assert "late_arrival" in after
     assert isinstance(called, types.CallToolResult)
     assert called.content == [types.TextContent(type="text", text="late")]
+
+
+async def test_the_current_protocol_revision_works_too(gateway: ServeProcess) -> None:
+    """The SDK's `Client` negotiates 2026-07-28 (no handshake); the gateway serves it."""
+    from mcp import Client as McpClient
+
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    headers = {"Authorization": f"Bearer {KEYS['acme']}"}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+        McpClient(streamable_http_client(f"{gateway.url}/mcp", http_client=http)) as client,
+    ):
+        assert client.session.protocol_version == "2026-07-28"
+        names = {t.name for t in (await client.list_tools()).tools}
+        counted = await client.call_tool("count_up", {"n": 2}, progress_callback=on_progress)
+    assert "count_up" in names
+    assert isinstance(counted, types.CallToolResult)
+    assert counted.content == [types.TextContent(type="text", text='{"counted": 2}')]
+    assert seen == [1.0, 2.0]
