@@ -28,7 +28,7 @@ from agentq.orchestrator.state.calls import (
     EmitCall,
     FinishCall,
 )
-from agentq.orchestrator.state.inputs import DEFAULT_RETENTION_S
+from agentq.orchestrator.state.inputs import ANSWER_TTL_S, DEFAULT_RETENTION_S
 from agentq.orchestrator.store import _resolved, _text, redis_errors_mapped
 
 # The events that end a call's stream: its result, or its error.
@@ -83,6 +83,24 @@ class CallStore:
         if not events:
             return 0
         return (await self._apply(EmitCall(call_id=call_id, events=list(events)))).seq
+
+    async def post_answer(self, call_id: str, request_id: str, answer: str) -> None:
+        """Hand the answer to an input request to the call's worker (which BLPOPs it)."""
+        key = keys.call_answer(call_id, request_id)
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.lpush(key, answer)
+                pipe.expire(key, ANSWER_TTL_S)
+                await pipe.execute()
+
+    async def wait_answer(self, call_id: str, request_id: str, timeout_s: float) -> str | None:
+        with redis_errors_mapped():
+            popped = await _resolved(
+                self.redis.blpop(
+                    [keys.call_answer(call_id, request_id)], timeout=max(1, int(timeout_s))
+                )
+            )
+        return _text(popped[1]) if popped else None
 
     async def read(self, call_id: str) -> dict[str, str]:
         """The call's hash; CallNotFoundError when there is none."""

@@ -42,6 +42,9 @@ from agentq.orchestrator.tool_resolution import ToolDef
 QUEUE_GRACE_S = 30.0
 
 ProgressCallback = Callable[[Any], Awaitable[None] | None]
+# Asked when the call's tool asks for input (an MCP server's elicitation): the message
+# and the requested schema in, the content to answer with (None: decline) out.
+InputCallback = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 __all__ = ["CallNotFoundError", "ProgressCallback", "ToolCallResult", "ToolCalls"]
 
@@ -145,22 +148,43 @@ class ToolCalls:
         *,
         timeout_s: float | None = None,
         on_progress: ProgressCallback | None = None,
+        on_input: InputCallback | None = None,
     ) -> ToolCallResult | None:
-        """The call's result once it has one; None if `timeout_s` passes first."""
+        """The call's result once it has one; None if `timeout_s` passes first. The
+        tool's input requests go to `on_input`; without one they are declined."""
         try:
-            return await asyncio.wait_for(self._wait(call_id, on_progress), timeout_s)
+            return await asyncio.wait_for(self._wait(call_id, on_progress, on_input), timeout_s)
         except TimeoutError:
             return None
 
-    async def _wait(self, call_id: str, on_progress: ProgressCallback | None) -> ToolCallResult:
+    async def _wait(
+        self,
+        call_id: str,
+        on_progress: ProgressCallback | None,
+        on_input: InputCallback | None,
+    ) -> ToolCallResult:
         async for event in self.store.events(call_id, 0, follow=True):
+            extra = event.model_extra or {}
             if event.type == "tool-progress" and on_progress is not None:
-                shown = on_progress((event.model_extra or {}).get("output"))
+                shown = on_progress(extra.get("output"))
                 if isinstance(shown, Awaitable):
                     await shown
+            elif event.type == "tool-input-request":
+                content = None
+                if on_input is not None:
+                    content = await on_input(
+                        str(extra.get("message", "")), extra.get("input") or {}
+                    )
+                await self.answer(call_id, str(extra.get("request_id")), content)
         result = await self.result(call_id)
         assert result is not None, "a call's stream ends with its result"
         return result
+
+    async def answer(self, call_id: str, request_id: str, content: dict[str, Any] | None) -> None:
+        """Answer the call's input request `request_id`: `content`, or None to decline."""
+        action = "decline" if content is None else "accept"
+        answer = json.dumps({"action": action, "content": content})
+        await self.store.post_answer(call_id, request_id, answer)
 
     async def cancel(self, call_id: str, reason: str = "the call was cancelled") -> ToolCallResult:
         """Cancel the call unless it has its result; either way, its result after."""

@@ -8,6 +8,8 @@ does nothing; a job past its deliveries records that its worker died each time.
 
 from __future__ import annotations
 
+import itertools
+import json
 import logging
 import time
 from typing import TYPE_CHECKING, Any
@@ -21,6 +23,7 @@ from agentq.orchestrator.envelopes import JobEnvelope
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result
 from agentq.orchestrator.messages import ToolResultPart
+from agentq.orchestrator.redis_conn import MAX_BLOCK_S
 from agentq.orchestrator.redis_faults import is_transient_redis
 from agentq.orchestrator.state import Outcome
 from agentq.orchestrator.tool_output import bounded_result, progress_value
@@ -123,7 +126,44 @@ async def _execute(
         attempt=attempt,
         deadline_at=time.time() + tool.timeout_s,
         progress=progress,
-        # Nobody drives a call without a run who could answer an elicitation.
-        elicit=None,
+        elicit=CallInputRequests(calls, call, attempt, deadline_at=time.time() + tool.timeout_s),
     )
     return await run_executor(executor, tool, call, context)
+
+
+class CallInputRequests:
+    """The `elicit` callable of a call without a run: a `tool-input-request` event on the
+    call's stream, then the answer its caller posts (`ToolCalls.answer`; the MCP gateway
+    asks its own client), or None when declined or the deadline passes."""
+
+    def __init__(self, calls: CallStore, call: CallPlan, attempt: int, deadline_at: float):
+        self.calls = calls
+        self.call = call
+        self.deadline_at = deadline_at
+        # Ids differ across attempts, so a re-delivered call never reads an old answer.
+        self._ids = (f"{call.id}.{attempt}.{n}" for n in itertools.count(1))
+
+    async def __call__(self, message: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        request_id = next(self._ids)
+        event = event_json(
+            "tool-input-request",
+            self.call.id,
+            tool_call_id=self.call.id,
+            tool_name=self.call.name,
+            request_id=request_id,
+            message=message,
+            input=schema,
+        )
+        if not await self.calls.emit(self.call.id, [event]):
+            return None  # the call has ended
+        raw = None
+        while raw is None and time.time() < self.deadline_at:
+            slice_s = min(MAX_BLOCK_S, max(0.0, self.deadline_at - time.time()))
+            raw = await self.calls.wait_answer(self.call.id, request_id, slice_s)
+        if raw is None:
+            return None
+        answer = json.loads(raw)
+        if answer.get("action") != "accept":
+            return None
+        content: dict[str, Any] = answer.get("content") or {}
+        return content

@@ -11,6 +11,8 @@ it runs on the tool's queue on whichever worker serves it. The gateway adds:
 - cancellation: `notifications/cancelled` cancels the job (its result is written once);
 - `notifications/tools/list_changed` to connected sessions when the catalogue changes
   (workers announce new tools), for clients of the handshake protocol revisions;
+- elicitation: an upstream MCP server's questions go to the client when it declared
+  elicitation (else they are declined);
 - media: image and audio parts of a tool's output as MCP image/audio content.
 """
 
@@ -38,7 +40,7 @@ from starlette.types import Receive, Scope, Send
 
 from agentq.orchestrator.calls import CallInputError, ToolCallResult
 from agentq.orchestrator.errors import AgentqError, UnknownToolError
-from agentq.orchestrator.tool_calls import QUEUE_GRACE_S, ToolCalls
+from agentq.orchestrator.tool_calls import QUEUE_GRACE_S, InputCallback, ToolCalls
 from agentq.serve.auth import KeyRing, Principal, authenticate
 from agentq.serve.errors import ApiError, error_body
 from agentq.serve.server import is_loopback
@@ -272,7 +274,9 @@ class McpGateway:
 
         budget_s = tool.timeout_s + QUEUE_GRACE_S
         try:
-            result = await calls.wait(call_id, timeout_s=budget_s, on_progress=forward)
+            result = await calls.wait(
+                call_id, timeout_s=budget_s, on_progress=forward, on_input=_asker(ctx)
+            )
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
                 await calls.cancel(call_id, "the MCP client cancelled the call")
@@ -316,6 +320,24 @@ def _rebinding_guard(keys: KeyRing | None, host: str) -> TransportSecuritySettin
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
         allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
     )
+
+
+def _asker(ctx: ServerRequestContext[Any]) -> InputCallback | None:
+    """The tool's questions (an upstream MCP server's elicitation) for this client, when it
+    declared elicitation; else they are declined."""
+    wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    if not ctx.session.check_client_capability(wanted):
+        return None
+
+    async def ask(message: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        answer = await ctx.session.elicit_form(
+            message, schema, related_request_id=ctx.request_id
+        )
+        if answer.action != "accept":
+            return None
+        return dict(answer.content or {})
+
+    return ask
 
 
 def _progress_token(ctx: ServerRequestContext[Any]) -> str | int | None:

@@ -127,6 +127,11 @@ def call_keys(call_id: str) -> list[str]:
     return [call_meta(call_id), call_events(call_id)]
 
 
+def call_answer(call_id: str, request_id: str) -> str:
+    """A list the answer to a call's input request (elicitation) is pushed to."""
+    return call_meta(call_id) + ANSWER_INFIX + request_id
+
+
 def call_job_id(call_id: str) -> str:
     """The call's one job: a re-enqueue of the same call is a no-op."""
     return call_meta(call_id) + CALL_JOB_SUFFIX

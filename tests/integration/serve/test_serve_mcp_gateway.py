@@ -4,8 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 from agentq.serve.auth import hash_key
 from tests.support.call_tools import TINY_PNG
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
+from tests.support.mcp_servers.launch import own_server_stdio
 from tests.support.serve import ServeProcess
 from tests.support.waiting import eventually_async
 
@@ -191,3 +194,58 @@ async def test_the_current_protocol_revision_works_too(gateway: ServeProcess) ->
     assert isinstance(counted, types.CallToolResult)
     assert counted.content == [types.TextContent(type="text", text='{"counted": 2}')]
     assert seen == [1.0, 2.0]
+
+
+@pytest.fixture
+def elicit_gateway(redis_url: str, tmp_path: Path) -> Iterator[ServeProcess]:
+    """A worker serving our test MCP server (whose `greet` elicits), forwarding its
+    elicitations, behind a keyless gateway."""
+    config = tmp_path / "mcp.json"
+    server = own_server_stdio(elicitation="forward", timeout_s=60)
+    config.write_text(json.dumps({"mcpServers": {"own": server}}))
+    worker = WorkerProcess(redis_url, "--mcp-config", str(config))
+    wait_ready(worker, timeout_s=60)
+    gateway = ServeProcess(redis_url, "--mcp")
+    yield gateway
+    gateway.stop()
+    worker.stop()
+
+
+async def test_an_upstream_elicitation_reaches_the_gateways_client(
+    elicit_gateway: ServeProcess,
+) -> None:
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Grace", "age": 85})
+
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+        streamable_http_client(f"{elicit_gateway.url}/mcp", http_client=http) as (read, write),
+        ClientSession(
+            read, write, read_timeout_seconds=TIMEOUT_S, elicitation_callback=answer
+        ) as session,
+    ):
+        await session.initialize()
+        greeted = await session.call_tool("own:greet", {})
+    async with mcp_session_plain(elicit_gateway) as session:
+        declined = await session.call_tool("greet", {})
+    assert asked == ["Who are you?"]
+    assert isinstance(greeted, types.CallToolResult)
+    assert greeted.content == [types.TextContent(type="text", text="hello Grace (85)")]
+    assert isinstance(declined, types.CallToolResult)
+    assert isinstance(declined.content[0], types.TextContent)
+    assert declined.content[0].text.startswith("no answer")
+
+
+@asynccontextmanager
+async def mcp_session_plain(server: ServeProcess) -> AsyncIterator[ClientSession]:
+    """A client that declares no elicitation: the gateway declines for it."""
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+        streamable_http_client(f"{server.url}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write, read_timeout_seconds=TIMEOUT_S) as session,
+    ):
+        await session.initialize()
+        yield session
