@@ -132,3 +132,15 @@ def test_the_cli_calls_a_tool(redis_url: str, fleet: WorkerProcess) -> None:
     invalid = run_cli("call", "add", "--input", '{"a": "x"}', redis_url=redis_url)
     assert invalid.returncode == 2
     assert "/a" in invalid.stderr
+
+
+def test_a_started_call_can_be_cancelled(api: ServeProcess) -> None:
+    with _http(api, "acme") as http:
+        started = http.post("/v1/tools/linger/calls", json={"input": {"seconds": 120}})
+        call_id = started.json()["id"]
+        cancelled = http.post(f"/v1/tool-calls/{call_id}/cancel")
+        again = http.post(f"/v1/tool-calls/{call_id}/cancel")
+    assert cancelled.status_code == 200
+    assert cancelled.json()["result"]["cancelled"] is True
+    assert cancelled.json()["result"]["is_error"] is True
+    assert again.json()["result"] == cancelled.json()["result"]  # it stays as it ended
