@@ -54,7 +54,7 @@ from agentq.orchestrator.run_index import (
     summarize,
 )
 from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.spec import ModelRef, RunSpec
 from agentq.orchestrator.state import (
     CallStatus,
     InputStatus,
@@ -65,6 +65,7 @@ from agentq.orchestrator.state import (
     ResolveApproval,
     TransitionInput,
 )
+from agentq.orchestrator.step_prep import announced_hooks, checked_preparation
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_output import bounded_result
 from agentq.orchestrator.tool_resolution import (
@@ -237,6 +238,12 @@ class Client:
                 run_spec, registry, now, model_provider=endpoint.provider, settings=self.settings
             )
         ]
+        run_spec = await checked_preparation(
+            run_spec,
+            [t.name for t in tools],
+            hooks=announced_hooks(live_registry(registry, now)),
+            resolve=lambda ref: self._resolve_ref(ref, registry, now),
+        )
         run_id = run_spec.id or uuid.uuid4().hex
         hops = tracing.Hops(run_id)
         args = hops.stamp(create_args(run_id, run_spec, tools, run_spec.initial_messages()))
@@ -318,6 +325,20 @@ class Client:
             )
             spec = spec.model_copy(update={"model": model})
         return spec, endpoint
+
+    async def _resolve_ref(
+        self, ref: ModelRef, registry: dict[str, ToolAnnouncement], now: float
+    ) -> ModelRef:
+        """Another model of the spec (a step rule's, the summary model), checked as the
+        main model is."""
+        table = provider_table(announced_providers(live_registry(registry, now)))
+        endpoint = self.endpoint_policy.resolve(ref, table)
+        await self.endpoint_policy.check_addresses(endpoint)
+        if endpoint.endpoint is not None and ref.endpoint is None:
+            return ref.model_copy(
+                update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
+            )
+        return ref
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 # A parked call's deadline (`park_expiry`) is a deferred job on the model queue.
-JobKind = Literal["model_step", "tool_call", "park_expiry"]
+JobKind = Literal["model_step", "tool_call", "park_expiry", "prepare_step"]
 
 MODEL_QUEUE = "model"
 TOOLS_QUEUE = "tools"
@@ -76,6 +76,8 @@ def job_id(envelope: JobEnvelope) -> str:
     """The job's id, derived from (run, step, call): a duplicate enqueue is a no-op."""
     if envelope.kind == "model_step":
         return model_job_id(envelope.run_id, envelope.step)
+    if envelope.kind == "prepare_step":
+        return keys.prepare_job_id(envelope.run_id, envelope.step)
     assert envelope.call_id is not None
     if envelope.kind == "park_expiry":
         return keys.expiry_job_id(envelope.run_id, envelope.step, envelope.call_id)

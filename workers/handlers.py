@@ -57,6 +57,8 @@ from agentq.workers.providers import ModelRequest, OfferedTool
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
 from agentq.workers.sink import DeltaEvents
+from agentq.workers.step_hook_job import prepare_step_job
+from agentq.workers.step_preparation import StepPreparationFailed, prepare
 
 log = logging.getLogger("agentq.worker")
 
@@ -178,10 +180,20 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         return
     spec = RunSpec.model_validate_json(begun.spec, context=STORED_SPEC)
     tools = [ToolDef.model_validate_json(t) for t in begun.tools]
+    history = [MESSAGE_ADAPTER.validate_json(m) for m in begun.messages]
+    try:  # prepareStep and context management (workers/step_preparation.py)
+        prepared = await prepare(deps.store, deps.models, run_id, step, spec, tools, history)
+    except StepPreparationFailed as exc:
+        failed = await deps.store.fail_run(
+            run_id, RunFailure(kind=FailureKind.HOOK, message=exc.message, step=step)
+        )
+        await _ended(deps, failed.outcome, envelope)
+        return
+    spec = prepared.spec
     request = ModelRequest(
         model=spec.model,
         system=spec.system,
-        messages=[MESSAGE_ADAPTER.validate_json(m) for m in begun.messages],
+        messages=prepared.messages,
         tools=[
             OfferedTool(
                 name=t.name,
@@ -232,6 +244,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             run_id=run_id,
         )
     plan = plan_step(spec, tools, step, response)
+    plan.prepared = prepared.record
     hops = tracing.Hops(run_id)
     args = hops.stamp(commit_args(run_id, plan))
     committed = await deps.store.commit_step(args)
@@ -409,4 +422,5 @@ JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "model_step": model_step,
     "tool_call": tool_call,
     "park_expiry": park_expiry,
+    "prepare_step": prepare_step_job,
 }

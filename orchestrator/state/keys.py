@@ -19,6 +19,8 @@ EVENTS_SUFFIX = ":events"
 TOOLS_SUFFIX = ":tools"
 STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
+HOOK_REPLY_INFIX = ":prep:"
+SUMMARY_SUFFIX = ":summary"
 
 REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
 # hash: registry key -> ToolAnnouncement JSON, what the deployment serves (no expiry)
@@ -39,6 +41,7 @@ JOB_SEPARATOR = ":"
 MODEL_JOB_SUFFIX = ":model"
 CALL_JOB_INFIX = ":call:"
 EXPIRY_JOB_INFIX = ":expire:"
+PREPARE_JOB_SUFFIX = ":prepare"
 
 
 TAG_OPEN, TAG_CLOSE = "{", "}"
@@ -74,6 +77,16 @@ def answer(run_id: str, request_id: str) -> str:
     return meta(run_id) + ANSWER_INFIX + request_id
 
 
+def hook_reply(run_id: str, step: int) -> str:
+    """A list the overrides of a step's prepare_step hook, run elsewhere, are pushed to."""
+    return f"{meta(run_id)}{HOOK_REPLY_INFIX}{step}"
+
+
+def context_summary(run_id: str) -> str:
+    """The run's stored context summary (context management's `summarize`)."""
+    return meta(run_id) + SUMMARY_SUFFIX
+
+
 def run_keys(run_id: str) -> list[str]:
     """The KEYS every run transition declares; the others derive from KEYS[1]."""
     return [meta(run_id), messages(run_id), events(run_id)]
@@ -101,6 +114,10 @@ def tool_job_id(run_id: str, step: int, call_id: str) -> str:
 
 def expiry_job_id(run_id: str, step: int, call_id: str) -> str:
     return f"{job_prefix(run_id)}{step}{EXPIRY_JOB_INFIX}{call_id}"
+
+
+def prepare_job_id(run_id: str, step: int) -> str:
+    return f"{job_prefix(run_id)}{step}{PREPARE_JOB_SUFFIX}"
 
 
 def arq_job(job_id: str) -> str:

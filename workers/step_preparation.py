@@ -1,0 +1,323 @@
+"""A model step's preparation, at the I/O edge: rules, the hook, context compaction.
+
+The decisions are pure (orchestrator/step_prep.py, orchestrator/context_window.py);
+this module reads what they need from the run store, calls the prepare_step hook
+(here when this process registered it, else as a job on a queue of a worker that
+announced it), calls the summary model, and says what the step will send and how
+to record it (`PreparedStep.record`, stored in the step and its finish-step event).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agentq.orchestrator import tracing
+from agentq.orchestrator.context_window import (
+    Compaction,
+    StoredSummary,
+    bounds,
+    compact,
+    input_tokens,
+    over_budget,
+    record,
+    reusable,
+    summary_input,
+    with_summary,
+)
+from agentq.orchestrator.envelopes import JobEnvelope, queued_job
+from agentq.orchestrator.errors import ProviderError
+from agentq.orchestrator.events import event_json
+from agentq.orchestrator.loop import offered_tools
+from agentq.orchestrator.messages import MESSAGE_ADAPTER, Message
+from agentq.orchestrator.result import StepResult, assemble
+from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.state import keys
+from agentq.orchestrator.state.keys import context_summary, hook_reply
+from agentq.orchestrator.step_prep import (
+    PREPARE_STEP_KIND,
+    StepOverrides,
+    applied,
+    called_before,
+    matching_rule,
+    rule_overrides,
+    sent_record,
+)
+from agentq.orchestrator.store import RunStore, redis_errors_mapped
+from agentq.orchestrator.tool_resolution import ToolDef, live_registry
+from agentq.workers.providers import ModelRequest
+from agentq.workers.providers.model_client import ModelClient
+from agentq.workers.step_hooks import registered_hooks
+
+# A reply a remote hook pushed is kept this long for the step that asked.
+_REPLY_TTL_S = 600
+
+
+class StepPreparationFailed(Exception):
+    """The step cannot be prepared (the hook raised, is served nowhere, or the summary
+    model failed): the run fails with this message."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass
+class PreparedStep:
+    spec: RunSpec  # the run's spec with this step's overrides applied
+    messages: list[Message]  # what is sent
+    record: dict[str, Any]  # stored with the step ("prepared")
+
+
+async def prepare(
+    store: RunStore,
+    models: ModelClient,
+    run_id: str,
+    step: int,
+    spec: RunSpec,
+    tools: list[ToolDef],
+    history: list[Message],
+) -> PreparedStep:
+    overrides = StepOverrides()
+    rec: dict[str, Any] = {}
+    matched = matching_rule(spec.steps, step, called_before(history))
+    if matched is not None:
+        rec["rule"], rule = matched
+        overrides = rule_overrides(rule)
+    if spec.prepare_step:
+        rec["hook"] = spec.prepare_step
+        hooked = await run_hook(store, run_id, step, spec.prepare_step, spec.model.timeout_s)
+        overrides = overrides.then(hooked)
+    effective = applied(spec, overrides)
+    messages = list(overrides.messages) if overrides.messages is not None else history
+    if spec.context is not None:
+        messages, compaction = await _compacted(store, models, run_id, step, spec, messages)
+        if compaction is not None:
+            rec["compaction"] = compaction.model_dump(exclude_none=True)
+    if not overrides.empty:
+        rec["overrides"] = overrides.record()
+    rec["sent"] = sent_record(
+        effective, messages, [t.name for t in offered_tools(effective, tools)]
+    )
+    return PreparedStep(spec=effective, messages=messages, record=rec)
+
+
+# -- the hook -------------------------------------------------------------------------
+
+
+async def run_hook(
+    store: RunStore, run_id: str, step: int, name: str, timeout_s: float
+) -> StepOverrides:
+    hook = registered_hooks().get(name)
+    if hook is None:
+        return await _remote_hook(store, run_id, step, name, timeout_s)
+    steps, messages = await hook_inputs(store, run_id)
+    with tracing.span(f"prepare_step {name}"):
+        try:
+            return await hook(step, steps, messages)
+        except Exception as exc:
+            tracing.record_exception(exc)
+            raise StepPreparationFailed(hook_error(name, exc)) from exc
+
+
+def hook_error(name: str, exc: BaseException) -> str:
+    return f"prepare_step hook {name!r} raised {type(exc).__name__}: {exc}"
+
+
+async def hook_inputs(store: RunStore, run_id: str) -> tuple[list[StepResult], list[Message]]:
+    """The steps so far and the run's messages, as a hook receives them."""
+    meta, raw_messages, raw_steps = await store.snapshot(run_id)
+    result = assemble(run_id, meta, raw_messages, raw_steps)
+    return result.steps, [MESSAGE_ADAPTER.validate_json(m) for m in raw_messages]
+
+
+async def _remote_hook(
+    store: RunStore, run_id: str, step: int, name: str, timeout_s: float
+) -> StepOverrides:
+    """Send the hook to a queue of a worker that announced it, and wait for its reply."""
+    live = live_registry(await store.registry(), time.time())
+    queues = sorted(
+        a.queue for a in live.values() if a.kind == PREPARE_STEP_KIND and a.name == name
+    )
+    if not queues:
+        raise StepPreparationFailed(f"prepare_step hook {name!r} is served by no live worker")
+    job = queued_job(
+        JobEnvelope(kind="prepare_step", run_id=run_id, step=step, call_id=name), queues[0]
+    )
+    redis: Redis = store.redis
+    with tracing.span(f"prepare_step {name}"), redis_errors_mapped():
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.set(keys.arq_job(job.job_id), job.payload, px=job.expires_ms, nx=True)
+            pipe.zadd(job.queue_key, {job.job_id: job.score_ms})
+            pipe.lpush(job.wake_key, "1")
+            await pipe.execute()
+        popped = await redis.blpop(  # type: ignore[misc]
+            [hook_reply(run_id, step)], timeout=max(1, int(timeout_s))
+        )
+    if not popped:
+        raise StepPreparationFailed(
+            f"prepare_step hook {name!r} did not answer within {timeout_s:g} s"
+        )
+    reply = json.loads(popped[1])
+    if "error" in reply:
+        raise StepPreparationFailed(str(reply["error"]))
+    return StepOverrides.model_validate(reply["overrides"])
+
+
+async def push_hook_reply(store: RunStore, run_id: str, step: int, reply: dict[str, Any]) -> None:
+    key = hook_reply(run_id, step)
+    with redis_errors_mapped():
+        async with store.redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(key, json.dumps(reply))
+            pipe.expire(key, _REPLY_TTL_S)
+            await pipe.execute()
+
+
+# -- context compaction ---------------------------------------------------------------
+
+
+async def _compacted(
+    store: RunStore,
+    models: ModelClient,
+    run_id: str,
+    step: int,
+    spec: RunSpec,
+    messages: list[Message],
+) -> tuple[list[Message], Compaction | None]:
+    policy = spec.context
+    assert policy is not None
+    last_tokens, sent_at_last = await _last_usage(store, run_id, step)
+    tokens = input_tokens(messages, last_tokens, sent_at_last)
+    if not over_budget(tokens, len(messages), policy.max_input_tokens, policy.keep_last_messages):
+        return messages, None
+    with tracing.span("context.compact") as span:
+        if policy.strategy == "summarize":
+            out, compaction = await _summarized(store, models, run_id, spec, messages, tokens)
+        else:
+            out, compaction = compact(
+                messages,
+                policy.strategy,
+                max_input_tokens=policy.max_input_tokens,
+                keep_last=policy.keep_last_messages,
+                tokens=tokens,
+            )
+        tracing.annotate(
+            span,
+            lambda: {
+                f"agentq.context.{k}": v
+                for k, v in compaction.model_dump().items()
+                if v is not None
+            },
+        )
+    if len(out) == len(messages) and out == messages:
+        return messages, None
+    await store.emit(
+        run_id,
+        [
+            event_json(
+                "context-compacted", run_id, step=step, **compaction.model_dump(exclude_none=True)
+            )
+        ],
+    )
+    return out, compaction
+
+
+async def _last_usage(store: RunStore, run_id: str, step: int) -> tuple[int | None, int | None]:
+    """The previous step's reported input tokens and how many messages it sent, when it
+    sent the history whole (a compacted step's count says nothing of the history)."""
+    if step == 0:
+        return None, None
+    with redis_errors_mapped():
+        raw = await store.redis.hget(keys.step(run_id, step - 1), "resp")  # type: ignore[misc]
+    if not raw:
+        return None, None
+    resp = json.loads(raw)
+    prepared = resp.get("prepared") or {}
+    if "compaction" in prepared or "sent" not in prepared:
+        return None, None
+    return int(resp.get("usage", {}).get("input_tokens") or 0) or None, prepared["sent"][
+        "n_messages"
+    ]
+
+
+async def _summarized(
+    store: RunStore,
+    models: ModelClient,
+    run_id: str,
+    spec: RunSpec,
+    messages: list[Message],
+    tokens: int,
+) -> tuple[list[Message], Compaction]:
+    policy = spec.context
+    assert policy is not None
+    head, tail = bounds(messages, policy.keep_last_messages)
+    stored = await load_summary(store, run_id)
+    if not reusable(messages, head, tail, stored, policy.max_input_tokens):
+        stored = await _summarize(store, models, run_id, spec, messages, head, tail, stored)
+    assert stored is not None
+    out = with_summary(messages, head, stored.upto, stored.text)
+    return out, record("summarize", messages, out, tokens, summary_upto=stored.upto)
+
+
+async def load_summary(store: RunStore, run_id: str) -> StoredSummary | None:
+    with redis_errors_mapped():
+        raw = await store.redis.get(context_summary(run_id))
+    return StoredSummary.model_validate_json(raw) if raw else None
+
+
+class _Silent:
+    """The summary model's deltas are not the run's text."""
+
+    async def text_delta(self, delta: str) -> None:
+        return None
+
+    async def reasoning_delta(self, delta: str) -> None:
+        return None
+
+
+async def _summarize(
+    store: RunStore,
+    models: ModelClient,
+    run_id: str,
+    spec: RunSpec,
+    messages: list[Message],
+    head: int,
+    upto: int,
+    previous: StoredSummary | None,
+) -> StoredSummary:
+    """Ask the summary model (the run's model unless named) and store its answer once:
+    later steps reuse it until the history outgrows it."""
+    policy = spec.context
+    assert policy is not None
+    model = policy.summary_model or spec.model
+    count = previous.count + 1 if previous else 1
+    request = ModelRequest(
+        model=model,
+        messages=summary_input(messages, head, upto, previous),
+        tool_choice="none",
+        # The scripted model answers the run's n-th summary with script[n-1].
+        step=count - 1,
+        timeout_s=model.timeout_s,
+    )
+    with tracing.span(
+        f"chat {model.name}",
+        attributes=lambda: {
+            "gen_ai.request.model": model.name,
+            "gen_ai.operation.name": "chat",
+            "agentq.context.summary": True,
+        },
+    ):
+        try:
+            response = await models.generate(request, _Silent())
+        except ProviderError as exc:
+            raise StepPreparationFailed(f"the summary model failed: {exc.message}") from exc
+    summary = StoredSummary(upto=upto, text=response.text, count=count)
+    with redis_errors_mapped():
+        await store.redis.set(
+            context_summary(run_id), summary.model_dump_json(), ex=store.retention_s
+        )
+    return summary
