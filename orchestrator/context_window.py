@@ -198,10 +198,12 @@ def record(
     tokens: int,
     summary_upto: int | None = None,
 ) -> Compaction:
+    # The same scale before and after: the history's figure less the estimated saving.
+    saved = estimate_tokens(before) - estimate_tokens(after)
     return Compaction(
         strategy=strategy,
         before_tokens=tokens,
-        after_tokens=estimate_tokens(after),
+        after_tokens=max(0, tokens - saved),
         before_messages=len(before),
         after_messages=len(after),
         summary_upto=summary_upto,

@@ -194,6 +194,9 @@ async def _compacted(
     tokens = input_tokens(messages, last_tokens, sent_at_last)
     if not over_budget(tokens, len(messages), policy.max_input_tokens, policy.keep_last_messages):
         return messages, None
+    head, tail = bounds(messages, policy.keep_last_messages)
+    if head >= tail:
+        return messages, None  # nothing but the task and the protected tail
     with tracing.span("context.compact") as span:
         if policy.strategy == "summarize":
             out, compaction = await _summarized(store, models, run_id, spec, messages, tokens)
