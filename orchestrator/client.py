@@ -37,6 +37,7 @@ from agentq.orchestrator.errors import (
     RunTimeoutError,
 )
 from agentq.orchestrator.events import Event, event_json
+from agentq.orchestrator.fork import ForkCopy, fork_copy, patched_spec
 from agentq.orchestrator.listings import WorkerRecord
 from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.messages import ToolResultPart
@@ -225,7 +226,29 @@ class Client:
         except ResponseError:
             return  # a Redis without script flags (< 7): the transitions judge alone
 
-    async def _create(self, run_spec: RunSpec, tenant: str | None) -> tuple[str, bool]:
+    async def fork(
+        self,
+        run_id: str,
+        at_step: int,
+        patch: Mapping[str, Any] | None = None,
+        *,
+        tenant: str | None = None,
+    ) -> str:
+        """A new run with the first `at_step` steps of `run_id` copied (history, model
+        responses, tool results) and the rest live, its spec patched by `patch` (a JSON
+        merge patch). Raises SpecError when the run has not reached that step or the
+        patched spec names what the deployment does not offer. Returns the new run id."""
+        with _redis_errors():
+            meta, messages, steps = await self.store.snapshot(run_id)
+        copy = fork_copy(run_id, at_step, meta, messages, steps)
+        spec = RunSpec.model_validate(patched_spec(meta[MetaField.SPEC], patch))
+        with _redis_errors():
+            new_id, _ = await self._create(spec, tenant, fork=copy)
+        return new_id
+
+    async def _create(
+        self, run_spec: RunSpec, tenant: str | None, *, fork: ForkCopy | None = None
+    ) -> tuple[str, bool]:
         await self._admit()
         now = time.time()
         registry = await self.store.registry()
@@ -246,7 +269,8 @@ class Client:
         )
         run_id = run_spec.id or uuid.uuid4().hex
         hops = tracing.Hops(run_id)
-        args = hops.stamp(create_args(run_id, run_spec, tools, run_spec.initial_messages()))
+        args = create_args(run_id, run_spec, tools, run_spec.initial_messages())
+        args = hops.stamp(fork.applied(args) if fork is not None else args)
         reply = await self.store.create(args)
         hops.sent(enqueued_job_ids(args, reply.outcome))
         if reply.outcome == Outcome.CONFLICT:

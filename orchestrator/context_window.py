@@ -18,8 +18,8 @@ characters a token for the messages added since (no tokenizer per provider).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -54,6 +54,7 @@ class Compaction(BaseModel):
     after_messages: int
     # With `summarize`: the summary replaces history[head:summary_upto].
     summary_upto: int | None = None
+    summary: str | None = None  # the summary sent, so that a replay can send it too
 
 
 class StoredSummary(BaseModel):
@@ -208,3 +209,30 @@ def record(
         after_messages=len(after),
         summary_upto=summary_upto,
     )
+
+
+def last_count(previous: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
+    """From the previous step's record: its reported input tokens and how many messages
+    it sent, when it sent the history whole (a compacted step's count says nothing of
+    the history's size)."""
+    prepared = (previous or {}).get("prepared") or {}
+    if previous is None or "compaction" in prepared or "sent" not in prepared:
+        return None, None
+    tokens = int((previous.get("usage") or {}).get("input_tokens") or 0)
+    return tokens or None, int(prepared["sent"]["n_messages"])
+
+
+def tokens_to_compact(
+    messages: Sequence[Message],
+    *,
+    max_input_tokens: int | None,
+    keep_last: int | None,
+    previous: Mapping[str, Any] | None,
+) -> int | None:
+    """The history's size when a compaction applies (over budget, and something between
+    the task and the protected tail to compact); None when it is sent as it is."""
+    tokens = input_tokens(messages, *last_count(previous))
+    if not over_budget(tokens, len(messages), max_input_tokens, keep_last):
+        return None
+    head, tail = bounds(messages, keep_last)
+    return tokens if head < tail else None

@@ -57,6 +57,8 @@ class RunResult(BaseModel):
     error: RunFailure | None = None
     # Calls waiting on a human or an outside result: (step, call id, tool, why).
     pending: list[dict[str, Any]] = Field(default_factory=list)
+    # A fork's original: {"run_id", "step"} (orchestrator/fork.py).
+    origin: dict[str, Any] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -133,4 +135,5 @@ def assemble(
         if MetaField.ERROR in meta
         else None,
         pending=pending,
+        origin=json.loads(meta[MetaField.ORIGIN]) if MetaField.ORIGIN in meta else None,
     )

@@ -22,11 +22,10 @@ from agentq.orchestrator.context_window import (
     StoredSummary,
     bounds,
     compact,
-    input_tokens,
-    over_budget,
     record,
     reusable,
     summary_input,
+    tokens_to_compact,
     with_summary,
 )
 from agentq.orchestrator.envelopes import JobEnvelope, queued_job
@@ -36,7 +35,7 @@ from agentq.orchestrator.loop import offered_tools
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.result import StepResult, assemble
 from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.state import keys
+from agentq.orchestrator.state import StepField, keys
 from agentq.orchestrator.state.keys import context_summary, hook_reply
 from agentq.orchestrator.step_prep import (
     PREPARE_STEP_KIND,
@@ -91,6 +90,7 @@ async def prepare(
     if spec.prepare_step:
         rec["hook"] = spec.prepare_step
         hooked = await run_hook(store, run_id, step, spec.prepare_step, spec.model.timeout_s)
+        rec["hook_overrides"] = hooked.record()  # a replay applies them to today's rules
         overrides = overrides.then(hooked)
     effective = applied(spec, overrides)
     messages = list(overrides.messages) if overrides.messages is not None else history
@@ -190,13 +190,14 @@ async def _compacted(
 ) -> tuple[list[Message], Compaction | None]:
     policy = spec.context
     assert policy is not None
-    last_tokens, sent_at_last = await _last_usage(store, run_id, step)
-    tokens = input_tokens(messages, last_tokens, sent_at_last)
-    if not over_budget(tokens, len(messages), policy.max_input_tokens, policy.keep_last_messages):
+    tokens = tokens_to_compact(
+        messages,
+        max_input_tokens=policy.max_input_tokens,
+        keep_last=policy.keep_last_messages,
+        previous=await _previous_record(store, run_id, step),
+    )
+    if tokens is None:
         return messages, None
-    head, tail = bounds(messages, policy.keep_last_messages)
-    if head >= tail:
-        return messages, None  # nothing but the task and the protected tail
     with tracing.span("context.compact") as span:
         if policy.strategy == "summarize":
             out, compaction = await _summarized(store, models, run_id, spec, messages, tokens)
@@ -212,7 +213,7 @@ async def _compacted(
             span,
             lambda: {
                 f"agentq.context.{k}": v
-                for k, v in compaction.model_dump().items()
+                for k, v in compaction.model_dump(exclude={"summary"}).items()
                 if v is not None
             },
         )
@@ -229,22 +230,12 @@ async def _compacted(
     return out, compaction
 
 
-async def _last_usage(store: RunStore, run_id: str, step: int) -> tuple[int | None, int | None]:
-    """The previous step's reported input tokens and how many messages it sent, when it
-    sent the history whole (a compacted step's count says nothing of the history)."""
+async def _previous_record(store: RunStore, run_id: str, step: int) -> dict[str, Any] | None:
     if step == 0:
-        return None, None
+        return None
     with redis_errors_mapped():
-        raw = await store.redis.hget(keys.step(run_id, step - 1), "resp")  # type: ignore[misc]
-    if not raw:
-        return None, None
-    resp = json.loads(raw)
-    prepared = resp.get("prepared") or {}
-    if "compaction" in prepared or "sent" not in prepared:
-        return None, None
-    return int(resp.get("usage", {}).get("input_tokens") or 0) or None, prepared["sent"][
-        "n_messages"
-    ]
+        raw = await store.redis.hget(keys.step(run_id, step - 1), StepField.RESP)  # type: ignore[misc]
+    return json.loads(raw) if raw else None
 
 
 async def _summarized(
@@ -263,7 +254,8 @@ async def _summarized(
         stored = await _summarize(store, models, run_id, spec, messages, head, tail, stored)
     assert stored is not None
     out = with_summary(messages, head, stored.upto, stored.text)
-    return out, record("summarize", messages, out, tokens, summary_upto=stored.upto)
+    compaction = record("summarize", messages, out, tokens, summary_upto=stored.upto)
+    return out, compaction.model_copy(update={"summary": stored.text})
 
 
 async def load_summary(store: RunStore, run_id: str) -> StoredSummary | None:

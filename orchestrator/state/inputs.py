@@ -45,6 +45,13 @@ class CreateRun(TransitionInput):
     trace: str
     event: str
     next_job: QueuedJob
+    # A fork starts at `start_step` with the original's first steps copied (their step
+    # hashes, field -> value), its usage so far, and where it came from (JSON).
+    start_step: int = 0
+    steps: list[dict[str, str]] = Field(default_factory=list)
+    usage: Usage | None = None
+    n_initial: int | None = None
+    origin: str | None = None
 
 
 class BeginStep(TransitionInput):
