@@ -37,13 +37,14 @@ from agentq.orchestrator.errors import (
     RunTimeoutError,
 )
 from agentq.orchestrator.events import Event, event_json
-from agentq.orchestrator.fork import ForkCopy, fork_copy, patched_spec
+from agentq.orchestrator.fork import ForkCopy, fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.listings import WorkerRecord
 from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.providers import provider_table
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.redis_faults import Backoff, describe, is_transient
+from agentq.orchestrator.replay import ReplayReport, replay
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
 from agentq.orchestrator.run_index import (
     DEFAULT_TENANT,
@@ -68,6 +69,7 @@ from agentq.orchestrator.state import (
 )
 from agentq.orchestrator.step_prep import announced_hooks, checked_preparation
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_output import bounded_result
 from agentq.orchestrator.tool_resolution import (
     ToolAnnouncement,
@@ -245,6 +247,24 @@ class Client:
         with _redis_errors():
             new_id, _ = await self._create(spec, tenant, fork=copy)
         return new_id
+
+    async def replay(self, run_id: str, patch: Mapping[str, Any] | None = None) -> ReplayReport:
+        """Today's loop over the run's recorded responses and results (no provider, no
+        tool called): every step where it would send something else or take another
+        path. `patch` (a JSON merge patch on the spec) asks "what if the spec were...".
+        """
+        with _redis_errors():
+            meta, messages, steps = await self.store.snapshot(run_id)
+            by_name = {
+                ToolDef.model_validate_json(t).name: ToolDef.model_validate_json(t)
+                for t in await self.store.tool_defs(run_id)
+            }
+        order = json.loads(meta.get(MetaField.TOOL_ORDER, "[]"))
+        tools = [by_name[n] for n in order if n in by_name]
+        spec = RunSpec.model_validate(
+            merge_patch(json.loads(meta[MetaField.SPEC]), patch or {}), context=STORED_SPEC
+        )
+        return replay(run_id, spec, tools, meta, messages, steps)
 
     async def _create(
         self, run_spec: RunSpec, tenant: str | None, *, fork: ForkCopy | None = None
