@@ -33,6 +33,7 @@ from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import offered_tools
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, Message
+from agentq.orchestrator.redis_conn import MAX_BLOCK_S
 from agentq.orchestrator.result import StepResult, assemble
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import StepField, keys
@@ -155,17 +156,34 @@ async def _remote_hook(
             pipe.zadd(job.queue_key, {job.job_id: job.score_ms})
             pipe.lpush(job.wake_key, "1")
             await pipe.execute()
-        popped = await redis.blpop(  # type: ignore[misc]
-            [hook_reply(run_id, step)], timeout=max(1, int(timeout_s))
-        )
-    if not popped:
+        popped = await _reply_within(redis, hook_reply(run_id, step), timeout_s)
+    if popped is None:
+        # Nobody took it in time: withdraw the job rather than leave it going round.
+        with redis_errors_mapped():
+            async with redis.pipeline(transaction=True) as pipe:
+                pipe.zrem(job.queue_key, job.job_id)
+                pipe.delete(keys.arq_job(job.job_id))
+                await pipe.execute()
         raise StepPreparationFailed(
             f"prepare_step hook {name!r} did not answer within {timeout_s:g} s"
         )
-    reply = json.loads(popped[1])
+    reply = json.loads(popped)
     if "error" in reply:
         raise StepPreparationFailed(str(reply["error"]))
     return StepOverrides.model_validate(reply["overrides"])
+
+
+async def _reply_within(redis: Redis, key: str, timeout_s: float) -> bytes | None:
+    """BLPOP in slices the socket timeout allows (MAX_BLOCK_S), until the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        popped = await redis.blpop(  # type: ignore[misc]
+            [key], timeout=max(1, int(min(MAX_BLOCK_S, left)))
+        )
+        if popped:
+            value: bytes = popped[1]
+            return value
+    return None
 
 
 async def push_hook_reply(store: RunStore, run_id: str, step: int, reply: dict[str, Any]) -> None:
@@ -307,7 +325,7 @@ async def _summarize(
         },
     ):
         try:
-            response = await models.generate(request, _Silent())
+            response = await models.generate_within(request, _Silent(), model.timeout_s)
         except ProviderError as exc:
             raise StepPreparationFailed(f"the summary model failed: {exc.message}") from exc
     summary = StoredSummary(upto=upto, text=response.text, count=count)
