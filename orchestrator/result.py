@@ -43,6 +43,9 @@ class StepResult(BaseModel):
     tool_results: list[ToolResultRecord] = Field(default_factory=list)
     finish_reason: str = "stop"
     usage: Usage = Field(default_factory=Usage)
+    # When prepareStep or context management changed what the step sent: the rule, the
+    # hook, the overrides, the compaction (orchestrator/step_prep.py).
+    prepared: dict[str, Any] | None = None
 
 
 class RunResult(BaseModel):
@@ -90,6 +93,8 @@ def _step_result(raw: dict[str, str]) -> StepResult | None:
         tool_results=results,
         finish_reason=record["finish_reason"],
         usage=Usage.model_validate(record["usage"]),
+        # Shown when something was changed; the digests (`sent`) are for replay.
+        prepared={k: v for k, v in (record.get("prepared") or {}).items() if k != "sent"} or None,
     )
 
 

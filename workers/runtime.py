@@ -79,6 +79,7 @@ from agentq.workers.liveness import (
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
+from agentq.workers.step_hooks import hook_announcements
 
 log = logging.getLogger("agentq.worker")
 
@@ -539,6 +540,9 @@ class WorkerRuntime:
             queue = executor.queue or self.tool_queue
             for ann in await executor.announcements(queue):
                 sets.setdefault(ann.queue, []).append(registry_key(ann))
+        # Its prepare_step hooks too: a hook's job must find it on any worker of the queue.
+        for ann in hook_announcements(self.tool_queue):
+            sets.setdefault(ann.queue, []).append(registry_key(ann))
         return {q: sorted(set(t)) for q, t in sets.items() if q in self.queues}
 
     async def _join_pools(self) -> None:
