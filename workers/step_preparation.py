@@ -28,7 +28,7 @@ from agentq.orchestrator.context_window import (
     tokens_to_compact,
     with_summary,
 )
-from agentq.orchestrator.envelopes import JobEnvelope, queued_job
+from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
 from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import offered_tools
@@ -36,7 +36,7 @@ from agentq.orchestrator.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.redis_conn import MAX_BLOCK_S
 from agentq.orchestrator.result import StepResult, assemble
 from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.state import StepField, keys
+from agentq.orchestrator.state import FailureKind, StepField, keys
 from agentq.orchestrator.state.keys import context_summary, hook_reply
 from agentq.orchestrator.step_prep import (
     PREPARE_STEP_KIND,
@@ -61,9 +61,15 @@ class StepPreparationFailed(Exception):
     """The step cannot be prepared (the hook raised, is served nowhere, or the summary
     model failed): the run fails with this message."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, kind: FailureKind = FailureKind.HOOK) -> None:
         super().__init__(message)
         self.message = message
+        self.kind = kind
+
+
+class StepDeferred(Exception):
+    """The step needs a context summary first: a `summarize` job was enqueued, which
+    runs the step again once the summary is stored (workers/context_job.py)."""
 
 
 @dataclass
@@ -81,7 +87,10 @@ async def prepare(
     spec: RunSpec,
     tools: list[ToolDef],
     history: list[Message],
+    *,
+    resumed: bool = False,
 ) -> PreparedStep:
+    """`resumed`: the step runs again after its summary job; it never defers twice."""
     overrides = StepOverrides()
     rec: dict[str, Any] = {}
     matched = matching_rule(spec.steps, step, called_before(history))
@@ -96,7 +105,10 @@ async def prepare(
     effective = applied(spec, overrides)
     messages = list(overrides.messages) if overrides.messages is not None else history
     if spec.context is not None:
-        messages, compaction = await _compacted(store, models, run_id, step, spec, messages)
+        may_defer = not resumed and overrides.messages is None
+        messages, compaction = await _compacted(
+            store, models, run_id, step, spec, messages, may_defer=may_defer
+        )
         if compaction is not None:
             rec["compaction"] = compaction.model_dump(exclude_none=True)
     if not overrides.empty:
@@ -150,12 +162,8 @@ async def _remote_hook(
         JobEnvelope(kind="prepare_step", run_id=run_id, step=step, call_id=name), queues[0]
     )
     redis: Redis = store.redis
+    await enqueue_now(store, job)
     with tracing.span(f"prepare_step {name}"), redis_errors_mapped():
-        async with redis.pipeline(transaction=True) as pipe:
-            pipe.set(keys.arq_job(job.job_id), job.payload, px=job.expires_ms, nx=True)
-            pipe.zadd(job.queue_key, {job.job_id: job.score_ms})
-            pipe.lpush(job.wake_key, "1")
-            await pipe.execute()
         popped = await _reply_within(redis, hook_reply(run_id, step), timeout_s)
     if popped is None:
         # Nobody took it in time: withdraw the job rather than leave it going round.
@@ -205,6 +213,8 @@ async def _compacted(
     step: int,
     spec: RunSpec,
     messages: list[Message],
+    *,
+    may_defer: bool,
 ) -> tuple[list[Message], Compaction | None]:
     policy = spec.context
     assert policy is not None
@@ -218,7 +228,9 @@ async def _compacted(
         return messages, None
     with tracing.span("context.compact") as span:
         if policy.strategy == "summarize":
-            out, compaction = await _summarized(store, models, run_id, spec, messages, tokens)
+            out, compaction = await _summarized(
+                store, models, run_id, step, spec, messages, tokens, may_defer=may_defer
+            )
         else:
             out, compaction = compact(
                 messages,
@@ -260,20 +272,54 @@ async def _summarized(
     store: RunStore,
     models: ModelClient,
     run_id: str,
+    step: int,
     spec: RunSpec,
     messages: list[Message],
     tokens: int,
+    *,
+    may_defer: bool,
 ) -> tuple[list[Message], Compaction]:
+    """The stored summary when it still does; else a `summarize` job writes one and the
+    step runs again (StepDeferred), or, when the step cannot be run again as it is (it
+    was resumed already, or a hook chose its messages), the summary is written here."""
     policy = spec.context
     assert policy is not None
     head, tail = bounds(messages, policy.keep_last_messages)
     stored = await load_summary(store, run_id)
     if not reusable(messages, head, tail, stored, policy.max_input_tokens):
-        stored = await _summarize(store, models, run_id, spec, messages, head, tail, stored)
+        if may_defer:
+            job = queued_job(JobEnvelope(kind="summarize", run_id=run_id, step=step), MODEL_QUEUE)
+            await enqueue_now(store, job)
+            raise StepDeferred
+        stored = await write_summary(store, models, run_id, spec, messages, stored)
     assert stored is not None
     out = with_summary(messages, head, stored.upto, stored.text)
     compaction = record("summarize", messages, out, tokens, summary_upto=stored.upto)
     return out, compaction.model_copy(update={"summary": stored.text})
+
+
+async def ensure_summary(
+    store: RunStore, models: ModelClient, run_id: str, spec: RunSpec, messages: list[Message]
+) -> None:
+    """The summary job's work: a summary that covers the history's middle, written once
+    (a re-delivered job finds it written)."""
+    policy = spec.context
+    assert policy is not None
+    head, tail = bounds(messages, policy.keep_last_messages)
+    stored = await load_summary(store, run_id)
+    if not reusable(messages, head, tail, stored, policy.max_input_tokens):
+        await write_summary(store, models, run_id, spec, messages, stored)
+
+
+async def enqueue_now(store: RunStore, job: QueuedJob) -> None:
+    """Enqueue a job outside a transition, in arq's layout (once: the id is derived)."""
+    with redis_errors_mapped():
+        async with store.redis.pipeline(transaction=True) as pipe:
+            pipe.set(keys.arq_job(job.job_id), job.payload, px=job.expires_ms, nx=True)
+            pipe.zadd(job.queue_key, {job.job_id: job.score_ms}, nx=True)
+            pipe.lpush(job.wake_key, "1")
+            pipe.ltrim(job.wake_key, 0, 63)
+            await pipe.execute()
 
 
 async def load_summary(store: RunStore, run_id: str) -> StoredSummary | None:
@@ -292,20 +338,20 @@ class _Silent:
         return None
 
 
-async def _summarize(
+async def write_summary(
     store: RunStore,
     models: ModelClient,
     run_id: str,
     spec: RunSpec,
     messages: list[Message],
-    head: int,
-    upto: int,
     previous: StoredSummary | None,
 ) -> StoredSummary:
-    """Ask the summary model (the run's model unless named) and store its answer once:
-    later steps reuse it until the history outgrows it."""
+    """Ask the summary model (the run's model unless named) for a summary of the
+    history's middle and store it once: later steps reuse it until the history
+    outgrows it."""
     policy = spec.context
     assert policy is not None
+    head, upto = bounds(messages, policy.keep_last_messages)
     model = policy.summary_model or spec.model
     count = previous.count + 1 if previous else 1
     request = ModelRequest(
@@ -327,7 +373,9 @@ async def _summarize(
         try:
             response = await models.generate_within(request, _Silent(), model.timeout_s)
         except ProviderError as exc:
-            raise StepPreparationFailed(f"the summary model failed: {exc.message}") from exc
+            raise StepPreparationFailed(
+                f"the summary model failed: {exc.message}", FailureKind.PROVIDER
+            ) from exc
     summary = StoredSummary(upto=upto, text=response.text, count=count)
     with redis_errors_mapped():
         await store.redis.set(

@@ -42,6 +42,8 @@ MODEL_JOB_SUFFIX = ":model"
 CALL_JOB_INFIX = ":call:"
 EXPIRY_JOB_INFIX = ":expire:"
 PREPARE_JOB_SUFFIX = ":prepare"
+SUMMARY_JOB_SUFFIX = ":summary"
+RESUMED_JOB_SUFFIX = ":resumed"
 
 
 TAG_OPEN, TAG_CLOSE = "{", "}"
@@ -118,6 +120,16 @@ def expiry_job_id(run_id: str, step: int, call_id: str) -> str:
 
 def prepare_job_id(run_id: str, step: int) -> str:
     return f"{job_prefix(run_id)}{step}{PREPARE_JOB_SUFFIX}"
+
+
+def summary_job_id(run_id: str, step: int) -> str:
+    return f"{job_prefix(run_id)}{step}{SUMMARY_JOB_SUFFIX}"
+
+
+def resumed_model_job_id(run_id: str, step: int) -> str:
+    """A model step run again once its summary is stored (another id: the first job of
+    the step may not have ended yet)."""
+    return model_job_id(run_id, step) + RESUMED_JOB_SUFFIX
 
 
 def arq_job(job_id: str) -> str:

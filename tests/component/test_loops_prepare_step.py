@@ -200,10 +200,33 @@ async def test_summarize_stores_one_summary_and_reuses_it(
     sent = model_log.request(3).messages
     assert sent[1].content == "Summary of the earlier conversation:\n" + stored["text"]
     assert len(sent) == 4  # task, summary, the last two messages
-    # Steps 2 and 3 outgrow the summary before them (no token budget: keep_last alone).
+    # Steps 2 and 3 outgrow the summary before them (no token budget: keep_last alone):
+    # each is deferred to a summarize job, then runs again.
+    starts = [e.step for e in events if e.type == "start-step"]
+    assert starts == [0, 1, 2, 2, 3, 3]
     assert stored == {"upto": 5, "text": "S2", "count": len(summaries)}
     assert len(summaries) == 2
     assert any(
         e.type == "context-compacted" and e.model_dump()["strategy"] == "summarize" for e in events
     )
     assert not any(isinstance(m, SystemMessage) for m in sent)
+
+
+async def test_a_failing_summary_model_fails_the_run_naming_it(start: Start) -> None:
+    spec = scripted(
+        calls(("search", {"q": "a"})),
+        calls(("search", {"q": "b"})),
+        {"text": "done"},
+        tools=["search"],
+        context={
+            "keep_last_messages": 1,
+            "strategy": "summarize",
+            "summary_model": {"provider": "scripted", "script": []},
+        },
+    )
+    async with start([search]) as client:
+        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.kind == "provider"
+    assert result.error.message.startswith("the summary model failed: ")
