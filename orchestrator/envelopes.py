@@ -84,7 +84,7 @@ def job_id(envelope: JobEnvelope) -> str:
     if envelope.kind == "summarize":
         return keys.summary_job_id(envelope.run_id, envelope.step)
     if envelope.kind == "prepare_step":
-        return keys.prepare_job_id(envelope.run_id, envelope.step)
+        return keys.prepare_job_id(envelope.run_id, envelope.step, envelope.call_id or "")
     assert envelope.call_id is not None
     if envelope.kind == "park_expiry":
         return keys.expiry_job_id(envelope.run_id, envelope.step, envelope.call_id)

@@ -8,6 +8,7 @@ records the overrides or fails the run with the error.
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any
 
@@ -15,6 +16,8 @@ from arq import Retry
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.envelopes import JobEnvelope
+from agentq.orchestrator.errors import RunNotFoundError
+from agentq.orchestrator.state import MetaField
 from agentq.workers.step_hooks import registered_hooks
 from agentq.workers.step_preparation import hook_error, hook_inputs, push_hook_reply
 
@@ -26,7 +29,11 @@ async def prepare_step_job(ctx: dict[str, Any], payload: dict[str, Any]) -> None
 
     envelope = JobEnvelope.model_validate(payload)
     deps: WorkerDeps = ctx["agentq"]
-    name = envelope.call_id or ""
+    try:
+        meta = await deps.store.meta(envelope.run_id)
+    except RunNotFoundError:
+        return  # expired meanwhile: nobody waits for the answer
+    name = str(json.loads(meta[MetaField.SPEC]).get("prepare_step") or "")
     hook = registered_hooks().get(name)
     if hook is None:
         # Announced by another worker of this queue: leave the job to it.
@@ -44,4 +51,6 @@ async def prepare_step_job(ctx: dict[str, Any], payload: dict[str, Any]) -> None
         except Exception as exc:
             log.info("prepare_step hook %s failed: %s", name, exc)
             reply = {"error": hook_error(name, exc)}
-        await push_hook_reply(deps.store, envelope.run_id, envelope.step, reply)
+        await push_hook_reply(
+            deps.store, envelope.run_id, envelope.step, envelope.call_id or "", reply
+        )

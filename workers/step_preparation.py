@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -158,13 +159,16 @@ async def _remote_hook(
     )
     if not queues:
         raise StepPreparationFailed(f"prepare_step hook {name!r} is served by no live worker")
+    # The job reads the hook's name from the run's spec; call_id names this request.
+    request_id = uuid.uuid4().hex[:16]
     job = queued_job(
-        JobEnvelope(kind="prepare_step", run_id=run_id, step=step, call_id=name), queues[0]
+        JobEnvelope(kind="prepare_step", run_id=run_id, step=step, call_id=request_id),
+        queues[0],
     )
     redis: Redis = store.redis
     await enqueue_now(store, job)
     with tracing.span(f"prepare_step {name}"), redis_errors_mapped():
-        popped = await _reply_within(redis, hook_reply(run_id, step), timeout_s)
+        popped = await _reply_within(redis, hook_reply(run_id, step, request_id), timeout_s)
     if popped is None:
         # Nobody took it in time: withdraw the job rather than leave it going round.
         with redis_errors_mapped():
@@ -194,8 +198,10 @@ async def _reply_within(redis: Redis, key: str, timeout_s: float) -> bytes | Non
     return None
 
 
-async def push_hook_reply(store: RunStore, run_id: str, step: int, reply: dict[str, Any]) -> None:
-    key = hook_reply(run_id, step)
+async def push_hook_reply(
+    store: RunStore, run_id: str, step: int, request_id: str, reply: dict[str, Any]
+) -> None:
+    key = hook_reply(run_id, step, request_id)
     with redis_errors_mapped():
         async with store.redis.pipeline(transaction=True) as pipe:
             pipe.rpush(key, json.dumps(reply))

@@ -79,9 +79,9 @@ def answer(run_id: str, request_id: str) -> str:
     return meta(run_id) + ANSWER_INFIX + request_id
 
 
-def hook_reply(run_id: str, step: int) -> str:
+def hook_reply(run_id: str, step: int, request_id: str) -> str:
     """A list the overrides of a step's prepare_step hook, run elsewhere, are pushed to."""
-    return f"{meta(run_id)}{HOOK_REPLY_INFIX}{step}"
+    return f"{meta(run_id)}{HOOK_REPLY_INFIX}{step}:{request_id}"
 
 
 def context_summary(run_id: str) -> str:
@@ -118,8 +118,9 @@ def expiry_job_id(run_id: str, step: int, call_id: str) -> str:
     return f"{job_prefix(run_id)}{step}{EXPIRY_JOB_INFIX}{call_id}"
 
 
-def prepare_job_id(run_id: str, step: int) -> str:
-    return f"{job_prefix(run_id)}{step}{PREPARE_JOB_SUFFIX}"
+def prepare_job_id(run_id: str, step: int, request_id: str) -> str:
+    """One per request: a step run again asks again, even while the last job ends."""
+    return f"{job_prefix(run_id)}{step}{PREPARE_JOB_SUFFIX}:{request_id}"
 
 
 def summary_job_id(run_id: str, step: int) -> str:
