@@ -239,13 +239,14 @@ class Client:
         """A new run with the first `at_step` steps of `run_id` copied (history, model
         responses, tool results) and the rest live, its spec patched by `patch` (a JSON
         merge patch). Raises SpecError when the run has not reached that step or the
-        patched spec names what the deployment does not offer. Returns the new run id."""
+        patched spec names what the deployment does not offer. Returns the new run id,
+        listed under `tenant` (default: the original's)."""
         with _redis_errors():
             meta, messages, steps = await self.store.snapshot(run_id)
         copy = fork_copy(run_id, at_step, meta, messages, steps)
         spec = RunSpec.model_validate(patched_spec(meta[MetaField.SPEC], patch))
         with _redis_errors():
-            new_id, _ = await self._create(spec, tenant, fork=copy)
+            new_id, _ = await self._create(spec, tenant or meta.get("tenant"), fork=copy)
         return new_id
 
     async def replay(self, run_id: str, patch: Mapping[str, Any] | None = None) -> ReplayReport:
