@@ -40,8 +40,8 @@ from agentq.orchestrator.step_prep import (
     StepOverrides,
     applied,
     called_before,
-    digest,
     matching_rule,
+    messages_digest,
     rule_overrides,
     sent_record,
 )
@@ -210,8 +210,8 @@ def replay(
                 Divergence(
                     step=step,
                     what="messages",
-                    recorded=digest([m.model_dump(mode="json") for m in stored[: len(history)]]),
-                    today=digest([m.model_dump(mode="json") for m in history]),
+                    recorded=messages_digest(stored[: len(history)]),
+                    today=messages_digest(history),
                 )
             )
         plan = plan_step(effective, tools, step, recorded_response(resp))

@@ -119,6 +119,16 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
+def messages_digest(messages: Sequence[Message]) -> str:
+    """The messages' identity; pydantic's own JSON (its field order is the models')
+    keeps this cheap on a long history: it is taken at every step."""
+    hasher = hashlib.sha256()
+    for message in messages:
+        hasher.update(message.__pydantic_serializer__.to_json(message))
+        hasher.update(b"\n")
+    return hasher.hexdigest()[:16]
+
+
 def sent_record(
     spec: RunSpec, messages: Sequence[Message], offered: Sequence[str]
 ) -> dict[str, Any]:
@@ -129,7 +139,7 @@ def sent_record(
         "system": digest(spec.system),
         "tools": list(offered),
         "tool_choice": choice.model_dump() if isinstance(choice, ToolChoiceTool) else choice,
-        "messages": digest([m.model_dump(mode="json") for m in messages]),
+        "messages": messages_digest(messages),
         "n_messages": len(messages),
     }
 
