@@ -154,3 +154,32 @@ def test_replay_check_detects_a_changed_system_prompt(
     assert all("system differs" in line for line in lines)
     report = json.loads(run_cli("replay", run_id, "--json", redis_url=redis_url).stdout)
     assert report["divergences"] == []
+
+
+def test_context_is_summarized_by_a_job_of_its_own_across_worker_processes(
+    redis_url: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    spec = scripted(
+        calls(("add", {"a": 1, "b": 2})),
+        calls(("add", {"a": 3, "b": 4})),
+        calls(("add", {"a": 5, "b": 6})),
+        {"text": "21"},
+        tools=["add"],
+        context={
+            "keep_last_messages": 2,
+            "strategy": "summarize",
+            "summary_model": {"provider": "scripted", "script": [{"text": "S1"}, {"text": "S2"}]},
+        },
+    )
+    run_id = submit(tmp_path, spec, redis_url)
+    code, result = wait_json(run_id, redis_url)
+    assert code == 0, result
+    events = events_until(run_id, redis_url, "finish")
+    compacted = [e for e in events if e["type"] == "context-compacted"]
+    assert [(e["step"], e["strategy"], e["summary"]) for e in compacted] == [
+        (2, "summarize", "S1"),
+        (3, "summarize", "S2"),
+    ]
+    assert all(e["after_messages"] < e["before_messages"] for e in compacted)
+    assert len(result["messages"]) == 7  # the stored history stays whole (after the prompt)
+    assert result["steps"][3]["prepared"]["compaction"]["summary_upto"] == 5
