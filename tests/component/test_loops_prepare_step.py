@@ -106,6 +106,22 @@ async def test_a_rule_naming_a_tool_the_run_lacks_is_refused_at_submit(start: St
             await client.submit({**spec, "steps": [{"when": {"step": 0, "step_at_least": 1}}]})
         with pytest.raises(SpecError, match="prepare_step 'missing'"):
             await client.submit({**spec, "steps": None, "prepare_step": "missing"})
+        # A rule's model, and the summary model, are checked as the main model is.
+        elsewhere = {"provider": "openai", "name": "gpt", "base_url": "http://10.1.2.3/v1"}
+        with pytest.raises(SpecError, match="base_url"):
+            await client.submit({**spec, "steps": [{"when": {"step": 1}, "model": elsewhere}]})
+        with pytest.raises(SpecError, match="base_url"):
+            await client.submit(
+                {
+                    **spec,
+                    "steps": None,
+                    "context": {
+                        "keep_last_messages": 2,
+                        "strategy": "summarize",
+                        "summary_model": elsewhere,
+                    },
+                }
+            )
 
 
 async def test_a_hook_overrides_each_step_and_is_recorded(
