@@ -46,6 +46,8 @@ class StepResult(BaseModel):
     # When prepareStep or context management changed what the step sent: the rule, the
     # hook, the overrides, the compaction (orchestrator/step_prep.py).
     prepared: dict[str, Any] | None = None
+    # Answered through a provider batch API (batch-priced).
+    batch_priced: bool = False
 
 
 class RunResult(BaseModel):
@@ -95,6 +97,7 @@ def _step_result(raw: dict[str, str]) -> StepResult | None:
         usage=Usage.model_validate(record["usage"]),
         # Shown when something was changed; the digests (`sent`) are for replay.
         prepared={k: v for k, v in (record.get("prepared") or {}).items() if k != "sent"} or None,
+        batch_priced=raw.get(StepField.BATCH) == "1",
     )
 
 

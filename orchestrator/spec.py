@@ -67,6 +67,9 @@ class ModelRef(_Spec):
     timeout_s: float = Field(default=120.0, gt=0)
     script: list[ScriptedStep] | None = None
     repair: RepairPolicy | None = None
+    # Route the step through the provider's batch API (half price, answered within hours):
+    # the step parks until a collector brings its answer back (workers/provider_batch/).
+    batch: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> ModelRef:

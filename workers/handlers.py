@@ -54,7 +54,9 @@ from agentq.workers.genai_spans import (
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.liveness import OUTAGE
 from agentq.workers.metrics import WorkerMetrics, observe_model_call
-from agentq.workers.providers import ModelRequest, OfferedTool
+from agentq.workers.provider_batch.step import Route, batch_answer
+from agentq.workers.provider_batch.store import ProviderBatchStore
+from agentq.workers.providers import ModelRequest, ModelResponse, OfferedTool
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
 from agentq.workers.sink import DeltaEvents
@@ -76,6 +78,8 @@ class WorkerDeps:
     max_deliveries: int = 5
     metrics: WorkerMetrics | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    # Provider batch records (None: `"batch": true` steps call the model directly).
+    batches: ProviderBatchStore | None = None
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -227,12 +231,21 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         attributes=lambda: chat_attributes(request, run_id, deps.models.base_url(request)),
     ) as chat_span:
         try:
-            response = await observe_model_call(
-                deps.metrics,
-                request.model.provider,
-                request.model.name,
-                deps.models.generate(request, sink),
-            )
+            batched = await _batch_route(deps, spec, request, sink)
+            if batched is Route.PARK:
+                log.debug("model step %s/%d parked for a provider batch", run_id, step)
+                tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "parked"})
+                return
+            if batched is Route.DIRECT:
+                response = await observe_model_call(
+                    deps.metrics,
+                    request.model.provider,
+                    request.model.name,
+                    deps.models.generate(request, sink),
+                )
+            else:
+                response = batched
+                tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "answered"})
         except ProviderError as exc:
             tracing.record_exception(exc, str(exc.status) if exc.status else None)
             await sink.flush()
@@ -259,9 +272,21 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     plan.prepared = prepared.record
     hops = tracing.Hops(run_id)
     args = hops.stamp(commit_args(run_id, plan))
+    if not isinstance(batched, Route):
+        args = args.model_copy(update={"batch": True})
     committed = await deps.store.commit_step(args)
     hops.sent(enqueued_job_ids(args, committed.outcome))
     await _ended(deps, committed.outcome, envelope)
+
+
+async def _batch_route(
+    deps: WorkerDeps, spec: RunSpec, request: ModelRequest, sink: DeltaEvents
+) -> ModelResponse | Route:
+    """A `"batch": true` step parks its request, or takes the answer a collector brought
+    (workers/provider_batch/); every other step calls the model directly."""
+    if not spec.model.batch or deps.batches is None:
+        return Route.DIRECT
+    return await batch_answer(deps.batches, deps.models, request, sink.run_id, sink.step, sink)
 
 
 async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:

@@ -77,6 +77,8 @@ from agentq.workers.liveness import (
     pool_key,
 )
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
+from agentq.workers.provider_batch.collector import Collector
+from agentq.workers.provider_batch.store import ProviderBatchStore
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
 from agentq.workers.step_hooks import hook_announcements
@@ -387,6 +389,7 @@ class WorkerRuntime:
         self._leased = False  # whether this process ever held its lease
         self._pools: list[str] = []
         self.redis: Redis | None = None
+        self._collector: Collector | None = None
 
     async def start(self) -> None:
         self.redis = connect(self.redis_url, self.settings)
@@ -411,7 +414,10 @@ class WorkerRuntime:
             max_deliveries=self.settings.max_deliveries,
             max_output_bytes=self.settings.max_tool_output_bytes,
             metrics=self.metrics,
+            batches=ProviderBatchStore(self.redis, retention_s=self.settings.retention_s),
         )
+        collector = Collector(self.redis, models, self.settings, self.worker_id)
+        self._collector = collector
         await self._take_lease()
         await self._join_pools()
         await self.announce()
@@ -447,6 +453,10 @@ class WorkerRuntime:
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
+        if MODEL_QUEUE in self.queues:
+            self._tasks.append(
+                asyncio.create_task(collector.run_forever(), name="agentq-provider-batch")
+            )
 
     # -- the lease -------------------------------------------------------------
 

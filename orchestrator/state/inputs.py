@@ -95,6 +95,8 @@ class CommitStep(TransitionInput):
     parked: int
     finishes_now: bool
     next_job: QueuedJob
+    # Answered through a provider batch API: counted apart as batch-priced usage.
+    batch: bool = False
 
     def idle_job_fields(self) -> frozenset[str]:
         # commit_step.lua joins (sends next_job) only when the step finishes nothing
