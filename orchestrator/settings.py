@@ -43,6 +43,9 @@ class Settings(BaseSettings):
     # never a spec's. Checked at submit and again by the sandbox worker.
     sandbox_allow_network: bool = False
     mcp_config: str | None = None
+    # The remote-tools file: tools served by services in any language, their queues and
+    # the queues' push webhooks (orchestrator/tool_kinds/remote.py). `agentq serve` reads it.
+    remote_tools: str | None = None
     # The models file: the named model endpoints specs may use (orchestrator/endpoints.py).
     models: str | None = None
     # Comma-separated base-URL prefixes a spec's `model.base_url` may start with, and

@@ -74,6 +74,7 @@ from agentq.workers.liveness import (
     jobs_key,
     liveness_key,
     pool_key,
+    reap_cadence,
 )
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
 from agentq.workers.providers.model_client import ModelClient
@@ -489,10 +490,9 @@ class WorkerRuntime:
             return
         reap = self.redis.register_script(REAP)
         outage = OUTAGE
-        every_s = min(1.0, self.settings.lease_s / 4)
         # Redis counts as steady while reapers pass at least this often; after a gap,
         # live workers get this long to renew before anyone's jobs are re-delivered.
-        gap_ms = int(max(2 * every_s, self.settings.lease_s / 2) * 1000)
+        every_s, gap_ms = reap_cadence(self.settings.lease_s)
         suspects: set[str] = set()
         while True:
             await asyncio.sleep(every_s)
