@@ -52,6 +52,16 @@ class Settings(BaseSettings):
     # environment variables a spec's `model.api_key_env` may name. Empty: none.
     allow_spec_endpoints: str = ""
     allow_spec_key_envs: str = ""
+    # Comma-separated hosts a spec's HTTP tools may reach: `api.example.com`,
+    # `*.example.com` (its subdomains) or `*` (any public host). Loopback, private,
+    # link-local and metadata addresses are refused unless a host is listed by its exact
+    # name. Empty: no HTTP tools (and workers serve none).
+    allow_http_hosts: str = ""
+    # Comma-separated environment variables an HTTP tool's headers may name
+    # (`${env:NAME}`), read from the worker's environment. Empty: none.
+    allow_http_envs: str = ""
+    # The same host patterns for the URLs of a spec's webhooks. Empty: no webhooks.
+    allow_webhook_hosts: str = ""
     # Provider quotas shared by the fleet: {"openai:gpt-4o": [rpm, tpm], "anthropic:*": [50, null]}.
     # A third value sets the window in seconds (default 60: "per minute"); a shorter one
     # scales the quota down for tests and benchmarks, e.g. [60, null, 1] is 60 per second.

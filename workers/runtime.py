@@ -56,6 +56,7 @@ from agentq.orchestrator.redis_conn import connect, is_memory_url
 from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_kinds.http import HTTP_EXECUTOR_KIND
 from agentq.orchestrator.tool_kinds.mcp import MCP_SERVER_KIND
 from agentq.orchestrator.tool_resolution import (
     MODEL_PROVIDER_KIND,
@@ -83,7 +84,7 @@ from agentq.workers.providers.ratelimit import Limits, RedisLike
 log = logging.getLogger("agentq.worker")
 
 # Registry entries that announce something other than a tool.
-_NOT_TOOLS = frozenset({MODEL_PROVIDER_KIND, MCP_SERVER_KIND})
+_NOT_TOOLS = frozenset({MODEL_PROVIDER_KIND, MCP_SERVER_KIND, HTTP_EXECUTOR_KIND})
 
 # arq's own timeout only backstops ours: calls carry their deadlines, and a
 # dead worker is found by its lapsed lease, not by this.
