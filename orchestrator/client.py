@@ -65,6 +65,7 @@ from agentq.orchestrator.state import (
     ResolveApproval,
     TransitionInput,
 )
+from agentq.orchestrator.state.keys import WEBHOOK_RUNS
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_output import bounded_result
 from agentq.orchestrator.tool_resolution import (
@@ -81,6 +82,7 @@ from agentq.orchestrator.transitions import (
     result_args,
     tool_job,
 )
+from agentq.orchestrator.webhooks import check_webhooks
 
 
 def _text(value: bytes | str) -> str:
@@ -225,6 +227,7 @@ class Client:
             return  # a Redis without script flags (< 7): the transitions judge alone
 
     async def _create(self, run_spec: RunSpec, tenant: str | None) -> tuple[str, bool]:
+        check_webhooks(run_spec.webhooks, self.settings)
         await self._admit()
         now = time.time()
         registry = await self.store.registry()
@@ -238,6 +241,9 @@ class Client:
             )
         ]
         run_id = run_spec.id or uuid.uuid4().hex
+        if run_spec.webhooks:
+            # Listed first: a worker takes the run up once it exists (at least once).
+            await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
         hops = tracing.Hops(run_id)
         args = hops.stamp(create_args(run_id, run_spec, tools, run_spec.initial_messages()))
         reply = await self.store.create(args)

@@ -80,6 +80,7 @@ from agentq.workers.liveness import (
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
+from agentq.workers.webhooks import WebhookDispatcher
 
 log = logging.getLogger("agentq.worker")
 
@@ -447,6 +448,11 @@ class WorkerRuntime:
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
+        if MODEL_QUEUE in self.queues:  # the run's own workers deliver its webhooks
+            webhooks = WebhookDispatcher(
+                self.redis, store, self.worker_id, settings=self.settings, env=self.env
+            )
+            self._tasks.append(asyncio.create_task(webhooks.run_forever(), name="agentq-webhooks"))
 
     # -- the lease -------------------------------------------------------------
 

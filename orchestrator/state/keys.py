@@ -19,11 +19,16 @@ EVENTS_SUFFIX = ":events"
 TOOLS_SUFFIX = ":tools"
 STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
+WEBHOOKS_SUFFIX = ":webhooks"  # hash: webhook index -> the last event seq it settled
+WEBHOOKS_LOCK_SUFFIX = ":webhooks:lock"  # the worker delivering the run's webhooks
 
 REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
 # hash: registry key -> ToolAnnouncement JSON, what the deployment serves (no expiry)
 CATALOG = "aq:catalog"
 RUN_ENDED = "aq:run-ended"  # pub/sub channel: the id of every run that ends
+# sorted set: ids of runs with webhooks whose events are still to be delivered (score:
+# when the run was added), for any worker's webhook dispatcher to take up
+WEBHOOK_RUNS = "aq:webhook-runs"
 QUEUE_PREFIX = "aq:queue:"
 WAKE_PREFIX = "aq:wake:"
 
@@ -72,6 +77,14 @@ def step(run_id: str, n: int) -> str:
 def answer(run_id: str, request_id: str) -> str:
     """A list the answer to an input request (elicitation) is pushed to."""
     return meta(run_id) + ANSWER_INFIX + request_id
+
+
+def webhook_cursors(run_id: str) -> str:
+    return meta(run_id) + WEBHOOKS_SUFFIX
+
+
+def webhook_lock(run_id: str) -> str:
+    return meta(run_id) + WEBHOOKS_LOCK_SUFFIX
 
 
 def run_keys(run_id: str) -> list[str]:
