@@ -36,6 +36,7 @@ from agentq.orchestrator.loop import CallPlan, error_result
 from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.state import ClaimCall, Outcome
+from agentq.orchestrator.state.keys import lease_deadline
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_output import bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef
@@ -61,6 +62,10 @@ _RETRY_KEEP_S = 24 * 3600
 
 class LeaseGone(Exception):
     """The lease lapsed (its call is re-delivered, or done) or never existed."""
+
+
+class CallTimedOut(LeaseGone):
+    """The call's deadline passed while leased: a timeout error was recorded for it."""
 
 
 @dataclass(frozen=True)
@@ -203,6 +208,11 @@ class RemoteLeases:
         tool = ToolDef.model_validate_json(claim.tool) if claim.tool else None
         timeout_s = tool.timeout_s if tool is not None else env.timeout_s or 60.0
         now = time.time()
+        await self.redis.set(
+            lease_deadline(lease_id),
+            int((now + timeout_s) * 1000),
+            px=int((timeout_s + lease_s) * 1000) + 60_000,
+        )
         return Lease(
             id=lease_id,
             deadline_at=now + lease_s,
@@ -248,9 +258,25 @@ class RemoteLeases:
             raise LeaseGone(lease_id)
         return held
 
+    async def _in_time(self, lease_id: str, held: _Held) -> None:
+        """A call past its deadline gets a timeout error (as on any worker) and its lease
+        ends: the service learns it from the 410 its heartbeat or progress gets."""
+        raw = await self.redis.get(lease_deadline(lease_id))
+        if raw is None or int(raw) >= time.time() * 1000:
+            return
+        env = held.envelope
+        call_json, _ = await self.store.call_state(env.run_id, env.step, env.call_id or "")
+        if call_json is not None:
+            call = CallPlan.model_validate_json(call_json)
+            await self._record(
+                held, error_result(call.id, call.name, f"the call to {call.name!r} timed out")
+            )
+        await self._end(lease_id, held.job_id, held.queue)
+        raise CallTimedOut(lease_id)
+
     async def heartbeat(self, lease_id: str, lease_s: float) -> float:
         """Extend the lease by `lease_s` from now; its new deadline."""
-        await self._held(lease_id)
+        await self._in_time(lease_id, await self._held(lease_id))
         renewed = await self._renew(
             keys=[liveness_key(lease_id)], args=[lease_id, max(1, int(lease_s * 1000))]
         )
@@ -260,6 +286,7 @@ class RemoteLeases:
 
     async def progress(self, lease_id: str, value: Any) -> None:
         held = await self._held(lease_id)
+        await self._in_time(lease_id, held)
         env = held.envelope
         call_json, _ = await self.store.call_state(env.run_id, env.step, env.call_id or "")
         name = CallPlan.model_validate_json(call_json).name if call_json else ""
@@ -323,7 +350,7 @@ class RemoteLeases:
             args=[lease_id, job_id, "done", 0],
         )
         async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(liveness_key(lease_id))
+            pipe.delete(liveness_key(lease_id), lease_deadline(lease_id))
             pipe.srem(WORKERS, lease_id)
             await pipe.execute()
 

@@ -46,6 +46,8 @@ LOCK_MS = 30_000
 # after this long.
 MISSING_GRACE_S = 60.0
 MAX_BACKOFF_S = 60.0
+# Runs one worker delivers for at once; the others wait for another worker or a slot.
+MAX_RUNS_PER_WORKER = 64
 _RETRY_STATUSES = frozenset({408, 429})
 
 # KEYS[1] a lock. ARGV[1] its holder. Deletes it only if still held by the holder.
@@ -101,14 +103,33 @@ class WebhookDispatcher:
                 task.cancel()
 
     async def _take_runs(self) -> None:
+        """Take up listed runs nobody delivers for (three round trips, whatever the list)."""
+        room = MAX_RUNS_PER_WORKER - len(self._runs)
+        if room <= 0:
+            return
         listed = await self.redis.zrange(WEBHOOK_RUNS, 0, 999, withscores=True)
-        for raw, added in listed:
-            run_id = raw.decode() if isinstance(raw, bytes) else str(raw)
-            if run_id in self._runs:
-                continue
-            taken = await self.redis.set(webhook_lock(run_id), self.worker_id, nx=True, px=LOCK_MS)
-            if taken:
-                task = asyncio.create_task(self._serve(run_id, float(added)))
+        listed_ids = [
+            (run_id, float(added))
+            for raw, added in listed
+            if (run_id := raw.decode() if isinstance(raw, bytes) else str(raw)) not in self._runs
+        ]
+        if not listed_ids:
+            return
+        # Only runs nobody holds: those another worker serves must not use up our room.
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for run_id, _ in listed_ids:
+                pipe.exists(webhook_lock(run_id))
+            held = await pipe.execute()
+        candidates = [c for c, h in zip(listed_ids, held, strict=True) if not h][:room]
+        if not candidates:
+            return
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for run_id, _ in candidates:
+                pipe.set(webhook_lock(run_id), self.worker_id, nx=True, px=LOCK_MS)
+            taken = await pipe.execute()
+        for (run_id, added), ok in zip(candidates, taken, strict=True):
+            if ok:
+                task = asyncio.create_task(self._serve(run_id, added))
                 self._runs[run_id] = task
                 task.add_done_callback(functools.partial(self._forget, run_id))
 

@@ -29,7 +29,7 @@ from agentq.orchestrator.tool_kinds.base import ToolAnnouncement
 from agentq.orchestrator.tool_kinds.remote import RemoteTools, load_remote_tools
 from agentq.serve.deps import caller
 from agentq.serve.errors import ApiError, not_found
-from agentq.workers.remote_leases import LeaseGone, RemoteLeases
+from agentq.workers.remote_leases import CallTimedOut, LeaseGone, RemoteLeases
 from agentq.workers.remote_push import PushDispatcher
 
 log = logging.getLogger("agentq.remote")
@@ -126,7 +126,13 @@ def _service(request: Request) -> RemoteService:
     return service
 
 
-def _gone(lease_id: str) -> ApiError:
+def _gone(lease_id: str, exc: LeaseGone | None = None) -> ApiError:
+    if isinstance(exc, CallTimedOut):
+        return ApiError(
+            410,
+            "call_timed_out",
+            f"lease {lease_id!r}: the call's deadline passed (a timeout error was recorded for it)",
+        )
     return ApiError(
         410, "lease_gone", f"lease {lease_id!r} lapsed or is unknown; its call is re-delivered"
     )
@@ -147,8 +153,8 @@ async def heartbeat(request: Request, lease_id: str, body: Heartbeat | None = No
     caller(request, SCOPE)
     try:
         deadline = await _service(request).leases.heartbeat(lease_id, (body or Heartbeat()).lease_s)
-    except LeaseGone:
-        raise _gone(lease_id) from None
+    except LeaseGone as exc:
+        raise _gone(lease_id, exc) from None
     return {"lease": {"id": lease_id, "deadline_at": deadline}}
 
 
@@ -157,8 +163,8 @@ async def progress(request: Request, lease_id: str, body: Progress) -> Any:
     caller(request, SCOPE)
     try:
         await _service(request).leases.progress(lease_id, body.progress)
-    except LeaseGone:
-        raise _gone(lease_id) from None
+    except LeaseGone as exc:
+        raise _gone(lease_id, exc) from None
     return {"ok": True}
 
 
@@ -167,6 +173,6 @@ async def result(request: Request, lease_id: str, body: Result) -> Any:
     caller(request, SCOPE)
     try:
         recorded = await _service(request).leases.complete(lease_id, body.output, body.is_error)
-    except LeaseGone:
-        raise _gone(lease_id) from None
+    except LeaseGone as exc:
+        raise _gone(lease_id, exc) from None
     return {"recorded": recorded}

@@ -79,6 +79,14 @@ def answer(run_id: str, request_id: str) -> str:
     return meta(run_id) + ANSWER_INFIX + request_id
 
 
+LEASE_DEADLINE_PREFIX = "aq:lease-deadline:"
+
+
+def lease_deadline(lease_id: str) -> str:
+    """When the call a remote service leased must be done (unix ms), for its heartbeats."""
+    return LEASE_DEADLINE_PREFIX + lease_id
+
+
 def webhook_cursors(run_id: str) -> str:
     return meta(run_id) + WEBHOOKS_SUFFIX
 

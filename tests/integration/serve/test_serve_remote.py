@@ -189,3 +189,35 @@ def test_a_pushed_call_is_signed_retried_on_5xx_and_answered_synchronously(
     finally:
         server.stop()
         receiver.close()
+
+
+def test_a_leased_call_past_its_deadline_becomes_a_timeout_error(
+    remote_server: ServeProcess,
+) -> None:
+    spec = scripted(
+        calls(("shout", {"text": "hi"})),
+        {"text": "done"},
+        tools=[{"type": "remote", "name": "shout", "timeout_s": 1}],
+    )
+    run_id = submit(remote_server, spec)
+    leased = httpx.post(
+        f"{remote_server.url}/v1/queues/node-tools/lease",
+        json={"max": 1, "wait_s": 30, "lease_s": 60},
+        timeout=60,
+    ).json()["calls"]
+    (lease_id,) = [c["lease"]["id"] for c in leased]
+
+    def heartbeat() -> httpx.Response:
+        return httpx.post(
+            f"{remote_server.url}/v1/leases/{lease_id}/heartbeat", json={"lease_s": 60}, timeout=30
+        )
+
+    refused = eventually(
+        heartbeat, "the call's deadline to pass", 60, until=lambda r: r.status_code != 200
+    )
+    assert refused.status_code == 410
+    assert refused.json()["error"]["type"] == "call_timed_out"
+    run = finished(remote_server, run_id)
+    assert run["status"] == "succeeded", run
+    errors = [e for e in events(remote_server, run_id) if e["type"] == "tool-error"]
+    assert "timed out" in str(errors[0]["error"])

@@ -76,3 +76,14 @@ def test_signatures_verify_only_the_same_secret_body_and_a_fresh_timestamp(
         )
         is ok
     )
+
+
+async def test_the_catalogue_holds_the_deployments_remote_tools(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentq.workers.catalog import build_catalog
+
+    monkeypatch.setenv("AGENTQ_REMOTE_TOOLS", remote_tools_file())
+    entries, _ = await build_catalog()
+    (shout,) = [e for e in entries if e.kind == "remote"]
+    assert (shout.name, shout.queue) == ("shout", "node-tools")
