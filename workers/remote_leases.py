@@ -56,6 +56,8 @@ from agentq.workers.runtime import _BACKSTOP_MS, _CLAIM, _FINISH, ARQ_RETRY_PREF
 log = logging.getLogger("agentq.remote")
 
 LEASE_PREFIX = "lease-"
+# How many due jobs one look at a queue reads.
+_READ_LIMIT = 1000
 # A delivery counter outlives any lease (arq keeps its own for a day too).
 _RETRY_KEEP_S = 24 * 3600
 
@@ -131,13 +133,9 @@ class RemoteLeases:
         until = time.monotonic() + wait_s
         leases: list[Lease] = []
         while True:
-            due = await self.redis.zrangebyscore(
-                queue_key(queue), "-inf", int(time.time() * 1000), start=0, num=max(50, max_calls)
-            )
-            for raw in due:
+            for job_id in await self._free(queue):
                 if len(leases) >= max_calls:
                     break
-                job_id = raw.decode() if isinstance(raw, bytes) else str(raw)
                 lease = await self._take(queue, job_id, lease_s)
                 if lease is not None:
                     leases.append(lease)
@@ -148,6 +146,23 @@ class RemoteLeases:
             # Redis takes a fractional timeout; redis-py types it as whole seconds.
             wait: Any = min(1.0, max(left_s, 0.01))
             await self.redis.blpop([wake_key(queue)], timeout=wait)  # type: ignore[misc]
+
+    async def _free(self, queue: str) -> list[str]:
+        """Jobs due on `queue` that nobody holds (a claimed job stays in the queue until
+        it ends, so held ones are skipped in one round trip rather than claimed in vain)."""
+        due = [
+            raw.decode() if isinstance(raw, bytes) else str(raw)
+            for raw in await self.redis.zrangebyscore(
+                queue_key(queue), "-inf", int(time.time() * 1000), start=0, num=_READ_LIMIT
+            )
+        ]
+        if not due:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in due:
+                pipe.exists(ARQ_IN_PROGRESS_PREFIX + job_id)
+            held = await pipe.execute()
+        return [job_id for job_id, h in zip(due, held, strict=True) if not h]
 
     async def _take(self, queue: str, job_id: str, lease_s: float) -> Lease | None:
         lease_id = LEASE_PREFIX + uuid.uuid4().hex
