@@ -1158,6 +1158,13 @@ def images_build(
         click.echo(f"sandbox images saved to {saved}")
 
 
+# -- fork and replay (agentq/cli_loops.py) ---------------------------------------
+
+from agentq.cli_loops import fork_command, replay_command  # noqa: E402
+
+main.add_command(fork_command)
+main.add_command(replay_command)
+
 # Commands in their own modules (they read this module's helpers when they run).
 from agentq.cli_call import call as _call_command  # noqa: E402
 

@@ -19,7 +19,7 @@ from arq.typing import WorkerCoroutine
 from opentelemetry.trace import SpanKind
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, JobKind, job_id
+from agentq.orchestrator.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope, JobKind, job_id
 from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
@@ -42,6 +42,7 @@ from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_re
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
 from agentq.workers.call_jobs import call_job
+from agentq.workers.context_job import summarize_job
 from agentq.workers.execution import run_executor
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.genai_spans import (
@@ -59,6 +60,8 @@ from agentq.workers.providers import ModelRequest, ModelResponse, OfferedTool
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
 from agentq.workers.sink import DeltaEvents
+from agentq.workers.step_hook_job import prepare_step_job
+from agentq.workers.step_preparation import StepDeferred, StepPreparationFailed, prepare
 
 log = logging.getLogger("agentq.worker")
 
@@ -182,10 +185,31 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         return
     spec = RunSpec.model_validate_json(begun.spec, context=STORED_SPEC)
     tools = [ToolDef.model_validate_json(t) for t in begun.tools]
+    history = [MESSAGE_ADAPTER.validate_json(m) for m in begun.messages]
+    try:  # prepareStep and context management (workers/step_preparation.py)
+        prepared = await prepare(
+            deps.store,
+            deps.models,
+            run_id,
+            step,
+            spec,
+            tools,
+            history,
+            resumed=envelope.call_id == RESUMED_STEP,
+        )
+    except StepDeferred:
+        return  # its context summary is written first (workers/context_job.py)
+    except StepPreparationFailed as exc:
+        failed = await deps.store.fail_run(
+            run_id, RunFailure(kind=exc.kind, message=exc.message, step=step)
+        )
+        await _ended(deps, failed.outcome, envelope)
+        return
+    spec = prepared.spec
     request = ModelRequest(
         model=spec.model,
         system=spec.system,
-        messages=[MESSAGE_ADAPTER.validate_json(m) for m in begun.messages],
+        messages=prepared.messages,
         tools=[
             OfferedTool(
                 name=t.name,
@@ -245,6 +269,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             run_id=run_id,
         )
     plan = plan_step(spec, tools, step, response)
+    plan.prepared = prepared.record
     hops = tracing.Hops(run_id)
     args = hops.stamp(commit_args(run_id, plan))
     if not isinstance(batched, Route):
@@ -406,4 +431,6 @@ JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "tool_call": tool_call,
     "park_expiry": park_expiry,
     "call": call_job,
+    "prepare_step": prepare_step_job,
+    "summarize": summarize_job,
 }

@@ -14,10 +14,11 @@ from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.settings import Settings
-from agentq.serve import errors, meta, runs
+from agentq.serve import errors, meta, remote, runs
 from agentq.serve.config import ServeConfig
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.limits import BodyLimit
+from agentq.serve.remote import RemoteService
 
 STATIC = resources.files("agentq.serve") / "static"
 
@@ -28,12 +29,15 @@ def create_app(config: ServeConfig) -> FastAPI:
         client = Client(config.redis_url, settings=Settings(redis_url=config.redis_url))
         app.state.client = client
         app.state.feeds = RunFeeds(client)
+        app.state.remote = RemoteService.from_client(client)
+        await app.state.remote.start()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if gateway is not None:
                     await stack.enter_async_context(gateway.running(client.calls))
                 yield
         finally:
+            await app.state.remote.aclose()
             await app.state.feeds.aclose()
             await client.aclose()
 
@@ -55,6 +59,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     errors.install(app)
     app.include_router(meta.router)
     app.include_router(runs.router)
+    app.include_router(remote.router)
     from agentq.serve import chat
 
     app.include_router(chat.router)

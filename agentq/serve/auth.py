@@ -19,7 +19,8 @@ from fastapi import Request
 from agentq.orchestrator.run_index import DEFAULT_TENANT
 from agentq.serve.errors import ApiError
 
-SCOPES = frozenset({"runs:read", "runs:write", "approve", "tools:call"})
+# `workers`: lease and report the calls of remote tools (agentq/serve/remote.py).
+SCOPES = frozenset({"runs:read", "runs:write", "approve", "workers", "tools:call"})
 # A scope `tool:PATTERN` (fnmatch, e.g. `tool:search`, `tool:github:*`) limits the tools a
 # key lists and calls (`/v1/tools`, the MCP gateway) to those matching one of its patterns.
 TOOL_SCOPE_PREFIX = "tool:"

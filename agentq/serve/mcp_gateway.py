@@ -330,9 +330,7 @@ def _asker(ctx: ServerRequestContext[Any]) -> InputCallback | None:
         return None
 
     async def ask(message: str, schema: dict[str, Any]) -> dict[str, Any] | None:
-        answer = await ctx.session.elicit_form(
-            message, schema, related_request_id=ctx.request_id
-        )
+        answer = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
         if answer.action != "accept":
             return None
         return dict(answer.content or {})

@@ -50,6 +50,13 @@ class CreateRun(TransitionInput):
     trace: str
     event: str
     next_job: QueuedJob
+    # A fork starts at `start_step` with the original's first steps copied (their step
+    # hashes, field -> value), its usage so far, and where it came from (JSON).
+    start_step: int = 0
+    steps: list[dict[str, str]] = Field(default_factory=list)
+    usage: Usage | None = None
+    n_initial: int | None = None
+    origin: str | None = None
 
 
 class BeginStep(TransitionInput):
@@ -184,6 +191,9 @@ class Emit(TransitionInput):
     script = "emit"
 
     events: list[str]
+    # Append even to an ended run: reports about the run's delivery (webhook-failed),
+    # which are not part of its life.
+    after_end: bool = False
 
 
 class FailRun(TransitionInput):

@@ -19,11 +19,18 @@ EVENTS_SUFFIX = ":events"
 TOOLS_SUFFIX = ":tools"
 STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
+HOOK_REPLY_INFIX = ":prep:"
+SUMMARY_SUFFIX = ":summary"
+WEBHOOKS_SUFFIX = ":webhooks"  # hash: webhook index -> the last event seq it settled
+WEBHOOKS_LOCK_SUFFIX = ":webhooks:lock"  # the worker delivering the run's webhooks
 
 REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
 # hash: registry key -> ToolAnnouncement JSON, what the deployment serves (no expiry)
 CATALOG = "aq:catalog"
 RUN_ENDED = "aq:run-ended"  # pub/sub channel: the id of every run that ends
+# sorted set: ids of runs with webhooks whose events are still to be delivered (score:
+# when the run was added), for any worker's webhook dispatcher to take up
+WEBHOOK_RUNS = "aq:webhook-runs"
 QUEUE_PREFIX = "aq:queue:"
 # A tool call without a run (`Client.call_tool`): `aq:call:{<id>}` and its event stream.
 CALL_PREFIX = "aq:call:"
@@ -42,6 +49,9 @@ JOB_SEPARATOR = ":"
 MODEL_JOB_SUFFIX = ":model"
 CALL_JOB_INFIX = ":call:"
 EXPIRY_JOB_INFIX = ":expire:"
+PREPARE_JOB_SUFFIX = ":prepare"
+SUMMARY_JOB_SUFFIX = ":summary"
+RESUMED_JOB_SUFFIX = ":resumed"
 
 
 TAG_OPEN, TAG_CLOSE = "{", "}"
@@ -77,6 +87,32 @@ def answer(run_id: str, request_id: str) -> str:
     return meta(run_id) + ANSWER_INFIX + request_id
 
 
+def hook_reply(run_id: str, step: int, request_id: str) -> str:
+    """A list the overrides of a step's prepare_step hook, run elsewhere, are pushed to."""
+    return f"{meta(run_id)}{HOOK_REPLY_INFIX}{step}:{request_id}"
+
+
+def context_summary(run_id: str) -> str:
+    """The run's stored context summary (context management's `summarize`)."""
+    return meta(run_id) + SUMMARY_SUFFIX
+
+
+LEASE_DEADLINE_PREFIX = "aq:lease-deadline:"
+
+
+def lease_deadline(lease_id: str) -> str:
+    """When the call a remote service leased must be done (unix ms), for its heartbeats."""
+    return LEASE_DEADLINE_PREFIX + lease_id
+
+
+def webhook_cursors(run_id: str) -> str:
+    return meta(run_id) + WEBHOOKS_SUFFIX
+
+
+def webhook_lock(run_id: str) -> str:
+    return meta(run_id) + WEBHOOKS_LOCK_SUFFIX
+
+
 def run_keys(run_id: str) -> list[str]:
     """The KEYS every run transition declares; the others derive from KEYS[1]."""
     return [meta(run_id), messages(run_id), events(run_id)]
@@ -104,6 +140,21 @@ def tool_job_id(run_id: str, step: int, call_id: str) -> str:
 
 def expiry_job_id(run_id: str, step: int, call_id: str) -> str:
     return f"{job_prefix(run_id)}{step}{EXPIRY_JOB_INFIX}{call_id}"
+
+
+def prepare_job_id(run_id: str, step: int, request_id: str) -> str:
+    """One per request: a step run again asks again, even while the last job ends."""
+    return f"{job_prefix(run_id)}{step}{PREPARE_JOB_SUFFIX}:{request_id}"
+
+
+def summary_job_id(run_id: str, step: int) -> str:
+    return f"{job_prefix(run_id)}{step}{SUMMARY_JOB_SUFFIX}"
+
+
+def resumed_model_job_id(run_id: str, step: int) -> str:
+    """A model step run again once its summary is stored (another id: the first job of
+    the step may not have ended yet)."""
+    return model_job_id(run_id, step) + RESUMED_JOB_SUFFIX
 
 
 def arq_job(job_id: str) -> str:

@@ -106,6 +106,7 @@ class MetaField(StrEnum):
     USAGE_TOTAL = "u_total"
     USAGE_CACHED = "u_cached"
     USAGE_REASONING = "u_reason"
+    ORIGIN = "origin"  # a fork's {run_id, step} as JSON (orchestrator/fork.py)
     # Steps answered through a provider batch API (batch-priced), and their tokens.
     BATCH_STEPS = "b_steps"
     BATCH_INPUT = "b_in"
