@@ -377,7 +377,9 @@ def retry(batch_id: str, redis_url: str | None, failed: bool, cancelled: bool) -
 
 @batch.command("list", context_settings=CONTEXT)
 @REDIS_OPTION
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True)
+@click.option(
+    "--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most N."
+)
 @JSON_OPTION
 def list_batches(redis_url: str | None, limit: int, as_json: bool) -> None:
     """The batches, newest first."""
