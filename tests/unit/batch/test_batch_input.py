@@ -88,3 +88,11 @@ def test_duplicates_are_named_with_a_bound() -> None:
     assert message == (
         "duplicate custom_id: line 2 repeats line 1 ('x'), line 3 repeats line 1 ('x') and 11 more"
     )
+
+
+def test_provider_batch_sets_the_lines_model_batch_flag() -> None:
+    from agentq.orchestrator.batches import _provider_batched
+
+    line = parse_line(json.dumps({"prompt": "p"}), 1, {"model": MODEL})
+    assert _provider_batched(line).spec.model.batch is True
+    assert line.spec.model.batch is False
