@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from agentq.orchestrator import keys, listings, tracing
+from agentq.orchestrator.child_runs import ChildOf, child_run_id
 from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.errors import (
     AgentqError,
@@ -79,6 +80,7 @@ from agentq.orchestrator.transitions import (
     enqueued_job_ids,
     input_answer_args,
     result_args,
+    start_job,
     tool_job,
 )
 
@@ -200,14 +202,24 @@ class Client:
         return run_id
 
     async def create(
-        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+        self,
+        spec: RunSpec | Mapping[str, Any] | str,
+        *,
+        tenant: str | None = None,
+        child_of: ChildOf | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
-        The run is listed under `tenant` (the default tenant when None)."""
+        The run is listed under `tenant` (the default tenant when None). `child_of`: the
+        run is a sub-agent's child (its id derives from the parent's call)."""
         run_spec = _as_spec(spec)
+        if child_of is not None:
+            link = child_of.parent
+            run_spec = run_spec.model_copy(
+                update={"id": child_run_id(link.run_id, link.step, link.call_id)}
+            )
         with _redis_errors():
-            return await self._create(run_spec, tenant)
+            return await self._create(run_spec, tenant, child_of)
 
     async def _admit(self) -> None:
         """Refuse a new run while Redis is over its maxmemory. A script that declares it
@@ -224,7 +236,9 @@ class Client:
         except ResponseError:
             return  # a Redis without script flags (< 7): the transitions judge alone
 
-    async def _create(self, run_spec: RunSpec, tenant: str | None) -> tuple[str, bool]:
+    async def _create(
+        self, run_spec: RunSpec, tenant: str | None, child_of: ChildOf | None = None
+    ) -> tuple[str, bool]:
         await self._admit()
         now = time.time()
         registry = await self.store.registry()
@@ -239,7 +253,9 @@ class Client:
         ]
         run_id = run_spec.id or uuid.uuid4().hex
         hops = tracing.Hops(run_id)
-        args = hops.stamp(create_args(run_id, run_spec, tools, run_spec.initial_messages()))
+        args = hops.stamp(
+            create_args(run_id, run_spec, tools, run_spec.initial_messages(), child_of)
+        )
         reply = await self.store.create(args)
         hops.sent(enqueued_job_ids(args, reply.outcome))
         if reply.outcome == Outcome.CONFLICT:
@@ -423,7 +439,15 @@ class Client:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         if reply.outcome == Outcome.CANCELLED:
             await tracing.end_run(self.store, run_id)
+        await self._cancel_children(run_id, reason)
         return str(reply.status)
+
+    async def _cancel_children(self, run_id: str, reason: str | None) -> None:
+        """Cancelling a run cancels the child runs its current step started (sub-agents),
+        and theirs in turn. Earlier steps' children have ended: the step joined on them."""
+        for child_id in await self.store.agent_children(run_id):
+            with contextlib.suppress(RunNotFoundError):  # not started (yet): nothing to do
+                await self._cancel(child_id, reason or f"its parent run {run_id} was cancelled")
 
     # -- parked calls ------------------------------------------------------------
 
@@ -465,7 +489,11 @@ class Client:
                 approved=True,
                 event=event,
                 next_status=next_status,
-                job=tool_job(run_id, step, call) if next_status == CallStatus.QUEUED else None,
+                job=tool_job(run_id, step, call)
+                if next_status == CallStatus.QUEUED
+                else start_job(run_id, step, call)
+                if call.start_queue is not None
+                else None,
             )
         else:
             denial = f"The user denied the call to {call.name!r}" + (

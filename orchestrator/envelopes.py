@@ -44,7 +44,11 @@ __all__ = [
 ]
 
 # A parked call's deadline (`park_expiry`) is a deferred job on the model queue.
-JobKind = Literal["model_step", "tool_call", "park_expiry"]
+# `start_call` starts a parked call (a sub-agent's child run, a workflow); `child_ended`
+# answers a parent's call when its child run ends; `workflow_node` runs one node.
+JobKind = Literal[
+    "model_step", "tool_call", "park_expiry", "start_call", "child_ended", "workflow_node"
+]
 
 MODEL_QUEUE = "model"
 TOOLS_QUEUE = "tools"
@@ -61,6 +65,8 @@ class JobEnvelope(BaseModel):
     run_id: str
     step: int
     call_id: str | None = None
+    # The node of a workflow call a `workflow_node` job runs.
+    node: str | None = None
     # The call's deadline budget; None for a model step (it reads its own from the spec).
     timeout_s: float | None = None
     enqueued_at: float = Field(default_factory=time.time)
@@ -79,6 +85,13 @@ def job_id(envelope: JobEnvelope) -> str:
     assert envelope.call_id is not None
     if envelope.kind == "park_expiry":
         return keys.expiry_job_id(envelope.run_id, envelope.step, envelope.call_id)
+    if envelope.kind == "start_call":
+        return keys.start_job_id(envelope.run_id, envelope.step, envelope.call_id)
+    if envelope.kind == "child_ended":
+        return keys.parent_job_id(envelope.run_id)
+    if envelope.kind == "workflow_node":
+        assert envelope.node is not None
+        return keys.node_job_id(envelope.run_id, envelope.step, envelope.call_id, envelope.node)
     return tool_job_id(envelope.run_id, envelope.step, envelope.call_id)
 
 

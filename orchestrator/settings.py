@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     # never a spec's. Checked at submit and again by the sandbox worker.
     sandbox_allow_network: bool = False
     mcp_config: str | None = None
+    # Sub-agents (`agent` tools): how deep child runs may nest, how many one model step
+    # may start, and a JSON file of named agents ({"name": {RunSpec template}}).
+    max_agent_depth: int = Field(default=3, ge=0)
+    max_agent_fanout: int = Field(default=8, ge=1)
+    agents: str | None = None
     # The models file: the named model endpoints specs may use (orchestrator/endpoints.py).
     models: str | None = None
     # Comma-separated base-URL prefixes a spec's `model.base_url` may start with, and

@@ -20,12 +20,14 @@ from arq.typing import WorkerCoroutine
 from opentelemetry.trace import SpanKind
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.child_runs import ParentLink
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, JobKind, job_id
 from agentq.orchestrator.errors import ProviderError, ToolError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.redis_faults import is_transient_redis
+from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import (
     BeginStep,
@@ -33,7 +35,9 @@ from agentq.orchestrator.state import (
     ClaimCall,
     ExpireParked,
     FailureKind,
+    MetaField,
     Outcome,
+    Reply,
     RunFailure,
 )
 from agentq.orchestrator.store import RunStore
@@ -43,6 +47,7 @@ from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_re
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
+from agentq.workers import sub_agents
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.genai_spans import (
     chat_attributes,
@@ -73,6 +78,7 @@ class WorkerDeps:
     max_deliveries: int = 5
     metrics: WorkerMetrics | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    settings: Settings = field(default_factory=Settings)
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -178,6 +184,8 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         return
     spec = RunSpec.model_validate_json(begun.spec, context=STORED_SPEC)
     tools = [ToolDef.model_validate_json(t) for t in begun.tools]
+    if begun.parent:  # a sub-agent's child run: its parent's call shows its progress
+        await sub_agents.forward_step(deps.store, begun.parent, run_id, {"step": step})
     request = ModelRequest(
         model=spec.model,
         system=spec.system,
@@ -236,6 +244,11 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     args = hops.stamp(commit_args(run_id, plan))
     committed = await deps.store.commit_step(args)
     hops.sent(enqueued_job_ids(args, committed.outcome))
+    if begun.parent:
+        calls = [{"name": c.name, "input": c.input} for c in plan.calls]
+        await sub_agents.forward_step(
+            deps.store, begun.parent, run_id, {"step": step, "text": plan.text, "tool_calls": calls}
+        )
     await _ended(deps, committed.outcome, envelope)
 
 
@@ -404,9 +417,47 @@ async def _execute(
     )
 
 
+async def start_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    """Start what answers a parked call: a sub-agent's child run."""
+    envelope = JobEnvelope.model_validate(payload)
+    deps = _deps(ctx)
+    with tracing.process_span(envelope, MODEL_QUEUE, ctx.get("job_id") or job_id(envelope)):
+        await _guarded(deps, envelope, _answered(deps, envelope, _start_call(deps, envelope)), ctx)
+
+
+async def _start_call(deps: WorkerDeps, envelope: JobEnvelope) -> Reply | None:
+    return await sub_agents.start_child(deps.store, deps.settings, envelope)
+
+
+async def child_ended(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    """A child run ended: answer its parent's call (the job's run is the child)."""
+    envelope = JobEnvelope.model_validate(payload)
+    deps = _deps(ctx)
+    with tracing.process_span(envelope, MODEL_QUEUE, ctx.get("job_id") or job_id(envelope)):
+        await _guarded(
+            deps,
+            envelope,
+            _answered(deps, envelope, sub_agents.child_ended(deps.store, envelope)),
+            ctx,
+        )
+
+
+async def _answered(deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
+    """End the parent run's span when the answer a job posted finished it."""
+    reply = await work
+    if reply is not None and reply.outcome == Outcome.FINISHED:
+        parent = envelope.run_id
+        if envelope.kind == "child_ended":
+            meta = await deps.store.meta(envelope.run_id)
+            parent = ParentLink.model_validate_json(meta[MetaField.PARENT]).run_id
+        await tracing.end_run(deps.store, parent)
+
+
 # The arq function of each job kind: the job's `f` is its kind (envelopes.queued_job).
 JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "model_step": model_step,
     "tool_call": tool_call,
     "park_expiry": park_expiry,
+    "start_call": start_call,
+    "child_ended": child_ended,
 }

@@ -409,6 +409,7 @@ class WorkerRuntime:
             max_deliveries=self.settings.max_deliveries,
             max_output_bytes=self.settings.max_tool_output_bytes,
             metrics=self.metrics,
+            settings=self.settings,
         )
         await self._take_lease()
         await self._join_pools()

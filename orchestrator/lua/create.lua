@@ -1,11 +1,13 @@
 -- create: make a run once and schedule its step 0.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job
+-- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job,
+--         depth, and for a child run parent, parent_job
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
 -- Effects meta hash (status running, step 0, usage 0), tools hash, the initial
---         messages, a `start` event, the model job of step 0.
+--         messages, a `start` event, the model job of step 0; a child run also keeps its
+--         parent link and the job its end enqueues (see finish_run in the prelude).
 if redis.call('EXISTS', meta) == 1 then
   local stored = redis.call('HGET', meta, F.SPEC_HASH)
   if stored and stored ~= A.spec_hash then return reply(OUT.CONFLICT) end
@@ -17,6 +19,10 @@ redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, RUN
            F.STEP, 0, F.SEQ, 0, F.CREATED_AT, A.at, F.N_INITIAL, #A.messages,
            F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order))
 for _, pair in ipairs(USAGE) do redis.call('HSET', meta, pair[2], 0) end
+redis.call('HSET', meta, F.DEPTH, A.depth)
+if A.parent then
+  redis.call('HSET', meta, F.PARENT, A.parent, F.PARENT_JOB, cjson.encode(A.parent_job))
+end
 -- Tools are offered to the model in the spec's order (stable prompts cache better).
 for _, name in ipairs(A.tool_order) do
   redis.call('HSET', tools_key(), name, A.tools[name])

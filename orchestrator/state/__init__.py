@@ -39,6 +39,7 @@ from agentq.orchestrator.state.replies import (
     Reply,
 )
 from agentq.orchestrator.state.status import (
+    CHILD_USAGE_FIELDS,
     PARKED_CALL_STATUSES,
     TERMINAL_STATUSES,
     USAGE_FIELDS,
@@ -53,6 +54,7 @@ from agentq.orchestrator.state.status import (
 )
 
 __all__ = [
+    "CHILD_USAGE_FIELDS",
     "INPUTS",
     "JOB_EXPIRES_MS",
     "PARKED_CALL_STATUSES",

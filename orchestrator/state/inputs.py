@@ -45,6 +45,11 @@ class CreateRun(TransitionInput):
     trace: str
     event: str
     next_job: QueuedJob
+    # A child run (a sub-agent's): its parent's call (JSON {run_id, step, call_id}), the
+    # job its end enqueues to answer that call, and its depth below the top run.
+    parent: str | None = None
+    parent_job: QueuedJob | None = None
+    depth: int = 0
 
 
 class BeginStep(TransitionInput):
@@ -109,6 +114,9 @@ class PostResult(RecordResult):
     """A result posted from outside for a call awaiting one (a client tool)."""
 
     script = "post_result"
+
+    # A child run's usage, added to the parent's children's totals with the result.
+    child_usage: Usage | None = None
 
 
 class ExpireParked(RecordResult):

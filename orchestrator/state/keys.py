@@ -19,6 +19,7 @@ EVENTS_SUFFIX = ":events"
 TOOLS_SUFFIX = ":tools"
 STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
+WORKFLOW_INFIX = ":wf:"
 
 REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
 # hash: registry key -> ToolAnnouncement JSON, what the deployment serves (no expiry)
@@ -39,6 +40,12 @@ JOB_SEPARATOR = ":"
 MODEL_JOB_SUFFIX = ":model"
 CALL_JOB_INFIX = ":call:"
 EXPIRY_JOB_INFIX = ":expire:"
+# A parked call some job starts (a sub-agent's child run, a workflow's first nodes).
+START_JOB_INFIX = ":start:"
+# A child run's end hands its parent's call the result (tagged with the child's id).
+PARENT_JOB_SUFFIX = "parent"
+# One node of a workflow call: `...:node:<call id>:<node id>`.
+NODE_JOB_INFIX = ":node:"
 
 
 TAG_OPEN, TAG_CLOSE = "{", "}"
@@ -74,6 +81,11 @@ def answer(run_id: str, request_id: str) -> str:
     return meta(run_id) + ANSWER_INFIX + request_id
 
 
+def workflow(run_id: str, step: int, call_id: str) -> str:
+    """A hash of a workflow call's node results (node id -> result JSON, written once)."""
+    return f"{meta(run_id)}{WORKFLOW_INFIX}{step}:{call_id}"
+
+
 def run_keys(run_id: str) -> list[str]:
     """The KEYS every run transition declares; the others derive from KEYS[1]."""
     return [meta(run_id), messages(run_id), events(run_id)]
@@ -101,6 +113,18 @@ def tool_job_id(run_id: str, step: int, call_id: str) -> str:
 
 def expiry_job_id(run_id: str, step: int, call_id: str) -> str:
     return f"{job_prefix(run_id)}{step}{EXPIRY_JOB_INFIX}{call_id}"
+
+
+def start_job_id(run_id: str, step: int, call_id: str) -> str:
+    return f"{job_prefix(run_id)}{step}{START_JOB_INFIX}{call_id}"
+
+
+def parent_job_id(child_run_id: str) -> str:
+    return job_prefix(child_run_id) + PARENT_JOB_SUFFIX
+
+
+def node_job_id(run_id: str, step: int, call_id: str, node: str) -> str:
+    return f"{job_prefix(run_id)}{step}{NODE_JOB_INFIX}{call_id}{JOB_SEPARATOR}{node}"
 
 
 def arq_job(job_id: str) -> str:

@@ -14,6 +14,7 @@ from enum import StrEnum
 from agentq.orchestrator.messages import ToolMessage
 from agentq.orchestrator.state import keys
 from agentq.orchestrator.state.status import (
+    CHILD_USAGE_FIELDS,
     USAGE_FIELDS,
     CallStatus,
     InputStatus,
@@ -84,6 +85,10 @@ def render(extra: Mapping[str, str] | None = None) -> str:
         f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in USAGE_FIELDS.items()
     )
     lines.append(f"local USAGE = {{{usage}}}  -- {{Usage field, meta field}}")
+    child = ", ".join(
+        f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in CHILD_USAGE_FIELDS.items()
+    )
+    lines.append(f"local CHILD_USAGE = {{{child}}}  -- {{Usage field, meta field}}")
     open_, close = tool_message_frame()
     lines.append(
         f"local TOOL_MESSAGE_OPEN, TOOL_MESSAGE_CLOSE = {_lua_str(open_)}, {_lua_str(close)}"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentq.orchestrator.tool_kinds.agent import AgentKind
 from agentq.orchestrator.tool_kinds.base import (
     KindConfig,
     ResolveContext,
@@ -21,7 +22,14 @@ from agentq.orchestrator.tool_kinds.function import FunctionKind
 from agentq.orchestrator.tool_kinds.mcp import McpKind
 from agentq.orchestrator.tool_kinds.provider import ProviderKind
 
-for _plugin in (FunctionKind(), ClientKind(), McpKind(), CodeKind(), ProviderKind()):
+for _plugin in (
+    FunctionKind(),
+    ClientKind(),
+    McpKind(),
+    CodeKind(),
+    ProviderKind(),
+    AgentKind(),
+):
     register_tool_kind(_plugin)
 
 __all__ = [

@@ -1,0 +1,123 @@
+"""Sub-agents (`agent` tools) across real worker processes on a real redis-server: the
+parent's call parks while a child run works, and the child's end answers it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentq.orchestrator import Client
+from agentq.orchestrator.child_runs import child_run_id
+from tests.support.infra import TOOLS, WorkerProcess, wait_ready
+from tests.support.specs import scripted
+from tests.support.waiting import eventually_async
+
+
+def agent_tool(child: dict[str, Any], name: str = "helper") -> dict[str, Any]:
+    template = {k: v for k, v in child.items() if k != "prompt"}
+    return {"type": "agent", "name": name, "description": "A helper agent", "spec": template}
+
+
+def ask(prompt: str, name: str = "helper", call_id: str = "a1") -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "input": {"prompt": prompt}, "id": call_id}]}
+
+
+async def test_a_sub_agent_answers_its_parents_call(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS)]
+    wait_ready(*workers)
+    child = scripted(
+        {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]},
+        {"text": "the sum is 3"},
+        tools=["add"],
+    )
+    spec = scripted(ask("add 1 and 2"), {"text": "done"}, tools=[agent_tool(child)])
+    async with Client(redis_url) as client:
+        run_id = await client.submit(spec)
+        result = await client.wait(run_id, timeout_s=60)
+        events = [e async for e in client.events(run_id)]
+        child_id = child_run_id(run_id, 0, "a1")
+        child_events = [e async for e in client.events(child_id)]
+        child_result = await client.result(child_id)
+    assert result.status == "succeeded", result.error
+    (answer,) = result.steps[0].tool_results
+    assert answer.output == "the sum is 3" and not answer.is_error
+    assert child_result.status == "succeeded"
+    start = child_events[0].model_extra or {}
+    assert start["parent"] == {"run_id": run_id, "step": 0, "call_id": "a1"}
+    progress = [(e.model_extra or {})["output"] for e in events if e.type == "tool-progress"]
+    assert progress[0] == {"child_run_id": child_id, "status": "started"}
+    assert {"child_run_id": child_id, "step": 1} in progress
+    assert any(p.get("tool_calls") == [{"name": "add", "input": {"a": 1, "b": 2}}] for p in progress)
+    assert progress[-1] == {"child_run_id": child_id, "status": "succeeded"}
+
+
+async def test_a_failing_sub_agent_is_a_tool_error_for_the_parent(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS)]
+    wait_ready(*workers)
+    # The child's script ends after its tool call: its step 1 fails the child run.
+    child = scripted({"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]}, tools=["add"])
+    spec = scripted(ask("try"), {"text": "recovered"}, tools=[agent_tool(child)])
+    async with Client(redis_url) as client:
+        run_id = await client.submit(spec)
+        result = await client.wait(run_id, timeout_s=60)
+    assert result.status == "succeeded", result.error
+    (answer,) = result.steps[0].tool_results
+    assert answer.is_error
+    assert "failed: the scripted model has 1 steps" in answer.output
+    assert result.text == "recovered"
+
+
+async def test_nesting_past_the_depth_limit_is_refused_with_a_tool_error(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS, env={"AGENTQ_MAX_AGENT_DEPTH": "1"})]
+    wait_ready(*workers)
+    grandchild = scripted({"text": "never runs"})
+    child = scripted(
+        ask("deeper", name="deeper"),
+        {"text": "child gave up"},
+        tools=[agent_tool(grandchild, name="deeper")],
+    )
+    spec = scripted(ask("go"), {"text": "top done"}, tools=[agent_tool(child)])
+    async with Client(redis_url) as client:
+        run_id = await client.submit(spec)
+        result = await client.wait(run_id, timeout_s=60)
+        child_result = await client.result(child_run_id(run_id, 0, "a1"))
+    assert result.status == "succeeded", result.error
+    assert result.steps[0].tool_results[0].output == "child gave up"
+    (refused,) = child_result.steps[0].tool_results
+    assert refused.is_error
+    assert "nest sub-agents 2 deep; this deployment allows 1" in refused.output
+
+
+async def test_cancelling_the_parent_cancels_its_child(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS)]
+    wait_ready(*workers)
+    # The child parks on a client tool nobody answers.
+    child = scripted(
+        {"tool_calls": [{"name": "ask_user", "input": {}}]},
+        {"text": "never"},
+        tools=[{"type": "client", "name": "ask_user"}],
+    )
+    spec = scripted(ask("wait"), {"text": "never"}, tools=[agent_tool(child)])
+    async with Client(redis_url) as client:
+        run_id = await client.submit(spec)
+        child_id = child_run_id(run_id, 0, "a1")
+
+        async def child_parked() -> bool:
+            try:
+                return (await client.result(child_id)).status == "awaiting"
+            except Exception:
+                return False
+
+        await eventually_async(child_parked, "the child to park on its client tool")
+        assert await client.cancel(run_id) == "cancelled"
+        child_result = await client.result(child_id)
+        parent = await client.wait(run_id, timeout_s=30)
+    assert parent.status == "cancelled"
+    assert child_result.status == "cancelled"
