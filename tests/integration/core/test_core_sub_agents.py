@@ -41,14 +41,16 @@ async def test_a_sub_agent_answers_its_parents_call(
         child_result = await client.result(child_id)
     assert result.status == "succeeded", result.error
     (answer,) = result.steps[0].tool_results
-    assert answer.output == "the sum is 3" and not answer.is_error
+    assert answer.output == "the sum is 3"
+    assert not answer.is_error
     assert child_result.status == "succeeded"
     start = child_events[0].model_extra or {}
     assert start["parent"] == {"run_id": run_id, "step": 0, "call_id": "a1"}
     progress = [(e.model_extra or {})["output"] for e in events if e.type == "tool-progress"]
     assert progress[0] == {"child_run_id": child_id, "status": "started"}
     assert {"child_run_id": child_id, "step": 1} in progress
-    assert any(p.get("tool_calls") == [{"name": "add", "input": {"a": 1, "b": 2}}] for p in progress)
+    add_call = [{"name": "add", "input": {"a": 1, "b": 2}}]
+    assert any(p.get("tool_calls") == add_call for p in progress)
     assert progress[-1] == {"child_run_id": child_id, "status": "succeeded"}
 
 
