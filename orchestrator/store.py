@@ -49,6 +49,7 @@ from agentq.orchestrator.state import (
     RunFailure,
     StepField,
     TransitionInput,
+    WorkflowRecord,
     call_field,
     keys,
     lua_constants,
@@ -158,6 +159,15 @@ class RunStore:
 
     async def input_answer(self, transition: InputAnswer) -> Reply:
         return await self._apply(transition, Reply)
+
+    async def workflow_record(self, transition: WorkflowRecord) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def workflow_outcomes(self, run_id: str, step: int, call_id: str) -> dict[str, str]:
+        """A workflow call's node outcomes so far (node id -> NodeOutcome JSON)."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(keys.workflow(run_id, step, call_id)))
+        return {_text(k): _text(v) for k, v in raw.items()}
 
     async def emit(self, run_id: str, events: Sequence[str]) -> int:
         """Append events to a live run; the last seq, or 0 if the run has ended."""

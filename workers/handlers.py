@@ -47,7 +47,7 @@ from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_re
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
-from agentq.workers import sub_agents
+from agentq.workers import sub_agents, workflows
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.genai_spans import (
     chat_attributes,
@@ -426,7 +426,26 @@ async def start_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
 
 
 async def _start_call(deps: WorkerDeps, envelope: JobEnvelope) -> Reply | None:
+    call_json, _ = await deps.store.call_state(
+        envelope.run_id, envelope.step, envelope.call_id or ""
+    )
+    name = CallPlan.model_validate_json(call_json).name if call_json else ""
+    tool_json = await deps.store.tool_def(envelope.run_id, name) if name else None
+    if tool_json is not None and ToolDef.model_validate_json(tool_json).kind == "workflow":
+        return await workflows.start_workflow(deps.store, envelope)
     return await sub_agents.start_child(deps.store, deps.settings, envelope)
+
+
+async def workflow_node(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    """One node of a workflow call (on the model queue, or its tool's queue)."""
+    envelope = JobEnvelope.model_validate(payload)
+    deps = _deps(ctx)
+    queue = ctx.get("queue", MODEL_QUEUE)
+    work = workflows.run_node(
+        deps.store, deps.models, deps.executors, envelope, int(ctx.get("job_try", 1))
+    )
+    with tracing.process_span(envelope, queue, ctx.get("job_id") or job_id(envelope)):
+        await _guarded(deps, envelope, _answered(deps, envelope, work), ctx)
 
 
 async def child_ended(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
@@ -460,4 +479,5 @@ JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "park_expiry": park_expiry,
     "start_call": start_call,
     "child_ended": child_ended,
+    "workflow_node": workflow_node,
 }

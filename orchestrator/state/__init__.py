@@ -25,10 +25,13 @@ from agentq.orchestrator.state.inputs import (
     FailRun,
     InputAnswer,
     InputRequest,
+    NodeCandidate,
     PostResult,
     RecordResult,
     ResolveApproval,
     TransitionInput,
+    WorkflowFinal,
+    WorkflowRecord,
 )
 from agentq.orchestrator.state.jobs import JOB_EXPIRES_MS, QueuedJob
 from agentq.orchestrator.state.replies import (
@@ -79,6 +82,7 @@ __all__ = [
     "InputRequest",
     "InputStatus",
     "MetaField",
+    "NodeCandidate",
     "Outcome",
     "PostResult",
     "QueuedJob",
@@ -90,6 +94,8 @@ __all__ = [
     "StepAfter",
     "StepField",
     "TransitionInput",
+    "WorkflowFinal",
+    "WorkflowRecord",
     "call_field",
     "keys",
 ]

@@ -192,6 +192,39 @@ class Cancel(TransitionInput):
     reason: str | None = None
 
 
+class NodeCandidate(BaseModel):
+    """A workflow node that may become ready: its job, and the nodes it waits for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: QueuedJob
+    needs: list[str]
+
+
+class WorkflowFinal(BaseModel):
+    """The workflow call's result (the output's value, or a failed node's error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    result: str  # ToolResultPart JSON
+    events: list[str]
+    next_job: QueuedJob
+
+
+class WorkflowRecord(TransitionInput):
+    """One workflow node's outcome (NodeOutcome JSON), written once."""
+
+    script = "workflow_record"
+
+    step: int
+    call_id: str
+    node: str
+    outcome: str
+    events: list[str]
+    candidates: list[NodeCandidate] = Field(default_factory=list)
+    final: WorkflowFinal | None = None
+
+
 INPUTS: tuple[type[TransitionInput], ...] = (
     CreateRun,
     BeginStep,
@@ -206,4 +239,5 @@ INPUTS: tuple[type[TransitionInput], ...] = (
     Emit,
     FailRun,
     Cancel,
+    WorkflowRecord,
 )

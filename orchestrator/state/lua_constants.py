@@ -42,6 +42,7 @@ KEY_CONSTANTS: dict[str, str] = {
     "TOOLS": keys.TOOLS_SUFFIX,
     "STEP": keys.STEP_INFIX,
     "ANSWER": keys.ANSWER_INFIX,
+    "WORKFLOW": keys.WORKFLOW_INFIX,
     "RUN_ENDED": keys.RUN_ENDED,
     "ARQ_JOB": keys.ARQ_JOB_PREFIX,
     "ARQ_ABORT": keys.ARQ_ABORT_SET,

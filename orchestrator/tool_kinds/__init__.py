@@ -21,6 +21,7 @@ from agentq.orchestrator.tool_kinds.code import CodeKind
 from agentq.orchestrator.tool_kinds.function import FunctionKind
 from agentq.orchestrator.tool_kinds.mcp import McpKind
 from agentq.orchestrator.tool_kinds.provider import ProviderKind
+from agentq.orchestrator.tool_kinds.workflow import WorkflowKind
 
 for _plugin in (
     FunctionKind(),
@@ -29,6 +30,7 @@ for _plugin in (
     CodeKind(),
     ProviderKind(),
     AgentKind(),
+    WorkflowKind(),
 ):
     register_tool_kind(_plugin)
 

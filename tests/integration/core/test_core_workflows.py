@@ -1,0 +1,118 @@
+"""Workflow tools across real worker processes on a real redis-server: each node a job,
+the output node's value the call's result, a failing node an error naming it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentq.orchestrator import Client
+from tests.support.infra import TOOLS, WorkerProcess, wait_ready
+from tests.support.specs import scripted
+
+ADDER: dict[str, Any] = {
+    "type": "workflow",
+    "name": "adder",
+    "description": "Adds x and y",
+    "input_schema": {
+        "type": "object",
+        "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+    },
+    "graph": {
+        "nodes": [
+            {"id": "in", "kind": "input"},
+            {
+                "id": "sum",
+                "kind": "tool",
+                "tool": {"type": "function", "name": "add"},
+                "input": {"a": "{{in.x}}", "b": "{{in.y}}"},
+            },
+            {"id": "out", "kind": "output", "value": "{{sum}}"},
+        ],
+        "edges": [["in", "sum"], ["sum", "out"]],
+    },
+}
+
+
+def call(name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    return {"tool_calls": [{"name": name, "input": tool_input, "id": "w1"}]}
+
+
+async def run(redis_url: str, tool: dict[str, Any], tool_input: dict[str, Any]) -> Any:
+    spec = scripted(call(tool["name"], tool_input), {"text": "done"}, tools=[tool])
+    async with Client(redis_url) as client:
+        run_id = await client.submit(spec)
+        result = await client.wait(run_id, timeout_s=60)
+        events = [e async for e in client.events(run_id)]
+    assert result.status == "succeeded", result.error
+    return result.steps[0].tool_results[0], events
+
+
+async def test_the_readme_adder(redis_url: str, workers: list[WorkerProcess]) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS)]
+    wait_ready(*workers)
+    answer, events = await run(redis_url, ADDER, {"x": 2, "y": 3})
+    assert answer.output == 5.0
+    assert not answer.is_error
+    shown = [(e.model_extra or {})["output"] for e in events if e.type == "tool-progress"]
+    assert [p["node"] for p in shown if p["status"] == "done"] == ["in", "sum", "out"]
+    assert {"node": "sum", "status": "running"} in shown
+
+
+async def test_a_failing_node_is_an_error_naming_it(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS)]
+    wait_ready(*workers)
+    graph = {
+        "nodes": [
+            {"id": "in", "kind": "input"},
+            {
+                "id": "boom",
+                "kind": "tool",
+                "tool": {"type": "function", "name": "fail"},
+                "input": {"message": "no luck with {{in.x}}"},
+            },
+            {"id": "out", "kind": "output", "value": "{{boom}}"},
+        ],
+        "edges": [["in", "boom"], ["boom", "out"]],
+    }
+    tool = {**ADDER, "name": "failing", "graph": graph}
+    answer, _ = await run(redis_url, tool, {"x": 7})
+    assert answer.is_error
+    assert answer.output == "The workflow node 'boom' failed: RuntimeError: no luck with 7"
+
+
+async def test_branches_run_in_parallel_and_a_condition_picks_one(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS) for _ in range(2)]
+    wait_ready(*workers)
+    graph = {
+        "nodes": [
+            {"id": "in", "kind": "input"},
+            {"id": "double", "kind": "tool", "tool": {"type": "function", "name": "add"},
+             "input": {"a": "{{in.x}}", "b": "{{in.x}}"}},
+            {"id": "plus1", "kind": "tool", "tool": {"type": "function", "name": "add"},
+             "input": {"a": "{{in.x}}", "b": 1}},
+            {"id": "both", "kind": "template", "template": "{{double}} and {{plus1}}"},
+            {"id": "big", "kind": "condition", "if": "double > `10`"},
+            {"id": "yes", "kind": "template", "template": "big: {{both}}"},
+            {"id": "no", "kind": "template", "template": "small: {{both}}"},
+            {"id": "out", "kind": "output", "value": {"yes": "{{yes}}", "no": "{{no}}"}},
+        ],
+        "edges": [
+            ["in", "double"], ["in", "plus1"], ["double", "both"], ["plus1", "both"],
+            ["both", "big"], ["big", "yes", "true"], ["big", "no", "false"],
+            ["yes", "out"], ["no", "out"],
+        ],
+    }  # fmt: skip
+    tool = {**ADDER, "name": "branchy", "graph": graph}
+    answer, events = await run(redis_url, tool, {"x": 6})
+    assert answer.output == {"yes": "big: 12.0 and 7.0", "no": None}
+    statuses = {
+        (e.model_extra or {})["output"]["node"]: (e.model_extra or {})["output"]["status"]
+        for e in events
+        if e.type == "tool-progress" and (e.model_extra or {})["output"]["status"] != "running"
+    }
+    assert statuses["no"] == "skipped"
+    assert statuses["yes"] == "done"
