@@ -19,7 +19,7 @@ if err then return reply(err) end
 local st = redis.call('HGET', step_key(A.step), S.CALL_STATUS .. A.call_id)
 if not st then return reply(OUT.UNKNOWN_CALL) end
 if st ~= CALL.AWAITING_RESULT then return reply(OUT.WRONG_STATE, {call_status = st}) end
-local wf = meta .. K.WORKFLOW .. A.step .. ':' .. A.call_id
+local wf = meta .. K.WORKFLOW .. A.step .. K.WORKFLOW_SEPARATOR .. A.call_id
 local fresh = redis.call('HSETNX', wf, A.node, A.outcome) == 1
 if fresh then
   emit_all(A.events)

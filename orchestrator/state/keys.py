@@ -20,6 +20,7 @@ TOOLS_SUFFIX = ":tools"
 STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
 WORKFLOW_INFIX = ":wf:"
+WORKFLOW_SEPARATOR = ":"  # between the step and the call id of a workflow's hash
 
 REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
 # hash: registry key -> ToolAnnouncement JSON, what the deployment serves (no expiry)
@@ -83,7 +84,7 @@ def answer(run_id: str, request_id: str) -> str:
 
 def workflow(run_id: str, step: int, call_id: str) -> str:
     """A hash of a workflow call's node results (node id -> result JSON, written once)."""
-    return f"{meta(run_id)}{WORKFLOW_INFIX}{step}:{call_id}"
+    return f"{meta(run_id)}{WORKFLOW_INFIX}{step}{WORKFLOW_SEPARATOR}{call_id}"
 
 
 def run_keys(run_id: str) -> list[str]:

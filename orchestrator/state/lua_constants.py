@@ -43,6 +43,7 @@ KEY_CONSTANTS: dict[str, str] = {
     "STEP": keys.STEP_INFIX,
     "ANSWER": keys.ANSWER_INFIX,
     "WORKFLOW": keys.WORKFLOW_INFIX,
+    "WORKFLOW_SEPARATOR": keys.WORKFLOW_SEPARATOR,
     "RUN_ENDED": keys.RUN_ENDED,
     "ARQ_JOB": keys.ARQ_JOB_PREFIX,
     "ARQ_ABORT": keys.ARQ_ABORT_SET,
