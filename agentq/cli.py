@@ -1147,3 +1147,10 @@ def images_build(
         click.echo(f"{image.name}\t{image.size_bytes / 1e6:.0f} MB\t{how}")
     if saved is not None:
         click.echo(f"sandbox images saved to {saved}")
+
+
+# -- commands of their own modules ---------------------------------------------
+
+from agentq.cli_workflow import workflow  # noqa: E402
+
+main.add_command(workflow)
