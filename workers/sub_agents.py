@@ -33,6 +33,7 @@ from agentq.orchestrator.state import (
     RunFailure,
 )
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.templating import TemplateError
 from agentq.orchestrator.tool_kinds.agent import AgentToolConfig
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.transitions import result_args
@@ -107,8 +108,12 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
     link = ParentLink(run_id=run_id, step=step, call_id=call_id)
     client = Client(redis=store.redis, settings=settings)
     try:
+        spec = child_spec(tool.config.spec, call.input)
+    except TemplateError as exc:
+        return await _refuse(store, run_id, step, call, f"cannot fill in its spec: {exc}")
+    try:
         child_id, created = await client.create(
-            child_spec(tool.config.spec, call.input),
+            spec,
             tenant=meta.get("tenant"),
             child_of=ChildOf(parent=link, depth=depth),
         )

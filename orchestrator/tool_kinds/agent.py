@@ -19,6 +19,7 @@ from pydantic import Field, ValidationError, model_validator
 from agentq.orchestrator.child_runs import DEFAULT_AGENT_INPUT
 from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.errors import SpecError
+from agentq.orchestrator.templating import references, root
 from agentq.orchestrator.tool_kinds.base import (
     KindConfig,
     ResolveContext,
@@ -91,12 +92,17 @@ class AgentKind(ToolKindPlugin):
             if template is None:
                 raise refuse(ctx, f"agent: this deployment has no agent named {entry.agent!r}")
         check_template(template, ctx, where)
+        schema = entry.input_schema or DEFAULT_AGENT_INPUT
+        fields = set(schema.get("properties", {}))
+        for ref in references(template):
+            if root(ref) not in fields:
+                raise refuse(ctx, f"{where}: {{{{{ref}}}}} is not a field of input_schema")
         return [
             ToolDef(
                 name=entry.name,
                 kind=self.kind,
                 description=entry.description,
-                input_schema=entry.input_schema or DEFAULT_AGENT_INPUT,
+                input_schema=schema,
                 start_queue=MODEL_QUEUE,
                 timeout_s=ctx.timeout_s,
                 config=AgentToolConfig(spec=template),
