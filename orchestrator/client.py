@@ -339,7 +339,11 @@ class Client:
         """The run as it stands now (finished or not)."""
         with _redis_errors():
             meta, messages, steps = await self.store.snapshot(run_id)
-        return assemble(run_id, meta, messages, steps)
+            tools = await self.store.tool_defs(run_id)
+        agents = frozenset(
+            t.name for t in map(ToolDef.model_validate_json, tools) if t.kind == "agent"
+        )
+        return assemble(run_id, meta, messages, steps, agents)
 
     async def runs(
         self, *, limit: int = 20, statuses: Sequence[str] = (), tenant: str | None = None

@@ -7,6 +7,7 @@ from typing import Any
 
 from agentq.orchestrator import Client
 from agentq.orchestrator.child_runs import child_run_id
+from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
 from tests.support.waiting import eventually_async
@@ -123,3 +124,51 @@ async def test_cancelling_the_parent_cancels_its_child(
         parent = await client.wait(run_id, timeout_s=30)
     assert parent.status == "cancelled"
     assert child_result.status == "cancelled"
+
+
+async def test_a_childs_usage_rolls_up_apart_and_links_show_both_ways(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    usage = {"prompt_tokens": 11, "completion_tokens": 5, "total_tokens": 16}
+    with FakeOpenAI([Turn(text="from the child", usage=usage)]) as server:
+        env = {"AGENTQ_ALLOW_SPEC_ENDPOINTS": server.base_url}
+        workers += [WorkerProcess(redis_url, "--tools", TOOLS, env=env)]
+        wait_ready(*workers)
+        model = {"provider": "openai", "name": "m", "base_url": server.base_url}
+        child = {"model": model}
+        spec = scripted(ask("hello"), {"text": "done"}, tools=[agent_tool(child)])
+        async with Client(redis_url) as client:
+            run_id = await client.submit(spec)
+            result = await client.wait(run_id, timeout_s=60)
+            child_id = child_run_id(run_id, 0, "a1")
+            child_result = await client.result(child_id)
+    assert result.status == "succeeded", result.error
+    assert result.steps[0].tool_results[0].output == "from the child"
+    assert result.usage.total_tokens == 0  # the scripted parent's own
+    assert result.child_usage.total_tokens == 16
+    assert result.child_usage.input_tokens == 11
+    assert result.children == {"a1": child_id}
+    assert child_result.parent is not None
+    assert child_result.parent.run_id == run_id
+    assert child_result.parent.call_id == "a1"
+
+
+async def test_a_step_past_the_fan_out_limit_gets_tool_errors(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS, env={"AGENTQ_MAX_AGENT_FANOUT": "2"})]
+    wait_ready(*workers)
+    child = scripted({"text": "ok"})
+    many = {
+        "tool_calls": [
+            {"name": "helper", "input": {"prompt": str(i)}, "id": f"a{i}"} for i in range(3)
+        ]
+    }
+    spec = scripted(many, {"text": "done"}, tools=[agent_tool(child)])
+    async with Client(redis_url) as client:
+        result = await client.wait(await client.submit(spec), timeout_s=60)
+    assert result.status == "succeeded", result.error
+    outputs = [(r.is_error, r.output) for r in result.steps[0].tool_results]
+    assert outputs[:2] == [(False, "ok"), (False, "ok")]
+    assert outputs[2][0]
+    assert "sub-agent call number 3 of this step; this deployment allows 2" in outputs[2][1]
