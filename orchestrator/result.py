@@ -111,6 +111,8 @@ def _pending(raw: dict[str, str], step: int) -> list[dict[str, Any]]:
         status = raw.get(StepField.CALL_STATUS + call_id, "")
         if status in (CallStatus.AWAITING_APPROVAL, CallStatus.AWAITING_RESULT):
             call = json.loads(raw[StepField.CALL + call_id])
+            if call.get("start_queue") and status == CallStatus.AWAITING_RESULT:
+                continue  # a child run or a workflow answers it: nobody outside waits
             out.append(
                 {
                     "step": step,

@@ -245,10 +245,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     committed = await deps.store.commit_step(args)
     hops.sent(enqueued_job_ids(args, committed.outcome))
     if begun.parent:
-        calls = [{"name": c.name, "input": c.input} for c in plan.calls]
-        await sub_agents.forward_step(
-            deps.store, begun.parent, run_id, {"step": step, "text": plan.text, "tool_calls": calls}
-        )
+        await sub_agents.forward_step(deps.store, begun.parent, run_id, sub_agents.step_shown(plan))
     await _ended(deps, committed.outcome, envelope)
 
 

@@ -19,7 +19,7 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.envelopes import JobEnvelope
 from agentq.orchestrator.errors import SpecError
 from agentq.orchestrator.events import event_json
-from agentq.orchestrator.loop import CallPlan, error_result
+from agentq.orchestrator.loop import CallPlan, StepPlan, error_result
 from agentq.orchestrator.messages import ToolResultPart, Usage
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.state import (
@@ -183,6 +183,16 @@ async def child_ended(store: RunStore, envelope: JobEnvelope) -> Reply | None:
     result = child_result(child_id, meta, link, name)
     await progress(store, link, name, {"child_run_id": child_id, "status": meta[MetaField.STATUS]})
     return await answer_parked(store, link.run_id, link.step, result, rolled_up_usage(meta))
+
+
+def step_shown(plan: StepPlan) -> dict[str, Any]:
+    """What the parent's call shows of a child's committed step: its text, its calls."""
+    shown: dict[str, Any] = {"step": plan.step}
+    if plan.text:
+        shown["text"] = plan.text
+    if plan.calls:
+        shown["tool_calls"] = [{"name": c.name, "input": c.input} for c in plan.calls]
+    return shown
 
 
 async def forward_step(

@@ -14,6 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from jsonschema import Draft202012Validator
+
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, parse_arguments, validate_input
@@ -269,4 +271,8 @@ async def _call_model(
     answer = next((c for c in response.tool_calls if c.name == RESPOND_TOOL), None)
     if answer is None:
         raise ValueError("the model gave no structured output")
-    return parse_arguments(answer.arguments)
+    output = parse_arguments(answer.arguments)
+    problems = sorted(Draft202012Validator(node.output_schema).iter_errors(output), key=str)
+    if problems:
+        raise ValueError(f"the model's output does not match output_schema: {problems[0].message}")
+    return output
