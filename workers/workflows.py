@@ -23,7 +23,9 @@ from agentq.orchestrator.messages import ToolResultPart, UserMessage
 from agentq.orchestrator.redis_faults import is_transient_redis
 from agentq.orchestrator.spec import ModelRef, ToolChoiceTool
 from agentq.orchestrator.state import (
+    TERMINAL_STATUSES,
     CallStatus,
+    MetaField,
     NodeCandidate,
     QueuedJob,
     Reply,
@@ -132,6 +134,8 @@ class WorkflowCall:
 async def load_call(store: RunStore, envelope: JobEnvelope) -> WorkflowCall | None:
     """The workflow call the job belongs to, or None when it no longer waits."""
     run_id, step, call_id = envelope.run_id, envelope.step, envelope.call_id or ""
+    if (await store.meta(run_id))[MetaField.STATUS] in TERMINAL_STATUSES:
+        return None  # cancelled or failed meanwhile: its nodes do not run
     call_json, status = await store.call_state(run_id, step, call_id)
     if call_json is None or status != CallStatus.AWAITING_RESULT:
         return None
