@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from agentq.orchestrator import tracing
 from agentq.orchestrator.child_runs import ChildOf, ParentLink, child_run_id, child_spec
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.envelopes import JobEnvelope
@@ -181,6 +182,13 @@ async def child_ended(store: RunStore, envelope: JobEnvelope) -> Reply | None:
         return None
     name = CallPlan.model_validate_json(call_json).name
     result = child_result(child_id, meta, link, name)
+    tracing.record_parked_call(
+        link.run_id,
+        link.call_id,
+        name,
+        float(meta.get(MetaField.CREATED_AT, "0")),
+        str(result.output) if result.is_error else None,
+    )
     await progress(store, link, name, {"child_run_id": child_id, "status": meta[MetaField.STATUS]})
     return await answer_parked(store, link.run_id, link.step, result, rolled_up_usage(meta))
 

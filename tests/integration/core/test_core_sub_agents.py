@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentq.orchestrator import Client
+from agentq.orchestrator import Client, tracing
 from agentq.orchestrator.child_runs import child_run_id
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
+from tests.support.otlp import OtlpReceiver
 from tests.support.specs import scripted
+from tests.support.trace_shape import has_root, run_spans
 from tests.support.waiting import eventually_async
 
 
@@ -172,3 +174,37 @@ async def test_a_step_past_the_fan_out_limit_gets_tool_errors(
     assert outputs[:2] == [(False, "ok"), (False, "ok")]
     assert outputs[2][0]
     assert "sub-agent call number 3 of this step; this deployment allows 2" in outputs[2][1]
+
+
+async def test_the_childs_trace_is_a_child_of_the_parents_call_span(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    child = scripted(
+        {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]}, {"text": "3"}, tools=["add"]
+    )
+    spec = scripted(ask("add"), {"text": "done"}, tools=[agent_tool(child)], id="traced-parent")
+    with OtlpReceiver() as receiver:
+        workers += [WorkerProcess(redis_url, "--tools", TOOLS, env=receiver.env("w"))]
+        wait_ready(*workers)
+        async with Client(redis_url) as client:
+            result = await client.wait(await client.submit(spec), timeout_s=60)
+        trace_id = format(tracing.run_ids("traced-parent")[0], "032x")
+        spans = run_spans(
+            receiver.wait_for(
+                lambda got: len([s for s in run_spans(got, trace_id) if has_root([s])]) == 2,
+                "both runs' spans in the parent's trace",
+            ),
+            trace_id,
+        )
+    assert result.status == "succeeded", result.error
+    roots = {s.parent_id: s for s in spans if s.name.startswith("invoke_agent")}
+    parent_root = roots[""]
+    (call,) = [s for s in spans if s.name == "execute_tool helper"]
+    assert call.parent_id == parent_root.span_id
+    assert call.attributes["gen_ai.tool.call.id"] == "a1"
+    child_root = roots[call.span_id]
+    child_id = child_run_id("traced-parent", 0, "a1")
+    assert format(tracing.run_ids(child_id)[1], "016x") == child_root.span_id
+    (child_add,) = [s for s in spans if s.name == "execute_tool add"]
+    by_id = {s.span_id: s for s in spans}
+    assert by_id[child_add.parent_id].parent_id == child_root.span_id  # under a job of the child
