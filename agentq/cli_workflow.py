@@ -94,7 +94,14 @@ def workflow() -> None:
     metavar="MODULE",
     help="Module or .py file of @tool functions its tool nodes use (embedded); repeatable.",
 )
-@click.option("--timeout", "timeout_s", type=float, default=None, metavar="S")
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="S",
+    help="Give up after S seconds (exit 4).",
+)
 def run_workflow(
     path: str,
     input_json: str,
