@@ -3,11 +3,13 @@ the output node's value the call's result, a failing node an error naming it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from agentq.orchestrator import Client
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
+from tests.support.waiting import eventually_async
 
 ADDER: dict[str, Any] = {
     "type": "workflow",
@@ -116,3 +118,44 @@ async def test_branches_run_in_parallel_and_a_condition_picks_one(
     }
     assert statuses["no"] == "skipped"
     assert statuses["yes"] == "done"
+
+
+async def test_a_worker_killed_mid_node_costs_a_redelivery_not_the_workflow(
+    redis_url: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS) for _ in range(2)]
+    wait_ready(*workers)
+    marker = tmp_path / "marker"
+    graph = {
+        "nodes": [
+            {"id": "in", "kind": "input"},
+            {
+                "id": "slow",
+                "kind": "tool",
+                "tool": {"type": "function", "name": "mark_and_sleep"},
+                "input": {"marker": str(marker), "seconds": "{{in.seconds}}"},
+            },
+            {"id": "out", "kind": "output", "value": "{{slow.pid}}"},
+        ],
+        "edges": [["in", "slow"], ["slow", "out"]],
+    }
+    tool = {**ADDER, "name": "slowpoke", "graph": graph, "timeout_s": 30}
+    spec = scripted(call("slowpoke", {"seconds": 2}), {"text": "done"}, tools=[tool])
+    async with Client(redis_url) as client:
+        run_id = await client.submit(spec)
+        started = await eventually_async(
+            lambda: marker.read_text().split() if marker.exists() else [], "the node to start"
+        )
+        next(w for w in workers if w.pid == int(started[0])).kill()
+        result = await client.wait(run_id, timeout_s=60)
+        events = [e async for e in client.events(run_id)]
+    assert result.status == "succeeded", result.error
+    pids = [int(p) for p in marker.read_text().split()]
+    assert len(pids) == 2
+    assert result.steps[0].tool_results[0].output == pids[1]
+    ends = [
+        (e.model_extra or {})["output"]
+        for e in events
+        if e.type == "tool-progress" and (e.model_extra or {})["output"]["status"] == "done"
+    ]
+    assert [p["node"] for p in ends] == ["in", "slow", "out"]  # each outcome recorded once
