@@ -19,6 +19,7 @@ from jmespath.exceptions import JMESPathError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentq.orchestrator.errors import SpecError
+from agentq.orchestrator.messages import Usage
 from agentq.orchestrator.templating import references, root
 
 NodeKind = Literal["input", "llm", "tool", "template", "condition", "output"]
@@ -195,6 +196,7 @@ class NodeOutcome(BaseModel):
     status: NodeStatus
     output: Any = None
     error: str | None = None
+    usage: Usage | None = None  # an llm node's model usage
 
 
 def is_active(graph: WorkflowGraph, node: str, outcomes: Mapping[str, NodeOutcome]) -> bool:

@@ -19,7 +19,7 @@ from jsonschema import Draft202012Validator
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, parse_arguments, validate_input
-from agentq.orchestrator.messages import ToolResultPart, UserMessage
+from agentq.orchestrator.messages import ToolResultPart, Usage, UserMessage
 from agentq.orchestrator.redis_faults import is_transient_redis
 from agentq.orchestrator.spec import ModelRef, ToolChoiceTool
 from agentq.orchestrator.state import (
@@ -91,7 +91,10 @@ class WorkflowCall:
             output=output,
         )
 
-    def record(self, node: str, outcome: NodeOutcome) -> WorkflowRecord:
+    def record(
+        self, node: str, outcome: NodeOutcome, known: dict[str, NodeOutcome] | None = None
+    ) -> WorkflowRecord:
+        """The transition writing the node's outcome; `known`: the outcomes before it."""
         shown: dict[str, Any] = {"node": node, "status": outcome.status}
         if outcome.error is not None:
             shown["error"] = outcome.error
@@ -107,10 +110,12 @@ class WorkflowCall:
             outcome=outcome.model_dump_json(exclude_none=True),
             events=[self.progress(shown)],
             candidates=[] if outcome.status == "failed" else candidates,
-            final=self._final(node, outcome),
+            final=self._final(node, outcome, {**(known or {}), node: outcome}),
         )
 
-    def _final(self, node: str, outcome: NodeOutcome) -> WorkflowFinal | None:
+    def _final(
+        self, node: str, outcome: NodeOutcome, known: dict[str, NodeOutcome]
+    ) -> WorkflowFinal | None:
         result: ToolResultPart | None = None
         name, call_id = self.call.name, self.call.id
         if outcome.status == "failed":
@@ -124,10 +129,12 @@ class WorkflowCall:
                 result = ToolResultPart(tool_call_id=call_id, tool_name=name, output=outcome.output)
         if result is None:
             return None
+        used = [o.usage for o in known.values() if o.usage is not None]
         return WorkflowFinal(
             result=result.model_dump_json(),
             events=result_events(self.run_id, self.step, result),
             next_job=model_job(self.run_id, self.step + 1),
+            usage=sum(used, Usage()) if used else None,
         )
 
 
@@ -180,7 +187,7 @@ async def run_node(
             outcome = await _outcome(
                 wf, wf.graph.by_id[node_id], outcomes, models, executors, attempt
             )
-    return await store.workflow_record(wf.record(node_id, outcome))
+    return await store.workflow_record(wf.record(node_id, outcome, outcomes))
 
 
 async def _outcome(
@@ -192,7 +199,10 @@ async def _outcome(
     attempt: int,
 ) -> NodeOutcome:
     try:
-        output = await _execute(wf, node, outcomes, models, executors, attempt)
+        if node.kind == "llm":
+            output, usage = await _call_model(wf, node, values(outcomes), models)
+            return NodeOutcome(status="done", output=output, usage=usage)
+        output = await _execute(wf, node, outcomes, executors, attempt)
     except ToolNotServed:
         raise  # another worker of the fleet runs this node's tool
     except Exception as exc:
@@ -207,7 +217,6 @@ async def _execute(
     wf: WorkflowCall,
     node: WorkflowNode,
     outcomes: dict[str, NodeOutcome],
-    models: ModelClient,
     executors: dict[str, ToolExecutor],
     attempt: int,
 ) -> Any:
@@ -220,8 +229,6 @@ async def _execute(
         return render(node.value, known)
     if node.kind == "tool":
         return await _run_tool(wf, node, render(node.input or {}, known), executors, attempt)
-    if node.kind == "llm":
-        return await _call_model(wf, node, known, models)
     raise ValueError(f"a {node.kind} node does not run as a job")
 
 
@@ -250,7 +257,7 @@ async def _run_tool(
 
 async def _call_model(
     wf: WorkflowCall, node: WorkflowNode, known: dict[str, Any], models: ModelClient
-) -> Any:
+) -> tuple[Any, Usage]:
     model = ModelRef.model_validate(wf.config.models[node.id])
     offered = (
         [
@@ -271,7 +278,7 @@ async def _call_model(
     )
     response = await models.generate(request, _NoDeltas())
     if node.output_schema is None:
-        return response.text
+        return response.text, response.usage
     answer = next((c for c in response.tool_calls if c.name == RESPOND_TOOL), None)
     if answer is None:
         raise ValueError("the model gave no structured output")
@@ -279,4 +286,4 @@ async def _call_model(
     problems = sorted(Draft202012Validator(node.output_schema).iter_errors(output), key=str)
     if problems:
         raise ValueError(f"the model's output does not match output_schema: {problems[0].message}")
-    return output
+    return output, response.usage

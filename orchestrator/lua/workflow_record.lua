@@ -4,7 +4,8 @@
 -- ARGV    WorkflowRecord: step, call_id, node, outcome, events, candidates, final
 --         candidates: {job, needs}: a successor's job, due once every node in `needs`
 --         has an outcome; final (the output node's value, or a failed node's error):
---         the call's result, with result events and next_job as record_result.
+--         the call's result, with result events and next_job as record_result, and
+--         usage (its llm nodes'), added to the run's children's usage.
 -- Replies RECORDED    the outcome is written (or was: DUPLICATE); ready successors queued
 --         CONTINUED | FINISHED  with `final`: the call is answered, as record_result
 --         DUPLICATE   the outcome was written before (a re-delivered job): its
@@ -34,6 +35,11 @@ for _, c in ipairs(A.candidates or {}) do
 end
 if A.final and fresh then
   unpark(A.step)
+  if A.final.usage then
+    for _, pair in ipairs(CHILD_USAGE) do
+      redis.call('HINCRBY', meta, pair[2], tonumber(A.final.usage[pair[1]]) or 0)
+    end
+  end
   return reply(record(A.step, A.call_id, A.final.result, A.final.events, A.final.next_job))
 end
 return reply(fresh and OUT.RECORDED or OUT.DUPLICATE)

@@ -209,6 +209,8 @@ class WorkflowFinal(BaseModel):
     result: str  # ToolResultPart JSON
     events: list[str]
     next_job: QueuedJob
+    # What its llm nodes used, added to the run's children's usage with the result.
+    usage: Usage | None = None
 
 
 class WorkflowRecord(TransitionInput):

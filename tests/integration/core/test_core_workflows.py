@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from agentq.orchestrator import Client
+from agentq.orchestrator.settings import Settings
+from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
 from tests.support.waiting import eventually_async
@@ -159,3 +161,54 @@ async def test_a_worker_killed_mid_node_costs_a_redelivery_not_the_workflow(
         if e.type == "tool-progress" and (e.model_extra or {})["output"]["status"] == "done"
     ]
     assert [p["node"] for p in ends] == ["in", "slow", "out"]  # each outcome recorded once
+
+
+async def test_an_llm_node_gives_structured_output_and_its_usage_rolls_up(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    usage = {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10}
+    answer = ToolCall("respond", {"urgent": False, "topic": "billing"})
+    with FakeOpenAI([Turn(tool_calls=[answer], usage=usage)]) as server:
+        workers += [
+            WorkerProcess(
+                redis_url, "--tools", TOOLS, env={"AGENTQ_ALLOW_SPEC_ENDPOINTS": server.base_url}
+            )
+        ]
+        wait_ready(*workers)
+        graph = {
+            "nodes": [
+                {"id": "in", "kind": "input"},
+                {
+                    "id": "classify",
+                    "kind": "llm",
+                    "model": {"provider": "openai", "name": "m", "base_url": server.base_url},
+                    "system": "You triage.",
+                    "prompt": "Ticket: {{in.ticket}}",
+                    "output_schema": {
+                        "type": "object",
+                        "properties": {"urgent": {"type": "boolean"}, "topic": {"type": "string"}},
+                    },
+                },
+                {"id": "urgent", "kind": "condition", "if": "classify.urgent"},
+                {"id": "page", "kind": "template", "template": "page about {{classify.topic}}"},
+                {"id": "out", "kind": "output", "value": {"c": "{{classify}}", "p": "{{page}}"}},
+            ],
+            "edges": [
+                ["in", "classify"],
+                ["classify", "urgent"],
+                ["urgent", "page", "true"],
+                ["classify", "out"],
+                ["page", "out"],
+            ],
+        }
+        tool = {**ADDER, "name": "triage", "graph": graph}
+        spec = scripted(call("triage", {"ticket": "refund?"}), {"text": "done"}, tools=[tool])
+        allowed = Settings(allow_spec_endpoints=server.base_url)
+        async with Client(redis_url, settings=allowed) as client:
+            result = await client.wait(await client.submit(spec), timeout_s=60)
+        sent = server.requests[0].body
+    assert result.status == "succeeded", result.error
+    output = result.steps[0].tool_results[0].output
+    assert output == {"c": {"urgent": False, "topic": "billing"}, "p": None}
+    assert sent["messages"][-1]["content"] == "Ticket: refund?"
+    assert result.child_usage.total_tokens == 10
