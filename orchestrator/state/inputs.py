@@ -32,6 +32,11 @@ class TransitionInput(BaseModel):
     at: float = Field(default_factory=time.time)
     retention_s: int = DEFAULT_RETENTION_S
 
+    def idle_job_fields(self) -> frozenset[str]:
+        """Fields whose job this transition never enqueues, whatever Redis holds: no
+        send span is started for them (tracing's cost is per span)."""
+        return frozenset()
+
 
 class CreateRun(TransitionInput):
     script = "create"
@@ -88,6 +93,13 @@ class CommitStep(TransitionInput):
     parked: int
     finishes_now: bool
     next_job: QueuedJob
+
+    def idle_job_fields(self) -> frozenset[str]:
+        # commit_step.lua joins (sends next_job) only when the step finishes nothing
+        # and leaves nothing pending; otherwise the last result's transition sends it.
+        if self.finishes_now or self.pending > 0:
+            return frozenset({"next_job"})
+        return frozenset()
 
 
 class ClaimCall(TransitionInput):
