@@ -208,3 +208,24 @@ async def test_the_childs_trace_is_a_child_of_the_parents_call_span(
     (child_add,) = [s for s in spans if s.name == "execute_tool add"]
     by_id = {s.span_id: s for s in spans}
     assert by_id[child_add.parent_id].parent_id == child_root.span_id  # under a job of the child
+
+
+async def test_an_approved_sub_agent_call_starts_its_child(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS)]
+    wait_ready(*workers)
+    tool = {**agent_tool(scripted({"text": "approved work"})), "needs_approval": True}
+    spec = scripted(ask("go"), {"text": "done"}, tools=[tool])
+    async with Client(redis_url) as client:
+        run_id = await client.submit(spec)
+
+        async def awaiting_approval() -> bool:
+            pending = (await client.result(run_id)).pending
+            return [p.get("status") for p in pending] == ["awaiting-approval"]
+
+        await eventually_async(awaiting_approval, "the call to await approval")
+        await client.approve(run_id, "a1")
+        result = await client.wait(run_id, timeout_s=60)
+    assert result.status == "succeeded", result.error
+    assert result.steps[0].tool_results[0].output == "approved work"
