@@ -1154,3 +1154,9 @@ def images_build(
 from agentq.cli_workflow import workflow  # noqa: E402
 
 main.add_command(workflow)
+# -- fork and replay (agentq/cli_loops.py) ---------------------------------------
+
+from agentq.cli_loops import fork_command, replay_command  # noqa: E402
+
+main.add_command(fork_command)
+main.add_command(replay_command)

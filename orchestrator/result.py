@@ -45,6 +45,11 @@ class StepResult(BaseModel):
     tool_results: list[ToolResultRecord] = Field(default_factory=list)
     finish_reason: str = "stop"
     usage: Usage = Field(default_factory=Usage)
+    # When prepareStep or context management changed what the step sent: the rule, the
+    # hook, the overrides, the compaction (orchestrator/step_prep.py).
+    prepared: dict[str, Any] | None = None
+    # Answered through a provider batch API (batch-priced).
+    batch_priced: bool = False
 
 
 class RunResult(BaseModel):
@@ -64,6 +69,8 @@ class RunResult(BaseModel):
     parent: ParentLink | None = None
     children: dict[str, str] = Field(default_factory=dict)
     child_usage: Usage = Field(default_factory=Usage)
+    # A fork's original: {"run_id", "step"} (orchestrator/fork.py).
+    origin: dict[str, Any] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -95,6 +102,9 @@ def _step_result(raw: dict[str, str]) -> StepResult | None:
         tool_results=results,
         finish_reason=record["finish_reason"],
         usage=Usage.model_validate(record["usage"]),
+        # Shown when something was changed; the digests (`sent`) are for replay.
+        prepared={k: v for k, v in (record.get("prepared") or {}).items() if k != "sent"} or None,
+        batch_priced=raw.get(StepField.BATCH) == "1",
     )
 
 
@@ -163,4 +173,5 @@ def assemble(
         child_usage=Usage(
             **{name: int(meta.get(field, 0)) for name, field in CHILD_USAGE_FIELDS.items()}
         ),
+        origin=json.loads(meta[MetaField.ORIGIN]) if MetaField.ORIGIN in meta else None,
     )

@@ -1,12 +1,14 @@
 -- create: make a run once and schedule its step 0.
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job,
---         depth, and for a child run parent, parent_job
+--         depth; a fork also: start_step, steps (its first steps' hashes), usage, n_initial,
+--         origin; a child run also: parent, parent_job
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
 -- Effects meta hash (status running, step 0, usage 0), tools hash, the initial
---         messages, a `start` event, the model job of step 0; a child run also keeps its
+--         messages, a `start` event, the model job of step 0 (a fork: of start_step,
+--         with the copied step hashes, usage totals and origin); a child run also keeps its
 --         parent link and the job its end enqueues (see finish_run in the prelude).
 if redis.call('EXISTS', meta) == 1 then
   local stored = redis.call('HGET', meta, F.SPEC_HASH)
@@ -16,9 +18,17 @@ end
 -- Without a meta hash, any other key of the id is a leftover: start clean.
 redis.call('DEL', msgs, events, tools_key())
 redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, RUN.RUNNING,
-           F.STEP, 0, F.SEQ, 0, F.CREATED_AT, A.at, F.N_INITIAL, #A.messages,
+           F.STEP, A.start_step, F.SEQ, 0, F.CREATED_AT, A.at,
+           F.N_INITIAL, A.n_initial or #A.messages,
            F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order))
-for _, pair in ipairs(USAGE) do redis.call('HSET', meta, pair[2], 0) end
+for _, pair in ipairs(USAGE) do
+  redis.call('HSET', meta, pair[2], A.usage and A.usage[pair[1]] or 0)
+end
+-- A fork: the original's first steps, as they were recorded.
+for i, fields in ipairs(A.steps) do
+  for field, value in pairs(fields) do redis.call('HSET', step_key(i - 1), field, value) end
+end
+if A.origin then redis.call('HSET', meta, F.ORIGIN, A.origin) end
 redis.call('HSET', meta, F.DEPTH, A.depth)
 if A.parent then
   redis.call('HSET', meta, F.PARENT, A.parent, F.PARENT_JOB, cjson.encode(A.parent_job))

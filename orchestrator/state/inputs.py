@@ -55,6 +55,13 @@ class CreateRun(TransitionInput):
     parent: str | None = None
     parent_job: QueuedJob | None = None
     depth: int = 0
+    # A fork starts at `start_step` with the original's first steps copied (their step
+    # hashes, field -> value), its usage so far, and where it came from (JSON).
+    start_step: int = 0
+    steps: list[dict[str, str]] = Field(default_factory=list)
+    usage: Usage | None = None
+    n_initial: int | None = None
+    origin: str | None = None
 
 
 class BeginStep(TransitionInput):
@@ -93,6 +100,8 @@ class CommitStep(TransitionInput):
     parked: int
     finishes_now: bool
     next_job: QueuedJob
+    # Answered through a provider batch API: counted apart as batch-priced usage.
+    batch: bool = False
 
     def idle_job_fields(self) -> frozenset[str]:
         # commit_step.lua joins (sends next_job) only when the step finishes nothing
