@@ -3,7 +3,8 @@ its durable execution follows (which nodes a finished node makes ready, whether 
 runs or is skipped, what its template values are).
 
 Node kinds: `input` (the call's input), `llm` (a model call), `tool` (any tool a worker
-executes), `template` (text over earlier outputs), `condition` (a JMESPath expression
+executes; `http`, an HTTP request, is a tool node of the http kind), `template` (text
+over earlier outputs), `condition` (a JMESPath expression
 over earlier outputs, never Python's eval: its edges carry "true" or "false"),
 `output` (the call's result). Templates use `{{node.path}}` (orchestrator/templating.py).
 """
@@ -22,7 +23,7 @@ from agentq.orchestrator.errors import SpecError
 from agentq.orchestrator.messages import Usage
 from agentq.orchestrator.templating import references, root
 
-NodeKind = Literal["input", "llm", "tool", "template", "condition", "output"]
+NodeKind = Literal["input", "llm", "tool", "http", "template", "condition", "output"]
 Branch = Literal["true", "false"]
 NODE_ID = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
@@ -37,7 +38,8 @@ class WorkflowNode(BaseModel):
     prompt: str | None = None
     system: str | None = None
     output_schema: dict[str, Any] | None = None
-    # tool: a tool entry of any kind, and its input template
+    # tool: a tool entry of any kind, and its input template; http: an http tool entry
+    # (its `type` and `name` may be left out)
     tool: dict[str, Any] | None = None
     input: Any = None
     # template
@@ -166,6 +168,7 @@ def validate_graph(graph: WorkflowGraph, where: str) -> None:
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "llm": ("model", "prompt"),
     "tool": ("tool",),
+    "http": ("tool",),
     "template": ("template",),
     "condition": ("condition",),
 }

@@ -227,7 +227,7 @@ async def _execute(
         return evaluate_condition(node.condition or "", outcomes)
     if node.kind == "output":
         return render(node.value, known)
-    if node.kind == "tool":
+    if node.kind in ("tool", "http"):
         return await _run_tool(wf, node, render(node.input or {}, known), executors, attempt)
     raise ValueError(f"a {node.kind} node does not run as a job")
 

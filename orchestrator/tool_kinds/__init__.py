@@ -19,8 +19,10 @@ from agentq.orchestrator.tool_kinds.base import (
 from agentq.orchestrator.tool_kinds.client import ClientKind
 from agentq.orchestrator.tool_kinds.code import CodeKind
 from agentq.orchestrator.tool_kinds.function import FunctionKind
+from agentq.orchestrator.tool_kinds.http import HttpKind
 from agentq.orchestrator.tool_kinds.mcp import McpKind
 from agentq.orchestrator.tool_kinds.provider import ProviderKind
+from agentq.orchestrator.tool_kinds.remote import RemoteKind
 from agentq.orchestrator.tool_kinds.workflow import WorkflowKind
 
 for _plugin in (
@@ -31,6 +33,8 @@ for _plugin in (
     ProviderKind(),
     AgentKind(),
     WorkflowKind(),
+    RemoteKind(),
+    HttpKind(),
 ):
     register_tool_kind(_plugin)
 

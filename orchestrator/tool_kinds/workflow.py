@@ -54,11 +54,14 @@ class WorkflowToolConfig(KindConfig):
 
 
 # Kinds a tool node cannot use: nothing on a queue executes them.
-_PARKED_KINDS = ("client", "provider", "agent", "workflow")
+# (A remote tool's service reads its own jobs, not a workflow node's.)
+_PARKED_KINDS = ("client", "provider", "agent", "workflow", "remote")
 
 
 def node_tool(node: WorkflowNode, ctx: ResolveContext, at: str) -> ToolDef:
     entry_json = node.tool or {}
+    if node.kind == "http":
+        entry_json = {"type": "http", "name": node.id, **entry_json}
     kind = str(entry_json.get("type", ""))
     plugin = tool_kind(kind)
     if plugin is None:
@@ -74,7 +77,9 @@ def node_tool(node: WorkflowNode, ctx: ResolveContext, at: str) -> ToolDef:
     try:
         offered = {t.name: t for t in plugin.offer(entry, ctx)}
     except SpecError as exc:
-        raise refuse(ctx, f"{at}.tool: {exc.message.removeprefix(ctx.where + ': ')}") from None
+        rest = exc.message.removeprefix(ctx.where)  # the kind names the entry as tools[i]
+        where = f"{at}.tool{rest}" if rest.startswith(".") else f"{at}.tool: {rest.lstrip(': ')}"
+        raise refuse(ctx, where) from None
     names = entry.tools or list(offered)
     if len(names) != 1 or names[0] not in offered:
         raise refuse(ctx, f"{at}.tool: name exactly one of its tools with 'tools': [NAME]")
@@ -118,7 +123,7 @@ class WorkflowKind(ToolKindPlugin):
         models: dict[str, dict[str, Any]] = {}
         for node in graph.nodes:
             at = f"graph.nodes[{node.id}]"
-            if node.kind == "tool":
+            if node.kind in ("tool", "http"):
                 tools[node.id] = node_tool(node, ctx, at)
             elif node.kind == "llm":
                 models[node.id] = node_model(node, ctx, at)

@@ -9,6 +9,7 @@ from typing import Any
 from agentq.orchestrator import Client
 from agentq.orchestrator.settings import Settings
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
+from tests.support.http_target import HttpTarget
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
 from tests.support.waiting import eventually_async
@@ -212,3 +213,35 @@ async def test_an_llm_node_gives_structured_output_and_its_usage_rolls_up(
     assert output == {"c": {"urgent": False, "topic": "billing"}, "p": None}
     assert sent["messages"][-1]["content"] == "Ticket: refund?"
     assert result.child_usage.total_tokens == 10
+
+
+async def test_an_http_node_requests_an_allowed_host(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    target = HttpTarget()
+    try:
+        allowed = {"AGENTQ_ALLOW_HTTP_HOSTS": "127.0.0.1"}
+        workers += [WorkerProcess(redis_url, "--tools", TOOLS, env=allowed)]
+        wait_ready(*workers)
+        graph = {
+            "nodes": [
+                {"id": "in", "kind": "input"},
+                {
+                    "id": "fetch",
+                    "kind": "http",
+                    "tool": {"url": f"http://127.0.0.1:{target.port}/items/{{id}}"},
+                    "input": {"id": "{{in.id}}"},
+                },
+                {"id": "out", "kind": "output", "value": "{{fetch.body.path}}"},
+            ],
+            "edges": [["in", "fetch"], ["fetch", "out"]],
+        }
+        tool = {**ADDER, "name": "fetcher", "graph": graph}
+        spec = scripted(call("fetcher", {"id": 7}), {"text": "done"}, tools=[tool])
+        settings = Settings(allow_http_hosts="127.0.0.1")
+        async with Client(redis_url, settings=settings) as client:
+            result = await client.wait(await client.submit(spec), timeout_s=60)
+    finally:
+        target.close()
+    assert result.status == "succeeded", result.error
+    assert result.steps[0].tool_results[0].output == "/items/7"
