@@ -1158,6 +1158,11 @@ def images_build(
         click.echo(f"sandbox images saved to {saved}")
 
 
+# -- commands of their own modules ---------------------------------------------
+
+from agentq.cli_workflow import workflow  # noqa: E402
+
+main.add_command(workflow)
 # -- fork and replay (agentq/cli_loops.py) ---------------------------------------
 
 from agentq.cli_loops import fork_command, replay_command  # noqa: E402

@@ -28,6 +28,7 @@ from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from agentq.orchestrator import keys, listings, tracing
 from agentq.orchestrator.batches import Batches, BatchInfo, BatchSource, LineResult
+from agentq.orchestrator.child_runs import ChildOf, child_run_id
 from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.errors import (
     AgentqError,
@@ -87,6 +88,7 @@ from agentq.orchestrator.transitions import (
     enqueued_job_ids,
     input_answer_args,
     result_args,
+    start_job,
     tool_job,
 )
 from agentq.orchestrator.webhooks import check_webhooks
@@ -214,14 +216,21 @@ class Client:
         *,
         tenant: str | None = None,
         end_job: QueuedJob | None = None,
+        child_of: ChildOf | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
         The run is listed under `tenant` (the default tenant when None). `end_job` is
-        enqueued by the run's end transition, however it ends (a batch's admission)."""
+        enqueued by the run's end transition, however it ends (a batch's admission).
+        `child_of`: the run is a sub-agent's child (its id derives from the parent's call)."""
         run_spec = _as_spec(spec)
+        if child_of is not None:
+            link = child_of.parent
+            run_spec = run_spec.model_copy(
+                update={"id": child_run_id(link.run_id, link.step, link.call_id)}
+            )
         with _redis_errors():
-            return await self._create(run_spec, tenant, end_job=end_job)
+            return await self._create(run_spec, tenant, child_of, end_job=end_job)
 
     async def _admit(self) -> None:
         """Refuse a new run while Redis is over its maxmemory. A script that declares it
@@ -281,6 +290,7 @@ class Client:
         self,
         run_spec: RunSpec,
         tenant: str | None,
+        child_of: ChildOf | None = None,
         *,
         fork: ForkCopy | None = None,
         end_job: QueuedJob | None = None,
@@ -309,7 +319,7 @@ class Client:
             # Listed first: a worker takes the run up once it exists (at least once).
             await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
         hops = tracing.Hops(run_id)
-        args = create_args(run_id, run_spec, tools, run_spec.initial_messages())
+        args = create_args(run_id, run_spec, tools, run_spec.initial_messages(), child_of)
         args = hops.stamp(fork.applied(args) if fork is not None else args)
         if end_job is not None:
             args = args.model_copy(update={"end_job": end_job})
@@ -410,7 +420,11 @@ class Client:
         """The run as it stands now (finished or not)."""
         with _redis_errors():
             meta, messages, steps = await self.store.snapshot(run_id)
-        return assemble(run_id, meta, messages, steps)
+            tools = await self.store.tool_defs(run_id)
+        agents = frozenset(
+            t.name for t in map(ToolDef.model_validate_json, tools) if t.kind == "agent"
+        )
+        return assemble(run_id, meta, messages, steps, agents)
 
     async def runs(
         self, *, limit: int = 20, statuses: Sequence[str] = (), tenant: str | None = None
@@ -510,6 +524,7 @@ class Client:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         if reply.outcome == Outcome.CANCELLED:
             await tracing.end_run(self.store, run_id)
+        await self._cancel_children(run_id, reason)
         return str(reply.status)
 
     # -- batches (see orchestrator/batches.py) -------------------------------------
@@ -555,6 +570,13 @@ class Client:
     @_mapped
     async def list_batches(self, tenant: str | None = None, limit: int = 50) -> list[BatchInfo]:
         return await self.batches.list_batches(tenant, limit)
+
+    async def _cancel_children(self, run_id: str, reason: str | None) -> None:
+        """Cancelling a run cancels the child runs its current step started (sub-agents),
+        and theirs in turn. Earlier steps' children have ended: the step joined on them."""
+        for child_id in await self.store.agent_children(run_id):
+            with contextlib.suppress(RunNotFoundError):  # not started (yet): nothing to do
+                await self._cancel(child_id, reason or f"its parent run {run_id} was cancelled")
 
     # -- tool calls without a run -------------------------------------------------
 
@@ -633,7 +655,11 @@ class Client:
                 approved=True,
                 event=event,
                 next_status=next_status,
-                job=tool_job(run_id, step, call) if next_status == CallStatus.QUEUED else None,
+                job=tool_job(run_id, step, call)
+                if next_status == CallStatus.QUEUED
+                else start_job(run_id, step, call)
+                if call.start_queue is not None
+                else None,
             )
         else:
             denial = f"The user denied the call to {call.name!r}" + (

@@ -48,8 +48,19 @@ __all__ = [
 # is a tool call without a run (`Client.call_tool`): its envelope's `run_id` and
 # `call_id` are the call's id, and `run_trace` carries the call's trace. A batch's
 # admission (`batch_admit`) has its own payload (orchestrator/batch_admission.py).
+# `start_call` starts a parked call (a sub-agent's child run, a workflow); `child_ended`
+# answers a parent's call when its child run ends; `workflow_node` runs one node.
 JobKind = Literal[
-    "model_step", "tool_call", "park_expiry", "prepare_step", "summarize", "call", "batch_admit"
+    "model_step",
+    "tool_call",
+    "park_expiry",
+    "prepare_step",
+    "summarize",
+    "call",
+    "start_call",
+    "child_ended",
+    "workflow_node",
+    "batch_admit",
 ]
 # The call_id of a model step run again after its context summary was stored.
 RESUMED_STEP = "resumed"
@@ -69,6 +80,8 @@ class JobEnvelope(BaseModel):
     run_id: str
     step: int
     call_id: str | None = None
+    # The node of a workflow call a `workflow_node` job runs.
+    node: str | None = None
     # The call's deadline budget; None for a model step (it reads its own from the spec).
     timeout_s: float | None = None
     enqueued_at: float = Field(default_factory=time.time)
@@ -95,6 +108,13 @@ def job_id(envelope: JobEnvelope) -> str:
         return keys.call_job_id(envelope.call_id)
     if envelope.kind == "park_expiry":
         return keys.expiry_job_id(envelope.run_id, envelope.step, envelope.call_id)
+    if envelope.kind == "start_call":
+        return keys.start_job_id(envelope.run_id, envelope.step, envelope.call_id)
+    if envelope.kind == "child_ended":
+        return keys.parent_job_id(envelope.run_id)
+    if envelope.kind == "workflow_node":
+        assert envelope.node is not None
+        return keys.node_job_id(envelope.run_id, envelope.step, envelope.call_id, envelope.node)
     return tool_job_id(envelope.run_id, envelope.step, envelope.call_id)
 
 

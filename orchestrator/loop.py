@@ -46,6 +46,8 @@ class CallPlan(BaseModel):
     # How long the call may stay parked (approval, outside result) before it becomes a
     # tool error; None: no deadline.
     park_timeout_s: float | None = None
+    # A parked call a `start_call` job on this queue starts (see ToolDef.start_queue).
+    start_queue: str | None = None
     # Set when the call is answered at once (bad input, unknown tool, provider-executed).
     result: ToolResultPart | None = None
 
@@ -187,6 +189,7 @@ def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef])
         queue=tool.queue,
         timeout_s=tool.timeout_s,
         park_timeout_s=tool.park_timeout_s,
+        start_queue=tool.start_queue,
     )
 
 

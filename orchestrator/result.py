@@ -7,8 +7,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentq.orchestrator.child_runs import ParentLink, child_run_id
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, Message, ToolResultPart, Usage
 from agentq.orchestrator.state import (
+    CHILD_USAGE_FIELDS,
     TERMINAL_STATUSES,
     USAGE_FIELDS,
     CallStatus,
@@ -62,6 +64,11 @@ class RunResult(BaseModel):
     error: RunFailure | None = None
     # Calls waiting on a human or an outside result: (step, call id, tool, why).
     pending: list[dict[str, Any]] = Field(default_factory=list)
+    # Sub-agents: the parent's call this run answers (a child run), the child runs its
+    # own agent calls started (call id -> run id), and what those used, apart from `usage`.
+    parent: ParentLink | None = None
+    children: dict[str, str] = Field(default_factory=dict)
+    child_usage: Usage = Field(default_factory=Usage)
     # A fork's original: {"run_id", "step"} (orchestrator/fork.py).
     origin: dict[str, Any] | None = None
 
@@ -114,6 +121,8 @@ def _pending(raw: dict[str, str], step: int) -> list[dict[str, Any]]:
         status = raw.get(StepField.CALL_STATUS + call_id, "")
         if status in (CallStatus.AWAITING_APPROVAL, CallStatus.AWAITING_RESULT):
             call = json.loads(raw[StepField.CALL + call_id])
+            if call.get("start_queue") and status == CallStatus.AWAITING_RESULT:
+                continue  # a child run or a workflow answers it: nobody outside waits
             out.append(
                 {
                     "step": step,
@@ -126,9 +135,23 @@ def _pending(raw: dict[str, str], step: int) -> list[dict[str, Any]]:
     return out
 
 
+def _children(run_id: str, steps: list[StepResult], agent_tools: frozenset[str]) -> dict[str, str]:
+    return {
+        call.id: child_run_id(run_id, step.index, call.id)
+        for step in steps
+        for call in step.tool_calls
+        if call.name in agent_tools
+    }
+
+
 def assemble(
-    run_id: str, meta: dict[str, str], messages: list[str], steps: list[dict[str, str]]
+    run_id: str,
+    meta: dict[str, str],
+    messages: list[str],
+    steps: list[dict[str, str]],
+    agent_tools: frozenset[str] = frozenset(),
 ) -> RunResult:
+    """`agent_tools`: the names of the run's sub-agent tools (their calls start children)."""
     step_results = [s for s in (_step_result(raw) for raw in steps) if s is not None]
     n_initial = int(meta.get(MetaField.N_INITIAL, "0"))
     pending = _pending(steps[-1], len(steps) - 1) if steps else []
@@ -143,5 +166,12 @@ def assemble(
         if MetaField.ERROR in meta
         else None,
         pending=pending,
+        parent=ParentLink.model_validate_json(meta[MetaField.PARENT])
+        if MetaField.PARENT in meta
+        else None,
+        children=_children(run_id, step_results, agent_tools),
+        child_usage=Usage(
+            **{name: int(meta.get(field, 0)) for name, field in CHILD_USAGE_FIELDS.items()}
+        ),
         origin=json.loads(meta[MetaField.ORIGIN]) if MetaField.ORIGIN in meta else None,
     )

@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     # never a spec's. Checked at submit and again by the sandbox worker.
     sandbox_allow_network: bool = False
     mcp_config: str | None = None
+    # Sub-agents (`agent` tools): how deep child runs may nest, how many one model step
+    # may start, and a JSON file of named agents ({"name": {RunSpec template}}).
+    max_agent_depth: int = Field(default=3, ge=0)
+    max_agent_fanout: int = Field(default=8, ge=1)
+    agents: str | None = None
     # The remote-tools file: tools served by services in any language, their queues and
     # the queues' push webhooks (orchestrator/tool_kinds/remote.py). `agentq serve` reads it.
     remote_tools: str | None = None

@@ -9,10 +9,12 @@ from pydantic import (
     BeforeValidator,
     Field,
     SerializeAsAny,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
+from agentq.orchestrator.child_runs import CHILD_RUN_ID
 from agentq.orchestrator.messages import Message, UserMessage, normalize_message
 from agentq.orchestrator.providers import PROVIDER_NAME
 from agentq.orchestrator.state.keys import RUN_ID_PATTERN
@@ -189,9 +191,12 @@ class RunSpec(_Spec):
 
     @field_validator("id")
     @classmethod
-    def _check_id(cls, value: str | None) -> str | None:
+    def _check_id(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and not RUN_ID.match(value):
             raise ValueError("must be 1-128 characters of letters, digits, '_', '.' or '-'")
+        stored = isinstance(info.context, dict) and info.context.get("agentq.stored")
+        if value is not None and CHILD_RUN_ID.match(value) and not stored:
+            raise ValueError("ids of the form t<32 hex>.<16 hex> are sub-agents' child runs'")
         return value
 
     @model_validator(mode="after")

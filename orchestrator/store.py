@@ -21,6 +21,7 @@ from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
+from agentq.orchestrator.child_runs import child_run_id
 from agentq.orchestrator.errors import InfrastructureError, RunNotFoundError
 from agentq.orchestrator.events import TERMINAL_EVENTS, Event, parse_event
 from agentq.orchestrator.state import (
@@ -48,6 +49,7 @@ from agentq.orchestrator.state import (
     RunFailure,
     StepField,
     TransitionInput,
+    WorkflowRecord,
     call_field,
     keys,
     lua_constants,
@@ -158,6 +160,15 @@ class RunStore:
     async def input_answer(self, transition: InputAnswer) -> Reply:
         return await self._apply(transition, Reply)
 
+    async def workflow_record(self, transition: WorkflowRecord) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def workflow_outcomes(self, run_id: str, step: int, call_id: str) -> dict[str, str]:
+        """A workflow call's node outcomes so far (node id -> NodeOutcome JSON)."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(keys.workflow(run_id, step, call_id)))
+        return {_text(k): _text(v) for k, v in raw.items()}
+
     async def emit(self, run_id: str, events: Sequence[str]) -> int:
         """Append events to a live run; the last seq, or 0 if the run has ended."""
         if not events:
@@ -199,6 +210,25 @@ class RunStore:
         with redis_errors_mapped():
             call, status = await _resolved(self.redis.hmget(keys.step(run_id, step), fields))
         return (_text(call) if call else None, _text(status) if status else None)
+
+    async def agent_children(self, run_id: str) -> list[str]:
+        """The ids of the child runs the run's current step started or is starting (its
+        calls of `agent` tools that still await their result)."""
+        meta = await self.meta(run_id)
+        step = int(meta.get(MetaField.STEP, "0"))
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(keys.step(run_id, step)))
+            tools = await _resolved(self.redis.hgetall(keys.tools(run_id)))
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        agents = {
+            _text(name) for name, tool in tools.items() if json.loads(tool).get("kind") == "agent"
+        }
+        children: list[str] = []
+        for call_id in json.loads(fields.get(StepField.ORDER, "[]")):
+            call = json.loads(fields.get(call_field(StepField.CALL, call_id), "{}"))
+            if call.get("name") in agents:
+                children.append(child_run_id(run_id, step, call_id))
+        return children
 
     async def tool_def(self, run_id: str, name: str) -> str | None:
         with redis_errors_mapped():

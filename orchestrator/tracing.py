@@ -62,6 +62,7 @@ from opentelemetry.trace import (
 )
 
 from agentq.orchestrator import genai_content
+from agentq.orchestrator.child_runs import ParentLink, call_span_id, run_trace_id
 from agentq.orchestrator.state.inputs import TransitionInput
 from agentq.orchestrator.state.jobs import QueuedJob
 from agentq.orchestrator.state.keys import QUEUE_PREFIX
@@ -202,9 +203,8 @@ def shutdown_tracing() -> None:
 def run_ids(run_id: str) -> tuple[int, int]:
     """The run's trace id and root span id, derived from its id: every process agrees."""
     digest = hashlib.sha256(run_id.encode()).digest()
-    trace_id = int.from_bytes(digest[:16], "big") or 1
     span_id = int.from_bytes(digest[16:24], "big") or 1
-    return trace_id, span_id
+    return run_trace_id(run_id), span_id  # a sub-agent's child run is in its parent's trace
 
 
 @functools.lru_cache(maxsize=4096)
@@ -254,7 +254,7 @@ def record_run(run_id: str, meta: Mapping[str, str]) -> None:
     try:
         root = tracer().start_span(
             name,
-            context=otel_context.Context(),
+            context=_parent_call_context(run_id, meta),
             kind=SpanKind.INTERNAL,
             attributes=attributes,
             start_time=int(float(meta.get("created_at", time.time())) * 1e9),
@@ -269,6 +269,48 @@ def record_run(run_id: str, meta: Mapping[str, str]) -> None:
         root.add_event("exception", {"exception.type": error_type, "exception.message": message})
         root.set_status(Status(StatusCode.ERROR, message))
     root.end()
+
+
+def _parent_call_context(run_id: str, meta: Mapping[str, str]) -> otel_context.Context:
+    """A child run's span is a child of its parent's call span; a top run's is a root."""
+    if "parent" not in meta:
+        return otel_context.Context()
+    link = ParentLink.model_validate_json(meta["parent"])
+    call = SpanContext(
+        run_ids(run_id)[0],
+        call_span_id(link.run_id, link.call_id),
+        is_remote=True,
+        trace_flags=TraceFlags(1),
+    )
+    return trace.set_span_in_context(NonRecordingSpan(call), otel_context.Context())
+
+
+def record_parked_call(
+    run_id: str, call_id: str, tool_name: str, started_at: float, error: str | None
+) -> None:
+    """The `execute_tool` span of a call no job executed (a sub-agent's: its child run
+    did the work), recorded when its answer is posted, under the run's span."""
+    if not recording():
+        return
+    token = _PRESET.set((run_ids(run_id)[0], call_span_id(run_id, call_id)))
+    try:
+        current = tracer().start_span(
+            f"execute_tool {tool_name}",
+            context=run_context(run_id),
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": tool_name,
+                "gen_ai.tool.call.id": call_id,
+            },
+            start_time=int(started_at * 1e9),
+        )
+    finally:
+        _PRESET.reset(token)
+    if error is not None:
+        current.set_attribute("error.type", "tool_error")
+        current.set_status(Status(StatusCode.ERROR, error[:500]))
+    current.end()
 
 
 # -- spans of one job ----------------------------------------------------------------

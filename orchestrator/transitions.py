@@ -13,6 +13,7 @@ import json
 from collections.abc import Sequence
 from typing import Any, TypeVar, overload
 
+from agentq.orchestrator.child_runs import ChildOf, parent_job
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, StepPlan
@@ -46,8 +47,13 @@ def spec_hash(spec: RunSpec) -> str:
 
 
 def create_args(
-    run_id: str, spec: RunSpec, tools: Sequence[ToolDef], messages: Sequence[Message]
+    run_id: str,
+    spec: RunSpec,
+    tools: Sequence[ToolDef],
+    messages: Sequence[Message],
+    child_of: ChildOf | None = None,
 ) -> CreateRun:
+    parent = child_of.parent if child_of is not None else None
     return CreateRun(
         run_id=run_id,
         spec=spec.model_dump_json(exclude_none=True),
@@ -57,8 +63,17 @@ def create_args(
         messages=[m.model_dump_json() for m in messages],
         # The run's span derives from its id; kept in the meta for anyone to look up.
         trace=json.dumps(run_carrier(run_id)),
-        event=event_json("start", run_id, model=spec.model.label, metadata=spec.metadata or None),
+        event=event_json(
+            "start",
+            run_id,
+            model=spec.model.label,
+            metadata=spec.metadata or None,
+            parent=parent.model_dump() if parent is not None else None,
+        ),
         next_job=model_job(run_id, 0),
+        parent=parent.model_dump_json() if parent is not None else None,
+        parent_job=parent_job(run_id, parent) if parent is not None else None,
+        depth=child_of.depth if child_of is not None else 0,
     )
 
 
@@ -81,6 +96,13 @@ def tool_job(run_id: str, step: int, call: CallPlan) -> QueuedJob:
         kind="tool_call", run_id=run_id, step=step, call_id=call.id, timeout_s=call.timeout_s
     )
     return queued_job(envelope, call.queue)
+
+
+def start_job(run_id: str, step: int, call: CallPlan) -> QueuedJob:
+    """The job that starts a parked call's work (a child run, a workflow)."""
+    assert call.start_queue is not None
+    envelope = JobEnvelope(kind="start_call", run_id=run_id, step=step, call_id=call.id)
+    return queued_job(envelope, call.start_queue)
 
 
 # Which of a transition's job fields its outcome enqueued (see the scripts' headers):
@@ -207,6 +229,8 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
             events.extend(result_events(run_id, plan.step, call.result))
         elif call.status == CallStatus.QUEUED:
             jobs.append(tool_job(run_id, plan.step, call))
+        if call.status == CallStatus.AWAITING_RESULT and call.start_queue is not None:
+            jobs.append(start_job(run_id, plan.step, call))
     events.append(
         event_json(
             "finish-step",

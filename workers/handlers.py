@@ -19,6 +19,7 @@ from arq.typing import WorkerCoroutine
 from opentelemetry.trace import SpanKind
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.child_runs import ParentLink
 from agentq.orchestrator.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope, JobKind, job_id
 from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.events import event_json
@@ -33,7 +34,9 @@ from agentq.orchestrator.state import (
     ClaimCall,
     ExpireParked,
     FailureKind,
+    MetaField,
     Outcome,
+    Reply,
     RunFailure,
 )
 from agentq.orchestrator.store import RunStore
@@ -42,6 +45,7 @@ from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
 from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
+from agentq.workers import sub_agents, workflows
 from agentq.workers.batch_jobs import batch_admit
 from agentq.workers.call_jobs import call_job
 from agentq.workers.context_job import summarize_job
@@ -80,9 +84,9 @@ class WorkerDeps:
     max_deliveries: int = 5
     metrics: WorkerMetrics | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    settings: Settings = field(default_factory=Settings)
     # Provider batch records (None: `"batch": true` steps call the model directly).
     batches: ProviderBatchStore | None = None
-    settings: Settings | None = None  # the worker's own (a batch admission creates runs)
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -209,6 +213,8 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         await _ended(deps, failed.outcome, envelope)
         return
     spec = prepared.spec
+    if begun.parent:  # a sub-agent's child run: its parent's call shows its progress
+        await sub_agents.forward_step(deps.store, begun.parent, run_id, {"step": step})
     request = ModelRequest(
         model=spec.model,
         system=spec.system,
@@ -279,6 +285,8 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         args = args.model_copy(update={"batch": True})
     committed = await deps.store.commit_step(args)
     hops.sent(enqueued_job_ids(args, committed.outcome))
+    if begun.parent:
+        await sub_agents.forward_step(deps.store, begun.parent, run_id, sub_agents.step_shown(plan))
     await _ended(deps, committed.outcome, envelope)
 
 
@@ -428,6 +436,61 @@ async def _execute(
     return await run_executor(executor, tool, call, context)
 
 
+async def start_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    """Start what answers a parked call: a sub-agent's child run."""
+    envelope = JobEnvelope.model_validate(payload)
+    deps = _deps(ctx)
+    with tracing.process_span(envelope, MODEL_QUEUE, ctx.get("job_id") or job_id(envelope)):
+        await _guarded(deps, envelope, _answered(deps, envelope, _start_call(deps, envelope)), ctx)
+
+
+async def _start_call(deps: WorkerDeps, envelope: JobEnvelope) -> Reply | None:
+    call_json, _ = await deps.store.call_state(
+        envelope.run_id, envelope.step, envelope.call_id or ""
+    )
+    name = CallPlan.model_validate_json(call_json).name if call_json else ""
+    tool_json = await deps.store.tool_def(envelope.run_id, name) if name else None
+    if tool_json is not None and ToolDef.model_validate_json(tool_json).kind == "workflow":
+        return await workflows.start_workflow(deps.store, envelope)
+    return await sub_agents.start_child(deps.store, deps.settings, envelope)
+
+
+async def workflow_node(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    """One node of a workflow call (on the model queue, or its tool's queue)."""
+    envelope = JobEnvelope.model_validate(payload)
+    deps = _deps(ctx)
+    queue = ctx.get("queue", MODEL_QUEUE)
+    work = workflows.run_node(
+        deps.store, deps.models, deps.executors, envelope, int(ctx.get("job_try", 1))
+    )
+    with tracing.process_span(envelope, queue, ctx.get("job_id") or job_id(envelope)):
+        await _guarded(deps, envelope, _answered(deps, envelope, work), ctx)
+
+
+async def child_ended(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    """A child run ended: answer its parent's call (the job's run is the child)."""
+    envelope = JobEnvelope.model_validate(payload)
+    deps = _deps(ctx)
+    with tracing.process_span(envelope, MODEL_QUEUE, ctx.get("job_id") or job_id(envelope)):
+        await _guarded(
+            deps,
+            envelope,
+            _answered(deps, envelope, sub_agents.child_ended(deps.store, envelope)),
+            ctx,
+        )
+
+
+async def _answered(deps: WorkerDeps, envelope: JobEnvelope, work: Any) -> None:
+    """End the parent run's span when the answer a job posted finished it."""
+    reply = await work
+    if reply is not None and reply.outcome == Outcome.FINISHED:
+        parent = envelope.run_id
+        if envelope.kind == "child_ended":
+            meta = await deps.store.meta(envelope.run_id)
+            parent = ParentLink.model_validate_json(meta[MetaField.PARENT]).run_id
+        await tracing.end_run(deps.store, parent)
+
+
 # The arq function of each job kind: the job's `f` is its kind (envelopes.queued_job).
 JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "model_step": model_step,
@@ -437,4 +500,7 @@ JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "call": call_job,
     "prepare_step": prepare_step_job,
     "summarize": summarize_job,
+    "start_call": start_call,
+    "child_ended": child_ended,
+    "workflow_node": workflow_node,
 }

@@ -1,7 +1,8 @@
 -- begin_step: a model step starts; announce it and hand back what the model needs.
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    BeginStep: step, event
--- Replies OK {spec, tools, messages}  (tool and message JSON strings, in order)
+-- Replies OK {spec, tools, messages, parent}  (tool and message JSON strings, in order;
+--            parent: a child run's parent call, for its progress)
 --         UNKNOWN_RUN | CLOSED | STALE (not the current step)
 --         DUPLICATE  the step was committed already (a re-delivered job)
 -- Effects a `start-step` event (again on each delivery before the commit: the attempt).
@@ -17,4 +18,5 @@ if #order > 0 then
   end
 end
 return reply(OUT.OK, {spec = redis.call('HGET', meta, F.SPEC), tools = tools,
-                      messages = redis.call('LRANGE', msgs, 0, -1)})
+                      messages = redis.call('LRANGE', msgs, 0, -1),
+                      parent = redis.call('HGET', meta, F.PARENT) or nil})

@@ -1,14 +1,16 @@
 -- create: make a run once and schedule its step 0.
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job,
---         end_job (optional: enqueued when the run ends, see finish_run in the prelude);
---         a fork also: start_step, steps (its first steps' hashes), usage, n_initial, origin
+--         end_job (optional: enqueued when the run ends, see finish_run in the prelude),
+--         depth; a fork also: start_step, steps (its first steps' hashes), usage, n_initial,
+--         origin; a child run also: parent, parent_job
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
 -- Effects meta hash (status running, step 0, usage 0), tools hash, the initial
 --         messages, a `start` event, the model job of step 0 (a fork: of start_step,
---         with the copied step hashes, usage totals and origin).
+--         with the copied step hashes, usage totals and origin); a child run also keeps its
+--         parent link and the job its end enqueues (see finish_run in the prelude).
 if redis.call('EXISTS', meta) == 1 then
   local stored = redis.call('HGET', meta, F.SPEC_HASH)
   if stored and stored ~= A.spec_hash then return reply(OUT.CONFLICT) end
@@ -29,6 +31,10 @@ for i, fields in ipairs(A.steps) do
 end
 if A.origin then redis.call('HSET', meta, F.ORIGIN, A.origin) end
 if A.end_job then redis.call('HSET', meta, F.END_JOB, cjson.encode(A.end_job)) end
+redis.call('HSET', meta, F.DEPTH, A.depth)
+if A.parent then
+  redis.call('HSET', meta, F.PARENT, A.parent, F.PARENT_JOB, cjson.encode(A.parent_job))
+end
 -- Tools are offered to the model in the spec's order (stable prompts cache better).
 for _, name in ipairs(A.tool_order) do
   redis.call('HSET', tools_key(), name, A.tools[name])

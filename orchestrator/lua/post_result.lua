@@ -1,14 +1,20 @@
 -- post_result: the result of a call awaiting one (a client tool) is posted from outside.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    PostResult: step, call_id, result, events, next_job
+-- ARGV    PostResult: step, call_id, result, events, next_job, child_usage (a sub-agent's)
 -- Replies RECORDED | CONTINUED | FINISHED
 --         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
 --         WRONG_STATE {call_status}  the call does not await a result (e.g. posted twice)
--- Effects parked - 1 (status running when none is left), then as record_result.
+-- Effects parked - 1 (status running when none is left), the child's usage added to the
+--         children's totals, then as record_result.
 local err = run_guard(A.step)
 if err then return reply(err) end
 local st = redis.call('HGET', step_key(A.step), S.CALL_STATUS .. A.call_id)
 if not st then return reply(OUT.UNKNOWN_CALL) end
 if st ~= CALL.AWAITING_RESULT then return reply(OUT.WRONG_STATE, {call_status = st}) end
 unpark(A.step)
+if A.child_usage then
+  for _, pair in ipairs(CHILD_USAGE) do
+    redis.call('HINCRBY', meta, pair[2], tonumber(A.child_usage[pair[1]]) or 0)
+  end
+end
 return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))

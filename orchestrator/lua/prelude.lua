@@ -99,6 +99,10 @@ local function finish_run(status, ev_type, fields)
     job.score_ms = math.floor(A.at * 1000)
     enqueue(job)
   end
+  -- A child run hands its parent's call the result: the job was fixed at create, its id
+  -- carries this run's tag, and enqueueing it twice is a no-op.
+  local parent_job = redis.call('HGET', meta, F.PARENT_JOB)
+  if parent_job then enqueue(cjson.decode(parent_job)) end
   -- Workers keeping something for the run (sandbox sessions) let it go now.
   redis.call('PUBLISH', K.RUN_ENDED, A.run_id)
 end

@@ -2,7 +2,8 @@
 -- the model sees (recorded like a result).
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    ResolveApproval: step, call_id, approved, event,
---         approved: next_status, job (when it runs on a queue);
+--         approved: next_status, job (when it runs on a queue, or a job starts its work:
+--         a sub-agent's child run, a workflow's nodes);
 --         denied: result, events, next_job
 -- Replies APPROVED | RECORDED | CONTINUED | FINISHED (a denial recorded)
 --         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
@@ -19,10 +20,8 @@ if st ~= CALL.AWAITING_APPROVAL then return reply(OUT.WRONG_STATE, {call_status 
 emit(A.event)
 if A.approved then
   redis.call('HSET', step, S.CALL_STATUS .. A.call_id, A.next_status)
-  if A.next_status == CALL.QUEUED then
-    enqueue(A.job)
-    unpark(A.step)
-  end
+  if A.job then enqueue(A.job) end
+  if A.next_status == CALL.QUEUED then unpark(A.step) end
   return reply(OUT.APPROVED)
 end
 unpark(A.step)

@@ -25,10 +25,13 @@ from agentq.orchestrator.state.inputs import (
     FailRun,
     InputAnswer,
     InputRequest,
+    NodeCandidate,
     PostResult,
     RecordResult,
     ResolveApproval,
     TransitionInput,
+    WorkflowFinal,
+    WorkflowRecord,
 )
 from agentq.orchestrator.state.jobs import JOB_EXPIRES_MS, QueuedJob
 from agentq.orchestrator.state.replies import (
@@ -39,6 +42,7 @@ from agentq.orchestrator.state.replies import (
     Reply,
 )
 from agentq.orchestrator.state.status import (
+    CHILD_USAGE_FIELDS,
     PARKED_CALL_STATUSES,
     TERMINAL_STATUSES,
     USAGE_FIELDS,
@@ -53,6 +57,7 @@ from agentq.orchestrator.state.status import (
 )
 
 __all__ = [
+    "CHILD_USAGE_FIELDS",
     "INPUTS",
     "JOB_EXPIRES_MS",
     "PARKED_CALL_STATUSES",
@@ -77,6 +82,7 @@ __all__ = [
     "InputRequest",
     "InputStatus",
     "MetaField",
+    "NodeCandidate",
     "Outcome",
     "PostResult",
     "QueuedJob",
@@ -88,6 +94,8 @@ __all__ = [
     "StepAfter",
     "StepField",
     "TransitionInput",
+    "WorkflowFinal",
+    "WorkflowRecord",
     "call_field",
     "keys",
 ]

@@ -52,6 +52,11 @@ class CreateRun(TransitionInput):
     next_job: QueuedJob
     # Enqueued when the run ends, however it ends (a batch admits its next line from it).
     end_job: QueuedJob | None = None
+    # A child run (a sub-agent's): its parent's call (JSON {run_id, step, call_id}), the
+    # job its end enqueues to answer that call, and its depth below the top run.
+    parent: str | None = None
+    parent_job: QueuedJob | None = None
+    depth: int = 0
     # A fork starts at `start_step` with the original's first steps copied (their step
     # hashes, field -> value), its usage so far, and where it came from (JSON).
     start_step: int = 0
@@ -133,6 +138,9 @@ class PostResult(RecordResult):
 
     script = "post_result"
 
+    # A child run's usage, added to the parent's children's totals with the result.
+    child_usage: Usage | None = None
+
 
 class ExpireParked(RecordResult):
     """A parked call's deadline passed: its (error) result, unless it was resolved."""
@@ -210,6 +218,41 @@ class Cancel(TransitionInput):
     reason: str | None = None
 
 
+class NodeCandidate(BaseModel):
+    """A workflow node that may become ready: its job, and the nodes it waits for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: QueuedJob
+    needs: list[str]
+
+
+class WorkflowFinal(BaseModel):
+    """The workflow call's result (the output's value, or a failed node's error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    result: str  # ToolResultPart JSON
+    events: list[str]
+    next_job: QueuedJob
+    # What its llm nodes used, added to the run's children's usage with the result.
+    usage: Usage | None = None
+
+
+class WorkflowRecord(TransitionInput):
+    """One workflow node's outcome (NodeOutcome JSON), written once."""
+
+    script = "workflow_record"
+
+    step: int
+    call_id: str
+    node: str
+    outcome: str
+    events: list[str]
+    candidates: list[NodeCandidate] = Field(default_factory=list)
+    final: WorkflowFinal | None = None
+
+
 INPUTS: tuple[type[TransitionInput], ...] = (
     CreateRun,
     BeginStep,
@@ -224,4 +267,5 @@ INPUTS: tuple[type[TransitionInput], ...] = (
     Emit,
     FailRun,
     Cancel,
+    WorkflowRecord,
 )

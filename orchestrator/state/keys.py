@@ -19,6 +19,8 @@ EVENTS_SUFFIX = ":events"
 TOOLS_SUFFIX = ":tools"
 STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
+WORKFLOW_INFIX = ":wf:"
+WORKFLOW_SEPARATOR = ":"  # between the step and the call id of a workflow's hash
 HOOK_REPLY_INFIX = ":prep:"
 SUMMARY_SUFFIX = ":summary"
 WEBHOOKS_SUFFIX = ":webhooks"  # hash: webhook index -> the last event seq it settled
@@ -49,6 +51,12 @@ JOB_SEPARATOR = ":"
 MODEL_JOB_SUFFIX = ":model"
 CALL_JOB_INFIX = ":call:"
 EXPIRY_JOB_INFIX = ":expire:"
+# A parked call some job starts (a sub-agent's child run, a workflow's first nodes).
+START_JOB_INFIX = ":start:"
+# A child run's end hands its parent's call the result (tagged with the child's id).
+PARENT_JOB_SUFFIX = "parent"
+# One node of a workflow call: `...:node:<call id>:<node id>`.
+NODE_JOB_INFIX = ":node:"
 PREPARE_JOB_SUFFIX = ":prepare"
 SUMMARY_JOB_SUFFIX = ":summary"
 RESUMED_JOB_SUFFIX = ":resumed"
@@ -85,6 +93,11 @@ def step(run_id: str, n: int) -> str:
 def answer(run_id: str, request_id: str) -> str:
     """A list the answer to an input request (elicitation) is pushed to."""
     return meta(run_id) + ANSWER_INFIX + request_id
+
+
+def workflow(run_id: str, step: int, call_id: str) -> str:
+    """A hash of a workflow call's node results (node id -> result JSON, written once)."""
+    return f"{meta(run_id)}{WORKFLOW_INFIX}{step}{WORKFLOW_SEPARATOR}{call_id}"
 
 
 def hook_reply(run_id: str, step: int, request_id: str) -> str:
@@ -140,6 +153,18 @@ def tool_job_id(run_id: str, step: int, call_id: str) -> str:
 
 def expiry_job_id(run_id: str, step: int, call_id: str) -> str:
     return f"{job_prefix(run_id)}{step}{EXPIRY_JOB_INFIX}{call_id}"
+
+
+def start_job_id(run_id: str, step: int, call_id: str) -> str:
+    return f"{job_prefix(run_id)}{step}{START_JOB_INFIX}{call_id}"
+
+
+def parent_job_id(child_run_id: str) -> str:
+    return job_prefix(child_run_id) + PARENT_JOB_SUFFIX
+
+
+def node_job_id(run_id: str, step: int, call_id: str, node: str) -> str:
+    return f"{job_prefix(run_id)}{step}{NODE_JOB_INFIX}{call_id}{JOB_SEPARATOR}{node}"
 
 
 def prepare_job_id(run_id: str, step: int, request_id: str) -> str:

@@ -15,6 +15,7 @@ from agentq.orchestrator.messages import ToolMessage
 from agentq.orchestrator.state import keys
 from agentq.orchestrator.state.calls import CallField
 from agentq.orchestrator.state.status import (
+    CHILD_USAGE_FIELDS,
     USAGE_FIELDS,
     CallStatus,
     InputStatus,
@@ -43,6 +44,8 @@ KEY_CONSTANTS: dict[str, str] = {
     "TOOLS": keys.TOOLS_SUFFIX,
     "STEP": keys.STEP_INFIX,
     "ANSWER": keys.ANSWER_INFIX,
+    "WORKFLOW": keys.WORKFLOW_INFIX,
+    "WORKFLOW_SEPARATOR": keys.WORKFLOW_SEPARATOR,
     "RUN_ENDED": keys.RUN_ENDED,
     "ARQ_JOB": keys.ARQ_JOB_PREFIX,
     "ARQ_ABORT": keys.ARQ_ABORT_SET,
@@ -86,6 +89,10 @@ def render(extra: Mapping[str, str] | None = None) -> str:
         f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in USAGE_FIELDS.items()
     )
     lines.append(f"local USAGE = {{{usage}}}  -- {{Usage field, meta field}}")
+    child = ", ".join(
+        f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in CHILD_USAGE_FIELDS.items()
+    )
+    lines.append(f"local CHILD_USAGE = {{{child}}}  -- {{Usage field, meta field}}")
     open_, close = tool_message_frame()
     lines.append(
         f"local TOOL_MESSAGE_OPEN, TOOL_MESSAGE_CLOSE = {_lua_str(open_)}, {_lua_str(close)}"

@@ -32,6 +32,8 @@ class BeginStepReply(Reply):
     spec: str = ""
     tools: LuaList = []
     messages: LuaList = []
+    # A child run's parent call (JSON {run_id, step, call_id}): its progress goes there.
+    parent: str | None = None
 
 
 class ClaimCallReply(Reply):

@@ -106,6 +106,17 @@ class MetaField(StrEnum):
     USAGE_TOTAL = "u_total"
     USAGE_CACHED = "u_cached"
     USAGE_REASONING = "u_reason"
+    # A child run (a sub-agent's): its parent's call as JSON {run_id, step, call_id}, the
+    # job its end enqueues to hand the parent its result (a QueuedJob), and how deep it is.
+    PARENT = "parent"
+    PARENT_JOB = "parent_job"
+    DEPTH = "depth"
+    # What the run's children used, kept apart from its own usage.
+    CHILD_USAGE_INPUT = "cu_in"
+    CHILD_USAGE_OUTPUT = "cu_out"
+    CHILD_USAGE_TOTAL = "cu_total"
+    CHILD_USAGE_CACHED = "cu_cached"
+    CHILD_USAGE_REASONING = "cu_reason"
     ORIGIN = "origin"  # a fork's {run_id, step} as JSON (orchestrator/fork.py)
     # Steps answered through a provider batch API (batch-priced), and their tokens.
     BATCH_STEPS = "b_steps"
@@ -121,6 +132,15 @@ USAGE_FIELDS: dict[str, MetaField] = {
     "total_tokens": MetaField.USAGE_TOTAL,
     "cached_input_tokens": MetaField.USAGE_CACHED,
     "reasoning_tokens": MetaField.USAGE_REASONING,
+}
+
+# The children's usage (sub-agents), by `Usage` field.
+CHILD_USAGE_FIELDS: dict[str, MetaField] = {
+    "input_tokens": MetaField.CHILD_USAGE_INPUT,
+    "output_tokens": MetaField.CHILD_USAGE_OUTPUT,
+    "total_tokens": MetaField.CHILD_USAGE_TOTAL,
+    "cached_input_tokens": MetaField.CHILD_USAGE_CACHED,
+    "reasoning_tokens": MetaField.CHILD_USAGE_REASONING,
 }
 
 

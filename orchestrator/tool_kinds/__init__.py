@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from agentq.orchestrator.tool_kinds.agent import AgentKind
 from agentq.orchestrator.tool_kinds.base import (
     KindConfig,
     ResolveContext,
@@ -22,6 +23,7 @@ from agentq.orchestrator.tool_kinds.http import HttpKind
 from agentq.orchestrator.tool_kinds.mcp import McpKind
 from agentq.orchestrator.tool_kinds.provider import ProviderKind
 from agentq.orchestrator.tool_kinds.remote import RemoteKind
+from agentq.orchestrator.tool_kinds.workflow import WorkflowKind
 
 for _plugin in (
     FunctionKind(),
@@ -29,6 +31,8 @@ for _plugin in (
     McpKind(),
     CodeKind(),
     ProviderKind(),
+    AgentKind(),
+    WorkflowKind(),
     RemoteKind(),
     HttpKind(),
 ):

@@ -117,6 +117,9 @@ class ToolDef(BaseModel):
     description: str = ""
     input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
     queue: str | None = None  # None: nothing executes it here (client, provider)
+    # A call that parks until a job of this queue has started what answers it (an agent's
+    # child run, a workflow's nodes): the `start_call` job. None: nothing starts it.
+    start_queue: str | None = None
     needs_approval: bool = False
     timeout_s: float = 60.0
     # How long a call may stay parked before it becomes a tool error (None: no deadline;

@@ -46,6 +46,8 @@ from agentq.orchestrator.state import (
     RunStatus,
     StepAfter,
     StepField,
+    WorkflowFinal,
+    WorkflowRecord,
     keys,
 )
 from agentq.orchestrator.store import RunStore
@@ -177,6 +179,10 @@ def _expect_call(probe: str, m: Model, c1: str) -> Effect:
         if c1 != CallStatus.AWAITING_RESULT:
             return Effect(Outcome.WRONG_STATE, m)
         return _completed(_unparked(done), 0)
+    if probe == "workflow_record":  # the output node of a workflow call answers it
+        if c1 != CallStatus.AWAITING_RESULT:
+            return Effect(Outcome.WRONG_STATE, m)
+        return _completed(_unparked(done), 1)
     if probe == "expire_parked":
         if c1 not in PARKED:
             return Effect(Outcome.WRONG_STATE, m)
@@ -373,6 +379,19 @@ def _probe(name: str, call: str) -> Callable[[RunStore], Awaitable[Reply]]:
         "record_result": lambda s: s.record_result(result),
         "post_result": lambda s: s.post_result(PostResult(run_id=RUN, **fields)),
         "expire_parked": lambda s: s.expire_parked(ExpireParked(run_id=RUN, **fields)),
+        "workflow_record": lambda s: s.workflow_record(
+            WorkflowRecord(
+                run_id=RUN,
+                step=0,
+                call_id=call,
+                node="out",
+                outcome=json.dumps({"status": "done", "output": 1}),
+                events=[_event("tool-progress")],
+                final=WorkflowFinal(
+                    result=result.result, events=result.events, next_job=result.next_job
+                ),
+            )
+        ),
         "approve": lambda s: s.resolve_approval(
             ResolveApproval(
                 run_id=RUN,
@@ -423,6 +442,7 @@ CALL_PROBES = (
     "record_result",
     "post_result",
     "expire_parked",
+    "workflow_record",
     "approve",
     "deny",
     "input_request",
@@ -546,6 +566,6 @@ def test_the_table_covers_every_transition() -> None:
     scripts = {m.script for m in INPUTS}
     probed = {"create", "emit", "fail_run", "cancel", "begin_step", "commit_step"}
     probed |= {"claim_call", "record_result", "post_result", "expire_parked"}
-    probed |= {"resolve_approval", "input_request", "input_answer"}
+    probed |= {"resolve_approval", "input_request", "input_answer", "workflow_record"}
     assert scripts == probed
     assert len(TABLE) == len(STATES) * len(PROBES)

@@ -247,7 +247,7 @@ def test_shell_completion_as_documented() -> None:
     words = agentq(
         env={"_AGENTQ_COMPLETE": "bash_complete", "COMP_WORDS": "agentq wo", "COMP_CWORD": "1"}
     )
-    assert words.stdout.split() == ["plain,worker", "plain,workers"]
+    assert words.stdout.split() == ["plain,worker", "plain,workers", "plain,workflow"]
 
 
 def test_build_images_when_they_exist_says_so(tmp_path: Path) -> None:
