@@ -81,3 +81,67 @@ def test_a_person_answers_an_mcp_question_at_the_prompt(
     tool_messages = [m for m in sent[-1]["messages"] if m.get("role") == "tool"]
     assert tool_messages, sent[-1]
     assert "hello Grace (85)" in json.dumps(tool_messages)
+
+
+# Stand-ins for the two slow commands `agentq sandbox build-images` runs, first on PATH:
+# this test is about what a person sees while a build runs, not about Debian or Docker
+# (the sandbox suite builds the real images). debootstrap holds until the test has seen
+# the live status line, so the build is seen in progress without any timing.
+FAKE_DEBOOTSTRAP = """#!/bin/sh
+# debootstrap [options] SUITE ROOTFS MIRROR: ROOTFS is the next to last argument
+eval rootfs=\\${$(($# - 1))}
+mkdir -p "$rootfs/etc" "$rootfs/var/cache/apt/archives" "$rootfs/var/lib/apt/lists"
+: > "$rootfs/etc/passwd"; : > "$rootfs/etc/group"
+i=0
+while [ ! -e "$RELEASE" ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i + 1)); done
+"""
+FAKE_DOCKER = """#!/bin/sh
+case "$1" in
+  info) echo 20.10.24 ;;
+  image) exit 1 ;;  # `docker image inspect NAME`: no such image yet
+  import) cat > /dev/null; echo sha256:0123 ;;
+  tag) ;;
+  *) echo "fake docker: unexpected $*" >&2; exit 1 ;;
+esac
+"""
+
+
+def test_sandbox_build_images_shows_its_progress_on_a_terminal(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, script in (("debootstrap", FAKE_DEBOOTSTRAP), ("docker", FAKE_DOCKER)):
+        (bin_dir / name).write_text(script)
+        (bin_dir / name).chmod(0o755)
+    release = tmp_path / "release"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(REPO),
+        "PATH": f"{bin_dir}:/usr/bin:/bin",
+        "RELEASE": str(release),
+        "TERM": "xterm",
+        "NO_COLOR": "1",
+    }
+    child = pexpect.spawn(
+        sys.executable,
+        ["-m", "agentq", "sandbox", "build-images", "--mirror", "http://127.0.0.1:9/debian"],
+        cwd=str(REPO),
+        env=env,
+        encoding="utf-8",
+        timeout=PROMPT_TIMEOUT_S,
+        dimensions=(50, 200),
+    )
+    try:
+        # What the person sees first: what is built, from where, how, and how long it takes.
+        child.expect("building agentq-sandbox-node:v1, agentq-sandbox-python:v1 from ")
+        child.expect("http://127.0.0.1:9/debian: debootstrap of a Debian rootfs")
+        child.expect("about a minute")
+        # Then a live line with the elapsed time while the build runs.
+        child.expect("building… \\d+ s")
+        release.touch()
+        child.expect("built in \\d+ s")
+        child.expect("agentq-sandbox-python:v1")
+        child.expect(pexpect.EOF)
+    finally:
+        transcript = child.before or ""
+        child.close(force=True)
+    assert child.exitstatus == 0, transcript
