@@ -86,8 +86,8 @@ DIND_ENTRYPOINT = "/usr/local/bin/agentq-dockerd"
 # Docker-in-Docker without `--privileged`: a privileged container asks for every
 # capability, and a host whose dockerd lacks one (CAP_SYS_RESOURCE on the VMs agentq's CI
 # runs on) cannot start it at all. The compose file grants the engine all the capabilities
-# but that one, no seccomp/AppArmor profile and unmasked /proc, /sys; what privileged
-# gave besides, writable cgroups for the engine's own containers, this script takes.
+# but that one and no seccomp/AppArmor profile; what privileged gave besides, writable
+# cgroups for the engine's own containers, this script takes.
 DIND_SCRIPT = """#!/bin/sh
 set -eu
 if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
@@ -403,9 +403,10 @@ def fingerprint(recipe: Recipe) -> str:
 
 
 def source_digest(root: Path) -> str:
-    """The content of what a wheel of the checkout `root` holds (package-data included)."""
+    """The content of what a wheel of the checkout `root` holds (package-data included;
+    README.md, only the wheel's description, left out so a doc change rebuilds nothing)."""
     digest = hashlib.sha256()
-    names = [root / "pyproject.toml", root / "README.md"]
+    names = [root / "pyproject.toml"]
     for top in SOURCE_TREES:
         for directory, subdirs, files in os.walk(root / top, followlinks=True):
             subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")

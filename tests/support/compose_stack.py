@@ -36,6 +36,7 @@ CI_TOOLS = REPO / "tests/support/compose/ci_tools.py"
 # Survives between CI runs on the same machine (the saved sandbox images).
 CACHE = Path(os.environ.get("AGENTQ_CI_CACHE", "/var/tmp/agentq-ci"))
 API_KEY = "aq-compose-test-key"
+SERVICES = ("redis", "engine", "engine-images", "api", "model", "tools", "sandbox", "catalog")
 
 
 def require_docker_compose() -> str:
@@ -150,7 +151,12 @@ class Stack:
         assert done.returncode == 0, done.stderr[-4000:]
 
     def logs(self, *services: str) -> str:
-        return "\n" + self.compose("logs", "--no-color", "--tail", "60", *services).stdout[-12000:]
+        """The last lines of each service's log (Phoenix's banner left out unless asked)."""
+        names = services or SERVICES
+        return "".join(
+            f"\n--- {name}\n" + self.compose("logs", "--no-color", "--tail", "40", name).stdout
+            for name in names
+        )
 
     def container(self, service: str) -> str:
         done = self.compose("ps", "-q", service)
@@ -168,12 +174,12 @@ class Stack:
         loaded: dict[str, Any] = json.loads(done.stdout)
         return loaded
 
-    def healthy(self, *services: str) -> bool:
+    def health(self, *services: str) -> dict[str, str]:
+        found: dict[str, str] = {}
         for service in services:
             state = self.state(service)
-            if state.get("Health", {}).get("Status") != "healthy":
-                return False
-        return True
+            found[service] = str(state.get("Health", {}).get("Status") or state.get("Status"))
+        return found
 
     @property
     def api(self) -> str:
@@ -190,7 +196,13 @@ class Stack:
 
     def wait_healthy(self, services: Sequence[str], timeout_s: float = 300) -> None:
         try:
-            eventually(lambda: self.healthy(*services), "the stack to be healthy", timeout_s, 1)
+            eventually(
+                lambda: self.health(*services),
+                "the stack to be healthy",
+                timeout_s,
+                1,
+                until=lambda found: set(found.values()) == {"healthy"},
+            )
         except AssertionError as exc:
             raise AssertionError(f"{exc}{self.logs()}") from None
 

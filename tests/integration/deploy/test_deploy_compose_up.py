@@ -62,7 +62,8 @@ def test_the_compose_stack_runs_an_agent_through_a_tools_restart(tmp_path: Path)
     try:
         began = time.monotonic()
         stack.up()
-        stack.wait_healthy(("redis", "engine", "api", *WORKERS))
+        # Phoenix too: spans exported before it listens are lost.
+        stack.wait_healthy(("redis", "engine", "api", *WORKERS, "phoenix"))
         times["up to healthy"] = time.monotonic() - began
 
         began = time.monotonic()
