@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from agentq.orchestrator.spec import RunSpec
     from agentq.workers.embedded import embedded
     from agentq.workers.function_tools import FunctionTool, tool
+    from agentq.workers.step_hooks import prepare_step
 
 _EXPORTS = {
     "AgentqError": "agentq.orchestrator.errors",
@@ -48,6 +49,7 @@ _EXPORTS = {
     "StepResult": "agentq.orchestrator.result",
     "ToolError": "agentq.orchestrator.errors",
     "embedded": "agentq.workers.embedded",
+    "prepare_step": "agentq.workers.step_hooks",
     "tool": "agentq.workers.function_tools",
 }
 __all__ = [
@@ -67,6 +69,7 @@ __all__ = [
     "StepResult",
     "ToolError",
     "embedded",
+    "prepare_step",
     "tool",
 ]
 

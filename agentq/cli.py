@@ -1147,3 +1147,11 @@ def images_build(
         click.echo(f"{image.name}\t{image.size_bytes / 1e6:.0f} MB\t{how}")
     if saved is not None:
         click.echo(f"sandbox images saved to {saved}")
+
+
+# -- fork and replay (agentq/cli_loops.py) ---------------------------------------
+
+from agentq.cli_loops import fork_command, replay_command  # noqa: E402
+
+main.add_command(fork_command)
+main.add_command(replay_command)

@@ -37,12 +37,14 @@ from agentq.orchestrator.errors import (
     RunTimeoutError,
 )
 from agentq.orchestrator.events import Event, event_json
+from agentq.orchestrator.fork import ForkCopy, fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.listings import WorkerRecord
 from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.providers import provider_table
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.redis_faults import Backoff, describe, is_transient
+from agentq.orchestrator.replay import ReplayReport, replay
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
 from agentq.orchestrator.run_index import (
     DEFAULT_TENANT,
@@ -54,7 +56,7 @@ from agentq.orchestrator.run_index import (
     summarize,
 )
 from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.spec import ModelRef, RunSpec
 from agentq.orchestrator.state import (
     CallStatus,
     InputStatus,
@@ -65,7 +67,9 @@ from agentq.orchestrator.state import (
     ResolveApproval,
     TransitionInput,
 )
+from agentq.orchestrator.step_prep import announced_hooks, checked_preparation
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_output import bounded_result
 from agentq.orchestrator.tool_resolution import (
     ToolAnnouncement,
@@ -224,7 +228,48 @@ class Client:
         except ResponseError:
             return  # a Redis without script flags (< 7): the transitions judge alone
 
-    async def _create(self, run_spec: RunSpec, tenant: str | None) -> tuple[str, bool]:
+    async def fork(
+        self,
+        run_id: str,
+        at_step: int,
+        patch: Mapping[str, Any] | None = None,
+        *,
+        tenant: str | None = None,
+    ) -> str:
+        """A new run with the first `at_step` steps of `run_id` copied (history, model
+        responses, tool results) and the rest live, its spec patched by `patch` (a JSON
+        merge patch). Raises SpecError when the run has not reached that step or the
+        patched spec names what the deployment does not offer. Returns the new run id,
+        listed under `tenant` (default: the original's)."""
+        with _redis_errors():
+            meta, messages, steps = await self.store.snapshot(run_id)
+        copy = fork_copy(run_id, at_step, meta, messages, steps)
+        spec = RunSpec.model_validate(patched_spec(meta[MetaField.SPEC], patch))
+        with _redis_errors():
+            new_id, _ = await self._create(spec, tenant or meta.get("tenant"), fork=copy)
+        return new_id
+
+    async def replay(self, run_id: str, patch: Mapping[str, Any] | None = None) -> ReplayReport:
+        """Today's loop over the run's recorded responses and results (no provider, no
+        tool called): every step where it would send something else or take another
+        path. `patch` (a JSON merge patch on the spec) asks "what if the spec were...".
+        """
+        with _redis_errors():
+            meta, messages, steps = await self.store.snapshot(run_id)
+            by_name = {
+                ToolDef.model_validate_json(t).name: ToolDef.model_validate_json(t)
+                for t in await self.store.tool_defs(run_id)
+            }
+        order = json.loads(meta.get(MetaField.TOOL_ORDER, "[]"))
+        tools = [by_name[n] for n in order if n in by_name]
+        spec = RunSpec.model_validate(
+            merge_patch(json.loads(meta[MetaField.SPEC]), patch or {}), context=STORED_SPEC
+        )
+        return replay(run_id, spec, tools, meta, messages, steps)
+
+    async def _create(
+        self, run_spec: RunSpec, tenant: str | None, *, fork: ForkCopy | None = None
+    ) -> tuple[str, bool]:
         await self._admit()
         now = time.time()
         registry = await self.store.registry()
@@ -237,9 +282,16 @@ class Client:
                 run_spec, registry, now, model_provider=endpoint.provider, settings=self.settings
             )
         ]
+        run_spec = await checked_preparation(
+            run_spec,
+            [t.name for t in tools],
+            hooks=announced_hooks(live_registry(registry, now)),
+            resolve=lambda ref: self._resolve_ref(ref, registry, now),
+        )
         run_id = run_spec.id or uuid.uuid4().hex
         hops = tracing.Hops(run_id)
-        args = hops.stamp(create_args(run_id, run_spec, tools, run_spec.initial_messages()))
+        args = create_args(run_id, run_spec, tools, run_spec.initial_messages())
+        args = hops.stamp(fork.applied(args) if fork is not None else args)
         reply = await self.store.create(args)
         hops.sent(enqueued_job_ids(args, reply.outcome))
         if reply.outcome == Outcome.CONFLICT:
@@ -318,6 +370,20 @@ class Client:
             )
             spec = spec.model_copy(update={"model": model})
         return spec, endpoint
+
+    async def _resolve_ref(
+        self, ref: ModelRef, registry: dict[str, ToolAnnouncement], now: float
+    ) -> ModelRef:
+        """Another model of the spec (a step rule's, the summary model), checked as the
+        main model is."""
+        table = provider_table(announced_providers(live_registry(registry, now)))
+        endpoint = self.endpoint_policy.resolve(ref, table)
+        await self.endpoint_policy.check_addresses(endpoint)
+        if endpoint.endpoint is not None and ref.endpoint is None:
+            return ref.model_copy(
+                update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
+            )
+        return ref
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""

@@ -32,6 +32,7 @@ __all__ = [
     "ARQ_RESULT_PREFIX",
     "JOB_EXPIRES_MS",
     "MODEL_QUEUE",
+    "RESUMED_STEP",
     "SANDBOX_QUEUE",
     "TOOLS_QUEUE",
     "JobEnvelope",
@@ -44,7 +45,9 @@ __all__ = [
 ]
 
 # A parked call's deadline (`park_expiry`) is a deferred job on the model queue.
-JobKind = Literal["model_step", "tool_call", "park_expiry"]
+JobKind = Literal["model_step", "tool_call", "park_expiry", "prepare_step", "summarize"]
+# The call_id of a model step run again after its context summary was stored.
+RESUMED_STEP = "resumed"
 
 MODEL_QUEUE = "model"
 TOOLS_QUEUE = "tools"
@@ -74,8 +77,14 @@ class JobEnvelope(BaseModel):
 
 def job_id(envelope: JobEnvelope) -> str:
     """The job's id, derived from (run, step, call): a duplicate enqueue is a no-op."""
+    if envelope.kind == "model_step" and envelope.call_id == RESUMED_STEP:
+        return keys.resumed_model_job_id(envelope.run_id, envelope.step)
     if envelope.kind == "model_step":
         return model_job_id(envelope.run_id, envelope.step)
+    if envelope.kind == "summarize":
+        return keys.summary_job_id(envelope.run_id, envelope.step)
+    if envelope.kind == "prepare_step":
+        return keys.prepare_job_id(envelope.run_id, envelope.step, envelope.call_id or "")
     assert envelope.call_id is not None
     if envelope.kind == "park_expiry":
         return keys.expiry_job_id(envelope.run_id, envelope.step, envelope.call_id)

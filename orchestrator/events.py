@@ -31,6 +31,7 @@ EventType = Literal[
     "tool-result",
     "tool-error",
     "finish-step",
+    "context-compacted",
     "finish",
     "error",
     "abort",

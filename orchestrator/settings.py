@@ -55,3 +55,15 @@ class Settings(BaseSettings):
     rate_limits: dict[str, tuple[int | None, int | None] | tuple[int | None, int | None, float]] = (
         Field(default_factory=dict)
     )
+    # Provider batch APIs (`"model": {..., "batch": true}`): a collector submits a group's
+    # parked requests once this many are waiting or the oldest has waited this long, polls
+    # the provider this often, and holds its group under a lease of this length (another
+    # worker takes a dead collector's group over when it lapses).
+    provider_batch_max_requests: int = Field(default=1000, ge=1, le=50_000)
+    provider_batch_max_age_s: float = Field(default=60.0, ge=0)
+    provider_batch_poll_s: float = Field(default=10.0, gt=0)
+    provider_batch_lease_s: float = Field(default=30.0, gt=0)
+    # Direct prices, USD per million tokens [input, output], by "provider:model" (or
+    # "provider:*"), and the batch discount: what `batch status` estimates was saved.
+    provider_batch_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    provider_batch_discount: float = Field(default=0.5, ge=0, le=1)

@@ -60,9 +60,9 @@ from opentelemetry.trace import (
     StatusCode,
     TraceFlags,
 )
-from pydantic import BaseModel
 
 from agentq.orchestrator import genai_content
+from agentq.orchestrator.state.inputs import TransitionInput
 from agentq.orchestrator.state.jobs import QueuedJob
 from agentq.orchestrator.state.keys import QUEUE_PREFIX
 
@@ -74,7 +74,7 @@ log = logging.getLogger("agentq.tracing")
 
 # A transition's typed input (CreateRun, CommitStep, RecordResult, ...), whose jobs
 # `Hops.stamp` stamps.
-Input = TypeVar("Input", bound=BaseModel)
+Input = TypeVar("Input", bound=TransitionInput)
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 MESSAGING_SYSTEM = "redis"
@@ -392,7 +392,10 @@ class Hops:
         in_run = trace.get_current_span().get_span_context().trace_id == run_ids(self.run_id)[0]
         parent = None if in_run else run_context(self.run_id)
         update: dict[str, Any] = {}
+        idle = args.idle_job_fields()
         for field in type(args).model_fields:
+            if field in idle:
+                continue
             value = getattr(args, field)
             if isinstance(value, QueuedJob):
                 update[field] = self._stamped(value, parent)

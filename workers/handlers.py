@@ -20,7 +20,7 @@ from arq.typing import WorkerCoroutine
 from opentelemetry.trace import SpanKind
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, JobKind, job_id
+from agentq.orchestrator.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope, JobKind, job_id
 from agentq.orchestrator.errors import ProviderError, ToolError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
@@ -43,6 +43,7 @@ from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_re
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
+from agentq.workers.context_job import summarize_job
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.genai_spans import (
     chat_attributes,
@@ -53,10 +54,14 @@ from agentq.workers.genai_spans import (
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.liveness import OUTAGE
 from agentq.workers.metrics import WorkerMetrics, observe_model_call
-from agentq.workers.providers import ModelRequest, OfferedTool
+from agentq.workers.provider_batch.step import Route, batch_answer
+from agentq.workers.provider_batch.store import ProviderBatchStore
+from agentq.workers.providers import ModelRequest, ModelResponse, OfferedTool
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
 from agentq.workers.sink import DeltaEvents
+from agentq.workers.step_hook_job import prepare_step_job
+from agentq.workers.step_preparation import StepDeferred, StepPreparationFailed, prepare
 
 log = logging.getLogger("agentq.worker")
 
@@ -73,6 +78,8 @@ class WorkerDeps:
     max_deliveries: int = 5
     metrics: WorkerMetrics | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    # Provider batch records (None: `"batch": true` steps call the model directly).
+    batches: ProviderBatchStore | None = None
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -178,10 +185,31 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         return
     spec = RunSpec.model_validate_json(begun.spec, context=STORED_SPEC)
     tools = [ToolDef.model_validate_json(t) for t in begun.tools]
+    history = [MESSAGE_ADAPTER.validate_json(m) for m in begun.messages]
+    try:  # prepareStep and context management (workers/step_preparation.py)
+        prepared = await prepare(
+            deps.store,
+            deps.models,
+            run_id,
+            step,
+            spec,
+            tools,
+            history,
+            resumed=envelope.call_id == RESUMED_STEP,
+        )
+    except StepDeferred:
+        return  # its context summary is written first (workers/context_job.py)
+    except StepPreparationFailed as exc:
+        failed = await deps.store.fail_run(
+            run_id, RunFailure(kind=exc.kind, message=exc.message, step=step)
+        )
+        await _ended(deps, failed.outcome, envelope)
+        return
+    spec = prepared.spec
     request = ModelRequest(
         model=spec.model,
         system=spec.system,
-        messages=[MESSAGE_ADAPTER.validate_json(m) for m in begun.messages],
+        messages=prepared.messages,
         tools=[
             OfferedTool(
                 name=t.name,
@@ -203,12 +231,21 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         attributes=lambda: chat_attributes(request, run_id, deps.models.base_url(request)),
     ) as chat_span:
         try:
-            response = await observe_model_call(
-                deps.metrics,
-                request.model.provider,
-                request.model.name,
-                deps.models.generate(request, sink),
-            )
+            batched = await _batch_route(deps, spec, request, sink)
+            if batched is Route.PARK:
+                log.debug("model step %s/%d parked for a provider batch", run_id, step)
+                tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "parked"})
+                return
+            if batched is Route.DIRECT:
+                response = await observe_model_call(
+                    deps.metrics,
+                    request.model.provider,
+                    request.model.name,
+                    deps.models.generate(request, sink),
+                )
+            else:
+                response = batched
+                tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "answered"})
         except ProviderError as exc:
             tracing.record_exception(exc, str(exc.status) if exc.status else None)
             await sink.flush()
@@ -232,11 +269,24 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             run_id=run_id,
         )
     plan = plan_step(spec, tools, step, response)
+    plan.prepared = prepared.record
     hops = tracing.Hops(run_id)
     args = hops.stamp(commit_args(run_id, plan))
+    if not isinstance(batched, Route):
+        args = args.model_copy(update={"batch": True})
     committed = await deps.store.commit_step(args)
     hops.sent(enqueued_job_ids(args, committed.outcome))
     await _ended(deps, committed.outcome, envelope)
+
+
+async def _batch_route(
+    deps: WorkerDeps, spec: RunSpec, request: ModelRequest, sink: DeltaEvents
+) -> ModelResponse | Route:
+    """A `"batch": true` step parks its request, or takes the answer a collector brought
+    (workers/provider_batch/); every other step calls the model directly."""
+    if not spec.model.batch or deps.batches is None:
+        return Route.DIRECT
+    return await batch_answer(deps.batches, deps.models, request, sink.run_id, sink.step, sink)
 
 
 async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
@@ -409,4 +459,6 @@ JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "model_step": model_step,
     "tool_call": tool_call,
     "park_expiry": park_expiry,
+    "prepare_step": prepare_step_job,
+    "summarize": summarize_job,
 }

@@ -55,6 +55,7 @@ from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecErr
 from agentq.orchestrator.redis_conn import connect, is_memory_url
 from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.step_prep import PREPARE_STEP_KIND
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_kinds.mcp import MCP_SERVER_KIND
 from agentq.orchestrator.tool_resolution import (
@@ -76,13 +77,16 @@ from agentq.workers.liveness import (
     pool_key,
 )
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
+from agentq.workers.provider_batch.collector import Collector
+from agentq.workers.provider_batch.store import ProviderBatchStore
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
+from agentq.workers.step_hooks import hook_announcements
 
 log = logging.getLogger("agentq.worker")
 
 # Registry entries that announce something other than a tool.
-_NOT_TOOLS = frozenset({MODEL_PROVIDER_KIND, MCP_SERVER_KIND})
+_NOT_TOOLS = frozenset({MODEL_PROVIDER_KIND, MCP_SERVER_KIND, PREPARE_STEP_KIND})
 
 # arq's own timeout only backstops ours: calls carry their deadlines, and a
 # dead worker is found by its lapsed lease, not by this.
@@ -385,6 +389,7 @@ class WorkerRuntime:
         self._leased = False  # whether this process ever held its lease
         self._pools: list[str] = []
         self.redis: Redis | None = None
+        self._collector: Collector | None = None
 
     async def start(self) -> None:
         self.redis = connect(self.redis_url, self.settings)
@@ -409,7 +414,10 @@ class WorkerRuntime:
             max_deliveries=self.settings.max_deliveries,
             max_output_bytes=self.settings.max_tool_output_bytes,
             metrics=self.metrics,
+            batches=ProviderBatchStore(self.redis, retention_s=self.settings.retention_s),
         )
+        collector = Collector(self.redis, models, self.settings, self.worker_id)
+        self._collector = collector
         await self._take_lease()
         await self._join_pools()
         await self.announce()
@@ -445,6 +453,10 @@ class WorkerRuntime:
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
+        if MODEL_QUEUE in self.queues:
+            self._tasks.append(
+                asyncio.create_task(collector.run_forever(), name="agentq-provider-batch")
+            )
 
     # -- the lease -------------------------------------------------------------
 
@@ -538,6 +550,9 @@ class WorkerRuntime:
             queue = executor.queue or self.tool_queue
             for ann in await executor.announcements(queue):
                 sets.setdefault(ann.queue, []).append(registry_key(ann))
+        # Its prepare_step hooks too: a hook's job must find it on any worker of the queue.
+        for ann in hook_announcements(self.tool_queue):
+            sets.setdefault(ann.queue, []).append(registry_key(ann))
         return {q: sorted(set(t)) for q, t in sets.items() if q in self.queues}
 
     async def _join_pools(self) -> None:

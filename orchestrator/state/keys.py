@@ -19,6 +19,8 @@ EVENTS_SUFFIX = ":events"
 TOOLS_SUFFIX = ":tools"
 STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
+HOOK_REPLY_INFIX = ":prep:"
+SUMMARY_SUFFIX = ":summary"
 
 REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
 # hash: registry key -> ToolAnnouncement JSON, what the deployment serves (no expiry)
@@ -39,6 +41,9 @@ JOB_SEPARATOR = ":"
 MODEL_JOB_SUFFIX = ":model"
 CALL_JOB_INFIX = ":call:"
 EXPIRY_JOB_INFIX = ":expire:"
+PREPARE_JOB_SUFFIX = ":prepare"
+SUMMARY_JOB_SUFFIX = ":summary"
+RESUMED_JOB_SUFFIX = ":resumed"
 
 
 TAG_OPEN, TAG_CLOSE = "{", "}"
@@ -74,6 +79,16 @@ def answer(run_id: str, request_id: str) -> str:
     return meta(run_id) + ANSWER_INFIX + request_id
 
 
+def hook_reply(run_id: str, step: int, request_id: str) -> str:
+    """A list the overrides of a step's prepare_step hook, run elsewhere, are pushed to."""
+    return f"{meta(run_id)}{HOOK_REPLY_INFIX}{step}:{request_id}"
+
+
+def context_summary(run_id: str) -> str:
+    """The run's stored context summary (context management's `summarize`)."""
+    return meta(run_id) + SUMMARY_SUFFIX
+
+
 def run_keys(run_id: str) -> list[str]:
     """The KEYS every run transition declares; the others derive from KEYS[1]."""
     return [meta(run_id), messages(run_id), events(run_id)]
@@ -103,5 +118,75 @@ def expiry_job_id(run_id: str, step: int, call_id: str) -> str:
     return f"{job_prefix(run_id)}{step}{EXPIRY_JOB_INFIX}{call_id}"
 
 
+def prepare_job_id(run_id: str, step: int, request_id: str) -> str:
+    """One per request: a step run again asks again, even while the last job ends."""
+    return f"{job_prefix(run_id)}{step}{PREPARE_JOB_SUFFIX}:{request_id}"
+
+
+def summary_job_id(run_id: str, step: int) -> str:
+    return f"{job_prefix(run_id)}{step}{SUMMARY_JOB_SUFFIX}"
+
+
+def resumed_model_job_id(run_id: str, step: int) -> str:
+    """A model step run again once its summary is stored (another id: the first job of
+    the step may not have ended yet)."""
+    return model_job_id(run_id, step) + RESUMED_JOB_SUFFIX
+
+
 def arq_job(job_id: str) -> str:
     return ARQ_JOB_PREFIX + job_id
+
+
+# -- provider batch APIs (workers/provider_batch/) ----------------------------------
+# A step parked for a provider batch keeps its request and, later, its answer beside the
+# step's own keys (same run tag). A group of parked requests (one provider endpoint,
+# model and key) keeps its queue, its in-flight provider batches and its collector's
+# lease under the group's own hash tag, so each collector script touches one slot.
+BATCH_STEP_SUFFIX = ":batch"
+PROVIDER_BATCH_GROUPS = "aq:pbatch:groups"  # set of group ids with parked requests
+PROVIDER_BATCH_PREFIX = "aq:pbatch:"
+
+
+def batch_step(run_id: str, n: int) -> str:
+    """Hash: the parked request of step n, its group, and the provider's answer once in."""
+    return step(run_id, n) + BATCH_STEP_SUFFIX
+
+
+def provider_batch_group(group_id: str) -> str:
+    """Hash: the group's model reference (how a collector reaches its endpoint)."""
+    return PROVIDER_BATCH_PREFIX + tag(group_id)
+
+
+def provider_batch_pending(group_id: str) -> str:
+    """Sorted set: parked members not yet in a provider batch, by the time they parked."""
+    return provider_batch_group(group_id) + ":pending"
+
+
+def provider_batch_known(group_id: str) -> str:
+    """Set: every member parked and not yet answered (a re-parked member is a no-op)."""
+    return provider_batch_group(group_id) + ":known"
+
+
+def provider_batch_inflight(group_id: str) -> str:
+    """Set: the ids of the group's batches that are submitted or being submitted."""
+    return provider_batch_group(group_id) + ":inflight"
+
+
+def provider_batch(group_id: str, batch_id: str) -> str:
+    """Hash: one batch: its members in custom-id order, state, file and provider ids."""
+    return provider_batch_group(group_id) + ":b:" + batch_id
+
+
+def provider_batch_lease(group_id: str) -> str:
+    """String: the collector worker that holds the group (expires unless renewed)."""
+    return provider_batch_group(group_id) + ":lease"
+
+
+def batch_member(run_id: str, n: int) -> str:
+    """A parked step as a group member: `<step>:<run id>` (a run id has no ':')."""
+    return f"{n}:{run_id}"
+
+
+def parse_batch_member(member: str) -> tuple[str, int]:
+    n, _, run_id = member.partition(":")
+    return run_id, int(n)
