@@ -5,7 +5,7 @@ written and show the quickstart's answer.
 
 The container shares the host's network (apt and PyPI); the host's CA bundle is lent
 to pip for machines behind an intercepting proxy. The clone is the checkout's files
-(tracked and untracked, not ignored), copied in. About two minutes, mostly pip."""
+(tracked and untracked, not ignored), copied in. 40 to 75 s, mostly pip."""
 
 from __future__ import annotations
 
