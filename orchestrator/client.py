@@ -67,6 +67,7 @@ from agentq.orchestrator.state import (
     ResolveApproval,
     TransitionInput,
 )
+from agentq.orchestrator.state.keys import WEBHOOK_RUNS
 from agentq.orchestrator.step_prep import announced_hooks, checked_preparation
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_kinds.base import STORED_SPEC
@@ -85,6 +86,7 @@ from agentq.orchestrator.transitions import (
     result_args,
     tool_job,
 )
+from agentq.orchestrator.webhooks import check_webhooks
 
 
 def _text(value: bytes | str) -> str:
@@ -270,6 +272,7 @@ class Client:
     async def _create(
         self, run_spec: RunSpec, tenant: str | None, *, fork: ForkCopy | None = None
     ) -> tuple[str, bool]:
+        check_webhooks(run_spec.webhooks, self.settings)
         await self._admit()
         now = time.time()
         registry = await self.store.registry()
@@ -289,6 +292,9 @@ class Client:
             resolve=lambda ref: self._resolve_ref(ref, registry, now),
         )
         run_id = run_spec.id or uuid.uuid4().hex
+        if run_spec.webhooks:
+            # Listed first: a worker takes the run up once it exists (at least once).
+            await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
         hops = tracing.Hops(run_id)
         args = create_args(run_id, run_spec, tools, run_spec.initial_messages())
         args = hops.stamp(fork.applied(args) if fork is not None else args)

@@ -35,6 +35,8 @@ EventType = Literal[
     "finish",
     "error",
     "abort",
+    # After the run's other events (perhaps after it ended): a webhook gave up on one.
+    "webhook-failed",
 ]
 
 TERMINAL_EVENTS: frozenset[str] = frozenset({"finish", "error", "abort"})

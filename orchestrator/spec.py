@@ -25,6 +25,7 @@ from agentq.orchestrator.tool_kinds.code import CodeLimits, CodeToolSpec
 from agentq.orchestrator.tool_kinds.function import FunctionToolSpec
 from agentq.orchestrator.tool_kinds.mcp import McpToolSpec
 from agentq.orchestrator.tool_kinds.provider import ProviderToolSpec
+from agentq.orchestrator.webhooks import WebhookSpec
 
 
 class ScriptedToolCall(_Spec):
@@ -177,6 +178,8 @@ class RunSpec(_Spec):
     max_steps: int = Field(default=10, ge=1, le=1000)
     stop_when: list[StopCondition] = Field(default_factory=list)
     tool_timeout_s: float = Field(default=60.0, gt=0)
+    # Where workers POST the run's selected events (orchestrator/webhooks.py).
+    webhooks: list[WebhookSpec] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     id: str | None = None
     # Per-step preparation and context management (orchestrator/step_prep.py).

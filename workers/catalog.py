@@ -83,4 +83,10 @@ async def build_catalog(
             )
             for name, endpoint in sorted(models.endpoints.items())
         )
+    # The deployment's remote tools ($AGENTQ_REMOTE_TOOLS), served by services outside.
+    from agentq.orchestrator.settings import Settings
+    from agentq.orchestrator.tool_kinds.remote import load_remote_tools
+
+    declared = load_remote_tools(Settings().remote_tools)
+    announced.extend(tool.announcement() for tool in declared.tools)
     return announced, failures

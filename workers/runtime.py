@@ -57,6 +57,7 @@ from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.step_prep import PREPARE_STEP_KIND
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_kinds.http import HTTP_EXECUTOR_KIND
 from agentq.orchestrator.tool_kinds.mcp import MCP_SERVER_KIND
 from agentq.orchestrator.tool_resolution import (
     MODEL_PROVIDER_KIND,
@@ -75,6 +76,7 @@ from agentq.workers.liveness import (
     jobs_key,
     liveness_key,
     pool_key,
+    reap_cadence,
 )
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
 from agentq.workers.provider_batch.collector import Collector
@@ -82,11 +84,14 @@ from agentq.workers.provider_batch.store import ProviderBatchStore
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
 from agentq.workers.step_hooks import hook_announcements
+from agentq.workers.webhooks import WebhookDispatcher
 
 log = logging.getLogger("agentq.worker")
 
 # Registry entries that announce something other than a tool.
-_NOT_TOOLS = frozenset({MODEL_PROVIDER_KIND, MCP_SERVER_KIND, PREPARE_STEP_KIND})
+_NOT_TOOLS = frozenset(
+    {MODEL_PROVIDER_KIND, MCP_SERVER_KIND, PREPARE_STEP_KIND, HTTP_EXECUTOR_KIND}
+)
 
 # arq's own timeout only backstops ours: calls carry their deadlines, and a
 # dead worker is found by its lapsed lease, not by this.
@@ -457,6 +462,11 @@ class WorkerRuntime:
             self._tasks.append(
                 asyncio.create_task(collector.run_forever(), name="agentq-provider-batch")
             )
+            # The run's own workers deliver its webhooks.
+            webhooks = WebhookDispatcher(
+                self.redis, store, self.worker_id, settings=self.settings, env=self.env
+            )
+            self._tasks.append(asyncio.create_task(webhooks.run_forever(), name="agentq-webhooks"))
 
     # -- the lease -------------------------------------------------------------
 
@@ -501,10 +511,9 @@ class WorkerRuntime:
             return
         reap = self.redis.register_script(REAP)
         outage = OUTAGE
-        every_s = min(1.0, self.settings.lease_s / 4)
         # Redis counts as steady while reapers pass at least this often; after a gap,
         # live workers get this long to renew before anyone's jobs are re-delivered.
-        gap_ms = int(max(2 * every_s, self.settings.lease_s / 2) * 1000)
+        every_s, gap_ms = reap_cadence(self.settings.lease_s)
         suspects: set[str] = set()
         while True:
             await asyncio.sleep(every_s)

@@ -13,10 +13,11 @@ from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.settings import Settings
-from agentq.serve import errors, meta, runs
+from agentq.serve import errors, meta, remote, runs
 from agentq.serve.config import ServeConfig
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.limits import BodyLimit
+from agentq.serve.remote import RemoteService
 
 STATIC = resources.files("agentq.serve") / "static"
 
@@ -27,9 +28,12 @@ def create_app(config: ServeConfig) -> FastAPI:
         client = Client(config.redis_url, settings=Settings(redis_url=config.redis_url))
         app.state.client = client
         app.state.feeds = RunFeeds(client)
+        app.state.remote = RemoteService.from_client(client)
+        await app.state.remote.start()
         try:
             yield
         finally:
+            await app.state.remote.aclose()
             await app.state.feeds.aclose()
             await client.aclose()
 
@@ -43,6 +47,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     errors.install(app)
     app.include_router(meta.router)
     app.include_router(runs.router)
+    app.include_router(remote.router)
     from agentq.serve import chat
 
     app.include_router(chat.router)

@@ -18,7 +18,8 @@ from fastapi import Request
 from agentq.orchestrator.run_index import DEFAULT_TENANT
 from agentq.serve.errors import ApiError
 
-SCOPES = frozenset({"runs:read", "runs:write", "approve"})
+# `workers`: lease and report the calls of remote tools (agentq/serve/remote.py).
+SCOPES = frozenset({"runs:read", "runs:write", "approve", "workers"})
 
 
 def hash_key(key: str) -> str:

@@ -191,6 +191,9 @@ class Emit(TransitionInput):
     script = "emit"
 
     events: list[str]
+    # Append even to an ended run: reports about the run's delivery (webhook-failed),
+    # which are not part of its life.
+    after_end: bool = False
 
 
 class FailRun(TransitionInput):

@@ -21,11 +21,16 @@ STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
 HOOK_REPLY_INFIX = ":prep:"
 SUMMARY_SUFFIX = ":summary"
+WEBHOOKS_SUFFIX = ":webhooks"  # hash: webhook index -> the last event seq it settled
+WEBHOOKS_LOCK_SUFFIX = ":webhooks:lock"  # the worker delivering the run's webhooks
 
 REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
 # hash: registry key -> ToolAnnouncement JSON, what the deployment serves (no expiry)
 CATALOG = "aq:catalog"
 RUN_ENDED = "aq:run-ended"  # pub/sub channel: the id of every run that ends
+# sorted set: ids of runs with webhooks whose events are still to be delivered (score:
+# when the run was added), for any worker's webhook dispatcher to take up
+WEBHOOK_RUNS = "aq:webhook-runs"
 QUEUE_PREFIX = "aq:queue:"
 WAKE_PREFIX = "aq:wake:"
 
@@ -87,6 +92,22 @@ def hook_reply(run_id: str, step: int, request_id: str) -> str:
 def context_summary(run_id: str) -> str:
     """The run's stored context summary (context management's `summarize`)."""
     return meta(run_id) + SUMMARY_SUFFIX
+
+
+LEASE_DEADLINE_PREFIX = "aq:lease-deadline:"
+
+
+def lease_deadline(lease_id: str) -> str:
+    """When the call a remote service leased must be done (unix ms), for its heartbeats."""
+    return LEASE_DEADLINE_PREFIX + lease_id
+
+
+def webhook_cursors(run_id: str) -> str:
+    return meta(run_id) + WEBHOOKS_SUFFIX
+
+
+def webhook_lock(run_id: str) -> str:
+    return meta(run_id) + WEBHOOKS_LOCK_SUFFIX
 
 
 def run_keys(run_id: str) -> list[str]:
