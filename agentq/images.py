@@ -231,9 +231,28 @@ def build_images(
             continue
         log(f"building {recipe.name}")
         started = time.monotonic()
+        replaced = _image_id(recipe.name)
         build_one(recipe, mirror, log)
+        if replaced is not None and replaced != _image_id(recipe.name):
+            _remove_if_untagged(replaced)
         built.append(Built(recipe.name, time.monotonic() - started, _image_size(recipe.name) or 0))
     return built
+
+
+def _image_id(name: str) -> str | None:
+    found = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", name],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.strip() or None if found.returncode == 0 else None
+
+
+def _remove_if_untagged(image_id: str) -> None:
+    """Drop the image a rebuild replaced (each rebuild of a changed checkout would leave
+    one behind); one still tagged elsewhere or used by a container stays."""
+    subprocess.run(["docker", "image", "rm", image_id], capture_output=True, check=False)
 
 
 def build_one(recipe: Recipe, mirror: str, log: Callable[[str], None]) -> None:
