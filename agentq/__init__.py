@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentq.orchestrator.calls import CallInputError, ToolCallResult
     from agentq.orchestrator.client import Client
     from agentq.orchestrator.errors import (
         AgentqError,
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 _EXPORTS = {
     "AgentqError": "agentq.orchestrator.errors",
+    "CallInputError": "agentq.orchestrator.calls",
+    "ToolCallResult": "agentq.orchestrator.calls",
     "Client": "agentq.orchestrator.client",
     "Event": "agentq.orchestrator.events",
     "FunctionTool": "agentq.workers.function_tools",
@@ -54,6 +57,7 @@ _EXPORTS = {
 }
 __all__ = [
     "AgentqError",
+    "CallInputError",
     "Client",
     "Event",
     "FunctionTool",
@@ -67,6 +71,7 @@ __all__ = [
     "RunTimeoutError",
     "SpecError",
     "StepResult",
+    "ToolCallResult",
     "ToolError",
     "embedded",
     "prepare_step",

@@ -70,6 +70,7 @@ from agentq.orchestrator.state import (
 from agentq.orchestrator.state.keys import WEBHOOK_RUNS
 from agentq.orchestrator.step_prep import announced_hooks, checked_preparation
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_calls import ProgressCallback, ToolCallResult, ToolCalls
 from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_output import bounded_result
 from agentq.orchestrator.tool_resolution import (
@@ -496,6 +497,43 @@ class Client:
         if reply.outcome == Outcome.CANCELLED:
             await tracing.end_run(self.store, run_id)
         return str(reply.status)
+
+    # -- tool calls without a run -------------------------------------------------
+
+    @functools.cached_property
+    def calls(self) -> ToolCalls:
+        """Start, follow and cancel tool calls without a run (`call_tool` in steps)."""
+        return ToolCalls(self.store, self.redis, self.settings)
+
+    async def call_tool(
+        self,
+        name: str,
+        input: Any,
+        *,
+        timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+        on_progress: ProgressCallback | None = None,
+        tenant: str | None = None,
+        traceparent: str | None = None,
+    ) -> ToolCallResult:
+        """Call one of the fleet's tools as a job of its own, without a run, and wait for
+        its result (a failing tool is a result with `is_error`, not an exception).
+
+        Resolved, validated, queued, executed and traced like a run's call of the same
+        tool. UnknownToolError when nothing serves `name`, CallInputError when `input`
+        breaks its schema. With `idempotency_key`, a retried call returns the first
+        call's result and never executes twice. `on_progress` gets each progress value.
+        """
+        with _redis_errors():
+            return await self.calls.call(
+                name,
+                input,
+                timeout_s=timeout_s,
+                idempotency_key=idempotency_key,
+                on_progress=on_progress,
+                tenant=tenant,
+                traceparent=traceparent,
+            )
 
     # -- parked calls ------------------------------------------------------------
 

@@ -44,8 +44,10 @@ __all__ = [
     "serialize",
 ]
 
-# A parked call's deadline (`park_expiry`) is a deferred job on the model queue.
-JobKind = Literal["model_step", "tool_call", "park_expiry", "prepare_step", "summarize"]
+# A parked call's deadline (`park_expiry`) is a deferred job on the model queue. A `call`
+# is a tool call without a run (`Client.call_tool`): its envelope's `run_id` and
+# `call_id` are the call's id, and `run_trace` carries the call's trace.
+JobKind = Literal["model_step", "tool_call", "park_expiry", "prepare_step", "summarize", "call"]
 # The call_id of a model step run again after its context summary was stored.
 RESUMED_STEP = "resumed"
 
@@ -70,8 +72,8 @@ class JobEnvelope(BaseModel):
     # W3C trace context of the job's send span (stamped by the tracing layer when the
     # producer records spans), which the job's process span links to.
     trace: dict[str, str] = Field(default_factory=dict)
-    # No longer written (the run's span derives from its id); accepted so that jobs
-    # enqueued by older workers still validate.
+    # For a run's jobs no longer written (the run's span derives from its id); accepted
+    # so that jobs enqueued by older workers still validate. A `call` job's trace.
     run_trace: dict[str, str] = Field(default_factory=dict)
 
 
@@ -86,6 +88,8 @@ def job_id(envelope: JobEnvelope) -> str:
     if envelope.kind == "prepare_step":
         return keys.prepare_job_id(envelope.run_id, envelope.step, envelope.call_id or "")
     assert envelope.call_id is not None
+    if envelope.kind == "call":
+        return keys.call_job_id(envelope.call_id)
     if envelope.kind == "park_expiry":
         return keys.expiry_job_id(envelope.run_id, envelope.step, envelope.call_id)
     return tool_job_id(envelope.run_id, envelope.step, envelope.call_id)

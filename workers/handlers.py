@@ -9,7 +9,6 @@ memory) never fails a run: the job is released and runs again, uncounted.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from opentelemetry.trace import SpanKind
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope, JobKind, job_id
-from agentq.orchestrator.errors import ProviderError, ToolError
+from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
@@ -41,9 +40,10 @@ from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
 from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef
-from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
+from agentq.workers.call_jobs import call_job
 from agentq.workers.context_job import summarize_job
+from agentq.workers.execution import run_executor
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.genai_spans import (
     chat_attributes,
@@ -422,36 +422,7 @@ async def _execute(
             park_timeout_s=tool.park_timeout_s,
         ),
     )
-    executions = 1
-    while True:
-        try:
-            output = await executor.execute(tool, call.input, context)
-            break
-        except ToolNotServed:
-            raise  # another worker may serve it: not the model's business
-        except ToolError as exc:
-            # Every failed execution is an exception event on the call's span.
-            tracing.record_exception(exc)
-            delay_s = retry_delay_s(
-                tool.retry, executions, exc.retryable, deadline_at - time.time()
-            )
-            if delay_s is None:
-                return error_result(call.id, call.name, exc.message)
-            log.info(
-                "tool %s failed (%s); execution %d in %g s", call.name, exc, executions + 1, delay_s
-            )
-            await asyncio.sleep(delay_s)
-            executions += 1
-        except Exception as exc:  # a failing tool is the model's to see, not the run's end
-            if is_transient_redis(exc):
-                raise  # Redis failed under the tool (progress, elicitation): run it again
-            tracing.record_exception(exc)
-            return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
-    return ToolResultPart(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        output=output,  # made plain and capped by bounded_result
-    )
+    return await run_executor(executor, tool, call, context)
 
 
 # The arq function of each job kind: the job's `f` is its kind (envelopes.queued_job).
@@ -459,6 +430,7 @@ JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "model_step": model_step,
     "tool_call": tool_call,
     "park_expiry": park_expiry,
+    "call": call_job,
     "prepare_step": prepare_step_job,
     "summarize": summarize_job,
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -31,7 +32,10 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.state.remote = RemoteService.from_client(client)
         await app.state.remote.start()
         try:
-            yield
+            async with contextlib.AsyncExitStack() as stack:
+                if gateway is not None:
+                    await stack.enter_async_context(gateway.running(client.calls))
+                yield
         finally:
             await app.state.remote.aclose()
             await app.state.feeds.aclose()
@@ -44,6 +48,14 @@ def create_app(config: ServeConfig) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.config = config
+    gateway = None
+    if config.mcp:
+        from starlette.routing import Route
+
+        from agentq.serve.mcp_gateway import MCP_PATH, McpGateway
+
+        gateway = McpGateway(config.keys, host=config.host)
+        app.router.routes.append(Route(MCP_PATH, endpoint=gateway))
     errors.install(app)
     app.include_router(meta.router)
     app.include_router(runs.router)
@@ -51,6 +63,9 @@ def create_app(config: ServeConfig) -> FastAPI:
     from agentq.serve import chat
 
     app.include_router(chat.router)
+    from agentq.serve import tool_calls
+
+    app.include_router(tool_calls.router)
     app.add_middleware(BodyLimit, max_bytes=config.limits.max_body_bytes)
     if config.cors_origins:
         app.add_middleware(

@@ -26,6 +26,8 @@ class ServeConfig:
     keys: KeyRing | None = None
     cors_origins: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    mcp: bool = False  # serve the fleet's tools as an MCP server at /mcp (mcp_gateway.py)
+    host: str = "127.0.0.1"  # the address served (the gateway guards loopback from rebinding)
 
 
 def load_agents(path: str | None) -> dict[str, dict[str, Any]]:

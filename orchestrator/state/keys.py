@@ -32,6 +32,9 @@ RUN_ENDED = "aq:run-ended"  # pub/sub channel: the id of every run that ends
 # when the run was added), for any worker's webhook dispatcher to take up
 WEBHOOK_RUNS = "aq:webhook-runs"
 QUEUE_PREFIX = "aq:queue:"
+# A tool call without a run (`Client.call_tool`): `aq:call:{<id>}` and its event stream.
+CALL_PREFIX = "aq:call:"
+CALL_JOB_SUFFIX = ":job"
 WAKE_PREFIX = "aq:wake:"
 
 # arq's key layout (arq.constants), which the Lua transitions write directly.
@@ -156,6 +159,33 @@ def resumed_model_job_id(run_id: str, step: int) -> str:
 
 def arq_job(job_id: str) -> str:
     return ARQ_JOB_PREFIX + job_id
+
+
+# -- tool calls without a run -------------------------------------------------------
+# A call's id has a run id's alphabet; its keys and its job carry it as their hash tag.
+
+
+def call_meta(call_id: str) -> str:
+    return CALL_PREFIX + tag(call_id)
+
+
+def call_events(call_id: str) -> str:
+    return call_meta(call_id) + EVENTS_SUFFIX
+
+
+def call_keys(call_id: str) -> list[str]:
+    """The KEYS every call transition declares (see call_prelude.lua)."""
+    return [call_meta(call_id), call_events(call_id)]
+
+
+def call_answer(call_id: str, request_id: str) -> str:
+    """A list the answer to a call's input request (elicitation) is pushed to."""
+    return call_meta(call_id) + ANSWER_INFIX + request_id
+
+
+def call_job_id(call_id: str) -> str:
+    """The call's one job: a re-enqueue of the same call is a no-op."""
+    return call_meta(call_id) + CALL_JOB_SUFFIX
 
 
 # -- provider batch APIs (workers/provider_batch/) ----------------------------------

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from agentq.orchestrator.messages import ToolMessage
 from agentq.orchestrator.state import keys
+from agentq.orchestrator.state.calls import CallField
 from agentq.orchestrator.state.status import (
     USAGE_FIELDS,
     CallStatus,
@@ -33,6 +34,7 @@ ENUM_TABLES: dict[str, type[StrEnum]] = {
     "OUT": Outcome,
     "F": MetaField,
     "S": StepField,
+    "CF": CallField,  # a call without a run (state/calls.py)
 }
 
 KEY_CONSTANTS: dict[str, str] = {
