@@ -17,13 +17,16 @@ Image names live here and nowhere else; docker-compose.yml's defaults repeat the
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from importlib.metadata import version
 from pathlib import Path
 
@@ -36,6 +39,10 @@ from agentq.sandbox.images import (
 )
 
 AGENTQ_UID = 10001
+# The label holding what an image was built from (see `fingerprint`).
+RECIPE_LABEL = "io.agentq.recipe"
+# What the agentq wheel is built from (besides pyproject.toml and README.md).
+SOURCE_TREES = ("agentq",)
 DEBIAN_PYTHON = (3, 11)  # bookworm's python3
 VENV = "/opt/agentq"
 BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -71,7 +78,43 @@ class Recipe:
     home: str | None = None
     # Directories created for the user that runs the image (volumes).
     owned_dirs: tuple[str, ...] = ()
-    finish: Callable[[Path], None] | None = field(default=None, compare=False)
+    # Executable files written into the rootfs: (path, content).
+    files: tuple[tuple[str, str], ...] = ()
+
+
+DIND_ENTRYPOINT = "/usr/local/bin/agentq-dockerd"
+# Docker-in-Docker without `--privileged`: a privileged container asks for every
+# capability, and a host whose dockerd lacks one (CAP_SYS_RESOURCE on the VMs agentq's CI
+# runs on) cannot start it at all. The compose file grants the engine all the capabilities
+# but that one and no seccomp/AppArmor profile; what privileged gave besides, writable
+# cgroups for the engine's own containers, this script takes.
+DIND_SCRIPT = """#!/bin/sh
+set -eu
+if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
+  # cgroup v2: writable, and this process moved out of the root so that the
+  # engine's containers may enable controllers (as the docker:dind image does).
+  if ! mkdir -p /sys/fs/cgroup/init 2>/dev/null; then
+    umount /sys/fs/cgroup
+    mount -t cgroup2 -o rw,nosuid,nodev,noexec cgroup2 /sys/fs/cgroup
+    mkdir -p /sys/fs/cgroup/init
+  fi
+  xargs -rn1 < /sys/fs/cgroup/cgroup.procs > /sys/fs/cgroup/init/cgroup.procs 2>/dev/null || :
+  sed -e 's/ / +/g' -e 's/^/+/' < /sys/fs/cgroup/cgroup.controllers \\
+    > /sys/fs/cgroup/cgroup.subtree_control || :
+else
+  # cgroup v1: each read-only hierarchy mounted again, writable, with its options.
+  for dir in /sys/fs/cgroup/*; do
+    [ -d "$dir" ] && [ ! -L "$dir" ] || continue
+    line=$(awk -v m="$dir" '$2 == m { print $4 }' /proc/mounts)
+    case ",$line," in *,ro,*) ;; *) continue ;; esac
+    opts=$(echo "$line" | tr , '\\n' | grep -v -x -e ro -e rw -e nosuid -e nodev -e noexec \\
+      -e relatime | paste -sd, -)
+    umount "$dir"
+    mount -t cgroup -o "rw,nosuid,nodev,noexec,$opts" cgroup "$dir"
+  done
+fi
+exec dockerd "$@"
+"""
 
 
 def recipes(tag: str | None = None, source: str = "") -> dict[str, Recipe]:
@@ -113,14 +156,15 @@ def recipes(tag: str | None = None, source: str = "") -> dict[str, Recipe]:
         "dind": Recipe(
             name="agentq-dind:1",
             packages=("docker.io", "iptables", "ca-certificates", "procps"),
-            # dockerd runs as root in a privileged container: the one exception, kept to
-            # the engine that only the sandbox pool reaches.
+            # dockerd runs as root with every capability the host grants: the one
+            # exception, kept to the engine that only the sandbox pool reaches.
             changes=(
                 f"ENV PATH={BASE_PATH}",
                 "VOLUME /var/lib/docker",
-                'ENTRYPOINT ["dockerd"]',
+                f'ENTRYPOINT ["{DIND_ENTRYPOINT}"]',
                 'CMD ["--host=tcp://0.0.0.0:2375", "--host=unix:///var/run/docker.sock"]',
             ),
+            files=((DIND_ENTRYPOINT, DIND_SCRIPT),),
         ),
         "phoenix": Recipe(
             name="agentq-phoenix:1",
@@ -182,14 +226,33 @@ def build_images(
     mirror = mirror or find_debian_mirror()
     built: list[Built] = []
     for recipe in chosen:
-        if not force and _image_size(recipe.name) is not None:
+        if not force and _built_fingerprint(recipe.name) == fingerprint(recipe):
             built.append(Built(recipe.name, 0.0, _image_size(recipe.name) or 0, skipped=True))
             continue
         log(f"building {recipe.name}")
         started = time.monotonic()
+        replaced = _image_id(recipe.name)
         build_one(recipe, mirror, log)
+        if replaced is not None and replaced != _image_id(recipe.name):
+            _remove_if_untagged(replaced)
         built.append(Built(recipe.name, time.monotonic() - started, _image_size(recipe.name) or 0))
     return built
+
+
+def _image_id(name: str) -> str | None:
+    found = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{.Id}}", name],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.strip() or None if found.returncode == 0 else None
+
+
+def _remove_if_untagged(image_id: str) -> None:
+    """Drop the image a rebuild replaced (each rebuild of a changed checkout would leave
+    one behind); one still tagged elsewhere or used by a container stays."""
+    subprocess.run(["docker", "image", "rm", image_id], capture_output=True, check=False)
 
 
 def build_one(recipe: Recipe, mirror: str, log: Callable[[str], None]) -> None:
@@ -212,8 +275,14 @@ def build_one(recipe: Recipe, mirror: str, log: Callable[[str], None]) -> None:
         if recipe.python:
             log(f"  installing {', '.join(recipe.python)} into {VENV}")
             install_python(rootfs, recipe.python, Path(tmp) / "wheels")
+        for path, content in recipe.files:
+            target = rootfs / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(content)
+            target.chmod(0o755)
         trim(rootfs)
-        import_rootfs(rootfs, recipe.name, recipe.changes)
+        label = f"LABEL {RECIPE_LABEL}={fingerprint(recipe)}"
+        import_rootfs(rootfs, recipe.name, (*recipe.changes, label))
 
 
 def add_user(rootfs: Path, home: str, owned: Sequence[str]) -> None:
@@ -329,6 +398,53 @@ def trim(rootfs: Path) -> None:
                     shutil.rmtree(entry, ignore_errors=True)
                 elif entry.name != "lock":
                     entry.unlink(missing_ok=True)
+
+
+def fingerprint(recipe: Recipe) -> str:
+    """What an image is built from: its recipe and the content of the source it installs.
+
+    Stored as a label on the image; an image whose label differs (the checkout changed,
+    a recipe changed) is rebuilt, one that matches is reused (CI runs stay warm)."""
+    digest = hashlib.sha256()
+    digest.update(repr(dataclasses.replace(recipe, python=())).encode())
+
+    for requirement in recipe.python:
+        # A checkout or wheel counts by its content, wherever it lies.
+        path = Path(requirement)
+        if path.is_dir():
+            content = source_digest(path)
+        elif path.is_file():
+            content = hashlib.sha256(path.read_bytes()).hexdigest()
+        else:
+            content = requirement
+        digest.update(b"\0" + content.encode())
+    return digest.hexdigest()[:16]
+
+
+def source_digest(root: Path) -> str:
+    """The content of what a wheel of the checkout `root` holds (package-data included;
+    README.md, only the wheel's description, left out so a doc change rebuilds nothing)."""
+    digest = hashlib.sha256()
+    names = [root / "pyproject.toml"]
+    for top in SOURCE_TREES:
+        for directory, subdirs, files in os.walk(root / top, followlinks=True):
+            subdirs[:] = sorted(d for d in subdirs if d != "__pycache__")
+            names += [Path(directory, f) for f in sorted(files) if not f.endswith(".pyc")]
+    for path in names:
+        if path.is_file():
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
+def _built_fingerprint(name: str) -> str | None:
+    template = f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}'
+    found = subprocess.run(
+        ["docker", "image", "inspect", "--format", template, name],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return found.stdout.strip() if found.returncode == 0 else None
 
 
 def _image_size(name: str) -> int | None:

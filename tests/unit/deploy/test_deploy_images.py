@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from pathlib import Path
 
 import pytest
 
-from agentq.images import AGENTQ_UID, add_user, agentq_version, recipes, trim
+from agentq.images import (
+    AGENTQ_UID,
+    DIND_ENTRYPOINT,
+    DIND_SCRIPT,
+    add_user,
+    agentq_version,
+    fingerprint,
+    recipes,
+    trim,
+)
 from tests.support.infra import REPO
 
 
@@ -62,3 +72,38 @@ def test_trim_drops_caches_and_docs_but_keeps_the_rest(tmp_path: Path) -> None:
     assert (tmp_path / "var/lib/apt/lists/lock").exists()
     assert not (tmp_path / "usr/share/doc/pkg").exists()
     assert (tmp_path / "usr/bin/tool").exists()
+
+
+def checkout(root: Path, body: str) -> Path:
+    (root / "agentq").mkdir(parents=True)
+    (root / "agentq/__init__.py").write_text(body)
+    (root / "pyproject.toml").write_text("[project]\nname = 'agentq'\n")
+    return root
+
+
+def test_the_agentq_image_fingerprint_follows_the_checkout_content(tmp_path: Path) -> None:
+    one = checkout(tmp_path / "one", "A = 1\n")
+    same = checkout(tmp_path / "same", "A = 1\n")
+    other = checkout(tmp_path / "other", "A = 2\n")
+    (same / "agentq/__pycache__").mkdir()
+    (same / "agentq/__pycache__/x.cpython-311.pyc").write_bytes(b"\0")
+
+    def of(source: Path) -> str:
+        return fingerprint(recipes(source=str(source))["agentq"])
+
+    # Where the checkout lies and its bytecode do not count; its content does.
+    assert of(one) == of(same)
+    assert of(one) != of(other)
+
+
+def test_a_changed_recipe_changes_its_fingerprint() -> None:
+    redis = recipes(source="unused")["redis"]
+    assert fingerprint(redis) == fingerprint(recipes(source="unused")["redis"])
+    assert fingerprint(redis) != fingerprint(dataclasses.replace(redis, packages=("redis",)))
+
+
+def test_the_engine_starts_dockerd_through_its_cgroup_script() -> None:
+    dind = recipes(source="unused")["dind"]
+    assert (DIND_ENTRYPOINT, DIND_SCRIPT) in dind.files
+    assert f'ENTRYPOINT ["{DIND_ENTRYPOINT}"]' in dind.changes
+    assert DIND_SCRIPT.rstrip().endswith('exec dockerd "$@"')
