@@ -245,7 +245,8 @@ async def test_a_call_without_a_run_is_leased_by_the_node_worker_and_re_delivere
                 )
                 assert not result.is_error, result
                 assert result.output == {"upper": "AGAIN", "attempt": 1}
-                assert progress and progress[0]["stage"] == "working"
+                assert progress
+                assert progress[0]["stage"] == "working"
                 redelivered = await client.calls.wait(call_id, timeout_s=120)
                 assert redelivered is not None, "the re-delivered call to end"
                 assert redelivered.output == {"upper": "HI", "attempt": 2}, redelivered
