@@ -45,6 +45,8 @@ ProgressCallback = Callable[[Any], Awaitable[None] | None]
 # Asked when the call's tool asks for input (an MCP server's elicitation): the message
 # and the requested schema in, the content to answer with (None: decline) out.
 InputCallback = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# Given each log message of the call's tool (an MCP server's): level, data, logger.
+LogCallback = Callable[[str, Any, str | None], Awaitable[None]]
 
 __all__ = ["CallNotFoundError", "ProgressCallback", "ToolCallResult", "ToolCalls"]
 
@@ -149,11 +151,14 @@ class ToolCalls:
         timeout_s: float | None = None,
         on_progress: ProgressCallback | None = None,
         on_input: InputCallback | None = None,
+        on_log: LogCallback | None = None,
     ) -> ToolCallResult | None:
         """The call's result once it has one; None if `timeout_s` passes first. The
         tool's input requests go to `on_input`; without one they are declined."""
         try:
-            return await asyncio.wait_for(self._wait(call_id, on_progress, on_input), timeout_s)
+            return await asyncio.wait_for(
+                self._wait(call_id, on_progress, on_input, on_log), timeout_s
+            )
         except TimeoutError:
             return None
 
@@ -162,6 +167,7 @@ class ToolCalls:
         call_id: str,
         on_progress: ProgressCallback | None,
         on_input: InputCallback | None,
+        on_log: LogCallback | None = None,
     ) -> ToolCallResult:
         async for event in self.store.events(call_id, 0, follow=True):
             extra = event.model_extra or {}
@@ -169,6 +175,13 @@ class ToolCalls:
                 shown = on_progress(extra.get("output"))
                 if isinstance(shown, Awaitable):
                     await shown
+            elif event.type == "tool-log" and on_log is not None:
+                logger = extra.get("logger")
+                await on_log(
+                    str(extra.get("level", "info")),
+                    extra.get("data"),
+                    str(logger) if logger is not None else None,
+                )
             elif event.type == "tool-input-request":
                 content = None
                 if on_input is not None:

@@ -118,6 +118,22 @@ async def _execute(
             ],
         )
 
+    async def forward_log(level: str, data: Any, logger: str | None) -> None:
+        await calls.emit(
+            call.id,
+            [
+                event_json(
+                    "tool-log",
+                    call.id,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    level=level,
+                    data=data,
+                    logger=logger,
+                )
+            ],
+        )
+
     context = ToolContext(
         run_id=call.id,
         step=0,
@@ -126,6 +142,7 @@ async def _execute(
         attempt=attempt,
         deadline_at=time.time() + tool.timeout_s,
         progress=progress,
+        log=forward_log,
         elicit=CallInputRequests(calls, call, attempt, deadline_at=time.time() + tool.timeout_s),
     )
     return await run_executor(executor, tool, call, context)

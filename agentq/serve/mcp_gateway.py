@@ -13,6 +13,8 @@ it runs on the tool's queue on whichever worker serves it. The gateway adds:
   (workers announce new tools), for clients of the handshake protocol revisions;
 - elicitation: an upstream MCP server's questions go to the client when it declared
   elicitation (else they are declined);
+- logging: an upstream MCP server's log messages during a call go to the client as
+  `notifications/message`, at or above the level it set (`logging/setLevel`);
 - media: image and audio parts of a tool's output as MCP image/audio content.
 """
 
@@ -22,8 +24,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import weakref
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import mcp_types as types
@@ -40,7 +43,7 @@ from starlette.types import Receive, Scope, Send
 
 from agentq.orchestrator.calls import CallInputError, ToolCallResult
 from agentq.orchestrator.errors import AgentqError, UnknownToolError
-from agentq.orchestrator.tool_calls import QUEUE_GRACE_S, InputCallback, ToolCalls
+from agentq.orchestrator.tool_calls import QUEUE_GRACE_S, InputCallback, LogCallback, ToolCalls
 from agentq.serve.auth import KeyRing, Principal, authenticate
 from agentq.serve.errors import ApiError, error_body
 from agentq.serve.server import is_loopback
@@ -55,6 +58,8 @@ INVALID_PARAMS = -32602
 _PRINCIPAL = "agentq_principal"
 MCP_SESSION_HEADER = "mcp-session-id"
 MAX_REMEMBERED_SESSIONS = 10_000
+# MCP log levels, least severe first.
+LOG_LEVELS: tuple[types.LoggingLevel, ...] = get_args(types.LoggingLevel)
 
 
 class _GatewayServer(Server[Any]):
@@ -159,6 +164,7 @@ class McpGateway:
             instructions="The tools of an agentq fleet: each call runs as a durable job.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_set_logging_level=self._set_logging_level,
         )
         self.manager = StreamableHTTPSessionManager(
             app=self.server, security_settings=_rebinding_guard(keys, host)
@@ -166,6 +172,10 @@ class McpGateway:
         # The latest request's session of each connection (by its Mcp-Session-Id): its
         # standalone channel carries notifications that belong to no request.
         self.sessions: dict[str, ServerSession] = {}
+        # The log level each session's client set (`logging/setLevel`).
+        self.log_levels: weakref.WeakKeyDictionary[ServerSession, types.LoggingLevel] = (
+            weakref.WeakKeyDictionary()
+        )
 
     @contextlib.asynccontextmanager
     async def running(self, calls: ToolCalls) -> AsyncIterator[None]:
@@ -232,6 +242,26 @@ class McpGateway:
             ]
         )
 
+    async def _set_logging_level(
+        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        self.log_levels[ctx.session] = params.level
+        return types.EmptyResult()
+
+    def _logger(self, ctx: ServerRequestContext[Any]) -> LogCallback:
+        """The call's log messages for this client, at or above the level it set."""
+
+        async def send(level: str, data: Any, logger: str | None) -> None:
+            severity: types.LoggingLevel = level if level in LOG_LEVELS else "info"
+            least = self.log_levels.get(ctx.session, LOG_LEVELS[0])
+            if LOG_LEVELS.index(severity) < LOG_LEVELS.index(least):
+                return
+            await ctx.session.send_log_message(
+                severity, data, logger, related_request_id=_request_id(ctx)
+            )
+
+        return send
+
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
@@ -275,7 +305,11 @@ class McpGateway:
         budget_s = tool.timeout_s + QUEUE_GRACE_S
         try:
             result = await calls.wait(
-                call_id, timeout_s=budget_s, on_progress=forward, on_input=_asker(ctx)
+                call_id,
+                timeout_s=budget_s,
+                on_progress=forward,
+                on_input=_asker(ctx),
+                on_log=self._logger(ctx),
             )
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):

@@ -23,6 +23,9 @@ ProgressFn = Callable[[Any], Awaitable[None]]
 # call with a `tool-input-request` event and returns the posted answer, or None
 # when declined or the deadline passes.
 ElicitFn = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# Passes a log message of the tool (an MCP server's `notifications/message`: level, data,
+# logger) to whoever drives the call, as a `tool-log` event.
+LogFn = Callable[[str, Any, str | None], Awaitable[None]]
 
 
 async def _no_progress(_: Any) -> None:
@@ -46,6 +49,7 @@ class ToolContext:
     deadline_at: float  # unix seconds; the executor must be done by then
     progress: ProgressFn = _no_progress  # emits a `tool-progress` event
     elicit: ElicitFn | None = None
+    log: LogFn | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -220,6 +220,7 @@ class ServerConnection:
             # server that honours capabilities never asks.
             sampling_callback=self._on_sample if self._sampler is not None else None,
             message_handler=self._on_message,
+            logging_callback=self._on_log,
             cache=None,  # tools/list is cached here, invalidated by change events
         )
         try:
@@ -269,6 +270,18 @@ class ServerConnection:
             # that one. With several, forwarding could ask the wrong run.
             call = self._inflight[0]
         return call
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A log message of the server goes to the call it belongs to, if any (a log
+        sent between calls belongs to none)."""
+        call = self._calling()
+        if call is None or call.log is None:
+            return
+        try:
+            await call.log(params.level, params.data, params.logger)
+        except Exception as exc:
+            # A lost log message must not fail the call it comes from.
+            log.warning("MCP server %r: log message dropped: %s", self.name, exc)
 
     async def _on_sample(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
