@@ -47,6 +47,9 @@ ProgressCallback = Callable[[Any], Awaitable[None] | None]
 InputCallback = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 # Given each log message of the call's tool (an MCP server's): level, data, logger.
 LogCallback = Callable[[str, Any, str | None], Awaitable[None]]
+# Asked when the call's tool asks for a model's answer (an MCP server's sampling): the
+# `sampling/createMessage` params in, the `CreateMessageResult` (None: decline) out.
+SampleCallback = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 __all__ = ["CallNotFoundError", "ProgressCallback", "ToolCallResult", "ToolCalls"]
 
@@ -152,12 +155,13 @@ class ToolCalls:
         on_progress: ProgressCallback | None = None,
         on_input: InputCallback | None = None,
         on_log: LogCallback | None = None,
+        on_sample: SampleCallback | None = None,
     ) -> ToolCallResult | None:
         """The call's result once it has one; None if `timeout_s` passes first. The
         tool's input requests go to `on_input`; without one they are declined."""
         try:
             return await asyncio.wait_for(
-                self._wait(call_id, on_progress, on_input, on_log), timeout_s
+                self._wait(call_id, on_progress, on_input, on_log, on_sample), timeout_s
             )
         except TimeoutError:
             return None
@@ -168,6 +172,7 @@ class ToolCalls:
         on_progress: ProgressCallback | None,
         on_input: InputCallback | None,
         on_log: LogCallback | None = None,
+        on_sample: SampleCallback | None = None,
     ) -> ToolCallResult:
         async for event in self.store.events(call_id, 0, follow=True):
             extra = event.model_extra or {}
@@ -184,7 +189,10 @@ class ToolCalls:
                 )
             elif event.type == "tool-input-request":
                 content = None
-                if on_input is not None:
+                if extra.get("kind") == "sampling":
+                    if on_sample is not None:
+                        content = await on_sample(extra.get("input") or {})
+                elif on_input is not None:
                     content = await on_input(
                         str(extra.get("message", "")), extra.get("input") or {}
                     )

@@ -26,6 +26,9 @@ ElicitFn = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
 # Passes a log message of the tool (an MCP server's `notifications/message`: level, data,
 # logger) to whoever drives the call, as a `tool-log` event.
 LogFn = Callable[[str, Any, str | None], Awaitable[None]]
+# Asks whoever drives the call for a model's answer (MCP sampling, "forward" mode): the
+# `sampling/createMessage` params in, the `CreateMessageResult` out (None: declined).
+SampleFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 async def _no_progress(_: Any) -> None:
@@ -50,6 +53,7 @@ class ToolContext:
     progress: ProgressFn = _no_progress  # emits a `tool-progress` event
     elicit: ElicitFn | None = None
     log: LogFn | None = None
+    sample: SampleFn | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

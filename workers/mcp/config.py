@@ -120,9 +120,10 @@ class McpServerConfig(_Model):
     connect_timeout_s: float = Field(default=30.0, gt=0)
     max_concurrency: int = Field(default=8, ge=1, le=1024)
     elicitation: Literal["decline", "accept-defaults", "forward"] = "decline"
-    # Given as "decline" (the default) or a route; None means declined, and then
-    # the client does not even declare the sampling capability to this server.
-    sampling: SamplingRoute | None = None
+    # Given as "decline" (the default), "forward" (ask whoever drives the call: the MCP
+    # gateway's client, when it declared sampling) or a route to a model; None means
+    # declined, and then the client does not even declare the sampling capability.
+    sampling: SamplingRoute | Literal["forward"] | None = None
     auth: AuthConfig | None = None
     # "auto" probes the 2026 `server/discover` and falls back to `initialize`;
     # "legacy" pins the handshake for servers that mishandle the probe.
@@ -148,9 +149,12 @@ class McpServerConfig(_Model):
     def _check_sampling(cls, value: Any) -> Any:
         if value is None or value == "decline":
             return None
+        if value == "forward":
+            return value
         if not isinstance(value, dict):
             raise ValueError(
-                'expected \'decline\' or an object such as {"model": "openai:gpt-4o-mini"}'
+                "expected 'decline', 'forward' or an object such as "
+                '{"model": "openai:gpt-4o-mini"}'
             )
         return value
 

@@ -48,6 +48,7 @@ PASSING = (
     "elicitation-sep1330-enums",
     "tools-call-with-logging",
     "logging-set-level",
+    "tools-call-sampling",
     "json-schema-2020-12",
     "server-sse-multiple-streams",
     "dns-rebinding-protection",
@@ -69,6 +70,7 @@ def gateway(redis_url: str, tmp_path: Path) -> Iterator[ServeProcess]:
         # Its tools ask over the session (`elicitation/create` with the scenarios' raw
         # schemas), which the handshake-era protocol carries over stdio.
         "protocol": "legacy",
+        "sampling": "forward",
     }
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"conformance": upstream}}))
