@@ -1169,3 +1169,9 @@ main.add_command(replay_command)
 from agentq.cli_call import call as _call_command  # noqa: E402
 
 main.add_command(_call_command)
+
+# -- batch (agentq/cli_batch.py) -------------------------------------------------
+
+from agentq.cli_batch import batch  # noqa: E402  (after main: the module extends it)
+
+main.add_command(batch)

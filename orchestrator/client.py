@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from agentq.orchestrator import keys, listings, tracing
+from agentq.orchestrator.batches import Batches, BatchInfo, BatchSource, LineResult
 from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.errors import (
     AgentqError,
@@ -63,6 +64,7 @@ from agentq.orchestrator.state import (
     MetaField,
     Outcome,
     PostResult,
+    QueuedJob,
     Reply,
     ResolveApproval,
     TransitionInput,
@@ -207,14 +209,19 @@ class Client:
         return run_id
 
     async def create(
-        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+        self,
+        spec: RunSpec | Mapping[str, Any] | str,
+        *,
+        tenant: str | None = None,
+        end_job: QueuedJob | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
-        The run is listed under `tenant` (the default tenant when None)."""
+        The run is listed under `tenant` (the default tenant when None). `end_job` is
+        enqueued by the run's end transition, however it ends (a batch's admission)."""
         run_spec = _as_spec(spec)
         with _redis_errors():
-            return await self._create(run_spec, tenant)
+            return await self._create(run_spec, tenant, end_job=end_job)
 
     async def _admit(self) -> None:
         """Refuse a new run while Redis is over its maxmemory. A script that declares it
@@ -271,7 +278,12 @@ class Client:
         return replay(run_id, spec, tools, meta, messages, steps)
 
     async def _create(
-        self, run_spec: RunSpec, tenant: str | None, *, fork: ForkCopy | None = None
+        self,
+        run_spec: RunSpec,
+        tenant: str | None,
+        *,
+        fork: ForkCopy | None = None,
+        end_job: QueuedJob | None = None,
     ) -> tuple[str, bool]:
         check_webhooks(run_spec.webhooks, self.settings)
         await self._admit()
@@ -299,6 +311,8 @@ class Client:
         hops = tracing.Hops(run_id)
         args = create_args(run_id, run_spec, tools, run_spec.initial_messages())
         args = hops.stamp(fork.applied(args) if fork is not None else args)
+        if end_job is not None:
+            args = args.model_copy(update={"end_job": end_job})
         reply = await self.store.create(args)
         hops.sent(enqueued_job_ids(args, reply.outcome))
         if reply.outcome == Outcome.CONFLICT:
@@ -497,6 +511,50 @@ class Client:
         if reply.outcome == Outcome.CANCELLED:
             await tracing.end_run(self.store, run_id)
         return str(reply.status)
+
+    # -- batches (see orchestrator/batches.py) -------------------------------------
+
+    @functools.cached_property
+    def batches(self) -> Batches:
+        return Batches(self)
+
+    @_mapped
+    async def submit_batch(self, source: BatchSource, **options: Any) -> str:
+        """Store a batch's lines (a JSONL path, or an iterable of lines or objects) and
+        start it; returns its id. Options: template, batch_id (resubmitting an id
+        resumes its upload), concurrency, priority, metadata, tenant (see
+        `Batches.submit`)."""
+        return (await self.batches.submit(source, **options)).batch_id
+
+    @_mapped
+    async def batch_status(self, batch_id: str, tenant: str | None = None) -> BatchInfo:
+        return await self.batches.status(batch_id, tenant)
+
+    async def batch_results(
+        self, batch_id: str, *, tenant: str | None = None, statuses: Sequence[str] = ()
+    ) -> AsyncIterator[LineResult]:
+        """One result per input line, in input order, streamed."""
+        with _redis_errors():
+            async for result in self.batches.results(batch_id, tenant=tenant, statuses=statuses):
+                yield result
+
+    @_mapped
+    async def cancel_batch(self, batch_id: str, tenant: str | None = None) -> BatchInfo:
+        return await self.batches.cancel(batch_id, tenant)
+
+    @_mapped
+    async def retry_batch(
+        self,
+        batch_id: str,
+        statuses: Sequence[str] = ("failed",),
+        tenant: str | None = None,
+    ) -> int:
+        """New runs for the lines that ended in `statuses`; returns how many."""
+        return await self.batches.retry(batch_id, statuses, tenant)
+
+    @_mapped
+    async def list_batches(self, tenant: str | None = None, limit: int = 50) -> list[BatchInfo]:
+        return await self.batches.list_batches(tenant, limit)
 
     # -- tool calls without a run -------------------------------------------------
 

@@ -46,8 +46,11 @@ __all__ = [
 
 # A parked call's deadline (`park_expiry`) is a deferred job on the model queue. A `call`
 # is a tool call without a run (`Client.call_tool`): its envelope's `run_id` and
-# `call_id` are the call's id, and `run_trace` carries the call's trace.
-JobKind = Literal["model_step", "tool_call", "park_expiry", "prepare_step", "summarize", "call"]
+# `call_id` are the call's id, and `run_trace` carries the call's trace. A batch's
+# admission (`batch_admit`) has its own payload (orchestrator/batch_admission.py).
+JobKind = Literal[
+    "model_step", "tool_call", "park_expiry", "prepare_step", "summarize", "call", "batch_admit"
+]
 # The call_id of a model step run again after its context summary was stored.
 RESUMED_STEP = "resumed"
 

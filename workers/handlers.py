@@ -25,6 +25,7 @@ from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.redis_faults import is_transient_redis
+from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import (
     BeginStep,
@@ -41,6 +42,7 @@ from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
 from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
+from agentq.workers.batch_jobs import batch_admit
 from agentq.workers.call_jobs import call_job
 from agentq.workers.context_job import summarize_job
 from agentq.workers.execution import run_executor
@@ -80,6 +82,7 @@ class WorkerDeps:
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     # Provider batch records (None: `"batch": true` steps call the model directly).
     batches: ProviderBatchStore | None = None
+    settings: Settings | None = None  # the worker's own (a batch admission creates runs)
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -430,6 +433,7 @@ JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "model_step": model_step,
     "tool_call": tool_call,
     "park_expiry": park_expiry,
+    "batch_admit": batch_admit,
     "call": call_job,
     "prepare_step": prepare_step_job,
     "summarize": summarize_job,

@@ -52,7 +52,7 @@ from agentq.orchestrator.envelopes import (
     wake_key,
 )
 from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecError
-from agentq.orchestrator.redis_conn import connect, is_memory_url
+from agentq.orchestrator.redis_conn import MAX_BLOCK_S, connect, is_memory_url
 from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.step_prep import PREPARE_STEP_KIND
@@ -419,6 +419,7 @@ class WorkerRuntime:
             max_deliveries=self.settings.max_deliveries,
             max_output_bytes=self.settings.max_tool_output_bytes,
             metrics=self.metrics,
+            settings=self.settings,
             batches=ProviderBatchStore(self.redis, retention_s=self.settings.retention_s),
         )
         collector = Collector(self.redis, models, self.settings, self.worker_id)
@@ -647,7 +648,13 @@ class WorkerRuntime:
                 async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                     await pubsub.subscribe(keys.RUN_ENDED)
                     outage.succeeded()
-                    async for message in pubsub.listen():
+                    while True:
+                        # A read bounded below the socket timeout: an idle channel is
+                        # silence, not a dead Redis (`listen()` would time out and log
+                        # an outage every socket timeout while no run ends).
+                        message = await pubsub.get_message(timeout=MAX_BLOCK_S)
+                        if message is None:
+                            continue
                         run_id = message["data"]
                         run_id = run_id.decode() if isinstance(run_id, bytes) else str(run_id)
                         for executor in self.executors:

@@ -14,7 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.settings import Settings
-from agentq.serve import errors, meta, remote, runs
+from agentq.serve import batches, errors, meta, remote, runs
 from agentq.serve.config import ServeConfig
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.limits import BodyLimit
@@ -59,6 +59,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     errors.install(app)
     app.include_router(meta.router)
     app.include_router(runs.router)
+    app.include_router(batches.router)
     app.include_router(remote.router)
     from agentq.serve import chat
 
@@ -66,7 +67,12 @@ def create_app(config: ServeConfig) -> FastAPI:
     from agentq.serve import tool_calls
 
     app.include_router(tool_calls.router)
-    app.add_middleware(BodyLimit, max_bytes=config.limits.max_body_bytes)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=config.limits.max_body_bytes,
+        # A batch's JSONL is spooled to disk, not held in memory: it may be large.
+        larger={batches.router.prefix: config.limits.max_batch_bytes},
+    )
     if config.cors_origins:
         app.add_middleware(
             CORSMiddleware,

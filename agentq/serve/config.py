@@ -13,6 +13,7 @@ from agentq.serve.auth import KeyRing
 @dataclass(frozen=True)
 class Limits:
     max_body_bytes: int = 1_000_000
+    max_batch_bytes: int = 2_000_000_000  # a batch's JSONL body (spooled to disk)
     max_spec_bytes: int = 256_000
     submits_per_minute: int = 600  # per tenant, across every replica (counted in Redis)
     events_per_second: float = 1000.0  # per stream

@@ -1,6 +1,7 @@
 -- create: make a run once and schedule its step 0.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job;
+-- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job,
+--         end_job (optional: enqueued when the run ends, see finish_run in the prelude);
 --         a fork also: start_step, steps (its first steps' hashes), usage, n_initial, origin
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
@@ -27,6 +28,7 @@ for i, fields in ipairs(A.steps) do
   for field, value in pairs(fields) do redis.call('HSET', step_key(i - 1), field, value) end
 end
 if A.origin then redis.call('HSET', meta, F.ORIGIN, A.origin) end
+if A.end_job then redis.call('HSET', meta, F.END_JOB, cjson.encode(A.end_job)) end
 -- Tools are offered to the model in the spec's order (stable prompts cache better).
 for _, name in ipairs(A.tool_order) do
   redis.call('HSET', tools_key(), name, A.tools[name])

@@ -50,6 +50,8 @@ class CreateRun(TransitionInput):
     trace: str
     event: str
     next_job: QueuedJob
+    # Enqueued when the run ends, however it ends (a batch admits its next line from it).
+    end_job: QueuedJob | None = None
     # A fork starts at `start_step` with the original's first steps copied (their step
     # hashes, field -> value), its usage so far, and where it came from (JSON).
     start_step: int = 0

@@ -111,6 +111,7 @@ class MetaField(StrEnum):
     BATCH_STEPS = "b_steps"
     BATCH_INPUT = "b_in"
     BATCH_OUTPUT = "b_out"
+    END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
 
 
 # The usage totals kept in the meta hash, by `Usage` field.
