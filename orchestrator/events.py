@@ -28,6 +28,7 @@ EventType = Literal[
     "tool-input-response",
     "tool-running",
     "tool-progress",
+    "tool-log",
     "tool-result",
     "tool-error",
     "finish-step",

@@ -45,6 +45,11 @@ ProgressCallback = Callable[[Any], Awaitable[None] | None]
 # Asked when the call's tool asks for input (an MCP server's elicitation): the message
 # and the requested schema in, the content to answer with (None: decline) out.
 InputCallback = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# Given each log message of the call's tool (an MCP server's): level, data, logger.
+LogCallback = Callable[[str, Any, str | None], Awaitable[None]]
+# Asked when the call's tool asks for a model's answer (an MCP server's sampling): the
+# `sampling/createMessage` params in, the `CreateMessageResult` (None: decline) out.
+SampleCallback = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 __all__ = ["CallNotFoundError", "ProgressCallback", "ToolCallResult", "ToolCalls"]
 
@@ -149,11 +154,15 @@ class ToolCalls:
         timeout_s: float | None = None,
         on_progress: ProgressCallback | None = None,
         on_input: InputCallback | None = None,
+        on_log: LogCallback | None = None,
+        on_sample: SampleCallback | None = None,
     ) -> ToolCallResult | None:
         """The call's result once it has one; None if `timeout_s` passes first. The
         tool's input requests go to `on_input`; without one they are declined."""
         try:
-            return await asyncio.wait_for(self._wait(call_id, on_progress, on_input), timeout_s)
+            return await asyncio.wait_for(
+                self._wait(call_id, on_progress, on_input, on_log, on_sample), timeout_s
+            )
         except TimeoutError:
             return None
 
@@ -162,6 +171,8 @@ class ToolCalls:
         call_id: str,
         on_progress: ProgressCallback | None,
         on_input: InputCallback | None,
+        on_log: LogCallback | None = None,
+        on_sample: SampleCallback | None = None,
     ) -> ToolCallResult:
         async for event in self.store.events(call_id, 0, follow=True):
             extra = event.model_extra or {}
@@ -169,9 +180,19 @@ class ToolCalls:
                 shown = on_progress(extra.get("output"))
                 if isinstance(shown, Awaitable):
                     await shown
+            elif event.type == "tool-log" and on_log is not None:
+                logger = extra.get("logger")
+                await on_log(
+                    str(extra.get("level", "info")),
+                    extra.get("data"),
+                    str(logger) if logger is not None else None,
+                )
             elif event.type == "tool-input-request":
                 content = None
-                if on_input is not None:
+                if extra.get("kind") == "sampling":
+                    if on_sample is not None:
+                        content = await on_sample(extra.get("input") or {})
+                elif on_input is not None:
                     content = await on_input(
                         str(extra.get("message", "")), extra.get("input") or {}
                     )

@@ -118,6 +118,23 @@ async def _execute(
             ],
         )
 
+    async def forward_log(level: str, data: Any, logger: str | None) -> None:
+        await calls.emit(
+            call.id,
+            [
+                event_json(
+                    "tool-log",
+                    call.id,
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    level=level,
+                    data=data,
+                    logger=logger,
+                )
+            ],
+        )
+
+    inputs = CallInputRequests(calls, call, attempt, deadline_at=time.time() + tool.timeout_s)
     context = ToolContext(
         run_id=call.id,
         step=0,
@@ -126,7 +143,9 @@ async def _execute(
         attempt=attempt,
         deadline_at=time.time() + tool.timeout_s,
         progress=progress,
-        elicit=CallInputRequests(calls, call, attempt, deadline_at=time.time() + tool.timeout_s),
+        log=forward_log,
+        elicit=inputs,
+        sample=inputs.sample,
     )
     return await run_executor(executor, tool, call, context)
 
@@ -134,7 +153,8 @@ async def _execute(
 class CallInputRequests:
     """The `elicit` callable of a call without a run: a `tool-input-request` event on the
     call's stream, then the answer its caller posts (`ToolCalls.answer`; the MCP gateway
-    asks its own client), or None when declined or the deadline passes."""
+    asks its own client), or None when declined or the deadline passes. `sample` asks
+    the same way for a model's answer (`"kind": "sampling"`, the request as `input`)."""
 
     def __init__(self, calls: CallStore, call: CallPlan, attempt: int, deadline_at: float):
         self.calls = calls
@@ -144,6 +164,12 @@ class CallInputRequests:
         self._ids = (f"{call.id}.{attempt}.{n}" for n in itertools.count(1))
 
     async def __call__(self, message: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        return await self._ask(message=message, input=schema)
+
+    async def sample(self, request: dict[str, Any]) -> dict[str, Any] | None:
+        return await self._ask(kind="sampling", message="", input=request)
+
+    async def _ask(self, **request: Any) -> dict[str, Any] | None:
         request_id = next(self._ids)
         event = event_json(
             "tool-input-request",
@@ -151,8 +177,7 @@ class CallInputRequests:
             tool_call_id=self.call.id,
             tool_name=self.call.name,
             request_id=request_id,
-            message=message,
-            input=schema,
+            **request,
         )
         if not await self.calls.emit(self.call.id, [event]):
             return None  # the call has ended

@@ -8,6 +8,8 @@ lapses is re-delivered by any reaper (workers', or `agentq serve`'s) exactly lik
 dead worker's job, and counted as a delivery toward AGENTQ_MAX_DELIVERIES. The call
 is claimed and its result recorded with the same transitions (`claim_call`,
 `record_result`): results are write-once, and a result for a lapsed lease is refused.
+A call without a run (a `call` job, whose run id is the call's id) is leased the same
+way; only its state is the call's own (`call_claim`, `call_finish` on `CallStore`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.call_store import CallNotFoundError, CallStore
+from agentq.orchestrator.calls import claim_call_args, finish_call_args
 from agentq.orchestrator.envelopes import (
     ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,
@@ -36,6 +40,7 @@ from agentq.orchestrator.loop import CallPlan, error_result
 from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.state import ClaimCall, Outcome
+from agentq.orchestrator.state.calls import CallField
 from agentq.orchestrator.state.keys import lease_deadline
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_output import bounded_result, progress_value
@@ -56,6 +61,8 @@ from agentq.workers.runtime import _BACKSTOP_MS, _CLAIM, _FINISH, ARQ_RETRY_PREF
 log = logging.getLogger("agentq.remote")
 
 LEASE_PREFIX = "lease-"
+# The job functions a remote queue holds: a run's tool call, and a call without a run.
+_LEASABLE = frozenset({"tool_call", "call"})
 # How many due jobs one look at a queue reads.
 _READ_LIMIT = 1000
 # A delivery counter outlives any lease (arq keeps its own for a day too).
@@ -125,6 +132,7 @@ class RemoteLeases:
         self._finish = redis.register_script(_FINISH)
         self._renew = redis.register_script(RENEW)
         self._reap = redis.register_script(REAP)
+        self.calls = CallStore(redis, retention_s=store.retention_s)
 
     # -- leasing -----------------------------------------------------------------
 
@@ -194,22 +202,11 @@ class RemoteLeases:
             pipe.incr(retry_key)
             pipe.expire(retry_key, _RETRY_KEEP_S)
             attempt = int((await pipe.execute())[0])
-        call_id = env.call_id or ""
-        claim = await self.store.claim_call(
-            ClaimCall(
-                run_id=env.run_id,
-                step=env.step,
-                call_id=call_id,
-                event=event_json(
-                    "tool-running", env.run_id, step=env.step, tool_call_id=call_id, attempt=attempt
-                ),
-            )
-        )
-        if claim.outcome != Outcome.CLAIMED or claim.call is None:
-            log.debug("remote call %s skipped: %s", held.job_id, claim.outcome)
+        claimed = await self._claim_state(held, attempt)
+        if claimed is None:
             await self._end(lease_id, held.job_id, held.queue)
             return None
-        call = CallPlan.model_validate_json(claim.call)
+        call, tool = claimed
         if attempt > self.max_deliveries:
             crashed = error_result(
                 call.id,
@@ -220,7 +217,6 @@ class RemoteLeases:
             await self._record(held, crashed)
             await self._end(lease_id, held.job_id, held.queue)
             return None
-        tool = ToolDef.model_validate_json(claim.tool) if claim.tool else None
         timeout_s = tool.timeout_s if tool is not None else env.timeout_s or 60.0
         now = time.time()
         await self.redis.set(
@@ -245,9 +241,65 @@ class RemoteLeases:
         if raw is None:
             return None
         body = deserialize(raw)
-        if body.get("f") != "tool_call":
+        if body.get("f") not in _LEASABLE:
             return None
         return _Held(job_id, queue, JobEnvelope.model_validate(body["a"][0]))
+
+    # -- the call's state: a run's step, or a call's own hash -----------------------
+
+    async def _claim_state(
+        self, held: _Held, attempt: int
+    ) -> tuple[CallPlan, ToolDef | None] | None:
+        """Claim the call (queued -> running); None when it is not to be executed (it
+        has its result, or its run ended)."""
+        env = held.envelope
+        if env.kind == "call":
+            own = await self.calls.claim(claim_call_args(env.run_id, attempt))
+            reply_call, reply_tool, outcome = own.call, own.tool, own.outcome
+        else:
+            call_id = env.call_id or ""
+            claim = await self.store.claim_call(
+                ClaimCall(
+                    run_id=env.run_id,
+                    step=env.step,
+                    call_id=call_id,
+                    event=event_json(
+                        "tool-running",
+                        env.run_id,
+                        step=env.step,
+                        tool_call_id=call_id,
+                        attempt=attempt,
+                    ),
+                )
+            )
+            reply_call, reply_tool, outcome = claim.call, claim.tool, claim.outcome
+        if outcome != Outcome.CLAIMED or reply_call is None:
+            log.debug("remote call %s skipped: %s", held.job_id, outcome)
+            return None
+        tool = ToolDef.model_validate_json(reply_tool) if reply_tool else None
+        return CallPlan.model_validate_json(reply_call), tool
+
+    async def _plan(self, env: JobEnvelope) -> CallPlan | None:
+        """The held call's record (its name and input), or None when it is gone."""
+        if env.kind == "call":
+            try:
+                fields = await self.calls.read(env.run_id)
+            except CallNotFoundError:
+                return None
+            raw = fields.get(CallField.CALL)
+            return CallPlan.model_validate_json(raw) if raw else None
+        call_json, _ = await self.store.call_state(env.run_id, env.step, env.call_id or "")
+        return CallPlan.model_validate_json(call_json) if call_json else None
+
+    async def _tool(self, env: JobEnvelope, name: str) -> ToolDef | None:
+        if env.kind == "call":
+            try:
+                raw: str | None = (await self.calls.read(env.run_id)).get(CallField.TOOL)
+            except CallNotFoundError:
+                return None
+        else:
+            raw = await self.store.tool_def(env.run_id, name)
+        return ToolDef.model_validate_json(raw) if raw else None
 
     # -- a held lease ------------------------------------------------------------
 
@@ -279,10 +331,8 @@ class RemoteLeases:
         raw = await self.redis.get(lease_deadline(lease_id))
         if raw is None or int(raw) >= time.time() * 1000:
             return
-        env = held.envelope
-        call_json, _ = await self.store.call_state(env.run_id, env.step, env.call_id or "")
-        if call_json is not None:
-            call = CallPlan.model_validate_json(call_json)
+        call = await self._plan(held.envelope)
+        if call is not None:
             await self._record(
                 held, error_result(call.id, call.name, f"the call to {call.name!r} timed out")
             )
@@ -303,32 +353,36 @@ class RemoteLeases:
         held = await self._held(lease_id)
         await self._in_time(lease_id, held)
         env = held.envelope
-        call_json, _ = await self.store.call_state(env.run_id, env.step, env.call_id or "")
-        name = CallPlan.model_validate_json(call_json).name if call_json else ""
-        await self.store.emit(
+        call = await self._plan(env)
+        name = call.name if call is not None else ""
+        if env.kind == "call":
+            event = event_json(
+                "tool-progress",
+                env.run_id,
+                tool_call_id=env.run_id,
+                tool_name=name,
+                output=progress_value(value),
+            )
+            await self.calls.emit(env.run_id, [event])
+            return
+        event = event_json(
+            "tool-progress",
             env.run_id,
-            [
-                event_json(
-                    "tool-progress",
-                    env.run_id,
-                    step=env.step,
-                    tool_call_id=env.call_id,
-                    tool_name=name,
-                    output=progress_value(value),
-                )
-            ],
+            step=env.step,
+            tool_call_id=env.call_id,
+            tool_name=name,
+            output=progress_value(value),
         )
+        await self.store.emit(env.run_id, [event])
 
     async def complete(self, lease_id: str, output: Any, is_error: bool) -> bool:
         """Record the call's result and end the lease. False when the call had a result
         already (a re-delivered call's first result stands)."""
         held = await self._held(lease_id)
-        env = held.envelope
-        call_json, _ = await self.store.call_state(env.run_id, env.step, env.call_id or "")
-        if call_json is None:
+        call = await self._plan(held.envelope)
+        if call is None:
             await self._end(lease_id, held.job_id, held.queue)
             return False
-        call = CallPlan.model_validate_json(call_json)
         result = ToolResultPart(
             tool_call_id=call.id, tool_name=call.name, output=output, is_error=is_error
         )
@@ -338,10 +392,13 @@ class RemoteLeases:
 
     async def _record(self, held: _Held, result: ToolResultPart) -> bool:
         env = held.envelope
-        tool_json = await self.store.tool_def(env.run_id, result.tool_name)
-        tool = ToolDef.model_validate_json(tool_json) if tool_json else None
+        tool = await self._tool(env, result.tool_name)
         limit = (tool.max_output_bytes if tool else None) or self.max_output_bytes
         result = bounded_result(result, limit)
+        if env.kind == "call":
+            # The call's own write-once result (a cancellation may have written it).
+            own = await self.calls.finish(finish_call_args(env.run_id, result))
+            return own.outcome == Outcome.RECORDED
         hops = tracing.Hops(env.run_id)
         args = hops.stamp(result_args(env.run_id, env.step, result))
         reply = await self.store.record_result(args)

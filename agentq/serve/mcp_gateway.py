@@ -13,6 +13,10 @@ it runs on the tool's queue on whichever worker serves it. The gateway adds:
   (workers announce new tools), for clients of the handshake protocol revisions;
 - elicitation: an upstream MCP server's questions go to the client when it declared
   elicitation (else they are declined);
+- sampling: an upstream MCP server's `sampling/createMessage` goes to the client when
+  it declared sampling (the server's config says `"sampling": "forward"`);
+- logging: an upstream MCP server's log messages during a call go to the client as
+  `notifications/message`, at or above the level it set (`logging/setLevel`);
 - media: image and audio parts of a tool's output as MCP image/audio content.
 """
 
@@ -23,7 +27,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, get_args
 
 import anyio
 import mcp_types as types
@@ -40,7 +44,13 @@ from starlette.types import Receive, Scope, Send
 
 from agentq.orchestrator.calls import CallInputError, ToolCallResult
 from agentq.orchestrator.errors import AgentqError, UnknownToolError
-from agentq.orchestrator.tool_calls import QUEUE_GRACE_S, InputCallback, ToolCalls
+from agentq.orchestrator.tool_calls import (
+    QUEUE_GRACE_S,
+    InputCallback,
+    LogCallback,
+    SampleCallback,
+    ToolCalls,
+)
 from agentq.serve.auth import KeyRing, Principal, authenticate
 from agentq.serve.errors import ApiError, error_body
 from agentq.serve.server import is_loopback
@@ -55,6 +65,8 @@ INVALID_PARAMS = -32602
 _PRINCIPAL = "agentq_principal"
 MCP_SESSION_HEADER = "mcp-session-id"
 MAX_REMEMBERED_SESSIONS = 10_000
+# MCP log levels, least severe first.
+LOG_LEVELS: tuple[types.LoggingLevel, ...] = get_args(types.LoggingLevel)
 
 
 class _GatewayServer(Server[Any]):
@@ -159,6 +171,7 @@ class McpGateway:
             instructions="The tools of an agentq fleet: each call runs as a durable job.",
             on_list_tools=self._list_tools,
             on_call_tool=self._call_tool,
+            on_set_logging_level=self._set_logging_level,
         )
         self.manager = StreamableHTTPSessionManager(
             app=self.server, security_settings=_rebinding_guard(keys, host)
@@ -166,6 +179,9 @@ class McpGateway:
         # The latest request's session of each connection (by its Mcp-Session-Id): its
         # standalone channel carries notifications that belong to no request.
         self.sessions: dict[str, ServerSession] = {}
+        # The log level each connection's client set (`logging/setLevel`), by its
+        # Mcp-Session-Id (a connection's requests may each have a session object).
+        self.log_levels: dict[str, types.LoggingLevel] = {}
 
     @contextlib.asynccontextmanager
     async def running(self, calls: ToolCalls) -> AsyncIterator[None]:
@@ -206,10 +222,7 @@ class McpGateway:
         raise MCPError(INVALID_PARAMS, "no HTTP request to authenticate")
 
     def _remember(self, ctx: ServerRequestContext[Any]) -> None:
-        request = ctx.request
-        session_id = (
-            request.headers.get(MCP_SESSION_HEADER) if isinstance(request, Request) else None
-        )
+        session_id = _session_id(ctx)
         if session_id:
             self.sessions.pop(session_id, None)  # re-inserted last: the dict is by recency
             self.sessions[session_id] = ctx.session
@@ -231,6 +244,31 @@ class McpGateway:
                 for t in tools
             ]
         )
+
+    async def _set_logging_level(
+        self, ctx: ServerRequestContext[Any], params: types.SetLevelRequestParams
+    ) -> types.EmptyResult:
+        session_id = _session_id(ctx)
+        if session_id:
+            self.log_levels.pop(session_id, None)  # re-inserted last: the dict is by recency
+            self.log_levels[session_id] = params.level
+            while len(self.log_levels) > MAX_REMEMBERED_SESSIONS:
+                self.log_levels.pop(next(iter(self.log_levels)))
+        return types.EmptyResult()
+
+    def _logger(self, ctx: ServerRequestContext[Any]) -> LogCallback:
+        """The call's log messages for this client, at or above the level it set."""
+
+        async def send(level: str, data: Any, logger: str | None) -> None:
+            severity: types.LoggingLevel = level if level in LOG_LEVELS else "info"
+            least = self.log_levels.get(_session_id(ctx) or "", LOG_LEVELS[0])
+            if LOG_LEVELS.index(severity) < LOG_LEVELS.index(least):
+                return
+            await ctx.session.send_log_message(
+                severity, data, logger, related_request_id=_request_id(ctx)
+            )
+
+        return send
 
     async def _call_tool(
         self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
@@ -275,7 +313,12 @@ class McpGateway:
         budget_s = tool.timeout_s + QUEUE_GRACE_S
         try:
             result = await calls.wait(
-                call_id, timeout_s=budget_s, on_progress=forward, on_input=_asker(ctx)
+                call_id,
+                timeout_s=budget_s,
+                on_progress=forward,
+                on_input=_asker(ctx),
+                on_log=self._logger(ctx),
+                on_sample=_sampler(ctx),
             )
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
@@ -336,6 +379,36 @@ def _asker(ctx: ServerRequestContext[Any]) -> InputCallback | None:
         return dict(answer.content or {})
 
     return ask
+
+
+def _sampler(ctx: ServerRequestContext[Any]) -> SampleCallback | None:
+    """The tool's sampling requests (an upstream MCP server's) for this client, when it
+    declared sampling; else they are declined."""
+    wanted = types.ClientCapabilities(sampling=types.SamplingCapability())
+    if not ctx.session.check_client_capability(wanted):
+        return None
+
+    async def sample(request: dict[str, Any]) -> dict[str, Any] | None:
+        params = types.CreateMessageRequestParams.model_validate(request)
+        answer = await ctx.session.create_message(
+            params.messages,
+            max_tokens=params.max_tokens,
+            system_prompt=params.system_prompt,
+            include_context=params.include_context,
+            temperature=params.temperature,
+            stop_sequences=params.stop_sequences,
+            metadata=params.metadata,
+            model_preferences=params.model_preferences,
+            related_request_id=ctx.request_id,
+        )
+        return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    return sample
+
+
+def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
+    request = ctx.request
+    return request.headers.get(MCP_SESSION_HEADER) if isinstance(request, Request) else None
 
 
 def _progress_token(ctx: ServerRequestContext[Any]) -> str | int | None:

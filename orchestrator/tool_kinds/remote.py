@@ -140,6 +140,11 @@ class RemoteKind(ToolKindPlugin):
     def describe(self, entry: Any) -> str:
         return f"the remote tool {entry.name!r}"
 
+    def call_entries(self, ann: ToolAnnouncement) -> list[tuple[str, dict[str, Any]]]:
+        # A call without a run is a `call` job on the tool's queue, leased or pushed
+        # like a run's (`workers.remote_leases`).
+        return [(ann.name, {"type": "remote", "name": ann.name})]
+
 
 def remote_registry_key(name: str) -> str:
     return f"remote:{name}"

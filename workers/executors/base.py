@@ -23,6 +23,12 @@ ProgressFn = Callable[[Any], Awaitable[None]]
 # call with a `tool-input-request` event and returns the posted answer, or None
 # when declined or the deadline passes.
 ElicitFn = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# Passes a log message of the tool (an MCP server's `notifications/message`: level, data,
+# logger) to whoever drives the call, as a `tool-log` event.
+LogFn = Callable[[str, Any, str | None], Awaitable[None]]
+# Asks whoever drives the call for a model's answer (MCP sampling, "forward" mode): the
+# `sampling/createMessage` params in, the `CreateMessageResult` out (None: declined).
+SampleFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
 
 async def _no_progress(_: Any) -> None:
@@ -46,6 +52,8 @@ class ToolContext:
     deadline_at: float  # unix seconds; the executor must be done by then
     progress: ProgressFn = _no_progress  # emits a `tool-progress` event
     elicit: ElicitFn | None = None
+    log: LogFn | None = None
+    sample: SampleFn | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 

@@ -26,7 +26,9 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -103,6 +105,18 @@ class SamplingRoute(_Model):
         return model
 
 
+def _sampling_tag(value: Any) -> str:
+    return "as-forward" if value == "forward" else "as-route"
+
+
+# "forward", or a route (an object): told apart up front, so that a bad route's errors
+# name its fields rather than also saying it is not "forward".
+SamplingChoice = Annotated[
+    Annotated[SamplingRoute, Tag("as-route")] | Annotated[Literal["forward"], Tag("as-forward")],
+    Discriminator(_sampling_tag),
+]
+
+
 class McpServerConfig(_Model):
     """One entry of `mcpServers`."""
 
@@ -120,9 +134,10 @@ class McpServerConfig(_Model):
     connect_timeout_s: float = Field(default=30.0, gt=0)
     max_concurrency: int = Field(default=8, ge=1, le=1024)
     elicitation: Literal["decline", "accept-defaults", "forward"] = "decline"
-    # Given as "decline" (the default) or a route; None means declined, and then
-    # the client does not even declare the sampling capability to this server.
-    sampling: SamplingRoute | None = None
+    # Given as "decline" (the default), "forward" (ask whoever drives the call: the MCP
+    # gateway's client, when it declared sampling) or a route to a model; None means
+    # declined, and then the client does not even declare the sampling capability.
+    sampling: SamplingChoice | None = None
     auth: AuthConfig | None = None
     # "auto" probes the 2026 `server/discover` and falls back to `initialize`;
     # "legacy" pins the handshake for servers that mishandle the probe.
@@ -148,9 +163,12 @@ class McpServerConfig(_Model):
     def _check_sampling(cls, value: Any) -> Any:
         if value is None or value == "decline":
             return None
+        if value == "forward":
+            return value
         if not isinstance(value, dict):
             raise ValueError(
-                'expected \'decline\' or an object such as {"model": "openai:gpt-4o-mini"}'
+                "expected 'decline', 'forward' or an object such as "
+                '{"model": "openai:gpt-4o-mini"}'
             )
         return value
 
@@ -238,7 +256,7 @@ def _describe(exc: ValidationError) -> str:
         loc = [str(part) for part in error["loc"]]
         # Union members show up as loc parts ("bearer", "function-after[...]");
         # they say nothing to someone editing a JSON file.
-        loc = [p for p in loc if not p.startswith(("function-", "tagged-union["))]
+        loc = [p for p in loc if not p.startswith(("function-", "tagged-union[", "as-"))]
         where = ".".join(loc) or "(top level)"
         message = error["msg"].removeprefix("Value error, ")
         lines.append(f"{where}: {message}")

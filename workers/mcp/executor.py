@@ -29,7 +29,7 @@ from agentq.orchestrator.errors import (
 from agentq.orchestrator.tool_kinds.mcp import McpToolConfig, mcp_server_announcement
 from agentq.orchestrator.tool_resolution import ToolAnnouncement, ToolDef
 from agentq.workers.executors.base import ToolContext, WorkerServices
-from agentq.workers.mcp.config import McpConfig
+from agentq.workers.mcp.config import McpConfig, SamplingRoute
 from agentq.workers.mcp.content import normalize_result
 from agentq.workers.mcp.pool import ServerConnection, ToolsChanged
 from agentq.workers.mcp.sampling import Sampler
@@ -74,7 +74,7 @@ class McpExecutor:
         info = client_info()
         self._own_http: httpx.AsyncClient | None = None
         sampler: Sampler | None = None
-        if any(server.sampling is not None for server in config.enabled.values()):
+        if any(isinstance(s.sampling, SamplingRoute) for s in config.enabled.values()):
             if http is None:
                 http = self._own_http = httpx.AsyncClient(timeout=SAMPLING_HTTP_TIMEOUT)
             # Standalone, sampling has no shared rate limit; a worker lends its own

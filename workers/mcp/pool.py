@@ -29,9 +29,9 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentq.orchestrator.errors import InfrastructureError, ToolError, ToolTimeoutError
 from agentq.workers.executors.base import ToolContext
-from agentq.workers.mcp.config import McpServerConfig
+from agentq.workers.mcp.config import McpServerConfig, SamplingRoute
 from agentq.workers.mcp.elicitation import answer_elicitation
-from agentq.workers.mcp.sampling import Sampler
+from agentq.workers.mcp.sampling import Sampler, forward_sampling
 from agentq.workers.mcp.transport import open_transport
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ class ServerConnection:
         self.name = name
         self.config = config
         self._client_info = client_info
-        self._sampler = sampler if config.sampling is not None else None
+        self._sampler = sampler if isinstance(config.sampling, SamplingRoute) else None
         self._on_tools_changed = on_tools_changed
         self._semaphore = asyncio.Semaphore(config.max_concurrency)
         self._connect_lock = asyncio.Lock()
@@ -218,8 +218,9 @@ class ServerConnection:
             elicitation_callback=self._on_elicit,
             # Without a callback the SDK declares no sampling capability, so a
             # server that honours capabilities never asks.
-            sampling_callback=self._on_sample if self._sampler is not None else None,
+            sampling_callback=self._on_sample if self.config.sampling is not None else None,
             message_handler=self._on_message,
+            logging_callback=self._on_log,
             cache=None,  # tools/list is cached here, invalidated by change events
         )
         try:
@@ -270,13 +271,27 @@ class ServerConnection:
             call = self._inflight[0]
         return call
 
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        """A log message of the server goes to the call it belongs to, if any (a log
+        sent between calls belongs to none)."""
+        call = self._calling()
+        if call is None or call.log is None:
+            return
+        try:
+            await call.log(params.level, params.data, params.logger)
+        except Exception as exc:
+            # A lost log message must not fail the call it comes from.
+            log.warning("MCP server %r: log message dropped: %s", self.name, exc)
+
     async def _on_sample(
         self, context: ClientRequestContext, params: types.CreateMessageRequestParams
     ) -> types.CreateMessageResult | types.ErrorData:
         route = self.config.sampling
+        call = self._calling()
+        if route == "forward":
+            return await forward_sampling(params, call)
         if self._sampler is None or route is None:
             return types.ErrorData(code=types.INVALID_REQUEST, message="sampling is declined")
-        call = self._calling()
         try:
             return await self._sampler.sample(
                 self.name, route, params, call.deadline_at if call is not None else None

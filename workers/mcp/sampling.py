@@ -11,6 +11,9 @@ A request this client cannot honour (tools, audio, an image the assistant
 provider errors are already scrubbed of API keys (workers/providers/redact.py).
 Sampling goes through the worker's model client, so it counts against the
 fleet-wide rate limit like any model step.
+
+With `"sampling": "forward"` the request goes instead to whoever drives the call
+(`ToolContext.sample`: the MCP gateway asks its own client, when it declared sampling).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.messages import AssistantMessage, MediaPart, Message, TextPart, UserMessage
 from agentq.orchestrator.model_io import FinishReason
 from agentq.orchestrator.spec import ModelRef
+from agentq.workers.executors.base import ToolContext
 from agentq.workers.mcp.config import SamplingRoute
 from agentq.workers.providers import ModelRequest, ModelResponse, providers
 from agentq.workers.providers.model_client import ModelClient
@@ -168,3 +172,22 @@ class Sampler:
 
 def _error(code: int, message: str) -> types.ErrorData:
     return types.ErrorData(code=code, message=message)
+
+
+async def forward_sampling(
+    params: types.CreateMessageRequestParams, call: ToolContext | None
+) -> types.CreateMessageResult | types.ErrorData:
+    """The request asked of whoever drives the call; declined when nobody can answer
+    (no call to tie it to, a driver that takes no input, or the driver declined)."""
+    declined = types.ErrorData(code=types.INVALID_REQUEST, message="sampling is declined")
+    if call is None or call.sample is None:
+        return declined
+    answer = await call.sample(params.model_dump(mode="json", by_alias=True, exclude_none=True))
+    if answer is None:
+        return declined
+    try:
+        return types.CreateMessageResult.model_validate(answer)
+    except ValueError:
+        return types.ErrorData(
+            code=types.INTERNAL_ERROR, message="sampling answer is not a CreateMessageResult"
+        )

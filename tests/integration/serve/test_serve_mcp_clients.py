@@ -1,7 +1,9 @@
 """`agentq serve --mcp` driven by third-party MCP clients: the MCP Inspector's CLI mode
 and the MCP conformance suite's server scenarios (npm, installed by .ci/mcp-tools-setup),
 against a real redis-server, a real worker serving tests/support/conformance_tools.py
-and a real `agentq serve --mcp` on loopback (no API keys: neither tool sends one).
+and, over stdio, the upstream MCP server tests/support/mcp_servers/conformance_server.py
+(whose tools elicit, sample and log, forwarded to the gateway's client), and a real
+`agentq serve --mcp` on loopback (no API keys: neither tool sends one).
 
 The conformance results of every scenario are written to
 `$AGENTQ_CONFORMANCE_REPORT` (default: the test's tmp dir) as JSON, for the record.
@@ -13,12 +15,14 @@ import json
 import os
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.support.infra import REPO, WorkerProcess, missing, wait_ready
+from tests.support.mcp_servers.launch import HERE as MCP_SERVERS
 from tests.support.serve import ServeProcess
 
 NODE_DIR = REPO / "tests/support/node/mcp-tools/node_modules/@modelcontextprotocol"
@@ -26,8 +30,8 @@ INSPECTOR = NODE_DIR / "inspector-cli/build/index.js"
 CONFORMANCE = NODE_DIR / "conformance/dist/index.js"
 TOOLS = ("tests/support/conformance_tools.py", "tests/support/call_tools.py")
 
-# The server scenarios the gateway passes: a tools-only server, so the scenarios of
-# resources, prompts, completion, logging, sampling and elicitation do not apply.
+# The server scenarios the gateway passes. It serves tools only: the scenarios of
+# resources, prompts and completion do not apply (and fail).
 PASSING = (
     "server-initialize",
     "ping",
@@ -39,6 +43,12 @@ PASSING = (
     "tools-call-mixed-content",
     "tools-call-error",
     "tools-call-with-progress",
+    "tools-call-elicitation",
+    "elicitation-sep1034-defaults",
+    "elicitation-sep1330-enums",
+    "tools-call-with-logging",
+    "logging-set-level",
+    "tools-call-sampling",
     "json-schema-2020-12",
     "server-sse-multiple-streams",
     "dns-rebinding-protection",
@@ -51,9 +61,22 @@ def _need(path: Path, what: str) -> None:
 
 
 @pytest.fixture
-def gateway(redis_url: str) -> Iterator[ServeProcess]:
-    worker = WorkerProcess(redis_url, *(arg for t in TOOLS for arg in ("--tools", t)))
-    wait_ready(worker)
+def gateway(redis_url: str, tmp_path: Path) -> Iterator[ServeProcess]:
+    upstream = {
+        "command": sys.executable,
+        "args": [str(MCP_SERVERS / "conformance_server.py")],
+        "elicitation": "forward",
+        "timeout_s": 60,
+        # Its tools ask over the session (`elicitation/create` with the scenarios' raw
+        # schemas), which the handshake-era protocol carries over stdio.
+        "protocol": "legacy",
+        "sampling": "forward",
+    }
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"conformance": upstream}}))
+    tools = (arg for t in TOOLS for arg in ("--tools", t))
+    worker = WorkerProcess(redis_url, *tools, "--mcp-config", str(config))
+    wait_ready(worker, timeout_s=60)
     server = ServeProcess(redis_url, "--mcp")
     yield server
     server.stop()

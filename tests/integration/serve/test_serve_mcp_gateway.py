@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -249,3 +250,78 @@ async def mcp_session_plain(server: ServeProcess) -> AsyncIterator[ClientSession
     ):
         await session.initialize()
         yield session
+
+
+@pytest.fixture
+def asking_gateway(redis_url: str, tmp_path: Path) -> Iterator[ServeProcess]:
+    """A worker serving the conformance upstream server (whose tools log and sample),
+    forwarding its sampling, behind a keyless gateway."""
+    from tests.support.mcp_servers.launch import HERE
+
+    upstream = {
+        "command": sys.executable,
+        "args": [str(HERE / "conformance_server.py")],
+        "sampling": "forward",
+        "protocol": "legacy",
+        "timeout_s": 60,
+    }
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"conformance": upstream}}))
+    worker = WorkerProcess(redis_url, "--mcp-config", str(config))
+    wait_ready(worker, timeout_s=60)
+    gateway = ServeProcess(redis_url, "--mcp")
+    yield gateway
+    gateway.stop()
+    worker.stop()
+
+
+# MCP logging is deprecated by the 2026-07-28 revision; clients of earlier ones still use it.
+@pytest.mark.filterwarnings("ignore:The logging capability is deprecated")
+async def test_an_upstream_tool_s_logs_and_sampling_reach_the_gateways_client(
+    asking_gateway: ServeProcess,
+) -> None:
+    logged: list[types.LoggingMessageNotificationParams] = []
+    prompts: list[str] = []
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logged.append(params)
+
+    async def sample(
+        context: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
+        content = params.messages[0].content
+        prompts.append(content.text if isinstance(content, types.TextContent) else "")
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text="forty-two"),
+            model="client-model",
+            stop_reason="endTurn",
+        )
+
+    async with (
+        httpx2.AsyncClient(timeout=httpx2.Timeout(30.0, read=120.0)) as http,
+        streamable_http_client(f"{asking_gateway.url}/mcp", http_client=http) as (read, write),
+        ClientSession(
+            read,
+            write,
+            read_timeout_seconds=TIMEOUT_S,
+            sampling_callback=sample,
+            logging_callback=on_log,
+        ) as session,
+    ):
+        await session.initialize()
+        sampled = await session.call_tool("test_sampling", {"prompt": "the answer?"})
+        await session.call_tool("test_tool_with_logging", {})
+        await eventually_async(lambda: len(logged) >= 3, "three log messages")
+        await session.set_logging_level("warning")
+        await session.call_tool("test_tool_with_logging", {})
+    async with mcp_session_plain(asking_gateway) as session:
+        declined = await session.call_tool("test_sampling", {"prompt": "unasked"})
+    assert prompts == ["the answer?"]
+    assert sampled.content == [types.TextContent(type="text", text="LLM response: forty-two")]
+    assert [(m.level, m.data) for m in logged] == [
+        ("info", "Tool execution started"),
+        ("info", "Tool processing data"),
+        ("info", "Tool execution completed"),
+    ]
+    assert declined.is_error

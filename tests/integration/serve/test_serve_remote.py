@@ -221,3 +221,64 @@ def test_a_leased_call_past_its_deadline_becomes_a_timeout_error(
     assert run["status"] == "succeeded", run
     errors = [e for e in events(remote_server, run_id) if e["type"] == "tool-error"]
     assert "timed out" in str(errors[0]["error"])
+
+
+async def test_a_call_without_a_run_is_leased_by_the_node_worker_and_re_delivered(
+    remote_server: ServeProcess, redis_url: str
+) -> None:
+    """`call_tool` on a remote tool: a `call` job on its queue, leased over HTTP like a
+    run's call; a lease that lapses (its worker killed) is re-delivered, and the result
+    is the call's own, written once."""
+    from agentq.orchestrator import Client
+
+    dying = NodeWorker(remote_server, mode="hang")
+    try:
+        async with Client(redis_url) as client:
+            call_id, _ = await client.calls.start("shout", {"text": "hi"}, timeout_s=60)
+            dying.wait_for("progress")
+            dying.kill()
+            rescuer = NodeWorker(remote_server)
+            try:
+                progress: list[Any] = []
+                result = await client.call_tool(
+                    "shout", {"text": "again"}, timeout_s=60, on_progress=progress.append
+                )
+                assert not result.is_error, result
+                assert result.output == {"upper": "AGAIN", "attempt": 1}
+                assert progress
+                assert progress[0]["stage"] == "working"
+                redelivered = await client.calls.wait(call_id, timeout_s=120)
+                assert redelivered is not None, "the re-delivered call to end"
+                assert redelivered.output == {"upper": "HI", "attempt": 2}, redelivered
+            finally:
+                rescuer.kill()
+    finally:
+        dying.kill()
+
+
+async def test_a_call_without_a_run_is_pushed_to_the_queue_webhook(
+    redis_url: str, worker: Any
+) -> None:
+    from agentq.orchestrator import Client
+    from tests.support.receiver import Receiver
+
+    receiver = Receiver([(503, {}), (200, {"output": {"pushed": "HI"}})])
+    hook = {"url": receiver.url, "secret_env": "PUSH_SECRET", "backoff_s": 0.05}
+    server = ServeProcess(
+        redis_url,
+        env={
+            "AGENTQ_REMOTE_TOOLS": remote_tools_file(**{"node-tools": hook}),
+            "PUSH_SECRET": "s3cret",
+        },
+    )
+    try:
+        async with Client(redis_url) as client:
+            result = await client.call_tool("shout", {"text": "hi"}, timeout_s=60)
+        assert not result.is_error, result
+        assert result.output == {"pushed": "HI"}
+        pushed = json.loads(receiver.wait_for(2)[-1][1])
+        assert pushed["call"]["call_id"] == result.call_id
+        assert pushed["call"]["input"] == {"text": "hi"}
+    finally:
+        server.stop()
+        receiver.close()

@@ -97,9 +97,12 @@ def test_defaults_and_agentq_keys() -> None:
             ),
             id="object-model",
         ),
+        pytest.param("forward", "forward", id="forward"),
     ],
 )
-def test_sampling_is_declined_or_routed(sampling: Any, expected: SamplingRoute | None) -> None:
+def test_sampling_is_declined_or_routed(
+    sampling: Any, expected: SamplingRoute | str | None
+) -> None:
     assert one({"command": "x", "sampling": sampling}).sampling == expected
 
 
@@ -151,7 +154,7 @@ def test_an_empty_config_is_valid() -> None:
         ),
         pytest.param(
             {"mcpServers": {"t": {"command": "x", "sampling": "accept"}}},
-            "mcpServers.t.sampling: expected 'decline' or an object such as",
+            "mcpServers.t.sampling: expected 'decline', 'forward' or an object such as",
             id="sampling-word",
         ),
         pytest.param(
