@@ -9,6 +9,7 @@ ConnectionErrors in redis-py but never heal by waiting, so they are not transien
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
@@ -74,6 +75,14 @@ class Backoff:
         self._next_s = self.first_s
 
 
+def _cancelling() -> bool:
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # a thread without an event loop (the lease renewer)
+        return False
+    return task is not None and task.cancelling() > 0
+
+
 class Outage:
     """Logs the start and the end of an outage once each, however many retries it takes.
 
@@ -88,7 +97,14 @@ class Outage:
         self._lock = threading.Lock()
 
     def failed(self, exc: BaseException) -> float:
-        """Record a failure; returns how long to wait before the next attempt."""
+        """Record a failure; returns how long to wait before the next attempt.
+
+        Raises CancelledError instead when the calling task is being cancelled: redis-py
+        bounds its reads with `asyncio.timeout`, which on Python 3.11 can turn a cancel
+        that races its own deadline into a TimeoutError. A retry loop would then swallow
+        the cancel and run on, and whoever awaits the task (a worker's shutdown) hangs."""
+        if _cancelling():
+            raise asyncio.CancelledError from exc
         with self._lock:
             if self.since is None:
                 self.since = time.monotonic()

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 
 import pytest
 from redis import exceptions as rx
@@ -62,3 +64,39 @@ def test_an_outage_logs_once_however_many_retries(caplog: pytest.LogCaptureFixtu
     assert "redis unavailable" in messages[0]
     assert "back after" in messages[1]
     assert "down again" in messages[2]
+
+
+async def test_a_cancel_turned_into_a_timeout_still_ends_a_retry_loop() -> None:
+    """On Python 3.11 a read's `asyncio.timeout` can turn a cancel that races its
+    deadline into a TimeoutError; the retry loop must end anyway, not swallow it."""
+    outage = Outage("test", logging.getLogger("test"))
+    entered = asyncio.Event()
+    given_up = False  # only so that a failing test ends instead of hanging
+
+    async def retry_loop() -> None:
+        while not given_up:
+            try:
+                try:
+                    entered.set()
+                    await asyncio.Event().wait()  # a read that never answers
+                except asyncio.CancelledError:
+                    raise TimeoutError("Timeout reading from redis") from None
+            except Exception as exc:
+                await asyncio.sleep(outage.failed(exc))
+
+    task = asyncio.create_task(retry_loop())
+    await entered.wait()
+    task.cancel()
+    await asyncio.wait({task}, timeout=30)  # a deadline that only a hang reaches
+    given_up = True
+    assert task.done(), "the retry loop swallowed its cancellation"
+    assert task.cancelled()
+
+
+def test_a_thread_without_an_event_loop_gets_its_backoff() -> None:
+    outage = Outage("test", logging.getLogger("test"))
+    delays: list[float] = []
+    thread = threading.Thread(target=lambda: delays.append(outage.failed(TimeoutError())))
+    thread.start()
+    thread.join()
+    assert delays == [0.05]
