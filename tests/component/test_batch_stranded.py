@@ -1,20 +1,28 @@
 """Lines nothing would end, on a real redis-server: an admission job arq dropped after
 its settle (the line's run was never created), a run whose end job was dropped, and an
 end job that runs after the run's keys expired. Each line ends, counted, instead of
-staying `running` forever (see orchestrator/batch_sweep.py)."""
+staying `running` forever (see orchestrator/batch_sweep.py). And an upload nobody seals
+expires."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from agentq.orchestrator.batch_admission import BatchJobEnvelope, run_admission
+from agentq.orchestrator.batch_admission import BatchJobEnvelope, kick_job, run_admission
 from agentq.orchestrator.batches import BatchInfo
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.envelopes import MODEL_QUEUE, queue_key
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import keys
-from agentq.orchestrator.state.batch import BatchSettle
+from agentq.orchestrator.state.batch import (
+    BatchOpen,
+    BatchSeal,
+    BatchSettle,
+    BatchUpload,
+    UploadLine,
+)
 from agentq.workers.embedded import embedded
 from tests.support.redis_fixtures import redis_server, redis_url
 from tests.support.sample_tools import noop
@@ -94,3 +102,35 @@ async def test_an_end_job_after_the_runs_keys_expired_fails_the_line(redis_url: 
         assert (info.status, info.counts.failed, info.counts.running) == ("done", 1, 0)
         (failed,) = [r async for r in client.batch_results("lost3", statuses=["failed"])]
         assert f"run {run_id} is gone" in (failed.error or "")
+
+
+async def test_an_unsealed_upload_expires_unless_resumed_or_sealed(redis_url: str) -> None:
+    async with Client(redis_url, settings=SWEEPING) as client:
+        store, tenant = client.batches.store, "default"
+        opened = BatchOpen(
+            batch_id="up1",
+            tenant=tenant,
+            run_prefix=keys.batch_run_prefix(tenant, "up1"),
+            concurrency=1,
+            priority=1,
+            metadata="{}",
+            retention_s=3600,
+            upload_ttl_s=100,
+        )
+        await store.open(tenant, opened)
+        line = UploadLine(line=1, custom_id="a", spec=json.dumps(TEMPLATE))
+        await store.upload(tenant, BatchUpload(batch_id="up1", lines=[line], upload_ttl_s=100))
+        owned = keys.batch_keys(tenant, "up1")
+
+        async def ttls() -> list[int]:
+            return [await client.redis.ttl(k) for k in owned if await client.redis.exists(k)]
+
+        assert all(0 < t <= 100 for t in await ttls())  # abandoned now, it would expire
+        for key in owned:
+            await client.redis.expire(key, 5)
+        line2 = UploadLine(line=2, custom_id="b", spec=json.dumps(TEMPLATE))
+        await store.upload(tenant, BatchUpload(batch_id="up1", lines=[line2], upload_ttl_s=100))
+        assert all(t > 5 for t in await ttls())  # a resumed chunk pushes the expiry back
+        kick = kick_job(tenant, "up1", "seal")
+        await store.seal(tenant, BatchSeal(batch_id="up1", lines=2, kick=kick))
+        assert set(await ttls()) == {-1}  # sealed: it lives until it ends, then its retention
