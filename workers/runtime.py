@@ -53,7 +53,7 @@ from agentq.orchestrator.envelopes import (
     wake_key,
 )
 from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecError
-from agentq.orchestrator.redis_conn import connect, is_memory_url
+from agentq.orchestrator.redis_conn import MAX_BLOCK_S, connect, is_memory_url
 from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.step_prep import PREPARE_STEP_KIND
@@ -653,7 +653,13 @@ class WorkerRuntime:
                 async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
                     await pubsub.subscribe(keys.RUN_ENDED)
                     outage.succeeded()
-                    async for message in pubsub.listen():
+                    while True:
+                        # A read bounded below the socket timeout: an idle channel is
+                        # silence, not a dead Redis (`listen()` would time out and log
+                        # an outage every socket timeout while no run ends).
+                        message = await pubsub.get_message(timeout=MAX_BLOCK_S)
+                        if message is None:
+                            continue
                         run_id = message["data"]
                         run_id = run_id.decode() if isinstance(run_id, bytes) else str(run_id)
                         for executor in self.executors:

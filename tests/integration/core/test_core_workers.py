@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from pathlib import Path
 
+import pytest
+
 from agentq.orchestrator import Client
+from agentq.orchestrator.redis_conn import MAX_BLOCK_S
+from agentq.workers.executors.function import FunctionExecutor
+from agentq.workers.runtime import WorkerRuntime
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
 from tests.support.waiting import eventually_async
@@ -80,3 +87,21 @@ async def test_a_call_that_kills_every_worker_becomes_a_tool_error(
     assert outcome.is_error
     assert "attempted 2 times" in outcome.output
     assert sum(w.proc.poll() is not None for w in workers) == 2
+
+
+async def test_an_idle_worker_reports_no_redis_outage(
+    redis_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Silence on its subscriptions (no run ends) is not a dead Redis: across more than
+    one socket timeout of idling, an idle worker logs no outage and no reconnection."""
+    runtime = WorkerRuntime(redis_url, executors=[FunctionExecutor([])])
+    socket_timeout_s = max(runtime.settings.redis_socket_timeout_s, MAX_BLOCK_S + 2.0)
+    caplog.set_level(logging.INFO, logger="agentq")
+    await runtime.start()
+    try:
+        # Nothing to wait for: the claim is that nothing happens in this window.
+        await asyncio.sleep(socket_timeout_s + 2.0)
+    finally:
+        await runtime.stop()
+    outages = [r.getMessage() for r in caplog.records if "redis" in r.getMessage().lower()]
+    assert not [m for m in outages if "unavailable" in m or "is back" in m], outages
