@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentq.orchestrator.envelopes import MODEL_QUEUE, queue_key, wake_key
-from agentq.orchestrator.errors import AgentqError, InfrastructureError
+from agentq.orchestrator.errors import AgentqError, InfrastructureError, RunNotFoundError
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import TERMINAL_STATUSES, MetaField, keys
 from agentq.orchestrator.state.batch import Admission, BatchSettle, LineStatus, RecordField
@@ -117,19 +117,43 @@ def failed_record(message: str) -> dict[str, Any]:
     return {RecordField.STATUS: LineStatus.FAILED, RecordField.ERROR: message}
 
 
+def vanished_message(run_id: str) -> str:
+    return (
+        f"run {run_id} is gone: it was never created, or its state expired "
+        "before its end was recorded"
+    )
+
+
+async def run_meta(client: Client, run_id: str) -> dict[str, str]:
+    """The run's meta hash; {} when the run is gone (never created, or expired)."""
+    try:
+        return await client.store.meta(run_id)
+    except RunNotFoundError:
+        return {}
+
+
+def ended_line(run_id: str, meta: dict[str, str]) -> tuple[dict[str, Any], float | None] | None:
+    """The record and end time of a line whose run ended, or whose run is gone (then it
+    failed: nothing will ever end it otherwise); None while the run is still going."""
+    if not meta:
+        return failed_record(vanished_message(run_id)), None
+    if meta.get(MetaField.STATUS) not in TERMINAL_STATUSES:
+        return None
+    return line_record(meta), float(meta.get(MetaField.FINISHED_AT, time.time()))
+
+
 async def run_admission(client: Client, envelope: BatchJobEnvelope, token: str) -> int:
     """Settle one admission job and create the runs it admitted. Returns how many runs
     it created. Raises InfrastructureError (the job is tried again) on Redis trouble."""
     record: dict[str, Any] | None = None
     ended_at: float | None = None
     if envelope.run_id is not None:
-        meta = await client.store.meta(envelope.run_id)
-        if meta.get(MetaField.STATUS) not in TERMINAL_STATUSES:
+        ended = ended_line(envelope.run_id, await run_meta(client, envelope.run_id))
+        if ended is None:
             raise InfrastructureError(
                 f"run {envelope.run_id} is not finished yet", retryable=True
             )  # cannot happen: the end transition enqueued this job
-        record = line_record(meta)
-        ended_at = float(meta.get(MetaField.FINISHED_AT, time.time()))
+        record, ended_at = ended
     settle = BatchSettle(
         batch_id=envelope.batch_id,
         token=token,
@@ -138,12 +162,17 @@ async def run_admission(client: Client, envelope: BatchJobEnvelope, token: str) 
         record=record,
         ended_at=ended_at,
     )
+    return await settle_and_admit(client, envelope.tenant, settle)
+
+
+async def settle_and_admit(client: Client, tenant: str, settle: BatchSettle) -> int:
+    """Apply a settle and create the runs it admitted; returns how many were created."""
     created = 0
     work = [settle]
     while work:
-        reply = await client.batches.store.settle(envelope.tenant, work.pop(0))
+        reply = await client.batches.store.settle(tenant, work.pop(0))
         for admission in reply.admitted:
-            error = await _create(client, envelope.tenant, admission)
+            error = await _create(client, tenant, admission)
             if error is None:
                 created += 1
                 continue
@@ -152,7 +181,7 @@ async def run_admission(client: Client, envelope: BatchJobEnvelope, token: str) 
             work.append(
                 BatchSettle(
                     batch_id=admission.batch_id,
-                    token=f"{token}:failed:{admission.run_id}",
+                    token=f"{settle.token}:failed:{admission.run_id}",
                     line=admission.line,
                     run_id=admission.run_id,
                     record=failed_record(error),

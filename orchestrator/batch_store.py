@@ -78,6 +78,8 @@ class BatchStore:
     # -- transitions (see orchestrator/lua/batch/*.lua for each one's replies) -----
 
     async def open(self, tenant: str, transition: BatchOpen) -> BatchReply:
+        with redis_errors_mapped():
+            await _resolved(self.redis.sadd(keys.batch_tenants(), tenant))
         return await self._apply(tenant, transition, BatchReply)
 
     async def upload(self, tenant: str, transition: BatchUpload) -> UploadReply:
@@ -142,6 +144,24 @@ class BatchStore:
             if gone:
                 await _resolved(self.redis.zrem(index, *gone))
         return [b for b, a in zip(ids, alive, strict=True) if a][:limit]
+
+    async def tenants(self) -> list[str]:
+        """Every tenant that opened a batch (what a sweep looks at)."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.smembers(keys.batch_tenants()))
+        return sorted(_text(v) for v in raw)
+
+    async def all_batch_ids(self, tenant: str) -> list[str]:
+        """Every batch of the tenant in its index (those past their retention included)."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.zrange(keys.batch_index(tenant), 0, -1))
+        return [_text(v) for v in raw]
+
+    async def running_run_ids(self, tenant: str, batch_id: str) -> list[str]:
+        """The run ids of the batch's lines whose record says running."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.smembers(keys.batch_running(tenant, batch_id)))
+        return sorted(_text(v) for v in raw)
 
     async def set_tenant_cap(self, tenant: str, cap: int) -> None:
         """Bound the in-flight runs of all the tenant's batches together (0: no bound)."""

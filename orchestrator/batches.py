@@ -235,6 +235,7 @@ class Batches:
                 priority=priority,
                 metadata=json.dumps(dict(metadata or {})),
                 retention_s=self.client.settings.retention_s,
+                upload_ttl_s=self.client.settings.batch_upload_ttl_s,
             ),
         )
         if opened.outcome == BatchOutcome.EXISTS:
@@ -294,7 +295,14 @@ class Batches:
             )
             for b in chunk
         ]
-        reply = await self.store.upload(tenant, BatchUpload(batch_id=batch_id, lines=lines))
+        reply = await self.store.upload(
+            tenant,
+            BatchUpload(
+                batch_id=batch_id,
+                lines=lines,
+                upload_ttl_s=self.client.settings.batch_upload_ttl_s,
+            ),
+        )
         if reply.outcome != BatchOutcome.STORED:
             raise BatchInputError(f"batch {batch_id!r} is {reply.status}: its upload is closed")
         duplicates.extend((d.line, d.first, d.custom_id) for d in reply.duplicates)

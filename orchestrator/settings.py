@@ -90,3 +90,9 @@ class Settings(BaseSettings):
     # "provider:*"), and the batch discount: what `batch status` estimates was saved.
     provider_batch_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     provider_batch_discount: float = Field(default=0.5, ge=0, le=1)
+    # Batches (`agentq batch`): every worker of the model queue sweeps this often for lines
+    # left running whose run ended or vanished without its end being recorded (an
+    # admission job dropped, a run's keys expired first); a line found so in two sweeps in
+    # a row ends as failed. An upload never sealed expires this long after its last chunk.
+    batch_sweep_s: float = Field(default=60.0, gt=0)
+    batch_upload_ttl_s: int = Field(default=24 * 3600, gt=0)

@@ -4,15 +4,17 @@ batch's kick) and creates the lines' runs it admits. See orchestrator/batch_admi
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any
 
 from arq import Retry
 
 from agentq.orchestrator.batch_admission import BatchJobEnvelope, run_admission
+from agentq.orchestrator.batch_sweep import BatchSweeper
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.errors import InfrastructureError
-from agentq.orchestrator.redis_faults import is_transient_redis
+from agentq.orchestrator.redis_faults import is_transient, is_transient_redis
 from agentq.orchestrator.settings import Settings
 from agentq.workers.liveness import OUTAGE
 
@@ -43,3 +45,22 @@ async def batch_admit(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
             raise Retry(defer=_REDIS_RETRY_S) from exc
         log.error("admission of batch %s failed", envelope.batch_id, exc_info=exc)
         raise
+
+
+async def sweep_forever(client: Client, every_s: float) -> None:
+    """End stranded batch lines (see orchestrator/batch_sweep.py), like the reaper: on
+    every worker of the model queue, idempotent, so several sweeping at once is fine."""
+    sweeper = BatchSweeper(client)
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            acted = await sweeper.sweep()
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("sweeping batches failed")
+                continue
+            await asyncio.sleep(OUTAGE.failed(exc))
+            continue
+        OUTAGE.succeeded()
+        if acted:
+            log.info("the batch sweep ended or admitted %d line(s)", acted)

@@ -39,6 +39,7 @@ from arq.worker import func
 from redis.asyncio import Redis
 
 from agentq.orchestrator import keys, listings
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import (
     ARQ_ABORT_SET,
@@ -64,7 +65,7 @@ from agentq.orchestrator.tool_resolution import (
     ToolAnnouncement,
     registry_key,
 )
-from agentq.workers import handlers
+from agentq.workers import batch_jobs, handlers
 from agentq.workers.catalog import served_announcements
 from agentq.workers.executors.base import ToolExecutor, WorkerServices
 from agentq.workers.liveness import (
@@ -468,6 +469,10 @@ class WorkerRuntime:
                 self.redis, store, self.worker_id, settings=self.settings, env=self.env
             )
             self._tasks.append(asyncio.create_task(webhooks.run_forever(), name="agentq-webhooks"))
+            sweep = batch_jobs.sweep_forever(
+                Client(redis=self.redis, settings=self.settings), self.settings.batch_sweep_s
+            )
+            self._tasks.append(asyncio.create_task(sweep, name="agentq-batch-sweep"))
 
     # -- the lease -------------------------------------------------------------
 

@@ -127,6 +127,7 @@ class BatchOpen(BatchInput):
     priority: int
     metadata: str  # JSON object
     retention_s: int
+    upload_ttl_s: int = 24 * 3600  # an upload never sealed expires this long after it began
 
 
 class UploadLine(BaseModel):
@@ -141,6 +142,7 @@ class BatchUpload(BatchInput):
     script = "batch_upload"
 
     lines: list[UploadLine]
+    upload_ttl_s: int = 24 * 3600  # each chunk pushes an unsealed batch's expiry back
 
 
 class BatchSeal(BatchInput):

@@ -203,11 +203,17 @@ BATCH_PENDING_SUFFIX = ":pending"  # list: line numbers waiting for admission
 BATCH_RUNNING_SUFFIX = ":running"  # set: run ids of admitted lines still running
 BATCH_END_JOB_SUFFIX = ":batch-end"
 BATCH_KICK_INFIX = ":kick:"
+BATCH_TENANTS = BATCH_PREFIX + "tenants"  # set: tenants that ever opened a batch (the sweep)
 
 
 def batch_base(tenant: str) -> str:
     """The prefix every batch key of the tenant starts with (carries the hash tag)."""
     return BATCH_PREFIX + tag(BATCH_TAG_PREFIX + tenant)
+
+
+def batch_tenants() -> str:
+    """Set: the tenants whose batches a worker's sweep looks at (one key, no hash tag)."""
+    return BATCH_TENANTS
 
 
 def batch_sched(tenant: str) -> str:

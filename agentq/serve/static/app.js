@@ -301,12 +301,12 @@ function batchesView() {
       $("#batches-empty").hidden = batches.length > 0;
       $("#batches tbody").replaceChildren(...batches.map((b) => {
         const c = b.counts;
-        return el("tr", { onclick: () => { location.hash = `#/batches/${encodeURIComponent(b.id)}`; } },
+        return el("tr", { "data-batch-id": b.id, onclick: () => { location.hash = `#/batches/${encodeURIComponent(b.id)}`; } },
           el("td", { class: "id" }, b.id),
           el("td", {}, el("span", { class: `status ${b.status}` }, b.status)),
           el("td", {}, progressBar(b)),
-          el("td", {}, `${c.succeeded + c.failed + c.cancelled} / ${b.lines}`),
-          el("td", {}, String(c.failed)),
+          el("td", { class: "ended" }, `${c.succeeded + c.failed + c.cancelled} / ${b.lines}`),
+          el("td", { class: "failed" }, String(c.failed)),
           el("td", {}, b.runs_per_s ? b.runs_per_s.toFixed(1) : "-"),
           el("td", {}, age(b.created_at)));
       }));
@@ -332,7 +332,7 @@ function batchView(batchId) {
     const response = await fetch(`${path}/results?failed=true`, { headers });
     const rows = (await response.text()).split("\n").filter(Boolean).slice(0, 200).map((l) => JSON.parse(l));
     $("#failures-empty").hidden = rows.length > 0;
-    $("#batch-failures tbody").replaceChildren(...rows.map((r) => el("tr", {},
+    $("#batch-failures tbody").replaceChildren(...rows.map((r) => el("tr", { "data-line": String(r.line) },
       el("td", {}, String(r.line)),
       el("td", { class: "id" }, r.custom_id),
       el("td", { class: "id" }, r.run_id ? el("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.run_id) : "-"),

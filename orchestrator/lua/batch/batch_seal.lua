@@ -5,7 +5,7 @@
 --         EXISTS {status, lines}      sealed before (a re-submission): nothing changes
 --         INCOMPLETE {status, lines}  the batch holds another number of lines
 --         UNKNOWN_BATCH
--- Effects status running, the batch joins the ring, the kick job (an admission) is
+-- Effects status running, the upload's expiry removed, the batch joins the ring, the kick job (an admission) is
 --         enqueued; an empty batch is done at once.
 local m = bkey(A.batch_id)
 local st = redis.call('HGET', m, BF.STATUS)
@@ -14,6 +14,7 @@ local n = num(redis.call('HGET', m, BF.LINES))
 if st ~= BATCH.UPLOADING then return reply(BOUT.EXISTS, {status = st, lines = n}) end
 if n ~= A.lines then return reply(BOUT.INCOMPLETE, {status = st, lines = n}) end
 redis.call('HSET', m, BF.STATUS, BATCH.RUNNING, BF.SEALED_AT, A.at)
+expire_upload(A.batch_id, nil)
 ring_join(A.batch_id)
 enqueue(A.kick)
 finish_if_done(A.batch_id)

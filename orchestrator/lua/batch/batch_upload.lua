@@ -1,11 +1,12 @@
 -- batch_upload: store a chunk of lines; a line whose custom_id is stored is skipped
 -- (the same line: a resumed upload) or reported (another line: a duplicate).
 -- KEYS    sched, ring, index (see batch/prelude)
--- ARGV    BatchUpload: batch_id, lines[{line, custom_id, spec}]
+-- ARGV    BatchUpload: batch_id, lines[{line, custom_id, spec}], upload_ttl_s
 -- Replies STORED {stored, duplicates[{line, first, custom_id}], lines}
 --         UNKNOWN_BATCH | CLOSED {status} (sealed or cancelled: nothing is stored)
 -- Effects per new line: ids[custom_id], specs[line], a queued record, pending += line;
---         the batch's lines and queued counts, its last line number.
+--         the batch's lines and queued counts, its last line number; its keys' expiry
+--         moves to upload_ttl_s from now.
 local m = bkey(A.batch_id)
 local st = redis.call('HGET', m, BF.STATUS)
 if not st then return reply(BOUT.UNKNOWN_BATCH) end
@@ -34,4 +35,5 @@ end
 redis.call('HSET', m, BF.LAST_LINE, last)
 local n = redis.call('HINCRBY', m, BF.LINES, stored)
 redis.call('HINCRBY', m, LINE.QUEUED, stored)
+expire_upload(A.batch_id, A.upload_ttl_s)
 return reply(BOUT.STORED, {stored = stored, duplicates = dups, lines = n})

@@ -52,6 +52,13 @@ local function ring_join(id)
   redis.call('ZADD', ring, tonumber(first[2]) or 0, id)
 end
 
+-- An unsealed batch expires unless its upload goes on (or it is sealed: persist).
+local function expire_upload(id, ttl_s)
+  for _, key in ipairs(batch_keys(id)) do
+    if ttl_s then redis.call('EXPIRE', key, ttl_s) else redis.call('PERSIST', key) end
+  end
+end
+
 -- Every line ended: the batch is done (or stays cancelled) and starts its retention.
 local function finish_if_done(id)
   local m = bkey(id)

@@ -3,6 +3,7 @@ through chromium-driver (no browser download)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 
 from tests.support.infra import REPO, missing
 from tests.support.serve import ServeProcess
-from tests.support.specs import scripted
+from tests.support.specs import calls, scripted
 
 ARTIFACTS = REPO / "test-artifacts"
 
@@ -166,3 +167,69 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
     shot = ARTIFACTS / "dashboard.png"
     assert browser.save_screenshot(str(shot))
     assert shot.stat().st_size > 10_000
+
+
+def test_follow_a_batch_to_its_failed_lines_run(server: ServeProcess, browser: object) -> None:
+    from selenium.common.exceptions import (
+        ElementNotInteractableException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support import expected_conditions as when
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    wait = WebDriverWait(browser, 60)
+
+    def click_until(css: str, arrived: Callable[[WebDriver], bool]) -> None:
+        """Click an element of a page that redraws every second: a click on an element
+        replaced under it (stale) or not shown yet did nothing, so try again until the
+        click's effect is seen."""
+
+        def attempt(driver: WebDriver) -> bool:
+            if not arrived(driver):
+                driver.find_element(By.CSS_SELECTOR, css).click()
+            return arrived(driver)
+
+        WebDriverWait(
+            browser,
+            60,
+            poll_frequency=0.2,
+            ignored_exceptions=(
+                StaleElementReferenceException,
+                NoSuchElementException,
+                ElementNotInteractableException,
+            ),
+        ).until(attempt)
+
+    good = scripted({"text": "fine"}, prompt="{{q}}")
+    # One step scripted, a tool call in it: the run asks for a second step and fails.
+    bad = scripted(calls(("add", {"a": 1, "b": 2})), tools=["add"], prompt="{{q}}")
+    body = "\n".join(
+        json.dumps({"custom_id": f"q{i}", "spec": bad if i == 1 else good, "vars": {"q": "x"}})
+        for i in range(3)
+    )
+    created = httpx.post(f"{server.url}/v1/batches?id=web1", content=body, timeout=30)
+    assert created.status_code == 201, created.text
+
+    browser.get(server.url + "/#/batches")
+    row = 'tr[data-batch-id="web1"]'
+    wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, f"{row} .status"), "done"))
+    wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, f"{row} .ended"), "3 / 3"))
+    wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, f"{row} .failed"), "1"))
+
+    click_until(row, lambda driver: driver.current_url.endswith("#/batches/web1"))
+    wait.until(when.text_to_be_present_in_element((By.ID, "batch-status"), "done"))
+    counts = (By.ID, "batch-counts")
+    wait.until(when.text_to_be_present_in_element(counts, "2 succeeded · 1 failed"))
+    failed = '#batch-failures tr[data-line="2"]'
+    wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, failed), "q1"))
+    link = f"{failed} a"
+    run_id = wait.until(when.presence_of_element_located((By.CSS_SELECTOR, link))).text
+    assert run_id.startswith("web1.")
+    click_until(link, lambda driver: driver.current_url.endswith(f"#/runs/{run_id}"))
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-id"), run_id))
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "failed"))
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-error"), "scripted model"))
