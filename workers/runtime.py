@@ -89,6 +89,16 @@ from agentq.workers.webhooks import WebhookDispatcher
 
 log = logging.getLogger("agentq.worker")
 
+# How long a worker's shutdown waits for its wake-up listener to take its cancel.
+_LISTENER_STOP_S = 2.0
+
+
+def _consume_outcome(task: asyncio.Task[Any]) -> None:
+    """Retrieve a background task's outcome, so a late error is not logged as lost."""
+    if not task.cancelled():
+        task.exception()
+
+
 # Registry entries that announce something other than a tool.
 _NOT_TOOLS = frozenset(
     {MODEL_PROVIDER_KIND, MCP_SERVER_KIND, PREPARE_STEP_KIND, HTTP_EXECUTOR_KIND}
@@ -202,8 +212,14 @@ class WakeableWorker(Worker):
                     await asyncio.wait_for(self._wake.wait(), self.idle_poll_s)
         finally:
             listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await listener
+            # A cancel that lands while redis-py's read is timing out can be lost in
+            # its connection (seen on Python 3.11: the read then waits on a reply that
+            # never comes). Bounded, so shutdown never hangs on it: closing the pool
+            # ends that read, and the callback takes its outcome.
+            listener.add_done_callback(_consume_outcome)
+            await asyncio.wait({listener}, timeout=_LISTENER_STOP_S)
+            if not listener.done():
+                log.debug("worker %s: the wake-up listener outlived its cancel", self.queue_name)
 
     async def _listen(self) -> None:
         outage = OUTAGE
