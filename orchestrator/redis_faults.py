@@ -75,6 +75,14 @@ class Backoff:
         self._next_s = self.first_s
 
 
+def raise_if_cancel_requested() -> None:
+    """End a forever-loop whose task was cancelled even if the cancel got lost on the
+    way: on Python 3.11 `asyncio.wait_for` and `asyncio.timeout` can each swallow a
+    cancel that races their own completion, and the loop would then run on."""
+    if _cancelling():
+        raise asyncio.CancelledError
+
+
 def _cancelling() -> bool:
     try:
         task = asyncio.current_task()

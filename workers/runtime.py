@@ -54,7 +54,7 @@ from agentq.orchestrator.envelopes import (
 )
 from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecError
 from agentq.orchestrator.redis_conn import MAX_BLOCK_S, connect, is_memory_url
-from agentq.orchestrator.redis_faults import is_transient
+from agentq.orchestrator.redis_faults import is_transient, raise_if_cancel_requested
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.step_prep import PREPARE_STEP_KIND
 from agentq.orchestrator.store import RunStore
@@ -194,6 +194,7 @@ class WakeableWorker(Worker):
         listener = asyncio.create_task(self._listen())
         try:
             while True:
+                raise_if_cancel_requested()
                 self._wake.clear()
                 self._read_full = False
                 try:
@@ -224,6 +225,7 @@ class WakeableWorker(Worker):
     async def _listen(self) -> None:
         outage = OUTAGE
         while True:
+            raise_if_cancel_requested()
             await self._capacity.wait()
             try:
                 popped = await self.pool.blpop(  # type: ignore[misc]
@@ -749,9 +751,14 @@ class WorkerRuntime:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+            task.add_done_callback(_consume_outcome)
+        if self._tasks:
+            # Bounded: a task that lost its cancel (see raise_if_cancel_requested) must
+            # not hold the process; closing the connections below ends what it awaits.
+            await asyncio.wait(self._tasks, timeout=max(5.0, self.settings.lease_s))
+            stuck = [task.get_name() for task in self._tasks if not task.done()]
+            if stuck:
+                log.warning("worker %s: tasks outlived their cancel: %s", self.worker_id, stuck)
         for worker in self._workers:
             # Jobs still running are released (not counted) as they unwind.
             worker.cancel_running()
