@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from agentq.orchestrator.errors import RunNotFoundError
-from agentq.orchestrator.events import Event, parse_event
+from agentq.orchestrator.events import Event
 from agentq.orchestrator.state import keys, lua_constants
 from agentq.orchestrator.state.calls import (
     CALL_INPUTS,
@@ -29,7 +29,13 @@ from agentq.orchestrator.state.calls import (
     FinishCall,
 )
 from agentq.orchestrator.state.inputs import ANSWER_TTL_S, DEFAULT_RETENTION_S
-from agentq.orchestrator.store import _resolved, _text, redis_errors_mapped
+from agentq.orchestrator.store import (
+    EVENT_PAGE,
+    _resolved,
+    _text,
+    read_event_page,
+    redis_errors_mapped,
+)
 
 # The events that end a call's stream: its result, or its error.
 CALL_END_EVENTS = frozenset({"tool-result", "tool-error"})
@@ -117,19 +123,13 @@ class CallStore:
         stream = keys.call_events(call_id)
         last = after
         while True:
-            with redis_errors_mapped():
-                if follow:
-                    reply = await self.redis.xread({stream: f"0-{last}"}, count=500, block=block_ms)
-                    entries = reply[0][1] if reply else []
-                else:
-                    entries = await self.redis.xrange(stream, min=f"(0-{last}", count=500)
-            for entry_id, fields in entries:
-                last = int(_text(entry_id).split("-")[1])
-                event = parse_event(last, fields[b"e"] if b"e" in fields else fields["e"])
+            page = await read_event_page(self.redis, stream, last, follow=follow, block_ms=block_ms)
+            for event in page:
+                last = event.seq
                 yield event
                 if event.type in CALL_END_EVENTS:
                     return
-            if not follow and len(entries) < 500:
+            if not follow and len(page) < EVENT_PAGE:
                 return
-            if follow and not entries and CallField.RESULT in await self.read(call_id):
+            if follow and not page and CallField.RESULT in await self.read(call_id):
                 return  # ended before `after` (or gone: CallNotFoundError)

@@ -85,6 +85,28 @@ async def _resolved(value: Awaitable[T] | T) -> T:
     return value
 
 
+EVENT_PAGE = 500  # events read per round trip
+
+
+async def read_event_page(
+    redis: Redis, stream: str, last: int, *, follow: bool, block_ms: int
+) -> list[Event]:
+    """The next events of an event stream after sequence `last`: with `follow`, waiting
+    up to `block_ms` for one; else what is there now. At most EVENT_PAGE of them."""
+    with redis_errors_mapped():
+        if follow:
+            reply = await redis.xread({stream: f"0-{last}"}, count=EVENT_PAGE, block=block_ms)
+            entries = reply[0][1] if reply else []
+        else:
+            entries = await redis.xrange(stream, min=f"(0-{last}", count=EVENT_PAGE)
+    return [
+        parse_event(
+            int(_text(entry_id).split("-")[1]), fields[b"e"] if b"e" in fields else fields["e"]
+        )
+        for entry_id, fields in entries
+    ]
+
+
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -271,23 +293,17 @@ class RunStore:
             # An ended run's stream is complete: read what is left, do not block.
             follow = await self._status(run_id) not in TERMINAL_STATUSES
         while True:
-            with redis_errors_mapped():
-                if follow:
-                    reply = await self.redis.xread({stream: f"0-{last}"}, count=500, block=block_ms)
-                    entries = reply[0][1] if reply else []
-                else:
-                    entries = await self.redis.xrange(stream, min=f"(0-{last}", count=500)
-            for entry_id, fields in entries:
-                last = int(_text(entry_id).split("-")[1])
-                event = parse_event(last, fields[b"e"] if b"e" in fields else fields["e"])
+            page = await read_event_page(self.redis, stream, last, follow=follow, block_ms=block_ms)
+            for event in page:
+                last = event.seq
                 yield event
                 if event.type in TERMINAL_EVENTS:
                     # What follows is a late report (webhook-failed): read what is there
                     # now, do not wait for more.
                     follow = False
-            if not follow and len(entries) < 500:
+            if not follow and len(page) < EVENT_PAGE:
                 return
-            if follow and not entries and await self._status(run_id) in TERMINAL_STATUSES:
+            if follow and not page and await self._status(run_id) in TERMINAL_STATUSES:
                 return  # ended before `after`: nothing more will come
 
     # -- the tool registry -----------------------------------------------------
