@@ -55,6 +55,7 @@ from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecErr
 from agentq.orchestrator.redis_conn import connect, is_memory_url
 from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.state.keys import job_prefix
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_kinds.mcp import MCP_SERVER_KIND
 from agentq.orchestrator.tool_resolution import (
@@ -626,6 +627,7 @@ class WorkerRuntime:
                     async for message in pubsub.listen():
                         run_id = message["data"]
                         run_id = run_id.decode() if isinstance(run_id, bytes) else str(run_id)
+                        await self._abort_now(run_id)
                         for executor in self.executors:
                             try:
                                 await executor.release_run(run_id)
@@ -635,6 +637,17 @@ class WorkerRuntime:
                 if not is_transient(exc):
                     raise
                 await asyncio.sleep(max(outage.failed(exc), self.settings.idle_poll_s))
+
+    async def _abort_now(self, run_id: str) -> None:
+        """A run ended (cancelled, failed): if any of its jobs runs here, look up their
+        abort marks now instead of at the next fallback poll (up to `idle_poll_s`)."""
+        prefix = job_prefix(run_id)
+        for worker in self._workers:
+            if any(job_id.startswith(prefix) for job_id in worker.job_tasks):
+                try:
+                    await worker._cancel_aborted_jobs()
+                except Exception as exc:  # the fallback poll looks again
+                    log.warning("checking aborts of run %s: %s", run_id, exc)
 
     async def _announce_forever(self) -> None:
         while True:
