@@ -13,6 +13,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from agentq.orchestrator.calls import CallInputError, ToolCallResult
     from agentq.orchestrator.client import Client
     from agentq.orchestrator.errors import (
         AgentqError,
@@ -30,9 +31,12 @@ if TYPE_CHECKING:
     from agentq.orchestrator.spec import RunSpec
     from agentq.workers.embedded import embedded
     from agentq.workers.function_tools import FunctionTool, tool
+    from agentq.workers.step_hooks import prepare_step
 
 _EXPORTS = {
     "AgentqError": "agentq.orchestrator.errors",
+    "CallInputError": "agentq.orchestrator.calls",
+    "ToolCallResult": "agentq.orchestrator.calls",
     "Client": "agentq.orchestrator.client",
     "Event": "agentq.orchestrator.events",
     "FunctionTool": "agentq.workers.function_tools",
@@ -48,10 +52,12 @@ _EXPORTS = {
     "StepResult": "agentq.orchestrator.result",
     "ToolError": "agentq.orchestrator.errors",
     "embedded": "agentq.workers.embedded",
+    "prepare_step": "agentq.workers.step_hooks",
     "tool": "agentq.workers.function_tools",
 }
 __all__ = [
     "AgentqError",
+    "CallInputError",
     "Client",
     "Event",
     "FunctionTool",
@@ -65,8 +71,10 @@ __all__ = [
     "RunTimeoutError",
     "SpecError",
     "StepResult",
+    "ToolCallResult",
     "ToolError",
     "embedded",
+    "prepare_step",
     "tool",
 ]
 

@@ -903,6 +903,12 @@ def cancel(
 )
 @click.option("--insecure", is_flag=True, help="Serve a non-loopback address without API keys.")
 @click.option("--log-level", default="info", show_default=True, help="uvicorn's log level.")
+@click.option(
+    "--mcp",
+    "mcp_gateway",
+    is_flag=True,
+    help="Also serve the fleet's tools as an MCP server at /mcp.",
+)
 def serve(
     redis_url: str | None,
     host: str,
@@ -911,6 +917,7 @@ def serve(
     cors_origins: Sequence[str],
     insecure: bool,
     log_level: str,
+    mcp_gateway: bool,
 ) -> None:
     """Serve the HTTP API, the AI SDK chat endpoint and the dashboard.
 
@@ -946,6 +953,8 @@ def serve(
         keys=keys,
         cors_origins=tuple(cors_origins),
         limits=limits,
+        mcp=mcp_gateway,
+        host=host,
     )
     refused = refusal(config, host, insecure)
     if refused:
@@ -1147,3 +1156,22 @@ def images_build(
         click.echo(f"{image.name}\t{image.size_bytes / 1e6:.0f} MB\t{how}")
     if saved is not None:
         click.echo(f"sandbox images saved to {saved}")
+
+
+# -- fork and replay (agentq/cli_loops.py) ---------------------------------------
+
+from agentq.cli_loops import fork_command, replay_command  # noqa: E402
+
+main.add_command(fork_command)
+main.add_command(replay_command)
+
+# Commands in their own modules (they read this module's helpers when they run).
+from agentq.cli_call import call as _call_command  # noqa: E402
+
+main.add_command(_call_command)
+
+# -- batch (agentq/cli_batch.py) -------------------------------------------------
+
+from agentq.cli_batch import batch  # noqa: E402  (after main: the module extends it)
+
+main.add_command(batch)

@@ -133,6 +133,11 @@ class ProgressPrinter:
                 f"  [dim]step {step} done: {_e(fields.get('finish_reason'))}, "
                 f"{usage.get('total_tokens', 0)} tokens[/]"
             )
+        elif kind == "context-compacted":
+            self.console.print(
+                f"  [dim]context compacted ({_e(fields.get('strategy'))}): "
+                f"{fields.get('before_tokens')} → {fields.get('after_tokens')} tokens[/]"
+            )
         elif kind == "finish":
             self.console.print("[bold green]✓ finished[/]")
         elif kind == "error":

@@ -31,6 +31,7 @@ import multiprocessing as mp
 import os
 import statistics
 import sys
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from multiprocessing.context import SpawnContext, SpawnProcess
 from multiprocessing.synchronize import Event as MpEvent
@@ -187,6 +188,56 @@ async def measure(runs: int, steps: int) -> dict[str, Any]:
     }
 
 
+# -- the SDK's own floor --------------------------------------------------------------------
+
+
+SPANS_PER_STEP = 6  # process model, chat, send tools, process tools, execute_tool, send model
+
+
+def sdk_floor_us(n: int = 5000) -> tuple[float, float]:
+    """CPU per span that the OpenTelemetry SDK itself takes, outside agentq: making and
+    ending a span with a queue span's attributes, and encoding it to OTLP protobuf (what
+    the batch exporter's thread does). Times the floor no wrapper can go under."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+    from opentelemetry.sdk.trace.export import (
+        SimpleSpanProcessor,
+        SpanExporter,
+        SpanExportResult,
+    )
+
+    kept: list[ReadableSpan] = []
+
+    class Keep(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            kept.extend(spans)
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Keep()))
+    tracer = provider.get_tracer("floor")
+    attributes: dict[str, str | int] = {
+        "messaging.system": "redis",
+        "messaging.operation.name": "process",
+        "messaging.operation.type": "process",
+        "messaging.destination.name": "tools",
+        "messaging.message.id": "aq:0123456789abcdef:call:3:call_0",
+        "agentq.step": 3,
+    }
+    bare = TracerProvider().get_tracer("floor")
+    started = time.process_time()
+    for _ in range(n):
+        bare.start_span("process tools", attributes=attributes).end()
+    make_us = (time.process_time() - started) / n * 1e6
+    for _ in range(n):
+        tracer.start_span("process tools", attributes=attributes).end()
+    started = time.process_time()
+    for i in range(0, n, 512):
+        encode_spans(kept[i : i + 512]).SerializePartialToString()
+    encode_us = (time.process_time() - started) / n * 1e6
+    return make_us, encode_us
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer, shorter runs")
@@ -207,6 +258,12 @@ def main() -> None:
         print(f"worker CPU per step, batch export: {cpu['batch']:.3f} ms")
         ok = added_cpu <= CPU_GOAL_MS
         print(f"  added {added_cpu:.3f} ms (goal <= {CPU_GOAL_MS} ms): {'PASS' if ok else 'MISS'}")
+        make_us, encode_us = sdk_floor_us()
+        floor_ms = SPANS_PER_STEP * (make_us + encode_us) / 1000
+        print(
+            f"SDK floor: {make_us:.1f} us to make a span, {encode_us:.1f} us to encode it;"
+            f" {SPANS_PER_STEP} spans per step = {floor_ms:.3f} ms CPU"
+        )
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
 from agentq.orchestrator import keys, listings, tracing
+from agentq.orchestrator.batches import Batches, BatchInfo, BatchSource, LineResult
 from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.errors import (
     AgentqError,
@@ -37,12 +38,14 @@ from agentq.orchestrator.errors import (
     RunTimeoutError,
 )
 from agentq.orchestrator.events import Event, event_json
+from agentq.orchestrator.fork import ForkCopy, fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.listings import WorkerRecord
 from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.providers import provider_table
 from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.redis_faults import Backoff, describe, is_transient
+from agentq.orchestrator.replay import ReplayReport, replay
 from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
 from agentq.orchestrator.run_index import (
     DEFAULT_TENANT,
@@ -54,18 +57,23 @@ from agentq.orchestrator.run_index import (
     summarize,
 )
 from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.spec import ModelRef, RunSpec
 from agentq.orchestrator.state import (
     CallStatus,
     InputStatus,
     MetaField,
     Outcome,
     PostResult,
+    QueuedJob,
     Reply,
     ResolveApproval,
     TransitionInput,
 )
+from agentq.orchestrator.state.keys import WEBHOOK_RUNS
+from agentq.orchestrator.step_prep import announced_hooks, checked_preparation
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_calls import ProgressCallback, ToolCallResult, ToolCalls
+from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_output import bounded_result
 from agentq.orchestrator.tool_resolution import (
     ToolAnnouncement,
@@ -81,6 +89,7 @@ from agentq.orchestrator.transitions import (
     result_args,
     tool_job,
 )
+from agentq.orchestrator.webhooks import check_webhooks
 
 
 def _text(value: bytes | str) -> str:
@@ -200,14 +209,19 @@ class Client:
         return run_id
 
     async def create(
-        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+        self,
+        spec: RunSpec | Mapping[str, Any] | str,
+        *,
+        tenant: str | None = None,
+        end_job: QueuedJob | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
-        The run is listed under `tenant` (the default tenant when None)."""
+        The run is listed under `tenant` (the default tenant when None). `end_job` is
+        enqueued by the run's end transition, however it ends (a batch's admission)."""
         run_spec = _as_spec(spec)
         with _redis_errors():
-            return await self._create(run_spec, tenant)
+            return await self._create(run_spec, tenant, end_job=end_job)
 
     async def _admit(self) -> None:
         """Refuse a new run while Redis is over its maxmemory. A script that declares it
@@ -224,7 +238,54 @@ class Client:
         except ResponseError:
             return  # a Redis without script flags (< 7): the transitions judge alone
 
-    async def _create(self, run_spec: RunSpec, tenant: str | None) -> tuple[str, bool]:
+    async def fork(
+        self,
+        run_id: str,
+        at_step: int,
+        patch: Mapping[str, Any] | None = None,
+        *,
+        tenant: str | None = None,
+    ) -> str:
+        """A new run with the first `at_step` steps of `run_id` copied (history, model
+        responses, tool results) and the rest live, its spec patched by `patch` (a JSON
+        merge patch). Raises SpecError when the run has not reached that step or the
+        patched spec names what the deployment does not offer. Returns the new run id,
+        listed under `tenant` (default: the original's)."""
+        with _redis_errors():
+            meta, messages, steps = await self.store.snapshot(run_id)
+        copy = fork_copy(run_id, at_step, meta, messages, steps)
+        spec = RunSpec.model_validate(patched_spec(meta[MetaField.SPEC], patch))
+        with _redis_errors():
+            new_id, _ = await self._create(spec, tenant or meta.get("tenant"), fork=copy)
+        return new_id
+
+    async def replay(self, run_id: str, patch: Mapping[str, Any] | None = None) -> ReplayReport:
+        """Today's loop over the run's recorded responses and results (no provider, no
+        tool called): every step where it would send something else or take another
+        path. `patch` (a JSON merge patch on the spec) asks "what if the spec were...".
+        """
+        with _redis_errors():
+            meta, messages, steps = await self.store.snapshot(run_id)
+            by_name = {
+                ToolDef.model_validate_json(t).name: ToolDef.model_validate_json(t)
+                for t in await self.store.tool_defs(run_id)
+            }
+        order = json.loads(meta.get(MetaField.TOOL_ORDER, "[]"))
+        tools = [by_name[n] for n in order if n in by_name]
+        spec = RunSpec.model_validate(
+            merge_patch(json.loads(meta[MetaField.SPEC]), patch or {}), context=STORED_SPEC
+        )
+        return replay(run_id, spec, tools, meta, messages, steps)
+
+    async def _create(
+        self,
+        run_spec: RunSpec,
+        tenant: str | None,
+        *,
+        fork: ForkCopy | None = None,
+        end_job: QueuedJob | None = None,
+    ) -> tuple[str, bool]:
+        check_webhooks(run_spec.webhooks, self.settings)
         await self._admit()
         now = time.time()
         registry = await self.store.registry()
@@ -237,9 +298,21 @@ class Client:
                 run_spec, registry, now, model_provider=endpoint.provider, settings=self.settings
             )
         ]
+        run_spec = await checked_preparation(
+            run_spec,
+            [t.name for t in tools],
+            hooks=announced_hooks(live_registry(registry, now)),
+            resolve=lambda ref: self._resolve_ref(ref, registry, now),
+        )
         run_id = run_spec.id or uuid.uuid4().hex
+        if run_spec.webhooks:
+            # Listed first: a worker takes the run up once it exists (at least once).
+            await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
         hops = tracing.Hops(run_id)
-        args = hops.stamp(create_args(run_id, run_spec, tools, run_spec.initial_messages()))
+        args = create_args(run_id, run_spec, tools, run_spec.initial_messages())
+        args = hops.stamp(fork.applied(args) if fork is not None else args)
+        if end_job is not None:
+            args = args.model_copy(update={"end_job": end_job})
         reply = await self.store.create(args)
         hops.sent(enqueued_job_ids(args, reply.outcome))
         if reply.outcome == Outcome.CONFLICT:
@@ -318,6 +391,20 @@ class Client:
             )
             spec = spec.model_copy(update={"model": model})
         return spec, endpoint
+
+    async def _resolve_ref(
+        self, ref: ModelRef, registry: dict[str, ToolAnnouncement], now: float
+    ) -> ModelRef:
+        """Another model of the spec (a step rule's, the summary model), checked as the
+        main model is."""
+        table = provider_table(announced_providers(live_registry(registry, now)))
+        endpoint = self.endpoint_policy.resolve(ref, table)
+        await self.endpoint_policy.check_addresses(endpoint)
+        if endpoint.endpoint is not None and ref.endpoint is None:
+            return ref.model_copy(
+                update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
+            )
+        return ref
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""
@@ -424,6 +511,87 @@ class Client:
         if reply.outcome == Outcome.CANCELLED:
             await tracing.end_run(self.store, run_id)
         return str(reply.status)
+
+    # -- batches (see orchestrator/batches.py) -------------------------------------
+
+    @functools.cached_property
+    def batches(self) -> Batches:
+        return Batches(self)
+
+    @_mapped
+    async def submit_batch(self, source: BatchSource, **options: Any) -> str:
+        """Store a batch's lines (a JSONL path, or an iterable of lines or objects) and
+        start it; returns its id. Options: template, batch_id (resubmitting an id
+        resumes its upload), concurrency, priority, metadata, tenant (see
+        `Batches.submit`)."""
+        return (await self.batches.submit(source, **options)).batch_id
+
+    @_mapped
+    async def batch_status(self, batch_id: str, tenant: str | None = None) -> BatchInfo:
+        return await self.batches.status(batch_id, tenant)
+
+    async def batch_results(
+        self, batch_id: str, *, tenant: str | None = None, statuses: Sequence[str] = ()
+    ) -> AsyncIterator[LineResult]:
+        """One result per input line, in input order, streamed."""
+        with _redis_errors():
+            async for result in self.batches.results(batch_id, tenant=tenant, statuses=statuses):
+                yield result
+
+    @_mapped
+    async def cancel_batch(self, batch_id: str, tenant: str | None = None) -> BatchInfo:
+        return await self.batches.cancel(batch_id, tenant)
+
+    @_mapped
+    async def retry_batch(
+        self,
+        batch_id: str,
+        statuses: Sequence[str] = ("failed",),
+        tenant: str | None = None,
+    ) -> int:
+        """New runs for the lines that ended in `statuses`; returns how many."""
+        return await self.batches.retry(batch_id, statuses, tenant)
+
+    @_mapped
+    async def list_batches(self, tenant: str | None = None, limit: int = 50) -> list[BatchInfo]:
+        return await self.batches.list_batches(tenant, limit)
+
+    # -- tool calls without a run -------------------------------------------------
+
+    @functools.cached_property
+    def calls(self) -> ToolCalls:
+        """Start, follow and cancel tool calls without a run (`call_tool` in steps)."""
+        return ToolCalls(self.store, self.redis, self.settings)
+
+    async def call_tool(
+        self,
+        name: str,
+        input: Any,
+        *,
+        timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+        on_progress: ProgressCallback | None = None,
+        tenant: str | None = None,
+        traceparent: str | None = None,
+    ) -> ToolCallResult:
+        """Call one of the fleet's tools as a job of its own, without a run, and wait for
+        its result (a failing tool is a result with `is_error`, not an exception).
+
+        Resolved, validated, queued, executed and traced like a run's call of the same
+        tool. UnknownToolError when nothing serves `name`, CallInputError when `input`
+        breaks its schema. With `idempotency_key`, a retried call returns the first
+        call's result and never executes twice. `on_progress` gets each progress value.
+        """
+        with _redis_errors():
+            return await self.calls.call(
+                name,
+                input,
+                timeout_s=timeout_s,
+                idempotency_key=idempotency_key,
+                on_progress=on_progress,
+                tenant=tenant,
+                traceparent=traceparent,
+            )
 
     # -- parked calls ------------------------------------------------------------
 

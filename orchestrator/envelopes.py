@@ -32,6 +32,7 @@ __all__ = [
     "ARQ_RESULT_PREFIX",
     "JOB_EXPIRES_MS",
     "MODEL_QUEUE",
+    "RESUMED_STEP",
     "SANDBOX_QUEUE",
     "TOOLS_QUEUE",
     "JobEnvelope",
@@ -43,8 +44,15 @@ __all__ = [
     "serialize",
 ]
 
-# A parked call's deadline (`park_expiry`) is a deferred job on the model queue.
-JobKind = Literal["model_step", "tool_call", "park_expiry"]
+# A parked call's deadline (`park_expiry`) is a deferred job on the model queue. A `call`
+# is a tool call without a run (`Client.call_tool`): its envelope's `run_id` and
+# `call_id` are the call's id, and `run_trace` carries the call's trace. A batch's
+# admission (`batch_admit`) has its own payload (orchestrator/batch_admission.py).
+JobKind = Literal[
+    "model_step", "tool_call", "park_expiry", "prepare_step", "summarize", "call", "batch_admit"
+]
+# The call_id of a model step run again after its context summary was stored.
+RESUMED_STEP = "resumed"
 
 MODEL_QUEUE = "model"
 TOOLS_QUEUE = "tools"
@@ -67,16 +75,24 @@ class JobEnvelope(BaseModel):
     # W3C trace context of the job's send span (stamped by the tracing layer when the
     # producer records spans), which the job's process span links to.
     trace: dict[str, str] = Field(default_factory=dict)
-    # No longer written (the run's span derives from its id); accepted so that jobs
-    # enqueued by older workers still validate.
+    # For a run's jobs no longer written (the run's span derives from its id); accepted
+    # so that jobs enqueued by older workers still validate. A `call` job's trace.
     run_trace: dict[str, str] = Field(default_factory=dict)
 
 
 def job_id(envelope: JobEnvelope) -> str:
     """The job's id, derived from (run, step, call): a duplicate enqueue is a no-op."""
+    if envelope.kind == "model_step" and envelope.call_id == RESUMED_STEP:
+        return keys.resumed_model_job_id(envelope.run_id, envelope.step)
     if envelope.kind == "model_step":
         return model_job_id(envelope.run_id, envelope.step)
+    if envelope.kind == "summarize":
+        return keys.summary_job_id(envelope.run_id, envelope.step)
+    if envelope.kind == "prepare_step":
+        return keys.prepare_job_id(envelope.run_id, envelope.step, envelope.call_id or "")
     assert envelope.call_id is not None
+    if envelope.kind == "call":
+        return keys.call_job_id(envelope.call_id)
     if envelope.kind == "park_expiry":
         return keys.expiry_job_id(envelope.run_id, envelope.step, envelope.call_id)
     return tool_job_id(envelope.run_id, envelope.step, envelope.call_id)

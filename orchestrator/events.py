@@ -31,9 +31,12 @@ EventType = Literal[
     "tool-result",
     "tool-error",
     "finish-step",
+    "context-compacted",
     "finish",
     "error",
     "abort",
+    # After the run's other events (perhaps after it ended): a webhook gave up on one.
+    "webhook-failed",
 ]
 
 TERMINAL_EVENTS: frozenset[str] = frozenset({"finish", "error", "abort"})

@@ -60,6 +60,8 @@ class StepPlan(BaseModel):
     calls: list[CallPlan]
     after: StepAfter
     provider_metadata: dict[str, Any] = Field(default_factory=dict)
+    # What prepareStep and context management made of the step (workers/step_preparation.py).
+    prepared: dict[str, Any] | None = None
 
     @property
     def local_calls(self) -> list[CallPlan]:

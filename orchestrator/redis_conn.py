@@ -43,17 +43,18 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
             connection_class=MemoryConnection,
             server=server,
         )
-    elif is_sentinel_url(url):
-        pool = sentinel_pool(url)
     else:
         conf = settings or Settings()
-        pool = aioredis.ConnectionPool.from_url(
-            url,
-            socket_connect_timeout=conf.redis_connect_timeout_s,
-            socket_timeout=max(conf.redis_socket_timeout_s, MAX_BLOCK_S + 2.0),
-            health_check_interval=conf.redis_health_check_s,
-            socket_keepalive=True,
-        )
+        timeouts: dict[str, Any] = {
+            "socket_connect_timeout": conf.redis_connect_timeout_s,
+            "socket_timeout": max(conf.redis_socket_timeout_s, MAX_BLOCK_S + 2.0),
+            "health_check_interval": conf.redis_health_check_s,
+            "socket_keepalive": True,
+        }
+        if is_sentinel_url(url):
+            pool = sentinel_pool(url, **timeouts)
+        else:
+            pool = aioredis.ConnectionPool.from_url(url, **timeouts)
     return ArqRedis(
         pool_or_conn=pool,
         job_serializer=serialize,

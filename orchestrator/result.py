@@ -43,6 +43,11 @@ class StepResult(BaseModel):
     tool_results: list[ToolResultRecord] = Field(default_factory=list)
     finish_reason: str = "stop"
     usage: Usage = Field(default_factory=Usage)
+    # When prepareStep or context management changed what the step sent: the rule, the
+    # hook, the overrides, the compaction (orchestrator/step_prep.py).
+    prepared: dict[str, Any] | None = None
+    # Answered through a provider batch API (batch-priced).
+    batch_priced: bool = False
 
 
 class RunResult(BaseModel):
@@ -57,6 +62,8 @@ class RunResult(BaseModel):
     error: RunFailure | None = None
     # Calls waiting on a human or an outside result: (step, call id, tool, why).
     pending: list[dict[str, Any]] = Field(default_factory=list)
+    # A fork's original: {"run_id", "step"} (orchestrator/fork.py).
+    origin: dict[str, Any] | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -88,6 +95,9 @@ def _step_result(raw: dict[str, str]) -> StepResult | None:
         tool_results=results,
         finish_reason=record["finish_reason"],
         usage=Usage.model_validate(record["usage"]),
+        # Shown when something was changed; the digests (`sent`) are for replay.
+        prepared={k: v for k, v in (record.get("prepared") or {}).items() if k != "sent"} or None,
+        batch_priced=raw.get(StepField.BATCH) == "1",
     )
 
 
@@ -133,4 +143,5 @@ def assemble(
         if MetaField.ERROR in meta
         else None,
         pending=pending,
+        origin=json.loads(meta[MetaField.ORIGIN]) if MetaField.ORIGIN in meta else None,
     )

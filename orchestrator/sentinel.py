@@ -9,6 +9,7 @@ connection (and is retried where a dropped connection is).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote
 
 from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
@@ -58,16 +59,21 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
     )
 
 
-def sentinel_pool(url: str) -> SentinelConnectionPool:
-    """A connection pool to the current master of the URL's service."""
+def sentinel_pool(url: str, **connection: Any) -> SentinelConnectionPool:
+    """A connection pool to the current master of the URL's service. `connection`: the
+    master connections' timeouts and health checks, as for a plain `redis://` URL, so a
+    master that accepts TCP and never answers costs a bounded wait, never a hang."""
     parsed = parse_sentinel_url(url)
-    sentinel = Sentinel(parsed.sentinels, socket_timeout=5.0)  # type: ignore[no-untyped-call]
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        parsed.sentinels,
+        socket_timeout=5.0,
+        socket_connect_timeout=connection.get("socket_connect_timeout", 5.0),
+    )
     return SentinelConnectionPool(  # type: ignore[no-untyped-call]
         parsed.service,
         sentinel,
         db=parsed.db,
         username=parsed.username,
         password=parsed.password,
-        # BLPOP and XREAD block for up to a few seconds; the socket timeout must not be shorter.
-        socket_timeout=None,
+        **connection,
     )

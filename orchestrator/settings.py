@@ -43,15 +43,45 @@ class Settings(BaseSettings):
     # never a spec's. Checked at submit and again by the sandbox worker.
     sandbox_allow_network: bool = False
     mcp_config: str | None = None
+    # The remote-tools file: tools served by services in any language, their queues and
+    # the queues' push webhooks (orchestrator/tool_kinds/remote.py). `agentq serve` reads it.
+    remote_tools: str | None = None
     # The models file: the named model endpoints specs may use (orchestrator/endpoints.py).
     models: str | None = None
     # Comma-separated base-URL prefixes a spec's `model.base_url` may start with, and
     # environment variables a spec's `model.api_key_env` may name. Empty: none.
     allow_spec_endpoints: str = ""
     allow_spec_key_envs: str = ""
+    # Comma-separated hosts a spec's HTTP tools may reach: `api.example.com`,
+    # `*.example.com` (its subdomains) or `*` (any public host). Loopback, private,
+    # link-local and metadata addresses are refused unless a host is listed by its exact
+    # name. Empty: no HTTP tools (and workers serve none).
+    allow_http_hosts: str = ""
+    # Comma-separated environment variables a spec may name: in an HTTP tool's headers
+    # (`${env:NAME}`) and as a webhook's `secret_env`, read from the worker's environment.
+    allow_http_envs: str = ""
+    # The same host patterns for the URLs of a spec's webhooks. Empty: no webhooks.
+    allow_webhook_hosts: str = ""
+    # A webhook delivery is tried this many times (backoff: this many seconds, doubled
+    # each time) before a `webhook-failed` event; each attempt waits this long at most.
+    webhook_max_attempts: int = Field(default=5, ge=1, le=20)
+    webhook_backoff_s: float = Field(default=1.0, ge=0, le=60)
+    webhook_timeout_s: float = Field(default=10.0, gt=0, le=120)
     # Provider quotas shared by the fleet: {"openai:gpt-4o": [rpm, tpm], "anthropic:*": [50, null]}.
     # A third value sets the window in seconds (default 60: "per minute"); a shorter one
     # scales the quota down for tests and benchmarks, e.g. [60, null, 1] is 60 per second.
     rate_limits: dict[str, tuple[int | None, int | None] | tuple[int | None, int | None, float]] = (
         Field(default_factory=dict)
     )
+    # Provider batch APIs (`"model": {..., "batch": true}`): a collector submits a group's
+    # parked requests once this many are waiting or the oldest has waited this long, polls
+    # the provider this often, and holds its group under a lease of this length (another
+    # worker takes a dead collector's group over when it lapses).
+    provider_batch_max_requests: int = Field(default=1000, ge=1, le=50_000)
+    provider_batch_max_age_s: float = Field(default=60.0, ge=0)
+    provider_batch_poll_s: float = Field(default=10.0, gt=0)
+    provider_batch_lease_s: float = Field(default=30.0, gt=0)
+    # Direct prices, USD per million tokens [input, output], by "provider:model" (or
+    # "provider:*"), and the batch discount: what `batch status` estimates was saved.
+    provider_batch_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    provider_batch_discount: float = Field(default=0.5, ge=0, le=1)

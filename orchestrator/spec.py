@@ -25,6 +25,7 @@ from agentq.orchestrator.tool_kinds.code import CodeLimits, CodeToolSpec
 from agentq.orchestrator.tool_kinds.function import FunctionToolSpec
 from agentq.orchestrator.tool_kinds.mcp import McpToolSpec
 from agentq.orchestrator.tool_kinds.provider import ProviderToolSpec
+from agentq.orchestrator.webhooks import WebhookSpec
 
 
 class ScriptedToolCall(_Spec):
@@ -67,6 +68,9 @@ class ModelRef(_Spec):
     timeout_s: float = Field(default=120.0, gt=0)
     script: list[ScriptedStep] | None = None
     repair: RepairPolicy | None = None
+    # Route the step through the provider's batch API (half price, answered within hours):
+    # the step parks until a collector brings its answer back (workers/provider_batch/).
+    batch: bool = False
 
     @model_validator(mode="after")
     def _check(self) -> ModelRef:
@@ -117,6 +121,49 @@ class StepCountIs(_Spec):
 
 StopCondition = HasToolCall | StepCountIs
 
+
+class StepWhen(_Spec):
+    """When a step rule applies: exactly one of its conditions."""
+
+    step: int | None = Field(default=None, ge=0)
+    after_tool: str | None = None
+    step_at_least: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> StepWhen:
+        given = [n for n in ("step", "after_tool", "step_at_least") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError("a 'when' needs exactly one of 'step', 'after_tool', 'step_at_least'")
+        return self
+
+
+class StepRule(_Spec):
+    """prepareStep, declared: what a matching step sends instead of the run's defaults."""
+
+    when: StepWhen
+    model: Annotated[ModelRef, BeforeValidator(_parse_model)] | None = None
+    system: str | None = None
+    tool_choice: ToolChoice | None = None
+    active_tools: list[str] | None = None
+
+
+class ContextPolicy(_Spec):
+    """What is sent to the model is compacted when over budget (the history stays whole)."""
+
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    keep_last_messages: int | None = Field(default=None, ge=0)
+    strategy: Literal["drop_tool_results", "drop_oldest", "summarize"] = "drop_tool_results"
+    summary_model: Annotated[ModelRef, BeforeValidator(_parse_model)] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ContextPolicy:
+        if self.max_input_tokens is None and self.keep_last_messages is None:
+            raise ValueError("'context' needs 'max_input_tokens' or 'keep_last_messages'")
+        if self.strategy != "summarize" and self.summary_model is not None:
+            raise ValueError("'summary_model' is only for the 'summarize' strategy")
+        return self
+
+
 RUN_ID = RUN_ID_PATTERN  # no ':' or braces: an id can never name another run's keys
 
 
@@ -131,8 +178,14 @@ class RunSpec(_Spec):
     max_steps: int = Field(default=10, ge=1, le=1000)
     stop_when: list[StopCondition] = Field(default_factory=list)
     tool_timeout_s: float = Field(default=60.0, gt=0)
+    # Where workers POST the run's selected events (orchestrator/webhooks.py).
+    webhooks: list[WebhookSpec] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     id: str | None = None
+    # Per-step preparation and context management (orchestrator/step_prep.py).
+    steps: list[StepRule] | None = None
+    prepare_step: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+    context: ContextPolicy | None = None
 
     @field_validator("id")
     @classmethod

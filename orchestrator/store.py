@@ -252,7 +252,9 @@ class RunStore:
                 event = parse_event(last, fields[b"e"] if b"e" in fields else fields["e"])
                 yield event
                 if event.type in TERMINAL_EVENTS:
-                    return
+                    # What follows is a late report (webhook-failed): read what is there
+                    # now, do not wait for more.
+                    follow = False
             if not follow and len(entries) < 500:
                 return
             if follow and not entries and await self._status(run_id) in TERMINAL_STATUSES:

@@ -60,9 +60,9 @@ from opentelemetry.trace import (
     StatusCode,
     TraceFlags,
 )
-from pydantic import BaseModel
 
 from agentq.orchestrator import genai_content
+from agentq.orchestrator.state.inputs import TransitionInput
 from agentq.orchestrator.state.jobs import QueuedJob
 from agentq.orchestrator.state.keys import QUEUE_PREFIX
 
@@ -74,7 +74,7 @@ log = logging.getLogger("agentq.tracing")
 
 # A transition's typed input (CreateRun, CommitStep, RecordResult, ...), whose jobs
 # `Hops.stamp` stamps.
-Input = TypeVar("Input", bound=BaseModel)
+Input = TypeVar("Input", bound=TransitionInput)
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 MESSAGING_SYSTEM = "redis"
@@ -214,6 +214,20 @@ def run_context(run_id: str) -> otel_context.Context:
     return trace.set_span_in_context(NonRecordingSpan(root))
 
 
+def carrier_context(carrier: Mapping[str, str]) -> otel_context.Context | None:
+    """The context a W3C carrier names (a caller's `traceparent`), or None if invalid."""
+    links = _link(carrier)
+    if not links:
+        return None
+    return trace.set_span_in_context(NonRecordingSpan(links[0].context))
+
+
+def current_carrier() -> dict[str, str]:
+    """The current span as W3C headers, or nothing when there is no valid span."""
+    context = trace.get_current_span().get_span_context()
+    return {"traceparent": _traceparent(context)} if context.is_valid else {}
+
+
 def run_carrier(run_id: str) -> dict[str, str]:
     """The run's span as W3C headers (kept in the run's meta for anyone to look up).
     Pure: a function of the run id alone, whether or not anything records."""
@@ -284,9 +298,14 @@ def _link(carrier: Mapping[str, str]) -> list[Link]:
 
 
 @contextlib.contextmanager
-def process_span(envelope: JobEnvelope, queue: str, job_id: str) -> Iterator[Span]:
-    """The consumer span of one job: a child of the run, linked to the job's send span.
-    Also names the job for log lines written meanwhile."""
+def process_span(
+    envelope: JobEnvelope,
+    queue: str,
+    job_id: str,
+    parent: otel_context.Context | None = None,
+) -> Iterator[Span]:
+    """The consumer span of one job: a child of the run (or of `parent`, a call's trace),
+    linked to the job's send span. Also names the job for log lines written meanwhile."""
     log_token = JOB_LOG_CONTEXT.set(
         {"run_id": envelope.run_id, "job_id": job_id, "queue": queue, "step": envelope.step}
     )
@@ -305,7 +324,7 @@ def process_span(envelope: JobEnvelope, queue: str, job_id: str) -> Iterator[Spa
         }
         with tracer().start_as_current_span(
             f"process {queue}",
-            context=run_context(envelope.run_id),
+            context=parent if parent is not None else run_context(envelope.run_id),
             kind=SpanKind.CONSUMER,
             attributes=attributes,
             links=_link(envelope.trace),
@@ -392,7 +411,10 @@ class Hops:
         in_run = trace.get_current_span().get_span_context().trace_id == run_ids(self.run_id)[0]
         parent = None if in_run else run_context(self.run_id)
         update: dict[str, Any] = {}
+        idle = args.idle_job_fields()
         for field in type(args).model_fields:
+            if field in idle:
+                continue
             value = getattr(args, field)
             if isinstance(value, QueuedJob):
                 update[field] = self._stamped(value, parent)

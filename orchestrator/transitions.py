@@ -150,7 +150,15 @@ def step_record(plan: StepPlan) -> dict[str, Any]:
             c.result.model_dump() for c in plan.calls if c.result and c.result.provider_executed
         ],
         "provider_metadata": plan.provider_metadata,
+        **({"prepared": plan.prepared} if plan.prepared is not None else {}),
     }
+
+
+def _shown(prepared: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What the finish-step event says of the step's preparation: what was overridden
+    (rule, hook, overrides, compaction), not the digests a replay compares."""
+    shown = {k: v for k, v in (prepared or {}).items() if k != "sent"}
+    return shown or None
 
 
 def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
@@ -207,6 +215,7 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
             finish_reason=plan.finish_reason,
             usage=plan.usage.model_dump(),
             text=plan.text,
+            prepared=_shown(plan.prepared),
         )
     )
     return CommitStep(

@@ -15,6 +15,7 @@ from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.tool_resolution import MODEL_PROVIDER_KIND, ToolAnnouncement
 from agentq.workers.executors.base import ToolExecutor
 from agentq.workers.providers import registered_providers
+from agentq.workers.step_hooks import hook_announcements
 
 # The kind of a catalogue entry naming an endpoint of the models file (shown, not
 # resolved against: submitters read the models file themselves).
@@ -39,6 +40,7 @@ async def served_announcements(
         )
         for info in registered_providers()
     )
+    announced.extend(hook_announcements(tool_queue))
     return announced
 
 
@@ -81,4 +83,10 @@ async def build_catalog(
             )
             for name, endpoint in sorted(models.endpoints.items())
         )
+    # The deployment's remote tools ($AGENTQ_REMOTE_TOOLS), served by services outside.
+    from agentq.orchestrator.settings import Settings
+    from agentq.orchestrator.tool_kinds.remote import load_remote_tools
+
+    declared = load_remote_tools(Settings().remote_tools)
+    announced.extend(tool.announcement() for tool in declared.tools)
     return announced, failures

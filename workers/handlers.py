@@ -9,7 +9,6 @@ memory) never fails a run: the job is released and runs again, uncounted.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
@@ -20,12 +19,13 @@ from arq.typing import WorkerCoroutine
 from opentelemetry.trace import SpanKind
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, JobKind, job_id
-from agentq.orchestrator.errors import ProviderError, ToolError
+from agentq.orchestrator.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope, JobKind, job_id
+from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
 from agentq.orchestrator.redis_faults import is_transient_redis
+from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import (
     BeginStep,
@@ -41,8 +41,11 @@ from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
 from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef
-from agentq.orchestrator.tool_retry import retry_delay_s
 from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
+from agentq.workers.batch_jobs import batch_admit
+from agentq.workers.call_jobs import call_job
+from agentq.workers.context_job import summarize_job
+from agentq.workers.execution import run_executor
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.genai_spans import (
     chat_attributes,
@@ -53,10 +56,14 @@ from agentq.workers.genai_spans import (
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.liveness import OUTAGE
 from agentq.workers.metrics import WorkerMetrics, observe_model_call
-from agentq.workers.providers import ModelRequest, OfferedTool
+from agentq.workers.provider_batch.step import Route, batch_answer
+from agentq.workers.provider_batch.store import ProviderBatchStore
+from agentq.workers.providers import ModelRequest, ModelResponse, OfferedTool
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.repair_requests import repair_calls
 from agentq.workers.sink import DeltaEvents
+from agentq.workers.step_hook_job import prepare_step_job
+from agentq.workers.step_preparation import StepDeferred, StepPreparationFailed, prepare
 
 log = logging.getLogger("agentq.worker")
 
@@ -73,6 +80,9 @@ class WorkerDeps:
     max_deliveries: int = 5
     metrics: WorkerMetrics | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
+    # Provider batch records (None: `"batch": true` steps call the model directly).
+    batches: ProviderBatchStore | None = None
+    settings: Settings | None = None  # the worker's own (a batch admission creates runs)
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -178,10 +188,31 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         return
     spec = RunSpec.model_validate_json(begun.spec, context=STORED_SPEC)
     tools = [ToolDef.model_validate_json(t) for t in begun.tools]
+    history = [MESSAGE_ADAPTER.validate_json(m) for m in begun.messages]
+    try:  # prepareStep and context management (workers/step_preparation.py)
+        prepared = await prepare(
+            deps.store,
+            deps.models,
+            run_id,
+            step,
+            spec,
+            tools,
+            history,
+            resumed=envelope.call_id == RESUMED_STEP,
+        )
+    except StepDeferred:
+        return  # its context summary is written first (workers/context_job.py)
+    except StepPreparationFailed as exc:
+        failed = await deps.store.fail_run(
+            run_id, RunFailure(kind=exc.kind, message=exc.message, step=step)
+        )
+        await _ended(deps, failed.outcome, envelope)
+        return
+    spec = prepared.spec
     request = ModelRequest(
         model=spec.model,
         system=spec.system,
-        messages=[MESSAGE_ADAPTER.validate_json(m) for m in begun.messages],
+        messages=prepared.messages,
         tools=[
             OfferedTool(
                 name=t.name,
@@ -203,12 +234,21 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         attributes=lambda: chat_attributes(request, run_id, deps.models.base_url(request)),
     ) as chat_span:
         try:
-            response = await observe_model_call(
-                deps.metrics,
-                request.model.provider,
-                request.model.name,
-                deps.models.generate(request, sink),
-            )
+            batched = await _batch_route(deps, spec, request, sink)
+            if batched is Route.PARK:
+                log.debug("model step %s/%d parked for a provider batch", run_id, step)
+                tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "parked"})
+                return
+            if batched is Route.DIRECT:
+                response = await observe_model_call(
+                    deps.metrics,
+                    request.model.provider,
+                    request.model.name,
+                    deps.models.generate(request, sink),
+                )
+            else:
+                response = batched
+                tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "answered"})
         except ProviderError as exc:
             tracing.record_exception(exc, str(exc.status) if exc.status else None)
             await sink.flush()
@@ -232,11 +272,24 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             run_id=run_id,
         )
     plan = plan_step(spec, tools, step, response)
+    plan.prepared = prepared.record
     hops = tracing.Hops(run_id)
     args = hops.stamp(commit_args(run_id, plan))
+    if not isinstance(batched, Route):
+        args = args.model_copy(update={"batch": True})
     committed = await deps.store.commit_step(args)
     hops.sent(enqueued_job_ids(args, committed.outcome))
     await _ended(deps, committed.outcome, envelope)
+
+
+async def _batch_route(
+    deps: WorkerDeps, spec: RunSpec, request: ModelRequest, sink: DeltaEvents
+) -> ModelResponse | Route:
+    """A `"batch": true` step parks its request, or takes the answer a collector brought
+    (workers/provider_batch/); every other step calls the model directly."""
+    if not spec.model.batch or deps.batches is None:
+        return Route.DIRECT
+    return await batch_answer(deps.batches, deps.models, request, sink.run_id, sink.step, sink)
 
 
 async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
@@ -372,36 +425,7 @@ async def _execute(
             park_timeout_s=tool.park_timeout_s,
         ),
     )
-    executions = 1
-    while True:
-        try:
-            output = await executor.execute(tool, call.input, context)
-            break
-        except ToolNotServed:
-            raise  # another worker may serve it: not the model's business
-        except ToolError as exc:
-            # Every failed execution is an exception event on the call's span.
-            tracing.record_exception(exc)
-            delay_s = retry_delay_s(
-                tool.retry, executions, exc.retryable, deadline_at - time.time()
-            )
-            if delay_s is None:
-                return error_result(call.id, call.name, exc.message)
-            log.info(
-                "tool %s failed (%s); execution %d in %g s", call.name, exc, executions + 1, delay_s
-            )
-            await asyncio.sleep(delay_s)
-            executions += 1
-        except Exception as exc:  # a failing tool is the model's to see, not the run's end
-            if is_transient_redis(exc):
-                raise  # Redis failed under the tool (progress, elicitation): run it again
-            tracing.record_exception(exc)
-            return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
-    return ToolResultPart(
-        tool_call_id=call.id,
-        tool_name=call.name,
-        output=output,  # made plain and capped by bounded_result
-    )
+    return await run_executor(executor, tool, call, context)
 
 
 # The arq function of each job kind: the job's `f` is its kind (envelopes.queued_job).
@@ -409,4 +433,8 @@ JOB_FUNCTIONS: dict[JobKind, WorkerCoroutine] = {
     "model_step": model_step,
     "tool_call": tool_call,
     "park_expiry": park_expiry,
+    "batch_admit": batch_admit,
+    "call": call_job,
+    "prepare_step": prepare_step_job,
+    "summarize": summarize_job,
 }

@@ -98,6 +98,14 @@ return reaped
 """
 
 
+def reap_cadence(lease_s: float) -> tuple[float, int]:
+    """How often a reaper passes (s), and the gap (ms) after which Redis no longer counts
+    as steady: every reaper of a fleet (workers, `agentq serve`'s remote leases) uses the
+    same, so that their passes keep one another's clock."""
+    every_s = min(1.0, lease_s / 4)
+    return every_s, int(max(2 * every_s, lease_s / 2) * 1000)
+
+
 class LeaseRenewer:
     """Keeps `aq:worker:ID` alive from a thread; reports a lapse through `on_lapse`.
 

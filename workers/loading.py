@@ -82,8 +82,14 @@ def registrations() -> tuple[int, ...]:
     from agentq.orchestrator.tool_kinds import tool_kinds
     from agentq.workers.executors.assemble import registered_executors
     from agentq.workers.providers import registered_providers
+    from agentq.workers.step_hooks import registered_hooks
 
-    return len(tool_kinds()), len(registered_executors()), len(registered_providers())
+    return (
+        len(tool_kinds()),
+        len(registered_executors()),
+        len(registered_providers()),
+        len(registered_hooks()),
+    )
 
 
 def load_tool_modules(names: Sequence[str]) -> list[FunctionTool]:

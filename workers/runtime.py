@@ -56,7 +56,9 @@ from agentq.orchestrator.redis_conn import connect, is_memory_url
 from agentq.orchestrator.redis_faults import is_transient
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.state.keys import job_prefix
+from agentq.orchestrator.step_prep import PREPARE_STEP_KIND
 from agentq.orchestrator.store import RunStore
+from agentq.orchestrator.tool_kinds.http import HTTP_EXECUTOR_KIND
 from agentq.orchestrator.tool_kinds.mcp import MCP_SERVER_KIND
 from agentq.orchestrator.tool_resolution import (
     MODEL_PROVIDER_KIND,
@@ -75,15 +77,22 @@ from agentq.workers.liveness import (
     jobs_key,
     liveness_key,
     pool_key,
+    reap_cadence,
 )
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
+from agentq.workers.provider_batch.collector import Collector
+from agentq.workers.provider_batch.store import ProviderBatchStore
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
+from agentq.workers.step_hooks import hook_announcements
+from agentq.workers.webhooks import WebhookDispatcher
 
 log = logging.getLogger("agentq.worker")
 
 # Registry entries that announce something other than a tool.
-_NOT_TOOLS = frozenset({MODEL_PROVIDER_KIND, MCP_SERVER_KIND})
+_NOT_TOOLS = frozenset(
+    {MODEL_PROVIDER_KIND, MCP_SERVER_KIND, PREPARE_STEP_KIND, HTTP_EXECUTOR_KIND}
+)
 
 # arq's own timeout only backstops ours: calls carry their deadlines, and a
 # dead worker is found by its lapsed lease, not by this.
@@ -386,6 +395,7 @@ class WorkerRuntime:
         self._leased = False  # whether this process ever held its lease
         self._pools: list[str] = []
         self.redis: Redis | None = None
+        self._collector: Collector | None = None
 
     async def start(self) -> None:
         self.redis = connect(self.redis_url, self.settings)
@@ -410,7 +420,11 @@ class WorkerRuntime:
             max_deliveries=self.settings.max_deliveries,
             max_output_bytes=self.settings.max_tool_output_bytes,
             metrics=self.metrics,
+            settings=self.settings,
+            batches=ProviderBatchStore(self.redis, retention_s=self.settings.retention_s),
         )
+        collector = Collector(self.redis, models, self.settings, self.worker_id)
+        self._collector = collector
         await self._take_lease()
         await self._join_pools()
         await self.announce()
@@ -446,6 +460,15 @@ class WorkerRuntime:
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
+        if MODEL_QUEUE in self.queues:
+            self._tasks.append(
+                asyncio.create_task(collector.run_forever(), name="agentq-provider-batch")
+            )
+            # The run's own workers deliver its webhooks.
+            webhooks = WebhookDispatcher(
+                self.redis, store, self.worker_id, settings=self.settings, env=self.env
+            )
+            self._tasks.append(asyncio.create_task(webhooks.run_forever(), name="agentq-webhooks"))
 
     # -- the lease -------------------------------------------------------------
 
@@ -490,10 +513,9 @@ class WorkerRuntime:
             return
         reap = self.redis.register_script(REAP)
         outage = OUTAGE
-        every_s = min(1.0, self.settings.lease_s / 4)
         # Redis counts as steady while reapers pass at least this often; after a gap,
         # live workers get this long to renew before anyone's jobs are re-delivered.
-        gap_ms = int(max(2 * every_s, self.settings.lease_s / 2) * 1000)
+        every_s, gap_ms = reap_cadence(self.settings.lease_s)
         suspects: set[str] = set()
         while True:
             await asyncio.sleep(every_s)
@@ -539,6 +561,9 @@ class WorkerRuntime:
             queue = executor.queue or self.tool_queue
             for ann in await executor.announcements(queue):
                 sets.setdefault(ann.queue, []).append(registry_key(ann))
+        # Its prepare_step hooks too: a hook's job must find it on any worker of the queue.
+        for ann in hook_announcements(self.tool_queue):
+            sets.setdefault(ann.queue, []).append(registry_key(ann))
         return {q: sorted(set(t)) for q, t in sets.items() if q in self.queues}
 
     async def _join_pools(self) -> None:

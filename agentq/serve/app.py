@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
@@ -13,10 +14,11 @@ from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.settings import Settings
-from agentq.serve import errors, meta, runs
+from agentq.serve import batches, errors, meta, remote, runs
 from agentq.serve.config import ServeConfig
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.limits import BodyLimit
+from agentq.serve.remote import RemoteService
 
 STATIC = resources.files("agentq.serve") / "static"
 
@@ -27,9 +29,15 @@ def create_app(config: ServeConfig) -> FastAPI:
         client = Client(config.redis_url, settings=Settings(redis_url=config.redis_url))
         app.state.client = client
         app.state.feeds = RunFeeds(client)
+        app.state.remote = RemoteService.from_client(client)
+        await app.state.remote.start()
         try:
-            yield
+            async with contextlib.AsyncExitStack() as stack:
+                if gateway is not None:
+                    await stack.enter_async_context(gateway.running(client.calls))
+                yield
         finally:
+            await app.state.remote.aclose()
             await app.state.feeds.aclose()
             await client.aclose()
 
@@ -40,13 +48,31 @@ def create_app(config: ServeConfig) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.config = config
+    gateway = None
+    if config.mcp:
+        from starlette.routing import Route
+
+        from agentq.serve.mcp_gateway import MCP_PATH, McpGateway
+
+        gateway = McpGateway(config.keys, host=config.host)
+        app.router.routes.append(Route(MCP_PATH, endpoint=gateway))
     errors.install(app)
     app.include_router(meta.router)
     app.include_router(runs.router)
+    app.include_router(batches.router)
+    app.include_router(remote.router)
     from agentq.serve import chat
 
     app.include_router(chat.router)
-    app.add_middleware(BodyLimit, max_bytes=config.limits.max_body_bytes)
+    from agentq.serve import tool_calls
+
+    app.include_router(tool_calls.router)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=config.limits.max_body_bytes,
+        # A batch's JSONL is spooled to disk, not held in memory: it may be large.
+        larger={batches.router.prefix: config.limits.max_batch_bytes},
+    )
     if config.cors_origins:
         app.add_middleware(
             CORSMiddleware,

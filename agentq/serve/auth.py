@@ -8,6 +8,7 @@ themselves are never stored. Without scopes a key has all of them.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
 import hmac
 from dataclasses import dataclass
@@ -18,7 +19,11 @@ from fastapi import Request
 from agentq.orchestrator.run_index import DEFAULT_TENANT
 from agentq.serve.errors import ApiError
 
-SCOPES = frozenset({"runs:read", "runs:write", "approve"})
+# `workers`: lease and report the calls of remote tools (agentq/serve/remote.py).
+SCOPES = frozenset({"runs:read", "runs:write", "approve", "workers", "tools:call"})
+# A scope `tool:PATTERN` (fnmatch, e.g. `tool:search`, `tool:github:*`) limits the tools a
+# key lists and calls (`/v1/tools`, the MCP gateway) to those matching one of its patterns.
+TOOL_SCOPE_PREFIX = "tool:"
 
 
 def hash_key(key: str) -> str:
@@ -29,6 +34,13 @@ def hash_key(key: str) -> str:
 class Principal:
     tenant: str
     scopes: frozenset[str]
+
+    def may_call(self, *names: str) -> bool:
+        """Whether the key may list and call a tool known by these names."""
+        patterns = [s[len(TOOL_SCOPE_PREFIX) :] for s in self.scopes if s.startswith("tool:")]
+        if not patterns:
+            return True
+        return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
 
 
 OPEN = Principal(DEFAULT_TENANT, SCOPES)
@@ -57,11 +69,18 @@ def parse_keys(text: str) -> KeyRing:
         if len(fields) not in (2, 3) or not fields[0].startswith("sha256:"):
             raise ValueError(f"API key entry {number}: expected 'sha256:HEX TENANT [SCOPES]'")
         scopes = frozenset(fields[2].split(",")) if len(fields) == 3 else SCOPES
-        unknown = scopes - SCOPES
+        unknown = {s for s in scopes - SCOPES if not s.startswith(TOOL_SCOPE_PREFIX)}
         if unknown:
             raise ValueError(f"API key entry {number}: unknown scope {sorted(unknown)[0]!r}")
         entries[fields[0]] = Principal(fields[1], scopes)
     return KeyRing(entries)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except OSError:  # inline lines longer than a file name can be
+        return False
 
 
 def load_keys(value: str | None) -> KeyRing | None:
@@ -69,7 +88,7 @@ def load_keys(value: str | None) -> KeyRing | None:
     if not value or not value.strip():
         return None
     path = Path(value.strip())
-    text = path.read_text() if "\n" not in value and path.is_file() else value
+    text = path.read_text() if "\n" not in value and _is_file(path) else value
     ring = parse_keys(text)
     return ring if ring.by_hash else None
 

@@ -13,6 +13,7 @@ from agentq.serve.auth import KeyRing
 @dataclass(frozen=True)
 class Limits:
     max_body_bytes: int = 1_000_000
+    max_batch_bytes: int = 2_000_000_000  # a batch's JSONL body (spooled to disk)
     max_spec_bytes: int = 256_000
     submits_per_minute: int = 600  # per tenant, across every replica (counted in Redis)
     events_per_second: float = 1000.0  # per stream
@@ -26,6 +27,8 @@ class ServeConfig:
     keys: KeyRing | None = None
     cors_origins: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
+    mcp: bool = False  # serve the fleet's tools as an MCP server at /mcp (mcp_gateway.py)
+    host: str = "127.0.0.1"  # the address served (the gateway guards loopback from rebinding)
 
 
 def load_agents(path: str | None) -> dict[str, dict[str, Any]]:

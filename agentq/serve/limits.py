@@ -14,17 +14,25 @@ from agentq.serve.errors import ApiError, error_body
 class BodyLimit:
     """ASGI middleware: refuse bodies over `max_bytes`, declared or streamed."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, larger: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.larger = larger or {}  # path prefix -> its own limit
+
+    def _limit(self, path: str) -> int:
+        for prefix, limit in self.larger.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                return limit
+        return self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self._limit(scope.get("path", ""))
         declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._refuse(send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._refuse(send, limit)
             return
         seen = 0
         refused = False
@@ -34,9 +42,9 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > limit:
                     refused = True
-                    raise ApiError(413, "too_large", self._message())
+                    raise ApiError(413, "too_large", self._message(limit))
             return message
 
         try:
@@ -44,13 +52,14 @@ class BodyLimit:
         except ApiError:
             if not refused:
                 raise
-            await self._refuse(send)
+            await self._refuse(send, limit)
 
-    def _message(self) -> str:
-        return f"request body over {self.max_bytes} bytes"
+    @staticmethod
+    def _message(limit: int) -> str:
+        return f"request body over {limit} bytes"
 
-    async def _refuse(self, send: Send) -> None:
-        body = json.dumps(error_body("too_large", self._message())).encode()
+    async def _refuse(self, send: Send, limit: int) -> None:
+        body = json.dumps(error_body("too_large", self._message(limit))).encode()
         await send(
             {
                 "type": "http.response.start",

@@ -3,10 +3,10 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CommitStep: step, resp, assistant, text, finish_reason, usage, after, order,
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
---         finishes_now, next_job
+--         finishes_now, next_job, batch
 -- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once)
 --         UNKNOWN_RUN | CLOSED | STALE | DUPLICATE (committed before)
--- Effects the step hash (resp written once), usage totals, the assistant message, each
+-- Effects the step hash (resp written once), usage totals (batch-priced ones apart), the assistant message, each
 --         call's record and status, the step's events, tool jobs and deferred expiry
 --         jobs; status awaiting if a call parked; the join if nothing is pending.
 local err = run_guard(A.step)
@@ -16,6 +16,12 @@ if redis.call('HSETNX', step, S.RESP, A.resp) == 0 then return reply(OUT.DUPLICA
 redis.call('HSET', step, S.TEXT, A.text, S.FINISH_REASON, A.finish_reason, S.AFTER, A.after,
            S.ORDER, A.order, S.PENDING, A.pending, S.PARKED, A.parked)
 for _, pair in ipairs(USAGE) do redis.call('HINCRBY', meta, pair[2], A.usage[pair[1]]) end
+if A.batch then
+  redis.call('HSET', step, S.BATCH, '1')
+  redis.call('HINCRBY', meta, F.BATCH_STEPS, 1)
+  redis.call('HINCRBY', meta, F.BATCH_INPUT, A.usage.input_tokens)
+  redis.call('HINCRBY', meta, F.BATCH_OUTPUT, A.usage.output_tokens)
+end
 redis.call('RPUSH', msgs, A.assistant)
 for _, c in ipairs(A.calls) do
   redis.call('HSET', step, S.CALL .. c.id, c.call, S.CALL_STATUS .. c.id, c.status)

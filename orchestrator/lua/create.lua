@@ -1,11 +1,14 @@
 -- create: make a run once and schedule its step 0.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job
+-- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job,
+--         end_job (optional: enqueued when the run ends, see finish_run in the prelude);
+--         a fork also: start_step, steps (its first steps' hashes), usage, n_initial, origin
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
 -- Effects meta hash (status running, step 0, usage 0), tools hash, the initial
---         messages, a `start` event, the model job of step 0.
+--         messages, a `start` event, the model job of step 0 (a fork: of start_step,
+--         with the copied step hashes, usage totals and origin).
 if redis.call('EXISTS', meta) == 1 then
   local stored = redis.call('HGET', meta, F.SPEC_HASH)
   if stored and stored ~= A.spec_hash then return reply(OUT.CONFLICT) end
@@ -14,9 +17,18 @@ end
 -- Without a meta hash, any other key of the id is a leftover: start clean.
 redis.call('DEL', msgs, events, tools_key())
 redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, RUN.RUNNING,
-           F.STEP, 0, F.SEQ, 0, F.CREATED_AT, A.at, F.N_INITIAL, #A.messages,
+           F.STEP, A.start_step, F.SEQ, 0, F.CREATED_AT, A.at,
+           F.N_INITIAL, A.n_initial or #A.messages,
            F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order))
-for _, pair in ipairs(USAGE) do redis.call('HSET', meta, pair[2], 0) end
+for _, pair in ipairs(USAGE) do
+  redis.call('HSET', meta, pair[2], A.usage and A.usage[pair[1]] or 0)
+end
+-- A fork: the original's first steps, as they were recorded.
+for i, fields in ipairs(A.steps) do
+  for field, value in pairs(fields) do redis.call('HSET', step_key(i - 1), field, value) end
+end
+if A.origin then redis.call('HSET', meta, F.ORIGIN, A.origin) end
+if A.end_job then redis.call('HSET', meta, F.END_JOB, cjson.encode(A.end_job)) end
 -- Tools are offered to the model in the spec's order (stable prompts cache better).
 for _, name in ipairs(A.tool_order) do
   redis.call('HSET', tools_key(), name, A.tools[name])

@@ -92,6 +92,13 @@ local function finish_run(status, ev_type, fields)
   for k, v in pairs(fields) do ev[k] = v end
   emit(cjson.encode(ev))
   expire_run()
+  -- A batch's run: its end is a job, so the fleet admits the batch's next line.
+  local end_job = redis.call('HGET', meta, F.END_JOB)
+  if end_job then
+    local job = cjson.decode(end_job)
+    job.score_ms = math.floor(A.at * 1000)
+    enqueue(job)
+  end
   -- Workers keeping something for the run (sandbox sessions) let it go now.
   redis.call('PUBLISH', K.RUN_ENDED, A.run_id)
 end

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field
 class FailureKind(StrEnum):
     PROVIDER = "provider"  # the model provider refused or kept failing
     INTERNAL = "internal"  # a bug, or a job whose worker died on every delivery
+    HOOK = "hook"  # the step could not be prepared: its prepare_step hook raised
 
 
 class RunFailure(BaseModel):

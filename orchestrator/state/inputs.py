@@ -32,6 +32,11 @@ class TransitionInput(BaseModel):
     at: float = Field(default_factory=time.time)
     retention_s: int = DEFAULT_RETENTION_S
 
+    def idle_job_fields(self) -> frozenset[str]:
+        """Fields whose job this transition never enqueues, whatever Redis holds: no
+        send span is started for them (tracing's cost is per span)."""
+        return frozenset()
+
 
 class CreateRun(TransitionInput):
     script = "create"
@@ -45,6 +50,15 @@ class CreateRun(TransitionInput):
     trace: str
     event: str
     next_job: QueuedJob
+    # Enqueued when the run ends, however it ends (a batch admits its next line from it).
+    end_job: QueuedJob | None = None
+    # A fork starts at `start_step` with the original's first steps copied (their step
+    # hashes, field -> value), its usage so far, and where it came from (JSON).
+    start_step: int = 0
+    steps: list[dict[str, str]] = Field(default_factory=list)
+    usage: Usage | None = None
+    n_initial: int | None = None
+    origin: str | None = None
 
 
 class BeginStep(TransitionInput):
@@ -83,6 +97,15 @@ class CommitStep(TransitionInput):
     parked: int
     finishes_now: bool
     next_job: QueuedJob
+    # Answered through a provider batch API: counted apart as batch-priced usage.
+    batch: bool = False
+
+    def idle_job_fields(self) -> frozenset[str]:
+        # commit_step.lua joins (sends next_job) only when the step finishes nothing
+        # and leaves nothing pending; otherwise the last result's transition sends it.
+        if self.finishes_now or self.pending > 0:
+            return frozenset({"next_job"})
+        return frozenset()
 
 
 class ClaimCall(TransitionInput):
@@ -170,6 +193,9 @@ class Emit(TransitionInput):
     script = "emit"
 
     events: list[str]
+    # Append even to an ended run: reports about the run's delivery (webhook-failed),
+    # which are not part of its life.
+    after_end: bool = False
 
 
 class FailRun(TransitionInput):

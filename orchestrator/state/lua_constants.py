@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from agentq.orchestrator.messages import ToolMessage
 from agentq.orchestrator.state import keys
+from agentq.orchestrator.state.calls import CallField
 from agentq.orchestrator.state.status import (
     USAGE_FIELDS,
     CallStatus,
@@ -33,6 +34,7 @@ ENUM_TABLES: dict[str, type[StrEnum]] = {
     "OUT": Outcome,
     "F": MetaField,
     "S": StepField,
+    "CF": CallField,  # a call without a run (state/calls.py)
 }
 
 KEY_CONSTANTS: dict[str, str] = {
@@ -88,4 +90,38 @@ def render(extra: Mapping[str, str] | None = None) -> str:
     lines.append(
         f"local TOOL_MESSAGE_OPEN, TOOL_MESSAGE_CLOSE = {_lua_str(open_)}, {_lua_str(close)}"
     )
+    return "\n".join(lines) + "\n"
+
+
+def batch_tables() -> dict[str, type[StrEnum]]:
+    from agentq.orchestrator.state import batch
+
+    return {
+        "BATCH": batch.BatchStatus,
+        "LINE": batch.LineStatus,
+        "BOUT": batch.BatchOutcome,
+        "BF": batch.BatchField,
+        "SF": batch.SchedField,
+        "RF": batch.RecordField,
+    }
+
+
+BATCH_KEY_CONSTANTS: dict[str, str] = {
+    "SEP": keys.JOB_SEPARATOR,
+    "SCHED": keys.BATCH_SCHED_SUFFIX,
+    "TOKEN": keys.BATCH_TOKEN_INFIX,
+    "IDS": keys.BATCH_IDS_SUFFIX,
+    "SPECS": keys.BATCH_SPECS_SUFFIX,
+    "RECORDS": keys.BATCH_RECORDS_SUFFIX,
+    "PENDING": keys.BATCH_PENDING_SUFFIX,
+    "RUNNING": keys.BATCH_RUNNING_SUFFIX,
+}
+
+
+def render_batch() -> str:
+    """The constants of the batch transitions: the run chunk (for `K`, the job layout)
+    and the batch tables."""
+    lines = [render().rstrip("\n")]
+    lines += [_table(name, _enum_items(enum)) for name, enum in batch_tables().items()]
+    lines.append(_table("BK", BATCH_KEY_CONSTANTS.items()))
     return "\n".join(lines) + "\n"

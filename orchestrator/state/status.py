@@ -106,6 +106,12 @@ class MetaField(StrEnum):
     USAGE_TOTAL = "u_total"
     USAGE_CACHED = "u_cached"
     USAGE_REASONING = "u_reason"
+    ORIGIN = "origin"  # a fork's {run_id, step} as JSON (orchestrator/fork.py)
+    # Steps answered through a provider batch API (batch-priced), and their tokens.
+    BATCH_STEPS = "b_steps"
+    BATCH_INPUT = "b_in"
+    BATCH_OUTPUT = "b_out"
+    END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
 
 
 # The usage totals kept in the meta hash, by `Usage` field.
@@ -132,6 +138,7 @@ class StepField(StrEnum):
     RESULT = "r:"  # + call id: the ToolResultPart JSON, written once
     INPUT = "in:"  # + request id: the input request JSON
     INPUT_STATUS = "ins:"  # + request id: an InputStatus
+    BATCH = "batch"  # "1" when the step was answered through a provider batch API
 
 
 def call_field(prefix: StepField, call_id: str) -> str:

@@ -18,10 +18,20 @@ from agentq.orchestrator.tool_kinds.base import (
 from agentq.orchestrator.tool_kinds.client import ClientKind
 from agentq.orchestrator.tool_kinds.code import CodeKind
 from agentq.orchestrator.tool_kinds.function import FunctionKind
+from agentq.orchestrator.tool_kinds.http import HttpKind
 from agentq.orchestrator.tool_kinds.mcp import McpKind
 from agentq.orchestrator.tool_kinds.provider import ProviderKind
+from agentq.orchestrator.tool_kinds.remote import RemoteKind
 
-for _plugin in (FunctionKind(), ClientKind(), McpKind(), CodeKind(), ProviderKind()):
+for _plugin in (
+    FunctionKind(),
+    ClientKind(),
+    McpKind(),
+    CodeKind(),
+    ProviderKind(),
+    RemoteKind(),
+    HttpKind(),
+):
     register_tool_kind(_plugin)
 
 __all__ = [

@@ -185,6 +185,13 @@ class ToolKindPlugin(ABC):
         """Where an announcement of this kind lives in the registry hash."""
         return f"{self.kind}:{ann.name}"
 
+    def call_entries(self, ann: ToolAnnouncement) -> list[tuple[str, dict[str, Any]]]:
+        """How an announced tool of this kind is called on its own (`Client.call_tool`,
+        the gateway): the names it answers to, each with the tool entry a run spec would
+        give to enable it. None by default: a kind that executes nowhere (client,
+        provider) cannot be called without a run."""
+        return []
+
 
 _KINDS: dict[str, ToolKindPlugin] = {}
 

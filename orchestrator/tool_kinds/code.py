@@ -85,5 +85,11 @@ class CodeKind(ToolKindPlugin):
             )
         ]
 
+    def call_entries(self, ann: ToolAnnouncement) -> list[tuple[str, dict[str, Any]]]:
+        """`run_python` / `run_javascript` (as announced), also as `code:<language>`."""
+        language = ann.server or ann.name
+        entry = {"type": "code", "language": language}
+        return [(ann.name, entry), (code_registry_key(language), entry)]
+
     def registry_key(self, ann: ToolAnnouncement) -> str:
         return code_registry_key(ann.server or ann.name)

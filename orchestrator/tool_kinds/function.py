@@ -41,5 +41,8 @@ class FunctionKind(ToolKindPlugin):
             )
         ]
 
+    def call_entries(self, ann: ToolAnnouncement) -> list[tuple[str, dict[str, Any]]]:
+        return [(ann.name, {"type": "function", "name": ann.name})]
+
     def registry_key(self, ann: ToolAnnouncement) -> str:
         return ann.name  # function tools share one namespace, as in the first registries

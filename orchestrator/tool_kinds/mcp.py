@@ -91,5 +91,11 @@ class McpKind(ToolKindPlugin):
     def describe(self, entry: Any) -> str:
         return f"the MCP server {entry.server!r}"
 
+    def call_entries(self, ann: ToolAnnouncement) -> list[tuple[str, dict[str, Any]]]:
+        """`server:tool` always; the bare name too (the catalogue drops it when two
+        servers announce it)."""
+        entry = {"type": "mcp", "server": ann.server, "tools": [ann.name]}
+        return [(f"{ann.server}:{ann.name}", entry), (ann.name, entry)]
+
     def registry_key(self, ann: ToolAnnouncement) -> str:
         return mcp_registry_key(ann.server or "", ann.name)

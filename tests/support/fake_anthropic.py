@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support.fake_batches import AnthropicBatches, line_request
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 from tests.support.fake_openai import ToolCall
 
@@ -190,6 +191,15 @@ def render(turn: Turn, index: int, request: Recorded) -> Reply:
 
 class FakeAnthropic(ScriptedFake[Turn]):
     """`with FakeAnthropic(turns) as server:` — `server.base_url` ends in /v1."""
+
+    def __init__(self, script: Any = (), port: int = 0) -> None:
+        super().__init__(script, port=port)
+        # Message Batches, answered by this script (see fake_batches.py).
+        self.batches = AnthropicBatches(
+            lambda body: self._respond(line_request("/v1/messages", body)),
+            lambda: self.base_url,
+        )
+        self.routes.append(self.batches.handle)
 
     def refuse(self, request: Recorded) -> Reply | None:
         if request.path != "/v1/messages":

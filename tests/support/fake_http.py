@@ -210,6 +210,8 @@ class ScriptedFake(Generic[TurnT]):
         )
         self._served = 0
         self.http = FakeHTTPServer(self._respond, port=port)
+        # Other endpoints of the same API (its batch API): tried first, no turn consumed.
+        self.routes: list[Callable[[Recorded], Reply | None]] = []
 
     @property
     def base_url(self) -> str:
@@ -232,6 +234,10 @@ class ScriptedFake(Generic[TurnT]):
         self.http.stop()
 
     def _respond(self, request: Recorded) -> Reply:
+        for route in self.routes:
+            routed = route(request)
+            if routed is not None:
+                return routed
         index = self._served
         self._served += 1
         refused = self.refuse(request)

@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support.fake_batches import OpenAIBatches, line_request
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 
 CREATED = 1_700_000_000
@@ -224,6 +225,11 @@ class FakeOpenAI(ScriptedFake[Turn]):
             super().__init__(lambda request: _as_turn(responder(request)), port=port)
         else:
             super().__init__([_as_turn(t) for t in script], port=port)
+        # The Files + Batch API: lines answered by this script (see fake_batches.py).
+        self.batches = OpenAIBatches(
+            lambda body: self._respond(line_request("/v1/chat/completions", body))
+        )
+        self.routes.append(self.batches.handle)
 
     def refuse(self, request: Recorded) -> Reply | None:
         if request.path != "/v1/chat/completions":

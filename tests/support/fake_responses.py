@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.support.fake_batches import OpenAIBatches, line_request
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 from tests.support.fake_openai import ToolCall
 
@@ -216,6 +217,14 @@ def render(turn: Turn, index: int, request: Recorded) -> Reply:
 
 class FakeResponses(ScriptedFake[Turn]):
     """`with FakeResponses(turns) as server:` — `server.base_url` ends in /v1."""
+
+    def __init__(self, script: Any = (), port: int = 0) -> None:
+        super().__init__(script, port=port)
+        # The Files + Batch API over the responses endpoint (see fake_batches.py).
+        self.batches = OpenAIBatches(
+            lambda body: self._respond(line_request("/v1/responses", body))
+        )
+        self.routes.append(self.batches.handle)
 
     def refuse(self, request: Recorded) -> Reply | None:
         if request.path != "/v1/responses":

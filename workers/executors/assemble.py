@@ -68,8 +68,20 @@ def _code(options: WorkerOptions) -> ToolExecutor | None:
     return CodeExecutor(config, redis_url=options.redis_url)
 
 
+def _http(options: WorkerOptions) -> ToolExecutor | None:
+    from agentq.orchestrator.settings import Settings
+
+    settings = Settings()
+    if not settings.allow_http_hosts.strip():
+        return None  # the deployment allows no host: nothing to serve
+    from agentq.workers.executors.http import HttpExecutor
+
+    return HttpExecutor(settings, options.env)
+
+
 register_executor("mcp", _mcp, flag="--mcp-config")
 register_executor("code", _code, flag="--sandbox")
+register_executor("http", _http, flag="AGENTQ_ALLOW_HTTP_HOSTS")
 
 
 async def optional_executors(

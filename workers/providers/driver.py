@@ -9,12 +9,15 @@ scrubbing the key from every error.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from typing import Any, NamedTuple, Protocol
 
 from agentq.orchestrator.endpoints import Endpoint
 from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.spec import ModelRef
 from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse, ProviderContext
+from agentq.workers.providers.batch_api import BatchApi, batch_api
 from agentq.workers.providers.history import extra_headers
 from agentq.workers.providers.http import join_url, parse_event_json, post, read_json, read_key
 from agentq.workers.providers.redact import redact
@@ -80,6 +83,44 @@ class HttpProvider:
             update={"name": self.endpoint.model, "options": self.endpoint.options}
         )
         return request.model_copy(update={"model": model})
+
+    def batch_request(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
+        """The (path, body) this provider would POST for `request`, unstreamed: what a
+        provider batch API takes as one line (workers/provider_batch/)."""
+        request = self._request(request)
+        return self.wire.path(request, False), self.wire.body(request, False)
+
+    def batch_group(self) -> str:
+        """Requests that may share one provider batch: same endpoint, key and model."""
+        e = self.endpoint
+        identity = [e.provider.wire, e.base_url, e.key_env, e.model]
+        return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:20]
+
+    def batch_api(self, request: ModelRequest) -> BatchApi:
+        """The endpoint's batch API, with the key read from the environment now."""
+        label = self._request(request).model.label
+        if self.endpoint.base_url is None:
+            raise ProviderError(f"{label}: the endpoint has no base URL", retryable=False)
+        key = read_key(self.endpoint, self.ctx.env, label)
+        path, _ = self.batch_request(request)
+        return batch_api(
+            self.endpoint.provider.wire,
+            self.ctx.http,
+            self.endpoint.base_url,
+            self.wire.auth_headers(key),
+            label,
+            path,
+        )
+
+    async def batch_answer(
+        self, data: dict[str, Any], request: ModelRequest, sink: DeltaSink
+    ) -> ModelResponse:
+        """A batch line's answer body, parsed as a direct unstreamed answer is."""
+        request = self._request(request)
+        result = self.wire.parse(data, request, request.model.label)
+        if result.text:
+            await sink.text_delta(result.text)
+        return result
 
     async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
         request = self._request(request)

@@ -194,6 +194,8 @@ class StreamState:
     finish_reason: str | None = None
     usage: dict[str, Any] | None = None
     blocked: str | None = None
+    response_id: str | None = None
+    model_version: str | None = None
 
     def add(self, chunk: dict[str, Any], label: str) -> StreamDelta:
         if chunk.get("error"):
@@ -203,6 +205,8 @@ class StreamState:
                 retryable=error.get("status") in ("UNAVAILABLE", "INTERNAL", "RESOURCE_EXHAUSTED"),
             )
         self.usage = chunk.get("usageMetadata") or self.usage
+        self.response_id = chunk.get("responseId") or self.response_id
+        self.model_version = chunk.get("modelVersion") or self.model_version
         self.blocked = (chunk.get("promptFeedback") or {}).get("blockReason") or self.blocked
         delta: list[str] = []
         thoughts: list[str] = []
@@ -243,6 +247,11 @@ class StreamState:
         metadata: dict[str, Any] = {}
         if self.signatures:
             metadata["signatures"] = self.signatures
+        # Under the keys the other wire formats use: the chat span's response id and model.
+        if self.response_id:
+            metadata["id"] = self.response_id
+        if self.model_version:
+            metadata["model"] = self.model_version
         finish = to_finish_reason(self.finish_reason, bool(self.calls))
         if self.blocked and not self.finish_reason:
             finish = "content-filter"

@@ -24,6 +24,8 @@ from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.errors import ProviderError, SpecError
 from agentq.workers.providers import ProviderContext, make_provider, providers
 from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
+from agentq.workers.providers.batch_api import BATCH_WIRES
+from agentq.workers.providers.driver import HttpProvider
 from agentq.workers.providers.http import HEADERS_EXTENSION
 from agentq.workers.providers.ratelimit import RateLimitedProvider, RateLimiter, limit_key
 from agentq.workers.providers.redact import redact
@@ -78,6 +80,20 @@ class ModelClient:
         if self.limiter is not None and endpoint.provider.rate_limited:
             provider = RateLimitedProvider(provider, self.limiter, limit_key(endpoint, env), seen)
         return provider, env.get(endpoint.key_env) if endpoint.key_env else None
+
+    async def batch_provider(self, request: ModelRequest) -> HttpProvider | None:
+        """The provider for `request` if its endpoint has a batch API (checked as a direct
+        call is checked); None: the step calls the model directly."""
+        try:
+            endpoint = self.policy.resolve(request.model, providers())
+            await self.policy.check_addresses(endpoint)
+        except SpecError as exc:
+            raise ProviderError(f"{request.model.label}: {exc.message}", retryable=False) from None
+        if endpoint.provider.wire not in BATCH_WIRES or endpoint.base_url is None:
+            return None
+        ctx = ProviderContext(http=self.http, env=dict(self.env), endpoint=endpoint)
+        provider = make_provider(request.model, ctx)
+        return provider if isinstance(provider, HttpProvider) else None
 
     def base_url(self, request: ModelRequest) -> str | None:
         """Where the call goes (for its span's server attributes); None if nowhere allowed

@@ -283,12 +283,92 @@ function runView(runId) {
   return () => { closed = true; source.close(); clearInterval(ticker); clearTimeout(pendingTimer); };
 }
 
+// -- batches -------------------------------------------------------------------
+
+function progressBar(info) {
+  const c = info.counts;
+  const ended = c.succeeded + c.failed + c.cancelled;
+  const fill = el("div", { class: "fill", style: `width:${info.lines ? (100 * ended) / info.lines : 0}%` });
+  return el("div", { class: "progress" }, fill);
+}
+
+function batchesView() {
+  const view = $("#view");
+  view.replaceChildren($("#batches-view").content.cloneNode(true));
+  async function refresh() {
+    try {
+      const batches = await api("/v1/batches");
+      $("#batches-empty").hidden = batches.length > 0;
+      $("#batches tbody").replaceChildren(...batches.map((b) => {
+        const c = b.counts;
+        return el("tr", { onclick: () => { location.hash = `#/batches/${encodeURIComponent(b.id)}`; } },
+          el("td", { class: "id" }, b.id),
+          el("td", {}, el("span", { class: `status ${b.status}` }, b.status)),
+          el("td", {}, progressBar(b)),
+          el("td", {}, `${c.succeeded + c.failed + c.cancelled} / ${b.lines}`),
+          el("td", {}, String(c.failed)),
+          el("td", {}, b.runs_per_s ? b.runs_per_s.toFixed(1) : "-"),
+          el("td", {}, age(b.created_at)));
+      }));
+    } catch (err) {
+      $("#batches-empty").hidden = false;
+      $("#batches-empty").textContent = err.message;
+    }
+  }
+  refresh();
+  const ticker = setInterval(refresh, 1000);
+  return () => clearInterval(ticker);
+}
+
+function batchView(batchId) {
+  const view = $("#view");
+  view.replaceChildren($("#batch-view").content.cloneNode(true));
+  const path = `/v1/batches/${encodeURIComponent(batchId)}`;
+  $("#batch-id").textContent = batchId;
+  $("#batch-cancel").onclick = () => api(`${path}/cancel`, { method: "POST" }).then(refresh);
+  $("#batch-retry").onclick = () => api(`${path}/retry`, { method: "POST" }).then(refresh);
+  async function failures() {
+    const headers = apiKey() ? { authorization: `Bearer ${apiKey()}` } : {};
+    const response = await fetch(`${path}/results?failed=true`, { headers });
+    const rows = (await response.text()).split("\n").filter(Boolean).slice(0, 200).map((l) => JSON.parse(l));
+    $("#failures-empty").hidden = rows.length > 0;
+    $("#batch-failures tbody").replaceChildren(...rows.map((r) => el("tr", {},
+      el("td", {}, String(r.line)),
+      el("td", { class: "id" }, r.custom_id),
+      el("td", { class: "id" }, r.run_id ? el("a", { href: `#/runs/${encodeURIComponent(r.run_id)}` }, r.run_id) : "-"),
+      el("td", { class: "error" }, r.error || ""))));
+  }
+  async function refresh() {
+    try {
+      const b = await api(path);
+      const c = b.counts;
+      $("#batch-status").textContent = b.status;
+      $("#batch-status").className = `status ${b.status}`;
+      $("#batch-bar").style.width = `${b.lines ? (100 * (c.succeeded + c.failed + c.cancelled)) / b.lines : 0}%`;
+      const eta = b.eta_s === null ? "-" : `${Math.round(b.eta_s)} s`;
+      $("#batch-counts").textContent = `${c.succeeded} succeeded · ${c.failed} failed · ${c.cancelled} cancelled · ` +
+        `${c.running} running · ${c.queued} queued of ${b.lines} · ${b.runs_per_s ? b.runs_per_s.toFixed(1) : "-"} runs/s · ` +
+        `ETA ${eta} · ${b.usage.total_tokens} tokens`;
+      await failures();
+    } catch (err) {
+      $("#batch-counts").textContent = err.message;
+    }
+  }
+  refresh();
+  const ticker = setInterval(refresh, 1500);
+  return () => clearInterval(ticker);
+}
+
 // -- routing -------------------------------------------------------------------
 
 function route() {
   stopView();
-  const match = location.hash.match(/^#\/runs\/(.+)$/);
-  stopView = match ? runView(decodeURIComponent(match[1])) : listView();
+  const run = location.hash.match(/^#\/runs\/(.+)$/);
+  const batch = location.hash.match(/^#\/batches\/(.+)$/);
+  if (run) stopView = runView(decodeURIComponent(run[1]));
+  else if (batch) stopView = batchView(decodeURIComponent(batch[1]));
+  else if (location.hash === "#/batches") stopView = batchesView();
+  else stopView = listView();
 }
 
 window.addEventListener("hashchange", route);

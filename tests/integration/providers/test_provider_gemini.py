@@ -74,7 +74,10 @@ async def test_parallel_function_calls_get_stable_ids(
     ]
     assert [c.id for c in again.tool_calls] == [c.id for c in first.tool_calls]
     assert first.finish_reason == "tool-calls"
-    assert first.provider_metadata == {"gemini": {"signatures": {"call_3_0": "c2lnbmF0dXJl"}}}
+    # The response's id and model version, for the chat span, beside the signatures.
+    assert first.provider_metadata == {
+        "gemini": {"signatures": {"call_3_0": "c2lnbmF0dXJl"}, "id": "r1", "model": "gemini-fake"}
+    }
     usage = first.usage
     assert (usage.input_tokens, usage.output_tokens, usage.total_tokens) == (40, 13, 53)
     assert (usage.cached_input_tokens, usage.reasoning_tokens) == (16, 5)

@@ -40,7 +40,11 @@ def browser() -> Iterator[object]:
 def test_watch_a_run_and_approve_a_call_by_clicking(
     server: ServeProcess, browser: object, tmp_path: Path
 ) -> None:
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import (
+        ElementNotInteractableException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
     from selenium.webdriver.common.by import By
     from selenium.webdriver.remote.webdriver import WebDriver
     from selenium.webdriver.remote.webelement import WebElement
@@ -52,8 +56,9 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
 
     def act(css: str, action: Callable[[WebElement], object]) -> None:
         """Find an element and act on it in one attempt. The page redraws live, so an
-        element found a moment ago may be gone (stale) under the action: then try again,
-        unless the run has already left `awaiting` (what the action is for)."""
+        element found a moment ago may be gone (stale) or not yet shown (a redraw puts
+        it back hidden for a moment) under the action: then nothing happened, so try
+        again, unless the run has already left `awaiting` (what the action is for)."""
 
         def attempt(driver: WebDriver) -> bool:
             if "awaiting" not in driver.find_element(By.ID, "run-status").text:
@@ -65,7 +70,11 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
             browser,
             60,
             poll_frequency=0.2,
-            ignored_exceptions=(StaleElementReferenceException, NoSuchElementException),
+            ignored_exceptions=(
+                StaleElementReferenceException,
+                NoSuchElementException,
+                ElementNotInteractableException,
+            ),
         ).until(attempt)
 
     quick = scripted(

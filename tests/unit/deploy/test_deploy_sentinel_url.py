@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentq.orchestrator.redis_conn import connect
 from agentq.orchestrator.sentinel import SentinelUrl, parse_sentinel_url
+from agentq.orchestrator.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -40,3 +42,16 @@ def test_sentinel_urls_parse(url: str, parsed: SentinelUrl) -> None:
 def test_bad_sentinel_urls_say_what_is_wrong(url: str, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         parse_sentinel_url(url)
+
+
+def test_sentinel_connections_get_the_same_timeouts_as_a_plain_url() -> None:
+    """A master that accepts TCP and never answers costs a bounded wait, never a hang."""
+    settings = Settings(redis_connect_timeout_s=1.5, redis_socket_timeout_s=9.0)
+    plain = connect("redis://127.0.0.1:6379/0", settings).connection_pool.connection_kwargs
+    sentinel = connect(
+        "redis+sentinel://127.0.0.1:26379/agentq", settings
+    ).connection_pool.connection_kwargs
+    for name in ("socket_connect_timeout", "socket_timeout", "health_check_interval"):
+        assert sentinel[name] == plain[name], name
+    assert sentinel["socket_timeout"] == 9.0
+    assert sentinel["socket_connect_timeout"] == 1.5

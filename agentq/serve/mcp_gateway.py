@@ -1,0 +1,358 @@
+"""`agentq serve --mcp`: the fleet's tools as one Streamable HTTP MCP server at `/mcp`.
+
+Built from the MCP Python SDK's server pieces (the low-level `Server`, its Streamable
+HTTP session manager); every `tools/call` is a call without a run (`Client.calls`), so
+it runs on the tool's queue on whichever worker serves it. The gateway adds:
+
+- auth: `Authorization: Bearer KEY` with the HTTP API's keys (`AGENTQ_API_KEYS`); a key
+  needs the `tools:call` scope and sees only the tools its `tool:PATTERN` scopes allow;
+- progress: the job's progress values as `notifications/progress` when the client
+  sent a progress token;
+- cancellation: `notifications/cancelled` cancels the job (its result is written once);
+- `notifications/tools/list_changed` to connected sessions when the catalogue changes
+  (workers announce new tools), for clients of the handshake protocol revisions;
+- elicitation: an upstream MCP server's questions go to the client when it declared
+  elicitation (else they are declined);
+- media: image and audio parts of a tool's output as MCP image/audio content.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions, Server
+from mcp.server.models import InitializationOptions
+from mcp.server.session import ServerSession
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.shared.exceptions import MCPError
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.types import Receive, Scope, Send
+
+from agentq.orchestrator.calls import CallInputError, ToolCallResult
+from agentq.orchestrator.errors import AgentqError, UnknownToolError
+from agentq.orchestrator.tool_calls import QUEUE_GRACE_S, InputCallback, ToolCalls
+from agentq.serve.auth import KeyRing, Principal, authenticate
+from agentq.serve.errors import ApiError, error_body
+from agentq.serve.server import is_loopback
+from agentq.serve.tool_calls import CALL_SCOPE, visible_tools
+
+log = logging.getLogger("agentq.serve.mcp")
+
+MCP_PATH = "/mcp"
+# How often the gateway looks at the catalogue for tools/list_changed.
+CATALOGUE_POLL_S = 2.0
+INVALID_PARAMS = -32602
+_PRINCIPAL = "agentq_principal"
+MCP_SESSION_HEADER = "mcp-session-id"
+MAX_REMEMBERED_SESSIONS = 10_000
+
+
+class _GatewayServer(Server[Any]):
+    """The SDK's server, announcing `tools.listChanged` to handshake-era clients."""
+
+    def create_initialization_options(
+        self,
+        notification_options: NotificationOptions | None = None,
+        experimental_capabilities: dict[str, dict[str, Any]] | None = None,
+        extensions: dict[str, dict[str, Any]] | None = None,
+    ) -> InitializationOptions:
+        return super().create_initialization_options(
+            notification_options or NotificationOptions(tools_changed=True),
+            experimental_capabilities,
+            extensions,
+        )
+
+
+def mcp_content(result: ToolCallResult) -> types.CallToolResult:
+    """A call's result as MCP content: text, images and audio, resources, structured."""
+    if result.is_error:
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=result.error or "error")], is_error=True
+        )
+    output = result.output
+    if isinstance(output, str):
+        return types.CallToolResult(content=[types.TextContent(type="text", text=output)])
+    if isinstance(output, dict) and isinstance(output.get("content"), list):
+        blocks = [_block(part) for part in output["content"] if isinstance(part, dict)]
+        structured = output.get("structured")
+        return types.CallToolResult(
+            content=blocks, structured_content=structured if isinstance(structured, dict) else None
+        )
+    text = json.dumps(output, ensure_ascii=False)
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+def _block(part: Mapping[str, Any]) -> types.ContentBlock:
+    kind = part.get("type")
+    if kind == "text":
+        return types.TextContent(type="text", text=str(part.get("text", "")))
+    if kind == "media":
+        media_type, data = str(part.get("media_type", "")), str(part.get("data", ""))
+        if media_type.startswith("audio/"):
+            return types.AudioContent(type="audio", data=data, mime_type=media_type)
+        if media_type.startswith("image/"):
+            return types.ImageContent(type="image", data=data, mime_type=media_type)
+        return types.EmbeddedResource(
+            type="resource",
+            resource=types.BlobResourceContents(
+                uri="agentq://media", blob=data, mime_type=media_type
+            ),
+        )
+    if kind == "resource-link":
+        return types.ResourceLink(
+            type="resource_link", uri=str(part["uri"]), name=str(part.get("name", part["uri"]))
+        )
+    if kind == "resource" and "text" in part:
+        return types.EmbeddedResource(
+            type="resource",
+            resource=types.TextResourceContents(
+                uri=str(part["uri"]), text=str(part["text"]), mime_type=part.get("mime_type")
+            ),
+        )
+    if kind == "resource":
+        return types.EmbeddedResource(
+            type="resource",
+            resource=types.BlobResourceContents(
+                uri=str(part["uri"]),
+                blob=str(part.get("data", "")),
+                mime_type=part.get("mime_type"),
+            ),
+        )
+    return types.TextContent(type="text", text=json.dumps(dict(part), ensure_ascii=False))
+
+
+def progress_of(value: Any, count: int) -> tuple[float, float | None, str | None]:
+    """An MCP progress notification's (progress, total, message) from a job's progress
+    value: its own numbers when it has them (MCP upstream progress, `{"progress": n,
+    "total": m}`), else how many values came so far, with the value as the message."""
+    if isinstance(value, dict) and isinstance(value.get("progress"), int | float):
+        total = value.get("total")
+        message = value.get("message")
+        return (
+            float(value["progress"]),
+            float(total) if isinstance(total, int | float) else None,
+            str(message) if message is not None else None,
+        )
+    message = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return float(count), None, message
+
+
+class McpGateway:
+    """The `/mcp` endpoint: an ASGI app (auth, then the SDK's session manager)."""
+
+    def __init__(self, keys: KeyRing | None, *, host: str = "127.0.0.1") -> None:
+        self.keys = keys
+        self.calls: ToolCalls | None = None
+        self.server = _GatewayServer(
+            "agentq",
+            version="0.1.0",
+            instructions="The tools of an agentq fleet: each call runs as a durable job.",
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+        )
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, security_settings=_rebinding_guard(keys, host)
+        )
+        # The latest request's session of each connection (by its Mcp-Session-Id): its
+        # standalone channel carries notifications that belong to no request.
+        self.sessions: dict[str, ServerSession] = {}
+
+    @contextlib.asynccontextmanager
+    async def running(self, calls: ToolCalls) -> AsyncIterator[None]:
+        self.calls = calls
+        async with self.manager.run():
+            watcher = asyncio.create_task(self._watch_catalogue(), name="agentq-mcp-catalogue")
+            try:
+                yield
+            finally:
+                watcher.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await watcher
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            try:
+                principal = authenticate(Request(scope), self.keys)
+                if CALL_SCOPE not in principal.scopes:
+                    raise ApiError(403, "forbidden", f"this key lacks the {CALL_SCOPE!r} scope")
+            except ApiError as exc:
+                response = JSONResponse(
+                    error_body(exc.type, exc.message), status_code=exc.status, headers=exc.headers
+                )
+                await response(scope, receive, send)
+                return
+            scope.setdefault("state", {})[_PRINCIPAL] = principal
+        await self.manager.asgi_app(scope, receive, send)
+
+    # -- handlers -------------------------------------------------------------------
+
+    def _principal(self, ctx: ServerRequestContext[Any]) -> Principal:
+        request = ctx.request
+        if isinstance(request, Request):
+            principal = request.scope.get("state", {}).get(_PRINCIPAL)
+            if isinstance(principal, Principal):
+                return principal
+            return authenticate(request, self.keys)
+        raise MCPError(INVALID_PARAMS, "no HTTP request to authenticate")
+
+    def _remember(self, ctx: ServerRequestContext[Any]) -> None:
+        request = ctx.request
+        session_id = (
+            request.headers.get(MCP_SESSION_HEADER) if isinstance(request, Request) else None
+        )
+        if session_id:
+            self.sessions.pop(session_id, None)  # re-inserted last: the dict is by recency
+            self.sessions[session_id] = ctx.session
+            while len(self.sessions) > MAX_REMEMBERED_SESSIONS:
+                self.sessions.pop(next(iter(self.sessions)))
+
+    def _calls(self) -> ToolCalls:
+        assert self.calls is not None, "the gateway is not running"
+        return self.calls
+
+    async def _list_tools(
+        self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListToolsResult:
+        self._remember(ctx)
+        tools = await visible_tools(self._calls(), self._principal(ctx))
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(name=t.name, description=t.description, input_schema=t.input_schema)
+                for t in tools
+            ]
+        )
+
+    async def _call_tool(
+        self, ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        self._remember(ctx)
+        principal = self._principal(ctx)
+        calls = self._calls()
+        found = (await calls.catalogue()).get(params.name)
+        if found is None or not principal.may_call(found.name, *found.aliases):
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        try:
+            call_id, _, tool = await calls.start_call(
+                params.name,
+                params.arguments or {},
+                tenant=principal.tenant,
+                traceparent=_traceparent(ctx),
+            )
+        except UnknownToolError:
+            raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}") from None
+        except CallInputError as exc:
+            # A tool execution error, so that the model can correct its input.
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=exc.message)], is_error=True
+            )
+        except AgentqError as exc:
+            return types.CallToolResult(
+                content=[types.TextContent(type="text", text=exc.message)], is_error=True
+            )
+        token = _progress_token(ctx)
+        count = 0
+
+        async def forward(value: Any) -> None:
+            nonlocal count
+            if token is None:
+                return
+            count += 1
+            progress, total, message = progress_of(value, count)
+            await ctx.session.send_progress_notification(
+                token, progress, total, message, related_request_id=_request_id(ctx)
+            )
+
+        budget_s = tool.timeout_s + QUEUE_GRACE_S
+        try:
+            result = await calls.wait(
+                call_id, timeout_s=budget_s, on_progress=forward, on_input=_asker(ctx)
+            )
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                await calls.cancel(call_id, "the MCP client cancelled the call")
+            raise
+        if result is None:
+            result = await calls.cancel(
+                call_id, f"no worker finished the call within {budget_s:g} s"
+            )
+        return mcp_content(result)
+
+    # -- tools/list_changed -------------------------------------------------------------
+
+    async def _watch_catalogue(self) -> None:
+        names: frozenset[str] | None = None
+        while True:
+            try:
+                current = frozenset((await self._calls().catalogue()).keys())
+                if names is not None and current != names:
+                    await self._tools_changed()
+                names = current
+            except Exception as exc:  # the gateway keeps serving calls regardless
+                log.warning("cannot read the catalogue: %s", exc)
+            await asyncio.sleep(CATALOGUE_POLL_S)
+
+    async def _tools_changed(self) -> None:
+        for session_id, session in list(self.sessions.items()):
+            try:
+                await session.send_tool_list_changed()
+            except Exception as exc:  # a closed session: forget it
+                log.debug("tools/list_changed not delivered: %s", exc)
+                self.sessions.pop(session_id, None)
+
+
+def _rebinding_guard(keys: KeyRing | None, host: str) -> TransportSecuritySettings | None:
+    """A gateway on loopback without API keys answers only requests addressed to loopback
+    (a web page's DNS rebinding cannot reach it); with keys, the bearer key guards it."""
+    if keys is not None or not is_loopback(host):
+        return None
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
+
+
+def _asker(ctx: ServerRequestContext[Any]) -> InputCallback | None:
+    """The tool's questions (an upstream MCP server's elicitation) for this client, when it
+    declared elicitation; else they are declined."""
+    wanted = types.ClientCapabilities(elicitation=types.ElicitationCapability())
+    if not ctx.session.check_client_capability(wanted):
+        return None
+
+    async def ask(message: str, schema: dict[str, Any]) -> dict[str, Any] | None:
+        answer = await ctx.session.elicit_form(message, schema, related_request_id=ctx.request_id)
+        if answer.action != "accept":
+            return None
+        return dict(answer.content or {})
+
+    return ask
+
+
+def _progress_token(ctx: ServerRequestContext[Any]) -> str | int | None:
+    meta = (ctx.params or {}).get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return token if isinstance(token, str | int) else None
+
+
+def _request_id(ctx: ServerRequestContext[Any]) -> str | None:
+    return str(ctx.request_id) if ctx.request_id is not None else None
+
+
+def _traceparent(ctx: ServerRequestContext[Any]) -> str | None:
+    meta = (ctx.params or {}).get("_meta")
+    if isinstance(meta, dict) and isinstance(meta.get("traceparent"), str):
+        return str(meta["traceparent"])
+    request = ctx.request
+    if isinstance(request, Request):
+        return request.headers.get("traceparent")
+    return None

@@ -1,0 +1,45 @@
+"""The admission job of batches (`batch_admit`): a worker settles a run's end (or a
+batch's kick) and creates the lines' runs it admits. See orchestrator/batch_admission.py.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from arq import Retry
+
+from agentq.orchestrator.batch_admission import BatchJobEnvelope, run_admission
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.errors import InfrastructureError
+from agentq.orchestrator.redis_faults import is_transient_redis
+from agentq.orchestrator.settings import Settings
+from agentq.workers.liveness import OUTAGE
+
+log = logging.getLogger("agentq.worker")
+
+_CLIENT = "batch_client"
+_REDIS_RETRY_S = 1.0
+
+
+def _client(ctx: dict[str, Any]) -> Client:
+    """One Client per worker on the worker's own connection and settings."""
+    client: Client | None = ctx.get(_CLIENT)
+    if client is None:
+        deps = ctx["agentq"]
+        settings = getattr(deps, "settings", None) or Settings()
+        client = Client(redis=deps.store.redis, settings=settings)
+        ctx[_CLIENT] = client
+    return client
+
+
+async def batch_admit(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    envelope = BatchJobEnvelope.model_validate(payload)
+    try:
+        await run_admission(_client(ctx), envelope, str(ctx["job_id"]))
+    except Exception as exc:
+        if is_transient_redis(exc) or (isinstance(exc, InfrastructureError) and exc.retryable):
+            OUTAGE.failed(exc)  # one log line per outage, not one per job
+            raise Retry(defer=_REDIS_RETRY_S) from exc
+        log.error("admission of batch %s failed", envelope.batch_id, exc_info=exc)
+        raise
