@@ -22,7 +22,15 @@ The machine is shared and noisy, so baselines and agentq alternate: each
 agentq run is bracketed by raw hop samples and each fan-out is paired with a
 raw arq run, and the ratios are medians of per-pair ratios. Goals: a step
 costs at most 30 raw hops; tool-call throughput at least 0.4 of raw arq's.
-Prints PASS/MISS; never asserts on time. `--profile` runs the agentq worker
+Prints PASS/MISS; never asserts on time.
+
+Then issue 17's table (every row, "was" / goal / measured in this run; `hop_budget.py`):
+full runs (2 model steps + 2 parallel no-op calls) on 1 and 2 worker processes against
+raw arq, round trips and worker CPU per job, step latency at step 100 vs step 10 with
+1 KB outputs, bytes stored per tool-output byte, the embedded mode against the same
+in-process worker on a real Redis, cancel latency and recovery after SIGKILL (each in a
+process and on a Redis of its own: `python bench/hop_budget.py cancel|recovery`), and
+an idle worker's CPU. `--profile` runs the agentq worker
 under cProfile and prints where its CPU time goes.
 """
 
