@@ -22,7 +22,15 @@ The machine is shared and noisy, so baselines and agentq alternate: each
 agentq run is bracketed by raw hop samples and each fan-out is paired with a
 raw arq run, and the ratios are medians of per-pair ratios. Goals: a step
 costs at most 30 raw hops; tool-call throughput at least 0.4 of raw arq's.
-Prints PASS/MISS; never asserts on time. `--profile` runs the agentq worker
+Prints PASS/MISS; never asserts on time.
+
+Then issue 17's table (every row, "was" / goal / measured in this run; `hop_budget.py`):
+full runs (2 model steps + 2 parallel no-op calls) on 1 and 2 worker processes against
+raw arq, round trips and worker CPU per job, step latency at step 100 vs step 10 with
+1 KB outputs, bytes stored per tool-output byte, the embedded mode against the same
+in-process worker on a real Redis, cancel latency and recovery after SIGKILL (each in a
+process and on a Redis of its own: `python bench/hop_budget.py cancel|recovery`), and
+an idle worker's CPU. `--profile` runs the agentq worker
 under cProfile and prints where its CPU time goes.
 """
 
@@ -57,6 +65,7 @@ _REPO = Path(__file__).resolve().parent.parent
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
+import hop_budget  # noqa: E402  (bench/, on the path when run as a script)
 import redis  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
 from arq import Worker  # noqa: E402
@@ -91,14 +100,19 @@ async def noop() -> str:
 @dataclass(frozen=True)
 class Sizes:
     hop_round_trips: int  # per sample; a step run is bracketed by two samples
+    full_runs: int  # full runs (2 model steps + 2 calls) submitted at once
     step_runs: int
     calls: int  # fan-out width, and the number of raw arq jobs it is compared with
     throughput_pairs: int
     arq_chain: int
 
 
-FULL = Sizes(hop_round_trips=300, step_runs=7, calls=1000, throughput_pairs=4, arq_chain=60)
-QUICK = Sizes(hop_round_trips=150, step_runs=2, calls=200, throughput_pairs=1, arq_chain=15)
+FULL = Sizes(
+    hop_round_trips=300, full_runs=250, step_runs=7, calls=1000, throughput_pairs=4, arq_chain=60
+)
+QUICK = Sizes(
+    hop_round_trips=150, full_runs=100, step_runs=2, calls=200, throughput_pairs=1, arq_chain=15
+)
 
 
 # -- the Redis server -----------------------------------------------------------------
@@ -250,17 +264,19 @@ async def arq_chain(ctx: dict[str, Any], i: int, n: int) -> None:
 
 
 async def _arq_worker_main(url: str, concurrency: int, expected: int, stop: MpEvent) -> None:
-    seen = {"first": 0.0, "last": 0.0, "done": 0}
+    seen = {"first": 0.0, "last": 0.0, "done": 0, "cpu0": 0.0}
 
     async def on_job_start(ctx: dict[str, Any]) -> None:
         if not seen["first"]:
             seen["first"] = time.time()
+            seen["cpu0"] = time.process_time()
 
     async def after_job_end(ctx: dict[str, Any]) -> None:
         seen["done"] += 1
         seen["last"] = time.time()
         if seen["done"] == expected:
-            await ctx["redis"].rpush(DONE, json.dumps([seen["first"], seen["last"]]))
+            cpu = time.process_time() - seen["cpu0"]
+            await ctx["redis"].rpush(DONE, json.dumps([seen["first"], seen["last"], cpu]))
 
     worker = Worker(
         functions=[func(arq_noop, name="arq_noop"), func(arq_chain, name="arq_chain")],
@@ -304,9 +320,9 @@ def start_arq_worker(
 
 async def arq_throughput(
     ctx: SpawnContext, url: str, n: int, concurrency: int
-) -> tuple[float, float]:
-    """No-op jobs/s on one fresh worker (all n jobs queued before it starts), and its
-    round trips per job (its start-up and idle polls included)."""
+) -> tuple[float, float, float]:
+    """No-op jobs/s on one fresh worker (all n jobs queued before it starts), its
+    round trips per job (its start-up and idle polls included) and its CPU ms per job."""
     pool = await create_pool(RedisSettings.from_dsn(url))
     try:
         await pool.delete(DONE)
@@ -322,8 +338,8 @@ async def arq_throughput(
             _stop(proc, stop)
         if reply is None:
             raise RuntimeError("raw arq jobs did not finish in 120 s")
-        first, last = json.loads(reply)
-        return n / (last - first), round_trips / n
+        first, last, cpu_s = json.loads(reply)
+        return n / (last - first), round_trips / n, cpu_s * 1000 / n
     finally:
         await pool.aclose()
 
@@ -356,7 +372,9 @@ async def arq_hop_ms(ctx: SpawnContext, url: str, n: int, concurrency: int) -> f
 
 async def _agentq_worker_main(url: str, ready: MpEvent, stop: MpEvent) -> None:
     runtime = WorkerRuntime(
-        url, executors=[FunctionExecutor([noop])], queues=[MODEL_QUEUE, TOOLS_QUEUE]
+        url,
+        executors=[FunctionExecutor([noop, *hop_budget.BENCH_TOOLS])],
+        queues=[MODEL_QUEUE, TOOLS_QUEUE],
     )
     await runtime.start()
     ready.set()
@@ -475,12 +493,65 @@ class Figures:
     arq_round_trips_per_job: list[float] = field(default_factory=list)
     round_trips_per_step: list[float] = field(default_factory=list)
     round_trips_per_call: list[float] = field(default_factory=list)
+    arq_cpu_ms_per_job: list[float] = field(default_factory=list)
     arq_hop_ms: float = 0.0
     commands: dict[str, float] = field(default_factory=dict)
+    budget: hop_budget.Budget = field(default_factory=hop_budget.Budget)
+
+
+async def measure_budget(
+    ctx: SpawnContext,
+    url: str,
+    sizes: Sizes,
+    sent: Counter,
+    worker_pid: int,
+    client: Client,
+    budget: hop_budget.Budget,
+) -> None:
+    """Issue 17's rows that the measures above do not give. A row that cannot finish
+    (a hung measure) is reported as nan rather than holding the whole bench."""
+    budget.cancel_ms += hop_budget.measure_alone("cancel", 120)
+    budget.recovery_s += hop_budget.measure_alone("recovery", 120)
+    print("  cancel and recovery measured", flush=True)
+    for _ in range(sizes.throughput_pairs):
+        tp, trips, cpu = await hop_budget.full_runs(client, sizes.full_runs, [worker_pid], sent)
+        budget.full_jobs_per_s.append(tp)
+        budget.full_trips_per_job.append(trips)
+        budget.full_cpu_ms_per_job.append(cpu)
+    ready, stop = ctx.Event(), ctx.Event()
+    second_sent = cast(Counter, ctx.Value("q", 0, lock=False))
+    second = ctx.Process(
+        target=_agentq_worker_child, args=(url, ready, stop, second_sent, None), daemon=True
+    )
+    second.start()
+    try:
+        if not await asyncio.to_thread(ready.wait, 30):
+            raise RuntimeError("the second agentq worker did not start")
+        for _ in range(sizes.throughput_pairs):
+            tp, _, cpu = await hop_budget.full_runs(
+                client, sizes.full_runs, [worker_pid, second.pid or 0], sent
+            )
+            budget.two_jobs_per_s.append(tp)
+            budget.two_cpu_ms_per_job.append(cpu)
+    finally:
+        _stop(second, stop)
+    print("  full runs measured (1 and 2 workers)", flush=True)
+    budget.late_vs_early.append(await hop_budget.history_growth(client))
+    budget.bytes_per_output_byte = await hop_budget.storage(client, url)
+    print("  history measured", flush=True)
+    await hop_budget.embedded_vs_real(max(3, sizes.step_runs), budget)
+    print("  embedded measured", flush=True)
+    budget.idle_cpu_pct = await hop_budget.idle_cpu_pct(worker_pid)
 
 
 async def measure(
-    ctx: SpawnContext, url: str, sizes: Sizes, concurrency: int, sent: Counter, figures: Figures
+    ctx: SpawnContext,
+    url: str,
+    sizes: Sizes,
+    concurrency: int,
+    sent: Counter,
+    figures: Figures,
+    worker_pid: int,
 ) -> None:
     ping = aioredis.Redis.from_url(url, socket_timeout=None)
     async with Client(url) as client:
@@ -506,8 +577,11 @@ async def measure(
         print(f"  agentq steps measured ({len(figures.step_ms)} runs)", flush=True)
 
         for _ in range(sizes.throughput_pairs):
-            jobs_per_s, arq_trips = await arq_throughput(ctx, url, sizes.calls, concurrency)
+            jobs_per_s, arq_trips, arq_cpu = await arq_throughput(
+                ctx, url, sizes.calls, concurrency
+            )
             figures.arq_round_trips_per_job.append(arq_trips)
+            figures.arq_cpu_ms_per_job.append(arq_cpu)
             sent_before = sent.value
             calls_per_s = fanout_calls_per_s(
                 await run_events(client, fanout_spec(sizes.calls)), sizes.calls
@@ -520,6 +594,7 @@ async def measure(
 
         figures.arq_hop_ms = await arq_hop_ms(ctx, url, sizes.arq_chain, concurrency)
         figures.commands = await commands_per_step(url, client)
+        await measure_budget(ctx, url, sizes, sent, worker_pid, client, figures.budget)
     await lpush(ping, PING, "stop")
     await ping.aclose()
 
@@ -614,6 +689,15 @@ def report(
         f"throughput     = {tp_ratio:6.2f} x raw arq    goal >= {THROUGHPUT_GOAL:g}   {tp_mark}"
         f"   (median of paired ratios: {_runs(figures.tp_ratios, '.2f')})"
     )
+    hop_budget.print_table(
+        hop_budget.table(
+            figures.budget,
+            step_sync_hops=step * 1000 / figures.sync_hop_us,
+            arq_jobs_per_s=arq_tp,
+            arq_cpu_ms_per_job=med(figures.arq_cpu_ms_per_job),
+            trips_per_call=med(figures.round_trips_per_call),
+        )
+    )
     print(f"(total {elapsed_s:.1f} s{'; --quick: few samples, indicative only' if quick else ''})")
 
 
@@ -642,6 +726,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     figures = Figures()
     with redis_server() as url:
+        os.environ[hop_budget.URL_ENV] = url  # spawned workers' tools report to it
         print(
             f"redis-server at {url}; {os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.1f}",
             flush=True,
@@ -658,7 +743,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if not ready.wait(30):
                 raise RuntimeError("the agentq worker did not start")
-            asyncio.run(measure(ctx, url, sizes, settings.concurrency, sent, figures))
+            asyncio.run(
+                measure(ctx, url, sizes, settings.concurrency, sent, figures, worker.pid or 0)
+            )
         finally:
             _stop(worker, stop)
             echo.join(timeout=5)

@@ -35,10 +35,12 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
     if is_memory_url(url):
         import fakeredis
 
+        from agentq.orchestrator.memory_redis import MemoryConnection
+
         name = url.removeprefix("memory://") or "default"
         server = _MEMORY_SERVERS.setdefault(name, fakeredis.FakeServer())
         pool = aioredis.ConnectionPool(
-            connection_class=fakeredis.aioredis.FakeAsyncRedisConnection,
+            connection_class=MemoryConnection,
             server=server,
         )
     else:

@@ -56,6 +56,7 @@ from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecErr
 from agentq.orchestrator.redis_conn import MAX_BLOCK_S, connect, is_memory_url
 from agentq.orchestrator.redis_faults import is_transient, raise_if_cancel_requested
 from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.state.keys import job_prefix
 from agentq.orchestrator.step_prep import PREPARE_STEP_KIND
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_kinds.http import HTTP_EXECUTOR_KIND
@@ -680,6 +681,7 @@ class WorkerRuntime:
                             continue
                         run_id = message["data"]
                         run_id = run_id.decode() if isinstance(run_id, bytes) else str(run_id)
+                        await self._abort_now(run_id)
                         for executor in self.executors:
                             try:
                                 await executor.release_run(run_id)
@@ -689,6 +691,17 @@ class WorkerRuntime:
                 if not is_transient(exc):
                     raise
                 await asyncio.sleep(max(outage.failed(exc), self.settings.idle_poll_s))
+
+    async def _abort_now(self, run_id: str) -> None:
+        """A run ended (cancelled, failed): if any of its jobs runs here, look up their
+        abort marks now instead of at the next fallback poll (up to `idle_poll_s`)."""
+        prefix = job_prefix(run_id)
+        for worker in self._workers:
+            if any(job_id.startswith(prefix) for job_id in worker.job_tasks):
+                try:
+                    await worker._cancel_aborted_jobs()
+                except Exception as exc:  # the fallback poll looks again
+                    log.warning("checking aborts of run %s: %s", run_id, exc)
 
     async def _announce_forever(self) -> None:
         while True:

@@ -1,0 +1,499 @@
+"""The rows of issue 17's table ("the hop budget") that `core_bench.py` does not
+already measure, each against a baseline measured in the same run.
+
+Imported by `core_bench.py` (which owns the Redis server, the raw baselines and the
+main worker process); every function here takes what it needs from there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import statistics
+import time
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from multiprocessing.context import SpawnContext, SpawnProcess
+from multiprocessing.synchronize import Event as MpEvent
+from typing import Any, cast
+
+import redis
+import redis.asyncio as aioredis
+
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+from agentq.orchestrator.events import Event
+from agentq.orchestrator.redis_conn import forget_memory_server
+from agentq.orchestrator.result import TERMINAL_STATUSES
+from agentq.workers import tool
+from agentq.workers.executors.function import FunctionExecutor
+from agentq.workers.runtime import WorkerRuntime
+
+URL_ENV = "AGENTQ_BENCH_URL"  # the bench's Redis, for tools that report to it
+STARTED = "bench:started"  # list: "pid time" each time the recovery tool starts
+FIRST = "bench:first"  # set once: the recovery tool's first delivery hangs
+CANCELLED = "bench:cancelled"  # list: the time a running tool saw its cancellation
+RECOVER_QUEUE = "bench-recover"
+KB_OUTPUT = "x" * 1024
+
+
+@tool
+async def kilobyte() -> str:
+    """Return 1 KB (the history-growth rows' tool)."""
+    return KB_OUTPUT
+
+
+@tool
+async def tiny() -> str:
+    """Return 2 bytes (the storage row's baseline)."""
+    return "ok"
+
+
+@tool
+async def sleepy() -> str:
+    """Sleep until cancelled; report when the cancellation arrived (the cancel row)."""
+    try:
+        await asyncio.sleep(120)
+    except asyncio.CancelledError:
+        client = redis.Redis.from_url(os.environ[URL_ENV])
+        client.lpush(CANCELLED, repr(time.time()))
+        client.close()
+        raise
+    return "not cancelled"
+
+
+@tool
+async def hang_once() -> str:
+    """Report each start; the first delivery hangs (its worker is killed), later ones end."""
+    client = redis.Redis.from_url(os.environ[URL_ENV])
+    client.lpush(STARTED, f"{os.getpid()} {time.time()!r}")
+    first = bool(client.set(FIRST, "1", nx=True))
+    client.close()
+    if first:
+        await asyncio.sleep(120)
+    return "ok"
+
+
+BENCH_TOOLS = [kilobyte, tiny, sleepy]
+
+
+def cpu_s(pid: int) -> float:
+    """A process's user + system CPU time so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+# -- specs ------------------------------------------------------------------------------------
+
+
+def full_run_spec() -> dict[str, Any]:
+    """The issue's full run: 2 model steps, the first with 2 parallel no-op calls."""
+    return {
+        "model": {
+            "provider": "scripted",
+            "script": [
+                {"tool_calls": [{"name": "noop", "input": {}}, {"name": "noop", "input": {}}]},
+                {"text": "done"},
+            ],
+        },
+        "prompt": "benchmark: a full run",
+        "tools": [{"type": "function", "name": "noop"}],
+        "max_steps": 3,
+    }
+
+
+FULL_RUN_JOBS = 4  # 2 model steps + 2 tool calls
+
+
+def one_tool_spec(name: str, steps: int) -> dict[str, Any]:
+    script: list[dict[str, Any]] = [
+        {"tool_calls": [{"name": name, "input": {}}]} for _ in range(steps)
+    ]
+    script.append({"text": "done"})
+    return {
+        "model": {"provider": "scripted", "script": script},
+        "prompt": f"benchmark: one {name} call per step",
+        "tools": [{"type": "function", "name": name}],
+        "max_steps": steps + 5,
+    }
+
+
+async def wait_all(client: Client, run_ids: list[str], timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    for run_id in run_ids:
+        while (status := (await client.store.meta(run_id))["status"]) not in TERMINAL_STATUSES:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"benchmark run {run_id} did not finish in {timeout_s} s")
+            await asyncio.sleep(0.02)
+        if status != "succeeded":
+            raise RuntimeError(f"benchmark run {run_id} ended {status}")
+
+
+async def events_of(client: Client, spec: dict[str, Any]) -> list[Event]:
+    run_id = await client.submit(spec)
+    await wait_all(client, [run_id])
+    return [e async for e in client.events(run_id)]
+
+
+def step_starts(events: list[Event]) -> dict[int, float]:
+    return {e.step: e.at for e in events if e.type == "start-step" and e.step is not None}
+
+
+# -- rows -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Budget:
+    full_jobs_per_s: list[float] = field(default_factory=list)
+    full_trips_per_job: list[float] = field(default_factory=list)
+    full_cpu_ms_per_job: list[float] = field(default_factory=list)
+    two_jobs_per_s: list[float] = field(default_factory=list)
+    two_cpu_ms_per_job: list[float] = field(default_factory=list)
+    late_vs_early: list[float] = field(default_factory=list)
+    bytes_per_output_byte: float = 0.0
+    embedded_ms: list[float] = field(default_factory=list)
+    inprocess_real_ms: list[float] = field(default_factory=list)
+    cancel_ms: list[float] = field(default_factory=list)
+    recovery_s: list[float] = field(default_factory=list)
+    idle_cpu_pct: float = 0.0
+
+
+async def full_runs(
+    client: Client, n: int, pids: list[int], sent: Any
+) -> tuple[float, float, float]:
+    """n full runs submitted at once: jobs/s, worker round trips per job, worker CPU ms
+    per job (all the given worker processes together)."""
+    cpu0 = sum(cpu_s(p) for p in pids)
+    sent0 = sent.value
+    t0 = time.perf_counter()
+    run_ids = await asyncio.gather(*(client.submit(full_run_spec()) for _ in range(n)))
+    await wait_all(client, list(run_ids))
+    elapsed = time.perf_counter() - t0
+    jobs = n * FULL_RUN_JOBS
+    cpu = sum(cpu_s(p) for p in pids) - cpu0
+    return jobs / elapsed, (sent.value - sent0) / jobs, cpu * 1000 / jobs
+
+
+async def history_growth(client: Client) -> float:
+    """Step latency around step 100 over around step 10 (1 KB tool outputs)."""
+    starts = step_starts(await events_of(client, one_tool_spec("kilobyte", 105)))
+    early = statistics.median(starts[n + 1] - starts[n] for n in range(5, 15))
+    late = statistics.median(starts[n + 1] - starts[n] for n in range(95, 105))
+    return late / early
+
+
+async def run_bytes(url: str, run_id: str) -> int:
+    raw = aioredis.Redis.from_url(url)
+    try:
+        total = 0
+        async for key in raw.scan_iter(match=f"*{{{run_id}}}*", count=1000):
+            total += int(await raw.memory_usage(key, samples=0) or 0)
+        return total
+    finally:
+        await raw.aclose()
+
+
+async def storage(client: Client, url: str) -> float:
+    """Bytes stored per tool-output byte: a 10-step run with 1 KB outputs against the
+    same run with 2-byte outputs."""
+    steps = 10
+    big = await client.submit(one_tool_spec("kilobyte", steps))
+    small = await client.submit(one_tool_spec("tiny", steps))
+    await wait_all(client, [big, small])
+    extra = await run_bytes(url, big) - await run_bytes(url, small)
+    return extra / (steps * (len(KB_OUTPUT) - len("ok")))
+
+
+async def inprocess_step_ms(url: str, runs: int) -> list[float]:
+    """Per-step latency of a 20-step run with client and worker in this process."""
+    from core_bench import RUN_STEPS, noop, step_ms, step_spec
+
+    runtime = WorkerRuntime(
+        url, executors=[FunctionExecutor([noop])], queues=[MODEL_QUEUE, TOOLS_QUEUE]
+    )
+    await runtime.start()
+    try:
+        async with Client(url) as client:
+            await events_of(client, step_spec(RUN_STEPS))  # warm up
+            return [step_ms(await events_of(client, step_spec(RUN_STEPS))) for _ in range(runs)]
+    finally:
+        await runtime.stop()
+
+
+async def embedded_vs_real(runs: int, budget: Budget) -> None:
+    """The same in-process worker and client on the embedded Redis and on a real one (a
+    second redis-server of its own, so no other worker takes its jobs), alternating."""
+    from core_bench import redis_server
+
+    with redis_server() as url:
+        for i in range(runs):
+            memory = f"memory://bench-{os.getpid()}-{i}"
+            budget.embedded_ms += await inprocess_step_ms(memory, 1)
+            forget_memory_server(memory)
+            budget.inprocess_real_ms += await inprocess_step_ms(url, 1)
+
+
+async def cancel_latency(client: Client, url: str) -> float:
+    """Cancel a run whose tool is running: ms until the tool sees its cancellation."""
+    raw = aioredis.Redis.from_url(url)
+    try:
+        await raw.delete(CANCELLED)
+        run_id = await client.submit(one_tool_spec("sleepy", 1))
+        deadline = time.monotonic() + 30
+        while not any(e.type == "tool-running" for e in [e async for e in client.events(run_id)]):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the sleepy tool did not start")
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # the job is inside the tool
+        t0 = time.time()
+        await client.cancel(run_id)
+        reply = await cast(Awaitable[list[bytes] | None], raw.blpop([CANCELLED], 10))
+        if reply is None:
+            raise RuntimeError("the running tool was not cancelled within 10 s")
+        return (float(reply[1]) - t0) * 1000
+    finally:
+        await raw.aclose()
+
+
+async def _recover_worker_main(url: str, ready: MpEvent, stop: MpEvent) -> None:
+    runtime = WorkerRuntime(
+        url,
+        executors=[FunctionExecutor([hang_once])],
+        queues=[RECOVER_QUEUE],
+        tool_queue=RECOVER_QUEUE,
+    )
+    await runtime.start()
+    ready.set()
+    await asyncio.to_thread(stop.wait)
+    await runtime.stop()
+
+
+def _recover_worker_child(url: str, ready: MpEvent, stop: MpEvent) -> None:
+    asyncio.run(_recover_worker_main(url, ready, stop))
+
+
+async def recovery(ctx: SpawnContext) -> float:
+    """SIGKILL the worker running a call: seconds until the call runs again elsewhere.
+    On a Redis of its own, with an in-process worker for the model steps."""
+    from core_bench import redis_server
+
+    outer = os.environ.get(URL_ENV, "")
+    with redis_server() as url:
+        os.environ[URL_ENV] = url  # what the recovery workers spawned below inherit
+        runtime = WorkerRuntime(url, executors=[FunctionExecutor([])], queues=[MODEL_QUEUE])
+        await runtime.start()
+        try:
+            async with Client(url) as client:
+                return await _recovery(ctx, client, url)
+        finally:
+            os.environ[URL_ENV] = outer
+            await runtime.stop()
+
+
+async def _recovery(ctx: SpawnContext, client: Client, url: str) -> float:
+    raw = aioredis.Redis.from_url(url)
+    procs: list[tuple[SpawnProcess, MpEvent]] = []
+    try:
+        await raw.delete(STARTED, FIRST)
+        for _ in range(2):
+            ready, stop = ctx.Event(), ctx.Event()
+            proc = ctx.Process(target=_recover_worker_child, args=(url, ready, stop), daemon=True)
+            proc.start()
+            procs.append((proc, stop))
+            if not await asyncio.to_thread(ready.wait, 30):
+                raise RuntimeError("a recovery worker did not start")
+        run_id = await client.submit(one_tool_spec("hang_once", 1))
+        first = await cast(Awaitable[list[bytes] | None], raw.blpop([STARTED], 30))
+        if first is None:
+            raise RuntimeError("the recovery call did not start")
+        pid = int(first[1].split()[0])
+        os.kill(pid, signal.SIGKILL)
+        killed = time.time()
+        again = await cast(Awaitable[list[bytes] | None], raw.blpop([STARTED], 60))
+        if again is None:
+            raise RuntimeError("the killed call did not run again within 60 s")
+        # The run itself is not awaited: cancelled, so no job outlives this measure.
+        await client.cancel(run_id)
+        return float(again[1].split()[1]) - killed
+    finally:
+        for _proc, stop in procs:
+            stop.set()
+        for proc, _ in procs:
+            proc.join(timeout=15)
+            if proc.is_alive():
+                proc.kill()
+        await raw.aclose()
+
+
+async def idle_cpu_pct(pid: int, seconds: float = 3.0) -> float:
+    before = cpu_s(pid)
+    await asyncio.sleep(seconds)
+    return (cpu_s(pid) - before) / seconds * 100
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+
+def _med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def table(
+    budget: Budget,
+    *,
+    step_sync_hops: float,
+    arq_jobs_per_s: float,
+    arq_cpu_ms_per_job: float,
+    trips_per_call: float,
+) -> list[tuple[str, str, str, str, bool]]:
+    """(measure, was, goal, measured, met) for every row of issue 17's table."""
+    one = _med(budget.full_jobs_per_s)
+    two = _med(budget.two_jobs_per_s)
+    full_ratio = one / arq_jobs_per_s
+    scale = two / one
+    trips = _med(budget.full_trips_per_job)
+    growth = _med(budget.late_vs_early)
+    embedded = _med(budget.embedded_ms) / _med(budget.inprocess_real_ms)
+    cancel = _med(budget.cancel_ms)
+    recovery_s = _med(budget.recovery_s)
+    return [
+        (
+            "step latency, 20-step run, sync raw hops",
+            "~55",
+            "<= 20",
+            f"{step_sync_hops:.1f}",
+            step_sync_hops <= 20,
+        ),
+        (
+            "full runs, 1 worker, jobs/s vs raw arq",
+            "~0.5x",
+            ">= 1.0x",
+            f"{full_ratio:.2f}x ({one:.0f} vs {arq_jobs_per_s:.0f} jobs/s)",
+            full_ratio >= 1.0,
+        ),
+        (
+            "full runs, 2 worker processes vs 1",
+            "1.36x",
+            ">= 1.7x",
+            f"{scale:.2f}x; worker CPU/job {_med(budget.full_cpu_ms_per_job):.2f} ms (1 worker),"
+            f" {_med(budget.two_cpu_ms_per_job):.2f} ms (2); raw arq {arq_cpu_ms_per_job:.2f} ms",
+            scale >= 1.7,
+        ),
+        (
+            "Redis round trips per job",
+            "~8",
+            "<= 3",
+            f"{trips:.1f} (full runs, worker side); {trips_per_call:.1f} per fan-out call",
+            trips <= 3,
+        ),
+        (
+            "step latency at step 100 vs step 10 (1 KB)",
+            "1.73x",
+            "<= 1.1x",
+            f"{growth:.2f}x",
+            growth <= 1.1,
+        ),
+        (
+            "bytes stored per tool-output byte",
+            "3.2",
+            "<= 1.2",
+            f"{budget.bytes_per_output_byte:.2f}",
+            budget.bytes_per_output_byte <= 1.2,
+        ),
+        (
+            "embedded step latency vs same process on Redis",
+            "2.1x",
+            "<= 1.0x",
+            f"{embedded:.2f}x ({_med(budget.embedded_ms):.2f} vs"
+            f" {_med(budget.inprocess_real_ms):.2f} ms)",
+            embedded <= 1.0,
+        ),
+        (
+            "cancel to the running job's cancellation",
+            "<= 1 s",
+            "<= 50 ms",
+            f"{cancel:.1f} ms",
+            cancel <= 50,
+        ),
+        (
+            "recovery after SIGKILL mid-call",
+            "~10 s",
+            "<= 2 s",
+            f"{recovery_s:.2f} s",
+            recovery_s <= 2,
+        ),
+        (
+            "idle worker CPU",
+            "(report)",
+            "< 1% core",
+            f"{budget.idle_cpu_pct:.2f}%",
+            budget.idle_cpu_pct < 1,
+        ),
+    ]
+
+
+def print_table(rows: list[tuple[str, str, str, str, bool]]) -> None:
+    width = max(len(r[0]) for r in rows)
+    print()
+    print("issue 17, the hop budget (baselines measured in this run)")
+    print(f"{'measure':{width}}  {'was':>8}  {'goal':>9}  {'':4}  measured")
+    print("-" * (width + 100))
+    for name, was, goal, measured, met in rows:
+        print(f"{name:{width}}  {was:>8}  {goal:>9}  {'PASS' if met else 'MISS'}  {measured}")
+
+
+# -- cancel and recovery, each in a process and on a Redis of its own -------------------------
+
+
+async def _cancel_alone(url: str, runs: int) -> list[float]:
+    from core_bench import noop
+
+    runtime = WorkerRuntime(url, executors=[FunctionExecutor([noop, *BENCH_TOOLS])])
+    await runtime.start()
+    try:
+        async with Client(url) as client:
+            return [await cancel_latency(client, url) for _ in range(runs)]
+    finally:
+        await runtime.stop()
+
+
+def measure_alone(what: str, timeout_s: float) -> list[float]:
+    """Run `python bench/hop_budget.py WHAT` (its own Redis, its own workers): the figures
+    it prints, or nan when it does not finish in time."""
+    import subprocess
+    import sys
+
+    try:
+        done = subprocess.run(
+            [sys.executable, __file__, what],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=True,
+        )
+    except (subprocess.TimeoutExpired, subprocess.CalledProcessError) as exc:
+        print(f"  {what}: no figure ({type(exc).__name__})", flush=True)
+        return [float("nan")]
+    return [float(v) for v in done.stdout.split()]
+
+
+def _main(what: str) -> None:
+    import multiprocessing as mp
+
+    from core_bench import redis_server
+
+    if what == "recovery":
+        print(asyncio.run(recovery(mp.get_context("spawn"))))
+        return
+    with redis_server() as url:
+        os.environ[URL_ENV] = url
+        print(" ".join(repr(v) for v in asyncio.run(_cancel_alone(url, 3))))
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    _main(sys.argv[1])
