@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from agentq.orchestrator.envelopes import MODEL_QUEUE, queue_key, wake_key
+from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.errors import AgentqError, InfrastructureError, RunNotFoundError
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import TERMINAL_STATUSES, MetaField, keys
@@ -62,8 +62,8 @@ def _job(envelope: BatchJobEnvelope, job_id: str) -> QueuedJob:
     }
     return QueuedJob(
         job_id=job_id,
-        queue_key=queue_key(MODEL_QUEUE),
-        wake_key=wake_key(MODEL_QUEUE),
+        queue_key=keys.job_queue(MODEL_QUEUE, job_id),
+        wake_key=keys.job_wake(MODEL_QUEUE, job_id),
         payload=json.dumps(body, separators=(",", ":")),
         score_ms=now_ms,
         expires_ms=JOB_EXPIRES_MS,

@@ -128,10 +128,11 @@ def queued_job(envelope: JobEnvelope, queue: str, *, defer_s: float = 0.0) -> Qu
         "k": {},
         "et": now_ms,
     }
+    id_ = job_id(envelope)
     return QueuedJob(
-        job_id=job_id(envelope),
-        queue_key=queue_key(queue),
-        wake_key=wake_key(queue),
+        job_id=id_,
+        queue_key=keys.job_queue(queue, id_),
+        wake_key=keys.job_wake(queue, id_),
         payload=json.dumps(body, separators=(",", ":")),
         score_ms=now_ms + int(defer_s * 1000),
         # A deferred job must outlive its wait, or arq finds it gone when it falls due.

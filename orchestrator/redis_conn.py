@@ -1,4 +1,8 @@
-"""Connecting to Redis: a real server (`redis://…`) or the embedded one (`memory://`).
+"""Connecting to Redis: a real server (`redis://…`, `redis+sentinel://…`), a cluster
+(`redis+cluster://…`) or the embedded one (`memory://`).
+
+Connecting also sets the process's partition count (`state/keys.py`) from the
+settings, so every key a process builds afterwards lands in the right partition.
 
 `memory://NAME` gives an in-process Redis (fakeredis with Lua). Every connection
 to the same NAME in one process shares one server, which is how the embedded
@@ -7,14 +11,17 @@ mode runs client and workers on the same data.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
+from redis.asyncio.cluster import RedisCluster
 from arq.connections import ArqRedis
 
 from agentq.orchestrator.envelopes import deserialize, serialize
+from agentq.orchestrator.redis_cluster import cluster_client, is_cluster_url
 from agentq.orchestrator.sentinel import is_sentinel_url, sentinel_pool
 from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.state import keys
 
 # Blocking reads (BLPOP, XREAD BLOCK) ask the server to wait at most this long, so a
 # reply is always due well within the socket timeout and silence means a stalled Redis.
@@ -27,11 +34,26 @@ def is_memory_url(url: str) -> bool:
     return url.startswith("memory://")
 
 
+def partitions_for(url: str, settings: Settings) -> int:
+    """The deployment's partition count: the setting, else 1 (a cluster: 16)."""
+    if settings.partitions is not None:
+        return settings.partitions
+    return keys.CLUSTER_PARTITIONS if is_cluster_url(url) else keys.SINGLE_NODE_PARTITIONS
+
+
+def is_cluster(redis: Any) -> bool:
+    """Whether a client `connect` made talks to a cluster (one key per blocking read)."""
+    return isinstance(redis, RedisCluster)
+
+
 def connect(url: str, settings: Settings | None = None) -> ArqRedis:
     """An arq-capable Redis client for `url` (the pool connects lazily).
 
     A real server gets connect and socket timeouts and health checks, so a Redis
-    that accepts TCP and never answers costs a bounded wait, never a hang."""
+    that accepts TCP and never answers costs a bounded wait, never a hang. A cluster's
+    client is typed as the others: it answers the same commands (see redis_cluster)."""
+    conf = settings or Settings()
+    keys.use_partitions(partitions_for(url, conf))
     if is_memory_url(url):
         import fakeredis
 
@@ -44,13 +66,14 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
             server=server,
         )
     else:
-        conf = settings or Settings()
         timeouts: dict[str, Any] = {
             "socket_connect_timeout": conf.redis_connect_timeout_s,
             "socket_timeout": max(conf.redis_socket_timeout_s, MAX_BLOCK_S + 2.0),
             "health_check_interval": conf.redis_health_check_s,
             "socket_keepalive": True,
         }
+        if is_cluster_url(url):
+            return cast(ArqRedis, cluster_client(url, **timeouts))
         if is_sentinel_url(url):
             pool = sentinel_pool(url, **timeouts)
         else:

@@ -10,6 +10,10 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENTQ_", extra="ignore")
 
     redis_url: str = "memory://"
+    # Queues and runs are split into this many partitions, each with its own Redis
+    # Cluster hash tag (see state/keys.py). Fixed for a deployment: every process must
+    # use the same. Unset: 1 on a single Redis, 16 on a cluster (`redis+cluster://`).
+    partitions: int | None = Field(default=None, ge=1, le=1024)
     # How long a finished run's keys are kept.
     retention_s: int = Field(default=7 * 24 * 3600, gt=0)
     # Each worker process holds one lease of this length (renewed five times per lease

@@ -1,6 +1,6 @@
 -- call_cancel: the caller gave up on the call (an MCP client's notifications/cancelled).
 -- KEYS    call, events (see call_prelude)
--- ARGV    CancelCall: result, event, job_id
+-- ARGV    CancelCall: result, event, job_id, abort_key (the abort set of its partition)
 -- Replies CANCELLED
 --         UNKNOWN_CALL
 --         DUPLICATE     the call had its result already (it stays as it ended)
@@ -9,5 +9,5 @@
 if not redis.call('HGET', call, CF.STATUS) then return reply(OUT.UNKNOWN_CALL) end
 if not finish(A.result, A.event) then return reply(OUT.DUPLICATE) end
 redis.call('HSET', call, CF.CANCELLED, '1')
-redis.call('ZADD', K.ARQ_ABORT, math.floor(A.at * 1000), A.job_id)
+redis.call('ZADD', A.abort_key, math.floor(A.at * 1000), A.job_id)
 return reply(OUT.CANCELLED)

@@ -1,6 +1,6 @@
 -- cancel: no further step is scheduled, and the current step's jobs are asked to abort.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    Cancel: reason
+-- ARGV    Cancel: reason, abort_key (the abort set of the run's partition)
 -- Replies CANCELLED {status}
 --         CLOSED {status}  the run had ended (it stays as it ended)
 --         UNKNOWN_RUN
@@ -11,11 +11,11 @@ if not status then return reply(OUT.UNKNOWN_RUN) end
 if is_terminal(status) then return reply(OUT.CLOSED, {status = status}) end
 local n = tonumber(redis.call('HGET', meta, F.STEP))
 local now_ms = math.floor(A.at * 1000)
-redis.call('ZADD', K.ARQ_ABORT, now_ms, job_prefix(n) .. K.MODEL_JOB)
+redis.call('ZADD', A.abort_key, now_ms, job_prefix(n) .. K.MODEL_JOB)
 local order = redis.call('HGET', step_key(n), S.ORDER)
 if order then
   for _, id in ipairs(cjson.decode(order)) do
-    redis.call('ZADD', K.ARQ_ABORT, now_ms, job_prefix(n) .. K.CALL_JOB .. id)
+    redis.call('ZADD', A.abort_key, now_ms, job_prefix(n) .. K.CALL_JOB .. id)
   end
 end
 finish_run(RUN.CANCELLED, 'abort', {reason = A.reason})

@@ -4,8 +4,8 @@
 --
 -- KEYS[1] the run's meta hash, KEYS[2] its message list, KEYS[3] its event stream.
 --   Every other key of the run (tools, steps, answers) derives from KEYS[1] and carries
---   the same hash tag, so a transition touches one Redis Cluster slot (arq's queue keys
---   excepted).
+--   the same hash tag (its partition's), and so do its job ids and the queues its jobs
+--   go to (QueuedJob's keys, built in Python): a transition touches one slot.
 -- ARGV[1] the transition's input model (orchestrator/state/inputs.py) as JSON: `A`.
 --   Read here: A.run_id, A.at, A.retention_s (TransitionInput's own fields).
 -- Every script returns reply(...): one JSON object, {outcome = OUT.*, ...}.
@@ -27,8 +27,12 @@ local function tools_key()
   return meta .. K.TOOLS
 end
 
+-- A run's job ids are JOB_PREFIX .. name .. ':' where its meta key is RUN_PREFIX .. name
+-- (keys.py's `tag`: the partition's hash tag and the run id).
+local run_name = string.sub(meta, #K.RUN_PREFIX + 1)
+
 local function job_prefix(n)
-  return K.JOB_PREFIX .. K.TAG_OPEN .. A.run_id .. K.TAG_CLOSE .. K.JOB_SEPARATOR .. n
+  return K.JOB_PREFIX .. run_name .. K.JOB_SEPARATOR .. n
 end
 
 local function is_terminal(status)

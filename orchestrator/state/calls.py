@@ -16,8 +16,9 @@ import time
 from enum import StrEnum
 from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentq.orchestrator.state import keys
 from agentq.orchestrator.state.inputs import DEFAULT_RETENTION_S
 from agentq.orchestrator.state.jobs import QueuedJob
 from agentq.orchestrator.state.status import Outcome
@@ -82,6 +83,13 @@ class CancelCall(CallTransitionInput):
     result: str  # the cancellation as the call's (error) result
     event: str
     job_id: str  # asked to abort
+    # The abort set of the job's partition (its slot), from the key builders.
+    abort_key: str = ""
+
+    @model_validator(mode="after")
+    def _abort_key_of_job(self) -> CancelCall:
+        self.abort_key = self.abort_key or keys.abort_set_of(self.job_id)
+        return self
 
 
 class EmitCall(CallTransitionInput):

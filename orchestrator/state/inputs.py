@@ -13,6 +13,7 @@ from typing import ClassVar
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentq.orchestrator.messages import Usage
+from agentq.orchestrator.state import keys
 from agentq.orchestrator.state.failure import RunFailure
 from agentq.orchestrator.state.jobs import QueuedJob
 from agentq.orchestrator.state.status import CallStatus, InputStatus, StepAfter
@@ -216,6 +217,13 @@ class Cancel(TransitionInput):
     script = "cancel"
 
     reason: str | None = None
+    # The abort set of the run's partition (its jobs' slot), from the key builders.
+    abort_key: str = ""
+
+    @model_validator(mode="after")
+    def _abort_key_of_run(self) -> Cancel:
+        self.abort_key = self.abort_key or keys.abort_set(keys.partition_of(self.run_id))
+        return self
 
 
 class NodeCandidate(BaseModel):

@@ -1,14 +1,28 @@
 """Every Redis key and job id agentq writes, in one place (arq's `constants.py` idea).
 
-A run's keys all carry its id as a Redis Cluster hash tag, `aq:run:{<id>}...`, so one
-run's transition touches one slot; the id's alphabet (no `:`, `{`, `}`) keeps one run's
-keys from ever naming another's. Job ids carry the same tag, so arq's job keys of a
-run land in its slot too.
+Partitions. A deployment has a fixed number of partitions (`AGENTQ_PARTITIONS`); each
+has its own Redis Cluster hash tag, and a run (a call without a run, a tenant's
+batches) belongs to the partition its id hashes to. Every key of the run, its job ids
+(so arq's job, in-progress and retry keys) and the queues and wake-up lists its jobs go
+to carry that tag, so each transition touches one slot. Queues are per partition:
+`aq:queue:{<tag>}:model`; workers serve every partition.
+
+With one partition (the default on a single Redis) a run's tag is its own id,
+`aq:run:{<id>}`, and the queues have no tag (`aq:queue:model`): the layout of a single
+Redis is unchanged. With N partitions it is `aq:run:{<tag>}:<id>`. Either way a run's
+keys are `RUN_PREFIX + name(id)...` and its job ids `JOB_PREFIX + name(id) + ':'...`,
+which is how the Lua side derives job ids from KEYS[1]. The id's alphabet (no `:`,
+`{`, `}`) keeps one run's keys from ever naming another's.
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import re
+import string
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
 # A run id: what `RunSpec.id` accepts. No `:` (key separators) and no braces (hash tags).
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -64,10 +78,88 @@ RESUMED_JOB_SUFFIX = ":resumed"
 
 TAG_OPEN, TAG_CLOSE = "{", "}"
 
+# -- partitions -------------------------------------------------------------------------
+# How many partitions a single Redis and a cluster get unless AGENTQ_PARTITIONS says.
+SINGLE_NODE_PARTITIONS = 1
+CLUSTER_PARTITIONS = 16
+MAX_PARTITIONS = 1024
 
-def tag(run_id: str) -> str:
-    """The hash tag every key of the run carries."""
-    return TAG_OPEN + run_id + TAG_CLOSE
+_partitions = SINGLE_NODE_PARTITIONS
+
+
+def use_partitions(count: int) -> None:
+    """Set the deployment's partition count for this process (`redis_conn.connect` does,
+    from the settings): every process of a deployment must use the same."""
+    global _partitions
+    if not 1 <= count <= MAX_PARTITIONS:
+        raise ValueError(f"partitions must be 1..{MAX_PARTITIONS}, not {count}")
+    _partitions = count
+
+
+def partition_count() -> int:
+    return _partitions
+
+
+def partitions() -> range:
+    return range(_partitions)
+
+
+@functools.cache
+def partition_tags(count: int) -> tuple[str, ...]:
+    """Tag i is the first short name whose slot falls in the i-th of `count` equal slot
+    ranges: the partitions spread evenly over slots, so over a cluster's primaries."""
+    width = REDIS_CLUSTER_HASH_SLOTS / count
+    tags: list[str | None] = [None] * count
+    missing = count
+    alphabet = string.ascii_lowercase + string.digits
+    for length in itertools.count(1):
+        for letters in itertools.product(alphabet, repeat=length):
+            name = "".join(letters)
+            i = int(key_slot(name.encode()) / width)
+            if tags[i] is None:
+                tags[i] = name
+                missing -= 1
+                if missing == 0:
+                    return tuple(t for t in tags if t is not None)
+    raise AssertionError("unreachable")
+
+
+@functools.cache
+def _tag_index(count: int) -> dict[str, int]:
+    return {t: i for i, t in enumerate(partition_tags(count))}
+
+
+def partition_of(owner: str) -> int:
+    """The partition of a run, a call or a batch tenant: a stable hash of its id."""
+    if _partitions == 1:
+        return 0
+    return key_slot(owner.encode()) * _partitions // REDIS_CLUSTER_HASH_SLOTS
+
+
+def partition_tag(partition: int) -> str:
+    return TAG_OPEN + partition_tags(_partitions)[partition] + TAG_CLOSE
+
+
+def tag(owner: str) -> str:
+    """What every key of `owner` (a run, a call, a batch tenant) starts its name with:
+    its partition's hash tag and its id (its id as the tag, with one partition)."""
+    if _partitions == 1:
+        return TAG_OPEN + owner + TAG_CLOSE
+    return partition_tag(partition_of(owner)) + JOB_SEPARATOR + owner
+
+
+def job_partition(job_id: str) -> int:
+    """The partition a job (any id these builders made) belongs to, from its tag."""
+    if _partitions == 1:
+        return 0
+    start = job_id.index(TAG_OPEN) + 1
+    return _tag_index(_partitions)[job_id[start : job_id.index(TAG_CLOSE, start)]]
+
+
+def _partitioned(prefix: str, partition: int, name: str) -> str:
+    if _partitions == 1:
+        return prefix + name
+    return prefix + partition_tag(partition) + JOB_SEPARATOR + name
 
 
 def meta(run_id: str) -> str:
@@ -131,12 +223,41 @@ def run_keys(run_id: str) -> list[str]:
     return [meta(run_id), messages(run_id), events(run_id)]
 
 
-def queue(name: str) -> str:
-    return QUEUE_PREFIX + name
+def queue(name: str, partition: int = 0) -> str:
+    """A queue's sorted set in one partition (`aq:queue:model` with one partition)."""
+    return _partitioned(QUEUE_PREFIX, partition, name)
 
 
-def wake(name: str) -> str:
-    return WAKE_PREFIX + name
+def wake(name: str, partition: int = 0) -> str:
+    """A queue's wake-up list in one partition."""
+    return _partitioned(WAKE_PREFIX, partition, name)
+
+
+def queue_name(queue_key: str) -> str:
+    """The queue a partition's queue key (or wake-up list) belongs to."""
+    return queue_key.rpartition(TAG_CLOSE + JOB_SEPARATOR)[2].removeprefix(
+        QUEUE_PREFIX
+    ).removeprefix(WAKE_PREFIX)
+
+
+def job_queue(name: str, job_id: str) -> str:
+    """The queue a job goes to: `name`'s, in the partition of the job's tag."""
+    return queue(name, job_partition(job_id))
+
+
+def job_wake(name: str, job_id: str) -> str:
+    return wake(name, job_partition(job_id))
+
+
+def abort_set(partition: int) -> str:
+    """A partition's sorted set of job ids to abort (arq's `arq:abort` with one)."""
+    if _partitions == 1:
+        return ARQ_ABORT_SET
+    return ARQ_ABORT_SET + JOB_SEPARATOR + partition_tag(partition)
+
+
+def abort_set_of(job_id: str) -> str:
+    return abort_set(job_partition(job_id))
 
 
 def job_prefix(run_id: str) -> str:
