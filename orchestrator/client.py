@@ -174,7 +174,11 @@ class Client:
         settings: Settings | None = None,
     ) -> None:
         self.settings = settings or Settings()
-        self.redis = redis if redis is not None else connect(redis_url or self.settings.redis_url, self.settings)
+        self.redis = (
+            redis
+            if redis is not None
+            else connect(redis_url or self.settings.redis_url, self.settings)
+        )
         self._owns_redis = redis is None
         self.store = RunStore(self.redis, retention_s=self.settings.retention_s)
         self.index = RunIndex(self.redis, retention_s=self.settings.retention_s)

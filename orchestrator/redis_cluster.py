@@ -58,19 +58,20 @@ def _startup_nodes(url: str) -> tuple[list[tuple[str, int]], dict[str, Any]]:
 def cluster_client(url: str, **options: Any) -> ClusterRedis:
     """An asyncio cluster client for `url` (it connects lazily, on its first command)."""
     nodes, auth = _startup_nodes(url)
-    return ClusterRedis(
+    client: ClusterRedis = ClusterRedis(  # type: ignore[abstract]  # redis-py's stub
         startup_nodes=[ClusterNode(host, port) for host, port in nodes], **auth, **options
     )
+    return client
 
 
 def sync_cluster_client(url: str, **options: Any) -> redis.cluster.RedisCluster:
     """A blocking cluster client (the lease renewer's thread)."""
     nodes, auth = _startup_nodes(url)
-    return redis.cluster.RedisCluster(
-        startup_nodes=[redis.cluster.ClusterNode(host, port) for host, port in nodes],
-        **auth,
-        **options,
+    seeds = [redis.cluster.ClusterNode(host, port) for host, port in nodes]  # type: ignore[no-untyped-call]
+    client: redis.cluster.RedisCluster = redis.cluster.RedisCluster(
+        startup_nodes=seeds, **auth, **options
     )
+    return client
 
 
 class ClusterRedis(RedisCluster):
@@ -104,11 +105,11 @@ class ClusterRedis(RedisCluster):
         """A plain client of one node (for MULTI/EXEC and pub/sub), kept for reuse."""
         client = self._node_clients.get(node.name)
         if client is None:
-            client = Redis(host=node.host, port=node.port, **self._node_options)
+            client = Redis(host=node.host, port=int(node.port), **self._node_options)
             self._node_clients[node.name] = client
         return client
 
-    def pubsub(self, **kwargs: Any) -> PubSub:  # type: ignore[override]
+    def pubsub(self, **kwargs: Any) -> PubSub:
         """A subscription on one node: a cluster delivers every PUBLISH to every node."""
         seed = self.nodes_manager.startup_nodes
         node = self.nodes_manager.default_node or next(iter(seed.values()))
@@ -133,22 +134,23 @@ class SlotTransactions(Pipeline):
             transaction=True,
             shard_hint=None,
         )
-        self.cluster = cluster
+        self.slots = cluster
 
     async def execute(self, raise_on_error: bool = True) -> list[Any]:
         stack, self.command_stack = self.command_stack, []
         if not stack:
             return []
-        await self.cluster.initialize()
+        await self.slots.initialize()
         groups: dict[int, list[int]] = {}
         for i, (args, _) in enumerate(stack):
-            slot = await self.cluster._determine_slot(*args)
+            command, *rest = args
+            slot = await self.slots._determine_slot(str(command), *rest)
             groups.setdefault(slot, []).append(i)
         replies: list[Any] = [None] * len(stack)
 
         async def run(slot: int, positions: list[int]) -> None:
-            node = self.cluster.nodes_manager.get_node_from_slot(slot)
-            async with self.cluster.node_client(node).pipeline(transaction=True) as pipe:
+            node = self.slots.nodes_manager.get_node_from_slot(slot)
+            async with self.slots.node_client(node).pipeline(transaction=True) as pipe:
                 for i in positions:
                     args, options = stack[i]
                     pipe.execute_command(*args, **options)

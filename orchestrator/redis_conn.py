@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import Any, cast
 
+import redis
 import redis.asyncio as aioredis
-from redis.asyncio.cluster import RedisCluster
 from arq.connections import ArqRedis
+from redis.asyncio.cluster import RedisCluster
 
 from agentq.orchestrator.envelopes import deserialize, serialize
-from agentq.orchestrator.redis_cluster import cluster_client, is_cluster_url
+from agentq.orchestrator.redis_cluster import cluster_client, is_cluster_url, sync_cluster_client
 from agentq.orchestrator.sentinel import is_sentinel_url, sentinel_pool
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.state import keys
@@ -83,6 +84,14 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
         job_serializer=serialize,
         job_deserializer=deserialize,
     )
+
+
+def connect_sync(url: str, **options: Any) -> Any:
+    """A blocking client for `url` (a thread's own, e.g. the lease renewer's): a
+    `redis.Redis`, or a cluster client for a cluster URL."""
+    if is_cluster_url(url):
+        return sync_cluster_client(url, **options)
+    return redis.Redis.from_url(url, **options)
 
 
 def forget_memory_server(url: str) -> None:

@@ -3,7 +3,7 @@
 Jobs are leased to the worker, not each on its own TTL. A claimed job's
 in-progress key names the worker that holds it, and the worker's one liveness
 key (`aq:worker:ID`, TTL = the lease) says it is alive. When that key lapses,
-any worker's reaper re-delivers the dead worker's jobs at once (`REAP`), so
+any worker's reaper re-delivers the dead worker's jobs at once (`reap_lapsed`), so
 recovery costs one lease whatever the calls' timeouts, and upkeep is one
 command per worker process per renewal, not one per job.
 
@@ -21,8 +21,10 @@ import time
 from collections.abc import Callable
 
 import redis
+from redis.asyncio import Redis
 
 from agentq.orchestrator.redis_faults import Outage, is_transient
+from agentq.orchestrator.state import keys
 
 log = logging.getLogger("agentq.worker")
 
@@ -38,9 +40,15 @@ def liveness_key(worker_id: str) -> str:
     return f"aq:worker:{worker_id}"
 
 
-def jobs_key(worker_id: str) -> str:
-    """Hash: job id -> the wake-up list of its queue, for every job the worker holds."""
-    return f"aq:worker:{worker_id}:jobs"
+def jobs_key(worker_id: str, partition: int = 0) -> str:
+    """Hash: job id -> the wake-up list of its queue, for every job the worker holds in
+    one partition (in the partition's slot, so a claim touches one slot)."""
+    return keys.worker_jobs(worker_id, partition)
+
+
+def holders_key(partition: int = 0) -> str:
+    """Set: the workers that may hold jobs in a partition (what a reaper looks at)."""
+    return keys.lease_holders(partition)
 
 
 def pool_key(queue: str) -> str:
@@ -57,45 +65,89 @@ end
 return 0
 """
 
-# KEYS[1] the workers set; KEYS[2] a hash: when a reaper last passed, and since when
-# passes have come without a gap (Redis's own clock, ms). ARGV[1] the longest gap between
-# passes that still counts as steady; ARGV[2] how long passes must have been steady.
-# Re-delivers the jobs of workers without a lease: their in-progress keys go (only those
-# they still hold) and their queues are woken. Returns how many jobs it re-delivered.
-# After a gap (Redis itself was stopped, restarted or unreachable) every lease may have
-# lapsed at once, live workers' too: nothing is reaped until the live ones have had time
-# to renew.
-REAP = """
+# KEYS[1] a hash: when a reaper last passed, and since when passes have come without a
+# gap (Redis's own clock, ms). ARGV[1] the longest gap between passes that still counts
+# as steady; ARGV[2] how long passes must have been steady. Returns 1 when reaping may
+# go on. After a gap (Redis itself was stopped, restarted or unreachable) every lease
+# may have lapsed at once, live workers' too: nothing is reaped until the live ones have
+# had time to renew.
+REAP_GATE = """
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local last = tonumber(redis.call('HGET', KEYS[2], 'last') or '0')
-local since = tonumber(redis.call('HGET', KEYS[2], 'since') or '0')
+local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '0')
+local since = tonumber(redis.call('HGET', KEYS[1], 'since') or '0')
 if now_ms - last > tonumber(ARGV[1]) then
   since = now_ms
-  redis.call('HSET', KEYS[2], 'since', since)
+  redis.call('HSET', KEYS[1], 'since', since)
 end
-redis.call('HSET', KEYS[2], 'last', now_ms)
+redis.call('HSET', KEYS[1], 'last', now_ms)
 if now_ms - since < tonumber(ARGV[2]) then return 0 end
+return 1
+"""
+
+# One partition of a worker whose lease lapsed (its liveness key was found gone): its
+# jobs there are re-delivered (their in-progress keys go, only those it still holds, and
+# their queues are woken) and it leaves the partition's holders. Every key is in the
+# partition's slot. KEYS[1] the partition's holders set, KEYS[2] the worker's jobs hash
+# there. ARGV[1] the worker id, ARGV[2] arq's in-progress key prefix. Returns how many
+# jobs it re-delivered.
+REAP_PARTITION = """
 local reaped = 0
-for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
-  if redis.call('EXISTS', 'aq:worker:' .. id) == 0 then
-    local held = 'aq:worker:' .. id .. ':jobs'
-    local jobs = redis.call('HGETALL', held)
-    for i = 1, #jobs, 2 do
-      local progress = 'arq:in-progress:' .. jobs[i]
-      if redis.call('GET', progress) == id then
-        redis.call('DEL', progress)
-        redis.call('LPUSH', jobs[i + 1], '1')
-        redis.call('LTRIM', jobs[i + 1], 0, 63)
-        reaped = reaped + 1
-      end
-    end
-    redis.call('DEL', held)
-    redis.call('SREM', KEYS[1], id)
+local jobs = redis.call('HGETALL', KEYS[2])
+for i = 1, #jobs, 2 do
+  local progress = ARGV[2] .. jobs[i]
+  if redis.call('GET', progress) == ARGV[1] then
+    redis.call('DEL', progress)
+    redis.call('LPUSH', jobs[i + 1], '1')
+    redis.call('LTRIM', jobs[i + 1], 0, 63)
+    reaped = reaped + 1
   end
 end
+redis.call('DEL', KEYS[2])
+redis.call('SREM', KEYS[1], ARGV[1])
 return reaped
 """
+
+
+async def reap_lapsed(redis: Redis, gap_ms: int) -> int:
+    """One reaper pass: re-deliver the jobs of every worker (or remote lease) whose lease
+    lapsed, partition by partition (each script touches one slot). Returns how many.
+
+    The liveness keys are read apart from the partitions' scripts (they live on other
+    slots): a worker found dead stays dead to this pass; one whose lease lapses and is
+    taken again within the pass may lose a claim it made meanwhile (it runs again
+    elsewhere), as when it lapses just after a claim."""
+    gate = redis.register_script(REAP_GATE)
+    if not await gate(keys=[REAPER], args=[gap_ms, gap_ms]):
+        return 0
+    parts = list(keys.partitions())
+    async with redis.pipeline(transaction=False) as pipe:
+        for p in parts:
+            pipe.smembers(holders_key(p))
+        members = await pipe.execute()
+    held = [
+        (p, m.decode() if isinstance(m, bytes) else str(m))
+        for p, ids in zip(parts, members, strict=True)
+        for m in ids
+    ]
+    if not held:
+        return 0
+    ids = sorted({worker_id for _, worker_id in held})
+    async with redis.pipeline(transaction=False) as pipe:
+        for worker_id in ids:
+            pipe.exists(liveness_key(worker_id))
+        alive = dict(zip(ids, await pipe.execute(), strict=True))
+    reap = redis.register_script(REAP_PARTITION)
+    reaped = 0
+    for p, worker_id in held:
+        if not alive[worker_id]:
+            reaped += int(
+                await reap(
+                    keys=[holders_key(p), jobs_key(worker_id, p)],
+                    args=[worker_id, keys.ARQ_IN_PROGRESS_PREFIX],
+                )
+            )
+    return reaped
 
 
 def reap_cadence(lease_s: float) -> tuple[float, int]:
@@ -138,15 +190,17 @@ class LeaseRenewer:
     def register(self) -> None:
         """Take the lease (blocking; call before claiming anything)."""
         sent = time.monotonic()
-        with self.client.pipeline(transaction=True) as pipe:
-            pipe.set(self.key, self.worker_id, px=max(1, int(self.lease_s * 1000)))
-            pipe.sadd(WORKERS, self.worker_id)
-            pipe.execute()
+        self.client.set(self.key, self.worker_id, px=max(1, int(self.lease_s * 1000)))
         self._valid_until = sent + self.lease_s
         self._lapsed = False
 
     def start(self) -> None:
         self._thread.start()
+
+    def held(self) -> bool:
+        """Whether the lease is ours as far as this process can tell: claims stop when
+        it is not (a claim no longer checks the liveness key: another slot)."""
+        return not self._lapsed and time.monotonic() < self._valid_until - self.margin_s
 
     def stop(self) -> None:
         self._stop.set()

@@ -27,19 +27,17 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.call_store import CallNotFoundError, CallStore
 from agentq.orchestrator.calls import claim_call_args, finish_call_args
 from agentq.orchestrator.envelopes import (
-    ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,
     ARQ_JOB_PREFIX,
     JobEnvelope,
     deserialize,
-    queue_key,
-    wake_key,
 )
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result
 from agentq.orchestrator.messages import ToolResultPart
+from agentq.orchestrator.redis_conn import is_cluster
 from agentq.orchestrator.redis_faults import is_transient
-from agentq.orchestrator.state import ClaimCall, Outcome
+from agentq.orchestrator.state import ClaimCall, Outcome, keys
 from agentq.orchestrator.state.calls import CallField
 from agentq.orchestrator.state.keys import lease_deadline
 from agentq.orchestrator.store import RunStore
@@ -48,13 +46,12 @@ from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.transitions import enqueued_job_ids, result_args
 from agentq.workers.liveness import (
     OUTAGE,
-    REAP,
-    REAPER,
     RENEW,
-    WORKERS,
+    holders_key,
     jobs_key,
     liveness_key,
     reap_cadence,
+    reap_lapsed,
 )
 from agentq.workers.runtime import _BACKSTOP_MS, _CLAIM, _FINISH, ARQ_RETRY_PREFIX
 
@@ -131,7 +128,6 @@ class RemoteLeases:
         self._claim = redis.register_script(_CLAIM)
         self._finish = redis.register_script(_FINISH)
         self._renew = redis.register_script(RENEW)
-        self._reap = redis.register_script(REAP)
         self.calls = CallStore(redis, retention_s=store.retention_s)
 
     # -- leasing -----------------------------------------------------------------
@@ -153,17 +149,35 @@ class RemoteLeases:
             # Woken by an enqueue; the timeout is the fallback poll (deferred retries).
             # Redis takes a fractional timeout; redis-py types it as whole seconds.
             wait: Any = min(1.0, max(left_s, 0.01))
-            await self.redis.blpop([wake_key(queue)], timeout=wait)  # type: ignore[misc]
+            await self._woken(queue, wait)
+
+    async def _woken(self, queue: str, wait: Any) -> None:
+        """Wait for a wake-up on any partition of `queue` (a cluster's BLPOP takes one
+        slot's keys: one read per partition there, the first to return ends the wait)."""
+        lists = [keys.wake(queue, p) for p in keys.partitions()]
+        if not is_cluster(self.redis):
+            await self.redis.blpop(lists, timeout=wait)  # type: ignore[misc]
+            return
+        reads = [
+            asyncio.ensure_future(self.redis.blpop([key], timeout=wait))  # type: ignore[arg-type]
+            for key in lists
+        ]
+        try:
+            await asyncio.wait(reads, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for read in reads:
+                read.cancel()
+            await asyncio.gather(*reads, return_exceptions=True)
 
     async def _free(self, queue: str) -> list[str]:
         """Jobs due on `queue` that nobody holds (a claimed job stays in the queue until
         it ends, so held ones are skipped in one round trip rather than claimed in vain)."""
-        due = [
-            raw.decode() if isinstance(raw, bytes) else str(raw)
-            for raw in await self.redis.zrangebyscore(
-                queue_key(queue), "-inf", int(time.time() * 1000), start=0, num=_READ_LIMIT
-            )
-        ]
+        now_ms = int(time.time() * 1000)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for p in keys.partitions():
+                pipe.zrangebyscore(keys.queue(queue, p), "-inf", now_ms, start=0, num=_READ_LIMIT)
+            reads = await pipe.execute()
+        due = [raw.decode() if isinstance(raw, bytes) else str(raw) for ids in reads for raw in ids]
         if not due:
             return []
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -176,15 +190,15 @@ class RemoteLeases:
         lease_id = LEASE_PREFIX + uuid.uuid4().hex
         lease_ms = max(1, int(lease_s * 1000))
         await self.redis.set(liveness_key(lease_id), lease_id, px=lease_ms)
+        p = keys.job_partition(job_id)
         score = await self._claim(
             keys=[
                 ARQ_IN_PROGRESS_PREFIX + job_id,
-                queue_key(queue),
-                liveness_key(lease_id),
-                jobs_key(lease_id),
-                WORKERS,
+                keys.queue(queue, p),
+                jobs_key(lease_id, p),
+                holders_key(p),
             ],
-            args=[job_id, int(time.time() * 1000), lease_id, wake_key(queue), _BACKSTOP_MS],
+            args=[job_id, int(time.time() * 1000), lease_id, keys.wake(queue, p), _BACKSTOP_MS],
         )
         if score is None:  # leased by another, finished, or deferred meanwhile
             await self.redis.delete(liveness_key(lease_id))
@@ -309,8 +323,10 @@ class RemoteLeases:
             raise LeaseGone(lease_id)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(liveness_key(lease_id))
-            pipe.hgetall(jobs_key(lease_id))
-            alive, jobs = await pipe.execute()
+            for p in keys.partitions():  # a lease holds one job, in one of them
+                pipe.hgetall(jobs_key(lease_id, p))
+            alive, *held_by_partition = await pipe.execute()
+        jobs = next((held for held in held_by_partition if held), None)
         if alive is None or not jobs:
             raise LeaseGone(lease_id)
         raw_id, raw_wake = next(iter(jobs.items()))
@@ -319,7 +335,7 @@ class RemoteLeases:
         holder = await self.redis.get(ARQ_IN_PROGRESS_PREFIX + job_id)
         if holder is None or (holder.decode() if isinstance(holder, bytes) else holder) != lease_id:
             raise LeaseGone(lease_id)
-        queue = wake.removeprefix(wake_key(""))
+        queue = keys.queue_name(wake)
         held = await self._job(job_id, queue)
         if held is None:
             raise LeaseGone(lease_id)
@@ -409,21 +425,24 @@ class RemoteLeases:
 
     async def _end(self, lease_id: str, job_id: str, queue: str) -> None:
         """The job is done; the lease is given up (nothing is left for a reaper)."""
+        p = keys.job_partition(job_id)
         await self._finish(
             keys=[
                 ARQ_IN_PROGRESS_PREFIX + job_id,
                 ARQ_RETRY_PREFIX + job_id,
                 ARQ_JOB_PREFIX + job_id,
-                queue_key(queue),
-                jobs_key(lease_id),
-                ARQ_ABORT_SET,
-                wake_key(queue),
+                keys.queue(queue, p),
+                jobs_key(lease_id, p),
+                keys.abort_set(p),
+                keys.wake(queue, p),
             ],
             args=[lease_id, job_id, "done", 0],
         )
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.delete(liveness_key(lease_id), lease_deadline(lease_id))
-            pipe.srem(WORKERS, lease_id)
+        # Other slots than the job's: no transaction (a reaper finds nothing left held).
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.srem(holders_key(p), lease_id)
+            pipe.delete(liveness_key(lease_id))
+            pipe.delete(lease_deadline(lease_id))
             await pipe.execute()
 
     # -- re-delivery -----------------------------------------------------------------
@@ -435,7 +454,7 @@ class RemoteLeases:
         while True:
             await asyncio.sleep(every_s)
             try:
-                reaped = await self._reap(keys=[WORKERS, REAPER], args=[gap_ms, gap_ms])
+                reaped = await reap_lapsed(self.redis, gap_ms)
             except Exception as exc:
                 if not is_transient(exc):
                     log.exception("reaping lapsed leases failed")

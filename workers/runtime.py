@@ -1,5 +1,11 @@
 """A worker process: one arq worker per queue, woken by Redis instead of polling.
 
+Each queue is partitioned (`state/keys.py`): a worker reads every partition's queue
+under one concurrency limit, and waits on every partition's wake-up list (one BLPOP
+over all of them on a single Redis, one per partition on a cluster, where a blocking
+read takes keys of one slot). A job's partition is in its id's hash tag, so claiming
+and ending it touches that partition's keys only: one slot.
+
 arq polls its queue every `poll_delay` (0.5 s by default), which would put half
 a second into every hop. Here each enqueue also pushes a token onto the
 queue's wake-up list; a worker with spare capacity waits on that list with
@@ -28,11 +34,10 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import httpx
-import redis
 from arq import Worker
 from arq.utils import timestamp_ms
 from arq.worker import func
@@ -42,7 +47,6 @@ from agentq.orchestrator import keys, listings
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import (
-    ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,
     ARQ_JOB_PREFIX,
     MODEL_QUEUE,
@@ -50,12 +54,18 @@ from agentq.orchestrator.envelopes import (
     deserialize,
     queue_key,
     serialize,
-    wake_key,
 )
 from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecError
-from agentq.orchestrator.redis_conn import MAX_BLOCK_S, connect, is_memory_url
+from agentq.orchestrator.redis_conn import (
+    MAX_BLOCK_S,
+    connect,
+    connect_sync,
+    is_cluster,
+    is_memory_url,
+)
 from agentq.orchestrator.redis_faults import is_transient, raise_if_cancel_requested
 from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.state import keys as state_keys
 from agentq.orchestrator.state.keys import job_prefix
 from agentq.orchestrator.step_prep import PREPARE_STEP_KIND
 from agentq.orchestrator.store import RunStore
@@ -71,14 +81,13 @@ from agentq.workers.catalog import served_announcements
 from agentq.workers.executors.base import ToolExecutor, WorkerServices
 from agentq.workers.liveness import (
     OUTAGE,
-    REAP,
-    REAPER,
-    WORKERS,
     LeaseRenewer,
+    holders_key,
     jobs_key,
     liveness_key,
     pool_key,
     reap_cadence,
+    reap_lapsed,
 )
 from agentq.workers.metrics import TimedRateLimiter, WorkerMetrics, instrument
 from agentq.workers.provider_batch.collector import Collector
@@ -122,23 +131,25 @@ _NOT_SERVED_S = 5.0
 # arq claims a job with WATCH, EXISTS, ZSCORE and MULTI/PSETEX/EXEC: four round trips.
 # This makes the same checks in one, and leases the job to this worker: its in-progress
 # key names the worker, whose jobs hash lets a reaper re-deliver it if the worker dies.
-# KEYS: in-progress, queue, liveness key, worker's jobs, workers set.
+# Every key is in the job's partition (one slot); that the worker's lease is held is
+# checked by the caller (`LeaseRenewer.held`: the liveness key is on another slot).
+# KEYS: in-progress, queue, worker's jobs, holders set (all of the job's partition).
 # ARGV: job id, now ms, worker id, wake-up list, backstop ms.
 _CLAIM = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-if redis.call('EXISTS', KEYS[3]) == 0 then return false end
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[5])
-redis.call('HSET', KEYS[4], ARGV[1], ARGV[4])
-redis.call('SADD', KEYS[5], ARGV[3])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+redis.call('SADD', KEYS[4], ARGV[3])
 return score
 """
 
 # A job ends. 'done': arq's cleanup. 'release': a live worker hands it back; the delivery
 # arq counted when it started is taken back (only deaths count), and the queue is woken.
 # Only an in-progress key this worker still holds is deleted (a reaper may have passed).
-# KEYS: in-progress, retry counter, job, queue, worker's jobs, abort set, wake-up list.
+# KEYS: in-progress, retry counter, job, queue, worker's jobs, abort set, wake-up list
+# (all of the job's partition).
 # ARGV: worker id, job id, 'done' | 'release', score increment ms.
 _FINISH = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
@@ -163,17 +174,29 @@ return 1
 """
 
 
+def _always_held() -> bool:
+    return True
+
+
 class WakeableWorker(Worker):
     def __init__(
         self,
         *args: Any,
-        wake: str,
+        queue: str,
         idle_poll_s: float,
         worker_id: str,
+        leased: Callable[[], bool] = _always_held,
         **kwargs: Any,
     ) -> None:
-        super().__init__(*args, poll_delay=idle_poll_s, **kwargs)
-        self.wake_key = wake
+        super().__init__(*args, queue_name=queue_key(queue), poll_delay=idle_poll_s, **kwargs)
+        # The queue's keys in every partition, by partition.
+        self.queue_keys = [state_keys.queue(queue, p) for p in state_keys.partitions()]
+        self.wake_keys = [state_keys.wake(queue, p) for p in state_keys.partitions()]
+        self.wake_key = self.wake_keys[0]
+        self._all = frozenset(state_keys.partitions())
+        self._due: set[int] = set(self._all)  # partitions the next poll reads
+        self._full: set[int] = set()  # partitions whose last read may have left jobs
+        self.leased = leased
         self.idle_poll_s = idle_poll_s
         self.worker_id = worker_id
         self._claim = self.pool.register_script(_CLAIM)
@@ -192,7 +215,10 @@ class WakeableWorker(Worker):
         self.ctx["redis"] = self.pool
         if self.on_startup:
             await self.on_startup(self.ctx)
-        listener = asyncio.create_task(self._listen())
+        # A cluster's blocking read takes the keys of one slot: one listener per
+        # partition there; one BLPOP over every partition's list on a single Redis.
+        groups = [[p] for p in sorted(self._all)] if is_cluster(self.pool) else [sorted(self._all)]
+        listeners = [asyncio.create_task(self._listen(group)) for group in groups]
         try:
             while True:
                 raise_if_cancel_requested()
@@ -203,34 +229,40 @@ class WakeableWorker(Worker):
                 except Exception as exc:
                     if not is_transient(exc):
                         raise
+                    self._due = set(self._all)
                     await asyncio.sleep(self._outage.failed(exc))
                     continue
                 self._outage.succeeded()
                 saturated = self.job_counter >= self.max_jobs
                 self._capacity.clear() if saturated else self._capacity.set()
                 if self._read_full and not saturated and self.allow_pick_jobs:
+                    self._due |= self._full
                     continue  # a read takes at most queue_read_limit jobs: more may be queued
-                with contextlib.suppress(TimeoutError):
+                try:
                     await asyncio.wait_for(self._wake.wait(), self.idle_poll_s)
+                except TimeoutError:
+                    self._due = set(self._all)  # the fallback poll reads every partition
         finally:
-            listener.cancel()
-            # A cancel that lands while redis-py's read is timing out can be lost in
-            # its connection (seen on Python 3.11: the read then waits on a reply that
-            # never comes). Bounded, so shutdown never hangs on it: closing the pool
-            # ends that read, and the callback takes its outcome.
-            listener.add_done_callback(_consume_outcome)
-            await asyncio.wait({listener}, timeout=_LISTENER_STOP_S)
-            if not listener.done():
+            for listener in listeners:
+                listener.cancel()
+                # A cancel that lands while redis-py's read is timing out can be lost in
+                # its connection (seen on Python 3.11: the read then waits on a reply
+                # that never comes). Bounded, so shutdown never hangs on it: closing the
+                # pool ends that read, and the callback takes its outcome.
+                listener.add_done_callback(_consume_outcome)
+            await asyncio.wait(set(listeners), timeout=_LISTENER_STOP_S)
+            if not all(listener.done() for listener in listeners):
                 log.debug("worker %s: the wake-up listener outlived its cancel", self.queue_name)
 
-    async def _listen(self) -> None:
+    async def _listen(self, partitions: list[int]) -> None:
         outage = OUTAGE
+        lists = {self.wake_keys[p]: p for p in partitions}
         while True:
             raise_if_cancel_requested()
             await self._capacity.wait()
             try:
                 popped = await self.pool.blpop(  # type: ignore[misc]
-                    [self.wake_key], timeout=max(1, int(self.idle_poll_s))
+                    list(lists), timeout=max(1, int(self.idle_poll_s))
                 )
             except Exception as exc:
                 if not is_transient(exc):
@@ -239,7 +271,43 @@ class WakeableWorker(Worker):
                 continue
             outage.succeeded()
             if popped:
+                woken = popped[0].decode() if isinstance(popped[0], bytes) else str(popped[0])
+                self._due.add(lists.get(woken, partitions[0]))
                 self._wake.set()
+
+    async def _poll_iteration(self) -> None:
+        """arq's poll over the partitions woken (all of them at a fallback poll), read in
+        one pipeline (one round trip per node)."""
+        due, self._due = sorted(self._due), set()
+        self._full = set()
+        if due and self.allow_pick_jobs and self.job_counter < self.max_jobs:
+            now = timestamp_ms()
+            async with self.pool.pipeline(transaction=False) as pipe:
+                for p in due:
+                    pipe.zrangebyscore(
+                        self.queue_keys[p],
+                        min=float("-inf"),
+                        start=self._queue_read_offset,
+                        num=self.queue_read_limit,
+                        max=now,
+                    )
+                reads = await pipe.execute()
+            full = False
+            for p, job_ids in zip(due, reads, strict=True):
+                if not job_ids:
+                    continue
+                await self.start_jobs(job_ids)
+                if self._read_full:
+                    self._full.add(p)
+                full = full or self._read_full
+            self._read_full = full
+        if self.allow_abort_jobs:
+            await self._cancel_aborted_jobs()
+        for job_id, t in list(self.tasks.items()):
+            if t.done():
+                del self.tasks[job_id]
+                t.result()  # errors in run_job propagate
+        await self.heart_beat()
 
     def not_served(self, job_id: str) -> None:
         """This worker lacks the job's tool: leave it to other workers for a while."""
@@ -257,6 +325,9 @@ class WakeableWorker(Worker):
     async def start_jobs(self, job_ids: list[bytes]) -> None:
         """arq's start_jobs, claiming each job in one round trip instead of four."""
         self._read_full = len(job_ids) >= self.queue_read_limit
+        if not self.leased():  # a lapsed lease claims nothing: the reaper may pass
+            self._read_full = False
+            return
         for job_id_b in job_ids:
             job_id = job_id_b.decode()
             if self._skipped(job_id):
@@ -267,16 +338,16 @@ class WakeableWorker(Worker):
                 self.sem.release()
                 return
             self.job_counter += 1
+            p = state_keys.job_partition(job_id)
             try:
                 score = await self._claim(
                     keys=[
                         ARQ_IN_PROGRESS_PREFIX + job_id,
-                        self.queue_name,
-                        liveness_key(self.worker_id),
-                        jobs_key(self.worker_id),
-                        WORKERS,
+                        self.queue_keys[p],
+                        jobs_key(self.worker_id, p),
+                        holders_key(p),
                     ],
-                    args=[job_id, timestamp_ms(), self.worker_id, self.wake_key, _BACKSTOP_MS],
+                    args=[job_id, timestamp_ms(), self.worker_id, self.wake_keys[p], _BACKSTOP_MS],
                 )
             except BaseException:
                 self.job_counter -= 1
@@ -319,6 +390,7 @@ class WakeableWorker(Worker):
         """Apply a job's end, retrying through an outage: a live worker's job must not
         stay held by it, nor be counted as a death, because Redis blinked."""
         outage = OUTAGE
+        p = state_keys.job_partition(job_id)
         while True:
             try:
                 await self._finish(
@@ -326,10 +398,10 @@ class WakeableWorker(Worker):
                         ARQ_IN_PROGRESS_PREFIX + job_id,
                         ARQ_RETRY_PREFIX + job_id,
                         ARQ_JOB_PREFIX + job_id,
-                        self.queue_name,
-                        jobs_key(self.worker_id),
-                        ARQ_ABORT_SET,
-                        self.wake_key,
+                        self.queue_keys[p],
+                        jobs_key(self.worker_id, p),
+                        state_keys.abort_set(p),
+                        self.wake_keys[p],
                     ],
                     args=[self.worker_id, job_id, how, defer_ms],
                 )
@@ -347,19 +419,32 @@ class WakeableWorker(Worker):
         now_ms = timestamp_ms()
         if now_ms >= self._next_abort_prune_ms:
             self._next_abort_prune_ms = now_ms + 10_000
-            await self.pool.zremrangebyscore(ARQ_ABORT_SET, "-inf", now_ms - ABORT_KEEP_MS)
-        running = list(self.job_tasks)
-        if not running:
+            async with self.pool.pipeline(transaction=False) as pipe:
+                for p in sorted(self._all):
+                    pipe.zremrangebyscore(state_keys.abort_set(p), "-inf", now_ms - ABORT_KEEP_MS)
+                await pipe.execute()
+        by_set: dict[str, list[str]] = {}
+        for job_id in self.job_tasks:
+            by_set.setdefault(state_keys.abort_set_of(job_id), []).append(job_id)
+        if not by_set:
             return
-        scores = await self.pool.zmscore(ARQ_ABORT_SET, running)
-        aborted = {job_id for job_id, score in zip(running, scores, strict=True) if score}
-        for job_id in aborted:
-            task = self.job_tasks.get(job_id)
-            if task is not None:
-                task.cancel()
-        if aborted:
-            self.aborting_tasks.update(aborted)
-            await self.pool.zrem(ARQ_ABORT_SET, *aborted)
+        async with self.pool.pipeline(transaction=False) as pipe:
+            for abort_key, running in by_set.items():
+                pipe.zmscore(abort_key, running)
+            replies = await pipe.execute()
+        aborted: dict[str, list[str]] = {}
+        for (abort_key, running), scores in zip(by_set.items(), replies, strict=True):
+            hits = [job_id for job_id, score in zip(running, scores, strict=True) if score]
+            if hits:
+                aborted[abort_key] = hits
+        for hits in aborted.values():
+            for job_id in hits:
+                task = self.job_tasks.get(job_id)
+                if task is not None:
+                    task.cancel()
+            self.aborting_tasks.update(hits)
+        for abort_key, hits in aborted.items():
+            await self.pool.zrem(abort_key, *hits)
 
     def cancel_running(self) -> int:
         """Cancel every running job; each is released (not counted) as it unwinds."""
@@ -373,6 +458,7 @@ class WakeableWorker(Worker):
         super()._release_sem_dec_counter_on_complete()
         self._capacity.set()
         if saturated:  # jobs may be waiting that this worker left in the queue
+            self._due |= self._all
             self._wake.set()
 
 
@@ -460,11 +546,11 @@ class WorkerRuntime:
                     )
                     for kind, handler in handlers.JOB_FUNCTIONS.items()
                 ],
-                queue_name=queue_key(queue),
+                queue=queue,
                 redis_pool=self.redis,
-                wake=wake_key(queue),
                 idle_poll_s=self.settings.idle_poll_s,
                 worker_id=self.worker_id,
+                leased=self._lease_held,
                 handle_signals=False,
                 max_jobs=self.settings.concurrency,
                 keep_result=0,
@@ -503,7 +589,7 @@ class WorkerRuntime:
             self._leased = True
             return
         lease_s = self.settings.lease_s
-        client = redis.Redis.from_url(
+        client = connect_sync(
             self.redis_url,
             socket_timeout=lease_s / 5,
             socket_connect_timeout=lease_s / 5,
@@ -518,6 +604,9 @@ class WorkerRuntime:
         await asyncio.to_thread(self._renewer.register)
         self._leased = True
         self._renewer.start()
+
+    def _lease_held(self) -> bool:
+        return self._renewer is None or self._renewer.held()
 
     def _lease_lost(self, why: str) -> None:
         """Our jobs may be re-delivered elsewhere now: stop running them here."""
@@ -534,7 +623,6 @@ class WorkerRuntime:
         assert self.redis is not None
         if is_memory_url(self.redis_url):
             return
-        reap = self.redis.register_script(REAP)
         outage = OUTAGE
         # Redis counts as steady while reapers pass at least this often; after a gap,
         # live workers get this long to renew before anyone's jobs are re-delivered.
@@ -543,7 +631,7 @@ class WorkerRuntime:
         while True:
             await asyncio.sleep(every_s)
             try:
-                reaped = await reap(keys=[WORKERS, REAPER], args=[gap_ms, gap_ms])
+                reaped = await reap_lapsed(self.redis, gap_ms)
                 suspects = await self._reconcile(suspects)
             except Exception as exc:
                 if not is_transient(exc):
@@ -560,16 +648,23 @@ class WorkerRuntime:
         AOF can bring back a claim whose job had ended here). A job must look so twice
         in a row: a claim's reply may still be on its way."""
         assert self.redis is not None
+        parts = list(state_keys.partitions())
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for p in parts:
+                pipe.hgetall(jobs_key(self.worker_id, p))
+            replies = await pipe.execute()
         held = {
-            k.decode() if isinstance(k, bytes) else str(k)
-            for k in await self.redis.hkeys(jobs_key(self.worker_id))  # type: ignore[misc]
+            (k.decode() if isinstance(k, bytes) else str(k)): (
+                v.decode() if isinstance(v, bytes) else str(v)
+            )
+            for jobs in replies
+            for k, v in jobs.items()
         }
         running = {job_id for w in self._workers for job_id in w.tasks}
-        now_missing = held - running
+        now_missing = set(held) - running
         for job_id in now_missing & suspects:
-            raw = await self.redis.hget(jobs_key(self.worker_id), job_id)  # type: ignore[misc]
-            wake = raw.decode() if isinstance(raw, bytes) else str(raw)
-            worker = next((w for w in self._workers if w.wake_key == wake), None)
+            wake = held[job_id]
+            worker = next((w for w in self._workers if wake in w.wake_keys), None)
             if worker is not None:
                 log.warning("worker %s: releasing job %s it no longer runs", self.worker_id, job_id)
                 await worker._end(job_id, "release", 0)

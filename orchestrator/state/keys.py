@@ -235,9 +235,11 @@ def wake(name: str, partition: int = 0) -> str:
 
 def queue_name(queue_key: str) -> str:
     """The queue a partition's queue key (or wake-up list) belongs to."""
-    return queue_key.rpartition(TAG_CLOSE + JOB_SEPARATOR)[2].removeprefix(
-        QUEUE_PREFIX
-    ).removeprefix(WAKE_PREFIX)
+    return (
+        queue_key.rpartition(TAG_CLOSE + JOB_SEPARATOR)[2]
+        .removeprefix(QUEUE_PREFIX)
+        .removeprefix(WAKE_PREFIX)
+    )
 
 
 def job_queue(name: str, job_id: str) -> str:
@@ -247,6 +249,23 @@ def job_queue(name: str, job_id: str) -> str:
 
 def job_wake(name: str, job_id: str) -> str:
     return wake(name, job_partition(job_id))
+
+
+WORKER_PREFIX = "aq:worker:"
+WORKER_JOBS_SUFFIX = ":jobs"
+LEASE_HOLDERS = "aq:lease:holders"
+
+
+def worker_jobs(worker_id: str, partition: int = 0) -> str:
+    """Hash: the jobs a worker (or a remote lease) holds in one partition."""
+    return _partitioned(WORKER_PREFIX, partition, worker_id) + WORKER_JOBS_SUFFIX
+
+
+def lease_holders(partition: int = 0) -> str:
+    """Set: the ids of the workers that may hold jobs in one partition."""
+    if _partitions == 1:
+        return LEASE_HOLDERS
+    return LEASE_HOLDERS + JOB_SEPARATOR + partition_tag(partition)
 
 
 def abort_set(partition: int) -> str:
