@@ -47,7 +47,7 @@ EXIT_INFRASTRUCTURE = 3
 EXIT_TIMED_OUT = 4
 EXIT_INTERRUPTED = 130
 
-REDIS_SCHEMES = ("redis", "rediss", "unix", "memory")
+REDIS_SCHEMES = ("redis", "rediss", "unix", "memory", "redis+cluster")
 
 T = TypeVar("T")
 
@@ -94,9 +94,11 @@ def check_redis_url(url: str) -> str:
     if scheme not in REDIS_SCHEMES:
         raise CliError(
             f"invalid Redis URL {shown_url(url)!r}: it must start with redis://, rediss://, "
-            "unix:// or memory:// (e.g. redis://localhost:6379/0)",
+            "unix://, redis+cluster:// or memory:// (e.g. redis://localhost:6379/0)",
             EXIT_BAD_INPUT,
         )
+    if scheme == "redis+cluster":
+        return url  # host:port[,host:port...]: checked when the client is made
     try:
         urlsplit(url).port  # noqa: B018 - parsing the port is the check
     except ValueError as exc:
