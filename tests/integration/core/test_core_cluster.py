@@ -1,0 +1,97 @@
+"""agentq on a 3-primary Redis Cluster: a 200-run batch with two worker processes, one of
+them SIGKILLed mid-way. Every line ends once, succeeded, and the runs are spread over
+every primary (each partition's hash tag lands on its own slot range)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+
+from agentq.orchestrator import Client
+from agentq.orchestrator.batches import BatchInfo
+from agentq.orchestrator.state import keys
+from tests.support.infra import TOOLS, WorkerProcess, wait_ready
+from tests.support.redis_cluster import LocalCluster
+from tests.support.specs import calls, scripted
+from tests.support.waiting import eventually_async
+
+pytestmark = [pytest.mark.integration, pytest.mark.cluster]
+
+LINES = 200
+# One tool call in flight for a while per run, so that the killed worker holds some.
+TEMPLATE = scripted(
+    calls(("nap", {"seconds": 0.2, "tag": "{{n}}"})), {"text": "done"}, tools=["nap"]
+)
+
+
+@pytest.fixture
+def cluster() -> Iterator[LocalCluster]:
+    local = LocalCluster(3)
+    yield local
+    local.stop()
+
+
+@pytest.fixture
+def fleet() -> Iterator[list[WorkerProcess]]:
+    workers: list[WorkerProcess] = []
+    yield workers
+    for worker in workers:
+        worker.stop()
+
+
+async def run_batch(url: str, victim: WorkerProcess) -> BatchInfo:
+    """Submit the batch, SIGKILL `victim` once a quarter of it succeeded, await its end."""
+    lines = [{"custom_id": f"k{i}", "vars": {"n": str(i)}} for i in range(LINES)]
+    async with Client(url) as client:
+        await client.submit_batch(lines, template=TEMPLATE, batch_id="spread", concurrency=64)
+
+        async def progressed() -> BatchInfo | None:
+            info = await client.batch_status("spread")
+            return info if info.counts.succeeded >= LINES // 4 else None
+
+        await eventually_async(progressed, "a quarter of the batch", 60, interval_s=0.05)
+        victim.kill()
+
+        async def ended() -> BatchInfo | None:
+            info = await client.batch_status("spread")
+            return info if info.ended else None
+
+        info = await eventually_async(ended, "the batch to end", 90, interval_s=0.2)
+        assert info is not None
+        return info
+
+
+def test_a_batch_on_a_three_primary_cluster_survives_a_killed_worker(
+    cluster: LocalCluster, fleet: list[WorkerProcess]
+) -> None:
+    fleet += [WorkerProcess(cluster.url, "--tools", TOOLS) for _ in range(2)]
+    wait_ready(*fleet)
+    info = asyncio.run(run_batch(cluster.url, fleet[0]))
+    assert fleet[0].proc.poll() is not None  # the victim is dead, the batch still ended
+
+    assert (info.counts.succeeded, info.counts.failed, info.counts.running) == (LINES, 0, 0)
+    keys.use_partitions(keys.CLUSTER_PARTITIONS)  # what the processes used (the default)
+    try:
+        run_ids = [f"spread.{i}.1" for i in range(1, LINES + 1)]
+        owners = Counter(cluster.owner(keys.meta(run_id)) for run_id in run_ids)
+        per_run: dict[str, Counter[str]] = {}
+        admin = cluster.client()
+        for run_id in run_ids:
+            # The run's keys are on the node that owns its partition's slot.
+            node = cluster.node(cluster.owner(keys.meta(run_id)))
+            assert node.hget(keys.meta(run_id), "status") == "succeeded", run_id
+            events = node.xrange(keys.events(run_id))
+            per_run[run_id] = Counter(json.loads(fields["e"])["type"] for _, fields in events)
+            # Each line ran once: no second attempt of any line.
+            assert not admin.exists(keys.meta(f"spread.{run_id.split('.')[1]}.2"))
+    finally:
+        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
+    # Runs landed on all three primaries.
+    assert set(owners) == set(cluster.ports), owners
+    # The engine's once: one result per call, one finish per run, whatever was re-run.
+    assert {c["tool-result"] for c in per_run.values()} == {1}, per_run
+    assert {c["finish"] for c in per_run.values()} == {1}

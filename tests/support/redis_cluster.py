@@ -1,0 +1,105 @@
+"""A local Redis Cluster for tests: three primaries (`redis-server --cluster-enabled yes`
+on free ports, in temp dirs) joined by `redis-cli --cluster create`, no replicas."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import redis
+import redis.cluster
+
+from tests.support.infra import free_port, listening, missing
+from tests.support.waiting import eventually
+
+
+class LocalCluster:
+    def __init__(self, primaries: int = 3) -> None:
+        server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+        if server is None or cli is None:
+            missing(
+                "redis-server and redis-cli",
+                "install them with `apt-get install -y redis-server` (.ci/run does)",
+            )
+        assert server is not None and cli is not None
+        self.dir = Path(tempfile.mkdtemp(prefix="agentq-cluster-"))
+        self.ports = [free_port() for _ in range(primaries)]
+        self.procs: list[subprocess.Popen[bytes]] = []
+        try:
+            for port in self.ports:
+                node_dir = self.dir / str(port)
+                node_dir.mkdir()
+                self.procs.append(
+                    subprocess.Popen(
+                        [
+                            *(server, "--port", str(port), "--bind", "127.0.0.1"),
+                            *("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
+                            # The bus port (port + 10000 by default) may be taken or > 65535.
+                            *("--cluster-port", str(free_port())),
+                            *("--save", "", "--appendonly", "no", "--dir", str(node_dir)),
+                        ],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
+            for port in self.ports:
+                eventually(lambda p=port: listening(p), f"redis-server :{port}", 10, 0.02)
+            subprocess.run(
+                [
+                    *(cli, "--cluster", "create"),
+                    *(f"127.0.0.1:{port}" for port in self.ports),
+                    *("--cluster-replicas", "0", "--cluster-yes"),
+                ],
+                check=True,
+                capture_output=True,
+                timeout=60,
+            )
+            for port in self.ports:
+                eventually(
+                    lambda p=port: "cluster_state:ok" in self.node(p).execute_command(
+                        "CLUSTER", "INFO"
+                    ),
+                    f"cluster_state:ok on :{port}",
+                    30,
+                    0.05,
+                )
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{port}" for port in self.ports)
+
+    def node(self, port: int) -> redis.Redis:
+        """A plain client of one node (it answers for its own slots only)."""
+        return redis.Redis(port=port, decode_responses=True)
+
+    def client(self) -> redis.cluster.RedisCluster:
+        """A cluster-aware client (routes each key to its node)."""
+        return redis.cluster.RedisCluster(
+            host="127.0.0.1", port=self.ports[0], decode_responses=True
+        )
+
+    def owner(self, key: str) -> int:
+        """The port of the primary that serves `key`'s slot."""
+        node = self.node(self.ports[0])
+        slot = int(node.execute_command("CLUSTER", "KEYSLOT", key))
+        for start, end, primary, *_ in node.execute_command("CLUSTER", "SLOTS"):
+            if start <= slot <= end:
+                return int(primary[1])
+        raise AssertionError(f"no node serves slot {slot}")
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self.procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
