@@ -6,7 +6,9 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import redis
 import redis.cluster
@@ -23,7 +25,8 @@ class LocalCluster:
                 "redis-server and redis-cli",
                 "install them with `apt-get install -y redis-server` (.ci/run does)",
             )
-        assert server is not None and cli is not None
+        assert server is not None
+        assert cli is not None
         self.dir = Path(tempfile.mkdtemp(prefix="agentq-cluster-"))
         self.ports = [free_port() for _ in range(primaries)]
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -45,7 +48,7 @@ class LocalCluster:
                     )
                 )
             for port in self.ports:
-                eventually(lambda p=port: listening(p), f"redis-server :{port}", 10, 0.02)
+                eventually(partial(listening, port), f"redis-server :{port}", 10, 0.02)
             subprocess.run(
                 [
                     *(cli, "--cluster", "create"),
@@ -57,14 +60,7 @@ class LocalCluster:
                 timeout=60,
             )
             for port in self.ports:
-                eventually(
-                    lambda p=port: "cluster_state:ok" in self.node(p).execute_command(
-                        "CLUSTER", "INFO"
-                    ),
-                    f"cluster_state:ok on :{port}",
-                    30,
-                    0.05,
-                )
+                eventually(partial(self.ok, port), f"cluster_state:ok on :{port}", 30, 0.05)
         except BaseException:
             self.stop()
             raise
@@ -77,17 +73,23 @@ class LocalCluster:
         """A plain client of one node (it answers for its own slots only)."""
         return redis.Redis(port=port, decode_responses=True)
 
+    def ok(self, port: int) -> bool:
+        return "cluster_state:ok" in str(self._command(port, "CLUSTER", "INFO"))
+
+    def _command(self, port: int, *args: str) -> Any:
+        return self.node(port).execute_command(*args)  # type: ignore[no-untyped-call]
+
     def client(self) -> redis.cluster.RedisCluster:
         """A cluster-aware client (routes each key to its node)."""
-        return redis.cluster.RedisCluster(
+        client: redis.cluster.RedisCluster = redis.cluster.RedisCluster(
             host="127.0.0.1", port=self.ports[0], decode_responses=True
         )
+        return client
 
     def owner(self, key: str) -> int:
         """The port of the primary that serves `key`'s slot."""
-        node = self.node(self.ports[0])
-        slot = int(node.execute_command("CLUSTER", "KEYSLOT", key))
-        for start, end, primary, *_ in node.execute_command("CLUSTER", "SLOTS"):
+        slot = int(self._command(self.ports[0], "CLUSTER", "KEYSLOT", key))
+        for start, end, primary, *_ in self._command(self.ports[0], "CLUSTER", "SLOTS"):
             if start <= slot <= end:
                 return int(primary[1])
         raise AssertionError(f"no node serves slot {slot}")

@@ -84,7 +84,7 @@ def test_a_batch_on_a_three_primary_cluster_survives_a_killed_worker(
             # The run's keys are on the node that owns its partition's slot.
             node = cluster.node(cluster.owner(keys.meta(run_id)))
             assert node.hget(keys.meta(run_id), "status") == "succeeded", run_id
-            events = node.xrange(keys.events(run_id))
+            events: list[tuple[str, dict[str, str]]] = node.xrange(keys.events(run_id))  # type: ignore[assignment]
             per_run[run_id] = Counter(json.loads(fields["e"])["type"] for _, fields in events)
             # Each line ran once: no second attempt of any line.
             assert not admin.exists(keys.meta(f"spread.{run_id.split('.')[1]}.2"))
