@@ -12,7 +12,8 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agentq.orchestrator import listings
-from agentq.orchestrator.envelopes import MODEL_QUEUE, queue_key
+from agentq.orchestrator.envelopes import MODEL_QUEUE
+from agentq.orchestrator.queues import queue_stats
 
 
 async def status(redis: Redis) -> dict[str, Any]:
@@ -20,13 +21,9 @@ async def status(redis: Redis) -> dict[str, Any]:
     queues = {MODEL_QUEUE}
     for worker in workers:
         queues.update(worker.queues)
-    async with redis.pipeline(transaction=False) as pipe:
-        ordered = sorted(queues)
-        for queue in ordered:
-            pipe.zcard(queue_key(queue))
-        depths = await pipe.execute()
+    stats = await queue_stats(redis, sorted(queues))
     return {
         "workers": len(workers),
         "worker_ids": sorted(w.id for w in workers),
-        "queues": {q: int(d) for q, d in zip(ordered, depths, strict=True)},
+        "queues": {q: s.depth for q, s in stats.items()},
     }

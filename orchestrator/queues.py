@@ -4,7 +4,8 @@ A queue is arq's sorted set of job ids scored by the time each is due (ms). A cl
 job stays in the set until it ends, so `depth` counts jobs waiting, deferred and
 running: the work a pool has on hand, which is what scaling on queue depth wants
 (a pool scaled to zero sees its first job here). `ready` counts those due now and
-`oldest_age_s` says how long the oldest due job has been due.
+`oldest_age_s` says how long the oldest due job has been due. A queue is partitioned
+(`state/keys.py`): its figures are summed over its partitions.
 """
 
 from __future__ import annotations
@@ -16,9 +17,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from agentq.orchestrator.envelopes import queue_key
+from agentq.orchestrator.state import keys
 
-QUEUE_KEY_PREFIX = queue_key("")
+QUEUE_KEY_PREFIX = keys.QUEUE_PREFIX
 
 
 @dataclass(frozen=True)
@@ -32,24 +33,30 @@ class QueueStats:
 async def queue_stats(
     redis: Redis, queues: Iterable[str], now_s: float | None = None
 ) -> dict[str, QueueStats]:
-    """Stats of `queues`, read in one round trip (an unknown queue is empty)."""
+    """Stats of `queues`, read in one pipeline (an unknown queue is empty)."""
     names = list(queues)
+    parts = list(keys.partitions())
     now_ms = int((time.time() if now_s is None else now_s) * 1000)
     pipe = redis.pipeline(transaction=False)
     for name in names:
-        key = queue_key(name)
-        pipe.zcard(key)
-        pipe.zcount(key, "-inf", now_ms)
-        pipe.zrange(key, 0, 0, withscores=True)
+        for p in parts:
+            key = keys.queue(name, p)
+            pipe.zcard(key)
+            pipe.zcount(key, "-inf", now_ms)
+            pipe.zrange(key, 0, 0, withscores=True)
     replies = await pipe.execute()
     stats: dict[str, QueueStats] = {}
+    per_queue = 3 * len(parts)
     for i, name in enumerate(names):
-        depth, ready, oldest = replies[3 * i : 3 * i + 3]
-        first_due_ms = oldest[0][1] if oldest else now_ms
+        mine = replies[per_queue * i : per_queue * (i + 1)]
+        depth = sum(int(d) for d in mine[0::3])
+        ready = sum(int(r) for r in mine[1::3])
+        firsts = [oldest[0][1] for oldest in mine[2::3] if oldest]
+        first_due_ms = min(firsts) if firsts else now_ms
         stats[name] = QueueStats(
             queue=name,
-            depth=int(depth),
-            ready=int(ready),
+            depth=depth,
+            ready=ready,
             oldest_age_s=max(0.0, (now_ms - first_due_ms) / 1000) if ready else 0.0,
         )
     return stats
@@ -58,7 +65,7 @@ async def queue_stats(
 async def known_queues(redis: Redis) -> list[str]:
     """Every queue that holds a job now (an empty queue's key does not exist)."""
     names = {
-        (key.decode() if isinstance(key, bytes) else str(key)).removeprefix(QUEUE_KEY_PREFIX)
+        keys.queue_name(key.decode() if isinstance(key, bytes) else str(key))
         async for key in redis.scan_iter(match=QUEUE_KEY_PREFIX + "*", count=1000)
     }
     return sorted(names)

@@ -65,7 +65,7 @@ from agentq.orchestrator import genai_content
 from agentq.orchestrator.child_runs import ParentLink, call_span_id, run_trace_id
 from agentq.orchestrator.state.inputs import TransitionInput
 from agentq.orchestrator.state.jobs import QueuedJob
-from agentq.orchestrator.state.keys import QUEUE_PREFIX
+from agentq.orchestrator.state.keys import queue_name
 
 if TYPE_CHECKING:
     from agentq.orchestrator.envelopes import JobEnvelope
@@ -468,7 +468,7 @@ class Hops:
         return args.model_copy(update=update) if update else args
 
     def _stamped(self, job: QueuedJob, parent: otel_context.Context | None) -> QueuedJob:
-        queue = job.queue_key.removeprefix(QUEUE_PREFIX)
+        queue = queue_name(job.queue_key)
         send = tracer().start_span(
             f"send {queue}",
             context=parent,

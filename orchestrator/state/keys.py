@@ -202,6 +202,15 @@ def context_summary(run_id: str) -> str:
     return meta(run_id) + SUMMARY_SUFFIX
 
 
+RATE_LIMIT_PREFIX = "agentq:ratelimit:"
+
+
+def rate_limit(provider: str, model: str, key_hash: str) -> str:
+    """What a quota's keys (`:log`, `:spent`, `:backoff`...) start with: one hash tag for
+    all of them, so the limiter's scripts touch one slot."""
+    return f"{RATE_LIMIT_PREFIX}{TAG_OPEN}{provider}:{model}:{key_hash}{TAG_CLOSE}"
+
+
 LEASE_DEADLINE_PREFIX = "aq:lease-deadline:"
 
 

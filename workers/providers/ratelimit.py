@@ -31,6 +31,7 @@ import httpx
 
 from agentq.orchestrator.endpoints import Endpoint
 from agentq.orchestrator.errors import ProviderError
+from agentq.orchestrator.state import keys
 from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse, Provider
 
 log = logging.getLogger(__name__)
@@ -140,7 +141,7 @@ class LimitKey:
 
     @property
     def prefix(self) -> str:
-        return f"agentq:ratelimit:{self.provider}:{self.model}:{self.key_hash}"
+        return keys.rate_limit(self.provider, self.model, self.key_hash)
 
 
 def limit_key(endpoint: Endpoint, env: Mapping[str, str]) -> LimitKey:
