@@ -12,7 +12,7 @@ from typing import Any
 from agentq.orchestrator.batch_admission import BatchJobEnvelope, kick_job, run_admission
 from agentq.orchestrator.batches import BatchInfo
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.envelopes import MODEL_QUEUE, queue_key
+from agentq.orchestrator.envelopes import MODEL_QUEUE
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import keys
@@ -46,7 +46,7 @@ async def admitted_by_a_dropped_kick(client: Client, batch_id: str, n: int) -> s
     await client.submit_batch(rows(n), template=TEMPLATE, batch_id=batch_id, concurrency=1)
     job_id = keys.batch_kick_job_id("default", batch_id, "seal")
     await client.redis.delete(keys.arq_job(job_id))
-    await client.redis.zrem(queue_key(MODEL_QUEUE), job_id)
+    await client.redis.zrem(keys.job_queue(MODEL_QUEUE, job_id), job_id)
     reply = await client.batches.store.settle(
         "default", BatchSettle(batch_id=batch_id, token=job_id)
     )

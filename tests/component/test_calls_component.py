@@ -129,7 +129,8 @@ async def test_a_cancelled_call_ends_with_an_error_result_and_aborts_its_job() -
         assert created
         await asyncio.wait_for(STARTED.wait(), TIMEOUT_S)
         result = await client.calls.cancel(call_id, "the caller gave up")
-        aborted = await client.redis.zscore(keys.ARQ_ABORT_SET, keys.call_job_id(call_id))
+        job_id = keys.call_job_id(call_id)
+        aborted = await client.redis.zscore(keys.abort_set_of(job_id), job_id)
         # The worker's job is aborted: nothing records a second result.
         again = await client.calls.result(call_id)
     assert result.is_error

@@ -43,7 +43,8 @@ async def create_child(store: RunStore) -> str:
 
 
 async def parent_jobs(store: RunStore, child_id: str) -> list[bytes]:
-    queued = await store.redis.zrange(keys.queue(MODEL_QUEUE), 0, -1)
+    job_id = keys.parent_job_id(child_id)
+    queued = await store.redis.zrange(keys.job_queue(MODEL_QUEUE, job_id), 0, -1)
     return [j for j in queued if j.decode() == keys.parent_job_id(child_id)]
 
 
@@ -70,5 +71,6 @@ async def test_a_top_run_enqueues_no_parent_job(store: RunStore) -> None:
     await store.create(args)
     await store.cancel("top-1", "stop")
     assert MetaField.PARENT not in await store.meta("top-1")
-    queued = await store.redis.zrange(keys.queue(MODEL_QUEUE), 0, -1)
+    job_id = keys.parent_job_id(child_id)
+    queued = await store.redis.zrange(keys.job_queue(MODEL_QUEUE, job_id), 0, -1)
     assert all(not j.decode().endswith(keys.PARENT_JOB_SUFFIX) for j in queued)
