@@ -59,8 +59,10 @@ def cluster_server() -> Iterator[str]:
         for port in ports:
             _until(lambda p=port: _answers(p), "a cluster node to start")
         subprocess.run(
-            [cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports)]
-            + ["--cluster-replicas", "0", "--cluster-yes"],
+            [
+                *(cli, "--cluster", "create", *(f"127.0.0.1:{p}" for p in ports)),
+                *("--cluster-replicas", "0", "--cluster-yes"),
+            ],
             check=True,
             capture_output=True,
             timeout=60,

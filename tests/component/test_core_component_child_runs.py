@@ -71,6 +71,5 @@ async def test_a_top_run_enqueues_no_parent_job(store: RunStore) -> None:
     await store.create(args)
     await store.cancel("top-1", "stop")
     assert MetaField.PARENT not in await store.meta("top-1")
-    job_id = keys.parent_job_id(child_id)
-    queued = await store.redis.zrange(keys.job_queue(MODEL_QUEUE, job_id), 0, -1)
+    queued = await store.redis.zrange(keys.queue(MODEL_QUEUE, keys.partition_of("top-1")), 0, -1)
     assert all(not j.decode().endswith(keys.PARENT_JOB_SUFFIX) for j in queued)
