@@ -30,7 +30,8 @@ raw arq, round trips and worker CPU per job, step latency at step 100 vs step 10
 1 KB outputs, bytes stored per tool-output byte, the embedded mode against the same
 in-process worker on a real Redis, cancel latency and recovery after SIGKILL (each in a
 process and on a Redis of its own: `python bench/hop_budget.py cancel|recovery`), and
-an idle worker's CPU. `--profile` runs the agentq worker
+an idle worker's CPU, and full runs on a local 3-primary Redis Cluster against one
+redis-server (`cluster_bench.py`). `--profile` runs the agentq worker
 under cProfile and prints where its CPU time goes.
 """
 
@@ -65,6 +66,7 @@ _REPO = Path(__file__).resolve().parent.parent
 if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
+import cluster_bench  # noqa: E402  (bench/, on the path when run as a script)
 import hop_budget  # noqa: E402  (bench/, on the path when run as a script)
 import redis  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
@@ -542,6 +544,16 @@ async def measure_budget(
     await hop_budget.embedded_vs_real(max(3, sizes.step_runs), budget)
     print("  embedded measured", flush=True)
     budget.idle_cpu_pct = await hop_budget.idle_cpu_pct(worker_pid)
+    try:
+        pairs = await asyncio.to_thread(
+            cluster_bench.measure, sizes.full_runs, sizes.throughput_pairs
+        )
+    except Exception as exc:  # no redis-cli, a cluster that would not form: no figure
+        print(f"  cluster: no figure ({type(exc).__name__}: {exc})", flush=True)
+        pairs = [(float("nan"), float("nan"))]
+    budget.single_node_jobs_per_s += [single for single, _ in pairs]
+    budget.cluster_jobs_per_s += [cluster for _, cluster in pairs]
+    print("  cluster measured", flush=True)
 
 
 async def measure(
