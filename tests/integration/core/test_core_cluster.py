@@ -31,8 +31,23 @@ TEMPLATE = scripted(
 @pytest.fixture
 def cluster() -> Iterator[LocalCluster]:
     local = LocalCluster(3)
-    yield local
-    local.stop()
+    try:
+        yield local
+    finally:
+        local.stop()
+        # A client on the cluster set this process's partition count (connect does).
+        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
+
+
+async def held_by(client: Client, pid: int) -> int:
+    """How many jobs the worker process `pid` holds now (its leases, all partitions)."""
+    held = 0
+    for p in keys.partitions():
+        for raw in await client.redis.smembers(keys.lease_holders(p)):  # type: ignore[misc]
+            worker_id = raw.decode() if isinstance(raw, bytes) else str(raw)
+            if f"-{pid}-" in worker_id:
+                held += int(await client.redis.hlen(keys.worker_jobs(worker_id, p)))  # type: ignore[misc]
+    return held
 
 
 @pytest.fixture
@@ -44,7 +59,8 @@ def fleet() -> Iterator[list[WorkerProcess]]:
 
 
 async def run_batch(url: str, victim: WorkerProcess) -> BatchInfo:
-    """Submit the batch, SIGKILL `victim` once a quarter of it succeeded, await its end."""
+    """Submit the batch, SIGKILL `victim` once a quarter of it succeeded and while it holds
+    jobs, await the batch's end: the victim's jobs can only end by being re-delivered."""
     lines = [{"custom_id": f"k{i}", "vars": {"n": str(i)}} for i in range(LINES)]
     async with Client(url) as client:
         await client.submit_batch(lines, template=TEMPLATE, batch_id="spread", concurrency=64)
@@ -54,6 +70,9 @@ async def run_batch(url: str, victim: WorkerProcess) -> BatchInfo:
             return info if info.counts.succeeded >= LINES // 4 else None
 
         await eventually_async(progressed, "a quarter of the batch", 60, interval_s=0.05)
+        await eventually_async(
+            lambda: held_by(client, victim.pid), "the victim to hold jobs", 30, interval_s=0.01
+        )
         victim.kill()
 
         async def ended() -> BatchInfo | None:
@@ -62,6 +81,7 @@ async def run_batch(url: str, victim: WorkerProcess) -> BatchInfo:
 
         info = await eventually_async(ended, "the batch to end", 90, interval_s=0.2)
         assert info is not None
+        assert await held_by(client, victim.pid) == 0  # reaped: nothing left held
         return info
 
 
@@ -74,22 +94,19 @@ def test_a_batch_on_a_three_primary_cluster_survives_a_killed_worker(
     assert fleet[0].proc.poll() is not None  # the victim is dead, the batch still ended
 
     assert (info.counts.succeeded, info.counts.failed, info.counts.running) == (LINES, 0, 0)
-    keys.use_partitions(keys.CLUSTER_PARTITIONS)  # what the processes used (the default)
-    try:
-        run_ids = [f"spread.{i}.1" for i in range(1, LINES + 1)]
-        owners = Counter(cluster.owner(keys.meta(run_id)) for run_id in run_ids)
-        per_run: dict[str, Counter[str]] = {}
-        admin = cluster.client()
-        for run_id in run_ids:
-            # The run's keys are on the node that owns its partition's slot.
-            node = cluster.node(cluster.owner(keys.meta(run_id)))
-            assert node.hget(keys.meta(run_id), "status") == "succeeded", run_id
-            events: list[tuple[str, dict[str, str]]] = node.xrange(keys.events(run_id))  # type: ignore[assignment]
-            per_run[run_id] = Counter(json.loads(fields["e"])["type"] for _, fields in events)
-            # Each line ran once: no second attempt of any line.
-            assert not admin.exists(keys.meta(f"spread.{run_id.split('.')[1]}.2"))
-    finally:
-        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
+    assert keys.partition_count() == keys.CLUSTER_PARTITIONS  # the default on a cluster
+    run_ids = [f"spread.{i}.1" for i in range(1, LINES + 1)]
+    owners = Counter(cluster.owner(keys.meta(run_id)) for run_id in run_ids)
+    per_run: dict[str, Counter[str]] = {}
+    admin = cluster.client()
+    for run_id in run_ids:
+        # The run's keys are on the node that owns its partition's slot.
+        node = cluster.node(cluster.owner(keys.meta(run_id)))
+        assert node.hget(keys.meta(run_id), "status") == "succeeded", run_id
+        events: list[tuple[str, dict[str, str]]] = node.xrange(keys.events(run_id))  # type: ignore[assignment]
+        per_run[run_id] = Counter(json.loads(fields["e"])["type"] for _, fields in events)
+        # Each line ran once: no second attempt of any line.
+        assert not admin.exists(keys.meta(f"spread.{run_id.split('.')[1]}.2"))
     # Runs landed on all three primaries.
     assert set(owners) == set(cluster.ports), owners
     # The engine's once: one result per call, one finish per run, whatever was re-run.
