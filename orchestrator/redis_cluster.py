@@ -115,6 +115,13 @@ class ClusterRedis(RedisCluster):
         node = self.nodes_manager.default_node or next(iter(seed.values()))
         return self.node_client(node).pubsub(**kwargs)
 
+    async def publish(self, channel: str, message: str | bytes) -> int:
+        """Classic PUBLISH, from one node (the cluster forwards it to every node)."""
+        node = self.nodes_manager.default_node or next(
+            iter(self.nodes_manager.startup_nodes.values())
+        )
+        return int(await self.node_client(node).publish(channel, message))
+
     async def aclose(self) -> None:
         clients, self._node_clients = list(self._node_clients.values()), {}
         await asyncio.gather(*(c.aclose() for c in clients), return_exceptions=True)
