@@ -296,11 +296,17 @@ class WakeableWorker(Worker):
             for p, job_ids in zip(due, reads, strict=True):
                 if not job_ids:
                     continue
+                if self.job_counter >= self.max_jobs:
+                    self._full.add(p)  # read again once a slot frees (rather than wait here)
+                    full = True
+                    continue
                 await self.start_jobs(job_ids)
                 if self._read_full:
                     self._full.add(p)
                 full = full or self._read_full
             self._read_full = full
+        elif due:
+            self._due.update(due)  # not read now (saturated or draining): still due
         if self.allow_abort_jobs:
             await self._cancel_aborted_jobs()
         for job_id, t in list(self.tasks.items()):
