@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from arq.constants import health_check_key_suffix
 from redis.asyncio import Redis
 
 from agentq.orchestrator.state import keys
@@ -63,12 +64,13 @@ async def queue_stats(
 
 
 async def known_queues(redis: Redis) -> list[str]:
-    """Every queue that holds a job now (an empty queue's key does not exist)."""
+    """Every queue that holds a job now (an empty queue's key does not exist); a worker's
+    arq health-check key beside a queue's is not a queue."""
     names = {
         keys.queue_name(key.decode() if isinstance(key, bytes) else str(key))
         async for key in redis.scan_iter(match=QUEUE_KEY_PREFIX + "*", count=1000)
     }
-    return sorted(names)
+    return sorted(name for name in names if not name.endswith(health_check_key_suffix))
 
 
 def queues_document(stats: dict[str, QueueStats]) -> dict[str, Any]:
