@@ -19,6 +19,7 @@ from arq.connections import ArqRedis
 from redis.asyncio.cluster import RedisCluster
 
 from agentq.orchestrator.envelopes import deserialize, serialize
+from agentq.orchestrator.errors import InfrastructureError
 from agentq.orchestrator.redis_cluster import cluster_client, is_cluster_url, sync_cluster_client
 from agentq.orchestrator.sentinel import is_sentinel_url, sentinel_pool
 from agentq.orchestrator.settings import Settings
@@ -84,6 +85,20 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
         job_serializer=serialize,
         job_deserializer=deserialize,
     )
+
+
+async def check_partitions(redis: Any) -> None:
+    """Record this process's partition count as the deployment's, or refuse to go on if
+    the deployment has another: its keys would miss every other process's."""
+    mine = keys.partition_count()
+    await redis.set(keys.PARTITIONS, mine, nx=True)
+    raw = await redis.get(keys.PARTITIONS)
+    theirs = int(raw) if raw is not None else mine
+    if theirs != mine:
+        raise InfrastructureError(
+            f"this deployment's Redis uses {theirs} partition(s) (AGENTQ_PARTITIONS) and this "
+            f"process {mine}: set AGENTQ_PARTITIONS={theirs} (the count is fixed per deployment)"
+        )
 
 
 def connect_sync(url: str, **options: Any) -> Any:

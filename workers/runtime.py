@@ -58,6 +58,7 @@ from agentq.orchestrator.envelopes import (
 from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecError
 from agentq.orchestrator.redis_conn import (
     MAX_BLOCK_S,
+    check_partitions,
     connect,
     connect_sync,
     is_cluster,
@@ -510,6 +511,12 @@ class WorkerRuntime:
 
     async def start(self) -> None:
         self.redis = connect(self.redis_url, self.settings)
+        try:
+            await check_partitions(self.redis)
+        except BaseException:
+            await self.redis.aclose()
+            self.redis = None
+            raise
         store = RunStore(self.redis, retention_s=self.settings.retention_s)
         http = self._http or httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
         self._http = http

@@ -87,6 +87,10 @@ MAX_PARTITIONS = 1024
 _partitions = SINGLE_NODE_PARTITIONS
 
 
+# string: the deployment's partition count, recorded by its first worker
+PARTITIONS = "aq:partitions"
+
+
 def use_partitions(count: int) -> None:
     """Set the deployment's partition count for this process (`redis_conn.connect` does,
     from the settings): every process of a deployment must use the same."""

@@ -4,11 +4,14 @@ the partitions' queues, workers serve them all, a cancel reaches its partition's
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import AsyncIterator
 
 import pytest
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.errors import InfrastructureError
+from agentq.orchestrator.redis_conn import forget_memory_server
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.state import keys
 from agentq.workers.embedded import embedded
@@ -65,3 +68,16 @@ async def test_a_cancel_aborts_a_running_job_through_its_partitions_abort_set(
 
 async def _gone(client: Client, key: str) -> bool:
     return not await client.redis.exists(key)
+
+
+async def test_a_worker_with_another_partition_count_refuses_to_start() -> None:
+    url = f"memory://partitions-{uuid.uuid4().hex}"
+    try:
+        async with embedded(redis_url=url, settings=Settings(partitions=2)):
+            pass  # the first worker records the deployment's count
+        with pytest.raises(InfrastructureError, match="AGENTQ_PARTITIONS=2"):
+            async with embedded(redis_url=url, settings=Settings(partitions=3)):
+                pass
+    finally:
+        forget_memory_server(url)
+        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
