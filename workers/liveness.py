@@ -32,7 +32,6 @@ log = logging.getLogger("agentq.worker")
 # reports Redis trouble here: an outage is one log line, and one when it ends.
 OUTAGE = Outage("agentq worker", log)
 
-WORKERS = "aq:lease:holders"  # set: ids of the workers that may hold jobs
 REAPER = "aq:reaper"  # hash: when reapers last passed, and since when without a gap
 
 
