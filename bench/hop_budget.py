@@ -65,10 +65,16 @@ async def sleepy() -> str:
 
 @tool
 async def hang_once() -> str:
-    """Report each start; the first delivery hangs (its worker is killed), later ones end."""
+    """Report each start; the first delivery hangs (its worker is killed), later ones end.
+
+    Which delivery is first and the start's report are one transaction: the worker is
+    killed as soon as the report lands, and a kill between the two would make the
+    re-delivery the "first" one, hanging until the call's timeout."""
     client = redis.Redis.from_url(os.environ[URL_ENV])
-    client.lpush(STARTED, f"{os.getpid()} {time.time()!r}")
-    first = bool(client.set(FIRST, "1", nx=True))
+    with client.pipeline(transaction=True) as pipe:
+        pipe.set(FIRST, "1", nx=True)
+        pipe.lpush(STARTED, f"{os.getpid()} {time.time()!r}")
+        first = bool(pipe.execute()[0])
     client.close()
     if first:
         await asyncio.sleep(120)
@@ -295,6 +301,7 @@ async def recovery(ctx: SpawnContext) -> float:
 async def _recovery(ctx: SpawnContext, client: Client, url: str) -> float:
     raw = aioredis.Redis.from_url(url)
     procs: list[tuple[SpawnProcess, MpEvent]] = []
+    pid = 0  # the worker killed mid-call
     try:
         await raw.delete(STARTED, FIRST)
         for _ in range(2):
@@ -314,12 +321,15 @@ async def _recovery(ctx: SpawnContext, client: Client, url: str) -> float:
         again = await cast(Awaitable[list[bytes] | None], raw.blpop([STARTED], 60))
         if again is None:
             raise RuntimeError("the killed call did not run again within 60 s")
-        # The run itself is not awaited: cancelled, so no job outlives this measure.
-        await client.cancel(run_id)
+        # The run must end too: a re-delivered call that never joins would be a lost run.
+        await wait_all(client, [run_id], timeout_s=60)
         return float(again[1].split()[1]) - killed
     finally:
-        for _proc, stop in procs:
-            stop.set()
+        for proc, stop in procs:
+            # Never set the killed worker's event: it died waiting on it, and a
+            # multiprocessing Event's set() then waits forever for that waiter to wake.
+            if proc.pid != pid:
+                stop.set()
         for proc, _ in procs:
             proc.join(timeout=15)
             if proc.is_alive():
