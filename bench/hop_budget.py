@@ -26,6 +26,7 @@ from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.events import Event
 from agentq.orchestrator.redis_conn import forget_memory_server
 from agentq.orchestrator.result import TERMINAL_STATUSES
+from agentq.orchestrator.settings import Settings
 from agentq.workers import tool
 from agentq.workers.executors.function import FunctionExecutor
 from agentq.workers.runtime import WorkerRuntime
@@ -81,7 +82,15 @@ async def hang_once() -> str:
     return "ok"
 
 
+@tool
+async def doze() -> str:
+    """Sleep for a minute (a call in flight while the lease upkeep is measured)."""
+    await asyncio.sleep(60)
+    return "ok"
+
+
 BENCH_TOOLS = [kilobyte, tiny, sleepy]
+UPKEEP_JOBS = 1000
 
 
 def cpu_s(pid: int) -> float:
@@ -337,6 +346,84 @@ async def _recovery(ctx: SpawnContext, client: Client, url: str) -> float:
         await raw.aclose()
 
 
+def thread_cpu_s(pid: int, name: str) -> float:
+    """CPU time so far of a process's threads of the given name (Linux /proc)."""
+    total = 0.0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                if f.read().strip() != name[:15]:
+                    continue
+            with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except FileNotFoundError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
+
+
+async def _upkeep_worker_main(url: str, ready: MpEvent, stop: MpEvent) -> None:
+    runtime = WorkerRuntime(
+        url,
+        executors=[FunctionExecutor([doze])],
+        queues=[RECOVER_QUEUE],
+        tool_queue=RECOVER_QUEUE,
+        settings=Settings(concurrency=UPKEEP_JOBS),
+    )
+    await runtime.start()
+    ready.set()
+    await asyncio.to_thread(stop.wait)
+    await runtime.stop()
+
+
+def _upkeep_worker_child(url: str, ready: MpEvent, stop: MpEvent) -> None:
+    asyncio.run(_upkeep_worker_main(url, ready, stop))
+
+
+async def upkeep(ctx: SpawnContext, seconds: float = 10.0) -> tuple[float, float, float]:
+    """A worker process holding 1,000 sleeping calls: its whole CPU (% of a core), its
+    lease renewer thread's, and the same process's CPU with nothing in flight (measured
+    first). The lease's upkeep is the renewer plus the reaper (on the event loop):
+    at most the in-flight figure, which also holds arq's per-poll bookkeeping."""
+    from core_bench import redis_server
+
+    with redis_server() as url:
+        ready, stop = ctx.Event(), ctx.Event()
+        proc = ctx.Process(target=_upkeep_worker_child, args=(url, ready, stop), daemon=True)
+        proc.start()
+        pid = proc.pid
+        assert pid is not None
+        runtime = WorkerRuntime(url, executors=[FunctionExecutor([])], queues=[MODEL_QUEUE])
+        await runtime.start()
+        raw = aioredis.Redis.from_url(url)
+        try:
+            if not await asyncio.to_thread(ready.wait, 30):
+                raise RuntimeError("the upkeep worker did not start")
+            await asyncio.sleep(1.0)  # past its start-up
+            idle = await idle_cpu_pct(pid, seconds)
+            async with Client(url) as client:
+                spec = one_tool_spec("doze", 1)
+                await asyncio.gather(*(client.submit(spec) for _ in range(UPKEEP_JOBS)))
+            in_flight = raw.scan_iter(match="arq:in-progress:*", count=1000)
+            deadline = time.monotonic() + 60
+            while len([k async for k in in_flight]) < UPKEEP_JOBS:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the calls did not all start")
+                await asyncio.sleep(0.2)
+                in_flight = raw.scan_iter(match="arq:in-progress:*", count=1000)
+            await asyncio.sleep(1.0)  # past the claims
+            cpu0, lease0 = cpu_s(pid), thread_cpu_s(pid, "agentq-lease")
+            await asyncio.sleep(seconds)
+            busy = (cpu_s(pid) - cpu0) / seconds * 100
+            lease = (thread_cpu_s(pid, "agentq-lease") - lease0) / seconds * 100
+            return busy, lease, idle
+        finally:
+            await runtime.stop()
+            proc.kill()  # 1,000 calls: not worth releasing one by one
+            proc.join(15)
+            await raw.aclose()
+
+
 async def idle_cpu_pct(pid: int, seconds: float = 3.0) -> float:
     before = cpu_s(pid)
     await asyncio.sleep(seconds)
@@ -496,6 +583,9 @@ def _main(what: str) -> None:
 
     if what == "recovery":
         print(asyncio.run(recovery(mp.get_context("spawn"))))
+        return
+    if what == "upkeep":
+        print(" ".join(repr(v) for v in asyncio.run(upkeep(mp.get_context("spawn")))))
         return
     with redis_server() as url:
         os.environ[URL_ENV] = url
