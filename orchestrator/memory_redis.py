@@ -70,6 +70,10 @@ class CompiledScripts:
         return getattr(self._runtime, name)
 
 
+# A script's command name as it wrote it -> fakeredis's method name and signature.
+_SCRIPT_COMMANDS: dict[bytes, tuple[str, Any]] = {}
+
+
 class _Commands(list[list[bytes]]):
     """Commands as their encoded arguments, what `MemoryConnection` sends instead of RESP."""
 
@@ -128,14 +132,22 @@ class MemorySocket(AsyncFakeSocket):
             super()._keyspace_notifications(command_items, event)
 
     def lua_call(self, runtime: Any, op: bytes, args: tuple[Any, ...]) -> Any:
-        """`redis.call` from a script: fakeredis's, less the globals check."""
-        cmd = decode_command_bytes(op)
-        if cmd in COMMANDS_WITH_SUB and args:
-            cmd += " " + decode_command_bytes(_convert_redis_arg(args[0]))
-            args = args[1:]
-        func, sig = self._name_to_func(cmd)
-        if func is None:
-            raise SimpleError(msgs.WRONG_ARGS_MSG7)
+        """`redis.call` from a script: fakeredis's, less the globals check, with each
+        command's name looked up once."""
+        known = _SCRIPT_COMMANDS.get(op)
+        if known is not None:
+            func, sig = getattr(self, known[0]), known[1]
+        else:
+            cmd = decode_command_bytes(op)
+            sub = cmd in COMMANDS_WITH_SUB
+            if sub and args:
+                cmd += " " + decode_command_bytes(_convert_redis_arg(args[0]))
+                args = args[1:]
+            func, sig = self._name_to_func(cmd)
+            if func is None:
+                raise SimpleError(msgs.WRONG_ARGS_MSG7)
+            if not sub:
+                _SCRIPT_COMMANDS[op] = (sig.func_name, sig)
         result = self._run_command(func, sig, [_convert_redis_arg(arg) for arg in args], True)
         return self._convert_redis_result(runtime, result)
 
