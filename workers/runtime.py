@@ -682,6 +682,7 @@ class WorkerRuntime:
                     await pubsub.subscribe(keys.RUN_ENDED)
                     outage.succeeded()
                     while True:
+                        raise_if_cancel_requested()  # a cancel a timed read swallowed
                         # A read bounded below the socket timeout: an idle channel is
                         # silence, not a dead Redis (`listen()` would time out and log
                         # an outage every socket timeout while no run ends).
