@@ -56,6 +56,9 @@ local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
 
 local ended = ARGV[10]
 if ended ~= '' then
+  -- A denied write first (a no-op: the worker is in the set): a full Redis refuses this
+  -- call before it ends anything, as it refused the transition pipelined before it.
+  redis.call('SADD', KEYS[5], me)
   local progress = progress_prefix .. ended
   local holder = redis.call('GET', progress)
   local record = redis.call('HGET', jobs, ended)

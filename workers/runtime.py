@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -39,6 +40,8 @@ from arq.jobs import SerializationError, deserialize_job_raw
 from arq.utils import ms_to_datetime, timestamp_ms
 from arq.worker import RetryJob, func
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from agentq.orchestrator import keys, listings
 from agentq.orchestrator.client import Client
@@ -55,6 +58,7 @@ from agentq.orchestrator.envelopes import (
 from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecError
 from agentq.orchestrator.redis_conn import MAX_BLOCK_S, connect, is_memory_url
 from agentq.orchestrator.redis_faults import is_transient, raise_if_cancel_requested
+from agentq.orchestrator.riders import RIDER
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.state.keys import job_prefix
 from agentq.orchestrator.step_prep import PREPARE_STEP_KIND
@@ -68,7 +72,14 @@ from agentq.orchestrator.tool_resolution import (
 )
 from agentq.workers import batch_jobs, handlers
 from agentq.workers.catalog import served_announcements
-from agentq.workers.claims import ARQ_RETRY_PREFIX, RETRY_KEEP_S, Claimed, Taker, lease_wake_key
+from agentq.workers.claims import (
+    ARQ_RETRY_PREFIX,
+    RETRY_KEEP_S,
+    Claimed,
+    Taker,
+    lease_wake_key,
+    parse_take,
+)
 from agentq.workers.executors.base import ToolExecutor, WorkerServices
 from agentq.workers.liveness import (
     OUTAGE,
@@ -149,11 +160,13 @@ class WakeableWorker(Worker):
         self._outage = OUTAGE
         self._not_served: dict[str, float] = {}
         self._next_abort_prune_ms = 0
+        self._context = contextvars.copy_context()
         self.ctx["not_served"] = self.not_served
 
     async def main(self) -> None:
         # arq's main, less its INFO call (the embedded Redis has none) and its polling.
         self.ctx["redis"] = self.pool
+        self._context = contextvars.copy_context()
         if self.on_startup:
             await self.on_startup(self.ctx)
         chores = asyncio.create_task(self._chores_forever())
@@ -220,7 +233,9 @@ class WakeableWorker(Worker):
         counted in `job_counter`."""
         for job in claimed:
             work = self._run(job) if run else self._end(job.job_id, "release", 0)
-            task = self.loop.create_task(work)
+            # The worker's own context: a job claimed in another job's round trip must
+            # not inherit that job's (its trace span, its rider).
+            task = self.loop.create_task(work, context=self._context.copy())
             self.tasks[job.job_id] = task
             task.add_done_callback(partial(self._ended, job.job_id))
 
@@ -264,8 +279,11 @@ class WakeableWorker(Worker):
 
     async def _run(self, job: Claimed) -> None:
         how, defer_ms, claim = "release", 0, False
+        end = _JobEnd(self, job.job_id)
         try:
-            how, defer_ms = await self._execute(job)
+            how, defer_ms = await self._execute(job, end)
+            if end.ended:  # in its last transition's round trip
+                return
             # A job cancelled by a stop or a lapsed lease hands its slot to nobody.
             claim = how == "done" or defer_ms > 0 or job.job_id in self._not_served
         except Exception as exc:
@@ -273,10 +291,11 @@ class WakeableWorker(Worker):
                 log.exception("job %s failed in the worker", job.job_id)
                 how = "done"
         finally:
-            # Shielded like arq's finish_job: a cancelled run still ends its job.
-            await asyncio.shield(self._end(job.job_id, how, defer_ms, claim=claim))
+            if not end.ended:
+                # Shielded like arq's finish_job: a cancelled run still ends its job.
+                await asyncio.shield(self._end(job.job_id, how, defer_ms, claim=claim))
 
-    async def _execute(self, job: Claimed) -> tuple[str, int]:
+    async def _execute(self, job: Claimed, end: _JobEnd) -> tuple[str, int]:
         """Run one claimed job (arq's run_job, less its fetch): how it ends ('done' or
         'release') and, for a release, how much later it is due again (ms)."""
         job_id = job.job_id
@@ -314,7 +333,12 @@ class WakeableWorker(Worker):
         timeout_s = self.job_timeout_s if function.timeout_s is None else function.timeout_s
         started_ms = timestamp_ms()
         how, defer_ms = "done", 0
-        task = self.loop.create_task(function.coroutine(ctx, *args, **kwargs))
+        end.scripts = _LAST_TRANSITIONS.get(function_name, frozenset())
+        rider = RIDER.set(end)  # the job's task copies it
+        try:
+            task = self.loop.create_task(function.coroutine(ctx, *args, **kwargs))
+        finally:
+            RIDER.reset(rider)
         self.job_tasks[job_id] = task
         try:
             async with asyncio.timeout(timeout_s):
@@ -380,6 +404,33 @@ class WakeableWorker(Worker):
             self._start(claimed, run=self.allow_pick_jobs)
             return
 
+    async def _ride(
+        self, end: _JobEnd, script: AsyncScript, keys: list[str], args: list[Any]
+    ) -> Any:
+        """Send a job's last transition and, pipelined behind it, the TAKE that ends the
+        job and claims what its slot (and any other free one) can take."""
+        n = self.max_jobs - self.job_counter + 1 if self.allow_pick_jobs else 0
+        self.job_counter += n
+        claimed: list[Claimed] = []
+        try:
+            take = self.taker.args(n, end.job_id, "done", 0, self._skipping())
+            async with self.pool.pipeline(transaction=False) as pipe:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+                pipe.evalsha(self.taker.sha, len(self.taker.keys), *self.taker.keys, *take)
+                raw, took = await pipe.execute(raise_on_error=False)
+            if not isinstance(took, BaseException):
+                end.ended = True
+                _, claimed = parse_take(took)
+        finally:
+            self.job_counter -= n - len(claimed)
+        self._start(claimed)
+        if isinstance(raw, NoScriptError):
+            # Redis lost its scripts (a restart): the transition, alone, loads it.
+            return await script(keys=keys, args=args)
+        if isinstance(raw, BaseException):
+            raise raw
+        return raw
+
     async def _cancel_aborted_jobs(self) -> None:
         """Cancel running jobs whose run was cancelled: look up only the jobs running
         here (arq reads the whole abort set on every poll), and prune old markers."""
@@ -406,6 +457,32 @@ class WakeableWorker(Worker):
         for task in running:
             task.cancel()
         return len(running)
+
+
+# A job kind's last run transition: the job's end rides in its round trip.
+_LAST_TRANSITIONS = {
+    "model_step": frozenset({"commit_step"}),
+    "tool_call": frozenset({"record_result"}),
+}
+
+
+class _JobEnd:
+    """Ends a job in the round trip of its last run transition (orchestrator/riders.py),
+    once. `ended` says whether it did (if not, the worker ends the job on its own)."""
+
+    def __init__(self, worker: WakeableWorker, job_id: str) -> None:
+        self.worker = worker
+        self.job_id = job_id
+        self.scripts: frozenset[str] = frozenset()
+        self.ended = False
+        self._used = False
+
+    def rides_on(self, script: str) -> bool:
+        return not self._used and script in self.scripts
+
+    async def ride(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        self._used = True
+        return await self.worker._ride(self, script, keys, args)
 
 
 class ToolSetConflict(SpecError):
