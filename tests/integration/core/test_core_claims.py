@@ -11,16 +11,25 @@ from typing import Any, cast
 
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
+from agentq.orchestrator import Client
 from agentq.orchestrator.envelopes import (
     ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,
     ARQ_JOB_PREFIX,
+    MODEL_QUEUE,
+    TOOLS_QUEUE,
     JobEnvelope,
+    queue_key,
     queued_job,
 )
 from agentq.workers.claims import ARQ_RETRY_PREFIX, Claimed, Taker, lease_wake_key
+from agentq.workers.executors.function import FunctionExecutor
 from agentq.workers.liveness import REAP, REAPER, WORKERS, jobs_key, liveness_key
+from agentq.workers.runtime import WorkerRuntime
+from tests.support.sample_tools import add
+from tests.support.specs import scripted
 
 QUEUE = "claims-test"
 BACKSTOP_MS = 60_000
@@ -235,3 +244,43 @@ async def test_a_claim_behind_a_wake_up_token_sees_jobs_enqueued_while_it_waited
 
     assert set(ids(claimed)) <= set(jobs)
     assert claimed
+
+
+async def test_a_full_redis_refuses_a_jobs_end_before_it_ends_anything(
+    redis: Redis, redis_url: str
+) -> None:
+    """The end of a job rides behind its last transition: when a full Redis refused the
+    transition, the end must not happen either (the job stays held, to be released)."""
+    (job,) = await enqueue(redis, 1)
+    taker = await worker(redis, "w1")
+    await taker.take(taker.args(1))
+    await redis.config_set("maxmemory", 1)  # full: no write that may grow it is taken
+    try:
+        with pytest.raises(ResponseError, match="OOM|maxmemory"):
+            await taker.take(taker.args(1, job, "done"))
+    finally:
+        await redis.config_set("maxmemory", 0)
+    assert await redis.get(ARQ_IN_PROGRESS_PREFIX + job) == b"w1"
+    assert await redis.exists(ARQ_JOB_PREFIX + job)
+
+
+async def test_a_finished_run_leaves_no_job_bookkeeping_behind(
+    redis: Redis, redis_url: str
+) -> None:
+    """Every job of a run ends in its last transition's round trip (or on its own):
+    nothing of arq's stays, nothing stays held, and nothing waits in a queue."""
+    runtime = WorkerRuntime(redis_url, executors=[FunctionExecutor([add])])
+    await runtime.start()
+    try:
+        calls = [{"name": "add", "input": {"a": i, "b": 1}} for i in range(3)]
+        spec = scripted({"tool_calls": calls}, {"text": "done"}, tools=["add"])
+        async with Client(redis_url) as client:
+            result = await client.wait(await client.submit(spec), timeout_s=60)
+        assert result.status == "succeeded", result.error
+        for pattern in ("arq:job:*", "arq:in-progress:*", "arq:retry:*"):
+            assert await redis.keys(pattern) == [], pattern
+        for queue in (MODEL_QUEUE, TOOLS_QUEUE):
+            assert await redis.zcard(queue_key(queue)) == 0
+        assert await redis.hlen(jobs_key(runtime.worker_id)) == 0  # type: ignore[misc]
+    finally:
+        await runtime.stop()
