@@ -105,7 +105,7 @@ def _worker(url: str, ready: MpEvent, reset: MpEvent, dump: MpEvent, out: str) -
         await asyncio.to_thread(reset.wait)
         counts.clear()
         await asyncio.to_thread(dump.wait)
-        Path(out).write_text(json.dumps(counts))
+        await asyncio.to_thread(Path(out).write_text, json.dumps(counts))
         await runtime.stop()
 
     asyncio.run(main())
@@ -124,9 +124,13 @@ async def _measure(url: str, runs: int, reset: MpEvent, dump: MpEvent, out: str)
         await hop_budget.wait_all(client, list(run_ids))
         dump.set()
         for _ in range(200):
-            if os.path.exists(out) and os.path.getsize(out):
+            if await asyncio.to_thread(_written, out):
                 return
             await asyncio.sleep(0.05)
+
+
+def _written(path: str) -> bool:
+    return os.path.exists(path) and os.path.getsize(path) > 0
 
 
 def main(argv: list[str]) -> int:

@@ -155,8 +155,9 @@ class RemoteLeases:
             await self.redis.blpop([wake_key(queue)], timeout=wait)  # type: ignore[misc]
 
     async def _free(self, queue: str) -> list[str]:
-        """Jobs due on `queue` that nobody holds (a claimed job stays in the queue until
-        it ends, so held ones are skipped in one round trip rather than claimed in vain)."""
+        """Jobs due on `queue` that nobody holds (a claimed job leaves the ready range;
+        one held but still in it, as older workers left them, is skipped here in one
+        round trip rather than claimed in vain)."""
         due = [
             raw.decode() if isinstance(raw, bytes) else str(raw)
             for raw in await self.redis.zrangebyscore(

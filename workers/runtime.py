@@ -1,10 +1,14 @@
 """A worker process: one arq worker per queue, woken by Redis instead of polling.
 
 arq polls its queue every `poll_delay` (0.5 s by default), which would put half
-a second into every hop. Here each enqueue also pushes a token onto the
-queue's wake-up list; a worker with spare capacity waits on that list with
-BLPOP and polls as soon as a token arrives. The poll interval remains only as
-a fallback (deferred retries, lost tokens), so an idle worker sleeps.
+a second into every hop, and spends several round trips per job on its own
+bookkeeping. Here each enqueue also pushes a token onto the queue's wake-up list;
+a worker with free slots waits on that list with BLPOP and, in the same round trip,
+claims up to its free slots with one Lua call (`claims.TAKE`), whose reply carries
+each job's payload and delivery count. A job's end rides in the round trip of its
+last run transition, with the claim of the next jobs. The wait times out after
+`idle_poll_s` as the fallback poll (deferred jobs falling due), so an idle worker
+sleeps.
 
 Jobs are leased to the worker process (see `liveness`): a claimed job's
 in-progress key names the worker, and a job ends in one of two ways. Done

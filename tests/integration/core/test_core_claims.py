@@ -256,7 +256,7 @@ async def test_a_full_redis_refuses_a_jobs_end_before_it_ends_anything(
     await taker.take(taker.args(1))
     await redis.config_set("maxmemory", 1)  # full: no write that may grow it is taken
     try:
-        with pytest.raises(ResponseError, match="OOM|maxmemory"):
+        with pytest.raises(ResponseError, match=r"OOM|maxmemory"):
             await taker.take(taker.args(1, job, "done"))
     finally:
         await redis.config_set("maxmemory", 0)
