@@ -1,23 +1,27 @@
 """The worker's Redis round trips per job, by command: what issue 17's "round trips per
 job" row is made of.
 
-    python bench/trips_by_command.py [RUNS]
+    python bench/trips_by_command.py [RUNS] [--profile]
 
 Starts its own redis-server and one agentq worker process (as `core_bench.py` does),
 submits RUNS full runs (2 model steps + 2 parallel no-op calls, 4 jobs each) at once
 after a warm-up, and prints the round trips the worker sent per job, by command: a
 command sent alone is named by itself (EVALSHA by its script's name), a pipeline by
-the commands in it.
+the commands in it. `--profile` also cProfiles the worker during those runs only and
+prints where its CPU goes (by own time, and by cumulative time).
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import cProfile
 import hashlib
+import io
 import json
 import multiprocessing as mp
 import os
+import pstats
 import sys
 import tempfile
 from multiprocessing.synchronize import Event as MpEvent
@@ -90,9 +94,12 @@ def _tally(counts: dict[str, int], scripts: dict[str, str]) -> None:
     setattr(AbstractConnection, "send_packed_command", counted)  # noqa: B010
 
 
-def _worker(url: str, ready: MpEvent, reset: MpEvent, dump: MpEvent, out: str) -> None:
+def _worker(
+    url: str, ready: MpEvent, reset: MpEvent, dump: MpEvent, out: str, profile: bool
+) -> None:
     counts: dict[str, int] = collections.Counter()
     _tally(counts, _script_names())
+    profiler = cProfile.Profile()
 
     async def main() -> None:
         runtime = core_bench.WorkerRuntime(
@@ -104,7 +111,12 @@ def _worker(url: str, ready: MpEvent, reset: MpEvent, dump: MpEvent, out: str) -
         ready.set()
         await asyncio.to_thread(reset.wait)
         counts.clear()
+        if profile:
+            profiler.enable()
         await asyncio.to_thread(dump.wait)
+        if profile:
+            profiler.disable()
+            profiler.dump_stats(out + ".prof")
         await asyncio.to_thread(Path(out).write_text, json.dumps(counts))
         await runtime.stop()
 
@@ -134,12 +146,16 @@ def _written(path: str) -> bool:
 
 
 def main(argv: list[str]) -> int:
+    profile = "--profile" in argv
+    argv = [a for a in argv if a != "--profile"]
     runs = int(argv[0]) if argv else 250
     ctx = mp.get_context("spawn")
     out = os.path.join(tempfile.mkdtemp(prefix="agentq-trips-"), "counts.json")
     with core_bench.redis_server() as url:
         ready, reset, dump = ctx.Event(), ctx.Event(), ctx.Event()
-        proc = ctx.Process(target=_worker, args=(url, ready, reset, dump, out), daemon=True)
+        proc = ctx.Process(
+            target=_worker, args=(url, ready, reset, dump, out, profile), daemon=True
+        )
         proc.start()
         try:
             if not ready.wait(30):
@@ -156,6 +172,13 @@ def main(argv: list[str]) -> int:
     print(f"worker round trips per job: {total / jobs:.2f}")
     for label, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"  {n / jobs:6.2f}  {label}")
+    if profile:
+        for order in ("tottime", "cumulative"):
+            text = io.StringIO()
+            stats = pstats.Stats(out + ".prof", stream=text)
+            stats.sort_stats(order).print_stats(25)
+            print(f"\nworker profile during the runs, by {order}:")
+            print(text.getvalue())
     return 0
 
 
