@@ -42,8 +42,9 @@ RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
 # ARGV: (unused: the claim reads Redis's own clock), worker id, how many to claim,
 #       in-progress backstop ms, in-progress prefix, job prefix, retry prefix, retry
 #       keep s, lease record prefix, ended job id ('' for none), 'done' | 'release',
-#       defer ms (a release due that much later),
-#       then the ids of jobs this worker leaves to others (it lacks their tool).
+#       defer ms (a release due that much later), '1' when the call rides behind the
+#       job's last transition (see below), then the ids of jobs this worker leaves to
+#       others (it lacks their tool).
 # Reply: {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
 #        jobs were left behind for want of slots.
 TAKE = """
@@ -56,9 +57,12 @@ local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
 
 local ended = ARGV[10]
 if ended ~= '' then
-  -- A denied write first (a no-op: the worker is in the set): a full Redis refuses this
-  -- call before it ends anything, as it refused the transition pipelined before it.
-  redis.call('SADD', KEYS[5], me)
+  if ARGV[13] == '1' then
+    -- Behind the job's last transition: a denied write first (a no-op, the worker is in
+    -- the set), so that a full Redis, which refused the transition, refuses this too
+    -- before it ends anything.
+    redis.call('SADD', KEYS[5], me)
+  end
   local progress = progress_prefix .. ended
   local holder = redis.call('GET', progress)
   local record = redis.call('HGET', jobs, ended)
@@ -92,7 +96,7 @@ end
 local out = {0}
 if n <= 0 or redis.call('EXISTS', KEYS[3]) == 0 then return out end
 local skip, skipping = {}, 0
-for i = 13, #ARGV do
+for i = 14, #ARGV do
   skip[ARGV[i]] = true
   skipping = skipping + 1
 end
@@ -235,6 +239,8 @@ class Taker:
         how: str = "done",
         defer_ms: int = 0,
         skipped: Iterable[str] = (),
+        *,
+        riding: bool = False,
     ) -> list[Any]:
         return [
             "",
@@ -249,6 +255,7 @@ class Taker:
             ended,
             how,
             defer_ms,
+            "1" if riding else "",
             *skipped,
         ]
 

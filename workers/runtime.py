@@ -417,7 +417,7 @@ class WakeableWorker(Worker):
         self.job_counter += n
         claimed: list[Claimed] = []
         try:
-            take = self.taker.args(n, end.job_id, "done", 0, self._skipping())
+            take = self.taker.args(n, end.job_id, "done", 0, self._skipping(), riding=True)
             async with self.pool.pipeline(transaction=False) as pipe:
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
                 pipe.evalsha(self.taker.sha, len(self.taker.keys), *self.taker.keys, *take)

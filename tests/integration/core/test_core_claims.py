@@ -257,11 +257,14 @@ async def test_a_full_redis_refuses_a_jobs_end_before_it_ends_anything(
     await redis.config_set("maxmemory", 1)  # full: no write that may grow it is taken
     try:
         with pytest.raises(ResponseError, match=r"OOM|maxmemory"):
-            await taker.take(taker.args(1, job, "done"))
+            await taker.take(taker.args(1, job, "done", riding=True))
+        await taker.take(taker.args(0, job, "release"))  # a release frees memory, as before
     finally:
         await redis.config_set("maxmemory", 0)
-    assert await redis.get(ARQ_IN_PROGRESS_PREFIX + job) == b"w1"
     assert await redis.exists(ARQ_JOB_PREFIX + job)
+    _, (again,) = await taker.take(taker.args(1))
+    assert again.job_id == job
+    assert again.deliveries == 1  # released, not counted
 
 
 async def test_a_finished_run_leaves_no_job_bookkeeping_behind(
