@@ -263,8 +263,9 @@ class WakeableWorker(Worker):
                     await self._cancel_aborted_jobs()
                 await self.heart_beat()
             except Exception as exc:
-                if not is_transient(exc):
-                    raise
+                if not is_transient(exc):  # the next round looks again
+                    log.exception("worker %s: checking for cancelled jobs", self.worker_id)
+                    continue
                 await asyncio.sleep(self._outage.failed(exc))
 
     def not_served(self, job_id: str) -> None:
