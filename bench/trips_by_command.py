@@ -1,14 +1,15 @@
 """The worker's Redis round trips per job, by command: what issue 17's "round trips per
 job" row is made of.
 
-    python bench/trips_by_command.py [RUNS] [--profile]
+    python bench/trips_by_command.py [RUNS] [--profile] [--workers N]
 
 Starts its own redis-server and one agentq worker process (as `core_bench.py` does),
 submits RUNS full runs (2 model steps + 2 parallel no-op calls, 4 jobs each) at once
 after a warm-up, and prints the round trips the worker sent per job, by command: a
 command sent alone is named by itself (EVALSHA by its script's name), a pipeline by
-the commands in it. `--profile` also cProfiles the worker during those runs only and
-prints where its CPU goes (by own time, and by cumulative time).
+the commands in it. `--workers N` runs N worker processes and sums their round trips
+(how claims behave when workers compete). `--profile` also cProfiles the (first) worker
+during those runs only and prints where its CPU goes (by own time, and cumulative).
 """
 
 from __future__ import annotations
@@ -123,7 +124,7 @@ def _worker(
     asyncio.run(main())
 
 
-async def _measure(url: str, runs: int, reset: MpEvent, dump: MpEvent, out: str) -> None:
+async def _measure(url: str, runs: int, reset: MpEvent, dump: MpEvent, outs: list[str]) -> None:
     async with Client(url) as client:
         warm = await asyncio.gather(*(client.submit(hop_budget.full_run_spec()) for _ in range(20)))
         await hop_budget.wait_all(client, list(warm))
@@ -136,7 +137,7 @@ async def _measure(url: str, runs: int, reset: MpEvent, dump: MpEvent, out: str)
         await hop_budget.wait_all(client, list(run_ids))
         dump.set()
         for _ in range(200):
-            if await asyncio.to_thread(_written, out):
+            if all([await asyncio.to_thread(_written, out) for out in outs]):
                 return
             await asyncio.sleep(0.05)
 
@@ -148,27 +149,44 @@ def _written(path: str) -> bool:
 def main(argv: list[str]) -> int:
     profile = "--profile" in argv
     argv = [a for a in argv if a != "--profile"]
+    workers = 1
+    if "--workers" in argv:
+        at = argv.index("--workers")
+        workers = int(argv[at + 1])
+        del argv[at : at + 2]
     runs = int(argv[0]) if argv else 250
     ctx = mp.get_context("spawn")
-    out = os.path.join(tempfile.mkdtemp(prefix="agentq-trips-"), "counts.json")
+    tmp = tempfile.mkdtemp(prefix="agentq-trips-")
+    outs = [os.path.join(tmp, f"counts-{i}.json") for i in range(workers)]
     with core_bench.redis_server() as url:
-        ready, reset, dump = ctx.Event(), ctx.Event(), ctx.Event()
-        proc = ctx.Process(
-            target=_worker, args=(url, ready, reset, dump, out, profile), daemon=True
-        )
-        proc.start()
-        try:
+        reset, dump = ctx.Event(), ctx.Event()
+        procs = []
+        for i, out in enumerate(outs):
+            ready = ctx.Event()
+            proc = ctx.Process(
+                target=_worker, args=(url, ready, reset, dump, out, profile and i == 0), daemon=True
+            )
+            proc.start()
+            procs.append(proc)
             if not ready.wait(30):
-                raise RuntimeError("the worker did not start")
-            asyncio.run(_measure(url, runs, reset, dump, out))
+                raise RuntimeError("a worker did not start")
+        try:
+            asyncio.run(_measure(url, runs, reset, dump, outs))
         finally:
-            proc.join(timeout=20)
-            if proc.is_alive():
-                proc.terminate()
-    counts: dict[str, int] = json.loads(Path(out).read_text())
+            for proc in procs:
+                proc.join(timeout=20)
+                if proc.is_alive():
+                    proc.terminate()
+    counts: dict[str, int] = collections.Counter()
+    for out in outs:
+        counts.update(json.loads(Path(out).read_text()))
+    out = outs[0]
     jobs = runs * hop_budget.FULL_RUN_JOBS
     total = sum(counts.values())
-    print(f"{runs} full runs ({jobs} jobs) on 1 worker; load average {os.getloadavg()[0]:.1f}")
+    print(
+        f"{runs} full runs ({jobs} jobs) on {workers} worker process(es);"
+        f" load average {os.getloadavg()[0]:.1f}"
+    )
     print(f"worker round trips per job: {total / jobs:.2f}")
     for label, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"  {n / jobs:6.2f}  {label}")
