@@ -212,7 +212,7 @@ def test_the_exporter_posts_lean_spans_a_receiver_decodes() -> None:
         assert exporter.export(spans) == SpanExportResult.SUCCESS
 
         got = receiver.wait_for(lambda got: len(got) == len(spans), "the exported spans")
-        exporter.shutdown()
+        exporter.shutdown()  # type: ignore[no-untyped-call]
     assert sorted(s.name for s in got) == sorted(s.name for s in spans)
     (process,) = [s for s in got if s.name == "process tools"]
     assert process.service == "test"
