@@ -59,17 +59,20 @@ def eligible(provider: object) -> bool:
 
 
 def _clean(attributes: types.Attributes) -> dict[str, Any]:
-    """Attribute values as the SDK keeps them. agentq's own are scalars: one type check
-    each; anything else goes through the SDK's own checks."""
+    """Attribute values as the SDK keeps them. agentq's own are scalars or lists of
+    strings: a type check each; anything else goes through the SDK's own checks."""
     if not attributes:
         return {}
-    clean = dict(attributes)
-    for value in clean.values():
-        if type(value) not in _SCALARS:
-            break
-    else:
-        return clean
-    return dict(BoundedAttributes(attributes=clean, immutable=False))
+    clean: dict[str, Any] = dict(attributes)
+    for key, value in clean.items():
+        kind = type(value)
+        if kind in _SCALARS:
+            continue
+        if kind is list and all(type(item) is str for item in value):
+            clean[key] = tuple(value)  # as the SDK keeps a sequence
+            continue
+        return dict(BoundedAttributes(attributes=clean, immutable=False))
+    return clean
 
 
 class LightSpan(ReadableSpan, trace_api.Span):
@@ -82,7 +85,7 @@ class LightSpan(ReadableSpan, trace_api.Span):
         parent: SpanContext | None,
         kind: SpanKind,
         attributes: dict[str, Any],
-        links: Sequence[Link],
+        links: tuple[Link, ...],
         start_time: int,
         tracer: LightTracer,
         record_exception: bool,
@@ -95,8 +98,9 @@ class LightSpan(ReadableSpan, trace_api.Span):
         self._parent = parent
         self._kind = kind
         self._attributes = self._own_attributes = attributes
-        self._events: list[Event] = []
-        self._links = self._own_links = list(links)
+        # Shared empty tuples until an event or a link comes (most spans never get one).
+        self._events: Sequence[Event] = ()
+        self._links = self._own_links = links
         self._start_time = start_time
         self._end_time: int | None = None
         self._status = _UNSET
@@ -129,11 +133,11 @@ class LightSpan(ReadableSpan, trace_api.Span):
     ) -> None:
         if self._end_time is None:
             event = Event(name, _clean(attributes), timestamp or time_ns())
-            self._events.append(event)
+            self._events = (*self._events, event)
 
     def add_link(self, context: SpanContext, attributes: types.Attributes = None) -> None:
         if self._end_time is None and context.is_valid:
-            self._own_links.append(Link(context, _clean(attributes)))
+            self._links = self._own_links = (*self._own_links, Link(context, _clean(attributes)))
 
     def update_name(self, name: str) -> None:
         if self._end_time is None:
@@ -242,7 +246,7 @@ class LightTracer(trace_api.Tracer):
             parent,
             kind,
             _clean(attributes),
-            [link for link in links or () if link.context.is_valid],
+            tuple(link for link in links if link.context.is_valid) if links else (),
             start_time if start_time is not None else time_ns(),
             self,
             record_exception,

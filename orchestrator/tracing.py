@@ -468,7 +468,9 @@ def span(
 def annotate(current: Span, attributes: Callable[[], Mapping[str, Any]]) -> None:
     """Add attributes to a span, computed only if it records."""
     if current.is_recording():
-        current.set_attributes(attributes())
+        computed = attributes()
+        if computed:
+            current.set_attributes(computed)
 
 
 def record_exception(exc: BaseException, error_type: str | None = None) -> None:
