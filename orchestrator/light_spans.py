@@ -32,7 +32,8 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry import trace as trace_api
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.trace import Event, ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import ALWAYS_ON, ParentBased
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
@@ -43,6 +44,15 @@ _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _SAMPLED_RANDOM = TraceFlags(TraceFlags.SAMPLED | _RANDOM)  # a new trace's id is random
 _UNSET = Status(StatusCode.UNSET)
 _SCALARS = (str, bool, int, float)
+# Processor hooks that do nothing (the base class's, the batch processor's start/ending).
+_NO_OPS = frozenset(
+    {
+        SpanProcessor.on_start,
+        SpanProcessor._on_ending,
+        BatchSpanProcessor.on_start,
+        BatchSpanProcessor._on_ending,
+    }
+)
 # Variables that make the SDK bound a span's attributes, events or links.
 _LIMIT_PREFIXES = ("OTEL_SPAN_", "OTEL_ATTRIBUTE_", "OTEL_EVENT_", "OTEL_LINK_")
 
@@ -204,12 +214,30 @@ class LightTracer(trace_api.Tracer):
     ) -> None:
         self.resource = provider.resource
         self.scope = scope
-        processor = provider._active_span_processor  # what the SDK's spans call
-        self._on_start = processor.on_start
-        self._on_ending: Callable[[Any], None] | None = getattr(processor, "_on_ending", None)
-        self._on_end = processor.on_end
+        # What the SDK's spans call: the provider's processors, kept current (a processor
+        # added later is called too), without the calls that do nothing.
+        self._processor = provider._active_span_processor
+        self._seen: object = None
+        self._starts: tuple[Callable[..., None], ...] = ()
+        self._endings: tuple[Callable[[Any], None], ...] = ()
+        self._ends: tuple[Callable[[Any], None], ...] = ()
         self._ids = ids
         self._random = random.getrandbits
+
+    def _hooks(self) -> None:
+        processors = getattr(self._processor, "_span_processors", None)
+        if processors is self._seen and processors is not None:
+            return
+        self._seen = processors
+        if processors is None:  # not the SDK's multi-processor: call it as the SDK would
+            self._starts = (self._processor.on_start,)
+            self._endings = (self._processor._on_ending,)
+            self._ends = (self._processor.on_end,)
+            return
+        kinds = [(p, type(p)) for p in processors]
+        self._starts = tuple(p.on_start for p, k in kinds if k.on_start not in _NO_OPS)
+        self._endings = tuple(p._on_ending for p, k in kinds if k._on_ending not in _NO_OPS)
+        self._ends = tuple(p.on_end for p, k in kinds)
 
     def start_span(
         self,
@@ -252,13 +280,17 @@ class LightTracer(trace_api.Tracer):
             record_exception,
             set_status_on_exception,
         )
-        self._on_start(span, parent_context=context)  # type: ignore[arg-type]
+        self._hooks()
+        for on_start in self._starts:
+            on_start(span, parent_context=context)
         return span
 
     def ended(self, span: LightSpan) -> None:
-        if self._on_ending is not None:
-            self._on_ending(span)
-        self._on_end(span)
+        self._hooks()
+        for on_ending in self._endings:
+            on_ending(span)
+        for on_end in self._ends:
+            on_end(span)
 
     @contextmanager
     def start_as_current_span(  # type: ignore[override]

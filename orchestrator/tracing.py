@@ -353,18 +353,22 @@ def _traceparent(context: SpanContext) -> str:
     return _traceparent_of(context.trace_id, context.span_id, context.trace_flags)
 
 
-def _link(carrier: Mapping[str, str]) -> list[Link]:
+def _link(carrier: Mapping[str, str]) -> tuple[Link, ...]:
     """A link to the send span whose W3C `traceparent` the job's envelope carries."""
-    parts = carrier.get("traceparent", "").split("-")
-    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
-        return []
+    traceparent = carrier.get("traceparent", "")
+    # "00-" 32 hex "-" 16 hex "-" 2 hex, as _traceparent_of writes it
+    if len(traceparent) != 55 or not traceparent[2] == traceparent[35] == traceparent[52] == "-":
+        return ()
     try:
         context = SpanContext(
-            int(parts[1], 16), int(parts[2], 16), is_remote=True, trace_flags=TraceFlags(1)
+            int(traceparent[3:35], 16), int(traceparent[36:52], 16), True, _SAMPLED
         )
     except ValueError:
-        return []
-    return [Link(context)] if context.is_valid else []
+        return ()
+    return (Link(context),) if context.is_valid else ()
+
+
+_SAMPLED = TraceFlags(1)
 
 
 class _Current:

@@ -6,6 +6,7 @@ the GenAI content opt-in (see `agentq.orchestrator.genai_content`).
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -40,14 +41,16 @@ _SETTINGS = {
 }
 
 
-def _server(request: ModelRequest, base_url: str | None) -> dict[str, Any]:
-    ref = request.model
+@functools.lru_cache(maxsize=256)
+def _server(provider: str, base_url: str | None) -> tuple[tuple[str, Any], ...]:
+    """`server.address`/`server.port` of where a call goes (the same few places, step
+    after step)."""
     if base_url:
         parts = urlsplit(base_url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        return {"server.address": parts.hostname or "", "server.port": port}
-    host = _DEFAULT_HOSTS.get(ref.provider)
-    return {"server.address": host, "server.port": 443} if host else {}
+        return (("server.address", parts.hostname or ""), ("server.port", port))
+    host = _DEFAULT_HOSTS.get(provider)
+    return (("server.address", host), ("server.port", 443)) if host else ()
 
 
 def chat_attributes(
@@ -61,11 +64,11 @@ def chat_attributes(
         "gen_ai.provider.name": content.provider_name(ref.provider),
         "gen_ai.request.model": ref.name,
         "gen_ai.conversation.id": run_id,
-        **_server(request, base_url or ref.base_url),
     }
-    for option, key in _SETTINGS.items():
-        value = ref.options.get(option)
-        if isinstance(value, bool | int | float):
+    attributes.update(_server(ref.provider, base_url or ref.base_url))
+    for option, value in ref.options.items():
+        key = _SETTINGS.get(option)
+        if key is not None and isinstance(value, bool | int | float):
             attributes[key] = value
     if content.capture_content():
         attributes["gen_ai.input.messages"] = content.input_messages(request.messages)
