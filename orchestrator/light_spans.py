@@ -53,6 +53,13 @@ _NO_OPS = frozenset(
         BatchSpanProcessor._on_ending,
     }
 )
+# A tracer's view of its provider's processors (see LightTracer._hooks).
+_Hooks = tuple[
+    object,
+    tuple[Callable[..., None], ...],
+    tuple[Callable[[Any], None], ...],
+    tuple[Callable[[Any], None], ...],
+]
 # Variables that make the SDK bound a span's attributes, events or links.
 _LIMIT_PREFIXES = ("OTEL_SPAN_", "OTEL_ATTRIBUTE_", "OTEL_EVENT_", "OTEL_LINK_")
 
@@ -217,27 +224,30 @@ class LightTracer(trace_api.Tracer):
         # What the SDK's spans call: the provider's processors, kept current (a processor
         # added later is called too), without the calls that do nothing.
         self._processor = provider._active_span_processor
-        self._seen: object = None
-        self._starts: tuple[Callable[..., None], ...] = ()
-        self._endings: tuple[Callable[[Any], None], ...] = ()
-        self._ends: tuple[Callable[[Any], None], ...] = ()
+        self._hooked: _Hooks = (None, (), (), ())
         self._ids = ids
         self._random = random.getrandbits
 
-    def _hooks(self) -> None:
+    def _hooks(self) -> _Hooks:
+        """(processors, on_start, _on_ending, on_end hooks), swapped whole: a span ended
+        on another thread meanwhile sees the old hooks or the new, never half."""
+        hooked = self._hooked
         processors = getattr(self._processor, "_span_processors", None)
-        if processors is self._seen and processors is not None:
-            return
-        self._seen = processors
+        if processors is hooked[0] and processors is not None:
+            return hooked
         if processors is None:  # not the SDK's multi-processor: call it as the SDK would
-            self._starts = (self._processor.on_start,)
-            self._endings = (self._processor._on_ending,)
-            self._ends = (self._processor.on_end,)
-            return
-        kinds = [(p, type(p)) for p in processors]
-        self._starts = tuple(p.on_start for p, k in kinds if k.on_start not in _NO_OPS)
-        self._endings = tuple(p._on_ending for p, k in kinds if k._on_ending not in _NO_OPS)
-        self._ends = tuple(p.on_end for p, k in kinds)
+            one = self._processor
+            hooked = (None, (one.on_start,), (one._on_ending,), (one.on_end,))
+        else:
+            kinds = [(p, type(p)) for p in processors]
+            hooked = (
+                processors,
+                tuple(p.on_start for p, k in kinds if k.on_start not in _NO_OPS),
+                tuple(p._on_ending for p, k in kinds if k._on_ending not in _NO_OPS),
+                tuple(p.on_end for p, k in kinds),
+            )
+        self._hooked = hooked
+        return hooked
 
     def start_span(
         self,
@@ -280,16 +290,15 @@ class LightTracer(trace_api.Tracer):
             record_exception,
             set_status_on_exception,
         )
-        self._hooks()
-        for on_start in self._starts:
+        for on_start in self._hooks()[1]:
             on_start(span, parent_context=context)
         return span
 
     def ended(self, span: LightSpan) -> None:
-        self._hooks()
-        for on_ending in self._endings:
+        _, _, endings, ends = self._hooks()
+        for on_ending in endings:
             on_ending(span)
-        for on_end in self._ends:
+        for on_end in ends:
             on_end(span)
 
     @contextmanager
