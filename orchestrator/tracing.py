@@ -540,7 +540,9 @@ class Hops:
         self._spans: dict[str, Span] = {}
 
     def stamp(self, args: Input) -> Input:
-        """`args` with every job it carries stamped (a copy; `args` is left as it was)."""
+        """`args` with every job it carries replaced by a stamped copy of the job: in place
+        (a transition's input is built for the one transition that stamps it; copying it
+        was a tenth of tracing's cost per step), returned for chaining."""
         made = _bound()
         if made is None:
             return args
@@ -548,20 +550,20 @@ class Hops:
         # under an application's span around `submit`, which is another trace.
         in_run = trace.get_current_span().get_span_context().trace_id == run_ids(self.run_id)[0]
         parent = None if in_run else run_context(self.run_id)
-        update: dict[str, Any] = {}
         idle = args.idle_job_fields()
         for field in _job_fields(type(args)):
             if field in idle:
                 continue
             value = getattr(args, field)
             if isinstance(value, QueuedJob):
-                update[field] = self._stamped(made, value, parent)
+                setattr(args, field, self._stamped(made, value, parent))
             elif isinstance(value, list) and value:
-                update[field] = [
+                stamped = [
                     self._stamped(made, job, parent) if isinstance(job, QueuedJob) else job
                     for job in value
                 ]
-        return args.model_copy(update=update) if update else args
+                setattr(args, field, stamped)
+        return args
 
     def _stamped(
         self, made: trace.Tracer, job: QueuedJob, parent: otel_context.Context | None
