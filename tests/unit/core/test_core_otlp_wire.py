@@ -7,7 +7,9 @@ only the provider agentq installed gets either.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -32,7 +34,7 @@ from opentelemetry.trace import (
 )
 
 from agentq.orchestrator import light_spans, tracing
-from agentq.orchestrator.otlp_export import WireSpanExporter
+from agentq.orchestrator.otlp_export import WireSpanExporter, traces_endpoint
 from agentq.orchestrator.otlp_wire import SpanEncoder
 from tests.support.otlp import OtlpReceiver
 
@@ -208,15 +210,84 @@ def test_only_the_provider_agentq_installed_gets_lean_spans(
 def test_the_exporter_posts_lean_spans_a_receiver_decodes() -> None:
     with OtlpReceiver() as receiver:
         exporter = WireSpanExporter(endpoint=receiver.endpoint)
-        assert exporter.fast  # the SDK's HTTP client is where this SDK keeps it
         spans = _light_spans(_steps)
 
         assert exporter.export(spans) == SpanExportResult.SUCCESS
 
         got = receiver.wait_for(lambda got: len(got) == len(spans), "the exported spans")
-        exporter.shutdown()  # type: ignore[no-untyped-call]
+        exporter.shutdown()
     assert sorted(s.name for s in got) == sorted(s.name for s in spans)
     (process,) = [s for s in got if s.name == "process tools"]
     assert process.service == "test"
     assert process.attributes["agentq.step"] == 3
     assert process.links == (("0" * 29 + "abc", "0" * 13 + "123"),)
+
+
+def test_the_exporter_reads_the_standard_variables() -> None:
+    with OtlpReceiver() as receiver:
+        base = receiver.endpoint.removesuffix("/v1/traces")
+        environ = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": base,
+            "OTEL_EXPORTER_OTLP_HEADERS": "x-team=agents,x-other=1",
+            "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION": "gzip",  # the receiver gunzips
+            "OTEL_EXPORTER_OTLP_TIMEOUT": "5",
+        }
+        exporter = WireSpanExporter(environ=environ)
+        assert exporter.endpoint == base + "/v1/traces"
+
+        assert exporter.export(_light_spans(_steps)) == SpanExportResult.SUCCESS
+
+        receiver.wait_for(lambda got: len(got) == 4, "the gzipped spans")
+        exporter.shutdown()
+    assert traces_endpoint({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://h:1/x"}) == "http://h:1/x"
+    assert traces_endpoint({}) == "http://localhost:4318/v1/traces"
+
+
+class _Flaky:
+    """An OTLP endpoint that answers `codes` in turn (then 200) and keeps the headers."""
+
+    def __init__(self, *codes: int) -> None:
+        self.codes = list(codes)
+        self.headers: list[dict[str, str]] = []
+        flaky = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length", "0")))
+                flaky.headers.append(dict(self.headers))
+                code = flaky.codes.pop(0) if flaky.codes else 200
+                self.send_response(code)
+                if code == 503:
+                    self.send_header("Retry-After", "0")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_exporter_retries_what_is_transient_only() -> None:
+    flaky = _Flaky(503, 503)
+    try:
+        environ = {"OTEL_EXPORTER_OTLP_TRACES_HEADERS": "authorization=Bearer%20t"}
+        exporter = WireSpanExporter(endpoint=flaky.endpoint, environ=environ)
+        assert exporter.export(_light_spans(_steps)) == SpanExportResult.SUCCESS
+        assert len(flaky.headers) == 3
+        assert flaky.headers[-1]["authorization"] == "Bearer t"
+        assert flaky.headers[-1]["Content-Type"] == "application/x-protobuf"
+
+        flaky.codes = [400]
+        assert exporter.export(_light_spans(_steps)) == SpanExportResult.FAILURE
+        assert len(flaky.headers) == 4  # a bad request is not sent again
+        exporter.shutdown()
+        assert exporter.export(_light_spans(_steps)) == SpanExportResult.FAILURE
+    finally:
+        flaky.close()
