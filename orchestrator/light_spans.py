@@ -128,6 +128,28 @@ class LightSpan(ReadableSpan, trace_api.Span):
         self._record_exception = record_exception
         self._set_status_on_exception = set_status_on_exception
 
+    # ReadableSpan's reads, without its copies and checks: nothing here is bounded, and
+    # events and links are tuples already (the exporter reads them for every span).
+    @property
+    def events(self) -> Sequence[Event]:
+        return self._events
+
+    @property
+    def links(self) -> Sequence[Link]:
+        return self._own_links
+
+    @property
+    def dropped_attributes(self) -> int:
+        return 0
+
+    @property
+    def dropped_events(self) -> int:
+        return 0
+
+    @property
+    def dropped_links(self) -> int:
+        return 0
+
     def get_span_context(self) -> SpanContext:
         return self._own_context
 

@@ -32,7 +32,7 @@ from typing import Any
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext
+from opentelemetry.trace import SpanContext, SpanKind
 
 # SpanFlags: the span's (or link's) context says whether its parent is remote.
 _HAS_IS_REMOTE = 0x100
@@ -42,6 +42,8 @@ _pack_fixed64 = struct.Struct("<Q").pack
 _pack_fixed32 = struct.Struct("<I").pack
 _pack_double = struct.Struct("<d").pack
 
+# Span.kind (field 6): the API's INTERNAL is 0, OTLP's 1.
+_KINDS = {kind: b"\x30" + bytes((kind.value + 1,)) for kind in SpanKind}
 # Tags (field number << 3 | wire type) written as bytes.
 _SPAN_FLAGS_TAG = b"\x85\x01"  # field 16, fixed32
 
@@ -144,7 +146,7 @@ def _attributes(tag: bytes, attributes: Mapping[str, Any] | None) -> bytes:
 def _span_attributes(span: ReadableSpan) -> Mapping[str, Any] | None:
     """The span's own attribute mapping (not the read-only proxy the property makes)."""
     own = getattr(span, "_attributes", None)
-    return own if isinstance(own, Mapping) else span.attributes
+    return own if type(own) is dict or isinstance(own, Mapping) else span.attributes
 
 
 def _uint(tag: bytes, value: int) -> bytes:
@@ -184,8 +186,7 @@ def _span(span: ReadableSpan) -> bytes:
         out += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
     out += (
         _string(b"\x2a", span.name),
-        b"\x30",
-        _SMALL[span.kind.value + 1],  # SpanKind: the API's INTERNAL is 0, OTLP's 1
+        _KINDS[span.kind],
         b"\x39",
         _pack_fixed64(span.start_time or 0),
         b"\x41",
