@@ -208,8 +208,8 @@ def setup_tracing(service_name: str) -> None:
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
     provider = TracerProvider(resource=resource)
     provider.add_span_processor(BatchSpanProcessor(exporter))
+    _installed = provider  # first: a tracer bound to it must know it is agentq's
     trace.set_tracer_provider(provider)
-    _installed = provider
 
 
 def installed_provider() -> Any:
