@@ -34,9 +34,10 @@ Whether anything is recorded depends only on whether a tracer provider is set
 application's). With none, every function here returns at once.
 
 What a span costs matters: a step records six. On the provider agentq installs,
-its tracer makes lean spans (`light_spans`) and the exporter writes the OTLP
-wire format directly (`otlp_export`, `otlp_wire`); an application's provider
-gets the SDK's spans, into whatever exporter the application gave it.
+its tracer makes lean spans (`light_spans`), a lean batch processor queues them
+(`span_batches`) and the exporter writes the OTLP wire format directly
+(`otlp_export`, `otlp_wire`); an application's provider gets the SDK's spans,
+into whatever processors and exporter the application gave it.
 `bench/tracing_bench.py` measures both against no provider.
 """
 
@@ -192,11 +193,9 @@ def setup_tracing(service_name: str) -> None:
         return
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        ConsoleSpanExporter,
-        SpanExporter,
-    )
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
+
+    from agentq.orchestrator.span_batches import SpanBatcher
 
     exporter: SpanExporter
     if os.environ.get("OTEL_TRACES_EXPORTER", "otlp") == "console":
@@ -207,7 +206,7 @@ def setup_tracing(service_name: str) -> None:
         exporter = WireSpanExporter()
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider.add_span_processor(SpanBatcher(exporter))
     _installed = provider  # first: a tracer bound to it must know it is agentq's
     trace.set_tracer_provider(provider)
 

@@ -33,10 +33,11 @@ from opentelemetry.trace import (
     TraceState,
 )
 
-from agentq.orchestrator import light_spans, tracing
+from agentq.orchestrator import light_spans, span_batches, tracing
 from agentq.orchestrator.otlp_export import WireSpanExporter, traces_endpoint
 from agentq.orchestrator.otlp_wire import SpanEncoder
 from tests.support.otlp import OtlpReceiver
+from tests.support.waiting import eventually
 
 Scenario = Callable[[trace.Tracer], None]
 
@@ -291,3 +292,46 @@ def test_the_exporter_retries_what_is_transient_only() -> None:
         assert exporter.export(_light_spans(_steps)) == SpanExportResult.FAILURE
     finally:
         flaky.close()
+
+
+def test_the_batcher_exports_full_batches_at_once_and_the_rest_on_flush() -> None:
+    kept = _Kept()
+    suppressed: list[object] = []
+
+    class Watching(_Kept):
+        def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+            suppressed.append(otel_context.get_value(span_batches._SUPPRESS))
+            return kept.export(spans)
+
+    environ = {"OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "4", "OTEL_BSP_SCHEDULE_DELAY": "600000"}
+    batcher = span_batches.SpanBatcher(Watching(), environ)
+    provider = TracerProvider()
+    provider.add_span_processor(batcher)
+    tracer = light_spans.LightTracer(provider, InstrumentationScope("agentq"))
+    for i in range(6):
+        tracer.start_span(f"s{i}").end()
+    # A full batch wakes the export thread, long before the schedule's delay.
+    eventually(lambda: len(kept.spans), "a full batch exported", 10, until=lambda n: n == 4)
+    batcher.force_flush()
+    assert [s.name for s in kept.spans] == [f"s{i}" for i in range(6)]
+    assert suppressed
+    assert all(s is True for s in suppressed)  # posting records no span
+
+    tracer.start_span("last").end()
+    batcher.shutdown()  # exports what is left, then stops
+    assert kept.spans[-1].name == "last"
+    tracer.start_span("after").end()
+    assert kept.spans[-1].name == "last"
+
+
+def test_the_batcher_drops_spans_past_its_queue() -> None:
+    kept = _Kept()
+    batcher = span_batches.SpanBatcher(kept, {"OTEL_BSP_MAX_QUEUE_SIZE": "3"})
+    provider = TracerProvider()
+    provider.add_span_processor(batcher)
+    tracer = light_spans.LightTracer(provider, InstrumentationScope("agentq"))
+    with batcher._export_lock:  # the export thread takes nothing meanwhile
+        for i in range(5):
+            tracer.start_span(f"s{i}").end()
+    batcher.shutdown()
+    assert [s.name for s in kept.spans] == ["s0", "s1", "s2"]
