@@ -46,10 +46,10 @@ _MAX_ATTEMPTS = 6
 
 def _setting(environ: Mapping[str, str], name: str) -> str | None:
     """OTEL_EXPORTER_OTLP_TRACES_{name}, else OTEL_EXPORTER_OTLP_{name}."""
-    value = environ.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}")
-    if value is None:
-        value = environ.get(f"OTEL_EXPORTER_OTLP_{name}")
-    return value.strip() if value is not None else None
+    value = environ.get(f"OTEL_EXPORTER_OTLP_TRACES_{name}") or environ.get(
+        f"OTEL_EXPORTER_OTLP_{name}"
+    )
+    return value.strip() if value else None
 
 
 def traces_endpoint(environ: Mapping[str, str]) -> str:
@@ -59,6 +59,14 @@ def traces_endpoint(environ: Mapping[str, str]) -> str:
         return traces.strip()
     base = (environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or DEFAULT_ENDPOINT).strip()
     return base + ("" if base.endswith("/") else "/") + TRACES_PATH
+
+
+def _timeout_s(raw: str | None) -> float:
+    try:
+        return float(raw) if raw else DEFAULT_TIMEOUT_S
+    except ValueError:
+        log.warning("OTLP timeout %r is not a number; using %g s", raw, DEFAULT_TIMEOUT_S)
+        return DEFAULT_TIMEOUT_S
 
 
 def _tls(environ: Mapping[str, str]) -> ssl.SSLContext | bool:
@@ -79,8 +87,7 @@ class WireSpanExporter(SpanExporter):
     ) -> None:
         env = os.environ if environ is None else environ
         self.endpoint = endpoint or traces_endpoint(env)
-        timeout = _setting(env, "TIMEOUT")
-        self._timeout_s = float(timeout) if timeout else DEFAULT_TIMEOUT_S
+        self._timeout_s = _timeout_s(_setting(env, "TIMEOUT"))
         self._compression = (_setting(env, "COMPRESSION") or "none").lower()
         headers = {
             "Content-Type": "application/x-protobuf",

@@ -242,6 +242,9 @@ def test_the_exporter_reads_the_standard_variables() -> None:
         exporter.shutdown()
     assert traces_endpoint({"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "http://h:1/x"}) == "http://h:1/x"
     assert traces_endpoint({}) == "http://localhost:4318/v1/traces"
+    assert traces_endpoint({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://h:2/"}) == "http://h:2/v1/traces"
+    # A bad timeout is a warning, not a worker that cannot start.
+    WireSpanExporter(environ={"OTEL_EXPORTER_OTLP_TIMEOUT": "soon"}).shutdown()
 
 
 class _Flaky:
