@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import redis
 from redis.asyncio import Redis
@@ -40,8 +41,9 @@ def liveness_key(worker_id: str) -> str:
 
 
 def jobs_key(worker_id: str, partition: int = 0) -> str:
-    """Hash: job id -> the wake-up list of its queue, for every job the worker holds in
-    one partition (in the partition's slot, so a claim touches one slot)."""
+    """Hash: job id -> its lease record (its queue, wake-up list and score: see
+    workers/claims.py), for every job the worker holds in one partition (in the
+    partition's slot, so a claim touches one slot)."""
     return keys.worker_jobs(worker_id, partition)
 
 
@@ -64,51 +66,66 @@ end
 return 0
 """
 
-# KEYS[1] a hash: when a reaper last passed, and since when passes have come without a
-# gap (Redis's own clock, ms). ARGV[1] the longest gap between passes that still counts
-# as steady; ARGV[2] how long passes must have been steady. Returns 1 when reaping may
-# go on. After a gap (Redis itself was stopped, restarted or unreachable) every lease
-# may have lapsed at once, live workers' too: nothing is reaped until the live ones have
-# had time to renew.
+# KEYS[1] a hash: when a reaper last passed, since when passes have come without a gap,
+# and when one last looked at the workers (Redis's own clock, ms). ARGV[1] the longest
+# gap between passes that still counts as steady; ARGV[2] how long passes must have been
+# steady; ARGV[3] how long after another reaper's look this pass looks again (every
+# process of a fleet passes; one look per period is enough). Returns 1 when this pass
+# looks at the workers (`reap_lapsed`). After a gap (Redis itself was stopped, restarted
+# or unreachable) every lease may have lapsed at once, live workers' too: nothing is
+# reaped until the live ones have had time to renew.
 REAP_GATE = """
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local last = tonumber(redis.call('HGET', KEYS[1], 'last') or '0')
-local since = tonumber(redis.call('HGET', KEYS[1], 'since') or '0')
+local state = redis.call('HMGET', KEYS[1], 'last', 'since', 'looked')
+local last = tonumber(state[1] or '0')
+local since = tonumber(state[2] or '0')
 if now_ms - last > tonumber(ARGV[1]) then
   since = now_ms
   redis.call('HSET', KEYS[1], 'since', since)
 end
 redis.call('HSET', KEYS[1], 'last', now_ms)
 if now_ms - since < tonumber(ARGV[2]) then return 0 end
+if now_ms - tonumber(state[3] or '0') < tonumber(ARGV[3] or '0') then return 0 end
+redis.call('HSET', KEYS[1], 'looked', now_ms)
 return 1
 """
 
 # One partition of a worker whose lease lapsed (its liveness key was found gone): its
 # jobs there are re-delivered (their in-progress keys go, only those it still holds, and
 # their queues are woken) and it leaves the partition's holders. Every key is in the
-# partition's slot. KEYS[1] the partition's holders set, KEYS[2] the worker's jobs hash
-# there. ARGV[1] the worker id, ARGV[2] arq's in-progress key prefix. Returns how many
-# jobs it re-delivered.
+# partition's slot (a lease record names its partition's queue and wake-up list).
+# KEYS[1] the partition's holders set, KEYS[2] the worker's jobs hash there. ARGV[1] the
+# worker id, ARGV[2] arq's in-progress key prefix. Returns how many it re-delivered.
 REAP_PARTITION = """
+local id = ARGV[1]
 local reaped = 0
 local jobs = redis.call('HGETALL', KEYS[2])
 for i = 1, #jobs, 2 do
   local progress = ARGV[2] .. jobs[i]
-  if redis.call('GET', progress) == ARGV[1] then
+  local holder = redis.call('GET', progress)
+  if holder == id or not holder then
     redis.call('DEL', progress)
-    redis.call('LPUSH', jobs[i + 1], '1')
-    redis.call('LTRIM', jobs[i + 1], 0, 63)
+    -- A lease record (workers/claims.py): the job goes back into its queue's ready
+    -- range at the score it had; an older entry is the wake-up list alone.
+    local wake = jobs[i + 1]
+    local ok, rec = pcall(cjson.decode, wake)
+    if ok and type(rec) == 'table' and rec.w then
+      if redis.call('ZSCORE', rec.q, jobs[i]) then redis.call('ZADD', rec.q, rec.s, jobs[i]) end
+      wake = rec.w
+    end
+    redis.call('LPUSH', wake, '1')
+    redis.call('LTRIM', wake, 0, 63)
     reaped = reaped + 1
   end
 end
 redis.call('DEL', KEYS[2])
-redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('SREM', KEYS[1], id)
 return reaped
 """
 
 
-async def reap_lapsed(redis: Redis, gap_ms: int) -> int:
+async def reap_lapsed(redis: Redis, cadence: Cadence) -> int:
     """One reaper pass: re-deliver the jobs of every worker (or remote lease) whose lease
     lapsed, partition by partition (each script touches one slot). Returns how many.
 
@@ -117,7 +134,7 @@ async def reap_lapsed(redis: Redis, gap_ms: int) -> int:
     taken again within the pass may lose a claim it made meanwhile (it runs again
     elsewhere), as when it lapses just after a claim."""
     gate = redis.register_script(REAP_GATE)
-    if not await gate(keys=[REAPER], args=[gap_ms, gap_ms]):
+    if not await gate(keys=[REAPER], args=cadence.args()):
         return 0
     parts = list(keys.partitions())
     async with redis.pipeline(transaction=False) as pipe:
@@ -149,12 +166,34 @@ async def reap_lapsed(redis: Redis, gap_ms: int) -> int:
     return reaped
 
 
-def reap_cadence(lease_s: float) -> tuple[float, int]:
-    """How often a reaper passes (s), and the gap (ms) after which Redis no longer counts
-    as steady: every reaper of a fleet (workers, `agentq serve`'s remote leases) uses the
-    same, so that their passes keep one another's clock."""
+class Cadence(NamedTuple):
+    """A reaper's timing (`REAP`'s arguments), the same for every reaper of a fleet
+    (workers, `agentq serve`'s remote leases) so that their passes keep one clock."""
+
+    every_s: float  # how often each reaper passes
+    gap_ms: int  # passes further apart than this: Redis was away (a gap)
+    steady_ms: int  # after a gap, nothing is reaped for this long
+    look_ms: int  # one look at the workers per this long, whichever reaper passes
+
+    def args(self) -> list[int]:
+        return [self.gap_ms, self.steady_ms, self.look_ms]
+
+
+def reap_cadence(lease_s: float) -> Cadence:
+    """A dead worker's jobs run again within a lease and a pass of its death.
+
+    The gap stays under the shortest time a live worker's key can outlast its last
+    renewal (a lease less a renewal period), so an outage long enough to let live leases
+    lapse always counts as a gap; after one, live workers get a whole lease to renew (a
+    renewal period, plus its timeout, plus reconnecting) before anything is reaped."""
     every_s = min(1.0, lease_s / 4)
-    return every_s, int(max(2 * every_s, lease_s / 2) * 1000)
+    gap_ms = int(max(2 * every_s, lease_s / 2) * 1000)
+    return Cadence(
+        every_s=every_s,
+        gap_ms=gap_ms,
+        steady_ms=max(gap_ms, int(lease_s * 1000)),
+        look_ms=int(every_s * 1000 / 2),
+    )
 
 
 class LeaseRenewer:

@@ -44,6 +44,7 @@ from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_output import bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.transitions import enqueued_job_ids, result_args
+from agentq.workers.claims import ARQ_RETRY_PREFIX, CLAIM_ONE, Taker, lease_wake_key, record_prefix
 from agentq.workers.liveness import (
     OUTAGE,
     RENEW,
@@ -53,7 +54,7 @@ from agentq.workers.liveness import (
     reap_cadence,
     reap_lapsed,
 )
-from agentq.workers.runtime import _BACKSTOP_MS, _CLAIM, _FINISH, ARQ_RETRY_PREFIX
+from agentq.workers.runtime import _BACKSTOP_MS
 
 log = logging.getLogger("agentq.remote")
 
@@ -125,8 +126,7 @@ class RemoteLeases:
         self.store = store
         self.max_deliveries = max_deliveries
         self.max_output_bytes = max_output_bytes
-        self._claim = redis.register_script(_CLAIM)
-        self._finish = redis.register_script(_FINISH)
+        self._claim = redis.register_script(CLAIM_ONE)
         self._renew = redis.register_script(RENEW)
         self.calls = CallStore(redis, retention_s=store.retention_s)
 
@@ -170,8 +170,9 @@ class RemoteLeases:
             await asyncio.gather(*reads, return_exceptions=True)
 
     async def _free(self, queue: str) -> list[str]:
-        """Jobs due on `queue` that nobody holds (a claimed job stays in the queue until
-        it ends, so held ones are skipped in one round trip rather than claimed in vain)."""
+        """Jobs due on `queue` that nobody holds (a claimed job leaves the ready range;
+        one held but still in it, as older workers left them, is skipped here in one
+        round trip rather than claimed in vain)."""
         now_ms = int(time.time() * 1000)
         async with self.redis.pipeline(transaction=False) as pipe:
             for p in keys.partitions():
@@ -198,7 +199,13 @@ class RemoteLeases:
                 jobs_key(lease_id, p),
                 holders_key(p),
             ],
-            args=[job_id, int(time.time() * 1000), lease_id, keys.wake(queue, p), _BACKSTOP_MS],
+            args=[
+                job_id,
+                int(time.time() * 1000),
+                lease_id,
+                record_prefix(keys.queue(queue, p), keys.wake(queue, p)),
+                _BACKSTOP_MS,
+            ],
         )
         if score is None:  # leased by another, finished, or deferred meanwhile
             await self.redis.delete(liveness_key(lease_id))
@@ -329,9 +336,9 @@ class RemoteLeases:
         jobs = next((held for held in held_by_partition if held), None)
         if alive is None or not jobs:
             raise LeaseGone(lease_id)
-        raw_id, raw_wake = next(iter(jobs.items()))
+        raw_id, raw_record = next(iter(jobs.items()))
         job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
-        wake = raw_wake.decode() if isinstance(raw_wake, bytes) else str(raw_wake)
+        wake = lease_wake_key(raw_record)
         holder = await self.redis.get(ARQ_IN_PROGRESS_PREFIX + job_id)
         if holder is None or (holder.decode() if isinstance(holder, bytes) else holder) != lease_id:
             raise LeaseGone(lease_id)
@@ -426,18 +433,8 @@ class RemoteLeases:
     async def _end(self, lease_id: str, job_id: str, queue: str) -> None:
         """The job is done; the lease is given up (nothing is left for a reaper)."""
         p = keys.job_partition(job_id)
-        await self._finish(
-            keys=[
-                ARQ_IN_PROGRESS_PREFIX + job_id,
-                ARQ_RETRY_PREFIX + job_id,
-                ARQ_JOB_PREFIX + job_id,
-                keys.queue(queue, p),
-                jobs_key(lease_id, p),
-                keys.abort_set(p),
-                keys.wake(queue, p),
-            ],
-            args=[lease_id, job_id, "done", 0],
-        )
+        taker = Taker(self.redis, lease_id, queue, p, _BACKSTOP_MS)
+        await taker.take(taker.args(0, job_id, "done"))
         # Other slots than the job's: no transaction (a reaper finds nothing left held).
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.srem(holders_key(p), lease_id)
@@ -450,11 +447,11 @@ class RemoteLeases:
     async def reap_forever(self, lease_s: float) -> None:
         """Re-deliver lapsed leases (and dead workers' jobs) like any worker's reaper, so
         that a deployment whose only other processes are remote services recovers too."""
-        every_s, gap_ms = reap_cadence(lease_s)
+        cadence = reap_cadence(lease_s)
         while True:
-            await asyncio.sleep(every_s)
+            await asyncio.sleep(cadence.every_s)
             try:
-                reaped = await reap_lapsed(self.redis, gap_ms)
+                reaped = await reap_lapsed(self.redis, cadence)
             except Exception as exc:
                 if not is_transient(exc):
                     log.exception("reaping lapsed leases failed")
