@@ -1,7 +1,9 @@
 -- begin_step: a model step starts; announce it and hand back what the model needs.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    BeginStep: step, event
--- Replies OK {spec, tools, messages, parent}  (tool and message JSON strings, in order;
+-- ARGV    BeginStep: step, event, known, known_stamp (the history the worker holds)
+-- Replies OK {spec, tools, messages, start, stamp, parent}  (tool and message JSON
+--            strings, in order; messages from index `start` on: after the `known` the
+--            worker holds when its `known_stamp` is the run's `stamp`, else all;
 --            parent: a child run's parent call, for its progress)
 --         UNKNOWN_RUN | CLOSED | STALE (not the current step)
 --         DUPLICATE  the step was committed already (a re-delivered job)
@@ -17,6 +19,16 @@ if #order > 0 then
     if tool then tools[#tools + 1] = tool end
   end
 end
+-- The message list only grows (an entry is never rewritten), so what the worker holds
+-- of this run is still its first `known` messages.
+local stamp = redis.call('HGET', meta, F.CREATED_AT) or ''
+local start = 0
+if A.known > 0 and stamp ~= '' and A.known_stamp == stamp
+   and A.known <= redis.call('LLEN', msgs) then
+  start = A.known
+end
+local messages = redis.call('LRANGE', msgs, start, -1)
+for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
 return reply(OUT.OK, {spec = redis.call('HGET', meta, F.SPEC), tools = tools,
-                      messages = redis.call('LRANGE', msgs, 0, -1),
+                      messages = messages, start = start, stamp = stamp,
                       parent = redis.call('HGET', meta, F.PARENT) or nil})

@@ -31,7 +31,12 @@ class BeginStepReply(Reply):
 
     spec: str = ""
     tools: LuaList = []
+    # The history from message `start` on (0: all of it), tool messages resolved.
     messages: LuaList = []
+    start: int = 0
+    # The run's stamp (its creation time): what a worker keeps the history under, so
+    # that a later run of the same id never reads this one's messages.
+    stamp: str = ""
     # A child run's parent call (JSON {run_id, step, call_id}): its progress goes there.
     parent: str | None = None
 

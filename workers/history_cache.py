@@ -1,0 +1,90 @@
+"""The history a worker read for a run's model step, kept for the run's next step.
+
+A run's message list only grows: an entry, once appended, is never rewritten (context
+management and prepare_step hooks change what a step sends, never what is stored). So a
+worker that ran step n of a run keeps the messages it read, parsed, under the run's
+stamp (its creation time, which tells a later run of the same id apart); for step n+1
+it tells `begin_step` how many it holds and receives only the messages appended since
+(the step's assistant message and tool message). No step then re-reads, re-encodes or
+re-parses the whole history, and a step's cost stays flat in the run's length.
+
+A worker without an entry (another worker ran the last step, a restart, an evicted
+entry) reads the whole history, as every worker did before. The cache is bounded: least
+recently used runs go first once the messages' JSON exceeds `max_bytes`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from agentq.orchestrator.messages import MESSAGE_ADAPTER, Message
+from agentq.orchestrator.state import BeginStep, BeginStepReply
+
+
+@dataclass(frozen=True)
+class History:
+    """A run's first messages, as a worker read them."""
+
+    stamp: str  # the run's stamp they were read under
+    messages: tuple[Message, ...]
+    size: int  # bytes of their JSON (what the cache's bound counts)
+
+
+class HistoryCache:
+    """Per worker process: run id -> History, least recently used evicted first."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._runs: OrderedDict[str, History] = OrderedDict()
+        self._size = 0
+
+    def __len__(self) -> int:
+        return len(self._runs)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def get(self, run_id: str) -> History | None:
+        held = self._runs.get(run_id)
+        if held is not None:
+            self._runs.move_to_end(run_id)
+        return held
+
+    def put(self, run_id: str, history: History) -> None:
+        self.drop(run_id)
+        if history.size > self.max_bytes:
+            return  # larger than the whole cache: the next step reads it all again
+        self._runs[run_id] = history
+        self._size += history.size
+        while self._size > self.max_bytes:
+            _, evicted = self._runs.popitem(last=False)
+            self._size -= evicted.size
+
+    def drop(self, run_id: str) -> None:
+        held = self._runs.pop(run_id, None)
+        if held is not None:
+            self._size -= held.size
+
+
+def asking(held: History | None, begin: BeginStep) -> BeginStep:
+    """`begin` asking only for what `held` lacks."""
+    if held is None:
+        return begin
+    return begin.model_copy(update={"known": len(held.messages), "known_stamp": held.stamp})
+
+
+def completed(held: History | None, reply: BeginStepReply) -> History:
+    """The run's whole history: what was held, then what the reply brought. The reply
+    starts after the held messages, or at 0 when the store would not build on them."""
+    new = tuple(MESSAGE_ADAPTER.validate_json(m) for m in reply.messages)
+    size = sum(len(m) for m in reply.messages)
+    if reply.start == 0:
+        return History(stamp=reply.stamp, messages=new, size=size)
+    if held is None or reply.start != len(held.messages) or reply.stamp != held.stamp:
+        raise RuntimeError(
+            f"begin_step answered from message {reply.start}, not after the "
+            f"{len(held.messages) if held else 0} this worker holds"
+        )
+    return History(stamp=held.stamp, messages=held.messages + new, size=held.size + size)
