@@ -31,11 +31,12 @@ def _spec(seed: str, size: int, steps: int) -> dict[str, Any]:
     return scripted(*script, {"text": "done"}, tools=["blob"], max_steps=steps + 1)
 
 
-async def _run_keys(redis: Redis, run_id: str) -> list[bytes]:
-    return [key async for key in redis.scan_iter(match=f"*{keys.tag(run_id)}*", count=1000)]
+async def _run_keys(redis: Redis, run_id: str) -> list[str]:
+    found = redis.scan_iter(match=f"*{keys.tag(run_id)}*", count=1000)
+    return [key.decode() async for key in found]
 
 
-async def _stored_values(redis: Redis, key: bytes) -> list[bytes]:
+async def _stored_values(redis: Redis, key: str) -> list[bytes]:
     """Every value a key holds, whatever its type."""
     kind = (await redis.type(key)).decode()
     if kind == "string":
