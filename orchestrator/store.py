@@ -48,6 +48,7 @@ from agentq.orchestrator.state import (
     InputAnswer,
     InputRequest,
     MetaField,
+    Outcome,
     PostResult,
     RecordResult,
     Reply,
@@ -187,7 +188,27 @@ class RunStore:
         return await self._apply(transition, Reply)
 
     async def begin_step(self, transition: BeginStep) -> BeginStepReply:
-        return await self._apply(transition, BeginStepReply)
+        """The step begins; the reply carries the history from `start` on, whole."""
+        begun = await self._apply(transition, BeginStepReply)
+        if begun.outcome != Outcome.OK or begun.start + len(begun.messages) >= begun.length:
+            return begun
+        # Long, and the worker holds none of it: read here, as stored (no JSON encoding of
+        # it all inside the transition). Its entries are written once and this step's
+        # commit appends the next ones, so this is the history the step began with.
+        messages = await self.history(transition.run_id, transition.step, begun.length)
+        return begun.model_copy(update={"messages": messages, "start": 0})
+
+    async def history(self, run_id: str, step: int, length: int) -> list[str]:
+        """The first `length` messages of the run at step `step`, as the model sees them
+        (each tool message resolved from the step it refers to, which is before `step`)."""
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.lrange(keys.messages(run_id), 0, length - 1)
+                for n in range(step):
+                    pipe.hgetall(keys.step(run_id, n))
+                replies = await pipe.execute()
+        steps = [{_text(k): _text(v) for k, v in r.items()} for r in replies[1:]]
+        return resolve_messages([_text(m) for m in replies[0]], steps)
 
     async def commit_step(self, transition: CommitStep) -> Reply:
         return await self._apply(transition, Reply)

@@ -217,6 +217,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             tools,
             history,
             resumed=envelope.call_id == RESUMED_STEP,
+            history_digest=whole.digest,
         )
     except StepDeferred:
         return  # its context summary is written first (workers/context_job.py)

@@ -15,11 +15,13 @@ recently used runs go first once the messages' JSON exceeds `max_bytes`.
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.state import BeginStep, BeginStepReply
+from agentq.orchestrator.step_prep import Hasher, digesting, hasher_digest
 
 
 @dataclass(frozen=True)
@@ -29,6 +31,13 @@ class History:
     stamp: str  # the run's stamp they were read under
     messages: tuple[Message, ...]
     size: int  # bytes of their JSON (what the cache's bound counts)
+    # Fed with the messages (step_prep.messages_digest's), carried on as they grow.
+    hasher: Hasher = field(default_factory=hashlib.sha256)
+
+    @property
+    def digest(self) -> str:
+        """step_prep.messages_digest(messages), without going over them all again."""
+        return hasher_digest(self.hasher)
 
 
 class HistoryCache:
@@ -81,10 +90,16 @@ def completed(held: History | None, reply: BeginStepReply) -> History:
     new = tuple(MESSAGE_ADAPTER.validate_json(m) for m in reply.messages)
     size = sum(len(m) for m in reply.messages)
     if reply.start == 0:
-        return History(stamp=reply.stamp, messages=new, size=size)
+        hasher = digesting(hashlib.sha256(), new)
+        return History(stamp=reply.stamp, messages=new, size=size, hasher=hasher)
     if held is None or reply.start != len(held.messages) or reply.stamp != held.stamp:
         raise RuntimeError(
             f"begin_step answered from message {reply.start}, not after the "
             f"{len(held.messages) if held else 0} this worker holds"
         )
-    return History(stamp=held.stamp, messages=held.messages + new, size=held.size + size)
+    return History(
+        stamp=held.stamp,
+        messages=held.messages + new,
+        size=held.size + size,
+        hasher=digesting(held.hasher.copy(), new),
+    )

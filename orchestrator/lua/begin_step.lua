@@ -1,9 +1,10 @@
 -- begin_step: a model step starts; announce it and hand back what the model needs.
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    BeginStep: step, event, known, known_stamp (the history the worker holds)
--- Replies OK {spec, tools, messages, start, stamp, parent}  (tool and message JSON
---            strings, in order; messages from index `start` on: after the `known` the
---            worker holds when its `known_stamp` is the run's `stamp`, else all;
+-- Replies OK {spec, tools, messages, start, length, stamp, parent}  (tool and message
+--            JSON strings, in order; messages from index `start` to `length`: after the
+--            `known` the worker holds when its `known_stamp` is the run's `stamp`, else
+--            all, but none when that is more than HISTORY_INLINE_MAX (read outside);
 --            parent: a child run's parent call, for its progress)
 --         UNKNOWN_RUN | CLOSED | STALE (not the current step)
 --         DUPLICATE  the step was committed already (a re-delivered job)
@@ -22,13 +23,18 @@ end
 -- The message list only grows (an entry is never rewritten), so what the worker holds
 -- of this run is still its first `known` messages.
 local stamp = redis.call('HGET', meta, F.CREATED_AT) or ''
+local length = redis.call('LLEN', msgs)
 local start = 0
-if A.known > 0 and stamp ~= '' and A.known_stamp == stamp
-   and A.known <= redis.call('LLEN', msgs) then
+if A.known > 0 and stamp ~= '' and A.known_stamp == stamp and A.known <= length then
   start = A.known
 end
-local messages = redis.call('LRANGE', msgs, start, -1)
-for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
+-- A long history to a worker that holds none of it is read outside (RunStore.begin_step):
+-- encoding it all here, as JSON, would hold Redis for it at every such step.
+local messages = {}
+if start > 0 or length <= HISTORY_INLINE_MAX then
+  messages = redis.call('LRANGE', msgs, start, -1)
+  for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
+end
 return reply(OUT.OK, {spec = redis.call('HGET', meta, F.SPEC), tools = tools,
-                      messages = messages, start = start, stamp = stamp,
+                      messages = messages, start = start, length = length, stamp = stamp,
                       parent = redis.call('HGET', meta, F.PARENT) or nil})

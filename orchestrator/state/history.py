@@ -22,6 +22,10 @@ from agentq.orchestrator.state.status import StepField, call_field
 
 # Printable ASCII (it is also a generated Lua constant) that no JSON object starts with.
 TOOL_RESULTS_REF = "@tool-results:"
+# begin_step hands a worker that holds none of the history all of it when it is this
+# short (a run's first steps); a longer one the worker reads outside the transition
+# (RunStore.begin_step does): encoding it in Lua, as JSON, would hold Redis for all of it.
+HISTORY_INLINE_MAX = 16
 
 
 def tool_results_ref(step: int) -> str:

@@ -13,7 +13,11 @@ from enum import StrEnum
 
 from agentq.orchestrator.state import keys
 from agentq.orchestrator.state.calls import CallField
-from agentq.orchestrator.state.history import TOOL_RESULTS_REF, tool_message_frame
+from agentq.orchestrator.state.history import (
+    HISTORY_INLINE_MAX,
+    TOOL_RESULTS_REF,
+    tool_message_frame,
+)
 from agentq.orchestrator.state.status import (
     CHILD_USAGE_FIELDS,
     USAGE_FIELDS,
@@ -90,6 +94,7 @@ def render(extra: Mapping[str, str] | None = None) -> str:
         f"local TOOL_MESSAGE_OPEN, TOOL_MESSAGE_CLOSE = {_lua_str(open_)}, {_lua_str(close)}"
     )
     lines.append(f"local TOOL_RESULTS_REF = {_lua_str(TOOL_RESULTS_REF)}")
+    lines.append(f"local HISTORY_INLINE_MAX = {int(HISTORY_INLINE_MAX)}")
     return "\n".join(lines) + "\n"
 
 

@@ -31,9 +31,12 @@ class BeginStepReply(Reply):
 
     spec: str = ""
     tools: LuaList = []
-    # The history from message `start` on (0: all of it), tool messages resolved.
+    # The history from message `start` on (0: all of it), tool messages resolved, up to
+    # its `length`; a long history to a worker that holds none of it is left out of the
+    # reply (the store reads it outside the transition, see RunStore.begin_step).
     messages: LuaList = []
     start: int = 0
+    length: int = 0
     # The run's stamp (its creation time): what a worker keeps the history under, so
     # that a later run of the same id never reads this one's messages.
     stamp: str = ""

@@ -26,7 +26,7 @@ from agentq.orchestrator.state import (
     StepAfter,
     keys,
 )
-from agentq.orchestrator.state.history import tool_message_frame
+from agentq.orchestrator.state.history import HISTORY_INLINE_MAX, tool_message_frame
 from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.transitions import model_job, result_args, tool_job
 from agentq.workers import tool
@@ -98,7 +98,7 @@ async def test_a_worker_without_the_history_reads_it_whole(
 ) -> None:
     """No cache (as on another worker, or after a restart): every step reads it all,
     and sends the model what a warm worker sends."""
-    n = 4
+    n = HISTORY_INLINE_MAX  # long enough for the history to be read outside begin_step
     cold = FAST.model_copy(update={"history_cache_bytes": 0})
     async with embedded(tools=[echo], settings=cold) as client:
         run_id = await client.submit(_steps_spec(n))
@@ -261,3 +261,24 @@ async def test_a_snapshot_resolves_the_history_and_a_fork_keeps_it_referred(
     _, stored, steps = await store.snapshot(RUN, resolved=False)
     assert stored[2] == "@tool-results:0"
     assert OUTPUT in steps[0]["r:a"]
+
+
+async def test_a_long_history_to_a_worker_holding_none_is_read_outside_the_transition(
+    store: RunStore,
+) -> None:
+    await store.create(_create())
+    steps = HISTORY_INLINE_MAX // 2 + 1
+    for n in range(steps):
+        await _run_step(store, n, [f"c{n}", f"d{n}"])
+    bare = await store._apply(_begin(steps), BeginStepReply)  # what the Lua replies
+    assert (bare.start, bare.length, bare.messages) == (0, 1 + 2 * steps, [])
+    whole = await store.begin_step(_begin(steps))
+    _, resolved, _ = await store.snapshot(RUN)
+    assert (whole.start, whole.messages) == (0, resolved)
+    assert whole.messages[-1] == _tool_message([f"c{steps - 1}", f"d{steps - 1}"])
+    # A warm worker's short tail still comes in the reply itself.
+    held = completed(None, whole)
+    await store.commit_step(_commit(steps, ["e"]))
+    await store.record_result(result_args(RUN, steps, _result("e")))
+    tail = await store._apply(asking(held, _begin(steps + 1)), BeginStepReply)
+    assert (tail.start, len(tail.messages)) == (len(resolved), 2)

@@ -17,6 +17,7 @@ from agentq.orchestrator.state.history import (
     tool_message_frame,
     tool_results_ref,
 )
+from agentq.orchestrator.step_prep import messages_digest
 from agentq.orchestrator.transitions import result_events
 from agentq.workers.history_cache import History, HistoryCache, asking, completed
 
@@ -116,6 +117,14 @@ def test_a_cold_worker_asks_for_everything_and_a_warm_one_for_what_it_lacks() ->
     whole = completed(held, _reply(2, _msgs("c")))
     assert [m.content for m in whole.messages] == ["a", "b", "c"]
     assert whole.size == sum(len(m) for m in _msgs("a", "b", "c"))
+
+
+def test_the_held_historys_digest_is_the_digest_of_its_messages() -> None:
+    held = completed(None, _reply(0, _msgs("a", "b")))
+    assert held.digest == messages_digest(held.messages)
+    grown = completed(held, _reply(2, _msgs("c", "d")))
+    assert grown.digest == messages_digest(grown.messages)
+    assert held.digest == messages_digest(held.messages)  # the held one is left as it was
 
 
 def test_a_redelivered_step_does_not_append_twice() -> None:
