@@ -192,18 +192,18 @@ class RunStore:
         begun = await self._apply(transition, BeginStepReply)
         if begun.outcome != Outcome.OK or begun.start + len(begun.messages) >= begun.length:
             return begun
-        # Long, and the worker holds none of it: read here, as stored (no JSON encoding of
-        # it all inside the transition). Its entries are written once and this step's
-        # commit appends the next ones, so this is the history the step began with.
-        messages = await self.history(transition.run_id, transition.step, begun.length)
-        return begun.model_copy(update={"messages": messages, "start": 0})
+        # Many messages to send: read here, as stored (no JSON encoding of them all inside
+        # the transition). Entries are written once and only this step's commit appends
+        # the next ones, so these are the messages the step began with.
+        messages = await self.history(transition.run_id, transition.step, begun.start, begun.length)
+        return begun.model_copy(update={"messages": messages})
 
-    async def history(self, run_id: str, step: int, length: int) -> list[str]:
-        """The first `length` messages of the run at step `step`, as the model sees them
+    async def history(self, run_id: str, step: int, start: int, length: int) -> list[str]:
+        """Messages `start` to `length` of the run at step `step`, as the model sees them
         (each tool message resolved from the step it refers to, which is before `step`)."""
         with redis_errors_mapped():
             async with self.redis.pipeline(transaction=False) as pipe:
-                pipe.lrange(keys.messages(run_id), 0, length - 1)
+                pipe.lrange(keys.messages(run_id), start, length - 1)
                 for n in range(step):
                     pipe.hgetall(keys.step(run_id, n))
                 replies = await pipe.execute()

@@ -4,7 +4,7 @@
 -- Replies OK {spec, tools, messages, start, length, stamp, parent}  (tool and message
 --            JSON strings, in order; messages from index `start` to `length`: after the
 --            `known` the worker holds when its `known_stamp` is the run's `stamp`, else
---            all, but none when that is more than HISTORY_INLINE_MAX (read outside);
+--            all; none when they are more than HISTORY_INLINE_MAX (read outside);
 --            parent: a child run's parent call, for its progress)
 --         UNKNOWN_RUN | CLOSED | STALE (not the current step)
 --         DUPLICATE  the step was committed already (a re-delivered job)
@@ -28,10 +28,11 @@ local start = 0
 if A.known > 0 and stamp ~= '' and A.known_stamp == stamp and A.known <= length then
   start = A.known
 end
--- A long history to a worker that holds none of it is read outside (RunStore.begin_step):
--- encoding it all here, as JSON, would hold Redis for it at every such step.
+-- More than a few messages to send (a worker that holds none or little of a long history)
+-- are read outside (RunStore.begin_step): encoding them all here, as JSON, would hold
+-- Redis for all of them.
 local messages = {}
-if start > 0 or length <= HISTORY_INLINE_MAX then
+if length - start <= HISTORY_INLINE_MAX then
   messages = redis.call('LRANGE', msgs, start, -1)
   for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
 end

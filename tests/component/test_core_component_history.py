@@ -267,6 +267,7 @@ async def test_a_long_history_to_a_worker_holding_none_is_read_outside_the_trans
     store: RunStore,
 ) -> None:
     await store.create(_create())
+    early = completed(None, await store.begin_step(_begin(0)))  # a worker that ran step 0
     steps = HISTORY_INLINE_MAX // 2 + 1
     for n in range(steps):
         await _run_step(store, n, [f"c{n}", f"d{n}"])
@@ -276,6 +277,11 @@ async def test_a_long_history_to_a_worker_holding_none_is_read_outside_the_trans
     _, resolved, _ = await store.snapshot(RUN)
     assert (whole.start, whole.messages) == (0, resolved)
     assert whole.messages[-1] == _tool_message([f"c{steps - 1}", f"d{steps - 1}"])
+    # The worker that ran step 0 only: what it lacks is many messages, also read outside.
+    lacking = await store._apply(asking(early, _begin(steps)), BeginStepReply)
+    assert (lacking.start, lacking.messages) == (1, [])
+    caught_up = completed(early, await store.begin_step(asking(early, _begin(steps))))
+    assert caught_up.messages == completed(None, whole).messages
     # A warm worker's short tail still comes in the reply itself.
     held = completed(None, whole)
     await store.commit_step(_commit(steps, ["e"]))
