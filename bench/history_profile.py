@@ -64,6 +64,15 @@ async def _profile(url: str, steps: int) -> dict[str, dict[int, list[int]]]:
         await runtime.stop()
     names = _script_names()
     by_script: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
+    outside: dict[str, list[int]] = defaultdict(list)
+    for entry in entries:
+        command = bytes(entry["command"]).split(b" ", 1)[0].upper().decode()
+        if command in ("LRANGE", "HGETALL"):  # a history read outside begin_step
+            outside[command].append(int(entry["duration"]))
+    reads = len(outside["LRANGE"])
+    if reads:
+        total = sum(outside["LRANGE"]) + sum(outside["HGETALL"])
+        print(f"histories read outside begin_step: {reads}, {total / reads:.0f} µs each on average")
     for entry in entries:
         # EVALSHA sha numkeys k1 k2 k3 ARGV[1] (SLOWLOG cuts each argument at 128 bytes)
         parts = bytes(entry["command"]).split(b" ", 6)
