@@ -1,6 +1,7 @@
 """Where a model step's Redis time goes as a run grows: `begin_step` at step ~10 and
 ~100 of a run whose tool returns 1 KB per step, from Redis's own SLOWLOG (every
-command logged, with its server-side duration), and the bytes the run stores.
+command logged, with its server-side duration; a script's time includes the commands it
+calls), and the bytes the run stores.
 
     python bench/history_profile.py [--steps 105] [--cold]
 
@@ -66,8 +67,11 @@ async def _profile(url: str, steps: int) -> dict[str, dict[int, list[int]]]:
     by_script: dict[str, dict[int, list[int]]] = defaultdict(lambda: defaultdict(list))
     outside: dict[str, list[int]] = defaultdict(list)
     for entry in entries:
-        command = bytes(entry["command"]).split(b" ", 1)[0].upper().decode()
-        if command in ("LRANGE", "HGETALL"):  # a history read outside begin_step
+        # Redis 7 logs the commands a script calls too: begin_step's own LRANGE reads to
+        # the end (-1); the read outside it names its last message.
+        args = bytes(entry["command"]).split(b" ")
+        command = args[0].upper().decode()
+        if command == "HGETALL" or (command == "LRANGE" and args[-1] != b"-1"):
             outside[command].append(int(entry["duration"]))
     reads = len(outside["LRANGE"])
     if reads:
