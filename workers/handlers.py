@@ -40,7 +40,6 @@ from agentq.orchestrator.state import (
     RunFailure,
 )
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
 from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef
@@ -202,11 +201,9 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     if begun.outcome != Outcome.OK:
         log.debug("model step %s/%d skipped: %s", run_id, step, begun.outcome)
         return
-    spec = RunSpec.model_validate_json(begun.spec, context=STORED_SPEC)
-    tools = [ToolDef.model_validate_json(t) for t in begun.tools]
     whole = completed(held, begun)
     deps.histories.put(run_id, whole)
-    history = list(whole.messages)
+    spec, tools, history = whole.spec, list(whole.tools), list(whole.messages)
     try:  # prepareStep and context management (workers/step_preparation.py)
         prepared = await prepare(
             deps.store,

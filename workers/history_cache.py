@@ -1,5 +1,7 @@
 """The history a worker read for a run's model step, kept for the run's next step.
 
+(With the run's spec and tools, written once at create: a warm step reads neither.)
+
 A run's message list only grows: an entry, once appended, is never rewritten (context
 management and prepare_step hooks change what a step sends, never what is stored). So a
 worker that ran step n of a run keeps the messages it read, parsed, under the run's
@@ -17,18 +19,23 @@ from __future__ import annotations
 
 import hashlib
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, Message
+from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import BeginStep, BeginStepReply
 from agentq.orchestrator.step_prep import Hasher, digesting, hasher_digest
+from agentq.orchestrator.tool_kinds.base import STORED_SPEC
+from agentq.orchestrator.tool_resolution import ToolDef
 
 
 @dataclass(frozen=True)
 class History:
-    """A run's first messages, as a worker read them."""
+    """A run's spec, tools and first messages, as a worker read them."""
 
     stamp: str  # the run's stamp they were read under
+    spec: RunSpec
+    tools: tuple[ToolDef, ...]
     messages: tuple[Message, ...]
     size: int  # bytes of their JSON (what the cache's bound counts)
     # Fed with the messages (step_prep.messages_digest's), carried on as they grow.
@@ -86,19 +93,26 @@ def asking(held: History | None, begin: BeginStep) -> BeginStep:
 
 def completed(held: History | None, reply: BeginStepReply) -> History:
     """The run's whole history: what was held, then what the reply brought. The reply
-    starts after the held messages, or at 0 when the store would not build on them."""
+    starts after the held messages, or at 0 (with the spec and tools) when the store
+    would not build on them."""
     new = tuple(MESSAGE_ADAPTER.validate_json(m) for m in reply.messages)
     size = sum(len(m) for m in reply.messages)
     if reply.start == 0:
-        hasher = digesting(hashlib.sha256(), new)
-        return History(stamp=reply.stamp, messages=new, size=size, hasher=hasher)
+        return History(
+            stamp=reply.stamp,
+            spec=RunSpec.model_validate_json(reply.spec, context=STORED_SPEC),
+            tools=tuple(ToolDef.model_validate_json(t) for t in reply.tools),
+            messages=new,
+            size=size + len(reply.spec) + sum(len(t) for t in reply.tools),
+            hasher=digesting(hashlib.sha256(), new),
+        )
     if held is None or reply.start != len(held.messages) or reply.stamp != held.stamp:
         raise RuntimeError(
             f"begin_step answered from message {reply.start}, not after the "
             f"{len(held.messages) if held else 0} this worker holds"
         )
-    return History(
-        stamp=held.stamp,
+    return replace(
+        held,
         messages=held.messages + new,
         size=held.size + size,
         hasher=digesting(held.hasher.copy(), new),

@@ -29,6 +29,8 @@ class Reply(BaseModel):
 class BeginStepReply(Reply):
     """With OK: what the model step needs, read in the same round trip."""
 
+    # The run's spec and tools; left out ("", []) when `start` > 0: the worker that holds
+    # the history's first messages holds them (written once, at create).
     spec: str = ""
     tools: LuaList = []
     # The history from message `start` on (0: all of it), tool messages resolved, up to

@@ -209,6 +209,9 @@ async def test_begin_step_sends_what_the_worker_lacks_under_the_runs_stamp(
 
     tail = await store.begin_step(held(2, whole.stamp))
     assert (tail.start, tail.messages) == (2, whole.messages[2:])
+    # The spec and tools come with the whole history only: a warm worker holds them.
+    assert (json.loads(whole.spec)["prompt"], len(whole.tools)) == ("go", 1)
+    assert (tail.spec, tail.tools) == ("", [])
     # Another stamp (another run of the id), or more than the run has: all of it.
     for known, stamp in ((2, "another"), (4, whole.stamp)):
         again = await store.begin_step(held(known, stamp))

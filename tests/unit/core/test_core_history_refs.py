@@ -9,6 +9,7 @@ import pytest
 
 from agentq.orchestrator.events import OUTPUT_REF, event_json, parse_event, with_output
 from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolMessage, ToolResultPart, UserMessage
+from agentq.orchestrator.spec import RunSpec
 from agentq.orchestrator.state import BeginStep, BeginStepReply, Outcome, StepField, call_field
 from agentq.orchestrator.state.history import (
     referenced_step,
@@ -101,8 +102,15 @@ def _msgs(*texts: str) -> list[str]:
     return [UserMessage(content=t).model_dump_json() for t in texts]
 
 
+SPEC = RunSpec.model_validate({"model": {"provider": "scripted", "script": []}, "prompt": "go"})
+
+
 def _reply(start: int, messages: list[str], stamp: str = "s1") -> BeginStepReply:
-    return BeginStepReply(outcome=Outcome.OK, messages=messages, start=start, stamp=stamp)
+    """begin_step's reply: the spec only with the whole history (start 0)."""
+    spec = SPEC.model_dump_json(exclude_none=True) if start == 0 else ""
+    return BeginStepReply(
+        outcome=Outcome.OK, spec=spec, messages=messages, start=start, stamp=stamp
+    )
 
 
 def _begin() -> BeginStep:
@@ -116,7 +124,8 @@ def test_a_cold_worker_asks_for_everything_and_a_warm_one_for_what_it_lacks() ->
     assert (ask.known, ask.known_stamp) == (2, "s1")
     whole = completed(held, _reply(2, _msgs("c")))
     assert [m.content for m in whole.messages] == ["a", "b", "c"]
-    assert whole.size == sum(len(m) for m in _msgs("a", "b", "c"))
+    assert whole.spec == SPEC  # held: a warm step's reply leaves it out
+    assert whole.size == held.size + len(_msgs("c")[0])
 
 
 def test_the_held_historys_digest_is_the_digest_of_its_messages() -> None:
@@ -144,7 +153,7 @@ def test_a_store_that_would_not_build_on_the_held_history_replaces_it() -> None:
 
 
 def _history(size: int) -> History:
-    return History(stamp="s", messages=(), size=size)
+    return History(stamp="s", spec=SPEC, tools=(), messages=(), size=size)
 
 
 def test_the_cache_is_bounded_in_bytes_least_recently_used_first() -> None:
