@@ -1,18 +1,17 @@
 """The history a worker read for a run's model step, kept for the run's next step.
 
-(With the run's spec and tools, written once at create: a warm step reads neither.)
-
 A run's message list only grows: an entry, once appended, is never rewritten (context
 management and prepare_step hooks change what a step sends, never what is stored). So a
 worker that ran step n of a run keeps the messages it read, parsed, under the run's
 stamp (its creation time, which tells a later run of the same id apart); for step n+1
 it tells `begin_step` how many it holds and receives only the messages appended since
 (the step's assistant message and tool message). No step then re-reads, re-encodes or
-re-parses the whole history, and a step's cost stays flat in the run's length.
+re-parses the whole history, and a step's cost stays flat in the run's length. The run's
+spec and tools, written once at create, are kept with it: a warm step reads neither.
 
 A worker without an entry (another worker ran the last step, a restart, an evicted
 entry) reads the whole history, as every worker did before. The cache is bounded: least
-recently used runs go first once the messages' JSON exceeds `max_bytes`.
+recently used runs go first once their JSON exceeds `max_bytes`.
 """
 
 from __future__ import annotations
