@@ -1,10 +1,11 @@
 """How deep each job queue is: what autoscalers and dashboards read.
 
 A queue is arq's sorted set of job ids scored by the time each is due (ms). A claimed
-job stays in the set until it ends, so `depth` counts jobs waiting, deferred and
-running: the work a pool has on hand, which is what scaling on queue depth wants
-(a pool scaled to zero sees its first job here). `ready` counts those due now and
-`oldest_age_s` says how long the oldest due job has been due.
+job stays in the set until it ends (scored +inf while it runs: workers/claims.py), so
+`depth` counts jobs waiting, deferred and running: the work a pool has on hand, which
+is what scaling on queue depth wants (a pool scaled to zero sees its first job here).
+`ready` counts those due now and not running, and `oldest_age_s` says how long the
+oldest of them has been due.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from agentq.orchestrator.events import (
     stored_output,
     with_output,
 )
+from agentq.orchestrator.riders import RIDER
 from agentq.orchestrator.state import (
     INPUTS,
     TERMINAL_STATUSES,
@@ -176,10 +177,13 @@ class RunStore:
         body = transition.model_dump(mode="json", exclude_none=True)
         body["retention_s"] = self.retention_s
         payload = json.dumps(body, separators=(",", ":"))
+        script, run_keys = self._scripts[transition.script], keys.run_keys(transition.run_id)
+        rider = RIDER.get()
         with redis_errors_mapped():
-            raw = await self._scripts[transition.script](
-                keys=keys.run_keys(transition.run_id), args=[payload]
-            )
+            if rider is not None and rider.rides_on(transition.script):
+                raw = await rider.ride(script, run_keys, [payload])  # orchestrator/riders.py
+            else:
+                raw = await script(keys=run_keys, args=[payload])
         return reply.model_validate_json(raw)
 
     # -- transitions (see orchestrator/lua/*.lua for each one's replies) -----------

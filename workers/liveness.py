@@ -39,7 +39,8 @@ def liveness_key(worker_id: str) -> str:
 
 
 def jobs_key(worker_id: str) -> str:
-    """Hash: job id -> the wake-up list of its queue, for every job the worker holds."""
+    """Hash: job id -> its lease record (its queue, wake-up list and score: see
+    workers/claims.py), for every job the worker holds."""
     return f"aq:worker:{worker_id}:jobs"
 
 
@@ -83,10 +84,19 @@ for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
     local jobs = redis.call('HGETALL', held)
     for i = 1, #jobs, 2 do
       local progress = 'arq:in-progress:' .. jobs[i]
-      if redis.call('GET', progress) == id then
+      local holder = redis.call('GET', progress)
+      if holder == id or not holder then
         redis.call('DEL', progress)
-        redis.call('LPUSH', jobs[i + 1], '1')
-        redis.call('LTRIM', jobs[i + 1], 0, 63)
+        -- A lease record (workers/claims.py): the job goes back into its queue's ready
+        -- range at the score it had; an older entry is the wake-up list alone.
+        local wake = jobs[i + 1]
+        local ok, rec = pcall(cjson.decode, wake)
+        if ok and type(rec) == 'table' and rec.w then
+          if redis.call('ZSCORE', rec.q, jobs[i]) then redis.call('ZADD', rec.q, rec.s, jobs[i]) end
+          wake = rec.w
+        end
+        redis.call('LPUSH', wake, '1')
+        redis.call('LTRIM', wake, 0, 63)
         reaped = reaped + 1
       end
     end

@@ -27,7 +27,6 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.call_store import CallNotFoundError, CallStore
 from agentq.orchestrator.calls import claim_call_args, finish_call_args
 from agentq.orchestrator.envelopes import (
-    ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,
     ARQ_JOB_PREFIX,
     JobEnvelope,
@@ -46,6 +45,7 @@ from agentq.orchestrator.store import RunStore
 from agentq.orchestrator.tool_output import bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.orchestrator.transitions import enqueued_job_ids, result_args
+from agentq.workers.claims import ARQ_RETRY_PREFIX, CLAIM_ONE, Taker, lease_wake_key, record_prefix
 from agentq.workers.liveness import (
     OUTAGE,
     REAP,
@@ -56,7 +56,7 @@ from agentq.workers.liveness import (
     liveness_key,
     reap_cadence,
 )
-from agentq.workers.runtime import _BACKSTOP_MS, _CLAIM, _FINISH, ARQ_RETRY_PREFIX
+from agentq.workers.runtime import _BACKSTOP_MS
 
 log = logging.getLogger("agentq.remote")
 
@@ -128,8 +128,7 @@ class RemoteLeases:
         self.store = store
         self.max_deliveries = max_deliveries
         self.max_output_bytes = max_output_bytes
-        self._claim = redis.register_script(_CLAIM)
-        self._finish = redis.register_script(_FINISH)
+        self._claim = redis.register_script(CLAIM_ONE)
         self._renew = redis.register_script(RENEW)
         self._reap = redis.register_script(REAP)
         self.calls = CallStore(redis, retention_s=store.retention_s)
@@ -156,8 +155,9 @@ class RemoteLeases:
             await self.redis.blpop([wake_key(queue)], timeout=wait)  # type: ignore[misc]
 
     async def _free(self, queue: str) -> list[str]:
-        """Jobs due on `queue` that nobody holds (a claimed job stays in the queue until
-        it ends, so held ones are skipped in one round trip rather than claimed in vain)."""
+        """Jobs due on `queue` that nobody holds (a claimed job leaves the ready range;
+        one held but still in it, as older workers left them, is skipped here in one
+        round trip rather than claimed in vain)."""
         due = [
             raw.decode() if isinstance(raw, bytes) else str(raw)
             for raw in await self.redis.zrangebyscore(
@@ -184,7 +184,13 @@ class RemoteLeases:
                 jobs_key(lease_id),
                 WORKERS,
             ],
-            args=[job_id, int(time.time() * 1000), lease_id, wake_key(queue), _BACKSTOP_MS],
+            args=[
+                job_id,
+                int(time.time() * 1000),
+                lease_id,
+                record_prefix(queue_key(queue), wake_key(queue)),
+                _BACKSTOP_MS,
+            ],
         )
         if score is None:  # leased by another, finished, or deferred meanwhile
             await self.redis.delete(liveness_key(lease_id))
@@ -313,9 +319,9 @@ class RemoteLeases:
             alive, jobs = await pipe.execute()
         if alive is None or not jobs:
             raise LeaseGone(lease_id)
-        raw_id, raw_wake = next(iter(jobs.items()))
+        raw_id, raw_record = next(iter(jobs.items()))
         job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
-        wake = raw_wake.decode() if isinstance(raw_wake, bytes) else str(raw_wake)
+        wake = lease_wake_key(raw_record)
         holder = await self.redis.get(ARQ_IN_PROGRESS_PREFIX + job_id)
         if holder is None or (holder.decode() if isinstance(holder, bytes) else holder) != lease_id:
             raise LeaseGone(lease_id)
@@ -409,18 +415,8 @@ class RemoteLeases:
 
     async def _end(self, lease_id: str, job_id: str, queue: str) -> None:
         """The job is done; the lease is given up (nothing is left for a reaper)."""
-        await self._finish(
-            keys=[
-                ARQ_IN_PROGRESS_PREFIX + job_id,
-                ARQ_RETRY_PREFIX + job_id,
-                ARQ_JOB_PREFIX + job_id,
-                queue_key(queue),
-                jobs_key(lease_id),
-                ARQ_ABORT_SET,
-                wake_key(queue),
-            ],
-            args=[lease_id, job_id, "done", 0],
-        )
+        taker = Taker(self.redis, lease_id, queue_key(queue), wake_key(queue), _BACKSTOP_MS)
+        await taker.take(taker.args(0, job_id, "done"))
         async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(liveness_key(lease_id), lease_deadline(lease_id))
             pipe.srem(WORKERS, lease_id)

@@ -1,10 +1,14 @@
 """A worker process: one arq worker per queue, woken by Redis instead of polling.
 
 arq polls its queue every `poll_delay` (0.5 s by default), which would put half
-a second into every hop. Here each enqueue also pushes a token onto the
-queue's wake-up list; a worker with spare capacity waits on that list with
-BLPOP and polls as soon as a token arrives. The poll interval remains only as
-a fallback (deferred retries, lost tokens), so an idle worker sleeps.
+a second into every hop, and spends several round trips per job on its own
+bookkeeping. Here each enqueue also pushes a token onto the queue's wake-up list;
+a worker with free slots waits on that list with BLPOP and, in the same round trip,
+claims up to its free slots with one Lua call (`claims.TAKE`), whose reply carries
+each job's payload and delivery count. A job's end rides in the round trip of its
+last run transition, with the claim of the next jobs. The wait times out after
+`idle_poll_s` as the fallback poll (deferred jobs falling due), so an idle worker
+sleeps.
 
 Jobs are leased to the worker process (see `liveness`): a claimed job's
 in-progress key names the worker, and a job ends in one of two ways. Done
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -29,22 +34,24 @@ import socket
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, cast
 
 import httpx
 import redis
-from arq import Worker
-from arq.utils import timestamp_ms
-from arq.worker import func
+from arq import Retry, Worker
+from arq.jobs import SerializationError, deserialize_job_raw
+from arq.utils import ms_to_datetime, timestamp_ms
+from arq.worker import RetryJob, func
 from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
 from agentq.orchestrator import keys, listings
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.endpoints import EndpointPolicy
 from agentq.orchestrator.envelopes import (
     ARQ_ABORT_SET,
-    ARQ_IN_PROGRESS_PREFIX,
-    ARQ_JOB_PREFIX,
     MODEL_QUEUE,
     TOOLS_QUEUE,
     deserialize,
@@ -55,6 +62,7 @@ from agentq.orchestrator.envelopes import (
 from agentq.orchestrator.errors import AgentqError, InfrastructureError, SpecError
 from agentq.orchestrator.redis_conn import MAX_BLOCK_S, connect, is_memory_url
 from agentq.orchestrator.redis_faults import is_transient, raise_if_cancel_requested
+from agentq.orchestrator.riders import RIDER
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.state.keys import job_prefix
 from agentq.orchestrator.step_prep import PREPARE_STEP_KIND
@@ -68,6 +76,14 @@ from agentq.orchestrator.tool_resolution import (
 )
 from agentq.workers import batch_jobs, handlers
 from agentq.workers.catalog import served_announcements
+from agentq.workers.claims import (
+    ARQ_RETRY_PREFIX,
+    RETRY_KEEP_S,
+    Claimed,
+    Taker,
+    lease_wake_key,
+    parse_take,
+)
 from agentq.workers.executors.base import ToolExecutor, WorkerServices
 from agentq.workers.liveness import (
     OUTAGE,
@@ -110,7 +126,6 @@ _NOT_TOOLS = frozenset(
 _ARQ_FUNCTION_TIMEOUT_S = 6 * 3600
 ANNOUNCE_EVERY_S = 60.0
 
-ARQ_RETRY_PREFIX = "arq:retry:"
 # How long a cancel's abort marker is kept for a job that has not started yet.
 ABORT_KEEP_MS = 60_000
 # A job whose in-progress key outlives every worker record (lost by a crash of
@@ -119,51 +134,18 @@ _BACKSTOP_MS = _ARQ_FUNCTION_TIMEOUT_S * 1000
 # A call this worker cannot serve is left for others for this long.
 _NOT_SERVED_S = 5.0
 
-# arq claims a job with WATCH, EXISTS, ZSCORE and MULTI/PSETEX/EXEC: four round trips.
-# This makes the same checks in one, and leases the job to this worker: its in-progress
-# key names the worker, whose jobs hash lets a reaper re-deliver it if the worker dies.
-# KEYS: in-progress, queue, liveness key, worker's jobs, workers set.
-# ARGV: job id, now ms, worker id, wake-up list, backstop ms.
-_CLAIM = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-if redis.call('EXISTS', KEYS[3]) == 0 then return false end
-local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
-redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[5])
-redis.call('HSET', KEYS[4], ARGV[1], ARGV[4])
-redis.call('SADD', KEYS[5], ARGV[3])
-return score
-"""
-
-# A job ends. 'done': arq's cleanup. 'release': a live worker hands it back; the delivery
-# arq counted when it started is taken back (only deaths count), and the queue is woken.
-# Only an in-progress key this worker still holds is deleted (a reaper may have passed).
-# KEYS: in-progress, retry counter, job, queue, worker's jobs, abort set, wake-up list.
-# ARGV: worker id, job id, 'done' | 'release', score increment ms.
-_FINISH = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
-redis.call('HDEL', KEYS[5], ARGV[2])
-if ARGV[3] == 'done' then
-  redis.call('DEL', KEYS[2], KEYS[3])
-  redis.call('ZREM', KEYS[4], ARGV[2])
-  redis.call('ZREM', KEYS[6], ARGV[2])
-  return 1
-end
-local tries = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tries > 0 then redis.call('DECR', KEYS[2]) end
-local score = redis.call('ZSCORE', KEYS[4], ARGV[2])
-if not score then return 0 end
-if tonumber(ARGV[4]) > 0 then
-  redis.call('ZINCRBY', KEYS[4], ARGV[4], ARGV[2])  -- arq's deferral: score + increment
-else
-  redis.call('LPUSH', KEYS[7], '1')
-  redis.call('LTRIM', KEYS[7], 0, 63)
-end
-return 1
-"""
-
 
 class WakeableWorker(Worker):
+    """arq's worker, with agentq's claim and end-of-job path (workers/claims.py).
+
+    One loop claims: it waits on the queue's wake-up list and claims up to its free
+    slots in the same round trip (a pipeline of BLPOP and TAKE), and goes on claiming
+    while ready jobs are left behind. Each claimed job arrives with its payload and its
+    delivery count, so running it costs no round trip of arq's; when it ends, the same
+    TAKE call that ends it claims the jobs its freed slot can take. Chores (the abort
+    set's fallback check, arq's health record) run on their own timer.
+    """
+
     def __init__(
         self,
         *args: Any,
@@ -176,170 +158,283 @@ class WakeableWorker(Worker):
         self.wake_key = wake
         self.idle_poll_s = idle_poll_s
         self.worker_id = worker_id
-        self._claim = self.pool.register_script(_CLAIM)
-        self._finish = self.pool.register_script(_FINISH)
-        self._read_full = False
-        self._wake = asyncio.Event()
+        self.taker = Taker(self.pool, worker_id, self.queue_name, wake, _BACKSTOP_MS)
         self._capacity = asyncio.Event()
         self._capacity.set()
         self._outage = OUTAGE
         self._not_served: dict[str, float] = {}
         self._next_abort_prune_ms = 0
+        self._context = contextvars.copy_context()
         self.ctx["not_served"] = self.not_served
 
     async def main(self) -> None:
-        # arq's main, less its INFO call (the embedded Redis has none) and its fixed sleep.
+        # arq's main, less its INFO call (the embedded Redis has none) and its polling.
         self.ctx["redis"] = self.pool
+        self._context = contextvars.copy_context()
         if self.on_startup:
             await self.on_startup(self.ctx)
-        listener = asyncio.create_task(self._listen())
+        chores = asyncio.create_task(self._chores_forever())
         try:
-            while True:
-                raise_if_cancel_requested()
-                self._wake.clear()
-                self._read_full = False
-                try:
-                    await self._poll_iteration()
-                except Exception as exc:
-                    if not is_transient(exc):
-                        raise
-                    await asyncio.sleep(self._outage.failed(exc))
-                    continue
-                self._outage.succeeded()
-                saturated = self.job_counter >= self.max_jobs
-                self._capacity.clear() if saturated else self._capacity.set()
-                if self._read_full and not saturated and self.allow_pick_jobs:
-                    continue  # a read takes at most queue_read_limit jobs: more may be queued
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self.idle_poll_s)
+            await self._claim_forever()
         finally:
-            listener.cancel()
+            self.allow_pick_jobs = False  # jobs that end from now on claim nothing
+            chores.cancel()
             # A cancel that lands while redis-py's read is timing out can be lost in
             # its connection (seen on Python 3.11: the read then waits on a reply that
             # never comes). Bounded, so shutdown never hangs on it: closing the pool
             # ends that read, and the callback takes its outcome.
-            listener.add_done_callback(_consume_outcome)
-            await asyncio.wait({listener}, timeout=_LISTENER_STOP_S)
-            if not listener.done():
-                log.debug("worker %s: the wake-up listener outlived its cancel", self.queue_name)
+            chores.add_done_callback(_consume_outcome)
+            await asyncio.wait({chores}, timeout=_LISTENER_STOP_S)
 
-    async def _listen(self) -> None:
-        outage = OUTAGE
+    async def _claim_forever(self) -> None:
+        block = False  # the first claim looks at once
         while True:
             raise_if_cancel_requested()
             await self._capacity.wait()
+            if not self.allow_pick_jobs:  # draining: claim nothing more
+                await asyncio.sleep(self.idle_poll_s)
+                continue
             try:
-                popped = await self.pool.blpop(  # type: ignore[misc]
-                    [self.wake_key], timeout=max(1, int(self.idle_poll_s))
-                )
+                more = await self._claim(block)
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                await asyncio.sleep(max(outage.failed(exc), self.idle_poll_s))
+                await asyncio.sleep(max(self._outage.failed(exc), self.idle_poll_s))
+                block = False
                 continue
-            outage.succeeded()
-            if popped:
-                self._wake.set()
+            self._outage.succeeded()
+            block = not more
+
+    async def _claim(self, block: bool) -> bool:
+        """Claim up to the free slots (after a wake-up token, or the fallback poll's
+        timeout, when `block`). Whether ready jobs were left behind."""
+        free = self.max_jobs - self.job_counter
+        if free <= 0:
+            self._capacity.clear()
+            return False
+        self.job_counter += free  # reserved while the claim is in flight
+        claimed: list[Claimed] = []
+        try:
+            args = self.taker.args(free, skipped=self._skipping())
+            if block:
+                more, claimed = await self.taker.wait_and_take(max(1, int(self.idle_poll_s)), args)
+            else:
+                more, claimed = await self.taker.take(args)
+        finally:
+            self.job_counter -= free - len(claimed)
+        if not self.allow_pick_jobs:
+            # Claiming stopped (a drain) while this claim waited for a token: hand the
+            # jobs straight back rather than start them here.
+            self._start(claimed, run=False)
+            return False
+        self._start(claimed)
+        if self.job_counter >= self.max_jobs:
+            self._capacity.clear()
+        return more
+
+    def _start(self, claimed: list[Claimed], *, run: bool = True) -> None:
+        """Run claimed jobs (or only release them, not counted); their slots are already
+        counted in `job_counter`."""
+        for job in claimed:
+            work = self._run(job) if run else self._end(job.job_id, "release", 0)
+            # The worker's own context: a job claimed in another job's round trip must
+            # not inherit that job's (its trace span, its rider).
+            task = self.loop.create_task(work, context=self._context.copy())
+            self.tasks[job.job_id] = task
+            task.add_done_callback(partial(self._ended, job.job_id))
+
+    def _ended(self, job_id: str, task: asyncio.Task[None]) -> None:
+        if self.tasks.get(job_id) is task:
+            del self.tasks[job_id]
+        self.job_counter -= 1
+        if self.job_counter < self.max_jobs:
+            self._capacity.set()
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            log.error("worker %s: ending job %s failed", self.worker_id, job_id, exc_info=exc)
+
+    async def _chores_forever(self) -> None:
+        """The fallback check for cancelled jobs (a run's end usually triggers it at once,
+        see `WorkerRuntime._abort_now`) and arq's health record, every `idle_poll_s`."""
+        while True:
+            raise_if_cancel_requested()
+            await asyncio.sleep(self.idle_poll_s)
+            try:
+                if self.allow_abort_jobs:
+                    await self._cancel_aborted_jobs()
+                await self.heart_beat()
+            except Exception as exc:
+                if not is_transient(exc):  # the next round looks again
+                    log.exception("worker %s: checking for cancelled jobs", self.worker_id)
+                    continue
+                await asyncio.sleep(self._outage.failed(exc))
 
     def not_served(self, job_id: str) -> None:
         """This worker lacks the job's tool: leave it to other workers for a while."""
         self._not_served[job_id] = time.monotonic() + _NOT_SERVED_S
 
-    def _skipped(self, job_id: str) -> bool:
-        until = self._not_served.get(job_id)
-        if until is None:
-            return False
-        if time.monotonic() > until:
+    def _skipping(self) -> list[str]:
+        if not self._not_served:
+            return []
+        now = time.monotonic()
+        for job_id in [j for j, until in self._not_served.items() if until < now]:
             del self._not_served[job_id]
-            return False
-        return True
+        return list(self._not_served)
 
-    async def start_jobs(self, job_ids: list[bytes]) -> None:
-        """arq's start_jobs, claiming each job in one round trip instead of four."""
-        self._read_full = len(job_ids) >= self.queue_read_limit
-        for job_id_b in job_ids:
-            job_id = job_id_b.decode()
-            if self._skipped(job_id):
-                self._read_full = False  # what it read is not all claimable: no hot re-poll
-                continue
-            await self.sem.acquire()
-            if self.job_counter >= self.max_jobs or not self.allow_pick_jobs:
-                self.sem.release()
-                return
-            self.job_counter += 1
-            try:
-                score = await self._claim(
-                    keys=[
-                        ARQ_IN_PROGRESS_PREFIX + job_id,
-                        self.queue_name,
-                        liveness_key(self.worker_id),
-                        jobs_key(self.worker_id),
-                        WORKERS,
-                    ],
-                    args=[job_id, timestamp_ms(), self.worker_id, self.wake_key, _BACKSTOP_MS],
-                )
-            except BaseException:
-                self.job_counter -= 1
-                self.sem.release()
-                raise
-            if score is None:  # running elsewhere, finished, deferred, or our lease lapsed
-                self.job_counter -= 1
-                self.sem.release()
-                continue
-            task = self.loop.create_task(self.run_job(job_id, int(float(score))))
-            task.add_done_callback(lambda _: self._release_sem_dec_counter_on_complete())
-            self.tasks[job_id] = task
+    # -- running a job: arq's run_job, fed by the claim ------------------------------
 
-    async def run_job(self, job_id: str, score: int) -> None:
+    async def _run(self, job: Claimed) -> None:
+        how, defer_ms, claim = "release", 0, False
+        end = _JobEnd(self, job.job_id)
         try:
-            await super().run_job(job_id, score)
+            how, defer_ms = await self._execute(job, end)
+            if end.ended:  # in its last transition's round trip
+                return
+            # A job cancelled by a stop or a lapsed lease hands its slot to nobody.
+            claim = how == "done" or defer_ms > 0 or job.job_id in self._not_served
         except Exception as exc:
             if not is_transient(exc):
-                raise
-            # Redis failed while arq fetched the job: hand it back once Redis answers.
-            await self._end(job_id, "release", 0)
+                log.exception("job %s failed in the worker", job.job_id)
+                how = "done"
+        finally:
+            if not end.ended:
+                # Shielded like arq's finish_job: a cancelled run still ends its job.
+                await asyncio.shield(self._end(job.job_id, how, defer_ms, claim=claim))
 
-    async def finish_job(
-        self,
-        job_id: str,
-        finish: bool,
-        result_data: bytes | None,
-        result_timeout_s: float | None,
-        keep_result_forever: bool,
-        incr_score: int | None,
-        keep_in_progress: float | None,
-    ) -> None:
-        # keep_result=0: arq never has a result to store for us.
-        await self._end(job_id, "done" if finish else "release", incr_score or 0)
+    async def _execute(self, job: Claimed, end: _JobEnd) -> tuple[str, int]:
+        """Run one claimed job (arq's run_job, less its fetch): how it ends ('done' or
+        'release') and, for a release, how much later it is due again (ms)."""
+        job_id = job.job_id
+        try:
+            function_name, args, kwargs, enqueue_try, enqueue_ms = deserialize_job_raw(
+                job.payload, deserializer=self.job_deserializer
+            )
+        except SerializationError:
+            log.exception("deserializing job %s failed", job_id)
+            self.jobs_failed += 1
+            return "done", 0
+        function = self.functions.get(function_name)
+        if function is None:
+            log.warning("job %s, function %r not found", job_id, function_name)
+            self.jobs_failed += 1
+            return "done", 0
+        job_try = job.deliveries
+        if enqueue_try and enqueue_try > job_try:
+            job_try = enqueue_try
+            await self.pool.setex(ARQ_RETRY_PREFIX + job_id, RETRY_KEEP_S, str(job_try))
+        max_tries = self.max_tries if function.max_tries is None else function.max_tries
+        if job_try > max_tries:
+            log.warning("job %s: max retries %d exceeded", job_id, max_tries)
+            self.jobs_failed += 1
+            return "done", 0
+        ctx = {
+            **self.ctx,
+            "job_id": job_id,
+            "job_try": job_try,
+            "enqueue_time": ms_to_datetime(enqueue_ms),
+            "score": job.score,
+        }
+        if self.on_job_start:
+            await self.on_job_start(ctx)
+        timeout_s = self.job_timeout_s if function.timeout_s is None else function.timeout_s
+        started_ms = timestamp_ms()
+        how, defer_ms = "done", 0
+        end.scripts = _LAST_TRANSITIONS.get(function_name, frozenset())
+        rider = RIDER.set(end)  # the job's task copies it
+        try:
+            task = self.loop.create_task(function.coroutine(ctx, *args, **kwargs))
+        finally:
+            RIDER.reset(rider)
+        self.job_tasks[job_id] = task
+        try:
+            async with asyncio.timeout(timeout_s):
+                await task
+        except Retry as exc:
+            how = "release"
+            if exc.defer_score:
+                defer_ms = exc.defer_score
+            self.jobs_retried += 1
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise  # this worker's own task is stopped: the job is released
+            if job_id in self.aborting_tasks:  # its run was cancelled
+                self.aborting_tasks.discard(job_id)
+                self.jobs_failed += 1
+            else:  # its worker stops or lost its lease: it runs again, here or elsewhere
+                how = "release"
+                self.jobs_retried += 1
+        except RetryJob:
+            how = "release"
+            self.jobs_retried += 1
+        except Exception:
+            log.exception("job %s (%s) failed", job_id, function_name)
+            self.jobs_failed += 1
+        else:
+            self.jobs_complete += 1
+        finally:
+            del self.job_tasks[job_id]
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "job %s (%s) %s in %d ms", job_id, function_name, how, timestamp_ms() - started_ms
+            )
+        if self.on_job_end:
+            await self.on_job_end(ctx)
+        return how, defer_ms
 
-    async def finish_failed_job(self, job_id: str, result_data: bytes | None) -> None:
-        await self._end(job_id, "done", 0)
-
-    async def _end(self, job_id: str, how: str, defer_ms: int) -> None:
+    async def _end(self, job_id: str, how: str, defer_ms: int, *, claim: bool = False) -> None:
         """Apply a job's end, retrying through an outage: a live worker's job must not
-        stay held by it, nor be counted as a death, because Redis blinked."""
+        stay held by it, nor be counted as a death, because Redis blinked. With `claim`,
+        the same call claims what the job's freed slot (and any other free one) can take:
+        the job's task still counts its own slot until it returns, so it hands it over."""
         outage = OUTAGE
         while True:
+            n = 0
+            if claim and self.allow_pick_jobs:
+                n = self.max_jobs - self.job_counter + 1
+            self.job_counter += n
+            claimed: list[Claimed] = []
             try:
-                await self._finish(
-                    keys=[
-                        ARQ_IN_PROGRESS_PREFIX + job_id,
-                        ARQ_RETRY_PREFIX + job_id,
-                        ARQ_JOB_PREFIX + job_id,
-                        self.queue_name,
-                        jobs_key(self.worker_id),
-                        ARQ_ABORT_SET,
-                        self.wake_key,
-                    ],
-                    args=[self.worker_id, job_id, how, defer_ms],
+                _, claimed = await self.taker.take(
+                    self.taker.args(n, job_id, how, defer_ms, self._skipping())
                 )
             except Exception as exc:
                 if not is_transient(exc):
                     raise
                 await asyncio.sleep(outage.failed(exc))
+                claim = False
                 continue
+            finally:
+                self.job_counter -= n - len(claimed)
             outage.succeeded()
+            self._start(claimed, run=self.allow_pick_jobs)
             return
+
+    async def _ride(
+        self, end: _JobEnd, script: AsyncScript, keys: list[str], args: list[Any]
+    ) -> Any:
+        """Send a job's last transition and, pipelined behind it, the TAKE that ends the
+        job and claims what its slot (and any other free one) can take."""
+        n = self.max_jobs - self.job_counter + 1 if self.allow_pick_jobs else 0
+        self.job_counter += n
+        claimed: list[Claimed] = []
+        try:
+            take = self.taker.args(n, end.job_id, "done", 0, self._skipping(), riding=True)
+            async with self.pool.pipeline(transaction=False) as pipe:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+                pipe.evalsha(self.taker.sha, len(self.taker.keys), *self.taker.keys, *take)
+                raw, took = await pipe.execute(raise_on_error=False)
+            if not isinstance(took, BaseException):
+                end.ended = True
+                _, claimed = parse_take(took)
+        finally:
+            self.job_counter -= n - len(claimed)
+        self._start(claimed)
+        if isinstance(raw, NoScriptError):
+            # Redis lost its scripts (a restart): the transition, alone, loads it.
+            return await script(keys=keys, args=args)
+        if isinstance(raw, BaseException):
+            raise raw
+        return raw
 
     async def _cancel_aborted_jobs(self) -> None:
         """Cancel running jobs whose run was cancelled: look up only the jobs running
@@ -368,12 +463,31 @@ class WakeableWorker(Worker):
             task.cancel()
         return len(running)
 
-    def _release_sem_dec_counter_on_complete(self) -> None:
-        saturated = self.job_counter >= self.max_jobs
-        super()._release_sem_dec_counter_on_complete()
-        self._capacity.set()
-        if saturated:  # jobs may be waiting that this worker left in the queue
-            self._wake.set()
+
+# A job kind's last run transition: the job's end rides in its round trip.
+_LAST_TRANSITIONS = {
+    "model_step": frozenset({"commit_step"}),
+    "tool_call": frozenset({"record_result"}),
+}
+
+
+class _JobEnd:
+    """Ends a job in the round trip of its last run transition (orchestrator/riders.py),
+    once. `ended` says whether it did (if not, the worker ends the job on its own)."""
+
+    def __init__(self, worker: WakeableWorker, job_id: str) -> None:
+        self.worker = worker
+        self.job_id = job_id
+        self.scripts: frozenset[str] = frozenset()
+        self.ended = False
+        self._used = False
+
+    def rides_on(self, script: str) -> bool:
+        return not self._used and script in self.scripts
+
+    async def ride(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        self._used = True
+        return await self.worker._ride(self, script, keys, args)
 
 
 class ToolSetConflict(SpecError):
@@ -568,7 +682,9 @@ class WorkerRuntime:
         now_missing = held - running
         for job_id in now_missing & suspects:
             raw = await self.redis.hget(jobs_key(self.worker_id), job_id)  # type: ignore[misc]
-            wake = raw.decode() if isinstance(raw, bytes) else str(raw)
+            if raw is None:
+                continue
+            wake = lease_wake_key(raw)
             worker = next((w for w in self._workers if w.wake_key == wake), None)
             if worker is not None:
                 log.warning("worker %s: releasing job %s it no longer runs", self.worker_id, job_id)
