@@ -512,6 +512,7 @@ async def measure_budget(
     (a hung measure) is reported as nan rather than holding the whole bench."""
     budget.cancel_ms += hop_budget.measure_alone("cancel", 120)
     budget.recovery_s += hop_budget.measure_alone("recovery", 120)
+    budget.upkeep_pct = hop_budget.measure_alone("upkeep", 120)
     print("  cancel and recovery measured", flush=True)
     for _ in range(sizes.throughput_pairs):
         tp, trips, cpu = await hop_budget.full_runs(client, sizes.full_runs, [worker_pid], sent)

@@ -1,25 +1,46 @@
-"""The embedded Redis (`memory://`): fakeredis, with Lua scripts compiled once.
+"""The embedded Redis (`memory://`): fakeredis in this process, reached without a wire.
 
-fakeredis runs every EVAL/EVALSHA by handing the script's source to Lua again
-(`LuaRuntime.execute`: parse and compile, every call) and then forces a full Lua
-garbage collection (`collectgarbage()`). agentq's transitions are a dozen
-scripts run thousands of times, so that work dominated the embedded mode's CPU.
-Here the server's Lua runtime is wrapped once: a script is compiled on first use
-and its compiled function cached by source, and the forced full collection is
-left to Lua's own incremental collector (which runs as scripts allocate).
+fakeredis is a server behind a socket-like object: redis-py packs each command
+into RESP bytes, fakeredis parses them back, and every EVALSHA hashes the
+script again, hands its source to Lua again (parse and compile, every call),
+checks Lua's globals before each `redis.call`, and forces a full Lua garbage
+collection. agentq's transitions are a dozen scripts run thousands of times,
+so that plumbing, not the commands, dominated the embedded mode's CPU.
 
-Everything else (the `redis` and `cjson` globals, KEYS/ARGV, replies and errors)
-stays fakeredis's own: the wrapper only changes how a script's source becomes a
-function. It is applied through the connection class, not by patching fakeredis.
+Here, without patching fakeredis:
+
+- the connection hands each command's arguments straight to the server's
+  command dispatch and takes the reply off its queue (no RESP either way, no
+  parser generator, no wait on an event when the reply is already there);
+- a script is compiled once, by SHA, and run as a cached Lua function; the
+  forced full collection is left to Lua's own incremental collector;
+- `redis.call` from a script dispatches without the per-call check of Lua's
+  globals (agentq's scripts are its own; the check after each script stays);
+- a blocked reader (BLPOP, XREAD BLOCK) is woken directly when the write that
+  wakes it runs on its own event loop, not through a cross-thread wake-up.
+
+Everything else (commands, replies, errors, KEYS/ARGV, `cjson`) stays
+fakeredis's own.
 """
 
 from __future__ import annotations
 
+import asyncio
+import threading
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from fakeredis import _msgs as msgs
 from fakeredis._clients._async import FakeAsyncRedisConnection, FakeReader, FakeWriter
-from fakeredis._msgs import CONNECTION_ERROR_MSG
+from fakeredis._commands import COMMANDS_WITH_SUB
+from fakeredis._helpers import NoResponse, SimpleError, decode_command_bytes
 from fakeredis._socket import AsyncFakeSocket
+from fakeredis.commands_mixins.scripting_mixin import (
+    LUA_MODULE,
+    _check_for_lua_globals,
+    _convert_redis_arg,
+    _get_lua_bad_command_arg_msg,
+)
 
 # fakeredis's per-call cleanup; Lua's incremental collector does this as it allocates.
 _FULL_COLLECTION = b"collectgarbage()"
@@ -32,39 +53,159 @@ class CompiledScripts:
         self._runtime = runtime
         self._compiled: dict[bytes, Any] = {}
 
-    def execute(self, code: bytes) -> Any:
-        if code == _FULL_COLLECTION:
-            return None
+    def function(self, code: bytes) -> Any:
         function = self._compiled.get(code)
         if function is None:
             # A syntax error raises here, as `execute` would, and nothing is cached.
             function = self._runtime.compile(code)
             self._compiled[code] = function
-        return function()
+        return function
+
+    def execute(self, code: bytes) -> Any:
+        if code == _FULL_COLLECTION:
+            return None
+        return self.function(code)()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._runtime, name)
 
 
-class CompiledScriptsSocket(AsyncFakeSocket):
-    """fakeredis's socket, on a server whose Lua runtime caches compiled scripts."""
+# A script's command name as it wrote it -> fakeredis's method name and signature.
+_SCRIPT_COMMANDS: dict[bytes, tuple[str, Any]] = {}
+
+
+class _Commands(list[list[bytes]]):
+    """Commands as their encoded arguments, what `MemoryConnection` sends instead of RESP."""
+
+
+class MemorySocket(AsyncFakeSocket):
+    """fakeredis's socket, on a server whose Lua runtime caches compiled scripts and
+    whose `redis.call` skips the per-call globals check."""
 
     def _get_server_runtime(self, server: Any) -> Any:
         runtime = super()._get_server_runtime(server)
         if not isinstance(runtime, CompiledScripts):
             runtime = CompiledScripts(runtime)
             server._lua_runtime = runtime
+            _install_calls(server, runtime)
         return runtime
+
+    def evalsha(self, sha1: bytes, numkeys: int, *keys_and_args: bytes) -> Any:
+        """fakeredis's EVAL less its per-call work: no SHA of the source, no full GC."""
+        try:
+            script = self._server.script_cache[sha1]
+        except KeyError:
+            raise SimpleError(msgs.NO_MATCHING_SCRIPT_MSG) from None
+        if numkeys > len(keys_and_args) or numkeys < 0:
+            return self.eval(script, numkeys, *keys_and_args)  # its own error replies
+        runtime = self._get_server_runtime(self._server)
+        server: Any = self._server
+        server._lua_current_socket[0] = self
+        self._script_resp = 2
+        caller_fieldsets, self._fieldsets = self._fieldsets, {}
+        server._lua_set_keys_argv(
+            runtime.table_from(keys_and_args[:numkeys]),
+            runtime.table_from(keys_and_args[numkeys:]),
+        )
+        try:
+            result = runtime.function(script)()
+        except SimpleError as exc:  # as fakeredis's EVAL words it
+            message = exc.value
+            if message == msgs.LUA_COMMAND_ARG_MSG:
+                message = _get_lua_bad_command_arg_msg(self._server.server_type, self.version)
+            elif self.version < (7,):
+                message = msgs.SCRIPT_ERROR_MSG.format(sha1.decode(), message)
+            raise SimpleError(message) from None
+        except LUA_MODULE.LuaError as exc:
+            raise SimpleError(msgs.SCRIPT_ERROR_MSG.format(sha1.decode(), exc)) from None
+        finally:
+            self._script_resp = None
+            self._fieldsets = caller_fieldsets
+        _check_for_lua_globals(runtime, server._lua_expected_globals)
+        return self._convert_lua_result(result, nested=False)
+
+    def _keyspace_notifications(self, command_items: list[Any], event: bytes) -> None:
+        # fakeredis publishes keyspace events whenever anyone subscribes to anything;
+        # Redis only when `notify-keyspace-events` asks for them (off by default).
+        flags = self._server.config.get(b"notify-keyspace-events", b"")
+        if flags and (b"K" in flags or b"E" in flags):
+            super()._keyspace_notifications(command_items, event)
+
+    def lua_call(self, runtime: Any, op: bytes, args: tuple[Any, ...]) -> Any:
+        """`redis.call` from a script: fakeredis's, less the globals check, with each
+        command's name looked up once."""
+        known = _SCRIPT_COMMANDS.get(op)
+        if known is not None:
+            func, sig = getattr(self, known[0]), known[1]
+        else:
+            cmd = decode_command_bytes(op)
+            sub = cmd in COMMANDS_WITH_SUB
+            if sub and args:
+                cmd += " " + decode_command_bytes(_convert_redis_arg(args[0]))
+                args = args[1:]
+            func, sig = self._name_to_func(cmd)
+            if func is None:
+                raise SimpleError(msgs.WRONG_ARGS_MSG7)
+            if not sub:
+                _SCRIPT_COMMANDS[op] = (sig.func_name, sig)
+        result = self._run_command(func, sig, [_convert_redis_arg(arg) for arg in args], True)
+        return self._convert_redis_result(runtime, result)
+
+    def _blocking(
+        self,
+        timeout: float | None,
+        func: Callable[[bool], Any],
+        shape: Callable[[Any], Any] | None = None,
+    ) -> Any:
+        # fakeredis's, with a wake-up that sets the event directly from its own loop.
+        loop = asyncio.get_running_loop()
+        ret = func(True)
+        if ret is not None or self._in_transaction:
+            return ret if shape is None else shape(ret)
+        event = asyncio.Event()
+        owner = threading.get_ident()
+
+        def callback() -> None:
+            if threading.get_ident() == owner:
+                event.set()
+            else:
+                loop.call_soon_threadsafe(event.set)
+
+        self._db.add_change_callback(callback)
+        self._blocked = True
+        self.pause()
+        self._waiting = loop.create_task(
+            self._async_blocking(timeout, func, event, callback, shape)
+        )
+        return NoResponse()
+
+
+def _install_calls(server: Any, runtime: CompiledScripts) -> None:
+    """Point the scripts' `redis.call` and `redis.pcall` at `MemorySocket.lua_call`."""
+    current = server._lua_current_socket
+
+    def call(op: bytes, *args: Any) -> Any:
+        return current[0].lua_call(runtime, op, args)
+
+    def pcall(op: bytes, *args: Any) -> Any:
+        try:
+            return current[0].lua_call(runtime, op, args)
+        except Exception as exc:
+            return runtime.table_from({b"err": str(exc)})
+
+    redis_table = runtime.globals()[b"redis"]
+    redis_table[b"call"] = call
+    redis_table[b"pcall"] = pcall
 
 
 class MemoryConnection(FakeAsyncRedisConnection):
-    """A connection to an in-process fakeredis server, through `CompiledScriptsSocket`
-    (fakeredis's own `_connect`, with that socket class)."""
+    """A connection to an in-process fakeredis server (`MemorySocket`): commands go to
+    the server as their arguments, replies come back as objects."""
 
     async def _connect(self) -> None:
         if self._server is None or not self._server.connected:
-            raise self._connection_error_class(CONNECTION_ERROR_MSG)
-        sock = CompiledScriptsSocket(
+            raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
+        sock = MemorySocket(
             self._server,
             self.db,
             client_class=self._client_class,
@@ -74,3 +215,52 @@ class MemoryConnection(FakeAsyncRedisConnection):
         self._sock = sock
         self._reader = FakeReader(sock)
         self._writer = FakeWriter(sock)
+
+    def _fields(self, args: Iterable[Any]) -> list[bytes]:
+        """A command's arguments as the server reads them (redis-py's packing, less RESP)."""
+        args = tuple(args)
+        if isinstance(args[0], str):
+            args = tuple(args[0].encode().split()) + args[1:]
+        elif b" " in args[0]:
+            args = tuple(args[0].split()) + args[1:]
+        encode = self.encoder.encode
+        return [
+            bytes(field) if isinstance(field, memoryview) else field for field in map(encode, args)
+        ]
+
+    def pack_command(self, *args: Any) -> Any:
+        return _Commands([self._fields(args)])
+
+    def pack_commands(self, commands: Iterable[Iterable[Any]]) -> Any:
+        return _Commands(self._fields(args) for args in commands)
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if not isinstance(command, _Commands):
+            await super().send_packed_command(command, check_health)
+            return
+        if not self.is_connected:
+            await self.connect()  # type: ignore[no-untyped-call]
+        sock: Any = self._sock
+        if sock is None or sock._server is None or not sock._server.connected or sock._killed:
+            raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
+        for i, fields in enumerate(command):
+            if sock._paused:
+                # A blocking command holds this connection: what follows it waits in the
+                # server's parser, as it would on a socket.
+                for later in command[i:]:
+                    for chunk in super().pack_command(*later):
+                        sock.sendall(chunk)
+                return
+            sock._process_command(fields)
+
+    async def can_read_destructive(self) -> bool:
+        return self._sock is not None and not self._sock.responses.empty()
+
+    async def _read_response(self, **kwargs: Any) -> Any:
+        sock = self._sock
+        if sock is not None and self._server is not None and self._server.connected:
+            try:
+                return sock.responses.get_nowait()
+            except asyncio.QueueEmpty:
+                pass
+        return await super()._read_response(**kwargs)

@@ -14,8 +14,10 @@ class Settings(BaseSettings):
     retention_s: int = Field(default=7 * 24 * 3600, gt=0)
     # Each worker process holds one lease of this length (renewed five times per lease
     # from a thread); a dead worker's jobs are re-delivered once it lapses, whatever the
-    # calls' own timeouts. A worker that cannot renew in time cancels its running jobs.
-    lease_s: float = Field(default=10.0, gt=0)
+    # calls' own timeouts: recovery takes about a lease. A worker that cannot renew in
+    # time cancels its running jobs (they run again elsewhere). Raise it when Redis is
+    # far away (a renewal must connect and answer within a fifth of it).
+    lease_s: float = Field(default=1.0, gt=0)
     # A worker sleeps on its wake-up list; this is only the fallback poll.
     idle_poll_s: float = Field(default=1.0, gt=0)
     concurrency: int = Field(default=16, ge=1)

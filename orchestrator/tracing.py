@@ -32,11 +32,17 @@ exported.
 Whether anything is recorded depends only on whether a tracer provider is set
 (agentq's, installed from the standard OTEL_* variables, or the
 application's). With none, every function here returns at once.
+
+What a span costs matters: a step records six. On the provider agentq installs,
+its tracer makes lean spans (`light_spans`), a lean batch processor queues them
+(`span_batches`) and the exporter writes the OTLP wire format directly
+(`otlp_export`, `otlp_wire`); an application's provider gets the SDK's spans,
+into whatever processors and exporter the application gave it.
+`bench/tracing_bench.py` measures both against no provider.
 """
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import functools
 import hashlib
@@ -44,7 +50,8 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import typing
+from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -88,7 +95,8 @@ JOB_LOG_CONTEXT: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.
     "agentq_job_log_context", default=None
 )
 _installed: Any = None  # the provider agentq installed, if any
-_tracer: tuple[object, trace.Tracer] | None = None  # (provider, our tracer on it)
+# (provider, agentq's tracer on it, None if that provider records nothing)
+_tracer: tuple[object, trace.Tracer | None] | None = None
 
 
 def _agentq_version() -> str:
@@ -106,9 +114,7 @@ _VERSION = _agentq_version()
 
 def recording() -> bool:
     """Whether spans record: some tracer provider (agentq's or the application's) is set."""
-    return not isinstance(
-        trace.get_tracer_provider(), trace.ProxyTracerProvider | trace.NoOpTracerProvider
-    )
+    return _bound() is not None
 
 
 class _PresetIds:
@@ -129,17 +135,41 @@ class _PresetIds:
         return bool(getattr(self._inner, "is_trace_id_random", lambda: True)())
 
 
-def tracer() -> trace.Tracer:
-    """agentq's tracer on the current provider, able to record spans with preset ids."""
+def _bound() -> trace.Tracer | None:
+    """agentq's tracer on the current provider, or None when no provider records. Made
+    once per provider: every job asks, several times."""
     global _tracer
     provider = trace.get_tracer_provider()
-    if _tracer is None or _tracer[0] is not provider:
-        made = provider.get_tracer("agentq", _VERSION, schema_url=SCHEMA_URL)
-        inner = getattr(made, "id_generator", None)
-        if inner is not None and not isinstance(inner, _PresetIds):
-            made.id_generator = _PresetIds(inner)  # type: ignore[attr-defined]
-        _tracer = (provider, made)
-    return _tracer[1]
+    bound = _tracer
+    if bound is not None and bound[0] is provider:
+        return bound[1]
+    made: trace.Tracer | None = None
+    if not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        made = _make_tracer(provider)
+    _tracer = (provider, made)
+    return made
+
+
+def _make_tracer(provider: trace.TracerProvider) -> trace.Tracer:
+    if provider is _installed:
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        from agentq.orchestrator import light_spans
+
+        if light_spans.eligible(provider):
+            # agentq's own provider: lean spans (see light_spans), into its processors.
+            scope = InstrumentationScope("agentq", _VERSION, SCHEMA_URL)
+            return light_spans.LightTracer(provider, scope, _PRESET.get)
+    made = provider.get_tracer("agentq", _VERSION, schema_url=SCHEMA_URL)
+    inner = getattr(made, "id_generator", None)
+    if inner is not None and not isinstance(inner, _PresetIds):
+        made.id_generator = _PresetIds(inner)  # type: ignore[attr-defined]
+    return made
+
+
+def tracer() -> trace.Tracer:
+    """agentq's tracer on the current provider, able to record spans with preset ids."""
+    return _bound() or trace.NoOpTracer()
 
 
 def tracing_configured() -> bool:
@@ -163,24 +193,27 @@ def setup_tracing(service_name: str) -> None:
         return
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import (
-        BatchSpanProcessor,
-        ConsoleSpanExporter,
-        SpanExporter,
-    )
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
+
+    from agentq.orchestrator.span_batches import SpanBatcher
 
     exporter: SpanExporter
     if os.environ.get("OTEL_TRACES_EXPORTER", "otlp") == "console":
         exporter = ConsoleSpanExporter()
     else:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from agentq.orchestrator.otlp_export import WireSpanExporter
 
-        exporter = OTLPSpanExporter()
+        exporter = WireSpanExporter()
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
     provider = TracerProvider(resource=resource)
-    provider.add_span_processor(BatchSpanProcessor(exporter))
+    provider.add_span_processor(SpanBatcher(exporter))
+    _installed = provider  # first: a tracer bound to it must know it is agentq's
     trace.set_tracer_provider(provider)
-    _installed = provider
+
+
+def installed_provider() -> Any:
+    """The tracer provider agentq installed (`setup_tracing`), if it did."""
+    return _installed
 
 
 def flush_tracing(timeout_ms: int = 5000) -> None:
@@ -325,83 +358,128 @@ def _traceparent(context: SpanContext) -> str:
     return _traceparent_of(context.trace_id, context.span_id, context.trace_flags)
 
 
-def _link(carrier: Mapping[str, str]) -> list[Link]:
+def _link(carrier: Mapping[str, str]) -> tuple[Link, ...]:
     """A link to the send span whose W3C `traceparent` the job's envelope carries."""
-    parts = carrier.get("traceparent", "").split("-")
-    if len(parts) != 4 or len(parts[1]) != 32 or len(parts[2]) != 16:
-        return []
+    traceparent = carrier.get("traceparent", "")
+    # "00-" 32 hex "-" 16 hex "-" 2 hex, as _traceparent_of writes it
+    if len(traceparent) != 55 or not traceparent[2] == traceparent[35] == traceparent[52] == "-":
+        return ()
     try:
         context = SpanContext(
-            int(parts[1], 16), int(parts[2], 16), is_remote=True, trace_flags=TraceFlags(1)
+            int(traceparent[3:35], 16), int(traceparent[36:52], 16), True, _SAMPLED
         )
     except ValueError:
-        return []
-    return [Link(context)] if context.is_valid else []
+        return ()
+    return (Link(context),) if context.is_valid else ()
 
 
-@contextlib.contextmanager
+_SAMPLED = TraceFlags(1)
+
+
+class _Current:
+    """Makes a span current for a `with` block, then ends it; an exception that escapes
+    is recorded on it first (as the API's `use_span` does). A class, not a generator:
+    it runs for every job, twice. With no span (nothing records) it does nothing."""
+
+    __slots__ = ("_exceptions", "_log_token", "_span", "_token")
+
+    def __init__(
+        self,
+        current: Span | None,
+        log_token: contextvars.Token[Mapping[str, Any] | None] | None = None,
+        record_exceptions: bool = True,
+    ) -> None:
+        self._span = current
+        self._log_token = log_token
+        self._exceptions = record_exceptions
+        self._token: object = None
+
+    def __enter__(self) -> Span:
+        current = self._span
+        if current is None:
+            return trace.INVALID_SPAN
+        self._token = otel_context.attach(trace.set_span_in_context(current))
+        return current
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        current = self._span
+        try:
+            if current is not None:
+                otel_context.detach(self._token)  # type: ignore[arg-type]
+                if isinstance(exc, Exception) and current.is_recording():
+                    if self._exceptions:
+                        current.record_exception(exc)
+                    current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                current.end()
+        finally:
+            if self._log_token is not None:
+                JOB_LOG_CONTEXT.reset(self._log_token)
+
+
 def process_span(
     envelope: JobEnvelope,
     queue: str,
     job_id: str,
     parent: otel_context.Context | None = None,
-) -> Iterator[Span]:
+) -> _Current:
     """The consumer span of one job: a child of the run (or of `parent`, a call's trace),
     linked to the job's send span. Also names the job for log lines written meanwhile."""
     log_token = JOB_LOG_CONTEXT.set(
         {"run_id": envelope.run_id, "job_id": job_id, "queue": queue, "step": envelope.step}
     )
-    try:
-        if not recording():
-            yield trace.INVALID_SPAN
-            return
-        attributes: dict[str, Any] = {
-            "messaging.system": MESSAGING_SYSTEM,
-            "messaging.operation.name": "process",
-            "messaging.operation.type": "process",
+    made = _bound()
+    if made is None:
+        return _Current(None, log_token)
+    current = made.start_span(
+        f"process {queue}",
+        context=parent if parent is not None else run_context(envelope.run_id),
+        kind=SpanKind.CONSUMER,
+        attributes={
+            **_PROCESS_ATTRIBUTES,
             "messaging.destination.name": queue,
             "messaging.message.id": job_id,
             # The time the job waited in its queue is the gap after its send span.
             "agentq.step": envelope.step,
-        }
-        with tracer().start_as_current_span(
-            f"process {queue}",
-            context=parent if parent is not None else run_context(envelope.run_id),
-            kind=SpanKind.CONSUMER,
-            attributes=attributes,
-            links=_link(envelope.trace),
-        ) as current:
-            yield current
-    finally:
-        JOB_LOG_CONTEXT.reset(log_token)
+        },
+        links=_link(envelope.trace),
+    )
+    return _Current(current, log_token)
 
 
-@contextlib.contextmanager
+_PROCESS_ATTRIBUTES = {
+    "messaging.system": MESSAGING_SYSTEM,
+    "messaging.operation.name": "process",
+    "messaging.operation.type": "process",
+}
+
+
 def span(
     name: str,
     *,
     kind: SpanKind = SpanKind.INTERNAL,
     attributes: Callable[[], Mapping[str, Any]] | None = None,
-) -> Iterator[Span]:
+) -> _Current:
     """A child of the current span (a job's `chat` or `execute_tool`). Its attributes
     are computed only if it records."""
-    if not recording():
+    made = _bound()
+    if made is None:
         # The hot path of every job: with no provider, skip the API's no-op machinery.
-        yield trace.INVALID_SPAN
-        return
-    with tracer().start_as_current_span(
+        return _Current(None)
+    current = made.start_span(
         name,
         kind=kind,
-        attributes=dict(attributes()) if attributes else None,
+        attributes=attributes() if attributes else None,
         record_exception=False,
-    ) as current:
-        yield current
+    )
+    return _Current(current, record_exceptions=False)
 
 
 def annotate(current: Span, attributes: Callable[[], Mapping[str, Any]]) -> None:
     """Add attributes to a span, computed only if it records."""
     if current.is_recording():
-        current.set_attributes(attributes())
+        computed = attributes()
+        if computed:
+            current.set_attributes(computed)
 
 
 def record_exception(exc: BaseException, error_type: str | None = None) -> None:
@@ -428,6 +506,22 @@ def mark_error(current: Span, error_type: str, message: str) -> None:
 # -- queue hops ------------------------------------------------------------------------
 
 _EMPTY_TRACE = '"trace":{}'
+_SEND_ATTRIBUTES = {
+    "messaging.system": MESSAGING_SYSTEM,
+    "messaging.operation.name": "send",
+    "messaging.operation.type": "send",
+}
+
+
+@functools.cache
+def _job_fields(kind: type[TransitionInput]) -> tuple[str, ...]:
+    """The fields of a transition's input that can hold a job (a `QueuedJob`, optional or
+    in a list): the only ones `Hops.stamp` looks at."""
+
+    def holds_job(annotation: Any) -> bool:
+        return annotation is QueuedJob or any(holds_job(a) for a in typing.get_args(annotation))
+
+    return tuple(name for name, info in kind.model_fields.items() if holds_job(info.annotation))
 
 
 class Hops:
@@ -445,38 +539,41 @@ class Hops:
         self._spans: dict[str, Span] = {}
 
     def stamp(self, args: Input) -> Input:
-        """`args` with every job it carries stamped (a copy; `args` is left as it was)."""
-        if not recording():
+        """`args` with every job it carries replaced by a stamped copy of the job: in place
+        (a transition's input is built for the one transition that stamps it; copying it
+        was a tenth of tracing's cost per step), returned for chaining."""
+        made = _bound()
+        if made is None:
             return args
         # Under the job's span that sends (a chat, a tool call), else under the run: never
         # under an application's span around `submit`, which is another trace.
         in_run = trace.get_current_span().get_span_context().trace_id == run_ids(self.run_id)[0]
         parent = None if in_run else run_context(self.run_id)
-        update: dict[str, Any] = {}
         idle = args.idle_job_fields()
-        for field in type(args).model_fields:
+        for field in _job_fields(type(args)):
             if field in idle:
                 continue
             value = getattr(args, field)
             if isinstance(value, QueuedJob):
-                update[field] = self._stamped(value, parent)
-            elif isinstance(value, list) and any(isinstance(job, QueuedJob) for job in value):
-                update[field] = [
-                    self._stamped(job, parent) if isinstance(job, QueuedJob) else job
+                setattr(args, field, self._stamped(made, value, parent))
+            elif isinstance(value, list) and value:
+                stamped = [
+                    self._stamped(made, job, parent) if isinstance(job, QueuedJob) else job
                     for job in value
                 ]
-        return args.model_copy(update=update) if update else args
+                setattr(args, field, stamped)
+        return args
 
-    def _stamped(self, job: QueuedJob, parent: otel_context.Context | None) -> QueuedJob:
+    def _stamped(
+        self, made: trace.Tracer, job: QueuedJob, parent: otel_context.Context | None
+    ) -> QueuedJob:
         queue = job.queue_key.removeprefix(QUEUE_PREFIX)
-        send = tracer().start_span(
+        send = made.start_span(
             f"send {queue}",
             context=parent,
             kind=SpanKind.PRODUCER,
             attributes={
-                "messaging.system": MESSAGING_SYSTEM,
-                "messaging.operation.name": "send",
-                "messaging.operation.type": "send",
+                **_SEND_ATTRIBUTES,
                 "messaging.destination.name": queue,
                 "messaging.message.id": job.job_id,
             },

@@ -6,6 +6,8 @@ the GenAI content opt-in (see `agentq.orchestrator.genai_content`).
 
 from __future__ import annotations
 
+import functools
+import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -15,6 +17,7 @@ from agentq.orchestrator.messages import ToolCallPart, ToolResultPart
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.workers.providers import ModelRequest
 from agentq.workers.providers.base import ModelResponse
+from agentq.workers.providers.model_client import ModelClient
 
 # Where each wire format sends a request unless the spec names a base_url.
 _DEFAULT_HOSTS = {
@@ -40,14 +43,36 @@ _SETTINGS = {
 }
 
 
-def _server(request: ModelRequest, base_url: str | None) -> dict[str, Any]:
-    ref = request.model
+@functools.lru_cache(maxsize=256)
+def _server(provider: str, base_url: str | None) -> tuple[tuple[str, Any], ...]:
+    """`server.address`/`server.port` of where a call goes (the same few places, step
+    after step)."""
     if base_url:
         parts = urlsplit(base_url)
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        return {"server.address": parts.hostname or "", "server.port": port}
-    host = _DEFAULT_HOSTS.get(ref.provider)
-    return {"server.address": host, "server.port": 443} if host else {}
+        return (("server.address", parts.hostname or ""), ("server.port", port))
+    host = _DEFAULT_HOSTS.get(provider)
+    return (("server.address", host), ("server.port", 443)) if host else ()
+
+
+_BaseUrlKey = tuple[str, str | None, str | None, str | None]
+_BASE_URLS: weakref.WeakKeyDictionary[ModelClient, dict[_BaseUrlKey, str | None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def chat_base_url(models: ModelClient, request: ModelRequest) -> str | None:
+    """`models.base_url(request)`, resolved once per endpoint a client calls: the
+    deployment's policy does not change under a running client, and resolving takes
+    longer than the rest of a chat span's attributes."""
+    ref = request.model
+    known = _BASE_URLS.setdefault(models, {})
+    key = (ref.provider, ref.endpoint, ref.base_url, ref.api_key_env)
+    if key not in known:
+        if len(known) >= 256:
+            known.clear()
+        known[key] = models.base_url(request)
+    return known[key]
 
 
 def chat_attributes(
@@ -61,11 +86,11 @@ def chat_attributes(
         "gen_ai.provider.name": content.provider_name(ref.provider),
         "gen_ai.request.model": ref.name,
         "gen_ai.conversation.id": run_id,
-        **_server(request, base_url or ref.base_url),
     }
-    for option, key in _SETTINGS.items():
-        value = ref.options.get(option)
-        if isinstance(value, bool | int | float):
+    attributes.update(_server(ref.provider, base_url or ref.base_url))
+    for option, value in ref.options.items():
+        key = _SETTINGS.get(option)
+        if key is not None and isinstance(value, bool | int | float):
             attributes[key] = value
     if content.capture_content():
         attributes["gen_ai.input.messages"] = content.input_messages(request.messages)

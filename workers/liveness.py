@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import NamedTuple
 
 import redis
 
@@ -58,9 +59,11 @@ end
 return 0
 """
 
-# KEYS[1] the workers set; KEYS[2] a hash: when a reaper last passed, and since when
-# passes have come without a gap (Redis's own clock, ms). ARGV[1] the longest gap between
-# passes that still counts as steady; ARGV[2] how long passes must have been steady.
+# KEYS[1] the workers set; KEYS[2] a hash: when a reaper last passed, since when passes
+# have come without a gap, and when one last looked at the workers (Redis's own clock,
+# ms). ARGV[1] the longest gap between passes that still counts as steady; ARGV[2] how
+# long passes must have been steady; ARGV[3] how long after another reaper's look this
+# pass looks again (every process of a fleet passes; one look per period is enough).
 # Re-delivers the jobs of workers without a lease: their in-progress keys go (only those
 # they still hold) and their queues are woken. Returns how many jobs it re-delivered.
 # After a gap (Redis itself was stopped, restarted or unreachable) every lease may have
@@ -69,14 +72,17 @@ return 0
 REAP = """
 local t = redis.call('TIME')
 local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local last = tonumber(redis.call('HGET', KEYS[2], 'last') or '0')
-local since = tonumber(redis.call('HGET', KEYS[2], 'since') or '0')
+local state = redis.call('HMGET', KEYS[2], 'last', 'since', 'looked')
+local last = tonumber(state[1] or '0')
+local since = tonumber(state[2] or '0')
 if now_ms - last > tonumber(ARGV[1]) then
   since = now_ms
   redis.call('HSET', KEYS[2], 'since', since)
 end
 redis.call('HSET', KEYS[2], 'last', now_ms)
 if now_ms - since < tonumber(ARGV[2]) then return 0 end
+if now_ms - tonumber(state[3] or '0') < tonumber(ARGV[3] or '0') then return 0 end
+redis.call('HSET', KEYS[2], 'looked', now_ms)
 local reaped = 0
 for _, id in ipairs(redis.call('SMEMBERS', KEYS[1])) do
   if redis.call('EXISTS', 'aq:worker:' .. id) == 0 then
@@ -108,12 +114,34 @@ return reaped
 """
 
 
-def reap_cadence(lease_s: float) -> tuple[float, int]:
-    """How often a reaper passes (s), and the gap (ms) after which Redis no longer counts
-    as steady: every reaper of a fleet (workers, `agentq serve`'s remote leases) uses the
-    same, so that their passes keep one another's clock."""
+class Cadence(NamedTuple):
+    """A reaper's timing (`REAP`'s arguments), the same for every reaper of a fleet
+    (workers, `agentq serve`'s remote leases) so that their passes keep one clock."""
+
+    every_s: float  # how often each reaper passes
+    gap_ms: int  # passes further apart than this: Redis was away (a gap)
+    steady_ms: int  # after a gap, nothing is reaped for this long
+    look_ms: int  # one look at the workers per this long, whichever reaper passes
+
+    def args(self) -> list[int]:
+        return [self.gap_ms, self.steady_ms, self.look_ms]
+
+
+def reap_cadence(lease_s: float) -> Cadence:
+    """A dead worker's jobs run again within a lease and a pass of its death.
+
+    The gap stays under the shortest time a live worker's key can outlast its last
+    renewal (a lease less a renewal period), so an outage long enough to let live leases
+    lapse always counts as a gap; after one, live workers get a whole lease to renew (a
+    renewal period, plus its timeout, plus reconnecting) before anything is reaped."""
     every_s = min(1.0, lease_s / 4)
-    return every_s, int(max(2 * every_s, lease_s / 2) * 1000)
+    gap_ms = int(max(2 * every_s, lease_s / 2) * 1000)
+    return Cadence(
+        every_s=every_s,
+        gap_ms=gap_ms,
+        steady_ms=max(gap_ms, int(lease_s * 1000)),
+        look_ms=int(every_s * 1000 / 2),
+    )
 
 
 class LeaseRenewer:

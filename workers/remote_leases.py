@@ -427,11 +427,11 @@ class RemoteLeases:
     async def reap_forever(self, lease_s: float) -> None:
         """Re-deliver lapsed leases (and dead workers' jobs) like any worker's reaper, so
         that a deployment whose only other processes are remote services recovers too."""
-        every_s, gap_ms = reap_cadence(lease_s)
+        cadence = reap_cadence(lease_s)
         while True:
-            await asyncio.sleep(every_s)
+            await asyncio.sleep(cadence.every_s)
             try:
-                reaped = await self._reap(keys=[WORKERS, REAPER], args=[gap_ms, gap_ms])
+                reaped = await self._reap(keys=[WORKERS, REAPER], args=cadence.args())
             except Exception as exc:
                 if not is_transient(exc):
                     log.exception("reaping lapsed leases failed")

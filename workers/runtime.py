@@ -133,6 +133,8 @@ ABORT_KEEP_MS = 60_000
 _BACKSTOP_MS = _ARQ_FUNCTION_TIMEOUT_S * 1000
 # A call this worker cannot serve is left for others for this long.
 _NOT_SERVED_S = 5.0
+# How often a worker checks that the jobs Redis says it holds are the ones it runs.
+_RECONCILE_S = 2.0
 
 
 class WakeableWorker(Worker):
@@ -651,14 +653,21 @@ class WorkerRuntime:
         reap = self.redis.register_script(REAP)
         outage = OUTAGE
         # Redis counts as steady while reapers pass at least this often; after a gap,
-        # live workers get this long to renew before anyone's jobs are re-delivered.
-        every_s, gap_ms = reap_cadence(self.settings.lease_s)
+        # live workers get time to renew before anyone's jobs are re-delivered.
+        cadence = reap_cadence(self.settings.lease_s)
+        # Our own claims are checked against our running jobs far less often: what
+        # they catch (a restored AOF's stale claim) is rare, and held by a live worker.
+        reconcile_every = max(1, round(_RECONCILE_S / cadence.every_s))
         suspects: set[str] = set()
+        passes = 0
         while True:
-            await asyncio.sleep(every_s)
+            await asyncio.sleep(cadence.every_s)
+            raise_if_cancel_requested()
+            passes += 1
             try:
-                reaped = await reap(keys=[WORKERS, REAPER], args=[gap_ms, gap_ms])
-                suspects = await self._reconcile(suspects)
+                reaped = await reap(keys=[WORKERS, REAPER], args=cadence.args())
+                if passes % reconcile_every == 0:
+                    suspects = await self._reconcile(suspects)
             except Exception as exc:
                 if not is_transient(exc):
                     log.exception("worker %s: reaping lapsed workers failed", self.worker_id)
@@ -789,6 +798,7 @@ class WorkerRuntime:
                     await pubsub.subscribe(keys.RUN_ENDED)
                     outage.succeeded()
                     while True:
+                        raise_if_cancel_requested()  # a cancel a timed read swallowed
                         # A read bounded below the socket timeout: an idle channel is
                         # silence, not a dead Redis (`listen()` would time out and log
                         # an outage every socket timeout while no run ends).

@@ -26,7 +26,7 @@ from redis.asyncio import Redis
 from agentq.orchestrator.endpoints import Resolver
 from agentq.orchestrator.errors import RunNotFoundError, ToolError
 from agentq.orchestrator.events import Event, event_json
-from agentq.orchestrator.redis_faults import is_transient
+from agentq.orchestrator.redis_faults import is_transient, raise_if_cancel_requested
 from agentq.orchestrator.result import TERMINAL_STATUSES
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.signing import signed_headers
@@ -89,6 +89,7 @@ class WebhookDispatcher:
     async def run_forever(self) -> None:
         try:
             while True:
+                raise_if_cancel_requested()  # a cancel redis-py's timeout swallowed
                 try:
                     await self._take_runs()
                     OUTAGE.succeeded()

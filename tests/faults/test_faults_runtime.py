@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import signal
 import subprocess
 import sys
 import threading
@@ -28,10 +29,11 @@ from tests.faults.fleet import (
     start_workers,
 )
 from tests.support.infra import REPO, TOOLS, RedisServer, WorkerProcess
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.faults
 
-LEASE_S = 2.0  # tests/support/infra.py gives every worker AGENTQ_LEASE_S=2
+LEASE_S = 1.0  # tests/support/infra.py gives every worker AGENTQ_LEASE_S=1 (the default)
 
 
 @pytest.fixture
@@ -144,6 +146,41 @@ async def test_sigkill_a_random_worker_every_1_to_2_s(
     )
     assert_clean(figures)
     assert killer.kills > 0
+
+
+async def test_a_worker_paused_past_its_lease_mid_batch(
+    server: RedisServer, fleet: list[WorkerProcess]
+) -> None:
+    """SIGSTOP a worker holding calls for four leases, then SIGCONT it: its calls run
+    again elsewhere meanwhile, and once resumed it finds its lease lapsed and lets go of
+    them; every run ends once, with each call's result recorded once."""
+    fleet += start_workers(server.url, 3)
+    victim = fleet[0]
+    admin = redis.Redis.from_url(server.url, decode_responses=True)
+    held: list[int] = []
+
+    async def pause_victim() -> None:
+        await asyncio.sleep(1.5)  # the batch is under way
+        (key,) = cast(list[str], admin.keys(f"aq:worker:*-{victim.pid}-*:jobs")) or [""]
+        held.append(cast(int, admin.hlen(key)) if key else 0)
+        victim.proc.send_signal(signal.SIGSTOP)
+        try:
+            await asyncio.sleep(4 * LEASE_S)
+        finally:
+            victim.proc.send_signal(signal.SIGCONT)
+
+    pauser = asyncio.create_task(pause_victim())
+    # Long enough that the victim is resumed mid-batch, and serves the rest of it.
+    figures, _ = await run_batch(server.url, 100, nap_s=1.0, timeout_s=300)
+    await pauser
+    # Its lease lapsed: on resuming, it let go of its calls and said so.
+    await eventually_async(lambda: "they will run again" in victim.log(), "the victim's lapse")
+    lapses = victim.log().count("they will run again")
+    report(figures, "paused-worker", held_when_paused=held, lease_lapse_log_lines=lapses)
+    assert_clean(figures)
+    assert held[0] > 0
+    assert lapses >= 1, victim.log()
+    assert all(w.proc.poll() is None for w in fleet), [w.log() for w in fleet]
 
 
 # -- Redis killed, restarted, stopped, filled ---------------------------------------------
@@ -271,7 +308,7 @@ async def test_redis_sigstopped_for_10_s(
         assert "Traceback" not in err
     assert all(r.status == "succeeded" for r in results), [r.error for r in results]
     assert all(w.proc.poll() is None for w in fleet)
-    # Leases (2 s) could not be renewed for 10 s: each worker cancelled its jobs, said so.
+    # Leases (1 s) could not be renewed for 10 s: each worker cancelled its jobs, said so.
     assert all("could not be renewed" in w.log() for w in fleet), [w.log() for w in fleet]
 
 

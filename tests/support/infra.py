@@ -141,7 +141,7 @@ class WorkerProcess:
     ) -> None:
         full_env = {
             **os.environ,
-            "AGENTQ_LEASE_S": "2",
+            "AGENTQ_LEASE_S": "1",
             "AGENTQ_IDLE_POLL_S": "0.5",
             "PYTHONPATH": str(REPO),
             **(env or {}),
