@@ -101,6 +101,7 @@ from agentq.workers.provider_batch.collector import Collector
 from agentq.workers.provider_batch.store import ProviderBatchStore
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
+from agentq.workers.startup_gc import freeze_startup_objects
 from agentq.workers.step_hooks import hook_announcements
 from agentq.workers.webhooks import WebhookDispatcher
 
@@ -608,6 +609,8 @@ class WorkerRuntime:
                 Client(redis=self.redis, settings=self.settings), self.settings.batch_sweep_s
             )
             self._tasks.append(asyncio.create_task(sweep, name="agentq-batch-sweep"))
+        # Everything the jobs will use is loaded: full collections need not walk it again.
+        freeze_startup_objects()
 
     # -- the lease -------------------------------------------------------------
 
