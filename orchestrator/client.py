@@ -261,7 +261,8 @@ class Client:
         patched spec names what the deployment does not offer. Returns the new run id,
         listed under `tenant` (default: the original's)."""
         with _redis_errors():
-            meta, messages, steps = await self.store.snapshot(run_id)
+            # As stored: the fork copies the steps its tool messages refer to.
+            meta, messages, steps = await self.store.snapshot(run_id, resolved=False)
         copy = fork_copy(run_id, at_step, meta, messages, steps)
         spec = RunSpec.model_validate(patched_spec(meta[MetaField.SPEC], patch))
         with _redis_errors():

@@ -64,7 +64,33 @@ def event_json(type_: EventType, run_id: str, **fields: Any) -> str:
     return json.dumps(body, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
-def parse_event(seq: int, raw: bytes | str) -> Event:
-    body = json.loads(raw)
+# A run's tool-result / tool-error event is stored without the call's output, which the
+# step's hash holds once (the call's result): in its place the event names the field the
+# output fills (`output` or `error`), and readers put it back (`with_output`).
+OUTPUT_REF = "output_ref"
+
+
+def stored_output(body: dict[str, Any]) -> str | None:
+    """The field a stored event's output fills once resolved, or None when the event
+    carries all it shows."""
+    field = body.get(OUTPUT_REF)
+    return field if isinstance(field, str) else None
+
+
+def with_output(body: dict[str, Any], output: Any) -> dict[str, Any]:
+    """The event as it was emitted: the output in the place of its reference (left out
+    when None, as `event_json` leaves out every None field)."""
+    field = stored_output(body)
+    out: dict[str, Any] = {}
+    for key, value in body.items():
+        if key != OUTPUT_REF:
+            out[key] = value
+        elif field is not None and output is not None:
+            out[field] = output
+    return out
+
+
+def parse_event(seq: int, raw: bytes | str | dict[str, Any]) -> Event:
+    body = dict(raw) if isinstance(raw, dict) else json.loads(raw)
     body["seq"] = seq
     return Event.model_validate(body)

@@ -38,6 +38,10 @@ class Settings(BaseSettings):
     # A tool output larger than this is cut, with a marker the model sees (a tool
     # spec's `max_output_bytes` overrides it per tool).
     max_tool_output_bytes: int = Field(default=1_000_000, gt=0)
+    # Each worker keeps the history it read for a run's step, so the run's next step on
+    # it reads only the messages appended since (workers/history_cache.py); at most this
+    # many bytes of message JSON, least recently used runs evicted first. 0: none kept.
+    history_cache_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
     # How long a parked call (awaiting approval or an outside result) waits before it
     # becomes a tool error the model sees; a tool spec's `park_timeout_s` overrides it.
     park_timeout_s: float = Field(default=24 * 3600.0, gt=0, le=7 * 24 * 3600.0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
-from typing import Annotated, Any
+from typing import Annotated, Any, Protocol
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
@@ -119,27 +119,49 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-def messages_digest(messages: Sequence[Message]) -> str:
-    """The messages' identity; pydantic's own JSON (its field order is the models')
-    keeps this cheap on a long history: it is taken at every step."""
-    hasher = hashlib.sha256()
+class Hasher(Protocol):
+    """A hashlib hash object (what `messages_digest` feeds)."""
+
+    def update(self, data: bytes, /) -> None: ...
+    def copy(self) -> Hasher: ...
+    def hexdigest(self) -> str: ...
+
+
+def digesting(hasher: Hasher, messages: Sequence[Message]) -> Hasher:
+    """`hasher` fed with `messages`: a digest of a history can be carried on as the
+    history grows (workers/history_cache.py), not taken over it all at every step."""
     for message in messages:
         hasher.update(message.__pydantic_serializer__.to_json(message))
         hasher.update(b"\n")
+    return hasher
+
+
+def hasher_digest(hasher: Hasher) -> str:
     return hasher.hexdigest()[:16]
 
 
+def messages_digest(messages: Sequence[Message]) -> str:
+    """The messages' identity; pydantic's own JSON (its field order is the models')
+    keeps this cheap on a long history: it is taken at every step."""
+    return hasher_digest(digesting(hashlib.sha256(), messages))
+
+
 def sent_record(
-    spec: RunSpec, messages: Sequence[Message], offered: Sequence[str]
+    spec: RunSpec,
+    messages: Sequence[Message],
+    offered: Sequence[str],
+    *,
+    known_digest: str | None = None,
 ) -> dict[str, Any]:
-    """What a step sent, as digests a replay compares: small whatever the history's size."""
+    """What a step sent, as digests a replay compares: small whatever the history's size.
+    `known_digest`: the messages' digest when the caller has it already."""
     choice = spec.tool_choice
     return {
         "model": spec.model.label,
         "system": digest(spec.system),
         "tools": list(offered),
         "tool_choice": choice.model_dump() if isinstance(choice, ToolChoiceTool) else choice,
-        "messages": messages_digest(messages),
+        "messages": known_digest or messages_digest(messages),
         "n_messages": len(messages),
     }
 

@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
 from importlib import resources
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from redis import exceptions as redis_errors
 from redis.asyncio import Redis
@@ -23,7 +23,13 @@ from redis.commands.core import AsyncScript
 
 from agentq.orchestrator.child_runs import child_run_id
 from agentq.orchestrator.errors import InfrastructureError, RunNotFoundError
-from agentq.orchestrator.events import TERMINAL_EVENTS, Event, parse_event
+from agentq.orchestrator.events import (
+    TERMINAL_EVENTS,
+    Event,
+    parse_event,
+    stored_output,
+    with_output,
+)
 from agentq.orchestrator.riders import RIDER
 from agentq.orchestrator.state import (
     INPUTS,
@@ -43,6 +49,7 @@ from agentq.orchestrator.state import (
     InputAnswer,
     InputRequest,
     MetaField,
+    Outcome,
     PostResult,
     RecordResult,
     Reply,
@@ -55,6 +62,7 @@ from agentq.orchestrator.state import (
     keys,
     lua_constants,
 )
+from agentq.orchestrator.state.history import referenced_step, resolve_messages
 from agentq.orchestrator.state.inputs import DEFAULT_RETENTION_S
 from agentq.orchestrator.tool_resolution import (
     ANNOUNCEMENT_TTL_S,
@@ -100,12 +108,36 @@ async def read_event_page(
             entries = reply[0][1] if reply else []
         else:
             entries = await redis.xrange(stream, min=f"(0-{last}", count=EVENT_PAGE)
-    return [
-        parse_event(
-            int(_text(entry_id).split("-")[1]), fields[b"e"] if b"e" in fields else fields["e"]
+    bodies = [
+        (
+            int(_text(entry_id).split("-")[1]),
+            json.loads(fields[b"e"] if b"e" in fields else fields["e"]),
         )
         for entry_id, fields in entries
     ]
+    resolved = await _resolve_outputs(redis, [body for _, body in bodies])
+    return [parse_event(seq, body) for (seq, _), body in zip(bodies, resolved, strict=True)]
+
+
+async def _resolve_outputs(redis: Redis, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Put back the outputs a page's result events refer to (events.OUTPUT_REF): each
+    is its call's result in the step's hash, read in one round trip for the page."""
+    refs = [i for i, body in enumerate(bodies) if stored_output(body) is not None]
+    if not refs:
+        return bodies
+    with redis_errors_mapped():
+        async with redis.pipeline(transaction=False) as pipe:
+            for i in refs:
+                body = bodies[i]
+                pipe.hget(
+                    keys.step(body["run_id"], int(body["step"])),
+                    call_field(StepField.RESULT, body["tool_call_id"]),
+                )
+            results = await pipe.execute()
+    for i, result in zip(refs, results, strict=True):
+        output = json.loads(result).get("output") if result is not None else None
+        bodies[i] = with_output(bodies[i], output)
+    return bodies
 
 
 def _text(value: bytes | str) -> str:
@@ -160,7 +192,27 @@ class RunStore:
         return await self._apply(transition, Reply)
 
     async def begin_step(self, transition: BeginStep) -> BeginStepReply:
-        return await self._apply(transition, BeginStepReply)
+        """The step begins; the reply carries the history from `start` on, whole."""
+        begun = await self._apply(transition, BeginStepReply)
+        if begun.outcome != Outcome.OK or begun.start + len(begun.messages) >= begun.length:
+            return begun
+        # Many messages to send: read here, as stored (no JSON encoding of them all inside
+        # the transition). Entries are written once and only this step's commit appends
+        # the next ones, so these are the messages the step began with.
+        messages = await self.history(transition.run_id, transition.step, begun.start, begun.length)
+        return begun.model_copy(update={"messages": messages})
+
+    async def history(self, run_id: str, step: int, start: int, length: int) -> list[str]:
+        """Messages `start` to `length` of the run at step `step`, as the model sees them
+        (each tool message resolved from the step it refers to, which is before `step`)."""
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.lrange(keys.messages(run_id), start, length - 1)
+                for n in range(step):
+                    pipe.hgetall(keys.step(run_id, n))
+                replies = await pipe.execute()
+        steps = [{_text(k): _text(v) for k, v in r.items()} for r in replies[1:]]
+        return resolve_messages([_text(m) for m in replies[0]], steps)
 
     async def commit_step(self, transition: CommitStep) -> Reply:
         return await self._apply(transition, Reply)
@@ -266,8 +318,12 @@ class RunStore:
         raw = await _resolved(self.redis.hgetall(keys.tools(run_id)))
         return [_text(v) for v in raw.values()]
 
-    async def snapshot(self, run_id: str) -> tuple[dict[str, str], list[str], list[dict[str, str]]]:
-        """Meta, messages and every step hash, for assembling a RunResult."""
+    async def snapshot(
+        self, run_id: str, *, resolved: bool = True
+    ) -> tuple[dict[str, str], list[str], list[dict[str, str]]]:
+        """Meta, messages and every step hash, for assembling a RunResult. The messages
+        are as the model saw them (`resolved`), or as stored: a tool message is then a
+        reference to its step (state/history.py), for a fork that copies the steps."""
         meta = await self.meta(run_id)
         last = int(meta.get(MetaField.STEP, "0"))
         with redis_errors_mapped():
@@ -276,9 +332,28 @@ class RunStore:
                 for n in range(last + 1):
                     pipe.hgetall(keys.step(run_id, n))
                 replies = await pipe.execute()
+        by_index = [{_text(k): _text(v) for k, v in r.items()} for r in replies[1:]]
         messages = [_text(m) for m in replies[0]]
-        steps = [{_text(k): _text(v) for k, v in r.items()} for r in replies[1:] if r]
-        return meta, messages, steps
+        if resolved:
+            messages = resolve_messages(
+                messages, await self._with_later_steps(run_id, by_index, messages)
+            )
+        return meta, messages, [s for s in by_index if s]
+
+    async def _with_later_steps(
+        self, run_id: str, steps: list[dict[str, str]], entries: list[str]
+    ) -> list[dict[str, str]]:
+        """`steps`, extended by the hashes of the steps the history refers to beyond it:
+        a live run may have joined another step between the meta and the history read."""
+        last = max((n for e in entries if (n := referenced_step(e)) is not None), default=-1)
+        if last < len(steps):
+            return steps
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for n in range(len(steps), last + 1):
+                    pipe.hgetall(keys.step(run_id, n))
+                later = await pipe.execute()
+        return steps + [{_text(k): _text(v) for k, v in r.items()} for r in later]
 
     async def _status(self, run_id: str) -> str:
         with redis_errors_mapped():

@@ -15,7 +15,7 @@ from typing import Any, TypeVar, overload
 
 from agentq.orchestrator.child_runs import ChildOf, parent_job
 from agentq.orchestrator.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
-from agentq.orchestrator.events import event_json
+from agentq.orchestrator.events import OUTPUT_REF, event_json
 from agentq.orchestrator.loop import CallPlan, StepPlan
 from agentq.orchestrator.messages import Message, ToolResultPart
 from agentq.orchestrator.spec import RunSpec
@@ -135,7 +135,17 @@ def enqueued_job_ids(args: TransitionInput, outcome: Outcome) -> list[str]:
     return [job.job_id for job in queued_jobs(args, _ENQUEUES.get(outcome, ()))]
 
 
-def result_events(run_id: str, step: int, result: ToolResultPart) -> list[str]:
+def result_events(
+    run_id: str, step: int, result: ToolResultPart, *, stored: bool = True
+) -> list[str]:
+    """The event of a call's result. `stored`: the transition writes the result into
+    the step's hash (every call of the run's own), so the event refers to it there
+    rather than carrying a second copy of the output (events.OUTPUT_REF); a provider-
+    executed result, kept only in the step record, travels whole."""
+    field = "error" if result.is_error else "output"
+    shown: dict[str, Any] = (
+        {OUTPUT_REF: field} if stored and result.output is not None else {field: result.output}
+    )
     if result.is_error:
         return [
             event_json(
@@ -144,7 +154,7 @@ def result_events(run_id: str, step: int, result: ToolResultPart) -> list[str]:
                 step=step,
                 tool_call_id=result.tool_call_id,
                 tool_name=result.tool_name,
-                error=result.output,
+                **shown,
             )
         ]
     return [
@@ -154,7 +164,7 @@ def result_events(run_id: str, step: int, result: ToolResultPart) -> list[str]:
             step=step,
             tool_call_id=result.tool_call_id,
             tool_name=result.tool_name,
-            output=result.output,
+            **shown,
             provider_executed=result.provider_executed or None,
         )
     ]
@@ -202,7 +212,7 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
         )
         if call.id not in local_ids:
             assert call.result is not None
-            events.extend(result_events(run_id, plan.step, call.result))
+            events.extend(result_events(run_id, plan.step, call.result, stored=False))
             continue
         calls.append(
             CallRecord(

@@ -24,7 +24,7 @@ from agentq.orchestrator.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope
 from agentq.orchestrator.errors import ProviderError
 from agentq.orchestrator.events import event_json
 from agentq.orchestrator.loop import CallPlan, error_result, offered_tools, plan_step
-from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart
+from agentq.orchestrator.messages import ToolResultPart
 from agentq.orchestrator.redis_faults import is_transient_redis
 from agentq.orchestrator.settings import Settings
 from agentq.orchestrator.spec import RunSpec
@@ -40,7 +40,6 @@ from agentq.orchestrator.state import (
     RunFailure,
 )
 from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_kinds.base import STORED_SPEC
 from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
 from agentq.orchestrator.tool_output import DEFAULT_MAX_OUTPUT_BYTES, bounded_result, progress_value
 from agentq.orchestrator.tool_resolution import ToolDef
@@ -58,6 +57,7 @@ from agentq.workers.genai_spans import (
     tool_attributes,
     tool_result_attributes,
 )
+from agentq.workers.history_cache import HistoryCache, asking, completed
 from agentq.workers.input_requests import InputRequests
 from agentq.workers.liveness import OUTAGE
 from agentq.workers.metrics import WorkerMetrics, observe_model_call
@@ -88,6 +88,17 @@ class WorkerDeps:
     settings: Settings = field(default_factory=Settings)
     # Provider batch records (None: `"batch": true` steps call the model directly).
     batches: ProviderBatchStore | None = None
+    # The histories this worker read, for the runs' next steps (None: sized from settings).
+    history: HistoryCache | None = None
+
+    def __post_init__(self) -> None:
+        if self.history is None:
+            self.history = HistoryCache(self.settings.history_cache_bytes)
+
+    @property
+    def histories(self) -> HistoryCache:
+        assert self.history is not None
+        return self.history
 
 
 def _deps(ctx: dict[str, Any]) -> WorkerDeps:
@@ -181,19 +192,19 @@ async def _fail_internal(deps: WorkerDeps, envelope: JobEnvelope, exc: Exception
 
 async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
     run_id, step = envelope.run_id, envelope.step
-    begun = await deps.store.begin_step(
-        BeginStep(
-            run_id=run_id,
-            step=step,
-            event=event_json("start-step", run_id, step=step, attempt=ctx.get("job_try", 1)),
-        )
+    held = deps.histories.get(run_id)
+    begin = BeginStep(
+        run_id=run_id,
+        step=step,
+        event=event_json("start-step", run_id, step=step, attempt=ctx.get("job_try", 1)),
     )
+    begun = await deps.store.begin_step(asking(held, begin))
     if begun.outcome != Outcome.OK:
         log.debug("model step %s/%d skipped: %s", run_id, step, begun.outcome)
         return
-    spec = RunSpec.model_validate_json(begun.spec, context=STORED_SPEC)
-    tools = [ToolDef.model_validate_json(t) for t in begun.tools]
-    history = [MESSAGE_ADAPTER.validate_json(m) for m in begun.messages]
+    whole = completed(held, begun)
+    deps.histories.put(run_id, whole)
+    spec, tools, history = whole.spec, list(whole.tools), list(whole.messages)
     try:  # prepareStep and context management (workers/step_preparation.py)
         prepared = await prepare(
             deps.store,
@@ -204,6 +215,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             tools,
             history,
             resumed=envelope.call_id == RESUMED_STEP,
+            history_digest=whole.digest,
         )
     except StepDeferred:
         return  # its context summary is written first (workers/context_job.py)
@@ -286,6 +298,8 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         args = args.model_copy(update={"batch": True})
     committed = await deps.store.commit_step(args)
     hops.sent(enqueued_job_ids(args, committed.outcome))
+    if committed.outcome == Outcome.FINISHED:
+        deps.histories.drop(run_id)  # no step of the run comes next
     if begun.parent:
         await sub_agents.forward_step(deps.store, begun.parent, run_id, sub_agents.step_shown(plan))
     await _ended(deps, committed.outcome, envelope)

@@ -90,8 +90,10 @@ async def prepare(
     history: list[Message],
     *,
     resumed: bool = False,
+    history_digest: str | None = None,
 ) -> PreparedStep:
-    """`resumed`: the step runs again after its summary job; it never defers twice."""
+    """`resumed`: the step runs again after its summary job; it never defers twice.
+    `history_digest`: `history`'s messages digest, when the caller keeps one."""
     overrides = StepOverrides()
     rec: dict[str, Any] = {}
     matched = matching_rule(spec.steps, step, called_before(history))
@@ -115,7 +117,10 @@ async def prepare(
     if not overrides.empty:
         rec["overrides"] = overrides.record()
     rec["sent"] = sent_record(
-        effective, messages, [t.name for t in offered_tools(effective, tools)]
+        effective,
+        messages,
+        [t.name for t in offered_tools(effective, tools)],
+        known_digest=history_digest if messages is history else None,
     )
     return PreparedStep(spec=effective, messages=messages, record=rec)
 

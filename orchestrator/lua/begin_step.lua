@@ -1,7 +1,11 @@
 -- begin_step: a model step starts; announce it and hand back what the model needs.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    BeginStep: step, event
--- Replies OK {spec, tools, messages, parent}  (tool and message JSON strings, in order;
+-- ARGV    BeginStep: step, event, known, known_stamp (the history the worker holds)
+-- Replies OK {spec, tools, messages, start, length, stamp, parent}  (tool and message
+--            JSON strings, in order; messages from index `start` to `length`: after the
+--            `known` the worker holds when its `known_stamp` is the run's `stamp`, else
+--            all; none when they are more than HISTORY_INLINE_MAX (read outside);
+--            spec and tools only with start 0 (a worker holding the history has them);
 --            parent: a child run's parent call, for its progress)
 --         UNKNOWN_RUN | CLOSED | STALE (not the current step)
 --         DUPLICATE  the step was committed already (a re-delivered job)
@@ -10,13 +14,34 @@ local err = run_guard(A.step)
 if err then return reply(err) end
 if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
 emit(A.event)
-local order = cjson.decode(redis.call('HGET', meta, F.TOOL_ORDER) or '[]')
-local tools = {}
-if #order > 0 then
-  for _, tool in ipairs(redis.call('HMGET', tools_key(), unpack(order))) do
-    if tool then tools[#tools + 1] = tool end
-  end
+-- The message list only grows (an entry is never rewritten), so what the worker holds
+-- of this run is still its first `known` messages.
+local stamp = redis.call('HGET', meta, F.CREATED_AT) or ''
+local length = redis.call('LLEN', msgs)
+local start = 0
+if A.known > 0 and stamp ~= '' and A.known_stamp == stamp and A.known <= length then
+  start = A.known
 end
-return reply(OUT.OK, {spec = redis.call('HGET', meta, F.SPEC), tools = tools,
-                      messages = redis.call('LRANGE', msgs, 0, -1),
-                      parent = redis.call('HGET', meta, F.PARENT) or nil})
+-- More than a few messages to send (a worker that holds none or little of a long history)
+-- are read outside (RunStore.begin_step): encoding them all here, as JSON, would hold
+-- Redis for all of them.
+local messages = {}
+if length - start <= HISTORY_INLINE_MAX then
+  messages = redis.call('LRANGE', msgs, start, -1)
+  for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
+end
+local out = {messages = messages, start = start, length = length, stamp = stamp,
+             parent = redis.call('HGET', meta, F.PARENT) or nil}
+-- The spec and tools are written once, at create: a worker holding the history holds them.
+if start == 0 then
+  out.spec = redis.call('HGET', meta, F.SPEC)
+  local order = cjson.decode(redis.call('HGET', meta, F.TOOL_ORDER) or '[]')
+  local tools = {}
+  if #order > 0 then
+    for _, tool in ipairs(redis.call('HMGET', tools_key(), unpack(order))) do
+      if tool then tools[#tools + 1] = tool end
+    end
+  end
+  out.tools = tools
+end
+return reply(OUT.OK, out)

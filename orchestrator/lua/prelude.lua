@@ -115,17 +115,35 @@ local function succeed(step)
   return OUT.FINISHED
 end
 
--- All results of step n are in: append them as one tool message in call order,
--- then either schedule step n+1 (next_job) or finish, as decided when the step was planned.
+-- Step n's tool message: its results (each stored once, in the step hash) in call order.
+local function tool_message(n)
+  local step = step_key(n)
+  local order = cjson.decode(redis.call('HGET', step, S.ORDER) or '[]')
+  local parts = {}
+  if #order > 0 then
+    local fields = {}
+    for i, id in ipairs(order) do fields[i] = S.RESULT .. id end
+    parts = redis.call('HMGET', step, unpack(fields))
+  end
+  return TOOL_MESSAGE_OPEN .. table.concat(parts, ',') .. TOOL_MESSAGE_CLOSE
+end
+
+-- A message-list entry as readers see it: a stored message, or a reference to a step's
+-- tool message (orchestrator/state/history.py) resolved.
+local function history_entry(entry)
+  if string.sub(entry, 1, #TOOL_RESULTS_REF) == TOOL_RESULTS_REF then
+    return tool_message(tonumber(string.sub(entry, #TOOL_RESULTS_REF + 1)))
+  end
+  return entry
+end
+
+-- All results of step n are in: the history gets its tool message (a reference to the
+-- results, which the step hash holds), then either step n+1 is scheduled (next_job) or
+-- the run finishes, as decided when the step was planned.
 local function join(n, next_job)
   local step = step_key(n)
-  local order = cjson.decode(redis.call('HGET', step, S.ORDER))
-  local parts = {}
-  for i, id in ipairs(order) do
-    parts[i] = redis.call('HGET', step, S.RESULT .. id)
-  end
-  if #parts > 0 then
-    redis.call('RPUSH', msgs, TOOL_MESSAGE_OPEN .. table.concat(parts, ',') .. TOOL_MESSAGE_CLOSE)
+  if #cjson.decode(redis.call('HGET', step, S.ORDER)) > 0 then
+    redis.call('RPUSH', msgs, TOOL_RESULTS_REF .. n)
   end
   if redis.call('HGET', step, S.AFTER) == AFTER.CONTINUE then
     redis.call('HSET', meta, F.STEP, n + 1, F.STATUS, RUN.RUNNING)

@@ -71,6 +71,12 @@ class BeginStep(TransitionInput):
 
     step: int
     event: str
+    # What the worker holds of the run already (workers/history_cache.py): its spec,
+    # tools and first `known` messages, read while the run's stamp was `known_stamp`.
+    # The reply then carries only the messages after those; with another stamp (another
+    # run of the same id) or more than the run has, it carries it all.
+    known: int = Field(default=0, ge=0)
+    known_stamp: str | None = None
 
 
 class CallRecord(BaseModel):

@@ -11,9 +11,13 @@ import json
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-from agentq.orchestrator.messages import ToolMessage
 from agentq.orchestrator.state import keys
 from agentq.orchestrator.state.calls import CallField
+from agentq.orchestrator.state.history import (
+    HISTORY_INLINE_MAX,
+    TOOL_RESULTS_REF,
+    tool_message_frame,
+)
 from agentq.orchestrator.state.status import (
     CHILD_USAGE_FIELDS,
     USAGE_FIELDS,
@@ -58,14 +62,6 @@ KEY_CONSTANTS: dict[str, str] = {
 }
 
 
-def tool_message_frame() -> tuple[str, str]:
-    """The JSON around a tool message's parts, as the join writes it."""
-    empty = ToolMessage(content=[]).model_dump_json()
-    open_, sep, close = empty.partition("[]")
-    assert sep, empty
-    return open_ + "[", "]" + close
-
-
 def _lua_str(value: str) -> str:
     if not value.isascii() or not value.isprintable():
         raise ValueError(f"not a plain ASCII constant: {value!r}")
@@ -97,6 +93,8 @@ def render(extra: Mapping[str, str] | None = None) -> str:
     lines.append(
         f"local TOOL_MESSAGE_OPEN, TOOL_MESSAGE_CLOSE = {_lua_str(open_)}, {_lua_str(close)}"
     )
+    lines.append(f"local TOOL_RESULTS_REF = {_lua_str(TOOL_RESULTS_REF)}")
+    lines.append(f"local HISTORY_INLINE_MAX = {int(HISTORY_INLINE_MAX)}")
     return "\n".join(lines) + "\n"
 
 

@@ -29,9 +29,19 @@ class Reply(BaseModel):
 class BeginStepReply(Reply):
     """With OK: what the model step needs, read in the same round trip."""
 
+    # The run's spec and tools; left out ("", []) when `start` > 0: the worker that holds
+    # the history's first messages holds them (written once, at create).
     spec: str = ""
     tools: LuaList = []
+    # The history from message `start` on (0: all of it), tool messages resolved, up to
+    # its `length`; a long history to a worker that holds none of it is left out of the
+    # reply (the store reads it outside the transition, see RunStore.begin_step).
     messages: LuaList = []
+    start: int = 0
+    length: int = 0
+    # The run's stamp (its creation time): what a worker keeps the history under, so
+    # that a later run of the same id never reads this one's messages.
+    stamp: str = ""
     # A child run's parent call (JSON {run_id, step, call_id}): its progress goes there.
     parent: str | None = None
 

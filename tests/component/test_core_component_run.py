@@ -564,10 +564,14 @@ async def test_job_payloads_do_not_grow_with_the_run(start: Start, model_log: Mo
     async with start([probe]) as client:
         run_id = await client.submit(spec)
         result = await client.wait(run_id, timeout_s=TIMEOUT_S)
-        history: list[bytes] = await client.redis.lrange(keys.messages(run_id), 0, -1)  # type: ignore[misc]
+        _, history, _ = await client.store.snapshot(run_id)
         history_bytes = sum(len(m) for m in history)
+        stored: list[bytes] = await client.redis.lrange(keys.messages(run_id), 0, -1)  # type: ignore[misc]
+        stored_bytes = sum(len(m) for m in stored)
     assert result.status == "succeeded", result.error
     assert history_bytes > 2 * n * len(blob)
+    # The message list holds the calls' inputs; each output is stored once, in its step.
+    assert n * len(blob) < stored_bytes < 2 * n * len(blob)
 
     model_jobs = {c.step: len(c.job_payload) for c in model_log.calls if c.job_payload is not None}
     assert sorted(model_jobs) == list(range(n + 1)), "the model job payload was not seen"

@@ -19,6 +19,7 @@ from agentq.orchestrator.state import (
     CallRecord,
     QueuedJob,
     TransitionInput,
+    history,
     lua_constants,
 )
 from agentq.orchestrator.store import load_scripts
@@ -100,7 +101,7 @@ def test_the_usage_lua_keeps_is_the_usage_model() -> None:
 
 
 def test_the_tool_message_the_join_writes_is_a_tool_message() -> None:
-    open_, close = lua_constants.tool_message_frame()
+    open_, close = history.tool_message_frame()
     parts = [
         ToolResultPart(tool_call_id=f"c{i}", tool_name="t", output=i).model_dump_json()
         for i in range(2)
