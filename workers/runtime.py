@@ -512,9 +512,13 @@ class WorkerRuntime:
         env: dict[str, str] | None = None,
         http: httpx.AsyncClient | None = None,
         metrics: WorkerMetrics | None = None,
+        freeze_startup_heap: bool = False,
     ) -> None:
         self.settings = settings or Settings()
         self.metrics = metrics
+        # A worker process owns its heap; an embedded session shares its host's, whose
+        # objects it must not make uncollectable.
+        self._freeze_startup_heap = freeze_startup_heap
         self.announced = False  # readiness: the tools are in the registry
         self.redis_url = redis_url
         self.queues = list(queues)
@@ -610,7 +614,8 @@ class WorkerRuntime:
             )
             self._tasks.append(asyncio.create_task(sweep, name="agentq-batch-sweep"))
         # Everything the jobs will use is loaded: full collections need not walk it again.
-        freeze_startup_objects()
+        if self._freeze_startup_heap:
+            freeze_startup_objects()
 
     # -- the lease -------------------------------------------------------------
 

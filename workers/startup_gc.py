@@ -7,7 +7,8 @@ busy worker, to find none of them garbage. `gc.freeze()` moves them to the
 permanent generation, which no collection walks: what the jobs allocate is
 still collected as before. Collected first, so that no startup garbage is
 frozen with them; once per process (an embedded session started twice does
-not pay the collection twice).
+not pay the collection twice). Only a worker process (`agentq worker`) freezes: an
+embedded session shares its host application's heap, which is not ours to freeze.
 """
 
 from __future__ import annotations
