@@ -488,6 +488,7 @@ async def _worker(
         tool_queue=tool_queue,
         settings=settings,
         metrics=probes.metrics(),
+        freeze_startup_heap=True,
     )
     try:
         await runtime.start()

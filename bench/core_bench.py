@@ -377,6 +377,7 @@ async def _agentq_worker_main(url: str, ready: MpEvent, stop: MpEvent) -> None:
         url,
         executors=[FunctionExecutor([noop, *hop_budget.BENCH_TOOLS])],
         queues=[MODEL_QUEUE, TOOLS_QUEUE],
+        freeze_startup_heap=True,  # as `agentq worker` does
     )
     await runtime.start()
     ready.set()

@@ -104,7 +104,10 @@ async def _worker_main(
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=endpoint)))
         trace.set_tracer_provider(provider)
     runtime = WorkerRuntime(
-        url, executors=[FunctionExecutor([noop])], queues=[MODEL_QUEUE, TOOLS_QUEUE]
+        url,
+        executors=[FunctionExecutor([noop])],
+        queues=[MODEL_QUEUE, TOOLS_QUEUE],
+        freeze_startup_heap=True,  # as `agentq worker` does
     )
     await runtime.start()
     ready.set()

@@ -107,6 +107,7 @@ def _worker(
             url,
             executors=[core_bench.FunctionExecutor([core_bench.noop])],
             queues=[core_bench.MODEL_QUEUE, core_bench.TOOLS_QUEUE],
+            freeze_startup_heap=True,  # as `agentq worker` does
         )
         await runtime.start()
         ready.set()

@@ -30,9 +30,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind
+from opentelemetry.trace import Link, SpanContext, SpanKind, Status
+
+from agentq.orchestrator.light_spans import LightSpan
 
 # SpanFlags: the span's (or link's) context says whether its parent is remote.
 _HAS_IS_REMOTE = 0x100
@@ -173,8 +175,49 @@ def _trace_state(context: SpanContext) -> bytes:
 
 
 def _span(span: ReadableSpan) -> bytes:
-    context = span.context
-    parent = span.parent
+    if type(span) is LightSpan:  # agentq's own: its fields as they are, no property calls
+        return _span_of(
+            span._own_context,
+            span._parent,
+            span._name,
+            span._kind,
+            span._start_time,
+            span._end_time,
+            span._own_attributes,
+            (0, 0, 0),
+            span._events,
+            span._own_links,
+            span._status,
+        )
+    return _span_of(
+        span.context,
+        span.parent,
+        span.name,
+        span.kind,
+        span.start_time,
+        span.end_time,
+        _span_attributes(span),
+        (span.dropped_attributes, span.dropped_events, span.dropped_links),
+        span.events,
+        span.links,
+        span.status,
+    )
+
+
+def _span_of(
+    context: SpanContext | None,
+    parent: SpanContext | None,
+    name: str | None,
+    kind: SpanKind,
+    start_time: int | None,
+    end_time: int | None,
+    attributes: Mapping[str, Any] | None,
+    dropped: tuple[int, int, int],
+    events: Sequence[Event],
+    links: Sequence[Link],
+    status: Status,
+) -> bytes:
+    assert context is not None  # a finished span has one
     out = [
         b"\x0a\x10",
         context.trace_id.to_bytes(16, "big"),
@@ -185,16 +228,16 @@ def _span(span: ReadableSpan) -> bytes:
     if parent is not None:
         out += (b"\x22\x08", parent.span_id.to_bytes(8, "big"))
     out += (
-        _string(b"\x2a", span.name),
-        _KINDS[span.kind],
+        _string(b"\x2a", name),
+        _KINDS[kind],
         b"\x39",
-        _pack_fixed64(span.start_time or 0),
+        _pack_fixed64(start_time or 0),
         b"\x41",
-        _pack_fixed64(span.end_time or 0),
-        _attributes(b"\x4a", _span_attributes(span)),
-        _uint(b"\x50", span.dropped_attributes),
+        _pack_fixed64(end_time or 0),
+        _attributes(b"\x4a", attributes),
+        _uint(b"\x50", dropped[0]),
     )
-    for event in span.events:
+    for event in events:
         body = (
             (b"\x09" + _pack_fixed64(event.timestamp) if event.timestamp else b"")
             + _string(b"\x12", event.name)
@@ -202,8 +245,8 @@ def _span(span: ReadableSpan) -> bytes:
             + _uint(b"\x20", getattr(event, "dropped_attributes", 0))
         )
         out.append(_field(b"\x5a", body))
-    out.append(_uint(b"\x60", span.dropped_events))
-    for link in span.links:
+    out.append(_uint(b"\x60", dropped[1]))
+    for link in links:
         linked = link.context
         body = (
             b"\x0a\x10"
@@ -216,8 +259,7 @@ def _span(span: ReadableSpan) -> bytes:
             + _pack_fixed32(_flags(linked))
         )
         out.append(_field(b"\x6a", body))
-    out.append(_uint(b"\x70", span.dropped_links))
-    status = span.status
+    out.append(_uint(b"\x70", dropped[2]))
     code = status.status_code.value
     code_field = b"\x18" + _SMALL[code] if code else b""
     out.append(_field(b"\x7a", _string(b"\x12", status.description) + code_field))

@@ -434,11 +434,10 @@ def process_span(
         f"process {queue}",
         context=parent if parent is not None else run_context(envelope.run_id),
         kind=SpanKind.CONSUMER,
+        # The time the job waited in its queue is the gap after its send span.
         attributes={
-            **_PROCESS_ATTRIBUTES,
-            "messaging.destination.name": queue,
+            **_queue_attributes("process", queue),
             "messaging.message.id": job_id,
-            # The time the job waited in its queue is the gap after its send span.
             "agentq.step": envelope.step,
         },
         links=_link(envelope.trace),
@@ -446,11 +445,16 @@ def process_span(
     return _Current(current, log_token)
 
 
-_PROCESS_ATTRIBUTES = {
-    "messaging.system": MESSAGING_SYSTEM,
-    "messaging.operation.name": "process",
-    "messaging.operation.type": "process",
-}
+@functools.lru_cache(maxsize=256)
+def _queue_attributes(operation: str, queue: str) -> Mapping[str, str]:
+    """The attributes every `{operation} {queue}` span has: built once per queue (a
+    worker serves a few), copied into each span's own dict."""
+    return {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.name": operation,
+        "messaging.operation.type": operation,
+        "messaging.destination.name": queue,
+    }
 
 
 def span(
@@ -506,11 +510,6 @@ def mark_error(current: Span, error_type: str, message: str) -> None:
 # -- queue hops ------------------------------------------------------------------------
 
 _EMPTY_TRACE = '"trace":{}'
-_SEND_ATTRIBUTES = {
-    "messaging.system": MESSAGING_SYSTEM,
-    "messaging.operation.name": "send",
-    "messaging.operation.type": "send",
-}
 
 
 @functools.cache
@@ -572,11 +571,7 @@ class Hops:
             f"send {queue}",
             context=parent,
             kind=SpanKind.PRODUCER,
-            attributes={
-                **_SEND_ATTRIBUTES,
-                "messaging.destination.name": queue,
-                "messaging.message.id": job.job_id,
-            },
+            attributes={**_queue_attributes("send", queue), "messaging.message.id": job.job_id},
         )
         self._spans[job.job_id] = send
         traceparent = _traceparent(send.get_span_context())
@@ -588,7 +583,11 @@ class Hops:
             body = json.loads(payload)
             body["a"][0]["trace"] = {"traceparent": traceparent}
             payload = json.dumps(body, separators=(",", ":"))
-        return job.model_copy(update={"payload": payload})
+        # A shallow copy with the new payload: what `model_copy(update=...)` makes, without
+        # its generic update handling (a job's every send span pays for it).
+        stamped = job.__copy__()
+        stamped.__dict__["payload"] = payload
+        return stamped
 
     def sent(self, job_ids: Iterable[str]) -> None:
         for job_id in job_ids:

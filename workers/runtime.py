@@ -104,6 +104,7 @@ from agentq.workers.provider_batch.collector import Collector
 from agentq.workers.provider_batch.store import ProviderBatchStore
 from agentq.workers.providers.model_client import ModelClient
 from agentq.workers.providers.ratelimit import Limits, RedisLike
+from agentq.workers.startup_gc import freeze_startup_objects
 from agentq.workers.step_hooks import hook_announcements
 from agentq.workers.webhooks import WebhookDispatcher
 
@@ -621,9 +622,13 @@ class WorkerRuntime:
         env: dict[str, str] | None = None,
         http: httpx.AsyncClient | None = None,
         metrics: WorkerMetrics | None = None,
+        freeze_startup_heap: bool = False,
     ) -> None:
         self.settings = settings or Settings()
         self.metrics = metrics
+        # A worker process owns its heap; an embedded session shares its host's, whose
+        # objects it must not make uncollectable.
+        self._freeze_startup_heap = freeze_startup_heap
         self.announced = False  # readiness: the tools are in the registry
         self.redis_url = redis_url
         self.queues = list(queues)
@@ -724,6 +729,9 @@ class WorkerRuntime:
                 Client(redis=self.redis, settings=self.settings), self.settings.batch_sweep_s
             )
             self._tasks.append(asyncio.create_task(sweep, name="agentq-batch-sweep"))
+        # Everything the jobs will use is loaded: full collections need not walk it again.
+        if self._freeze_startup_heap:
+            freeze_startup_objects()
 
     # -- the lease -------------------------------------------------------------
 
