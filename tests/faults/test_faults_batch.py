@@ -1,6 +1,7 @@
-"""A 1,000-line batch while worker processes are SIGKILLed and restarted every few
-seconds and the submitter is killed mid-upload and restarted: every line ends exactly
-once, and `agentq batch results` has the 1,000 lines in input order."""
+"""A 1,000-line batch while worker processes are SIGKILLed and restarted as it goes
+(three kills, at set numbers of ended lines) and the submitter is killed mid-upload and
+restarted: every line ends exactly once, and `agentq batch results` has the 1,000 lines
+in input order."""
 
 from __future__ import annotations
 
@@ -31,7 +32,11 @@ TEMPLATE = scripted(calls(("noop", {})), {"text": "done"}, tools=["noop"], promp
 
 
 class Chaos(threading.Thread):
-    """SIGKILLs a random worker every 2-4 s and starts a replacement."""
+    """SIGKILLs a random worker each time the batch passes one of `AT_ENDED` ended lines,
+    and starts a replacement. The kills follow the batch's progress, not the clock: a
+    faster engine cannot end the batch before they happen (at 2-4 s intervals it did)."""
+
+    AT_ENDED = (150, 400, 650)
 
     def __init__(self, url: str, fleet: list[WorkerProcess]) -> None:
         super().__init__(daemon=True)
@@ -41,13 +46,19 @@ class Chaos(threading.Thread):
         self.kills = 0
 
     def run(self) -> None:
-        while not self.done.wait(self.rng.uniform(2, 4)):
-            alive = [w for w in self.fleet if w.proc.poll() is None]
-            if not alive:
-                continue
-            self.rng.choice(alive).kill()
-            self.kills += 1
-            self.fleet.append(WorkerProcess(self.url, "--tools", TOOLS))
+        asyncio.run(self._kill_as_lines_end())
+
+    async def _kill_as_lines_end(self) -> None:
+        async with Client(self.url) as client:
+            for threshold in self.AT_ENDED:
+                while (await client.batch_status("chaos")).counts.ended < threshold:
+                    if self.done.is_set():
+                        return
+                    await asyncio.sleep(0.02)  # a poll of the batch's progress
+                alive = [w for w in self.fleet if w.proc.poll() is None]
+                self.rng.choice(alive).kill()
+                self.kills += 1
+                self.fleet.append(WorkerProcess(self.url, "--tools", TOOLS))
 
 
 @pytest.fixture
@@ -153,7 +164,7 @@ def test_a_batch_survives_killed_workers_and_a_killed_submitter(
         f"succeeded={info.counts.succeeded} runs_per_s={info.runs_per_s:.1f}",
         file=sys.stderr,
     )
-    assert chaos.kills >= 2
+    assert chaos.kills == len(Chaos.AT_ENDED)
     assert [r["custom_id"] for r in lines] == [f"k{i}" for i in range(LINES)]
     # Each line ran once: its first run, never a second one (no retry, no duplicate).
     assert {r["run_id"] for r in lines} == {f"chaos.{i}.1" for i in range(1, LINES + 1)}
