@@ -95,6 +95,34 @@ def _clean(attributes: types.Attributes) -> dict[str, Any]:
 class LightSpan(ReadableSpan, trace_api.Span):
     """A recording span: the fields `ReadableSpan` reads, filled as the span goes."""
 
+    # In slots: every span sets these, and a span then needs no instance dict (one
+    # object fewer to make and for the garbage collector to walk, a few thousand a
+    # second). ReadableSpan has no slots, so a span that sets anything else (an event,
+    # a status) gets a dict then.
+    __slots__ = (
+        "_attributes",
+        "_context",
+        "_end_time",
+        "_instrumentation_scope",
+        "_kind",
+        "_links",
+        "_name",
+        "_own_attributes",
+        "_own_context",
+        "_own_links",
+        "_parent",
+        "_resource",
+        "_start_time",
+        "_tracer",
+    )
+
+    # What most spans keep as they start: shared, replaced only when one changes.
+    _events: Sequence[Event] = ()
+    _status = _UNSET
+    _instrumentation_info = None
+    _record_exception = True
+    _set_status_on_exception = True
+
     def __init__(
         self,
         name: str,
@@ -105,28 +133,21 @@ class LightSpan(ReadableSpan, trace_api.Span):
         links: tuple[Link, ...],
         start_time: int,
         tracer: LightTracer,
-        record_exception: bool,
-        set_status_on_exception: bool,
     ) -> None:
         # ReadableSpan's fields, set directly (its constructor makes a Resource per call
-        # when given none and checks what agentq's tracer already knows).
+        # when given none and checks what agentq's tracer already knows); the rest are
+        # the class's defaults above until the span changes them.
         self._name = name
         self._context = self._own_context = context
         self._parent = parent
         self._kind = kind
         self._attributes = self._own_attributes = attributes
-        # Shared empty tuples until an event or a link comes (most spans never get one).
-        self._events: Sequence[Event] = ()
         self._links = self._own_links = links
         self._start_time = start_time
         self._end_time: int | None = None
-        self._status = _UNSET
         self._resource = tracer.resource
         self._instrumentation_scope = tracer.scope
-        self._instrumentation_info = None
         self._tracer = tracer
-        self._record_exception = record_exception
-        self._set_status_on_exception = set_status_on_exception
 
     # ReadableSpan's reads, without its copies and checks: nothing here is bounded, and
     # events and links are tuples already (the exporter reads them for every span).
@@ -282,35 +303,75 @@ class LightTracer(trace_api.Tracer):
         record_exception: bool = True,
         set_status_on_exception: bool = True,
     ) -> trace_api.Span:
-        parent: SpanContext | None = trace_api.get_current_span(context).get_span_context()
-        preset = self._ids()
-        if parent is not None and parent.is_valid:
+        span = self._started(
+            name,
+            trace_api.get_current_span(context).get_span_context(),
+            kind,
+            _clean(attributes),
+            tuple(link for link in links if link.context.is_valid) if links else (),
+            start_time,
+            self._ids(),
+            context,
+        )
+        if type(span) is LightSpan:
+            if not record_exception:
+                span._record_exception = False
+            if not set_status_on_exception:
+                span._set_status_on_exception = False
+        return span
+
+    def own_span(
+        self,
+        name: str,
+        parent: SpanContext,
+        kind: SpanKind,
+        attributes: dict[str, Any],
+        links: tuple[Link, ...] = (),
+    ) -> trace_api.Span:
+        """`start_span` for agentq's own spans, which know their parent's span context
+        (INVALID_SPAN_CONTEXT: a root) and whose attributes are a dict of their own that
+        holds the values the SDK keeps (scalars and tuples; agentq builds them so), and
+        whose links are valid: none of the API's lookups and copies. No preset ids: the
+        run's span goes through `start_span`."""
+        return self._started(name, parent, kind, attributes, links, None, None, None)
+
+    def _started(
+        self,
+        name: str,
+        parent: SpanContext,
+        kind: SpanKind,
+        attributes: dict[str, Any],
+        links: tuple[Link, ...],
+        start_time: int | None,
+        preset: tuple[int, int] | None,
+        context: otel_context.Context | None,
+    ) -> trace_api.Span:
+        if parent.is_valid:
             trace_id, state = parent.trace_id, parent.trace_state
             # The default sampler: a child follows its parent; the id stays as random.
             random_id = parent.trace_flags & _RANDOM
-            if not parent.trace_flags.sampled:
+            if not parent.trace_flags & TraceFlags.SAMPLED:
                 span_id = preset[1] if preset else self._random(64)
                 flags = TraceFlags(random_id)
                 return trace_api.NonRecordingSpan(
                     SpanContext(trace_id, span_id, False, flags, state)
                 )
             flags = _SAMPLED_RANDOM if random_id else _SAMPLED
+            parent_context: SpanContext | None = parent
         else:
-            parent = None
+            parent_context = None
             trace_id = preset[0] if preset else self._random(128)
             flags, state = _SAMPLED_RANDOM, trace_api.DEFAULT_TRACE_STATE
         span_id = preset[1] if preset else self._random(64)
         span = LightSpan(
             name,
             SpanContext(trace_id, span_id, False, flags, state),
-            parent,
+            parent_context,
             kind,
-            _clean(attributes),
-            tuple(link for link in links if link.context.is_valid) if links else (),
+            attributes,
+            links,
             start_time if start_time is not None else time_ns(),
             self,
-            record_exception,
-            set_status_on_exception,
         )
         for on_start in self._hooks()[1]:
             on_start(span, parent_context=context)

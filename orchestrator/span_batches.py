@@ -23,6 +23,8 @@ from opentelemetry import context as otel_context
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.sdk.trace.export import SpanExporter
 
+from agentq.orchestrator.light_spans import LightSpan
+
 log = logging.getLogger("agentq.tracing")
 
 # What instrumented HTTP clients check, so that posting spans records no span.
@@ -61,9 +63,12 @@ class SpanBatcher(SpanProcessor):
         return thread
 
     def on_end(self, span: ReadableSpan) -> None:
-        context = span.context
-        if self._stopped or context is None or not context.trace_flags.sampled:
+        if self._stopped:
             return
+        if type(span) is not LightSpan:  # a lean span is sampled, or it would not record
+            context = span.context
+            if context is None or not context.trace_flags.sampled:
+                return
         queue = self._queue
         if len(queue) >= self._max_queue:
             if not self._warned_full:
@@ -71,7 +76,9 @@ class SpanBatcher(SpanProcessor):
                 log.warning("the span queue is full (%d): spans are dropped", self._max_queue)
             return
         queue.append(span)
-        if len(queue) >= self._max_batch:
+        # Once, as the queue fills a batch: the export thread takes every full batch
+        # there is when it wakes, so waking it again while it works only costs a lock.
+        if len(queue) == self._max_batch:
             self._wake.set()
 
     def _run(self) -> None:

@@ -57,7 +57,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.context.context import Context
+from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
 from opentelemetry.trace import (
+    INVALID_SPAN,
     Link,
     NonRecordingSpan,
     Span,
@@ -67,6 +70,7 @@ from opentelemetry.trace import (
     StatusCode,
     TraceFlags,
 )
+from opentelemetry.trace.propagation import _SPAN_KEY
 
 from agentq.orchestrator import genai_content
 from agentq.orchestrator.child_runs import ParentLink, call_span_id, run_trace_id
@@ -95,8 +99,18 @@ JOB_LOG_CONTEXT: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.
     "agentq_job_log_context", default=None
 )
 _installed: Any = None  # the provider agentq installed, if any
-# (provider, agentq's tracer on it, None if that provider records nothing)
-_tracer: tuple[object, trace.Tracer | None] | None = None
+# agentq's own spans on a lean tracer (light_spans.LightTracer.own_span): name, parent,
+# kind, attributes, links.
+OwnSpan = Callable[[str, SpanContext, SpanKind, dict[str, Any], tuple[Link, ...]], Span]
+# (provider, agentq's tracer on it or None if that provider records nothing, the
+# tracer's `own_span` if it makes lean spans)
+_tracer: tuple[object, trace.Tracer | None, OwnSpan | None] | None = None
+# The variable behind the current OpenTelemetry context, when it is the API's default
+# (contextvars) runtime context: every job reads and sets it a few times, directly.
+_RUNTIME = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+_CONTEXT: contextvars.ContextVar[Context] | None = (
+    _RUNTIME._current_context if type(_RUNTIME) is ContextVarsRuntimeContext else None
+)
 
 
 def _agentq_version() -> str:
@@ -138,16 +152,28 @@ class _PresetIds:
 def _bound() -> trace.Tracer | None:
     """agentq's tracer on the current provider, or None when no provider records. Made
     once per provider: every job asks, several times."""
+    return _binding()[1]
+
+
+def _binding() -> tuple[object, trace.Tracer | None, OwnSpan | None]:
     global _tracer
     provider = trace.get_tracer_provider()
     bound = _tracer
     if bound is not None and bound[0] is provider:
-        return bound[1]
+        return bound
     made: trace.Tracer | None = None
     if not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         made = _make_tracer(provider)
-    _tracer = (provider, made)
-    return made
+    bound = _tracer = (provider, made, getattr(made, "own_span", None))
+    return bound
+
+
+def _current_span() -> Span:
+    """The current span: the API's `get_current_span()`, read from its variable."""
+    if _CONTEXT is None:
+        return trace.get_current_span()
+    current = _CONTEXT.get().get(_SPAN_KEY)
+    return current if isinstance(current, Span) else INVALID_SPAN
 
 
 def _make_tracer(provider: trace.TracerProvider) -> trace.Tracer:
@@ -241,10 +267,14 @@ def run_ids(run_id: str) -> tuple[int, int]:
 
 
 @functools.lru_cache(maxsize=4096)
-def run_context(run_id: str) -> otel_context.Context:
+def run_span_context(run_id: str) -> SpanContext:
     trace_id, span_id = run_ids(run_id)
-    root = SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(1))
-    return trace.set_span_in_context(NonRecordingSpan(root))
+    return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(1))
+
+
+@functools.lru_cache(maxsize=4096)
+def run_context(run_id: str) -> otel_context.Context:
+    return trace.set_span_in_context(NonRecordingSpan(run_span_context(run_id)))
 
 
 def carrier_context(carrier: Mapping[str, str]) -> otel_context.Context | None:
@@ -397,15 +427,18 @@ class _Current:
     def __enter__(self) -> Span:
         current = self._span
         if current is None:
-            return trace.INVALID_SPAN
-        self._token = otel_context.attach(trace.set_span_in_context(current))
+            return INVALID_SPAN
+        if _CONTEXT is None:
+            self._token = otel_context.attach(trace.set_span_in_context(current))
+        else:  # what attach(set_span_in_context(...)) does, without its calls
+            self._token = _CONTEXT.set(Context({**_CONTEXT.get(), _SPAN_KEY: current}))
         return current
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         current = self._span
         try:
             if current is not None:
-                otel_context.detach(self._token)  # type: ignore[arg-type]
+                _detach(self._token)
                 if isinstance(exc, Exception) and current.is_recording():
                     if self._exceptions:
                         current.record_exception(exc)
@@ -414,6 +447,16 @@ class _Current:
         finally:
             if self._log_token is not None:
                 JOB_LOG_CONTEXT.reset(self._log_token)
+
+
+def _detach(token: Any) -> None:
+    if _CONTEXT is None:
+        otel_context.detach(token)
+        return
+    try:
+        _CONTEXT.reset(token)
+    except ValueError:  # another context's token: the API logs it too, and goes on
+        log.exception("could not restore the OpenTelemetry context")
 
 
 def process_span(
@@ -427,21 +470,27 @@ def process_span(
     log_token = JOB_LOG_CONTEXT.set(
         {"run_id": envelope.run_id, "job_id": job_id, "queue": queue, "step": envelope.step}
     )
-    made = _bound()
+    _, made, own = _binding()
     if made is None:
         return _Current(None, log_token)
-    current = made.start_span(
-        f"process {queue}",
-        context=parent if parent is not None else run_context(envelope.run_id),
-        kind=SpanKind.CONSUMER,
-        # The time the job waited in its queue is the gap after its send span.
-        attributes={
-            **_queue_attributes("process", queue),
-            "messaging.message.id": job_id,
-            "agentq.step": envelope.step,
-        },
-        links=_link(envelope.trace),
-    )
+    name = f"process {queue}"
+    # The time the job waited in its queue is the gap after its send span.
+    attributes: dict[str, Any] = {
+        **_queue_attributes("process", queue),
+        "messaging.message.id": job_id,
+        "agentq.step": envelope.step,
+    }
+    links = _link(envelope.trace)
+    if own is not None and parent is None:
+        current = own(name, run_span_context(envelope.run_id), SpanKind.CONSUMER, attributes, links)
+    else:
+        current = made.start_span(
+            name,
+            context=parent if parent is not None else run_context(envelope.run_id),
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+            links=links,
+        )
     return _Current(current, log_token)
 
 
@@ -465,16 +514,15 @@ def span(
 ) -> _Current:
     """A child of the current span (a job's `chat` or `execute_tool`). Its attributes
     are computed only if it records."""
-    made = _bound()
+    _, made, own = _binding()
     if made is None:
         # The hot path of every job: with no provider, skip the API's no-op machinery.
         return _Current(None)
-    current = made.start_span(
-        name,
-        kind=kind,
-        attributes=attributes() if attributes else None,
-        record_exception=False,
-    )
+    computed = dict(attributes()) if attributes else {}
+    if own is not None:
+        current = own(name, _current_span().get_span_context(), kind, computed, ())
+        return _Current(current, record_exceptions=False)
+    current = made.start_span(name, kind=kind, attributes=computed, record_exception=False)
     return _Current(current, record_exceptions=False)
 
 
@@ -538,56 +586,65 @@ class Hops:
         self._spans: dict[str, Span] = {}
 
     def stamp(self, args: Input) -> Input:
-        """`args` with every job it carries replaced by a stamped copy of the job: in place
-        (a transition's input is built for the one transition that stamps it; copying it
-        was a tenth of tracing's cost per step), returned for chaining."""
-        made = _bound()
+        """`args` with every job it carries stamped: in place (a transition's input is
+        built for the one transition that stamps it; copying it was a tenth of tracing's
+        cost per step), returned for chaining."""
+        _, made, own = _binding()
         if made is None:
             return args
         # Under the job's span that sends (a chat, a tool call), else under the run: never
         # under an application's span around `submit`, which is another trace.
-        in_run = trace.get_current_span().get_span_context().trace_id == run_ids(self.run_id)[0]
-        parent = None if in_run else run_context(self.run_id)
+        current = _current_span().get_span_context()
+        in_run = current.trace_id == run_ids(self.run_id)[0]
+        start: Callable[[str, dict[str, Any]], Span]
+        if own is not None:
+            parent = current if in_run else run_span_context(self.run_id)
+
+            def start(name: str, attributes: dict[str, Any]) -> Span:
+                return own(name, parent, SpanKind.PRODUCER, attributes, ())
+
+        else:
+            tracer, context = made, None if in_run else run_context(self.run_id)
+
+            def start(name: str, attributes: dict[str, Any]) -> Span:
+                return tracer.start_span(
+                    name, context=context, kind=SpanKind.PRODUCER, attributes=attributes
+                )
+
         idle = args.idle_job_fields()
         for field in _job_fields(type(args)):
             if field in idle:
                 continue
             value = getattr(args, field)
             if isinstance(value, QueuedJob):
-                setattr(args, field, self._stamped(made, value, parent))
-            elif isinstance(value, list) and value:
-                stamped = [
-                    self._stamped(made, job, parent) if isinstance(job, QueuedJob) else job
-                    for job in value
-                ]
-                setattr(args, field, stamped)
+                self._stamp(start, value)
+            elif isinstance(value, list):
+                for job in value:
+                    if isinstance(job, QueuedJob):
+                        self._stamp(start, job)
         return args
 
-    def _stamped(
-        self, made: trace.Tracer, job: QueuedJob, parent: otel_context.Context | None
-    ) -> QueuedJob:
+    def _stamp(self, start: Callable[[str, dict[str, Any]], Span], job: QueuedJob) -> None:
+        """Start the job's send span and write its context into the job's envelope. In
+        place, as the transition's input is: a job is built for the transition that
+        enqueues it (copying each was a tenth of a send span's cost)."""
         queue = queue_name(job.queue_key)
-        send = made.start_span(
+        send = start(
             f"send {queue}",
-            context=parent,
-            kind=SpanKind.PRODUCER,
-            attributes={**_queue_attributes("send", queue), "messaging.message.id": job.job_id},
+            {**_queue_attributes("send", queue), "messaging.message.id": job.job_id},
         )
         self._spans[job.job_id] = send
         traceparent = _traceparent(send.get_span_context())
-        stamp = '"trace":{"traceparent":"' + traceparent + '"}'
         payload = job.payload
         if _EMPTY_TRACE in payload:  # the envelope as the builders render it: no re-parse
-            payload = payload.replace(_EMPTY_TRACE, stamp, 1)
-        else:
+            payload = payload.replace(
+                _EMPTY_TRACE, '"trace":{"traceparent":"' + traceparent + '"}', 1
+            )
+        else:  # stamped before (a transition tried again): the newest send span's
             body = json.loads(payload)
             body["a"][0]["trace"] = {"traceparent": traceparent}
             payload = json.dumps(body, separators=(",", ":"))
-        # A shallow copy with the new payload: what `model_copy(update=...)` makes, without
-        # its generic update handling (a job's every send span pays for it).
-        stamped = job.__copy__()
-        stamped.__dict__["payload"] = payload
-        return stamped
+        job.__dict__["payload"] = payload  # no validation to run: the payload is ours
 
     def sent(self, job_ids: Iterable[str]) -> None:
         for job_id in job_ids:
