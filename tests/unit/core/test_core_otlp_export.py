@@ -12,6 +12,7 @@ import datetime
 import gzip
 import ipaddress
 import logging
+import os
 import socket
 import ssl
 import threading
@@ -460,3 +461,22 @@ def test_an_endpoint_that_is_no_http_url_fails_exports_not_the_worker(
     assert "is not an http(s) URL" in caplog.records[-1].getMessage()
     assert exporter.export(_spans("nowhere")) == SpanExportResult.FAILURE
     exporter.shutdown()
+
+
+def test_a_forked_child_posts_on_a_connection_of_its_own(collectors: list[Collector]) -> None:
+    collector = _collector(collectors)
+    exporter = WireSpanExporter(endpoint=collector.endpoint, environ={})
+    try:
+        assert exporter.export(_spans("parent")) == SpanExportResult.SUCCESS
+        child = os.fork()
+        if child == 0:  # pragma: no cover - the child's outcome is its exit status
+            ok = exporter.export(_spans("child")) == SpanExportResult.SUCCESS
+            os._exit(0 if ok else 1)
+        _, status = os.waitpid(child, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        assert exporter.export(_spans("parent again")) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+    assert _names(collector.received) == ["parent", "child", "parent again"]
+    parent, child_connection, again = (r.connection for r in collector.received)
+    assert parent == again != child_connection  # the parent's connection was left alone
