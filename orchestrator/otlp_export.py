@@ -161,6 +161,10 @@ class WireSpanExporter(SpanExporter):
             "User-Agent": "agentq-otlp-exporter",
             **parse_env_headers(_setting(env, "HEADERS") or "", liberal=True),
         }
+        for name, value in list(headers.items()):
+            if any(c in name + value for c in "\r\n\0") or not name.strip():
+                log.error("the OTLP header %r is no valid HTTP header; it is left out", name)
+                del headers[name]
         authorization = self._destination and self._destination.authorization
         if authorization and not any(name.lower() == "authorization" for name in headers):
             headers["Authorization"] = authorization

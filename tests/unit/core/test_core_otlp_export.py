@@ -480,3 +480,55 @@ def test_a_forked_child_posts_on_a_connection_of_its_own(collectors: list[Collec
     assert _names(collector.received) == ["parent", "child", "parent again"]
     parent, child_connection, again = (r.connection for r in collector.received)
     assert parent == again != child_connection  # the parent's connection was left alone
+
+
+_PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+
+
+def test_the_proxy_variables_as_httpx_honoured_them(
+    collectors: list[Collector], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    proxy = _collector(collectors)  # a forward proxy sees the absolute URL
+    monkeypatch.setenv("HTTP_PROXY", proxy.origin)
+    exporter = WireSpanExporter(endpoint="http://collector.example:4318/v1/traces", environ={})
+    try:
+        assert exporter.export(_spans("proxied")) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+    (got,) = proxy.received
+    assert got.path == "http://collector.example:4318/v1/traces"
+    assert got.headers["Host"] == "collector.example:4318"
+
+    # NO_PROXY names the collector: straight to it, past a proxy that is not there.
+    collector = _collector(collectors)
+    with socket.socket() as nowhere:
+        nowhere.bind(("127.0.0.1", 0))
+        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{nowhere.getsockname()[1]}")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        exporter = WireSpanExporter(endpoint=collector.endpoint, environ={})
+        try:
+            assert exporter.export(_spans("direct")) == SpanExportResult.SUCCESS
+        finally:
+            exporter.shutdown()
+    assert _names(collector.received) == ["direct"]
+
+
+def test_a_header_no_server_would_accept_is_left_out(
+    collectors: list[Collector], caplog: pytest.LogCaptureFixture
+) -> None:
+    collector = _collector(collectors)
+    environ = {"OTEL_EXPORTER_OTLP_HEADERS": "x-good=1,x-bad=a%0D%0Ainjected%3A%20yes"}
+    with caplog.at_level(logging.ERROR, logger="agentq.tracing"):
+        exporter = WireSpanExporter(endpoint=collector.endpoint, environ=environ)
+    try:
+        assert exporter.export(_spans("chat")) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+    (got,) = collector.received
+    assert got.headers["x-good"] == "1"
+    assert "x-bad" not in got.headers
+    assert "injected" not in got.headers
+    assert "'x-bad'" in caplog.records[-1].getMessage()
