@@ -70,6 +70,9 @@ DEFAULT_TIMEOUT_S = 10.0
 _RETRYABLE = frozenset({429, 502, 503, 504})
 _MAX_ATTEMPTS = 6
 _MIN_SOCKET_TIMEOUT_S = 0.05  # never 0: a socket timeout of 0 means non-blocking
+# What a post on a connection the server has closed meets (RemoteDisconnected is a
+# ConnectionResetError; TLS may say it with an end of stream of its own).
+_CLOSED = (ConnectionError, ssl.SSLEOFError, ssl.SSLZeroReturnError)
 
 
 def _setting(environ: Mapping[str, str], name: str) -> str | None:
@@ -252,7 +255,7 @@ class WireSpanExporter(SpanExporter):
         reused = self._connection.sock is not None
         try:
             return self._round_trip(body, deadline)
-        except ConnectionError:
+        except _CLOSED:
             self._connection.close()
             if not reused:
                 raise

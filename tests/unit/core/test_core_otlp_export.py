@@ -256,11 +256,14 @@ def test_a_collector_that_closes_after_every_answer_gets_every_batch(
     assert not caplog.records
 
 
+@pytest.mark.parametrize("scheme", ["http", "https"])
 def test_a_kept_alive_connection_closed_unannounced_is_no_failed_attempt(
-    collectors: list[Collector], caplog: pytest.LogCaptureFixture
+    collectors: list[Collector], caplog: pytest.LogCaptureFixture, pki: Pki, scheme: str
 ) -> None:
-    collector = _collector(collectors, closes="silently")
-    exporter = WireSpanExporter(endpoint=collector.endpoint, environ={})
+    tls = _server_tls(pki, client_certificate=False) if scheme == "https" else None
+    collector = _collector(collectors, closes="silently", tls=tls)
+    environ = {"OTEL_EXPORTER_OTLP_CERTIFICATE": str(pki.ca)}
+    exporter = WireSpanExporter(endpoint=collector.endpoint, environ=environ)
     try:
         with caplog.at_level(logging.WARNING, logger="agentq.tracing"):
             for name in ("one", "two", "three"):
