@@ -535,3 +535,30 @@ def test_a_header_no_server_would_accept_is_left_out(
     assert "x-bad" not in got.headers
     assert "injected" not in got.headers
     assert "'x-bad'" in caplog.records[-1].getMessage()
+
+
+def test_exports_from_several_threads_share_the_connection_in_turn(
+    collectors: list[Collector],
+) -> None:
+    # The batch processor's thread and a force_flush on another thread may export at once.
+    collector = _collector(collectors)
+    exporter = WireSpanExporter(endpoint=collector.endpoint, environ={})
+    start = threading.Barrier(4)
+    results: list[SpanExportResult] = []
+
+    def export_some(thread: int) -> None:
+        start.wait(WAIT_S)
+        for batch in range(5):
+            results.append(exporter.export(_spans(f"t{thread}b{batch}")))
+
+    threads = [threading.Thread(target=export_some, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT_S)
+    exporter.shutdown()
+    assert results == [SpanExportResult.SUCCESS] * 20
+    assert sorted(_names(collector.received)) == sorted(
+        f"t{t}b{b}" for t in range(4) for b in range(5)
+    )
+    assert len({r.connection for r in collector.received}) == 1
