@@ -562,3 +562,72 @@ def test_exports_from_several_threads_share_the_connection_in_turn(
         f"t{t}b{b}" for t in range(4) for b in range(5)
     )
     assert len({r.connection for r in collector.received}) == 1
+
+
+class _TunnellingProxy:
+    """An HTTP proxy that only tunnels (CONNECT), as HTTPS_PROXY proxies do for https."""
+
+    def __init__(self) -> None:
+        self.tunnels: list[str] = []
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_CONNECT(self) -> None:
+                host, _, port = self.path.rpartition(":")
+                proxy.tunnels.append(self.path)
+                with socket.create_connection((host, int(port)), timeout=WAIT_S) as upstream:
+                    self.send_response(200, "Connection established")
+                    self.end_headers()
+                    back = threading.Thread(target=_relay, args=(upstream, self.connection))
+                    back.start()
+                    _relay(self.connection, upstream)
+                    back.join(WAIT_S)
+                self.close_connection = True
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self._thread.join(WAIT_S)
+
+
+def _relay(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+        sink.shutdown(socket.SHUT_WR)
+    except OSError:
+        return
+
+
+def test_https_through_a_tunnelling_proxy(
+    collectors: list[Collector], pki: Pki, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in _PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.upper(), raising=False)
+    collector = _collector(collectors, tls=_server_tls(pki, client_certificate=False))
+    proxy = _TunnellingProxy()
+    try:
+        monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+        environ = {"OTEL_EXPORTER_OTLP_CERTIFICATE": str(pki.ca)}
+        exporter = WireSpanExporter(endpoint=collector.endpoint, environ=environ)
+        try:
+            for name in ("one", "two"):
+                assert exporter.export(_spans(name)) == SpanExportResult.SUCCESS
+        finally:
+            exporter.shutdown()
+    finally:
+        proxy.close()
+    assert proxy.tunnels == [collector.origin.removeprefix("https://")]  # one, kept
+    assert _names(collector.received) == ["one", "two"]
