@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 from cryptography import x509
@@ -54,7 +54,7 @@ class Collector:
     "http/1.0" (says so: HTTP/1.0), "silently" (HTTP/1.1 keep-alive promised, then
     the socket is closed anyway, as a collector's idle timeout does)."""
 
-    closes: str = "never"
+    closes: Literal["never", "http/1.0", "silently"] = "never"
     tls: ssl.SSLContext | None = None
     codes: list[int] = field(default_factory=list)
     retry_after: str = "0"
