@@ -29,10 +29,13 @@ http.client 192 us.) With a 5 KB body (`--kb 5`) it is the same ~0.35 ms saved
 a post: the saving is per post, whatever its size. A step's share is that over
 the steps a batch holds: ~4 us at a full batch of 512 spans (~85 steps of ~6
 spans, as in bench/tracing_bench.py), ~70 us when the 5 s schedule sends the
-batch of a worker doing a step a second. What else httpx did, this module does itself: proxies
-from HTTP(S)_PROXY / NO_PROXY, the TLS trust httpx set up (SSL_CERT_FILE or
-_DIR, else certifi), Basic credentials in the endpoint's URL. Every worker has
-http.client loaded already.
+batch of a worker doing a step a second.
+
+What else httpx did, this module does itself: proxies from HTTP(S)_PROXY and
+NO_PROXY (plain HTTP, forwarding or CONNECT, with the URL's credentials; not a
+proxy reached over TLS nor SOCKS), the TLS trust httpx set up (SSL_CERT_FILE
+or _DIR, else certifi), Basic credentials in the endpoint's URL. Every worker
+has http.client loaded already.
 
 Why not the SDK's exporter with another encoder: it brings `requests` and the
 generated protobuf modules into the process, ~10,000 objects that live for
@@ -135,6 +138,7 @@ class _Target:
     target: str  # path and query, or the absolute URL for a plain-HTTP proxy
     proxy: tuple[str, int] | None
     authorization: str | None  # from user:password@ in the endpoint
+    proxy_authorization: str | None  # from user:password@ in the proxy's URL
 
 
 def _target(endpoint: str) -> _Target:
@@ -144,20 +148,25 @@ def _target(endpoint: str) -> _Target:
     https = url.scheme == "https"
     port = url.port or (443 if https else 80)
     target = (url.path or "/") + (f"?{url.query}" if url.query else "")
-    authorization = None
-    if url.username is not None:
-        pair = f"{unquote(url.username)}:{unquote(url.password or '')}"
-        authorization = "Basic " + base64.b64encode(pair.encode()).decode("ascii")
-    proxy = None
+    authorization = _basic(url.username, url.password)
+    proxy = proxy_authorization = None
     proxy_url = getproxies().get(url.scheme)
     if proxy_url and not proxy_bypass(url.hostname):
         via = urlsplit(proxy_url if "://" in proxy_url else f"http://{proxy_url}")
         if via.hostname:
             proxy = (via.hostname, via.port or 80)
+            proxy_authorization = _basic(via.username, via.password)
             if not https:  # a plain-HTTP proxy takes the absolute URL
                 netloc = url.netloc.rpartition("@")[2]
                 target = f"http://{netloc}{target}"
-    return _Target(https, url.hostname, port, target, proxy, authorization)
+    return _Target(https, url.hostname, port, target, proxy, authorization, proxy_authorization)
+
+
+def _basic(user: str | None, password: str | None) -> str | None:
+    if user is None:
+        return None
+    pair = f"{unquote(user)}:{unquote(password or '')}"
+    return "Basic " + base64.b64encode(pair.encode()).decode("ascii")
 
 
 class WireSpanExporter(SpanExporter):
@@ -187,6 +196,9 @@ class WireSpanExporter(SpanExporter):
             headers["Authorization"] = authorization
         if self._compression in ("gzip", "deflate"):
             headers["Content-Encoding"] = self._compression
+        to = self._destination
+        if to and to.proxy_authorization and not to.https:  # https: on the CONNECT only
+            headers["Proxy-Authorization"] = to.proxy_authorization
         self._headers = headers
         https = self._destination is not None and self._destination.https
         self._tls_context = _tls(env) if https else None
@@ -208,7 +220,9 @@ class WireSpanExporter(SpanExporter):
                 host, port, timeout=self._timeout_s, context=self._tls_context
             )
             if to.proxy:
-                connection.set_tunnel(to.host, to.port)
+                credentials = to.proxy_authorization
+                tunnel = {"Proxy-Authorization": credentials} if credentials else None
+                connection.set_tunnel(to.host, to.port, tunnel)
         else:
             connection = http.client.HTTPConnection(host, port, timeout=self._timeout_s)
         return connection

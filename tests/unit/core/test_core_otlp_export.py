@@ -8,6 +8,7 @@ client certificate. Spans arrive decodable by `opentelemetry-proto` every time.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import gzip
 import ipaddress
@@ -486,6 +487,7 @@ def test_a_forked_child_posts_on_a_connection_of_its_own(collectors: list[Collec
 
 
 _PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "no_proxy")
+_BASIC = "Basic " + base64.b64encode(b"who:s@cret").decode()  # of who:s%40cret@ in a URL
 
 
 def test_the_proxy_variables_as_httpx_honoured_them(
@@ -495,7 +497,7 @@ def test_the_proxy_variables_as_httpx_honoured_them(
         monkeypatch.delenv(name, raising=False)
         monkeypatch.delenv(name.upper(), raising=False)
     proxy = _collector(collectors)  # a forward proxy sees the absolute URL
-    monkeypatch.setenv("HTTP_PROXY", proxy.origin)
+    monkeypatch.setenv("HTTP_PROXY", proxy.origin.replace("://", "://who:s%40cret@"))
     exporter = WireSpanExporter(endpoint="http://collector.example:4318/v1/traces", environ={})
     try:
         assert exporter.export(_spans("proxied")) == SpanExportResult.SUCCESS
@@ -504,6 +506,7 @@ def test_the_proxy_variables_as_httpx_honoured_them(
     (got,) = proxy.received
     assert got.path == "http://collector.example:4318/v1/traces"
     assert got.headers["Host"] == "collector.example:4318"
+    assert got.headers["Proxy-Authorization"] == _BASIC
 
     # NO_PROXY names the collector: straight to it, past a proxy that is not there.
     collector = _collector(collectors)
@@ -568,7 +571,7 @@ class _TunnellingProxy:
     """An HTTP proxy that only tunnels (CONNECT), as HTTPS_PROXY proxies do for https."""
 
     def __init__(self) -> None:
-        self.tunnels: list[str] = []
+        self.tunnels: list[tuple[str, str | None]] = []  # (target, Proxy-Authorization)
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -576,7 +579,7 @@ class _TunnellingProxy:
 
             def do_CONNECT(self) -> None:
                 host, _, port = self.path.rpartition(":")
-                proxy.tunnels.append(self.path)
+                proxy.tunnels.append((self.path, self.headers.get("Proxy-Authorization")))
                 with socket.create_connection((host, int(port)), timeout=WAIT_S) as upstream:
                     self.send_response(200, "Connection established")
                     self.end_headers()
@@ -591,7 +594,7 @@ class _TunnellingProxy:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.url = f"http://who:s%40cret@127.0.0.1:{self.server.server_address[1]}"
         self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
 
@@ -629,5 +632,6 @@ def test_https_through_a_tunnelling_proxy(
             exporter.shutdown()
     finally:
         proxy.close()
-    assert proxy.tunnels == [collector.origin.removeprefix("https://")]  # one, kept
+    # One tunnel for both posts, with the credentials of HTTPS_PROXY's URL.
+    assert proxy.tunnels == [(collector.origin.removeprefix("https://"), _BASIC)]
     assert _names(collector.received) == ["one", "two"]
