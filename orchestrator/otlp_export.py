@@ -31,9 +31,10 @@ the steps a batch holds: ~4 us at a full batch of 512 spans (~85 steps of ~6
 spans, as in bench/tracing_bench.py), ~70 us when the 5 s schedule sends the
 batch of a worker doing a step a second.
 
-What else httpx did, this module does itself: proxies from HTTP(S)_PROXY and
-NO_PROXY (plain HTTP, forwarding or CONNECT, with the URL's credentials; not a
-proxy reached over TLS nor SOCKS), the TLS trust httpx set up (SSL_CERT_FILE
+What else httpx did, this module does itself: proxies from HTTP(S)_PROXY,
+ALL_PROXY and NO_PROXY (plain HTTP, forwarding or CONNECT, with the URL's
+credentials; a proxy reached over TLS or SOCKS is bypassed with a warning, where
+httpx followed it), the TLS trust httpx set up (SSL_CERT_FILE
 or _DIR, else certifi), Basic credentials in the endpoint's URL. Every worker
 has http.client loaded already.
 
@@ -150,10 +151,14 @@ def _target(endpoint: str) -> _Target:
     target = (url.path or "/") + (f"?{url.query}" if url.query else "")
     authorization = _basic(url.username, url.password)
     proxy = proxy_authorization = None
-    proxy_url = getproxies().get(url.scheme)
+    proxies = getproxies()
+    proxy_url = proxies.get(url.scheme) or proxies.get("all")
     if proxy_url and not proxy_bypass(url.hostname):
         via = urlsplit(proxy_url if "://" in proxy_url else f"http://{proxy_url}")
-        if via.hostname:
+        if via.scheme != "http" or not via.hostname:
+            shown = f"{via.scheme}://{via.hostname}"  # never the credentials
+            log.warning("the proxy %s is no plain HTTP proxy; spans are posted directly", shown)
+        else:
             proxy = (via.hostname, via.port or 80)
             proxy_authorization = _basic(via.username, via.password)
             if not https:  # a plain-HTTP proxy takes the absolute URL
@@ -212,7 +217,8 @@ class WireSpanExporter(SpanExporter):
         os.register_at_fork(after_in_child=lambda: _after_fork(this))
 
     def _new_connection(self) -> http.client.HTTPConnection:
-        to = self._destination or _target(DEFAULT_ENDPOINT)  # never used: export refuses
+        # Without a destination export() posts nothing: a connection that is never used.
+        to = self._destination or _Target(False, "localhost", 4318, "/", None, None, None)
         host, port = to.proxy or (to.host, to.port)
         connection: http.client.HTTPConnection
         if to.https:

@@ -491,7 +491,7 @@ _BASIC = "Basic " + base64.b64encode(b"who:s@cret").decode()  # of who:s%40cret@
 
 
 def test_the_proxy_variables_as_httpx_honoured_them(
-    collectors: list[Collector], monkeypatch: pytest.MonkeyPatch
+    collectors: list[Collector], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     for name in _PROXY_VARIABLES:
         monkeypatch.delenv(name, raising=False)
@@ -520,6 +520,28 @@ def test_the_proxy_variables_as_httpx_honoured_them(
         finally:
             exporter.shutdown()
     assert _names(collector.received) == ["direct"]
+
+    # ALL_PROXY when the scheme has none; a SOCKS proxy is not followed, and said so.
+    monkeypatch.delenv("HTTP_PROXY")
+    monkeypatch.delenv("NO_PROXY")
+    monkeypatch.setenv("ALL_PROXY", proxy.origin)
+    exporter = WireSpanExporter(endpoint="http://collector.example:4318/v1/traces", environ={})
+    try:
+        assert exporter.export(_spans("all")) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+    assert proxy.received[-1].path == "http://collector.example:4318/v1/traces"
+    monkeypatch.setenv("ALL_PROXY", "socks5://user:secret@127.0.0.1:1080")
+    with caplog.at_level(logging.WARNING, logger="agentq.tracing"):
+        exporter = WireSpanExporter(endpoint=collector.endpoint, environ={})
+    try:
+        assert exporter.export(_spans("socks")) == SpanExportResult.SUCCESS
+    finally:
+        exporter.shutdown()
+    assert _names(collector.received) == ["direct", "socks"]
+    (warning,) = caplog.records
+    assert "socks5://127.0.0.1" in warning.getMessage()
+    assert "secret" not in warning.getMessage()
 
 
 def test_a_header_no_server_would_accept_is_left_out(
