@@ -24,8 +24,7 @@ loopback, 300 posts after 20 to warm up, on this machine
     sink closes it (HTTP/1.0):             httpx 650 us, http.client 260 us,
                                            this exporter 275 us
 
-(The first report, `/tmp/prof/post.py` against an HTTP/1.0 sink: httpx 595 us,
-http.client 192 us.) With a 5 KB body (`--kb 5`) it is the same ~0.35 ms saved
+With a 5 KB body (`--kb 5`) it is the same ~0.35 ms saved
 a post: the saving is per post, whatever its size. A step's share is that over
 the steps a batch holds: ~4 us at a full batch of 512 spans (~85 steps of ~6
 spans, as in bench/tracing_bench.py), ~70 us when the 5 s schedule sends the
