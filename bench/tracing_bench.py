@@ -64,6 +64,9 @@ CPU_GOAL_MS = 0.3
 
 def _sink_child(port: int) -> None:
     class Sink(BaseHTTPRequestHandler):
+        # Keeps the connection, as OTLP collectors do (the Collector, Phoenix, Jaeger).
+        protocol_version = "HTTP/1.1"
+
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
             self.send_response(200)

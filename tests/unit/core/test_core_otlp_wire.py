@@ -161,6 +161,40 @@ def test_the_wire_encoder_writes_the_sdk_encoders_bytes() -> None:
     assert sum(len(s.spans) for r in decoded.resource_spans for s in r.scope_spans) == len(batch)
 
 
+def test_lean_spans_encode_to_the_sdk_encoders_bytes() -> None:
+    """Lean spans go through the encoder's shortcut for agentq's usual span (no events,
+    status unset, links without attributes) or its general path; both write what the
+    SDK's encoder writes for the same spans."""
+    provider, kept = _provider()
+    tracer = light_spans.LightTracer(provider, InstrumentationScope("agentq", "1"))
+    run = _remote(0xABC, 0xDEF)
+    process = tracer.own_span(
+        "process model",
+        run,
+        SpanKind.CONSUMER,
+        {"messaging.system": "redis", "agentq.step": 3},
+        (Link(_remote(0xABC, 0x123)), Link(SpanContext(0xABC, 0x124, is_remote=False))),
+    )
+    chat = tracer.own_span(
+        "chat m", process.get_span_context(), SpanKind.CLIENT, {"n": 1.5, "t": ("a", "b")}
+    )
+    chat.end()
+    tracer.own_span("send tools", process.get_span_context(), SpanKind.PRODUCER, {}).end()
+    tracer.own_span("a root", trace.INVALID_SPAN_CONTEXT, SpanKind.INTERNAL, {}).end()
+    state = TraceState([("vendor", "value")])
+    stated = SpanContext(0x1, 0x2, is_remote=True, trace_flags=TraceFlags(1), trace_state=state)
+    tracer.own_span("inherits a trace state", stated, SpanKind.INTERNAL, {}).end()
+    failed = tracer.own_span("failed", run, SpanKind.INTERNAL, {})
+    failed.set_status(Status(StatusCode.ERROR, "boom"))
+    failed.end()
+    tracer.own_span("linked", run, SpanKind.INTERNAL, {}, (Link(run, {"why": "x"}),)).end()
+    process.end()
+
+    spans = kept.spans
+    assert len(spans) == 7
+    assert SpanEncoder().encode(spans) == encode_spans(spans).SerializeToString()
+
+
 def test_lean_spans_export_as_the_sdks_spans_made_by_the_same_calls() -> None:
     theirs = _shape(_sdk_spans(_steps))
     ours = _shape(_light_spans(_steps))
