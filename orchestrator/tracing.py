@@ -172,8 +172,8 @@ def _current_span() -> Span:
     """The current span: the API's `get_current_span()`, read from its variable."""
     if _CONTEXT is None:
         return trace.get_current_span()
-    current = _CONTEXT.get().get(_SPAN_KEY)
-    return current if isinstance(current, Span) else INVALID_SPAN
+    current: Span | None = _CONTEXT.get().get(_SPAN_KEY)  # type: ignore[assignment]
+    return INVALID_SPAN if current is None else current
 
 
 def _make_tracer(provider: trace.TracerProvider) -> trace.Tracer:
@@ -510,15 +510,15 @@ def span(
     name: str,
     *,
     kind: SpanKind = SpanKind.INTERNAL,
-    attributes: Callable[[], Mapping[str, Any]] | None = None,
+    attributes: Callable[[], dict[str, Any]] | None = None,
 ) -> _Current:
     """A child of the current span (a job's `chat` or `execute_tool`). Its attributes
-    are computed only if it records."""
+    are computed only if it records, into a dict the span then keeps."""
     _, made, own = _binding()
     if made is None:
         # The hot path of every job: with no provider, skip the API's no-op machinery.
         return _Current(None)
-    computed = dict(attributes()) if attributes else {}
+    computed = attributes() if attributes else {}
     if own is not None:
         current = own(name, _current_span().get_span_context(), kind, computed, ())
         return _Current(current, record_exceptions=False)

@@ -7,7 +7,6 @@ the GenAI content opt-in (see `agentq.orchestrator.genai_content`).
 from __future__ import annotations
 
 import functools
-import weakref
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -17,7 +16,6 @@ from agentq.orchestrator.messages import ToolCallPart, ToolResultPart
 from agentq.orchestrator.tool_resolution import ToolDef
 from agentq.workers.providers import ModelRequest
 from agentq.workers.providers.base import ModelResponse
-from agentq.workers.providers.model_client import ModelClient
 
 # Where each wire format sends a request unless the spec names a base_url.
 _DEFAULT_HOSTS = {
@@ -53,26 +51,6 @@ def _server(provider: str, base_url: str | None) -> tuple[tuple[str, Any], ...]:
         return (("server.address", parts.hostname or ""), ("server.port", port))
     host = _DEFAULT_HOSTS.get(provider)
     return (("server.address", host), ("server.port", 443)) if host else ()
-
-
-_BaseUrlKey = tuple[str, str | None, str | None, str | None]
-_BASE_URLS: weakref.WeakKeyDictionary[ModelClient, dict[_BaseUrlKey, str | None]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def chat_base_url(models: ModelClient, request: ModelRequest) -> str | None:
-    """`models.base_url(request)`, resolved once per endpoint a client calls: the
-    deployment's policy does not change under a running client, and resolving takes
-    longer than the rest of a chat span's attributes."""
-    ref = request.model
-    known = _BASE_URLS.setdefault(models, {})
-    key = (ref.provider, ref.endpoint, ref.base_url, ref.api_key_env)
-    if key not in known:
-        if len(known) >= 256:
-            known.clear()
-        known[key] = models.base_url(request)
-    return known[key]
 
 
 def chat_attributes(

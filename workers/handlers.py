@@ -52,7 +52,6 @@ from agentq.workers.execution import run_executor
 from agentq.workers.executors.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.genai_spans import (
     chat_attributes,
-    chat_base_url,
     chat_result_attributes,
     tool_attributes,
     tool_result_attributes,
@@ -250,7 +249,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     with tracing.span(
         f"chat {spec.model.name}",
         kind=SpanKind.CLIENT,
-        attributes=lambda: chat_attributes(request, run_id, chat_base_url(deps.models, request)),
+        attributes=lambda: chat_attributes(request, run_id, deps.models.base_url(request)),
     ) as chat_span:
         try:
             batched = await _batch_route(deps, spec, request, sink)

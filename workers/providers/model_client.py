@@ -59,6 +59,9 @@ class ModelClient:
         self.policy = policy or EndpointPolicy()
         self.limiter = limiter
         self.retry = retry
+        # Where each endpoint's calls go (see base_url): the policy does not change
+        # under a running client.
+        self._base_urls: dict[tuple[str, str | None, str | None, str | None], str | None] = {}
         install_header_hook(http)
 
     async def provider(
@@ -97,11 +100,19 @@ class ModelClient:
 
     def base_url(self, request: ModelRequest) -> str | None:
         """Where the call goes (for its span's server attributes); None if nowhere allowed
-        or the provider's own default."""
-        try:
-            return self.policy.resolve(request.model, providers()).base_url
-        except SpecError:
-            return None
+        or the provider's own default. Resolved once per endpoint: every traced model
+        step asks, and resolving takes longer than the rest of a chat span's attributes."""
+        ref = request.model
+        key = (ref.provider, ref.endpoint, ref.base_url, ref.api_key_env)
+        known = self._base_urls
+        if key not in known:
+            if len(known) >= 256:
+                known.clear()
+            try:
+                known[key] = self.policy.resolve(ref, providers()).base_url
+            except SpecError:
+                known[key] = None
+        return known[key]
 
     async def generate(
         self,
