@@ -395,12 +395,27 @@ def _link(carrier: Mapping[str, str]) -> tuple[Link, ...]:
     if len(traceparent) != 55 or not traceparent[2] == traceparent[35] == traceparent[52] == "-":
         return ()
     try:
-        context = SpanContext(
-            int(traceparent[3:35], 16), int(traceparent[36:52], 16), True, _SAMPLED
-        )
+        trace_id, span_id = int(traceparent[3:35], 16), int(traceparent[36:52], 16)
     except ValueError:
         return ()
-    return (Link(context),) if context.is_valid else ()
+    return (_SendLink(trace_id, span_id),) if trace_id and span_id else ()
+
+
+class _SendLink(Link):
+    """A link to a job's send span (remote, sampled), its `SpanContext` made when first
+    read: by the exporter's thread, not by the job's (a link per job)."""
+
+    def __init__(self, trace_id: int, span_id: int) -> None:
+        self._ids = (trace_id, span_id)
+        self._made: SpanContext | None = None
+        self._attributes = None
+
+    @property
+    def context(self) -> SpanContext:
+        made = self._made
+        if made is None:
+            made = self._made = SpanContext(*self._ids, True, _SAMPLED)
+        return made
 
 
 _SAMPLED = TraceFlags(1)
