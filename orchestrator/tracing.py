@@ -34,10 +34,12 @@ Whether anything is recorded depends only on whether a tracer provider is set
 application's). With none, every function here returns at once.
 
 What a span costs matters: a step records six. On the provider agentq installs,
-its tracer makes lean spans (`light_spans`), a lean batch processor queues them
-(`span_batches`) and the exporter writes the OTLP wire format directly
-(`otlp_export`, `otlp_wire`); an application's provider gets the SDK's spans,
-into whatever processors and exporter the application gave it.
+its tracer makes lean spans (`light_spans`, through `own_span` from here), a
+lean batch processor queues them (`span_batches`) and the exporter writes the
+OTLP wire format directly (`otlp_export`, `otlp_wire`); an application's
+provider gets the SDK's spans, into whatever processors and exporter the
+application gave it. With either, the current span is read and set through the
+API's context variable directly (when the runtime context is the default one).
 `bench/tracing_bench.py` measures both against no provider.
 """
 
