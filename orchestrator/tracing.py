@@ -577,6 +577,12 @@ def mark_error(current: Span, error_type: str, message: str) -> None:
 _EMPTY_TRACE = '"trace":{}'
 
 
+@functools.lru_cache(maxsize=256)
+def _queue_of(queue_key: str) -> str:
+    """`queue_name`, remembered: a worker sends to a few queues' keys."""
+    return queue_name(queue_key)
+
+
 @functools.cache
 def _job_fields(kind: type[TransitionInput]) -> tuple[str, ...]:
     """The fields of a transition's input that can hold a job (a `QueuedJob`, optional or
@@ -645,7 +651,7 @@ class Hops:
         """Start the job's send span and write its context into the job's envelope. In
         place, as the transition's input is: a job is built for the transition that
         enqueues it (copying each was a tenth of a send span's cost)."""
-        queue = queue_name(job.queue_key)
+        queue = _queue_of(job.queue_key)
         send = start(
             f"send {queue}",
             {**_queue_attributes("send", queue), "messaging.message.id": job.job_id},
