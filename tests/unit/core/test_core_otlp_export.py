@@ -40,6 +40,19 @@ from agentq.orchestrator.otlp_export import WireSpanExporter
 WAIT_S = 30.0  # a deadline for what happens at once; never a measure of speed
 
 
+def _serving(server: ThreadingHTTPServer) -> threading.Thread:
+    """`server` answering on a thread of its own until `_stop`."""
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    return thread
+
+
+def _stop(server: ThreadingHTTPServer, thread: threading.Thread) -> None:
+    server.shutdown()
+    server.server_close()
+    thread.join(WAIT_S)
+
+
 @dataclass
 class Received:
     path: str
@@ -115,13 +128,10 @@ class Collector:
         scheme = "https" if self.tls else "http"
         self.origin = f"{scheme}://127.0.0.1:{self.server.server_address[1]}"
         self.endpoint = self.origin + "/v1/traces"
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
+        self._thread = _serving(self.server)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(WAIT_S)
+        _stop(self.server, self._thread)
 
 
 @pytest.fixture
@@ -617,13 +627,10 @@ class _TunnellingProxy:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://who:s%40cret@127.0.0.1:{self.server.server_address[1]}"
-        self._thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-        self._thread.start()
+        self._thread = _serving(self.server)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self._thread.join(WAIT_S)
+        _stop(self.server, self._thread)
 
 
 def _relay(source: socket.socket, sink: socket.socket) -> None:
