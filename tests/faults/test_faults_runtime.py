@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
@@ -67,9 +68,18 @@ def assert_clean(figures: Figures) -> None:
 # -- workers SIGKILLed ----------------------------------------------------------------
 
 
+# A storm kills one job's worker at most this often. At the end of a batch its last
+# jobs gather on one worker (a dead worker's jobs all go to the next claim), and a
+# seeded schedule of random kills can follow them there five times running: the
+# poison-call limit (AGENTQ_MAX_DELIVERIES, 5) then turns a call into an error, as it
+# should, and the run is no longer the storm's to judge. That limit has its own tests.
+KILLS_PER_JOB = 3
+
+
 class Killer(threading.Thread):
     """SIGKILLs a random worker every 1-2 s and starts a replacement; measures how long
-    the victim's jobs take to be held by another worker (or end)."""
+    the victim's jobs take to be held by another worker (or end). A worker holding a job
+    already killed `KILLS_PER_JOB` times is spared."""
 
     def __init__(self, url: str, fleet: list[WorkerProcess]) -> None:
         super().__init__(daemon=True)
@@ -79,6 +89,8 @@ class Killer(threading.Thread):
         self.rng = random.Random(14)
         self.done = threading.Event()
         self.kills = 0
+        self.spared = 0
+        self.deaths: Counter[str] = Counter()  # job id -> kills of a worker holding it
         self.recoveries: list[float] = []
         self._pending: list[tuple[float, str, set[str]]] = []
 
@@ -95,17 +107,31 @@ class Killer(threading.Thread):
         alive = [w for w in self.fleet if w.proc.poll() is None]
         if len(alive) < 2:
             return
-        victim = self.rng.choice(alive)
-        # redis-py types its sync replies as `Awaitable[X] | X`: these are lists.
-        found = cast(list[str], self.admin.keys(f"aq:worker:*-{victim.pid}-*"))
-        ids = [k.split(":")[2] for k in found]
-        held = set(cast(list[str], self.admin.hkeys(f"aq:worker:{ids[0]}:jobs"))) if ids else set()
+        for victim in self.rng.sample(alive, len(alive)):
+            victim.pause()  # claims nothing more while its jobs are read
+            worker_id, held = self._holding(victim)
+            if all(self.deaths[job] < KILLS_PER_JOB for job in held):
+                break
+            victim.resume()
+            self.spared += 1
+        else:
+            return
         victim.kill()
         killed_at = time.monotonic()
         self.kills += 1
-        if ids and held:
-            self._pending.append((killed_at, ids[0], held))
+        self.deaths.update(held)
+        if worker_id and held:
+            self._pending.append((killed_at, worker_id, held))
         self.fleet.append(WorkerProcess(self.url, "--tools", TOOLS))
+
+    def _holding(self, worker: WorkerProcess) -> tuple[str | None, set[str]]:
+        """The worker's id and the jobs it holds (none before it took its lease)."""
+        # redis-py types its sync replies as `Awaitable[X] | X`: these are lists.
+        found = cast(list[str], self.admin.keys(f"aq:worker:*-{worker.pid}-*"))
+        ids = [k.split(":")[2] for k in found]
+        if not ids:
+            return None, set()
+        return ids[0], set(cast(list[str], self.admin.hkeys(f"aq:worker:{ids[0]}:jobs")))
 
     def _check_recoveries(self) -> None:
         still: list[tuple[float, str, set[str]]] = []
@@ -139,6 +165,7 @@ async def test_sigkill_a_random_worker_every_1_to_2_s(
         figures,
         "sigkill-workers",
         kills=killer.kills,
+        spared=killer.spared,
         median_recovery_s=median(killer.recoveries),
         max_recovery_s=round(max(killer.recoveries, default=0), 2),
         lease_s=LEASE_S,

@@ -169,6 +169,13 @@ class WorkerProcess:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
 
+    def pause(self) -> None:
+        """SIGSTOP: the process holds still (its lease thread too) until `resume`."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
     def terminate(self) -> None:
         """SIGTERM without waiting: the worker drains."""
         self.proc.send_signal(signal.SIGTERM)
