@@ -119,6 +119,14 @@ class Outage:
                 self.log.warning("%s: redis unavailable (%s); retrying", self.what, describe(exc))
             return self.backoff.next_delay()
 
+    def forget(self) -> None:
+        """Drop an open outage without logging its end: its loops are gone (a process's
+        in-process worker stopped while Redis was down), so whatever runs next starts
+        with no outage on record."""
+        with self._lock:
+            self.since = None
+            self.backoff.reset()
+
     def succeeded(self) -> None:
         if self.since is None:  # the common case, without the lock
             return

@@ -66,6 +66,22 @@ def test_an_outage_logs_once_however_many_retries(caplog: pytest.LogCaptureFixtu
     assert "down again" in messages[2]
 
 
+def test_a_forgotten_outage_ends_silently_and_starts_afresh(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    outage = Outage("worker", logging.getLogger("test.outage"))
+    with caplog.at_level(logging.WARNING, logger="test.outage"):
+        first_wait = outage.failed(rx.ConnectionError("down"))
+        outage.failed(rx.ConnectionError("still down"))
+        outage.forget()
+        outage.succeeded()  # nothing open: no "back after"
+        again = outage.failed(rx.ConnectionError("down later"))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2, messages
+    assert "down later" in messages[1]
+    assert again == first_wait  # the backoff starts over
+
+
 async def test_a_cancel_turned_into_a_timeout_still_ends_a_retry_loop() -> None:
     """On Python 3.11 a read's `asyncio.timeout` can turn a cancel that races its
     deadline into a TimeoutError; the retry loop must end anyway, not swallow it."""
