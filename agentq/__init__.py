@@ -13,9 +13,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agentq.orchestrator.calls import CallInputError, ToolCallResult
+    from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
     from agentq.orchestrator.client import Client
-    from agentq.orchestrator.errors import (
+    from agentq.orchestrator.core.errors import (
         AgentqError,
         InfrastructureError,
         ProviderError,
@@ -26,34 +26,34 @@ if TYPE_CHECKING:
         SpecError,
         ToolError,
     )
-    from agentq.orchestrator.events import Event
-    from agentq.orchestrator.result import RunResult, StepResult
-    from agentq.orchestrator.spec import RunSpec
-    from agentq.workers.embedded import embedded
-    from agentq.workers.function_tools import FunctionTool, tool
-    from agentq.workers.step_hooks import prepare_step
+    from agentq.orchestrator.core.events import Event
+    from agentq.orchestrator.core.spec import RunSpec
+    from agentq.orchestrator.runs.result import RunResult, StepResult
+    from agentq.workers.steps.hooks import prepare_step
+    from agentq.workers.tools.function_tools import FunctionTool, tool
+    from agentq.workers.worker.embedded import embedded
 
 _EXPORTS = {
-    "AgentqError": "agentq.orchestrator.errors",
-    "CallInputError": "agentq.orchestrator.calls",
-    "ToolCallResult": "agentq.orchestrator.calls",
+    "AgentqError": "agentq.orchestrator.core.errors",
+    "CallInputError": "agentq.orchestrator.calls.catalogue",
+    "ToolCallResult": "agentq.orchestrator.calls.catalogue",
     "Client": "agentq.orchestrator.client",
-    "Event": "agentq.orchestrator.events",
-    "FunctionTool": "agentq.workers.function_tools",
-    "InfrastructureError": "agentq.orchestrator.errors",
-    "ProviderError": "agentq.orchestrator.errors",
-    "RunError": "agentq.orchestrator.errors",
-    "RunNotFoundError": "agentq.orchestrator.errors",
-    "RunResult": "agentq.orchestrator.result",
-    "RunSpec": "agentq.orchestrator.spec",
-    "RunStateError": "agentq.orchestrator.errors",
-    "RunTimeoutError": "agentq.orchestrator.errors",
-    "SpecError": "agentq.orchestrator.errors",
-    "StepResult": "agentq.orchestrator.result",
-    "ToolError": "agentq.orchestrator.errors",
-    "embedded": "agentq.workers.embedded",
-    "prepare_step": "agentq.workers.step_hooks",
-    "tool": "agentq.workers.function_tools",
+    "Event": "agentq.orchestrator.core.events",
+    "FunctionTool": "agentq.workers.tools.function_tools",
+    "InfrastructureError": "agentq.orchestrator.core.errors",
+    "ProviderError": "agentq.orchestrator.core.errors",
+    "RunError": "agentq.orchestrator.core.errors",
+    "RunNotFoundError": "agentq.orchestrator.core.errors",
+    "RunResult": "agentq.orchestrator.runs.result",
+    "RunSpec": "agentq.orchestrator.core.spec",
+    "RunStateError": "agentq.orchestrator.core.errors",
+    "RunTimeoutError": "agentq.orchestrator.core.errors",
+    "SpecError": "agentq.orchestrator.core.errors",
+    "StepResult": "agentq.orchestrator.runs.result",
+    "ToolError": "agentq.orchestrator.core.errors",
+    "embedded": "agentq.workers.worker.embedded",
+    "prepare_step": "agentq.workers.steps.hooks",
+    "tool": "agentq.workers.tools.function_tools",
 }
 __all__ = [
     "AgentqError",

@@ -30,10 +30,10 @@ from core_bench import redis_server
 from hop_budget import kilobyte, one_tool_spec, run_bytes, wait_all
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.store import load_scripts
-from agentq.workers.executors.function import FunctionExecutor
-from agentq.workers.runtime import WorkerRuntime
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+from agentq.orchestrator.runs.store import load_scripts
+from agentq.workers.tools.function import FunctionExecutor
+from agentq.workers.worker.runtime import WorkerRuntime
 
 EARLY, LATE = range(5, 16), range(95, 106)
 

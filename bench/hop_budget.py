@@ -22,14 +22,14 @@ import redis
 import redis.asyncio as aioredis
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.events import Event
-from agentq.orchestrator.redis_conn import forget_memory_server
-from agentq.orchestrator.result import TERMINAL_STATUSES
-from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.redis.connect import forget_memory_server
+from agentq.orchestrator.runs.result import TERMINAL_STATUSES
 from agentq.workers import tool
-from agentq.workers.executors.function import FunctionExecutor
-from agentq.workers.runtime import WorkerRuntime
+from agentq.workers.tools.function import FunctionExecutor
+from agentq.workers.worker.runtime import WorkerRuntime
 
 URL_ENV = "AGENTQ_BENCH_URL"  # the bench's Redis, for tools that report to it
 STARTED = "bench:started"  # list: "pid time" each time the recovery tool starts

@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import httpx
 
-from agentq.orchestrator.otlp_export import WireSpanExporter
+from agentq.orchestrator.tracing.otlp_export import WireSpanExporter
 
 WARM_UP = 20
 

@@ -39,7 +39,7 @@ import httpx  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
 
 from agentq.orchestrator.client import Client  # noqa: E402
-from agentq.orchestrator.events import event_json  # noqa: E402
+from agentq.orchestrator.core.events import event_json  # noqa: E402
 from tests.support.infra import RedisServer  # noqa: E402
 from tests.support.serve import ServeProcess  # noqa: E402
 

@@ -7,7 +7,7 @@ Starts three throwaway redis-servers and, on each, one `WorkerRuntime` process (
 and tools queues): one without a tracer provider ("none"); one set up as `agentq
 worker` sets itself up when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set ("batch":
 `tracing.setup_tracing`, the SDK's provider and `BatchSpanProcessor` with agentq's
-lean spans and wire encoder, see orchestrator/light_spans.py and otlp_wire.py); one
+lean spans and wire encoder, see orchestrator/tracing/light_spans.py and otlp_wire.py); one
 with an application's own provider, the SDK's `BatchSpanProcessor(OTLPSpanExporter)`
 ("app": the SDK's spans and encoder, which agentq leaves as the application set
 them up). Both post to an OTLP/HTTP sink in another process that reads and discards
@@ -50,9 +50,9 @@ for path in (_HERE, _HERE.parent):
 from core_bench import _free_port, at, noop, redis_server, run_events, step_spec  # noqa: E402
 
 from agentq.orchestrator.client import Client  # noqa: E402
-from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE  # noqa: E402
-from agentq.workers.executors.function import FunctionExecutor  # noqa: E402
-from agentq.workers.runtime import WorkerRuntime  # noqa: E402
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE  # noqa: E402
+from agentq.workers.tools.function import FunctionExecutor  # noqa: E402
+from agentq.workers.worker.runtime import WorkerRuntime  # noqa: E402
 
 STEP_GOAL_RATIO = 1.10
 MODES = ("none", "batch", "app")

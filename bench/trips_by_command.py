@@ -41,17 +41,17 @@ from agentq.orchestrator.client import Client  # noqa: E402
 
 def _script_names() -> dict[str, str]:
     """sha1 -> name of every Lua script the worker may send."""
-    import agentq.workers.liveness as liveness
-    from agentq.orchestrator import store
+    import agentq.workers.worker.liveness as liveness
+    from agentq.orchestrator.runs import store
 
     sources: dict[str, str] = {f"lua:{k}": v for k, v in store._SCRIPTS.items()}
     sources.update({"REAP": liveness.REAP, "RENEW": liveness.RENEW})
-    try:  # the claim scripts (absent before workers/claims.py)
-        from agentq.workers import claims
+    try:  # the claim scripts (absent before workers/queue/claims.py)
+        from agentq.workers.queue import claims
 
         sources.update({"TAKE": claims.TAKE, "CLAIM_ONE": claims.CLAIM_ONE})
     except ImportError:
-        from agentq.workers import runtime
+        from agentq.workers.worker import runtime
 
         for name in ("_CLAIM", "_FINISH"):
             if hasattr(runtime, name):

@@ -13,9 +13,9 @@ from typing import Any
 
 from rich.console import Console
 
-from agentq.cli_batch import ProgressView
-from agentq.orchestrator.settings import Settings
-from agentq.workers.embedded import embedded
+from agentq.cli.batch import ProgressView
+from agentq.orchestrator.core.settings import Settings
+from agentq.workers.worker.embedded import embedded
 from tests.support.infra import RedisServer
 from tests.support.sample_tools import noop
 from tests.support.specs import calls, scripted

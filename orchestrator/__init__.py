@@ -1,7 +1,7 @@
 """agentq's orchestrator: the run spec, the durable loop, the run store and the client."""
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.errors import (
+from agentq.orchestrator.core.errors import (
     AgentqError,
     InfrastructureError,
     ProviderError,
@@ -14,10 +14,10 @@ from agentq.orchestrator.errors import (
     ToolError,
     UnknownToolError,
 )
-from agentq.orchestrator.events import Event
-from agentq.orchestrator.result import RunResult, StepResult
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.state import RunFailure
+from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.runs.result import RunResult, StepResult
+from agentq.orchestrator.runs.state import RunFailure
 
 __all__ = [
     "AgentqError",

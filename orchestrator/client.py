@@ -26,11 +26,10 @@ from typing import Any, ParamSpec, TypeVar
 from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
 
-from agentq.orchestrator import keys, listings, tracing
-from agentq.orchestrator.batches import Batches, BatchInfo, BatchSource, LineResult
-from agentq.orchestrator.child_runs import ChildOf, child_run_id
-from agentq.orchestrator.endpoints import Endpoint, EndpointPolicy
-from agentq.orchestrator.errors import (
+from agentq.orchestrator import tracing
+from agentq.orchestrator.batches.api import Batches, BatchInfo, BatchSource, LineResult
+from agentq.orchestrator.calls.api import ProgressCallback, ToolCallResult, ToolCalls
+from agentq.orchestrator.core.errors import (
     AgentqError,
     InfrastructureError,
     RunConflictError,
@@ -38,17 +37,26 @@ from agentq.orchestrator.errors import (
     RunStateError,
     RunTimeoutError,
 )
-from agentq.orchestrator.events import Event, event_json
-from agentq.orchestrator.fork import ForkCopy, fork_copy, merge_patch, patched_spec
-from agentq.orchestrator.listings import WorkerRecord
-from agentq.orchestrator.loop import CallPlan, error_result, status_after_approval
-from agentq.orchestrator.messages import ToolResultPart
-from agentq.orchestrator.providers import provider_table
-from agentq.orchestrator.redis_conn import connect
-from agentq.orchestrator.redis_faults import Backoff, describe, is_transient
-from agentq.orchestrator.replay import ReplayReport, replay
-from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult, assemble
-from agentq.orchestrator.run_index import (
+from agentq.orchestrator.core.events import Event, event_json
+from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.spec import ModelRef, RunSpec
+from agentq.orchestrator.core.tool_output import bounded_result
+from agentq.orchestrator.fleet import listings
+from agentq.orchestrator.fleet.listings import WorkerRecord
+from agentq.orchestrator.loop.fork import ForkCopy, fork_copy, merge_patch, patched_spec
+from agentq.orchestrator.loop.plan import CallPlan, error_result, status_after_approval
+from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
+from agentq.orchestrator.loop.replay import ReplayReport, replay
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine.keys import WEBHOOK_RUNS
+from agentq.orchestrator.policy.endpoints import Endpoint, EndpointPolicy
+from agentq.orchestrator.policy.providers import provider_table
+from agentq.orchestrator.policy.webhooks import check_webhooks
+from agentq.orchestrator.redis.connect import connect
+from agentq.orchestrator.redis.faults import Backoff, describe, is_transient
+from agentq.orchestrator.runs.children import ChildOf, child_run_id
+from agentq.orchestrator.runs.index import (
     DEFAULT_TENANT,
     Cursor,
     RunIndex,
@@ -57,9 +65,8 @@ from agentq.orchestrator.run_index import (
     matches,
     summarize,
 )
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import ModelRef, RunSpec
-from agentq.orchestrator.state import (
+from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, assemble
+from agentq.orchestrator.runs.state import (
     CallStatus,
     InputStatus,
     MetaField,
@@ -70,20 +77,8 @@ from agentq.orchestrator.state import (
     ResolveApproval,
     TransitionInput,
 )
-from agentq.orchestrator.state.keys import WEBHOOK_RUNS
-from agentq.orchestrator.step_prep import announced_hooks, checked_preparation
-from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_calls import ProgressCallback, ToolCallResult, ToolCalls
-from agentq.orchestrator.tool_kinds.base import STORED_SPEC
-from agentq.orchestrator.tool_output import bounded_result
-from agentq.orchestrator.tool_resolution import (
-    ToolAnnouncement,
-    ToolDef,
-    announced_providers,
-    live_registry,
-    resolve_tools,
-)
-from agentq.orchestrator.transitions import (
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import (
     create_args,
     enqueued_job_ids,
     input_answer_args,
@@ -91,7 +86,14 @@ from agentq.orchestrator.transitions import (
     start_job,
     tool_job,
 )
-from agentq.orchestrator.webhooks import check_webhooks
+from agentq.orchestrator.tools.base import STORED_SPEC
+from agentq.orchestrator.tools.resolution import (
+    ToolAnnouncement,
+    ToolDef,
+    announced_providers,
+    live_registry,
+    resolve_tools,
+)
 
 
 def _text(value: bytes | str) -> str:
@@ -532,7 +534,7 @@ class Client:
         await self._cancel_children(run_id, reason)
         return str(reply.status)
 
-    # -- batches (see orchestrator/batches.py) -------------------------------------
+    # -- batches (see orchestrator/batches/api.py) -------------------------------------
 
     @functools.cached_property
     def batches(self) -> Batches:

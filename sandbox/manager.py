@@ -13,7 +13,7 @@
   the idle timeout, or a kill (timeout, OOM, output cap), after which the next
   call starts fresh and the result says the state was lost. The map from
   session to container lives in this process; a fleet of workers routes a
-  session's calls to the manager that holds it (see workers/executors).
+  session's calls to the manager that holds it (see workers/tools).
 - Admission: at most `max_containers` containers alive at once (pool included);
   a request that finds none free waits, evicting idle pool containers of other
   shapes, and raises `CapacityError` after `admission_timeout_s`.

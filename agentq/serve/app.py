@@ -13,7 +13,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.core.settings import Settings
 from agentq.serve import batches, errors, meta, remote, runs
 from agentq.serve.config import ServeConfig
 from agentq.serve.feeds import RunFeeds

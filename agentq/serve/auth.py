@@ -16,7 +16,7 @@ from pathlib import Path
 
 from fastapi import Request
 
-from agentq.orchestrator.run_index import DEFAULT_TENANT
+from agentq.orchestrator.runs.index import DEFAULT_TENANT
 from agentq.serve.errors import ApiError
 
 # `workers`: lease and report the calls of remote tools (agentq/serve/remote.py).

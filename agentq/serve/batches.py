@@ -15,9 +15,9 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel
 from starlette.datastructures import UploadFile
 
-from agentq.orchestrator.batch_input import BatchInputError
-from agentq.orchestrator.batches import BatchInfo, BatchNotFoundError
-from agentq.orchestrator.state.batch import DEFAULT_BATCH_CONCURRENCY, LineStatus
+from agentq.orchestrator.batches.api import BatchInfo, BatchNotFoundError
+from agentq.orchestrator.batches.input import BatchInputError
+from agentq.orchestrator.batches.state import DEFAULT_BATCH_CONCURRENCY, LineStatus
 from agentq.serve.deps import caller, client_of, config_of
 from agentq.serve.errors import ApiError, not_found
 

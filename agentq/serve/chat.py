@@ -17,12 +17,12 @@ from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
-from agentq.orchestrator import keys
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.errors import RunNotFoundError
-from agentq.orchestrator.events import TERMINAL_EVENTS
-from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult
-from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.core.events import TERMINAL_EVENTS
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
 from agentq.serve.chat_messages import (
     ChatInputError,
     ChatRequest,

@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentq.orchestrator.messages import (
+from agentq.orchestrator.core.messages import (
     AssistantMessage,
     MediaPart,
     Message,

@@ -9,7 +9,7 @@ from typing import TypeVar
 from fastapi import Request
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.errors import RunNotFoundError
+from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.serve.auth import Principal, authenticate, require
 from agentq.serve.config import ServeConfig
 from agentq.serve.errors import not_found

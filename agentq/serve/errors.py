@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from agentq.orchestrator.errors import (
+from agentq.orchestrator.core.errors import (
     AgentqError,
     RunConflictError,
     RunNotFoundError,

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.events import TERMINAL_EVENTS, Event
+from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event
 
 BACKLOG = 5000  # events a stream may lag behind its feed before it re-reads Redis
 

@@ -42,15 +42,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import Receive, Scope, Send
 
-from agentq.orchestrator.calls import CallInputError, ToolCallResult
-from agentq.orchestrator.errors import AgentqError, UnknownToolError
-from agentq.orchestrator.tool_calls import (
+from agentq.orchestrator.calls.api import (
     QUEUE_GRACE_S,
     InputCallback,
     LogCallback,
     SampleCallback,
     ToolCalls,
 )
+from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
+from agentq.orchestrator.core.errors import AgentqError, UnknownToolError
 from agentq.serve.auth import KeyRing, Principal, authenticate
 from agentq.serve.errors import ApiError, error_body
 from agentq.serve.server import is_loopback

@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from agentq.orchestrator import fleet
-from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.queues import known_queues, queue_stats, queues_document
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+from agentq.orchestrator.fleet import overview as fleet
+from agentq.orchestrator.fleet.queues import known_queues, queue_stats, queues_document
 from agentq.serve.deps import caller, client_of
 from agentq.serve.errors import error_body
 

@@ -25,12 +25,12 @@ from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.tool_kinds.base import ToolAnnouncement
-from agentq.orchestrator.tool_kinds.remote import RemoteTools, load_remote_tools
+from agentq.orchestrator.tools.base import ToolAnnouncement
+from agentq.orchestrator.tools.remote import RemoteTools, load_remote_tools
 from agentq.serve.deps import caller
 from agentq.serve.errors import ApiError, not_found
-from agentq.workers.remote_leases import CallTimedOut, LeaseGone, RemoteLeases
-from agentq.workers.remote_push import PushDispatcher
+from agentq.workers.tools.remote import CallTimedOut, LeaseGone, RemoteLeases
+from agentq.workers.tools.remote_push import PushDispatcher
 
 log = logging.getLogger("agentq.remote")
 

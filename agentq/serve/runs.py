@@ -11,10 +11,10 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
-from agentq.orchestrator.errors import RunNotFoundError, RunTimeoutError
-from agentq.orchestrator.result import TERMINAL_STATUSES, RunResult
-from agentq.orchestrator.run_index import RunPage
-from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.core.errors import RunNotFoundError, RunTimeoutError
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.runs.index import RunPage
+from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
 from agentq.serve.deps import caller, client_of, config_of, feeds_of, own_run
 from agentq.serve.errors import ApiError, conflict, not_found
 from agentq.serve.follow import follow

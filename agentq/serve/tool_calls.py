@@ -24,11 +24,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
-from agentq.orchestrator.call_store import CallNotFoundError
-from agentq.orchestrator.calls import CallInputError, ToolCallResult
-from agentq.orchestrator.errors import UnknownToolError
-from agentq.orchestrator.state.calls import CallField
-from agentq.orchestrator.tool_calls import ToolCalls
+from agentq.orchestrator.calls.api import ToolCalls
+from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
+from agentq.orchestrator.calls.state import CallField
+from agentq.orchestrator.calls.store import CallNotFoundError
+from agentq.orchestrator.core.errors import UnknownToolError
 from agentq.serve.auth import Principal
 from agentq.serve.deps import caller, client_of, config_of
 from agentq.serve.errors import ApiError, not_found

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentq.orchestrator.events import Event
+from agentq.orchestrator.core.events import Event
 
 Chunk = dict[str, Any]
 

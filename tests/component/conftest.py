@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from agentq.workers import providers
-from agentq.workers.function_tools import FunctionTool
-from agentq.workers.providers.base import ProviderContext
+from agentq.workers import models as providers
+from agentq.workers.models.base import ProviderContext
+from agentq.workers.tools.function_tools import FunctionTool
 from tests.component.core_support import Embedded, ModelLog, RecordingScripted
 
 

@@ -17,12 +17,12 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agentq.orchestrator import Client, Event
-from agentq.orchestrator.messages import Usage
-from agentq.orchestrator.settings import Settings
-from agentq.workers.embedded import embedded
-from agentq.workers.function_tools import FunctionTool
-from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse
-from agentq.workers.providers.scripted import ScriptedProvider
+from agentq.orchestrator.core.messages import Usage
+from agentq.orchestrator.core.settings import Settings
+from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse
+from agentq.workers.models.scripted import ScriptedProvider
+from agentq.workers.tools.function_tools import FunctionTool
+from agentq.workers.worker.embedded import embedded
 
 # A short fallback poll: cancellation (arq's abort set) is noticed on a poll.
 FAST = Settings(idle_poll_s=0.1, lease_s=5.0)

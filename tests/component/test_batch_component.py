@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.batch_input import BatchInputError
-from agentq.orchestrator.batches import BatchInfo, LineResult
+from agentq.orchestrator.batches.api import BatchInfo, LineResult
+from agentq.orchestrator.batches.input import BatchInputError
+from agentq.orchestrator.batches.state import BatchSettle
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.state import MetaField, keys
-from agentq.orchestrator.state.batch import BatchSettle
-from agentq.workers.embedded import embedded
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.state import MetaField
+from agentq.workers.worker.embedded import embedded
 from tests.support.redis_fixtures import redis_server, redis_url
 from tests.support.sample_tools import nap, noop
 from tests.support.specs import calls, scripted

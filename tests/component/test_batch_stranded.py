@@ -1,7 +1,7 @@
 """Lines nothing would end, on a real redis-server: an admission job arq dropped after
 its settle (the line's run was never created), a run whose end job was dropped, and an
 end job that runs after the run's keys expired. Each line ends, counted, instead of
-staying `running` forever (see orchestrator/batch_sweep.py). And an upload nobody seals
+staying `running` forever (see orchestrator/batches/sweep.py). And an upload nobody seals
 expires."""
 
 from __future__ import annotations
@@ -9,21 +9,21 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentq.orchestrator.batch_admission import BatchJobEnvelope, kick_job, run_admission
-from agentq.orchestrator.batches import BatchInfo
-from agentq.orchestrator.client import Client
-from agentq.orchestrator.envelopes import MODEL_QUEUE
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.state import keys
-from agentq.orchestrator.state.batch import (
+from agentq.orchestrator.batches.admission import BatchJobEnvelope, kick_job, run_admission
+from agentq.orchestrator.batches.api import BatchInfo
+from agentq.orchestrator.batches.state import (
     BatchOpen,
     BatchSeal,
     BatchSettle,
     BatchUpload,
     UploadLine,
 )
-from agentq.workers.embedded import embedded
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.machine import keys
+from agentq.workers.worker.embedded import embedded
 from tests.support.redis_fixtures import redis_server, redis_url
 from tests.support.sample_tools import noop
 from tests.support.specs import calls, scripted

@@ -10,21 +10,22 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.call_store import CallStore
-from agentq.orchestrator.calls import (
+from agentq.orchestrator.calls.catalogue import (
     CallInputError,
     claim_call_args,
     create_call_args,
     finish_call_args,
 )
-from agentq.orchestrator.errors import RunConflictError, UnknownToolError
-from agentq.orchestrator.loop import error_result
-from agentq.orchestrator.messages import ToolResultPart
-from agentq.orchestrator.state import CallStatus, Outcome, keys
-from agentq.orchestrator.state.calls import CallField
-from agentq.orchestrator.tool_resolution import ToolDef
-from agentq.workers.embedded import embedded
-from agentq.workers.function_tools import tool
+from agentq.orchestrator.calls.state import CallField
+from agentq.orchestrator.calls.store import CallStore
+from agentq.orchestrator.core.errors import RunConflictError, UnknownToolError
+from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.loop.plan import error_result
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.state import CallStatus, Outcome
+from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.workers.tools.function_tools import tool
+from agentq.workers.worker.embedded import embedded
 from tests.component.core_support import FAST, TIMEOUT_S
 
 EXECUTIONS: list[str] = []

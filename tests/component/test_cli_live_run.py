@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 from rich.console import Console
 
-from agentq.cli_live import LiveRun
-from agentq.orchestrator.settings import Settings
-from agentq.render import ProgressPrinter
-from agentq.workers.embedded import embedded
+from agentq.cli.live import LiveRun
+from agentq.cli.render import ProgressPrinter
+from agentq.orchestrator.core.settings import Settings
+from agentq.workers.worker.embedded import embedded
 from tests.support.sample_tools import add
 from tests.support.specs import parked_spec
 

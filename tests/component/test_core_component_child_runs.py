@@ -9,14 +9,15 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from agentq.orchestrator.child_runs import ChildOf, ParentLink, child_run_id
-from agentq.orchestrator.envelopes import MODEL_QUEUE
-from agentq.orchestrator.messages import UserMessage
-from agentq.orchestrator.redis_conn import connect, forget_memory_server
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.state import FailureKind, MetaField, Outcome, RunFailure, keys
-from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.transitions import create_args
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE
+from agentq.orchestrator.core.messages import UserMessage
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.redis.connect import connect, forget_memory_server
+from agentq.orchestrator.runs.children import ChildOf, ParentLink, child_run_id
+from agentq.orchestrator.runs.state import FailureKind, MetaField, Outcome, RunFailure
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import create_args
 
 SPEC = RunSpec.model_validate({"model": {"provider": "scripted", "script": []}, "prompt": "go"})
 LINK = ParentLink(run_id="parent-1", step=2, call_id="a1")

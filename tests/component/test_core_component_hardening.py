@@ -11,15 +11,16 @@ import pytest
 from arq import Retry
 
 from agentq.orchestrator import Client, InfrastructureError, RunConflictError
-from agentq.orchestrator.envelopes import JobEnvelope
-from agentq.orchestrator.errors import ToolError
-from agentq.orchestrator.redis_conn import connect, forget_memory_server
-from agentq.orchestrator.state import keys
-from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
-from agentq.workers import handlers, tool
-from agentq.workers.function_tools import FunctionTool
-from agentq.workers.input_requests import InputRequests
+from agentq.orchestrator.core.envelopes import JobEnvelope
+from agentq.orchestrator.core.errors import ToolError
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.redis.connect import connect, forget_memory_server
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.tools.resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
+from agentq.workers import tool
+from agentq.workers.jobs import handlers
+from agentq.workers.tools.function_tools import FunctionTool
+from agentq.workers.tools.input_requests import InputRequests
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,

@@ -1,6 +1,6 @@
 """Incremental history: a worker that ran a run's last step reads only the messages
 appended since; any other reads the whole history; either way the model sees exactly
-the history it saw when every step read it whole (workers/history_cache.py)."""
+the history it saw when every step read it whole (workers/steps/history_cache.py)."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.loop import CallPlan
-from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolResultPart, UserMessage
-from agentq.orchestrator.redis_conn import connect, forget_memory_server
-from agentq.orchestrator.state import (
+from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, ToolResultPart, UserMessage
+from agentq.orchestrator.loop.plan import CallPlan
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.redis.connect import connect, forget_memory_server
+from agentq.orchestrator.runs.state import (
     BeginStep,
     BeginStepReply,
     CallRecord,
@@ -24,14 +25,13 @@ from agentq.orchestrator.state import (
     CreateRun,
     Outcome,
     StepAfter,
-    keys,
 )
-from agentq.orchestrator.state.history import HISTORY_INLINE_MAX, tool_message_frame
-from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.transitions import model_job, result_args, tool_job
+from agentq.orchestrator.runs.state.history import HISTORY_INLINE_MAX, tool_message_frame
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import model_job, result_args, tool_job
 from agentq.workers import tool
-from agentq.workers.embedded import embedded
-from agentq.workers.history_cache import asking, completed
+from agentq.workers.steps.history_cache import asking, completed
+from agentq.workers.worker.embedded import embedded
 from tests.component.core_support import FAST, TIMEOUT_S, Embedded, ModelLog
 from tests.support.specs import calls, scripted
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from agentq.orchestrator.errors import ProviderError
-from agentq.orchestrator.providers import ProviderInfo
-from agentq.workers.embedded import embedded
-from agentq.workers.providers import ProviderContext, register_provider
+from agentq.orchestrator.core.errors import ProviderError
+from agentq.orchestrator.policy.providers import ProviderInfo
+from agentq.workers.models import ProviderContext, register_provider
+from agentq.workers.worker.embedded import embedded
 from tests.component.core_support import FAST, TIMEOUT_S
 
 SECRET = "lk-LEAKY-CANARY-0123456789abcdef"

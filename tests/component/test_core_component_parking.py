@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator import Client, RunStateError
-from agentq.orchestrator.errors import RunNotFoundError
-from agentq.orchestrator.state import keys
+from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.machine import keys
 from agentq.workers import tool
-from agentq.workers.function_tools import FunctionTool
+from agentq.workers.tools.function_tools import FunctionTool
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,

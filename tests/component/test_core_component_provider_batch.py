@@ -7,17 +7,17 @@ import json
 import uuid
 
 from agentq import embedded
-from agentq.orchestrator.batch_usage import batch_priced_usage
-from agentq.orchestrator.endpoints import EndpointPolicy
-from agentq.orchestrator.messages import UserMessage
-from agentq.orchestrator.redis_conn import connect
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import ModelRef
-from agentq.workers.function_tools import tool
-from agentq.workers.provider_batch.collector import Collector
-from agentq.workers.providers import ModelRequest
-from agentq.workers.providers.batch_api import BatchLine, LineResult
-from agentq.workers.providers.model_client import ModelClient
+from agentq.orchestrator.batches.usage import batch_priced_usage
+from agentq.orchestrator.core.messages import UserMessage
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.endpoints import EndpointPolicy
+from agentq.orchestrator.redis.connect import connect
+from agentq.workers.models import ModelRequest
+from agentq.workers.models.batch.collector import Collector
+from agentq.workers.models.batch_api import BatchLine, LineResult
+from agentq.workers.models.model_client import ModelClient
+from agentq.workers.tools.function_tools import tool
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
 from tests.support.waiting import eventually_async
 

@@ -14,11 +14,11 @@ import pytest
 from pydantic import ValidationError
 
 from agentq.orchestrator import Client, Event, RunFailure, RunResult, RunSpec, UnknownToolError
-from agentq.orchestrator.errors import RunNotFoundError, RunTimeoutError
-from agentq.orchestrator.messages import AssistantMessage, ToolMessage, UserMessage
-from agentq.orchestrator.state import keys
+from agentq.orchestrator.core.errors import RunNotFoundError, RunTimeoutError
+from agentq.orchestrator.core.messages import AssistantMessage, ToolMessage, UserMessage
+from agentq.orchestrator.machine import keys
 from agentq.workers import tool
-from agentq.workers.loading import load_tool_modules
+from agentq.workers.worker.loading import load_tool_modules
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,

@@ -11,13 +11,13 @@ import httpx
 import mcp_types as types
 import pytest
 
-from agentq.orchestrator.providers import ProviderInfo
-from agentq.workers.mcp.config import SamplingRoute
-from agentq.workers.mcp.sampling import Sampler
-from agentq.workers.providers import ModelResponse, register_provider
-from agentq.workers.providers.model_client import ModelClient
-from agentq.workers.providers.ratelimit import Limits, RateLimiter, RedisLike
-from agentq.workers.providers.retry import RetryPolicy
+from agentq.orchestrator.policy.providers import ProviderInfo
+from agentq.workers.models import ModelResponse, register_provider
+from agentq.workers.models.model_client import ModelClient
+from agentq.workers.models.ratelimit import Limits, RateLimiter, RedisLike
+from agentq.workers.models.retry import RetryPolicy
+from agentq.workers.tools.mcp.config import SamplingRoute
+from agentq.workers.tools.mcp.sampling import Sampler
 
 
 class Counting:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import gc
 
-from agentq.workers.embedded import embedded
+from agentq.workers.worker.embedded import embedded
 
 
 async def test_an_embedded_session_leaves_its_hosts_heap_collectable() -> None:

@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.errors import ToolError
+from agentq.orchestrator.core.errors import ToolError
 from agentq.workers import tool
-from agentq.workers.function_tools import FunctionTool
+from agentq.workers.tools.function_tools import FunctionTool
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.orchestrator.errors import SpecError, UnknownToolError
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.tool_kinds.base import STORED_SPEC, StoredToolEntry
-from agentq.orchestrator.tool_resolution import ToolDef
-from agentq.workers.embedded import embedded
-from agentq.workers.executors.assemble import optional_executors
+from agentq.orchestrator.core.errors import SpecError, UnknownToolError
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.tools.base import STORED_SPEC, StoredToolEntry
+from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.workers.tools.assemble import optional_executors
+from agentq.workers.worker.embedded import embedded
 from tests.component.core_support import FAST, TIMEOUT_S, of_type, wait_event
 from tests.support.plugins.echo_kind import EchoConfig, EchoToolSpec
 from tests.support.specs import calls, scripted

@@ -21,10 +21,11 @@ from dataclasses import dataclass, replace
 import pytest
 from redis.asyncio import Redis
 
-from agentq.orchestrator.loop import CallPlan
-from agentq.orchestrator.messages import ToolResultPart, UserMessage
-from agentq.orchestrator.redis_conn import connect, forget_memory_server
-from agentq.orchestrator.state import (
+from agentq.orchestrator.core.messages import ToolResultPart, UserMessage
+from agentq.orchestrator.loop.plan import CallPlan
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.redis.connect import connect, forget_memory_server
+from agentq.orchestrator.runs.state import (
     TERMINAL_STATUSES,
     BeginStep,
     CallRecord,
@@ -48,10 +49,9 @@ from agentq.orchestrator.state import (
     StepField,
     WorkflowFinal,
     WorkflowRecord,
-    keys,
 )
-from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.transitions import (
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import (
     input_answer_args,
     input_request_args,
     model_job,
@@ -561,7 +561,7 @@ async def test_transition(redis: Redis, state: tuple[Build, Model], probe: str, 
 
 
 def test_the_table_covers_every_transition() -> None:
-    from agentq.orchestrator.state import INPUTS
+    from agentq.orchestrator.runs.state import INPUTS
 
     scripts = {m.script for m in INPUTS}
     probed = {"create", "emit", "fail_run", "cancel", "begin_step", "commit_step"}

@@ -9,8 +9,8 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from agentq.orchestrator.errors import SpecError
-from agentq.workers.function_tools import FunctionTool, tool
+from agentq.orchestrator.core.errors import SpecError
+from agentq.workers.tools.function_tools import FunctionTool, tool
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,

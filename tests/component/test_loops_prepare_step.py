@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agentq.orchestrator.errors import SpecError
-from agentq.orchestrator.messages import Message, SystemMessage, ToolMessage
-from agentq.orchestrator.result import StepResult
-from agentq.orchestrator.spec import ToolChoiceTool
-from agentq.orchestrator.state import keys
-from agentq.workers import step_hooks
-from agentq.workers.function_tools import FunctionTool, tool
-from agentq.workers.step_hooks import prepare_step
+from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.messages import Message, SystemMessage, ToolMessage
+from agentq.orchestrator.core.spec import ToolChoiceTool
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.result import StepResult
+from agentq.workers.steps import hooks as step_hooks
+from agentq.workers.steps.hooks import prepare_step
+from agentq.workers.tools.function_tools import FunctionTool, tool
 from tests.component.core_support import TIMEOUT_S, Embedded, ModelLog, all_events
 from tests.support.specs import calls, scripted
 

@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.errors import InfrastructureError
-from agentq.orchestrator.redis_conn import forget_memory_server
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.state import keys
-from agentq.workers.embedded import embedded
+from agentq.orchestrator.core.errors import InfrastructureError
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.redis.connect import forget_memory_server
+from agentq.workers.worker.embedded import embedded
 from tests.support.sample_tools import nap, noop
 from tests.support.specs import calls, scripted
 from tests.support.waiting import eventually_async

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import redis
 
-from agentq.orchestrator.envelopes import queue_key
-from agentq.orchestrator.redis_conn import connect
-from agentq.orchestrator.store import RunStore
-from agentq.orchestrator.tool_resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
+from agentq.orchestrator.core.envelopes import queue_key
+from agentq.orchestrator.redis.connect import connect
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.tools.resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
 from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.specs import scripted
 

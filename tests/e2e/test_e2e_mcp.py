@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.events import Event
+from agentq.orchestrator.core.events import Event
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
 from tests.support.infra import WorkerProcess, run_cli, wait_ready
 from tests.support.mcp_servers.launch import own_server_stdio

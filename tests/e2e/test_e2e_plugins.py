@@ -12,8 +12,8 @@ import pytest
 
 import tests.support.plugins.echo_kind  # noqa: F401  (the submitter parses the kind's entries)
 from agentq.orchestrator import Client
-from agentq.orchestrator.errors import SpecError
-from agentq.workers.providers import known_providers
+from agentq.orchestrator.core.errors import SpecError
+from agentq.workers.models import known_providers
 from tests.support.infra import WorkerProcess, run_cli, wait_ready
 
 KIND = "tests/support/plugins/echo_kind.py"

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from agentq.orchestrator.spec import RunSpec
+from agentq.orchestrator.core.spec import RunSpec
 from tests.support.infra import REPO, RedisServer, WorkerProcess
 
 README = REPO / "README.md"
@@ -111,7 +111,7 @@ def test_json_blocks_are_valid(block: Block, tmp_path: Path) -> None:
     if block.kind == "json spec":
         RunSpec.model_validate(data)
     if block.kind == "json mcp":
-        from agentq.workers.mcp import load_mcp_config
+        from agentq.workers.tools.mcp import load_mcp_config
 
         path = tmp_path / "mcp.json"
         path.write_text(block.text)

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.events import Event
-from agentq.orchestrator.result import RunResult
+from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.runs.result import RunResult
 from tests.support.infra import TOOLS, RedisServer, WorkerProcess, wait_ready
 
 NAP_S = 0.3

@@ -19,8 +19,8 @@ import pytest
 import redis
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.batches import BatchInfo
-from agentq.orchestrator.state import keys
+from agentq.orchestrator.batches.api import BatchInfo
+from agentq.orchestrator.machine import keys
 from tests.support.infra import REPO, TOOLS, RedisServer, WorkerProcess, wait_ready
 from tests.support.specs import calls, scripted
 from tests.support.waiting import eventually, eventually_async

@@ -22,8 +22,8 @@ from typing import Any, cast
 import pytest
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.errors import SpecError
-from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.settings import Settings
 from tests.support.infra import RedisServer, WorkerProcess, run_cli
 
 pytestmark = pytest.mark.faults

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from agentq.cli.render import ProgressPrinter
 from agentq.orchestrator import Client
-from agentq.render import ProgressPrinter
 from tests.support.infra import RedisServer, WorkerProcess
 
 pytestmark = pytest.mark.faults

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.errors import RunTimeoutError
+from agentq.orchestrator.core.errors import RunTimeoutError
 from tests.faults.fleet import (
     Figures,
     aof_redis,

@@ -8,7 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentq.workers.function_tools import tool
+from agentq.workers.tools.function_tools import tool
 
 # A 1x1 PNG, base64.
 TINY_PNG = (

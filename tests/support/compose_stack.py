@@ -24,7 +24,7 @@ from typing import Any
 
 import httpx
 
-from agentq.images import build_images, recipes
+from agentq.cli.images import build_images, recipes
 from agentq.sandbox.images import build_images as build_sandbox_images
 from agentq.sandbox.images import run_step
 from tests.support.infra import REPO, free_port, missing

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any
 
-from agentq.workers.function_tools import tool
+from agentq.workers.tools.function_tools import tool
 from tests.support.call_tools import TINY_PNG
 
 # A WAV header with no samples, base64.

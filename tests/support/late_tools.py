@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentq.workers.function_tools import tool
+from agentq.workers.tools.function_tools import tool
 
 
 @tool

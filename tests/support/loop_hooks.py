@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentq import prepare_step
-from agentq.orchestrator.messages import Message
-from agentq.orchestrator.result import StepResult
+from agentq.orchestrator.core.messages import Message
+from agentq.orchestrator.runs.result import StepResult
 
 
 @prepare_step

@@ -6,11 +6,11 @@ from typing import Any
 
 import httpx
 
-from agentq.orchestrator.messages import UserMessage
-from agentq.orchestrator.model_io import ModelResponse
-from agentq.orchestrator.spec import ModelRef
-from agentq.workers.providers import ProviderContext, make_provider
-from agentq.workers.providers.base import ModelRequest
+from agentq.orchestrator.core.messages import UserMessage
+from agentq.orchestrator.core.model_io import ModelResponse
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.workers.models import ProviderContext, make_provider
+from agentq.workers.models.base import ModelRequest
 
 
 class ListSink:

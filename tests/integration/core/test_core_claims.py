@@ -1,4 +1,4 @@
-"""The worker's claim and end-of-job script (workers/claims.py) on a real redis-server:
+"""The worker's claim and end-of-job script (workers/queue/claims.py) on a real redis-server:
 several jobs per call, claimed jobs out of the ready range, nothing claimed twice by
 racing workers, a dead worker's jobs re-delivered, deferred and unserved jobs left."""
 
@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.envelopes import (
+from agentq.orchestrator.core.envelopes import (
     ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,
     ARQ_JOB_PREFIX,
@@ -24,10 +24,10 @@ from agentq.orchestrator.envelopes import (
     queue_key,
     queued_job,
 )
-from agentq.workers.claims import ARQ_RETRY_PREFIX, Claimed, Taker, lease_wake_key
-from agentq.workers.executors.function import FunctionExecutor
-from agentq.workers.liveness import Cadence, holders_key, jobs_key, liveness_key, reap_lapsed
-from agentq.workers.runtime import WorkerRuntime
+from agentq.workers.queue.claims import ARQ_RETRY_PREFIX, Claimed, Taker, lease_wake_key
+from agentq.workers.tools.function import FunctionExecutor
+from agentq.workers.worker.liveness import Cadence, holders_key, jobs_key, liveness_key, reap_lapsed
+from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.sample_tools import add
 from tests.support.specs import scripted
 

@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.batches import BatchInfo
-from agentq.orchestrator.state import keys
+from agentq.orchestrator.batches.api import BatchInfo
+from agentq.orchestrator.machine import keys
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.redis_cluster import LocalCluster
 from tests.support.specs import calls, scripted

@@ -16,7 +16,7 @@ import pytest
 import redis
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.errors import AgentqError
+from agentq.orchestrator.core.errors import AgentqError
 from tests.support.infra import TOOLS, RedisServer, SilentServer, WorkerProcess, run_cli, wait_ready
 from tests.support.specs import scripted
 

@@ -9,12 +9,12 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.messages import ToolMessage
-from agentq.orchestrator.state import keys
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+from agentq.orchestrator.core.messages import ToolMessage
+from agentq.orchestrator.machine import keys
 from agentq.workers import tool
-from agentq.workers.executors.function import FunctionExecutor
-from agentq.workers.runtime import WorkerRuntime
+from agentq.workers.tools.function import FunctionExecutor
+from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.specs import calls, scripted
 
 OUTPUT_BYTES = 20_000

@@ -9,18 +9,18 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.errors import SpecError, ToolError
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.tool_kinds.http import HTTP_EXECUTOR_KIND
-from agentq.orchestrator.tool_resolution import (
+from agentq.orchestrator.core.errors import SpecError, ToolError
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.tools.http import HTTP_EXECUTOR_KIND
+from agentq.orchestrator.tools.resolution import (
     ToolAnnouncement,
     ToolDef,
     registry_key,
     resolve_tools,
 )
-from agentq.workers.executors.base import ToolContext
-from agentq.workers.executors.http import HttpExecutor
+from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.http import HttpExecutor
 from tests.support.http_target import HttpTarget
 
 SERVES = ToolAnnouncement(name="http", kind=HTTP_EXECUTOR_KIND, queue="tools")

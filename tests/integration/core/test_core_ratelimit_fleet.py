@@ -22,14 +22,14 @@ from typing import Any
 import redis.asyncio as aioredis
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.core.settings import Settings
 from tests.support.fake_http import Recorded
 from tests.support.fake_openai import FakeOpenAI, Turn, rate_limited
 from tests.support.infra import REPO, WorkerProcess, wait_ready
 from tests.support.models import write_models_file
 from tests.support.waiting import eventually_async
 
-# The limiter's log line for each call it lets through (workers/providers/ratelimit.py).
+# The limiter's log line for each call it lets through (workers/models/ratelimit.py).
 ADMITTED = re.compile(r"call admitted at (\d+) ms \(Redis clock\)")
 
 # Arrival at the server trails the back-off's end by the request's trip from a busy

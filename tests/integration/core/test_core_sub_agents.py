@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentq.orchestrator import Client, tracing
-from agentq.orchestrator.child_runs import child_run_id
+from agentq.orchestrator.runs.children import child_run_id
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.otlp import OtlpReceiver

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.state import keys
+from agentq.orchestrator.machine import keys
 from tests.support.infra import REPO, TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.models import write_models_file
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
@@ -180,7 +180,7 @@ provider = TracerProvider(resource=Resource.create({"service.name": "the-app"}))
 provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(endpoint=sys.argv[1])))
 trace.set_tracer_provider(provider)
 
-from agentq.workers.embedded import embedded
+from agentq.workers.worker.embedded import embedded
 from tests.support.sample_tools import add, fail
 
 SPEC = %s
@@ -309,7 +309,7 @@ def test_json_log_lines_lead_to_the_trace(redis_url: str, tmp_path: Path) -> Non
 _PARKING_SCRIPT = """
 import asyncio
 
-from agentq.workers.embedded import embedded
+from agentq.workers.worker.embedded import embedded
 from tests.support.sample_tools import add
 
 APPROVE, EXPIRE = %s, %s

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.signing import verify
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.policy.signing import verify
 from tests.support.infra import TOOLS, WorkerProcess, free_port, run_cli, wait_ready
 from tests.support.receiver import Receiver
 from tests.support.specs import calls, scripted
@@ -111,7 +111,7 @@ async def test_a_receiver_gets_the_selected_events_in_order_signed(
 
 
 async def test_submit_refuses_hooks_the_deployment_does_not_allow(redis_url: str) -> None:
-    from agentq.orchestrator.errors import SpecError
+    from agentq.orchestrator.core.errors import SpecError
 
     async with Client(redis_url, settings=Settings(redis_url=redis_url)) as client:
         with pytest.raises(SpecError, match=r"webhooks\[0\]\.url: this deployment allows no"):

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.redis_conn import MAX_BLOCK_S
-from agentq.workers.executors.function import FunctionExecutor
-from agentq.workers.runtime import WorkerRuntime
+from agentq.orchestrator.redis.connect import MAX_BLOCK_S
+from agentq.workers.tools.function import FunctionExecutor
+from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
 from tests.support.waiting import eventually_async

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.core.settings import Settings
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
 from tests.support.http_target import HttpTarget
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import yaml
 
-from agentq.images import recipes
+from agentq.cli.images import recipes
 from tests.support.infra import REPO, missing
 
 pytestmark = pytest.mark.integration

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentq.cli import catalog_publish
+from agentq.cli.main import catalog_publish
 from tests.support.helm import VALUES_FILES, Release, lint, load_values, render
 
 pytestmark = pytest.mark.integration

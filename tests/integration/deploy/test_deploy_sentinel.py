@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from agentq.orchestrator.redis_conn import connect
+from agentq.orchestrator.redis.connect import connect
 from tests.support.infra import RedisServer, free_port, listening, missing
 from tests.support.waiting import eventually
 

@@ -18,12 +18,12 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.envelopes import queue_key
-from agentq.orchestrator.queues import known_queues, queue_stats, queues_document
-from agentq.orchestrator.redis_conn import connect
-from agentq.workers.executors.function import FunctionExecutor
-from agentq.workers.health import HealthServer, readiness_check
-from agentq.workers.runtime import WorkerRuntime
+from agentq.orchestrator.core.envelopes import queue_key
+from agentq.orchestrator.fleet.queues import known_queues, queue_stats, queues_document
+from agentq.orchestrator.redis.connect import connect
+from agentq.workers.tools.function import FunctionExecutor
+from agentq.workers.worker.health import HealthServer, readiness_check
+from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.infra import TOOLS, RedisServer, WorkerProcess, free_port, run_cli
 from tests.support.specs import scripted

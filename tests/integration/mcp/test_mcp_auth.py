@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.errors import ToolError
-from agentq.workers.mcp import McpExecutor
-from agentq.workers.mcp.config import parse_mcp_config
+from agentq.orchestrator.core.errors import ToolError
+from agentq.workers.tools.mcp import McpExecutor
+from agentq.workers.tools.mcp.config import parse_mcp_config
 from tests.support.mcp_servers.launch import call_context, mcp_tool, own_server_http
 
 pytestmark = pytest.mark.integration

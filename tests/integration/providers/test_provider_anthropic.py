@@ -5,8 +5,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agentq.orchestrator.errors import ProviderError
-from agentq.orchestrator.messages import (
+from agentq.orchestrator.core.errors import ProviderError
+from agentq.orchestrator.core.messages import (
     AssistantMessage,
     MediaPart,
     Message,
@@ -17,9 +17,9 @@ from agentq.orchestrator.messages import (
     ToolResultPart,
     UserMessage,
 )
-from agentq.orchestrator.model_io import ModelResponse
-from agentq.orchestrator.spec import ModelRef, ToolChoiceTool
-from agentq.workers.providers.base import OfferedTool
+from agentq.orchestrator.core.model_io import ModelResponse
+from agentq.orchestrator.core.spec import ModelRef, ToolChoiceTool
+from agentq.workers.models.base import OfferedTool
 from tests.support.fake_anthropic import FakeAnthropic, ServerToolUse, Turn
 from tests.support.fake_openai import ToolCall
 from tests.support.sinks import ListSink, generate_once

@@ -16,10 +16,10 @@ import pytest
 from redis.asyncio import Redis
 
 from agentq.orchestrator import Client
-from agentq.orchestrator.batch_usage import batch_priced_usage
-from agentq.orchestrator.result import RunResult
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.state import keys
+from agentq.orchestrator.batches.usage import batch_priced_usage
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.result import RunResult
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_anthropic import Turn as ATurn
 from tests.support.fake_http import Recorded

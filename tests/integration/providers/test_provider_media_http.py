@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 
-from agentq.orchestrator.messages import (
+from agentq.orchestrator.core.messages import (
     AssistantMessage,
     Message,
     ToolCallPart,
@@ -17,9 +17,9 @@ from agentq.orchestrator.messages import (
     ToolResultPart,
     UserMessage,
 )
-from agentq.orchestrator.spec import ModelRef
-from agentq.workers.providers import ProviderContext, make_provider
-from agentq.workers.providers.base import ModelRequest, OfferedTool
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.workers.models import ProviderContext, make_provider
+from agentq.workers.models.base import ModelRequest, OfferedTool
 from tests.support import fake_anthropic, fake_gemini, fake_openai, fake_responses
 from tests.support.sinks import ListSink
 

@@ -6,8 +6,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agentq.orchestrator.errors import ProviderError
-from agentq.orchestrator.messages import (
+from agentq.orchestrator.core.errors import ProviderError
+from agentq.orchestrator.core.messages import (
     AssistantMessage,
     Message,
     TextPart,
@@ -16,10 +16,10 @@ from agentq.orchestrator.messages import (
     ToolResultPart,
     UserMessage,
 )
-from agentq.orchestrator.spec import ModelRef, ToolChoiceTool
-from agentq.workers.providers import ProviderContext, make_provider
-from agentq.workers.providers.base import ModelRequest, OfferedTool
-from agentq.workers.providers.retry import RetryPolicy, generate_with_retries
+from agentq.orchestrator.core.spec import ModelRef, ToolChoiceTool
+from agentq.workers.models import ProviderContext, make_provider
+from agentq.workers.models.base import ModelRequest, OfferedTool
+from agentq.workers.models.retry import RetryPolicy, generate_with_retries
 from tests.support.fake_http import Recorded, Reply
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn, rate_limited, server_error
 from tests.support.sinks import ListSink

@@ -2,16 +2,16 @@ from __future__ import annotations
 
 import httpx
 
-from agentq.orchestrator.messages import (
+from agentq.orchestrator.core.messages import (
     AssistantMessage,
     ToolCallPart,
     ToolMessage,
     ToolResultPart,
     UserMessage,
 )
-from agentq.orchestrator.spec import ModelRef
-from agentq.workers.providers import ProviderContext, make_provider
-from agentq.workers.providers.base import ModelRequest, OfferedTool
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.workers.models import ProviderContext, make_provider
+from agentq.workers.models.base import ModelRequest, OfferedTool
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.sinks import ListSink
 

@@ -9,14 +9,14 @@ import httpx
 import pytest
 import redis.asyncio as aioredis
 
-from agentq.orchestrator.endpoints import EndpointPolicy
-from agentq.orchestrator.messages import UserMessage
-from agentq.orchestrator.spec import ModelRef
-from agentq.workers.providers import providers
-from agentq.workers.providers.base import ModelRequest
-from agentq.workers.providers.model_client import ModelClient
-from agentq.workers.providers.ratelimit import LimitKey, Limits, RateLimiter, limit_key
-from agentq.workers.providers.retry import RetryPolicy
+from agentq.orchestrator.core.messages import UserMessage
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.endpoints import EndpointPolicy
+from agentq.workers.models import providers
+from agentq.workers.models.base import ModelRequest
+from agentq.workers.models.model_client import ModelClient
+from agentq.workers.models.ratelimit import LimitKey, Limits, RateLimiter, limit_key
+from agentq.workers.models.retry import RetryPolicy
 from tests.support.fake_openai import FakeOpenAI, Turn, rate_limited
 from tests.support.infra import RedisServer
 from tests.support.sinks import ListSink

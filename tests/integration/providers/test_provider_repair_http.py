@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentq.orchestrator.messages import AssistantMessage
-from agentq.workers.embedded import embedded
+from agentq.orchestrator.core.messages import AssistantMessage
+from agentq.workers.worker.embedded import embedded
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
 from tests.support.sample_tools import add
 

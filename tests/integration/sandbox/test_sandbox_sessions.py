@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.errors import ToolError
-from agentq.orchestrator.tool_kinds.code import CodeToolConfig
-from agentq.orchestrator.tool_resolution import ToolDef
+from agentq.orchestrator.core.errors import ToolError
+from agentq.orchestrator.tools.code import CodeToolConfig
+from agentq.orchestrator.tools.resolution import ToolDef
 from agentq.sandbox.config import LABEL_MANAGER, SandboxConfig
-from agentq.workers.executors.base import ToolContext
-from agentq.workers.executors.code import CodeExecutor
+from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.code import CodeExecutor
 
 pytestmark = pytest.mark.integration
 

@@ -159,7 +159,7 @@ def test_the_lease_endpoints_refuse_unknown_queues_and_lapsed_leases(
 def test_a_pushed_call_is_signed_retried_on_5xx_and_answered_synchronously(
     redis_url: str, worker: Any
 ) -> None:
-    from agentq.orchestrator.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
+    from agentq.orchestrator.policy.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
     from tests.support.receiver import Receiver
 
     receiver = Receiver([(503, {}), (200, {"output": {"pushed": "HI"}})])

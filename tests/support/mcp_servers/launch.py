@@ -20,8 +20,8 @@ from typing import IO, Any
 
 import pytest
 
-from agentq.orchestrator.tool_resolution import ToolDef
-from agentq.workers.executors.base import ToolContext
+from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.workers.tools.base import ToolContext
 from tests.support.waiting import eventually_async
 
 HERE = Path(__file__).resolve().parent

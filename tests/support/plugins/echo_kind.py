@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from agentq.orchestrator.errors import ToolError, UnknownToolError
-from agentq.orchestrator.tool_kinds import (
+from agentq.orchestrator.core.errors import ToolError, UnknownToolError
+from agentq.orchestrator.tools import (
     KindConfig,
     ResolveContext,
     ToolAnnouncement,
@@ -21,8 +21,8 @@ from agentq.orchestrator.tool_kinds import (
     ToolSpecBase,
     register_tool_kind,
 )
-from agentq.workers.executors.assemble import WorkerOptions, register_executor
-from agentq.workers.executors.base import ToolContext, WorkerServices
+from agentq.workers.tools.assemble import WorkerOptions, register_executor
+from agentq.workers.tools.base import ToolContext, WorkerServices
 
 SCHEMA = {
     "type": "object",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import json
 
-from agentq.orchestrator.messages import ToolMessage
-from agentq.orchestrator.spec import ModelRef
-from agentq.workers.providers import (
+from agentq.orchestrator.core.messages import ToolMessage
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.workers.models import (
     DeltaSink,
     ModelRequest,
     ModelResponse,

@@ -49,7 +49,7 @@ def _violations(folder: str, forbidden: tuple[str, ...]) -> list[str]:
     [
         ("orchestrator", ("agentq.workers", "agentq.sandbox", "agentq.cli", "agentq.serve")),
         ("sandbox", ("agentq.orchestrator", "agentq.workers", "agentq.cli", "agentq.serve")),
-        ("workers/providers", ("agentq.orchestrator.store",)),
+        ("workers/models", ("agentq.orchestrator.runs.store",)),
     ],
 )
 def test_layering(folder: str, forbidden: tuple[str, ...]) -> None:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from agentq.orchestrator.batch_input import (
+from agentq.orchestrator.batches.input import (
     BatchInputError,
     duplicate_message,
     fill,
@@ -91,7 +91,7 @@ def test_duplicates_are_named_with_a_bound() -> None:
 
 
 def test_provider_batch_sets_the_lines_model_batch_flag() -> None:
-    from agentq.orchestrator.batches import _provider_batched
+    from agentq.orchestrator.batches.api import _provider_batched
 
     line = parse_line(json.dumps({"prompt": "p"}), 1, {"model": MODEL})
     assert _provider_batched(line).spec.model.batch is True

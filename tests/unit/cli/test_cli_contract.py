@@ -8,8 +8,7 @@ import pytest
 from click.testing import CliRunner
 from redis import exceptions as redis_errors
 
-from agentq.cli import main
-from agentq.cli_errors import (
+from agentq.cli.errors import (
     EXIT_BAD_INPUT,
     EXIT_INFRASTRUCTURE,
     EXIT_RUN_FAILED,
@@ -20,7 +19,8 @@ from agentq.cli_errors import (
     load_settings,
     shown_url,
 )
-from agentq.orchestrator.errors import (
+from agentq.cli.main import main
+from agentq.orchestrator.core.errors import (
     RunError,
     RunNotFoundError,
     RunStateError,
@@ -142,7 +142,7 @@ def test_events_after_must_not_be_negative() -> None:
 
 
 def test_the_stores_wrapped_redis_errors_keep_their_meaning() -> None:
-    from agentq.orchestrator.errors import InfrastructureError
+    from agentq.orchestrator.core.errors import InfrastructureError
 
     try:
         try:

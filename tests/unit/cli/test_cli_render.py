@@ -8,8 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
-from agentq.orchestrator.events import Event
-from agentq.render import ProgressPrinter
+from agentq.cli.render import ProgressPrinter
+from agentq.orchestrator.core.events import Event
 
 
 def printer(color: bool = False) -> tuple[ProgressPrinter, io.StringIO]:

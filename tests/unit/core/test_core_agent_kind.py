@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.child_runs import DEFAULT_AGENT_INPUT, child_run_id, child_spec
-from agentq.orchestrator.errors import SpecError
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import RUN_ID, RunSpec
-from agentq.orchestrator.tool_resolution import resolve_tools
+from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.spec import RUN_ID, RunSpec
+from agentq.orchestrator.runs.children import DEFAULT_AGENT_INPUT, child_run_id, child_spec
+from agentq.orchestrator.tools.resolution import resolve_tools
 
 SCRIPTED = {"provider": "scripted", "script": [{"text": "hi"}]}
 

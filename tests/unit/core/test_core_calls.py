@@ -8,7 +8,7 @@ from importlib import resources
 
 import pytest
 
-from agentq.orchestrator.calls import (
+from agentq.orchestrator.calls.catalogue import (
     CallInputError,
     call_id_for,
     catalogue,
@@ -17,11 +17,11 @@ from agentq.orchestrator.calls import (
     resolve_call,
     validate_call_input,
 )
-from agentq.orchestrator.errors import UnknownToolError
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.state.calls import CALL_INPUTS, CallTransitionInput
-from agentq.orchestrator.state.keys import RUN_ID_PATTERN
-from agentq.orchestrator.tool_kinds import ToolAnnouncement, registry_key
+from agentq.orchestrator.calls.state import CALL_INPUTS, CallTransitionInput
+from agentq.orchestrator.core.errors import UnknownToolError
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.machine.keys import RUN_ID_PATTERN
+from agentq.orchestrator.tools import ToolAnnouncement, registry_key
 
 NOW = 1000.0
 
@@ -112,7 +112,7 @@ def test_media_parts_are_found_in_content_and_artifacts() -> None:
     assert media_parts("plain") == []
 
 
-LUA = resources.files("agentq.orchestrator") / "lua"
+LUA = resources.files("agentq.orchestrator.calls") / "lua"
 BASE = set(CallTransitionInput.model_fields)
 
 

@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.errors import SpecError, ToolError
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.tool_resolution import ToolAnnouncement, registry_key, resolve_tools
+from agentq.orchestrator.core.errors import SpecError, ToolError
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.tools.resolution import ToolAnnouncement, registry_key, resolve_tools
 from agentq.sandbox import ExecRequest, ExecResult
 from agentq.sandbox.config import SandboxConfig
-from agentq.workers.executors.base import ToolContext
-from agentq.workers.executors.code import CodeExecutor
+from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.code import CodeExecutor
 
 RUN_PYTHON = ToolAnnouncement(name="run_python", kind="code", queue="sandbox", server="python")
 

@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.endpoints import (
+from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.endpoints import (
     Endpoint,
     EndpointPolicy,
     ModelsFileError,
     UrlPrefix,
     load_models_file,
 )
-from agentq.orchestrator.errors import SpecError
-from agentq.orchestrator.providers import BUILTIN_PROVIDERS
-from agentq.orchestrator.spec import ModelRef
+from agentq.orchestrator.policy.providers import BUILTIN_PROVIDERS
 
 PROVIDERS = BUILTIN_PROVIDERS
 

@@ -6,10 +6,8 @@ import json
 
 import pytest
 
-from agentq.orchestrator import genai_content as content
 from agentq.orchestrator import tracing
-from agentq.orchestrator.loop import CallPlan, StepPlan
-from agentq.orchestrator.messages import (
+from agentq.orchestrator.core.messages import (
     AssistantMessage,
     MediaPart,
     Message,
@@ -20,8 +18,11 @@ from agentq.orchestrator.messages import (
     ToolResultPart,
     UserMessage,
 )
-from agentq.orchestrator.state import CallStatus, Outcome, StepAfter, keys
-from agentq.orchestrator.transitions import commit_args, enqueued_job_ids, result_args
+from agentq.orchestrator.loop.plan import CallPlan, StepPlan
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.state import CallStatus, Outcome, StepAfter
+from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids, result_args
+from agentq.orchestrator.tracing import genai_content as content
 
 
 def test_messages_in_the_conventions_parts_format_one_tool_message_per_result() -> None:

@@ -7,20 +7,25 @@ import json
 
 import pytest
 
-from agentq.orchestrator.events import OUTPUT_REF, event_json, parse_event, with_output
-from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolMessage, ToolResultPart, UserMessage
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.state import BeginStep, BeginStepReply, Outcome, StepField, call_field
-from agentq.orchestrator.state.history import (
+from agentq.orchestrator.core.events import OUTPUT_REF, event_json, parse_event, with_output
+from agentq.orchestrator.core.messages import (
+    MESSAGE_ADAPTER,
+    ToolMessage,
+    ToolResultPart,
+    UserMessage,
+)
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.loop.prepare import messages_digest
+from agentq.orchestrator.runs.state import BeginStep, BeginStepReply, Outcome, StepField, call_field
+from agentq.orchestrator.runs.state.history import (
     referenced_step,
     resolve_messages,
     tool_message,
     tool_message_frame,
     tool_results_ref,
 )
-from agentq.orchestrator.step_prep import messages_digest
-from agentq.orchestrator.transitions import result_events
-from agentq.workers.history_cache import History, HistoryCache, asking, completed
+from agentq.orchestrator.runs.transitions import result_events
+from agentq.workers.steps.history_cache import History, HistoryCache, asking, completed
 
 
 def _step(*results: ToolResultPart) -> dict[str, str]:

@@ -6,8 +6,11 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.errors import ToolInputError
-from agentq.orchestrator.loop import (
+from agentq.orchestrator.core.errors import ToolInputError
+from agentq.orchestrator.core.messages import TextPart, ToolCallPart, ToolResultPart, Usage
+from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.loop.plan import (
     StepPlan,
     error_result,
     offered_tools,
@@ -17,10 +20,7 @@ from agentq.orchestrator.loop import (
     status_after_approval,
     validate_input,
 )
-from agentq.orchestrator.messages import TextPart, ToolCallPart, ToolResultPart, Usage
-from agentq.orchestrator.model_io import ModelResponse, ProviderToolCall
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.tool_resolution import ToolDef
+from agentq.orchestrator.tools.resolution import ToolDef
 
 ADD_SCHEMA: dict[str, Any] = {
     "type": "object",

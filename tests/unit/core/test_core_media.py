@@ -1,4 +1,4 @@
-"""Media in tool outputs: extraction, caps, descriptions (orchestrator/media.py)."""
+"""Media in tool outputs: extraction, caps, descriptions (orchestrator/core/media.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.media import (
+from agentq.orchestrator.core.media import (
     Media,
     MediaLimits,
     as_text,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from redis.exceptions import ResponseError
 
-from agentq.orchestrator.redis_conn import connect, forget_memory_server
+from agentq.orchestrator.redis.connect import connect, forget_memory_server
 
 URL = "memory://test-memory-redis"
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.messages import (
+from agentq.orchestrator.core.messages import (
     MESSAGE_ADAPTER,
     AssistantMessage,
     TextPart,

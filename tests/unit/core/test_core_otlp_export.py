@@ -35,7 +35,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agentq.orchestrator.otlp_export import WireSpanExporter
+from agentq.orchestrator.tracing.otlp_export import WireSpanExporter
 
 WAIT_S = 30.0  # a deadline for what happens at once; never a measure of speed
 

@@ -33,9 +33,10 @@ from opentelemetry.trace import (
     TraceState,
 )
 
-from agentq.orchestrator import light_spans, span_batches, tracing
-from agentq.orchestrator.otlp_export import WireSpanExporter, traces_endpoint
-from agentq.orchestrator.otlp_wire import SpanEncoder
+from agentq.orchestrator import tracing
+from agentq.orchestrator.tracing import light_spans, span_batches
+from agentq.orchestrator.tracing.otlp_export import WireSpanExporter, traces_endpoint
+from agentq.orchestrator.tracing.otlp_wire import SpanEncoder
 from tests.support.otlp import OtlpReceiver
 from tests.support.waiting import eventually
 

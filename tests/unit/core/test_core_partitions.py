@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from agentq.orchestrator.envelopes import MODEL_QUEUE, TOOLS_QUEUE, JobEnvelope, queued_job
-from agentq.orchestrator.redis_conn import partitions_for
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.state import keys
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE, JobEnvelope, queued_job
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.redis.connect import partitions_for
 
 
 @pytest.fixture

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from agentq.orchestrator.errors import SpecError, UnknownToolError
-from agentq.orchestrator.signing import signed_headers, verify
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.tool_kinds.remote import load_remote_tools
-from agentq.orchestrator.tool_resolution import registry_key, resolve_tools
+from agentq.orchestrator.core.errors import SpecError, UnknownToolError
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.policy.signing import signed_headers, verify
+from agentq.orchestrator.tools.remote import load_remote_tools
+from agentq.orchestrator.tools.resolution import registry_key, resolve_tools
 from tests.support.remote_tools import SHOUT, remote_tools_file
 
 
@@ -81,7 +81,7 @@ def test_signatures_verify_only_the_same_secret_body_and_a_fresh_timestamp(
 async def test_the_catalogue_holds_the_deployments_remote_tools(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from agentq.workers.catalog import build_catalog
+    from agentq.workers.worker.catalog import build_catalog
 
     monkeypatch.setenv("AGENTQ_REMOTE_TOOLS", remote_tools_file())
     entries, _ = await build_catalog()

@@ -7,10 +7,11 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.loop import call_ids, input_error, plan_step
-from agentq.orchestrator.messages import UserMessage
-from agentq.orchestrator.model_io import ModelResponse, ProviderToolCall
-from agentq.orchestrator.repair_plan import (
+from agentq.orchestrator.core.messages import UserMessage
+from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.loop.plan import call_ids, input_error, plan_step
+from agentq.orchestrator.loop.repair import (
     RepairNeed,
     apply_repairs,
     calls_to_repair,
@@ -18,8 +19,7 @@ from agentq.orchestrator.repair_plan import (
     repair_prompt,
     repaired_arguments,
 )
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.tool_resolution import ToolDef
+from agentq.orchestrator.tools.resolution import ToolDef
 
 SCHEMA: dict[str, Any] = {
     "type": "object",

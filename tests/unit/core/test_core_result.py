@@ -1,4 +1,4 @@
-"""agentq.orchestrator.result.assemble: a RunResult from the stored run (pure)."""
+"""agentq.orchestrator.runs.result.assemble: a RunResult from the stored run (pure)."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.loop import StepPlan, plan_step
-from agentq.orchestrator.messages import ToolResultPart, Usage, UserMessage
-from agentq.orchestrator.model_io import ModelResponse, ProviderToolCall
-from agentq.orchestrator.result import RunResult, assemble
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.state import FailureKind, RunFailure
-from agentq.orchestrator.tool_resolution import ToolDef
-from agentq.orchestrator.transitions import step_record
+from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
+from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.loop.plan import StepPlan, plan_step
+from agentq.orchestrator.runs.result import RunResult, assemble
+from agentq.orchestrator.runs.state import FailureKind, RunFailure
+from agentq.orchestrator.runs.transitions import step_record
+from agentq.orchestrator.tools.resolution import ToolDef
 
 SPEC = RunSpec.model_validate({"model": "openai:m", "prompt": "hi"})
 TOOLS = [

@@ -7,8 +7,13 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agentq.orchestrator.messages import AssistantMessage, SystemMessage, ToolMessage, UserMessage
-from agentq.orchestrator.spec import (
+from agentq.orchestrator.core.messages import (
+    AssistantMessage,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+)
+from agentq.orchestrator.core.spec import (
     ClientToolSpec,
     CodeToolSpec,
     FunctionToolSpec,

@@ -12,19 +12,19 @@ from importlib import resources
 
 import pytest
 
-from agentq.orchestrator.messages import MESSAGE_ADAPTER, ToolMessage, ToolResultPart, Usage
-from agentq.orchestrator.state import (
+from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, ToolMessage, ToolResultPart, Usage
+from agentq.orchestrator.machine import lua_constants
+from agentq.orchestrator.runs.state import (
     INPUTS,
     USAGE_FIELDS,
     CallRecord,
     QueuedJob,
     TransitionInput,
     history,
-    lua_constants,
 )
-from agentq.orchestrator.store import load_scripts
+from agentq.orchestrator.runs.store import load_scripts
 
-LUA = resources.files("agentq.orchestrator") / "lua"
+LUA = resources.files("agentq.orchestrator.runs") / "lua"
 PRELUDE = (LUA / "prelude.lua").read_text()
 BASE_FIELDS = set(TransitionInput.model_fields)
 
@@ -114,7 +114,7 @@ def test_the_tool_message_the_join_writes_is_a_tool_message() -> None:
 def test_every_job_kind_has_its_worker_function() -> None:
     from typing import get_args
 
-    from agentq.orchestrator.envelopes import JobKind
-    from agentq.workers.handlers import JOB_FUNCTIONS
+    from agentq.orchestrator.core.envelopes import JobKind
+    from agentq.workers.jobs.handlers import JOB_FUNCTIONS
 
     assert set(JOB_FUNCTIONS) == set(get_args(JobKind))

@@ -9,10 +9,10 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
-from agentq.orchestrator.errors import ToolInputError
-from agentq.orchestrator.loop import validate_input
-from agentq.orchestrator.tool_resolution import ToolDef
-from agentq.workers.function_tools import FunctionTool, make_tool, tool, tools_in
+from agentq.orchestrator.core.errors import ToolInputError
+from agentq.orchestrator.loop.plan import validate_input
+from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.workers.tools.function_tools import FunctionTool, make_tool, tool, tools_in
 
 
 class Point(BaseModel):

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.messages import ToolResultPart
-from agentq.orchestrator.tool_output import (
+from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.tool_output import (
     MAX_DEPTH,
     bounded_result,
     capped,

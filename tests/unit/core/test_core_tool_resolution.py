@@ -6,11 +6,11 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.errors import SpecError, UnknownToolError
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.tool_kinds.mcp import McpToolConfig
-from agentq.orchestrator.tool_kinds.provider import ProviderToolConfig
-from agentq.orchestrator.tool_resolution import (
+from agentq.orchestrator.core.errors import SpecError, UnknownToolError
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.tools.mcp import McpToolConfig
+from agentq.orchestrator.tools.provider import ProviderToolConfig
+from agentq.orchestrator.tools.resolution import (
     ANNOUNCEMENT_TTL_S,
     ToolAnnouncement,
     ToolDef,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.orchestrator.tool_kinds.base import ToolRetry
-from agentq.orchestrator.tool_retry import retry_delay_s
+from agentq.orchestrator.loop.tool_retry import retry_delay_s
+from agentq.orchestrator.tools.base import ToolRetry
 
 POLICY = ToolRetry(max_attempts=3, backoff_s=0.5)
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.errors import SpecError
-from agentq.orchestrator.settings import Settings
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.templating import TemplateError, render
-from agentq.orchestrator.tool_resolution import ToolAnnouncement, resolve_tools
-from agentq.orchestrator.workflow_graph import (
+from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.core.templating import TemplateError, render
+from agentq.orchestrator.tools.resolution import ToolAnnouncement, resolve_tools
+from agentq.orchestrator.tools.workflow_graph import (
     NodeOutcome,
     WorkflowGraph,
     evaluate_condition,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agentq.images import (
+from agentq.cli.images import (
     AGENTQ_UID,
     DIND_ENTRYPOINT,
     DIND_SCRIPT,

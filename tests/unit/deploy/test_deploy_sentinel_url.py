@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.orchestrator.redis_conn import connect
-from agentq.orchestrator.sentinel import SentinelUrl, parse_sentinel_url
-from agentq.orchestrator.settings import Settings
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.redis.connect import connect
+from agentq.orchestrator.redis.sentinel import SentinelUrl, parse_sentinel_url
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,18 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from agentq.orchestrator.context_window import (
+from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.messages import (
+    AssistantMessage,
+    Message,
+    TextPart,
+    ToolCallPart,
+    ToolMessage,
+    ToolResultPart,
+    UserMessage,
+)
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.loop.context import (
     DROPPED_RESULT,
     StoredSummary,
     bounds,
@@ -18,19 +29,8 @@ from agentq.orchestrator.context_window import (
     tokens_to_compact,
     with_summary,
 )
-from agentq.orchestrator.errors import SpecError
-from agentq.orchestrator.fork import fork_copy, merge_patch, patched_spec
-from agentq.orchestrator.messages import (
-    AssistantMessage,
-    Message,
-    TextPart,
-    ToolCallPart,
-    ToolMessage,
-    ToolResultPart,
-    UserMessage,
-)
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.step_prep import (
+from agentq.orchestrator.loop.fork import fork_copy, merge_patch, patched_spec
+from agentq.orchestrator.loop.prepare import (
     StepOverrides,
     applied,
     called_before,

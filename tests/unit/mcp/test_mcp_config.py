@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.spec import ModelRef
-from agentq.workers.mcp.config import (
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.workers.tools.mcp.config import (
     BearerAuth,
     ClientCredentialsAuth,
     McpConfigError,

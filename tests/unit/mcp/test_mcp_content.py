@@ -7,9 +7,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from agentq.orchestrator.errors import ToolError
-from agentq.orchestrator.messages import MediaPart
-from agentq.workers.mcp.content import normalize_result
+from agentq.orchestrator.core.errors import ToolError
+from agentq.orchestrator.core.messages import MediaPart
+from agentq.workers.tools.mcp.content import normalize_result
 
 PNG = "iVBORw0KGgo="
 

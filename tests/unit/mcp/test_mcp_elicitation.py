@@ -8,9 +8,9 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from agentq.orchestrator.tool_resolution import ToolDef
-from agentq.workers.executors.base import ToolContext
-from agentq.workers.mcp.elicitation import Policy, answer_elicitation, schema_defaults
+from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.mcp.elicitation import Policy, answer_elicitation, schema_defaults
 
 SCHEMA = {
     "type": "object",

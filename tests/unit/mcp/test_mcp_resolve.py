@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.errors import SpecError, UnknownToolError
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.tool_kinds.mcp import McpToolConfig, mcp_server_announcement
-from agentq.orchestrator.tool_resolution import (
+from agentq.orchestrator.core.errors import SpecError, UnknownToolError
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.tools.mcp import McpToolConfig, mcp_server_announcement
+from agentq.orchestrator.tools.resolution import (
     ANNOUNCEMENT_TTL_S,
     ToolAnnouncement,
     registry_key,

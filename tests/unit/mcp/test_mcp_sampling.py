@@ -10,10 +10,11 @@ import httpx
 import mcp_types as types
 import pytest
 
-from agentq.orchestrator.messages import AssistantMessage, MediaPart, TextPart, UserMessage
-from agentq.orchestrator.model_io import FinishReason, ModelResponse
-from agentq.workers.mcp.config import SamplingRoute
-from agentq.workers.mcp.sampling import (
+from agentq.orchestrator.core.messages import AssistantMessage, MediaPart, TextPart, UserMessage
+from agentq.orchestrator.core.model_io import FinishReason, ModelResponse
+from agentq.workers.models.model_client import ModelClient
+from agentq.workers.tools.mcp.config import SamplingRoute
+from agentq.workers.tools.mcp.sampling import (
     Sampler,
     Unsupported,
     routed_model,
@@ -22,7 +23,6 @@ from agentq.workers.mcp.sampling import (
     to_model_request,
     to_result,
 )
-from agentq.workers.providers.model_client import ModelClient
 
 PNG = "iVBORw0KGgo="
 AUDIO = types.AudioContent(type="audio", data="UklG", mime_type="audio/wav")

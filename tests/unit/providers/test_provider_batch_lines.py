@@ -7,9 +7,10 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.batch_usage import run_usage
-from agentq.orchestrator.state import MetaField, keys
-from agentq.workers.providers.batch_api import (
+from agentq.orchestrator.batches.usage import run_usage
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.state import MetaField
+from agentq.workers.models.batch_api import (
     BatchLine,
     LineResult,
     anthropic_result,

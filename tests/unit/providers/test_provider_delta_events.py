@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any, cast
 
-from agentq.orchestrator.store import RunStore
-from agentq.workers.sink import DeltaEvents
+from agentq.orchestrator.runs.store import RunStore
+from agentq.workers.steps.sink import DeltaEvents
 
 
 class RecordingStore:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.orchestrator.messages import (
+from agentq.orchestrator.core.messages import (
     AssistantMessage,
     TextPart,
     ToolCallPart,
@@ -10,7 +10,7 @@ from agentq.orchestrator.messages import (
     ToolResultPart,
     UserMessage,
 )
-from agentq.workers.providers.prompt_tools import (
+from agentq.workers.models.prompt_tools import (
     MALFORMED,
     _HoldBackSink,
     parse_calls,

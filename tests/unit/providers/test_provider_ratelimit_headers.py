@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.workers.providers.ratelimit import Limits, learned_from_headers, parse_reset
+from agentq.workers.models.ratelimit import Limits, learned_from_headers, parse_reset
 
 NOW = 1_700_000_000.0
 

@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.spec import ModelRef
-from agentq.workers.providers.anthropic import AnthropicWire
-from agentq.workers.providers.base import ModelRequest
-from agentq.workers.providers.driver import WireFormat
-from agentq.workers.providers.gemini import GeminiWire
-from agentq.workers.providers.openai_chat import OpenAIChatWire
-from agentq.workers.providers.openai_chat import StreamState as OpenAIChatStreamState
-from agentq.workers.providers.openai_responses import OpenAIResponsesWire
-from agentq.workers.providers.sse import parse_lines
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.workers.models.anthropic import AnthropicWire
+from agentq.workers.models.base import ModelRequest
+from agentq.workers.models.driver import WireFormat
+from agentq.workers.models.gemini import GeminiWire
+from agentq.workers.models.openai_chat import OpenAIChatWire
+from agentq.workers.models.openai_chat import StreamState as OpenAIChatStreamState
+from agentq.workers.models.openai_responses import OpenAIResponsesWire
+from agentq.workers.models.sse import parse_lines
 from tests.support import fake_anthropic, fake_gemini, fake_openai, fake_responses
 from tests.support.fake_http import Recorded, Reply
 

@@ -7,7 +7,7 @@ from urllib.parse import quote
 
 import pytest
 
-from agentq.workers.providers.redact import redact
+from agentq.workers.models.redact import redact
 
 KEY = "sk-SECRET-CANARY-0123456789abcdef"
 

@@ -5,10 +5,10 @@ from email.utils import format_datetime
 
 import pytest
 
-from agentq.orchestrator.errors import ProviderError
-from agentq.orchestrator.spec import ModelRef
-from agentq.workers.providers.base import DeltaSink, ModelRequest, ModelResponse
-from agentq.workers.providers.retry import (
+from agentq.orchestrator.core.errors import ProviderError
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse
+from agentq.workers.models.retry import (
     RetryPolicy,
     generate_with_retries,
     parse_retry_after,

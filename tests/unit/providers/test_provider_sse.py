@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.workers.providers.sse import SSEEvent, parse_lines
+from agentq.workers.models.sse import SSEEvent, parse_lines
 
 
 @pytest.mark.parametrize(

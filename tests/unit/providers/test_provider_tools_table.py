@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.orchestrator.errors import SpecError
-from agentq.orchestrator.providers import BUILTIN_PROVIDERS
-from agentq.orchestrator.spec import RunSpec
-from agentq.orchestrator.tool_resolution import resolve_tools
-from agentq.workers.providers import anthropic, gemini, openai_responses
+from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.policy.providers import BUILTIN_PROVIDERS
+from agentq.orchestrator.tools.resolution import resolve_tools
+from agentq.workers.models import anthropic, gemini, openai_responses
 
 
 @pytest.mark.parametrize(

@@ -9,7 +9,7 @@ import threading
 import pytest
 from redis import exceptions as rx
 
-from agentq.orchestrator.redis_faults import Backoff, Outage, is_transient, is_transient_redis
+from agentq.orchestrator.redis.faults import Backoff, Outage, is_transient, is_transient_redis
 
 
 @pytest.mark.parametrize(

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import base64
 
-from agentq.orchestrator.media import result_text
+from agentq.orchestrator.core.media import result_text
 from agentq.sandbox.liveness import LocalLiveness
 from agentq.sandbox.models import Artifact, ExecResult
-from agentq.workers.executors.code import result_output
+from agentq.workers.tools.code import result_output
 
 
 async def test_local_liveness_only_calls_an_owner_gone_once_its_record_lapsed() -> None:

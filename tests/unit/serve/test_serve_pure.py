@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.events import parse_event
-from agentq.orchestrator.messages import AssistantMessage, ToolMessage, UserMessage
-from agentq.orchestrator.run_index import Cursor
+from agentq.orchestrator.core.events import parse_event
+from agentq.orchestrator.core.messages import AssistantMessage, ToolMessage, UserMessage
+from agentq.orchestrator.runs.index import Cursor
 from agentq.serve.auth import SCOPES, hash_key, parse_keys
 from agentq.serve.chat_messages import ChatInputError, UIMessage, run_messages
 from agentq.serve.server import is_loopback

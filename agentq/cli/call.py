@@ -1,0 +1,93 @@
+"""`agentq call TOOL --input JSON`: one of the fleet's tools, called without a run.
+
+Exit 0 iff the tool's result is not an error (1 when it is); bad input (an unknown
+tool, input breaking its schema) 2, infrastructure 3, as every command (cli_errors).
+Progress values go to stderr, one JSON line each; the output to stdout.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from agentq.cli.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, fail, guarded
+from agentq.orchestrator.calls.catalogue import ToolCallResult
+
+
+def _progress(value: Any) -> None:
+    click.echo(json.dumps(value, ensure_ascii=False, default=str), err=True)
+
+
+def _show(result: ToolCallResult, as_json: bool) -> None:
+    if as_json:
+        click.echo(result.model_dump_json())
+    elif result.is_error:
+        click.echo(f"error: {result.error}", err=True)
+    elif isinstance(result.output, str):
+        click.echo(result.output)
+    else:
+        click.echo(json.dumps(result.output, ensure_ascii=False, indent=2))
+
+
+@click.command("call", context_settings={"help_option_names": ["-h", "--help"]})
+@click.argument("tool_name", metavar="TOOL")
+@click.option(
+    "--input", "input_json", default="{}", metavar="JSON", help="The tool's input (default {})."
+)
+@click.option(
+    "--redis",
+    "redis_url",
+    envvar="AGENTQ_REDIS_URL",
+    default=None,
+    metavar="URL",
+    help="Redis URL, e.g. redis://localhost:6379/0 (default: $AGENTQ_REDIS_URL).",
+)
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    metavar="S",
+    help="The call's deadline (default: the tool's); a call no worker finished in time "
+    "ends as an error.",
+)
+@click.option(
+    "--idempotency-key",
+    default=None,
+    metavar="KEY",
+    help="A retried call returns the first one's result.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+def call(
+    tool_name: str,
+    input_json: str,
+    redis_url: str | None,
+    timeout_s: float | None,
+    idempotency_key: str | None,
+    as_json: bool,
+) -> None:
+    """Call TOOL (a function, `server:tool` of an MCP server, `run_python`, ...) on the
+    fleet, as a job of its own, and print its output."""
+    from agentq.cli.main import _client
+
+    try:
+        tool_input = json.loads(input_json)
+    except ValueError as exc:
+        fail(f"--input is not valid JSON: {exc}", EXIT_BAD_INPUT)
+
+    async def go() -> ToolCallResult:
+        async with _client(redis_url, "call") as client:
+            return await client.call_tool(
+                tool_name,
+                tool_input,
+                timeout_s=timeout_s,
+                idempotency_key=idempotency_key,
+                on_progress=_progress,
+            )
+
+    result = guarded(go)()
+    _show(result, as_json)
+    sys.exit(EXIT_RUN_FAILED if result.is_error else EXIT_OK)

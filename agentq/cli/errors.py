@@ -1,0 +1,224 @@
+"""How the CLI fails: one line on stderr and an exit code from a fixed contract.
+
+Exit codes (documented in the README; scripts may rely on them):
+
+    0    success (for `run`/`wait`: the run succeeded)
+    1    the run failed or was cancelled
+    2    bad input: arguments, a spec, a file, an environment variable, a run or call id
+    3    infrastructure: Redis unreachable, refusing, full, or not a Redis; Docker missing
+    4    timed out (`--timeout`)
+    130  interrupted (Ctrl-C)
+
+Every error the CLI can foresee is mapped here, at the boundary, from the
+libraries' own exception trees; nothing a user types produces a traceback.
+`AGENTQ_DEBUG=1` re-raises unforeseen errors with their traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import re
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any, NoReturn, TypeVar
+from urllib.parse import urlsplit, urlunsplit
+
+import click
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+from redis import exceptions as redis_errors
+
+from agentq.orchestrator.core.errors import (
+    AgentqError,
+    RunError,
+    RunNotFoundError,
+    RunStateError,
+    RunTimeoutError,
+    SpecError,
+)
+from agentq.orchestrator.core.settings import Settings
+
+EXIT_OK = 0
+EXIT_RUN_FAILED = 1
+EXIT_BAD_INPUT = 2
+EXIT_INFRASTRUCTURE = 3
+EXIT_TIMED_OUT = 4
+EXIT_INTERRUPTED = 130
+
+REDIS_SCHEMES = ("redis", "rediss", "unix", "memory", "redis+cluster")
+
+T = TypeVar("T")
+
+
+class CliError(Exception):
+    """A failure the CLI reports as one line with its exit code."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def fail(message: str, code: int) -> NoReturn:
+    click.echo(f"agentq: {message}", err=True)
+    sys.exit(code)
+
+
+def spec_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "spec"
+    more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    message = str(first["msg"]).removeprefix("Value error, ")
+    return f"invalid spec: {where}: {message}{more}"
+
+
+def shown_url(url: str) -> str:
+    """A Redis URL fit to print: any password replaced by ***."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.hostname or ""
+    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def check_redis_url(url: str) -> str:
+    """`url` if it can name a Redis, else a CliError (exit 2) saying what is wrong."""
+    scheme = url.split("://", 1)[0].lower() if "://" in url else ""
+    if scheme not in REDIS_SCHEMES:
+        raise CliError(
+            f"invalid Redis URL {shown_url(url)!r}: it must start with redis://, rediss://, "
+            "unix://, redis+cluster:// or memory:// (e.g. redis://localhost:6379/0)",
+            EXIT_BAD_INPUT,
+        )
+    if scheme == "redis+cluster":
+        return url  # host:port[,host:port...]: checked when the client is made
+    try:
+        urlsplit(url).port  # noqa: B018 - parsing the port is the check
+    except ValueError as exc:
+        raise CliError(f"invalid Redis URL {shown_url(url)!r}: {exc}", EXIT_BAD_INPUT) from None
+    return url
+
+
+def load_settings() -> Settings:
+    """The AGENTQ_* environment, or a CliError naming the variable that is wrong."""
+    try:
+        return Settings()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        name = "AGENTQ_" + "_".join(str(p) for p in first["loc"][:1]).upper()
+        value = first.get("input")
+        return _bad_env(f"{name}={value!r}: {first['msg']}")
+    except SettingsError as exc:
+        found = re.search(r'field "(\w+)"', str(exc))
+        name = f"AGENTQ_{found.group(1).upper()}" if found else "an AGENTQ_ variable"
+        return _bad_env(f"{name} is not valid JSON")
+
+
+def _bad_env(message: str) -> NoReturn:
+    raise CliError(f"invalid environment: {message}", EXIT_BAD_INPUT)
+
+
+def redis_error(exc: redis_errors.RedisError) -> CliError:
+    """What a Redis failure means to the person at the terminal."""
+    text = str(exc).strip() or type(exc).__name__
+    if isinstance(exc, redis_errors.AuthenticationError) or "NOAUTH" in text:
+        return CliError(
+            f"Redis refused the connection: {text} "
+            "(give the password in the URL: redis://:PASSWORD@HOST:6379/0)",
+            EXIT_INFRASTRUCTURE,
+        )
+    if isinstance(exc, redis_errors.OutOfMemoryError) or text.startswith("OOM"):
+        return CliError(
+            f"Redis is out of memory (maxmemory reached): {text}; nothing was changed",
+            EXIT_INFRASTRUCTURE,
+        )
+    if isinstance(exc, redis_errors.InvalidResponse):
+        return CliError(
+            f"the server does not answer like a Redis server ({text}): is the URL's port right?",
+            EXIT_INFRASTRUCTURE,
+        )
+    if isinstance(exc, (redis_errors.ConnectionError, redis_errors.TimeoutError)):
+        return CliError(f"cannot reach Redis: {text}", EXIT_INFRASTRUCTURE)
+    return CliError(f"Redis error: {text}", EXIT_INFRASTRUCTURE)
+
+
+def as_cli_error(exc: BaseException) -> CliError | None:
+    """The one-line report for a foreseen error, or None."""
+    if isinstance(exc, CliError):
+        return exc
+    if isinstance(exc, AgentqError) and isinstance(exc.__cause__, redis_errors.RedisError):
+        return redis_error(exc.__cause__)  # the store's wrapping: say what Redis did
+    if isinstance(exc, ValidationError):
+        return CliError(spec_error(exc), EXIT_BAD_INPUT)
+    if isinstance(exc, (SpecError, RunNotFoundError, RunStateError)):
+        return CliError(exc.message, EXIT_BAD_INPUT)
+    if isinstance(exc, RunTimeoutError):
+        return CliError(f"timed out: {exc.message}", EXIT_TIMED_OUT)
+    if isinstance(exc, RunError):
+        return CliError(exc.message, EXIT_RUN_FAILED)
+    if isinstance(exc, redis_errors.RedisError):
+        return redis_error(exc)
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return CliError("timed out", EXIT_TIMED_OUT)
+    if isinstance(exc, OSError):
+        return CliError(f"cannot reach Redis: {exc}", EXIT_INFRASTRUCTURE)
+    if isinstance(exc, AgentqError):
+        return CliError(exc.message, EXIT_INFRASTRUCTURE)
+    return None
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush cannot fail."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+async def within(timeout_s: float | None, work: Coroutine[Any, Any, T]) -> T:
+    """The whole command, connecting included, bounded by `--timeout` (exit 4)."""
+    if timeout_s is None:
+        return await work
+    try:
+        return await asyncio.wait_for(work, timeout_s)
+    except TimeoutError:
+        raise CliError(
+            f"timed out: gave up after {timeout_s:g} s (--timeout): Redis did not answer in time",
+            EXIT_TIMED_OUT,
+        ) from None
+
+
+def guarded(
+    fn: Callable[..., Coroutine[Any, Any, T]], timeout_s: float | None = None
+) -> Callable[..., T]:
+    """Run an async command within `timeout_s`; map every foreseen error to one line
+    and its exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        try:
+            return asyncio.run(within(timeout_s, fn(*args, **kwargs)))
+        except KeyboardInterrupt:
+            fail("interrupted", EXIT_INTERRUPTED)
+        except BrokenPipeError:
+            # The reader went away (`agentq events RUN | head`): not an error of ours.
+            _silence_stdout()
+            sys.exit(EXIT_OK)
+        except Exception as exc:
+            known = as_cli_error(exc)
+            if known is not None:
+                fail(known.message, known.code)
+            if os.environ.get("AGENTQ_DEBUG"):
+                raise
+            fail(
+                f"internal error: {type(exc).__name__}: {exc} "
+                "(AGENTQ_DEBUG=1 shows the traceback; please report it)",
+                EXIT_INFRASTRUCTURE,
+            )
+
+    return wrapper

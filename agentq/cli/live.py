@@ -1,0 +1,213 @@
+"""`agentq run`'s live view: follow a run's events and never wait silently.
+
+Whenever the run waits for someone (an approval, a client tool's result, an
+MCP server's question), the view says so; on a terminal it asks right there.
+An embedded run nobody can answer (stdin is not a terminal) is cancelled with
+a message rather than left waiting forever. When no event has come for a
+while, the view says what the run is waiting for (and whether any worker
+serves the queue it waits on).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentq.cli.render import ProgressPrinter, how_to_answer, pending_line
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE
+from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.runs.result import RunResult
+from agentq.orchestrator.tools.resolution import ToolDef
+
+QUIET_S = 5.0  # say what the run waits for after this long without an event
+_PARKING = frozenset({"tool-approval-request", "tool-input-request", "finish-step"})
+
+
+class RunTimedOut(Exception):
+    """`agentq run --timeout` passed; the run was cancelled."""
+
+
+@dataclass
+class LiveRun:
+    client: Client
+    run_id: str
+    printer: ProgressPrinter
+    # Ask on the terminal for what the run waits for.
+    interactive: bool
+    # Nobody else can answer this run (embedded, in-memory): never wait on a person.
+    private: bool
+    ask: Callable[[str], str] = input
+    _handled: set[str] = field(default_factory=set)
+    _told_idle: bool = False
+
+    async def follow(self) -> None:
+        if not self.private:
+            await self._check_workers()
+        queue: asyncio.Queue[Event | None] = asyncio.Queue()
+
+        async def pump() -> None:
+            try:
+                async for event in self.client.events(self.run_id, follow=True):
+                    await queue.put(event)
+            finally:
+                await queue.put(None)
+
+        reader = asyncio.create_task(pump())
+        try:
+            while True:
+                try:
+                    event = await asyncio.wait_for(queue.get(), QUIET_S)
+                except TimeoutError:
+                    await self._quiet()
+                    continue
+                if event is None:
+                    break
+                self._told_idle = False
+                self.printer.show(event)
+                if event.type in _PARKING:
+                    await self._answer_pending()
+        finally:
+            reader.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await reader
+        reader.result()  # re-raise a failure of the event stream
+
+    async def _answer_pending(self) -> None:
+        result = await self.client.result(self.run_id)
+        for item in result.pending:
+            key = str(item.get("request_id") or item.get("tool_call_id"))
+            if key in self._handled:
+                continue
+            self._handled.add(key)
+            if self.interactive:
+                await self._ask(item)
+            elif self.private:
+                await self.client.cancel(
+                    self.run_id, reason="nobody can answer an embedded run without a terminal"
+                )
+                self.printer.note(
+                    f"the run waits: {pending_line(self.run_id, item)}; an embedded run cannot "
+                    "be answered from elsewhere and stdin is not a terminal, so it is cancelled "
+                    "(use --redis with a shared Redis to answer from another shell)"
+                )
+                return
+            else:
+                self.printer.note(f"waiting: {pending_line(self.run_id, item)}")
+                self.printer.note(f"  answer with: {how_to_answer(self.run_id, item)}")
+
+    async def _quiet(self) -> None:
+        if self._told_idle:
+            return
+        self._told_idle = True
+        result = await self.client.result(self.run_id)
+        if result.pending:
+            for item in result.pending:
+                self.printer.note(f"still waiting: {pending_line(self.run_id, item)}")
+            return
+        unserved = [] if self.private else await self._unserved_queues()
+        hint = (
+            f"; no live worker serves {', '.join(repr(q) for q in unserved)} (see `agentq workers`)"
+            if unserved
+            else ""
+        )
+        self.printer.note(
+            f"waiting for workers: no event for {QUIET_S:.0f} s (run {result.status})" + hint
+        )
+
+    async def _unserved_queues(self) -> list[str]:
+        """The queues this run needs (model steps, its tools') that no live worker serves."""
+        needed = {MODEL_QUEUE}
+        for raw in await self.client.store.tool_defs(self.run_id):
+            queue = ToolDef.model_validate_json(raw).queue
+            if queue:
+                needed.add(queue)
+        served = {q for w in await self.client.workers() for q in w.queues}
+        return sorted(needed - served)
+
+    async def _check_workers(self) -> None:
+        unserved = await self._unserved_queues()
+        if unserved:
+            names = ", ".join(repr(q) for q in unserved)
+            self.printer.note(
+                f"no live worker serves the {names} queue yet: the run waits until one "
+                "starts (`agentq worker --redis URL`; `agentq workers` lists them)"
+            )
+
+    async def _prompt(self, question: str) -> str:
+        return await asyncio.to_thread(self.ask, question)
+
+    async def _ask(self, item: dict[str, Any]) -> None:
+        status = str(item.get("status", ""))
+        if status == "awaiting-input":
+            await self._ask_input(item)
+        elif "approval" in status:
+            await self._ask_approval(item)
+        else:
+            await self._ask_result(item)
+
+    async def _ask_approval(self, item: dict[str, Any]) -> None:
+        self.printer.note(pending_line(self.run_id, item))
+        answer = await self._prompt("  approve this call? [y/N] ")
+        approved = answer.strip().lower() in ("y", "yes")
+        reason = None if approved else (await self._prompt("  reason (optional): ")) or None
+        await self.client.approve(
+            self.run_id, str(item["tool_call_id"]), approved=approved, reason=reason
+        )
+
+    async def _ask_result(self, item: dict[str, Any]) -> None:
+        self.printer.note(pending_line(self.run_id, item))
+        text = await self._prompt("  the tool's output (JSON or text; start with ! for an error): ")
+        is_error = text.startswith("!")
+        text = text.removeprefix("!").strip()
+        try:
+            output: Any = json.loads(text)
+        except ValueError:
+            output = text
+        await self.client.submit_tool_result(
+            self.run_id, str(item["tool_call_id"]), output, is_error=is_error
+        )
+
+    async def _ask_input(self, item: dict[str, Any]) -> None:
+        self.printer.note(pending_line(self.run_id, item))
+        schema = item.get("schema") or {}
+        if schema:
+            self.printer.note(f"  expected: {json.dumps(schema, ensure_ascii=False)}")
+        while True:
+            text = (await self._prompt("  answer as a JSON object (empty declines): ")).strip()
+            if not text:
+                content = None
+                break
+            try:
+                content = json.loads(text)
+            except ValueError as exc:
+                self.printer.note(f"  not JSON: {exc}")
+                continue
+            if isinstance(content, dict):
+                break
+            self.printer.note("  the answer must be a JSON object")
+        await self.client.answer(self.run_id, str(item["request_id"]), content)
+
+
+async def drive(
+    client: Client,
+    run_id: str,
+    printer: ProgressPrinter,
+    *,
+    interactive: bool,
+    private: bool,
+    timeout_s: float | None,
+) -> RunResult:
+    """Follow the run to its end (or cancel it at the timeout) and return its result."""
+    live = LiveRun(client, run_id, printer, interactive=interactive, private=private)
+    try:
+        await asyncio.wait_for(live.follow(), timeout_s)
+    except TimeoutError:
+        await client.cancel(run_id, reason=f"timed out after {timeout_s:g} s")
+        printer.note(f"timed out after {timeout_s:g} s: run {run_id} cancelled")
+        raise RunTimedOut from None
+    return await client.wait(run_id)

@@ -1,0 +1,1 @@
+"""Batches: many runs from input lines, admitted by the fleet itself."""

@@ -1,0 +1,211 @@
+"""Admission: how a batch's lines become runs, done by the fleet itself.
+
+Two jobs drive it, both `batch_admit` on the model queue, both idempotent:
+
+- the end job: precomputed when a line's run is created and enqueued by the run's own
+  end transition (see `finish_run` in the prelude), so no run of a batch can end
+  without its end being recorded and the next line admitted;
+- the kick: enqueued by the seal of an upload (or by a retry) to admit the first lines.
+
+Whichever worker picks a job up settles it (`batch_settle`: record the end, admit lines
+across the tenant's batches) and creates the admitted runs with derived ids. A worker
+that dies in between leaves the job to be re-delivered: its settle answers with the same
+admissions (keyed by the job id) and the creates find the runs that exist. No single
+process the batch depends on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentq.orchestrator.batches.state import Admission, BatchSettle, LineStatus, RecordField
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE
+from agentq.orchestrator.core.errors import AgentqError, InfrastructureError, RunNotFoundError
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine.jobs import JOB_EXPIRES_MS, QueuedJob
+from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField
+
+if TYPE_CHECKING:
+    from agentq.orchestrator.client import Client
+
+log = logging.getLogger("agentq.batch")
+
+BATCH_JOB = "batch_admit"
+
+
+class BatchJobEnvelope(BaseModel):
+    """An admission job's payload: whose batch, and the line whose run ended (if any)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["batch_admit"] = "batch_admit"
+    tenant: str
+    batch_id: str
+    line: int | None = None
+    run_id: str | None = None
+    enqueued_at: float = Field(default_factory=time.time)
+
+
+def _job(envelope: BatchJobEnvelope, job_id: str) -> QueuedJob:
+    now_ms = int(time.time() * 1000)
+    body: dict[str, Any] = {
+        "t": None,
+        "f": BATCH_JOB,
+        "a": [envelope.model_dump(mode="json")],
+        "k": {},
+        "et": now_ms,
+    }
+    return QueuedJob(
+        job_id=job_id,
+        queue_key=keys.job_queue(MODEL_QUEUE, job_id),
+        wake_key=keys.job_wake(MODEL_QUEUE, job_id),
+        payload=json.dumps(body, separators=(",", ":")),
+        score_ms=now_ms,
+        expires_ms=JOB_EXPIRES_MS,
+    )
+
+
+def end_job(tenant: str, batch_id: str, line: int, run_id: str) -> QueuedJob:
+    """The job the run of a line enqueues when it ends (its score is set then)."""
+    envelope = BatchJobEnvelope(tenant=tenant, batch_id=batch_id, line=line, run_id=run_id)
+    return _job(envelope, keys.batch_end_job_id(run_id))
+
+
+def kick_job(tenant: str, batch_id: str, nonce: str) -> QueuedJob:
+    envelope = BatchJobEnvelope(tenant=tenant, batch_id=batch_id)
+    return _job(envelope, keys.batch_kick_job_id(tenant, batch_id, nonce))
+
+
+def _usage(meta: dict[str, str]) -> dict[str, int]:
+    return {
+        "input_tokens": int(meta.get(MetaField.USAGE_INPUT, 0)),
+        "output_tokens": int(meta.get(MetaField.USAGE_OUTPUT, 0)),
+        "total_tokens": int(meta.get(MetaField.USAGE_TOTAL, 0)),
+    }
+
+
+def _error_message(raw: str | None) -> str | None:
+    if not raw:
+        return None
+    try:
+        return str(json.loads(raw).get("message", raw))
+    except (ValueError, AttributeError):
+        return raw
+
+
+def line_record(meta: dict[str, str]) -> dict[str, Any]:
+    """A finished run's compact record: what `batch results` shows once the run's own
+    keys are gone."""
+    status = meta.get(MetaField.STATUS, LineStatus.FAILED)
+    record: dict[str, Any] = {RecordField.STATUS: status, RecordField.USAGE: _usage(meta)}
+    if meta.get(MetaField.TEXT):
+        record[RecordField.TEXT] = meta[MetaField.TEXT]
+    error = _error_message(meta.get(MetaField.ERROR))
+    if error:
+        record[RecordField.ERROR] = error
+    elif status == LineStatus.CANCELLED:
+        record[RecordField.ERROR] = "cancelled"
+    return record
+
+
+def failed_record(message: str) -> dict[str, Any]:
+    return {RecordField.STATUS: LineStatus.FAILED, RecordField.ERROR: message}
+
+
+def vanished_message(run_id: str) -> str:
+    return (
+        f"run {run_id} is gone: it was never created, or its state expired "
+        "before its end was recorded"
+    )
+
+
+async def run_meta(client: Client, run_id: str) -> dict[str, str]:
+    """The run's meta hash; {} when the run is gone (never created, or expired)."""
+    try:
+        return await client.store.meta(run_id)
+    except RunNotFoundError:
+        return {}
+
+
+def ended_line(run_id: str, meta: dict[str, str]) -> tuple[dict[str, Any], float | None] | None:
+    """The record and end time of a line whose run ended, or whose run is gone (then it
+    failed: nothing will ever end it otherwise); None while the run is still going."""
+    if not meta:
+        return failed_record(vanished_message(run_id)), None
+    if meta.get(MetaField.STATUS) not in TERMINAL_STATUSES:
+        return None
+    return line_record(meta), float(meta.get(MetaField.FINISHED_AT, time.time()))
+
+
+async def run_admission(client: Client, envelope: BatchJobEnvelope, token: str) -> int:
+    """Settle one admission job and create the runs it admitted. Returns how many runs
+    it created. Raises InfrastructureError (the job is tried again) on Redis trouble."""
+    record: dict[str, Any] | None = None
+    ended_at: float | None = None
+    if envelope.run_id is not None:
+        ended = ended_line(envelope.run_id, await run_meta(client, envelope.run_id))
+        if ended is None:
+            raise InfrastructureError(
+                f"run {envelope.run_id} is not finished yet", retryable=True
+            )  # cannot happen: the end transition enqueued this job
+        record, ended_at = ended
+    settle = BatchSettle(
+        batch_id=envelope.batch_id,
+        token=token,
+        line=envelope.line,
+        run_id=envelope.run_id,
+        record=record,
+        ended_at=ended_at,
+    )
+    return await settle_and_admit(client, envelope.tenant, settle)
+
+
+async def settle_and_admit(client: Client, tenant: str, settle: BatchSettle) -> int:
+    """Apply a settle and create the runs it admitted; returns how many were created."""
+    created = 0
+    work = [settle]
+    while work:
+        reply = await client.batches.store.settle(tenant, work.pop(0))
+        for admission in reply.admitted:
+            error = await _create(client, tenant, admission)
+            if error is None:
+                created += 1
+                continue
+            # A line whose run cannot be created fails at once; that end admits the next.
+            log.warning("batch %s line %d: %s", admission.batch_id, admission.line, error)
+            work.append(
+                BatchSettle(
+                    batch_id=admission.batch_id,
+                    token=f"{settle.token}:failed:{admission.run_id}",
+                    line=admission.line,
+                    run_id=admission.run_id,
+                    record=failed_record(error),
+                )
+            )
+    return created
+
+
+async def _create(client: Client, tenant: str, admission: Admission) -> str | None:
+    """Create the admitted line's run; the error message when the line cannot run."""
+    try:
+        spec = RunSpec.model_validate_json(admission.spec).model_copy(
+            update={"id": admission.run_id}
+        )
+        await client.create(
+            spec,
+            tenant=tenant,
+            end_job=end_job(tenant, admission.batch_id, admission.line, admission.run_id),
+        )
+    except ValidationError as exc:
+        return f"invalid spec: {exc.errors()[0].get('msg', exc)}"
+    except InfrastructureError:
+        raise
+    except AgentqError as exc:
+        return exc.message if hasattr(exc, "message") else str(exc)
+    return None

@@ -1,0 +1,409 @@
+"""Batches through `Client`: submit (a streamed, resumable upload), status, results in
+input order, cancel, retry, list. The batch itself lives in Redis (see batch_store.py);
+its lines are admitted by the workers (see batch_admission.py), never by this process.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, Field
+
+from agentq.orchestrator.batches.admission import kick_job
+from agentq.orchestrator.batches.input import (
+    BatchInputError,
+    BatchLine,
+    duplicate_message,
+    numbered,
+    parse_line,
+)
+from agentq.orchestrator.batches.state import (
+    DEFAULT_BATCH_CONCURRENCY,
+    LINE_END_STATUSES,
+    BatchCancel,
+    BatchField,
+    BatchOpen,
+    BatchOutcome,
+    BatchRetry,
+    BatchSeal,
+    BatchStatus,
+    BatchUpload,
+    LineStatus,
+    RecordField,
+    UploadLine,
+)
+from agentq.orchestrator.batches.store import BatchStore
+from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.index import DEFAULT_TENANT
+
+if TYPE_CHECKING:
+    from agentq.orchestrator.client import Client
+
+UPLOAD_CHUNK = 500  # lines per upload transition
+RETRY_CHUNK = 2000  # lines per retry transition
+BATCH_ID_MAX = 96
+
+BatchSource = str | Path | Iterable[str | Mapping[str, Any]]
+
+
+class BatchNotFoundError(RunNotFoundError):
+    """No batch with that id (or it passed its retention)."""
+
+
+class BatchCounts(BaseModel):
+    queued: int = 0
+    running: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    cancelled: int = 0
+
+    @property
+    def ended(self) -> int:
+        return self.succeeded + self.failed + self.cancelled
+
+
+class BatchInfo(BaseModel):
+    """A batch's status: counts by line status, tokens, throughput and ETA."""
+
+    id: str
+    tenant: str
+    status: BatchStatus
+    lines: int
+    last_line: int = 0  # the highest line number (blank input lines keep their numbers)
+    concurrency: int
+    priority: int
+    counts: BatchCounts
+    usage: dict[str, int]
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    created_at: float
+    sealed_at: float | None = None
+    finished_at: float | None = None
+    runs_per_s: float | None = None  # lines ended per second since the seal
+    eta_s: float | None = None
+    admission_latency_avg_s: float | None = None
+    admission_latency_max_s: float | None = None
+
+    @property
+    def ended(self) -> bool:
+        return self.status in (BatchStatus.DONE, BatchStatus.CANCELLED) and (
+            self.counts.running == 0
+        )
+
+
+class LineResult(BaseModel):
+    """One line of `batch results`."""
+
+    line: int
+    custom_id: str
+    run_id: str | None = None
+    status: LineStatus
+    text: str | None = None
+    usage: dict[str, int] | None = None
+    error: str | None = None
+
+
+class SubmitResult(BaseModel):
+    batch_id: str
+    lines: int  # lines the batch holds
+    stored: int  # stored by this call (the rest were stored by an earlier, interrupted one)
+    resumed: bool
+    existed: bool  # sealed before: nothing was uploaded
+
+
+def _info(meta: Mapping[str, str], now: float) -> BatchInfo:
+    counts = BatchCounts(**{s.value: int(meta.get(s.value, 0)) for s in LineStatus})
+    sealed = float(meta[BatchField.SEALED_AT]) if BatchField.SEALED_AT in meta else None
+    finished = float(meta[BatchField.FINISHED_AT]) if BatchField.FINISHED_AT in meta else None
+    rate = eta = None
+    if sealed is not None and counts.ended:
+        elapsed = max(1e-6, (finished or now) - sealed)
+        rate = counts.ended / elapsed
+        left = counts.queued + counts.running
+        eta = left / rate if left else 0.0
+    n_admit = int(meta.get(BatchField.ADMIT_LATENCY_N, 0))
+    return BatchInfo(
+        id=meta[BatchField.ID],
+        tenant=meta[BatchField.TENANT],
+        status=BatchStatus(meta[BatchField.STATUS]),
+        lines=int(meta.get(BatchField.LINES, 0)),
+        last_line=int(meta.get(BatchField.LAST_LINE, 0)),
+        concurrency=int(meta.get(BatchField.CONCURRENCY, 0)),
+        priority=int(meta.get(BatchField.PRIORITY, 1)),
+        counts=counts,
+        usage={
+            "input_tokens": int(meta.get(BatchField.USAGE_INPUT, 0)),
+            "output_tokens": int(meta.get(BatchField.USAGE_OUTPUT, 0)),
+            "total_tokens": int(meta.get(BatchField.USAGE_TOTAL, 0)),
+        },
+        metadata=json.loads(meta.get(BatchField.METADATA) or "{}"),
+        created_at=float(meta.get(BatchField.CREATED_AT, 0)),
+        sealed_at=sealed,
+        finished_at=finished,
+        runs_per_s=rate,
+        eta_s=eta,
+        admission_latency_avg_s=(
+            float(meta.get(BatchField.ADMIT_LATENCY_SUM, 0)) / n_admit if n_admit else None
+        ),
+        admission_latency_max_s=(
+            float(meta[BatchField.ADMIT_LATENCY_MAX])
+            if BatchField.ADMIT_LATENCY_MAX in meta
+            else None
+        ),
+    )
+
+
+def line_result(line: int, record: Mapping[str, Any]) -> LineResult:
+    return LineResult(
+        line=line,
+        custom_id=str(record.get(RecordField.CUSTOM_ID, line)),
+        run_id=record.get(RecordField.RUN_ID),
+        status=LineStatus(record.get(RecordField.STATUS, LineStatus.QUEUED)),
+        text=record.get(RecordField.TEXT),
+        usage=record.get(RecordField.USAGE) or None,
+        error=record.get(RecordField.ERROR),
+    )
+
+
+def _provider_batched(line: BatchLine) -> BatchLine:
+    model = line.spec.model.model_copy(update={"batch": True})
+    return replace(line, spec=line.spec.model_copy(update={"model": model}))
+
+
+def _check_batch_id(batch_id: str) -> str:
+    if not keys.RUN_ID_PATTERN.match(batch_id) or len(batch_id) > BATCH_ID_MAX:
+        raise BatchInputError(
+            f"batch id {batch_id!r}: use 1-{BATCH_ID_MAX} letters, digits, '_', '.' or '-'"
+        )
+    return batch_id
+
+
+def _texts(source: BatchSource) -> Iterator[str]:
+    """The source's lines as text, read lazily (a file is never loaded whole)."""
+    if isinstance(source, str | Path):
+        with Path(source).open(encoding="utf-8") as handle:
+            yield from handle
+        return
+    for item in source:
+        yield item if isinstance(item, str) else json.dumps(item)
+
+
+class Batches:
+    """The batch operations of one Client (see the Client's `*_batch` methods)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.store = BatchStore(client.redis)
+
+    async def submit(
+        self,
+        source: BatchSource,
+        *,
+        template: Mapping[str, Any] | None = None,
+        batch_id: str | None = None,
+        concurrency: int = DEFAULT_BATCH_CONCURRENCY,
+        priority: int = 1,
+        metadata: Mapping[str, Any] | None = None,
+        tenant: str | None = None,
+        provider_batch: bool = False,
+        on_chunk: Callable[[int], None] | None = None,
+    ) -> SubmitResult:
+        """Store the lines (in chunks; a resubmission of the same id skips the lines
+        stored already) and seal the batch, which starts its admission by the workers.
+
+        Raises BatchInputError naming the line for a malformed line or a duplicate
+        custom_id; then nothing was started and the partial upload is discarded.
+        `provider_batch` routes every line's model steps through the provider's batch
+        API (`model.batch`)."""
+        tenant = tenant or DEFAULT_TENANT
+        batch_id = _check_batch_id(batch_id or uuid.uuid4().hex)
+        if concurrency < 1 or priority < 1:
+            raise BatchInputError("concurrency and priority must be at least 1")
+        opened = await self.store.open(
+            tenant,
+            BatchOpen(
+                batch_id=batch_id,
+                tenant=tenant,
+                run_prefix=keys.batch_run_prefix(tenant, batch_id),
+                concurrency=concurrency,
+                priority=priority,
+                metadata=json.dumps(dict(metadata or {})),
+                retention_s=self.client.settings.retention_s,
+                upload_ttl_s=self.client.settings.batch_upload_ttl_s,
+            ),
+        )
+        if opened.outcome == BatchOutcome.EXISTS:
+            return SubmitResult(
+                batch_id=batch_id, lines=opened.lines, stored=0, resumed=False, existed=True
+            )
+        line_meta = {"batch": batch_id}
+        stored = read = 0
+        duplicates: list[tuple[int, int, str]] = []
+        try:
+            chunk: list[BatchLine] = []
+            for number, text in numbered(_texts(source)):
+                parsed = parse_line(text, number, template, line_meta)
+                chunk.append(_provider_batched(parsed) if provider_batch else parsed)
+                read += 1
+                if len(chunk) >= UPLOAD_CHUNK:
+                    stored += await self._upload(tenant, batch_id, chunk, duplicates)
+                    chunk = []
+                    if on_chunk:
+                        on_chunk(read)
+            if chunk:
+                stored += await self._upload(tenant, batch_id, chunk, duplicates)
+                if on_chunk:
+                    on_chunk(read)
+            if duplicates:
+                raise BatchInputError(duplicate_message(duplicates))
+        except BatchInputError:
+            await self.discard(tenant, batch_id)
+            raise
+        kick = kick_job(tenant, batch_id, "seal")
+        sealed = await self.store.seal(tenant, BatchSeal(batch_id=batch_id, lines=read, kick=kick))
+        if sealed.outcome == BatchOutcome.INCOMPLETE:
+            raise BatchInputError(
+                f"batch {batch_id!r} holds {sealed.lines} lines but the input has {read}: "
+                "resume it with the same file, or choose another id"
+            )
+        return SubmitResult(
+            batch_id=batch_id,
+            lines=read,
+            stored=stored,
+            resumed=opened.outcome == BatchOutcome.RESUMED,
+            existed=False,
+        )
+
+    async def _upload(
+        self,
+        tenant: str,
+        batch_id: str,
+        chunk: Sequence[BatchLine],
+        duplicates: list[tuple[int, int, str]],
+    ) -> int:
+        lines = [
+            UploadLine(
+                line=b.line,
+                custom_id=b.custom_id,
+                spec=b.spec.model_dump_json(exclude_none=True),
+            )
+            for b in chunk
+        ]
+        reply = await self.store.upload(
+            tenant,
+            BatchUpload(
+                batch_id=batch_id,
+                lines=lines,
+                upload_ttl_s=self.client.settings.batch_upload_ttl_s,
+            ),
+        )
+        if reply.outcome != BatchOutcome.STORED:
+            raise BatchInputError(f"batch {batch_id!r} is {reply.status}: its upload is closed")
+        duplicates.extend((d.line, d.first, d.custom_id) for d in reply.duplicates)
+        return reply.stored
+
+    async def discard(self, tenant: str, batch_id: str) -> None:
+        """Drop a batch that never started (its upload was refused)."""
+        meta = await self.store.meta(tenant, batch_id)
+        if meta.get(BatchField.STATUS) != BatchStatus.UPLOADING:
+            return
+        async with self.client.redis.pipeline(transaction=True) as pipe:
+            pipe.delete(*keys.batch_keys(tenant, batch_id))
+            pipe.zrem(keys.batch_index(tenant), batch_id)
+            await pipe.execute()
+
+    async def status(self, batch_id: str, tenant: str | None = None) -> BatchInfo:
+        meta = await self.store.meta(tenant or DEFAULT_TENANT, batch_id)
+        if not meta:
+            raise BatchNotFoundError(f"no batch with id {batch_id!r}")
+        return _info(meta, time.time())
+
+    async def results(
+        self,
+        batch_id: str,
+        *,
+        tenant: str | None = None,
+        statuses: Sequence[str] = (),
+    ) -> AsyncIterator[LineResult]:
+        """One result per line in input order (only `statuses` when given), a page at a
+        time: a 100,000-line batch never sits in memory."""
+        tenant = tenant or DEFAULT_TENANT
+        info = await self.status(batch_id, tenant)
+        wanted = set(statuses)
+        async for line, record in self.store.records(tenant, batch_id, lines=_last_line(info)):
+            result = line_result(line, record)
+            if not wanted or result.status in wanted:
+                yield result
+
+    async def cancel(self, batch_id: str, tenant: str | None = None) -> BatchInfo:
+        """No new admissions; the runs in flight are cancelled (their ends settle the
+        lines, so the batch ends when the last one does)."""
+        tenant = tenant or DEFAULT_TENANT
+        reply = await self.store.cancel(tenant, BatchCancel(batch_id=batch_id))
+        if reply.outcome == BatchOutcome.UNKNOWN_BATCH:
+            raise BatchNotFoundError(f"no batch with id {batch_id!r}")
+        for run_id in reply.running:
+            try:
+                await self.client.cancel(run_id, reason=f"batch {batch_id} cancelled")
+            except RunNotFoundError:
+                continue  # admitted, its run not created yet: the creator finds it
+        return await self.status(batch_id, tenant)
+
+    async def retry(
+        self,
+        batch_id: str,
+        statuses: Sequence[str] = (LineStatus.FAILED,),
+        tenant: str | None = None,
+    ) -> int:
+        """New runs for the lines that ended in `statuses`; returns how many."""
+        tenant = tenant or DEFAULT_TENANT
+        info = await self.status(batch_id, tenant)
+        wanted = [LineStatus(s) for s in statuses]
+        bad = [s for s in wanted if s not in LINE_END_STATUSES or s == LineStatus.SUCCEEDED]
+        if bad:
+            raise BatchInputError(f"retry takes failed or cancelled lines, not {bad[0]}")
+        last = _last_line(info)
+        nonce = uuid.uuid4().hex[:12]
+        requeued = 0
+        first = 1
+        while True:
+            end = min(last, first + RETRY_CHUNK - 1)
+            final = end >= last
+            reply = await self.store.retry(
+                tenant,
+                BatchRetry(
+                    batch_id=batch_id,
+                    first=first,
+                    last=end,
+                    statuses=wanted,
+                    kick=kick_job(tenant, batch_id, f"retry-{nonce}") if final else None,
+                ),
+            )
+            if reply.outcome == BatchOutcome.UNKNOWN_BATCH:
+                raise BatchNotFoundError(f"no batch with id {batch_id!r}")
+            if reply.outcome == BatchOutcome.CLOSED:
+                raise BatchInputError(f"batch {batch_id!r} is still uploading")
+            requeued += reply.requeued
+            if final:
+                return requeued
+            first = end + 1
+
+    async def list_batches(self, tenant: str | None = None, limit: int = 50) -> list[BatchInfo]:
+        tenant = tenant or DEFAULT_TENANT
+        now = time.time()
+        found = []
+        for batch_id in await self.store.batch_ids(tenant, limit):
+            meta = await self.store.meta(tenant, batch_id)
+            if meta:
+                found.append(_info(meta, now))
+        return found
+
+
+def _last_line(info: BatchInfo) -> int:
+    return info.last_line

@@ -1,0 +1,231 @@
+"""The batch state, declared once: statuses, stored fields, one typed input and reply per
+batch transition (`orchestrator/batches/lua/*.lua`, constants rendered from here).
+
+A batch lives in its tenant's hash tag (see `keys.batch_base`): the tenant's scheduler
+(in-flight count, the round-robin ring of admitting batches) and every batch of the
+tenant share one slot, so one transition can record a line's end and admit the next
+lines fairly across the tenant's batches.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+from agentq.orchestrator.machine.jobs import QueuedJob
+
+DEFAULT_BATCH_CONCURRENCY = 128
+# How long an admission job's record (what it admitted) is kept for its re-delivery.
+ADMISSION_TOKEN_TTL_S = 24 * 3600
+
+
+class BatchStatus(StrEnum):
+    UPLOADING = "uploading"  # lines are being stored; nothing is admitted yet
+    RUNNING = "running"  # sealed: lines are admitted as runs end
+    DONE = "done"  # terminal: every line ended
+    CANCELLED = "cancelled"  # no new admissions; in-flight runs were cancelled
+
+
+class LineStatus(StrEnum):
+    QUEUED = "queued"  # stored, waiting for admission
+    RUNNING = "running"  # admitted: its run exists (or is being created)
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+LINE_END_STATUSES: frozenset[str] = frozenset(
+    {LineStatus.SUCCEEDED, LineStatus.FAILED, LineStatus.CANCELLED}
+)
+
+
+class BatchOutcome(StrEnum):
+    OPENED = "opened"
+    RESUMED = "resumed"  # the batch exists and is still uploading
+    SEALED = "sealed"
+    EXISTS = "exists"  # already sealed: an idempotent re-submission
+    STORED = "stored"
+    SETTLED = "settled"
+    DUPLICATE = "duplicate"  # the admission job ran before: its admissions again
+    CANCELLED = "cancelled"
+    REQUEUED = "requeued"
+    UNKNOWN_BATCH = "unknown-batch"
+    INCOMPLETE = "incomplete"  # sealing a batch that holds another number of lines
+    CLOSED = "closed"
+
+
+class BatchField(StrEnum):
+    """Fields of a batch's meta hash `aq:batch:{b.<tenant>}:<id>`."""
+
+    ID = "id"
+    TENANT = "tenant"
+    STATUS = "status"
+    CONCURRENCY = "concurrency"
+    PRIORITY = "priority"
+    STRIDE = "stride"  # 1 / priority: how far one admission moves the batch in the ring
+    RUN_PREFIX = "run_prefix"  # what its lines' run ids start with
+    METADATA = "metadata"  # JSON object
+    RETENTION_S = "retention_s"
+    LINES = "lines"  # lines stored
+    LAST_LINE = "last_line"  # the highest line number stored (blank lines keep numbers)
+    INFLIGHT = "inflight"  # admitted, not ended
+    CREATED_AT = "created_at"
+    SEALED_AT = "sealed_at"
+    FINISHED_AT = "finished_at"
+    LAST_END_AT = "last_end_at"
+    # Admission latency: a run's end to the next line's admission, summed and maximum.
+    ADMIT_LATENCY_SUM = "admit_lat_sum"
+    ADMIT_LATENCY_N = "admit_lat_n"
+    ADMIT_LATENCY_MAX = "admit_lat_max"
+    USAGE_INPUT = "u_in"
+    USAGE_OUTPUT = "u_out"
+    USAGE_TOTAL = "u_total"
+
+
+class SchedField(StrEnum):
+    """Fields of a tenant's scheduler hash."""
+
+    INFLIGHT = "inflight"
+    CAP = "cap"  # the tenant's in-flight cap across its batches (0: none)
+
+
+class RecordField(StrEnum):
+    """Keys of a compact line record (JSON in the records hash): kept for the batch's
+    retention, so results stay collectable after the runs' own keys expire."""
+
+    CUSTOM_ID = "c"
+    STATUS = "s"
+    RUN_ID = "r"
+    ATTEMPT = "a"
+    TEXT = "t"
+    USAGE = "u"
+    ERROR = "e"
+
+
+def _lua_list(value: Any) -> Any:
+    """cjson encodes an empty Lua table as `{}`: read it as the empty list it was."""
+    return [] if value == {} else value
+
+
+class BatchInput(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    script: ClassVar[str]
+
+    batch_id: str
+    at: float = Field(default_factory=time.time)
+
+
+class BatchOpen(BatchInput):
+    script = "batch_open"
+
+    tenant: str
+    run_prefix: str
+    concurrency: int
+    priority: int
+    metadata: str  # JSON object
+    retention_s: int
+    upload_ttl_s: int = 24 * 3600  # an upload never sealed expires this long after it began
+
+
+class UploadLine(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    line: int
+    custom_id: str
+    spec: str  # RunSpec JSON
+
+
+class BatchUpload(BatchInput):
+    script = "batch_upload"
+
+    lines: list[UploadLine]
+    upload_ttl_s: int = 24 * 3600  # each chunk pushes an unsealed batch's expiry back
+
+
+class BatchSeal(BatchInput):
+    script = "batch_seal"
+
+    lines: int  # how many lines the submitter read: the batch must hold them all
+    kick: QueuedJob
+
+
+class BatchSettle(BatchInput):
+    """An admission job: record a line's end (when it carries one), then admit lines
+    across the tenant's batches up to their concurrency."""
+
+    script = "batch_settle"
+
+    token: str  # the admission job's id: a re-delivery gets the same admissions
+    token_ttl_s: int = ADMISSION_TOKEN_TTL_S
+    line: int | None = None
+    run_id: str | None = None
+    record: dict[str, Any] | None = None  # the ended line's compact record
+    ended_at: float | None = None
+
+
+class BatchCancel(BatchInput):
+    script = "batch_cancel"
+
+
+class BatchRetry(BatchInput):
+    """Requeue the lines in [first, last] whose status is in `statuses`."""
+
+    script = "batch_retry"
+
+    first: int
+    last: int
+    statuses: list[LineStatus]
+    kick: QueuedJob | None = None
+
+
+BATCH_INPUTS: tuple[type[BatchInput], ...] = (
+    BatchOpen,
+    BatchUpload,
+    BatchSeal,
+    BatchSettle,
+    BatchCancel,
+    BatchRetry,
+)
+
+
+class BatchReply(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outcome: BatchOutcome
+    status: str | None = None
+    lines: int = 0
+
+
+class DuplicateLine(BaseModel):
+    line: int
+    first: int  # the line that has the custom_id already
+    custom_id: str
+
+
+class UploadReply(BatchReply):
+    stored: int = 0
+    duplicates: Annotated[list[DuplicateLine], BeforeValidator(_lua_list)] = []
+
+
+class Admission(BaseModel):
+    """A line the settle admitted: its batch, line number, run id and spec."""
+
+    batch_id: str
+    line: int
+    run_id: str
+    spec: str = ""
+
+
+class SettleReply(BatchReply):
+    admitted: Annotated[list[Admission], BeforeValidator(_lua_list)] = []
+
+
+class CancelBatchReply(BatchReply):
+    running: Annotated[list[str], BeforeValidator(_lua_list)] = []
+
+
+class RetryReply(BatchReply):
+    requeued: int = 0

@@ -1,0 +1,174 @@
+"""The batch store: a batch's every change is one atomic Lua transition in its tenant's
+slot (`orchestrator/batches/lua/*.lua`), and its reads page through Redis.
+
+A batch is a durable object: its lines (specs and compact records), its pending list
+and its counts live in Redis, not in the process that submitted it. Admission happens
+in `batch_settle`, run by whichever worker picks up an admission job: the job a run's
+end enqueues (in the run's own end transition), or the kick a seal or retry enqueues.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from importlib import resources
+from typing import Any, TypeVar
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+from agentq.orchestrator.batches.state import (
+    BATCH_INPUTS,
+    BatchCancel,
+    BatchField,
+    BatchInput,
+    BatchOpen,
+    BatchReply,
+    BatchRetry,
+    BatchSeal,
+    BatchSettle,
+    BatchUpload,
+    CancelBatchReply,
+    RetryReply,
+    SchedField,
+    SettleReply,
+    UploadReply,
+)
+from agentq.orchestrator.machine import keys, lua_constants
+from agentq.orchestrator.runs.store import _resolved, redis_errors_mapped
+
+R = TypeVar("R", bound=BatchReply)
+
+# How many records one read of the results fetches.
+RESULTS_PAGE = 500
+
+
+def load_batch_scripts() -> dict[str, str]:
+    """Each batch transition's full source: generated constants, the batch prelude, its
+    own file."""
+    folder = resources.files("agentq.orchestrator.batches") / "lua"
+    head = lua_constants.render_batch() + (folder / "prelude.lua").read_text()
+    return {m.script: head + "\n" + (folder / f"{m.script}.lua").read_text() for m in BATCH_INPUTS}
+
+
+_SCRIPTS = load_batch_scripts()
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class BatchStore:
+    def __init__(self, redis: Redis) -> None:
+        self.redis = redis
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(src) for name, src in _SCRIPTS.items()
+        }
+
+    async def _apply(self, tenant: str, transition: BatchInput, reply: type[R]) -> R:
+        payload = json.dumps(
+            transition.model_dump(mode="json", exclude_none=True), separators=(",", ":")
+        )
+        with redis_errors_mapped():
+            raw = await self._scripts[transition.script](
+                keys=keys.batch_tenant_keys(tenant), args=[payload]
+            )
+        return reply.model_validate_json(raw)
+
+    # -- transitions (see orchestrator/batches/lua/*.lua for each one's replies) -----
+
+    async def open(self, tenant: str, transition: BatchOpen) -> BatchReply:
+        with redis_errors_mapped():
+            await _resolved(self.redis.sadd(keys.batch_tenants(), tenant))
+        return await self._apply(tenant, transition, BatchReply)
+
+    async def upload(self, tenant: str, transition: BatchUpload) -> UploadReply:
+        return await self._apply(tenant, transition, UploadReply)
+
+    async def seal(self, tenant: str, transition: BatchSeal) -> BatchReply:
+        return await self._apply(tenant, transition, BatchReply)
+
+    async def settle(self, tenant: str, transition: BatchSettle) -> SettleReply:
+        return await self._apply(tenant, transition, SettleReply)
+
+    async def cancel(self, tenant: str, transition: BatchCancel) -> CancelBatchReply:
+        return await self._apply(tenant, transition, CancelBatchReply)
+
+    async def retry(self, tenant: str, transition: BatchRetry) -> RetryReply:
+        return await self._apply(tenant, transition, RetryReply)
+
+    # -- reads ---------------------------------------------------------------
+
+    async def meta(self, tenant: str, batch_id: str) -> dict[str, str]:
+        """The batch's meta hash ({} when there is no such batch)."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(keys.batch_meta(tenant, batch_id)))
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    async def stored_ids(self, tenant: str, batch_id: str, custom_ids: Sequence[str]) -> int:
+        """How many of these custom ids the batch holds (a resumed upload's check)."""
+        if not custom_ids:
+            return 0
+        with redis_errors_mapped():
+            found = await _resolved(
+                self.redis.hmget(keys.batch_ids(tenant, batch_id), list(custom_ids))
+            )
+        return sum(1 for f in found if f is not None)
+
+    async def records(
+        self, tenant: str, batch_id: str, *, lines: int, first: int = 1
+    ) -> AsyncIterator[tuple[int, dict[str, Any]]]:
+        """Line records in input order, a page at a time: memory flat in the batch size."""
+        key = keys.batch_records(tenant, batch_id)
+        start = first
+        while start <= lines:
+            numbers = list(range(start, min(lines, start + RESULTS_PAGE - 1) + 1))
+            with redis_errors_mapped():
+                raw = await _resolved(self.redis.hmget(key, [str(n) for n in numbers]))
+            for n, value in zip(numbers, raw, strict=True):
+                if value is not None:
+                    yield n, json.loads(value)
+            start = numbers[-1] + 1
+
+    async def batch_ids(self, tenant: str, limit: int = 50) -> list[str]:
+        """The tenant's batches, newest first (those past their retention left out)."""
+        index = keys.batch_index(tenant)
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.zrevrange(index, 0, max(0, limit * 2)))
+            ids = [_text(v) for v in raw]
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for batch_id in ids:
+                    pipe.exists(keys.batch_meta(tenant, batch_id))
+                alive = await pipe.execute()
+            gone = [b for b, a in zip(ids, alive, strict=True) if not a]
+            if gone:
+                await _resolved(self.redis.zrem(index, *gone))
+        return [b for b, a in zip(ids, alive, strict=True) if a][:limit]
+
+    async def tenants(self) -> list[str]:
+        """Every tenant that opened a batch (what a sweep looks at)."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.smembers(keys.batch_tenants()))
+        return sorted(_text(v) for v in raw)
+
+    async def all_batch_ids(self, tenant: str) -> list[str]:
+        """Every batch of the tenant in its index (those past their retention included)."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.zrange(keys.batch_index(tenant), 0, -1))
+        return [_text(v) for v in raw]
+
+    async def running_run_ids(self, tenant: str, batch_id: str) -> list[str]:
+        """The run ids of the batch's lines whose record says running."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.smembers(keys.batch_running(tenant, batch_id)))
+        return sorted(_text(v) for v in raw)
+
+    async def set_tenant_cap(self, tenant: str, cap: int) -> None:
+        """Bound the in-flight runs of all the tenant's batches together (0: no bound)."""
+        with redis_errors_mapped():
+            await _resolved(self.redis.hset(keys.batch_sched(tenant), SchedField.CAP, str(cap)))
+
+    async def field(self, tenant: str, batch_id: str, name: BatchField) -> str | None:
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hget(keys.batch_meta(tenant, batch_id), name))
+        return _text(raw) if raw is not None else None

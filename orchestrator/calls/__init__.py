@@ -1,0 +1,1 @@
+"""Tool calls without a run: their catalogue, state, store, client API, Lua."""

@@ -1,0 +1,246 @@
+"""Calling the fleet's tools without a run: `Client.call_tool` and what the front doors
+(`agentq call`, `POST /v1/tools/{name}/calls`, the MCP gateway) build on.
+
+A call is a job like a run's tool call: resolved and validated here, executed by the
+worker that serves the tool, its result written once (`orchestrator/calls/state.py`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agentq.orchestrator import tracing
+from agentq.orchestrator.calls.catalogue import (
+    CallableTool,
+    ToolCallResult,
+    call_id_for,
+    call_result,
+    cancel_call_args,
+    catalogue,
+    create_call_args,
+    listed,
+    resolve_call,
+    validate_call_input,
+)
+from agentq.orchestrator.calls.state import CallField
+from agentq.orchestrator.calls.store import CallNotFoundError, CallStore
+from agentq.orchestrator.core.errors import RunConflictError
+from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.runs.index import DEFAULT_TENANT
+from agentq.orchestrator.runs.state import Outcome
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.tools.resolution import ToolDef
+
+# How long past its deadline a caller waits for a call's result (time in the queue).
+QUEUE_GRACE_S = 30.0
+
+ProgressCallback = Callable[[Any], Awaitable[None] | None]
+# Asked when the call's tool asks for input (an MCP server's elicitation): the message
+# and the requested schema in, the content to answer with (None: decline) out.
+InputCallback = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
+# Given each log message of the call's tool (an MCP server's): level, data, logger.
+LogCallback = Callable[[str, Any, str | None], Awaitable[None]]
+# Asked when the call's tool asks for a model's answer (an MCP server's sampling): the
+# `sampling/createMessage` params in, the `CreateMessageResult` (None: decline) out.
+SampleCallback = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
+
+__all__ = ["CallNotFoundError", "ProgressCallback", "ToolCallResult", "ToolCalls"]
+
+
+class ToolCalls:
+    def __init__(self, runs: RunStore, redis: Redis, settings: Settings) -> None:
+        self.runs = runs
+        self.settings = settings
+        self.store = CallStore(redis, retention_s=settings.retention_s)
+
+    async def catalogue(self) -> dict[str, CallableTool]:
+        return catalogue(await self.runs.registry(), time.time())
+
+    async def tools(self) -> list[ToolDef]:
+        """Each callable tool once, resolved (its description and input schema)."""
+        registry = await self.runs.registry()
+        now = time.time()
+        found = catalogue(registry, now)
+        return [
+            resolve_call(t.name, found, registry, now, timeout_s=None, settings=self.settings)
+            for t in listed(found)
+        ]
+
+    async def resolve(self, name: str, timeout_s: float | None = None) -> ToolDef:
+        registry = await self.runs.registry()
+        now = time.time()
+        return resolve_call(
+            name,
+            catalogue(registry, now),
+            registry,
+            now,
+            timeout_s=timeout_s,
+            settings=self.settings,
+        )
+
+    async def start(
+        self,
+        name: str,
+        input: Any,
+        *,
+        timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+        tenant: str | None = None,
+        traceparent: str | None = None,
+    ) -> tuple[str, bool]:
+        """Resolve, validate and enqueue the call. Returns its id and whether it is new
+        (False: the idempotency key named an earlier call of the same tool and input).
+
+        UnknownToolError when nothing serves `name`; CallInputError when the input
+        breaks its schema; RunConflictError when the key was used for another call."""
+        call_id, created, _ = await self.start_call(
+            name,
+            input,
+            timeout_s=timeout_s,
+            idempotency_key=idempotency_key,
+            tenant=tenant,
+            traceparent=traceparent,
+        )
+        return call_id, created
+
+    async def start_call(
+        self,
+        name: str,
+        input: Any,
+        *,
+        timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+        tenant: str | None = None,
+        traceparent: str | None = None,
+    ) -> tuple[str, bool, ToolDef]:
+        """`start`, also returning the tool the call resolved to."""
+        tool = await self.resolve(name, timeout_s)
+        validate_call_input(tool, input)
+        owner = tenant or DEFAULT_TENANT
+        call_id = call_id_for(owner, idempotency_key)
+        carrier = {"traceparent": traceparent} if traceparent else tracing.current_carrier()
+        if not carrier:
+            carrier = tracing.run_carrier(call_id)  # a trace of its own, derived from its id
+        reply = await self.store.create(
+            create_call_args(call_id, tool, input, tenant=owner, trace=carrier)
+        )
+        if reply.outcome == Outcome.CONFLICT:
+            raise RunConflictError(
+                f"idempotency key {idempotency_key!r} was used for a call of another tool or input"
+            )
+        return call_id, reply.outcome == Outcome.CREATED, tool
+
+    async def result(self, call_id: str) -> ToolCallResult | None:
+        """The call's result, or None while it runs; CallNotFoundError if unknown."""
+        return call_result(call_id, await self.store.read(call_id))
+
+    async def state(self, call_id: str) -> dict[str, str]:
+        return await self.store.read(call_id)
+
+    def events(self, call_id: str, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
+        return self.store.events(call_id, after, follow=follow)
+
+    async def wait(
+        self,
+        call_id: str,
+        *,
+        timeout_s: float | None = None,
+        on_progress: ProgressCallback | None = None,
+        on_input: InputCallback | None = None,
+        on_log: LogCallback | None = None,
+        on_sample: SampleCallback | None = None,
+    ) -> ToolCallResult | None:
+        """The call's result once it has one; None if `timeout_s` passes first. The
+        tool's input requests go to `on_input`; without one they are declined."""
+        try:
+            return await asyncio.wait_for(
+                self._wait(call_id, on_progress, on_input, on_log, on_sample), timeout_s
+            )
+        except TimeoutError:
+            return None
+
+    async def _wait(
+        self,
+        call_id: str,
+        on_progress: ProgressCallback | None,
+        on_input: InputCallback | None,
+        on_log: LogCallback | None = None,
+        on_sample: SampleCallback | None = None,
+    ) -> ToolCallResult:
+        async for event in self.store.events(call_id, 0, follow=True):
+            extra = event.model_extra or {}
+            if event.type == "tool-progress" and on_progress is not None:
+                shown = on_progress(extra.get("output"))
+                if isinstance(shown, Awaitable):
+                    await shown
+            elif event.type == "tool-log" and on_log is not None:
+                logger = extra.get("logger")
+                await on_log(
+                    str(extra.get("level", "info")),
+                    extra.get("data"),
+                    str(logger) if logger is not None else None,
+                )
+            elif event.type == "tool-input-request":
+                content = None
+                if extra.get("kind") == "sampling":
+                    if on_sample is not None:
+                        content = await on_sample(extra.get("input") or {})
+                elif on_input is not None:
+                    content = await on_input(
+                        str(extra.get("message", "")), extra.get("input") or {}
+                    )
+                await self.answer(call_id, str(extra.get("request_id")), content)
+        result = await self.result(call_id)
+        assert result is not None, "a call's stream ends with its result"
+        return result
+
+    async def answer(self, call_id: str, request_id: str, content: dict[str, Any] | None) -> None:
+        """Answer the call's input request `request_id`: `content`, or None to decline."""
+        action = "decline" if content is None else "accept"
+        answer = json.dumps({"action": action, "content": content})
+        await self.store.post_answer(call_id, request_id, answer)
+
+    async def cancel(self, call_id: str, reason: str = "the call was cancelled") -> ToolCallResult:
+        """Cancel the call unless it has its result; either way, its result after."""
+        fields = await self.store.read(call_id)
+        name = json.loads(fields[CallField.CALL])["name"]
+        await self.store.cancel(cancel_call_args(call_id, name, reason))
+        result = await self.result(call_id)
+        assert result is not None
+        return result
+
+    async def call(
+        self,
+        name: str,
+        input: Any,
+        *,
+        timeout_s: float | None = None,
+        idempotency_key: str | None = None,
+        on_progress: ProgressCallback | None = None,
+        tenant: str | None = None,
+        traceparent: str | None = None,
+    ) -> ToolCallResult:
+        """Start the call and wait for its result. A call no worker finished within its
+        deadline (plus QUEUE_GRACE_S in the queue) is cancelled: its result says so."""
+        call_id, _, tool = await self.start_call(
+            name,
+            input,
+            timeout_s=timeout_s,
+            idempotency_key=idempotency_key,
+            tenant=tenant,
+            traceparent=traceparent,
+        )
+        budget_s = tool.timeout_s + QUEUE_GRACE_S
+        result = await self.wait(call_id, timeout_s=budget_s, on_progress=on_progress)
+        if result is None:
+            result = await self.cancel(
+                call_id, f"no worker finished the call to {name!r} within {budget_s:g} s"
+            )
+        return result

@@ -1,0 +1,119 @@
+"""The state of a tool call without a run (`Client.call_tool`), declared once.
+
+A call is one hash `aq:call:{<id>}` (fields below) and an event stream beside it. It
+moves queued -> running -> done (the `CallStatus` of a run's calls); its result is
+written once, by whichever comes first of the worker's result and a cancellation, so a
+re-delivered job never executes a call whose result is recorded, and a retried
+`call_tool` with the same idempotency key finds the first call and its result.
+
+One typed input per transition (`call_*.lua`, after `call_prelude.lua`), read by the
+scripts as `A.<field>` exactly as the run transitions read theirs.
+"""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine.jobs import QueuedJob
+from agentq.orchestrator.runs.state.inputs import DEFAULT_RETENTION_S
+from agentq.orchestrator.runs.state.status import Outcome
+
+
+class CallField(StrEnum):
+    """Fields of a call's hash `aq:call:{<id>}`."""
+
+    TOOL = "tool"  # the resolved ToolDef JSON (its schema, queue, timeout)
+    CALL = "call"  # the CallPlan JSON (id, name, input)
+    INPUT_HASH = "input_hash"  # sha256 of tool + input: a reused key with other input conflicts
+    STATUS = "status"  # a CallStatus: queued, running, done
+    RESULT = "result"  # ToolResultPart JSON, written once
+    CANCELLED = "cancelled"  # "1" when a cancellation wrote the result
+    SEQ = "seq"  # the last event's sequence number
+    TENANT = "tenant"
+    TRACE = "trace"  # W3C carrier JSON of the call's trace (the caller's, when it sent one)
+    CREATED_AT = "created_at"
+    STARTED_AT = "started_at"
+    FINISHED_AT = "finished_at"
+
+
+class CallTransitionInput(BaseModel):
+    """What every call transition reads: which call, when, how long it is kept."""
+
+    model_config = ConfigDict(extra="forbid")
+    script: ClassVar[str]
+
+    call_id: str
+    at: float = Field(default_factory=time.time)
+    retention_s: int = DEFAULT_RETENTION_S
+
+
+class CreateCall(CallTransitionInput):
+    script = "call_create"
+
+    tool: str  # ToolDef JSON
+    call: str  # CallPlan JSON
+    input_hash: str
+    tenant: str
+    trace: str
+    event: str
+    job: QueuedJob
+
+
+class ClaimToolCall(CallTransitionInput):
+    script = "call_claim"
+
+    event: str
+
+
+class FinishCall(CallTransitionInput):
+    script = "call_finish"
+
+    result: str  # ToolResultPart JSON
+    event: str
+
+
+class CancelCall(CallTransitionInput):
+    script = "call_cancel"
+
+    result: str  # the cancellation as the call's (error) result
+    event: str
+    job_id: str  # asked to abort
+    # The abort set of the job's partition (its slot), from the key builders.
+    abort_key: str = ""
+
+    @model_validator(mode="after")
+    def _abort_key_of_job(self) -> CancelCall:
+        self.abort_key = self.abort_key or keys.abort_set_of(self.job_id)
+        return self
+
+
+class EmitCall(CallTransitionInput):
+    script = "call_emit"
+
+    events: list[str]
+
+
+CALL_INPUTS: tuple[type[CallTransitionInput], ...] = (
+    CreateCall,
+    ClaimToolCall,
+    FinishCall,
+    CancelCall,
+    EmitCall,
+)
+
+
+class CallReply(BaseModel):
+    """Every call transition's reply: its outcome and, by outcome, data."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outcome: Outcome
+    call_status: str | None = None  # EXISTS: the first call's status
+    call: str | None = None  # CLAIMED: the CallPlan JSON
+    tool: str | None = None  # CLAIMED: the ToolDef JSON
+    seq: int = 0  # EMITTED: the last event's sequence (0: the call had ended)

@@ -1,0 +1,135 @@
+"""The store of tool calls without a run: each change is one atomic Lua transition.
+
+The counterpart of `RunStore` for `Client.call_tool` (state declared in
+`orchestrator/calls/state.py`, scripts `lua/call_*.lua` after `lua/call_prelude.lua`).
+Redis errors leave it only as `InfrastructureError`, as from the run store.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Sequence
+from importlib import resources
+
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+from agentq.orchestrator.calls.state import (
+    CALL_INPUTS,
+    CallField,
+    CallReply,
+    CallTransitionInput,
+    CancelCall,
+    ClaimToolCall,
+    CreateCall,
+    EmitCall,
+    FinishCall,
+)
+from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.machine import keys, lua_constants
+from agentq.orchestrator.runs.state.inputs import ANSWER_TTL_S, DEFAULT_RETENTION_S
+from agentq.orchestrator.runs.store import (
+    EVENT_PAGE,
+    _resolved,
+    _text,
+    read_event_page,
+    redis_errors_mapped,
+)
+
+# The events that end a call's stream: its result, or its error.
+CALL_END_EVENTS = frozenset({"tool-result", "tool-error"})
+
+
+def load_call_scripts() -> dict[str, str]:
+    """Each call transition's source: generated constants, the call prelude, its file."""
+    folder = resources.files("agentq.orchestrator.calls") / "lua"
+    head = lua_constants.render() + (folder / "call_prelude.lua").read_text()
+    return {m.script: head + "\n" + (folder / f"{m.script}.lua").read_text() for m in CALL_INPUTS}
+
+
+_SCRIPTS = load_call_scripts()
+
+
+class CallNotFoundError(RunNotFoundError):
+    """No call with that id (never created, or expired with its retention)."""
+
+
+class CallStore:
+    def __init__(self, redis: Redis, *, retention_s: int = DEFAULT_RETENTION_S) -> None:
+        self.redis = redis
+        self.retention_s = retention_s
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(src) for name, src in _SCRIPTS.items()
+        }
+
+    async def _apply(self, transition: CallTransitionInput) -> CallReply:
+        body = transition.model_dump(mode="json", exclude_none=True)
+        body["retention_s"] = self.retention_s
+        payload = json.dumps(body, separators=(",", ":"))
+        with redis_errors_mapped():
+            raw = await self._scripts[transition.script](
+                keys=keys.call_keys(transition.call_id), args=[payload]
+            )
+        return CallReply.model_validate_json(raw)
+
+    async def create(self, transition: CreateCall) -> CallReply:
+        return await self._apply(transition)
+
+    async def claim(self, transition: ClaimToolCall) -> CallReply:
+        return await self._apply(transition)
+
+    async def finish(self, transition: FinishCall) -> CallReply:
+        return await self._apply(transition)
+
+    async def cancel(self, transition: CancelCall) -> CallReply:
+        return await self._apply(transition)
+
+    async def emit(self, call_id: str, events: Sequence[str]) -> int:
+        if not events:
+            return 0
+        return (await self._apply(EmitCall(call_id=call_id, events=list(events)))).seq
+
+    async def post_answer(self, call_id: str, request_id: str, answer: str) -> None:
+        """Hand the answer to an input request to the call's worker (which BLPOPs it)."""
+        key = keys.call_answer(call_id, request_id)
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.lpush(key, answer)
+                pipe.expire(key, ANSWER_TTL_S)
+                await pipe.execute()
+
+    async def wait_answer(self, call_id: str, request_id: str, timeout_s: float) -> str | None:
+        with redis_errors_mapped():
+            popped = await _resolved(
+                self.redis.blpop(
+                    [keys.call_answer(call_id, request_id)], timeout=max(1, int(timeout_s))
+                )
+            )
+        return _text(popped[1]) if popped else None
+
+    async def read(self, call_id: str) -> dict[str, str]:
+        """The call's hash; CallNotFoundError when there is none."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(keys.call_meta(call_id)))
+        if not raw:
+            raise CallNotFoundError(f"no tool call with id {call_id!r}")
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    async def events(
+        self, call_id: str, after: int = 0, *, follow: bool = True, block_ms: int = 5000
+    ) -> AsyncIterator[Event]:
+        """The call's events after `after`; with `follow`, until its result's event."""
+        stream = keys.call_events(call_id)
+        last = after
+        while True:
+            page = await read_event_page(self.redis, stream, last, follow=follow, block_ms=block_ms)
+            for event in page:
+                last = event.seq
+                yield event
+                if event.type in CALL_END_EVENTS:
+                    return
+            if not follow and len(page) < EVENT_PAGE:
+                return
+            if follow and not page and CallField.RESULT in await self.read(call_id):
+                return  # ended before `after` (or gone: CallNotFoundError)

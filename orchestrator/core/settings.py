@@ -1,0 +1,108 @@
+"""Settings read from the environment, in one place, passed down as typed objects."""
+
+from __future__ import annotations
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AGENTQ_", extra="ignore")
+
+    redis_url: str = "memory://"
+    # Queues and runs are split into this many partitions, each with its own Redis
+    # Cluster hash tag (see state/keys.py). Fixed for a deployment: every process must
+    # use the same. Unset: 1 on a single Redis, 16 on a cluster (`redis+cluster://`).
+    partitions: int | None = Field(default=None, ge=1, le=1024)
+    # How long a finished run's keys are kept.
+    retention_s: int = Field(default=7 * 24 * 3600, gt=0)
+    # Each worker process holds one lease of this length (renewed five times per lease
+    # from a thread); a dead worker's jobs are re-delivered once it lapses, whatever the
+    # calls' own timeouts: recovery takes about a lease. A worker that cannot renew in
+    # time cancels its running jobs (they run again elsewhere). Raise it when Redis is
+    # far away (a renewal must connect and answer within a fifth of it).
+    lease_s: float = Field(default=1.0, gt=0)
+    # A worker sleeps on its wake-up list; this is only the fallback poll.
+    idle_poll_s: float = Field(default=1.0, gt=0)
+    concurrency: int = Field(default=16, ge=1)
+    # On SIGTERM a worker stops claiming and lets its running jobs finish for this long;
+    # what is still running then is released for another worker (not counted as a death).
+    drain_timeout_s: float = Field(default=30.0, ge=0)
+    # Every Redis connection: how long to wait for TCP (and TLS), for any reply, and how
+    # often an idle pooled connection is checked before use. Blocking reads stay shorter.
+    redis_connect_timeout_s: float = Field(default=5.0, gt=0)
+    redis_socket_timeout_s: float = Field(default=10.0, gt=0)
+    redis_health_check_s: float = Field(default=15.0, ge=0)
+    # How long a waiting client keeps reconnecting through an outage when the caller
+    # gave it no timeout of its own.
+    redis_retry_s: float = Field(default=60.0, gt=0)
+    # A job whose worker died this many times is not run again: a tool call becomes a
+    # tool error the model sees, a model step fails the run (never a run stuck forever).
+    max_deliveries: int = Field(default=5, ge=1)
+    # A tool output larger than this is cut, with a marker the model sees (a tool
+    # spec's `max_output_bytes` overrides it per tool).
+    max_tool_output_bytes: int = Field(default=1_000_000, gt=0)
+    # Each worker keeps the history it read for a run's step, so the run's next step on
+    # it reads only the messages appended since (workers/steps/history_cache.py); at most this
+    # many bytes of message JSON, least recently used runs evicted first. 0: none kept.
+    history_cache_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
+    # How long a parked call (awaiting approval or an outside result) waits before it
+    # becomes a tool error the model sees; a tool spec's `park_timeout_s` overrides it.
+    park_timeout_s: float = Field(default=24 * 3600.0, gt=0, le=7 * 24 * 3600.0)
+    # Whether a code tool may ask for network (`"network": true`): the deployment's choice,
+    # never a spec's. Checked at submit and again by the sandbox worker.
+    sandbox_allow_network: bool = False
+    mcp_config: str | None = None
+    # Sub-agents (`agent` tools): how deep child runs may nest, how many one model step
+    # may start, and a JSON file of named agents ({"name": {RunSpec template}}).
+    max_agent_depth: int = Field(default=3, ge=0)
+    max_agent_fanout: int = Field(default=8, ge=1)
+    agents: str | None = None
+    # The remote-tools file: tools served by services in any language, their queues and
+    # the queues' push webhooks (orchestrator/tools/remote.py). `agentq serve` reads it.
+    remote_tools: str | None = None
+    # The models file: the named model endpoints specs may use (orchestrator/policy/endpoints.py).
+    models: str | None = None
+    # Comma-separated base-URL prefixes a spec's `model.base_url` may start with, and
+    # environment variables a spec's `model.api_key_env` may name. Empty: none.
+    allow_spec_endpoints: str = ""
+    allow_spec_key_envs: str = ""
+    # Comma-separated hosts a spec's HTTP tools may reach: `api.example.com`,
+    # `*.example.com` (its subdomains) or `*` (any public host). Loopback, private,
+    # link-local and metadata addresses are refused unless a host is listed by its exact
+    # name. Empty: no HTTP tools (and workers serve none).
+    allow_http_hosts: str = ""
+    # Comma-separated environment variables a spec may name: in an HTTP tool's headers
+    # (`${env:NAME}`) and as a webhook's `secret_env`, read from the worker's environment.
+    allow_http_envs: str = ""
+    # The same host patterns for the URLs of a spec's webhooks. Empty: no webhooks.
+    allow_webhook_hosts: str = ""
+    # A webhook delivery is tried this many times (backoff: this many seconds, doubled
+    # each time) before a `webhook-failed` event; each attempt waits this long at most.
+    webhook_max_attempts: int = Field(default=5, ge=1, le=20)
+    webhook_backoff_s: float = Field(default=1.0, ge=0, le=60)
+    webhook_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    # Provider quotas shared by the fleet: {"openai:gpt-4o": [rpm, tpm], "anthropic:*": [50, null]}.
+    # A third value sets the window in seconds (default 60: "per minute"); a shorter one
+    # scales the quota down for tests and benchmarks, e.g. [60, null, 1] is 60 per second.
+    rate_limits: dict[str, tuple[int | None, int | None] | tuple[int | None, int | None, float]] = (
+        Field(default_factory=dict)
+    )
+    # Provider batch APIs (`"model": {..., "batch": true}`): a collector submits a group's
+    # parked requests once this many are waiting or the oldest has waited this long, polls
+    # the provider this often, and holds its group under a lease of this length (another
+    # worker takes a dead collector's group over when it lapses).
+    provider_batch_max_requests: int = Field(default=1000, ge=1, le=50_000)
+    provider_batch_max_age_s: float = Field(default=60.0, ge=0)
+    provider_batch_poll_s: float = Field(default=10.0, gt=0)
+    provider_batch_lease_s: float = Field(default=30.0, gt=0)
+    # Direct prices, USD per million tokens [input, output], by "provider:model" (or
+    # "provider:*"), and the batch discount: what `batch status` estimates was saved.
+    provider_batch_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
+    provider_batch_discount: float = Field(default=0.5, ge=0, le=1)
+    # Batches (`agentq batch`): every worker of the model queue sweeps this often for lines
+    # left running whose run ended or vanished without its end being recorded (an
+    # admission job dropped, a run's keys expired first); a line found so in two sweeps in
+    # a row ends as failed. An upload never sealed expires this long after its last chunk.
+    batch_sweep_s: float = Field(default=60.0, gt=0)
+    batch_upload_ttl_s: int = Field(default=24 * 3600, gt=0)

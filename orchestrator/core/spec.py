@@ -1,0 +1,226 @@
+"""The run spec: what a user submits. Validated before anything runs."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BeforeValidator,
+    Field,
+    SerializeAsAny,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from agentq.orchestrator.core.messages import Message, UserMessage, normalize_message
+from agentq.orchestrator.machine.keys import RUN_ID_PATTERN
+from agentq.orchestrator.policy.providers import PROVIDER_NAME
+from agentq.orchestrator.policy.webhooks import WebhookSpec
+from agentq.orchestrator.runs.children import CHILD_RUN_ID
+from agentq.orchestrator.tools import ToolSpecBase, parse_tool_entry
+from agentq.orchestrator.tools.base import SpecModel as _Spec
+
+# The built-in kinds' entries, importable from here as before.
+from agentq.orchestrator.tools.client import ClientToolSpec
+from agentq.orchestrator.tools.code import CodeLimits, CodeToolSpec
+from agentq.orchestrator.tools.function import FunctionToolSpec
+from agentq.orchestrator.tools.mcp import McpToolSpec
+from agentq.orchestrator.tools.provider import ProviderToolSpec
+
+
+class ScriptedToolCall(_Spec):
+    name: str
+    input: Any = None
+    id: str | None = None
+
+
+class ScriptedStep(_Spec):
+    """One answer of the scripted provider: text, tool calls, or both."""
+
+    text: str = ""
+    # Streamed as reasoning before the text (as a thinking model shows it); never the answer.
+    reasoning: str = ""
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
+    finish_reason: str | None = None
+    # Answers to repair requests in this step (see `RepairPolicy`), in the order asked.
+    repair: list[ScriptedToolCall] = Field(default_factory=list)
+
+
+class RepairPolicy(_Spec):
+    """Tool-call repair: when a call's input is invalid (unparseable or against the
+    schema), ask the model again for that one call, up to `max_attempts` times, in a side
+    request that never enters the run's history."""
+
+    strategy: Literal["reask"] = "reask"
+    max_attempts: int = Field(default=1, ge=1, le=5)
+
+
+class ModelRef(_Spec):
+    # A provider of the provider table, or an endpoint of the deployment's models
+    # file (looked up first); checked at submit, where the table is known.
+    provider: str = Field(pattern=PROVIDER_NAME.pattern)
+    name: str = ""
+    endpoint: str | None = Field(default=None, pattern=PROVIDER_NAME.pattern)
+    # Honoured only where the deployment allows it (see orchestrator/policy/endpoints.py).
+    base_url: str | None = None
+    api_key_env: str | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+    timeout_s: float = Field(default=120.0, gt=0)
+    script: list[ScriptedStep] | None = None
+    repair: RepairPolicy | None = None
+    # Route the step through the provider's batch API (half price, answered within hours):
+    # the step parks until a collector brings its answer back (workers/models/batch/).
+    batch: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelRef:
+        if self.provider == "scripted":
+            if self.script is None:
+                raise ValueError("the scripted provider needs a 'script' list")
+            self.name = self.name or "scripted"
+        elif self.script is not None:
+            raise ValueError("'script' is only for the scripted provider")
+        elif not self.name:
+            raise ValueError("a model needs a 'name' (or use the form 'provider:name')")
+        return self
+
+    @property
+    def label(self) -> str:
+        return f"{self.provider}:{self.name}"
+
+
+def _parse_model(value: Any) -> Any:
+    if isinstance(value, str):
+        provider, sep, name = value.partition(":")
+        if not sep or not provider or not name:
+            raise ValueError(f"model {value!r} is not of the form 'provider:name'")
+        return {"provider": provider, "name": name}
+    return value
+
+
+TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+
+# A tool entry of any registered kind (see orchestrator/tools/).
+ToolSpec = Annotated[SerializeAsAny[ToolSpecBase], BeforeValidator(parse_tool_entry)]
+
+
+class ToolChoiceTool(_Spec):
+    tool: str
+
+
+ToolChoice = Literal["auto", "required", "none"] | ToolChoiceTool
+
+
+class HasToolCall(_Spec):
+    has_tool_call: str
+
+
+class StepCountIs(_Spec):
+    step_count_is: int = Field(ge=1)
+
+
+StopCondition = HasToolCall | StepCountIs
+
+
+class StepWhen(_Spec):
+    """When a step rule applies: exactly one of its conditions."""
+
+    step: int | None = Field(default=None, ge=0)
+    after_tool: str | None = None
+    step_at_least: int | None = Field(default=None, ge=0)
+
+    @model_validator(mode="after")
+    def _one(self) -> StepWhen:
+        given = [n for n in ("step", "after_tool", "step_at_least") if getattr(self, n) is not None]
+        if len(given) != 1:
+            raise ValueError("a 'when' needs exactly one of 'step', 'after_tool', 'step_at_least'")
+        return self
+
+
+class StepRule(_Spec):
+    """prepareStep, declared: what a matching step sends instead of the run's defaults."""
+
+    when: StepWhen
+    model: Annotated[ModelRef, BeforeValidator(_parse_model)] | None = None
+    system: str | None = None
+    tool_choice: ToolChoice | None = None
+    active_tools: list[str] | None = None
+
+
+class ContextPolicy(_Spec):
+    """What is sent to the model is compacted when over budget (the history stays whole)."""
+
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    keep_last_messages: int | None = Field(default=None, ge=0)
+    strategy: Literal["drop_tool_results", "drop_oldest", "summarize"] = "drop_tool_results"
+    summary_model: Annotated[ModelRef, BeforeValidator(_parse_model)] | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ContextPolicy:
+        if self.max_input_tokens is None and self.keep_last_messages is None:
+            raise ValueError("'context' needs 'max_input_tokens' or 'keep_last_messages'")
+        if self.strategy != "summarize" and self.summary_model is not None:
+            raise ValueError("'summary_model' is only for the 'summarize' strategy")
+        return self
+
+
+RUN_ID = RUN_ID_PATTERN  # no ':' or braces: an id can never name another run's keys
+
+
+class RunSpec(_Spec):
+    model: Annotated[ModelRef, BeforeValidator(_parse_model)]
+    system: str | None = None
+    prompt: str | None = None
+    messages: list[Annotated[Message, BeforeValidator(normalize_message)]] | None = None
+    tools: list[ToolSpec] = Field(default_factory=list)
+    tool_choice: ToolChoice = "auto"
+    active_tools: list[str] | None = None
+    max_steps: int = Field(default=10, ge=1, le=1000)
+    stop_when: list[StopCondition] = Field(default_factory=list)
+    tool_timeout_s: float = Field(default=60.0, gt=0)
+    # Where workers POST the run's selected events (orchestrator/policy/webhooks.py).
+    webhooks: list[WebhookSpec] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    id: str | None = None
+    # Per-step preparation and context management (orchestrator/loop/prepare.py).
+    steps: list[StepRule] | None = None
+    prepare_step: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+    context: ContextPolicy | None = None
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is not None and not RUN_ID.match(value):
+            raise ValueError("must be 1-128 characters of letters, digits, '_', '.' or '-'")
+        stored = isinstance(info.context, dict) and info.context.get("agentq.stored")
+        if value is not None and CHILD_RUN_ID.match(value) and not stored:
+            raise ValueError("ids of the form t<32 hex>.<16 hex> are sub-agents' child runs'")
+        return value
+
+    @model_validator(mode="after")
+    def _check_input(self) -> RunSpec:
+        if self.prompt is None and not self.messages:
+            raise ValueError("a run needs a 'prompt' or a non-empty 'messages' list")
+        if self.prompt is not None and self.messages:
+            raise ValueError("give either 'prompt' or 'messages', not both")
+        return self
+
+    def initial_messages(self) -> list[Message]:
+        if self.messages:
+            return list(self.messages)
+        return [UserMessage(content=self.prompt or "")]
+
+
+__all__ = [
+    "ClientToolSpec",
+    "CodeLimits",
+    "CodeToolSpec",
+    "FunctionToolSpec",
+    "McpToolSpec",
+    "ModelRef",
+    "ProviderToolSpec",
+    "RunSpec",
+    "ToolSpec",
+]

@@ -1,0 +1,84 @@
+"""How deep each job queue is: what autoscalers and dashboards read.
+
+A queue is arq's sorted set of job ids scored by the time each is due (ms). A claimed
+job stays in the set until it ends (scored +inf while it runs: workers/queue/claims.py), so
+`depth` counts jobs waiting, deferred and running: the work a pool has on hand, which
+is what scaling on queue depth wants (a pool scaled to zero sees its first job here).
+`ready` counts those due now and not running, and `oldest_age_s` says how long the
+oldest of them has been due. A queue is
+partitioned (`state/keys.py`): its figures are summed over its partitions.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from arq.constants import health_check_key_suffix
+from redis.asyncio import Redis
+
+from agentq.orchestrator.machine import keys
+
+QUEUE_KEY_PREFIX = keys.QUEUE_PREFIX
+
+
+@dataclass(frozen=True)
+class QueueStats:
+    queue: str
+    depth: int
+    ready: int
+    oldest_age_s: float
+
+
+async def queue_stats(
+    redis: Redis, queues: Iterable[str], now_s: float | None = None
+) -> dict[str, QueueStats]:
+    """Stats of `queues`, read in one pipeline (an unknown queue is empty)."""
+    names = list(queues)
+    parts = list(keys.partitions())
+    now_ms = int((time.time() if now_s is None else now_s) * 1000)
+    pipe = redis.pipeline(transaction=False)
+    for name in names:
+        for p in parts:
+            key = keys.queue(name, p)
+            pipe.zcard(key)
+            pipe.zcount(key, "-inf", now_ms)
+            pipe.zrange(key, 0, 0, withscores=True)
+    replies = await pipe.execute()
+    stats: dict[str, QueueStats] = {}
+    per_queue = 3 * len(parts)
+    for i, name in enumerate(names):
+        mine = replies[per_queue * i : per_queue * (i + 1)]
+        depth = sum(int(d) for d in mine[0::3])
+        ready = sum(int(r) for r in mine[1::3])
+        firsts = [oldest[0][1] for oldest in mine[2::3] if oldest]
+        first_due_ms = min(firsts) if firsts else now_ms
+        stats[name] = QueueStats(
+            queue=name,
+            depth=depth,
+            ready=ready,
+            oldest_age_s=max(0.0, (now_ms - first_due_ms) / 1000) if ready else 0.0,
+        )
+    return stats
+
+
+async def known_queues(redis: Redis) -> list[str]:
+    """Every queue that holds a job now (an empty queue's key does not exist); a worker's
+    arq health-check key beside a queue's is not a queue."""
+    names = {
+        keys.queue_name(key.decode() if isinstance(key, bytes) else str(key))
+        async for key in redis.scan_iter(match=QUEUE_KEY_PREFIX + "*", count=1000)
+    }
+    return sorted(name for name in names if not name.endswith(health_check_key_suffix))
+
+
+def queues_document(stats: dict[str, QueueStats]) -> dict[str, Any]:
+    """The JSON an HTTP endpoint serves for KEDA's metrics-api scaler:
+    `{"queues": {"model": {"depth": 3, ...}}}`, read with valueLocation `queues.model.depth`."""
+    return {
+        "queues": {
+            name: {k: v for k, v in asdict(s).items() if k != "queue"} for name, s in stats.items()
+        }
+    }

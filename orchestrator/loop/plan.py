@@ -1,0 +1,279 @@
+"""The pure core of the loop: what a model step's answer means for the run.
+
+`plan_step` turns a model response into a `StepPlan`: every call gets an id,
+its input parsed and validated against the frozen schema, and a disposition
+(run it on a queue, park it for approval or for an outside result, or answer
+it at once with a tool error). It also fixes what happens once the step's
+results are all in (`after`). No I/O: the store applies the plan atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentq.orchestrator.core.errors import ToolInputError
+from agentq.orchestrator.core.messages import (
+    AssistantMessage,
+    AssistantPart,
+    TextPart,
+    ToolCallPart,
+    ToolResultPart,
+    Usage,
+)
+from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.core.spec import HasToolCall, RunSpec, StepCountIs
+from agentq.orchestrator.runs.state import CallStatus, StepAfter
+from agentq.orchestrator.tools.resolution import ToolDef
+
+After = StepAfter  # the name this module always used
+
+
+class CallPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    input: Any = None
+    status: CallStatus
+    queue: str | None = None
+    timeout_s: float = 60.0
+    # How long the call may stay parked (approval, outside result) before it becomes a
+    # tool error; None: no deadline.
+    park_timeout_s: float | None = None
+    # A parked call a `start_call` job on this queue starts (see ToolDef.start_queue).
+    start_queue: str | None = None
+    # Set when the call is answered at once (bad input, unknown tool, provider-executed).
+    result: ToolResultPart | None = None
+
+
+class StepPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    step: int
+    text: str
+    finish_reason: FinishReason
+    usage: Usage = Field(default_factory=Usage)
+    calls: list[CallPlan]
+    after: StepAfter
+    provider_metadata: dict[str, Any] = Field(default_factory=dict)
+    # What prepareStep and context management made of the step (workers/steps/prepare.py).
+    prepared: dict[str, Any] | None = None
+
+    @property
+    def local_calls(self) -> list[CallPlan]:
+        """The calls this system answers (not executed inside the provider)."""
+        return [c for c in self.calls if not _provider_executed(c)]
+
+    @property
+    def finishes_now(self) -> bool:
+        """Nothing for us to run or wait for: the run ends with this step."""
+        return not self.local_calls
+
+    def assistant_message(self) -> AssistantMessage:
+        parts: list[AssistantPart] = []
+        if self.text:
+            parts.append(TextPart(text=self.text))
+        for call in self.calls:
+            executed = _provider_executed(call)
+            parts.append(
+                ToolCallPart(
+                    tool_call_id=call.id,
+                    tool_name=call.name,
+                    input=call.input,
+                    provider_executed=executed,
+                )
+            )
+            if executed and call.result is not None:
+                parts.append(call.result)
+        return AssistantMessage(content=parts, provider_metadata=self.provider_metadata)
+
+
+def _provider_executed(call: CallPlan) -> bool:
+    return call.result is not None and call.result.provider_executed
+
+
+def offered_tools(spec: RunSpec, tools: list[ToolDef]) -> list[ToolDef]:
+    """The tools the model may call this run: all, or those named in active_tools."""
+    if spec.tool_choice == "none":
+        return []
+    if spec.active_tools is None:
+        return list(tools)
+    active = set(spec.active_tools)
+    return [t for t in tools if t.name in active]
+
+
+def plan_step(spec: RunSpec, tools: list[ToolDef], step: int, response: ModelResponse) -> StepPlan:
+    by_name = {t.name: t for t in offered_tools(spec, tools)}
+    calls = [
+        _plan_call(call_id, raw, by_name)
+        for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
+    ]
+    names = {c.name for c in calls}
+    return StepPlan(
+        step=step,
+        text=response.text,
+        finish_reason=response.finish_reason,
+        usage=response.usage,
+        calls=calls,
+        after=StepAfter.FINISH if should_stop(spec, step, names) else StepAfter.CONTINUE,
+        provider_metadata=response.provider_metadata,
+    )
+
+
+def call_ids(step: int, response: ModelResponse) -> list[str]:
+    """The id each call of the response gets. Ids the model gave are kept; a missing or
+    repeated one gets a fresh id that collides with none of them (ids key the call's state
+    and its job)."""
+    taken = {raw.id for raw in response.tool_calls if raw.id}
+    ids: list[str] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(response.tool_calls):
+        call_id = raw.id if raw.id and raw.id not in seen else ""
+        if not call_id:
+            call_id = f"call_{step}_{index}"
+            while call_id in taken or call_id in seen:
+                call_id += "_"
+        seen.add(call_id)
+        ids.append(call_id)
+    return ids
+
+
+def input_error(tool: ToolDef, arguments: str | dict[str, Any] | list[Any] | None) -> str | None:
+    """Why these arguments are not a valid input for the tool, or None if they are."""
+    try:
+        validate_input(tool, parse_arguments(arguments))
+    except ToolInputError as exc:
+        return exc.message
+    return None
+
+
+def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef]) -> CallPlan:
+    if raw.provider_executed:
+        return CallPlan(
+            id=call_id,
+            name=raw.name,
+            input=lenient_parse(raw.arguments),
+            status=CallStatus.DONE,
+            result=ToolResultPart(
+                tool_call_id=call_id,
+                tool_name=raw.name,
+                output=raw.provider_result,
+                provider_executed=True,
+            ),
+        )
+    tool = by_name.get(raw.name)
+    if tool is None:
+        available = ", ".join(sorted(by_name)) or "none"
+        return _error_call(
+            call_id,
+            raw.name,
+            lenient_parse(raw.arguments),
+            f"Model tried to call unavailable tool {raw.name!r}. Available tools: {available}.",
+        )
+    try:
+        value = parse_arguments(raw.arguments)
+        validate_input(tool, value)
+    except ToolInputError as exc:
+        return _error_call(call_id, raw.name, lenient_parse(raw.arguments), exc.message)
+    return CallPlan(
+        id=call_id,
+        name=tool.name,
+        input=value,
+        status=_initial_status(tool),
+        queue=tool.queue,
+        timeout_s=tool.timeout_s,
+        park_timeout_s=tool.park_timeout_s,
+        start_queue=tool.start_queue,
+    )
+
+
+def _initial_status(tool: ToolDef) -> CallStatus:
+    if tool.needs_approval:
+        return CallStatus.AWAITING_APPROVAL
+    if tool.queue is None:
+        return CallStatus.AWAITING_RESULT
+    return CallStatus.QUEUED
+
+
+def status_after_approval(tool: ToolDef) -> CallStatus:
+    return CallStatus.AWAITING_RESULT if tool.queue is None else CallStatus.QUEUED
+
+
+def _error_call(call_id: str, name: str, value: Any, message: str) -> CallPlan:
+    return CallPlan(
+        id=call_id,
+        name=name,
+        input=value,
+        status=CallStatus.DONE,
+        result=error_result(call_id, name, message),
+    )
+
+
+def error_result(call_id: str, name: str, message: str) -> ToolResultPart:
+    return ToolResultPart(tool_call_id=call_id, tool_name=name, output=message, is_error=True)
+
+
+def parse_arguments(arguments: str | dict[str, Any] | list[Any] | None) -> Any:
+    if arguments is None:
+        return {}
+    if not isinstance(arguments, str):
+        return arguments
+    if not arguments.strip():
+        return {}
+    try:
+        return json.loads(arguments)
+    except ValueError as exc:
+        raise ToolInputError(
+            f"Invalid arguments: could not parse {arguments[:200]!r} as JSON ({exc})"
+        ) from None
+
+
+def lenient_parse(arguments: str | dict[str, Any] | list[Any] | None) -> Any:
+    try:
+        return parse_arguments(arguments)
+    except ToolInputError:
+        return arguments
+
+
+def check_schema(schema: dict[str, Any]) -> None:
+    """Raise SchemaError if `schema` is not a valid JSON Schema (2020-12)."""
+    Draft202012Validator.check_schema(schema)
+
+
+@lru_cache(maxsize=512)
+def _validator(schema_json: str) -> Draft202012Validator:
+    schema = json.loads(schema_json)
+    check_schema(schema)
+    return Draft202012Validator(schema)
+
+
+def validate_input(tool: ToolDef, value: Any) -> None:
+    """Raise ToolInputError naming every violation of the tool's input schema."""
+    try:
+        validator = _validator(json.dumps(tool.input_schema, sort_keys=True))
+        errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
+    except SchemaError as exc:
+        raise ToolInputError(f"Tool {tool.name!r} has an invalid schema: {exc.message}") from None
+    if errors:
+        details = "; ".join(
+            f"{'/'.join(str(p) for p in e.path) or '(input)'}: {e.message}" for e in errors[:5]
+        )
+        raise ToolInputError(f"Invalid input for tool {tool.name!r}: {details}")
+
+
+def should_stop(spec: RunSpec, step: int, call_names: set[str]) -> bool:
+    """Whether the run ends once this step's tool results are in."""
+    if step + 1 >= spec.max_steps:
+        return True
+    for cond in spec.stop_when:
+        if isinstance(cond, HasToolCall) and cond.has_tool_call in call_names:
+            return True
+        if isinstance(cond, StepCountIs) and step + 1 >= cond.step_count_is:
+            return True
+    return False

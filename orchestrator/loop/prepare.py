@@ -1,0 +1,212 @@
+"""prepareStep, the pure part: which overrides a step gets, and what it then sends.
+
+A step's request starts from the run's spec. A declarative rule of `spec.steps`
+(the first whose `when` matches) and then the run's `prepare_step` hook may
+override the model, the system prompt, the tool choice, the active tools and
+(the hook only) the messages. What was overridden, and a digest of what was
+sent, are recorded in the step, so that a replay can tell whether today's code
+would send the same thing. No I/O here: the worker calls the hook and the model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import Annotated, Any, Protocol
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.messages import AssistantMessage, Message, normalize_message
+from agentq.orchestrator.core.spec import (
+    ModelRef,
+    RunSpec,
+    StepRule,
+    ToolChoice,
+    ToolChoiceTool,
+    _parse_model,
+)
+from agentq.orchestrator.tools import ToolAnnouncement
+
+# The registry kind a worker announces its `@prepare_step` hooks under.
+PREPARE_STEP_KIND = "prepare-step"
+
+
+class StepOverrides(BaseModel):
+    """What a rule or a hook changes for one step; unset fields keep the run's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: Annotated[ModelRef, BeforeValidator(_parse_model)] | None = None
+    system: str | None = None
+    tool_choice: ToolChoice | None = None
+    active_tools: list[str] | None = None
+    messages: list[Annotated[Message, BeforeValidator(normalize_message)]] | None = None
+
+    @property
+    def empty(self) -> bool:
+        return not self.model_fields_set or all(
+            getattr(self, name) is None for name in self.model_fields_set
+        )
+
+    def then(self, later: StepOverrides) -> StepOverrides:
+        """These overrides with `later`'s set fields on top (a hook after a rule)."""
+        update = {name: getattr(later, name) for name in later.model_fields_set}
+        merged = self.model_copy(update=update)
+        merged.__pydantic_fields_set__ = self.model_fields_set | later.model_fields_set
+        return merged
+
+    def record(self) -> dict[str, Any]:
+        """JSON as stored in the step: only what was overridden."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+def called_before(messages: Sequence[Message]) -> set[str]:
+    """The tools the previous step called: those of the last assistant message."""
+    for message in reversed(messages):
+        if isinstance(message, AssistantMessage):
+            return {p.tool_name for p in message.tool_calls()}
+    return set()
+
+
+def matching_rule(
+    rules: Sequence[StepRule] | None, step: int, previous_calls: Collection[str]
+) -> tuple[int, StepRule] | None:
+    """The first rule whose `when` holds for this step, with its index."""
+    for index, rule in enumerate(rules or ()):
+        when = rule.when
+        if (
+            (when.step is not None and when.step == step)
+            or (when.after_tool is not None and when.after_tool in previous_calls)
+            or (when.step_at_least is not None and step >= when.step_at_least)
+        ):
+            return index, rule
+    return None
+
+
+def rule_overrides(rule: StepRule) -> StepOverrides:
+    fields = {n: getattr(rule, n) for n in ("model", "system", "tool_choice", "active_tools")}
+    return StepOverrides(**{n: v for n, v in fields.items() if v is not None})
+
+
+def parse_overrides(value: Any, hook: str) -> StepOverrides:
+    """A hook's return value (None, a dict or StepOverrides) as overrides."""
+    if value is None:
+        return StepOverrides()
+    if isinstance(value, StepOverrides):
+        return value
+    if isinstance(value, dict):
+        return StepOverrides.model_validate(value)
+    raise TypeError(
+        f"prepare_step hook {hook!r} returned {type(value).__name__}; "
+        "expected a dict, StepOverrides or None"
+    )
+
+
+def applied(spec: RunSpec, overrides: StepOverrides) -> RunSpec:
+    """The spec this step runs with (messages are not part of it)."""
+    update = {
+        name: getattr(overrides, name)
+        for name in ("model", "system", "tool_choice", "active_tools")
+        if getattr(overrides, name) is not None
+    }
+    return spec.model_copy(update=update) if update else spec
+
+
+def digest(value: Any) -> str:
+    canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+class Hasher(Protocol):
+    """A hashlib hash object (what `messages_digest` feeds)."""
+
+    def update(self, data: bytes, /) -> None: ...
+    def copy(self) -> Hasher: ...
+    def hexdigest(self) -> str: ...
+
+
+def digesting(hasher: Hasher, messages: Sequence[Message]) -> Hasher:
+    """`hasher` fed with `messages`: a digest of a history can be carried on as the
+    history grows (workers/steps/history_cache.py), not taken over it all at every step."""
+    for message in messages:
+        hasher.update(message.__pydantic_serializer__.to_json(message))
+        hasher.update(b"\n")
+    return hasher
+
+
+def hasher_digest(hasher: Hasher) -> str:
+    return hasher.hexdigest()[:16]
+
+
+def messages_digest(messages: Sequence[Message]) -> str:
+    """The messages' identity; pydantic's own JSON (its field order is the models')
+    keeps this cheap on a long history: it is taken at every step."""
+    return hasher_digest(digesting(hashlib.sha256(), messages))
+
+
+def sent_record(
+    spec: RunSpec,
+    messages: Sequence[Message],
+    offered: Sequence[str],
+    *,
+    known_digest: str | None = None,
+) -> dict[str, Any]:
+    """What a step sent, as digests a replay compares: small whatever the history's size.
+    `known_digest`: the messages' digest when the caller has it already."""
+    choice = spec.tool_choice
+    return {
+        "model": spec.model.label,
+        "system": digest(spec.system),
+        "tools": list(offered),
+        "tool_choice": choice.model_dump() if isinstance(choice, ToolChoiceTool) else choice,
+        "messages": known_digest or messages_digest(messages),
+        "n_messages": len(messages),
+    }
+
+
+def check_step_rules(spec: RunSpec, tool_names: Collection[str]) -> None:
+    """Refuse rules that name tools the run does not have (one line each)."""
+    for index, rule in enumerate(spec.steps or ()):
+        named = list(rule.active_tools or ())
+        if isinstance(rule.tool_choice, ToolChoiceTool):
+            named.append(rule.tool_choice.tool)
+        if rule.when.after_tool is not None:
+            named.append(rule.when.after_tool)
+        for name in named:
+            if name not in tool_names:
+                raise SpecError(f"steps[{index}] names tool {name!r}, which the run does not have")
+
+
+async def checked_preparation(
+    spec: RunSpec,
+    tool_names: Collection[str],
+    hooks: Collection[str],
+    resolve: Callable[[ModelRef], Awaitable[ModelRef]],
+) -> RunSpec:
+    """The spec's step rules and context policy, checked at submit: every model one the
+    deployment allows (as for the main model; resolved the same way), every tool named
+    one the run has, the hook one a live worker announced (`hooks`)."""
+    check_step_rules(spec, tool_names)
+    if spec.prepare_step is not None and spec.prepare_step not in hooks:
+        raise SpecError(
+            f"prepare_step {spec.prepare_step!r} is not a hook any live worker registered "
+            "(@prepare_step in a module loaded with --tools)"
+        )
+    update: dict[str, Any] = {}
+    if spec.steps:
+        rules = []
+        for rule in spec.steps:
+            if rule.model is not None:
+                rule = rule.model_copy(update={"model": await resolve(rule.model)})
+            rules.append(rule)
+        update["steps"] = rules
+    if spec.context is not None and spec.context.summary_model is not None:
+        summary = await resolve(spec.context.summary_model)
+        update["context"] = spec.context.model_copy(update={"summary_model": summary})
+    return spec.model_copy(update=update) if update else spec
+
+
+def announced_hooks(registry: Mapping[str, ToolAnnouncement]) -> set[str]:
+    return {a.name for a in registry.values() if a.kind == PREPARE_STEP_KIND}

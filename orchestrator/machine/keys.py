@@ -1,0 +1,525 @@
+"""Every Redis key and job id agentq writes, in one place (arq's `constants.py` idea).
+
+Partitions. A deployment has a fixed number of partitions (`AGENTQ_PARTITIONS`); each
+has its own Redis Cluster hash tag, and a run (a call without a run, a tenant's
+batches) belongs to the partition its id hashes to. Every key of the run, its job ids
+(so arq's job, in-progress and retry keys) and the queues and wake-up lists its jobs go
+to carry that tag, so each transition touches one slot. Queues are per partition:
+`aq:queue:{<tag>}:model`; workers serve every partition.
+
+With one partition (the default on a single Redis) a run's tag is its own id,
+`aq:run:{<id>}`, and the queues have no tag (`aq:queue:model`): the layout of a single
+Redis is unchanged. With N partitions it is `aq:run:{<tag>}:<id>`. Either way a run's
+keys are `RUN_PREFIX + name(id)...` and its job ids `JOB_PREFIX + name(id) + ':'...`,
+which is how the Lua side derives job ids from KEYS[1]. The id's alphabet (no `:`,
+`{`, `}`) keeps one run's keys from ever naming another's.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+import string
+
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
+
+# A run id: what `RunSpec.id` accepts. No `:` (key separators) and no braces (hash tags).
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
+
+RUN_PREFIX = "aq:run:"
+MESSAGES_SUFFIX = ":msgs"
+EVENTS_SUFFIX = ":events"
+TOOLS_SUFFIX = ":tools"
+STEP_INFIX = ":s:"
+ANSWER_INFIX = ":answer:"
+WORKFLOW_INFIX = ":wf:"
+WORKFLOW_SEPARATOR = ":"  # between the step and the call id of a workflow's hash
+HOOK_REPLY_INFIX = ":prep:"
+SUMMARY_SUFFIX = ":summary"
+WEBHOOKS_SUFFIX = ":webhooks"  # hash: webhook index -> the last event seq it settled
+WEBHOOKS_LOCK_SUFFIX = ":webhooks:lock"  # the worker delivering the run's webhooks
+
+REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
+# hash: registry key -> ToolAnnouncement JSON, what the deployment serves (no expiry)
+CATALOG = "aq:catalog"
+RUN_ENDED = "aq:run-ended"  # pub/sub channel: the id of every run that ends
+# sorted set: ids of runs with webhooks whose events are still to be delivered (score:
+# when the run was added), for any worker's webhook dispatcher to take up
+WEBHOOK_RUNS = "aq:webhook-runs"
+QUEUE_PREFIX = "aq:queue:"
+# A tool call without a run (`Client.call_tool`): `aq:call:{<id>}` and its event stream.
+CALL_PREFIX = "aq:call:"
+CALL_JOB_SUFFIX = ":job"
+WAKE_PREFIX = "aq:wake:"
+
+# arq's key layout (arq.constants), which the Lua transitions write directly.
+ARQ_JOB_PREFIX = "arq:job:"
+ARQ_RESULT_PREFIX = "arq:result:"
+ARQ_IN_PROGRESS_PREFIX = "arq:in-progress:"
+ARQ_ABORT_SET = "arq:abort"
+
+# Job ids: `aq:{<run>}:<step>:model`, `...:call:<call id>`, `...:expire:<call id>`.
+JOB_PREFIX = "aq:"
+JOB_SEPARATOR = ":"
+MODEL_JOB_SUFFIX = ":model"
+CALL_JOB_INFIX = ":call:"
+EXPIRY_JOB_INFIX = ":expire:"
+# A parked call some job starts (a sub-agent's child run, a workflow's first nodes).
+START_JOB_INFIX = ":start:"
+# A child run's end hands its parent's call the result (tagged with the child's id).
+PARENT_JOB_SUFFIX = "parent"
+# One node of a workflow call: `...:node:<call id>:<node id>`.
+NODE_JOB_INFIX = ":node:"
+PREPARE_JOB_SUFFIX = ":prepare"
+SUMMARY_JOB_SUFFIX = ":summary"
+RESUMED_JOB_SUFFIX = ":resumed"
+
+
+TAG_OPEN, TAG_CLOSE = "{", "}"
+
+# -- partitions -------------------------------------------------------------------------
+# How many partitions a single Redis and a cluster get unless AGENTQ_PARTITIONS says.
+SINGLE_NODE_PARTITIONS = 1
+CLUSTER_PARTITIONS = 16
+MAX_PARTITIONS = 1024
+
+_partitions = SINGLE_NODE_PARTITIONS
+
+
+# string: the deployment's partition count, recorded by its first worker
+PARTITIONS = "aq:partitions"
+
+
+def use_partitions(count: int) -> None:
+    """Set the deployment's partition count for this process (`redis_conn.connect` does,
+    from the settings): every process of a deployment must use the same."""
+    global _partitions
+    if not 1 <= count <= MAX_PARTITIONS:
+        raise ValueError(f"partitions must be 1..{MAX_PARTITIONS}, not {count}")
+    _partitions = count
+
+
+def partition_count() -> int:
+    return _partitions
+
+
+def partitions() -> range:
+    return range(_partitions)
+
+
+@functools.cache
+def partition_tags(count: int) -> tuple[str, ...]:
+    """Tag i is the first short name whose slot falls in the i-th of `count` equal slot
+    ranges: the partitions spread evenly over slots, so over a cluster's primaries."""
+    width = REDIS_CLUSTER_HASH_SLOTS / count
+    tags: list[str | None] = [None] * count
+    missing = count
+    alphabet = string.ascii_lowercase + string.digits
+    for length in itertools.count(1):
+        for letters in itertools.product(alphabet, repeat=length):
+            name = "".join(letters)
+            i = int(key_slot(name.encode()) / width)
+            if tags[i] is None:
+                tags[i] = name
+                missing -= 1
+                if missing == 0:
+                    return tuple(t for t in tags if t is not None)
+    raise AssertionError("unreachable")
+
+
+@functools.cache
+def _tag_index(count: int) -> dict[str, int]:
+    return {t: i for i, t in enumerate(partition_tags(count))}
+
+
+def partition_of(owner: str) -> int:
+    """The partition of a run, a call or a batch tenant: a stable hash of its id."""
+    if _partitions == 1:
+        return 0
+    return key_slot(owner.encode()) * _partitions // REDIS_CLUSTER_HASH_SLOTS
+
+
+def partition_tag(partition: int) -> str:
+    return TAG_OPEN + partition_tags(_partitions)[partition] + TAG_CLOSE
+
+
+def tag(owner: str) -> str:
+    """What every key of `owner` (a run, a call, a batch tenant) starts its name with:
+    its partition's hash tag and its id (its id as the tag, with one partition)."""
+    if _partitions == 1:
+        return TAG_OPEN + owner + TAG_CLOSE
+    return partition_tag(partition_of(owner)) + JOB_SEPARATOR + owner
+
+
+def job_partition(job_id: str) -> int:
+    """The partition a job (any id these builders made) belongs to, from its tag."""
+    if _partitions == 1:
+        return 0
+    start = job_id.index(TAG_OPEN) + 1
+    return _tag_index(_partitions)[job_id[start : job_id.index(TAG_CLOSE, start)]]
+
+
+def _partitioned(prefix: str, partition: int, name: str) -> str:
+    if _partitions == 1:
+        return prefix + name
+    return prefix + partition_tag(partition) + JOB_SEPARATOR + name
+
+
+def meta(run_id: str) -> str:
+    return RUN_PREFIX + tag(run_id)
+
+
+def messages(run_id: str) -> str:
+    return meta(run_id) + MESSAGES_SUFFIX
+
+
+def events(run_id: str) -> str:
+    return meta(run_id) + EVENTS_SUFFIX
+
+
+def tools(run_id: str) -> str:
+    return meta(run_id) + TOOLS_SUFFIX
+
+
+def step(run_id: str, n: int) -> str:
+    return f"{meta(run_id)}{STEP_INFIX}{n}"
+
+
+def answer(run_id: str, request_id: str) -> str:
+    """A list the answer to an input request (elicitation) is pushed to."""
+    return meta(run_id) + ANSWER_INFIX + request_id
+
+
+def workflow(run_id: str, step: int, call_id: str) -> str:
+    """A hash of a workflow call's node results (node id -> result JSON, written once)."""
+    return f"{meta(run_id)}{WORKFLOW_INFIX}{step}{WORKFLOW_SEPARATOR}{call_id}"
+
+
+def hook_reply(run_id: str, step: int, request_id: str) -> str:
+    """A list the overrides of a step's prepare_step hook, run elsewhere, are pushed to."""
+    return f"{meta(run_id)}{HOOK_REPLY_INFIX}{step}:{request_id}"
+
+
+def context_summary(run_id: str) -> str:
+    """The run's stored context summary (context management's `summarize`)."""
+    return meta(run_id) + SUMMARY_SUFFIX
+
+
+RATE_LIMIT_PREFIX = "agentq:ratelimit:"
+
+
+def rate_limit(provider: str, model: str, key_hash: str) -> str:
+    """What a quota's keys (`:log`, `:spent`, `:backoff`...) start with: one hash tag for
+    all of them, so the limiter's scripts touch one slot."""
+    return f"{RATE_LIMIT_PREFIX}{TAG_OPEN}{provider}:{model}:{key_hash}{TAG_CLOSE}"
+
+
+LEASE_DEADLINE_PREFIX = "aq:lease-deadline:"
+
+
+def lease_deadline(lease_id: str) -> str:
+    """When the call a remote service leased must be done (unix ms), for its heartbeats."""
+    return LEASE_DEADLINE_PREFIX + lease_id
+
+
+def webhook_cursors(run_id: str) -> str:
+    return meta(run_id) + WEBHOOKS_SUFFIX
+
+
+def webhook_lock(run_id: str) -> str:
+    return meta(run_id) + WEBHOOKS_LOCK_SUFFIX
+
+
+def run_keys(run_id: str) -> list[str]:
+    """The KEYS every run transition declares; the others derive from KEYS[1]."""
+    return [meta(run_id), messages(run_id), events(run_id)]
+
+
+def queue(name: str, partition: int = 0) -> str:
+    """A queue's sorted set in one partition (`aq:queue:model` with one partition)."""
+    return _partitioned(QUEUE_PREFIX, partition, name)
+
+
+def wake(name: str, partition: int = 0) -> str:
+    """A queue's wake-up list in one partition."""
+    return _partitioned(WAKE_PREFIX, partition, name)
+
+
+def queue_name(queue_key: str) -> str:
+    """The queue a partition's queue key (or wake-up list) belongs to."""
+    return (
+        queue_key.rpartition(TAG_CLOSE + JOB_SEPARATOR)[2]
+        .removeprefix(QUEUE_PREFIX)
+        .removeprefix(WAKE_PREFIX)
+    )
+
+
+def job_queue(name: str, job_id: str) -> str:
+    """The queue a job goes to: `name`'s, in the partition of the job's tag."""
+    return queue(name, job_partition(job_id))
+
+
+def job_wake(name: str, job_id: str) -> str:
+    return wake(name, job_partition(job_id))
+
+
+WORKER_PREFIX = "aq:worker:"
+WORKER_JOBS_SUFFIX = ":jobs"
+LEASE_HOLDERS = "aq:lease:holders"
+
+
+def worker_jobs(worker_id: str, partition: int = 0) -> str:
+    """Hash: the jobs a worker (or a remote lease) holds in one partition."""
+    return _partitioned(WORKER_PREFIX, partition, worker_id) + WORKER_JOBS_SUFFIX
+
+
+def lease_holders(partition: int = 0) -> str:
+    """Set: the ids of the workers that may hold jobs in one partition."""
+    if _partitions == 1:
+        return LEASE_HOLDERS
+    return LEASE_HOLDERS + JOB_SEPARATOR + partition_tag(partition)
+
+
+def abort_set(partition: int) -> str:
+    """A partition's sorted set of job ids to abort (arq's `arq:abort` with one)."""
+    if _partitions == 1:
+        return ARQ_ABORT_SET
+    return ARQ_ABORT_SET + JOB_SEPARATOR + partition_tag(partition)
+
+
+def abort_set_of(job_id: str) -> str:
+    return abort_set(job_partition(job_id))
+
+
+def job_prefix(run_id: str) -> str:
+    return JOB_PREFIX + tag(run_id) + JOB_SEPARATOR
+
+
+def model_job_id(run_id: str, step: int) -> str:
+    return f"{job_prefix(run_id)}{step}{MODEL_JOB_SUFFIX}"
+
+
+def tool_job_id(run_id: str, step: int, call_id: str) -> str:
+    return f"{job_prefix(run_id)}{step}{CALL_JOB_INFIX}{call_id}"
+
+
+def expiry_job_id(run_id: str, step: int, call_id: str) -> str:
+    return f"{job_prefix(run_id)}{step}{EXPIRY_JOB_INFIX}{call_id}"
+
+
+def start_job_id(run_id: str, step: int, call_id: str) -> str:
+    return f"{job_prefix(run_id)}{step}{START_JOB_INFIX}{call_id}"
+
+
+def parent_job_id(child_run_id: str) -> str:
+    return job_prefix(child_run_id) + PARENT_JOB_SUFFIX
+
+
+def node_job_id(run_id: str, step: int, call_id: str, node: str) -> str:
+    return f"{job_prefix(run_id)}{step}{NODE_JOB_INFIX}{call_id}{JOB_SEPARATOR}{node}"
+
+
+def prepare_job_id(run_id: str, step: int, request_id: str) -> str:
+    """One per request: a step run again asks again, even while the last job ends."""
+    return f"{job_prefix(run_id)}{step}{PREPARE_JOB_SUFFIX}:{request_id}"
+
+
+def summary_job_id(run_id: str, step: int) -> str:
+    return f"{job_prefix(run_id)}{step}{SUMMARY_JOB_SUFFIX}"
+
+
+def resumed_model_job_id(run_id: str, step: int) -> str:
+    """A model step run again once its summary is stored (another id: the first job of
+    the step may not have ended yet)."""
+    return model_job_id(run_id, step) + RESUMED_JOB_SUFFIX
+
+
+def arq_job(job_id: str) -> str:
+    return ARQ_JOB_PREFIX + job_id
+
+
+# -- batches --------------------------------------------------------------------------
+# A tenant's batches share one hash tag, `{b.<tenant>}`, so that one admission (a Lua
+# transition) can go round-robin across them; a batch's own keys derive from
+# (tenant, batch id): `aq:batch:{b.<tenant>}:<id>` and its suffixes.
+BATCH_PREFIX = "aq:batch:"
+BATCH_TAG_PREFIX = "b."
+BATCH_SCHED_SUFFIX = ":sched"  # hash: the tenant's in-flight count and cap
+BATCH_RING_SUFFIX = ":ring"  # zset: the tenant's admitting batches, by round-robin pass
+BATCH_INDEX_SUFFIX = ":index"  # zset: the tenant's batches, by creation time
+BATCH_TOKEN_INFIX = ":tok:"  # string: what one admission job admitted (idempotency)
+BATCH_IDS_SUFFIX = ":ids"  # hash: custom_id -> line number
+BATCH_SPECS_SUFFIX = ":specs"  # hash: line number -> RunSpec JSON
+BATCH_RECORDS_SUFFIX = ":recs"  # hash: line number -> compact line record JSON
+BATCH_PENDING_SUFFIX = ":pending"  # list: line numbers waiting for admission
+BATCH_RUNNING_SUFFIX = ":running"  # set: run ids of admitted lines still running
+BATCH_END_JOB_SUFFIX = ":batch-end"
+BATCH_KICK_INFIX = ":kick:"
+BATCH_TENANTS = BATCH_PREFIX + "tenants"  # set: tenants that ever opened a batch (the sweep)
+
+
+def batch_base(tenant: str) -> str:
+    """The prefix every batch key of the tenant starts with (carries the hash tag)."""
+    return BATCH_PREFIX + tag(BATCH_TAG_PREFIX + tenant)
+
+
+def batch_tenants() -> str:
+    """Set: the tenants whose batches a worker's sweep looks at (one key, no hash tag)."""
+    return BATCH_TENANTS
+
+
+def batch_sched(tenant: str) -> str:
+    return batch_base(tenant) + BATCH_SCHED_SUFFIX
+
+
+def batch_ring(tenant: str) -> str:
+    return batch_base(tenant) + BATCH_RING_SUFFIX
+
+
+def batch_index(tenant: str) -> str:
+    return batch_base(tenant) + BATCH_INDEX_SUFFIX
+
+
+def batch_tenant_keys(tenant: str) -> list[str]:
+    """The KEYS every batch transition declares; a batch's own keys derive from them."""
+    return [batch_sched(tenant), batch_ring(tenant), batch_index(tenant)]
+
+
+def batch_meta(tenant: str, batch_id: str) -> str:
+    return f"{batch_base(tenant)}{JOB_SEPARATOR}{batch_id}"
+
+
+def batch_ids(tenant: str, batch_id: str) -> str:
+    return batch_meta(tenant, batch_id) + BATCH_IDS_SUFFIX
+
+
+def batch_specs(tenant: str, batch_id: str) -> str:
+    return batch_meta(tenant, batch_id) + BATCH_SPECS_SUFFIX
+
+
+def batch_records(tenant: str, batch_id: str) -> str:
+    return batch_meta(tenant, batch_id) + BATCH_RECORDS_SUFFIX
+
+
+def batch_pending(tenant: str, batch_id: str) -> str:
+    return batch_meta(tenant, batch_id) + BATCH_PENDING_SUFFIX
+
+
+def batch_running(tenant: str, batch_id: str) -> str:
+    return batch_meta(tenant, batch_id) + BATCH_RUNNING_SUFFIX
+
+
+def batch_keys(tenant: str, batch_id: str) -> list[str]:
+    """Every key one batch owns (what its retention expires)."""
+    return [
+        batch_meta(tenant, batch_id),
+        batch_ids(tenant, batch_id),
+        batch_specs(tenant, batch_id),
+        batch_records(tenant, batch_id),
+        batch_pending(tenant, batch_id),
+        batch_running(tenant, batch_id),
+    ]
+
+
+def batch_run_prefix(tenant: str, batch_id: str) -> str:
+    """What the run ids of a batch's lines start with (the tenant's name when it is not
+    the default one, so that two tenants' batches of one id never share a run id)."""
+    return (f"{tenant}." if tenant != "default" else "") + batch_id + "."
+
+
+def batch_line_run_id(run_prefix: str, line: int, attempt: int) -> str:
+    """The run of a line's attempt: derived, so admitting it twice creates one run."""
+    return f"{run_prefix}{line}.{attempt}"
+
+
+def batch_end_job_id(run_id: str) -> str:
+    """The job the end of a batch's run enqueues (in the run's slot, once per run)."""
+    return JOB_PREFIX + tag(run_id) + BATCH_END_JOB_SUFFIX
+
+
+def batch_kick_job_id(tenant: str, batch_id: str, nonce: str) -> str:
+    """A job that admits a batch's first lines (after its upload, or a retry)."""
+    return f"{JOB_PREFIX}{tag(BATCH_TAG_PREFIX + tenant)}{BATCH_KICK_INFIX}{batch_id}:{nonce}"
+
+
+# -- tool calls without a run -------------------------------------------------------
+# A call's id has a run id's alphabet; its keys and its job carry it as their hash tag.
+
+
+def call_meta(call_id: str) -> str:
+    return CALL_PREFIX + tag(call_id)
+
+
+def call_events(call_id: str) -> str:
+    return call_meta(call_id) + EVENTS_SUFFIX
+
+
+def call_keys(call_id: str) -> list[str]:
+    """The KEYS every call transition declares (see call_prelude.lua)."""
+    return [call_meta(call_id), call_events(call_id)]
+
+
+def call_answer(call_id: str, request_id: str) -> str:
+    """A list the answer to a call's input request (elicitation) is pushed to."""
+    return call_meta(call_id) + ANSWER_INFIX + request_id
+
+
+def call_job_id(call_id: str) -> str:
+    """The call's one job: a re-enqueue of the same call is a no-op."""
+    return call_meta(call_id) + CALL_JOB_SUFFIX
+
+
+# -- provider batch APIs (workers/models/batch/) ----------------------------------
+# A step parked for a provider batch keeps its request and, later, its answer beside the
+# step's own keys (same run tag). A group of parked requests (one provider endpoint,
+# model and key) keeps its queue, its in-flight provider batches and its collector's
+# lease under the group's own hash tag, so each collector script touches one slot.
+BATCH_STEP_SUFFIX = ":batch"
+PROVIDER_BATCH_GROUPS = "aq:pbatch:groups"  # set of group ids with parked requests
+PROVIDER_BATCH_PREFIX = "aq:pbatch:"
+
+
+def batch_step(run_id: str, n: int) -> str:
+    """Hash: the parked request of step n, its group, and the provider's answer once in."""
+    return step(run_id, n) + BATCH_STEP_SUFFIX
+
+
+def provider_batch_group(group_id: str) -> str:
+    """Hash: the group's model reference (how a collector reaches its endpoint)."""
+    return PROVIDER_BATCH_PREFIX + tag(group_id)
+
+
+def provider_batch_pending(group_id: str) -> str:
+    """Sorted set: parked members not yet in a provider batch, by the time they parked."""
+    return provider_batch_group(group_id) + ":pending"
+
+
+def provider_batch_known(group_id: str) -> str:
+    """Set: every member parked and not yet answered (a re-parked member is a no-op)."""
+    return provider_batch_group(group_id) + ":known"
+
+
+def provider_batch_inflight(group_id: str) -> str:
+    """Set: the ids of the group's batches that are submitted or being submitted."""
+    return provider_batch_group(group_id) + ":inflight"
+
+
+def provider_batch(group_id: str, batch_id: str) -> str:
+    """Hash: one batch: its members in custom-id order, state, file and provider ids."""
+    return provider_batch_group(group_id) + ":b:" + batch_id
+
+
+def provider_batch_lease(group_id: str) -> str:
+    """String: the collector worker that holds the group (expires unless renewed)."""
+    return provider_batch_group(group_id) + ":lease"
+
+
+def batch_member(run_id: str, n: int) -> str:
+    """A parked step as a group member: `<step>:<run id>` (a run id has no ':')."""
+    return f"{n}:{run_id}"
+
+
+def parse_batch_member(member: str) -> tuple[str, int]:
+    n, _, run_id = member.partition(":")
+    return run_id, int(n)

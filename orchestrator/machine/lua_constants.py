@@ -1,0 +1,130 @@
+"""The Lua side of the declared state: a chunk of constants rendered from the Python
+definitions at load time and prepended to every transition script.
+
+Scripts say `RUN.AWAITING`, `S.CALL_STATUS`, `OUT.STALE` instead of string literals,
+so renaming a status or a field here renames it everywhere.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from enum import StrEnum
+
+from agentq.orchestrator.calls.state import CallField
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.state.history import (
+    HISTORY_INLINE_MAX,
+    TOOL_RESULTS_REF,
+    tool_message_frame,
+)
+from agentq.orchestrator.runs.state.status import (
+    CHILD_USAGE_FIELDS,
+    USAGE_FIELDS,
+    CallStatus,
+    InputStatus,
+    MetaField,
+    Outcome,
+    RunStatus,
+    StepAfter,
+    StepField,
+)
+
+# Tables of the chunk, by Lua name.
+ENUM_TABLES: dict[str, type[StrEnum]] = {
+    "RUN": RunStatus,
+    "CALL": CallStatus,
+    "AFTER": StepAfter,
+    "INPUT": InputStatus,
+    "OUT": Outcome,
+    "F": MetaField,
+    "S": StepField,
+    "CF": CallField,  # a call without a run (state/calls.py)
+}
+
+KEY_CONSTANTS: dict[str, str] = {
+    "MESSAGES": keys.MESSAGES_SUFFIX,
+    "EVENTS": keys.EVENTS_SUFFIX,
+    "TOOLS": keys.TOOLS_SUFFIX,
+    "STEP": keys.STEP_INFIX,
+    "ANSWER": keys.ANSWER_INFIX,
+    "WORKFLOW": keys.WORKFLOW_INFIX,
+    "WORKFLOW_SEPARATOR": keys.WORKFLOW_SEPARATOR,
+    "RUN_ENDED": keys.RUN_ENDED,
+    "ARQ_JOB": keys.ARQ_JOB_PREFIX,
+    "RUN_PREFIX": keys.RUN_PREFIX,
+    "JOB_PREFIX": keys.JOB_PREFIX,
+    "JOB_SEPARATOR": keys.JOB_SEPARATOR,
+    "MODEL_JOB": keys.MODEL_JOB_SUFFIX,
+    "CALL_JOB": keys.CALL_JOB_INFIX,
+}
+
+
+def _lua_str(value: str) -> str:
+    if not value.isascii() or not value.isprintable():
+        raise ValueError(f"not a plain ASCII constant: {value!r}")
+    return json.dumps(value)  # for printable ASCII, JSON's escapes are Lua's
+
+
+def _table(name: str, items: Iterable[tuple[str, str]]) -> str:
+    body = ", ".join(f"{k} = {_lua_str(v)}" for k, v in items)
+    return f"local {name} = {{{body}}}"
+
+
+def _enum_items(enum: type[StrEnum]) -> Iterable[tuple[str, str]]:
+    return ((member.name, member.value) for member in enum)
+
+
+def render(extra: Mapping[str, str] | None = None) -> str:
+    lines = ["-- Generated from agentq.orchestrator.runs.state at load time: do not edit by hand."]
+    lines += [_table(name, _enum_items(enum)) for name, enum in ENUM_TABLES.items()]
+    lines.append(_table("K", {**KEY_CONSTANTS, **(extra or {})}.items()))
+    usage = ", ".join(
+        f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in USAGE_FIELDS.items()
+    )
+    lines.append(f"local USAGE = {{{usage}}}  -- {{Usage field, meta field}}")
+    child = ", ".join(
+        f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in CHILD_USAGE_FIELDS.items()
+    )
+    lines.append(f"local CHILD_USAGE = {{{child}}}  -- {{Usage field, meta field}}")
+    open_, close = tool_message_frame()
+    lines.append(
+        f"local TOOL_MESSAGE_OPEN, TOOL_MESSAGE_CLOSE = {_lua_str(open_)}, {_lua_str(close)}"
+    )
+    lines.append(f"local TOOL_RESULTS_REF = {_lua_str(TOOL_RESULTS_REF)}")
+    lines.append(f"local HISTORY_INLINE_MAX = {int(HISTORY_INLINE_MAX)}")
+    return "\n".join(lines) + "\n"
+
+
+def batch_tables() -> dict[str, type[StrEnum]]:
+    from agentq.orchestrator.batches import state as batch
+
+    return {
+        "BATCH": batch.BatchStatus,
+        "LINE": batch.LineStatus,
+        "BOUT": batch.BatchOutcome,
+        "BF": batch.BatchField,
+        "SF": batch.SchedField,
+        "RF": batch.RecordField,
+    }
+
+
+BATCH_KEY_CONSTANTS: dict[str, str] = {
+    "SEP": keys.JOB_SEPARATOR,
+    "SCHED": keys.BATCH_SCHED_SUFFIX,
+    "TOKEN": keys.BATCH_TOKEN_INFIX,
+    "IDS": keys.BATCH_IDS_SUFFIX,
+    "SPECS": keys.BATCH_SPECS_SUFFIX,
+    "RECORDS": keys.BATCH_RECORDS_SUFFIX,
+    "PENDING": keys.BATCH_PENDING_SUFFIX,
+    "RUNNING": keys.BATCH_RUNNING_SUFFIX,
+}
+
+
+def render_batch() -> str:
+    """The constants of the batch transitions: the run chunk (for `K`, the job layout)
+    and the batch tables."""
+    lines = [render().rstrip("\n")]
+    lines += [_table(name, _enum_items(enum)) for name, enum in batch_tables().items()]
+    lines.append(_table("BK", BATCH_KEY_CONSTANTS.items()))
+    return "\n".join(lines) + "\n"

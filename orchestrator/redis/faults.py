@@ -1,0 +1,139 @@
+"""What a Redis failure means: transient (wait and retry) or not, and one log line per outage.
+
+A restart, a failover, a full memory or a stalled server are transient: the
+operation is safe to retry once Redis answers again, because every transition
+is idempotent. redis-py's own `ConnectionError` does not inherit from the
+built-in one, so both trees are listed; authentication failures are
+ConnectionErrors in redis-py but never heal by waiting, so they are not transient.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+from redis import exceptions as rx
+
+from agentq.orchestrator.core.errors import InfrastructureError
+
+_TRANSIENT: tuple[type[BaseException], ...] = (
+    rx.ConnectionError,  # includes BusyLoadingError (LOADING) and MaxConnectionsError
+    rx.TimeoutError,
+    rx.OutOfMemoryError,
+    rx.ReadOnlyError,  # a replica promoted mid-failover
+    rx.TryAgainError,
+    rx.ClusterDownError,
+    OSError,  # refused, reset, unreachable (the built-in ConnectionError is one)
+    TimeoutError,
+)
+_PERMANENT: tuple[type[BaseException], ...] = (rx.AuthenticationError, rx.AuthorizationError)
+# Error codes a Lua script or a server in trouble replies with that clear by themselves.
+_TRANSIENT_CODES = ("OOM ", "LOADING ", "MISCONF ", "BUSY ", "TRYAGAIN", "MASTERDOWN", "READONLY ")
+
+
+def is_transient(exc: BaseException) -> bool:
+    """True when retrying the same operation later may succeed without anyone acting."""
+    if isinstance(exc, InfrastructureError):  # the store's mapping of a Redis error
+        return exc.retryable or (exc.__cause__ is not None and is_transient(exc.__cause__))
+    if isinstance(exc, _PERMANENT):
+        return False
+    if isinstance(exc, _TRANSIENT):
+        return True
+    if isinstance(exc, rx.ResponseError):
+        text = str(exc)
+        return any(code in text[:200] for code in _TRANSIENT_CODES)
+    return False
+
+
+def is_transient_redis(exc: BaseException) -> bool:
+    """A transient failure of Redis (raw from redis-py, or as the store maps it), not,
+    say, a tool's own OSError."""
+    return isinstance(exc, rx.RedisError | InfrastructureError) and is_transient(exc)
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Backoff:
+    """Exponential backoff with a ceiling: 0.05 s, 0.1 s, … up to `max_s`."""
+
+    def __init__(self, first_s: float = 0.05, max_s: float = 2.0) -> None:
+        self.first_s = first_s
+        self.max_s = max_s
+        self._next_s = first_s
+
+    def next_delay(self) -> float:
+        delay = self._next_s
+        self._next_s = min(self.max_s, self._next_s * 2)
+        return delay
+
+    def reset(self) -> None:
+        self._next_s = self.first_s
+
+
+def raise_if_cancel_requested() -> None:
+    """End a forever-loop whose task was cancelled even if the cancel got lost on the
+    way: on Python 3.11 `asyncio.wait_for` and `asyncio.timeout` can each swallow a
+    cancel that races their own completion, and the loop would then run on."""
+    if _cancelling():
+        raise asyncio.CancelledError
+
+
+def _cancelling() -> bool:
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # a thread without an event loop (the lease renewer)
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+class Outage:
+    """Logs the start and the end of an outage once each, however many retries it takes.
+
+    One instance may be shared by every loop of a process (threads included), so an
+    outage costs the log one line, not one per loop and retry."""
+
+    def __init__(self, what: str, log: logging.Logger) -> None:
+        self.what = what
+        self.log = log
+        self.since: float | None = None
+        self.backoff = Backoff()
+        self._lock = threading.Lock()
+
+    def failed(self, exc: BaseException) -> float:
+        """Record a failure; returns how long to wait before the next attempt.
+
+        Raises CancelledError instead when the calling task is being cancelled: redis-py
+        bounds its reads with `asyncio.timeout`, which on Python 3.11 can turn a cancel
+        that races its own deadline into a TimeoutError. A retry loop would then swallow
+        the cancel and run on, and whoever awaits the task (a worker's shutdown) hangs."""
+        if _cancelling():
+            raise asyncio.CancelledError from exc
+        with self._lock:
+            if self.since is None:
+                self.since = time.monotonic()
+                self.log.warning("%s: redis unavailable (%s); retrying", self.what, describe(exc))
+            return self.backoff.next_delay()
+
+    def forget(self) -> None:
+        """Drop an open outage without logging its end: its loops are gone (a process's
+        in-process worker stopped while Redis was down), so whatever runs next starts
+        with no outage on record."""
+        with self._lock:
+            self.since = None
+            self.backoff.reset()
+
+    def succeeded(self) -> None:
+        if self.since is None:  # the common case, without the lock
+            return
+        with self._lock:
+            if self.since is not None:
+                self.log.warning(
+                    "%s: redis is back after %.1f s", self.what, time.monotonic() - self.since
+                )
+                self.since = None
+                self.backoff.reset()

@@ -1,0 +1,1 @@
+"""The run state machine: its declared state, store, transitions, Lua scripts."""

@@ -1,0 +1,184 @@
+-- prelude.lua: shared by every run transition; the generated constants chunk
+-- (orchestrator/machine/lua_constants.py: RUN, CALL, AFTER, INPUT, OUT, F, S, K, USAGE,
+-- TOOL_MESSAGE_OPEN/CLOSE) comes first.
+--
+-- KEYS[1] the run's meta hash, KEYS[2] its message list, KEYS[3] its event stream.
+--   Every other key of the run (tools, steps, answers) derives from KEYS[1] and carries
+--   the same hash tag (its partition's), and so do its job ids and the queues its jobs
+--   go to (QueuedJob's keys, built in Python): a transition touches one slot.
+-- ARGV[1] the transition's input model (orchestrator/runs/state/inputs.py) as JSON: `A`.
+--   Read here: A.run_id, A.at, A.retention_s (TransitionInput's own fields).
+-- Every script returns reply(...): one JSON object, {outcome = OUT.*, ...}.
+-- Every script checks before it writes, so a refused transition writes nothing.
+local meta, msgs, events = KEYS[1], KEYS[2], KEYS[3]
+local A = cjson.decode(ARGV[1])
+
+local function reply(outcome, fields)
+  local r = fields or {}
+  r.outcome = outcome
+  return cjson.encode(r)
+end
+
+local function step_key(n)
+  return meta .. K.STEP .. n
+end
+
+local function tools_key()
+  return meta .. K.TOOLS
+end
+
+-- A run's job ids are JOB_PREFIX .. name .. ':' where its meta key is RUN_PREFIX .. name
+-- (keys.py's `tag`: the partition's hash tag and the run id).
+local run_name = string.sub(meta, #K.RUN_PREFIX + 1)
+
+local function job_prefix(n)
+  return K.JOB_PREFIX .. run_name .. K.JOB_SEPARATOR .. n
+end
+
+local function is_terminal(status)
+  return status == RUN.SUCCEEDED or status == RUN.FAILED or status == RUN.CANCELLED
+end
+
+local function is_parked(call_status)
+  return call_status == CALL.AWAITING_APPROVAL or call_status == CALL.AWAITING_RESULT
+end
+
+-- The event's sequence number is its stream id, so readers resume without gaps.
+local function emit(ev)
+  local seq = redis.call('HINCRBY', meta, F.SEQ, 1)
+  redis.call('XADD', events, '0-' .. seq, 'e', ev)
+  return seq
+end
+
+local function emit_all(list)
+  if list then
+    for _, ev in ipairs(list) do emit(ev) end
+  end
+end
+
+-- Enqueue in arq's own layout (job key + queue zset), then wake a sleeping worker.
+-- The job id is derived from (run, step, call): enqueueing twice is a no-op.
+local function enqueue(job)
+  local job_key = K.ARQ_JOB .. job.job_id
+  if redis.call('EXISTS', job_key) == 1 then return 0 end
+  redis.call('PSETEX', job_key, job.expires_ms, job.payload)
+  redis.call('ZADD', job.queue_key, job.score_ms, job.job_id)
+  if job.wake then
+    redis.call('LPUSH', job.wake_key, '1')
+    redis.call('LTRIM', job.wake_key, 0, 63)
+  end
+  return 1
+end
+
+local function usage_totals()
+  local fields = {}
+  for i, pair in ipairs(USAGE) do fields[i] = pair[2] end
+  local values = redis.call('HMGET', meta, unpack(fields))
+  local usage = {}
+  for i, pair in ipairs(USAGE) do usage[pair[1]] = tonumber(values[i]) or 0 end
+  return usage
+end
+
+local function expire_run()
+  local ttl = A.retention_s
+  local last = tonumber(redis.call('HGET', meta, F.STEP)) or 0
+  redis.call('EXPIRE', meta, ttl)
+  redis.call('EXPIRE', tools_key(), ttl)
+  redis.call('EXPIRE', msgs, ttl)
+  redis.call('EXPIRE', events, ttl)
+  for i = 0, last do redis.call('EXPIRE', step_key(i), ttl) end
+end
+
+local function finish_run(status, ev_type, fields)
+  redis.call('HSET', meta, F.STATUS, status, F.FINISHED_AT, A.at)
+  local ev = {type = ev_type, run_id = A.run_id, at = A.at, status = status,
+              usage = usage_totals()}
+  for k, v in pairs(fields) do ev[k] = v end
+  emit(cjson.encode(ev))
+  expire_run()
+  -- A batch's run: its end is a job, so the fleet admits the batch's next line.
+  local end_job = redis.call('HGET', meta, F.END_JOB)
+  if end_job then
+    local job = cjson.decode(end_job)
+    job.score_ms = math.floor(A.at * 1000)
+    enqueue(job)
+  end
+  -- A child run hands its parent's call the result: the job was fixed at create, its id
+  -- carries this run's tag, and enqueueing it twice is a no-op.
+  local parent_job = redis.call('HGET', meta, F.PARENT_JOB)
+  if parent_job then enqueue(cjson.decode(parent_job)) end
+  -- Workers keeping something for the run (sandbox sessions) let it go now.
+  redis.call('PUBLISH', K.RUN_ENDED, A.run_id)
+end
+
+local function succeed(step)
+  local text = redis.call('HGET', step, S.TEXT) or ''
+  local reason = redis.call('HGET', step, S.FINISH_REASON) or 'stop'
+  redis.call('HSET', meta, F.TEXT, text)
+  finish_run(RUN.SUCCEEDED, 'finish', {text = text, finish_reason = reason})
+  return OUT.FINISHED
+end
+
+-- Step n's tool message: its results (each stored once, in the step hash) in call order.
+local function tool_message(n)
+  local step = step_key(n)
+  local order = cjson.decode(redis.call('HGET', step, S.ORDER) or '[]')
+  local parts = {}
+  if #order > 0 then
+    local fields = {}
+    for i, id in ipairs(order) do fields[i] = S.RESULT .. id end
+    parts = redis.call('HMGET', step, unpack(fields))
+  end
+  return TOOL_MESSAGE_OPEN .. table.concat(parts, ',') .. TOOL_MESSAGE_CLOSE
+end
+
+-- A message-list entry as readers see it: a stored message, or a reference to a step's
+-- tool message (orchestrator/runs/state/history.py) resolved.
+local function history_entry(entry)
+  if string.sub(entry, 1, #TOOL_RESULTS_REF) == TOOL_RESULTS_REF then
+    return tool_message(tonumber(string.sub(entry, #TOOL_RESULTS_REF + 1)))
+  end
+  return entry
+end
+
+-- All results of step n are in: the history gets its tool message (a reference to the
+-- results, which the step hash holds), then either step n+1 is scheduled (next_job) or
+-- the run finishes, as decided when the step was planned.
+local function join(n, next_job)
+  local step = step_key(n)
+  if #cjson.decode(redis.call('HGET', step, S.ORDER)) > 0 then
+    redis.call('RPUSH', msgs, TOOL_RESULTS_REF .. n)
+  end
+  if redis.call('HGET', step, S.AFTER) == AFTER.CONTINUE then
+    redis.call('HSET', meta, F.STEP, n + 1, F.STATUS, RUN.RUNNING)
+    enqueue(next_job)
+    return OUT.CONTINUED
+  end
+  return succeed(step)
+end
+
+-- Write a call's result once; the completion that brings the count to zero joins.
+local function record(n, id, result, result_events, next_job)
+  local step = step_key(n)
+  if redis.call('HSETNX', step, S.RESULT .. id, result) == 0 then return OUT.DUPLICATE end
+  redis.call('HSET', step, S.CALL_STATUS .. id, CALL.DONE)
+  emit_all(result_events)
+  if redis.call('HINCRBY', step, S.PENDING, -1) > 0 then return OUT.RECORDED end
+  return join(n, next_job)
+end
+
+local function unpark(n)
+  if redis.call('HINCRBY', step_key(n), S.PARKED, -1) <= 0
+     and redis.call('HGET', meta, F.STATUS) == RUN.AWAITING then
+    redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
+  end
+end
+
+-- The guard of every step and call transition: the run exists, is live, and `n` is its step.
+local function run_guard(n)
+  local status = redis.call('HGET', meta, F.STATUS)
+  if not status then return OUT.UNKNOWN_RUN end
+  if is_terminal(status) then return OUT.CLOSED end
+  if tonumber(redis.call('HGET', meta, F.STEP)) ~= n then return OUT.STALE end
+  return nil
+end

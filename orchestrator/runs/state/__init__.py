@@ -1,0 +1,101 @@
+"""The run state, declared once: statuses, outcomes, stored fields, keys, and one typed
+input and reply per transition. The Lua transitions use constants rendered from it.
+
+    status.py         RunStatus, CallStatus, StepAfter, InputStatus, Outcome, field names
+    keys.py           every Redis key and job id
+    inputs.py         one pydantic model per transition input
+    replies.py        one pydantic model per transition reply
+    jobs.py           QueuedJob, a job as a transition enqueues it
+    failure.py        RunFailure, why a run failed
+    lua_constants.py  the constants chunk every script starts with
+"""
+
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine.jobs import JOB_EXPIRES_MS, QueuedJob
+from agentq.orchestrator.runs.state.failure import FailureKind, RunFailure
+from agentq.orchestrator.runs.state.inputs import (
+    INPUTS,
+    BeginStep,
+    CallRecord,
+    Cancel,
+    ClaimCall,
+    CommitStep,
+    CreateRun,
+    Emit,
+    ExpireParked,
+    FailRun,
+    InputAnswer,
+    InputRequest,
+    NodeCandidate,
+    PostResult,
+    RecordResult,
+    ResolveApproval,
+    TransitionInput,
+    WorkflowFinal,
+    WorkflowRecord,
+)
+from agentq.orchestrator.runs.state.replies import (
+    BeginStepReply,
+    CancelReply,
+    ClaimCallReply,
+    EmitReply,
+    Reply,
+)
+from agentq.orchestrator.runs.state.status import (
+    CHILD_USAGE_FIELDS,
+    PARKED_CALL_STATUSES,
+    TERMINAL_STATUSES,
+    USAGE_FIELDS,
+    CallStatus,
+    InputStatus,
+    MetaField,
+    Outcome,
+    RunStatus,
+    StepAfter,
+    StepField,
+    call_field,
+)
+
+__all__ = [
+    "CHILD_USAGE_FIELDS",
+    "INPUTS",
+    "JOB_EXPIRES_MS",
+    "PARKED_CALL_STATUSES",
+    "TERMINAL_STATUSES",
+    "USAGE_FIELDS",
+    "BeginStep",
+    "BeginStepReply",
+    "CallRecord",
+    "CallStatus",
+    "Cancel",
+    "CancelReply",
+    "ClaimCall",
+    "ClaimCallReply",
+    "CommitStep",
+    "CreateRun",
+    "Emit",
+    "EmitReply",
+    "ExpireParked",
+    "FailRun",
+    "FailureKind",
+    "InputAnswer",
+    "InputRequest",
+    "InputStatus",
+    "MetaField",
+    "NodeCandidate",
+    "Outcome",
+    "PostResult",
+    "QueuedJob",
+    "RecordResult",
+    "Reply",
+    "ResolveApproval",
+    "RunFailure",
+    "RunStatus",
+    "StepAfter",
+    "StepField",
+    "TransitionInput",
+    "WorkflowFinal",
+    "WorkflowRecord",
+    "call_field",
+    "keys",
+]

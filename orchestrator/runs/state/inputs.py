@@ -1,0 +1,285 @@
+"""One typed input per transition: exactly what its Lua script may read as `A.<field>`.
+
+The store sends an input as the script's single ARGV (JSON, nulls left out, since
+cjson turns JSON null into a truthy sentinel). `tests/unit/core/test_core_state_contract.py`
+checks every `A.<field>` a script reads against its input model.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from agentq.orchestrator.core.messages import Usage
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine.jobs import QueuedJob
+from agentq.orchestrator.runs.state.failure import RunFailure
+from agentq.orchestrator.runs.state.status import CallStatus, InputStatus, StepAfter
+
+DEFAULT_RETENTION_S = 7 * 24 * 3600
+# How long an answer to an input request waits for the call that asked.
+ANSWER_TTL_S = 3600
+
+
+class TransitionInput(BaseModel):
+    """What every transition reads: whose run, when, and how long an ended run is kept."""
+
+    model_config = ConfigDict(extra="forbid")
+    script: ClassVar[str]
+
+    run_id: str
+    at: float = Field(default_factory=time.time)
+    retention_s: int = DEFAULT_RETENTION_S
+
+    def idle_job_fields(self) -> frozenset[str]:
+        """Fields whose job this transition never enqueues, whatever Redis holds: no
+        send span is started for them (tracing's cost is per span)."""
+        return frozenset()
+
+
+class CreateRun(TransitionInput):
+    script = "create"
+
+    spec: str
+    # sha256 of the canonical spec JSON: a resubmission with another spec is refused.
+    spec_hash: str
+    tools: dict[str, str]  # name -> ToolDef JSON
+    tool_order: list[str]
+    messages: list[str]
+    trace: str
+    event: str
+    next_job: QueuedJob
+    # Enqueued when the run ends, however it ends (a batch admits its next line from it).
+    end_job: QueuedJob | None = None
+    # A child run (a sub-agent's): its parent's call (JSON {run_id, step, call_id}), the
+    # job its end enqueues to answer that call, and its depth below the top run.
+    parent: str | None = None
+    parent_job: QueuedJob | None = None
+    depth: int = 0
+    # A fork starts at `start_step` with the original's first steps copied (their step
+    # hashes, field -> value), its usage so far, and where it came from (JSON).
+    start_step: int = 0
+    steps: list[dict[str, str]] = Field(default_factory=list)
+    usage: Usage | None = None
+    n_initial: int | None = None
+    origin: str | None = None
+
+
+class BeginStep(TransitionInput):
+    script = "begin_step"
+
+    step: int
+    event: str
+    # What the worker holds of the run already (workers/steps/history_cache.py): its spec,
+    # tools and first `known` messages, read while the run's stamp was `known_stamp`.
+    # The reply then carries only the messages after those; with another stamp (another
+    # run of the same id) or more than the run has, it carries it all.
+    known: int = Field(default=0, ge=0)
+    known_stamp: str | None = None
+
+
+class CallRecord(BaseModel):
+    """One of the step's own calls as the commit stores it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    call: str  # CallPlan JSON
+    status: CallStatus
+    result: str | None = None  # ToolResultPart JSON, when answered at once
+
+
+class CommitStep(TransitionInput):
+    script = "commit_step"
+
+    step: int
+    resp: str
+    assistant: str
+    text: str
+    finish_reason: str
+    usage: Usage
+    after: StepAfter
+    order: str  # JSON list of call ids
+    calls: list[CallRecord]
+    events: list[str]
+    jobs: list[QueuedJob]  # tool jobs, and deferred expiry jobs of parked calls
+    pending: int
+    parked: int
+    finishes_now: bool
+    next_job: QueuedJob
+    # Answered through a provider batch API: counted apart as batch-priced usage.
+    batch: bool = False
+
+    def idle_job_fields(self) -> frozenset[str]:
+        # commit_step.lua joins (sends next_job) only when the step finishes nothing
+        # and leaves nothing pending; otherwise the last result's transition sends it.
+        if self.finishes_now or self.pending > 0:
+            return frozenset({"next_job"})
+        return frozenset()
+
+
+class ClaimCall(TransitionInput):
+    script = "claim_call"
+
+    step: int
+    call_id: str
+    event: str
+
+
+class RecordResult(TransitionInput):
+    """A tool job's result (or error)."""
+
+    script = "record_result"
+
+    step: int
+    call_id: str
+    result: str  # ToolResultPart JSON
+    events: list[str]
+    next_job: QueuedJob
+
+
+class PostResult(RecordResult):
+    """A result posted from outside for a call awaiting one (a client tool)."""
+
+    script = "post_result"
+
+    # A child run's usage, added to the parent's children's totals with the result.
+    child_usage: Usage | None = None
+
+
+class ExpireParked(RecordResult):
+    """A parked call's deadline passed: its (error) result, unless it was resolved."""
+
+    script = "expire_parked"
+
+
+class ResolveApproval(TransitionInput):
+    script = "resolve_approval"
+
+    step: int
+    call_id: str
+    approved: bool
+    event: str
+    # Approved: the call's next status, and its job when it runs on a queue.
+    next_status: CallStatus | None = None
+    job: QueuedJob | None = None
+    # Denied: the denial as the call's (error) result.
+    result: str | None = None
+    events: list[str] = Field(default_factory=list)
+    next_job: QueuedJob | None = None
+
+    @model_validator(mode="after")
+    def _complete(self) -> ResolveApproval:
+        """Refused here, not half-applied in Lua: each branch carries what it writes."""
+        if self.approved:
+            if self.next_status is None:
+                raise ValueError("an approval needs the call's next status")
+            if self.next_status == CallStatus.QUEUED and self.job is None:
+                raise ValueError("an approval of a queued call needs its job")
+        elif self.result is None or self.next_job is None:
+            raise ValueError("a denial needs its result and the next step's job")
+        return self
+
+
+class InputRequest(TransitionInput):
+    script = "input_request"
+
+    step: int
+    call_id: str  # the asking call: it must be running
+    request_id: str
+    request: str  # JSON: tool_call_id, tool_name, message, schema
+    event: str
+
+
+class InputAnswer(TransitionInput):
+    script = "input_answer"
+
+    step: int
+    request_id: str
+    outcome: InputStatus
+    answer: str | None = None  # JSON handed to the waiting call (None when expired)
+    answer_ttl_s: int = ANSWER_TTL_S
+    event: str
+
+
+class Emit(TransitionInput):
+    script = "emit"
+
+    events: list[str]
+    # Append even to an ended run: reports about the run's delivery (webhook-failed),
+    # which are not part of its life.
+    after_end: bool = False
+
+
+class FailRun(TransitionInput):
+    script = "fail_run"
+
+    error: RunFailure
+
+
+class Cancel(TransitionInput):
+    script = "cancel"
+
+    reason: str | None = None
+    # The abort set of the run's partition (its jobs' slot), from the key builders.
+    abort_key: str = ""
+
+    @model_validator(mode="after")
+    def _abort_key_of_run(self) -> Cancel:
+        self.abort_key = self.abort_key or keys.abort_set(keys.partition_of(self.run_id))
+        return self
+
+
+class NodeCandidate(BaseModel):
+    """A workflow node that may become ready: its job, and the nodes it waits for."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    job: QueuedJob
+    needs: list[str]
+
+
+class WorkflowFinal(BaseModel):
+    """The workflow call's result (the output's value, or a failed node's error)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    result: str  # ToolResultPart JSON
+    events: list[str]
+    next_job: QueuedJob
+    # What its llm nodes used, added to the run's children's usage with the result.
+    usage: Usage | None = None
+
+
+class WorkflowRecord(TransitionInput):
+    """One workflow node's outcome (NodeOutcome JSON), written once."""
+
+    script = "workflow_record"
+
+    step: int
+    call_id: str
+    node: str
+    outcome: str
+    events: list[str]
+    candidates: list[NodeCandidate] = Field(default_factory=list)
+    final: WorkflowFinal | None = None
+
+
+INPUTS: tuple[type[TransitionInput], ...] = (
+    CreateRun,
+    BeginStep,
+    CommitStep,
+    ClaimCall,
+    RecordResult,
+    PostResult,
+    ExpireParked,
+    ResolveApproval,
+    InputRequest,
+    InputAnswer,
+    Emit,
+    FailRun,
+    Cancel,
+    WorkflowRecord,
+)

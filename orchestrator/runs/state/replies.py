@@ -1,0 +1,61 @@
+"""One typed reply per transition. Every script returns one JSON object with an
+`outcome` (an `Outcome`) and, for some transitions, data; the store parses it here."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict
+
+from agentq.orchestrator.runs.state.status import Outcome, RunStatus
+
+
+def _lua_list(value: Any) -> Any:
+    """cjson encodes an empty Lua table as `{}`: read it as the empty list it was."""
+    return [] if value == {} else value
+
+
+LuaList = Annotated[list[str], BeforeValidator(_lua_list)]
+
+
+class Reply(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    outcome: Outcome
+    # With WRONG_STATE / NOT_RUNNABLE: the state the call (or request) was in instead.
+    call_status: str | None = None
+
+
+class BeginStepReply(Reply):
+    """With OK: what the model step needs, read in the same round trip."""
+
+    # The run's spec and tools; left out ("", []) when `start` > 0: the worker that holds
+    # the history's first messages holds them (written once, at create).
+    spec: str = ""
+    tools: LuaList = []
+    # The history from message `start` on (0: all of it), tool messages resolved, up to
+    # its `length`; a long history to a worker that holds none of it is left out of the
+    # reply (the store reads it outside the transition, see RunStore.begin_step).
+    messages: LuaList = []
+    start: int = 0
+    length: int = 0
+    # The run's stamp (its creation time): what a worker keeps the history under, so
+    # that a later run of the same id never reads this one's messages.
+    stamp: str = ""
+    # A child run's parent call (JSON {run_id, step, call_id}): its progress goes there.
+    parent: str | None = None
+
+
+class ClaimCallReply(Reply):
+    """With CLAIMED: the call (CallPlan JSON) and its tool (ToolDef JSON, if defined)."""
+
+    call: str | None = None
+    tool: str | None = None
+
+
+class EmitReply(Reply):
+    seq: int = 0  # the last event's sequence number (0: the run has ended)
+
+
+class CancelReply(Reply):
+    status: RunStatus | None = None  # the run's status afterwards

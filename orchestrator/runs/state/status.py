@@ -1,0 +1,165 @@
+"""Statuses, outcomes and stored field names of a run: the vocabulary of its state.
+
+Every value here is also a Lua constant (see `lua_constants.py`): the transitions
+and the Python readers cannot disagree on a spelling.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"  # a model step or tool call is queued or executing
+    AWAITING = "awaiting"  # at least one call waits on a human or an outside result
+    SUCCEEDED = "succeeded"  # terminal: the model answered and nothing is left to run
+    FAILED = "failed"  # terminal: a provider refused or a bug stopped the run
+    CANCELLED = "cancelled"  # terminal: someone cancelled it
+
+
+TERMINAL_STATUSES: frozenset[str] = frozenset(
+    {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
+)
+
+
+class CallStatus(StrEnum):
+    QUEUED = "queued"  # its job is on a tool queue
+    RUNNING = "running"  # a worker claimed it
+    AWAITING_APPROVAL = "awaiting-approval"  # parked until approved or denied
+    AWAITING_RESULT = "awaiting-result"  # parked until a result is posted (client tool)
+    DONE = "done"  # its result is recorded (write-once)
+
+
+PARKED_CALL_STATUSES: frozenset[str] = frozenset(
+    {CallStatus.AWAITING_APPROVAL, CallStatus.AWAITING_RESULT}
+)
+
+
+class StepAfter(StrEnum):
+    """What the join does once every result of a step is in."""
+
+    CONTINUE = "continue"  # schedule model step n+1
+    FINISH = "finish"  # a stop condition holds: the run succeeds
+
+
+class InputStatus(StrEnum):
+    """The state of one input request (a forwarded MCP elicitation)."""
+
+    PENDING = "pending"
+    ACCEPTED = "accepted"
+    DECLINED = "declined"
+    EXPIRED = "expired"  # the asking call gave up waiting
+
+
+class Outcome(StrEnum):
+    """Every reply code a transition can give (the `outcome` of its reply)."""
+
+    # create
+    CREATED = "created"
+    EXISTS = "exists"  # the same spec was submitted before: an idempotent no-op
+    CONFLICT = "conflict"  # the id is taken by a run with a different spec
+    # guards shared by many transitions
+    UNKNOWN_RUN = "unknown-run"
+    UNKNOWN_CALL = "unknown-call"
+    CLOSED = "closed"  # the run has ended
+    STALE = "stale"  # the transition names a step that is not the run's current one
+    DUPLICATE = "duplicate"  # already applied (a re-delivered job)
+    WRONG_STATE = "wrong-state"  # the call (or input request) is not in the needed state
+    # begin_step
+    OK = "ok"
+    # commit_step and the completions that feed the join
+    COMMITTED = "committed"  # calls are out; the step waits for them
+    RECORDED = "recorded"  # a result is in; others are still pending
+    CONTINUED = "continued"  # the join scheduled the next model step
+    FINISHED = "finished"  # the join (or a step with nothing to run) ended the run
+    # claim_call
+    CLAIMED = "claimed"
+    DONE = "done"  # the call already has its result
+    NOT_RUNNABLE = "not-runnable"  # parked calls are not run by a worker
+    # resolve_approval
+    APPROVED = "approved"
+    # input requests
+    PARKED = "parked"
+    ANSWERED = "answered"
+    # emit, fail_run, cancel
+    EMITTED = "emitted"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+# Fields of the meta hash `aq:run:{id}`.
+class MetaField(StrEnum):
+    SPEC = "spec"
+    SPEC_HASH = "spec_hash"
+    STATUS = "status"
+    STEP = "step"  # the current step index
+    SEQ = "seq"  # the last event's sequence number
+    CREATED_AT = "created_at"
+    FINISHED_AT = "finished_at"
+    N_INITIAL = "n_initial"  # how many messages came with the spec
+    TRACE = "trace"
+    TOOL_ORDER = "tool_order"
+    TEXT = "text"  # the final text, once succeeded
+    ERROR = "error"  # a RunFailure as JSON, once failed
+    USAGE_INPUT = "u_in"
+    USAGE_OUTPUT = "u_out"
+    USAGE_TOTAL = "u_total"
+    USAGE_CACHED = "u_cached"
+    USAGE_REASONING = "u_reason"
+    # A child run (a sub-agent's): its parent's call as JSON {run_id, step, call_id}, the
+    # job its end enqueues to hand the parent its result (a QueuedJob), and how deep it is.
+    PARENT = "parent"
+    PARENT_JOB = "parent_job"
+    DEPTH = "depth"
+    # What the run's children used, kept apart from its own usage.
+    CHILD_USAGE_INPUT = "cu_in"
+    CHILD_USAGE_OUTPUT = "cu_out"
+    CHILD_USAGE_TOTAL = "cu_total"
+    CHILD_USAGE_CACHED = "cu_cached"
+    CHILD_USAGE_REASONING = "cu_reason"
+    ORIGIN = "origin"  # a fork's {run_id, step} as JSON (orchestrator/loop/fork.py)
+    # Steps answered through a provider batch API (batch-priced), and their tokens.
+    BATCH_STEPS = "b_steps"
+    BATCH_INPUT = "b_in"
+    BATCH_OUTPUT = "b_out"
+    END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
+
+
+# The usage totals kept in the meta hash, by `Usage` field.
+USAGE_FIELDS: dict[str, MetaField] = {
+    "input_tokens": MetaField.USAGE_INPUT,
+    "output_tokens": MetaField.USAGE_OUTPUT,
+    "total_tokens": MetaField.USAGE_TOTAL,
+    "cached_input_tokens": MetaField.USAGE_CACHED,
+    "reasoning_tokens": MetaField.USAGE_REASONING,
+}
+
+# The children's usage (sub-agents), by `Usage` field.
+CHILD_USAGE_FIELDS: dict[str, MetaField] = {
+    "input_tokens": MetaField.CHILD_USAGE_INPUT,
+    "output_tokens": MetaField.CHILD_USAGE_OUTPUT,
+    "total_tokens": MetaField.CHILD_USAGE_TOTAL,
+    "cached_input_tokens": MetaField.CHILD_USAGE_CACHED,
+    "reasoning_tokens": MetaField.CHILD_USAGE_REASONING,
+}
+
+
+# Fields of a step hash `aq:run:{id}:s:<n>`. The prefixed ones are per call or request.
+class StepField(StrEnum):
+    RESP = "resp"  # the step record, written once: its presence means "committed"
+    TEXT = "text"
+    FINISH_REASON = "finish_reason"
+    AFTER = "after"  # a StepAfter
+    ORDER = "order"  # JSON list of the call ids the join puts in the tool message
+    PENDING = "pending"  # calls without a result yet
+    PARKED = "parked"  # calls (and input requests) waiting on the outside
+    CALL = "c:"  # + call id: the CallPlan JSON
+    CALL_STATUS = "st:"  # + call id: a CallStatus
+    RESULT = "r:"  # + call id: the ToolResultPart JSON, written once
+    INPUT = "in:"  # + request id: the input request JSON
+    INPUT_STATUS = "ins:"  # + request id: an InputStatus
+    BATCH = "batch"  # "1" when the step was answered through a provider batch API
+
+
+def call_field(prefix: StepField, call_id: str) -> str:
+    return f"{prefix}{call_id}"

@@ -1,0 +1,460 @@
+"""The run store: every change to a run is one atomic Lua transition.
+
+The Python side builds a typed input (`orchestrator/runs/state/inputs.py`) from the pure
+core's decisions; the Lua side checks the run is in the state the transition expects
+and applies it whole, then answers with one typed reply. A re-delivered job therefore
+finds its transition applied and does nothing. Redis errors leave the store only as
+`InfrastructureError`, with `retryable` saying whether trying again may help.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
+from importlib import resources
+from typing import Any, TypeVar
+
+from redis import exceptions as redis_errors
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+from agentq.orchestrator.core.errors import InfrastructureError, RunNotFoundError
+from agentq.orchestrator.core.events import (
+    TERMINAL_EVENTS,
+    Event,
+    parse_event,
+    stored_output,
+    with_output,
+)
+from agentq.orchestrator.machine import keys, lua_constants
+from agentq.orchestrator.machine.riders import RIDER
+from agentq.orchestrator.runs.children import child_run_id
+from agentq.orchestrator.runs.state import (
+    INPUTS,
+    TERMINAL_STATUSES,
+    BeginStep,
+    BeginStepReply,
+    Cancel,
+    CancelReply,
+    ClaimCall,
+    ClaimCallReply,
+    CommitStep,
+    CreateRun,
+    Emit,
+    EmitReply,
+    ExpireParked,
+    FailRun,
+    InputAnswer,
+    InputRequest,
+    MetaField,
+    Outcome,
+    PostResult,
+    RecordResult,
+    Reply,
+    ResolveApproval,
+    RunFailure,
+    StepField,
+    TransitionInput,
+    WorkflowRecord,
+    call_field,
+)
+from agentq.orchestrator.runs.state.history import referenced_step, resolve_messages
+from agentq.orchestrator.runs.state.inputs import DEFAULT_RETENTION_S
+from agentq.orchestrator.tools.resolution import (
+    ANNOUNCEMENT_TTL_S,
+    ToolAnnouncement,
+    registry_key,
+)
+
+__all__ = ["DEFAULT_RETENTION_S", "RunStore", "load_scripts"]
+
+
+def load_scripts() -> dict[str, str]:
+    """Each transition's full source: generated constants, the prelude, its own file."""
+    folder = resources.files("agentq.orchestrator.runs") / "lua"
+    head = lua_constants.render() + (folder / "prelude.lua").read_text()
+    names = sorted({model.script for model in INPUTS})
+    return {name: head + "\n" + (folder / f"{name}.lua").read_text() for name in names}
+
+
+_SCRIPTS = load_scripts()
+
+T = TypeVar("T")
+R = TypeVar("R", bound=Reply)
+
+
+async def _resolved(value: Awaitable[T] | T) -> T:
+    """redis-py types its asyncio commands as `Awaitable[X] | X`; this narrows them."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+EVENT_PAGE = 500  # events read per round trip
+
+
+async def read_event_page(
+    redis: Redis, stream: str, last: int, *, follow: bool, block_ms: int
+) -> list[Event]:
+    """The next events of an event stream after sequence `last`: with `follow`, waiting
+    up to `block_ms` for one; else what is there now. At most EVENT_PAGE of them."""
+    with redis_errors_mapped():
+        if follow:
+            reply = await redis.xread({stream: f"0-{last}"}, count=EVENT_PAGE, block=block_ms)
+            entries = reply[0][1] if reply else []
+        else:
+            entries = await redis.xrange(stream, min=f"(0-{last}", count=EVENT_PAGE)
+    bodies = [
+        (
+            int(_text(entry_id).split("-")[1]),
+            json.loads(fields[b"e"] if b"e" in fields else fields["e"]),
+        )
+        for entry_id, fields in entries
+    ]
+    resolved = await _resolve_outputs(redis, [body for _, body in bodies])
+    return [parse_event(seq, body) for (seq, _), body in zip(bodies, resolved, strict=True)]
+
+
+async def _resolve_outputs(redis: Redis, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Put back the outputs a page's result events refer to (events.OUTPUT_REF): each
+    is its call's result in the step's hash, read in one round trip for the page."""
+    refs = [i for i, body in enumerate(bodies) if stored_output(body) is not None]
+    if not refs:
+        return bodies
+    with redis_errors_mapped():
+        async with redis.pipeline(transaction=False) as pipe:
+            for i in refs:
+                body = bodies[i]
+                pipe.hget(
+                    keys.step(body["run_id"], int(body["step"])),
+                    call_field(StepField.RESULT, body["tool_call_id"]),
+                )
+            results = await pipe.execute()
+    for i, result in zip(refs, results, strict=True):
+        output = json.loads(result).get("output") if result is not None else None
+        bodies[i] = with_output(bodies[i], output)
+    return bodies
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# Transient: the server is away, restarting, loading, or out of memory for now.
+_TRANSIENT = (
+    redis_errors.ConnectionError,
+    redis_errors.TimeoutError,
+    redis_errors.BusyLoadingError,
+    redis_errors.TryAgainError,
+)
+
+
+@contextlib.contextmanager
+def redis_errors_mapped() -> Iterator[None]:
+    """Turn redis-py's errors into InfrastructureError, retryability as data."""
+    try:
+        yield
+    except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
+        raise InfrastructureError(f"cannot reach Redis: {exc}", retryable=True) from exc
+    except redis_errors.RedisError as exc:
+        retryable = isinstance(exc, _TRANSIENT) or str(exc).startswith("OOM")
+        raise InfrastructureError(f"Redis: {exc}", retryable=retryable) from exc
+
+
+class RunStore:
+    def __init__(self, redis: Redis, *, retention_s: int = DEFAULT_RETENTION_S) -> None:
+        self.redis = redis
+        self.retention_s = retention_s
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(src) for name, src in _SCRIPTS.items()
+        }
+
+    async def _apply(self, transition: TransitionInput, reply: type[R]) -> R:
+        body = transition.model_dump(mode="json", exclude_none=True)
+        body["retention_s"] = self.retention_s
+        payload = json.dumps(body, separators=(",", ":"))
+        script, run_keys = self._scripts[transition.script], keys.run_keys(transition.run_id)
+        rider = RIDER.get()
+        with redis_errors_mapped():
+            if rider is not None and rider.rides_on(transition.script):
+                raw = await rider.ride(
+                    script, run_keys, [payload]
+                )  # orchestrator/machine/riders.py
+            else:
+                raw = await script(keys=run_keys, args=[payload])
+        return reply.model_validate_json(raw)
+
+    # -- transitions (see orchestrator/runs/lua/*.lua for each one's replies) -----------
+
+    async def create(self, transition: CreateRun) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def begin_step(self, transition: BeginStep) -> BeginStepReply:
+        """The step begins; the reply carries the history from `start` on, whole."""
+        begun = await self._apply(transition, BeginStepReply)
+        if begun.outcome != Outcome.OK or begun.start + len(begun.messages) >= begun.length:
+            return begun
+        # Many messages to send: read here, as stored (no JSON encoding of them all inside
+        # the transition). Entries are written once and only this step's commit appends
+        # the next ones, so these are the messages the step began with.
+        messages = await self.history(transition.run_id, transition.step, begun.start, begun.length)
+        return begun.model_copy(update={"messages": messages})
+
+    async def history(self, run_id: str, step: int, start: int, length: int) -> list[str]:
+        """Messages `start` to `length` of the run at step `step`, as the model sees them
+        (each tool message resolved from the step it refers to, which is before `step`)."""
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.lrange(keys.messages(run_id), start, length - 1)
+                for n in range(step):
+                    pipe.hgetall(keys.step(run_id, n))
+                replies = await pipe.execute()
+        steps = [{_text(k): _text(v) for k, v in r.items()} for r in replies[1:]]
+        return resolve_messages([_text(m) for m in replies[0]], steps)
+
+    async def commit_step(self, transition: CommitStep) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def claim_call(self, transition: ClaimCall) -> ClaimCallReply:
+        return await self._apply(transition, ClaimCallReply)
+
+    async def record_result(self, transition: RecordResult) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def resolve_approval(self, transition: ResolveApproval) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def post_result(self, transition: PostResult) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def expire_parked(self, transition: ExpireParked) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def input_request(self, transition: InputRequest) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def input_answer(self, transition: InputAnswer) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def workflow_record(self, transition: WorkflowRecord) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def workflow_outcomes(self, run_id: str, step: int, call_id: str) -> dict[str, str]:
+        """A workflow call's node outcomes so far (node id -> NodeOutcome JSON)."""
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(keys.workflow(run_id, step, call_id)))
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    async def emit(self, run_id: str, events: Sequence[str]) -> int:
+        """Append events to a live run; the last seq, or 0 if the run has ended."""
+        if not events:
+            return 0
+        return (await self.append(Emit(run_id=run_id, events=list(events)))).seq
+
+    async def append(self, transition: Emit) -> EmitReply:
+        """`emit` with its typed reply."""
+        return await self._apply(transition, EmitReply)
+
+    async def fail_run(self, run_id: str, failure: RunFailure) -> Reply:
+        return await self._apply(FailRun(run_id=run_id, error=failure), Reply)
+
+    async def cancel(self, run_id: str, reason: str | None) -> CancelReply:
+        return await self._apply(Cancel(run_id=run_id, reason=reason), CancelReply)
+
+    async def wait_answer(self, run_id: str, request_id: str, timeout_s: float) -> str | None:
+        """Block until the answer to an input request is posted (or the timeout passes)."""
+        with redis_errors_mapped():
+            popped = await _resolved(
+                self.redis.blpop([keys.answer(run_id, request_id)], timeout=max(1, int(timeout_s)))
+            )
+        return _text(popped[1]) if popped else None
+
+    # -- reads ---------------------------------------------------------------
+
+    async def meta(self, run_id: str) -> dict[str, str]:
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(keys.meta(run_id)))
+        if not raw:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return {_text(k): _text(v) for k, v in raw.items()}
+
+    async def call_state(
+        self, run_id: str, step: int, call_id: str
+    ) -> tuple[str | None, str | None]:
+        """The call's record and status, for building transitions from outside."""
+        fields = [call_field(StepField.CALL, call_id), call_field(StepField.CALL_STATUS, call_id)]
+        with redis_errors_mapped():
+            call, status = await _resolved(self.redis.hmget(keys.step(run_id, step), fields))
+        return (_text(call) if call else None, _text(status) if status else None)
+
+    async def agent_children(self, run_id: str) -> list[str]:
+        """The ids of the child runs the run's current step started or is starting (its
+        calls of `agent` tools that still await their result)."""
+        meta = await self.meta(run_id)
+        step = int(meta.get(MetaField.STEP, "0"))
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(keys.step(run_id, step)))
+            tools = await _resolved(self.redis.hgetall(keys.tools(run_id)))
+        fields = {_text(k): _text(v) for k, v in raw.items()}
+        agents = {
+            _text(name) for name, tool in tools.items() if json.loads(tool).get("kind") == "agent"
+        }
+        children: list[str] = []
+        for call_id in json.loads(fields.get(StepField.ORDER, "[]")):
+            call = json.loads(fields.get(call_field(StepField.CALL, call_id), "{}"))
+            if call.get("name") in agents:
+                children.append(child_run_id(run_id, step, call_id))
+        return children
+
+    async def tool_def(self, run_id: str, name: str) -> str | None:
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hget(keys.tools(run_id), name))
+        return _text(raw) if raw else None
+
+    async def tool_defs(self, run_id: str) -> list[str]:
+        """The run's frozen tool definitions (JSON), for readers such as `agentq run`."""
+        raw = await _resolved(self.redis.hgetall(keys.tools(run_id)))
+        return [_text(v) for v in raw.values()]
+
+    async def snapshot(
+        self, run_id: str, *, resolved: bool = True
+    ) -> tuple[dict[str, str], list[str], list[dict[str, str]]]:
+        """Meta, messages and every step hash, for assembling a RunResult. The messages
+        are as the model saw them (`resolved`), or as stored: a tool message is then a
+        reference to its step (state/history.py), for a fork that copies the steps."""
+        meta = await self.meta(run_id)
+        last = int(meta.get(MetaField.STEP, "0"))
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.lrange(keys.messages(run_id), 0, -1)
+                for n in range(last + 1):
+                    pipe.hgetall(keys.step(run_id, n))
+                replies = await pipe.execute()
+        by_index = [{_text(k): _text(v) for k, v in r.items()} for r in replies[1:]]
+        messages = [_text(m) for m in replies[0]]
+        if resolved:
+            messages = resolve_messages(
+                messages, await self._with_later_steps(run_id, by_index, messages)
+            )
+        return meta, messages, [s for s in by_index if s]
+
+    async def _with_later_steps(
+        self, run_id: str, steps: list[dict[str, str]], entries: list[str]
+    ) -> list[dict[str, str]]:
+        """`steps`, extended by the hashes of the steps the history refers to beyond it:
+        a live run may have joined another step between the meta and the history read."""
+        last = max((n for e in entries if (n := referenced_step(e)) is not None), default=-1)
+        if last < len(steps):
+            return steps
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for n in range(len(steps), last + 1):
+                    pipe.hgetall(keys.step(run_id, n))
+                later = await pipe.execute()
+        return steps + [{_text(k): _text(v) for k, v in r.items()} for r in later]
+
+    async def _status(self, run_id: str) -> str:
+        with redis_errors_mapped():
+            status = await _resolved(self.redis.hget(keys.meta(run_id), MetaField.STATUS))
+        if status is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return _text(status)
+
+    async def events(
+        self, run_id: str, after: int = 0, *, follow: bool = False, block_ms: int = 5000
+    ) -> AsyncIterator[Event]:
+        """Events after `after`; with `follow`, keep waiting until a terminal event."""
+        stream = keys.events(run_id)
+        last = after
+        if follow:
+            # An ended run's stream is complete: read what is left, do not block.
+            follow = await self._status(run_id) not in TERMINAL_STATUSES
+        while True:
+            page = await read_event_page(self.redis, stream, last, follow=follow, block_ms=block_ms)
+            for event in page:
+                last = event.seq
+                yield event
+                if event.type in TERMINAL_EVENTS:
+                    # What follows is a late report (webhook-failed): read what is there
+                    # now, do not wait for more.
+                    follow = False
+            if not follow and len(page) < EVENT_PAGE:
+                return
+            if follow and not page and await self._status(run_id) in TERMINAL_STATUSES:
+                return  # ended before `after`: nothing more will come
+
+    # -- the tool registry -----------------------------------------------------
+
+    async def announce(self, announcements: Sequence[ToolAnnouncement]) -> None:
+        """Publish (refresh) tools; drop those nobody announced within the TTL. The
+        registry itself expires when no worker has announced for that long."""
+        if not announcements:
+            return
+        now = time.time()
+        mapping: dict[str | bytes, str | bytes | int | float] = {
+            registry_key(a): a.model_copy(update={"seen_at": now}).model_dump_json()
+            for a in announcements
+        }
+        stale = [
+            key
+            for key, ann in (await self.announced()).items()
+            if key not in mapping and now - ann.seen_at > ANNOUNCEMENT_TTL_S
+        ]
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.hset(keys.REGISTRY, mapping=mapping)
+                if stale:
+                    pipe.hdel(keys.REGISTRY, *stale)
+                pipe.expire(keys.REGISTRY, int(ANNOUNCEMENT_TTL_S))
+                await pipe.execute()
+
+    async def publish_catalog(self, announcements: Sequence[ToolAnnouncement]) -> None:
+        """Replace the deployment's catalogue (what it serves, whether or not a worker
+        is up) in one transaction: a reader sees the old one or the new one, whole."""
+        mapping: dict[str | bytes, str | bytes | int | float] = {
+            registry_key(a): a.model_copy(update={"seen_at": 0.0}).model_dump_json()
+            for a in announcements
+        }
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.delete(keys.CATALOG)
+                if mapping:
+                    pipe.hset(keys.CATALOG, mapping=mapping)
+                await pipe.execute()
+
+    async def catalog(self) -> dict[str, ToolAnnouncement]:
+        """The published catalogue alone."""
+        return await self._announcements(keys.CATALOG)
+
+    async def announced(self) -> dict[str, ToolAnnouncement]:
+        """What workers announced alone (stale announcements included)."""
+        return await self._announcements(keys.REGISTRY)
+
+    async def registry(self) -> dict[str, ToolAnnouncement]:
+        """What submit resolves against: the catalogue, extended and refreshed by the
+        workers' announcements. A catalogue entry never goes stale (it is stamped now);
+        a live announcement of the same tool replaces it."""
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                pipe.hgetall(keys.CATALOG)
+                pipe.hgetall(keys.REGISTRY)
+                catalogued, announced = await pipe.execute()
+        now = time.time()
+        merged = {
+            _text(k): ToolAnnouncement.model_validate_json(v).model_copy(update={"seen_at": now})
+            for k, v in catalogued.items()
+        }
+        for k, v in announced.items():
+            ann = ToolAnnouncement.model_validate_json(v)
+            key = _text(k)
+            if key not in merged or now - ann.seen_at <= ANNOUNCEMENT_TTL_S:
+                merged[key] = ann
+        return merged
+
+    async def _announcements(self, key: str) -> dict[str, ToolAnnouncement]:
+        with redis_errors_mapped():
+            raw = await _resolved(self.redis.hgetall(key))
+        return {_text(k): ToolAnnouncement.model_validate_json(v) for k, v in raw.items()}

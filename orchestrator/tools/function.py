@@ -1,0 +1,48 @@
+"""`function`: a `@tool` function some worker registered (`agentq worker --tools MODULE`)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from agentq.orchestrator.core.errors import UnknownToolError
+from agentq.orchestrator.tools.base import (
+    ResolveContext,
+    ToolAnnouncement,
+    ToolDef,
+    ToolKindPlugin,
+    ToolSpecBase,
+)
+
+
+class FunctionToolSpec(ToolSpecBase):
+    type: Literal["function"] = "function"
+    name: str
+
+
+class FunctionKind(ToolKindPlugin):
+    kind = "function"
+    spec_model = FunctionToolSpec
+
+    def offer(self, entry: Any, ctx: ResolveContext) -> list[ToolDef]:
+        found = ctx.registry.get(entry.name)
+        if found is None or found.kind != "function":
+            raise UnknownToolError(
+                f"{ctx.where}: no worker serves the function tool {entry.name!r} "
+                "(start one with `agentq worker --tools MODULE`)"
+            )
+        return [
+            ToolDef(
+                name=entry.name,
+                kind="function",
+                description=found.description,
+                input_schema=found.input_schema,
+                queue=found.queue,
+                timeout_s=ctx.timeout_s,
+            )
+        ]
+
+    def call_entries(self, ann: ToolAnnouncement) -> list[tuple[str, dict[str, Any]]]:
+        return [(ann.name, {"type": "function", "name": ann.name})]
+
+    def registry_key(self, ann: ToolAnnouncement) -> str:
+        return ann.name  # function tools share one namespace, as in the first registries

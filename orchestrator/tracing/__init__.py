@@ -1,0 +1,678 @@
+"""One OpenTelemetry trace per run, flat enough for a person to read.
+
+The shape, after the GenAI and messaging semantic conventions:
+
+    invoke_agent {agent}          the run; recorded by whichever process ends it
+    ├─ send model                 the submitting process enqueues step 0
+    ├─ process model  ──link──►   that send span
+    │  ├─ chat {model}
+    │  └─ send tools              the step's tool calls (and the next step)
+    ├─ process tools  ──link──►   its send span
+    │  ├─ execute_tool {name}
+    │  └─ send model
+    └─ …
+
+Every `process {queue}` span is a direct child of the run and *linked* to the
+`send` span that enqueued its job, so a 20-step run is 20 x a few rows at depth
+≤ 3, not a staircase 120 levels deep.
+
+A run outlives any process, so its span ids derive from the run id: every
+process knows the root without carrying it, and the process that ends the run
+records the root (with the submit time as its start) from the run's meta.
+Recording a span with preset ids needs the SDK's id generator; agentq wraps
+the generator of its own tracer only, so an application's provider (and its
+other tracers) are left alone.
+
+Sending is recorded after the fact too: a transition may or may not enqueue the
+jobs its arguments carry (a duplicate delivery, a stale step). `Hops` starts a
+`send` span per job, stamps its context into the job's envelope, and ends only
+the spans of jobs the transition enqueued; the others are never ended, so never
+exported.
+
+Whether anything is recorded depends only on whether a tracer provider is set
+(agentq's, installed from the standard OTEL_* variables, or the
+application's). With none, every function here returns at once.
+
+What a span costs matters: a step records six. On the provider agentq installs,
+its tracer makes lean spans (`light_spans`, through `own_span` from here), a
+lean batch processor queues them (`span_batches`) and the exporter writes the
+OTLP wire format directly (`otlp_export`, `otlp_wire`); an application's
+provider gets the SDK's spans, into whatever processors and exporter the
+application gave it. With either, the current span is read and set through the
+API's context variable directly (when the runtime context is the default one).
+`bench/tracing_bench.py` measures both against no provider.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import hashlib
+import json
+import logging
+import os
+import time
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace
+from opentelemetry.context.context import Context
+from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+from opentelemetry.trace import (
+    INVALID_SPAN,
+    Link,
+    NonRecordingSpan,
+    Span,
+    SpanContext,
+    SpanKind,
+    Status,
+    StatusCode,
+    TraceFlags,
+)
+from opentelemetry.trace.propagation import _SPAN_KEY
+
+from agentq.orchestrator.machine.jobs import QueuedJob
+from agentq.orchestrator.machine.keys import queue_name
+from agentq.orchestrator.runs.children import ParentLink, call_span_id, run_trace_id
+from agentq.orchestrator.runs.state.inputs import TransitionInput
+from agentq.orchestrator.tracing import genai_content
+
+if TYPE_CHECKING:
+    from agentq.orchestrator.core.envelopes import JobEnvelope
+    from agentq.orchestrator.runs.store import RunStore
+
+log = logging.getLogger("agentq.tracing")
+
+# A transition's typed input (CreateRun, CommitStep, RecordResult, ...), whose jobs
+# `Hops.stamp` stamps.
+Input = TypeVar("Input", bound=TransitionInput)
+
+SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
+MESSAGING_SYSTEM = "redis"
+
+_PRESET: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
+    "agentq_preset_ids", default=None
+)
+# What a log line of the current job names (run id, job id, queue).
+JOB_LOG_CONTEXT: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
+    "agentq_job_log_context", default=None
+)
+_installed: Any = None  # the provider agentq installed, if any
+# agentq's own spans on a lean tracer (light_spans.LightTracer.own_span): name, parent,
+# kind, attributes, links.
+OwnSpan = Callable[[str, SpanContext, SpanKind, dict[str, Any], tuple[Link, ...]], Span]
+# (provider, agentq's tracer on it or None if that provider records nothing, the
+# tracer's `own_span` if it makes lean spans)
+_tracer: tuple[object, trace.Tracer | None, OwnSpan | None] | None = None
+# The variable behind the current OpenTelemetry context, when it is the API's default
+# (contextvars) runtime context: every job reads and sets it a few times, directly.
+_RUNTIME = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+_CONTEXT: contextvars.ContextVar[Context] | None = (
+    _RUNTIME._current_context if type(_RUNTIME) is ContextVarsRuntimeContext else None
+)
+
+
+def _agentq_version() -> str:
+    try:
+        return version("agentq")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+_VERSION = _agentq_version()
+
+
+# -- the provider --------------------------------------------------------------
+
+
+def recording() -> bool:
+    """Whether spans record: some tracer provider (agentq's or the application's) is set."""
+    return _bound() is not None
+
+
+class _PresetIds:
+    """The SDK's id generator, but ids preset in `_PRESET` win (for the run's span)."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def generate_span_id(self) -> int:
+        preset = _PRESET.get()
+        return preset[1] if preset else int(self._inner.generate_span_id())
+
+    def generate_trace_id(self) -> int:
+        preset = _PRESET.get()
+        return preset[0] if preset else int(self._inner.generate_trace_id())
+
+    def is_trace_id_random(self) -> bool:
+        return bool(getattr(self._inner, "is_trace_id_random", lambda: True)())
+
+
+def _bound() -> trace.Tracer | None:
+    """agentq's tracer on the current provider, or None when no provider records. Made
+    once per provider: every job asks, several times."""
+    return _binding()[1]
+
+
+def _binding() -> tuple[object, trace.Tracer | None, OwnSpan | None]:
+    global _tracer
+    provider = trace.get_tracer_provider()
+    bound = _tracer
+    if bound is not None and bound[0] is provider:
+        return bound
+    made: trace.Tracer | None = None
+    if not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
+        made = _make_tracer(provider)
+    bound = _tracer = (provider, made, getattr(made, "own_span", None))
+    return bound
+
+
+def _current_span() -> Span:
+    """The current span: the API's `get_current_span()`, read from its variable."""
+    if _CONTEXT is None:
+        return trace.get_current_span()
+    current: Span | None = _CONTEXT.get().get(_SPAN_KEY)  # type: ignore[assignment]
+    return INVALID_SPAN if current is None else current
+
+
+def _make_tracer(provider: trace.TracerProvider) -> trace.Tracer:
+    if provider is _installed:
+        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+
+        from agentq.orchestrator.tracing import light_spans
+
+        if light_spans.eligible(provider):
+            # agentq's own provider: lean spans (see light_spans), into its processors.
+            scope = InstrumentationScope("agentq", _VERSION, SCHEMA_URL)
+            return light_spans.LightTracer(provider, scope, _PRESET.get)
+    made = provider.get_tracer("agentq", _VERSION, schema_url=SCHEMA_URL)
+    inner = getattr(made, "id_generator", None)
+    if inner is not None and not isinstance(inner, _PresetIds):
+        made.id_generator = _PresetIds(inner)  # type: ignore[attr-defined]
+    return made
+
+
+def tracer() -> trace.Tracer:
+    """agentq's tracer on the current provider, able to record spans with preset ids."""
+    return _bound() or trace.NoOpTracer()
+
+
+def tracing_configured() -> bool:
+    if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
+        return False
+    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "")
+    if exporter == "none":
+        return False
+    return bool(
+        exporter
+        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+
+
+def setup_tracing(service_name: str) -> None:
+    """Install a tracer provider from the OTEL_* environment, unless one is already set
+    (the application's, or ours from an earlier call) or nothing is configured."""
+    global _installed
+    if recording() or not tracing_configured():
+        return
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
+
+    from agentq.orchestrator.tracing.span_batches import SpanBatcher
+
+    exporter: SpanExporter
+    if os.environ.get("OTEL_TRACES_EXPORTER", "otlp") == "console":
+        exporter = ConsoleSpanExporter()
+    else:
+        from agentq.orchestrator.tracing.otlp_export import WireSpanExporter
+
+        exporter = WireSpanExporter()
+    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
+    provider = TracerProvider(resource=resource)
+    provider.add_span_processor(SpanBatcher(exporter))
+    _installed = provider  # first: a tracer bound to it must know it is agentq's
+    trace.set_tracer_provider(provider)
+
+
+def installed_provider() -> Any:
+    """The tracer provider agentq installed (`setup_tracing`), if it did."""
+    return _installed
+
+
+def flush_tracing(timeout_ms: int = 5000) -> None:
+    """Export what agentq's own provider buffers (the end of an embedded session).
+    An application's provider is the application's to flush."""
+    if _installed is not None:
+        _installed.force_flush(timeout_ms)
+
+
+def shutdown_tracing() -> None:
+    """Flush and stop the provider agentq installed (an application's is its own)."""
+    if _installed is not None:
+        _installed.shutdown()
+
+
+# -- the run's span ---------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def run_ids(run_id: str) -> tuple[int, int]:
+    """The run's trace id and root span id, derived from its id: every process agrees."""
+    digest = hashlib.sha256(run_id.encode()).digest()
+    span_id = int.from_bytes(digest[16:24], "big") or 1
+    return run_trace_id(run_id), span_id  # a sub-agent's child run is in its parent's trace
+
+
+@functools.lru_cache(maxsize=4096)
+def run_span_context(run_id: str) -> SpanContext:
+    trace_id, span_id = run_ids(run_id)
+    return SpanContext(trace_id, span_id, is_remote=True, trace_flags=TraceFlags(1))
+
+
+@functools.lru_cache(maxsize=4096)
+def run_context(run_id: str) -> otel_context.Context:
+    return trace.set_span_in_context(NonRecordingSpan(run_span_context(run_id)))
+
+
+def carrier_context(carrier: Mapping[str, str]) -> otel_context.Context | None:
+    """The context a W3C carrier names (a caller's `traceparent`), or None if invalid."""
+    links = _link(carrier)
+    if not links:
+        return None
+    return trace.set_span_in_context(NonRecordingSpan(links[0].context))
+
+
+def current_carrier() -> dict[str, str]:
+    """The current span as W3C headers, or nothing when there is no valid span."""
+    context = trace.get_current_span().get_span_context()
+    return {"traceparent": _traceparent(context)} if context.is_valid else {}
+
+
+def run_carrier(run_id: str) -> dict[str, str]:
+    """The run's span as W3C headers (kept in the run's meta for anyone to look up).
+    Pure: a function of the run id alone, whether or not anything records."""
+    trace_id, span_id = run_ids(run_id)
+    return {"traceparent": _traceparent_of(trace_id, span_id, 1)}
+
+
+async def end_run(store: RunStore, run_id: str) -> None:
+    """Record the run's span, once it has ended (its meta says how). Tracing trouble
+    never fails the job that ended the run: the run has ended either way."""
+    if not recording():
+        return
+    try:
+        record_run(run_id, await store.meta(run_id))
+    except Exception as exc:
+        log.warning("could not record the span of run %s: %s", run_id, exc)
+
+
+def record_run(run_id: str, meta: Mapping[str, str]) -> None:
+    spec = json.loads(meta.get("spec", "{}"))
+    attributes = genai_content.run_attributes(run_id, spec, meta)
+    name = f"invoke_agent {attributes['gen_ai.agent.name']}"
+    token = _PRESET.set(run_ids(run_id))
+    try:
+        root = tracer().start_span(
+            name,
+            context=_parent_call_context(run_id, meta),
+            kind=SpanKind.INTERNAL,
+            attributes=attributes,
+            start_time=int(float(meta.get("created_at", time.time())) * 1e9),
+        )
+    finally:
+        _PRESET.reset(token)
+    if meta.get("status") == "failed":
+        error = json.loads(meta.get("error", "{}"))
+        error_type = str(error.get("type") or "error")
+        message = str(error.get("message") or "")
+        root.set_attribute("error.type", error_type)
+        root.add_event("exception", {"exception.type": error_type, "exception.message": message})
+        root.set_status(Status(StatusCode.ERROR, message))
+    root.end()
+
+
+def _parent_call_context(run_id: str, meta: Mapping[str, str]) -> otel_context.Context:
+    """A child run's span is a child of its parent's call span; a top run's is a root."""
+    if "parent" not in meta:
+        return otel_context.Context()
+    link = ParentLink.model_validate_json(meta["parent"])
+    call = SpanContext(
+        run_ids(run_id)[0],
+        call_span_id(link.run_id, link.call_id),
+        is_remote=True,
+        trace_flags=TraceFlags(1),
+    )
+    return trace.set_span_in_context(NonRecordingSpan(call), otel_context.Context())
+
+
+def record_parked_call(
+    run_id: str, call_id: str, tool_name: str, started_at: float, error: str | None
+) -> None:
+    """The `execute_tool` span of a call no job executed (a sub-agent's: its child run
+    did the work), recorded when its answer is posted, under the run's span."""
+    if not recording():
+        return
+    token = _PRESET.set((run_ids(run_id)[0], call_span_id(run_id, call_id)))
+    try:
+        current = tracer().start_span(
+            f"execute_tool {tool_name}",
+            context=run_context(run_id),
+            kind=SpanKind.INTERNAL,
+            attributes={
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": tool_name,
+                "gen_ai.tool.call.id": call_id,
+            },
+            start_time=int(started_at * 1e9),
+        )
+    finally:
+        _PRESET.reset(token)
+    if error is not None:
+        current.set_attribute("error.type", "tool_error")
+        current.set_status(Status(StatusCode.ERROR, error[:500]))
+    current.end()
+
+
+# -- spans of one job ----------------------------------------------------------------
+
+
+def _traceparent_of(trace_id: int, span_id: int, flags: int) -> str:
+    # What the W3C propagator writes, without its machinery (this runs for every job).
+    return f"00-{trace_id:032x}-{span_id:016x}-{flags:02x}"
+
+
+def _traceparent(context: SpanContext) -> str:
+    return _traceparent_of(context.trace_id, context.span_id, context.trace_flags)
+
+
+def _link(carrier: Mapping[str, str]) -> tuple[Link, ...]:
+    """A link to the send span whose W3C `traceparent` the job's envelope carries."""
+    traceparent = carrier.get("traceparent", "")
+    # "00-" 32 hex "-" 16 hex "-" 2 hex, as _traceparent_of writes it
+    if len(traceparent) != 55 or not traceparent[2] == traceparent[35] == traceparent[52] == "-":
+        return ()
+    try:
+        trace_id, span_id = int(traceparent[3:35], 16), int(traceparent[36:52], 16)
+    except ValueError:
+        return ()
+    return (_SendLink(trace_id, span_id),) if trace_id and span_id else ()
+
+
+class _SendLink(Link):
+    """A link to a job's send span (remote, sampled), its `SpanContext` made when first
+    read: by the exporter's thread, not by the job's (a link per job)."""
+
+    def __init__(self, trace_id: int, span_id: int) -> None:
+        self._ids = (trace_id, span_id)
+        self._made: SpanContext | None = None
+        self._attributes = None
+
+    @property
+    def context(self) -> SpanContext:
+        made = self._made
+        if made is None:
+            made = self._made = SpanContext(*self._ids, True, _SAMPLED)
+        return made
+
+
+_SAMPLED = TraceFlags(1)
+
+
+class _Current:
+    """Makes a span current for a `with` block, then ends it; an exception that escapes
+    is recorded on it first (as the API's `use_span` does). A class, not a generator:
+    it runs for every job, twice. With no span (nothing records) it does nothing."""
+
+    __slots__ = ("_exceptions", "_log_token", "_span", "_token")
+
+    def __init__(
+        self,
+        current: Span | None,
+        log_token: contextvars.Token[Mapping[str, Any] | None] | None = None,
+        record_exceptions: bool = True,
+    ) -> None:
+        self._span = current
+        self._log_token = log_token
+        self._exceptions = record_exceptions
+        self._token: object = None
+
+    def __enter__(self) -> Span:
+        current = self._span
+        if current is None:
+            return INVALID_SPAN
+        if _CONTEXT is None:
+            self._token = otel_context.attach(trace.set_span_in_context(current))
+        else:  # what attach(set_span_in_context(...)) does, without its calls
+            self._token = _CONTEXT.set(Context({**_CONTEXT.get(), _SPAN_KEY: current}))
+        return current
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        current = self._span
+        try:
+            if current is not None:
+                _detach(self._token)
+                if isinstance(exc, Exception) and current.is_recording():
+                    if self._exceptions:
+                        current.record_exception(exc)
+                    current.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"))
+                current.end()
+        finally:
+            if self._log_token is not None:
+                JOB_LOG_CONTEXT.reset(self._log_token)
+
+
+def _detach(token: Any) -> None:
+    if _CONTEXT is None:
+        otel_context.detach(token)
+        return
+    try:
+        _CONTEXT.reset(token)
+    except ValueError:  # another context's token: the API logs it too, and goes on
+        log.exception("could not restore the OpenTelemetry context")
+
+
+def process_span(
+    envelope: JobEnvelope,
+    queue: str,
+    job_id: str,
+    parent: otel_context.Context | None = None,
+) -> _Current:
+    """The consumer span of one job: a child of the run (or of `parent`, a call's trace),
+    linked to the job's send span. Also names the job for log lines written meanwhile."""
+    log_token = JOB_LOG_CONTEXT.set(
+        {"run_id": envelope.run_id, "job_id": job_id, "queue": queue, "step": envelope.step}
+    )
+    _, made, own = _binding()
+    if made is None:
+        return _Current(None, log_token)
+    name = f"process {queue}"
+    # The time the job waited in its queue is the gap after its send span.
+    attributes: dict[str, Any] = {
+        **_queue_attributes("process", queue),
+        "messaging.message.id": job_id,
+        "agentq.step": envelope.step,
+    }
+    links = _link(envelope.trace)
+    if own is not None and parent is None:
+        current = own(name, run_span_context(envelope.run_id), SpanKind.CONSUMER, attributes, links)
+    else:
+        current = made.start_span(
+            name,
+            context=parent if parent is not None else run_context(envelope.run_id),
+            kind=SpanKind.CONSUMER,
+            attributes=attributes,
+            links=links,
+        )
+    return _Current(current, log_token)
+
+
+@functools.lru_cache(maxsize=256)
+def _queue_attributes(operation: str, queue: str) -> Mapping[str, str]:
+    """The attributes every `{operation} {queue}` span has: built once per queue (a
+    worker serves a few), copied into each span's own dict."""
+    return {
+        "messaging.system": MESSAGING_SYSTEM,
+        "messaging.operation.name": operation,
+        "messaging.operation.type": operation,
+        "messaging.destination.name": queue,
+    }
+
+
+def span(
+    name: str,
+    *,
+    kind: SpanKind = SpanKind.INTERNAL,
+    attributes: Callable[[], dict[str, Any]] | None = None,
+) -> _Current:
+    """A child of the current span (a job's `chat` or `execute_tool`). Its attributes
+    are computed only if it records, into a dict the span then keeps."""
+    _, made, own = _binding()
+    if made is None:
+        # The hot path of every job: with no provider, skip the API's no-op machinery.
+        return _Current(None)
+    computed = attributes() if attributes else {}
+    if own is not None:
+        current = own(name, _current_span().get_span_context(), kind, computed, ())
+        return _Current(current, record_exceptions=False)
+    current = made.start_span(name, kind=kind, attributes=computed, record_exception=False)
+    return _Current(current, record_exceptions=False)
+
+
+def annotate(current: Span, attributes: Callable[[], Mapping[str, Any]]) -> None:
+    """Add attributes to a span, computed only if it records."""
+    if current.is_recording():
+        computed = attributes()
+        if computed:
+            current.set_attributes(computed)
+
+
+def record_exception(exc: BaseException, error_type: str | None = None) -> None:
+    """Mark the current span failed by `exc`: status, `error.type`, an exception event."""
+    current = trace.get_current_span()
+    if not current.is_recording():
+        return
+    current.record_exception(exc)
+    current.set_attribute("error.type", error_type or type(exc).__qualname__)
+    current.set_status(Status(StatusCode.ERROR, str(exc)[:500]))
+
+
+def mark_error(current: Span, error_type: str, message: str) -> None:
+    """Mark `current` failed without an exception (a tool error result), keeping any
+    `error.type` an exception already set."""
+    if not current.is_recording():
+        return
+    attributes = getattr(current, "attributes", None) or {}
+    if "error.type" not in attributes:
+        current.set_attribute("error.type", error_type)
+    current.set_status(Status(StatusCode.ERROR, message[:500]))
+
+
+# -- queue hops ------------------------------------------------------------------------
+
+_EMPTY_TRACE = '"trace":{}'
+
+
+@functools.lru_cache(maxsize=256)
+def _queue_of(queue_key: str) -> str:
+    """`queue_name`, remembered: a worker sends to a few queues' keys."""
+    return queue_name(queue_key)
+
+
+@functools.cache
+def _job_fields(kind: type[TransitionInput]) -> tuple[str, ...]:
+    """The fields of a transition's input that can hold a job (a `QueuedJob`, optional or
+    in a list): the only ones `Hops.stamp` looks at."""
+
+    def holds_job(annotation: Any) -> bool:
+        return annotation is QueuedJob or any(holds_job(a) for a in typing.get_args(annotation))
+
+    return tuple(name for name, info in kind.model_fields.items() if holds_job(info.annotation))
+
+
+class Hops:
+    """The `send` spans of the jobs one transition may enqueue, keyed by job id.
+
+    `stamp(args)` starts a span per job a transition's input carries (any field holding
+    a `QueuedJob` or a list of them) and writes its context into the job's envelope;
+    `sent(job_ids)` ends the spans of the jobs the transition did enqueue (its reply's
+    outcome says which: `transitions.enqueued_job_ids`). Without a provider both do
+    nothing.
+    """
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self._spans: dict[str, Span] = {}
+
+    def stamp(self, args: Input) -> Input:
+        """`args` with every job it carries stamped: in place (a transition's input is
+        built for the one transition that stamps it; copying it was a tenth of tracing's
+        cost per step), returned for chaining."""
+        _, made, own = _binding()
+        if made is None:
+            return args
+        # Under the job's span that sends (a chat, a tool call), else under the run: never
+        # under an application's span around `submit`, which is another trace.
+        current = _current_span().get_span_context()
+        in_run = current.trace_id == run_ids(self.run_id)[0]
+        start: Callable[[str, dict[str, Any]], Span]
+        if own is not None:
+            parent = current if in_run else run_span_context(self.run_id)
+
+            def start(name: str, attributes: dict[str, Any]) -> Span:
+                return own(name, parent, SpanKind.PRODUCER, attributes, ())
+
+        else:
+            tracer, context = made, None if in_run else run_context(self.run_id)
+
+            def start(name: str, attributes: dict[str, Any]) -> Span:
+                return tracer.start_span(
+                    name, context=context, kind=SpanKind.PRODUCER, attributes=attributes
+                )
+
+        idle = args.idle_job_fields()
+        for field in _job_fields(type(args)):
+            if field in idle:
+                continue
+            value = getattr(args, field)
+            if isinstance(value, QueuedJob):
+                self._stamp(start, value)
+            elif isinstance(value, list):
+                for job in value:
+                    if isinstance(job, QueuedJob):
+                        self._stamp(start, job)
+        return args
+
+    def _stamp(self, start: Callable[[str, dict[str, Any]], Span], job: QueuedJob) -> None:
+        """Start the job's send span and write its context into the job's envelope. In
+        place, as the transition's input is: a job is built for the transition that
+        enqueues it (copying each was a tenth of a send span's cost)."""
+        queue = _queue_of(job.queue_key)
+        send = start(
+            f"send {queue}",
+            {**_queue_attributes("send", queue), "messaging.message.id": job.job_id},
+        )
+        self._spans[job.job_id] = send
+        traceparent = _traceparent(send.get_span_context())
+        payload = job.payload
+        if _EMPTY_TRACE in payload:  # the envelope as the builders render it: no re-parse
+            payload = payload.replace(
+                _EMPTY_TRACE, '"trace":{"traceparent":"' + traceparent + '"}', 1
+            )
+        else:  # stamped before (a transition tried again): the newest send span's
+            body = json.loads(payload)
+            body["a"][0]["trace"] = {"traceparent": traceparent}
+            payload = json.dumps(body, separators=(",", ":"))
+        job.__dict__["payload"] = payload  # no validation to run: the payload is ours
+
+    def sent(self, job_ids: Iterable[str]) -> None:
+        for job_id in job_ids:
+            send = self._spans.pop(job_id, None)
+            if send is not None:
+                send.end()
+        # The rest were not enqueued: never ended, never exported.
+        self._spans.clear()

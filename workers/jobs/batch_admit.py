@@ -1,0 +1,66 @@
+"""The admission job of batches (`batch_admit`): a worker settles a run's end (or a
+batch's kick) and creates the lines' runs it admits. See orchestrator/batches/admission.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from arq import Retry
+
+from agentq.orchestrator.batches.admission import BatchJobEnvelope, run_admission
+from agentq.orchestrator.batches.sweep import BatchSweeper
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.errors import InfrastructureError
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.redis.faults import is_transient, is_transient_redis
+from agentq.workers.worker.liveness import OUTAGE
+
+log = logging.getLogger("agentq.worker")
+
+_CLIENT = "batch_client"
+_REDIS_RETRY_S = 1.0
+
+
+def _client(ctx: dict[str, Any]) -> Client:
+    """One Client per worker on the worker's own connection and settings."""
+    client: Client | None = ctx.get(_CLIENT)
+    if client is None:
+        deps = ctx["agentq"]
+        settings = getattr(deps, "settings", None) or Settings()
+        client = Client(redis=deps.store.redis, settings=settings)
+        ctx[_CLIENT] = client
+    return client
+
+
+async def batch_admit(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    envelope = BatchJobEnvelope.model_validate(payload)
+    try:
+        await run_admission(_client(ctx), envelope, str(ctx["job_id"]))
+    except Exception as exc:
+        if is_transient_redis(exc) or (isinstance(exc, InfrastructureError) and exc.retryable):
+            OUTAGE.failed(exc)  # one log line per outage, not one per job
+            raise Retry(defer=_REDIS_RETRY_S) from exc
+        log.error("admission of batch %s failed", envelope.batch_id, exc_info=exc)
+        raise
+
+
+async def sweep_forever(client: Client, every_s: float) -> None:
+    """End stranded batch lines (see orchestrator/batches/sweep.py), like the reaper: on
+    every worker of the model queue, idempotent, so several sweeping at once is fine."""
+    sweeper = BatchSweeper(client)
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            acted = await sweeper.sweep()
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("sweeping batches failed")
+                continue
+            await asyncio.sleep(OUTAGE.failed(exc))
+            continue
+        OUTAGE.succeeded()
+        if acted:
+            log.info("the batch sweep ended or admitted %d line(s)", acted)

@@ -1,0 +1,49 @@
+"""The `summarize` job: a context summary written as its own job, then the step again.
+
+A model step whose history is over budget under the `summarize` strategy, with no
+stored summary that still does, does not call the summary model itself: it
+enqueues this job and ends (so a single-slot model pool never waits on itself).
+This job asks the summary model, stores the summary once (a re-delivered job finds
+it stored), and enqueues the step again; that step finds the summary and sends it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentq.orchestrator import tracing
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope, queued_job
+from agentq.orchestrator.core.messages import MESSAGE_ADAPTER
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField, Outcome, RunFailure
+from agentq.orchestrator.tools.base import STORED_SPEC
+from agentq.workers.steps.prepare import StepPreparationFailed, enqueue_now, ensure_summary
+
+
+async def summarize_job(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
+    from agentq.workers.jobs import handlers
+
+    envelope = JobEnvelope.model_validate(payload)
+    deps: handlers.WorkerDeps = ctx["agentq"]
+    with tracing.process_span(envelope, MODEL_QUEUE, ctx["job_id"]):
+        await handlers._guarded(deps, envelope, _summarize(deps, envelope), ctx)
+
+
+async def _summarize(deps: Any, envelope: JobEnvelope) -> None:
+    run_id, step = envelope.run_id, envelope.step
+    meta, raw_messages, _ = await deps.store.snapshot(run_id)
+    if meta[MetaField.STATUS] in TERMINAL_STATUSES or int(meta[MetaField.STEP]) != step:
+        return  # the run ended or moved on meanwhile
+    spec = RunSpec.model_validate_json(meta[MetaField.SPEC], context=STORED_SPEC)
+    history = [MESSAGE_ADAPTER.validate_json(m) for m in raw_messages]
+    try:
+        await ensure_summary(deps.store, deps.models, run_id, spec, history)
+    except StepPreparationFailed as exc:
+        failed = await deps.store.fail_run(
+            run_id, RunFailure(kind=exc.kind, message=exc.message, step=step)
+        )
+        if failed.outcome in (Outcome.FINISHED, Outcome.FAILED):
+            await tracing.end_run(deps.store, run_id)
+        return
+    resumed = JobEnvelope(kind="model_step", run_id=run_id, step=step, call_id=RESUMED_STEP)
+    await enqueue_now(deps.store, queued_job(resumed, MODEL_QUEUE))

@@ -1,0 +1,1 @@
+"""agentq's job protocol over arq's layout: claim, lease, give back."""

@@ -1,0 +1,1 @@
+"""The worker side of a model step: preparation, repair, streaming, span attributes."""

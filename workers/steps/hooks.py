@@ -1,0 +1,79 @@
+"""`@prepare_step`: a function a worker registers to change a step before it runs.
+
+A run names one with `"prepare_step": "NAME"`. The hook is called with the step
+number, the steps so far (`StepResult`s) and the messages about to be sent, and
+returns overrides: a dict or `StepOverrides` with any of `model`, `system`,
+`tool_choice`, `active_tools`, `messages` (or None: no change). Sync or async.
+
+Decorating registers the hook in this process, the way a plugin module
+registers a provider; a worker that loaded it announces it (kind
+`prepare-step`), so that submit can check the name and a model step on a
+worker without it can send the hook to a queue of a worker with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, overload
+
+from agentq.orchestrator.core.messages import Message
+from agentq.orchestrator.loop.prepare import PREPARE_STEP_KIND, StepOverrides, parse_overrides
+from agentq.orchestrator.runs.result import StepResult
+from agentq.orchestrator.tools.resolution import ToolAnnouncement
+
+
+@dataclass(frozen=True)
+class PrepareStepHook:
+    name: str
+    fn: Callable[..., Any]
+
+    async def __call__(
+        self, step: int, steps: Sequence[StepResult], messages: Sequence[Message]
+    ) -> StepOverrides:
+        kwargs = {"step": step, "steps": list(steps), "messages": list(messages)}
+        if inspect.iscoroutinefunction(self.fn):
+            value = await self.fn(**kwargs)
+        else:
+            value = await asyncio.to_thread(self.fn, **kwargs)
+        return parse_overrides(value, self.name)
+
+
+_HOOKS: dict[str, PrepareStepHook] = {}
+
+
+@overload
+def prepare_step(fn: Callable[..., Any], /) -> PrepareStepHook: ...
+
+
+@overload
+def prepare_step(*, name: str | None = None) -> Callable[[Callable[..., Any]], PrepareStepHook]: ...
+
+
+def prepare_step(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None
+) -> PrepareStepHook | Callable[[Callable[..., Any]], PrepareStepHook]:
+    """Register a prepare_step hook: `@prepare_step` or `@prepare_step(name=...)`."""
+
+    def register(f: Callable[..., Any]) -> PrepareStepHook:
+        hook = PrepareStepHook(name=name or f.__name__, fn=f)
+        _HOOKS[hook.name] = hook
+        return hook
+
+    return register(fn) if fn is not None else register
+
+
+def registered_hooks() -> dict[str, PrepareStepHook]:
+    return dict(_HOOKS)
+
+
+def hook_announcements(queue: str) -> list[ToolAnnouncement]:
+    """What a worker serving `queue` announces for its hooks."""
+    return [
+        ToolAnnouncement(
+            name=name, kind=PREPARE_STEP_KIND, queue=queue, description="prepare_step hook"
+        )
+        for name in sorted(_HOOKS)
+    ]

@@ -1,0 +1,396 @@
+"""A model step's preparation, at the I/O edge: rules, the hook, context compaction.
+
+The decisions are pure (orchestrator/loop/prepare.py, orchestrator/loop/context.py);
+this module reads what they need from the run store, calls the prepare_step hook
+(here when this process registered it, else as a job on a queue of a worker that
+announced it), calls the summary model, and says what the step will send and how
+to record it (`PreparedStep.record`, stored in the step and its finish-step event).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agentq.orchestrator import tracing
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
+from agentq.orchestrator.core.errors import ProviderError
+from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.loop.context import (
+    Compaction,
+    StoredSummary,
+    bounds,
+    compact,
+    record,
+    reusable,
+    summary_input,
+    tokens_to_compact,
+    with_summary,
+)
+from agentq.orchestrator.loop.plan import offered_tools
+from agentq.orchestrator.loop.prepare import (
+    PREPARE_STEP_KIND,
+    StepOverrides,
+    applied,
+    called_before,
+    matching_rule,
+    rule_overrides,
+    sent_record,
+)
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine.keys import context_summary, hook_reply
+from agentq.orchestrator.redis.connect import MAX_BLOCK_S
+from agentq.orchestrator.runs.result import StepResult, assemble
+from agentq.orchestrator.runs.state import FailureKind, StepField
+from agentq.orchestrator.runs.store import RunStore, redis_errors_mapped
+from agentq.orchestrator.tools.resolution import ToolDef, live_registry
+from agentq.workers.models import ModelRequest
+from agentq.workers.models.model_client import ModelClient
+from agentq.workers.steps.hooks import registered_hooks
+
+# A reply a remote hook pushed is kept this long for the step that asked.
+_REPLY_TTL_S = 600
+
+
+class StepPreparationFailed(Exception):
+    """The step cannot be prepared (the hook raised, is served nowhere, or the summary
+    model failed): the run fails with this message."""
+
+    def __init__(self, message: str, kind: FailureKind = FailureKind.HOOK) -> None:
+        super().__init__(message)
+        self.message = message
+        self.kind = kind
+
+
+class StepDeferred(Exception):
+    """The step needs a context summary first: a `summarize` job was enqueued, which
+    runs the step again once the summary is stored (workers/jobs/summarize.py)."""
+
+
+@dataclass
+class PreparedStep:
+    spec: RunSpec  # the run's spec with this step's overrides applied
+    messages: list[Message]  # what is sent
+    record: dict[str, Any]  # stored with the step ("prepared")
+
+
+async def prepare(
+    store: RunStore,
+    models: ModelClient,
+    run_id: str,
+    step: int,
+    spec: RunSpec,
+    tools: list[ToolDef],
+    history: list[Message],
+    *,
+    resumed: bool = False,
+    history_digest: str | None = None,
+) -> PreparedStep:
+    """`resumed`: the step runs again after its summary job; it never defers twice.
+    `history_digest`: `history`'s messages digest, when the caller keeps one."""
+    overrides = StepOverrides()
+    rec: dict[str, Any] = {}
+    matched = matching_rule(spec.steps, step, called_before(history))
+    if matched is not None:
+        rec["rule"], rule = matched
+        overrides = rule_overrides(rule)
+    if spec.prepare_step:
+        rec["hook"] = spec.prepare_step
+        hooked = await run_hook(store, run_id, step, spec.prepare_step, spec.model.timeout_s)
+        rec["hook_overrides"] = hooked.record()  # a replay applies them to today's rules
+        overrides = overrides.then(hooked)
+    effective = applied(spec, overrides)
+    messages = list(overrides.messages) if overrides.messages is not None else history
+    if spec.context is not None:
+        may_defer = not resumed and overrides.messages is None
+        messages, compaction = await _compacted(
+            store, models, run_id, step, spec, messages, may_defer=may_defer
+        )
+        if compaction is not None:
+            rec["compaction"] = compaction.model_dump(exclude_none=True)
+    if not overrides.empty:
+        rec["overrides"] = overrides.record()
+    rec["sent"] = sent_record(
+        effective,
+        messages,
+        [t.name for t in offered_tools(effective, tools)],
+        known_digest=history_digest if messages is history else None,
+    )
+    return PreparedStep(spec=effective, messages=messages, record=rec)
+
+
+# -- the hook -------------------------------------------------------------------------
+
+
+async def run_hook(
+    store: RunStore, run_id: str, step: int, name: str, timeout_s: float
+) -> StepOverrides:
+    hook = registered_hooks().get(name)
+    if hook is None:
+        return await _remote_hook(store, run_id, step, name, timeout_s)
+    steps, messages = await hook_inputs(store, run_id)
+    with tracing.span(f"prepare_step {name}"):
+        try:
+            return await hook(step, steps, messages)
+        except Exception as exc:
+            tracing.record_exception(exc)
+            raise StepPreparationFailed(hook_error(name, exc)) from exc
+
+
+def hook_error(name: str, exc: BaseException) -> str:
+    return f"prepare_step hook {name!r} raised {type(exc).__name__}: {exc}"
+
+
+async def hook_inputs(store: RunStore, run_id: str) -> tuple[list[StepResult], list[Message]]:
+    """The steps so far and the run's messages, as a hook receives them."""
+    meta, raw_messages, raw_steps = await store.snapshot(run_id)
+    result = assemble(run_id, meta, raw_messages, raw_steps)
+    return result.steps, [MESSAGE_ADAPTER.validate_json(m) for m in raw_messages]
+
+
+async def _remote_hook(
+    store: RunStore, run_id: str, step: int, name: str, timeout_s: float
+) -> StepOverrides:
+    """Send the hook to a queue of a worker that announced it, and wait for its reply."""
+    live = live_registry(await store.registry(), time.time())
+    queues = sorted(
+        a.queue for a in live.values() if a.kind == PREPARE_STEP_KIND and a.name == name
+    )
+    if not queues:
+        raise StepPreparationFailed(f"prepare_step hook {name!r} is served by no live worker")
+    # The job reads the hook's name from the run's spec; call_id names this request.
+    request_id = uuid.uuid4().hex[:16]
+    job = queued_job(
+        JobEnvelope(kind="prepare_step", run_id=run_id, step=step, call_id=request_id),
+        queues[0],
+    )
+    redis: Redis = store.redis
+    await enqueue_now(store, job)
+    with tracing.span(f"prepare_step {name}"), redis_errors_mapped():
+        popped = await _reply_within(redis, hook_reply(run_id, step, request_id), timeout_s)
+    if popped is None:
+        # Nobody took it in time: withdraw the job rather than leave it going round.
+        with redis_errors_mapped():
+            async with redis.pipeline(transaction=True) as pipe:
+                pipe.zrem(job.queue_key, job.job_id)
+                pipe.delete(keys.arq_job(job.job_id))
+                await pipe.execute()
+        raise StepPreparationFailed(
+            f"prepare_step hook {name!r} did not answer within {timeout_s:g} s"
+        )
+    reply = json.loads(popped)
+    if "error" in reply:
+        raise StepPreparationFailed(str(reply["error"]))
+    return StepOverrides.model_validate(reply["overrides"])
+
+
+async def _reply_within(redis: Redis, key: str, timeout_s: float) -> bytes | None:
+    """BLPOP in slices the socket timeout allows (MAX_BLOCK_S), until the deadline."""
+    deadline = time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        popped = await redis.blpop(  # type: ignore[misc]
+            [key], timeout=max(1, int(min(MAX_BLOCK_S, left)))
+        )
+        if popped:
+            value: bytes = popped[1]
+            return value
+    return None
+
+
+async def push_hook_reply(
+    store: RunStore, run_id: str, step: int, request_id: str, reply: dict[str, Any]
+) -> None:
+    key = hook_reply(run_id, step, request_id)
+    with redis_errors_mapped():
+        async with store.redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(key, json.dumps(reply))
+            pipe.expire(key, _REPLY_TTL_S)
+            await pipe.execute()
+
+
+# -- context compaction ---------------------------------------------------------------
+
+
+async def _compacted(
+    store: RunStore,
+    models: ModelClient,
+    run_id: str,
+    step: int,
+    spec: RunSpec,
+    messages: list[Message],
+    *,
+    may_defer: bool,
+) -> tuple[list[Message], Compaction | None]:
+    policy = spec.context
+    assert policy is not None
+    tokens = tokens_to_compact(
+        messages,
+        max_input_tokens=policy.max_input_tokens,
+        keep_last=policy.keep_last_messages,
+        previous=await _previous_record(store, run_id, step),
+    )
+    if tokens is None:
+        return messages, None
+    with tracing.span("context.compact") as span:
+        if policy.strategy == "summarize":
+            out, compaction = await _summarized(
+                store, models, run_id, step, spec, messages, tokens, may_defer=may_defer
+            )
+        else:
+            out, compaction = compact(
+                messages,
+                policy.strategy,
+                max_input_tokens=policy.max_input_tokens,
+                keep_last=policy.keep_last_messages,
+                tokens=tokens,
+            )
+        tracing.annotate(
+            span,
+            lambda: {
+                f"agentq.context.{k}": v
+                for k, v in compaction.model_dump(exclude={"summary"}).items()
+                if v is not None
+            },
+        )
+    if len(out) == len(messages) and out == messages:
+        return messages, None
+    await store.emit(
+        run_id,
+        [
+            event_json(
+                "context-compacted", run_id, step=step, **compaction.model_dump(exclude_none=True)
+            )
+        ],
+    )
+    return out, compaction
+
+
+async def _previous_record(store: RunStore, run_id: str, step: int) -> dict[str, Any] | None:
+    if step == 0:
+        return None
+    with redis_errors_mapped():
+        raw = await store.redis.hget(keys.step(run_id, step - 1), StepField.RESP)  # type: ignore[misc]
+    return json.loads(raw) if raw else None
+
+
+async def _summarized(
+    store: RunStore,
+    models: ModelClient,
+    run_id: str,
+    step: int,
+    spec: RunSpec,
+    messages: list[Message],
+    tokens: int,
+    *,
+    may_defer: bool,
+) -> tuple[list[Message], Compaction]:
+    """The stored summary when it still does; else a `summarize` job writes one and the
+    step runs again (StepDeferred), or, when the step cannot be run again as it is (it
+    was resumed already, or a hook chose its messages), the summary is written here."""
+    policy = spec.context
+    assert policy is not None
+    head, tail = bounds(messages, policy.keep_last_messages)
+    stored = await load_summary(store, run_id)
+    if not reusable(messages, head, tail, stored, policy.max_input_tokens):
+        if may_defer:
+            job = queued_job(JobEnvelope(kind="summarize", run_id=run_id, step=step), MODEL_QUEUE)
+            await enqueue_now(store, job)
+            raise StepDeferred
+        stored = await write_summary(store, models, run_id, spec, messages, stored)
+    assert stored is not None
+    out = with_summary(messages, head, stored.upto, stored.text)
+    compaction = record("summarize", messages, out, tokens, summary_upto=stored.upto)
+    return out, compaction.model_copy(update={"summary": stored.text})
+
+
+async def ensure_summary(
+    store: RunStore, models: ModelClient, run_id: str, spec: RunSpec, messages: list[Message]
+) -> None:
+    """The summary job's work: a summary that covers the history's middle, written once
+    (a re-delivered job finds it written)."""
+    policy = spec.context
+    assert policy is not None
+    head, tail = bounds(messages, policy.keep_last_messages)
+    stored = await load_summary(store, run_id)
+    if not reusable(messages, head, tail, stored, policy.max_input_tokens):
+        await write_summary(store, models, run_id, spec, messages, stored)
+
+
+async def enqueue_now(store: RunStore, job: QueuedJob) -> None:
+    """Enqueue a job outside a transition, in arq's layout (once: the id is derived)."""
+    with redis_errors_mapped():
+        async with store.redis.pipeline(transaction=True) as pipe:
+            pipe.set(keys.arq_job(job.job_id), job.payload, px=job.expires_ms, nx=True)
+            pipe.zadd(job.queue_key, {job.job_id: job.score_ms}, nx=True)
+            pipe.lpush(job.wake_key, "1")
+            pipe.ltrim(job.wake_key, 0, 63)
+            await pipe.execute()
+
+
+async def load_summary(store: RunStore, run_id: str) -> StoredSummary | None:
+    with redis_errors_mapped():
+        raw = await store.redis.get(context_summary(run_id))
+    return StoredSummary.model_validate_json(raw) if raw else None
+
+
+class _Silent:
+    """The summary model's deltas are not the run's text."""
+
+    async def text_delta(self, delta: str) -> None:
+        return None
+
+    async def reasoning_delta(self, delta: str) -> None:
+        return None
+
+
+async def write_summary(
+    store: RunStore,
+    models: ModelClient,
+    run_id: str,
+    spec: RunSpec,
+    messages: list[Message],
+    previous: StoredSummary | None,
+) -> StoredSummary:
+    """Ask the summary model (the run's model unless named) for a summary of the
+    history's middle and store it once: later steps reuse it until the history
+    outgrows it."""
+    policy = spec.context
+    assert policy is not None
+    head, upto = bounds(messages, policy.keep_last_messages)
+    model = policy.summary_model or spec.model
+    count = previous.count + 1 if previous else 1
+    request = ModelRequest(
+        model=model,
+        messages=summary_input(messages, head, upto, previous),
+        tool_choice="none",
+        # The scripted model answers the run's n-th summary with script[n-1].
+        step=count - 1,
+        timeout_s=model.timeout_s,
+    )
+    with tracing.span(
+        f"chat {model.name}",
+        attributes=lambda: {
+            "gen_ai.request.model": model.name,
+            "gen_ai.operation.name": "chat",
+            "agentq.context.summary": True,
+        },
+    ):
+        try:
+            response = await models.generate_within(request, _Silent(), model.timeout_s)
+        except ProviderError as exc:
+            raise StepPreparationFailed(
+                f"the summary model failed: {exc.message}", FailureKind.PROVIDER
+            ) from exc
+    summary = StoredSummary(upto=upto, text=response.text, count=count)
+    with redis_errors_mapped():
+        await store.redis.set(
+            context_summary(run_id), summary.model_dump_json(), ex=store.retention_s
+        )
+    return summary

@@ -1,0 +1,215 @@
+"""The worker side of sub-agents: start a parked `agent` call's child run, forward the
+child's progress to the parent's call, and answer that call when the child ends.
+
+Neither job holds a slot while the child runs: `start_call` creates the child and
+returns; the child's end-of-run transition enqueues `child_ended` atomically
+(orchestrator/runs/children.py), which posts the child's answer through `post_result`,
+write-once, so a re-delivered job answers nothing twice. Refusals (depth, fan-out, a
+child spec the deployment rejects) are tool errors the parent's model sees.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from agentq.orchestrator import tracing
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.envelopes import JobEnvelope
+from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.messages import ToolResultPart, Usage
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.templating import TemplateError
+from agentq.orchestrator.loop.plan import CallPlan, StepPlan, error_result
+from agentq.orchestrator.runs.children import ChildOf, ParentLink, child_run_id, child_spec
+from agentq.orchestrator.runs.state import (
+    CHILD_USAGE_FIELDS,
+    TERMINAL_STATUSES,
+    USAGE_FIELDS,
+    CallStatus,
+    MetaField,
+    PostResult,
+    Reply,
+    RunFailure,
+)
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import result_args
+from agentq.orchestrator.tools.agent import AgentToolConfig
+from agentq.orchestrator.tools.resolution import ToolDef
+
+
+async def answer_parked(
+    store: RunStore,
+    run_id: str,
+    step: int,
+    result: ToolResultPart,
+    child_usage: Usage | None = None,
+) -> Reply:
+    """Post a parked call's result (a refusal, a child's answer, a workflow's output)."""
+    args = result_args(run_id, step, result, completion=PostResult)
+    if child_usage is not None:
+        args = args.model_copy(update={"child_usage": child_usage})
+    return await store.post_result(args)
+
+
+async def progress(store: RunStore, parent: ParentLink, tool_name: str, output: Any) -> None:
+    """A `tool-progress` event on the parent's call (dropped when the parent has ended)."""
+    await store.emit(
+        parent.run_id,
+        [
+            event_json(
+                "tool-progress",
+                parent.run_id,
+                step=parent.step,
+                tool_call_id=parent.call_id,
+                tool_name=tool_name,
+                output=output,
+            )
+        ],
+    )
+
+
+async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope) -> Reply | None:
+    """Start the child run of a parked agent call (idempotent: the child's id derives from
+    the call). Returns the reply of an answer posted instead (a refusal), else None."""
+    run_id, step, call_id = envelope.run_id, envelope.step, envelope.call_id or ""
+    meta = await store.meta(run_id)
+    if meta[MetaField.STATUS] in TERMINAL_STATUSES:
+        return None
+    call_json, status = await store.call_state(run_id, step, call_id)
+    if call_json is None or status != CallStatus.AWAITING_RESULT:
+        return None  # answered already (a re-delivered job), or the run moved on
+    call = CallPlan.model_validate_json(call_json)
+    tool_json = await store.tool_def(run_id, call.name)
+    tool = ToolDef.model_validate_json(tool_json) if tool_json else None
+    if tool is None or not isinstance(tool.config, AgentToolConfig):
+        return await _refuse(store, run_id, step, call, "is not an agent tool of this run")
+    depth = int(meta.get(MetaField.DEPTH, "0")) + 1
+    if depth > settings.max_agent_depth:
+        return await _refuse(
+            store,
+            run_id,
+            step,
+            call,
+            f"would nest sub-agents {depth} deep; this deployment allows "
+            f"{settings.max_agent_depth} (AGENTQ_MAX_AGENT_DEPTH)",
+        )
+    rank = await _agent_call_rank(store, run_id, step, call_id)
+    if rank >= settings.max_agent_fanout:
+        return await _refuse(
+            store,
+            run_id,
+            step,
+            call,
+            f"is sub-agent call number {rank + 1} of this step; this deployment allows "
+            f"{settings.max_agent_fanout} per step (AGENTQ_MAX_AGENT_FANOUT)",
+        )
+    link = ParentLink(run_id=run_id, step=step, call_id=call_id)
+    client = Client(redis=store.redis, settings=settings)
+    try:
+        spec = child_spec(tool.config.spec, call.input)
+    except TemplateError as exc:
+        return await _refuse(store, run_id, step, call, f"cannot fill in its spec: {exc}")
+    try:
+        child_id, created = await client.create(
+            spec,
+            tenant=meta.get("tenant"),
+            child_of=ChildOf(parent=link, depth=depth),
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(spec)"
+        return await _refuse(
+            store, run_id, step, call, f"has an invalid spec: {where}: {first['msg']}"
+        )
+    except SpecError as exc:
+        return await _refuse(store, run_id, step, call, f"was refused: {exc.message}")
+    if created:
+        await progress(store, link, call.name, {"child_run_id": child_id, "status": "started"})
+    if (await store.meta(run_id))[MetaField.STATUS] in TERMINAL_STATUSES:
+        await client.cancel(child_id, f"its parent run {run_id} has ended")
+    return None
+
+
+async def _refuse(store: RunStore, run_id: str, step: int, call: CallPlan, why: str) -> Reply:
+    message = f"The sub-agent {call.name!r} {why}."
+    return await answer_parked(store, run_id, step, error_result(call.id, call.name, message))
+
+
+async def _agent_call_rank(store: RunStore, run_id: str, step: int, call_id: str) -> int:
+    """How many agent calls come before this one in the step (the fan-out so far)."""
+    children = await store.agent_children(run_id)
+    mine = child_run_id(run_id, step, call_id)
+    return children.index(mine) if mine in children else 0
+
+
+def _usage(meta: dict[str, str], fields: dict[str, MetaField]) -> Usage:
+    return Usage(**{name: int(meta.get(field, 0)) for name, field in fields.items()})
+
+
+def rolled_up_usage(meta: dict[str, str]) -> Usage:
+    """A run's usage and its children's, together (what its parent is charged)."""
+    own, children = _usage(meta, USAGE_FIELDS), _usage(meta, CHILD_USAGE_FIELDS)
+    return Usage(**{name: getattr(own, name) + getattr(children, name) for name in USAGE_FIELDS})
+
+
+def child_result(
+    child_id: str, meta: dict[str, str], link: ParentLink, tool_name: str
+) -> ToolResultPart:
+    status = meta[MetaField.STATUS]
+    if status == "succeeded":
+        text = meta.get(MetaField.TEXT, "")
+        return ToolResultPart(tool_call_id=link.call_id, tool_name=tool_name, output=text)
+    if status == "failed":
+        failure = RunFailure.model_validate_json(meta[MetaField.ERROR])
+        why = f"failed: {failure.message}"
+    else:
+        why = "was cancelled"
+    return error_result(link.call_id, tool_name, f"The sub-agent run {child_id} {why}.")
+
+
+async def child_ended(store: RunStore, envelope: JobEnvelope) -> Reply | None:
+    """The child run has ended: answer its parent's call (a no-op when answered)."""
+    child_id = envelope.run_id
+    meta = await store.meta(child_id)
+    if MetaField.PARENT not in meta:
+        return None
+    link = ParentLink.model_validate_json(meta[MetaField.PARENT])
+    call_json, _ = await store.call_state(link.run_id, link.step, link.call_id)
+    if call_json is None:
+        return None
+    name = CallPlan.model_validate_json(call_json).name
+    result = child_result(child_id, meta, link, name)
+    tracing.record_parked_call(
+        link.run_id,
+        link.call_id,
+        name,
+        float(meta.get(MetaField.CREATED_AT, "0")),
+        str(result.output) if result.is_error else None,
+    )
+    await progress(store, link, name, {"child_run_id": child_id, "status": meta[MetaField.STATUS]})
+    return await answer_parked(store, link.run_id, link.step, result, rolled_up_usage(meta))
+
+
+def step_shown(plan: StepPlan) -> dict[str, Any]:
+    """What the parent's call shows of a child's committed step: its text, its calls."""
+    shown: dict[str, Any] = {"step": plan.step}
+    if plan.text:
+        shown["text"] = plan.text
+    if plan.calls:
+        shown["tool_calls"] = [{"name": c.name, "input": c.input} for c in plan.calls]
+    return shown
+
+
+async def forward_step(
+    store: RunStore, parent_json: str, child_id: str, data: dict[str, Any]
+) -> None:
+    """A child's step progress (step start, tool calls, text) on its parent's call."""
+    link = ParentLink.model_validate_json(parent_json)
+    call_json, _ = await store.call_state(link.run_id, link.step, link.call_id)
+    if call_json is None:
+        return
+    name = CallPlan.model_validate_json(call_json).name
+    await progress(store, link, name, {"child_run_id": child_id, **data})

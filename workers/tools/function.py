@@ -1,0 +1,67 @@
+"""Runs `@tool` functions registered in this worker."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from agentq.orchestrator.core.errors import ToolTimeoutError
+from agentq.orchestrator.tools.resolution import ToolAnnouncement, ToolDef
+from agentq.workers.tools.base import ToolContext, ToolNotServed, WorkerServices
+from agentq.workers.tools.function_tools import FunctionTool
+
+
+class FunctionExecutor:
+    kind = "function"
+    queue: str | None = None
+
+    def __init__(self, tools: Sequence[FunctionTool]) -> None:
+        self.tools = {t.name: t for t in tools}
+
+    async def start(self, services: WorkerServices | None = None) -> None:
+        return None
+
+    async def announcements(self, queue: str) -> list[ToolAnnouncement]:
+        return [
+            ToolAnnouncement(
+                name=t.name,
+                kind="function",
+                queue=queue,
+                description=t.description,
+                input_schema=t.input_schema,
+            )
+            for t in self.tools.values()
+        ]
+
+    async def execute(self, tool: ToolDef, input: Any, ctx: ToolContext) -> Any:
+        fn = self.tools.get(tool.served_name)
+        if fn is None:
+            raise ToolNotServed(f"tool {tool.served_name!r} is not registered on this worker")
+        kwargs = fn.bind(input)
+        budget_s = max(0.0, ctx.deadline_at - time.time())
+        try:
+            return await asyncio.wait_for(self._call(fn, kwargs, ctx), budget_s)
+        except TimeoutError:
+            raise ToolTimeoutError(
+                f"tool {tool.name!r} timed out after {tool.timeout_s:g} s"
+            ) from None
+
+    async def _call(self, fn: FunctionTool, kwargs: dict[str, Any], ctx: ToolContext) -> Any:
+        if fn.kind == "sync":
+            return await asyncio.to_thread(fn.fn, **kwargs)
+        if fn.kind == "async":
+            return await fn.fn(**kwargs)
+        last: Any = None
+        async for value in fn.fn(**kwargs):
+            if last is not None:
+                await ctx.progress(last)
+            last = value
+        return last
+
+    async def release_run(self, run_id: str) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None

@@ -1,0 +1,118 @@
+"""`@tool`: turn a Python function into a tool a worker serves.
+
+The name comes from the function, the description from its docstring, the
+JSON schema from its type hints (pydantic models allowed). A sync function
+runs in a thread; an async generator's yielded values are progress updates
+and its last one is the result.
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from agentq.orchestrator.core.errors import ToolInputError
+
+FunctionKind = Literal["sync", "async", "asyncgen"]
+
+
+@dataclass(frozen=True)
+class FunctionTool:
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+    fn: Callable[..., Any]
+    kind: FunctionKind
+    arguments: type[BaseModel]
+
+    def bind(self, value: Any) -> dict[str, Any]:
+        """Validate and coerce the model's input into keyword arguments."""
+        try:
+            parsed = self.arguments.model_validate(value)
+        except ValidationError as exc:
+            details = "; ".join(
+                f"{'/'.join(str(p) for p in e['loc']) or '(input)'}: {e['msg']}"
+                for e in exc.errors()[:5]
+            )
+            raise ToolInputError(f"Invalid input for tool {self.name!r}: {details}") from None
+        return {name: getattr(parsed, name) for name in self.arguments.model_fields}
+
+
+def _kind(fn: Callable[..., Any]) -> FunctionKind:
+    if inspect.isasyncgenfunction(fn):
+        return "asyncgen"
+    if inspect.iscoroutinefunction(fn):
+        return "async"
+    return "sync"
+
+
+def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
+    hints = get_type_hints(fn)
+    fields: dict[str, Any] = {}
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described by a schema")
+        annotation = hints.get(param.name, Any)
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[param.name] = (annotation, default)
+    model: type[BaseModel] = create_model(
+        f"{name}_input", __config__=ConfigDict(extra="forbid"), **fields
+    )
+    return model
+
+
+def _schema(model: type[BaseModel]) -> dict[str, Any]:
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        if isinstance(prop, dict):
+            prop.pop("title", None)
+    return schema
+
+
+def make_tool(
+    fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
+) -> FunctionTool:
+    tool_name = name or fn.__name__
+    arguments = _arguments_model(fn, tool_name)
+    return FunctionTool(
+        name=tool_name,
+        description=description or inspect.cleandoc(fn.__doc__ or ""),
+        input_schema=_schema(arguments),
+        fn=fn,
+        kind=_kind(fn),
+        arguments=arguments,
+    )
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
+
+
+@overload
+def tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[..., Any]], FunctionTool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
+    """Declare a tool: `@tool` or `@tool(name=..., description=...)`."""
+    if fn is not None:
+        return make_tool(fn)
+    return lambda f: make_tool(f, name=name, description=description)
+
+
+def tools_in(module: types.ModuleType) -> list[FunctionTool]:
+    """Every `@tool` defined at the top level of a module."""
+    return [v for v in vars(module).values() if isinstance(v, FunctionTool)]

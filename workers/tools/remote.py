@@ -1,0 +1,470 @@
+"""Tool calls leased to services outside the fleet (remote tools), one lease per call.
+
+A remote service is a worker like any other, seen from Redis: each lease is a worker
+id with its own liveness key (`aq:worker:LEASE`, TTL = the lease), which claims one
+tool-call job with the workers' own claim script, so the in-progress key names the
+lease. A heartbeat renews the key with the workers' renewal script; a lease that
+lapses is re-delivered by any reaper (workers', or `agentq serve`'s) exactly like a
+dead worker's job, and counted as a delivery toward AGENTQ_MAX_DELIVERIES. The call
+is claimed and its result recorded with the same transitions (`claim_call`,
+`record_result`): results are write-once, and a result for a lapsed lease is refused.
+A call without a run (a `call` job, whose run id is the call's id) is leased the same
+way; only its state is the call's own (`call_claim`, `call_finish` on `CallStore`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import Redis
+
+from agentq.orchestrator import tracing
+from agentq.orchestrator.calls.catalogue import claim_call_args, finish_call_args
+from agentq.orchestrator.calls.state import CallField
+from agentq.orchestrator.calls.store import CallNotFoundError, CallStore
+from agentq.orchestrator.core.envelopes import (
+    ARQ_IN_PROGRESS_PREFIX,
+    ARQ_JOB_PREFIX,
+    JobEnvelope,
+    deserialize,
+)
+from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.tool_output import bounded_result, progress_value
+from agentq.orchestrator.loop.plan import CallPlan, error_result
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine.keys import lease_deadline
+from agentq.orchestrator.redis.connect import is_cluster
+from agentq.orchestrator.redis.faults import is_transient
+from agentq.orchestrator.runs.state import ClaimCall, Outcome
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import enqueued_job_ids, result_args
+from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.workers.queue.claims import (
+    ARQ_RETRY_PREFIX,
+    CLAIM_ONE,
+    Taker,
+    lease_wake_key,
+    record_prefix,
+)
+from agentq.workers.worker.liveness import (
+    OUTAGE,
+    RENEW,
+    holders_key,
+    jobs_key,
+    liveness_key,
+    reap_cadence,
+    reap_lapsed,
+)
+from agentq.workers.worker.runtime import _BACKSTOP_MS
+
+log = logging.getLogger("agentq.remote")
+
+LEASE_PREFIX = "lease-"
+# The job functions a remote queue holds: a run's tool call, and a call without a run.
+_LEASABLE = frozenset({"tool_call", "call"})
+# How many due jobs one look at a queue reads.
+_READ_LIMIT = 1000
+# A delivery counter outlives any lease (arq keeps its own for a day too).
+_RETRY_KEEP_S = 24 * 3600
+
+
+class LeaseGone(Exception):
+    """The lease lapsed (its call is re-delivered, or done) or never existed."""
+
+
+class CallTimedOut(LeaseGone):
+    """The call's deadline passed while leased: a timeout error was recorded for it."""
+
+
+@dataclass(frozen=True)
+class Lease:
+    """One call leased to a remote service, as the lease endpoint returns it."""
+
+    id: str
+    deadline_at: float  # unix seconds: heartbeat or report before then
+    run_id: str
+    step: int
+    call_id: str
+    tool: str
+    input: Any
+    attempt: int
+    call_deadline_at: float  # the call's own timeout
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "lease": {"id": self.id, "deadline_at": self.deadline_at},
+            "call": {
+                "run_id": self.run_id,
+                "step": self.step,
+                "call_id": self.call_id,
+                "tool": self.tool,
+                "input": self.input,
+                "attempt": self.attempt,
+                "deadline_at": self.call_deadline_at,
+            },
+        }
+
+
+@dataclass(frozen=True)
+class _Held:
+    job_id: str
+    queue: str
+    envelope: JobEnvelope
+
+
+class RemoteLeases:
+    """Lease, heartbeat, progress and result for calls on remote tools' queues."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        store: RunStore,
+        *,
+        max_deliveries: int,
+        max_output_bytes: int,
+    ) -> None:
+        self.redis = redis
+        self.store = store
+        self.max_deliveries = max_deliveries
+        self.max_output_bytes = max_output_bytes
+        self._claim = redis.register_script(CLAIM_ONE)
+        self._renew = redis.register_script(RENEW)
+        self.calls = CallStore(redis, retention_s=store.retention_s)
+
+    # -- leasing -----------------------------------------------------------------
+
+    async def lease(self, queue: str, max_calls: int, wait_s: float, lease_s: float) -> list[Lease]:
+        """Up to `max_calls` calls due on `queue`, waiting up to `wait_s` for one."""
+        until = time.monotonic() + wait_s
+        leases: list[Lease] = []
+        while True:
+            for job_id in await self._free(queue):
+                if len(leases) >= max_calls:
+                    break
+                lease = await self._take(queue, job_id, lease_s)
+                if lease is not None:
+                    leases.append(lease)
+            left_s = until - time.monotonic()
+            if leases or left_s <= 0:
+                return leases
+            # Woken by an enqueue; the timeout is the fallback poll (deferred retries).
+            # Redis takes a fractional timeout; redis-py types it as whole seconds.
+            wait: Any = min(1.0, max(left_s, 0.01))
+            await self._woken(queue, wait)
+
+    async def _woken(self, queue: str, wait: Any) -> None:
+        """Wait for a wake-up on any partition of `queue` (a cluster's BLPOP takes one
+        slot's keys: one read per partition there, the first to return ends the wait)."""
+        lists = [keys.wake(queue, p) for p in keys.partitions()]
+        if not is_cluster(self.redis):
+            await self.redis.blpop(lists, timeout=wait)  # type: ignore[misc]
+            return
+        reads = [
+            asyncio.ensure_future(self.redis.blpop([key], timeout=wait))  # type: ignore[arg-type]
+            for key in lists
+        ]
+        try:
+            await asyncio.wait(reads, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for read in reads:
+                read.cancel()
+            await asyncio.gather(*reads, return_exceptions=True)
+
+    async def _free(self, queue: str) -> list[str]:
+        """Jobs due on `queue` that nobody holds (a claimed job leaves the ready range;
+        one held but still in it, as older workers left them, is skipped here in one
+        round trip rather than claimed in vain)."""
+        now_ms = int(time.time() * 1000)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for p in keys.partitions():
+                pipe.zrangebyscore(keys.queue(queue, p), "-inf", now_ms, start=0, num=_READ_LIMIT)
+            reads = await pipe.execute()
+        due = [raw.decode() if isinstance(raw, bytes) else str(raw) for ids in reads for raw in ids]
+        if not due:
+            return []
+        async with self.redis.pipeline(transaction=False) as pipe:
+            for job_id in due:
+                pipe.exists(ARQ_IN_PROGRESS_PREFIX + job_id)
+            held = await pipe.execute()
+        return [job_id for job_id, h in zip(due, held, strict=True) if not h]
+
+    async def _take(self, queue: str, job_id: str, lease_s: float) -> Lease | None:
+        lease_id = LEASE_PREFIX + uuid.uuid4().hex
+        lease_ms = max(1, int(lease_s * 1000))
+        await self.redis.set(liveness_key(lease_id), lease_id, px=lease_ms)
+        p = keys.job_partition(job_id)
+        score = await self._claim(
+            keys=[
+                ARQ_IN_PROGRESS_PREFIX + job_id,
+                keys.queue(queue, p),
+                jobs_key(lease_id, p),
+                holders_key(p),
+            ],
+            args=[
+                job_id,
+                int(time.time() * 1000),
+                lease_id,
+                record_prefix(keys.queue(queue, p), keys.wake(queue, p)),
+                _BACKSTOP_MS,
+            ],
+        )
+        if score is None:  # leased by another, finished, or deferred meanwhile
+            await self.redis.delete(liveness_key(lease_id))
+            return None
+        held = await self._job(job_id, queue)
+        if held is None:
+            await self._end(lease_id, job_id, queue)
+            return None
+        return await self._start(lease_id, held, lease_s)
+
+    async def _start(self, lease_id: str, held: _Held, lease_s: float) -> Lease | None:
+        env = held.envelope
+        retry_key = ARQ_RETRY_PREFIX + held.job_id
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.incr(retry_key)
+            pipe.expire(retry_key, _RETRY_KEEP_S)
+            attempt = int((await pipe.execute())[0])
+        claimed = await self._claim_state(held, attempt)
+        if claimed is None:
+            await self._end(lease_id, held.job_id, held.queue)
+            return None
+        call, tool = claimed
+        if attempt > self.max_deliveries:
+            crashed = error_result(
+                call.id,
+                call.name,
+                f"the call to {call.name!r} was leased {self.max_deliveries} times "
+                "and each lease lapsed",
+            )
+            await self._record(held, crashed)
+            await self._end(lease_id, held.job_id, held.queue)
+            return None
+        timeout_s = tool.timeout_s if tool is not None else env.timeout_s or 60.0
+        now = time.time()
+        await self.redis.set(
+            lease_deadline(lease_id),
+            int((now + timeout_s) * 1000),
+            px=int((timeout_s + lease_s) * 1000) + 60_000,
+        )
+        return Lease(
+            id=lease_id,
+            deadline_at=now + lease_s,
+            run_id=env.run_id,
+            step=env.step,
+            call_id=call.id,
+            tool=call.name,
+            input=call.input,
+            attempt=attempt,
+            call_deadline_at=now + timeout_s,
+        )
+
+    async def _job(self, job_id: str, queue: str) -> _Held | None:
+        raw = await self.redis.get(ARQ_JOB_PREFIX + job_id)
+        if raw is None:
+            return None
+        body = deserialize(raw)
+        if body.get("f") not in _LEASABLE:
+            return None
+        return _Held(job_id, queue, JobEnvelope.model_validate(body["a"][0]))
+
+    # -- the call's state: a run's step, or a call's own hash -----------------------
+
+    async def _claim_state(
+        self, held: _Held, attempt: int
+    ) -> tuple[CallPlan, ToolDef | None] | None:
+        """Claim the call (queued -> running); None when it is not to be executed (it
+        has its result, or its run ended)."""
+        env = held.envelope
+        if env.kind == "call":
+            own = await self.calls.claim(claim_call_args(env.run_id, attempt))
+            reply_call, reply_tool, outcome = own.call, own.tool, own.outcome
+        else:
+            call_id = env.call_id or ""
+            claim = await self.store.claim_call(
+                ClaimCall(
+                    run_id=env.run_id,
+                    step=env.step,
+                    call_id=call_id,
+                    event=event_json(
+                        "tool-running",
+                        env.run_id,
+                        step=env.step,
+                        tool_call_id=call_id,
+                        attempt=attempt,
+                    ),
+                )
+            )
+            reply_call, reply_tool, outcome = claim.call, claim.tool, claim.outcome
+        if outcome != Outcome.CLAIMED or reply_call is None:
+            log.debug("remote call %s skipped: %s", held.job_id, outcome)
+            return None
+        tool = ToolDef.model_validate_json(reply_tool) if reply_tool else None
+        return CallPlan.model_validate_json(reply_call), tool
+
+    async def _plan(self, env: JobEnvelope) -> CallPlan | None:
+        """The held call's record (its name and input), or None when it is gone."""
+        if env.kind == "call":
+            try:
+                fields = await self.calls.read(env.run_id)
+            except CallNotFoundError:
+                return None
+            raw = fields.get(CallField.CALL)
+            return CallPlan.model_validate_json(raw) if raw else None
+        call_json, _ = await self.store.call_state(env.run_id, env.step, env.call_id or "")
+        return CallPlan.model_validate_json(call_json) if call_json else None
+
+    async def _tool(self, env: JobEnvelope, name: str) -> ToolDef | None:
+        if env.kind == "call":
+            try:
+                raw: str | None = (await self.calls.read(env.run_id)).get(CallField.TOOL)
+            except CallNotFoundError:
+                return None
+        else:
+            raw = await self.store.tool_def(env.run_id, name)
+        return ToolDef.model_validate_json(raw) if raw else None
+
+    # -- a held lease ------------------------------------------------------------
+
+    async def _held(self, lease_id: str) -> _Held:
+        """The job a live lease holds, or LeaseGone."""
+        if not lease_id.startswith(LEASE_PREFIX):
+            raise LeaseGone(lease_id)
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(liveness_key(lease_id))
+            for p in keys.partitions():  # a lease holds one job, in one of them
+                pipe.hgetall(jobs_key(lease_id, p))
+            alive, *held_by_partition = await pipe.execute()
+        jobs = next((held for held in held_by_partition if held), None)
+        if alive is None or not jobs:
+            raise LeaseGone(lease_id)
+        raw_id, raw_record = next(iter(jobs.items()))
+        job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
+        wake = lease_wake_key(raw_record)
+        holder = await self.redis.get(ARQ_IN_PROGRESS_PREFIX + job_id)
+        if holder is None or (holder.decode() if isinstance(holder, bytes) else holder) != lease_id:
+            raise LeaseGone(lease_id)
+        queue = keys.queue_name(wake)
+        held = await self._job(job_id, queue)
+        if held is None:
+            raise LeaseGone(lease_id)
+        return held
+
+    async def _in_time(self, lease_id: str, held: _Held) -> None:
+        """A call past its deadline gets a timeout error (as on any worker) and its lease
+        ends: the service learns it from the 410 its heartbeat or progress gets."""
+        raw = await self.redis.get(lease_deadline(lease_id))
+        if raw is None or int(raw) >= time.time() * 1000:
+            return
+        call = await self._plan(held.envelope)
+        if call is not None:
+            await self._record(
+                held, error_result(call.id, call.name, f"the call to {call.name!r} timed out")
+            )
+        await self._end(lease_id, held.job_id, held.queue)
+        raise CallTimedOut(lease_id)
+
+    async def heartbeat(self, lease_id: str, lease_s: float) -> float:
+        """Extend the lease by `lease_s` from now; its new deadline."""
+        await self._in_time(lease_id, await self._held(lease_id))
+        renewed = await self._renew(
+            keys=[liveness_key(lease_id)], args=[lease_id, max(1, int(lease_s * 1000))]
+        )
+        if not renewed:
+            raise LeaseGone(lease_id)
+        return time.time() + lease_s
+
+    async def progress(self, lease_id: str, value: Any) -> None:
+        held = await self._held(lease_id)
+        await self._in_time(lease_id, held)
+        env = held.envelope
+        call = await self._plan(env)
+        name = call.name if call is not None else ""
+        if env.kind == "call":
+            event = event_json(
+                "tool-progress",
+                env.run_id,
+                tool_call_id=env.run_id,
+                tool_name=name,
+                output=progress_value(value),
+            )
+            await self.calls.emit(env.run_id, [event])
+            return
+        event = event_json(
+            "tool-progress",
+            env.run_id,
+            step=env.step,
+            tool_call_id=env.call_id,
+            tool_name=name,
+            output=progress_value(value),
+        )
+        await self.store.emit(env.run_id, [event])
+
+    async def complete(self, lease_id: str, output: Any, is_error: bool) -> bool:
+        """Record the call's result and end the lease. False when the call had a result
+        already (a re-delivered call's first result stands)."""
+        held = await self._held(lease_id)
+        call = await self._plan(held.envelope)
+        if call is None:
+            await self._end(lease_id, held.job_id, held.queue)
+            return False
+        result = ToolResultPart(
+            tool_call_id=call.id, tool_name=call.name, output=output, is_error=is_error
+        )
+        recorded = await self._record(held, result)
+        await self._end(lease_id, held.job_id, held.queue)
+        return recorded
+
+    async def _record(self, held: _Held, result: ToolResultPart) -> bool:
+        env = held.envelope
+        tool = await self._tool(env, result.tool_name)
+        limit = (tool.max_output_bytes if tool else None) or self.max_output_bytes
+        result = bounded_result(result, limit)
+        if env.kind == "call":
+            # The call's own write-once result (a cancellation may have written it).
+            own = await self.calls.finish(finish_call_args(env.run_id, result))
+            return own.outcome == Outcome.RECORDED
+        hops = tracing.Hops(env.run_id)
+        args = hops.stamp(result_args(env.run_id, env.step, result))
+        reply = await self.store.record_result(args)
+        hops.sent(enqueued_job_ids(args, reply.outcome))
+        if reply.outcome in (Outcome.FINISHED, Outcome.FAILED):
+            await tracing.end_run(self.store, env.run_id)
+        return reply.outcome in (Outcome.RECORDED, Outcome.CONTINUED, Outcome.FINISHED)
+
+    async def _end(self, lease_id: str, job_id: str, queue: str) -> None:
+        """The job is done; the lease is given up (nothing is left for a reaper)."""
+        p = keys.job_partition(job_id)
+        taker = Taker(self.redis, lease_id, queue, p, _BACKSTOP_MS)
+        await taker.take(taker.args(0, job_id, "done"))
+        # Other slots than the job's: no transaction (a reaper finds nothing left held).
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.srem(holders_key(p), lease_id)
+            pipe.delete(liveness_key(lease_id))
+            pipe.delete(lease_deadline(lease_id))
+            await pipe.execute()
+
+    # -- re-delivery -----------------------------------------------------------------
+
+    async def reap_forever(self, lease_s: float) -> None:
+        """Re-deliver lapsed leases (and dead workers' jobs) like any worker's reaper, so
+        that a deployment whose only other processes are remote services recovers too."""
+        cadence = reap_cadence(lease_s)
+        while True:
+            await asyncio.sleep(cadence.every_s)
+            try:
+                reaped = await reap_lapsed(self.redis, cadence)
+            except Exception as exc:
+                if not is_transient(exc):
+                    log.exception("reaping lapsed leases failed")
+                    continue
+                await asyncio.sleep(OUTAGE.failed(exc))
+                continue
+            OUTAGE.succeeded()
+            if reaped:
+                log.info("re-delivered %d call(s) whose lease lapsed", reaped)

@@ -1,0 +1,289 @@
+"""The worker side of workflow tools: each node of a parked workflow call is a job.
+
+`start_workflow` records the input node (the call's input); every record is one
+`workflow_record` transition that writes the node's outcome once and enqueues each
+successor whose predecessors all have outcomes, so independent branches run in parallel
+on any workers and a join node runs once. A node job that finds its outcome written (a
+re-delivery) records it again: the transition answers DUPLICATE and re-enqueues the
+successors, a no-op when they were. The output node's value, or the first failing
+node's error (naming the node), answers the call.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from jsonschema import Draft202012Validator
+
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
+from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
+from agentq.orchestrator.core.spec import ModelRef, ToolChoiceTool
+from agentq.orchestrator.core.templating import render
+from agentq.orchestrator.loop.plan import CallPlan, error_result, parse_arguments, validate_input
+from agentq.orchestrator.redis.faults import is_transient_redis
+from agentq.orchestrator.runs.state import (
+    TERMINAL_STATUSES,
+    CallStatus,
+    MetaField,
+    NodeCandidate,
+    QueuedJob,
+    Reply,
+    WorkflowFinal,
+    WorkflowRecord,
+)
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import model_job, result_events
+from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.tools.workflow import WorkflowToolConfig
+from agentq.orchestrator.tools.workflow_graph import (
+    NodeOutcome,
+    WorkflowNode,
+    evaluate_condition,
+    is_active,
+    values,
+)
+from agentq.workers.models import ModelRequest, OfferedTool
+from agentq.workers.models.model_client import ModelClient
+from agentq.workers.tools.base import ToolContext, ToolExecutor, ToolNotServed
+
+# The tool an llm node with an output schema offers: its input is the structured output.
+RESPOND_TOOL = "respond"
+
+
+class _NoDeltas:
+    """An llm node's text is its output, not the run's text: its deltas are not shown."""
+
+    async def text_delta(self, delta: str) -> None:
+        return None
+
+    async def reasoning_delta(self, delta: str) -> None:
+        return None
+
+
+class WorkflowCall:
+    """One workflow call as its node jobs see it."""
+
+    def __init__(self, run_id: str, step: int, call: CallPlan, config: WorkflowToolConfig) -> None:
+        self.run_id, self.step, self.call, self.config = run_id, step, call, config
+        self.graph = config.graph
+
+    def node_job(self, node: str) -> QueuedJob:
+        tool = self.config.tools.get(node)
+        queue = tool.queue if tool is not None and tool.queue else MODEL_QUEUE
+        envelope = JobEnvelope(
+            kind="workflow_node",
+            run_id=self.run_id,
+            step=self.step,
+            call_id=self.call.id,
+            node=node,
+        )
+        return queued_job(envelope, queue)
+
+    def progress(self, output: dict[str, Any]) -> str:
+        return event_json(
+            "tool-progress",
+            self.run_id,
+            step=self.step,
+            tool_call_id=self.call.id,
+            tool_name=self.call.name,
+            output=output,
+        )
+
+    def record(
+        self, node: str, outcome: NodeOutcome, known: dict[str, NodeOutcome] | None = None
+    ) -> WorkflowRecord:
+        """The transition writing the node's outcome; `known`: the outcomes before it."""
+        shown: dict[str, Any] = {"node": node, "status": outcome.status}
+        if outcome.error is not None:
+            shown["error"] = outcome.error
+        candidates = [
+            NodeCandidate(job=self.node_job(succ), needs=[e.source for e in self.graph.preds(succ)])
+            for succ in self.graph.succs(node)
+        ]
+        return WorkflowRecord(
+            run_id=self.run_id,
+            step=self.step,
+            call_id=self.call.id,
+            node=node,
+            outcome=outcome.model_dump_json(exclude_none=True),
+            events=[self.progress(shown)],
+            candidates=[] if outcome.status == "failed" else candidates,
+            final=self._final(node, outcome, {**(known or {}), node: outcome}),
+        )
+
+    def _final(
+        self, node: str, outcome: NodeOutcome, known: dict[str, NodeOutcome]
+    ) -> WorkflowFinal | None:
+        result: ToolResultPart | None = None
+        name, call_id = self.call.name, self.call.id
+        if outcome.status == "failed":
+            message = f"The workflow node {node!r} failed: {outcome.error}"
+            result = error_result(call_id, name, message)
+        elif node == self.graph.output_node.id:
+            if outcome.status == "skipped":
+                message = f"The workflow ended without reaching its output node {node!r}."
+                result = error_result(call_id, name, message)
+            else:
+                result = ToolResultPart(tool_call_id=call_id, tool_name=name, output=outcome.output)
+        if result is None:
+            return None
+        used = [o.usage for o in known.values() if o.usage is not None]
+        return WorkflowFinal(
+            result=result.model_dump_json(),
+            events=result_events(self.run_id, self.step, result),
+            next_job=model_job(self.run_id, self.step + 1),
+            usage=sum(used, Usage()) if used else None,
+        )
+
+
+async def load_call(store: RunStore, envelope: JobEnvelope) -> WorkflowCall | None:
+    """The workflow call the job belongs to, or None when it no longer waits."""
+    run_id, step, call_id = envelope.run_id, envelope.step, envelope.call_id or ""
+    if (await store.meta(run_id))[MetaField.STATUS] in TERMINAL_STATUSES:
+        return None  # cancelled or failed meanwhile: its nodes do not run
+    call_json, status = await store.call_state(run_id, step, call_id)
+    if call_json is None or status != CallStatus.AWAITING_RESULT:
+        return None
+    call = CallPlan.model_validate_json(call_json)
+    tool_json = await store.tool_def(run_id, call.name)
+    tool = ToolDef.model_validate_json(tool_json) if tool_json else None
+    if tool is None or not isinstance(tool.config, WorkflowToolConfig):
+        return None
+    return WorkflowCall(run_id, step, call, tool.config)
+
+
+async def start_workflow(store: RunStore, envelope: JobEnvelope) -> Reply | None:
+    """The call's input is the input node's output: record it, which starts the rest."""
+    wf = await load_call(store, envelope)
+    if wf is None:
+        return None
+    start = wf.graph.input_node.id
+    return await store.workflow_record(
+        wf.record(start, NodeOutcome(status="done", output=wf.call.input))
+    )
+
+
+async def run_node(
+    store: RunStore,
+    models: ModelClient,
+    executors: dict[str, ToolExecutor],
+    envelope: JobEnvelope,
+    attempt: int,
+) -> Reply | None:
+    wf = await load_call(store, envelope)
+    node_id = envelope.node or ""
+    if wf is None or node_id not in wf.graph.by_id:
+        return None
+    raw = await store.workflow_outcomes(wf.run_id, wf.step, wf.call.id)
+    outcomes = {k: NodeOutcome.model_validate_json(v) for k, v in raw.items()}
+    outcome = outcomes.get(node_id)
+    if outcome is None:
+        if not is_active(wf.graph, node_id, outcomes):
+            outcome = NodeOutcome(status="skipped")
+        else:
+            await store.emit(wf.run_id, [wf.progress({"node": node_id, "status": "running"})])
+            outcome = await _outcome(
+                wf, wf.graph.by_id[node_id], outcomes, models, executors, attempt
+            )
+    return await store.workflow_record(wf.record(node_id, outcome, outcomes))
+
+
+async def _outcome(
+    wf: WorkflowCall,
+    node: WorkflowNode,
+    outcomes: dict[str, NodeOutcome],
+    models: ModelClient,
+    executors: dict[str, ToolExecutor],
+    attempt: int,
+) -> NodeOutcome:
+    try:
+        if node.kind == "llm":
+            output, usage = await _call_model(wf, node, values(outcomes), models)
+            return NodeOutcome(status="done", output=output, usage=usage)
+        output = await _execute(wf, node, outcomes, executors, attempt)
+    except ToolNotServed:
+        raise  # another worker of the fleet runs this node's tool
+    except Exception as exc:
+        if is_transient_redis(exc):
+            raise
+        message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+        return NodeOutcome(status="failed", error=str(message))
+    return NodeOutcome(status="done", output=output)
+
+
+async def _execute(
+    wf: WorkflowCall,
+    node: WorkflowNode,
+    outcomes: dict[str, NodeOutcome],
+    executors: dict[str, ToolExecutor],
+    attempt: int,
+) -> Any:
+    known = values(outcomes)
+    if node.kind == "template":
+        return render(node.template, known)
+    if node.kind == "condition":
+        return evaluate_condition(node.condition or "", outcomes)
+    if node.kind == "output":
+        return render(node.value, known)
+    if node.kind in ("tool", "http"):
+        return await _run_tool(wf, node, render(node.input or {}, known), executors, attempt)
+    raise ValueError(f"a {node.kind} node does not run as a job")
+
+
+async def _run_tool(
+    wf: WorkflowCall,
+    node: WorkflowNode,
+    tool_input: Any,
+    executors: dict[str, ToolExecutor],
+    attempt: int,
+) -> Any:
+    tool = wf.config.tools[node.id]
+    validate_input(tool, tool_input)
+    executor = executors.get(tool.kind)
+    if executor is None:
+        raise ToolNotServed(f"this worker cannot run {tool.kind} tools")
+    context = ToolContext(
+        run_id=wf.run_id,
+        step=wf.step,
+        call_id=f"{wf.call.id}.{node.id}",
+        tool=tool,
+        attempt=attempt,
+        deadline_at=time.time() + tool.timeout_s,
+    )
+    return await executor.execute(tool, tool_input, context)
+
+
+async def _call_model(
+    wf: WorkflowCall, node: WorkflowNode, known: dict[str, Any], models: ModelClient
+) -> tuple[Any, Usage]:
+    model = ModelRef.model_validate(wf.config.models[node.id])
+    offered = (
+        [
+            OfferedTool(
+                name=RESPOND_TOOL, description="Give the answer.", input_schema=node.output_schema
+            )
+        ]
+        if node.output_schema is not None
+        else []
+    )
+    request = ModelRequest(
+        model=model,
+        system=render(node.system, known) if node.system else None,
+        messages=[UserMessage(content=str(render(node.prompt or "", known)))],
+        tools=offered,
+        tool_choice=ToolChoiceTool(tool=RESPOND_TOOL) if offered else "auto",
+        timeout_s=model.timeout_s,
+    )
+    response = await models.generate(request, _NoDeltas())
+    if node.output_schema is None:
+        return response.text, response.usage
+    answer = next((c for c in response.tool_calls if c.name == RESPOND_TOOL), None)
+    if answer is None:
+        raise ValueError("the model gave no structured output")
+    output = parse_arguments(answer.arguments)
+    problems = sorted(Draft202012Validator(node.output_schema).iter_errors(output), key=str)
+    if problems:
+        raise ValueError(f"the model's output does not match output_schema: {problems[0].message}")
+    return output, response.usage

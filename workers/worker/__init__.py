@@ -1,0 +1,1 @@
+"""The worker process: runtime, liveness, health, metrics, webhook delivery, loading."""

@@ -1,0 +1,277 @@
+"""A worker process's lease: one short-lived key, renewed from a thread.
+
+Jobs are leased to the worker, not each on its own TTL. A claimed job's
+in-progress key names the worker that holds it, and the worker's one liveness
+key (`aq:worker:ID`, TTL = the lease) says it is alive. When that key lapses,
+any worker's reaper re-delivers the dead worker's jobs at once (`reap_lapsed`), so
+recovery costs one lease whatever the calls' timeouts, and upkeep is one
+command per worker process per renewal, not one per job.
+
+The renewer is a thread with its own connection: an event loop blocked by a
+tool cannot starve it. When a renewal cannot happen before the lease lapses
+(Redis unreachable or stalled), or the key was found gone, the runtime is told
+(`on_lapse`) and cancels its running jobs, which other workers may now run.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import NamedTuple
+
+import redis
+from redis.asyncio import Redis
+
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.redis.faults import Outage, is_transient
+
+log = logging.getLogger("agentq.worker")
+
+# Every loop of a worker process (claims, wake-ups, jobs, the reaper, this lease)
+# reports Redis trouble here: an outage is one log line, and one when it ends.
+OUTAGE = Outage("agentq worker", log)
+
+REAPER = "aq:reaper"  # hash: when reapers last passed, and since when without a gap
+
+
+def liveness_key(worker_id: str) -> str:
+    return f"aq:worker:{worker_id}"
+
+
+def jobs_key(worker_id: str, partition: int = 0) -> str:
+    """Hash: job id -> its lease record (its queue, wake-up list and score: see
+    workers/queue/claims.py), for every job the worker holds in one partition (in the
+    partition's slot, so a claim touches one slot)."""
+    return keys.worker_jobs(worker_id, partition)
+
+
+def holders_key(partition: int = 0) -> str:
+    """Set: the workers that may hold jobs in a partition (what a reaper looks at)."""
+    return keys.lease_holders(partition)
+
+
+def pool_key(queue: str) -> str:
+    """Hash: worker id -> the tool set it serves on `queue` (JSON), for routing checks."""
+    return f"aq:pool:{queue}"
+
+
+# KEYS[1] liveness key. ARGV[1] worker id, ARGV[2] lease ms. 1 renewed, 0 the key was gone.
+RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+return 0
+"""
+
+# KEYS[1] a hash: when a reaper last passed, since when passes have come without a gap,
+# and when one last looked at the workers (Redis's own clock, ms). ARGV[1] the longest
+# gap between passes that still counts as steady; ARGV[2] how long passes must have been
+# steady; ARGV[3] how long after another reaper's look this pass looks again (every
+# process of a fleet passes; one look per period is enough). Returns 1 when this pass
+# looks at the workers (`reap_lapsed`). After a gap (Redis itself was stopped, restarted
+# or unreachable) every lease may have lapsed at once, live workers' too: nothing is
+# reaped until the live ones have had time to renew.
+REAP_GATE = """
+local t = redis.call('TIME')
+local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local state = redis.call('HMGET', KEYS[1], 'last', 'since', 'looked')
+local last = tonumber(state[1] or '0')
+local since = tonumber(state[2] or '0')
+if now_ms - last > tonumber(ARGV[1]) then
+  since = now_ms
+  redis.call('HSET', KEYS[1], 'since', since)
+end
+redis.call('HSET', KEYS[1], 'last', now_ms)
+if now_ms - since < tonumber(ARGV[2]) then return 0 end
+if now_ms - tonumber(state[3] or '0') < tonumber(ARGV[3] or '0') then return 0 end
+redis.call('HSET', KEYS[1], 'looked', now_ms)
+return 1
+"""
+
+# One partition of a worker whose lease lapsed (its liveness key was found gone): its
+# jobs there are re-delivered (their in-progress keys go, only those it still holds, and
+# their queues are woken) and it leaves the partition's holders. Every key is in the
+# partition's slot (a lease record names its partition's queue and wake-up list).
+# KEYS[1] the partition's holders set, KEYS[2] the worker's jobs hash there. ARGV[1] the
+# worker id, ARGV[2] arq's in-progress key prefix. Returns how many it re-delivered.
+REAP_PARTITION = """
+local id = ARGV[1]
+local reaped = 0
+local jobs = redis.call('HGETALL', KEYS[2])
+for i = 1, #jobs, 2 do
+  local progress = ARGV[2] .. jobs[i]
+  local holder = redis.call('GET', progress)
+  if holder == id or not holder then
+    redis.call('DEL', progress)
+    -- A lease record (workers/queue/claims.py): the job goes back into its queue's ready
+    -- range at the score it had; an older entry is the wake-up list alone.
+    local wake = jobs[i + 1]
+    local ok, rec = pcall(cjson.decode, wake)
+    if ok and type(rec) == 'table' and rec.w then
+      if redis.call('ZSCORE', rec.q, jobs[i]) then redis.call('ZADD', rec.q, rec.s, jobs[i]) end
+      wake = rec.w
+    end
+    redis.call('LPUSH', wake, '1')
+    redis.call('LTRIM', wake, 0, 63)
+    reaped = reaped + 1
+  end
+end
+redis.call('DEL', KEYS[2])
+redis.call('SREM', KEYS[1], id)
+return reaped
+"""
+
+
+async def reap_lapsed(redis: Redis, cadence: Cadence) -> int:
+    """One reaper pass: re-deliver the jobs of every worker (or remote lease) whose lease
+    lapsed, partition by partition (each script touches one slot). Returns how many.
+
+    The liveness keys are read apart from the partitions' scripts (they live on other
+    slots): a worker found dead stays dead to this pass; one whose lease lapses and is
+    taken again within the pass may lose a claim it made meanwhile (it runs again
+    elsewhere), as when it lapses just after a claim."""
+    gate = redis.register_script(REAP_GATE)
+    if not await gate(keys=[REAPER], args=cadence.args()):
+        return 0
+    parts = list(keys.partitions())
+    async with redis.pipeline(transaction=False) as pipe:
+        for p in parts:
+            pipe.smembers(holders_key(p))
+        members = await pipe.execute()
+    held = [
+        (p, m.decode() if isinstance(m, bytes) else str(m))
+        for p, ids in zip(parts, members, strict=True)
+        for m in ids
+    ]
+    if not held:
+        return 0
+    ids = sorted({worker_id for _, worker_id in held})
+    async with redis.pipeline(transaction=False) as pipe:
+        for worker_id in ids:
+            pipe.exists(liveness_key(worker_id))
+        alive = dict(zip(ids, await pipe.execute(), strict=True))
+    reap = redis.register_script(REAP_PARTITION)
+    reaped = 0
+    for p, worker_id in held:
+        if not alive[worker_id]:
+            reaped += int(
+                await reap(
+                    keys=[holders_key(p), jobs_key(worker_id, p)],
+                    args=[worker_id, keys.ARQ_IN_PROGRESS_PREFIX],
+                )
+            )
+    return reaped
+
+
+class Cadence(NamedTuple):
+    """A reaper's timing (`REAP`'s arguments), the same for every reaper of a fleet
+    (workers, `agentq serve`'s remote leases) so that their passes keep one clock."""
+
+    every_s: float  # how often each reaper passes
+    gap_ms: int  # passes further apart than this: Redis was away (a gap)
+    steady_ms: int  # after a gap, nothing is reaped for this long
+    look_ms: int  # one look at the workers per this long, whichever reaper passes
+
+    def args(self) -> list[int]:
+        return [self.gap_ms, self.steady_ms, self.look_ms]
+
+
+def reap_cadence(lease_s: float) -> Cadence:
+    """A dead worker's jobs run again within a lease and a pass of its death.
+
+    The gap stays under the shortest time a live worker's key can outlast its last
+    renewal (a lease less a renewal period), so an outage long enough to let live leases
+    lapse always counts as a gap; after one, live workers get a whole lease to renew (a
+    renewal period, plus its timeout, plus reconnecting) before anything is reaped."""
+    every_s = min(1.0, lease_s / 4)
+    gap_ms = int(max(2 * every_s, lease_s / 2) * 1000)
+    return Cadence(
+        every_s=every_s,
+        gap_ms=gap_ms,
+        steady_ms=max(gap_ms, int(lease_s * 1000)),
+        look_ms=int(every_s * 1000 / 2),
+    )
+
+
+class LeaseRenewer:
+    """Keeps `aq:worker:ID` alive from a thread; reports a lapse through `on_lapse`.
+
+    `on_lapse` runs on the renewer's thread: it must hand over to the event loop
+    itself (`loop.call_soon_threadsafe`).
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        worker_id: str,
+        lease_s: float,
+        on_lapse: Callable[[str], object],
+    ) -> None:
+        self.client = client
+        self.worker_id = worker_id
+        self.lease_s = lease_s
+        self.on_lapse = on_lapse
+        self.key = liveness_key(worker_id)
+        self._renew = client.register_script(RENEW)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="agentq-lease", daemon=True)
+        # Renew five times per lease; give up on the lease a tenth of it before it lapses.
+        self.interval_s = lease_s / 5
+        self.margin_s = lease_s / 10
+        self._valid_until = 0.0
+        self._lapsed = False
+        self._outage = OUTAGE
+
+    def register(self) -> None:
+        """Take the lease (blocking; call before claiming anything)."""
+        sent = time.monotonic()
+        self.client.set(self.key, self.worker_id, px=max(1, int(self.lease_s * 1000)))
+        self._valid_until = sent + self.lease_s
+        self._lapsed = False
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def held(self) -> bool:
+        """Whether the lease is ours as far as this process can tell: claims stop when
+        it is not (a claim no longer checks the liveness key: another slot)."""
+        return not self._lapsed and time.monotonic() < self._valid_until - self.margin_s
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=self.lease_s)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.renew_once()
+
+    def renew_once(self) -> None:
+        sent = time.monotonic()
+        try:
+            renewed = self._renew(keys=[self.key], args=[self.worker_id, int(self.lease_s * 1000)])
+            if not renewed:
+                if not self._lapsed:
+                    self._lapse("the lease lapsed")
+                self.register()
+                renewed = 1
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception("worker %s: renewing its lease failed", self.worker_id)
+            self._outage.failed(exc)
+            if not self._lapsed and time.monotonic() > self._valid_until - self.margin_s:
+                self._lapse("the lease could not be renewed before it lapsed")
+            return
+        self._outage.succeeded()
+        self._valid_until = sent + self.lease_s
+        self._lapsed = False
+
+    def _lapse(self, why: str) -> None:
+        self._lapsed = True
+        try:
+            self.on_lapse(why)
+        except Exception:  # the runtime's trouble must not stop the renewals
+            log.exception("worker %s: handling a lapsed lease failed", self.worker_id)
