@@ -74,12 +74,12 @@ from arq import Worker  # noqa: E402
 from arq.connections import ArqRedis, RedisSettings, create_pool  # noqa: E402
 from arq.worker import func  # noqa: E402
 
+from agentq import tool  # noqa: E402
 from agentq.orchestrator.client import Client  # noqa: E402
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE  # noqa: E402
 from agentq.orchestrator.core.events import Event  # noqa: E402
 from agentq.orchestrator.core.settings import Settings  # noqa: E402
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES  # noqa: E402
-from agentq.workers import tool  # noqa: E402
 from agentq.workers.tools.function import FunctionExecutor  # noqa: E402
 from agentq.workers.worker.runtime import WorkerRuntime  # noqa: E402
 

@@ -21,13 +21,13 @@ from typing import Any, cast
 import redis
 import redis.asyncio as aioredis
 
+from agentq import tool
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.connect import forget_memory_server
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES
-from agentq.workers import tool
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 

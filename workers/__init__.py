@@ -1,5 +1,4 @@
-"""agentq's workers: job functions, providers and tool executors."""
+"""agentq's executing half: the worker process, job kinds, tool executors and model clients.
 
-from agentq.workers.tools.function_tools import FunctionTool, tool
-
-__all__ = ["FunctionTool", "tool"]
+Nothing is re-exported here (the public face is `agentq`: `from agentq import tool`).
+"""

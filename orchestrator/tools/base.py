@@ -10,7 +10,7 @@ Names, one per concept:
 - a **tool kind** (`ToolKindPlugin`): the plugin that turns entries into tools;
 - an **offered tool** (`agentq.workers.models.OfferedTool`): a tool as a
   provider renders it for the model (name, description, schema);
-- a **function tool** (`agentq.workers.FunctionTool`): a `@tool` function, the
+- a **function tool** (`agentq.FunctionTool`): a `@tool` function, the
   code behind a `function` tool.
 
 Every kind gets the same wrappers from its entry, applied by the resolver (the

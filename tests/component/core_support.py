@@ -16,7 +16,8 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from agentq.orchestrator import Client, Event
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.settings import Settings
 from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse

@@ -10,14 +10,14 @@ from typing import Any
 import pytest
 from arq import Retry
 
-from agentq.orchestrator import Client, InfrastructureError, RunConflictError
+from agentq import tool
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import JobEnvelope
-from agentq.orchestrator.core.errors import ToolError
+from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError, ToolError
 from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools.resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
-from agentq.workers import tool
 from agentq.workers.jobs import handlers
 from agentq.workers.tools.function_tools import FunctionTool
 from agentq.workers.tools.input_requests import InputRequests

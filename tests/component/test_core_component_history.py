@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from agentq import tool
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, ToolResultPart, UserMessage
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.machine import keys
@@ -29,7 +30,6 @@ from agentq.orchestrator.runs.state import (
 from agentq.orchestrator.runs.state.history import HISTORY_INLINE_MAX, tool_message_frame
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, result_args, tool_job
-from agentq.workers import tool
 from agentq.workers.steps.history_cache import asking, completed
 from agentq.workers.worker.embedded import embedded
 from tests.component.core_support import FAST, TIMEOUT_S, Embedded, ModelLog

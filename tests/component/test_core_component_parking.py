@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator import Client, RunStateError
-from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq import tool
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.errors import RunNotFoundError, RunStateError
 from agentq.orchestrator.machine import keys
-from agentq.workers import tool
 from agentq.workers.tools.function_tools import FunctionTool
 from tests.component.core_support import (
     TIMEOUT_S,

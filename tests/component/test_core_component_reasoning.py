@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from agentq.workers import tool
+from agentq import tool
 from tests.component.core_support import TIMEOUT_S, Embedded, all_events
 from tests.support.specs import scripted
 

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from agentq import tool
 from agentq.orchestrator.core.messages import AssistantMessage
-from agentq.workers import tool
 from agentq.workers.tools.function_tools import FunctionTool
 from tests.component.core_support import TIMEOUT_S, Embedded, ModelLog, all_events
 from tests.support.specs import scripted

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.events import Event
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
 from tests.support.infra import WorkerProcess, run_cli, wait_ready

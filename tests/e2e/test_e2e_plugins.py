@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 import tests.support.plugins.echo_kind  # noqa: F401  (the submitter parses the kind's entries)
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.errors import SpecError
 from agentq.workers.models import known_providers
 from tests.support.infra import WorkerProcess, run_cli, wait_ready

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from tests.support.infra import WorkerProcess, missing, wait_ready
 
 

@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.runs.result import RunResult
 from tests.support.infra import TOOLS, RedisServer, WorkerProcess, wait_ready

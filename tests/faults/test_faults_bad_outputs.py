@@ -13,7 +13,7 @@ from typing import Any, cast
 import pytest
 import redis
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from tests.support.infra import RedisServer, WorkerProcess, run_cli
 
 pytestmark = pytest.mark.faults

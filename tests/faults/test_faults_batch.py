@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from agentq.orchestrator import Client
 from agentq.orchestrator.batches.api import BatchInfo
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.machine import keys
 from tests.support.infra import REPO, TOOLS, RedisServer, WorkerProcess, wait_ready
 from tests.support.specs import calls, scripted

@@ -21,7 +21,7 @@ from typing import Any, cast
 
 import pytest
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.settings import Settings
 from tests.support.infra import RedisServer, WorkerProcess, run_cli

@@ -16,7 +16,7 @@ import pytest
 from rich.console import Console
 
 from agentq.cli.render import ProgressPrinter
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from tests.support.infra import RedisServer, WorkerProcess
 
 pytestmark = pytest.mark.faults

@@ -19,7 +19,7 @@ from typing import cast
 import pytest
 import redis
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.errors import RunTimeoutError
 from tests.faults.fleet import (
     Figures,

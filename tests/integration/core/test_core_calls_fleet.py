@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.waiting import eventually_async

@@ -13,7 +13,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import (
     ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,

@@ -11,8 +11,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentq.orchestrator import Client
 from agentq.orchestrator.batches.api import BatchInfo
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.machine import keys
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.redis_cluster import LocalCluster

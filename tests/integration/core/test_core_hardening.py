@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import redis
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.errors import AgentqError
 from tests.support.infra import TOOLS, RedisServer, SilentServer, WorkerProcess, run_cli, wait_ready
 from tests.support.specs import scripted

@@ -160,7 +160,7 @@ async def test_a_large_response_is_cut(target: HttpTarget) -> None:
 
 
 async def test_a_run_calls_an_http_tool_on_a_worker(redis_url: str, target: HttpTarget) -> None:
-    from agentq.orchestrator import Client
+    from agentq.orchestrator.client import Client
     from tests.support.infra import TOOLS, WorkerProcess, wait_ready
     from tests.support.specs import calls, scripted
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.settings import Settings
 from tests.support.fake_http import Recorded
 from tests.support.fake_openai import FakeOpenAI, Turn, rate_limited

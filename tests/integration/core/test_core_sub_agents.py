@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentq.orchestrator import Client, tracing
+from agentq.orchestrator import tracing
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.runs.children import child_run_id
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.policy.signing import verify
 from tests.support.infra import TOOLS, WorkerProcess, free_port, run_cli, wait_ready

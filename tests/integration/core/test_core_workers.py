@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.redis.connect import MAX_BLOCK_S
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.settings import Settings
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
 from tests.support.http_target import HttpTarget

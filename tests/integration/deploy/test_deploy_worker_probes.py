@@ -17,7 +17,7 @@ import pytest
 import redis
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentq.orchestrator import Client
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import queue_key
 from agentq.orchestrator.fleet.queues import known_queues, queue_stats, queues_document
 from agentq.orchestrator.redis.connect import connect

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 
-from agentq.orchestrator import Client
 from agentq.orchestrator.batches.usage import batch_priced_usage
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.machine import keys
 from agentq.orchestrator.runs.result import RunResult

@@ -229,7 +229,7 @@ async def test_a_call_without_a_run_is_leased_by_the_node_worker_and_re_delivere
     """`call_tool` on a remote tool: a `call` job on its queue, leased over HTTP like a
     run's call; a lease that lapses (its worker killed) is re-delivered, and the result
     is the call's own, written once."""
-    from agentq.orchestrator import Client
+    from agentq.orchestrator.client import Client
 
     dying = NodeWorker(remote_server, mode="hang")
     try:
@@ -259,7 +259,7 @@ async def test_a_call_without_a_run_is_leased_by_the_node_worker_and_re_delivere
 async def test_a_call_without_a_run_is_pushed_to_the_queue_webhook(
     redis_url: str, worker: Any
 ) -> None:
-    from agentq.orchestrator import Client
+    from agentq.orchestrator.client import Client
     from tests.support.receiver import Receiver
 
     receiver = Receiver([(503, {}), (200, {"output": {"pushed": "HI"}})])
