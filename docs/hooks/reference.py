@@ -41,6 +41,13 @@ FALLBACK = {
     "(see [MCP tools](../tools/mcp.md)).",
 }
 
+# The same for the limits of `agentq serve` (the comment after a field is its description).
+SERVE_FALLBACK = {
+    "max_body_bytes": "Largest request body; larger is refused with 413.",
+    "max_spec_bytes": "Largest run spec; larger is refused with 413.",
+    "heartbeat_s": "An idle event stream sends a heartbeat this often.",
+}
+
 
 def on_files(files: Files, config: MkDocsConfig) -> Files:
     """Add the generated pages to the site's files (before the nav is built)."""
@@ -130,7 +137,9 @@ def serve_rows() -> list[str]:
     for field in dataclasses.fields(Limits):
         if f'"{field.name}"' not in source:
             continue  # not read from the environment
-        text = comments.get(field.name, "")
+        text = comments.get(field.name) or SERVE_FALLBACK.get(field.name, "")
+        if not text:
+            log.warning("Limits.%s has no description (a comment after it)", field.name)
         rows.append(
             f"| `AGENTQ_SERVE_{field.name.upper()}` | `{field.type}` | {shown(field.default)} "
             f"| {cell(text)} |"
@@ -140,19 +149,24 @@ def serve_rows() -> list[str]:
 
 def option_env_rows() -> list[str]:
     """Options of any command that also read an environment variable."""
-    seen: dict[str, list[str]] = {}
+    seen: dict[str, set[tuple[str, str]]] = {}
     helps: dict[str, str] = {}
     for path, command in walk(cli_main, "agentq"):
         for param in command.params:
-            envvars = param.envvar if isinstance(param.envvar, list | tuple) else [param.envvar]
+            raw = param.envvar
+            envvars = [raw] if isinstance(raw, str) else list(raw or [])
             for env in envvars:
-                if env:
-                    seen.setdefault(env, []).append(f"`{path} {param.opts[0]}`")
-                    helps.setdefault(env, getattr(param, "help", None) or "")
-    return [
-        f"| `{env}` | {', '.join(sorted(set(where)))} | {cell(helps[env])} |"
-        for env, where in sorted(seen.items())
-    ]
+                seen.setdefault(env, set()).add((path, param.opts[0]))
+                helps.setdefault(env, getattr(param, "help", None) or "")
+    rows = []
+    for env, where in sorted(seen.items()):
+        options = sorted({opt for _, opt in where})
+        if len(where) > 3:  # a common option: say so rather than list every command
+            shown_where = ", ".join(f"`{opt}`" for opt in options) + " of every command"
+        else:
+            shown_where = ", ".join(f"`{path} {opt}`" for path, opt in sorted(where))
+        rows.append(f"| `{env}` | {shown_where} | {cell(helps[env])} |")
+    return rows
 
 
 def configuration_page() -> str:
