@@ -1,7 +1,7 @@
-"""The README, executed: a README that stops working fails the suite.
+"""The README and every docs page, executed: a page that stops working fails the suite.
 
-Convention (also stated in the README's last section). A fenced block's info string is
-its language and optional tags:
+Pages: README.md, then every docs/**/*.md in path order. Convention (also stated in
+CONTRIBUTING.md). A fenced block's info string is its language and optional tags:
 
     python            runs: `python FILE`, from the repository root
     python norun      shown only (a fragment that cannot run alone)
@@ -11,8 +11,10 @@ its language and optional tags:
     json mcp          must load as an mcpServers file
     json, (none)      shown only (json must still parse)
     console, yaml, ts shown only (a terminal session, a configuration excerpt, browser code)
+    text              shown only (a diagram, a usage line)
 
-Runnable blocks run in README order against one real redis-server started here
+Runnable blocks run page by page, each page's in its order (a block may rely on an earlier
+block of its own page, never on another page's), against one real redis-server started here
 (`AGENTQ_REDIS_URL`) with one `agentq worker --tools examples/quickstart_tools.py`
 on it, and `agentq` on PATH as this tree's CLI. `test_block_census` prints how many
 blocks of each kind there are and fails on an unknown tag.
@@ -38,6 +40,7 @@ from agentq.orchestrator.core.spec import RunSpec
 from tests.support.infra import REPO, RedisServer, WorkerProcess
 
 README = REPO / "README.md"
+DOCS = REPO / "docs"
 KNOWN = {
     "python",
     "python norun",
@@ -49,6 +52,7 @@ KNOWN = {
     "console",
     "yaml",
     "ts",
+    "text",
     "",
 }
 FENCE = re.compile(r"^```(?P<info>[^`]*)$")
@@ -57,19 +61,36 @@ FENCE = re.compile(r"^```(?P<info>[^`]*)$")
 @dataclass(frozen=True)
 class Block:
     kind: str  # the fence's info string, normalised
-    line: int  # where the block starts in README.md
+    page: str  # the file, relative to the repository root
+    line: int  # where the block starts in it
     heading: str
     text: str
 
     @property
     def id(self) -> str:
-        return f"L{self.line}-{re.sub(r'[^a-z0-9]+', '-', self.heading.lower()).strip('-')}"
+        page = re.sub(r"[^a-z0-9]+", "-", self.page.lower().removesuffix(".md")).strip("-")
+        heading = re.sub(r"[^a-z0-9]+", "-", self.heading.lower()).strip("-")
+        return f"{page}-L{self.line}-{heading}"
+
+    @property
+    def where(self) -> str:
+        return f"{self.page} line {self.line} ({self.heading})"
+
+
+def pages() -> list[Path]:
+    """README.md first, then the docs pages in path order."""
+    return [README, *sorted(DOCS.rglob("*.md"))]
 
 
 def blocks() -> list[Block]:
+    return [block for page in pages() for block in page_blocks(page)]
+
+
+def page_blocks(path: Path) -> list[Block]:
     found: list[Block] = []
     heading = ""
-    lines = README.read_text(encoding="utf-8").splitlines()
+    page = path.relative_to(REPO).as_posix()
+    lines = path.read_text(encoding="utf-8").splitlines()
     i = 0
     while i < len(lines):
         line = lines[i]
@@ -84,7 +105,7 @@ def blocks() -> list[Block]:
                 body.append(lines[i])
                 i += 1
             kind = " ".join(match.group("info").split())
-            found.append(Block(kind, start + 1, heading, "\n".join(body) + "\n"))
+            found.append(Block(kind, page, start + 1, heading, "\n".join(body) + "\n"))
         i += 1
     return found
 
@@ -98,11 +119,12 @@ def of_kind(*kinds: str) -> list[Block]:
 
 def test_block_census() -> None:
     census = Counter(b.kind or "(plain)" for b in ALL)
-    print("README blocks:", ", ".join(f"{k}: {n}" for k, n in sorted(census.items())))
-    unknown = [f"line {b.line}: {b.kind!r}" for b in ALL if b.kind not in KNOWN]
+    print("README and docs blocks:", ", ".join(f"{k}: {n}" for k, n in sorted(census.items())))
+    unknown = [f"{b.page} line {b.line}: {b.kind!r}" for b in ALL if b.kind not in KNOWN]
     assert not unknown, f"unknown fence tags (see this file's docstring): {unknown}"
     assert census["python"] >= 3
     assert census["bash runnable"] >= 1
+    assert {b.page for b in ALL if b.kind in ("python", "bash runnable")} > {"README.md"}
 
 
 @pytest.mark.parametrize("block", of_kind("json", "json spec", "json mcp"), ids=lambda b: b.id)
@@ -148,7 +170,7 @@ def run_block(args: list[str], env: dict[str, str], block: Block) -> None:
         args, cwd=REPO, env=env, capture_output=True, text=True, timeout=180, check=False
     )
     assert done.returncode == 0, (
-        f"README.md line {block.line} ({block.heading}) exited {done.returncode}\n"
+        f"{block.where} exited {done.returncode}\n"
         f"--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
     )
     assert "Traceback" not in done.stderr, done.stderr
@@ -156,7 +178,7 @@ def run_block(args: list[str], env: dict[str, str], block: Block) -> None:
 
 @pytest.mark.parametrize("block", of_kind("python"), ids=lambda b: b.id)
 def test_python_blocks_run(block: Block, shell_env: dict[str, str], tmp_path: Path) -> None:
-    script = tmp_path / f"readme_{block.line}.py"
+    script = tmp_path / f"block_{block.line}.py"
     script.write_text(block.text)
     run_block([sys.executable, str(script)], shell_env, block)
 
