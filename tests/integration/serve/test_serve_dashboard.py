@@ -116,11 +116,11 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
     assert "worker" in browser.find_element(By.ID, "fleet").text
 
     browser.find_element(By.CSS_SELECTOR, 'tr[data-run-id="needs-approval"]').click()
-    approve = wait.until(
-        when.element_to_be_clickable((By.CSS_SELECTOR, 'button.approve[data-call-id="call-add"]'))
-    )
+    approve_button = (By.CSS_SELECTOR, 'button.approve[data-call-id="call-add"]')
+    wait.until(when.element_to_be_clickable(approve_button))
     wait.until(when.presence_of_element_located((By.CSS_SELECTOR, ".bar.wait")))
-    assert approve.is_displayed()
+    # Looked up again, not held: a live redraw replaces the button (a held one goes stale).
+    wait.until(when.visibility_of_element_located(approve_button))
     act('button.approve[data-call-id="call-add"]', lambda button: button.click())
     wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
     wait.until(when.text_to_be_present_in_element((By.ID, "steps"), "The sum is 42. Done."))
