@@ -1,18 +1,18 @@
-"""What tracing costs a step: agentq with no tracer provider vs. agentq's batch exporter
-sending OTLP/HTTP to a receiver, measured in one run on one machine.
+"""What tracing costs a step: agentq with no tracer provider vs. the OpenTelemetry SDK
+exporting OTLP/HTTP to a receiver, measured in one run on one machine.
 
     python bench/tracing_bench.py [--quick]
 
 Starts three throwaway redis-servers and, on each, one `WorkerRuntime` process (model
 and tools queues): one without a tracer provider ("none"); one set up as `agentq
-worker` sets itself up when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set ("batch":
-`tracing.setup_tracing`, the SDK's provider and `BatchSpanProcessor` with agentq's
-lean spans and wire encoder, see orchestrator/tracing/light_spans.py and otlp_wire.py); one
-with an application's own provider, the SDK's `BatchSpanProcessor(OTLPSpanExporter)`
-("app": the SDK's spans and encoder, which agentq leaves as the application set
-them up). Both post to an OTLP/HTTP sink in another process that reads and discards
-the requests. Runs of N steps (scripted model, one no-op tool call per step) rotate
-between them, so the noise of a shared machine falls on all alike. Figures:
+worker` sets itself up when OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT is set ("agentq":
+`tracing.setup_tracing`, the SDK's `TracerProvider`, `BatchSpanProcessor` and
+OTLP/HTTP `OTLPSpanExporter`); one with an application's own provider, the SDK's
+`BatchSpanProcessor(OTLPSpanExporter)` set up by hand ("app": what agentq uses as
+the application set it up). Both post to an OTLP/HTTP sink in another process that
+reads and discards the requests. Runs of N steps (scripted model, one no-op tool call
+per step) rotate between them, so the noise of a shared machine falls on all alike.
+Figures:
 
 - per step: (start -> finish event) / N, median over runs; a ratio traced/untraced is
   the median of per-pair ratios;
@@ -21,9 +21,9 @@ between them, so the noise of a shared machine falls on all alike. Figures:
   mode adds is the median over rotations of (its run - the untraced run), the mean
   shown beside it.
 
-Goals (issue 15), for "batch": <= +10% per step and <= +0.3 ms worker CPU per step.
-With no provider the tracing code returns at once: the untraced worker is today's
-worker. Prints PASS/MISS; never asserts on time.
+Goal (issue 24), for "agentq": <= +1 ms worker CPU per step, the accepted price of
+the SDK's spans and exporter. With no provider the tracing code returns at once: the
+untraced worker is today's worker. Prints PASS/MISS; never asserts on time.
 """
 
 from __future__ import annotations
@@ -54,9 +54,8 @@ from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE  # noqa:
 from agentq.workers.tools.function import FunctionExecutor  # noqa: E402
 from agentq.workers.worker.runtime import WorkerRuntime  # noqa: E402
 
-STEP_GOAL_RATIO = 1.10
-MODES = ("none", "batch", "app")
-CPU_GOAL_MS = 0.3
+MODES = ("none", "agentq", "app")
+CPU_GOAL_MS = 1.0
 
 
 # -- the OTLP sink -------------------------------------------------------------------------
@@ -91,12 +90,13 @@ async def _worker_main(
     url: str, mode: str, endpoint: str, ready: MpEvent, stop: MpEvent, report: Any
 ) -> None:
     provider: Any = None
-    if mode == "batch":  # what `agentq worker` does with OTEL_EXPORTER_OTLP_ENDPOINT set
+    if mode == "agentq":  # what `agentq worker` does with OTEL_EXPORTER_OTLP_ENDPOINT set
         from agentq.orchestrator import tracing
+        from agentq.orchestrator.tracing.provider import installed_provider
 
         os.environ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"] = endpoint
         tracing.setup_tracing("agentq-worker")
-        provider = tracing.installed_provider()
+        provider = installed_provider()
     elif mode == "app":  # an application's own provider, exporter and all: the SDK's
         from opentelemetry import trace
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -172,8 +172,8 @@ async def measure(runs: int, steps: int) -> dict[str, Any]:
     sink = ctx.Process(target=_sink_child, args=(port,), daemon=True)
     sink.start()
     endpoint = f"http://127.0.0.1:{port}/v1/traces"
-    with redis_server() as url_none, redis_server() as url_batch, redis_server() as url_app:
-        urls = {"none": url_none, "batch": url_batch, "app": url_app}
+    with redis_server() as url_none, redis_server() as url_agentq, redis_server() as url_app:
+        urls = {"none": url_none, "agentq": url_agentq, "app": url_app}
         workers = {mode: Worker(ctx, url, mode, endpoint) for mode, url in urls.items()}
         clients = {mode: Client(url) for mode, url in urls.items()}
         try:
@@ -201,7 +201,7 @@ async def measure(runs: int, steps: int) -> dict[str, Any]:
             mode: statistics.median(
                 t / n for n, t in zip(per_step["none"], per_step[mode], strict=True)
             )
-            for mode in ("batch", "app")
+            for mode in ("agentq", "app")
         },
         # CPU per step over all runs, and the CPU a mode adds per step: the median over
         # the rotations of (its run - the untraced run), robust to a burst of load
@@ -211,21 +211,21 @@ async def measure(runs: int, steps: int) -> dict[str, Any]:
             mode: statistics.median(
                 t - n for n, t in zip(run_cpu["none"], run_cpu[mode], strict=True)
             )
-            for mode in ("batch", "app")
+            for mode in ("agentq", "app")
         },
     }
 
 
-# -- the SDK's own floor --------------------------------------------------------------------
+# -- the SDK's share --------------------------------------------------------------------
 
 
 SPANS_PER_STEP = 6  # process model, chat, send tools, process tools, execute_tool, send model
 
 
-def sdk_floor_us(n: int = 5000) -> tuple[float, float]:
+def sdk_share_us(n: int = 5000) -> tuple[float, float]:
     """CPU per span that the OpenTelemetry SDK itself takes, outside agentq: making and
     ending a span with a queue span's attributes, and encoding it to OTLP protobuf (what
-    the batch exporter's thread does). Times the floor no wrapper can go under."""
+    the batch processor's thread does): the share of the added CPU that is the SDK's."""
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
     from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
     from opentelemetry.sdk.trace.export import (
@@ -243,7 +243,7 @@ def sdk_floor_us(n: int = 5000) -> tuple[float, float]:
 
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(Keep()))
-    tracer = provider.get_tracer("floor")
+    tracer = provider.get_tracer("share")
     attributes: dict[str, str | int] = {
         "messaging.system": "redis",
         "messaging.operation.name": "process",
@@ -252,7 +252,7 @@ def sdk_floor_us(n: int = 5000) -> tuple[float, float]:
         "messaging.message.id": "aq:0123456789abcdef:call:3:call_0",
         "agentq.step": 3,
     }
-    bare = TracerProvider().get_tracer("floor")
+    bare = TracerProvider().get_tracer("share")
     started = time.process_time()
     for _ in range(n):
         bare.start_span("process tools", attributes=attributes).end()
@@ -281,20 +281,16 @@ def main() -> None:
         added_cpu = figures["added_cpu_ms"]
         print(f"{runs} runs x {steps} steps per mode, alternating; load average {_load()}")
         print(f"per step, no provider:                    {step['none']:.3f} ms")
-        print(f"per step, agentq's OTLP batch exporter:   {step['batch']:.3f} ms")
-        ok = ratio["batch"] <= STEP_GOAL_RATIO
-        print(
-            f"  ratio {ratio['batch']:.3f} (goal <= {STEP_GOAL_RATIO:.2f}):"
-            f" {'PASS' if ok else 'MISS'}"
-        )
+        print(f"per step, agentq's SDK setup (OTLP/HTTP): {step['agentq']:.3f} ms")
+        print(f"  ratio {ratio['agentq']:.3f}")
         print(f"per step, an app's SDK provider + OTLP:   {step['app']:.3f} ms")
-        print(f"  ratio {ratio['app']:.3f} (the SDK's own spans and exporter; no goal)")
+        print(f"  ratio {ratio['app']:.3f}")
         print(f"worker CPU per step, no provider:         {cpu['none']:.3f} ms")
-        print(f"worker CPU per step, agentq's exporter:   {cpu['batch']:.3f} ms")
-        ok = added_cpu["batch"] <= CPU_GOAL_MS
+        print(f"worker CPU per step, agentq's SDK setup:  {cpu['agentq']:.3f} ms")
+        ok = added_cpu["agentq"] <= CPU_GOAL_MS
         print(
-            f"  added {added_cpu['batch']:.3f} ms, median of paired runs"
-            f" (mean {cpu['batch'] - cpu['none']:.3f}; goal <= {CPU_GOAL_MS} ms):"
+            f"  added {added_cpu['agentq']:.3f} ms, median of paired runs"
+            f" (mean {cpu['agentq'] - cpu['none']:.3f}; goal <= {CPU_GOAL_MS} ms):"
             f" {'PASS' if ok else 'MISS'}"
         )
         print(f"worker CPU per step, an app's SDK export: {cpu['app']:.3f} ms")
@@ -302,11 +298,11 @@ def main() -> None:
             f"  added {added_cpu['app']:.3f} ms, median of paired runs"
             f" (mean {cpu['app'] - cpu['none']:.3f}; no goal)"
         )
-        make_us, encode_us = sdk_floor_us()
-        floor_ms = SPANS_PER_STEP * (make_us + encode_us) / 1000
+        make_us, encode_us = sdk_share_us()
+        share_ms = SPANS_PER_STEP * (make_us + encode_us) / 1000
         print(
-            f"SDK floor: {make_us:.1f} us to make a span, {encode_us:.1f} us to encode it;"
-            f" {SPANS_PER_STEP} spans per step = {floor_ms:.3f} ms CPU"
+            f"SDK alone: {make_us:.1f} us to make a span, {encode_us:.1f} us to encode it;"
+            f" {SPANS_PER_STEP} spans per step = {share_ms:.3f} ms CPU"
         )
 
 

@@ -5,7 +5,7 @@
 A worker's tracing calls run between the rest of a job's work, with cold caches: in
 place they cost about three times what they cost in a loop, so a micro-benchmark of
 them misleads. This bench starts a redis-server and one `WorkerRuntime` process per
-mode ("none": no tracer provider; "batch": agentq's provider and exporter, as
+mode ("none": no tracer provider; "agentq": the SDK's provider and exporter, as
 `tracing_bench.py` sets them up, posting to a sink that reads and discards), wraps
 the tracing entry points a job calls (`process_span`, `span`, `annotate`,
 `Hops.stamp` and `Hops.sent`, entering and leaving a span) with a thread-CPU clock,
@@ -141,20 +141,20 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     args = parser.parse_args()
     results = {
-        mode: asyncio.run(measure(mode, args.runs, args.steps)) for mode in ("none", "batch")
+        mode: asyncio.run(measure(mode, args.runs, args.steps)) for mode in ("none", "agentq")
     }
     names = sorted({n for calls, _ in results.values() for n in calls})
     print(f"{args.runs} runs x {args.steps} steps per mode; load average {os.getloadavg()[0]:.2f}")
-    print(f"{'thread CPU per step (us)':<26}{'none':>10}{'batch':>10}{'added':>10}")
+    print(f"{'thread CPU per step (us)':<26}{'none':>10}{'agentq':>10}{'added':>10}")
     for name in [*names, "all entry points"]:
         if name == "all entry points":
-            none, batch = (sum(results[m][0].values()) * 1e6 for m in ("none", "batch"))
+            none, agentq = (sum(results[m][0].values()) * 1e6 for m in ("none", "agentq"))
         else:
-            none, batch = (results[m][0].get(name, 0.0) * 1e6 for m in ("none", "batch"))
-        print(f"{name:<26}{none:>10.1f}{batch:>10.1f}{batch - none:>10.1f}")
+            none, agentq = (results[m][0].get(name, 0.0) * 1e6 for m in ("none", "agentq"))
+        print(f"{name:<26}{none:>10.1f}{agentq:>10.1f}{agentq - none:>10.1f}")
     for thread in sorted({t for _, threads in results.values() for t in threads}):
-        none, batch = (results[m][1].get(thread, 0.0) * 1e6 for m in ("none", "batch"))
-        print(f"{'thread ' + thread:<26}{none:>10.1f}{batch:>10.1f}{batch - none:>10.1f}")
+        none, agentq = (results[m][1].get(thread, 0.0) * 1e6 for m in ("none", "agentq"))
+        print(f"{'thread ' + thread:<26}{none:>10.1f}{agentq:>10.1f}{agentq - none:>10.1f}")
 
 
 if __name__ == "__main__":

@@ -33,14 +33,13 @@ Whether anything is recorded depends only on whether a tracer provider is set
 (agentq's, installed from the standard OTEL_* variables, or the
 application's). With none, every function here returns at once.
 
-What a span costs matters: a step records six. On the provider agentq installs,
-its tracer makes lean spans (`light_spans`, through `own_span` from here), a
-lean batch processor queues them (`span_batches`) and the exporter writes the
-OTLP wire format directly (`otlp_export`, `otlp_wire`); an application's
-provider gets the SDK's spans, into whatever processors and exporter the
-application gave it. With either, the current span is read and set through the
-API's context variable directly (when the runtime context is the default one).
-`bench/tracing_bench.py` measures both against no provider.
+Spans are the OpenTelemetry SDK's own: on the provider agentq installs from the
+OTEL_* variables (`provider`: the SDK's `TracerProvider`, `BatchSpanProcessor` and
+OTLP exporters) or on the application's, with whatever the application gave it.
+What a span costs still matters (a step records six): agentq's tracer is made once
+per provider, the current span is read and set through the API's context variable
+directly (when the runtime context is the default one), and attributes are computed
+only when a span records. `bench/tracing_bench.py` measures it against no provider.
 """
 
 from __future__ import annotations
@@ -50,7 +49,6 @@ import functools
 import hashlib
 import json
 import logging
-import os
 import time
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -80,6 +78,11 @@ from agentq.orchestrator.runs.children import ParentLink, call_span_id, run_trac
 from agentq.orchestrator.runs.state.inputs import TransitionInput
 from agentq.orchestrator.tracing import genai_content
 
+# The provider's life, from here too: every process that traces calls these.
+from agentq.orchestrator.tracing.provider import flush_tracing as flush_tracing
+from agentq.orchestrator.tracing.provider import setup_tracing as setup_tracing
+from agentq.orchestrator.tracing.provider import shutdown_tracing as shutdown_tracing
+
 if TYPE_CHECKING:
     from agentq.orchestrator.core.envelopes import JobEnvelope
     from agentq.orchestrator.runs.store import RunStore
@@ -100,13 +103,8 @@ _PRESET: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar
 JOB_LOG_CONTEXT: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.ContextVar(
     "agentq_job_log_context", default=None
 )
-_installed: Any = None  # the provider agentq installed, if any
-# agentq's own spans on a lean tracer (light_spans.LightTracer.own_span): name, parent,
-# kind, attributes, links.
-OwnSpan = Callable[[str, SpanContext, SpanKind, dict[str, Any], tuple[Link, ...]], Span]
-# (provider, agentq's tracer on it or None if that provider records nothing, the
-# tracer's `own_span` if it makes lean spans)
-_tracer: tuple[object, trace.Tracer | None, OwnSpan | None] | None = None
+# (provider, agentq's tracer on it or None if that provider records nothing)
+_tracer: tuple[object, trace.Tracer | None] | None = None
 # The variable behind the current OpenTelemetry context, when it is the API's default
 # (contextvars) runtime context: every job reads and sets it a few times, directly.
 _RUNTIME = getattr(otel_context, "_RUNTIME_CONTEXT", None)
@@ -125,7 +123,7 @@ def _agentq_version() -> str:
 _VERSION = _agentq_version()
 
 
-# -- the provider --------------------------------------------------------------
+# -- agentq's tracer on the current provider ------------------------------------
 
 
 def recording() -> bool:
@@ -154,20 +152,16 @@ class _PresetIds:
 def _bound() -> trace.Tracer | None:
     """agentq's tracer on the current provider, or None when no provider records. Made
     once per provider: every job asks, several times."""
-    return _binding()[1]
-
-
-def _binding() -> tuple[object, trace.Tracer | None, OwnSpan | None]:
     global _tracer
     provider = trace.get_tracer_provider()
     bound = _tracer
     if bound is not None and bound[0] is provider:
-        return bound
+        return bound[1]
     made: trace.Tracer | None = None
     if not isinstance(provider, trace.ProxyTracerProvider | trace.NoOpTracerProvider):
         made = _make_tracer(provider)
-    bound = _tracer = (provider, made, getattr(made, "own_span", None))
-    return bound
+    _tracer = (provider, made)
+    return made
 
 
 def _current_span() -> Span:
@@ -179,15 +173,6 @@ def _current_span() -> Span:
 
 
 def _make_tracer(provider: trace.TracerProvider) -> trace.Tracer:
-    if provider is _installed:
-        from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-
-        from agentq.orchestrator.tracing import light_spans
-
-        if light_spans.eligible(provider):
-            # agentq's own provider: lean spans (see light_spans), into its processors.
-            scope = InstrumentationScope("agentq", _VERSION, SCHEMA_URL)
-            return light_spans.LightTracer(provider, scope, _PRESET.get)
     made = provider.get_tracer("agentq", _VERSION, schema_url=SCHEMA_URL)
     inner = getattr(made, "id_generator", None)
     if inner is not None and not isinstance(inner, _PresetIds):
@@ -198,63 +183,6 @@ def _make_tracer(provider: trace.TracerProvider) -> trace.Tracer:
 def tracer() -> trace.Tracer:
     """agentq's tracer on the current provider, able to record spans with preset ids."""
     return _bound() or trace.NoOpTracer()
-
-
-def tracing_configured() -> bool:
-    if os.environ.get("OTEL_SDK_DISABLED", "").lower() == "true":
-        return False
-    exporter = os.environ.get("OTEL_TRACES_EXPORTER", "")
-    if exporter == "none":
-        return False
-    return bool(
-        exporter
-        or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
-    )
-
-
-def setup_tracing(service_name: str) -> None:
-    """Install a tracer provider from the OTEL_* environment, unless one is already set
-    (the application's, or ours from an earlier call) or nothing is configured."""
-    global _installed
-    if recording() or not tracing_configured():
-        return
-    from opentelemetry.sdk.resources import Resource
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import ConsoleSpanExporter, SpanExporter
-
-    from agentq.orchestrator.tracing.span_batches import SpanBatcher
-
-    exporter: SpanExporter
-    if os.environ.get("OTEL_TRACES_EXPORTER", "otlp") == "console":
-        exporter = ConsoleSpanExporter()
-    else:
-        from agentq.orchestrator.tracing.otlp_export import WireSpanExporter
-
-        exporter = WireSpanExporter()
-    resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
-    provider = TracerProvider(resource=resource)
-    provider.add_span_processor(SpanBatcher(exporter))
-    _installed = provider  # first: a tracer bound to it must know it is agentq's
-    trace.set_tracer_provider(provider)
-
-
-def installed_provider() -> Any:
-    """The tracer provider agentq installed (`setup_tracing`), if it did."""
-    return _installed
-
-
-def flush_tracing(timeout_ms: int = 5000) -> None:
-    """Export what agentq's own provider buffers (the end of an embedded session).
-    An application's provider is the application's to flush."""
-    if _installed is not None:
-        _installed.force_flush(timeout_ms)
-
-
-def shutdown_tracing() -> None:
-    """Flush and stop the provider agentq installed (an application's is its own)."""
-    if _installed is not None:
-        _installed.shutdown()
 
 
 # -- the run's span ---------------------------------------------------------------
@@ -400,24 +328,9 @@ def _link(carrier: Mapping[str, str]) -> tuple[Link, ...]:
         trace_id, span_id = int(traceparent[3:35], 16), int(traceparent[36:52], 16)
     except ValueError:
         return ()
-    return (_SendLink(trace_id, span_id),) if trace_id and span_id else ()
-
-
-class _SendLink(Link):
-    """A link to a job's send span (remote, sampled), its `SpanContext` made when first
-    read: by the exporter's thread, not by the job's (a link per job)."""
-
-    def __init__(self, trace_id: int, span_id: int) -> None:
-        self._ids = (trace_id, span_id)
-        self._made: SpanContext | None = None
-        self._attributes = None
-
-    @property
-    def context(self) -> SpanContext:
-        made = self._made
-        if made is None:
-            made = self._made = SpanContext(*self._ids, True, _SAMPLED)
-        return made
+    if not (trace_id and span_id):
+        return ()
+    return (Link(SpanContext(trace_id, span_id, is_remote=True, trace_flags=_SAMPLED)),)
 
 
 _SAMPLED = TraceFlags(1)
@@ -487,7 +400,7 @@ def process_span(
     log_token = JOB_LOG_CONTEXT.set(
         {"run_id": envelope.run_id, "job_id": job_id, "queue": queue, "step": envelope.step}
     )
-    _, made, own = _binding()
+    made = _bound()
     if made is None:
         return _Current(None, log_token)
     name = f"process {queue}"
@@ -497,17 +410,13 @@ def process_span(
         "messaging.message.id": job_id,
         "agentq.step": envelope.step,
     }
-    links = _link(envelope.trace)
-    if own is not None and parent is None:
-        current = own(name, run_span_context(envelope.run_id), SpanKind.CONSUMER, attributes, links)
-    else:
-        current = made.start_span(
-            name,
-            context=parent if parent is not None else run_context(envelope.run_id),
-            kind=SpanKind.CONSUMER,
-            attributes=attributes,
-            links=links,
-        )
+    current = made.start_span(
+        name,
+        context=parent if parent is not None else run_context(envelope.run_id),
+        kind=SpanKind.CONSUMER,
+        attributes=attributes,
+        links=_link(envelope.trace),
+    )
     return _Current(current, log_token)
 
 
@@ -531,14 +440,11 @@ def span(
 ) -> _Current:
     """A child of the current span (a job's `chat` or `execute_tool`). Its attributes
     are computed only if it records, into a dict the span then keeps."""
-    _, made, own = _binding()
+    made = _bound()
     if made is None:
         # The hot path of every job: with no provider, skip the API's no-op machinery.
         return _Current(None)
     computed = attributes() if attributes else {}
-    if own is not None:
-        current = own(name, _current_span().get_span_context(), kind, computed, ())
-        return _Current(current, record_exceptions=False)
     current = made.start_span(name, kind=kind, attributes=computed, record_exception=False)
     return _Current(current, record_exceptions=False)
 
@@ -612,27 +518,18 @@ class Hops:
         """`args` with every job it carries stamped: in place (a transition's input is
         built for the one transition that stamps it; copying it was a tenth of tracing's
         cost per step), returned for chaining."""
-        _, made, own = _binding()
+        made = _bound()
         if made is None:
             return args
         # Under the job's span that sends (a chat, a tool call), else under the run: never
         # under an application's span around `submit`, which is another trace.
-        current = _current_span().get_span_context()
-        in_run = current.trace_id == run_ids(self.run_id)[0]
-        start: Callable[[str, dict[str, Any]], Span]
-        if own is not None:
-            parent = current if in_run else run_span_context(self.run_id)
+        in_run = _current_span().get_span_context().trace_id == run_ids(self.run_id)[0]
+        context = None if in_run else run_context(self.run_id)
 
-            def start(name: str, attributes: dict[str, Any]) -> Span:
-                return own(name, parent, SpanKind.PRODUCER, attributes, ())
-
-        else:
-            tracer, context = made, None if in_run else run_context(self.run_id)
-
-            def start(name: str, attributes: dict[str, Any]) -> Span:
-                return tracer.start_span(
-                    name, context=context, kind=SpanKind.PRODUCER, attributes=attributes
-                )
+        def start(name: str, attributes: dict[str, Any]) -> Span:
+            return made.start_span(
+                name, context=context, kind=SpanKind.PRODUCER, attributes=attributes
+            )
 
         idle = args.idle_job_fields()
         for field in _job_fields(type(args)):

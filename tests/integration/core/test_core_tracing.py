@@ -19,7 +19,7 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.machine import keys
 from tests.support.infra import REPO, TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.models import write_models_file
-from tests.support.otlp import OtlpReceiver, ReceivedSpan
+from tests.support.otlp import OtlpGrpcReceiver, OtlpReceiver, ReceivedSpan
 from tests.support.specs import scripted
 from tests.support.trace_shape import (
     ERROR,
@@ -52,7 +52,7 @@ def _three_steps(run_id: str) -> dict[str, Any]:
     )
 
 
-def _trace_of(receiver: OtlpReceiver, run_id: str) -> list[ReceivedSpan]:
+def _trace_of(receiver: OtlpReceiver | OtlpGrpcReceiver, run_id: str) -> list[ReceivedSpan]:
     trace_id = format(tracing.run_ids(run_id)[0], "032x")
     spans = receiver.wait_for(
         lambda got: has_root(run_spans(got, trace_id)), f"the trace of run {run_id}"
@@ -385,3 +385,13 @@ def test_parked_calls_approved_or_expired_stay_in_the_flat_trace(tmp_path: Path)
     expiry_job = keys.expiry_job_id(run_id, 0, "call_0_0")
     assert {expiry_job, keys.model_job_id(run_id, 1)} <= sent(expired)
     assert {expiry_job, keys.model_job_id(run_id, 1)} <= processed(expired)
+
+
+def test_an_embedded_run_exports_over_grpc_when_the_protocol_says_so(tmp_path: Path) -> None:
+    run_id = "trace-grpc-1"
+    with OtlpGrpcReceiver() as receiver:
+        _cli_run(_three_steps(run_id), tmp_path, "--tools", TOOLS, env=receiver.env("grpc"))
+        spans = _trace_of(receiver, run_id)
+    assert_flat_trace(spans)
+    assert_genai_attributes(spans, run_id)
+    assert {s.service for s in spans} == {"grpc"}
