@@ -21,19 +21,20 @@ flushes nor shuts it down.
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Mapping
 from importlib.metadata import entry_points
+from typing import TYPE_CHECKING
 
 from opentelemetry import trace
-from opentelemetry.sdk.resources import Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
 from agentq.orchestrator.core.errors import InfrastructureError
 
-log = logging.getLogger("agentq.tracing")
+# The SDK is imported where a provider is made, not here: a process that traces
+# nothing (a client, `agentq -h`) never loads it (~65 ms).
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 HTTP_PROTOBUF = "http/protobuf"
 GRPC = "grpc"
@@ -66,7 +67,6 @@ def otlp_protocol(environ: Mapping[str, str]) -> str:
 
 
 def _otlp_exporter(environ: Mapping[str, str]) -> SpanExporter:
-    # Imported here: a process that exports nothing never loads an exporter.
     protocol = otlp_protocol(environ)
     if protocol == HTTP_PROTOBUF:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
@@ -115,6 +115,10 @@ def setup_tracing(service_name: str) -> None:
     global _installed
     if _provider_set() or not tracing_configured():
         return
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
     resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME", service_name)})
     provider = TracerProvider(resource=resource)
     for exporter in span_exporters():
