@@ -19,12 +19,12 @@ import functools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
-from redis.exceptions import OutOfMemoryError, RedisError, ResponseError
+from redis.exceptions import OutOfMemoryError, ResponseError
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.batches.api import Batches, BatchInfo, BatchSource, LineResult
@@ -48,13 +48,19 @@ from agentq.orchestrator.loop.fork import ForkCopy, fork_copy, merge_patch, patc
 from agentq.orchestrator.loop.plan import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
 from agentq.orchestrator.loop.replay import ReplayReport, replay
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine import keys, scripts
 from agentq.orchestrator.machine.keys import WEBHOOK_RUNS
 from agentq.orchestrator.policy.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.policy.providers import provider_table
 from agentq.orchestrator.policy.webhooks import check_webhooks
 from agentq.orchestrator.redis.connect import connect
-from agentq.orchestrator.redis.faults import Backoff, describe, is_transient
+from agentq.orchestrator.redis.faults import (
+    Backoff,
+    infrastructure_error,
+    is_transient,
+    maps_redis_errors,
+    redis_errors_mapped,
+)
 from agentq.orchestrator.runs.children import ChildOf, child_run_id
 from agentq.orchestrator.runs.index import (
     DEFAULT_TENANT,
@@ -101,26 +107,6 @@ def _text(value: bytes | str) -> str:
 
 
 T = TypeVar("T")
-P = ParamSpec("P")
-
-
-def _infrastructure(exc: BaseException) -> InfrastructureError:
-    if isinstance(exc, TimeoutError | asyncio.TimeoutError) or "Timeout" in type(exc).__name__:
-        message = f"Redis did not answer in time ({describe(exc)})"
-    else:
-        message = f"cannot use Redis: {describe(exc)}"
-    return InfrastructureError(message, retryable=is_transient(exc))
-
-
-@contextlib.contextmanager
-def _redis_errors() -> Iterator[None]:
-    """Foreign errors become agentq's at the client's boundary (like httpx's mapping)."""
-    try:
-        yield
-    except AgentqError:
-        raise
-    except (RedisError, OSError) as exc:
-        raise _infrastructure(exc) from exc
 
 
 class _Reconnect:
@@ -138,25 +124,16 @@ class _Reconnect:
         if isinstance(exc, AgentqError):
             raise exc
         if not is_transient(exc):
-            raise _infrastructure(exc) from exc
+            raise infrastructure_error(exc) from exc
         now = time.monotonic()
         self.since = self.since or now
         if now - self.since > self.budget_s:
-            raise _infrastructure(exc) from exc
+            raise infrastructure_error(exc) from exc
         await asyncio.sleep(self.backoff.next_delay())
 
     def succeeded(self) -> None:
         self.since = None
         self.backoff.reset()
-
-
-def _mapped(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
-    @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
-        with _redis_errors():
-            return await fn(*args, **kwargs)
-
-    return wrapper
 
 
 def _as_spec(spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
@@ -184,7 +161,9 @@ class Client:
         self._owns_redis = redis is None
         self.store = RunStore(self.redis, retention_s=self.settings.retention_s)
         self.index = RunIndex(self.redis, retention_s=self.settings.retention_s)
-        self._admission = self.redis.register_script("#!lua\nreturn 1")
+        self._admission = self.redis.register_script(
+            scripts.script("agentq.orchestrator.runs", "admit")
+        )
 
     async def __aenter__(self) -> Client:
         return self
@@ -235,7 +214,7 @@ class Client:
             run_spec = run_spec.model_copy(
                 update={"id": child_run_id(link.run_id, link.step, link.call_id)}
             )
-        with _redis_errors():
+        with redis_errors_mapped():
             return await self._create(run_spec, tenant, child_of, end_job=end_job)
 
     async def _admit(self) -> None:
@@ -266,12 +245,12 @@ class Client:
         merge patch). Raises SpecError when the run has not reached that step or the
         patched spec names what the deployment does not offer. Returns the new run id,
         listed under `tenant` (default: the original's)."""
-        with _redis_errors():
+        with redis_errors_mapped():
             # As stored: the fork copies the steps its tool messages refer to.
             meta, messages, steps = await self.store.snapshot(run_id, resolved=False)
         copy = fork_copy(run_id, at_step, meta, messages, steps)
         spec = RunSpec.model_validate(patched_spec(meta[MetaField.SPEC], patch))
-        with _redis_errors():
+        with redis_errors_mapped():
             new_id, _ = await self._create(spec, tenant or meta.get("tenant"), fork=copy)
         return new_id
 
@@ -280,7 +259,7 @@ class Client:
         tool called): every step where it would send something else or take another
         path. `patch` (a JSON merge patch on the spec) asks "what if the spec were...".
         """
-        with _redis_errors():
+        with redis_errors_mapped():
             meta, messages, steps = await self.store.snapshot(run_id)
             by_name = {
                 ToolDef.model_validate_json(t).name: ToolDef.model_validate_json(t)
@@ -425,7 +404,7 @@ class Client:
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""
-        with _redis_errors():
+        with redis_errors_mapped():
             meta, messages, steps = await self.store.snapshot(run_id)
             tools = await self.store.tool_defs(run_id)
         agents = frozenset(
@@ -522,7 +501,7 @@ class Client:
 
     async def cancel(self, run_id: str, reason: str | None = None) -> str:
         """Cancel the run. Returns its status afterwards (a finished run stays finished)."""
-        with _redis_errors():
+        with redis_errors_mapped():
             return await self._cancel(run_id, reason)
 
     async def _cancel(self, run_id: str, reason: str | None) -> str:
@@ -540,7 +519,7 @@ class Client:
     def batches(self) -> Batches:
         return Batches(self)
 
-    @_mapped
+    @maps_redis_errors
     async def submit_batch(self, source: BatchSource, **options: Any) -> str:
         """Store a batch's lines (a JSONL path, or an iterable of lines or objects) and
         start it; returns its id. Options: template, batch_id (resubmitting an id
@@ -548,7 +527,7 @@ class Client:
         `Batches.submit`)."""
         return (await self.batches.submit(source, **options)).batch_id
 
-    @_mapped
+    @maps_redis_errors
     async def batch_status(self, batch_id: str, tenant: str | None = None) -> BatchInfo:
         return await self.batches.status(batch_id, tenant)
 
@@ -556,15 +535,15 @@ class Client:
         self, batch_id: str, *, tenant: str | None = None, statuses: Sequence[str] = ()
     ) -> AsyncIterator[LineResult]:
         """One result per input line, in input order, streamed."""
-        with _redis_errors():
+        with redis_errors_mapped():
             async for result in self.batches.results(batch_id, tenant=tenant, statuses=statuses):
                 yield result
 
-    @_mapped
+    @maps_redis_errors
     async def cancel_batch(self, batch_id: str, tenant: str | None = None) -> BatchInfo:
         return await self.batches.cancel(batch_id, tenant)
 
-    @_mapped
+    @maps_redis_errors
     async def retry_batch(
         self,
         batch_id: str,
@@ -574,7 +553,7 @@ class Client:
         """New runs for the lines that ended in `statuses`; returns how many."""
         return await self.batches.retry(batch_id, statuses, tenant)
 
-    @_mapped
+    @maps_redis_errors
     async def list_batches(self, tenant: str | None = None, limit: int = 50) -> list[BatchInfo]:
         return await self.batches.list_batches(tenant, limit)
 
@@ -611,7 +590,7 @@ class Client:
         breaks its schema. With `idempotency_key`, a retried call returns the first
         call's result and never executes twice. `on_progress` gets each progress value.
         """
-        with _redis_errors():
+        with redis_errors_mapped():
             return await self.calls.call(
                 name,
                 input,
@@ -634,7 +613,7 @@ class Client:
             raise RunStateError(f"run {run_id!r} has no call {call_id!r} in its current step")
         return step, CallPlan.model_validate_json(call_json)
 
-    @_mapped
+    @maps_redis_errors
     async def approve(
         self, run_id: str, call_id: str, approved: bool = True, reason: str | None = None
     ) -> None:
@@ -689,7 +668,7 @@ class Client:
         self._check(reply, run_id, call_id, "awaiting approval")
         await self._after(reply.outcome, transition, hops)
 
-    @_mapped
+    @maps_redis_errors
     async def submit_tool_result(
         self, run_id: str, call_id: str, output: Any, is_error: bool = False
     ) -> None:
@@ -713,7 +692,7 @@ class Client:
         self._check(reply, run_id, call_id, "awaiting a result")
         await self._after(reply.outcome, args, hops)
 
-    @_mapped
+    @maps_redis_errors
     async def answer(
         self, run_id: str, request_id: str, content: dict[str, Any] | None = None
     ) -> None:

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Sequence
-from importlib import resources
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 
 from agentq.orchestrator.batches.state import (
     BATCH_INPUTS,
@@ -34,8 +32,9 @@ from agentq.orchestrator.batches.state import (
     SettleReply,
     UploadReply,
 )
-from agentq.orchestrator.machine import keys, lua_constants
-from agentq.orchestrator.runs.store import _resolved, redis_errors_mapped
+from agentq.orchestrator.machine import keys, lua_constants, scripts
+from agentq.orchestrator.machine.store import Store, resolved, text, texts
+from agentq.orchestrator.redis.faults import redis_errors_mapped
 
 R = TypeVar("R", bound=BatchReply)
 
@@ -46,40 +45,31 @@ RESULTS_PAGE = 500
 def load_batch_scripts() -> dict[str, str]:
     """Each batch transition's full source: generated constants, the batch prelude, its
     own file."""
-    folder = resources.files("agentq.orchestrator.batches") / "lua"
-    head = lua_constants.render_batch() + (folder / "prelude.lua").read_text()
-    return {m.script: head + "\n" + (folder / f"{m.script}.lua").read_text() for m in BATCH_INPUTS}
+    return scripts.load(
+        "agentq.orchestrator.batches",
+        (m.script for m in BATCH_INPUTS),
+        constants=lua_constants.render_batch(),
+        prelude="prelude",
+    )
 
 
 _SCRIPTS = load_batch_scripts()
 
 
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-class BatchStore:
+class BatchStore(Store):
     def __init__(self, redis: Redis) -> None:
-        self.redis = redis
-        self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(src) for name, src in _SCRIPTS.items()
-        }
+        super().__init__(redis, _SCRIPTS)
 
     async def _apply(self, tenant: str, transition: BatchInput, reply: type[R]) -> R:
-        payload = json.dumps(
-            transition.model_dump(mode="json", exclude_none=True), separators=(",", ":")
+        return await self._send(
+            transition.script, keys.batch_tenant_keys(tenant), transition, reply
         )
-        with redis_errors_mapped():
-            raw = await self._scripts[transition.script](
-                keys=keys.batch_tenant_keys(tenant), args=[payload]
-            )
-        return reply.model_validate_json(raw)
 
     # -- transitions (see orchestrator/batches/lua/*.lua for each one's replies) -----
 
     async def open(self, tenant: str, transition: BatchOpen) -> BatchReply:
         with redis_errors_mapped():
-            await _resolved(self.redis.sadd(keys.batch_tenants(), tenant))
+            await resolved(self.redis.sadd(keys.batch_tenants(), tenant))
         return await self._apply(tenant, transition, BatchReply)
 
     async def upload(self, tenant: str, transition: BatchUpload) -> UploadReply:
@@ -102,15 +92,15 @@ class BatchStore:
     async def meta(self, tenant: str, batch_id: str) -> dict[str, str]:
         """The batch's meta hash ({} when there is no such batch)."""
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.hgetall(keys.batch_meta(tenant, batch_id)))
-        return {_text(k): _text(v) for k, v in raw.items()}
+            raw = await resolved(self.redis.hgetall(keys.batch_meta(tenant, batch_id)))
+        return texts(raw)
 
     async def stored_ids(self, tenant: str, batch_id: str, custom_ids: Sequence[str]) -> int:
         """How many of these custom ids the batch holds (a resumed upload's check)."""
         if not custom_ids:
             return 0
         with redis_errors_mapped():
-            found = await _resolved(
+            found = await resolved(
                 self.redis.hmget(keys.batch_ids(tenant, batch_id), list(custom_ids))
             )
         return sum(1 for f in found if f is not None)
@@ -124,7 +114,7 @@ class BatchStore:
         while start <= lines:
             numbers = list(range(start, min(lines, start + RESULTS_PAGE - 1) + 1))
             with redis_errors_mapped():
-                raw = await _resolved(self.redis.hmget(key, [str(n) for n in numbers]))
+                raw = await resolved(self.redis.hmget(key, [str(n) for n in numbers]))
             for n, value in zip(numbers, raw, strict=True):
                 if value is not None:
                     yield n, json.loads(value)
@@ -134,41 +124,41 @@ class BatchStore:
         """The tenant's batches, newest first (those past their retention left out)."""
         index = keys.batch_index(tenant)
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.zrevrange(index, 0, max(0, limit * 2)))
-            ids = [_text(v) for v in raw]
+            raw = await resolved(self.redis.zrevrange(index, 0, max(0, limit * 2)))
+            ids = [text(v) for v in raw]
             async with self.redis.pipeline(transaction=False) as pipe:
                 for batch_id in ids:
                     pipe.exists(keys.batch_meta(tenant, batch_id))
                 alive = await pipe.execute()
             gone = [b for b, a in zip(ids, alive, strict=True) if not a]
             if gone:
-                await _resolved(self.redis.zrem(index, *gone))
+                await resolved(self.redis.zrem(index, *gone))
         return [b for b, a in zip(ids, alive, strict=True) if a][:limit]
 
     async def tenants(self) -> list[str]:
         """Every tenant that opened a batch (what a sweep looks at)."""
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.smembers(keys.batch_tenants()))
-        return sorted(_text(v) for v in raw)
+            raw = await resolved(self.redis.smembers(keys.batch_tenants()))
+        return sorted(text(v) for v in raw)
 
     async def all_batch_ids(self, tenant: str) -> list[str]:
         """Every batch of the tenant in its index (those past their retention included)."""
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.zrange(keys.batch_index(tenant), 0, -1))
-        return [_text(v) for v in raw]
+            raw = await resolved(self.redis.zrange(keys.batch_index(tenant), 0, -1))
+        return [text(v) for v in raw]
 
     async def running_run_ids(self, tenant: str, batch_id: str) -> list[str]:
         """The run ids of the batch's lines whose record says running."""
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.smembers(keys.batch_running(tenant, batch_id)))
-        return sorted(_text(v) for v in raw)
+            raw = await resolved(self.redis.smembers(keys.batch_running(tenant, batch_id)))
+        return sorted(text(v) for v in raw)
 
     async def set_tenant_cap(self, tenant: str, cap: int) -> None:
         """Bound the in-flight runs of all the tenant's batches together (0: no bound)."""
         with redis_errors_mapped():
-            await _resolved(self.redis.hset(keys.batch_sched(tenant), SchedField.CAP, str(cap)))
+            await resolved(self.redis.hset(keys.batch_sched(tenant), SchedField.CAP, str(cap)))
 
     async def field(self, tenant: str, batch_id: str, name: BatchField) -> str | None:
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.hget(keys.batch_meta(tenant, batch_id), name))
-        return _text(raw) if raw is not None else None
+            raw = await resolved(self.redis.hget(keys.batch_meta(tenant, batch_id), name))
+        return text(raw) if raw is not None else None

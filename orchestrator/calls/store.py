@@ -7,12 +7,9 @@ Redis errors leave it only as `InfrastructureError`, as from the run store.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Sequence
-from importlib import resources
 
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 
 from agentq.orchestrator.calls.state import (
     CALL_INPUTS,
@@ -27,15 +24,10 @@ from agentq.orchestrator.calls.state import (
 )
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import Event
-from agentq.orchestrator.machine import keys, lua_constants
+from agentq.orchestrator.machine import keys, lua_constants, scripts
+from agentq.orchestrator.machine.store import EVENT_PAGE, Store, resolved, text, texts
+from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.state.inputs import ANSWER_TTL_S, DEFAULT_RETENTION_S
-from agentq.orchestrator.runs.store import (
-    EVENT_PAGE,
-    _resolved,
-    _text,
-    read_event_page,
-    redis_errors_mapped,
-)
 
 # The events that end a call's stream: its result, or its error.
 CALL_END_EVENTS = frozenset({"tool-result", "tool-error"})
@@ -43,9 +35,12 @@ CALL_END_EVENTS = frozenset({"tool-result", "tool-error"})
 
 def load_call_scripts() -> dict[str, str]:
     """Each call transition's source: generated constants, the call prelude, its file."""
-    folder = resources.files("agentq.orchestrator.calls") / "lua"
-    head = lua_constants.render() + (folder / "call_prelude.lua").read_text()
-    return {m.script: head + "\n" + (folder / f"{m.script}.lua").read_text() for m in CALL_INPUTS}
+    return scripts.load(
+        "agentq.orchestrator.calls",
+        (m.script for m in CALL_INPUTS),
+        constants=lua_constants.render(),
+        prelude="call_prelude",
+    )
 
 
 _SCRIPTS = load_call_scripts()
@@ -55,23 +50,16 @@ class CallNotFoundError(RunNotFoundError):
     """No call with that id (never created, or expired with its retention)."""
 
 
-class CallStore:
+class CallStore(Store):
+    retention_s: int
+
     def __init__(self, redis: Redis, *, retention_s: int = DEFAULT_RETENTION_S) -> None:
-        self.redis = redis
-        self.retention_s = retention_s
-        self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(src) for name, src in _SCRIPTS.items()
-        }
+        super().__init__(redis, _SCRIPTS, retention_s=retention_s)
 
     async def _apply(self, transition: CallTransitionInput) -> CallReply:
-        body = transition.model_dump(mode="json", exclude_none=True)
-        body["retention_s"] = self.retention_s
-        payload = json.dumps(body, separators=(",", ":"))
-        with redis_errors_mapped():
-            raw = await self._scripts[transition.script](
-                keys=keys.call_keys(transition.call_id), args=[payload]
-            )
-        return CallReply.model_validate_json(raw)
+        return await self._send(
+            transition.script, keys.call_keys(transition.call_id), transition, CallReply
+        )
 
     async def create(self, transition: CreateCall) -> CallReply:
         return await self._apply(transition)
@@ -101,20 +89,20 @@ class CallStore:
 
     async def wait_answer(self, call_id: str, request_id: str, timeout_s: float) -> str | None:
         with redis_errors_mapped():
-            popped = await _resolved(
+            popped = await resolved(
                 self.redis.blpop(
                     [keys.call_answer(call_id, request_id)], timeout=max(1, int(timeout_s))
                 )
             )
-        return _text(popped[1]) if popped else None
+        return text(popped[1]) if popped else None
 
     async def read(self, call_id: str) -> dict[str, str]:
         """The call's hash; CallNotFoundError when there is none."""
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.hgetall(keys.call_meta(call_id)))
+            raw = await resolved(self.redis.hgetall(keys.call_meta(call_id)))
         if not raw:
             raise CallNotFoundError(f"no tool call with id {call_id!r}")
-        return {_text(k): _text(v) for k, v in raw.items()}
+        return texts(raw)
 
     async def events(
         self, call_id: str, after: int = 0, *, follow: bool = True, block_ms: int = 5000
@@ -123,7 +111,7 @@ class CallStore:
         stream = keys.call_events(call_id)
         last = after
         while True:
-            page = await read_event_page(self.redis, stream, last, follow=follow, block_ms=block_ms)
+            page = await self.event_page(stream, last, follow=follow, block_ms=block_ms)
             for event in page:
                 last = event.seq
                 yield event

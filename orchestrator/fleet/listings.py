@@ -10,30 +10,17 @@ leases are not judged from these records: a worker's lease is its own liveness k
 
 from __future__ import annotations
 
-import inspect
 import time
-from collections.abc import Awaitable
-from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
+
+from agentq.orchestrator.machine.store import resolved, text
 
 WORKERS = "aq:worker-records"  # hash: worker id -> WorkerRecord JSON
 BEAT_EVERY_S = 10.0
 # A worker not heard from for three beats is gone (its record is dropped on a read).
 WORKER_STALE_S = 3 * BEAT_EVERY_S
-
-T = TypeVar("T")
-
-
-async def _resolved(value: Awaitable[T] | T) -> T:
-    if inspect.isawaitable(value):
-        return await value
-    return value
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class WorkerRecord(BaseModel):
@@ -49,27 +36,27 @@ class WorkerRecord(BaseModel):
 
 async def heartbeat(redis: Redis, record: WorkerRecord) -> None:
     now = time.time()
-    await _resolved(
+    await resolved(
         redis.hset(WORKERS, record.id, record.model_copy(update={"seen_at": now}).model_dump_json())
     )
 
 
 async def forget_worker(redis: Redis, worker_id: str) -> None:
-    await _resolved(redis.hdel(WORKERS, worker_id))
+    await resolved(redis.hdel(WORKERS, worker_id))
 
 
 async def live_workers(redis: Redis, now: float | None = None) -> list[WorkerRecord]:
     """Workers seen recently; records of workers long gone are dropped on the way."""
     now = time.time() if now is None else now
-    raw = await _resolved(redis.hgetall(WORKERS))
+    raw = await resolved(redis.hgetall(WORKERS))
     live: list[WorkerRecord] = []
     stale: list[str] = []
     for worker_id, value in raw.items():
         record = WorkerRecord.model_validate_json(value)
         if now - record.seen_at > WORKER_STALE_S:
-            stale.append(_text(worker_id))
+            stale.append(text(worker_id))
         else:
             live.append(record)
     if stale:
-        await _resolved(redis.hdel(WORKERS, *stale))
+        await resolved(redis.hdel(WORKERS, *stale))
     return sorted(live, key=lambda r: (r.host, r.pid))

@@ -1,4 +1,5 @@
-"""What a Redis failure means: transient (wait and retry) or not, and one log line per outage.
+"""What a Redis failure means: transient (wait and retry) or not, agentq's error for it
+at every boundary (`redis_errors_mapped`), and one log line per outage.
 
 A restart, a failover, a full memory or a stalled server are transient: the
 operation is safe to retry once Redis answers again, because every transition
@@ -10,13 +11,17 @@ ConnectionErrors in redis-py but never heal by waiting, so they are not transien
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import functools
 import logging
 import threading
 import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import ParamSpec, TypeVar
 
 from redis import exceptions as rx
 
-from agentq.orchestrator.core.errors import InfrastructureError
+from agentq.orchestrator.core.errors import AgentqError, InfrastructureError
 
 _TRANSIENT: tuple[type[BaseException], ...] = (
     rx.ConnectionError,  # includes BusyLoadingError (LOADING) and MaxConnectionsError
@@ -56,6 +61,45 @@ def is_transient_redis(exc: BaseException) -> bool:
 def describe(exc: BaseException) -> str:
     text = str(exc).splitlines()[0] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def infrastructure_error(exc: BaseException) -> InfrastructureError:
+    """agentq's error for a failure of Redis, its retryability as data."""
+    if isinstance(exc, TimeoutError | rx.TimeoutError):  # asyncio's is the built-in
+        message = f"Redis did not answer in time ({describe(exc)})"
+    elif isinstance(exc, rx.ConnectionError | OSError) and not isinstance(exc, _PERMANENT):
+        message = f"cannot reach Redis: {describe(exc)}"
+    else:
+        message = f"Redis: {describe(exc)}"
+    return InfrastructureError(message, retryable=is_transient(exc))
+
+
+@contextlib.contextmanager
+def redis_errors_mapped() -> Iterator[None]:
+    """Foreign errors become agentq's at a boundary (a store, the client), as httpx maps
+    its transports': redis-py's and the socket's leave only as InfrastructureError, the
+    cause kept for whoever reports it (the CLI says what Redis did)."""
+    try:
+        yield
+    except AgentqError:
+        raise
+    except (rx.RedisError, OSError) as exc:
+        raise infrastructure_error(exc) from exc
+
+
+T = TypeVar("T")
+P = ParamSpec("P")
+
+
+def maps_redis_errors(fn: Callable[P, Awaitable[T]]) -> Callable[P, Awaitable[T]]:
+    """`redis_errors_mapped` around a whole coroutine function."""
+
+    @functools.wraps(fn)
+    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> T:
+        with redis_errors_mapped():
+            return await fn(*args, **kwargs)
+
+    return wrapper
 
 
 class Backoff:

@@ -9,28 +9,18 @@ finds its transition applied and does nothing. Redis errors leave the store only
 
 from __future__ import annotations
 
-import contextlib
-import inspect
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Iterator, Sequence
-from importlib import resources
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
-from redis import exceptions as redis_errors
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
 
-from agentq.orchestrator.core.errors import InfrastructureError, RunNotFoundError
-from agentq.orchestrator.core.events import (
-    TERMINAL_EVENTS,
-    Event,
-    parse_event,
-    stored_output,
-    with_output,
-)
-from agentq.orchestrator.machine import keys, lua_constants
-from agentq.orchestrator.machine.riders import RIDER
+from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event, stored_output, with_output
+from agentq.orchestrator.machine import keys, lua_constants, scripts
+from agentq.orchestrator.machine.store import EVENT_PAGE, Ride, Store, resolved, text, texts
+from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.children import child_run_id
 from agentq.orchestrator.runs.state import (
     INPUTS,
@@ -74,118 +64,51 @@ __all__ = ["DEFAULT_RETENTION_S", "RunStore", "load_scripts"]
 
 def load_scripts() -> dict[str, str]:
     """Each transition's full source: generated constants, the prelude, its own file."""
-    folder = resources.files("agentq.orchestrator.runs") / "lua"
-    head = lua_constants.render() + (folder / "prelude.lua").read_text()
-    names = sorted({model.script for model in INPUTS})
-    return {name: head + "\n" + (folder / f"{name}.lua").read_text() for name in names}
+    return scripts.load(
+        "agentq.orchestrator.runs",
+        (model.script for model in INPUTS),
+        constants=lua_constants.render(),
+        prelude="prelude",
+    )
 
 
 _SCRIPTS = load_scripts()
 
-T = TypeVar("T")
 R = TypeVar("R", bound=Reply)
 
 
-async def _resolved(value: Awaitable[T] | T) -> T:
-    """redis-py types its asyncio commands as `Awaitable[X] | X`; this narrows them."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
+class RunStore(Store):
+    retention_s: int
 
-
-EVENT_PAGE = 500  # events read per round trip
-
-
-async def read_event_page(
-    redis: Redis, stream: str, last: int, *, follow: bool, block_ms: int
-) -> list[Event]:
-    """The next events of an event stream after sequence `last`: with `follow`, waiting
-    up to `block_ms` for one; else what is there now. At most EVENT_PAGE of them."""
-    with redis_errors_mapped():
-        if follow:
-            reply = await redis.xread({stream: f"0-{last}"}, count=EVENT_PAGE, block=block_ms)
-            entries = reply[0][1] if reply else []
-        else:
-            entries = await redis.xrange(stream, min=f"(0-{last}", count=EVENT_PAGE)
-    bodies = [
-        (
-            int(_text(entry_id).split("-")[1]),
-            json.loads(fields[b"e"] if b"e" in fields else fields["e"]),
-        )
-        for entry_id, fields in entries
-    ]
-    resolved = await _resolve_outputs(redis, [body for _, body in bodies])
-    return [parse_event(seq, body) for (seq, _), body in zip(bodies, resolved, strict=True)]
-
-
-async def _resolve_outputs(redis: Redis, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Put back the outputs a page's result events refer to (events.OUTPUT_REF): each
-    is its call's result in the step's hash, read in one round trip for the page."""
-    refs = [i for i, body in enumerate(bodies) if stored_output(body) is not None]
-    if not refs:
-        return bodies
-    with redis_errors_mapped():
-        async with redis.pipeline(transaction=False) as pipe:
-            for i in refs:
-                body = bodies[i]
-                pipe.hget(
-                    keys.step(body["run_id"], int(body["step"])),
-                    call_field(StepField.RESULT, body["tool_call_id"]),
-                )
-            results = await pipe.execute()
-    for i, result in zip(refs, results, strict=True):
-        output = json.loads(result).get("output") if result is not None else None
-        bodies[i] = with_output(bodies[i], output)
-    return bodies
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-# Transient: the server is away, restarting, loading, or out of memory for now.
-_TRANSIENT = (
-    redis_errors.ConnectionError,
-    redis_errors.TimeoutError,
-    redis_errors.BusyLoadingError,
-    redis_errors.TryAgainError,
-)
-
-
-@contextlib.contextmanager
-def redis_errors_mapped() -> Iterator[None]:
-    """Turn redis-py's errors into InfrastructureError, retryability as data."""
-    try:
-        yield
-    except (redis_errors.ConnectionError, redis_errors.TimeoutError) as exc:
-        raise InfrastructureError(f"cannot reach Redis: {exc}", retryable=True) from exc
-    except redis_errors.RedisError as exc:
-        retryable = isinstance(exc, _TRANSIENT) or str(exc).startswith("OOM")
-        raise InfrastructureError(f"Redis: {exc}", retryable=retryable) from exc
-
-
-class RunStore:
     def __init__(self, redis: Redis, *, retention_s: int = DEFAULT_RETENTION_S) -> None:
-        self.redis = redis
-        self.retention_s = retention_s
-        self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(src) for name, src in _SCRIPTS.items()
-        }
+        super().__init__(redis, _SCRIPTS, retention_s=retention_s)
 
-    async def _apply(self, transition: TransitionInput, reply: type[R]) -> R:
-        body = transition.model_dump(mode="json", exclude_none=True)
-        body["retention_s"] = self.retention_s
-        payload = json.dumps(body, separators=(",", ":"))
-        script, run_keys = self._scripts[transition.script], keys.run_keys(transition.run_id)
-        rider = RIDER.get()
+    async def _apply(
+        self, transition: TransitionInput, reply: type[R], *, ride: Ride | None = None
+    ) -> R:
+        return await self._send(
+            transition.script, keys.run_keys(transition.run_id), transition, reply, ride=ride
+        )
+
+    async def _with_outputs(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Put back the outputs a page's result events refer to (events.OUTPUT_REF): each
+        is its call's result in the step's hash, read in one round trip for the page."""
+        refs = [i for i, body in enumerate(bodies) if stored_output(body) is not None]
+        if not refs:
+            return bodies
         with redis_errors_mapped():
-            if rider is not None and rider.rides_on(transition.script):
-                raw = await rider.ride(
-                    script, run_keys, [payload]
-                )  # orchestrator/machine/riders.py
-            else:
-                raw = await script(keys=run_keys, args=[payload])
-        return reply.model_validate_json(raw)
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for i in refs:
+                    body = bodies[i]
+                    pipe.hget(
+                        keys.step(body["run_id"], int(body["step"])),
+                        call_field(StepField.RESULT, body["tool_call_id"]),
+                    )
+                results = await pipe.execute()
+        for i, result in zip(refs, results, strict=True):
+            output = json.loads(result).get("output") if result is not None else None
+            bodies[i] = with_output(bodies[i], output)
+        return bodies
 
     # -- transitions (see orchestrator/runs/lua/*.lua for each one's replies) -----------
 
@@ -212,17 +135,19 @@ class RunStore:
                 for n in range(step):
                     pipe.hgetall(keys.step(run_id, n))
                 replies = await pipe.execute()
-        steps = [{_text(k): _text(v) for k, v in r.items()} for r in replies[1:]]
-        return resolve_messages([_text(m) for m in replies[0]], steps)
+        steps = [texts(r) for r in replies[1:]]
+        return resolve_messages([text(m) for m in replies[0]], steps)
 
-    async def commit_step(self, transition: CommitStep) -> Reply:
-        return await self._apply(transition, Reply)
+    async def commit_step(self, transition: CommitStep, *, ride: Ride | None = None) -> Reply:
+        """`ride`: the caller sends the transition, with what it adds (a worker's job end)."""
+        return await self._apply(transition, Reply, ride=ride)
 
     async def claim_call(self, transition: ClaimCall) -> ClaimCallReply:
         return await self._apply(transition, ClaimCallReply)
 
-    async def record_result(self, transition: RecordResult) -> Reply:
-        return await self._apply(transition, Reply)
+    async def record_result(self, transition: RecordResult, *, ride: Ride | None = None) -> Reply:
+        """`ride`: the caller sends the transition, with what it adds (a worker's job end)."""
+        return await self._apply(transition, Reply, ride=ride)
 
     async def resolve_approval(self, transition: ResolveApproval) -> Reply:
         return await self._apply(transition, Reply)
@@ -245,8 +170,8 @@ class RunStore:
     async def workflow_outcomes(self, run_id: str, step: int, call_id: str) -> dict[str, str]:
         """A workflow call's node outcomes so far (node id -> NodeOutcome JSON)."""
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.hgetall(keys.workflow(run_id, step, call_id)))
-        return {_text(k): _text(v) for k, v in raw.items()}
+            raw = await resolved(self.redis.hgetall(keys.workflow(run_id, step, call_id)))
+        return texts(raw)
 
     async def emit(self, run_id: str, events: Sequence[str]) -> int:
         """Append events to a live run; the last seq, or 0 if the run has ended."""
@@ -267,19 +192,19 @@ class RunStore:
     async def wait_answer(self, run_id: str, request_id: str, timeout_s: float) -> str | None:
         """Block until the answer to an input request is posted (or the timeout passes)."""
         with redis_errors_mapped():
-            popped = await _resolved(
+            popped = await resolved(
                 self.redis.blpop([keys.answer(run_id, request_id)], timeout=max(1, int(timeout_s)))
             )
-        return _text(popped[1]) if popped else None
+        return text(popped[1]) if popped else None
 
     # -- reads ---------------------------------------------------------------
 
     async def meta(self, run_id: str) -> dict[str, str]:
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.hgetall(keys.meta(run_id)))
+            raw = await resolved(self.redis.hgetall(keys.meta(run_id)))
         if not raw:
             raise RunNotFoundError(f"no run with id {run_id!r}")
-        return {_text(k): _text(v) for k, v in raw.items()}
+        return texts(raw)
 
     async def call_state(
         self, run_id: str, step: int, call_id: str
@@ -287,8 +212,8 @@ class RunStore:
         """The call's record and status, for building transitions from outside."""
         fields = [call_field(StepField.CALL, call_id), call_field(StepField.CALL_STATUS, call_id)]
         with redis_errors_mapped():
-            call, status = await _resolved(self.redis.hmget(keys.step(run_id, step), fields))
-        return (_text(call) if call else None, _text(status) if status else None)
+            call, status = await resolved(self.redis.hmget(keys.step(run_id, step), fields))
+        return (text(call) if call else None, text(status) if status else None)
 
     async def agent_children(self, run_id: str) -> list[str]:
         """The ids of the child runs the run's current step started or is starting (its
@@ -296,11 +221,11 @@ class RunStore:
         meta = await self.meta(run_id)
         step = int(meta.get(MetaField.STEP, "0"))
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.hgetall(keys.step(run_id, step)))
-            tools = await _resolved(self.redis.hgetall(keys.tools(run_id)))
-        fields = {_text(k): _text(v) for k, v in raw.items()}
+            raw = await resolved(self.redis.hgetall(keys.step(run_id, step)))
+            tools = await resolved(self.redis.hgetall(keys.tools(run_id)))
+        fields = texts(raw)
         agents = {
-            _text(name) for name, tool in tools.items() if json.loads(tool).get("kind") == "agent"
+            text(name) for name, tool in tools.items() if json.loads(tool).get("kind") == "agent"
         }
         children: list[str] = []
         for call_id in json.loads(fields.get(StepField.ORDER, "[]")):
@@ -311,13 +236,13 @@ class RunStore:
 
     async def tool_def(self, run_id: str, name: str) -> str | None:
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.hget(keys.tools(run_id), name))
-        return _text(raw) if raw else None
+            raw = await resolved(self.redis.hget(keys.tools(run_id), name))
+        return text(raw) if raw else None
 
     async def tool_defs(self, run_id: str) -> list[str]:
         """The run's frozen tool definitions (JSON), for readers such as `agentq run`."""
-        raw = await _resolved(self.redis.hgetall(keys.tools(run_id)))
-        return [_text(v) for v in raw.values()]
+        raw = await resolved(self.redis.hgetall(keys.tools(run_id)))
+        return [text(v) for v in raw.values()]
 
     async def snapshot(
         self, run_id: str, *, resolved: bool = True
@@ -333,8 +258,8 @@ class RunStore:
                 for n in range(last + 1):
                     pipe.hgetall(keys.step(run_id, n))
                 replies = await pipe.execute()
-        by_index = [{_text(k): _text(v) for k, v in r.items()} for r in replies[1:]]
-        messages = [_text(m) for m in replies[0]]
+        by_index = [texts(r) for r in replies[1:]]
+        messages = [text(m) for m in replies[0]]
         if resolved:
             messages = resolve_messages(
                 messages, await self._with_later_steps(run_id, by_index, messages)
@@ -354,14 +279,14 @@ class RunStore:
                 for n in range(len(steps), last + 1):
                     pipe.hgetall(keys.step(run_id, n))
                 later = await pipe.execute()
-        return steps + [{_text(k): _text(v) for k, v in r.items()} for r in later]
+        return steps + [texts(r) for r in later]
 
     async def _status(self, run_id: str) -> str:
         with redis_errors_mapped():
-            status = await _resolved(self.redis.hget(keys.meta(run_id), MetaField.STATUS))
+            status = await resolved(self.redis.hget(keys.meta(run_id), MetaField.STATUS))
         if status is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
-        return _text(status)
+        return text(status)
 
     async def events(
         self, run_id: str, after: int = 0, *, follow: bool = False, block_ms: int = 5000
@@ -373,7 +298,7 @@ class RunStore:
             # An ended run's stream is complete: read what is left, do not block.
             follow = await self._status(run_id) not in TERMINAL_STATUSES
         while True:
-            page = await read_event_page(self.redis, stream, last, follow=follow, block_ms=block_ms)
+            page = await self.event_page(stream, last, follow=follow, block_ms=block_ms)
             for event in page:
                 last = event.seq
                 yield event
@@ -444,17 +369,17 @@ class RunStore:
                 catalogued, announced = await pipe.execute()
         now = time.time()
         merged = {
-            _text(k): ToolAnnouncement.model_validate_json(v).model_copy(update={"seen_at": now})
+            text(k): ToolAnnouncement.model_validate_json(v).model_copy(update={"seen_at": now})
             for k, v in catalogued.items()
         }
         for k, v in announced.items():
             ann = ToolAnnouncement.model_validate_json(v)
-            key = _text(k)
+            key = text(k)
             if key not in merged or now - ann.seen_at <= ANNOUNCEMENT_TTL_S:
                 merged[key] = ann
         return merged
 
     async def _announcements(self, key: str) -> dict[str, ToolAnnouncement]:
         with redis_errors_mapped():
-            raw = await _resolved(self.redis.hgetall(key))
-        return {_text(k): ToolAnnouncement.model_validate_json(v) for k, v in raw.items()}
+            raw = await resolved(self.redis.hgetall(key))
+        return {text(k): ToolAnnouncement.model_validate_json(v) for k, v in raw.items()}

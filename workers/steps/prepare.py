@@ -47,9 +47,10 @@ from agentq.orchestrator.loop.prepare import (
 from agentq.orchestrator.machine import keys
 from agentq.orchestrator.machine.keys import context_summary, hook_reply
 from agentq.orchestrator.redis.connect import MAX_BLOCK_S
+from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.result import StepResult, assemble
 from agentq.orchestrator.runs.state import FailureKind, StepField
-from agentq.orchestrator.runs.store import RunStore, redis_errors_mapped
+from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools.resolution import ToolDef, live_registry
 from agentq.workers.models import ModelRequest
 from agentq.workers.models.model_client import ModelClient

@@ -7,16 +7,14 @@
 --   specs, records, pending, running) derive from KEYS[1] and carry the same hash tag,
 --   so a transition touches one Redis Cluster slot (arq's queue keys excepted).
 -- ARGV[1] the transition's input model (orchestrator/batches/state.py) as JSON: `A`.
--- Every script returns reply(...): one JSON object, {outcome = BOUT.*, ...}.
+-- Every script returns reply(...): one JSON object, {outcome = BOUT.*, ...}. reply and
+-- enqueue are the includes every machine shares (orchestrator/machine/lua/).
 local sched, ring, index = KEYS[1], KEYS[2], KEYS[3]
 local A = cjson.decode(ARGV[1])
 local base = string.sub(sched, 1, #sched - #BK.SCHED)
 
-local function reply(outcome, fields)
-  local r = fields or {}
-  r.outcome = outcome
-  return cjson.encode(r)
-end
+-- @include reply
+-- @include enqueue
 
 local function bkey(id, suffix)
   return base .. BK.SEP .. id .. (suffix or '')
@@ -29,19 +27,6 @@ end
 
 local function num(value)
   return tonumber(value) or 0
-end
-
--- Enqueue in arq's own layout (job key + queue zset), then wake a sleeping worker.
-local function enqueue(job)
-  local job_key = K.ARQ_JOB .. job.job_id
-  if redis.call('EXISTS', job_key) == 1 then return 0 end
-  redis.call('PSETEX', job_key, job.expires_ms, job.payload)
-  redis.call('ZADD', job.queue_key, job.score_ms, job.job_id)
-  if job.wake then
-    redis.call('LPUSH', job.wake_key, '1')
-    redis.call('LTRIM', job.wake_key, 0, 63)
-  end
-  return 1
 end
 
 -- A batch joins the ring at the lowest pass in it: it takes its turn from now on,

@@ -8,16 +8,16 @@
 --   go to (QueuedJob's keys, built in Python): a transition touches one slot.
 -- ARGV[1] the transition's input model (orchestrator/runs/state/inputs.py) as JSON: `A`.
 --   Read here: A.run_id, A.at, A.retention_s (TransitionInput's own fields).
--- Every script returns reply(...): one JSON object, {outcome = OUT.*, ...}.
+-- Every script returns reply(...): one JSON object, {outcome = OUT.*, ...}. The helpers
+-- every machine shares (reply, emit, enqueue) are includes (orchestrator/machine/lua/).
 -- Every script checks before it writes, so a refused transition writes nothing.
 local meta, msgs, events = KEYS[1], KEYS[2], KEYS[3]
 local A = cjson.decode(ARGV[1])
+local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events in
 
-local function reply(outcome, fields)
-  local r = fields or {}
-  r.outcome = outcome
-  return cjson.encode(r)
-end
+-- @include reply
+-- @include emit
+-- @include enqueue
 
 local function step_key(n)
   return meta .. K.STEP .. n
@@ -41,33 +41,6 @@ end
 
 local function is_parked(call_status)
   return call_status == CALL.AWAITING_APPROVAL or call_status == CALL.AWAITING_RESULT
-end
-
--- The event's sequence number is its stream id, so readers resume without gaps.
-local function emit(ev)
-  local seq = redis.call('HINCRBY', meta, F.SEQ, 1)
-  redis.call('XADD', events, '0-' .. seq, 'e', ev)
-  return seq
-end
-
-local function emit_all(list)
-  if list then
-    for _, ev in ipairs(list) do emit(ev) end
-  end
-end
-
--- Enqueue in arq's own layout (job key + queue zset), then wake a sleeping worker.
--- The job id is derived from (run, step, call): enqueueing twice is a no-op.
-local function enqueue(job)
-  local job_key = K.ARQ_JOB .. job.job_id
-  if redis.call('EXISTS', job_key) == 1 then return 0 end
-  redis.call('PSETEX', job_key, job.expires_ms, job.payload)
-  redis.call('ZADD', job.queue_key, job.score_ms, job.job_id)
-  if job.wake then
-    redis.call('LPUSH', job.wake_key, '1')
-    redis.call('LTRIM', job.wake_key, 0, 63)
-  end
-  return 1
 end
 
 local function usage_totals()

@@ -1,0 +1,118 @@
+"""The Store base: what the run, call and batch stores do alike.
+
+A machine's store applies a transition (its typed input as JSON to one Lua script,
+the script's one typed reply parsed), maps Redis errors to agentq's at its boundary,
+and reads its event stream a page at a time. What is a machine's own (its scripts,
+its keys, its reads) is in its subclass: `RunStore`, `CallStore`, `BatchStore`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Awaitable, Mapping
+from typing import Any, Protocol, TypeVar
+
+from pydantic import BaseModel
+from redis.asyncio import Redis
+from redis.commands.core import AsyncScript
+
+from agentq.orchestrator.core.events import Event, parse_event
+from agentq.orchestrator.redis.faults import redis_errors_mapped
+
+T = TypeVar("T")
+R = TypeVar("R", bound=BaseModel)
+
+EVENT_PAGE = 500  # events read per round trip
+
+
+def text(value: bytes | str) -> str:
+    """A Redis reply as text (clients with and without `decode_responses`)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def texts(raw: Mapping[Any, Any]) -> dict[str, str]:
+    """A hash as read (HGETALL) as text."""
+    return {text(k): text(v) for k, v in raw.items()}
+
+
+async def resolved(value: Awaitable[T] | T) -> T:
+    """redis-py types its asyncio commands as `Awaitable[X] | X`; this narrows them."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class Ride(Protocol):
+    """How a caller sends a transition itself, with something of its own in the same
+    round trip (a worker ends its job and claims the next ones behind the job's last
+    transition: workers/worker/runtime.py). It returns the script's reply, or raises its
+    error, as running the script alone would."""
+
+    async def __call__(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any: ...
+
+
+class Store:
+    """A machine's scripts registered on one Redis, and the reads every machine has.
+
+    `retention_s`, when the machine's records expire once ended, travels in every
+    transition's input (the scripts read it as `A.retention_s`)."""
+
+    def __init__(
+        self, redis: Redis, scripts: Mapping[str, str], *, retention_s: int | None = None
+    ) -> None:
+        self.redis = redis
+        self.retention_s = retention_s
+        self._scripts: dict[str, AsyncScript] = {
+            name: redis.register_script(src) for name, src in scripts.items()
+        }
+
+    async def _send(
+        self,
+        script: str,
+        keys: list[str],
+        transition: BaseModel,
+        reply: type[R],
+        *,
+        ride: Ride | None = None,
+    ) -> R:
+        """Apply one transition: its input as JSON to its script, sent in the caller's
+        `ride` when it brings one; the script's reply parsed into `reply`."""
+        body = transition.model_dump(mode="json", exclude_none=True)
+        if self.retention_s is not None:
+            body["retention_s"] = self.retention_s
+        args = [json.dumps(body, separators=(",", ":"))]
+        with redis_errors_mapped():
+            if ride is not None:
+                raw = await ride(self._scripts[script], keys, args)
+            else:
+                raw = await self._scripts[script](keys=keys, args=args)
+        return reply.model_validate_json(raw)
+
+    async def event_page(
+        self, stream: str, last: int, *, follow: bool, block_ms: int
+    ) -> list[Event]:
+        """The next events of an event stream after sequence `last`: with `follow`,
+        waiting up to `block_ms` for one; else what is there now. At most EVENT_PAGE."""
+        with redis_errors_mapped():
+            if follow:
+                reply = await self.redis.xread(
+                    {stream: f"0-{last}"}, count=EVENT_PAGE, block=block_ms
+                )
+                entries = reply[0][1] if reply else []
+            else:
+                entries = await self.redis.xrange(stream, min=f"(0-{last}", count=EVENT_PAGE)
+        bodies = [
+            (
+                int(text(entry_id).split("-")[1]),
+                json.loads(fields[b"e"] if b"e" in fields else fields["e"]),
+            )
+            for entry_id, fields in entries
+        ]
+        complete = await self._with_outputs([body for _, body in bodies])
+        return [parse_event(seq, body) for (seq, _), body in zip(bodies, complete, strict=True)]
+
+    async def _with_outputs(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A page's event bodies made whole; a machine whose events refer to what it
+        stores elsewhere (the run's results) reads it back here."""
+        return bodies
