@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import httpx
 
 from agentq.orchestrator.core.errors import ProviderError
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine import keys, scripts
 from agentq.orchestrator.policy.endpoints import Endpoint
 from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse, Provider
 
@@ -43,74 +43,10 @@ LEARNED_TTL_S = 3600
 # boundary (a full window's worth at its end, another at the next one's start), which a
 # provider counting any 60 s would refuse. Each admitted call is a ticket in a sorted set
 # (score: admission time) with its tokens in a hash and their sum in a counter; tickets
-# older than the window are dropped on the next acquire.
-# KEYS[1] prefix. ARGV: tokens, configured rpm, configured tpm (0 = none), window ms,
-# ticket. Returns {wait_ms, ''} or {0, ticket, admitted at (ms, the ticket's score)}.
-# Time comes from Redis so that worker clocks do not matter.
-ACQUIRE = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local until_ms = tonumber(redis.call('GET', KEYS[1] .. ':backoff') or '0')
-if until_ms > now then return {until_ms - now, ''} end
-local span = tonumber(ARGV[4])
-local log, spent, sum = KEYS[1] .. ':log', KEYS[1] .. ':spent', KEYS[1] .. ':spent-sum'
-local expired = redis.call('ZRANGEBYSCORE', log, '-inf', now - span)
-if #expired > 0 then
-  local freed = 0
-  for _, ticket in ipairs(expired) do
-    freed = freed + (tonumber(redis.call('HGET', spent, ticket)) or 0)
-    redis.call('HDEL', spent, ticket)
-  end
-  redis.call('DECRBY', sum, freed)
-  redis.call('ZREMRANGEBYSCORE', log, '-inf', now - span)
-end
-local function limit(configured, learned)
-  configured = tonumber(configured) or 0
-  learned = tonumber(learned) or 0
-  if configured > 0 and learned > 0 then return math.min(configured, learned) end
-  return math.max(configured, learned)
-end
-local learned = redis.call('HMGET', KEYS[1] .. ':learned', 'rpm', 'tpm')
-local rpm = limit(ARGV[2], learned[1])
-local tpm = limit(ARGV[3], learned[2])
-local reqs = redis.call('ZCARD', log)
-local used = tonumber(redis.call('GET', sum) or '0')
-local tokens = tonumber(ARGV[1])
--- Over a limit: wait until the oldest ticket leaves the window (then look again).
-local oldest = redis.call('ZRANGE', log, 0, 0, 'WITHSCORES')
-local wait = span
-if oldest[2] then wait = tonumber(oldest[2]) + span - now + 1 end
-if rpm > 0 and reqs >= rpm then return {wait, ''} end
--- A call bigger than the whole budget still runs alone in an empty window.
-if tpm > 0 and used > 0 and used + tokens > tpm then return {wait, ''} end
-redis.call('ZADD', log, now, ARGV[5])
-redis.call('HSET', spent, ARGV[5], tokens)
-redis.call('INCRBY', sum, tokens)
-for _, key in ipairs({log, spent, sum}) do redis.call('PEXPIRE', key, 2 * span + 60000) end
-return {0, ARGV[5], now}
-"""
-
-# KEYS[1] prefix. ARGV: ticket, tokens to add (may be negative). A no-op once the
-# ticket has left the window.
-CORRECT = """
-local spent = KEYS[1] .. ':spent'
-if redis.call('HEXISTS', spent, ARGV[1]) == 0 then return 0 end
-redis.call('HINCRBY', spent, ARGV[1], ARGV[2])
-redis.call('INCRBY', KEYS[1] .. ':spent-sum', ARGV[2])
-return 1
-"""
-
-# KEYS[1] prefix. ARGV: seconds. Extends the shared back-off, never shortens it.
-BACKOFF = """
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local target = now + math.floor(tonumber(ARGV[1]) * 1000)
-local current = tonumber(redis.call('GET', KEYS[1] .. ':backoff') or '0')
-if target > current then
-  redis.call('SET', KEYS[1] .. ':backoff', target, 'PX', target - now + 1000)
-end
-return target
-"""
+# older than the window are dropped on the next acquire (lua/rate_*.lua).
+ACQUIRE = scripts.script("agentq.workers.models", "rate_acquire")
+CORRECT = scripts.script("agentq.workers.models", "rate_correct")
+BACKOFF = scripts.script("agentq.workers.models", "rate_backoff")
 
 
 class RedisLike(Protocol):

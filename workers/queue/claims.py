@@ -37,137 +37,16 @@ from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
 from agentq.orchestrator.machine import keys as state_keys
+from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
+from agentq.orchestrator.machine.store import text
 from agentq.workers.worker.liveness import holders_key, jobs_key
 
 ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
 RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
 
-# KEYS: queue, wake-up list, worker's jobs hash, holders set, abort set (one partition's).
-# ARGV: '1' when the worker's lease is held (else it claims nothing), worker id, how many
-#       to claim,
-#       in-progress backstop ms, in-progress prefix, job prefix, retry prefix, retry
-#       keep s, lease record prefix, ended job id ('' for none), 'done' | 'release',
-#       defer ms (a release due that much later), '1' when the call rides behind the
-#       job's last transition (see below), then the ids of jobs this worker leaves to
-#       others (it lacks their tool).
-# Reply: {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
-#        jobs were left behind for want of slots.
-TAKE = """
--- Redis's clock, not the caller's: a claim sent behind a BLPOP runs when a token comes.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local me, n = ARGV[2], tonumber(ARGV[3])
-local queue, wake, jobs, holders, aborts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
-
-local ended = ARGV[10]
-if ended ~= '' then
-  if ARGV[13] == '1' then
-    -- Behind the job's last transition: a denied write first (a no-op, the worker is in
-    -- the set), so that a full Redis, which refused the transition, refuses this too
-    -- before it ends anything.
-    redis.call('SADD', holders, me)
-  end
-  local progress = progress_prefix .. ended
-  local holder = redis.call('GET', progress)
-  local record = redis.call('HGET', jobs, ended)
-  local ours = holder == me or (not holder and record ~= false)
-  redis.call('HDEL', jobs, ended)
-  if ARGV[11] == 'done' then
-    if ours then redis.call('DEL', progress) end
-    redis.call('DEL', retry_prefix .. ended, job_prefix .. ended)
-    redis.call('ZREM', queue, ended)
-    redis.call('ZREM', aborts, ended)
-  elseif ours then
-    redis.call('DEL', progress)
-    local tries = tonumber(redis.call('GET', retry_prefix .. ended) or '0')
-    if tries > 0 then redis.call('DECR', retry_prefix .. ended) end
-    if redis.call('ZSCORE', queue, ended) then
-      local defer = tonumber(ARGV[12])
-      local due = now + defer
-      if defer <= 0 and record then
-        local ok, rec = pcall(cjson.decode, record)
-        if ok and type(rec) == 'table' and rec.s then due = rec.s end
-      end
-      redis.call('ZADD', queue, due, ended)
-      if defer <= 0 then
-        redis.call('LPUSH', wake, '1')
-        redis.call('LTRIM', wake, 0, 63)
-      end
-    end
-  end
-end
-
-local out = {0}
-if n <= 0 or ARGV[1] ~= '1' then return out end
-local skip, skipping = {}, 0
-for i = 14, #ARGV do
-  skip[ARGV[i]] = true
-  skipping = skipping + 1
-end
-local limit = n + skipping + 1
-local due = redis.call('ZRANGEBYSCORE', queue, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
-local claimed, skipped, more = 0, false, #due / 2 >= limit
-for i = 1, #due, 2 do
-  local id, score = due[i], due[i + 1]
-  if skip[id] then
-    skipped = true
-  elseif claimed >= n then
-    more = true
-  else
-    local progress = progress_prefix .. id
-    if redis.call('EXISTS', progress) == 1 then
-      redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
-    elseif redis.call('ZREM', aborts, id) == 1 then
-      -- its run was cancelled before it started: it never runs
-      redis.call('ZREM', queue, id)
-      redis.call('DEL', job_prefix .. id, retry_prefix .. id)
-    else
-      local payload = redis.call('GET', job_prefix .. id)
-      if not payload then  -- expired before anyone ran it
-        redis.call('ZREM', queue, id)
-        redis.call('DEL', retry_prefix .. id)
-      else
-        redis.call('SET', progress, me, 'PX', ARGV[4])
-        redis.call('ZADD', queue, '+inf', id)
-        redis.call('HSET', jobs, id, ARGV[9] .. score .. '}')
-        local tries = redis.call('INCR', retry_prefix .. id)
-        redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
-        claimed = claimed + 1
-        out[#out + 1] = id
-        out[#out + 1] = score
-        out[#out + 1] = payload
-        out[#out + 1] = tries
-      end
-    end
-  end
-end
-if claimed > 0 then redis.call('SADD', holders, me) end
-if more then
-  out[1] = 1
-  if redis.call('LLEN', wake) == 0 then redis.call('LPUSH', wake, '1') end
-elseif not skipped then
-  redis.call('DEL', wake)
-end
-return out
-"""
-
-# One given job, for a holder that picks its job itself (a remote service's lease,
-# which sets its liveness key just before).
-# KEYS: in-progress, queue, holder's jobs hash, holders set (the job's partition's).
-# ARGV: job id, now ms, holder id, lease record prefix, backstop ms.
-# Returns the job's score, or nil when it is held, gone or not due.
-CLAIM_ONE = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
-if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
-redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[5])
-redis.call('ZADD', KEYS[2], '+inf', ARGV[1])
-redis.call('HSET', KEYS[3], ARGV[1], ARGV[4] .. score .. '}')
-redis.call('SADD', KEYS[4], ARGV[3])
-return score
-"""
+TAKE = scripts.script("agentq.workers.queue", "take")
+CLAIM_ONE = scripts.script("agentq.workers.queue", "claim_one")
 
 
 def record_prefix(queue_key: str, wake_key: str) -> str:
@@ -201,18 +80,14 @@ def parse_take(reply: list[Any]) -> tuple[bool, list[Claimed]]:
     more = bool(int(reply[0]))
     claimed = [
         Claimed(
-            job_id=_text(reply[i]),
-            score=int(float(_text(reply[i + 1]))),
+            job_id=text(reply[i]),
+            score=int(float(text(reply[i + 1]))),
             payload=reply[i + 2] if isinstance(reply[i + 2], bytes) else str(reply[i + 2]).encode(),
             deliveries=int(reply[i + 3]),
         )
         for i in range(1, len(reply), 4)
     ]
     return more, claimed
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class Taker:

@@ -32,6 +32,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from agentq.orchestrator.machine import scripts
 from agentq.sandbox import (
     ExecRequest,
     ExecResult,
@@ -51,14 +52,7 @@ _REPLY_TTL_S = 120
 # Time beyond the call's own timeout a forwarded call may take (admission, a cold start).
 _FORWARD_SLACK_S = 90.0
 
-# Delete a session's entry only if it still names the owner found gone (a newer
-# claim by another worker must survive).
-_FORGET_IF = """
-if redis.call('HGET', KEYS[1], ARGV[1]) == ARGV[2] then
-  return redis.call('HDEL', KEYS[1], ARGV[1])
-end
-return 0
-"""
+_FORGET_IF = scripts.script("agentq.workers.tools", "forget_if")
 
 
 class RedisLiveness:

@@ -24,7 +24,7 @@ from typing import NamedTuple
 import redis
 from redis.asyncio import Redis
 
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine import keys, scripts
 from agentq.orchestrator.redis.faults import Outage, is_transient
 
 log = logging.getLogger("agentq.worker")
@@ -57,72 +57,9 @@ def pool_key(queue: str) -> str:
     return f"aq:pool:{queue}"
 
 
-# KEYS[1] liveness key. ARGV[1] worker id, ARGV[2] lease ms. 1 renewed, 0 the key was gone.
-RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return 1
-end
-return 0
-"""
-
-# KEYS[1] a hash: when a reaper last passed, since when passes have come without a gap,
-# and when one last looked at the workers (Redis's own clock, ms). ARGV[1] the longest
-# gap between passes that still counts as steady; ARGV[2] how long passes must have been
-# steady; ARGV[3] how long after another reaper's look this pass looks again (every
-# process of a fleet passes; one look per period is enough). Returns 1 when this pass
-# looks at the workers (`reap_lapsed`). After a gap (Redis itself was stopped, restarted
-# or unreachable) every lease may have lapsed at once, live workers' too: nothing is
-# reaped until the live ones have had time to renew.
-REAP_GATE = """
-local t = redis.call('TIME')
-local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local state = redis.call('HMGET', KEYS[1], 'last', 'since', 'looked')
-local last = tonumber(state[1] or '0')
-local since = tonumber(state[2] or '0')
-if now_ms - last > tonumber(ARGV[1]) then
-  since = now_ms
-  redis.call('HSET', KEYS[1], 'since', since)
-end
-redis.call('HSET', KEYS[1], 'last', now_ms)
-if now_ms - since < tonumber(ARGV[2]) then return 0 end
-if now_ms - tonumber(state[3] or '0') < tonumber(ARGV[3] or '0') then return 0 end
-redis.call('HSET', KEYS[1], 'looked', now_ms)
-return 1
-"""
-
-# One partition of a worker whose lease lapsed (its liveness key was found gone): its
-# jobs there are re-delivered (their in-progress keys go, only those it still holds, and
-# their queues are woken) and it leaves the partition's holders. Every key is in the
-# partition's slot (a lease record names its partition's queue and wake-up list).
-# KEYS[1] the partition's holders set, KEYS[2] the worker's jobs hash there. ARGV[1] the
-# worker id, ARGV[2] arq's in-progress key prefix. Returns how many it re-delivered.
-REAP_PARTITION = """
-local id = ARGV[1]
-local reaped = 0
-local jobs = redis.call('HGETALL', KEYS[2])
-for i = 1, #jobs, 2 do
-  local progress = ARGV[2] .. jobs[i]
-  local holder = redis.call('GET', progress)
-  if holder == id or not holder then
-    redis.call('DEL', progress)
-    -- A lease record (workers/queue/claims.py): the job goes back into its queue's ready
-    -- range at the score it had; an older entry is the wake-up list alone.
-    local wake = jobs[i + 1]
-    local ok, rec = pcall(cjson.decode, wake)
-    if ok and type(rec) == 'table' and rec.w then
-      if redis.call('ZSCORE', rec.q, jobs[i]) then redis.call('ZADD', rec.q, rec.s, jobs[i]) end
-      wake = rec.w
-    end
-    redis.call('LPUSH', wake, '1')
-    redis.call('LTRIM', wake, 0, 63)
-    reaped = reaped + 1
-  end
-end
-redis.call('DEL', KEYS[2])
-redis.call('SREM', KEYS[1], id)
-return reaped
-"""
+RENEW = scripts.script("agentq.workers.worker", "renew")
+REAP_GATE = scripts.script("agentq.workers.worker", "reap_gate")
+REAP_PARTITION = scripts.script("agentq.workers.worker", "reap_partition")
 
 
 async def reap_lapsed(redis: Redis, cadence: Cadence) -> int:

@@ -27,6 +27,7 @@ from agentq.orchestrator.core.errors import RunNotFoundError, ToolError
 from agentq.orchestrator.core.events import Event, event_json
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.keys import WEBHOOK_RUNS, meta, webhook_cursors, webhook_lock
 from agentq.orchestrator.policy.endpoints import Resolver
 from agentq.orchestrator.policy.signing import signed_headers
@@ -50,11 +51,7 @@ MAX_BACKOFF_S = 60.0
 MAX_RUNS_PER_WORKER = 64
 _RETRY_STATUSES = frozenset({408, 429})
 
-# KEYS[1] a lock. ARGV[1] its holder. Deletes it only if still held by the holder.
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
+_RELEASE = scripts.script("agentq.workers.worker", "release")
 
 
 class _Failed(Exception):

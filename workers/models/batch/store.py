@@ -12,70 +12,23 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.machine import keys, lua_constants, scripts
+from agentq.orchestrator.machine.store import resolved, text, texts
 from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField
 
 T = TypeVar("T")
 
-# KEYS: known, pending. ARGV: member, now ms. Joins the queue once.
-_PARK = """
-if redis.call('SADD', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
-return 1
-"""
-
-# KEYS: lease. ARGV: owner, lease ms. Take or renew the group's lease.
-_LEASE = """
-local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
-
-# KEYS: pending, inflight, batch. ARGV: batch id, max members, max age ms, now ms.
-# When the queue is full enough or old enough, move its oldest members into a new batch.
-_FORM = """
-local n = redis.call('ZCARD', KEYS[1])
-if n == 0 then return false end
-local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-if n < tonumber(ARGV[2]) and tonumber(ARGV[4]) - tonumber(oldest[2]) < tonumber(ARGV[3]) then
-  return false
-end
-local members = redis.call('ZRANGE', KEYS[1], 0, tonumber(ARGV[2]) - 1)
-redis.call('ZREM', KEYS[1], unpack(members))
-redis.call('HSET', KEYS[3], 'members', cjson.encode(members), 'state', 'new', 'at', ARGV[4])
-redis.call('SADD', KEYS[2], ARGV[1])
-return cjson.encode(members)
-"""
-
-# KEYS: batch step, arq job, queue, wake list. ARGV: result, job payload, score, expires ms.
-# The answer is written once, and the step's model job enqueued to take it.
-_DELIVER = """
-if redis.call('HSETNX', KEYS[1], 'result', ARGV[1]) == 0 then return 0 end
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  redis.call('PSETEX', KEYS[2], ARGV[4], ARGV[2])
-  redis.call('ZADD', KEYS[3], ARGV[3], string.match(KEYS[2], '^arq:job:(.*)$'))
-  redis.call('LPUSH', KEYS[4], '1')
-  redis.call('LTRIM', KEYS[4], 0, 63)
-end
-return 1
-"""
-
-
-async def _r(value: Awaitable[T] | T) -> T:
-    if isinstance(value, Awaitable):
-        return cast(T, await value)
-    return value
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+_PACKAGE = "agentq.workers.models.batch"
+_PARK = scripts.script(_PACKAGE, "park")
+_LEASE = scripts.script(_PACKAGE, "lease")
+_FORM = scripts.script(_PACKAGE, "form")
+# Enqueues in arq's layout: the constants chunk gives it the job key's prefix.
+_DELIVER = scripts.load(_PACKAGE, ["deliver"], constants=lua_constants.render())["deliver"]
 
 
 def now_ms() -> int:
@@ -105,12 +58,12 @@ class ProviderBatchStore:
 
     async def run_ended(self, run_id: str) -> bool:
         """The run is gone or closed (cancelled meanwhile): its request need not be sent."""
-        status = await _r(self.redis.hget(keys.meta(run_id), MetaField.STATUS))
-        return status is None or _s(status) in TERMINAL_STATUSES
+        status = await resolved(self.redis.hget(keys.meta(run_id), MetaField.STATUS))
+        return status is None or text(status) in TERMINAL_STATUSES
 
     async def parked(self, run_id: str, step: int) -> ParkedStep:
-        raw = await _r(self.redis.hgetall(keys.batch_step(run_id, step)))
-        return ParkedStep({_s(k): _s(v) for k, v in raw.items()})
+        raw = await resolved(self.redis.hgetall(keys.batch_step(run_id, step)))
+        return ParkedStep(texts(raw))
 
     async def park(
         self, run_id: str, step: int, group: str, ref: str, path: str, body: dict[str, Any]
@@ -133,11 +86,13 @@ class ProviderBatchStore:
     # -- the collector's side ---------------------------------------------------------
 
     async def groups(self) -> list[str]:
-        return sorted(_s(g) for g in await _r(self.redis.smembers(keys.PROVIDER_BATCH_GROUPS)))
+        return sorted(
+            text(g) for g in await resolved(self.redis.smembers(keys.PROVIDER_BATCH_GROUPS))
+        )
 
     async def group_ref(self, group: str) -> str | None:
-        raw = await _r(self.redis.hget(keys.provider_batch_group(group), "ref"))
-        return None if raw is None else _s(raw)
+        raw = await resolved(self.redis.hget(keys.provider_batch_group(group), "ref"))
+        return None if raw is None else text(raw)
 
     async def take_lease(self, group: str, owner: str, lease_s: float) -> bool:
         held = await self._lease(
@@ -146,8 +101,8 @@ class ProviderBatchStore:
         return bool(held)
 
     async def lease_holder(self, group: str) -> str | None:
-        raw = await _r(self.redis.get(keys.provider_batch_lease(group)))
-        return None if raw is None else _s(raw)
+        raw = await resolved(self.redis.get(keys.provider_batch_lease(group)))
+        return None if raw is None else text(raw)
 
     async def form(
         self, group: str, batch_id: str, max_requests: int, max_age_s: float
@@ -160,18 +115,18 @@ class ProviderBatchStore:
             ],
             args=[batch_id, max_requests, int(max_age_s * 1000), now_ms()],
         )
-        return None if raw is None else [str(m) for m in json.loads(_s(raw))]
+        return None if raw is None else [str(m) for m in json.loads(text(raw))]
 
     async def inflight(self, group: str) -> list[str]:
-        raw = await _r(self.redis.smembers(keys.provider_batch_inflight(group)))
-        return sorted(_s(b) for b in raw)
+        raw = await resolved(self.redis.smembers(keys.provider_batch_inflight(group)))
+        return sorted(text(b) for b in raw)
 
     async def batch(self, group: str, batch_id: str) -> dict[str, str]:
-        raw = await _r(self.redis.hgetall(keys.provider_batch(group, batch_id)))
-        return {_s(k): _s(v) for k, v in raw.items()}
+        raw = await resolved(self.redis.hgetall(keys.provider_batch(group, batch_id)))
+        return texts(raw)
 
     async def update_batch(self, group: str, batch_id: str, **fields: str) -> None:
-        await _r(self.redis.hset(keys.provider_batch(group, batch_id), mapping=fields))
+        await resolved(self.redis.hset(keys.provider_batch(group, batch_id), mapping=fields))
 
     async def deliver(self, group: str, member: str, result: str) -> bool:
         """Store a member's answer and wake its step; then it is no longer known."""
@@ -184,9 +139,9 @@ class ProviderBatchStore:
                 job.queue_key,
                 job.wake_key,
             ],
-            args=[result, job.payload, job.score_ms, job.expires_ms],
+            args=[result, job.model_dump_json()],
         )
-        await _r(self.redis.srem(keys.provider_batch_known(group), member))
+        await resolved(self.redis.srem(keys.provider_batch_known(group), member))
         return bool(delivered)
 
     async def end_batch(self, group: str, batch_id: str) -> None:

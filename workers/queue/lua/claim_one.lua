@@ -1,0 +1,14 @@
+-- claim_one: one given job, for a holder that picks its job itself (a remote service's
+--   lease, which sets its liveness key just before).
+-- KEYS    in-progress key, queue, holder's jobs hash, holders set (the job's partition's).
+-- ARGV    [1] job id, [2] now ms, [3] holder id, [4] lease record prefix, [5] backstop ms.
+-- Replies the job's score, or nil when it is held, gone or not due.
+-- Effects the job's in-progress key, its score +inf, its lease record, the holder listed.
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
+redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[5])
+redis.call('ZADD', KEYS[2], '+inf', ARGV[1])
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[4] .. score .. '}')
+redis.call('SADD', KEYS[4], ARGV[3])
+return score

@@ -1,0 +1,33 @@
+-- reap_partition: one partition of a worker whose lease lapsed (its liveness key was found
+--   gone). Every key is in the partition's slot (a lease record names its partition's
+--   queue and wake-up list).
+-- KEYS    [1] the partition's holders set, [2] the worker's jobs hash there.
+-- ARGV    [1] the worker id, [2] arq's in-progress key prefix.
+-- Replies how many jobs it re-delivered.
+-- Effects its jobs re-delivered (their in-progress keys go, only those it still holds,
+--         each back at the score it had, their queues woken); it leaves the holders.
+-- @include wake
+
+local id = ARGV[1]
+local reaped = 0
+local jobs = redis.call('HGETALL', KEYS[2])
+for i = 1, #jobs, 2 do
+  local progress = ARGV[2] .. jobs[i]
+  local holder = redis.call('GET', progress)
+  if holder == id or not holder then
+    redis.call('DEL', progress)
+    -- A lease record (workers/queue/claims.py): the job goes back into its queue's ready
+    -- range at the score it had; an older entry is the wake-up list alone.
+    local list = jobs[i + 1]
+    local ok, rec = pcall(cjson.decode, list)
+    if ok and type(rec) == 'table' and rec.w then
+      if redis.call('ZSCORE', rec.q, jobs[i]) then redis.call('ZADD', rec.q, rec.s, jobs[i]) end
+      list = rec.w
+    end
+    wake(list)
+    reaped = reaped + 1
+  end
+end
+redis.call('DEL', KEYS[2])
+redis.call('SREM', KEYS[1], id)
+return reaped
