@@ -62,6 +62,7 @@ from agentq.workers.models import ModelRequest, ModelResponse, OfferedTool
 from agentq.workers.models.batch.step import Route, batch_answer
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.model_client import ModelClient
+from agentq.workers.queue.claims import job_ride
 from agentq.workers.steps.genai_spans import (
     chat_attributes,
     chat_result_attributes,
@@ -306,7 +307,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     args = hops.stamp(commit_args(run_id, plan))
     if not isinstance(batched, Route):
         args = args.model_copy(update={"batch": True})
-    committed = await deps.store.commit_step(args)
+    committed = await deps.store.commit_step(args, ride=job_ride(ctx))
     hops.sent(enqueued_job_ids(args, committed.outcome))
     if committed.outcome == Outcome.FINISHED:
         deps.histories.drop(run_id)  # no step of the run comes next
@@ -376,7 +377,7 @@ async def _tool_call(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelop
             tracing.mark_error(tool_span, "tool_error", str(result.output))
     hops = tracing.Hops(run_id)
     args = hops.stamp(result_args(run_id, step, result))
-    recorded = await deps.store.record_result(args)
+    recorded = await deps.store.record_result(args, ride=job_ride(ctx))
     hops.sent(enqueued_job_ids(args, recorded.outcome))
     await _ended(deps, recorded.outcome, envelope)
 

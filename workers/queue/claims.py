@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,7 +39,7 @@ from redis.exceptions import NoScriptError
 from agentq.orchestrator.machine import keys as state_keys
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
-from agentq.orchestrator.machine.store import text
+from agentq.orchestrator.machine.store import Ride, text
 from agentq.workers.worker.liveness import holders_key, jobs_key
 
 ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
@@ -63,6 +63,18 @@ def lease_wake_key(raw: bytes | str) -> str:
     except ValueError:
         return value
     return str(record["w"]) if isinstance(record, dict) and "w" in record else value
+
+
+# The entry of a job's ctx through which its last run transition ends the job in its own
+# round trip (TAKE pipelined behind it; workers/worker/runtime.py sets it). Absent, the
+# transition goes alone and the worker ends the job after it.
+JOB_RIDE = "agentq_ride"
+
+
+def job_ride(ctx: Mapping[str, Any]) -> Ride | None:
+    """What the job passes to its last transition (`RunStore.commit_step`, `record_result`)."""
+    ride: Ride | None = ctx.get(JOB_RIDE)
+    return ride
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,6 @@ from agentq.orchestrator.loop.prepare import PREPARE_STEP_KIND
 from agentq.orchestrator.machine import keys
 from agentq.orchestrator.machine import keys as state_keys
 from agentq.orchestrator.machine.keys import job_prefix
-from agentq.orchestrator.machine.riders import RIDER
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.redis.connect import (
     MAX_BLOCK_S,
@@ -88,6 +87,7 @@ from agentq.workers.models.model_client import ModelClient
 from agentq.workers.models.ratelimit import Limits, RedisLike
 from agentq.workers.queue.claims import (
     ARQ_RETRY_PREFIX,
+    JOB_RIDE,
     RETRY_KEEP_S,
     Claimed,
     Taker,
@@ -435,14 +435,11 @@ class WakeableWorker(Worker):
         timeout_s = self.job_timeout_s if function.timeout_s is None else function.timeout_s
         started_ms = timestamp_ms()
         how, defer_ms = "done", 0
-        # A cluster client pipelines no EVALSHA: there a job's end is its own round trip.
+        # The job hands its last transition to `end` (claims.job_ride): a cluster client
+        # pipelines no EVALSHA, so there a job's end is its own round trip.
         if not is_cluster(self.pool):
-            end.scripts = _LAST_TRANSITIONS.get(function_name, frozenset())
-        rider = RIDER.set(end)  # the job's task copies it
-        try:
-            task = self.loop.create_task(function.coroutine(ctx, *args, **kwargs))
-        finally:
-            RIDER.reset(rider)
+            ctx[JOB_RIDE] = end
+        task = self.loop.create_task(function.coroutine(ctx, *args, **kwargs))
         self.job_tasks[job_id] = task
         try:
             async with asyncio.timeout(timeout_s):
@@ -579,28 +576,20 @@ class WakeableWorker(Worker):
         return len(running)
 
 
-# A job kind's last run transition: the job's end rides in its round trip.
-_LAST_TRANSITIONS = {
-    "model_step": frozenset({"commit_step"}),
-    "tool_call": frozenset({"record_result"}),
-}
-
-
 class _JobEnd:
-    """Ends a job in the round trip of its last run transition (orchestrator/machine/riders.py),
-    once. `ended` says whether it did (if not, the worker ends the job on its own)."""
+    """Ends a job in the round trip of its last run transition, once: the job passes it
+    to that transition (`RunStore.commit_step(..., ride=claims.job_ride(ctx))`). `ended`
+    says whether it did (if not, the worker ends the job on its own)."""
 
     def __init__(self, worker: WakeableWorker, job_id: str) -> None:
         self.worker = worker
         self.job_id = job_id
-        self.scripts: frozenset[str] = frozenset()
         self.ended = False
         self._used = False
 
-    def rides_on(self, script: str) -> bool:
-        return not self._used and script in self.scripts
-
-    async def ride(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+    async def __call__(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
+        if self._used:  # the job's end went already: what comes after goes alone
+            return await script(keys=keys, args=args)
         self._used = True
         return await self.worker._ride(self, script, keys, args)
 
