@@ -45,7 +45,13 @@ def _script_names() -> dict[str, str]:
     from agentq.orchestrator.runs import store
 
     sources: dict[str, str] = {f"lua:{k}": v for k, v in store._SCRIPTS.items()}
-    sources.update({"REAP": liveness.REAP, "RENEW": liveness.RENEW})
+    sources.update(
+        {
+            "REAP_GATE": liveness.REAP_GATE,
+            "REAP_PARTITION": liveness.REAP_PARTITION,
+            "RENEW": liveness.RENEW,
+        }
+    )
     try:  # the claim scripts (absent before workers/queue/claims.py)
         from agentq.workers.queue import claims
 

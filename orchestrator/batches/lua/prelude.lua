@@ -1,4 +1,4 @@
--- batch/prelude.lua: shared by every batch transition; the generated constants chunk
+-- prelude: shared by every batch transition; the generated constants chunk
 -- (orchestrator/machine/lua_constants.py render_batch: K, BATCH, LINE, BOUT, BF, SF, RF,
 -- BK) comes first.
 --

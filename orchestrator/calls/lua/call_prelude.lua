@@ -1,4 +1,4 @@
--- call_prelude.lua: shared by every transition of a tool call without a run
+-- call_prelude: shared by every transition of a tool call without a run
 -- (orchestrator/calls/state.py); the generated constants chunk comes first.
 --
 -- KEYS[1] the call's hash, KEYS[2] its event stream; both carry the call id's hash tag.

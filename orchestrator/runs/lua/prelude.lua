@@ -1,4 +1,4 @@
--- prelude.lua: shared by every run transition; the generated constants chunk
+-- prelude: shared by every run transition; the generated constants chunk
 -- (orchestrator/machine/lua_constants.py: RUN, CALL, AFTER, INPUT, OUT, F, S, K, USAGE,
 -- TOOL_MESSAGE_OPEN/CLOSE) comes first.
 --

@@ -13,7 +13,7 @@ from importlib import resources
 import pytest
 
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, ToolMessage, ToolResultPart, Usage
-from agentq.orchestrator.machine import lua_constants
+from agentq.orchestrator.machine import lua_constants, scripts
 from agentq.orchestrator.runs.state import (
     INPUTS,
     USAGE_FIELDS,
@@ -25,7 +25,8 @@ from agentq.orchestrator.runs.state import (
 from agentq.orchestrator.runs.store import load_scripts
 
 LUA = resources.files("agentq.orchestrator.runs") / "lua"
-PRELUDE = (LUA / "prelude.lua").read_text()
+# The prelude with the shared helpers it includes (orchestrator/machine/lua/).
+PRELUDE = scripts.expand((LUA / "prelude.lua").read_text())
 BASE_FIELDS = set(TransitionInput.model_fields)
 
 
