@@ -33,7 +33,7 @@ from agentq.orchestrator.batches.state import (
     UploadReply,
 )
 from agentq.orchestrator.machine import keys, lua_constants, scripts
-from agentq.orchestrator.machine.store import Store, resolved, text, texts
+from agentq.orchestrator.machine.store import Store, resolved, text
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 
 R = TypeVar("R", bound=BatchReply)
@@ -42,18 +42,14 @@ R = TypeVar("R", bound=BatchReply)
 RESULTS_PAGE = 500
 
 
-def load_batch_scripts() -> dict[str, str]:
-    """Each batch transition's full source: generated constants, the batch prelude, its
-    own file."""
-    return scripts.load(
-        "agentq.orchestrator.batches",
-        (m.script for m in BATCH_INPUTS),
-        constants=lua_constants.render_batch(),
-        prelude="prelude",
-    )
-
-
-_SCRIPTS = load_batch_scripts()
+# Each batch transition's full source: the constants with the batch tables, the batch
+# prelude, its own file.
+_SCRIPTS = scripts.load(
+    "agentq.orchestrator.batches",
+    (m.script for m in BATCH_INPUTS),
+    constants=lua_constants.render_batch(),
+    prelude="prelude",
+)
 
 
 class BatchStore(Store):
@@ -91,9 +87,7 @@ class BatchStore(Store):
 
     async def meta(self, tenant: str, batch_id: str) -> dict[str, str]:
         """The batch's meta hash ({} when there is no such batch)."""
-        with redis_errors_mapped():
-            raw = await resolved(self.redis.hgetall(keys.batch_meta(tenant, batch_id)))
-        return texts(raw)
+        return await self._hash(keys.batch_meta(tenant, batch_id))
 
     async def stored_ids(self, tenant: str, batch_id: str, custom_ids: Sequence[str]) -> int:
         """How many of these custom ids the batch holds (a resumed upload's check)."""

@@ -25,7 +25,7 @@ from agentq.orchestrator.calls.state import (
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.machine import keys, lua_constants, scripts
-from agentq.orchestrator.machine.store import EVENT_PAGE, Store, resolved, text, texts
+from agentq.orchestrator.machine.store import EVENT_PAGE, Store
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.state.inputs import ANSWER_TTL_S, DEFAULT_RETENTION_S
 
@@ -33,17 +33,13 @@ from agentq.orchestrator.runs.state.inputs import ANSWER_TTL_S, DEFAULT_RETENTIO
 CALL_END_EVENTS = frozenset({"tool-result", "tool-error"})
 
 
-def load_call_scripts() -> dict[str, str]:
-    """Each call transition's source: generated constants, the call prelude, its file."""
-    return scripts.load(
-        "agentq.orchestrator.calls",
-        (m.script for m in CALL_INPUTS),
-        constants=lua_constants.render(),
-        prelude="call_prelude",
-    )
-
-
-_SCRIPTS = load_call_scripts()
+# Each call transition's full source: generated constants, the call prelude, its file.
+_SCRIPTS = scripts.load(
+    "agentq.orchestrator.calls",
+    (m.script for m in CALL_INPUTS),
+    constants=lua_constants.render(),
+    prelude="call_prelude",
+)
 
 
 class CallNotFoundError(RunNotFoundError):
@@ -88,21 +84,14 @@ class CallStore(Store):
                 await pipe.execute()
 
     async def wait_answer(self, call_id: str, request_id: str, timeout_s: float) -> str | None:
-        with redis_errors_mapped():
-            popped = await resolved(
-                self.redis.blpop(
-                    [keys.call_answer(call_id, request_id)], timeout=max(1, int(timeout_s))
-                )
-            )
-        return text(popped[1]) if popped else None
+        return await self._pop_answer(keys.call_answer(call_id, request_id), timeout_s)
 
     async def read(self, call_id: str) -> dict[str, str]:
         """The call's hash; CallNotFoundError when there is none."""
-        with redis_errors_mapped():
-            raw = await resolved(self.redis.hgetall(keys.call_meta(call_id)))
-        if not raw:
+        fields = await self._hash(keys.call_meta(call_id))
+        if not fields:
             raise CallNotFoundError(f"no tool call with id {call_id!r}")
-        return texts(raw)
+        return fields
 
     async def events(
         self, call_id: str, after: int = 0, *, follow: bool = True, block_ms: int = 5000

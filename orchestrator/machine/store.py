@@ -89,6 +89,17 @@ class Store:
                 raw = await self._scripts[script](keys=keys, args=args)
         return reply.model_validate_json(raw)
 
+    async def _hash(self, key: str) -> dict[str, str]:
+        """A hash of the machine's, as text ({} when there is none)."""
+        with redis_errors_mapped():
+            return texts(await resolved(self.redis.hgetall(key)))
+
+    async def _pop_answer(self, key: str, timeout_s: float) -> str | None:
+        """Block until an answer is pushed to `key` (or the timeout, whole seconds, passes)."""
+        with redis_errors_mapped():
+            popped = await resolved(self.redis.blpop([key], timeout=max(1, int(timeout_s))))
+        return text(popped[1]) if popped else None
+
     async def event_page(
         self, stream: str, last: int, *, follow: bool, block_ms: int
     ) -> list[Event]:

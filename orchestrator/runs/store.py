@@ -169,9 +169,7 @@ class RunStore(Store):
 
     async def workflow_outcomes(self, run_id: str, step: int, call_id: str) -> dict[str, str]:
         """A workflow call's node outcomes so far (node id -> NodeOutcome JSON)."""
-        with redis_errors_mapped():
-            raw = await resolved(self.redis.hgetall(keys.workflow(run_id, step, call_id)))
-        return texts(raw)
+        return await self._hash(keys.workflow(run_id, step, call_id))
 
     async def emit(self, run_id: str, events: Sequence[str]) -> int:
         """Append events to a live run; the last seq, or 0 if the run has ended."""
@@ -191,20 +189,15 @@ class RunStore(Store):
 
     async def wait_answer(self, run_id: str, request_id: str, timeout_s: float) -> str | None:
         """Block until the answer to an input request is posted (or the timeout passes)."""
-        with redis_errors_mapped():
-            popped = await resolved(
-                self.redis.blpop([keys.answer(run_id, request_id)], timeout=max(1, int(timeout_s)))
-            )
-        return text(popped[1]) if popped else None
+        return await self._pop_answer(keys.answer(run_id, request_id), timeout_s)
 
     # -- reads ---------------------------------------------------------------
 
     async def meta(self, run_id: str) -> dict[str, str]:
-        with redis_errors_mapped():
-            raw = await resolved(self.redis.hgetall(keys.meta(run_id)))
-        if not raw:
+        fields = await self._hash(keys.meta(run_id))
+        if not fields:
             raise RunNotFoundError(f"no run with id {run_id!r}")
-        return texts(raw)
+        return fields
 
     async def call_state(
         self, run_id: str, step: int, call_id: str
