@@ -50,10 +50,6 @@ def default_images(tag: str = IMAGE_TAG) -> dict[Language, str]:
     return {language: image_name(language, tag) for language in IMAGE_REPOS}
 
 
-def dockerfile_path(language: Language) -> Path:
-    return Path(__file__).with_name(DOCKERFILES[language])
-
-
 class ImageBuildError(RuntimeError):
     """Building the sandbox images failed; the message says which step."""
 

@@ -214,9 +214,6 @@ class SandboxManager:
         shape = self._shape(request.language, request.limits, network=request.network)
         return (session_key, shape.key())
 
-    def has_session(self, request: ExecRequest, session_key: str) -> bool:
-        return self.session_id(request, session_key) in self._sessions
-
     async def _execute_in_session(self, request: ExecRequest, session_key: str) -> ExecResult:
         key = self.session_id(request, session_key)
         lock = self._session_locks.setdefault(key, asyncio.Lock())
