@@ -15,22 +15,18 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
-import functools
 import json
 import time
-import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 from redis.asyncio import Redis
-from redis.exceptions import OutOfMemoryError, ResponseError
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import (
     AgentqError,
     InfrastructureError,
-    RunConflictError,
     RunNotFoundError,
     RunStateError,
     RunTimeoutError,
@@ -38,17 +34,12 @@ from agentq.orchestrator.core.errors import (
 from agentq.orchestrator.core.events import Event, event_json
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import ModelRef, RunSpec
+from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.core.tool_output import bounded_result
-from agentq.orchestrator.loop.fork import ForkCopy, fork_copy, merge_patch, patched_spec
+from agentq.orchestrator.loop.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.loop.plan import CallPlan, error_result, status_after_approval
-from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
 from agentq.orchestrator.loop.replay import ReplayReport, replay
-from agentq.orchestrator.machine import keys, scripts
-from agentq.orchestrator.machine.keys import WEBHOOK_RUNS
-from agentq.orchestrator.policy.endpoints import Endpoint, EndpointPolicy
-from agentq.orchestrator.policy.providers import provider_table
-from agentq.orchestrator.policy.webhooks import check_webhooks
+from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.faults import (
     Backoff,
     infrastructure_error,
@@ -57,6 +48,7 @@ from agentq.orchestrator.redis.faults import (
     redis_errors_mapped,
 )
 from agentq.orchestrator.runs.children import ChildOf, child_run_id
+from agentq.orchestrator.runs.creation import RunCreation
 from agentq.orchestrator.runs.index import (
     DEFAULT_TENANT,
     Cursor,
@@ -80,7 +72,6 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import (
-    create_args,
     enqueued_job_ids,
     input_answer_args,
     result_args,
@@ -89,11 +80,7 @@ from agentq.orchestrator.runs.transitions import (
 )
 from agentq.orchestrator.tools.base import STORED_SPEC
 from agentq.orchestrator.tools.resolution import (
-    ToolAnnouncement,
     ToolDef,
-    announced_providers,
-    live_registry,
-    resolve_tools,
 )
 
 T = TypeVar("T")
@@ -166,7 +153,7 @@ class Runs:
         self.settings = settings
         self.store = RunStore(redis, retention_s=settings.retention_s)
         self.index = RunIndex(redis, retention_s=settings.retention_s)
-        self._admission = redis.register_script(scripts.script("agentq.orchestrator.runs", "admit"))
+        self._creation = RunCreation(redis, settings, self.store, self.index)
 
     async def submit(
         self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
@@ -201,22 +188,7 @@ class Runs:
                 update={"id": child_run_id(link.run_id, link.step, link.call_id)}
             )
         with redis_errors_mapped():
-            return await self._create(run_spec, tenant, child_of, end_job=end_job)
-
-    async def _admit(self) -> None:
-        """Refuse a new run while Redis is over its maxmemory. A script that declares it
-        may write (a shebang without `allow-oom`) is refused up front by Redis 7 then;
-        the create transition itself would be let through (its first write is a DEL)."""
-        try:
-            await self._admission(keys=[], args=[])
-        except OutOfMemoryError as exc:
-            raise InfrastructureError(
-                "Redis is out of memory (maxmemory reached): new runs are refused until "
-                "memory is freed",
-                retryable=True,
-            ) from exc
-        except ResponseError:
-            return  # a Redis without script flags (< 7): the transitions judge alone
+            return await self._creation.create(run_spec, tenant, child_of, end_job=end_job)
 
     async def fork(
         self,
@@ -237,7 +209,7 @@ class Runs:
         copy = fork_copy(run_id, at_step, meta, messages, steps)
         spec = RunSpec.model_validate(patched_spec(meta[MetaField.SPEC], patch))
         with redis_errors_mapped():
-            new_id, _ = await self._create(spec, tenant or meta.get("tenant"), fork=copy)
+            new_id, _ = await self._creation.create(spec, tenant or meta.get("tenant"), fork=copy)
         return new_id
 
     async def replay(self, run_id: str, patch: Mapping[str, Any] | None = None) -> ReplayReport:
@@ -257,54 +229,6 @@ class Runs:
             merge_patch(json.loads(meta[MetaField.SPEC]), patch or {}), context=STORED_SPEC
         )
         return replay(run_id, spec, tools, meta, messages, steps)
-
-    async def _create(
-        self,
-        run_spec: RunSpec,
-        tenant: str | None,
-        child_of: ChildOf | None = None,
-        *,
-        fork: ForkCopy | None = None,
-        end_job: QueuedJob | None = None,
-    ) -> tuple[str, bool]:
-        check_webhooks(run_spec.webhooks, self.settings)
-        await self._admit()
-        now = time.time()
-        registry = await self.store.registry()
-        run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
-        tools = [
-            t
-            if t.park_timeout_s is not None
-            else t.model_copy(update={"park_timeout_s": self.settings.park_timeout_s})
-            for t in resolve_tools(
-                run_spec, registry, now, model_provider=endpoint.provider, settings=self.settings
-            )
-        ]
-        run_spec = await checked_preparation(
-            run_spec,
-            [t.name for t in tools],
-            hooks=announced_hooks(live_registry(registry, now)),
-            resolve=lambda ref: self._resolve_ref(ref, registry, now),
-        )
-        run_id = run_spec.id or uuid.uuid4().hex
-        if run_spec.webhooks:
-            # Listed first: a worker takes the run up once it exists (at least once).
-            await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
-        hops = tracing.Hops(run_id)
-        args = create_args(run_id, run_spec, tools, run_spec.initial_messages(), child_of)
-        args = hops.stamp(fork.applied(args) if fork is not None else args)
-        if end_job is not None:
-            args = args.model_copy(update={"end_job": end_job})
-        reply = await self.store.create(args)
-        hops.sent(enqueued_job_ids(args, reply.outcome))
-        if reply.outcome == Outcome.CONFLICT:
-            raise RunConflictError(
-                f"run id {run_id!r} is taken by a run of another spec (resubmit the same "
-                "spec, or choose another id)"
-            )
-        if reply.outcome == Outcome.CREATED:
-            await self.index.add(run_id, tenant)
-        return run_id, reply.outcome == Outcome.CREATED
 
     async def tenant_of(self, run_id: str) -> str:
         """The tenant a run belongs to. RunNotFoundError when there is no such run."""
@@ -383,40 +307,6 @@ class Runs:
                         break
         page.next_cursor = after.encode() if after else None
         return page
-
-    @functools.cached_property
-    def endpoint_policy(self) -> EndpointPolicy:
-        """The models file and allow-lists of this deployment (read at the first submit)."""
-        return EndpointPolicy.from_settings(self.settings)
-
-    async def _resolve_model(
-        self, spec: RunSpec, registry: dict[str, ToolAnnouncement], now: float
-    ) -> tuple[RunSpec, Endpoint]:
-        """Where the spec's model goes, checked; the spec names its endpoint explicitly
-        afterwards, so that workers resolve it the same way."""
-        table = provider_table(announced_providers(live_registry(registry, now)))
-        endpoint = self.endpoint_policy.resolve(spec.model, table)
-        await self.endpoint_policy.check_addresses(endpoint)
-        if endpoint.endpoint is not None and spec.model.endpoint is None:
-            model = spec.model.model_copy(
-                update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
-            )
-            spec = spec.model_copy(update={"model": model})
-        return spec, endpoint
-
-    async def _resolve_ref(
-        self, ref: ModelRef, registry: dict[str, ToolAnnouncement], now: float
-    ) -> ModelRef:
-        """Another model of the spec (a step rule's, the summary model), checked as the
-        main model is."""
-        table = provider_table(announced_providers(live_registry(registry, now)))
-        endpoint = self.endpoint_policy.resolve(ref, table)
-        await self.endpoint_policy.check_addresses(endpoint)
-        if endpoint.endpoint is not None and ref.endpoint is None:
-            return ref.model_copy(
-                update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
-            )
-        return ref
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""
