@@ -6,7 +6,7 @@ Starts its own `redis-server` and `agentq worker` processes (the test tools: `no
 Each line is a scripted run of two steps with one no-op tool call each, then a final
 answer. Measured:
 
-1. direct: the N runs submitted through `Client.submit` (64 submits in flight), timed
+1. direct: the N runs submitted through `client.runs.submit` (64 submits in flight), timed
    from the first run's creation to the last run's end;
 2. batch: the same N lines as JSONL through `agentq batch submit` (a process: its peak
    RSS is the submitter's), timed from the seal to the last line's end; admission
@@ -87,11 +87,11 @@ async def direct(url: str, n: int) -> float:
 
         async def one(i: int) -> str:
             async with gate:
-                return await client.submit({**spec(i), "id": f"direct-{i}"})
+                return await client.runs.submit({**spec(i), "id": f"direct-{i}"})
 
         ids = await asyncio.gather(*(one(i) for i in range(n)))
-        results = [await client.wait(run_id, timeout_s=600) for run_id in ids]
-        metas = [await client.store.meta(run_id) for run_id in ids]
+        results = [await client.runs.wait(run_id, timeout_s=600) for run_id in ids]
+        metas = [await client.runs.store.meta(run_id) for run_id in ids]
     assert all(r.status == "succeeded" for r in results)
     first = min(float(m["created_at"]) for m in metas)
     last = max(float(m["finished_at"]) for m in metas)
@@ -135,7 +135,7 @@ def submit_batch(url: str, path: Path, concurrency: int) -> tuple[float, float]:
 async def batch_end(url: str) -> dict[str, Any]:
     async with Client(url) as client:
         while True:
-            info = await client.batch_status("bench")
+            info = await client.batches.status("bench")
             if info.ended:
                 return info.model_dump()
             await asyncio.sleep(0.5)
@@ -162,7 +162,7 @@ def main() -> int:
         admin = redis.Redis.from_url(server.url)
         rss_start = [rss_mb(w.pid) for w in workers]
         direct_rate = asyncio.run(direct(server.url, n))
-        print(f"direct: {n} runs through Client.submit: {direct_rate:.1f} runs/s", flush=True)
+        print(f"direct: {n} runs through client.runs.submit: {direct_rate:.1f} runs/s", flush=True)
         before = int(admin.info("memory")["used_memory"])
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "lines.jsonl"

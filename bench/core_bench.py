@@ -438,15 +438,15 @@ async def run_events(client: Client, spec: dict[str, Any]) -> list[Event]:
     Waits by reading the run's status every few ms rather than following its event
     stream: a follower would wake for every event and take CPU from the worker.
     """
-    run_id = await client.submit(spec)
+    run_id = await client.runs.submit(spec)
     deadline = time.monotonic() + 120
-    while (status := (await client.store.meta(run_id))["status"]) not in TERMINAL_STATUSES:
+    while (status := (await client.runs.store.meta(run_id))["status"]) not in TERMINAL_STATUSES:
         if time.monotonic() > deadline:
             raise RuntimeError(f"benchmark run {run_id} did not finish in 120 s")
         await asyncio.sleep(WAIT_POLL_S)
     if status != "succeeded":
         raise RuntimeError(f"benchmark run {run_id} ended {status}")
-    return [e async for e in client.events(run_id)]
+    return [e async for e in client.runs.events(run_id)]
 
 
 def at(events: list[Event], type_: str, step: int | None = None) -> float:
@@ -570,7 +570,7 @@ async def measure(
     ping = aioredis.Redis.from_url(url, socket_timeout=None)
     async with Client(url) as client:
         deadline = time.monotonic() + 30
-        while not any(a.name == "noop" for a in (await client.store.registry()).values()):
+        while not any(a.name == "noop" for a in (await client.runs.store.registry()).values()):
             if time.monotonic() > deadline:
                 raise RuntimeError("the agentq worker did not announce its tool")
             await asyncio.sleep(0.05)

@@ -1,5 +1,5 @@
 """The MCP gateway's overhead: one no-op `tools/call` through `agentq serve --mcp`,
-against a direct `Client.call_tool` and against a plain MCP server, measured in one run.
+against a direct `client.calls.call` and against a plain MCP server, measured in one run.
 
     python bench/gateway_bench.py [--calls 200]
 
@@ -8,7 +8,7 @@ Starts its own redis-server, one `agentq worker` serving tests/support/call_tool
 server over Streamable HTTP, the same `echo` tool executed in its own process, no
 queue). Then, CALLS sequential calls each (after 20 to warm up), the latency of:
 
-1. direct: `await client.call_tool("echo", ...)` (enqueue, worker, write-once result);
+1. direct: `await client.calls.call("echo", ...)` (enqueue, worker, write-once result);
 2. gateway: the MCP SDK client's `tools/call` to `/mcp` (MCP over HTTP + the direct path);
 3. plain MCP: the same client's `tools/call` to the plain server (MCP over HTTP alone).
 
@@ -85,7 +85,7 @@ async def over_mcp(url: str, n: int) -> list[float]:
 
 async def direct(redis_url: str, n: int) -> list[float]:
     async with Client(redis_url) as client:
-        return await timed(lambda: client.call_tool("echo", ARGS), n)
+        return await timed(lambda: client.calls.call("echo", ARGS), n)
 
 
 def show(name: str, samples: list[float]) -> float:

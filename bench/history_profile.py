@@ -51,11 +51,11 @@ async def _profile(url: str, steps: int) -> dict[str, dict[int, list[int]]]:
     sync = redis.Redis.from_url(url)
     try:
         async with Client(url) as client:
-            await wait_all(client, [await client.submit(one_tool_spec("kilobyte", 3))])
+            await wait_all(client, [await client.runs.submit(one_tool_spec("kilobyte", 3))])
             sync.config_set("slowlog-log-slower-than", 0)
             sync.config_set("slowlog-max-len", 1_000_000)
             sync.slowlog_reset()
-            run_id = await client.submit(one_tool_spec("kilobyte", steps))
+            run_id = await client.runs.submit(one_tool_spec("kilobyte", steps))
             await wait_all(client, [run_id])
             entries = sync.slowlog_get(1_000_000)
             sync.config_set("slowlog-log-slower-than", 10_000)

@@ -139,7 +139,7 @@ def one_tool_spec(name: str, steps: int) -> dict[str, Any]:
 async def wait_all(client: Client, run_ids: list[str], timeout_s: float = 300) -> None:
     deadline = time.monotonic() + timeout_s
     for run_id in run_ids:
-        while (status := (await client.store.meta(run_id))["status"]) not in TERMINAL_STATUSES:
+        while (status := (await client.runs.store.meta(run_id))["status"]) not in TERMINAL_STATUSES:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"benchmark run {run_id} did not finish in {timeout_s} s")
             await asyncio.sleep(0.02)
@@ -148,9 +148,9 @@ async def wait_all(client: Client, run_ids: list[str], timeout_s: float = 300) -
 
 
 async def events_of(client: Client, spec: dict[str, Any]) -> list[Event]:
-    run_id = await client.submit(spec)
+    run_id = await client.runs.submit(spec)
     await wait_all(client, [run_id])
-    return [e async for e in client.events(run_id)]
+    return [e async for e in client.runs.events(run_id)]
 
 
 def step_starts(events: list[Event]) -> dict[int, float]:
@@ -189,7 +189,7 @@ async def full_runs(
     cpu0 = sum(cpu_s(p) for p in pids)
     sent0 = sent.value
     t0 = time.perf_counter()
-    run_ids = await asyncio.gather(*(client.submit(full_run_spec()) for _ in range(n)))
+    run_ids = await asyncio.gather(*(client.runs.submit(full_run_spec()) for _ in range(n)))
     await wait_all(client, list(run_ids))
     elapsed = time.perf_counter() - t0
     jobs = n * FULL_RUN_JOBS
@@ -220,8 +220,8 @@ async def storage(client: Client, url: str) -> float:
     """Bytes stored per tool-output byte: a 10-step run with 1 KB outputs against the
     same run with 2-byte outputs."""
     steps = 10
-    big = await client.submit(one_tool_spec("kilobyte", steps))
-    small = await client.submit(one_tool_spec("tiny", steps))
+    big = await client.runs.submit(one_tool_spec("kilobyte", steps))
+    small = await client.runs.submit(one_tool_spec("tiny", steps))
     await wait_all(client, [big, small])
     extra = await run_bytes(url, big) - await run_bytes(url, small)
     return extra / (steps * (len(KB_OUTPUT) - len("ok")))
@@ -261,15 +261,17 @@ async def cancel_latency(client: Client, url: str) -> float:
     raw = aioredis.Redis.from_url(url)
     try:
         await raw.delete(CANCELLED)
-        run_id = await client.submit(one_tool_spec("sleepy", 1))
+        run_id = await client.runs.submit(one_tool_spec("sleepy", 1))
         deadline = time.monotonic() + 30
-        while not any(e.type == "tool-running" for e in [e async for e in client.events(run_id)]):
+        while not any(
+            e.type == "tool-running" for e in [e async for e in client.runs.events(run_id)]
+        ):
             if time.monotonic() > deadline:
                 raise RuntimeError("the sleepy tool did not start")
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)  # the job is inside the tool
         t0 = time.time()
-        await client.cancel(run_id)
+        await client.runs.cancel(run_id)
         reply = await cast(Awaitable[list[bytes] | None], raw.blpop([CANCELLED], 10))
         if reply is None:
             raise RuntimeError("the running tool was not cancelled within 10 s")
@@ -326,7 +328,7 @@ async def _recovery(ctx: SpawnContext, client: Client, url: str) -> float:
             procs.append((proc, stop))
             if not await asyncio.to_thread(ready.wait, 30):
                 raise RuntimeError("a recovery worker did not start")
-        run_id = await client.submit(one_tool_spec("hang_once", 1))
+        run_id = await client.runs.submit(one_tool_spec("hang_once", 1))
         first = await cast(Awaitable[list[bytes] | None], raw.blpop([STARTED], 30))
         if first is None:
             raise RuntimeError("the recovery call did not start")
@@ -410,7 +412,7 @@ async def upkeep(ctx: SpawnContext, seconds: float = 10.0) -> tuple[float, float
             idle = await idle_cpu_pct(pid, seconds)
             async with Client(url) as client:
                 spec = one_tool_spec("doze", 1)
-                await asyncio.gather(*(client.submit(spec) for _ in range(UPKEEP_JOBS)))
+                await asyncio.gather(*(client.runs.submit(spec) for _ in range(UPKEEP_JOBS)))
             in_flight = raw.scan_iter(match="arq:in-progress:*", count=1000)
             deadline = time.monotonic() + 60
             while len([k async for k in in_flight]) < UPKEEP_JOBS:

@@ -84,7 +84,7 @@ async def connected(ready: list[int], n: int) -> None:
 
 
 async def throughput(serve: ServeProcess, client: Client, clients: int, events: int) -> float:
-    run_id = await client.submit(SPEC)
+    run_id = await client.runs.submit(SPEC)
     url = f"{serve.url}/v1/runs/{run_id}/events"
     limits = httpx.Limits(max_connections=clients + 10)
     async with httpx.AsyncClient(timeout=300, limits=limits) as http:
@@ -97,8 +97,8 @@ async def throughput(serve: ServeProcess, client: Client, clients: int, events: 
                 event_json("tool-progress", run_id, step=0, tool_call_id="c", output=n)
                 for n in range(first, min(first + 20, events))
             ]
-            await client.store.emit(run_id, batch)
-        await client.cancel(run_id, reason="bench over")
+            await client.runs.store.emit(run_id, batch)
+        await client.runs.cancel(run_id, reason="bench over")
         counts = await asyncio.gather(*readers)
         elapsed = time.perf_counter() - started
     assert all(c == events + 2 for c in counts), counts[:5]  # + start and abort
@@ -106,7 +106,7 @@ async def throughput(serve: ServeProcess, client: Client, clients: int, events: 
 
 
 async def latency(serve: ServeProcess, client: Client, clients: int, samples: int) -> list[float]:
-    run_id = await client.submit(SPEC)
+    run_id = await client.runs.submit(SPEC)
     url = f"{serve.url}/v1/runs/{run_id}/events"
     found: list[float] = []
     limits = httpx.Limits(max_connections=clients + 10)
@@ -115,11 +115,11 @@ async def latency(serve: ServeProcess, client: Client, clients: int, samples: in
         readers = [asyncio.create_task(follow(http, url, found, ready)) for _ in range(clients)]
         await connected(ready, clients)
         for n in range(samples):
-            await client.store.emit(
+            await client.runs.store.emit(
                 run_id, [event_json("tool-progress", run_id, step=0, tool_call_id="c", output=n)]
             )
             await asyncio.sleep(0.02)
-        await client.cancel(run_id, reason="bench over")
+        await client.runs.cancel(run_id, reason="bench over")
         await asyncio.gather(*readers)
     return found
 

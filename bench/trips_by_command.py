@@ -133,13 +133,15 @@ def _worker(
 
 async def _measure(url: str, runs: int, reset: MpEvent, dump: MpEvent, outs: list[str]) -> None:
     async with Client(url) as client:
-        warm = await asyncio.gather(*(client.submit(hop_budget.full_run_spec()) for _ in range(20)))
+        warm = await asyncio.gather(
+            *(client.runs.submit(hop_budget.full_run_spec()) for _ in range(20))
+        )
         await hop_budget.wait_all(client, list(warm))
         await asyncio.sleep(1.5)  # the idle worker's polls settle
         reset.set()
         await asyncio.sleep(0.2)
         run_ids = await asyncio.gather(
-            *(client.submit(hop_budget.full_run_spec()) for _ in range(runs))
+            *(client.runs.submit(hop_budget.full_run_spec()) for _ in range(runs))
         )
         await hop_budget.wait_all(client, list(run_ids))
         dump.set()

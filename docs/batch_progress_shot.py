@@ -40,10 +40,12 @@ async def main(out: str) -> None:
     settings = Settings(idle_poll_s=0.1)
     try:
         async with embedded(tools=[noop], redis_url=server.url, settings=settings) as client:
-            await client.submit_batch(rows(400), template=TEMPLATE, batch_id=BATCH, concurrency=32)
+            await client.batches.submit(
+                rows(400), template=TEMPLATE, batch_id=BATCH, concurrency=32
+            )
             view = ProgressView(Console(file=io.StringIO(), width=118, force_terminal=True))
             while True:
-                info = await client.batch_status(BATCH)
+                info = await client.batches.status(BATCH)
                 view.update(info)
                 if info.counts.ended >= 0.62 * info.lines:
                     break
@@ -53,7 +55,7 @@ async def main(out: str) -> None:
             shot.print(view.progress.get_renderable())
             shot.save_svg(out, title="agentq batch wait")
             while True:  # let it end before the workers stop
-                if (await client.batch_status(BATCH)).ended:
+                if (await client.batches.status(BATCH)).ended:
                     break
                 await asyncio.sleep(0.2)
     finally:

@@ -193,7 +193,7 @@ def status(batch_id: str, redis_url: str | None, as_json: bool) -> None:
 
     async def go() -> None:
         async with _client(redis_url, "status") as client:
-            info = await client.batch_status(batch_id)
+            info = await client.batches.status(batch_id)
         click.echo(info.model_dump_json(indent=2) if as_json else summary_line(info))
 
     guarded(go)()
@@ -267,7 +267,7 @@ async def follow(
 ) -> BatchInfo:
     """Show the batch's status until it ends."""
     while True:
-        info = await client.batch_status(batch_id)
+        info = await client.batches.status(batch_id)
         show(info)
         if info.ended:
             return info
@@ -328,7 +328,7 @@ def results(batch_id: str, redis_url: str | None, output: str | None, failed: bo
     async def go(out: IO[str]) -> None:
         async with _client(redis_url, "results") as client:
             page: list[LineResult] = []
-            async for row in client.batch_results(batch_id, statuses=statuses):
+            async for row in client.batches.results(batch_id, statuses=statuses):
                 page.append(row)
                 if len(page) >= 500:
                     _write_results(out, page)
@@ -350,7 +350,7 @@ def cancel(batch_id: str, redis_url: str | None) -> None:
 
     async def go() -> None:
         async with _client(redis_url, "cancel") as client:
-            info = await client.cancel_batch(batch_id)
+            info = await client.batches.cancel(batch_id)
         click.echo(summary_line(info))
 
     guarded(go)()
@@ -369,7 +369,7 @@ def retry(batch_id: str, redis_url: str | None, failed: bool, cancelled: bool) -
 
     async def go() -> None:
         async with _client(redis_url, "retry") as client:
-            n = await client.retry_batch(batch_id, statuses)
+            n = await client.batches.retry(batch_id, statuses)
         click.echo(f"{n} lines requeued")
 
     guarded(go)()
@@ -386,7 +386,7 @@ def list_batches(redis_url: str | None, limit: int, as_json: bool) -> None:
 
     async def go() -> None:
         async with _client(redis_url, "list") as client:
-            found = await client.list_batches(limit=limit)
+            found = await client.batches.list_batches(limit=limit)
         for info in found:
             click.echo(info.model_dump_json() if as_json else summary_line(info))
 

@@ -80,7 +80,7 @@ def call(
 
     async def go() -> ToolCallResult:
         async with _client(redis_url, "call") as client:
-            return await client.call_tool(
+            return await client.calls.call(
                 tool_name,
                 tool_input,
                 timeout_s=timeout_s,

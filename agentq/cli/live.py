@@ -22,7 +22,6 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.runs.result import RunResult
-from agentq.orchestrator.tools.resolution import ToolDef
 
 QUIET_S = 5.0  # say what the run waits for after this long without an event
 _PARKING = frozenset({"tool-approval-request", "tool-input-request", "finish-step"})
@@ -52,7 +51,7 @@ class LiveRun:
 
         async def pump() -> None:
             try:
-                async for event in self.client.events(self.run_id, follow=True):
+                async for event in self.client.runs.events(self.run_id, follow=True):
                     await queue.put(event)
             finally:
                 await queue.put(None)
@@ -78,7 +77,7 @@ class LiveRun:
         reader.result()  # re-raise a failure of the event stream
 
     async def _answer_pending(self) -> None:
-        result = await self.client.result(self.run_id)
+        result = await self.client.runs.result(self.run_id)
         for item in result.pending:
             key = str(item.get("request_id") or item.get("tool_call_id"))
             if key in self._handled:
@@ -87,7 +86,7 @@ class LiveRun:
             if self.interactive:
                 await self._ask(item)
             elif self.private:
-                await self.client.cancel(
+                await self.client.runs.cancel(
                     self.run_id, reason="nobody can answer an embedded run without a terminal"
                 )
                 self.printer.note(
@@ -104,7 +103,7 @@ class LiveRun:
         if self._told_idle:
             return
         self._told_idle = True
-        result = await self.client.result(self.run_id)
+        result = await self.client.runs.result(self.run_id)
         if result.pending:
             for item in result.pending:
                 self.printer.note(f"still waiting: {pending_line(self.run_id, item)}")
@@ -122,11 +121,10 @@ class LiveRun:
     async def _unserved_queues(self) -> list[str]:
         """The queues this run needs (model steps, its tools') that no live worker serves."""
         needed = {MODEL_QUEUE}
-        for raw in await self.client.store.tool_defs(self.run_id):
-            queue = ToolDef.model_validate_json(raw).queue
-            if queue:
-                needed.add(queue)
-        served = {q for w in await self.client.workers() for q in w.queues}
+        for tool in await self.client.runs.tools(self.run_id):
+            if tool.queue:
+                needed.add(tool.queue)
+        served = {q for w in await self.client.fleet.workers() for q in w.queues}
         return sorted(needed - served)
 
     async def _check_workers(self) -> None:
@@ -155,7 +153,7 @@ class LiveRun:
         answer = await self._prompt("  approve this call? [y/N] ")
         approved = answer.strip().lower() in ("y", "yes")
         reason = None if approved else (await self._prompt("  reason (optional): ")) or None
-        await self.client.approve(
+        await self.client.runs.approve(
             self.run_id, str(item["tool_call_id"]), approved=approved, reason=reason
         )
 
@@ -168,7 +166,7 @@ class LiveRun:
             output: Any = json.loads(text)
         except ValueError:
             output = text
-        await self.client.submit_tool_result(
+        await self.client.runs.submit_tool_result(
             self.run_id, str(item["tool_call_id"]), output, is_error=is_error
         )
 
@@ -190,7 +188,7 @@ class LiveRun:
             if isinstance(content, dict):
                 break
             self.printer.note("  the answer must be a JSON object")
-        await self.client.answer(self.run_id, str(item["request_id"]), content)
+        await self.client.runs.answer(self.run_id, str(item["request_id"]), content)
 
 
 async def drive(
@@ -207,7 +205,7 @@ async def drive(
     try:
         await asyncio.wait_for(live.follow(), timeout_s)
     except TimeoutError:
-        await client.cancel(run_id, reason=f"timed out after {timeout_s:g} s")
+        await client.runs.cancel(run_id, reason=f"timed out after {timeout_s:g} s")
         printer.note(f"timed out after {timeout_s:g} s: run {run_id} cancelled")
         raise RunTimedOut from None
-    return await client.wait(run_id)
+    return await client.runs.wait(run_id)

@@ -67,7 +67,7 @@ def fork_command(run_id: str, at_step: int, patch_json: str | None, redis_url: s
     async def go() -> None:
         patch = _patch(patch_json)
         async with _client(redis_url, "fork") as client:
-            click.echo(await client.fork(run_id, at_step, patch))
+            click.echo(await client.runs.fork(run_id, at_step, patch))
 
     guarded(go)()
 
@@ -87,7 +87,7 @@ def replay_command(
     async def go() -> bool:
         patch = _patch(patch_json)
         async with _client(redis_url, "replay") as client:
-            report = await client.replay(run_id, patch)
+            report = await client.runs.replay(run_id, patch)
         if as_json:
             click.echo(report.model_dump_json())
         else:

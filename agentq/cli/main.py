@@ -14,7 +14,6 @@ import logging
 import os
 import signal
 import sys
-import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -268,7 +267,7 @@ async def _run(
     try:
         if shared and not tool_modules and not executors:
             async with Client(redis_url, settings=settings) as client:
-                run_id = await client.submit(spec)
+                run_id = await client.runs.submit(spec)
                 result = await drive(
                     client,
                     run_id,
@@ -287,7 +286,7 @@ async def _run(
             ):
                 started = True
                 _check_mcp_servers(spec, executors, _mcp_config_path(mcp_config))
-                run_id = await client.submit(spec)
+                run_id = await client.runs.submit(spec)
                 result = await drive(
                     client,
                     run_id,
@@ -607,7 +606,7 @@ def submit(
     async def go() -> None:
         spec = _read_spec(spec_path)
         async with _client(redis_url, "submit", _settings(models_path)) as client:
-            run_id = await client.submit(spec)
+            run_id = await client.runs.submit(spec)
         _echo_json({"run_id": run_id}) if as_json else click.echo(run_id)
 
     guarded(go, timeout_s)()
@@ -629,7 +628,7 @@ def wait(run_id: str, redis_url: str | None, timeout_s: float | None) -> None:
 
     async def go() -> RunResult:
         async with _client(redis_url, "wait") as client:
-            return await client.wait(run_id, timeout_s=timeout_s)
+            return await client.runs.wait(run_id, timeout_s=timeout_s)
 
     # The client's own timeout says "the run did not finish" (exit 4); this outer one
     # only catches what lies outside it (connecting, closing) a moment later.
@@ -652,14 +651,14 @@ def status(run_id: str, redis_url: str | None, timeout_s: float | None, as_json:
 
     async def go() -> None:
         async with _client(redis_url, "status") as client:
-            meta = await client.store.meta(run_id)
-            result = await client.result(run_id)
+            head = await client.runs.status(run_id)
+            result = await client.runs.result(run_id)
         if as_json:
             _echo_json(
                 {
                     "id": result.id,
                     "status": result.status,
-                    "step": int(meta.get("step", 0)),
+                    "step": head.step,
                     "steps_done": len(result.steps),
                     "pending": result.pending,
                     "error": result.error.model_dump() if result.error else None,
@@ -668,7 +667,7 @@ def status(run_id: str, redis_url: str | None, timeout_s: float | None, as_json:
                 }
             )
         else:
-            print_status(make_console(), result, int(meta.get("step", 0)))
+            print_status(make_console(), result, head.step)
 
     guarded(go, timeout_s)()
 
@@ -702,7 +701,7 @@ def runs(
 
     async def go() -> None:
         async with _client(redis_url, "runs") as client:
-            found = await client.runs(limit=limit, statuses=statuses)
+            found = await client.runs.recent(limit=limit, statuses=statuses)
         if as_json:
             _echo_json([r.model_dump() for r in found])
         else:
@@ -731,7 +730,7 @@ def workers(redis_url: str | None, wait_s: float | None, tool: str | None, as_js
         import time
 
         async with _client(redis_url, "workers") as client:
-            found = await client.workers()
+            found = await client.fleet.workers()
             deadline = time.monotonic() + (wait_s or 0)
             while wait_s is not None and not [w for w in found if not tool or tool in w.tools]:
                 if time.monotonic() >= deadline:
@@ -740,7 +739,7 @@ def workers(redis_url: str | None, wait_s: float | None, tool: str | None, as_js
                         f"timed out: no live worker{serving} after {wait_s:g} s", EXIT_TIMED_OUT
                     )
                 await asyncio.sleep(0.2)
-                found = await client.workers()
+                found = await client.fleet.workers()
         if as_json:
             _echo_json([w.model_dump() for w in found])
         else:
@@ -768,8 +767,8 @@ def events(
 
     async def go() -> None:
         async with _client(redis_url, "events") as client:
-            await client.store.meta(run_id)  # a clear error for an unknown run
-            async for event in client.events(run_id, after=after, follow=follow):
+            await client.runs.status(run_id)  # a clear error for an unknown run
+            async for event in client.runs.events(run_id, after=after, follow=follow):
                 click.echo(event.model_dump_json(exclude_none=True))
 
     guarded(go, timeout_s)()
@@ -794,7 +793,7 @@ def approve(
 
     async def go() -> None:
         async with _client(redis_url, "approve") as client:
-            await client.approve(run_id, call_id, approved=not deny, reason=reason)
+            await client.runs.approve(run_id, call_id, approved=not deny, reason=reason)
 
     guarded(go, timeout_s)()
 
@@ -825,7 +824,7 @@ def tool_result(
 
     async def go() -> None:
         async with _client(redis_url, "tool-result") as client:
-            await client.submit_tool_result(run_id, call_id, output, is_error=is_error)
+            await client.runs.submit_tool_result(run_id, call_id, output, is_error=is_error)
 
     guarded(go, timeout_s)()
 
@@ -861,7 +860,7 @@ def answer(
 
     async def go() -> None:
         async with _client(redis_url, "answer") as client:
-            await client.answer(run_id, request_id, content)
+            await client.runs.answer(run_id, request_id, content)
 
     guarded(go, timeout_s)()
 
@@ -879,7 +878,7 @@ def cancel(
 
     async def go() -> None:
         async with _client(redis_url, "cancel") as client:
-            outcome = await client.cancel(run_id, reason=reason)
+            outcome = await client.runs.cancel(run_id, reason=reason)
         _echo_json({"run_id": run_id, "outcome": outcome}) if as_json else click.echo(outcome)
 
     guarded(go, timeout_s)()
@@ -1024,7 +1023,7 @@ def catalog_publish(
             server, why = next(iter(sorted(failures.items())))
             raise InfrastructureError(f"catalog not published: MCP server {server!r}: {why}")
         async with _client(redis_url, "catalog publish") as client:
-            await client.store.publish_catalog(entries)
+            await client.fleet.publish_catalog(entries)
         kinds: dict[str, int] = {}
         for entry in entries:
             kinds[entry.kind] = kinds.get(entry.kind, 0) + 1
@@ -1041,11 +1040,9 @@ def catalog_show(redis_url: str | None, as_json: bool) -> None:
     """The published catalogue, and whether a live worker serves each entry now."""
 
     async def go() -> None:
-        from agentq.orchestrator.tools.resolution import live_registry
-
         async with _client(redis_url, "catalog show") as client:
-            entries = await client.store.catalog()
-            live = live_registry(await client.store.announced(), time.time())
+            entries = await client.fleet.catalog()
+            live = await client.fleet.live_tools()
         rows = sorted(entries.items(), key=lambda kv: (kv[1].kind, kv[0]))
         if as_json:
             body = [

@@ -142,6 +142,6 @@ async def _run(
         check_redis_url(redis_url)
     if redis_url and not is_memory_url(redis_url) and not tool_modules:
         async with Client(redis_url, settings=settings) as client:
-            return await client.wait(await client.submit(spec), timeout_s=timeout_s)
+            return await client.runs.wait(await client.runs.submit(spec), timeout_s=timeout_s)
     async with embedded(tools=tools, redis_url=redis_url, settings=settings) as client:
-        return await client.wait(await client.submit(spec), timeout_s=timeout_s)
+        return await client.runs.wait(await client.runs.submit(spec), timeout_s=timeout_s)

@@ -18,7 +18,7 @@ from agentq.serve import batches, errors, meta, remote, runs
 from agentq.serve.config import ServeConfig
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.limits import BodyLimit
-from agentq.serve.remote import RemoteService
+from agentq.workers.tools.remote_service import RemoteService
 
 STATIC = resources.files("agentq.serve") / "static"
 

@@ -120,13 +120,13 @@ async def list_batches(
 ) -> list[BatchInfo]:
     """The caller's batches, newest first."""
     principal = caller(request, "runs:read")
-    return await client_of(request).list_batches(principal.tenant, limit)
+    return await client_of(request).batches.list_batches(principal.tenant, limit)
 
 
 async def _status(request: Request, batch_id: str, scope: str) -> tuple[str, BatchInfo]:
     principal = caller(request, scope)
     try:
-        return principal.tenant, await client_of(request).batch_status(batch_id, principal.tenant)
+        return principal.tenant, await client_of(request).batches.status(batch_id, principal.tenant)
     except BatchNotFoundError:
         raise not_found(f"no batch with id {batch_id!r}") from None
 
@@ -147,7 +147,7 @@ async def results(request: Request, batch_id: str, failed: bool = False) -> Stre
 
     async def body() -> AsyncIterator[bytes]:
         page: list[str] = []
-        async for row in client.batch_results(batch_id, tenant=tenant, statuses=statuses):
+        async for row in client.batches.results(batch_id, tenant=tenant, statuses=statuses):
             page.append(row.model_dump_json() + "\n")
             if len(page) >= 200:
                 yield "".join(page).encode()
@@ -162,7 +162,7 @@ async def results(request: Request, batch_id: str, failed: bool = False) -> Stre
 async def cancel(request: Request, batch_id: str) -> BatchInfo:
     """No new admissions; the runs in flight are cancelled."""
     tenant, _ = await _status(request, batch_id, "runs:write")
-    return await client_of(request).cancel_batch(batch_id, tenant)
+    return await client_of(request).batches.cancel(batch_id, tenant)
 
 
 @router.post("/{batch_id}/retry", response_model=Requeued)
@@ -175,5 +175,5 @@ async def retry(
     statuses = [s for s, on in wanted if on]
     if not statuses:
         raise ApiError(422, "invalid_request", "nothing to retry: give failed or cancelled")
-    n = await client_of(request).retry_batch(batch_id, statuses, tenant)
+    n = await client_of(request).batches.retry(batch_id, statuses, tenant)
     return Requeued(id=batch_id, requeued=n)

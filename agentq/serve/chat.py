@@ -62,7 +62,9 @@ async def _current_run(client: Client, key: str) -> RunResult | None:
     if run_id is None:
         return None
     try:
-        return await client.result(run_id.decode() if isinstance(run_id, bytes) else str(run_id))
+        return await client.runs.result(
+            run_id.decode() if isinstance(run_id, bytes) else str(run_id)
+        )
     except RunNotFoundError:
         return None
 
@@ -77,7 +79,7 @@ async def _resolve(client: Client, result: RunResult, reply: UIMessage) -> int:
             continue
         approval = part.get("approval") or {}
         if waiting[call_id] == "awaiting-approval" and approval.get("approved") is not None:
-            await client.approve(
+            await client.runs.approve(
                 result.id,
                 call_id,
                 approved=bool(approval["approved"]),
@@ -90,7 +92,7 @@ async def _resolve(client: Client, result: RunResult, reply: UIMessage) -> int:
         ):
             is_error = part["state"] == "output-error"
             output = part.get("errorText", "error") if is_error else part.get("output")
-            await client.submit_tool_result(result.id, call_id, output, is_error=is_error)
+            await client.runs.submit_tool_result(result.id, call_id, output, is_error=is_error)
             resolved += 1
     return resolved
 
@@ -109,7 +111,7 @@ async def chat(request: Request, name: str, body: ChatRequest) -> Response:
     key = chat_key(principal.tenant, name, body.id)
     current = await _current_run(client, key)
     if current is not None and current.status not in TERMINAL_STATUSES:
-        after = int((await client.store.meta(current.id))["seq"])
+        after = (await client.runs.status(current.id)).seq
         last = body.messages[-1]
         if last.role == "assistant" and await _resolve(client, current, last):
             return _ui_stream(client, feeds_of(request), current.id, after)
@@ -132,8 +134,8 @@ async def chat(request: Request, name: str, body: ChatRequest) -> Response:
     except ValidationError as exc:
         raise validation_error(exc) from None
     check_spec_size(spec.model_dump_json(exclude_none=True).encode(), config.limits.max_spec_bytes)
-    await check_submit_rate(client.redis, principal.tenant, config.limits.submits_per_minute)
-    run_id = await client.submit(spec, tenant=principal.tenant)
+    await check_submit_rate(client.runs, principal.tenant, config.limits.submits_per_minute)
+    run_id = await client.runs.submit(spec, tenant=principal.tenant)
     await client.redis.set(key, run_id, ex=client.settings.retention_s)
     return _ui_stream(client, feeds_of(request), run_id, 0)
 
@@ -159,7 +161,7 @@ async def _parked(client: Client, run_id: str, seen: int) -> bool:
     status, seq = await resolved(client.redis.hmget(keys.meta(run_id), ["status", "seq"]))
     if status is None or status.decode() != "awaiting" or int(seq or 0) != seen:
         return False
-    result = await client.result(run_id)
+    result = await client.runs.result(run_id)
     if not result.steps:
         return False
     step = result.steps[-1]

@@ -50,7 +50,7 @@ async def own_run(request: Request, run_id: str, scope: str) -> Principal:
     """The caller, once the run is known to be theirs: another tenant's run is a 404."""
     principal = caller(request, scope)
     try:
-        tenant = await client_of(request).tenant_of(run_id)
+        tenant = await client_of(request).runs.tenant_of(run_id)
     except RunNotFoundError:
         tenant = None
     if tenant != principal.tenant:

@@ -56,7 +56,7 @@ class RunFeeds:
     async def _feed(self, run_id: str) -> _Feed:
         feed = self._feeds.get(run_id)
         if feed is None:
-            start = int((await self.client.store.meta(run_id))["seq"])
+            start = (await self.client.runs.status(run_id)).seq
             feed = self._feeds.get(run_id)  # another stream may have started it meanwhile
             if feed is None:
                 feed = _Feed(start)
@@ -66,7 +66,7 @@ class RunFeeds:
 
     async def _pump(self, run_id: str, feed: _Feed) -> None:
         try:
-            async for event in self.client.events(run_id, after=feed.start, follow=True):
+            async for event in self.client.runs.events(run_id, after=feed.start, follow=True):
                 self._broadcast(feed, Frame.of(event))
             self._broadcast(feed, _END)
         except Exception as exc:  # each stream raises it
@@ -94,7 +94,7 @@ class RunFeeds:
             subscriber = _Subscriber()
             feed.subscribers.add(subscriber)
             try:
-                async for event in self.client.events(run_id, after=last):
+                async for event in self.client.runs.events(run_id, after=last):
                     yield Frame.of(event)
                     last = event.seq
                     if event.type in TERMINAL_EVENTS:

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import time
 
-from redis.asyncio import Redis
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from agentq.orchestrator.runs.api import Runs
 from agentq.serve.errors import ApiError, error_body
 
 
@@ -70,22 +69,15 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-async def check_submit_rate(redis: Redis, tenant: str, per_minute: int) -> None:
-    """A fixed one-minute window per tenant, shared by every replica through Redis."""
-    now = time.time()
-    window = int(now // 60)
-    key = f"aq:serve:submits:{tenant}:{window}"
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.incr(key)
-        pipe.expire(key, 120)
-        count, _ = await pipe.execute()
-    if int(count) > per_minute:
-        retry = max(1, int((window + 1) * 60 - now) + 1)
+async def check_submit_rate(runs: Runs, tenant: str, per_minute: int) -> None:
+    """A one-minute window per tenant, shared by every replica (`Runs.count_submission`)."""
+    window = await runs.count_submission(tenant)
+    if window.count > per_minute:
         raise ApiError(
             429,
             "rate_limited",
             f"tenant {tenant!r} submitted over {per_minute} runs this minute",
-            headers={"Retry-After": str(retry)},
+            headers={"Retry-After": str(max(1, int(window.resets_in_s) + 1))},
         )
 
 

@@ -7,9 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.fleet import overview as fleet
-from agentq.orchestrator.fleet.queues import known_queues, queue_stats, queues_document
+from agentq.orchestrator.fleet.queues import queues_document
 from agentq.serve.deps import caller, client_of
 from agentq.serve.errors import error_body
 
@@ -26,7 +24,7 @@ async def healthz() -> dict[str, str]:
 async def readyz(request: Request) -> Any:
     """Redis answers too."""
     try:
-        await client_of(request).redis.ping()
+        await client_of(request).ping()
     except Exception as exc:
         return JSONResponse(
             error_body("unavailable", f"cannot reach Redis: {exc}"), status_code=503
@@ -38,7 +36,7 @@ async def readyz(request: Request) -> Any:
 async def fleet_status(request: Request) -> dict[str, Any]:
     """Queue depths and the workers alive (from their beats in Redis)."""
     caller(request, "runs:read")
-    return await fleet.status(client_of(request).redis)
+    return (await client_of(request).fleet.status()).model_dump()
 
 
 @router.get("/v1/queues")
@@ -49,7 +47,4 @@ async def queues(
     them (`valueLocation: queues.<name>.depth`). Every queue the deployment serves is
     listed, at 0 when empty, and so is each `?queue=` asked for."""
     caller(request, "runs:read")
-    client = client_of(request)
-    served = {a.queue for a in (await client.store.registry()).values()}
-    names = {MODEL_QUEUE, TOOLS_QUEUE, *served, *(queue or []), *await known_queues(client.redis)}
-    return queues_document(await queue_stats(client.redis, sorted(names)))
+    return queues_document(await client_of(request).fleet.queues(also=queue or []))

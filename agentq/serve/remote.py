@@ -8,35 +8,25 @@ Routes (scope `workers`), for the queues of the deployment's remote tools only:
 - `POST /v1/leases/{id}/progress` `{"progress"}` adds a `tool-progress` event;
 - `POST /v1/leases/{id}/result` `{"output", "is_error"}` records the result (write-once).
 
-A lapsed lease answers 410: its call is re-delivered. The process also announces the
-remote tools, reaps lapsed leases, and pushes the calls of queues with a webhook.
+A lapsed lease answers 410: its call is re-delivered. The process also runs a
+`RemoteService` (workers/tools/remote_service.py): it announces the remote tools, reaps
+lapsed leases, and pushes the calls of queues with a webhook.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import logging
-import os
 from typing import Any
 
-import httpx
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentq.orchestrator.client import Client
-from agentq.orchestrator.tools.base import ToolAnnouncement
-from agentq.orchestrator.tools.remote import RemoteTools, load_remote_tools
 from agentq.serve.deps import caller
 from agentq.serve.errors import ApiError, not_found
-from agentq.workers.tools.remote import CallTimedOut, LeaseGone, RemoteLeases
-from agentq.workers.tools.remote_push import PushDispatcher
-
-log = logging.getLogger("agentq.remote")
+from agentq.workers.tools.remote import CallTimedOut, LeaseGone
+from agentq.workers.tools.remote_service import RemoteService
 
 router = APIRouter(tags=["remote workers"])
 SCOPE = "workers"
-ANNOUNCE_EVERY_S = 60.0
 
 
 class _Body(BaseModel):
@@ -60,65 +50,6 @@ class Progress(_Body):
 class Result(_Body):
     output: Any = None
     is_error: bool = False
-
-
-class RemoteService:
-    """What `agentq serve` runs for remote tools, started with the app."""
-
-    def __init__(self, client: Client, declared: RemoteTools) -> None:
-        self.client = client
-        self.declared = declared
-        settings = client.settings
-        self.leases = RemoteLeases(
-            client.redis,
-            client.store,
-            max_deliveries=settings.max_deliveries,
-            max_output_bytes=settings.max_tool_output_bytes,
-        )
-        self._http = httpx.AsyncClient(follow_redirects=False)
-        self._tasks: list[asyncio.Task[None]] = []
-        self._pushers: list[PushDispatcher] = []
-
-    @classmethod
-    def from_client(cls, client: Client) -> RemoteService:
-        return cls(client, load_remote_tools(client.settings.remote_tools))
-
-    async def start(self) -> None:
-        """Announce the remote tools (a run may name them as soon as serve answers), then
-        keep them announced, reap lapsed leases and push the webhook queues' calls."""
-        if not self.declared.tools:
-            return
-        await self.client.store.announce(self._announcements)
-        self._tasks.append(asyncio.create_task(self._announce_forever()))
-        self._tasks.append(
-            asyncio.create_task(self.leases.reap_forever(self.client.settings.lease_s))
-        )
-        for queue, hook in self.declared.webhooks.items():
-            pusher = PushDispatcher(self.leases, queue, hook, self._http, os.environ)
-            self._pushers.append(pusher)
-            self._tasks.append(asyncio.create_task(pusher.run_forever()))
-
-    @property
-    def _announcements(self) -> list[ToolAnnouncement]:
-        return [t.announcement() for t in self.declared.tools]
-
-    async def _announce_forever(self) -> None:
-        while True:
-            await asyncio.sleep(ANNOUNCE_EVERY_S)
-            try:
-                await self.client.store.announce(self._announcements)
-            except Exception as exc:  # the next round retries
-                log.warning("announcing remote tools failed: %s", exc)
-
-    async def aclose(self) -> None:
-        for pusher in self._pushers:
-            await pusher.aclose()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        await self._http.aclose()
 
 
 def _service(request: Request) -> RemoteService:

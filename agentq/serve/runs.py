@@ -73,9 +73,9 @@ async def submit(
     if owner is not None and owner != principal.tenant:
         raise conflict(f"run id {spec.id!r} is taken")
     if owner is None:  # a resubmission costs no submit budget
-        await check_submit_rate(client.redis, principal.tenant, config.limits.submits_per_minute)
+        await check_submit_rate(client.runs, principal.tenant, config.limits.submits_per_minute)
     # The same spec again is the same run (200); another spec under a taken id is a 409.
-    run_id, created = await client.create(spec, tenant=principal.tenant)
+    run_id, created = await client.runs.create(spec, tenant=principal.tenant)
     if not created and await _owner(request, run_id) != principal.tenant:
         raise conflict(f"run id {run_id!r} is taken")
     return JSONResponse({"id": run_id}, status_code=201 if created else 200)
@@ -83,7 +83,7 @@ async def submit(
 
 async def _owner(request: Request, run_id: str) -> str | None:
     try:
-        return await client_of(request).tenant_of(run_id)
+        return await client_of(request).runs.tenant_of(run_id)
     except RunNotFoundError:
         return None
 
@@ -105,7 +105,7 @@ async def list_runs(
         if k.startswith("metadata.")
     }
     try:
-        return await client_of(request).list_runs(
+        return await client_of(request).runs.list(
             principal.tenant,
             status=status,
             metadata=metadata,
@@ -128,10 +128,10 @@ async def get_run(
     client = client_of(request)
     if wait:
         try:
-            return await client.wait(run_id, timeout_s=wait)
+            return await client.runs.wait(run_id, timeout_s=wait)
         except RunTimeoutError:
             pass
-    return await client.result(run_id)
+    return await client.runs.result(run_id)
 
 
 @router.get(
@@ -189,7 +189,7 @@ def _stream_headers() -> dict[str, str]:
 
 async def _pending_call(request: Request, run_id: str, call_id: str, wanted: str) -> None:
     """404 for a call the run never made; 409 for one that is not `wanted` now."""
-    result = await client_of(request).result(run_id)
+    result = await client_of(request).runs.result(run_id)
     if result.status in TERMINAL_STATUSES:
         raise conflict(f"run {run_id!r} has ended ({result.status})")
     for pending in result.pending:
@@ -210,7 +210,9 @@ async def approve(request: Request, run_id: str, call_id: str, body: Approval) -
     """Approve or deny a call that waits for approval (the model sees a denial's reason)."""
     await own_run(request, run_id, "approve")
     await _pending_call(request, run_id, call_id, "awaiting-approval")
-    await client_of(request).approve(run_id, call_id, approved=body.approved, reason=body.reason)
+    await client_of(request).runs.approve(
+        run_id, call_id, approved=body.approved, reason=body.reason
+    )
     return Outcome(id=call_id, outcome="approved" if body.approved else "denied")
 
 
@@ -219,7 +221,7 @@ async def post_result(request: Request, run_id: str, call_id: str, body: ToolOut
     """Post the output of a call that waits for one (a client tool)."""
     await own_run(request, run_id, "runs:write")
     await _pending_call(request, run_id, call_id, "awaiting-result")
-    await client_of(request).submit_tool_result(
+    await client_of(request).runs.submit_tool_result(
         run_id, call_id, body.output, is_error=body.is_error
     )
     return Outcome(id=call_id, outcome="error" if body.is_error else "posted")
@@ -231,12 +233,12 @@ async def answer(request: Request, run_id: str, request_id: str, body: Answer) -
     await own_run(request, run_id, "approve")
     if body.decline == (body.answer is not None):
         raise ApiError(422, "invalid_request", "give either 'answer' or 'decline': true")
-    result = await client_of(request).result(run_id)
+    result = await client_of(request).runs.result(run_id)
     if result.status in TERMINAL_STATUSES:
         raise conflict(f"run {run_id!r} has ended ({result.status})")
     if not any(p.get("request_id") == request_id for p in result.pending):
         raise not_found(f"run {run_id!r} has no open input request {request_id!r}")
-    await client_of(request).answer(run_id, request_id, None if body.decline else body.answer)
+    await client_of(request).runs.answer(run_id, request_id, None if body.decline else body.answer)
     return Outcome(id=request_id, outcome="declined" if body.decline else "answered")
 
 
@@ -248,5 +250,5 @@ class CancelBody(BaseModel):
 async def cancel(request: Request, run_id: str, body: CancelBody | None = None) -> Outcome:
     """Cancel the run (a finished run stays as it ended)."""
     await own_run(request, run_id, "runs:write")
-    outcome = await client_of(request).cancel(run_id, reason=body.reason if body else None)
+    outcome = await client_of(request).runs.cancel(run_id, reason=body.reason if body else None)
     return Outcome(id=run_id, outcome=outcome)

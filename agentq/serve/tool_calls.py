@@ -15,7 +15,6 @@ the caller's tenant; a key's `tool:PATTERN` scopes narrow the tools it sees (aut
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -24,10 +23,8 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
-from agentq.orchestrator.calls.api import ToolCalls
+from agentq.orchestrator.calls.api import CallNotFoundError, ToolCalls
 from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
-from agentq.orchestrator.calls.state import CallField
-from agentq.orchestrator.calls.store import CallNotFoundError
 from agentq.orchestrator.core.errors import UnknownToolError
 from agentq.serve.auth import Principal
 from agentq.serve.deps import caller, client_of, config_of
@@ -146,18 +143,13 @@ async def start_call(
 
 async def _state(calls: ToolCalls, call_id: str, principal: Principal) -> CallState:
     try:
-        fields = await calls.state(call_id)
+        info = await calls.info(call_id)
     except CallNotFoundError:
         raise not_found(f"no tool call with id {call_id!r}") from None
-    if fields.get(CallField.TENANT) != principal.tenant:
+    if info.tenant != principal.tenant:
         raise not_found(f"no tool call with id {call_id!r}")
     result = await calls.result(call_id)
-    return CallState(
-        id=call_id,
-        tool_name=json.loads(fields[CallField.CALL])["name"],
-        status=fields[CallField.STATUS],
-        result=result,
-    )
+    return CallState(id=call_id, tool_name=info.tool_name, status=info.status, result=result)
 
 
 @router.get("/v1/tool-calls/{call_id}", response_model=CallState)

@@ -128,7 +128,7 @@ def vanished_message(run_id: str) -> str:
 async def run_meta(client: Client, run_id: str) -> dict[str, str]:
     """The run's meta hash; {} when the run is gone (never created, or expired)."""
     try:
-        return await client.store.meta(run_id)
+        return await client.runs.store.meta(run_id)
     except RunNotFoundError:
         return {}
 
@@ -197,7 +197,7 @@ async def _create(client: Client, tenant: str, admission: Admission) -> str | No
         spec = RunSpec.model_validate_json(admission.spec).model_copy(
             update={"id": admission.run_id}
         )
-        await client.create(
+        await client.runs.create(
             spec,
             tenant=tenant,
             end_job=end_job(tenant, admission.batch_id, admission.line, admission.run_id),

@@ -1,6 +1,6 @@
-"""Batches through `Client`: submit (a streamed, resumable upload), status, results in
-input order, cancel, retry, list. The batch itself lives in Redis (see batch_store.py);
-its lines are admitted by the workers (see batch_admission.py), never by this process.
+"""Batches through `Client` (`client.batches`): submit (a streamed, resumable upload),
+status, results in input order, cancel, retry, list. The batch itself lives in Redis (see
+store.py); its lines are admitted by the workers (see admission.py), never by this process.
 """
 
 from __future__ import annotations
@@ -11,9 +11,10 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, Field
+from redis.asyncio import Redis
 
 from agentq.orchestrator.batches.admission import kick_job
 from agentq.orchestrator.batches.input import (
@@ -40,11 +41,11 @@ from agentq.orchestrator.batches.state import (
 )
 from agentq.orchestrator.batches.store import BatchStore
 from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.machine import keys
+from agentq.orchestrator.redis.faults import maps_redis_errors, redis_errors_mapped
+from agentq.orchestrator.runs.api import Runs
 from agentq.orchestrator.runs.index import DEFAULT_TENANT
-
-if TYPE_CHECKING:
-    from agentq.orchestrator.client import Client
 
 UPLOAD_CHUNK = 500  # lines per upload transition
 RETRY_CHUNK = 2000  # lines per retry transition
@@ -195,12 +196,16 @@ def _texts(source: BatchSource) -> Iterator[str]:
 
 
 class Batches:
-    """The batch operations of one Client (see the Client's `*_batch` methods)."""
+    """The batch operations of one Client. Every method raises agentq's own errors only
+    (a Redis failure is an InfrastructureError)."""
 
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.store = BatchStore(client.redis)
+    def __init__(self, redis: Redis, settings: Settings, runs: Runs) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.runs = runs
+        self.store = BatchStore(redis)
 
+    @maps_redis_errors
     async def submit(
         self,
         source: BatchSource,
@@ -234,8 +239,8 @@ class Batches:
                 concurrency=concurrency,
                 priority=priority,
                 metadata=json.dumps(dict(metadata or {})),
-                retention_s=self.client.settings.retention_s,
-                upload_ttl_s=self.client.settings.batch_upload_ttl_s,
+                retention_s=self.settings.retention_s,
+                upload_ttl_s=self.settings.batch_upload_ttl_s,
             ),
         )
         if opened.outcome == BatchOutcome.EXISTS:
@@ -300,7 +305,7 @@ class Batches:
             BatchUpload(
                 batch_id=batch_id,
                 lines=lines,
-                upload_ttl_s=self.client.settings.batch_upload_ttl_s,
+                upload_ttl_s=self.settings.batch_upload_ttl_s,
             ),
         )
         if reply.outcome != BatchOutcome.STORED:
@@ -313,11 +318,12 @@ class Batches:
         meta = await self.store.meta(tenant, batch_id)
         if meta.get(BatchField.STATUS) != BatchStatus.UPLOADING:
             return
-        async with self.client.redis.pipeline(transaction=True) as pipe:
+        async with self.redis.pipeline(transaction=True) as pipe:
             pipe.delete(*keys.batch_keys(tenant, batch_id))
             pipe.zrem(keys.batch_index(tenant), batch_id)
             await pipe.execute()
 
+    @maps_redis_errors
     async def status(self, batch_id: str, tenant: str | None = None) -> BatchInfo:
         meta = await self.store.meta(tenant or DEFAULT_TENANT, batch_id)
         if not meta:
@@ -336,11 +342,14 @@ class Batches:
         tenant = tenant or DEFAULT_TENANT
         info = await self.status(batch_id, tenant)
         wanted = set(statuses)
-        async for line, record in self.store.records(tenant, batch_id, lines=_last_line(info)):
-            result = line_result(line, record)
-            if not wanted or result.status in wanted:
-                yield result
+        with redis_errors_mapped():
+            records = self.store.records(tenant, batch_id, lines=_last_line(info))
+            async for line, record in records:
+                result = line_result(line, record)
+                if not wanted or result.status in wanted:
+                    yield result
 
+    @maps_redis_errors
     async def cancel(self, batch_id: str, tenant: str | None = None) -> BatchInfo:
         """No new admissions; the runs in flight are cancelled (their ends settle the
         lines, so the batch ends when the last one does)."""
@@ -350,11 +359,12 @@ class Batches:
             raise BatchNotFoundError(f"no batch with id {batch_id!r}")
         for run_id in reply.running:
             try:
-                await self.client.cancel(run_id, reason=f"batch {batch_id} cancelled")
+                await self.runs.cancel(run_id, reason=f"batch {batch_id} cancelled")
             except RunNotFoundError:
                 continue  # admitted, its run not created yet: the creator finds it
         return await self.status(batch_id, tenant)
 
+    @maps_redis_errors
     async def retry(
         self,
         batch_id: str,
@@ -394,6 +404,7 @@ class Batches:
                 return requeued
             first = end + 1
 
+    @maps_redis_errors
     async def list_batches(self, tenant: str | None = None, limit: int = 50) -> list[BatchInfo]:
         tenant = tenant or DEFAULT_TENANT
         now = time.time()

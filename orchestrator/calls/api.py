@@ -1,4 +1,4 @@
-"""Calling the fleet's tools without a run: `Client.call_tool` and what the front doors
+"""Calling the fleet's tools without a run: `client.calls` and what the front doors
 (`agentq call`, `POST /v1/tools/{name}/calls`, the MCP gateway) build on.
 
 A call is a job like a run's tool call: resolved and validated here, executed by the
@@ -13,6 +13,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from agentq.orchestrator import tracing
@@ -33,6 +34,7 @@ from agentq.orchestrator.calls.store import CallNotFoundError, CallStore
 from agentq.orchestrator.core.errors import RunConflictError
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.redis.faults import maps_redis_errors
 from agentq.orchestrator.runs.index import DEFAULT_TENANT
 from agentq.orchestrator.runs.state import Outcome
 from agentq.orchestrator.runs.store import RunStore
@@ -51,10 +53,22 @@ LogCallback = Callable[[str, Any, str | None], Awaitable[None]]
 # `sampling/createMessage` params in, the `CreateMessageResult` (None: decline) out.
 SampleCallback = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
 
-__all__ = ["CallNotFoundError", "ProgressCallback", "ToolCallResult", "ToolCalls"]
+__all__ = ["CallInfo", "CallNotFoundError", "ProgressCallback", "ToolCallResult", "ToolCalls"]
+
+
+class CallInfo(BaseModel):
+    """Where a call stands: whose it is, its tool, and its status (queued, running, done)."""
+
+    id: str
+    tenant: str
+    tool_name: str
+    status: str
 
 
 class ToolCalls:
+    """Start, follow and cancel tool calls without a run (`client.calls`; `call_tool` in
+    steps)."""
+
     def __init__(self, runs: RunStore, redis: Redis, settings: Settings) -> None:
         self.runs = runs
         self.settings = settings
@@ -141,8 +155,15 @@ class ToolCalls:
         """The call's result, or None while it runs; CallNotFoundError if unknown."""
         return call_result(call_id, await self.store.read(call_id))
 
-    async def state(self, call_id: str) -> dict[str, str]:
-        return await self.store.read(call_id)
+    async def info(self, call_id: str) -> CallInfo:
+        """Where the call stands; CallNotFoundError if unknown."""
+        fields = await self.store.read(call_id)
+        return CallInfo(
+            id=call_id,
+            tenant=fields.get(CallField.TENANT, DEFAULT_TENANT),
+            tool_name=json.loads(fields[CallField.CALL])["name"],
+            status=fields[CallField.STATUS],
+        )
 
     def events(self, call_id: str, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
         return self.store.events(call_id, after, follow=follow)
@@ -216,6 +237,7 @@ class ToolCalls:
         assert result is not None
         return result
 
+    @maps_redis_errors
     async def call(
         self,
         name: str,
@@ -227,8 +249,15 @@ class ToolCalls:
         tenant: str | None = None,
         traceparent: str | None = None,
     ) -> ToolCallResult:
-        """Start the call and wait for its result. A call no worker finished within its
-        deadline (plus QUEUE_GRACE_S in the queue) is cancelled: its result says so."""
+        """Call one of the fleet's tools as a job of its own, without a run, and wait for
+        its result (a failing tool is a result with `is_error`, not an exception).
+
+        Resolved, validated, queued, executed and traced like a run's call of the same
+        tool. UnknownToolError when nothing serves `name`, CallInputError when `input`
+        breaks its schema. With `idempotency_key`, a retried call returns the first
+        call's result and never executes twice. `on_progress` gets each progress value.
+        A call no worker finished within its deadline (plus QUEUE_GRACE_S in the queue)
+        is cancelled: its result says so."""
         call_id, _, tool = await self.start_call(
             name,
             input,

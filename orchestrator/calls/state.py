@@ -1,4 +1,4 @@
-"""The state of a tool call without a run (`Client.call_tool`), declared once.
+"""The state of a tool call without a run (`client.calls.call`), declared once.
 
 A call is one hash `aq:call:{<id>}` (fields below) and an event stream beside it. It
 moves queued -> running -> done (the `CallStatus` of a run's calls); its result is

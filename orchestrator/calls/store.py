@@ -1,6 +1,6 @@
 """The store of tool calls without a run: each change is one atomic Lua transition.
 
-The counterpart of `RunStore` for `Client.call_tool` (state declared in
+The counterpart of `RunStore` for `client.calls.call` (state declared in
 `orchestrator/calls/state.py`, scripts `lua/call_*.lua` after `lua/call_prelude.lua`).
 Redis errors leave it only as `InfrastructureError`, as from the run store.
 """

@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 # A parked call's deadline (`park_expiry`) is a deferred job on the model queue. A `call`
-# is a tool call without a run (`Client.call_tool`): its envelope's `run_id` and
+# is a tool call without a run (`client.calls.call`): its envelope's `run_id` and
 # `call_id` are the call's id, and `run_trace` carries the call's trace. A batch's
 # admission (`batch_admit`) has its own payload (orchestrator/batches/admission.py).
 # `start_call` starts a parked call (a sub-agent's child run, a workflow); `child_ended`

@@ -48,7 +48,7 @@ RUN_ENDED = "aq:run-ended"  # pub/sub channel: the id of every run that ends
 # when the run was added), for any worker's webhook dispatcher to take up
 WEBHOOK_RUNS = "aq:webhook-runs"
 QUEUE_PREFIX = "aq:queue:"
-# A tool call without a run (`Client.call_tool`): `aq:call:{<id>}` and its event stream.
+# A tool call without a run (`client.calls.call`): `aq:call:{<id>}` and its event stream.
 CALL_PREFIX = "aq:call:"
 CALL_JOB_SUFFIX = ":job"
 WAKE_PREFIX = "aq:wake:"

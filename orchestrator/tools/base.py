@@ -189,7 +189,7 @@ class ToolKindPlugin(ABC):
         return f"{self.kind}:{ann.name}"
 
     def call_entries(self, ann: ToolAnnouncement) -> list[tuple[str, dict[str, Any]]]:
-        """How an announced tool of this kind is called on its own (`Client.call_tool`,
+        """How an announced tool of this kind is called on its own (`client.calls.call`,
         the gateway): the names it answers to, each with the tool entry a run spec would
         give to enable it. None by default: a kind that executes nowhere (client,
         provider) cannot be called without a run."""

@@ -90,7 +90,7 @@ class Embedded:
 
 
 async def all_events(client: Client, run_id: str, after: int | None = None) -> list[Event]:
-    return [e async for e in client.events(run_id, after=after)]
+    return [e async for e in client.runs.events(run_id, after=after)]
 
 
 def call_ids(events: Sequence[Event], type_: str) -> list[str]:
@@ -106,7 +106,7 @@ async def wait_event(
     """The first event (from the start) that matches, waiting for it if need be."""
 
     async def find() -> Event:
-        async for event in client.events(run_id, follow=True):
+        async for event in client.runs.events(run_id, follow=True):
             if match(event):
                 return event
         raise AssertionError(f"the run ended without the awaited event: {event.model_dump()}")

@@ -44,7 +44,7 @@ async def client(redis_url: str) -> AsyncIterator[Client]:
 
 async def finished(client: Client, batch_id: str, timeout_s: float = 60) -> BatchInfo:
     async def check() -> BatchInfo | None:
-        info = await client.batch_status(batch_id)
+        info = await client.batches.status(batch_id)
         return info if info.ended else None
 
     found: BatchInfo | None = await eventually_async(check, f"batch {batch_id} to end", timeout_s)
@@ -53,7 +53,7 @@ async def finished(client: Client, batch_id: str, timeout_s: float = 60) -> Batc
 
 
 async def results(client: Client, batch_id: str) -> list[LineResult]:
-    return [r async for r in client.batch_results(batch_id)]
+    return [r async for r in client.batches.results(batch_id)]
 
 
 async def max_in_flight(client: Client, rows: list[LineResult]) -> int:
@@ -61,7 +61,7 @@ async def max_in_flight(client: Client, rows: list[LineResult]) -> int:
     edges: list[tuple[float, int]] = []
     for row in rows:
         assert row.run_id is not None
-        meta = await client.store.meta(row.run_id)
+        meta = await client.runs.store.meta(row.run_id)
         edges += [(float(meta[MetaField.CREATED_AT]), 1), (float(meta[MetaField.FINISHED_AT]), -1)]
     live = peak = 0
     for _, step in sorted(edges, key=lambda e: (e[0], e[1])):
@@ -81,7 +81,10 @@ def lines(n: int) -> Iterator[dict[str, Any]]:
 async def test_lines_run_within_the_concurrency_and_results_come_in_input_order(
     client: Client,
 ) -> None:
-    batch_id = await client.submit_batch(lines(30), template=TEMPLATE, batch_id="b1", concurrency=4)
+    submitted = await client.batches.submit(
+        lines(30), template=TEMPLATE, batch_id="b1", concurrency=4
+    )
+    batch_id = submitted.batch_id
     info = await finished(client, batch_id)
     assert (info.status, info.counts.succeeded, info.lines) == ("done", 30, 30)
     rows = await results(client, batch_id)
@@ -103,9 +106,9 @@ async def test_a_resubmitted_id_resumes_its_upload_and_runs_each_line_once(
             yield {"custom_id": f"t{i}", **line}
 
     with pytest.raises(SubmitterDied):
-        await client.submit_batch(interrupted(), template=TEMPLATE, batch_id="r1")
+        await client.batches.submit(interrupted(), template=TEMPLATE, batch_id="r1")
     # The first chunk (500 lines) was stored; nothing runs before the upload completes.
-    partial = await client.batch_status("r1")
+    partial = await client.batches.status("r1")
     assert (partial.status, partial.lines, partial.counts.running) == ("uploading", 500, 0)
     full = ({"custom_id": f"t{i}", **line} for i, line in enumerate(lines(1200)))
     result = await client.batches.submit(full, template=TEMPLATE, batch_id="r1", concurrency=64)
@@ -123,12 +126,12 @@ async def test_a_resubmitted_id_resumes_its_upload_and_runs_each_line_once(
 async def test_duplicate_custom_ids_are_refused_before_anything_starts(client: Client) -> None:
     rows = [{"custom_id": "a", "vars": {"q": "x"}}] * 2 + [{"custom_id": "b", "vars": {"q": "y"}}]
     with pytest.raises(BatchInputError, match=r"line 2 repeats line 1 \('a'\)"):
-        await client.submit_batch(rows, template=TEMPLATE, batch_id="d1")
+        await client.batches.submit(rows, template=TEMPLATE, batch_id="d1")
     assert await client.redis.exists(keys.batch_meta("default", "d1")) == 0
 
 
 async def test_cancel_stops_admissions_and_cancels_the_runs_in_flight(client: Client) -> None:
-    await client.submit_batch(
+    await client.batches.submit(
         ({"custom_id": str(i)} for i in range(12)),
         template=napping(30),
         batch_id="c1",
@@ -136,11 +139,11 @@ async def test_cancel_stops_admissions_and_cancels_the_runs_in_flight(client: Cl
     )
 
     async def running() -> BatchInfo | None:
-        info = await client.batch_status("c1")
+        info = await client.batches.status("c1")
         return info if info.counts.running == 3 else None
 
     await eventually_async(running, "three lines to run")
-    await client.cancel_batch("c1")
+    await client.batches.cancel("c1")
     info = await finished(client, "c1")
     assert info.status == "cancelled"
     assert (info.counts.cancelled, info.counts.queued, info.counts.running) == (12, 0, 0)
@@ -160,13 +163,13 @@ async def test_retry_gives_failed_and_cancelled_lines_new_runs(client: Client) -
         else {"custom_id": str(i), "vars": {"q": "x"}}
         for i in range(1, 6)
     ]
-    await client.submit_batch(rows, template=TEMPLATE, batch_id="f1", concurrency=2)
+    await client.batches.submit(rows, template=TEMPLATE, batch_id="f1", concurrency=2)
     info = await finished(client, "f1")
     assert (info.counts.succeeded, info.counts.failed) == (3, 2)
-    failed = [r async for r in client.batch_results("f1", statuses=["failed"])]
+    failed = [r async for r in client.batches.results("f1", statuses=["failed"])]
     assert [r.custom_id for r in failed] == ["2", "4"]
     assert all("nope" in (r.error or "") for r in failed)
-    assert await client.retry_batch("f1") == 2
+    assert await client.batches.retry("f1") == 2
     info = await finished(client, "f1")
     assert (info.counts.succeeded, info.counts.failed, info.lines) == (3, 2, 5)
     again = {r.custom_id: r.run_id for r in await results(client, "f1")}
@@ -174,23 +177,23 @@ async def test_retry_gives_failed_and_cancelled_lines_new_runs(client: Client) -
 
 
 async def test_retry_of_cancelled_lines_runs_them_to_the_end(client: Client) -> None:
-    await client.submit_batch(
+    await client.batches.submit(
         ({"custom_id": str(i), "vars": {"q": "x"}} for i in range(6)),
         template=TEMPLATE,
         batch_id="c2",
         concurrency=1,
     )
-    await client.cancel_batch("c2")
+    await client.batches.cancel("c2")
     await finished(client, "c2")
-    assert await client.retry_batch("c2", ["cancelled"]) >= 1
+    assert await client.batches.retry("c2", ["cancelled"]) >= 1
     info = await finished(client, "c2")
     assert (info.status, info.counts.succeeded) == ("done", 6)
 
 
 async def test_listing_shows_the_tenants_batches_newest_first(client: Client) -> None:
     for name in ("l1", "l2"):
-        await client.submit_batch(lines(2), template=TEMPLATE, batch_id=name)
-    assert [b.id for b in await client.list_batches()][:2] == ["l2", "l1"]
+        await client.batches.submit(lines(2), template=TEMPLATE, batch_id=name)
+    assert [b.id for b in await client.batches.list_batches()][:2] == ["l2", "l1"]
     for name in ("l1", "l2"):
         await finished(client, name)
 

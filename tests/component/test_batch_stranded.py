@@ -43,7 +43,7 @@ async def admitted_by_a_dropped_kick(client: Client, batch_id: str, n: int) -> s
     """Submit with no worker up, then play the worker whose kick job settled (admitting
     line 1) and was then dropped by arq: the job is gone, the line is `running`. Returns
     the run id line 1 was admitted as."""
-    await client.submit_batch(rows(n), template=TEMPLATE, batch_id=batch_id, concurrency=1)
+    await client.batches.submit(rows(n), template=TEMPLATE, batch_id=batch_id, concurrency=1)
     job_id = keys.batch_kick_job_id("default", batch_id, "seal")
     await client.redis.delete(keys.arq_job(job_id))
     await client.redis.zrem(keys.job_queue(MODEL_QUEUE, job_id), job_id)
@@ -51,13 +51,13 @@ async def admitted_by_a_dropped_kick(client: Client, batch_id: str, n: int) -> s
         "default", BatchSettle(batch_id=batch_id, token=job_id)
     )
     (admission,) = reply.admitted
-    assert (await client.batch_status(batch_id)).counts.running == 1
+    assert (await client.batches.status(batch_id)).counts.running == 1
     return admission.run_id
 
 
 async def finished(client: Client, batch_id: str) -> BatchInfo:
     async def check() -> BatchInfo | None:
-        info = await client.batch_status(batch_id)
+        info = await client.batches.status(batch_id)
         return info if info.ended else None
 
     found: BatchInfo | None = await eventually_async(check, f"batch {batch_id} to end", 60)
@@ -73,7 +73,7 @@ async def test_a_line_whose_run_was_never_created_fails_and_the_batch_goes_on(
     async with embedded(tools=[noop], redis_url=redis_url, settings=SWEEPING) as client:
         info = await finished(client, "lost1")
         assert (info.status, info.counts.succeeded, info.counts.failed) == ("done", 2, 1)
-        (failed,) = [r async for r in client.batch_results("lost1", statuses=["failed"])]
+        (failed,) = [r async for r in client.batches.results("lost1", statuses=["failed"])]
         assert (failed.custom_id, failed.run_id) == ("c1", run_id)
         assert f"run {run_id} is gone" in (failed.error or "")
 
@@ -83,11 +83,11 @@ async def test_a_run_whose_end_job_was_dropped_is_settled_from_its_end(redis_url
         run_id = await admitted_by_a_dropped_kick(client, "lost2", 2)
         # Its run is created without the end job (as if arq had dropped that job).
         spec = RunSpec.model_validate(scripted({"text": "done"}, id=run_id))
-        await client.create(spec)
+        await client.runs.create(spec)
     async with embedded(tools=[noop], redis_url=redis_url, settings=SWEEPING) as client:
         info = await finished(client, "lost2")
         assert (info.status, info.counts.succeeded, info.counts.failed) == ("done", 2, 0)
-        first, _second = [r async for r in client.batch_results("lost2")]
+        first, _second = [r async for r in client.batches.results("lost2")]
         assert (first.run_id, first.status, first.text) == (run_id, "succeeded", "done")
 
 
@@ -98,9 +98,9 @@ async def test_an_end_job_after_the_runs_keys_expired_fails_the_line(redis_url: 
         # the run is left. The job used to wait for the run to end, forever.
         envelope = BatchJobEnvelope(tenant="default", batch_id="lost3", line=1, run_id=run_id)
         await run_admission(client, envelope, keys.batch_end_job_id(run_id))
-        info = await client.batch_status("lost3")
+        info = await client.batches.status("lost3")
         assert (info.status, info.counts.failed, info.counts.running) == ("done", 1, 0)
-        (failed,) = [r async for r in client.batch_results("lost3", statuses=["failed"])]
+        (failed,) = [r async for r in client.batches.results("lost3", statuses=["failed"])]
         assert f"run {run_id} is gone" in (failed.error or "")
 
 

@@ -1,4 +1,4 @@
-"""Tool calls without a run (`Client.call_tool`) on the embedded runtime: resolution,
+"""Tool calls without a run (`client.calls.call`) on the embedded runtime: resolution,
 schema validation, results and errors, progress, idempotency, cancellation, and the
 call transitions applied twice (a re-delivered job never records a second result)."""
 
@@ -68,8 +68,8 @@ TOOLS = [add, broken, count_to, wait_long]
 
 async def test_a_call_returns_its_output_without_a_run() -> None:
     async with embedded(tools=TOOLS, settings=FAST) as client:
-        result = await client.call_tool("add", {"a": 1, "b": 2}, timeout_s=TIMEOUT_S)
-        runs = await client.runs()
+        result = await client.calls.call("add", {"a": 1, "b": 2}, timeout_s=TIMEOUT_S)
+        runs = await client.runs.recent()
     assert (result.output, result.is_error, result.error) == (3, False, None)
     assert result.tool_name == "add"
     assert result.duration_s >= 0
@@ -79,20 +79,20 @@ async def test_a_call_returns_its_output_without_a_run() -> None:
 async def test_an_unknown_tool_is_refused_naming_it() -> None:
     async with embedded(tools=TOOLS, settings=FAST) as client:
         with pytest.raises(UnknownToolError, match="'nope'"):
-            await client.call_tool("nope", {})
+            await client.calls.call("nope", {})
 
 
 async def test_input_breaking_the_schema_is_refused_with_its_path() -> None:
     async with embedded(tools=TOOLS, settings=FAST) as client:
         with pytest.raises(CallInputError) as raised:
-            await client.call_tool("add", {"a": "one", "b": 2})
+            await client.calls.call("add", {"a": "one", "b": 2})
     assert raised.value.violations[0]["path"] == "/a"
     assert "'add'" in str(raised.value)
 
 
 async def test_a_failing_tool_is_a_result_with_is_error() -> None:
     async with embedded(tools=TOOLS, settings=FAST) as client:
-        result = await client.call_tool("broken", {"message": "boom"}, timeout_s=TIMEOUT_S)
+        result = await client.calls.call("broken", {"message": "boom"}, timeout_s=TIMEOUT_S)
     assert result.is_error
     assert result.error is not None
     assert "boom" in result.error
@@ -101,7 +101,7 @@ async def test_a_failing_tool_is_a_result_with_is_error() -> None:
 async def test_progress_reaches_the_caller_in_order() -> None:
     seen: list[Any] = []
     async with embedded(tools=TOOLS, settings=FAST) as client:
-        result = await client.call_tool(
+        result = await client.calls.call(
             "count_to", {"n": 3}, timeout_s=TIMEOUT_S, on_progress=seen.append
         )
     assert seen == [{"at": 1}, {"at": 2}, {"at": 3}]
@@ -111,13 +111,13 @@ async def test_progress_reaches_the_caller_in_order() -> None:
 async def test_an_idempotency_key_returns_the_first_result_and_executes_once() -> None:
     EXECUTIONS.clear()
     async with embedded(tools=TOOLS, settings=FAST) as client:
-        first = await client.call_tool("add", {"a": 2, "b": 2}, idempotency_key="k1")
-        again = await client.call_tool("add", {"a": 2, "b": 2}, idempotency_key="k1")
-        other_tenant = await client.call_tool(
+        first = await client.calls.call("add", {"a": 2, "b": 2}, idempotency_key="k1")
+        again = await client.calls.call("add", {"a": 2, "b": 2}, idempotency_key="k1")
+        other_tenant = await client.calls.call(
             "add", {"a": 2, "b": 2}, idempotency_key="k1", tenant="t2"
         )
         with pytest.raises(RunConflictError, match="k1"):
-            await client.call_tool("add", {"a": 5, "b": 2}, idempotency_key="k1")
+            await client.calls.call("add", {"a": 5, "b": 2}, idempotency_key="k1")
     assert first.call_id == again.call_id != other_tenant.call_id
     assert again.output == 4
     assert EXECUTIONS == ["add", "add"]  # once per tenant
@@ -193,12 +193,12 @@ async def test_a_stale_job_of_a_finished_call_is_not_run_again() -> None:
     """The job arq re-delivers after the result is recorded finds DONE and stops."""
     EXECUTIONS.clear()
     async with embedded(tools=TOOLS, settings=FAST) as client:
-        result = await client.call_tool("add", {"a": 1, "b": 1}, timeout_s=TIMEOUT_S)
+        result = await client.calls.call("add", {"a": 1, "b": 1}, timeout_s=TIMEOUT_S)
         job = create_call_args(result.call_id, _tool(), {}, tenant="x", trace={}).job
         # Re-enqueue the very job (as arq does after a worker dies) and wait for a call
         # of another id behind it on the same queue: the first was taken before it.
         await client.redis.zadd(job.queue_key.replace("nowhere", "tools"), {job.job_id: 0})
         await client.redis.set(keys.arq_job(job.job_id), job.payload)
-        follow = await client.call_tool("add", {"a": 0, "b": 0}, timeout_s=TIMEOUT_S)
+        follow = await client.calls.call("add", {"a": 0, "b": 0}, timeout_s=TIMEOUT_S)
     assert follow.output == 0
     assert EXECUTIONS == ["add", "add"]

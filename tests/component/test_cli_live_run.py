@@ -39,10 +39,10 @@ async def test_a_terminal_user_approves_and_answers_a_client_tool() -> None:
     ask, asked = answers("y", '{"name": "Ada"}')
     show, out = printer()
     async with embedded(tools=[add], settings=FAST) as client:
-        run_id = await client.submit(parked_spec())
+        run_id = await client.runs.submit(parked_spec())
         live = LiveRun(client, run_id, show, interactive=True, private=True, ask=ask)
         await live.follow()
-        result = await client.wait(run_id)
+        result = await client.runs.wait(run_id)
     assert result.status == "succeeded", out.getvalue()
     outputs = {r.tool_call_id: r.output for r in result.steps[0].tool_results}
     assert outputs == {"c1": 3.0, "c2": {"name": "Ada"}}
@@ -53,10 +53,10 @@ async def test_a_terminal_user_approves_and_answers_a_client_tool() -> None:
 async def test_an_embedded_run_nobody_can_answer_is_cancelled_with_a_reason() -> None:
     show, out = printer()
     async with embedded(tools=[add], settings=FAST) as client:
-        run_id = await client.submit(parked_spec())
+        run_id = await client.runs.submit(parked_spec())
         live = LiveRun(client, run_id, show, interactive=False, private=True)
         await live.follow()
-        result = await client.wait(run_id)
+        result = await client.runs.wait(run_id)
     assert result.status == "cancelled"
     assert "cannot be answered from elsewhere" in out.getvalue()
 
@@ -80,14 +80,14 @@ async def test_a_shared_run_says_how_to_answer_from_another_shell() -> None:
     out = Watched("agentq tool-result")
     show = ProgressPrinter(Console(file=out, soft_wrap=True, emoji=False))
     async with embedded(tools=[add], settings=FAST) as client:
-        run_id = await client.submit(parked_spec())
+        run_id = await client.runs.submit(parked_spec())
         live = LiveRun(client, run_id, show, interactive=False, private=False)
         follower = asyncio.create_task(live.follow())
         await asyncio.wait_for(out.seen.wait(), 30)
-        await client.approve(run_id, "c1")
-        await client.submit_tool_result(run_id, "c2", "Ada")
+        await client.runs.approve(run_id, "c1")
+        await client.runs.submit_tool_result(run_id, "c2", "Ada")
         await follower
-        result = await client.wait(run_id)
+        result = await client.runs.wait(run_id)
     assert result.status == "succeeded"
     text = out.getvalue()
     assert f"agentq approve {run_id} c1" in text

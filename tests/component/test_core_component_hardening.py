@@ -78,7 +78,7 @@ async def test_a_tool_retry_policy_retries_retryable_errors(
         calls(("flaky", {"key": key, "retryable": retryable})), {"text": "done"}, tools=[spec_tool]
     )
     async with start([flaky]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
     (part,) = tool_message_parts(result.messages)
     assert output in str(part.output)
     assert part.is_error == (output != "ok")
@@ -87,11 +87,11 @@ async def test_a_tool_retry_policy_retries_retryable_errors(
 async def test_a_taken_id_refuses_another_spec_and_accepts_the_same(start: Start) -> None:
     spec = scripted({"text": "hi"}, id="taken")
     async with start() as client:
-        assert await client.submit(spec) == "taken"
-        assert await client.submit(spec) == "taken"  # idempotent
+        assert await client.runs.submit(spec) == "taken"
+        assert await client.runs.submit(spec) == "taken"  # idempotent
         with pytest.raises(RunConflictError, match="'taken'"):
-            await client.submit({**spec, "prompt": "something else"})
-        result = await client.wait("taken", timeout_s=TIMEOUT_S)
+            await client.runs.submit({**spec, "prompt": "something else"})
+        result = await client.runs.wait("taken", timeout_s=TIMEOUT_S)
     assert result.status == "succeeded"
     assert [m.role for m in result.messages] == ["assistant"]  # one run, run once
 
@@ -99,8 +99,8 @@ async def test_a_taken_id_refuses_another_spec_and_accepts_the_same(start: Start
 async def test_a_client_tool_nobody_answers_becomes_a_tool_error(start: Start) -> None:
     spec = scripted(calls(("ask_user", {})), {"text": "gave up"}, tools=[ASK])
     async with start() as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
     assert result.status == "succeeded", result.error
     (part,) = tool_message_parts(result.messages)
@@ -117,8 +117,8 @@ async def test_an_approval_nobody_gives_becomes_a_tool_error(start: Start) -> No
         tools=[{**approval, "park_timeout_s": 0.2}],
     )
     async with start([transfer]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
     assert result.status == "succeeded", result.error
     (part,) = tool_message_parts(result.messages)
     assert part.is_error
@@ -130,20 +130,20 @@ async def test_a_call_resolved_in_time_is_left_alone_by_its_deadline(start: Star
         calls(("ask_user", {})), {"text": "thanks"}, tools=[{**ASK, "park_timeout_s": 60}]
     )
     async with start() as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         event = await wait_event(client, run_id, of_type("finish-step", step=0))
         assert event.step == 0
-        call_id = (await client.result(run_id)).pending[0]["tool_call_id"]
+        call_id = (await client.runs.result(run_id)).pending[0]["tool_call_id"]
         expiry = keys.arq_job(keys.expiry_job_id(run_id, 0, call_id))
         assert await client.redis.exists(expiry)  # the deadline waits, deferred
         assert await client.redis.pttl(expiry) > 60_000  # and outlives its wait
-        await client.submit_tool_result(run_id, call_id, "blue")
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        await client.runs.submit_tool_result(run_id, call_id, "blue")
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         # The deadline's transition, applied now, is a no-op.
         envelope = JobEnvelope(kind="park_expiry", run_id=run_id, step=0, call_id=call_id)
-        deps = handlers.WorkerDeps(store=client.store, models=None)  # type: ignore[arg-type]
+        deps = handlers.WorkerDeps(store=client.runs.store, models=None)  # type: ignore[arg-type]
         await handlers.park_expiry({"agentq": deps}, envelope.model_dump())
-        after = await client.result(run_id)
+        after = await client.runs.result(run_id)
     assert result.status == "succeeded"
     assert tool_message_parts(result.messages)[0].output == "blue"
     assert after == result
@@ -168,7 +168,7 @@ async def test_the_registry_drops_stale_tools_and_expires() -> None:
 async def test_redis_errors_leave_the_store_as_retryable_infrastructure_errors() -> None:
     async with Client(f"redis://127.0.0.1:{free_port()}/0") as client:
         with pytest.raises(InfrastructureError) as caught:
-            await client.store.meta("any")
+            await client.runs.store.meta("any")
     assert caught.value.retryable
 
 
@@ -207,8 +207,8 @@ async def test_a_create_starts_clean_over_leftover_keys_of_its_id(start: Start) 
     async with start() as client:
         await client.redis.xadd(keys.events("left"), {"e": "{}"}, id="0-7")
         await client.redis.rpush(keys.messages("left"), "stray")  # type: ignore[misc]
-        run_id = await client.submit(scripted({"text": "hi"}, id="left"))
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(scripted({"text": "hi"}, id="left"))
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
     assert result.status == "succeeded"
     assert [e.seq for e in events] == list(range(1, len(events) + 1))

@@ -78,8 +78,8 @@ async def test_a_warm_worker_fetches_only_the_new_messages(
 ) -> None:
     n = 6
     async with start([echo]) as client:
-        run_id = await client.submit(_steps_spec(n))
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(_steps_spec(n))
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
     assert result.status == "succeeded", result.error
     assert [b.step for b in begun] == list(range(n + 1))
     assert (begun[0].known, begun[0].start, begun[0].n_messages) == (0, 0, 1)
@@ -101,8 +101,8 @@ async def test_a_worker_without_the_history_reads_it_whole(
     n = HISTORY_INLINE_MAX  # long enough for the history to be read outside begin_step
     cold = FAST.model_copy(update={"history_cache_bytes": 0})
     async with embedded(tools=[echo], settings=cold) as client:
-        run_id = await client.submit(_steps_spec(n))
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(_steps_spec(n))
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
     assert result.status == "succeeded", result.error
     assert [(b.known, b.start, b.n_messages) for b in begun] == [
         (0, 0, 1 + 2 * step) for step in range(n + 1)

@@ -34,8 +34,8 @@ register_provider(
 
 async def test_an_echoed_key_is_scrubbed_from_the_stored_error() -> None:
     async with embedded(settings=FAST, env={"LEAKY_KEY": SECRET}) as client:
-        run_id = await client.submit({"model": "leaky-test:m", "prompt": "hi"})
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit({"model": "leaky-test:m", "prompt": "hi"})
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         stored = result.model_dump_json()
     assert result.status == "failed"
     assert result.error is not None

@@ -73,7 +73,7 @@ def approval_spec(**extra: Any) -> dict[str, Any]:
 
 async def park(client: Client, spec: dict[str, Any], event_type: str) -> tuple[str, str]:
     """Submit and wait until the run parks; returns (run id, parked call id)."""
-    run_id = await client.submit(spec)
+    run_id = await client.runs.submit(spec)
     if event_type == "tool-approval-request":
         event = await wait_event(client, run_id, of_type(event_type))
     else:
@@ -91,7 +91,7 @@ async def test_a_call_needing_approval_parks_the_run(
 ) -> None:
     async with start([transfer]) as client:
         run_id, call_id = await park(client, approval_spec(), "tool-approval-request")
-        parked = await client.result(run_id)
+        parked = await client.runs.result(run_id)
         events = await all_events(client, run_id)
 
     assert parked.status == "awaiting"
@@ -123,8 +123,8 @@ async def test_approve_runs_the_call(
 ) -> None:
     async with start([transfer]) as client:
         run_id, call_id = await park(client, approval_spec(), "tool-approval-request")
-        await client.approve(run_id, call_id)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        await client.runs.approve(run_id, call_id)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error
@@ -153,8 +153,8 @@ async def test_deny_is_a_tool_error_and_the_tool_never_runs(
 ) -> None:
     async with start([transfer]) as client:
         run_id, call_id = await park(client, approval_spec(), "tool-approval-request")
-        await client.approve(run_id, call_id, approved=False, reason=reason)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        await client.runs.approve(run_id, call_id, approved=False, reason=reason)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error
@@ -181,13 +181,13 @@ async def test_two_approvals_in_one_step_join_once(
         tools=[APPROVED_TRANSFER, "add"],
     )
     async with start([transfer, add]) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         await wait_event(client, run_id, of_type("finish-step", step=0))
         first, second = call_ids(await all_events(client, run_id), "tool-approval-request")
-        await client.approve(run_id, second, approved=False, reason="no")
-        assert (await client.result(run_id)).status == "awaiting"
-        await client.approve(run_id, first)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        await client.runs.approve(run_id, second, approved=False, reason="no")
+        assert (await client.runs.result(run_id)).status == "awaiting"
+        await client.runs.approve(run_id, first)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error
@@ -216,19 +216,19 @@ async def test_approving_twice_is_a_state_error(start: Start) -> None:
     )
     async with start([hold]) as client:
         run_id, call_id = await park(client, spec, "tool-approval-request")
-        await client.approve(run_id, call_id)
+        await client.runs.approve(run_id, call_id)
         # The call is queued or running now: not awaiting approval any more.
         with pytest.raises(RunStateError, match="not awaiting approval"):
-            await client.approve(run_id, call_id)
+            await client.runs.approve(run_id, call_id)
         with pytest.raises(RunStateError, match="not awaiting approval"):
-            await client.approve(run_id, call_id, approved=False)
+            await client.runs.approve(run_id, call_id, approved=False)
         with pytest.raises(RunStateError, match="not awaiting a result"):
-            await client.submit_tool_result(run_id, call_id, "forged")
+            await client.runs.submit_tool_result(run_id, call_id, "forged")
         gate.set()
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         # The run has ended: nothing waits any more.
         with pytest.raises(RunStateError, match="has ended"):
-            await client.approve(run_id, call_id)
+            await client.runs.approve(run_id, call_id)
     assert result.status == "succeeded"
     assert result.steps[0].tool_results[0].output == "held"
 
@@ -247,7 +247,7 @@ async def test_a_client_tool_parks_until_its_result_is_posted(
 ) -> None:
     async with start([]) as client:
         run_id, call_id = await park(client, client_spec(), "tool-call")
-        parked = await client.result(run_id)
+        parked = await client.runs.result(run_id)
         assert parked.status == "awaiting"
         assert parked.pending == [
             {
@@ -260,8 +260,8 @@ async def test_a_client_tool_parks_until_its_result_is_posted(
         ]
         assert [t.name for t in model_log.request(0).tools] == ["ask_user"]
         assert model_log.request(0).tools[0].input_schema == ASK["input_schema"]
-        await client.submit_tool_result(run_id, call_id, {"city": "Porto"})
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        await client.runs.submit_tool_result(run_id, call_id, {"city": "Porto"})
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error
@@ -282,8 +282,8 @@ async def test_a_client_tool_error(
 ) -> None:
     async with start([]) as client:
         run_id, call_id = await park(client, client_spec(), "tool-call")
-        await client.submit_tool_result(run_id, call_id, output, is_error=True)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        await client.runs.submit_tool_result(run_id, call_id, output, is_error=True)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error
@@ -303,13 +303,13 @@ async def test_a_client_tool_needing_approval(start: Start) -> None:
     async with start([]) as client:
         run_id, call_id = await park(client, spec, "tool-approval-request")
         with pytest.raises(RunStateError, match="not awaiting a result"):
-            await client.submit_tool_result(run_id, call_id, "early")
-        await client.approve(run_id, call_id)
-        after = await client.result(run_id)
+            await client.runs.submit_tool_result(run_id, call_id, "early")
+        await client.runs.approve(run_id, call_id)
+        after = await client.runs.result(run_id)
         assert after.status == "awaiting"
         assert [p["status"] for p in after.pending] == ["awaiting-result"]
-        await client.submit_tool_result(run_id, call_id, "answer")
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        await client.runs.submit_tool_result(run_id, call_id, "answer")
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
     assert result.status == "succeeded", result.error
     assert result.steps[0].tool_results[0].output == "answer"
 
@@ -325,25 +325,25 @@ async def test_posting_to_a_call_that_does_not_wait_is_a_state_error(start: Star
         tools=[ASK, "add"],
     )
     async with start([add]) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         await wait_event(client, run_id, of_type("tool-result", tool_name="add"))
         first, second, added = call_ids(await all_events(client, run_id), "tool-call")
         with pytest.raises(RunStateError, match="not awaiting approval"):
-            await client.approve(run_id, first)
+            await client.runs.approve(run_id, first)
         with pytest.raises(RunStateError, match="not awaiting a result"):
-            await client.submit_tool_result(run_id, added, "forged")
+            await client.runs.submit_tool_result(run_id, added, "forged")
         with pytest.raises(RunStateError, match="no call 'nope'"):
-            await client.submit_tool_result(run_id, "nope", "x")
-        await client.submit_tool_result(run_id, first, "A")
+            await client.runs.submit_tool_result(run_id, "nope", "x")
+        await client.runs.submit_tool_result(run_id, first, "A")
         with pytest.raises(RunStateError, match="not awaiting a result"):
-            await client.submit_tool_result(run_id, first, "again")
-        assert (await client.result(run_id)).status == "awaiting"
-        await client.submit_tool_result(run_id, second, "B")
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+            await client.runs.submit_tool_result(run_id, first, "again")
+        assert (await client.runs.result(run_id)).status == "awaiting"
+        await client.runs.submit_tool_result(run_id, second, "B")
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         with pytest.raises(RunStateError):
-            await client.submit_tool_result(run_id, second, "late")
+            await client.runs.submit_tool_result(run_id, second, "late")
         with pytest.raises(RunNotFoundError):
-            await client.submit_tool_result("no-such-run", first, "x")
+            await client.runs.submit_tool_result("no-such-run", first, "x")
     assert result.status == "succeeded"
     assert [r.output for r in result.steps[0].tool_results] == ["A", "B", 2.0]
 
@@ -367,14 +367,14 @@ async def test_cancel_stops_a_running_tool_and_the_run(start: Start, model_log: 
 
     spec = scripted(calls(("long_job", {})), {"text": "never"}, tools=["long_job"])
     async with start([long_job]) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         await until(started)
-        assert await client.cancel(run_id, reason="changed my mind") == "cancelled"
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        assert await client.runs.cancel(run_id, reason="changed my mind") == "cancelled"
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         await until(cancelled)  # asyncio cancellation reached the tool
         events = await all_events(client, run_id)
         next_job = await client.redis.exists(keys.arq_job(keys.model_job_id(run_id, 1)))
-        again = await client.cancel(run_id)
+        again = await client.runs.cancel(run_id)
 
     assert result.status == "cancelled"
     assert again == "cancelled"
@@ -397,10 +397,10 @@ async def test_cancel_a_parked_run(
 ) -> None:
     async with start([transfer]) as client:
         run_id, call_id = await park(client, approval_spec(), "tool-approval-request")
-        assert await client.cancel(run_id) == "cancelled"
+        assert await client.runs.cancel(run_id) == "cancelled"
         with pytest.raises(RunStateError, match="has ended"):
-            await client.approve(run_id, call_id)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+            await client.runs.approve(run_id, call_id)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
     assert result.status == "cancelled"
     assert events[-1].type == "abort"
@@ -410,12 +410,12 @@ async def test_cancel_a_parked_run(
 async def test_cancel_a_finished_run_changes_nothing(start: Start) -> None:
     spec = scripted({"text": "quick"})
     async with start([]) as client:
-        run_id = await client.submit(spec)
-        await client.wait(run_id, timeout_s=TIMEOUT_S)
-        assert await client.cancel(run_id) == "succeeded"
-        result = await client.result(run_id)
+        run_id = await client.runs.submit(spec)
+        await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        assert await client.runs.cancel(run_id) == "succeeded"
+        result = await client.runs.result(run_id)
         events = await all_events(client, run_id)
         with pytest.raises(RunNotFoundError):
-            await client.cancel("no-such-run")
+            await client.runs.cancel("no-such-run")
     assert result.status == "succeeded"
     assert events[-1].type == "finish"

@@ -42,8 +42,8 @@ async def test_a_batch_run_in_the_embedded_mode() -> None:
             "tools": [{"type": "function", "name": "add"}],
         }
         async with embedded(tools=[add], settings=settings, env={"OPENAI_API_KEY": "k"}) as client:
-            run_id = await client.submit(spec)
-            result = await client.wait(run_id, timeout_s=60)
+            run_id = await client.runs.submit(spec)
+            result = await client.runs.wait(run_id, timeout_s=60)
             usage = await batch_priced_usage(client.redis, [run_id], settings)
     assert result.status == "succeeded", result.error
     assert result.text == "5"

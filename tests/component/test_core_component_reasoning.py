@@ -29,8 +29,8 @@ async def test_reasoning_events_come_in_order_and_stay_out_of_the_text(start: St
         tools=["add"],
     )
     async with start([add]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error

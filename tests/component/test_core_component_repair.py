@@ -60,8 +60,8 @@ async def test_an_invalid_call_is_repaired_and_runs(
         )
     )
     async with start([add]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error
@@ -118,8 +118,8 @@ async def test_a_repair_that_fails_reports_the_original_error(
         max_attempts=2,
     )
     async with start([add]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error
@@ -143,8 +143,8 @@ async def test_without_a_policy_nothing_is_repaired(
         step_with_repair({"a": "one", "b": 2}, {"a": 1, "b": 2}), {"text": "ok"}, tools=["add"]
     )
     async with start([add]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
     assert result.steps[0].tool_results[0].is_error
     assert not any(e.type == "tool-call-repair" for e in events)
@@ -160,8 +160,8 @@ async def test_a_repair_the_model_cannot_answer_does_not_fail_the_run(
         scripted(step_with_repair({"a": "one", "b": 2}), {"text": "ok"}, tools=["add"])
     )
     async with start([add]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
     assert result.status == "succeeded", result.error
     assert result.steps[0].tool_results[0].is_error

@@ -64,8 +64,8 @@ class Quickstart:
 async def quickstart(start: Start, quickstart_tools: list[Any], model_log: ModelLog) -> Quickstart:
     spec = json.loads((EXAMPLES / "quickstart.json").read_text())
     async with start(quickstart_tools) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
     return Quickstart(spec, run_id, result, events, model_log)
 
@@ -235,8 +235,8 @@ async def test_parallel_calls_run_together_and_join_once(start: Start, model_log
     step = calls(*[("meet", {"i": i}) for i in range(width)])
     spec = scripted(step, step, step, {"text": "met"}, tools=["meet"])
     async with start([meet]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error
@@ -280,8 +280,8 @@ async def test_stop_conditions(start: Start, extra: dict[str, Any], n_steps: int
         {"text": "never"},
     ]
     async with start([add, final]) as client:
-        run_id = await client.submit(scripted(*script, tools=["add", "final"], **extra))
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(scripted(*script, tools=["add", "final"], **extra))
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error
@@ -306,8 +306,8 @@ async def test_tools_are_offered_in_spec_order(start: Start, model_log: ModelLog
         return tool(name=name)(fn)
 
     async with start([make(n) for n in names]) as client:
-        run_id = await client.submit(scripted({"text": "hi"}, tools=names))
-        await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(scripted({"text": "hi"}, tools=names))
+        await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
     assert [t.name for t in model_log.request(0).tools] == names
 
 
@@ -321,10 +321,10 @@ async def test_submit_with_the_same_id_runs_once(start: Start) -> None:
 
     spec = scripted(calls(("once", {})), {"text": "done"}, tools=["once"], id="fixed-id-1")
     async with start([once]) as client:
-        first = await client.submit(spec)
-        second = await client.submit(spec)
-        result = await client.wait(first, timeout_s=TIMEOUT_S)
-        third = await client.submit(spec)
+        first = await client.runs.submit(spec)
+        second = await client.runs.submit(spec)
+        result = await client.runs.wait(first, timeout_s=TIMEOUT_S)
+        third = await client.runs.submit(spec)
         events = await all_events(client, first)
 
     assert first == second == third == "fixed-id-1"
@@ -348,10 +348,10 @@ async def test_an_unserved_function_tool_is_refused_and_nothing_is_created(start
     spec = scripted({"text": "x"}, tools=["add", "not_served"], id="refused-1")
     async with start([add]) as client:
         with pytest.raises(UnknownToolError) as info:
-            await client.submit(spec)
+            await client.runs.submit(spec)
         keys = await _run_keys(client)
         with pytest.raises(RunNotFoundError):
-            await client.wait("refused-1", timeout_s=1)
+            await client.runs.wait("refused-1", timeout_s=1)
     assert "tools[1]" in info.value.message
     assert "'not_served'" in info.value.message
     assert "agentq worker --tools" in info.value.message
@@ -378,7 +378,7 @@ async def test_an_unserved_function_tool_is_refused_and_nothing_is_created(start
 async def test_a_malformed_spec_is_a_validation_error(start: Start, spec: Any, field: str) -> None:
     async with start([add]) as client:
         with pytest.raises(ValidationError) as info:
-            await client.submit(spec)
+            await client.runs.submit(spec)
         keys = await _run_keys(client)
     assert keys == []
     locs = [".".join(str(p) for p in e["loc"]) for e in info.value.errors()]
@@ -388,8 +388,8 @@ async def test_a_malformed_spec_is_a_validation_error(start: Start, spec: Any, f
 async def test_a_provider_error_fails_the_run(start: Start) -> None:
     spec = scripted(calls(("add", {"a": 1, "b": 2})), tools=["add"])  # no step 1 in the script
     async with start([add]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "failed"
@@ -407,13 +407,13 @@ async def test_a_provider_error_fails_the_run(start: Start) -> None:
 async def test_wait_for_an_unknown_run(start: Start) -> None:
     async with start([add]) as client:
         with pytest.raises(RunNotFoundError):
-            await client.wait("no-such-run", timeout_s=1)
+            await client.runs.wait("no-such-run", timeout_s=1)
         with pytest.raises(RunNotFoundError):
-            await client.result("no-such-run")
+            await client.runs.result("no-such-run")
 
 
 async def all_events_follow(client: Client, run_id: str) -> list[Any]:
-    return [e async for e in client.events(run_id, follow=True)]
+    return [e async for e in client.runs.events(run_id, follow=True)]
 
 
 async def test_events_resume_after_any_seq(start: Start) -> None:
@@ -424,8 +424,8 @@ async def test_events_resume_after_any_seq(start: Start) -> None:
         tools=["add"],
     )
     async with start([add]) as client:
-        run_id = await client.submit(spec)
-        await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         every = await all_events(client, run_id)
         n = len(every)
         for k in sorted({0, 1, 2, n // 2, n - 1, n, n + 5}):
@@ -433,7 +433,7 @@ async def test_events_resume_after_any_seq(start: Start) -> None:
             assert [e.seq for e in tail] == [e.seq for e in every if e.seq > k], k
             assert tail == every[k:], k
         followed = await asyncio.wait_for(all_events_follow(client, run_id), TIMEOUT_S)
-        followed_tail = [e async for e in client.events(run_id, after=n // 2, follow=True)]
+        followed_tail = [e async for e in client.runs.events(run_id, after=n // 2, follow=True)]
     assert every[-1].type == "finish"
     assert followed == every
     assert followed_tail == every[n // 2 :]
@@ -449,7 +449,7 @@ async def test_following_a_live_run_ends_at_its_terminal_event(start: Start) -> 
 
     spec = scripted(calls(("slow", {})), {"text": "done"}, tools=["slow"])
     async with start([slow]) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         running = await wait_event(client, run_id, of_type("tool-running"))
         follower = asyncio.create_task(all_events_follow(client, run_id))
         resumed = asyncio.create_task(
@@ -467,8 +467,8 @@ async def test_following_a_live_run_ends_at_its_terminal_event(start: Start) -> 
 
 async def test_following_after_the_terminal_event_ends(start: Start) -> None:
     async with start([add]) as client:
-        run_id = await client.submit(scripted({"text": "done"}))
-        await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(scripted({"text": "done"}))
+        await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         last = (await all_events(client, run_id))[-1].seq
         # A finished run has nothing more to follow: this must end at once, not hang.
         tail = await asyncio.wait_for(_collect(client, run_id, last), 2.0)
@@ -478,11 +478,11 @@ async def test_following_after_the_terminal_event_ends(start: Start) -> None:
 async def test_wait_gives_up_on_a_run_that_does_not_finish(start: Start) -> None:
     spec = scripted(calls(("ask", {})), {"text": "done"}, tools=[{"type": "client", "name": "ask"}])
     async with start([]) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         await wait_event(client, run_id, of_type("finish-step", step=0))
         with pytest.raises(RunTimeoutError, match=r"did not finish within 0\.2 s"):
-            await client.wait(run_id, timeout_s=0.2)
-        assert (await client.result(run_id)).status == "awaiting"
+            await client.runs.wait(run_id, timeout_s=0.2)
+        assert (await client.runs.result(run_id)).status == "awaiting"
 
 
 async def test_active_tools_limit_what_the_model_may_call(
@@ -499,7 +499,7 @@ async def test_active_tools_limit_what_the_model_may_call(
         active_tools=["add"],
     )
     async with start([add, mul]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
     assert [t.name for t in model_log.request(0).tools] == ["add"]
     added, multiplied = result.steps[0].tool_results
     assert (added.output, added.is_error) == (3.0, False)
@@ -516,8 +516,9 @@ async def test_duplicate_call_ids_from_the_model_are_made_unique(start: Start) -
         ]
     }
     async with start([add]) as client:
-        result = await client.wait(
-            await client.submit(scripted(step, {"text": "ok"}, tools=["add"])), timeout_s=TIMEOUT_S
+        result = await client.runs.wait(
+            await client.runs.submit(scripted(step, {"text": "ok"}, tools=["add"])),
+            timeout_s=TIMEOUT_S,
         )
     ids = [c.id for c in result.steps[0].tool_calls]
     assert ids[0] == "same"
@@ -536,14 +537,14 @@ async def test_a_synthesized_id_never_collides_with_a_model_id(start: Start) -> 
         ]
     }
     async with start([add]) as client:
-        run_id = await client.submit(scripted(step, {"text": "ok"}, tools=["add"]))
-        result = await client.wait(run_id, timeout_s=2.0)
+        run_id = await client.runs.submit(scripted(step, {"text": "ok"}, tools=["add"]))
+        result = await client.runs.wait(run_id, timeout_s=2.0)
     assert result.status == "succeeded"
     assert [r.output for r in result.steps[0].tool_results] == [2.0, 4.0]
 
 
 async def _collect(client: Client, run_id: str, after: int) -> list[Any]:
-    return [e async for e in client.events(run_id, after=after, follow=True)]
+    return [e async for e in client.runs.events(run_id, after=after, follow=True)]
 
 
 async def test_job_payloads_do_not_grow_with_the_run(start: Start, model_log: ModelLog) -> None:
@@ -566,9 +567,9 @@ async def test_job_payloads_do_not_grow_with_the_run(start: Start, model_log: Mo
     ]
     spec = scripted(*script, {"text": "done"}, tools=["probe"], max_steps=n + 1)
     async with start([probe]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
-        _, history, _ = await client.store.snapshot(run_id)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        _, history, _ = await client.runs.store.snapshot(run_id)
         history_bytes = sum(len(m) for m in history)
         stored: list[bytes] = await client.redis.lrange(keys.messages(run_id), 0, -1)  # type: ignore[misc]
         stored_bytes = sum(len(m) for m in stored)

@@ -10,5 +10,5 @@ from agentq.workers.worker.embedded import embedded
 async def test_an_embedded_session_leaves_its_hosts_heap_collectable() -> None:
     frozen_before = gc.get_freeze_count()
     async with embedded(tools=[]) as client:
-        assert len(await client.workers()) == 1
+        assert len(await client.fleet.workers()) == 1
     assert gc.get_freeze_count() == frozen_before

@@ -116,8 +116,8 @@ async def test_tool_error_reaches_the_model_and_the_run_goes_on(
 ) -> None:
     spec = scripted(calls(call), {"text": "recovered"}, tools=tools)
     async with start([add, explode, refuse]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         events = await all_events(client, run_id)
 
     assert result.status == "succeeded", result.error
@@ -166,8 +166,8 @@ async def test_a_timeout_is_a_tool_error_and_stops_the_tool(
         tools=[{"type": "function", "name": "hang", "timeout_s": 0.2}],
     )
     async with start([hang]) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
 
     assert started.is_set()
     assert cancelled.is_set()
@@ -187,7 +187,7 @@ async def test_the_spec_wide_tool_timeout_applies(start: Start) -> None:
 
     spec = scripted(calls(("hang", {})), {"text": "ok"}, tools=["hang"], tool_timeout_s=0.1)
     async with start([hang]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
     assert result.steps[0].tool_results[0].output == "tool 'hang' timed out after 0.1 s"
 
 
@@ -206,7 +206,7 @@ async def test_good_and_bad_calls_of_one_step(
         tools=["add", "explode"],
     )
     async with start([add, explode]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
 
     assert result.status == "succeeded", result.error
     results = result.steps[0].tool_results
@@ -233,7 +233,7 @@ async def test_only_errors_in_a_step_still_continue(
         tools=["add"],
     )
     async with start([add]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
     assert result.status == "succeeded", result.error
     assert [len(s.tool_results) for s in result.steps] == [2, 1, 0]
     assert executed == [("add", (1.0, 1.0))]

@@ -38,11 +38,11 @@ async def test_an_outside_kind_runs_with_filter_prefix_and_approval() -> None:
         {"text": "done"},
     ]
     async with embedded(executors=await optional_executors(), settings=FAST) as client:
-        run_id = await client.submit(scripted(*steps, tools=[ECHO]))
+        run_id = await client.runs.submit(scripted(*steps, tools=[ECHO]))
         asked = await wait_event(client, run_id, of_type("tool-approval-request"))
         assert asked.tool_name == "x_whisper"
-        await client.approve(run_id, asked.tool_call_id or "")
-        result = await client.wait(run_id, timeout_s=TIMEOUT_S)
+        await client.runs.approve(run_id, asked.tool_call_id or "")
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
     assert result.status == "succeeded", result.error
     outputs = {r.name: r.output for r in result.steps[0].tool_results}
     assert outputs == {
@@ -53,9 +53,11 @@ async def test_an_outside_kind_runs_with_filter_prefix_and_approval() -> None:
 
 async def test_the_kinds_tools_are_frozen_with_their_typed_config() -> None:
     async with embedded(executors=await optional_executors(), settings=FAST) as client:
-        run_id = await client.submit(scripted({"text": "ok"}, tools=[ECHO]))
-        stored = [await client.store.tool_def(run_id, n) for n in ("x_shout", "x_whisper", "x_hum")]
-        await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(scripted({"text": "ok"}, tools=[ECHO]))
+        stored = [
+            await client.runs.store.tool_def(run_id, n) for n in ("x_shout", "x_whisper", "x_hum")
+        ]
+        await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
     shout, whisper, hum = (ToolDef.model_validate_json(t) if t else None for t in stored)
     assert hum is None  # filtered out
     assert shout is not None
@@ -73,9 +75,9 @@ async def test_the_wrappers_refuse_what_the_entry_does_not_offer() -> None:
         with pytest.raises(
             UnknownToolError, match=r"tools\[0\]: the echo entry has no tool named 'nope'"
         ):
-            await client.submit(scripted({"text": "ok"}, tools=[{**ECHO, "tools": ["nope"]}]))
+            await client.runs.submit(scripted({"text": "ok"}, tools=[{**ECHO, "tools": ["nope"]}]))
         with pytest.raises(SpecError, match=r"tools\[0\].needs_approval: 'nope'"):
-            await client.submit(
+            await client.runs.submit(
                 scripted({"text": "ok"}, tools=[{**ECHO, "needs_approval": ["nope"]}])
             )
 
@@ -83,7 +85,7 @@ async def test_the_wrappers_refuse_what_the_entry_does_not_offer() -> None:
 async def test_without_a_worker_serving_the_kind_submit_refuses_it() -> None:
     async with embedded(settings=FAST) as client:
         with pytest.raises(UnknownToolError, match="no worker serves echo tools"):
-            await client.submit(scripted({"text": "ok"}, tools=[ECHO]))
+            await client.runs.submit(scripted({"text": "ok"}, tools=[ECHO]))
 
 
 def test_a_stored_spec_parses_where_the_kind_is_not_loaded() -> None:

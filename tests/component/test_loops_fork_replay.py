@@ -44,15 +44,15 @@ async def test_a_fork_of_a_run_that_used_a_client_tool_continues_live(
     start: Start, model_log: ModelLog
 ) -> None:
     async with start([add]) as client:
-        original = await client.submit(client_tool_spec())
+        original = await client.runs.submit(client_tool_spec())
         await wait_event(client, original, of_type("finish-step", step=0))
-        await client.submit_tool_result(original, "q1", "blue")
-        done = await client.wait(original, timeout_s=TIMEOUT_S)
+        await client.runs.submit_tool_result(original, "q1", "blue")
+        done = await client.runs.wait(original, timeout_s=TIMEOUT_S)
         assert done.status == "succeeded", done.error
         before = len(model_log.calls)
 
-        forked = await client.fork(original, 1, {"system": "patched"})
-        result = await asyncio.wait_for(client.wait(forked), TIMEOUT_S)
+        forked = await client.runs.fork(original, 1, {"system": "patched"})
+        result = await asyncio.wait_for(client.runs.wait(forked), TIMEOUT_S)
         events = await all_events(client, forked)
 
     assert result.status == "succeeded", result.error
@@ -71,10 +71,10 @@ async def test_a_fork_of_a_run_that_used_a_client_tool_continues_live(
 
 async def test_a_fork_past_the_run_is_refused(start: Start) -> None:
     async with start([add]) as client:
-        run_id = await client.submit(scripted({"text": "hi"}))
-        await client.wait(run_id, timeout_s=TIMEOUT_S)
+        run_id = await client.runs.submit(scripted({"text": "hi"}))
+        await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         with pytest.raises(SpecError, match="--at-step must be between 0 and 0"):
-            await client.fork(run_id, 3)
+            await client.runs.fork(run_id, 3)
 
 
 async def test_replay_finds_nothing_unless_the_system_prompt_changed(start: Start) -> None:
@@ -87,11 +87,11 @@ async def test_replay_finds_nothing_unless_the_system_prompt_changed(start: Star
         context={"keep_last_messages": 1, "strategy": "drop_tool_results"},
     )
     async with start([add]) as client:
-        run_id = await client.submit(spec)
-        await client.wait(run_id, timeout_s=TIMEOUT_S)
-        same = await client.replay(run_id)
-        changed = await client.replay(run_id, {"system": "be vague"})
-        tools_off = await client.replay(run_id, {"tool_choice": "none"})
+        run_id = await client.runs.submit(spec)
+        await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        same = await client.runs.replay(run_id)
+        changed = await client.runs.replay(run_id, {"system": "be vague"})
+        tools_off = await client.runs.replay(run_id, {"tool_choice": "none"})
 
     assert same.steps == 2
     assert same.divergences == []

@@ -73,7 +73,7 @@ async def test_the_first_matching_rule_sets_model_system_and_tools(
         ],
     )
     async with start([search, add]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
         events = await all_events(client, result.id)
         raw = await client.redis.hget(keys.step(result.id, 1), "resp")  # type: ignore[misc]
     assert result.status == "succeeded", result.error
@@ -101,17 +101,17 @@ async def test_a_rule_naming_a_tool_the_run_lacks_is_refused_at_submit(start: St
     )
     async with start([add]) as client:
         with pytest.raises(SpecError, match=r"steps\[0\] names tool 'nope'"):
-            await client.submit(spec)
+            await client.runs.submit(spec)
         with pytest.raises(ValidationError, match="exactly one of"):
-            await client.submit({**spec, "steps": [{"when": {"step": 0, "step_at_least": 1}}]})
+            await client.runs.submit({**spec, "steps": [{"when": {"step": 0, "step_at_least": 1}}]})
         with pytest.raises(SpecError, match="prepare_step 'missing'"):
-            await client.submit({**spec, "steps": None, "prepare_step": "missing"})
+            await client.runs.submit({**spec, "steps": None, "prepare_step": "missing"})
         # A rule's model, and the summary model, are checked as the main model is.
         elsewhere = {"provider": "openai", "name": "gpt", "base_url": "http://10.1.2.3/v1"}
         with pytest.raises(SpecError, match="base_url"):
-            await client.submit({**spec, "steps": [{"when": {"step": 1}, "model": elsewhere}]})
+            await client.runs.submit({**spec, "steps": [{"when": {"step": 1}, "model": elsewhere}]})
         with pytest.raises(SpecError, match="base_url"):
-            await client.submit(
+            await client.runs.submit(
                 {
                     **spec,
                     "steps": None,
@@ -134,7 +134,7 @@ async def test_a_hook_overrides_each_step_and_is_recorded(
         prepare_step="system_per_step",
     )
     async with start([search, add]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
         events = await all_events(client, result.id)
     assert result.status == "succeeded", result.error
     assert hooks == [(0, 0, 1), (1, 1, 3)]
@@ -150,7 +150,7 @@ async def test_a_hook_that_raises_fails_the_step_naming_the_hook(
 ) -> None:
     spec = scripted({"text": "never"}, prepare_step="broken")
     async with start([]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
     assert result.status == "failed"
     assert result.error is not None
     assert result.error.kind == "hook"
@@ -173,7 +173,7 @@ async def test_drop_tool_results_compacts_what_is_sent_and_keeps_the_history(
         context={"max_input_tokens": 150, "keep_last_messages": 2, "strategy": "drop_tool_results"},
     )
     async with start([search]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
         events = await all_events(client, result.id)
     assert result.status == "succeeded", result.error
     compacted = [e.model_dump() for e in events if e.type == "context-compacted"]
@@ -206,7 +206,7 @@ async def test_summarize_stores_one_summary_and_reuses_it(
         },
     )
     async with start([search]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
         events = await all_events(client, result.id)
         stored = json.loads(await client.redis.get(keys.context_summary(result.id)))
     assert result.status == "succeeded", result.error
@@ -241,7 +241,7 @@ async def test_a_failing_summary_model_fails_the_run_naming_it(start: Start) -> 
         },
     )
     async with start([search]) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=TIMEOUT_S)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
     assert result.status == "failed"
     assert result.error is not None
     assert result.error.kind == "provider"

@@ -35,8 +35,8 @@ async def client() -> AsyncIterator[Client]:
 
 async def test_runs_on_every_partition_succeed(client: Client) -> None:
     assert keys.partition_count() == PARTITIONS
-    run_ids = [await client.submit(SPEC) for _ in range(24)]
-    results = await asyncio.gather(*(client.wait(r, timeout_s=30) for r in run_ids))
+    run_ids = [await client.runs.submit(SPEC) for _ in range(24)]
+    results = await asyncio.gather(*(client.runs.wait(r, timeout_s=30) for r in run_ids))
     assert {r.status for r in results} == {"succeeded"}
     assert {keys.partition_of(r) for r in run_ids} == set(range(PARTITIONS))
     for run_id in run_ids:  # a run's keys carry its partition's tag
@@ -48,9 +48,9 @@ async def test_a_cancel_aborts_a_running_job_through_its_partitions_abort_set(
     client: Client,
 ) -> None:
     spec = scripted(calls(("nap", {"seconds": 60, "tag": "x"})), tools=["nap"])
-    run_id = await client.submit(spec)
+    run_id = await client.runs.submit(spec)
     call_id = None
-    async for event in client.events(run_id, follow=True):
+    async for event in client.runs.events(run_id, follow=True):
         if event.type == "tool-running":
             call_id = event.tool_call_id
             break
@@ -58,12 +58,12 @@ async def test_a_cancel_aborts_a_running_job_through_its_partitions_abort_set(
     job_id = keys.tool_job_id(run_id, 0, call_id)
     running = keys.ARQ_IN_PROGRESS_PREFIX + job_id
     assert await client.redis.exists(running)
-    await client.cancel(run_id, "stop")
+    await client.runs.cancel(run_id, "stop")
     # The nap would hold its job for a minute: the abort ends it (its partition's set).
     await eventually_async(
         lambda: _gone(client, running), "the aborted job to end", 20, interval_s=0.02
     )
-    assert (await client.wait(run_id, timeout_s=5)).status == "cancelled"
+    assert (await client.runs.wait(run_id, timeout_s=5)).status == "cancelled"
 
 
 async def _gone(client: Client, key: str) -> bool:

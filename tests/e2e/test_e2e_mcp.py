@@ -60,15 +60,15 @@ async def test_model_calls_mcp_tools_through_worker_processes(
             ],
         }
         async with Client(redis_url) as client:
-            run_id = await client.submit(spec)
+            run_id = await client.runs.submit(spec)
             seen: list[Event] = []
-            async for event in client.events(run_id, follow=True):
+            async for event in client.runs.events(run_id, follow=True):
                 seen.append(event)
                 if event.type == "tool-input-request":
                     extra = event.model_extra or {}
                     assert extra["message"] == "Who are you?"
                     assert "name" in extra["input"]["properties"]
-                    pending = (await client.result(run_id)).pending
+                    pending = (await client.runs.result(run_id)).pending
                     assert pending[0]["status"] == "awaiting-input"
                     answered = await asyncio.to_thread(
                         run_cli,
@@ -80,7 +80,7 @@ async def test_model_calls_mcp_tools_through_worker_processes(
                         redis_url=redis_url,
                     )
                     assert answered.returncode == 0, answered.stderr
-            result = await asyncio.wait_for(client.wait(run_id), 30)
+            result = await asyncio.wait_for(client.runs.wait(run_id), 30)
         sent = [r.body for r in model.requests]
 
     assert result.status == "succeeded", (result.error, mcp_worker.log())

@@ -40,11 +40,11 @@ async def test_a_provider_and_a_kind_registered_at_worker_start(
     # This process never registered the provider: submit learns it from the registry.
     assert "echo-model" not in known_providers()
     async with Client(redis_url) as client:
-        result = await client.wait(await client.submit(SPEC), timeout_s=60)
+        result = await client.runs.wait(await client.runs.submit(SPEC), timeout_s=60)
         assert result.status == "succeeded", (result.error, plugin_worker.log())
         assert result.text == EXPECTED
         with pytest.raises(SpecError, match="unknown provider 'other-model'"):
-            await client.submit({**SPEC, "model": "other-model:any"})
+            await client.runs.submit({**SPEC, "model": "other-model:any"})
 
 
 def test_agentq_run_loads_the_plugins_before_reading_the_spec(tmp_path: Path) -> None:

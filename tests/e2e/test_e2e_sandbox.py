@@ -51,7 +51,7 @@ async def test_code_tool_with_a_run_session(redis_url: str, sandbox_worker: Work
         ],
     }
     async with Client(redis_url) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=120)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=120)
     assert result.status == "succeeded", (result.error, sandbox_worker.log())
     outputs = [step.tool_results[0].output for step in result.steps[:3]]
     assert outputs[0]["value"] == "42"
@@ -95,14 +95,14 @@ async def test_a_run_session_container_goes_when_the_run_ends(
         ],
     }
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
-        async for event in client.events(run_id, follow=True):
+        run_id = await client.runs.submit(spec)
+        async for event in client.runs.events(run_id, follow=True):
             if event.type == "finish-step" and event.step == 1:
                 break
         # The run is parked on the client tool: its session container is alive.
         assert await asyncio.to_thread(_containers_holding, token) == 1
-        await client.submit_tool_result(run_id, "hold", "ok")
-        result = await client.wait(run_id, timeout_s=60)
+        await client.runs.submit_tool_result(run_id, "hold", "ok")
+        result = await client.runs.wait(run_id, timeout_s=60)
     assert result.status == "succeeded"
     deadline = time.monotonic() + 30
     while await asyncio.to_thread(_containers_holding, token):
@@ -167,7 +167,7 @@ def _peak_rss_mb(pid: int) -> float:
 
 
 async def _tool_running(client: Client, run_id: str) -> None:
-    async for event in client.events(run_id, follow=True):
+    async for event in client.runs.events(run_id, follow=True):
         if event.type == "tool-running":
             return
 
@@ -192,18 +192,22 @@ async def test_a_hostile_call_does_not_hold_up_the_worker(
     worker = patient_sandbox_worker
     async with Client(redis_url) as client:
         for name, code in HOSTILE.items():
-            hostile_id = await client.submit(_code_spec(code, timeout_s=HOSTILE_TIMEOUT_S))
+            hostile_id = await client.runs.submit(_code_spec(code, timeout_s=HOSTILE_TIMEOUT_S))
             await asyncio.wait_for(_tool_running(client, hostile_id), 60)
             started = time.monotonic()
-            normal = await client.wait(await client.submit(_code_spec("6 * 7")), timeout_s=60)
+            normal = await client.runs.wait(
+                await client.runs.submit(_code_spec("6 * 7")), timeout_s=60
+            )
             normal_s = time.monotonic() - started
-            hostile = await client.wait(hostile_id, timeout_s=60)
+            hostile = await client.runs.wait(hostile_id, timeout_s=60)
             assert normal.status == "succeeded", (normal.error, worker.log())
             assert normal.steps[0].tool_results[0].output["value"] == "42"
             assert hostile.status == "succeeded", (hostile.error, worker.log())
             output = hostile.steps[0].tool_results[0].output
             runs = [
-                event async for event in client.events(hostile_id) if event.type == "tool-running"
+                event
+                async for event in client.runs.events(hostile_id)
+                if event.type == "tool-running"
             ]
             print(
                 f"\n{name}: beside run {normal_s:.2f} s; hostile call "
@@ -252,7 +256,7 @@ async def test_a_run_session_survives_a_fleet_of_sandbox_workers(
     }
     async with Client(redis_url) as client:
         for _ in range(3):
-            result = await client.wait(await client.submit(spec), timeout_s=120)
+            result = await client.runs.wait(await client.runs.submit(spec), timeout_s=120)
             assert result.status == "succeeded", result.error
             values = [step.tool_results[0].output.get("value") for step in result.steps[:5]]
             outputs = [step.tool_results[0].output for step in result.steps[:5]]

@@ -97,10 +97,10 @@ async def run_batch(
     """Submit n runs, wait for all of them, judge them. Returns the figures and run ids."""
     figures = Figures()
     async with Client(url) as client:
-        ids = [await client.submit(batch_spec(i, nap_s)) for i in range(n)]
-        results = await asyncio.gather(*(client.wait(r, timeout_s=timeout_s) for r in ids))
+        ids = [await client.runs.submit(batch_spec(i, nap_s)) for i in range(n)]
+        results = await asyncio.gather(*(client.runs.wait(r, timeout_s=timeout_s) for r in ids))
         for i, (run_id, result) in enumerate(zip(ids, results, strict=True)):
-            events = [e async for e in client.events(run_id)]
+            events = [e async for e in client.runs.events(run_id)]
             judge(i, result, events, figures)
     return figures, ids
 

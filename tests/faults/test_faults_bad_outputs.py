@@ -54,8 +54,8 @@ def spec(tool: str, **extra: Any) -> dict[str, Any]:
 
 async def run_to_end(server: RedisServer, tool: str, **extra: Any) -> tuple[str, Any]:
     async with Client(server.url) as client:
-        run_id = await client.submit(spec(tool, **extra))
-        result = await client.wait(run_id, timeout_s=120)
+        run_id = await client.runs.submit(spec(tool, **extra))
+        result = await client.runs.wait(run_id, timeout_s=120)
     assert result.status == "succeeded", result.error
     assert result.text == "went on"
     [tool_result] = result.steps[0].tool_results

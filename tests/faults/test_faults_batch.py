@@ -51,7 +51,7 @@ class Chaos(threading.Thread):
     async def _kill_as_lines_end(self) -> None:
         async with Client(self.url) as client:
             for threshold in self.AT_ENDED:
-                while (await client.batch_status("chaos")).counts.ended < threshold:
+                while (await client.batches.status("chaos")).counts.ended < threshold:
                     if self.done.is_set():
                         return
                     await asyncio.sleep(0.02)  # a poll of the batch's progress
@@ -80,7 +80,7 @@ async def batch_end(url: str) -> BatchInfo:
     async with Client(url) as client:
 
         async def ended() -> BatchInfo | None:
-            info = await client.batch_status("chaos")
+            info = await client.batches.status("chaos")
             return info if info.ended else None
 
         found = await eventually_async(ended, "the batch to end", 150, interval_s=0.5)

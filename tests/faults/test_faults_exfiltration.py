@@ -164,7 +164,7 @@ async def test_the_python_api_refuses_every_attempt_at_submit(
     async with Client(redis_url, settings=Settings()) as client:
         for model, field in attempts(dummy.base_url):
             with pytest.raises(SpecError, match=rf"^{field}: "):
-                await client.submit(spec(model))
+                await client.runs.submit(spec(model))
     assert_nothing_leaked(dummy, redis_url)
 
 
@@ -176,8 +176,8 @@ async def test_the_worker_checks_again_before_any_request(
     loose = Settings(allow_spec_endpoints=dummy.base_url, allow_spec_key_envs="DB_PASSWORD")
     model = {"provider": "openai", "name": "m", "base_url": dummy.base_url}
     async with Client(redis_url, settings=loose) as client:
-        run_id = await client.submit(spec({**model, "api_key_env": "DB_PASSWORD"}))
-        result = await client.wait(run_id, timeout_s=60)
+        run_id = await client.runs.submit(spec({**model, "api_key_env": "DB_PASSWORD"}))
+        result = await client.runs.wait(run_id, timeout_s=60)
     assert result.status == "failed"
     assert result.error is not None
     assert "model.api_key_env: 'DB_PASSWORD' is not a variable" in result.error.message
@@ -192,7 +192,7 @@ async def test_an_allowed_url_gets_the_request_but_no_key(
     allowed = Settings(allow_spec_endpoints=dummy.base_url)
     model = {"provider": "openai", "name": "m", "base_url": dummy.base_url}
     async with Client(redis_url, settings=allowed) as client:
-        result = await client.wait(await client.submit(spec(model)), timeout_s=60)
+        result = await client.runs.wait(await client.runs.submit(spec(model)), timeout_s=60)
     assert result.status == "failed"  # the dummy answers 400
     assert len(dummy.requests) == 1
     seen = json.dumps(dummy.requests)

@@ -108,17 +108,17 @@ async def test_a_redelivered_step_shows_its_text_once(
         "prompt": "greet",
     }
     async with Client(server.url) as client:
-        run_id = await client.submit(spec)
-        async for event in client.events(run_id, follow=True):
+        run_id = await client.runs.submit(spec)
+        async for event in client.runs.events(run_id, follow=True):
             if event.type == "text-delta":
                 break  # attempt 1 has streamed "Hello "
         first.kill()
         second = WorkerProcess(server.url, env=allow)
         try:
-            result = await client.wait(run_id, timeout_s=120)
+            result = await client.runs.wait(run_id, timeout_s=120)
         finally:
             second.stop()
-        events = [e async for e in client.events(run_id)]
+        events = [e async for e in client.runs.events(run_id)]
     assert result.status == "succeeded", result.error
     assert result.text == "Hello world"
     deltas = [(e.model_extra or {}) for e in events if e.type == "text-delta"]

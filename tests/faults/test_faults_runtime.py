@@ -285,8 +285,8 @@ async def test_redis_sigstopped_for_10_s(
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(batch_spec(0)))
     async with Client(server.url) as client:
-        ids = [await client.submit(batch_spec(i, 1.0)) for i in range(20)]
-        async for event in client.events(ids[-1], follow=True):
+        ids = [await client.runs.submit(batch_spec(i, 1.0)) for i in range(20)]
+        async for event in client.runs.events(ids[-1], follow=True):
             if event.type == "tool-running":
                 break
         server.pause()
@@ -299,7 +299,7 @@ async def test_redis_sigstopped_for_10_s(
                 "cancel": cli("cancel", "no-such-run", "--timeout", "3", url=server.url),
             }
             client_started = time.monotonic()
-            client_wait = asyncio.create_task(client.wait(ids[0], timeout_s=3))
+            client_wait = asyncio.create_task(client.runs.wait(ids[0], timeout_s=3))
             client_ended: list[float] = []
             client_wait.add_done_callback(lambda _: client_ended.append(time.monotonic()))
             outcomes: dict[str, tuple[int, str, float]] = {}
@@ -317,7 +317,7 @@ async def test_redis_sigstopped_for_10_s(
             await asyncio.sleep(max(0.0, 10 - (time.monotonic() - started)))
         finally:
             server.resume()
-        results = await asyncio.gather(*(client.wait(r, timeout_s=120) for r in ids))
+        results = await asyncio.gather(*(client.runs.wait(r, timeout_s=120) for r in ids))
 
     slowest = max(s for _, _, s in outcomes.values())
     lapses = sum(w.log().count("could not be renewed") for w in fleet)
@@ -395,7 +395,7 @@ async def test_rolling_sigterm_of_every_worker(
         longest = 0.0
         for run_id in ids:
             running: dict[str, float] = {}
-            async for e in client.events(run_id):
+            async for e in client.runs.events(run_id):
                 if e.type == "tool-running":
                     running.setdefault(e.tool_call_id or "", e.at)
                 elif e.type == "tool-result" and e.tool_call_id in running:

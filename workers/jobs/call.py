@@ -1,4 +1,4 @@
-"""The job of a tool call without a run (`Client.call_tool`): claim, execute, record once.
+"""The job of a tool call without a run (`client.calls.call`): claim, execute, record once.
 
 The same executors, retry policy, output bounds and spans as a run's tool call
 (`handlers.tool_call`); only the state it reads and writes is the call's own

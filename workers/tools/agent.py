@@ -113,7 +113,7 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
     except TemplateError as exc:
         return await _refuse(store, run_id, step, call, f"cannot fill in its spec: {exc}")
     try:
-        child_id, created = await client.create(
+        child_id, created = await client.runs.create(
             spec,
             tenant=meta.get("tenant"),
             child_of=ChildOf(parent=link, depth=depth),
@@ -129,7 +129,7 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
     if created:
         await progress(store, link, call.name, {"child_run_id": child_id, "status": "started"})
     if (await store.meta(run_id))[MetaField.STATUS] in TERMINAL_STATUSES:
-        await client.cancel(child_id, f"its parent run {run_id} has ended")
+        await client.runs.cancel(child_id, f"its parent run {run_id} has ended")
     return None
 
 

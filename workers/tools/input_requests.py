@@ -1,7 +1,7 @@
 """Forwarding a running call's questions (MCP elicitation) to whoever drives the run.
 
 The call parks the run with a `tool-input-request` event and waits, on its
-worker, until an answer is posted (`agentq answer` / `Client.answer`), its park
+worker, until an answer is posted (`agentq answer` / `Runs.answer`), its park
 timeout passes or its own deadline does; the run resumes where it was either way.
 """
 

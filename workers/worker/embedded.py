@@ -1,7 +1,7 @@
 """The embedded mode: client and workers in one process on an in-memory Redis.
 
     async with embedded(tools=[add]) as client:
-        result = await client.wait(await client.submit(spec))
+        result = await client.runs.wait(await client.runs.submit(spec))
 
 Same jobs, same transitions, same events as the distributed mode; only the
 Redis is in memory and the workers are tasks of this process.

@@ -49,7 +49,7 @@ async def test_a_call_that_kills_every_worker_ends_as_an_error(
     workers += [WorkerProcess(redis_url, "--tools", TOOLS, env=env) for _ in range(3)]
     wait_ready(*workers)
     async with Client(redis_url) as client:
-        result = await client.call_tool("die", {}, timeout_s=30)
+        result = await client.calls.call("die", {}, timeout_s=30)
     assert result.is_error
     assert result.error is not None
     assert "worker died each time" in result.error
@@ -61,7 +61,7 @@ async def test_the_callers_trace_is_continued(redis_url: str, workers: list[Work
         workers += [WorkerProcess(redis_url, "--tools", TOOLS, env=receiver.env("worker"))]
         wait_ready(*workers)
         async with Client(redis_url) as client:
-            result = await client.call_tool("add", {"a": 1, "b": 1}, traceparent=TRACEPARENT)
+            result = await client.calls.call("add", {"a": 1, "b": 1}, traceparent=TRACEPARENT)
         trace_id, parent_id = TRACEPARENT.split("-")[1:3]
 
         def in_trace(spans: list[ReceivedSpan]) -> list[ReceivedSpan]:

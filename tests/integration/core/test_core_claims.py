@@ -276,7 +276,7 @@ async def test_a_finished_run_leaves_no_job_bookkeeping_behind(
         calls = [{"name": "add", "input": {"a": i, "b": 1}} for i in range(3)]
         spec = scripted({"tool_calls": calls}, {"text": "done"}, tools=["add"])
         async with Client(redis_url) as client:
-            result = await client.wait(await client.submit(spec), timeout_s=60)
+            result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
         assert result.status == "succeeded", result.error
         for pattern in ("arq:job:*", "arq:in-progress:*", "arq:retry:*"):
             assert await redis.keys(pattern) == [], pattern

@@ -63,10 +63,10 @@ async def run_batch(url: str, victim: WorkerProcess) -> BatchInfo:
     jobs, await the batch's end: the victim's jobs can only end by being re-delivered."""
     lines = [{"custom_id": f"k{i}", "vars": {"n": str(i)}} for i in range(LINES)]
     async with Client(url) as client:
-        await client.submit_batch(lines, template=TEMPLATE, batch_id="spread", concurrency=64)
+        await client.batches.submit(lines, template=TEMPLATE, batch_id="spread", concurrency=64)
 
         async def progressed() -> BatchInfo | None:
-            info = await client.batch_status("spread")
+            info = await client.batches.status("spread")
             return info if info.counts.succeeded >= LINES // 4 else None
 
         await eventually_async(progressed, "a quarter of the batch", 60, interval_s=0.05)
@@ -76,7 +76,7 @@ async def run_batch(url: str, victim: WorkerProcess) -> BatchInfo:
         victim.kill()
 
         async def ended() -> BatchInfo | None:
-            info = await client.batch_status("spread")
+            info = await client.batches.status("spread")
             return info if info.ended else None
 
         info = await eventually_async(ended, "the batch to end", 90, interval_s=0.2)

@@ -62,16 +62,16 @@ async def test_workers_ride_out_a_redis_restart_and_no_run_fails(
     wait_ready(*workers)
     spec = scripted({"tool_calls": naps(4, 1.0)}, {"text": "done"}, tools=["nap"])
     async with Client(own_redis.url) as client:
-        run_id = await client.submit(spec)
-        events = client.events(run_id, follow=True)
+        run_id = await client.runs.submit(spec)
+        events = client.runs.events(run_id, follow=True)
         async for event in events:
             if event.type == "tool-running":
                 break
         own_redis.kill()
         await asyncio.sleep(1.0)  # the outage itself
         own_redis.start()
-        result = await client.wait(run_id, timeout_s=60)
-        after = await client.wait(await client.submit(spec), timeout_s=60)
+        result = await client.runs.wait(run_id, timeout_s=60)
+        after = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
 
     assert result.status == "succeeded", result.error
     assert [r.output for r in result.steps[0].tool_results] == ["t0", "t1", "t2", "t3"]
@@ -93,15 +93,15 @@ async def test_a_full_redis_pauses_runs_and_refuses_submits(
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(spec))
     async with Client(own_redis.url) as client:
-        run_id = await client.submit(spec)
-        async for event in client.events(run_id, follow=True):
+        run_id = await client.runs.submit(spec)
+        async for event in client.runs.events(run_id, follow=True):
             if event.type == "tool-running":
                 break
         admin.config_set("maxmemory", "1")  # every write is refused from now on
         refused = run_cli("submit", str(spec_path), redis_url=own_redis.url)
         await asyncio.sleep(2.0)  # the calls finish meanwhile and cannot record
         admin.config_set("maxmemory", "0")
-        result = await client.wait(run_id, timeout_s=60)
+        result = await client.runs.wait(run_id, timeout_s=60)
 
     assert refused.returncode == 3, refused.stderr
     assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
@@ -157,18 +157,18 @@ async def test_wait_and_follow_resume_across_a_redis_restart(
         {"tool_calls": naps(3, 1.5)}, {"tool_calls": naps(2, 0.2)}, {"text": "done"}, tools=["nap"]
     )
     async with Client(own_redis.url) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         seen: list[int] = []
         follower_saw_running = asyncio.Event()
 
         async def follow() -> None:
-            async for event in client.events(run_id, follow=True):
+            async for event in client.runs.events(run_id, follow=True):
                 seen.append(event.seq)
                 if event.type == "tool-running":
                     follower_saw_running.set()
 
         follower = asyncio.create_task(follow())
-        waiter = asyncio.create_task(client.wait(run_id, timeout_s=90))
+        waiter = asyncio.create_task(client.runs.wait(run_id, timeout_s=90))
         await asyncio.wait_for(follower_saw_running.wait(), 30)
         own_redis.kill()
         await asyncio.sleep(1.5)  # the outage itself
@@ -186,14 +186,14 @@ async def test_client_raises_only_agentq_errors_when_redis_is_gone(
 ) -> None:
     url = own_redis.url
     async with Client(url) as client:
-        run_id = await client.submit(scripted({"text": "hi"}, tools=[]))  # never runs
+        run_id = await client.runs.submit(scripted({"text": "hi"}, tools=[]))  # never runs
         own_redis.kill()
         with pytest.raises(AgentqError):
-            await client.wait(run_id, timeout_s=2)
+            await client.runs.wait(run_id, timeout_s=2)
         with pytest.raises(AgentqError):
-            await client.cancel(run_id)
+            await client.runs.cancel(run_id)
         with pytest.raises(AgentqError):
-            await client.submit(scripted({"text": "hi"}, tools=[]))
+            await client.runs.submit(scripted({"text": "hi"}, tools=[]))
 
 
 # -- item 8: the lease ---------------------------------------------------------------------
@@ -209,7 +209,7 @@ async def test_an_async_tool_blocking_its_loop_past_the_lease_runs_once(
     call = {"name": "block_loop", "input": {"marker": str(marker), "seconds": 4}}
     spec = scripted({"tool_calls": [call]}, {"text": "ok"}, tools=["block_loop"])
     async with Client(redis_url) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=60)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
     assert result.status == "succeeded", result.error
     assert len(lines(marker)) == 1, lines(marker)  # before: started again after 1 s
 
@@ -226,11 +226,11 @@ async def test_sigterm_drains_a_running_call_and_exits_0(
     call = {"name": "mark_and_sleep", "input": {"marker": str(marker), "seconds": 2}}
     spec = scripted({"tool_calls": [call]}, {"text": "ok"}, tools=["mark_and_sleep"])
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         await until(lambda: lines(marker), what="the call to start")
         workers[0].terminate()
         await until(lambda: workers[0].proc.poll() is not None, what="the worker to exit")
-        state = await client.result(run_id)
+        state = await client.runs.result(run_id)
 
     assert workers[0].proc.returncode == 0, workers[0].log()
     assert len(lines(marker)) == 1
@@ -249,14 +249,14 @@ async def test_a_graceful_stop_is_not_counted_as_a_death(
     call = {"name": "mark_and_sleep", "input": {"marker": str(marker), "seconds": 1.5}}
     spec = scripted({"tool_calls": [call]}, {"text": "ok"}, tools=["mark_and_sleep"])
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         await until(lambda: lines(marker), what="the call to start")
         first.terminate()
         await until(lambda: first.proc.poll() is not None, what="the worker to exit")
         second = WorkerProcess(redis_url, "--tools", TOOLS, env=env)
         workers.append(second)
-        result = await client.wait(run_id, timeout_s=60)
-        events = [e async for e in client.events(run_id)]
+        result = await client.runs.wait(run_id, timeout_s=60)
+        events = [e async for e in client.runs.events(run_id)]
 
     assert first.proc.returncode == 0, first.log()
     assert result.status == "succeeded", result.error
@@ -286,11 +286,11 @@ async def test_cancel_still_reaches_a_running_call(
     wait_ready(*workers)
     spec = scripted({"tool_calls": naps(1, 30)}, {"text": "never"}, tools=["nap"])
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
-        async for event in client.events(run_id, follow=True):
+        run_id = await client.runs.submit(spec)
+        async for event in client.runs.events(run_id, follow=True):
             if event.type == "tool-running":
                 break
-        assert await client.cancel(run_id) == "cancelled"
+        assert await client.runs.cancel(run_id) == "cancelled"
         admin = redis.Redis.from_url(redis_url)
         await until(lambda: not admin.keys("arq:in-progress:*"), what="the call to stop")
         assert admin.zcard("arq:abort") == 1  # the model job's marker; the call's was taken
@@ -342,15 +342,15 @@ async def test_a_call_reaching_a_worker_without_its_tool_waits_for_one_with_it(
         {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]}, {"text": "ok"}, tools=["add"]
     )
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
-        async for event in client.events(run_id, follow=True):
+        run_id = await client.runs.submit(spec)
+        async for event in client.runs.events(run_id, follow=True):
             if event.type == "tool-running":
                 break
         await until(lambda: "released for another worker" in lacking.log(), what="a release")
         lacking.stop()
         serving = WorkerProcess(redis_url, "--tools", TOOLS)
         workers.append(serving)
-        result = await client.wait(run_id, timeout_s=60)
+        result = await client.runs.wait(run_id, timeout_s=60)
 
     assert result.status == "succeeded", result.error
     (call_result,) = result.steps[0].tool_results

@@ -64,11 +64,11 @@ async def test_a_tool_output_is_stored_once_and_shown_unchanged(redis_url: str) 
     try:
         async with Client(redis_url) as client:
             steps = 3
-            big = await client.submit(_spec("big", OUTPUT_BYTES, steps))
-            small = await client.submit(_spec("small", 2, steps))
-            big_result = await client.wait(big, timeout_s=60)
-            small_result = await client.wait(small, timeout_s=60)
-            events = [e async for e in client.events(big)]
+            big = await client.runs.submit(_spec("big", OUTPUT_BYTES, steps))
+            small = await client.runs.submit(_spec("small", 2, steps))
+            big_result = await client.runs.wait(big, timeout_s=60)
+            small_result = await client.runs.wait(small, timeout_s=60)
+            events = [e async for e in client.runs.events(big)]
             redis = client.redis
             outputs = [(f"big{i}-" * OUTPUT_BYTES)[:OUTPUT_BYTES] for i in range(steps)]
             values = [

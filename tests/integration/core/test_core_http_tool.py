@@ -177,7 +177,7 @@ async def test_a_run_calls_an_http_tool_on_a_worker(redis_url: str, target: Http
         )
         settings = Settings(redis_url=redis_url, allow_http_hosts="127.0.0.1")
         async with Client(redis_url, settings=settings) as client:
-            result = await client.wait(await client.submit(spec), timeout_s=60)
+            result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
         assert result.status == "succeeded", result.error
         (output,) = [r.output for r in result.steps[0].tool_results]
         assert (output["status"], output["body"]["path"]) == (200, "/i/5")

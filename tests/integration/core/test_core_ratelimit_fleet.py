@@ -118,8 +118,8 @@ async def test_a_batch_of_1000_runs_never_exceeds_60_per_window(
         limits = {"openai:fake-model": [limit, None, window_s]}
         workers += start_workers(redis_url, 2, limits, path)
         async with Client(redis_url, settings=Settings(models=path)) as client:
-            ids = [await client.submit(spec(i)) for i in range(runs)]
-            results = [await client.wait(i, timeout_s=120) for i in ids]
+            ids = [await client.runs.submit(spec(i)) for i in range(runs)]
+            results = [await client.runs.wait(i, timeout_s=120) for i in ids]
         received = len(log.read_text().splitlines())
 
     failed = [r.error for r in results if r.status != "succeeded"]
@@ -155,10 +155,12 @@ async def test_a_429_makes_every_worker_process_back_off(
             Client(redis_url, settings=Settings(models=path)) as client,
             aioredis.Redis.from_url(redis_url) as redis,
         ):
-            first = await client.submit(spec(0))
+            first = await client.runs.submit(spec(0))
             until_ms = await eventually_async(backoff_until_ms, "the 429's shared back-off")
-            rest = [await client.submit(spec(i)) for i in range(1, 20)]
-            results = await asyncio.gather(*(client.wait(i, timeout_s=60) for i in [first, *rest]))
+            rest = [await client.runs.submit(spec(i)) for i in range(1, 20)]
+            results = await asyncio.gather(
+                *(client.runs.wait(i, timeout_s=60) for i in [first, *rest])
+            )
         storm_at = server.requests[0].at
         later = [r.at for r in server.requests[1:]]
 

@@ -37,12 +37,12 @@ async def test_a_sub_agent_answers_its_parents_call(
     )
     spec = scripted(ask("add 1 and 2"), {"text": "done"}, tools=[agent_tool(child)])
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=60)
-        events = [e async for e in client.events(run_id)]
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=60)
+        events = [e async for e in client.runs.events(run_id)]
         child_id = child_run_id(run_id, 0, "a1")
-        child_events = [e async for e in client.events(child_id)]
-        child_result = await client.result(child_id)
+        child_events = [e async for e in client.runs.events(child_id)]
+        child_result = await client.runs.result(child_id)
     assert result.status == "succeeded", result.error
     (answer,) = result.steps[0].tool_results
     assert answer.output == "the sum is 3"
@@ -67,8 +67,8 @@ async def test_a_failing_sub_agent_is_a_tool_error_for_the_parent(
     child = scripted({"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]}, tools=["add"])
     spec = scripted(ask("try"), {"text": "recovered"}, tools=[agent_tool(child)])
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=60)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=60)
     assert result.status == "succeeded", result.error
     (answer,) = result.steps[0].tool_results
     assert answer.is_error
@@ -89,9 +89,9 @@ async def test_nesting_past_the_depth_limit_is_refused_with_a_tool_error(
     )
     spec = scripted(ask("go"), {"text": "top done"}, tools=[agent_tool(child)])
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=60)
-        child_result = await client.result(child_run_id(run_id, 0, "a1"))
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=60)
+        child_result = await client.runs.result(child_run_id(run_id, 0, "a1"))
     assert result.status == "succeeded", result.error
     assert result.steps[0].tool_results[0].output == "child gave up"
     (refused,) = child_result.steps[0].tool_results
@@ -112,19 +112,19 @@ async def test_cancelling_the_parent_cancels_its_child(
     )
     spec = scripted(ask("wait"), {"text": "never"}, tools=[agent_tool(child)])
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         child_id = child_run_id(run_id, 0, "a1")
 
         async def child_parked() -> bool:
             try:
-                return (await client.result(child_id)).status == "awaiting"
+                return (await client.runs.result(child_id)).status == "awaiting"
             except Exception:
                 return False
 
         await eventually_async(child_parked, "the child to park on its client tool")
-        assert await client.cancel(run_id) == "cancelled"
-        child_result = await client.result(child_id)
-        parent = await client.wait(run_id, timeout_s=30)
+        assert await client.runs.cancel(run_id) == "cancelled"
+        child_result = await client.runs.result(child_id)
+        parent = await client.runs.wait(run_id, timeout_s=30)
     assert parent.status == "cancelled"
     assert child_result.status == "cancelled"
 
@@ -141,10 +141,10 @@ async def test_a_childs_usage_rolls_up_apart_and_links_show_both_ways(
         child = {"model": model}
         spec = scripted(ask("hello"), {"text": "done"}, tools=[agent_tool(child)])
         async with Client(redis_url) as client:
-            run_id = await client.submit(spec)
-            result = await client.wait(run_id, timeout_s=60)
+            run_id = await client.runs.submit(spec)
+            result = await client.runs.wait(run_id, timeout_s=60)
             child_id = child_run_id(run_id, 0, "a1")
-            child_result = await client.result(child_id)
+            child_result = await client.runs.result(child_id)
     assert result.status == "succeeded", result.error
     assert result.steps[0].tool_results[0].output == "from the child"
     assert result.usage.total_tokens == 0  # the scripted parent's own
@@ -169,7 +169,7 @@ async def test_a_step_past_the_fan_out_limit_gets_tool_errors(
     }
     spec = scripted(many, {"text": "done"}, tools=[agent_tool(child)])
     async with Client(redis_url) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=60)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
     assert result.status == "succeeded", result.error
     outputs = [(r.is_error, r.output) for r in result.steps[0].tool_results]
     assert outputs[:2] == [(False, "ok"), (False, "ok")]
@@ -188,7 +188,7 @@ async def test_the_childs_trace_is_a_child_of_the_parents_call_span(
         workers += [WorkerProcess(redis_url, "--tools", TOOLS, env=receiver.env("w"))]
         wait_ready(*workers)
         async with Client(redis_url) as client:
-            result = await client.wait(await client.submit(spec), timeout_s=60)
+            result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
         trace_id = format(tracing.run_ids("traced-parent")[0], "032x")
         spans = run_spans(
             receiver.wait_for(
@@ -219,14 +219,14 @@ async def test_an_approved_sub_agent_call_starts_its_child(
     tool = {**agent_tool(scripted({"text": "approved work"})), "needs_approval": True}
     spec = scripted(ask("go"), {"text": "done"}, tools=[tool])
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
 
         async def awaiting_approval() -> bool:
-            pending = (await client.result(run_id)).pending
+            pending = (await client.runs.result(run_id)).pending
             return [p.get("status") for p in pending] == ["awaiting-approval"]
 
         await eventually_async(awaiting_approval, "the call to await approval")
-        await client.approve(run_id, "a1")
-        result = await client.wait(run_id, timeout_s=60)
+        await client.runs.approve(run_id, "a1")
+        result = await client.runs.wait(run_id, timeout_s=60)
     assert result.status == "succeeded", result.error
     assert result.steps[0].tool_results[0].output == "approved work"

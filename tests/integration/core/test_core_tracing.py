@@ -188,7 +188,7 @@ SPEC = %s
 async def main():
     with trace.get_tracer("the-app").start_as_current_span("app request"):
         async with embedded(tools=[add, fail]) as client:
-            result = await client.wait(await client.submit(SPEC), timeout_s=60)
+            result = await client.runs.wait(await client.runs.submit(SPEC), timeout_s=60)
     assert result.status == "succeeded", result
 
 asyncio.run(main())
@@ -317,12 +317,12 @@ APPROVE, EXPIRE = %s, %s
 
 async def main():
     async with embedded(tools=[add]) as client:
-        approve_id = await client.submit(APPROVE)
-        async for event in client.events(approve_id, follow=True):
+        approve_id = await client.runs.submit(APPROVE)
+        async for event in client.runs.events(approve_id, follow=True):
             if event.type == "tool-approval-request":
-                await client.approve(approve_id, event.tool_call_id)
-        approved = await client.wait(approve_id, timeout_s=60)
-        expired = await client.wait(await client.submit(EXPIRE), timeout_s=60)
+                await client.runs.approve(approve_id, event.tool_call_id)
+        approved = await client.runs.wait(approve_id, timeout_s=60)
+        expired = await client.runs.wait(await client.runs.submit(EXPIRE), timeout_s=60)
     assert approved.status == "succeeded", approved
     assert expired.status == "succeeded", expired
 
@@ -332,7 +332,7 @@ asyncio.run(main())
 
 def test_parked_calls_approved_or_expired_stay_in_the_flat_trace(tmp_path: Path) -> None:
     """The typed inputs' other jobs are stamped too: the approved call's job (stamped by
-    Client.approve), each parked call's deferred expiry job, and the next step's job that
+    client.runs.approve), each parked call's deferred expiry job, and the next step's job that
     an expiry enqueues (stamped by the park_expiry job)."""
     approve = scripted(
         {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]},
@@ -372,7 +372,7 @@ def test_parked_calls_approved_or_expired_stay_in_the_flat_trace(tmp_path: Path)
     root = assert_flat_trace(approved)
     run_id = "trace-approve-1"
     call_job = keys.tool_job_id(run_id, 0, "call_0_0")
-    # The approval's send span belongs to the run (Client.approve runs in no job's span).
+    # The approval's send span belongs to the run (client.runs.approve runs in no job's span).
     (approval_send,) = [
         s for s in approved if s.attributes.get("messaging.message.id") == call_job and s.kind == 4
     ]

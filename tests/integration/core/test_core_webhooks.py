@@ -59,8 +59,8 @@ async def submit_and_wait(redis_url: str, spec: dict[str, Any]) -> str:
         allow_http_envs=ALLOW["AGENTQ_ALLOW_HTTP_ENVS"],
     )
     async with Client(redis_url, settings=settings) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=60)
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=60)
     assert result.status == "succeeded", result.error
     return run_id
 
@@ -115,8 +115,8 @@ async def test_submit_refuses_hooks_the_deployment_does_not_allow(redis_url: str
 
     async with Client(redis_url, settings=Settings(redis_url=redis_url)) as client:
         with pytest.raises(SpecError, match=r"webhooks\[0\]\.url: this deployment allows no"):
-            await client.submit(spec_with_hook("http://127.0.0.1:9/hook", ["finish"]))
+            await client.runs.submit(spec_with_hook("http://127.0.0.1:9/hook", ["finish"]))
     settings = Settings(redis_url=redis_url, allow_webhook_hosts="127.0.0.1")
     async with Client(redis_url, settings=settings) as client:
         with pytest.raises(SpecError, match=r"webhooks\[0\]\.secret_env: 'HOOK_SECRET'"):
-            await client.submit(spec_with_hook("http://127.0.0.1:9/hook", ["finish"]))
+            await client.runs.submit(spec_with_hook("http://127.0.0.1:9/hook", ["finish"]))

@@ -25,7 +25,7 @@ async def test_parallel_calls_across_two_worker_processes(
     calls = [{"name": "add", "input": {"a": i, "b": 1}} for i in range(8)]
     spec = scripted({"tool_calls": calls}, {"text": "done"}, tools=["add"])
     async with Client(redis_url) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=60)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
     assert result.status == "succeeded", result.error
     assert [r.output for r in result.steps[0].tool_results] == [float(i + 1) for i in range(8)]
     assert result.text == "done"
@@ -48,15 +48,15 @@ async def test_worker_killed_mid_call_costs_a_redelivery_not_the_run(
         tool_timeout_s=30,
     )
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         started = await eventually_async(
             lambda: marker.read_text().split() if marker.exists() else [], "the call to start"
         )
         first_pid = int(started[0])
         victim = next(w for w in workers if w.pid == first_pid)
         victim.kill()
-        result = await client.wait(run_id, timeout_s=60)
-        events = [e async for e in client.events(run_id)]
+        result = await client.runs.wait(run_id, timeout_s=60)
+        events = [e async for e in client.runs.events(run_id)]
 
     assert result.status == "succeeded", result.error
     assert result.text == "survived"
@@ -81,7 +81,7 @@ async def test_a_call_that_kills_every_worker_becomes_a_tool_error(
         {"tool_calls": [{"name": "die", "input": {}}]}, {"text": "moved on"}, tools=["die"]
     )
     async with Client(redis_url) as client:
-        result = await client.wait(await client.submit(spec), timeout_s=90)
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=90)
     assert result.status == "succeeded", result.error
     (outcome,) = result.steps[0].tool_results
     assert outcome.is_error

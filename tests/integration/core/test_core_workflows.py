@@ -45,9 +45,9 @@ def call(name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
 async def run(redis_url: str, tool: dict[str, Any], tool_input: dict[str, Any]) -> Any:
     spec = scripted(call(tool["name"], tool_input), {"text": "done"}, tools=[tool])
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
-        result = await client.wait(run_id, timeout_s=60)
-        events = [e async for e in client.events(run_id)]
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=60)
+        events = [e async for e in client.runs.events(run_id)]
     assert result.status == "succeeded", result.error
     return result.steps[0].tool_results[0], events
 
@@ -145,13 +145,13 @@ async def test_a_worker_killed_mid_node_costs_a_redelivery_not_the_workflow(
     tool = {**ADDER, "name": "slowpoke", "graph": graph, "timeout_s": 30}
     spec = scripted(call("slowpoke", {"seconds": 2}), {"text": "done"}, tools=[tool])
     async with Client(redis_url) as client:
-        run_id = await client.submit(spec)
+        run_id = await client.runs.submit(spec)
         started = await eventually_async(
             lambda: marker.read_text().split() if marker.exists() else [], "the node to start"
         )
         next(w for w in workers if w.pid == int(started[0])).kill()
-        result = await client.wait(run_id, timeout_s=60)
-        events = [e async for e in client.events(run_id)]
+        result = await client.runs.wait(run_id, timeout_s=60)
+        events = [e async for e in client.runs.events(run_id)]
     assert result.status == "succeeded", result.error
     pids = [int(p) for p in marker.read_text().split()]
     assert len(pids) == 2
@@ -206,7 +206,7 @@ async def test_an_llm_node_gives_structured_output_and_its_usage_rolls_up(
         spec = scripted(call("triage", {"ticket": "refund?"}), {"text": "done"}, tools=[tool])
         allowed = Settings(allow_spec_endpoints=server.base_url)
         async with Client(redis_url, settings=allowed) as client:
-            result = await client.wait(await client.submit(spec), timeout_s=60)
+            result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
         sent = server.requests[0].body
     assert result.status == "succeeded", result.error
     output = result.steps[0].tool_results[0].output
@@ -240,7 +240,7 @@ async def test_an_http_node_requests_an_allowed_host(
         spec = scripted(call("fetcher", {"id": 7}), {"text": "done"}, tools=[tool])
         settings = Settings(allow_http_hosts="127.0.0.1")
         async with Client(redis_url, settings=settings) as client:
-            result = await client.wait(await client.submit(spec), timeout_s=60)
+            result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
     finally:
         target.close()
     assert result.status == "succeeded", result.error

@@ -110,8 +110,8 @@ async def test_a_worker_counts_its_jobs_model_calls_and_queues(
             "prompt": "hi",
         }
         async with Client(redis_url) as client:
-            runs = [await client.submit(spec), await client.submit(openai)]
-            results = [await client.wait(run, timeout_s=60) for run in runs]
+            runs = [await client.runs.submit(spec), await client.runs.submit(openai)]
+            results = [await client.runs.wait(run, timeout_s=60) for run in runs]
     assert [r.status for r in results] == ["succeeded", "succeeded"], [r.error for r in results]
     # A job due in an hour waits in the tools queue: depth 1, nothing ready yet.
     redis.Redis.from_url(redis_url).zadd(

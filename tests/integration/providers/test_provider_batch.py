@@ -65,8 +65,8 @@ def spec(
 
 async def run(redis_url: str, body: dict[str, Any]) -> tuple[str, RunResult]:
     async with Client(redis_url) as client:
-        run_id = await client.submit(body)
-        return run_id, await client.wait(run_id, timeout_s=120)
+        run_id = await client.runs.submit(body)
+        return run_id, await client.runs.wait(run_id, timeout_s=120)
 
 
 def direct_calls(requests: list[Recorded], path: str) -> list[Recorded]:
@@ -174,12 +174,12 @@ async def test_a_failed_line_is_retried_directly(
         fake.batches.script.error_lines = {0}
         async with Client(redis_url) as client:
             ids = [
-                await client.submit(
+                await client.runs.submit(
                     {**spec("openai", fake.base_url, batch=True, prompt=p), "tools": []}
                 )
                 for p in ("one", "two")
             ]
-            results = [await client.wait(run_id, timeout_s=120) for run_id in ids]
+            results = [await client.runs.wait(run_id, timeout_s=120) for run_id in ids]
     assert [r.text for r in results] == ["answer to one", "answer to two"]
     assert len(fake.batches.creations(fake.requests)) == 1  # both lines in one batch
     assert len(direct_calls(fake.requests, "/v1/chat/completions")) == 1  # the failed line
@@ -209,7 +209,7 @@ async def test_a_collector_killed_mid_poll_is_replaced_without_a_second_submissi
         redis = Redis.from_url(redis_url)
         try:
             async with Client(redis_url) as client:
-                run_id = await client.submit(body)
+                run_id = await client.runs.submit(body)
 
                 def polled() -> bool:
                     return any(
@@ -223,7 +223,7 @@ async def test_a_collector_killed_mid_poll_is_replaced_without_a_second_submissi
                 victim = next(w for w in workers if f"-{w.pid}-" in holder)
                 victim.kill()
                 hold.set()
-                result = await client.wait(run_id, timeout_s=120)
+                result = await client.runs.wait(run_id, timeout_s=120)
             new_holder = (await redis.get(keys.provider_batch_lease(group))).decode()
         finally:
             await redis.aclose()

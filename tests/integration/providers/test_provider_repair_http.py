@@ -35,9 +35,9 @@ async def test_a_broken_call_is_repaired_over_http_and_the_history_stays_clean()
     ]
     with FakeOpenAI(turns) as server:
         async with embedded(tools=[add], env={}) as client:
-            run_id = await client.submit(spec(server.base_url))
-            result = await client.wait(run_id, timeout_s=30)
-            events = [e async for e in client.events(run_id)]
+            run_id = await client.runs.submit(spec(server.base_url))
+            result = await client.runs.wait(run_id, timeout_s=30)
+            events = [e async for e in client.runs.events(run_id)]
         first, repair, final = (r.body for r in server.requests)
 
     assert result.status == "succeeded", result.error

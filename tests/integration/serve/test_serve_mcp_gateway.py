@@ -118,8 +118,8 @@ async def test_a_cancelled_request_cancels_the_job(gateway: ServeProcess, redis_
             async def running_call() -> str:
                 async for key in client.redis.scan_iter(match="aq:call:*", count=100):
                     call_id = key.decode().split("{")[1].split("}")[0]
-                    state = await client.calls.state(call_id)
-                    if state["status"] == "running" and "linger" in state["call"]:
+                    info = await client.calls.info(call_id)
+                    if info.status == "running" and info.tool_name == "linger":
                         return str(call_id)
                 return ""
 

@@ -240,7 +240,7 @@ async def test_a_call_without_a_run_is_leased_by_the_node_worker_and_re_delivere
             rescuer = NodeWorker(remote_server)
             try:
                 progress: list[Any] = []
-                result = await client.call_tool(
+                result = await client.calls.call(
                     "shout", {"text": "again"}, timeout_s=60, on_progress=progress.append
                 )
                 assert not result.is_error, result
@@ -273,7 +273,7 @@ async def test_a_call_without_a_run_is_pushed_to_the_queue_webhook(
     )
     try:
         async with Client(redis_url) as client:
-            result = await client.call_tool("shout", {"text": "hi"}, timeout_s=60)
+            result = await client.calls.call("shout", {"text": "hi"}, timeout_s=60)
         assert not result.is_error, result
         assert result.output == {"pushed": "HI"}
         pushed = json.loads(receiver.wait_for(2)[-1][1])

@@ -1,0 +1,561 @@
+"""Runs through `Client`: submit, read, list, follow, and answer what a run waits for.
+
+    run_id = await client.runs.submit(spec)
+    async for event in client.runs.events(run_id, follow=True):
+        ...
+    result = await client.runs.wait(run_id)
+
+Every method raises agentq's own errors only (a Redis failure is an
+InfrastructureError). `wait` and `events(follow=True)` ride out a Redis restart:
+they reconnect within their timeout and resume after the last event they saw.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+from redis.asyncio import Redis
+
+from agentq.orchestrator import tracing
+from agentq.orchestrator.core.errors import (
+    AgentqError,
+    InfrastructureError,
+    RunNotFoundError,
+    RunStateError,
+    RunTimeoutError,
+)
+from agentq.orchestrator.core.events import Event, event_json
+from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.core.tool_output import bounded_result
+from agentq.orchestrator.loop.fork import fork_copy, merge_patch, patched_spec
+from agentq.orchestrator.loop.plan import CallPlan, error_result, status_after_approval
+from agentq.orchestrator.loop.replay import ReplayReport, replay
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.redis.faults import (
+    Backoff,
+    infrastructure_error,
+    is_transient,
+    maps_redis_errors,
+    redis_errors_mapped,
+)
+from agentq.orchestrator.runs.children import ChildOf, child_run_id
+from agentq.orchestrator.runs.creation import RunCreation
+from agentq.orchestrator.runs.index import (
+    DEFAULT_TENANT,
+    Cursor,
+    RunIndex,
+    RunPage,
+    RunSummary,
+    matches,
+    summarize,
+)
+from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, assemble
+from agentq.orchestrator.runs.state import (
+    CallStatus,
+    InputStatus,
+    MetaField,
+    Outcome,
+    PostResult,
+    QueuedJob,
+    Reply,
+    ResolveApproval,
+    TransitionInput,
+)
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import (
+    enqueued_job_ids,
+    input_answer_args,
+    result_args,
+    start_job,
+    tool_job,
+)
+from agentq.orchestrator.tools.base import STORED_SPEC
+from agentq.orchestrator.tools.resolution import (
+    ToolDef,
+)
+
+T = TypeVar("T")
+
+# A tenant's submissions are counted in fixed one-minute windows (the HTTP API's limit).
+SUBMIT_WINDOW_S = 60
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class _Reconnect:
+    """Retries through a Redis outage until a budget of outage time is spent."""
+
+    def __init__(self, budget_s: float) -> None:
+        self.budget_s = budget_s
+        self.backoff = Backoff(first_s=0.1, max_s=1.0)
+        self.since: float | None = None
+        self.reached = False  # whether Redis ever answered
+
+    async def failed(self, exc: BaseException) -> None:
+        if isinstance(exc, InfrastructureError) and exc.__cause__ is not None:
+            exc = exc.__cause__  # one of ours, mapped from Redis's: judge the original
+        if isinstance(exc, AgentqError):
+            raise exc
+        if not is_transient(exc):
+            raise infrastructure_error(exc) from exc
+        now = time.monotonic()
+        self.since = self.since or now
+        if now - self.since > self.budget_s:
+            raise infrastructure_error(exc) from exc
+        await asyncio.sleep(self.backoff.next_delay())
+
+    def succeeded(self) -> None:
+        self.since = None
+        self.backoff.reset()
+
+
+def _as_spec(spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
+    if isinstance(spec, RunSpec):
+        return spec
+    if isinstance(spec, str):
+        return RunSpec.model_validate_json(spec)
+    return RunSpec.model_validate(spec)
+
+
+class RunHead(BaseModel):
+    """Where a run stands now, without its history: what a door shows or resumes from."""
+
+    id: str
+    tenant: str
+    status: str
+    step: int  # the current step's index
+    seq: int  # the last event's sequence number: following from here skips the past
+
+
+class SubmitWindow(BaseModel):
+    """A tenant's submissions in the current one-minute window, this one counted."""
+
+    count: int
+    resets_in_s: float
+
+
+class Runs:
+    """The run operations of one Client (`client.runs`)."""
+
+    def __init__(self, redis: Redis, settings: Settings) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.store = RunStore(redis, retention_s=settings.retention_s)
+        self.index = RunIndex(redis, retention_s=settings.retention_s)
+        self._creation = RunCreation(redis, settings, self.store, self.index)
+
+    async def submit(
+        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+    ) -> str:
+        """Validate the spec, resolve its tools, and start the run. Returns its id.
+
+        Raises pydantic's ValidationError for a malformed spec, SpecError for one
+        that names tools no worker serves, or a model endpoint, URL or key variable
+        the deployment does not offer, and RunConflictError when its id is taken by a
+        run of another spec. Submitting the same spec with its id again is a no-op.
+        """
+        run_id, _ = await self.create(spec, tenant=tenant)
+        return run_id
+
+    async def create(
+        self,
+        spec: RunSpec | Mapping[str, Any] | str,
+        *,
+        tenant: str | None = None,
+        end_job: QueuedJob | None = None,
+        child_of: ChildOf | None = None,
+    ) -> tuple[str, bool]:
+        """`submit`, also saying whether the run is new (False: the id existed already).
+
+        The run is listed under `tenant` (the default tenant when None). `end_job` is
+        enqueued by the run's end transition, however it ends (a batch's admission).
+        `child_of`: the run is a sub-agent's child (its id derives from the parent's call)."""
+        run_spec = _as_spec(spec)
+        if child_of is not None:
+            link = child_of.parent
+            run_spec = run_spec.model_copy(
+                update={"id": child_run_id(link.run_id, link.step, link.call_id)}
+            )
+        with redis_errors_mapped():
+            return await self._creation.create(run_spec, tenant, child_of, end_job=end_job)
+
+    async def fork(
+        self,
+        run_id: str,
+        at_step: int,
+        patch: Mapping[str, Any] | None = None,
+        *,
+        tenant: str | None = None,
+    ) -> str:
+        """A new run with the first `at_step` steps of `run_id` copied (history, model
+        responses, tool results) and the rest live, its spec patched by `patch` (a JSON
+        merge patch). Raises SpecError when the run has not reached that step or the
+        patched spec names what the deployment does not offer. Returns the new run id,
+        listed under `tenant` (default: the original's)."""
+        with redis_errors_mapped():
+            # As stored: the fork copies the steps its tool messages refer to.
+            meta, messages, steps = await self.store.snapshot(run_id, resolved=False)
+        copy = fork_copy(run_id, at_step, meta, messages, steps)
+        spec = RunSpec.model_validate(patched_spec(meta[MetaField.SPEC], patch))
+        with redis_errors_mapped():
+            new_id, _ = await self._creation.create(spec, tenant or meta.get("tenant"), fork=copy)
+        return new_id
+
+    async def replay(self, run_id: str, patch: Mapping[str, Any] | None = None) -> ReplayReport:
+        """Today's loop over the run's recorded responses and results (no provider, no
+        tool called): every step where it would send something else or take another
+        path. `patch` (a JSON merge patch on the spec) asks "what if the spec were...".
+        """
+        with redis_errors_mapped():
+            meta, messages, steps = await self.store.snapshot(run_id)
+            by_name = {
+                ToolDef.model_validate_json(t).name: ToolDef.model_validate_json(t)
+                for t in await self.store.tool_defs(run_id)
+            }
+        order = json.loads(meta.get(MetaField.TOOL_ORDER, "[]"))
+        tools = [by_name[n] for n in order if n in by_name]
+        spec = RunSpec.model_validate(
+            merge_patch(json.loads(meta[MetaField.SPEC]), patch or {}), context=STORED_SPEC
+        )
+        return replay(run_id, spec, tools, meta, messages, steps)
+
+    async def tenant_of(self, run_id: str) -> str:
+        """The tenant a run belongs to. RunNotFoundError when there is no such run."""
+        meta = await self.store.meta(run_id)
+        return meta.get("tenant", DEFAULT_TENANT)
+
+    async def status(self, run_id: str) -> RunHead:
+        """Where the run stands now. RunNotFoundError when there is no such run."""
+        with redis_errors_mapped():
+            meta = await self.store.meta(run_id)
+        return RunHead(
+            id=run_id,
+            tenant=meta.get("tenant", DEFAULT_TENANT),
+            status=meta[MetaField.STATUS],
+            step=int(meta.get(MetaField.STEP, 0)),
+            seq=int(meta.get(MetaField.SEQ, 0)),
+        )
+
+    async def tools(self, run_id: str) -> builtins.list[ToolDef]:
+        """The tools the run resolved when it was submitted."""
+        with redis_errors_mapped():
+            return [ToolDef.model_validate_json(t) for t in await self.store.tool_defs(run_id)]
+
+    async def count_submission(self, tenant: str) -> SubmitWindow:
+        """Count one submission of `tenant` in the current window, shared by every replica
+        through Redis; the door that limits submissions compares the count."""
+        now = time.time()
+        window = int(now // SUBMIT_WINDOW_S)
+        key = f"aq:serve:submits:{tenant}:{window}"
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.incr(key)
+                pipe.expire(key, 2 * SUBMIT_WINDOW_S)
+                count, _ = await pipe.execute()
+        return SubmitWindow(count=int(count), resets_in_s=(window + 1) * SUBMIT_WINDOW_S - now)
+
+    async def list(
+        self,
+        tenant: str | None = None,
+        *,
+        status: str | None = None,
+        metadata: Mapping[str, str] | None = None,
+        created_after: float | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+        scan_limit: int = 2000,
+    ) -> RunPage:
+        """A tenant's runs, newest first, filtered; `next_cursor` continues the list.
+
+        Filters are applied to the index's pages as they are read, scanning at most
+        `scan_limit` runs per call (a page may come back short, with a cursor)."""
+        after = Cursor.decode(cursor) if cursor else None
+        wanted = dict(metadata or {})
+        page: RunPage = RunPage(runs=[])
+        scanned = 0
+        while len(page.runs) < limit and scanned < scan_limit:
+            batch = await self.index.page(
+                tenant, after=after, created_after=created_after, count=min(200, scan_limit)
+            )
+            if not batch:
+                return page
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for run_id, _ in batch:
+                    pipe.hgetall(keys.meta(run_id))
+                metas = await pipe.execute()
+            for (run_id, created_at), raw in zip(batch, metas, strict=True):
+                scanned += 1
+                after = Cursor(created_at, run_id)
+                if not raw:
+                    continue  # expired with its retention
+                meta = {_text(k): _text(v) for k, v in raw.items()}
+                summary = summarize(run_id, meta)
+                if matches(summary, status, wanted):
+                    page.runs.append(summary)
+                    if len(page.runs) == limit:
+                        break
+        page.next_cursor = after.encode() if after else None
+        return page
+
+    async def result(self, run_id: str) -> RunResult:
+        """The run as it stands now (finished or not)."""
+        with redis_errors_mapped():
+            meta, messages, steps = await self.store.snapshot(run_id)
+            tools = await self.store.tool_defs(run_id)
+        agents = frozenset(
+            t.name for t in map(ToolDef.model_validate_json, tools) if t.kind == "agent"
+        )
+        return assemble(run_id, meta, messages, steps, agents)
+
+    async def recent(
+        self, *, limit: int = 20, statuses: Sequence[str] = (), tenant: str | None = None
+    ) -> builtins.list[RunSummary]:
+        """A tenant's recent runs (the default tenant's by default), newest first, in any
+        of `statuses` (all when empty): `list` pages for a CLI's list."""
+        found: builtins.list[RunSummary] = []
+        cursor: str | None = None
+        wanted = set(statuses)
+        while len(found) < limit:
+            page = await self.list(
+                tenant,
+                status=statuses[0] if len(statuses) == 1 else None,
+                limit=limit,
+                cursor=cursor,
+            )
+            found += [r for r in page.runs if not wanted or r.status in wanted]
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+        return found[:limit]
+
+    async def wait(self, run_id: str, timeout_s: float | None = None) -> RunResult:
+        """Wait until the run succeeds, fails or is cancelled.
+
+        Reconnects through Redis outages; gives up with RunTimeoutError at
+        `timeout_s`, or (without one) with InfrastructureError once Redis has been
+        unreachable for `settings.redis_retry_s`."""
+        reconnect = _Reconnect(self.settings.redis_retry_s)
+        try:
+            return await asyncio.wait_for(self._wait(run_id, reconnect), timeout_s)
+        except TimeoutError:
+            why = "" if reconnect.reached else " (Redis did not answer)"
+            raise RunTimeoutError(
+                f"run {run_id!r} did not finish within {timeout_s:g} s{why}"
+            ) from None
+
+    async def _wait(self, run_id: str, reconnect: _Reconnect) -> RunResult:
+        after: int | None = None
+        while True:
+            try:
+                if after is None:
+                    meta = await self.store.meta(run_id)
+                    reconnect.reached = True
+                    after = int(meta[MetaField.SEQ])
+                    if meta[MetaField.STATUS] in TERMINAL_STATUSES:
+                        return await self.result(run_id)
+                async for event in self.store.events(run_id, after, follow=True):
+                    after = event.seq
+                return await self._retrying(self.result, run_id)
+            except Exception as exc:
+                await reconnect.failed(exc)
+
+    async def _retrying(self, op: Callable[[str], Awaitable[T]], run_id: str) -> T:
+        reconnect = _Reconnect(self.settings.redis_retry_s)
+        while True:
+            try:
+                return await op(run_id)
+            except Exception as exc:
+                await reconnect.failed(exc)
+
+    def events(
+        self, run_id: str, after: int | None = None, follow: bool = False
+    ) -> AsyncIterator[Event]:
+        """Events after seq `after`; with `follow`, until the run ends.
+
+        Following reconnects through Redis outages (up to `settings.redis_retry_s` of
+        outage at a time) and resumes after the last event it yielded: no event is
+        yielded twice and none is skipped."""
+        return self._events(run_id, after or 0, follow)
+
+    async def _events(self, run_id: str, after: int, follow: bool) -> AsyncIterator[Event]:
+        reconnect = _Reconnect(self.settings.redis_retry_s if follow else 0.0)
+        last = after
+        while True:
+            try:
+                async for event in self.store.events(run_id, last, follow=follow):
+                    reconnect.succeeded()
+                    last = event.seq
+                    yield event
+                return
+            except Exception as exc:
+                await reconnect.failed(exc)
+
+    async def cancel(self, run_id: str, reason: str | None = None) -> str:
+        """Cancel the run. Returns its status afterwards (a finished run stays finished)."""
+        with redis_errors_mapped():
+            return await self._cancel(run_id, reason)
+
+    async def _cancel(self, run_id: str, reason: str | None) -> str:
+        reply = await self.store.cancel(run_id, reason)
+        if reply.outcome == Outcome.UNKNOWN_RUN or reply.status is None:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        if reply.outcome == Outcome.CANCELLED:
+            await tracing.end_run(self.store, run_id)
+        await self._cancel_children(run_id, reason)
+        return str(reply.status)
+
+    async def _cancel_children(self, run_id: str, reason: str | None) -> None:
+        """Cancelling a run cancels the child runs its current step started (sub-agents),
+        and theirs in turn. Earlier steps' children have ended: the step joined on them."""
+        for child_id in await self.store.agent_children(run_id):
+            with contextlib.suppress(RunNotFoundError):  # not started (yet): nothing to do
+                await self._cancel(child_id, reason or f"its parent run {run_id} was cancelled")
+
+    # -- parked calls ------------------------------------------------------------
+
+    async def _parked(self, run_id: str, call_id: str) -> tuple[int, CallPlan]:
+        meta = await self.store.meta(run_id)
+        if meta[MetaField.STATUS] in TERMINAL_STATUSES:
+            raise RunStateError(f"run {run_id!r} has ended ({meta[MetaField.STATUS]})")
+        step = int(meta[MetaField.STEP])
+        call_json, _ = await self.store.call_state(run_id, step, call_id)
+        if call_json is None:
+            raise RunStateError(f"run {run_id!r} has no call {call_id!r} in its current step")
+        return step, CallPlan.model_validate_json(call_json)
+
+    @maps_redis_errors
+    async def approve(
+        self, run_id: str, call_id: str, approved: bool = True, reason: str | None = None
+    ) -> None:
+        """Approve a call parked for approval, or deny it (the model sees the reason)."""
+        step, call = await self._parked(run_id, call_id)
+        tool_json = await self.store.tool_def(run_id, call.name)
+        if tool_json is None:
+            raise RunStateError(f"run {run_id!r} has no tool {call.name!r}")
+        tool = ToolDef.model_validate_json(tool_json)
+        event = event_json(
+            "tool-approval-response",
+            run_id,
+            step=step,
+            tool_call_id=call_id,
+            tool_name=call.name,
+            approved=approved,
+            reason=reason,
+        )
+        if approved:
+            next_status = status_after_approval(tool)
+            transition = ResolveApproval(
+                run_id=run_id,
+                step=step,
+                call_id=call_id,
+                approved=True,
+                event=event,
+                next_status=next_status,
+                job=tool_job(run_id, step, call)
+                if next_status == CallStatus.QUEUED
+                else start_job(run_id, step, call)
+                if call.start_queue is not None
+                else None,
+            )
+        else:
+            denial = f"The user denied the call to {call.name!r}" + (
+                f": {reason}" if reason else "."
+            )
+            completion = result_args(run_id, step, error_result(call_id, call.name, denial))
+            transition = ResolveApproval(
+                run_id=run_id,
+                step=step,
+                call_id=call_id,
+                approved=False,
+                event=event,
+                result=completion.result,
+                events=completion.events,
+                next_job=completion.next_job,
+            )
+        hops = tracing.Hops(run_id)
+        transition = hops.stamp(transition)
+        reply = await self.store.resolve_approval(transition)
+        self._check(reply, run_id, call_id, "awaiting approval")
+        await self._after(reply.outcome, transition, hops)
+
+    @maps_redis_errors
+    async def submit_tool_result(
+        self, run_id: str, call_id: str, output: Any, is_error: bool = False
+    ) -> None:
+        """Post the result of a call that waits for one (a client tool)."""
+        step, call = await self._parked(run_id, call_id)
+        result = (
+            error_result(
+                call_id,
+                call.name,
+                output if isinstance(output, str) else json.dumps(output, default=str),
+            )
+            if is_error
+            else ToolResultPart(tool_call_id=call_id, tool_name=call.name, output=output)
+        )
+        tool_json = await self.store.tool_def(run_id, call.name)
+        limit = ToolDef.model_validate_json(tool_json).max_output_bytes if tool_json else None
+        result = bounded_result(result, limit or self.settings.max_tool_output_bytes)
+        hops = tracing.Hops(run_id)
+        args = hops.stamp(result_args(run_id, step, result, completion=PostResult))
+        reply = await self.store.post_result(args)
+        self._check(reply, run_id, call_id, "awaiting a result")
+        await self._after(reply.outcome, args, hops)
+
+    @maps_redis_errors
+    async def answer(
+        self, run_id: str, request_id: str, content: dict[str, Any] | None = None
+    ) -> None:
+        """Answer a call's input request (MCP elicitation): `content`, or None to decline."""
+        meta = await self.store.meta(run_id)
+        if meta[MetaField.STATUS] in TERMINAL_STATUSES:
+            raise RunStateError(f"run {run_id!r} has ended ({meta[MetaField.STATUS]})")
+        step = int(meta[MetaField.STEP])
+        reply = await self.store.input_answer(
+            input_answer_args(
+                run_id,
+                step,
+                request_id=request_id,
+                call_id=request_id.split(".")[0],
+                outcome=InputStatus.DECLINED if content is None else InputStatus.ACCEPTED,
+                content=content,
+            ),
+        )
+        if reply.outcome == Outcome.WRONG_STATE:
+            raise RunStateError(
+                f"run {run_id!r} has no open input request {request_id!r} in its current step"
+            )
+        if reply.outcome != Outcome.ANSWERED:
+            raise RunStateError(f"run {run_id!r} no longer waits for input ({reply.outcome})")
+
+    @staticmethod
+    def _check(reply: Reply, run_id: str, call_id: str, wanted: str) -> None:
+        if reply.outcome == Outcome.WRONG_STATE:
+            raise RunStateError(
+                f"call {call_id!r} of run {run_id!r} is not {wanted} (it is {reply.call_status})"
+            )
+        if reply.outcome in (
+            Outcome.CLOSED,
+            Outcome.STALE,
+            Outcome.UNKNOWN_RUN,
+            Outcome.UNKNOWN_CALL,
+        ):
+            raise RunStateError(
+                f"run {run_id!r} no longer waits for call {call_id!r} ({reply.outcome})"
+            )
+
+    async def _after(self, outcome: Outcome, args: TransitionInput, hops: tracing.Hops) -> None:
+        hops.sent(enqueued_job_ids(args, outcome))
+        if outcome == Outcome.FINISHED:
+            await tracing.end_run(self.store, args.run_id)

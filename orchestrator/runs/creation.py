@@ -1,0 +1,145 @@
+"""Creating a run: the checks a spec passes (webhooks, memory, model endpoints, tools,
+step preparation) before the `create` transition stores it and enqueues its first step.
+What `Runs.submit`, `Runs.create` and `Runs.fork` share.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import uuid
+
+from redis.asyncio import Redis
+from redis.exceptions import OutOfMemoryError, ResponseError
+
+from agentq.orchestrator import tracing
+from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.spec import ModelRef, RunSpec
+from agentq.orchestrator.loop.fork import ForkCopy
+from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
+from agentq.orchestrator.machine import scripts
+from agentq.orchestrator.machine.keys import WEBHOOK_RUNS
+from agentq.orchestrator.policy.endpoints import Endpoint, EndpointPolicy
+from agentq.orchestrator.policy.providers import provider_table
+from agentq.orchestrator.policy.webhooks import check_webhooks
+from agentq.orchestrator.runs.children import ChildOf
+from agentq.orchestrator.runs.index import RunIndex
+from agentq.orchestrator.runs.state import Outcome, QueuedJob
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import create_args, enqueued_job_ids
+from agentq.orchestrator.tools.resolution import (
+    ToolAnnouncement,
+    announced_providers,
+    live_registry,
+    resolve_tools,
+)
+
+
+class RunCreation:
+    """Creates runs for one Client's `Runs`."""
+
+    def __init__(self, redis: Redis, settings: Settings, store: RunStore, index: RunIndex) -> None:
+        self.redis = redis
+        self.settings = settings
+        self.store = store
+        self.index = index
+        self._admission = redis.register_script(scripts.script("agentq.orchestrator.runs", "admit"))
+
+    async def admit(self) -> None:
+        """Refuse a new run while Redis is over its maxmemory. A script that declares it
+        may write (a shebang without `allow-oom`) is refused up front by Redis 7 then;
+        the create transition itself would be let through (its first write is a DEL)."""
+        try:
+            await self._admission(keys=[], args=[])
+        except OutOfMemoryError as exc:
+            raise InfrastructureError(
+                "Redis is out of memory (maxmemory reached): new runs are refused until "
+                "memory is freed",
+                retryable=True,
+            ) from exc
+        except ResponseError:
+            return  # a Redis without script flags (< 7): the transitions judge alone
+
+    async def create(
+        self,
+        run_spec: RunSpec,
+        tenant: str | None,
+        child_of: ChildOf | None = None,
+        *,
+        fork: ForkCopy | None = None,
+        end_job: QueuedJob | None = None,
+    ) -> tuple[str, bool]:
+        """Check, resolve and create the run; its id and whether it is new."""
+        check_webhooks(run_spec.webhooks, self.settings)
+        await self.admit()
+        now = time.time()
+        registry = await self.store.registry()
+        run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
+        tools = [
+            t
+            if t.park_timeout_s is not None
+            else t.model_copy(update={"park_timeout_s": self.settings.park_timeout_s})
+            for t in resolve_tools(
+                run_spec, registry, now, model_provider=endpoint.provider, settings=self.settings
+            )
+        ]
+        run_spec = await checked_preparation(
+            run_spec,
+            [t.name for t in tools],
+            hooks=announced_hooks(live_registry(registry, now)),
+            resolve=lambda ref: self._resolve_ref(ref, registry, now),
+        )
+        run_id = run_spec.id or uuid.uuid4().hex
+        if run_spec.webhooks:
+            # Listed first: a worker takes the run up once it exists (at least once).
+            await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
+        hops = tracing.Hops(run_id)
+        args = create_args(run_id, run_spec, tools, run_spec.initial_messages(), child_of)
+        args = hops.stamp(fork.applied(args) if fork is not None else args)
+        if end_job is not None:
+            args = args.model_copy(update={"end_job": end_job})
+        reply = await self.store.create(args)
+        hops.sent(enqueued_job_ids(args, reply.outcome))
+        if reply.outcome == Outcome.CONFLICT:
+            raise RunConflictError(
+                f"run id {run_id!r} is taken by a run of another spec (resubmit the same "
+                "spec, or choose another id)"
+            )
+        if reply.outcome == Outcome.CREATED:
+            await self.index.add(run_id, tenant)
+        return run_id, reply.outcome == Outcome.CREATED
+
+    @functools.cached_property
+    def endpoint_policy(self) -> EndpointPolicy:
+        """The models file and allow-lists of this deployment (read at the first submit)."""
+        return EndpointPolicy.from_settings(self.settings)
+
+    async def _resolve_model(
+        self, spec: RunSpec, registry: dict[str, ToolAnnouncement], now: float
+    ) -> tuple[RunSpec, Endpoint]:
+        """Where the spec's model goes, checked; the spec names its endpoint explicitly
+        afterwards, so that workers resolve it the same way."""
+        table = provider_table(announced_providers(live_registry(registry, now)))
+        endpoint = self.endpoint_policy.resolve(spec.model, table)
+        await self.endpoint_policy.check_addresses(endpoint)
+        if endpoint.endpoint is not None and spec.model.endpoint is None:
+            model = spec.model.model_copy(
+                update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
+            )
+            spec = spec.model_copy(update={"model": model})
+        return spec, endpoint
+
+    async def _resolve_ref(
+        self, ref: ModelRef, registry: dict[str, ToolAnnouncement], now: float
+    ) -> ModelRef:
+        """Another model of the spec (a step rule's, the summary model), checked as the
+        main model is."""
+        table = provider_table(announced_providers(live_registry(registry, now)))
+        endpoint = self.endpoint_policy.resolve(ref, table)
+        await self.endpoint_policy.check_addresses(endpoint)
+        if endpoint.endpoint is not None and ref.endpoint is None:
+            return ref.model_copy(
+                update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
+            )
+        return ref
