@@ -10,17 +10,17 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.text import Text
 
 from agentq.cli.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, CliError, guarded
-from agentq.orchestrator.batches.api import BatchInfo, LineResult
-from agentq.orchestrator.batches.state import DEFAULT_BATCH_CONCURRENCY, LineStatus
-from agentq.orchestrator.client import Client
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from agentq.orchestrator.batches.api import BatchInfo, LineResult
+    from agentq.orchestrator.client import Client
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -109,7 +109,7 @@ def batch() -> None:
 @click.option(
     "--concurrency",
     type=click.IntRange(min=1),
-    default=DEFAULT_BATCH_CONCURRENCY,
+    default=128,  # batches/state.py's DEFAULT_BATCH_CONCURRENCY, written out to keep -h light
     show_default=True,
     help="Runs of the batch in flight at most.",
 )
@@ -203,6 +203,8 @@ class ProgressView:
     """The live progress bar of `batch wait` on a terminal (rich)."""
 
     def __init__(self, console: Console) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(bar_width=None, complete_style="green", finished_style="green"),
@@ -218,6 +220,8 @@ class ProgressView:
         self.task = self.progress.add_task("batch", total=1, counts="", rate="", eta="", tokens="")
 
     def update(self, info: BatchInfo) -> None:
+        from rich.text import Text
+
         c = info.counts
         counts = Text.assemble(
             (f"✓ {c.succeeded}", "green"),
@@ -289,6 +293,8 @@ def wait(batch_id: str, redis_url: str | None, timeout_s: float | None) -> None:
     """Follow the batch until every line ended: a live progress bar on a terminal,
     JSON lines (one per second) otherwise. Exit 0 iff every line succeeded."""
 
+    from rich.console import Console
+
     async def go() -> BatchInfo:
         async with _client(redis_url, "wait") as client:
             if sys.stdout.isatty():
@@ -322,6 +328,7 @@ def _write_results(out: IO[str], rows: list[LineResult]) -> None:
 def results(batch_id: str, redis_url: str | None, output: str | None, failed: bool) -> None:
     """One JSON line per input line, in input order: custom_id, run_id, status, text,
     usage, error. Streamed."""
+    from agentq.orchestrator.batches.state import LineStatus
 
     statuses = [LineStatus.FAILED] if failed else []
 
@@ -363,6 +370,8 @@ def cancel(batch_id: str, redis_url: str | None) -> None:
 @click.option("--cancelled", is_flag=True, help="The lines that were cancelled.")
 def retry(batch_id: str, redis_url: str | None, failed: bool, cancelled: bool) -> None:
     """New runs for the lines that failed (or were cancelled)."""
+    from agentq.orchestrator.batches.state import LineStatus
+
     statuses = [LineStatus.FAILED] if failed or not cancelled else []
     if cancelled:
         statuses.append(LineStatus.CANCELLED)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from agentq.cli.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, fail, guarded
-from agentq.orchestrator.calls.catalogue import ToolCallResult
+
+if TYPE_CHECKING:
+    from agentq.orchestrator.calls.catalogue import ToolCallResult
 
 
 def _progress(value: Any) -> None:

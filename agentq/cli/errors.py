@@ -22,13 +22,10 @@ import os
 import re
 import sys
 from collections.abc import Callable, Coroutine
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
 import click
-from pydantic import ValidationError
-from pydantic_settings import SettingsError
-from redis import exceptions as redis_errors
 
 from agentq.orchestrator.core.errors import (
     AgentqError,
@@ -38,7 +35,12 @@ from agentq.orchestrator.core.errors import (
     RunTimeoutError,
     SpecError,
 )
-from agentq.orchestrator.core.settings import Settings
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+    from redis.exceptions import RedisError
+
+    from agentq.orchestrator.core.settings import Settings
 
 EXIT_OK = 0
 EXIT_RUN_FAILED = 1
@@ -108,6 +110,12 @@ def check_redis_url(url: str) -> str:
 
 def load_settings() -> Settings:
     """The AGENTQ_* environment, or a CliError naming the variable that is wrong."""
+    # Imported here, as in every CLI module: `agentq -h` loads click and nothing heavy.
+    from pydantic import ValidationError
+    from pydantic_settings import SettingsError
+
+    from agentq.orchestrator.core.settings import Settings
+
     try:
         return Settings()
     except ValidationError as exc:
@@ -125,8 +133,10 @@ def _bad_env(message: str) -> NoReturn:
     raise CliError(f"invalid environment: {message}", EXIT_BAD_INPUT)
 
 
-def redis_error(exc: redis_errors.RedisError) -> CliError:
+def redis_error(exc: RedisError) -> CliError:
     """What a Redis failure means to the person at the terminal."""
+    from redis import exceptions as redis_errors
+
     text = str(exc).strip() or type(exc).__name__
     if isinstance(exc, redis_errors.AuthenticationError) or "NOAUTH" in text:
         return CliError(
@@ -151,6 +161,9 @@ def redis_error(exc: redis_errors.RedisError) -> CliError:
 
 def as_cli_error(exc: BaseException) -> CliError | None:
     """The one-line report for a foreseen error, or None."""
+    from pydantic import ValidationError
+    from redis import exceptions as redis_errors
+
     if isinstance(exc, CliError):
         return exc
     if isinstance(exc, AgentqError) and isinstance(exc.__cause__, redis_errors.RedisError):

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from click.core import ParameterSource
-from pydantic import ValidationError
 
 from agentq.cli.errors import (
     EXIT_BAD_INPUT,
@@ -35,25 +34,14 @@ from agentq.cli.errors import (
     load_settings,
     shown_url,
 )
-from agentq.cli.render import (
-    ProgressPrinter,
-    make_console,
-    print_runs,
-    print_status,
-    print_workers,
-)
-from agentq.orchestrator.client import Client
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.core.errors import AgentqError, SpecError
-from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import RunSpec
-from agentq.orchestrator.policy.endpoints import EndpointPolicy
-from agentq.orchestrator.redis.connect import is_memory_url
-from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
-from agentq.orchestrator.tools.code import CodeToolSpec
-from agentq.orchestrator.tools.mcp import McpToolSpec
 
+# Every module of the CLI imports only click and the standard library at its top, and
+# the rest inside the commands: `agentq -h` then costs about what Python and click do.
 if TYPE_CHECKING:
+    from agentq.orchestrator.client import Client
+    from agentq.orchestrator.core.settings import Settings
+    from agentq.orchestrator.core.spec import RunSpec
+    from agentq.orchestrator.runs.result import RunResult
     from agentq.workers.worker.metrics import WorkerMetrics
     from agentq.workers.worker.runtime import WorkerRuntime
 
@@ -114,6 +102,11 @@ TIMEOUT_OPTION = click.option(
 
 
 def _read_spec(path: str) -> RunSpec:
+    from pydantic import ValidationError
+
+    from agentq.orchestrator.core.errors import SpecError
+    from agentq.orchestrator.core.spec import RunSpec
+
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     except OSError as exc:
@@ -150,6 +143,8 @@ def _mcp_config_path(flag: str | None) -> str | None:
 
 def _shared_redis(redis_url: str | None, command: str) -> str:
     """The URL of a Redis that outlives this command, or exit 2 saying why it is needed."""
+    from agentq.orchestrator.redis.connect import is_memory_url
+
     if not redis_url:
         raise CliError(
             f"`agentq {command}` needs a shared Redis: give --redis redis://HOST:6379/0 "
@@ -168,6 +163,8 @@ def _shared_redis(redis_url: str | None, command: str) -> str:
 
 
 def _client(redis_url: str | None, command: str, settings: Settings | None = None) -> Client:
+    from agentq.orchestrator.client import Client
+
     url = _shared_redis(redis_url, command)
     return Client(url, settings=settings or load_settings())
 
@@ -235,7 +232,11 @@ async def _run(
     timeout_s: float | None,
 ) -> RunResult:
     from agentq.cli.live import RunTimedOut, drive
+    from agentq.cli.render import ProgressPrinter, make_console
     from agentq.orchestrator import tracing
+    from agentq.orchestrator.client import Client
+    from agentq.orchestrator.redis.connect import is_memory_url
+    from agentq.orchestrator.tools.code import CodeToolSpec
     from agentq.workers.tools.assemble import optional_executors
     from agentq.workers.worker.embedded import embedded
     from agentq.workers.worker.loading import load_tool_modules
@@ -308,6 +309,8 @@ async def _run(
 
 def _check_mcp_servers(spec: RunSpec, executors: Sequence[Any], config: str | None) -> None:
     """A server the spec needs that did not start here: say why, not 'undeclared'."""
+    from agentq.orchestrator.tools.mcp import McpToolSpec
+
     failures: dict[str, str] = {}
     for executor in executors:
         failures.update(getattr(executor, "failures", {}))
@@ -325,6 +328,8 @@ async def _sandbox_explained(
     code_tools: list[str], started: Callable[[], bool]
 ) -> AsyncIterator[None]:
     """The in-process sandbox failed to start: say plainly what embedded mode cannot do."""
+    from agentq.orchestrator.core.errors import AgentqError, SpecError
+
     try:
         yield
     except AgentqError as exc:
@@ -442,6 +447,8 @@ async def _worker(
     import asyncio
 
     from agentq.orchestrator import tracing
+    from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+    from agentq.orchestrator.policy.endpoints import EndpointPolicy
     from agentq.workers.tools.assemble import optional_executors
     from agentq.workers.tools.function import FunctionExecutor
     from agentq.workers.worker.loading import load_tool_modules
@@ -574,6 +581,8 @@ class _Probes:
                 )
                 stops.append(health.start().close)
         except OSError as exc:
+            from agentq.orchestrator.core.errors import SpecError
+
             for stop in stops:
                 stop()
             raise SpecError(f"cannot serve probes on {self.host}: {exc.strerror}") from None
@@ -649,6 +658,9 @@ def status(run_id: str, redis_url: str | None, timeout_s: float | None, as_json:
     question its REQUEST_ID (for answer). Exit 0 whatever the run's status.
     """
 
+    from agentq.cli.render import make_console, print_status
+    from agentq.orchestrator.runs.result import TERMINAL_STATUSES
+
     async def go() -> None:
         async with _client(redis_url, "status") as client:
             head = await client.runs.status(run_id)
@@ -698,6 +710,7 @@ def runs(
     as_json: bool,
 ) -> None:
     """List recent runs, newest first."""
+    from agentq.cli.render import make_console, print_runs
 
     async def go() -> None:
         async with _client(redis_url, "runs") as client:
@@ -724,6 +737,7 @@ def runs(
 @JSON_OPTION
 def workers(redis_url: str | None, wait_s: float | None, tool: str | None, as_json: bool) -> None:
     """List live workers: host, pid, queues, tools, concurrency, last seen."""
+    from agentq.cli.render import make_console, print_workers
 
     async def go() -> None:
         import asyncio
@@ -991,7 +1005,7 @@ def catalog() -> None:
 @click.option(
     "--queue",
     "tool_queue",
-    default=TOOLS_QUEUE,
+    default="tools",  # the tools queue (core/envelopes.py), written out to keep -h light
     show_default=True,
     help="The queue the function and MCP tools are served on.",
 )
@@ -1095,6 +1109,7 @@ def sandbox() -> None:
 @JSON_OPTION
 def build_images(mirror: str | None, force: bool, as_json: bool) -> None:
     """Build the sandbox images from the Debian archive alone (no registry needed)."""
+    from agentq.cli.render import make_console
     from agentq.cli.sandbox_progress import build_with_progress
 
     try:

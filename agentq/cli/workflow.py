@@ -12,10 +12,9 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from pydantic import ValidationError
 
 from agentq.cli.errors import (
     EXIT_OK,
@@ -25,11 +24,9 @@ from agentq.cli.errors import (
     load_settings,
     spec_error,
 )
-from agentq.orchestrator.client import Client
-from agentq.orchestrator.core.errors import SpecError
-from agentq.orchestrator.redis.connect import is_memory_url
-from agentq.orchestrator.runs.result import RunResult
-from agentq.orchestrator.tools.workflow import WorkflowToolSpec
+
+if TYPE_CHECKING:
+    from agentq.orchestrator.runs.result import RunResult
 
 # The call id of the workflow's one call in its run.
 CALL_ID = "workflow"
@@ -48,6 +45,11 @@ def standalone_spec(entry: dict[str, Any], tool_input: Any) -> dict[str, Any]:
 
 
 def _read_workflow(path: str) -> dict[str, Any]:
+    from pydantic import ValidationError
+
+    from agentq.orchestrator.core.errors import SpecError
+    from agentq.orchestrator.tools.workflow import WorkflowToolSpec
+
     try:
         entry = json.loads(Path(path).read_text())
     except OSError as exc:
@@ -65,6 +67,8 @@ def _read_workflow(path: str) -> dict[str, Any]:
 
 
 def _read_input(text: str) -> Any:
+    from agentq.orchestrator.core.errors import SpecError
+
     try:
         return json.loads(text)
     except ValueError as exc:
@@ -132,6 +136,8 @@ async def _run(
     tool_modules: Sequence[str],
     timeout_s: float | None,
 ) -> RunResult:
+    from agentq.orchestrator.client import Client
+    from agentq.orchestrator.redis.connect import is_memory_url
     from agentq.workers.worker.embedded import embedded
     from agentq.workers.worker.loading import load_tool_modules
 
