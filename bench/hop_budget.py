@@ -24,7 +24,7 @@ import redis.asyncio as aioredis
 from agentq import tool
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.core.events import Event, StartStep
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.connect import forget_memory_server
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES
@@ -154,7 +154,7 @@ async def events_of(client: Client, spec: dict[str, Any]) -> list[Event]:
 
 
 def step_starts(events: list[Event]) -> dict[int, float]:
-    return {e.step: e.at for e in events if e.type == "start-step" and e.step is not None}
+    return {e.step: e.at for e in events if isinstance(e, StartStep)}
 
 
 # -- rows -------------------------------------------------------------------------------------

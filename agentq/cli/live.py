@@ -19,12 +19,14 @@ from typing import Any
 
 from agentq.cli.render import ProgressPrinter, how_to_answer, pending_line
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.runs.result import RunResult
 
 QUIET_S = 5.0  # say what the run waits for after this long without an event
-_PARKING = frozenset({"tool-approval-request", "tool-input-request", "finish-step"})
+# After these the run may wait for someone: look at what it waits for.
+_PARKING = (ev.ToolApprovalRequest, ev.ToolInputRequest, ev.FinishStep)
 
 
 class RunTimedOut(Exception):
@@ -68,7 +70,7 @@ class LiveRun:
                     break
                 self._told_idle = False
                 self.printer.show(event)
-                if event.type in _PARKING:
+                if isinstance(event, _PARKING):
                     await self._answer_pending()
         finally:
             reader.cancel()

@@ -15,6 +15,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.fleet.listings import WorkerRecord
 from agentq.orchestrator.runs.index import RunSummary
@@ -34,6 +35,10 @@ def _e(value: Any) -> str:
     return escape(str(value))
 
 
+def _call(tool_name: str | None, call_id: str) -> str:
+    return f"{_e(tool_name)}[dim]#{_e(call_id)}[/]"
+
+
 class ProgressPrinter:
     """Prints events as they come. A step's text shows once: the deltas of an attempt
     that a later attempt of the same step replaced are dropped. Reasoning the model
@@ -50,103 +55,96 @@ class ProgressPrinter:
             self.console.print()
             self._streaming = None
 
-    def _call(self, event: Event) -> str:
-        if not event.tool_call_id:
-            return ""
-        return f"{_e(event.tool_name)}[dim]#{_e(event.tool_call_id)}[/]"
+    def _delta(self, event: ev.TextDelta | ev.ReasoningDelta) -> None:
+        if event.attempt < self._attempts.get(event.step, event.attempt):
+            return  # an abandoned attempt's text
+        self._attempts[event.step] = event.attempt
+        if self._streaming != event.type:
+            self._end_text()
+        delta = _e(event.delta)
+        reasoning = isinstance(event, ev.ReasoningDelta)
+        self.console.print(f"[dim]{delta}[/]" if reasoning else delta, end="", markup=True)
+        self._streaming = event.type
+        self._printed_text.add(event.step)
 
     def show(self, event: Event) -> None:
-        fields = event.model_extra or {}
-        kind = event.type
-        step = event.step if event.step is not None else -1
-        if kind in ("text-delta", "reasoning-delta"):
-            attempt = int(fields.get("attempt") or 1)
-            if attempt < self._attempts.get(step, attempt):
-                return  # an abandoned attempt's text
-            self._attempts[step] = attempt
-            if self._streaming != kind:
-                self._end_text()
-            delta = _e(fields.get("delta", ""))
-            self.console.print(
-                f"[dim]{delta}[/]" if kind == "reasoning-delta" else delta, end="", markup=True
-            )
-            self._streaming = kind
-            self._printed_text.add(step)
+        if isinstance(event, ev.TextDelta | ev.ReasoningDelta):
+            self._delta(event)
             return
         self._end_text()
-        call = self._call(event)
-        if kind == "start":
-            model = str(fields.get("model", ""))
-            note = (
-                "  [dim](scripted: no model is called)[/]" if model.startswith("scripted") else ""
-            )
-            self.console.print(f"[bold]run[/] {_e(event.run_id)}  model {_e(model)}{note}")
-        elif kind == "start-step":
-            attempt = int(fields.get("attempt") or 1)
-            self._attempts[step] = max(attempt, self._attempts.get(step, 1))
-            retry = ""
-            if attempt > 1:
-                retry = " [magenta](attempt " + str(attempt) + ": its worker stopped"
-                retry += (
-                    "; the text above is discarded)[/]" if step in self._printed_text else ")[/]"
+        line = self._line(event)
+        if line is not None:
+            self.console.print(line)
+
+    def _line(self, event: Event) -> str | None:
+        """The markup line an event shows as (None: it shows nothing)."""
+        match event:
+            case ev.Start(model=model):
+                label = model or ""
+                scripted = label.startswith("scripted")
+                note = "  [dim](scripted: no model is called)[/]" if scripted else ""
+                return f"[bold]run[/] {_e(event.run_id)}  model {_e(label)}{note}"
+            case ev.StartStep(step=step, attempt=attempt):
+                self._attempts[step] = max(attempt, self._attempts.get(step, 1))
+                retry = ""
+                if attempt > 1:
+                    retry = " [magenta](attempt " + str(attempt) + ": its worker stopped"
+                    retry += (
+                        "; the text above is discarded)[/]"
+                        if step in self._printed_text
+                        else ")[/]"
+                    )
+                return f"[bold cyan]── step {step}[/]{retry}"
+            case ev.ModelRetry():
+                return (
+                    f"  [magenta]retrying after {_e(event.reason)} in {event.delay_s:.1f} s "
+                    f"(attempt {event.attempt}/{event.max_attempts})[/]"
                 )
-            self.console.print(f"[bold cyan]── step {step}[/]{retry}")
-        elif kind == "model-retry":
-            self.console.print(
-                f"  [magenta]retrying after {_e(fields.get('reason'))} in "
-                f"{float(fields.get('delay_s') or 0):.1f} s "
-                f"(attempt {fields.get('attempt')}/{fields.get('max_attempts')})[/]"
-            )
-        elif kind == "tool-call":
-            self.console.print(f"  [blue]→[/] {call}({_e(short(fields.get('input')))})")
-        elif kind == "tool-call-repair":
-            outcome = "repaired" if fields.get("repaired") else "could not be repaired"
-            self.console.print(
-                f"  [magenta]⟳ {call} had invalid input ({_e(short(fields.get('error'), 120))}): "
-                f"{outcome}[/]"
-            )
-        elif kind == "tool-running":
-            attempt = int(fields.get("attempt") or 1)
-            if attempt > 1:
-                self.console.print(f"  [dim]… {call} running again (attempt {attempt})[/]")
-        elif kind == "tool-approval-request":
-            self.console.print(f"  [bold magenta]?[/] {call} waits for approval")
-        elif kind == "tool-approval-response":
-            verdict = "approved" if fields.get("approved") else "denied"
-            self.console.print(f"    {call} {verdict}")
-        elif kind == "tool-input-request":
-            self.console.print(
-                f"  [bold magenta]?[/] {call} asks: {_e(short(fields.get('message')))} "
-                f"[dim](request {_e(fields.get('request_id'))})[/]"
-            )
-        elif kind == "tool-input-response":
-            self.console.print(f"    {call} {_e(fields.get('outcome', 'answered'))}")
-        elif kind == "tool-progress":
-            self.console.print(f"  [dim]… {call} {_e(short(fields.get('output')))}[/]")
-        elif kind == "tool-result":
-            self.console.print(f"  [green]←[/] {call} {_e(short(fields.get('output')))}")
-        elif kind == "tool-error":
-            self.console.print(f"  [red]✗[/] {call} {_e(short(fields.get('error')))}")
-        elif kind == "finish-step":
-            usage = fields.get("usage") or {}
-            self.console.print(
-                f"  [dim]step {step} done: {_e(fields.get('finish_reason'))}, "
-                f"{usage.get('total_tokens', 0)} tokens[/]"
-            )
-        elif kind == "context-compacted":
-            self.console.print(
-                f"  [dim]context compacted ({_e(fields.get('strategy'))}): "
-                f"{fields.get('before_tokens')} → {fields.get('after_tokens')} tokens[/]"
-            )
-        elif kind == "finish":
-            self.console.print("[bold green]✓ finished[/]")
-        elif kind == "error":
-            error = fields.get("error") or {}
-            message = error.get("message", error) if isinstance(error, dict) else error
-            self.console.print(f"[bold red]✗ failed:[/] {_e(message)}")
-        elif kind == "abort":
-            reason = fields.get("reason")
-            self.console.print(f"[bold]⊘ cancelled[/]{': ' + _e(reason) if reason else ''}")
+            case ev.ToolCall(tool_name=name, tool_call_id=call_id, input=input_):
+                return f"  [blue]→[/] {_call(name, call_id)}({_e(short(input_))})"
+            case ev.ToolCallRepair(tool_name=name, tool_call_id=call_id, error=error):
+                outcome = "repaired" if event.repaired else "could not be repaired"
+                return (
+                    f"  [magenta]⟳ {_call(name, call_id)} had invalid input "
+                    f"({_e(short(error, 120))}): {outcome}[/]"
+                )
+            case ev.ToolRunning(tool_name=name, tool_call_id=call_id, attempt=attempt):
+                if attempt > 1:
+                    return f"  [dim]… {_call(name, call_id)} running again (attempt {attempt})[/]"
+                return None
+            case ev.ToolApprovalRequest(tool_name=name, tool_call_id=call_id):
+                return f"  [bold magenta]?[/] {_call(name, call_id)} waits for approval"
+            case ev.ToolApprovalResponse(tool_name=name, tool_call_id=call_id, approved=approved):
+                return f"    {_call(name, call_id)} {'approved' if approved else 'denied'}"
+            case ev.ToolInputRequest(tool_name=name, tool_call_id=call_id):
+                return (
+                    f"  [bold magenta]?[/] {_call(name, call_id)} asks: {_e(short(event.message))} "
+                    f"[dim](request {_e(event.request_id)})[/]"
+                )
+            case ev.ToolInputResponse(tool_call_id=call_id, outcome=outcome):
+                # The response names no tool (its request did).
+                return f"    {_call(None, call_id)} {_e(outcome)}"
+            case ev.ToolProgress(tool_name=name, tool_call_id=call_id, output=output):
+                return f"  [dim]… {_call(name, call_id)} {_e(short(output))}[/]"
+            case ev.ToolResult(tool_name=name, tool_call_id=call_id, output=output):
+                return f"  [green]←[/] {_call(name, call_id)} {_e(short(output))}"
+            case ev.ToolError(tool_name=name, tool_call_id=call_id, error=error):
+                return f"  [red]✗[/] {_call(name, call_id)} {_e(short(error))}"
+            case ev.FinishStep(step=step, finish_reason=reason, usage=usage):
+                return f"  [dim]step {step} done: {_e(reason)}, {usage.total_tokens} tokens[/]"
+            case ev.ContextCompacted():
+                return (
+                    f"  [dim]context compacted ({_e(event.strategy)}): "
+                    f"{event.before_tokens} → {event.after_tokens} tokens[/]"
+                )
+            case ev.Finish():
+                return "[bold green]✓ finished[/]"
+            case ev.Error(error=error):
+                return f"[bold red]✗ failed:[/] {_e(error.get('message', error))}"
+            case ev.Abort(reason=reason):
+                return f"[bold]⊘ cancelled[/]{': ' + _e(reason) if reason else ''}"
+            case _:
+                return None
 
     def note(self, message: str) -> None:
         """A line from the CLI itself (what it waits for), dim, between events."""

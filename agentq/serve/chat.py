@@ -18,8 +18,8 @@ from pydantic import ValidationError
 from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.errors import RunNotFoundError
-from agentq.orchestrator.core.events import TERMINAL_EVENTS
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.machine import keys
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
@@ -181,9 +181,9 @@ def _ui_stream(client: Client, feeds: RunFeeds, run_id: str, after: int) -> Even
                 seen = event.seq
                 for chunk in adapter.feed(event):
                     yield _data(chunk)
-                if event.type in TERMINAL_EVENTS:
+                if isinstance(event, ev.TERMINAL):
                     break
-                if event.type in ("text-delta", "reasoning-delta"):
+                if isinstance(event, ev.TextDelta | ev.ReasoningDelta):
                     continue
             if await _parked(client, run_id, seen):
                 for chunk in adapter.park():

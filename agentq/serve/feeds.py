@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event
+from agentq.orchestrator.core.events import TERMINAL, Event, wire_json
 
 BACKLOG = 5000  # events a stream may lag behind its feed before it re-reads Redis
 
@@ -29,7 +29,7 @@ class Frame:
 
     @classmethod
     def of(cls, event: Event) -> Frame:
-        return cls(event, event.model_dump_json(exclude_none=True))
+        return cls(event, wire_json(event))
 
 
 _END = object()
@@ -97,7 +97,7 @@ class RunFeeds:
                 async for event in self.client.runs.events(run_id, after=last):
                     yield Frame.of(event)
                     last = event.seq
-                    if event.type in TERMINAL_EVENTS:
+                    if isinstance(event, TERMINAL):
                         return
                 while not subscriber.lagged:
                     item = await subscriber.queue.get()
@@ -110,7 +110,7 @@ class RunFeeds:
                         continue
                     yield item
                     last = item.event.seq
-                    if item.event.type in TERMINAL_EVENTS:
+                    if isinstance(item.event, TERMINAL):
                         return
             finally:
                 feed.subscribers.discard(subscriber)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.events import Event
 
 Chunk = dict[str, Any]
@@ -56,35 +57,31 @@ class UIChunks:
         self._open = None
         return [{"type": f"{kind}-end", "id": part_id}]
 
-    def _delta(self, kind: str, event: Event) -> list[Chunk]:
+    def _delta(self, kind: str, event: ev.TextDelta | ev.ReasoningDelta) -> list[Chunk]:
         opened: list[Chunk] = []
         if self._open is None or self._open[0] != kind:
             opened = self._close_part()
             self._open = (kind, f"{kind}-{event.step}-{event.seq}")
             opened.append({"type": f"{kind}-start", "id": self._open[1]})
-        delta = (event.model_extra or {}).get("delta", "")
-        return [*opened, {"type": f"{kind}-delta", "id": self._open[1], "delta": delta}]
+        return [*opened, {"type": f"{kind}-delta", "id": self._open[1], "delta": event.delta}]
 
     def park(self) -> list[Chunk]:
         """The run waits for the user (an approval, a client tool): this response ends."""
         return [*self._close_part(), {"type": "finish", "finishReason": "tool-calls"}]
 
     def feed(self, event: Event) -> list[Chunk]:
-        extra: dict[str, Any] = event.model_extra or {}
-        call_id = event.tool_call_id or ""
-        match event.type:
-            case "start-step":
-                if event.step in self._steps:  # a retried attempt of the same step
+        match event:
+            case ev.StartStep(step=step):
+                if step in self._steps:  # a retried attempt of the same step
                     return []
-                self._steps.add(event.step or 0)
+                self._steps.add(step)
                 return [{"type": "start-step"}]
-            case "text-delta":
+            case ev.TextDelta():
                 return self._delta("text", event)
-            case "reasoning-delta":
+            case ev.ReasoningDelta():
                 return self._delta("reasoning", event)
-            case "tool-call":
-                provider = {"providerExecuted": True} if extra.get("provider_executed") else {}
-                name = event.tool_name or ""
+            case ev.ToolCall(tool_call_id=call_id, tool_name=name):
+                provider = _provider(event.provider_executed)
                 return [
                     *self._close_part(),
                     {
@@ -97,68 +94,64 @@ class UIChunks:
                         "type": "tool-input-available",
                         "toolCallId": call_id,
                         "toolName": name,
-                        "input": extra.get("input"),
+                        "input": event.input,
                         **provider,
                     },
                 ]
-            case "tool-approval-request":
+            case ev.ToolApprovalRequest(tool_call_id=call_id):
                 return [
                     {"type": "tool-approval-request", "approvalId": call_id, "toolCallId": call_id}
                 ]
-            case "tool-approval-response":
-                if extra.get("approved"):
+            case ev.ToolApprovalResponse(tool_call_id=call_id, approved=approved):
+                if approved:
                     return []
                 self._denied.add(call_id)
                 return [{"type": "tool-output-denied", "toolCallId": call_id}]
-            case "tool-progress":
+            case ev.ToolProgress(tool_call_id=call_id, output=output):
                 return [
                     {
                         "type": "tool-output-available",
                         "toolCallId": call_id,
-                        "output": extra.get("output"),
+                        "output": output,
                         "preliminary": True,
                     }
                 ]
-            case "tool-result":
-                provider = {"providerExecuted": True} if extra.get("provider_executed") else {}
+            case ev.ToolResult(tool_call_id=call_id, output=output):
                 return [
                     {
                         "type": "tool-output-available",
                         "toolCallId": call_id,
-                        "output": extra.get("output"),
-                        **provider,
+                        "output": output,
+                        **_provider(event.provider_executed),
                     }
                 ]
-            case "tool-error":
+            case ev.ToolError(tool_call_id=call_id, error=error):
                 if call_id in self._denied:  # the denial already said it
                     return []
                 return [
                     {
                         "type": "tool-output-error",
                         "toolCallId": call_id,
-                        "errorText": _error_text(extra.get("error")),
+                        "errorText": _error_text(error),
                     }
                 ]
-            case "finish-step":
+            case ev.FinishStep():
                 return [*self._close_part(), {"type": "finish-step"}]
-            case "finish":
+            case ev.Finish(finish_reason=reason):
                 return [
                     *self._close_part(),
-                    {
-                        "type": "finish",
-                        "finishReason": finish_reason(extra.get("finish_reason", "stop")),
-                    },
+                    {"type": "finish", "finishReason": finish_reason(reason)},
                 ]
-            case "error":
+            case ev.Error(error=error):
+                return [*self._close_part(), {"type": "error", "errorText": _error_text(error)}]
+            case ev.Abort(reason=reason):
                 return [
                     *self._close_part(),
-                    {"type": "error", "errorText": _error_text(extra.get("error"))},
-                ]
-            case "abort":
-                reason = extra.get("reason")
-                return [
-                    *self._close_part(),
-                    {"type": "abort", **({"reason": str(reason)} if reason else {})},
+                    {"type": "abort", **({"reason": reason} if reason else {})},
                 ]
             case _:
                 return []
+
+
+def _provider(executed: bool | None) -> Chunk:
+    return {"providerExecuted": True} if executed else {}

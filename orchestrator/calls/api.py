@@ -31,6 +31,7 @@ from agentq.orchestrator.calls.catalogue import (
 )
 from agentq.orchestrator.calls.state import CallField
 from agentq.orchestrator.calls.store import CallNotFoundError, CallStore
+from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.errors import RunConflictError
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.core.settings import Settings
@@ -196,28 +197,21 @@ class ToolCalls:
         on_sample: SampleCallback | None = None,
     ) -> ToolCallResult:
         async for event in self.store.events(call_id, 0, follow=True):
-            extra = event.model_extra or {}
-            if event.type == "tool-progress" and on_progress is not None:
-                shown = on_progress(extra.get("output"))
-                if isinstance(shown, Awaitable):
-                    await shown
-            elif event.type == "tool-log" and on_log is not None:
-                logger = extra.get("logger")
-                await on_log(
-                    str(extra.get("level", "info")),
-                    extra.get("data"),
-                    str(logger) if logger is not None else None,
-                )
-            elif event.type == "tool-input-request":
-                content = None
-                if extra.get("kind") == "sampling":
-                    if on_sample is not None:
-                        content = await on_sample(extra.get("input") or {})
-                elif on_input is not None:
-                    content = await on_input(
-                        str(extra.get("message", "")), extra.get("input") or {}
-                    )
-                await self.answer(call_id, str(extra.get("request_id")), content)
+            match event:
+                case ev.ToolProgress(output=output) if on_progress is not None:
+                    shown = on_progress(output)
+                    if isinstance(shown, Awaitable):
+                        await shown
+                case ev.ToolLog(level=level, data=data, logger=logger) if on_log is not None:
+                    await on_log(level, data, logger)
+                case ev.ToolInputRequest(kind=kind, message=message, input=asked):
+                    content = None
+                    if kind == "sampling":
+                        if on_sample is not None:
+                            content = await on_sample(asked or {})
+                    elif on_input is not None:
+                        content = await on_input(message, asked or {})
+                    await self.answer(call_id, event.request_id, content)
         result = await self.result(call_id)
         assert result is not None, "a call's stream ends with its result"
         return result

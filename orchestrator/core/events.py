@@ -1,18 +1,29 @@
-"""Run events: the append-only stream a client follows.
+"""Run events: the append-only stream a client follows, one typed model per event type.
 
-Events are stored as JSON without their `seq`; the sequence is the stream
-entry id (`0-<seq>`), assigned atomically with the transition that emits the
-event, so a reader resumes after any seq without gaps or duplicates.
-Names follow the AI SDK's stream parts where the two overlap.
+Events are stored as JSON without their `seq`; the sequence is the stream entry id
+(`0-<seq>`), assigned atomically with the transition that emits the event, so a reader
+resumes after any seq without gaps or duplicates. `parse_event` turns a stored entry
+into its model; `Event` is the union of the models, discriminated on `type`, so a
+reader matches on the class (`case TextDelta(delta=d):`) instead of reading fields by
+string. Names follow the AI SDK's stream parts where the two overlap.
+
+The wire form (HTTP, SSE, the CLI's `events`) is `wire_json`: the fields the emitter
+wrote, in the order emitters write them.
+The fields each model declares are what the emitters (the `event_json` calls, and
+`finish_run` in the runs' Lua prelude) write; a test reads the emitters to keep the
+two equal. Models forbid unknown fields so a field added to an emitter and not here
+fails a test rather than vanishing from the wire.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from agentq.orchestrator.core.messages import Usage
 
 EventType = Literal[
     "start",
@@ -40,21 +51,277 @@ EventType = Literal[
     "webhook-failed",
 ]
 
-TERMINAL_EVENTS: frozenset[str] = frozenset({"finish", "error", "abort"})
 
+class _Event(BaseModel):
+    """What every event carries. A tool call without a run (`client.calls`) has its own
+    stream: there `run_id` is the call's id and its events have no `step`."""
 
-class Event(BaseModel):
-    """An event as a reader sees it. Fields beyond the common ones vary by type."""
-
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     seq: int
-    type: EventType
+    type: str  # each model narrows it to its own literal (the union's discriminator)
     run_id: str
     at: float
+
+
+# -- the run and its steps --------------------------------------------------------
+
+
+class Start(_Event):
+    """The run was created (or forked from another run's step)."""
+
+    type: Literal["start"]
+    model: str | None = None  # the model's label; a fork of a run without one has none
+    metadata: dict[str, Any] | None = None
+    parent: dict[str, Any] | None = None  # a child run's parent call (run_id, step, call_id)
+    forked_from: dict[str, Any] | None = None
+
+
+class StartStep(_Event):
+    """A model step's job started; attempt > 1 when a worker died mid-step."""
+
+    type: Literal["start-step"]
+    step: int
+    attempt: int = 1
+
+
+class ModelRetry(_Event):
+    """A failed model call is about to be retried."""
+
+    type: Literal["model-retry"]
+    step: int
+    reason: str  # the HTTP status only: a provider's message may echo a key
+    delay_s: float
+    attempt: int
+    max_attempts: int
+
+
+class TextDelta(_Event):
+    type: Literal["text-delta"]
+    step: int
+    attempt: int = 1  # deltas of an attempt a later one replaced are stale
+    delta: str
+
+
+class ReasoningDelta(_Event):
+    type: Literal["reasoning-delta"]
+    step: int
+    attempt: int = 1
+    delta: str
+
+
+class FinishStep(_Event):
+    type: Literal["finish-step"]
+    step: int
+    finish_reason: str
+    usage: Usage
+    text: str
+    # What was overridden while preparing the step (rule, hook, overrides, compaction).
+    prepared: dict[str, Any] | None = None
+
+
+class ContextCompacted(_Event):
+    """The step's history was compacted before the model call (loop.context.Compaction)."""
+
+    type: Literal["context-compacted"]
+    step: int
+    strategy: str
+    before_tokens: int
+    after_tokens: int
+    before_messages: int
+    after_messages: int
+    summary_upto: int | None = None
+    summary: str | None = None
+
+
+# -- tool calls (`step` is None on a standalone call's stream) --------------------
+
+
+class ToolCall(_Event):
+    type: Literal["tool-call"]
     step: int | None = None
-    tool_call_id: str | None = None
+    tool_call_id: str
+    tool_name: str
+    input: Any = None
+    provider_executed: bool | None = None  # the provider ran it (web search, …)
+
+
+class ToolCallRepair(_Event):
+    """A call's invalid input was sent back for repair; `repaired` says if that worked."""
+
+    type: Literal["tool-call-repair"]
+    step: int
+    tool_call_id: str
+    tool_name: str
+    input: Any = None
+    error: str
+    repaired: bool
+    repaired_input: Any = None
+    attempts: int
+
+
+class ToolApprovalRequest(_Event):
+    type: Literal["tool-approval-request"]
+    step: int
+    tool_call_id: str
+    tool_name: str
+    input: Any = None
+
+
+class ToolApprovalResponse(_Event):
+    type: Literal["tool-approval-response"]
+    step: int
+    tool_call_id: str
     tool_name: str | None = None
+    approved: bool
+    reason: str | None = None
+
+
+class ToolInputRequest(_Event):
+    """A running tool asks for input (MCP elicitation, or sampling when `kind` says so)."""
+
+    type: Literal["tool-input-request"]
+    step: int | None = None
+    tool_call_id: str
+    tool_name: str
+    request_id: str
+    kind: str | None = None
+    message: str = ""
+    input: Any = None  # the requested schema, or the sampling request
+
+
+class ToolInputResponse(_Event):
+    type: Literal["tool-input-response"]
+    step: int
+    tool_call_id: str
+    request_id: str
+    outcome: str
+    output: Any = None
+
+
+class ToolRunning(_Event):
+    """A worker claimed the call; attempt > 1 when an earlier worker died running it."""
+
+    type: Literal["tool-running"]
+    step: int | None = None
+    tool_call_id: str
+    attempt: int = 1
+    tool_name: str | None = None  # a run's claim adds it; a standalone call's has none
+
+
+class ToolProgress(_Event):
+    type: Literal["tool-progress"]
+    step: int | None = None
+    tool_call_id: str
+    tool_name: str
+    output: Any = None
+
+
+class ToolLog(_Event):
+    """A log line an MCP server sent while running a standalone call."""
+
+    type: Literal["tool-log"]
+    tool_call_id: str
+    tool_name: str
+    level: str
+    data: Any = None
+    logger: str | None = None
+
+
+class ToolResult(_Event):
+    type: Literal["tool-result"]
+    step: int | None = None
+    tool_call_id: str
+    tool_name: str
+    output: Any = None
+    provider_executed: bool | None = None
+
+
+class ToolError(_Event):
+    type: Literal["tool-error"]
+    step: int | None = None
+    tool_call_id: str
+    tool_name: str
+    error: Any = None
+
+
+# -- the run's end (written by `finish_run` in the runs' Lua prelude) -------------
+
+
+class Finish(_Event):
+    type: Literal["finish"]
+    status: str
+    usage: Usage
+    text: str
+    finish_reason: str = "stop"
+
+
+class Error(_Event):
+    type: Literal["error"]
+    status: str
+    usage: Usage
+    error: dict[str, Any]  # the RunFailure: type, message, step, status
+
+
+class Abort(_Event):
+    """The run was cancelled."""
+
+    type: Literal["abort"]
+    status: str
+    usage: Usage
+    reason: str | None = None
+
+
+class WebhookFailed(_Event):
+    """A webhook gave up delivering one of the run's events (perhaps after its end)."""
+
+    type: Literal["webhook-failed"]
+    url: str
+    event_seq: int
+    event_type: str
+    attempts: int
+    error: str
+
+
+Event = Annotated[
+    Start
+    | StartStep
+    | ModelRetry
+    | TextDelta
+    | ReasoningDelta
+    | ToolCall
+    | ToolCallRepair
+    | ToolApprovalRequest
+    | ToolApprovalResponse
+    | ToolInputRequest
+    | ToolInputResponse
+    | ToolRunning
+    | ToolProgress
+    | ToolLog
+    | ToolResult
+    | ToolError
+    | FinishStep
+    | ContextCompacted
+    | Finish
+    | Error
+    | Abort
+    | WebhookFailed,
+    Field(discriminator="type"),
+]
+_EVENT: TypeAdapter[Event] = TypeAdapter(Event)
+
+
+def _type_of(model: type[_Event]) -> str:
+    tag: str = get_args(model.model_fields["type"].annotation)[0]
+    return tag
+
+
+# Every event type's model; Annotated[Union[...], …] -> the union's members.
+EVENT_MODELS: dict[str, type[_Event]] = {_type_of(m): m for m in get_args(get_args(Event)[0])}
+
+# The run has ended: nothing but late reports (webhook-failed) follows one of these.
+TERMINAL = (Finish, Error, Abort)
+TERMINAL_EVENTS: frozenset[str] = frozenset(_type_of(m) for m in TERMINAL)
 
 
 def event_json(type_: EventType, run_id: str, **fields: Any) -> str:
@@ -62,6 +329,19 @@ def event_json(type_: EventType, run_id: str, **fields: Any) -> str:
     body: dict[str, Any] = {"type": type_, "run_id": run_id, "at": time.time()}
     body.update({k: v for k, v in fields.items() if v is not None})
     return json.dumps(body, ensure_ascii=False, default=str, separators=(",", ":"))
+
+
+def parse_event(seq: int, raw: bytes | str | dict[str, Any]) -> Event:
+    """A stored event (its JSON body, outputs resolved) and its stream sequence as its model."""
+    body = dict(raw) if isinstance(raw, dict) else json.loads(raw)
+    body["seq"] = seq
+    return _EVENT.validate_python(body)
+
+
+def wire_json(event: Event) -> str:
+    """The event as the HTTP API, SSE and `agentq events` send it: the fields its emitter
+    wrote (no defaults filled in), nulls left out."""
+    return event.model_dump_json(exclude_unset=True, exclude_none=True)
 
 
 # A run's tool-result / tool-error event is stored without the call's output, which the
@@ -88,9 +368,3 @@ def with_output(body: dict[str, Any], output: Any) -> dict[str, Any]:
         elif field is not None and output is not None:
             out[field] = output
     return out
-
-
-def parse_event(seq: int, raw: bytes | str | dict[str, Any]) -> Event:
-    body = dict(raw) if isinstance(raw, dict) else json.loads(raw)
-    body["seq"] = seq
-    return Event.model_validate(body)

@@ -95,7 +95,7 @@ async def all_events(client: Client, run_id: str, after: int | None = None) -> l
 
 def call_ids(events: Sequence[Event], type_: str) -> list[str]:
     """The tool call ids of the events of one type, in stream order."""
-    ids = [e.tool_call_id for e in events if e.type == type_]
+    ids = [getattr(e, "tool_call_id", None) for e in events if e.type == type_]
     assert None not in ids, ids
     return [i for i in ids if i is not None]
 

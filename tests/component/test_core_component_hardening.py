@@ -12,6 +12,7 @@ from arq import Retry
 
 from agentq import tool
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError, ToolError
 from agentq.orchestrator.machine import keys
@@ -132,6 +133,7 @@ async def test_a_call_resolved_in_time_is_left_alone_by_its_deadline(start: Star
     async with start() as client:
         run_id = await client.runs.submit(spec)
         event = await wait_event(client, run_id, of_type("finish-step", step=0))
+        assert isinstance(event, ev.FinishStep)
         assert event.step == 0
         call_id = (await client.runs.result(run_id)).pending[0]["tool_call_id"]
         expiry = keys.arq_job(keys.expiry_job_id(run_id, 0, call_id))

@@ -10,6 +10,7 @@ import pytest
 
 from agentq import tool
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.errors import RunNotFoundError, RunStateError
 from agentq.orchestrator.machine import keys
 from agentq.workers.tools.function_tools import FunctionTool
@@ -79,7 +80,7 @@ async def park(client: Client, spec: dict[str, Any], event_type: str) -> tuple[s
     else:
         await wait_event(client, run_id, of_type("finish-step", step=0))
         event = await wait_event(client, run_id, of_type("tool-call", step=0))
-    assert event.tool_call_id is not None
+    assert isinstance(event, ev.ToolApprovalRequest | ev.ToolCall)
     return run_id, event.tool_call_id
 
 

@@ -35,7 +35,7 @@ async def test_reasoning_events_come_in_order_and_stay_out_of_the_text(start: St
 
     assert result.status == "succeeded", result.error
     for step, reasoning, text in ((0, "Two numbers: use add.", "Adding."), (1, "add said 3.", "3")):
-        mine = [e for e in events if e.step == step]
+        mine = [e for e in events if getattr(e, "step", None) == step]
         shown = ("start-step", "reasoning-delta", "text-delta", "finish-step")
         kinds = [e.type for e in sorted(mine, key=lambda e: e.seq) if e.type in shown]
         # In seq order: the step starts, all its reasoning, then its text, then it ends.

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.tools.base import STORED_SPEC, StoredToolEntry
@@ -40,8 +41,9 @@ async def test_an_outside_kind_runs_with_filter_prefix_and_approval() -> None:
     async with embedded(executors=await optional_executors(), settings=FAST) as client:
         run_id = await client.runs.submit(scripted(*steps, tools=[ECHO]))
         asked = await wait_event(client, run_id, of_type("tool-approval-request"))
+        assert isinstance(asked, ev.ToolApprovalRequest)
         assert asked.tool_name == "x_whisper"
-        await client.runs.approve(run_id, asked.tool_call_id or "")
+        await client.runs.approve(run_id, asked.tool_call_id)
         result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
     assert result.status == "succeeded", result.error
     outputs = {r.name: r.output for r in result.steps[0].tool_results}

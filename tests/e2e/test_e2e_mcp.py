@@ -65,7 +65,7 @@ async def test_model_calls_mcp_tools_through_worker_processes(
             async for event in client.runs.events(run_id, follow=True):
                 seen.append(event)
                 if event.type == "tool-input-request":
-                    extra = event.model_extra or {}
+                    extra = event.model_dump()
                     assert extra["message"] == "Who are you?"
                     assert "name" in extra["input"]["properties"]
                     pending = (await client.runs.result(run_id)).pending

@@ -87,7 +87,7 @@ def judge(i: int, result: RunResult, events: list[Event], figures: Figures) -> N
     figures.counted_deliveries += sum(
         1
         for e in events
-        if e.type in ("tool-running", "start-step") and (e.model_extra or {}).get("attempt", 1) > 1
+        if e.type in ("tool-running", "start-step") and e.model_dump().get("attempt", 1) > 1
     )
 
 

@@ -121,7 +121,7 @@ async def test_a_redelivered_step_shows_its_text_once(
         events = [e async for e in client.runs.events(run_id)]
     assert result.status == "succeeded", result.error
     assert result.text == "Hello world"
-    deltas = [(e.model_extra or {}) for e in events if e.type == "text-delta"]
+    deltas = [e.model_dump() for e in events if e.type == "text-delta"]
     assert {d["attempt"] for d in deltas} == {1, 2}
     latest = max(d["attempt"] for d in deltas)
     assert "".join(d["delta"] for d in deltas if d["attempt"] == latest) == "Hello world"

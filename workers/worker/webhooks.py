@@ -54,6 +54,16 @@ _RETRY_STATUSES = frozenset({408, 429})
 _RELEASE = scripts.script("agentq.workers.worker", "release")
 
 
+# Receivers have always been sent these on every event, null where the type has none.
+_ALWAYS = dict.fromkeys(("seq", "type", "run_id", "at", "step", "tool_call_id", "tool_name"))
+
+
+def webhook_body(event: Event) -> bytes:
+    """The POSTed body: the event's fields as stored (nulls included), ASCII JSON."""
+    shown = {**_ALWAYS, **event.model_dump(mode="json", exclude_unset=True)}
+    return json.dumps(shown, separators=(",", ":")).encode()
+
+
 class _Failed(Exception):
     def __init__(self, why: str, attempts: int) -> None:
         super().__init__(why)
@@ -222,7 +232,7 @@ class WebhookDispatcher:
             )
 
     async def deliver(self, run_id: str, hook: WebhookSpec, event: Event) -> None:
-        body = json.dumps(event.model_dump(mode="json"), separators=(",", ":")).encode()
+        body = webhook_body(event)
         secret: str | None = None
         if hook.secret_env is not None:
             secret = self.env.get(hook.secret_env)

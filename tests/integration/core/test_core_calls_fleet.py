@@ -37,7 +37,7 @@ async def test_a_worker_killed_mid_call_costs_a_redelivery(
     assert len(pids) == 2
     assert pids[0] != pids[1]
     assert result.output == {"pid": pids[1]}
-    attempts = [(e.model_extra or {}).get("attempt") for e in events if e.type == "tool-running"]
+    attempts = [e.model_dump().get("attempt") for e in events if e.type == "tool-running"]
     assert attempts == [1, 2]
     assert [e.type for e in events if e.type in ("tool-result", "tool-error")] == ["tool-result"]
 

@@ -263,7 +263,7 @@ async def test_a_graceful_stop_is_not_counted_as_a_death(
     (call_result,) = result.steps[0].tool_results
     assert not call_result.is_error, call_result.output  # before: "attempted 1 times"
     assert call_result.output == {"pid": second.pid}
-    attempts = [(e.model_extra or {}).get("attempt") for e in events if e.type == "tool-running"]
+    attempts = [e.model_dump().get("attempt") for e in events if e.type == "tool-running"]
     assert attempts == [1, 1]
 
 

@@ -91,8 +91,6 @@ async def test_a_tool_output_is_stored_once_and_shown_unchanged(redis_url: str) 
     assert [s.tool_results[0].output for s in big_result.steps[:steps]] == outputs
     tool_messages = [m for m in big_result.messages if isinstance(m, ToolMessage)]
     assert [m.content[0].output for m in tool_messages] == outputs
-    shown = [
-        (e.step, (e.model_extra or {}).get("output")) for e in events if e.type == "tool-result"
-    ]
+    shown = [(e.step, e.model_dump().get("output")) for e in events if e.type == "tool-result"]
     assert shown == list(enumerate(outputs))
-    assert not any("output_ref" in (e.model_extra or {}) for e in events)
+    assert not any("output_ref" in e.model_dump() for e in events)

@@ -48,9 +48,9 @@ async def test_a_sub_agent_answers_its_parents_call(
     assert answer.output == "the sum is 3"
     assert not answer.is_error
     assert child_result.status == "succeeded"
-    start = child_events[0].model_extra or {}
+    start = child_events[0].model_dump()
     assert start["parent"] == {"run_id": run_id, "step": 0, "call_id": "a1"}
-    progress = [(e.model_extra or {})["output"] for e in events if e.type == "tool-progress"]
+    progress = [e.model_dump()["output"] for e in events if e.type == "tool-progress"]
     assert progress[0] == {"child_run_id": child_id, "status": "started"}
     assert {"child_run_id": child_id, "step": 1} in progress
     add_call = [{"name": "add", "input": {"a": 1, "b": 2}}]

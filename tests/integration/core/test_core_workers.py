@@ -66,7 +66,7 @@ async def test_worker_killed_mid_call_costs_a_redelivery_not_the_run(
     assert result.steps[0].tool_results[0].output == {"pid": pids[1]}
     results = [e for e in events if e.type in ("tool-result", "tool-error")]
     assert len(results) == 1
-    attempts = [(e.model_extra or {}).get("attempt") for e in events if e.type == "tool-running"]
+    attempts = [e.model_dump().get("attempt") for e in events if e.type == "tool-running"]
     assert attempts == [1, 2]
     assert [e.step for e in events if e.type == "start-step"] == [0, 1]
 

@@ -58,7 +58,7 @@ async def test_the_readme_adder(redis_url: str, workers: list[WorkerProcess]) ->
     answer, events = await run(redis_url, ADDER, {"x": 2, "y": 3})
     assert answer.output == 5.0
     assert not answer.is_error
-    shown = [(e.model_extra or {})["output"] for e in events if e.type == "tool-progress"]
+    shown = [e.model_dump()["output"] for e in events if e.type == "tool-progress"]
     assert [p["node"] for p in shown if p["status"] == "done"] == ["in", "sum", "out"]
     assert {"node": "sum", "status": "running"} in shown
 
@@ -115,9 +115,9 @@ async def test_branches_run_in_parallel_and_a_condition_picks_one(
     answer, events = await run(redis_url, tool, {"x": 6})
     assert answer.output == {"yes": "big: 12.0 and 7.0", "no": None}
     statuses = {
-        (e.model_extra or {})["output"]["node"]: (e.model_extra or {})["output"]["status"]
+        e.model_dump()["output"]["node"]: e.model_dump()["output"]["status"]
         for e in events
-        if e.type == "tool-progress" and (e.model_extra or {})["output"]["status"] != "running"
+        if e.type == "tool-progress" and e.model_dump()["output"]["status"] != "running"
     }
     assert statuses["no"] == "skipped"
     assert statuses["yes"] == "done"
@@ -157,9 +157,9 @@ async def test_a_worker_killed_mid_node_costs_a_redelivery_not_the_workflow(
     assert len(pids) == 2
     assert result.steps[0].tool_results[0].output == pids[1]
     ends = [
-        (e.model_extra or {})["output"]
+        e.model_dump()["output"]
         for e in events
-        if e.type == "tool-progress" and (e.model_extra or {})["output"]["status"] == "done"
+        if e.type == "tool-progress" and e.model_dump()["output"]["status"] == "done"
     ]
     assert [p["node"] for p in ends] == ["in", "slow", "out"]  # each outcome recorded once
 

@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from agentq.cli.render import ProgressPrinter
-from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.core.events import Event, parse_event
 
 
 def printer(color: bool = False) -> tuple[ProgressPrinter, io.StringIO]:
@@ -27,7 +27,7 @@ def printer(color: bool = False) -> tuple[ProgressPrinter, io.StringIO]:
 
 
 def event(seq: int, type_: str, **fields: Any) -> Event:
-    return Event.model_validate({"seq": seq, "type": type_, "run_id": "r1", "at": 0.0, **fields})
+    return parse_event(seq, {"type": type_, "run_id": "r1", "at": 0.0, **fields})
 
 
 def test_user_text_is_never_markup_or_emoji() -> None:
@@ -97,6 +97,7 @@ def test_every_waiting_and_retry_event_is_shown() -> None:
             tool_name="add",
             error="a: required",
             repaired=True,
+            attempts=1,
         )
     )
     show.show(event(5, "tool-approval-request", step=0, tool_call_id="c3", tool_name="rm"))

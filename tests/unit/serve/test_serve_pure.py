@@ -30,11 +30,11 @@ def test_events_become_ui_chunks() -> None:
         ev(4, "tool-call", step=0, tool_call_id="c", tool_name="add", input={"a": 1}),
         ev(5, "tool-approval-request", step=0, tool_call_id="c", tool_name="add"),
         ev(6, "tool-approval-response", step=0, tool_call_id="c", approved=False),
-        ev(7, "tool-error", step=0, tool_call_id="c", error="denied"),
+        ev(7, "tool-error", step=0, tool_call_id="c", tool_name="add", error="denied"),
         ev(8, "start-step", step=0, attempt=2),
-        ev(9, "tool-progress", step=0, tool_call_id="d", output=1),
-        ev(10, "finish-step", step=0),
-        ev(11, "finish", finish_reason="tool_calls"),
+        ev(9, "tool-progress", step=0, tool_call_id="d", tool_name="add", output=1),
+        ev(10, "finish-step", step=0, finish_reason="tool_calls", usage={}, text="Hi!"),
+        ev(11, "finish", status="succeeded", usage={}, text="Hi!", finish_reason="tool_calls"),
     ]:
         out += chunks.feed(event)
     assert [c["type"] for c in out] == [
@@ -66,7 +66,7 @@ def test_reasoning_and_text_stream_as_separate_parts() -> None:
         ev(3, "reasoning-delta", step=0, delta="ing."),
         ev(4, "text-delta", step=0, delta="Hi"),
         ev(5, "reasoning-delta", step=0, delta="More."),
-        ev(6, "finish-step", step=0),
+        ev(6, "finish-step", step=0, finish_reason="stop", usage={}, text="Hi"),
     ]:
         out += chunks.feed(event)
     assert [(c["type"], c.get("id"), c.get("delta")) for c in out] == [
