@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.templating import render
 from agentq.orchestrator.machine.jobs import JOB_EXPIRES_MS
 

@@ -13,8 +13,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, TypeVar, overload
 
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob
 from agentq.orchestrator.core.events import OUTPUT_REF, event_json
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import Message, ToolResultPart
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan

@@ -18,9 +18,10 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.context import (

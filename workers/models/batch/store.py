@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.machine import keys, lua_constants, scripts
 from agentq.orchestrator.machine.store import resolved, text, texts
 from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField
