@@ -22,6 +22,7 @@ from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind
 from agentq.orchestrator.core.events import EventType, event_json
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.loop.plan import CallPlan
+from agentq.orchestrator.machine.store import Ride
 from agentq.orchestrator.redis.connect import MAX_BLOCK_S
 from agentq.orchestrator.runs.state import ClaimCall, InputStatus, Outcome
 from agentq.orchestrator.runs.store import RunStore
@@ -97,8 +98,10 @@ class CallHome(Protocol):
         """Ask the caller; its raw answer, or None (not asked, or no answer in time)."""
         ...
 
-    async def record(self, result: ToolResultPart) -> bool:
-        """Record the call's write-once result; False when it had one already."""
+    async def record(self, result: ToolResultPart, *, ride: Ride | None = None) -> bool:
+        """Record the call's write-once result; False when it had one already. `ride`:
+        the executing job's end, sent with the transition where the home's can carry it
+        (a run's `record_result`)."""
         ...
 
 
@@ -170,10 +173,10 @@ class RunCallHome:
             )
         return raw
 
-    async def record(self, result: ToolResultPart) -> bool:
+    async def record(self, result: ToolResultPart, *, ride: Ride | None = None) -> bool:
         hops = tracing.Hops(self.stream_id)
         args = hops.stamp(result_args(self.stream_id, self._step, result))
-        reply = await self.store.record_result(args)
+        reply = await self.store.record_result(args, ride=ride)
         hops.sent(enqueued_job_ids(args, reply.outcome))
         if reply.outcome in (Outcome.FINISHED, Outcome.FAILED):
             await tracing.end_run(self.store, self.stream_id)
@@ -238,7 +241,8 @@ class OwnCallHome:
         wait_s = max(0.0, ask.deadline_at - time.time())
         return await _answer(self.calls.wait_answer, self.call_id, ask.request_id, wait_s)
 
-    async def record(self, result: ToolResultPart) -> bool:
+    async def record(self, result: ToolResultPart, *, ride: Ride | None = None) -> bool:
+        # The call's transition carries no job end: the worker ends the job after it.
         recorded = await self.calls.finish(finish_call_args(self.call_id, result))
         log.debug("call %s: %s", self.call_id, recorded.outcome)
         return recorded.outcome == Outcome.RECORDED

@@ -1,10 +1,10 @@
 """The JobKind table: every fact of a job kind, declared once.
 
 Per kind: its payload model, how its id derives from the payload (so a duplicate
-enqueue is a no-op), the queue it is enqueued on (or None: the enqueuer names it,
-the queue of the call's tool or of the hook's worker), and the run transition that
-ends it (its job's end rides in that round trip; see workers/worker/runtime.py). The
-worker's arq function list is built from this table and the handlers registered
+enqueue is a no-op), and the queue it is enqueued on (or None: the enqueuer names it,
+the queue of the call's tool or of the hook's worker). The job's last transition is
+not a fact here: the handler hands its end to it (`ride=`, workers/queue/claims.py).
+The worker's arq function list is built from this table and the handlers registered
 against it (workers/jobs/registry.py); `queued_job` is the one place a job is laid
 out in arq's format, for every kind.
 """
@@ -45,8 +45,6 @@ class JobDef(Generic[P]):
     job_id: Callable[[P], str]
     # None: the enqueuer names the queue (the call's tool's, the hook's worker's).
     queue: str | None
-    # The run transition that ends the job (its end rides in that round trip).
-    last_transition: str | None = None
 
 
 def _call_id(envelope: JobEnvelope) -> str:
@@ -78,15 +76,12 @@ def _defs(*defs: JobDef[Any]) -> Mapping[JobKind, JobDef[Any]]:
 
 
 JOBS: Mapping[JobKind, JobDef[Any]] = _defs(
-    JobDef(
-        JobKind.MODEL_STEP, JobEnvelope, _model_step_id, MODEL_QUEUE, last_transition="commit_step"
-    ),
+    JobDef(JobKind.MODEL_STEP, JobEnvelope, _model_step_id, MODEL_QUEUE),
     JobDef(
         JobKind.TOOL_CALL,
         JobEnvelope,
         lambda e: keys.tool_job_id(e.run_id, e.step, _call_id(e)),
         None,
-        last_transition="record_result",
     ),
     JobDef(
         JobKind.PARK_EXPIRY,

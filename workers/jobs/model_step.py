@@ -17,6 +17,7 @@ from agentq.orchestrator.core.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnv
 from agentq.orchestrator.runs.state import FailureKind, RunFailure
 from agentq.workers.jobs.base import WorkerDeps, attempt_of, deps_of, exhausted, guarded
 from agentq.workers.jobs.registry import handles
+from agentq.workers.queue.claims import job_ride
 from agentq.workers.steps import phases
 from agentq.workers.steps.genai_spans import chat_attributes, chat_result_attributes
 from agentq.workers.steps.sink import DeltaEvents
@@ -68,4 +69,4 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         tracing.annotate(chat_span, lambda: chat_result_attributes(generated.response))
         response = await phases.repair(deps, begun, spec, request, generated.response)
     plan = phases.plan(begun, prepared, response)
-    await phases.commit(deps, begun, plan, batched=generated.batched)
+    await phases.commit(deps, begun, plan, batched=generated.batched, ride=job_ride(ctx))

@@ -20,6 +20,7 @@ from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
+from agentq.orchestrator.machine.store import Ride
 from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids
@@ -228,14 +229,17 @@ def plan(begun: Begun, prepared: preparation.PreparedStep, response: ModelRespon
     return planned
 
 
-async def commit(deps: StepDeps, begun: Begun, planned: StepPlan, *, batched: bool) -> None:
-    """Record the step and enqueue what comes next (commit_step.lua)."""
+async def commit(
+    deps: StepDeps, begun: Begun, planned: StepPlan, *, batched: bool, ride: Ride | None
+) -> None:
+    """Record the step and enqueue what comes next (commit_step.lua); `ride`: the job's
+    end, sent in the same round trip."""
     run_id = begun.run_id
     hops = tracing.Hops(run_id)
     args = hops.stamp(commit_args(run_id, planned))
     if batched:
         args = args.model_copy(update={"batch": True})
-    committed = await deps.store.commit_step(args)
+    committed = await deps.store.commit_step(args, ride=ride)
     hops.sent(enqueued_job_ids(args, committed.outcome))
     if committed.outcome == Outcome.FINISHED:
         deps.histories.drop(run_id)  # no step of the run comes next
