@@ -19,16 +19,15 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from agentq.orchestrator.batches.state import Admission, BatchSettle, LineStatus, RecordField
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE
+from agentq.orchestrator.core.envelopes import BatchJobEnvelope, QueuedJob
 from agentq.orchestrator.core.errors import AgentqError, InfrastructureError, RunNotFoundError
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.spec import RunSpec
-from agentq.orchestrator.machine import keys
-from agentq.orchestrator.machine.jobs import JOB_EXPIRES_MS, QueuedJob
 from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField
 
 if TYPE_CHECKING:
@@ -36,50 +35,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentq.batch")
 
-BATCH_JOB = "batch_admit"
-
-
-class BatchJobEnvelope(BaseModel):
-    """An admission job's payload: whose batch, and the line whose run ended (if any)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["batch_admit"] = "batch_admit"
-    tenant: str
-    batch_id: str
-    line: int | None = None
-    run_id: str | None = None
-    enqueued_at: float = Field(default_factory=time.time)
-
-
-def _job(envelope: BatchJobEnvelope, job_id: str) -> QueuedJob:
-    now_ms = int(time.time() * 1000)
-    body: dict[str, Any] = {
-        "t": None,
-        "f": BATCH_JOB,
-        "a": [envelope.model_dump(mode="json")],
-        "k": {},
-        "et": now_ms,
-    }
-    return QueuedJob(
-        job_id=job_id,
-        queue_key=keys.job_queue(MODEL_QUEUE, job_id),
-        wake_key=keys.job_wake(MODEL_QUEUE, job_id),
-        payload=json.dumps(body, separators=(",", ":")),
-        score_ms=now_ms,
-        expires_ms=JOB_EXPIRES_MS,
-    )
-
 
 def end_job(tenant: str, batch_id: str, line: int, run_id: str) -> QueuedJob:
     """The job the run of a line enqueues when it ends (its score is set then)."""
-    envelope = BatchJobEnvelope(tenant=tenant, batch_id=batch_id, line=line, run_id=run_id)
-    return _job(envelope, keys.batch_end_job_id(run_id))
+    return queued_job(BatchJobEnvelope(tenant=tenant, batch_id=batch_id, line=line, run_id=run_id))
 
 
 def kick_job(tenant: str, batch_id: str, nonce: str) -> QueuedJob:
-    envelope = BatchJobEnvelope(tenant=tenant, batch_id=batch_id)
-    return _job(envelope, keys.batch_kick_job_id(tenant, batch_id, nonce))
+    return queued_job(BatchJobEnvelope(tenant=tenant, batch_id=batch_id, nonce=nonce))
 
 
 def _usage(meta: dict[str, str]) -> dict[str, int]:

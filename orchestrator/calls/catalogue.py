@@ -27,9 +27,10 @@ from agentq.orchestrator.calls.state import (
     CreateCall,
     FinishCall,
 )
-from agentq.orchestrator.core.envelopes import JobEnvelope, queued_job
+from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import CallPlan, error_result

@@ -17,7 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
+from agentq.orchestrator.core.envelopes import JobEnvelope, QueuedJob
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.templating import render
 from agentq.orchestrator.machine.jobs import JOB_EXPIRES_MS
 
@@ -82,9 +83,7 @@ def parent_job(child_run_id: str, link: ParentLink) -> QueuedJob:
     envelope = JobEnvelope(
         kind="child_ended", run_id=child_run_id, step=link.step, call_id=link.call_id
     )
-    return queued_job(envelope, MODEL_QUEUE).model_copy(
-        update={"expires_ms": _PARENT_JOB_EXPIRES_MS}
-    )
+    return queued_job(envelope).model_copy(update={"expires_ms": _PARENT_JOB_EXPIRES_MS})
 
 
 def child_spec(template: dict[str, Any], tool_input: Any) -> dict[str, Any]:

@@ -13,8 +13,9 @@ import json
 from collections.abc import Sequence
 from typing import Any, TypeVar, overload
 
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
+from agentq.orchestrator.core.envelopes import JobEnvelope, QueuedJob
 from agentq.orchestrator.core.events import OUTPUT_REF, event_json
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import Message, ToolResultPart
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan
@@ -79,14 +80,14 @@ def create_args(
 
 def model_job(run_id: str, step: int) -> QueuedJob:
     envelope = JobEnvelope(kind="model_step", run_id=run_id, step=step)
-    return queued_job(envelope, MODEL_QUEUE)
+    return queued_job(envelope)
 
 
 def expiry_job(run_id: str, step: int, call: CallPlan) -> QueuedJob:
     """The deferred job that ends a parked call's wait (see expire_parked.lua)."""
     assert call.park_timeout_s is not None
     envelope = JobEnvelope(kind="park_expiry", run_id=run_id, step=step, call_id=call.id)
-    job = queued_job(envelope, MODEL_QUEUE, defer_s=call.park_timeout_s)
+    job = queued_job(envelope, defer_s=call.park_timeout_s)
     return job.model_copy(update={"wake": False})
 
 

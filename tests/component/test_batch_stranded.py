@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agentq.orchestrator.batches.admission import BatchJobEnvelope, kick_job, run_admission
+from agentq.orchestrator.batches.admission import kick_job, run_admission
 from agentq.orchestrator.batches.api import BatchInfo
 from agentq.orchestrator.batches.state import (
     BatchOpen,
@@ -19,7 +19,7 @@ from agentq.orchestrator.batches.state import (
     UploadLine,
 )
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, BatchJobEnvelope
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.machine import keys

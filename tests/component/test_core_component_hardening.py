@@ -11,6 +11,7 @@ import pytest
 from arq import Retry
 
 from agentq import tool
+from agentq.orchestrator.calls.home import InputAsk
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.envelopes import JobEnvelope
@@ -19,9 +20,9 @@ from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools.resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
-from agentq.workers.jobs import handlers
+from agentq.workers.jobs.base import WorkerDeps, guarded
+from agentq.workers.jobs.park_expiry import park_expiry
 from agentq.workers.tools.function_tools import FunctionTool
-from agentq.workers.tools.input_requests import InputRequests
 from tests.component.core_support import (
     TIMEOUT_S,
     Embedded,
@@ -143,8 +144,8 @@ async def test_a_call_resolved_in_time_is_left_alone_by_its_deadline(start: Star
         result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
         # The deadline's transition, applied now, is a no-op.
         envelope = JobEnvelope(kind="park_expiry", run_id=run_id, step=0, call_id=call_id)
-        deps = handlers.WorkerDeps(store=client.runs.store, models=None)  # type: ignore[arg-type]
-        await handlers.park_expiry({"agentq": deps}, envelope.model_dump())
+        deps = WorkerDeps(store=client.runs.store, models=None)  # type: ignore[arg-type]
+        await park_expiry({"agentq": deps}, envelope.model_dump())
         after = await client.runs.result(run_id)
     assert result.status == "succeeded"
     assert tool_message_parts(result.messages)[0].output == "blue"
@@ -180,9 +181,9 @@ async def test_a_worker_retries_a_job_on_a_retryable_infrastructure_error() -> N
     async def outage() -> Any:
         raise InfrastructureError("Redis: connection refused", retryable=True)
 
-    deps = handlers.WorkerDeps(store=None, models=None)  # type: ignore[arg-type]
+    deps = WorkerDeps(store=None, models=None)  # type: ignore[arg-type]
     with pytest.raises(Retry):
-        await handlers._guarded(deps, envelope, outage())
+        await guarded(deps, envelope, outage())
 
 
 @pytest.mark.parametrize(
@@ -192,17 +193,15 @@ async def test_a_worker_retries_a_job_on_a_retryable_infrastructure_error() -> N
 def test_an_input_request_waits_no_longer_than_a_parked_call_may(
     deadline_in_s: float, park_timeout_s: float | None, longest_s: float
 ) -> None:
-    asks = InputRequests(
-        None,  # type: ignore[arg-type]
-        run_id="r",
-        step=0,
-        call_id="c",
+    ask = InputAsk(
+        request_id="c.1.1",
         tool_name="t",
-        attempt=1,
+        message="",
+        input={},
         deadline_at=time.time() + deadline_in_s,
         park_timeout_s=park_timeout_s,
     )
-    assert longest_s - 1 < asks._wait_s() <= longest_s
+    assert longest_s - 1 < ask.parked_wait_s() <= longest_s
 
 
 async def test_a_create_starts_clean_over_leftover_keys_of_its_id(start: Start) -> None:

@@ -10,12 +10,14 @@ from typing import Any
 
 from arq import Retry
 
-from agentq.orchestrator.batches.admission import BatchJobEnvelope, run_admission
+from agentq.orchestrator.batches.admission import run_admission
 from agentq.orchestrator.batches.sweep import BatchSweeper
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.envelopes import BatchJobEnvelope, JobKind
 from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.faults import is_transient, is_transient_redis
+from agentq.workers.jobs.registry import handles
 from agentq.workers.worker.liveness import OUTAGE
 
 log = logging.getLogger("agentq.worker")
@@ -35,6 +37,7 @@ def _client(ctx: dict[str, Any]) -> Client:
     return client
 
 
+@handles(JobKind.BATCH_ADMIT)
 async def batch_admit(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = BatchJobEnvelope.model_validate(payload)
     try:

@@ -15,20 +15,21 @@ from typing import Any
 from arq import Retry
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.core.envelopes import JobEnvelope
+from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.runs.state import MetaField
+from agentq.workers.jobs.base import deps_of
+from agentq.workers.jobs.registry import handles
 from agentq.workers.steps.hooks import registered_hooks
 from agentq.workers.steps.prepare import hook_error, hook_inputs, push_hook_reply
 
 log = logging.getLogger("agentq.worker")
 
 
+@handles(JobKind.PREPARE_STEP)
 async def prepare_step_job(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
-    from agentq.workers.jobs.handlers import WorkerDeps
-
     envelope = JobEnvelope.model_validate(payload)
-    deps: WorkerDeps = ctx["agentq"]
+    deps = deps_of(ctx)
     try:
         meta = await deps.store.meta(envelope.run_id)
     except RunNotFoundError:

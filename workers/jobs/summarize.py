@@ -12,24 +12,27 @@ from __future__ import annotations
 from typing import Any
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope, queued_job
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope, JobKind
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER
 from agentq.orchestrator.core.spec import RunSpec
-from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField, Outcome, RunFailure
+from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField, RunFailure
 from agentq.orchestrator.tools.base import STORED_SPEC
+from agentq.workers.jobs.base import WorkerDeps, deps_of, guarded
+from agentq.workers.jobs.registry import handles
+from agentq.workers.steps.phases import fail
 from agentq.workers.steps.prepare import StepPreparationFailed, enqueue_now, ensure_summary
 
 
+@handles(JobKind.SUMMARIZE)
 async def summarize_job(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
-    from agentq.workers.jobs import handlers
-
     envelope = JobEnvelope.model_validate(payload)
-    deps: handlers.WorkerDeps = ctx["agentq"]
+    deps = deps_of(ctx)
     with tracing.process_span(envelope, MODEL_QUEUE, ctx["job_id"]):
-        await handlers._guarded(deps, envelope, _summarize(deps, envelope), ctx)
+        await guarded(deps, envelope, _summarize(deps, envelope), ctx)
 
 
-async def _summarize(deps: Any, envelope: JobEnvelope) -> None:
+async def _summarize(deps: WorkerDeps, envelope: JobEnvelope) -> None:
     run_id, step = envelope.run_id, envelope.step
     meta, raw_messages, _ = await deps.store.snapshot(run_id)
     if meta[MetaField.STATUS] in TERMINAL_STATUSES or int(meta[MetaField.STEP]) != step:
@@ -39,11 +42,7 @@ async def _summarize(deps: Any, envelope: JobEnvelope) -> None:
     try:
         await ensure_summary(deps.store, deps.models, run_id, spec, history)
     except StepPreparationFailed as exc:
-        failed = await deps.store.fail_run(
-            run_id, RunFailure(kind=exc.kind, message=exc.message, step=step)
-        )
-        if failed.outcome in (Outcome.FINISHED, Outcome.FAILED):
-            await tracing.end_run(deps.store, run_id)
+        await fail(deps, run_id, RunFailure(kind=exc.kind, message=exc.message, step=step))
         return
-    resumed = JobEnvelope(kind="model_step", run_id=run_id, step=step, call_id=RESUMED_STEP)
-    await enqueue_now(deps.store, queued_job(resumed, MODEL_QUEUE))
+    resumed = JobEnvelope(kind=JobKind.MODEL_STEP, run_id=run_id, step=step, call_id=RESUMED_STEP)
+    await enqueue_now(deps.store, queued_job(resumed))

@@ -18,9 +18,10 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, QueuedJob, queued_job
+from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind, QueuedJob
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.context import (
@@ -301,7 +302,7 @@ async def _summarized(
     stored = await load_summary(store, run_id)
     if not reusable(messages, head, tail, stored, policy.max_input_tokens):
         if may_defer:
-            job = queued_job(JobEnvelope(kind="summarize", run_id=run_id, step=step), MODEL_QUEUE)
+            job = queued_job(JobEnvelope(kind=JobKind.SUMMARIZE, run_id=run_id, step=step))
             await enqueue_now(store, job)
             raise StepDeferred
         stored = await write_summary(store, models, run_id, spec, messages, stored)

@@ -1,30 +1,85 @@
-"""Executing one call with its executor: the retry policy within the call's deadline,
-and any failure turned into an error result. Shared by a run's calls and by calls
-without a run (`call_jobs`)."""
+"""Executing one call with its executor: its context (progress, logs and questions go
+through the call's home), the retry policy within the call's deadline, and any failure
+turned into an error result. One path for a run's calls and calls without a run."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
+from typing import Any
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.calls.home import CallHome
 from agentq.orchestrator.core.errors import ToolError
 from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.tool_output import progress_value
 from agentq.orchestrator.loop.plan import CallPlan, error_result
 from agentq.orchestrator.loop.tool_retry import retry_delay_s
 from agentq.orchestrator.redis.faults import is_transient_redis
 from agentq.orchestrator.tools.resolution import ToolDef
 from agentq.workers.tools.base import ToolContext, ToolExecutor, ToolNotServed
+from agentq.workers.tools.input_requests import InputRequests
 
 log = logging.getLogger("agentq.worker")
 
 
-async def run_executor(
+async def execute(
+    home: CallHome,
+    executor: ToolExecutor | None,
+    tool: ToolDef,
+    call: CallPlan,
+    attempt: int,
+) -> ToolResultPart:
+    """Execute a claimed call with the worker's executor of its tool's kind."""
+    if executor is None:
+        return error_result(
+            call.id, call.name, f"this worker cannot run {tool.kind} tools (misrouted call)"
+        )
+
+    async def progress(value: Any) -> None:
+        await home.emit(
+            "tool-progress",
+            tool_call_id=call.id,
+            tool_name=call.name,
+            output=progress_value(value),
+        )
+
+    async def forward_log(level: str, data: Any, logger: str | None) -> None:
+        await home.emit(
+            "tool-log",
+            tool_call_id=call.id,
+            tool_name=call.name,
+            level=level,
+            data=data,
+            logger=logger,
+        )
+
+    deadline_at = time.time() + tool.timeout_s
+    inputs = InputRequests(
+        home, call, attempt=attempt, deadline_at=deadline_at, park_timeout_s=tool.park_timeout_s
+    )
+    relays = home.relays_logs_and_sampling
+    context = ToolContext(
+        run_id=home.stream_id,
+        step=home.step or 0,
+        call_id=call.id,
+        tool=tool,
+        attempt=attempt,
+        deadline_at=deadline_at,
+        progress=progress,
+        log=forward_log if relays else None,
+        elicit=inputs,
+        sample=inputs.sample if relays else None,
+    )
+    return await _run_executor(executor, tool, call, context)
+
+
+async def _run_executor(
     executor: ToolExecutor, tool: ToolDef, call: CallPlan, context: ToolContext
 ) -> ToolResultPart:
     """Execute a call, retried as its tool's retry policy allows within its deadline; a
-    failure becomes an error result. Shared by a run's calls and calls without a run."""
+    failure becomes an error result."""
     deadline_at = context.deadline_at
     executions = 1
     while True:

@@ -6,10 +6,10 @@ tool-call job with the workers' own claim script, so the in-progress key names t
 lease. A heartbeat renews the key with the workers' renewal script; a lease that
 lapses is re-delivered by any reaper (workers', or `agentq serve`'s) exactly like a
 dead worker's job, and counted as a delivery toward AGENTQ_MAX_DELIVERIES. The call
-is claimed and its result recorded with the same transitions (`claim_call`,
-`record_result`): results are write-once, and a result for a lapsed lease is refused.
-A call without a run (a `call` job, whose run id is the call's id) is leased the same
-way; only its state is the call's own (`call_claim`, `call_finish` on `CallStore`).
+is claimed, read and its result recorded through its home (orchestrator/calls/home.py),
+as on a worker: results are write-once, and a result for a lapsed lease is refused. A
+call without a run (a `call` job, whose run id is the call's id) is leased the same
+way; only its home is the call's own hash.
 """
 
 from __future__ import annotations
@@ -23,28 +23,23 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from agentq.orchestrator import tracing
-from agentq.orchestrator.calls.catalogue import claim_call_args, finish_call_args
-from agentq.orchestrator.calls.state import CallField
-from agentq.orchestrator.calls.store import CallNotFoundError, CallStore
+from agentq.orchestrator.calls.home import CallHome, call_home
+from agentq.orchestrator.calls.store import CallStore
 from agentq.orchestrator.core.envelopes import (
     ARQ_IN_PROGRESS_PREFIX,
     ARQ_JOB_PREFIX,
     JobEnvelope,
+    JobKind,
     deserialize,
 )
-from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.tool_output import bounded_result, progress_value
-from agentq.orchestrator.loop.plan import CallPlan, error_result
+from agentq.orchestrator.loop.plan import error_result
 from agentq.orchestrator.machine import keys
 from agentq.orchestrator.machine.keys import lease_deadline
 from agentq.orchestrator.redis.connect import is_cluster
 from agentq.orchestrator.redis.faults import is_transient
-from agentq.orchestrator.runs.state import ClaimCall, Outcome
 from agentq.orchestrator.runs.store import RunStore
-from agentq.orchestrator.runs.transitions import enqueued_job_ids, result_args
-from agentq.orchestrator.tools.resolution import ToolDef
 from agentq.workers.queue.claims import (
     ARQ_RETRY_PREFIX,
     CLAIM_ONE,
@@ -67,7 +62,7 @@ log = logging.getLogger("agentq.remote")
 
 LEASE_PREFIX = "lease-"
 # The job functions a remote queue holds: a run's tool call, and a call without a run.
-_LEASABLE = frozenset({"tool_call", "call"})
+_LEASABLE = frozenset({JobKind.TOOL_CALL, JobKind.CALL})
 # How many due jobs one look at a queue reads.
 _READ_LIMIT = 1000
 # A delivery counter outlives any lease (arq keeps its own for a day too).
@@ -230,11 +225,11 @@ class RemoteLeases:
             pipe.incr(retry_key)
             pipe.expire(retry_key, _RETRY_KEEP_S)
             attempt = int((await pipe.execute())[0])
-        claimed = await self._claim_state(held, attempt)
+        claimed = await self._home(held).claim(attempt)
         if claimed is None:
             await self._end(lease_id, held.job_id, held.queue)
             return None
-        call, tool = claimed
+        call, tool = claimed.call, claimed.tool
         if attempt > self.max_deliveries:
             crashed = error_result(
                 call.id,
@@ -273,61 +268,8 @@ class RemoteLeases:
             return None
         return _Held(job_id, queue, JobEnvelope.model_validate(body["a"][0]))
 
-    # -- the call's state: a run's step, or a call's own hash -----------------------
-
-    async def _claim_state(
-        self, held: _Held, attempt: int
-    ) -> tuple[CallPlan, ToolDef | None] | None:
-        """Claim the call (queued -> running); None when it is not to be executed (it
-        has its result, or its run ended)."""
-        env = held.envelope
-        if env.kind == "call":
-            own = await self.calls.claim(claim_call_args(env.run_id, attempt))
-            reply_call, reply_tool, outcome = own.call, own.tool, own.outcome
-        else:
-            call_id = env.call_id or ""
-            claim = await self.store.claim_call(
-                ClaimCall(
-                    run_id=env.run_id,
-                    step=env.step,
-                    call_id=call_id,
-                    event=event_json(
-                        "tool-running",
-                        env.run_id,
-                        step=env.step,
-                        tool_call_id=call_id,
-                        attempt=attempt,
-                    ),
-                )
-            )
-            reply_call, reply_tool, outcome = claim.call, claim.tool, claim.outcome
-        if outcome != Outcome.CLAIMED or reply_call is None:
-            log.debug("remote call %s skipped: %s", held.job_id, outcome)
-            return None
-        tool = ToolDef.model_validate_json(reply_tool) if reply_tool else None
-        return CallPlan.model_validate_json(reply_call), tool
-
-    async def _plan(self, env: JobEnvelope) -> CallPlan | None:
-        """The held call's record (its name and input), or None when it is gone."""
-        if env.kind == "call":
-            try:
-                fields = await self.calls.read(env.run_id)
-            except CallNotFoundError:
-                return None
-            raw = fields.get(CallField.CALL)
-            return CallPlan.model_validate_json(raw) if raw else None
-        call_json, _ = await self.store.call_state(env.run_id, env.step, env.call_id or "")
-        return CallPlan.model_validate_json(call_json) if call_json else None
-
-    async def _tool(self, env: JobEnvelope, name: str) -> ToolDef | None:
-        if env.kind == "call":
-            try:
-                raw: str | None = (await self.calls.read(env.run_id)).get(CallField.TOOL)
-            except CallNotFoundError:
-                return None
-        else:
-            raw = await self.store.tool_def(env.run_id, name)
-        return ToolDef.model_validate_json(raw) if raw else None
+    def _home(self, held: _Held) -> CallHome:
+        return call_home(held.envelope, self.store, self.calls)
 
     # -- a held lease ------------------------------------------------------------
 
@@ -361,7 +303,7 @@ class RemoteLeases:
         raw = await self.redis.get(lease_deadline(lease_id))
         if raw is None or int(raw) >= time.time() * 1000:
             return
-        call = await self._plan(held.envelope)
+        call = await self._home(held).call()
         if call is not None:
             await self._record(
                 held, error_result(call.id, call.name, f"the call to {call.name!r} timed out")
@@ -382,34 +324,20 @@ class RemoteLeases:
     async def progress(self, lease_id: str, value: Any) -> None:
         held = await self._held(lease_id)
         await self._in_time(lease_id, held)
-        env = held.envelope
-        call = await self._plan(env)
-        name = call.name if call is not None else ""
-        if env.kind == "call":
-            event = event_json(
-                "tool-progress",
-                env.run_id,
-                tool_call_id=env.run_id,
-                tool_name=name,
-                output=progress_value(value),
-            )
-            await self.calls.emit(env.run_id, [event])
-            return
-        event = event_json(
+        home = self._home(held)
+        call = await home.call()
+        await home.emit(
             "tool-progress",
-            env.run_id,
-            step=env.step,
-            tool_call_id=env.call_id,
-            tool_name=name,
+            tool_call_id=home.call_id,
+            tool_name=call.name if call is not None else "",
             output=progress_value(value),
         )
-        await self.store.emit(env.run_id, [event])
 
     async def complete(self, lease_id: str, output: Any, is_error: bool) -> bool:
         """Record the call's result and end the lease. False when the call had a result
         already (a re-delivered call's first result stands)."""
         held = await self._held(lease_id)
-        call = await self._plan(held.envelope)
+        call = await self._home(held).call()
         if call is None:
             await self._end(lease_id, held.job_id, held.queue)
             return False
@@ -421,21 +349,10 @@ class RemoteLeases:
         return recorded
 
     async def _record(self, held: _Held, result: ToolResultPart) -> bool:
-        env = held.envelope
-        tool = await self._tool(env, result.tool_name)
+        home = self._home(held)
+        tool = await home.tool(result.tool_name)
         limit = (tool.max_output_bytes if tool else None) or self.max_output_bytes
-        result = bounded_result(result, limit)
-        if env.kind == "call":
-            # The call's own write-once result (a cancellation may have written it).
-            own = await self.calls.finish(finish_call_args(env.run_id, result))
-            return own.outcome == Outcome.RECORDED
-        hops = tracing.Hops(env.run_id)
-        args = hops.stamp(result_args(env.run_id, env.step, result))
-        reply = await self.store.record_result(args)
-        hops.sent(enqueued_job_ids(args, reply.outcome))
-        if reply.outcome in (Outcome.FINISHED, Outcome.FAILED):
-            await tracing.end_run(self.store, env.run_id)
-        return reply.outcome in (Outcome.RECORDED, Outcome.CONTINUED, Outcome.FINISHED)
+        return await home.record(bounded_result(result, limit))
 
     async def _end(self, lease_id: str, job_id: str, queue: str) -> None:
         """The job is done; the lease is given up (nothing is left for a reaper)."""

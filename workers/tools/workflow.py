@@ -16,8 +16,9 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope
 from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
 from agentq.orchestrator.core.spec import ModelRef, ToolChoiceTool
 from agentq.orchestrator.core.templating import render

@@ -80,7 +80,8 @@ from agentq.orchestrator.tools.resolution import (
     registry_key,
 )
 from agentq.workers.jobs import batch_admit as batch_jobs
-from agentq.workers.jobs import handlers
+from agentq.workers.jobs.base import WorkerDeps
+from agentq.workers.jobs.registry import job_handlers
 from agentq.workers.models.batch.collector import Collector
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.model_client import ModelClient
@@ -660,7 +661,7 @@ class WorkerRuntime:
             ),
         )
         await self._start_executors(WorkerServices(models=models))
-        deps = handlers.WorkerDeps(
+        deps = WorkerDeps(
             store=store,
             models=models,
             executors={e.kind: e for e in self.executors},
@@ -682,11 +683,11 @@ class WorkerRuntime:
                     # instead of arq dropping the job silently.
                     func(
                         instrument(handler),
-                        name=kind,
+                        name=kind.value,
                         timeout=_ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
                     )
-                    for kind, handler in handlers.JOB_FUNCTIONS.items()
+                    for kind, handler in job_handlers().items()
                 ],
                 queue=queue,
                 redis_pool=self.redis,

@@ -22,8 +22,8 @@ from agentq.orchestrator.core.envelopes import (
     TOOLS_QUEUE,
     JobEnvelope,
     queue_key,
-    queued_job,
 )
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.workers.queue.claims import ARQ_RETRY_PREFIX, Claimed, Taker, lease_wake_key
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.liveness import Cadence, holders_key, jobs_key, liveness_key, reap_lapsed

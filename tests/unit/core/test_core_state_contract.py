@@ -110,12 +110,3 @@ def test_the_tool_message_the_join_writes_is_a_tool_message() -> None:
     message = MESSAGE_ADAPTER.validate_json(open_ + ",".join(parts) + close)
     assert isinstance(message, ToolMessage)
     assert [p.tool_call_id for p in message.content] == ["c0", "c1"]
-
-
-def test_every_job_kind_has_its_worker_function() -> None:
-    from typing import get_args
-
-    from agentq.orchestrator.core.envelopes import JobKind
-    from agentq.workers.jobs.handlers import JOB_FUNCTIONS
-
-    assert set(JOB_FUNCTIONS) == set(get_args(JobKind))

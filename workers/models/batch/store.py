@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, queued_job
+from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.machine import keys, lua_constants, scripts
 from agentq.orchestrator.machine.store import resolved, text, texts
 from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField
@@ -131,7 +132,7 @@ class ProviderBatchStore:
     async def deliver(self, group: str, member: str, result: str) -> bool:
         """Store a member's answer and wake its step; then it is no longer known."""
         run_id, step = keys.parse_batch_member(member)
-        job = queued_job(JobEnvelope(kind="model_step", run_id=run_id, step=step), MODEL_QUEUE)
+        job = queued_job(JobEnvelope(kind=JobKind.MODEL_STEP, run_id=run_id, step=step))
         delivered = await self._deliver(
             keys=[
                 keys.batch_step(run_id, step),

@@ -1,0 +1,251 @@
+"""The worker side of a model step, in named phases (workers/jobs/model_step.py runs them
+in order): begin, prepare, request, generate, repair, plan, commit.
+
+A phase that ends the step early (skipped, deferred for a summary, parked for a
+provider batch, failed) returns None; the job stops there. Every phase is idempotent
+under re-delivery: `begin` and `commit` are transitions a second delivery finds applied.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Protocol
+
+from opentelemetry.trace import Span
+
+from agentq.orchestrator import tracing
+from agentq.orchestrator.core.errors import ProviderError
+from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.messages import Message
+from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
+from agentq.orchestrator.machine.store import Ride
+from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids
+from agentq.orchestrator.tools.provider import ProviderToolConfig
+from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.workers.models import ModelRequest, ModelResponse, OfferedTool
+from agentq.workers.models.batch.step import Route, batch_answer
+from agentq.workers.models.batch.store import ProviderBatchStore
+from agentq.workers.models.model_client import ModelClient
+from agentq.workers.steps import prepare as preparation
+from agentq.workers.steps.history_cache import HistoryCache, asking, completed
+from agentq.workers.steps.repair import repair_calls
+from agentq.workers.steps.sink import DeltaEvents
+from agentq.workers.tools import agent as sub_agents
+from agentq.workers.worker.metrics import WorkerMetrics, observe_model_call
+
+log = logging.getLogger("agentq.worker")
+
+
+class StepDeps(Protocol):
+    """What the phases use of the worker (workers/jobs/base.py's WorkerDeps)."""
+
+    @property
+    def store(self) -> RunStore: ...
+    @property
+    def models(self) -> ModelClient: ...
+    @property
+    def histories(self) -> HistoryCache: ...
+    @property
+    def batches(self) -> ProviderBatchStore | None: ...
+    @property
+    def metrics(self) -> WorkerMetrics | None: ...
+
+
+@dataclass(frozen=True)
+class Begun:
+    """A step begun: the run's whole history as this worker holds it."""
+
+    run_id: str
+    step: int
+    spec: RunSpec
+    tools: list[ToolDef]
+    messages: list[Message]
+    digest: str
+    parent: str | None  # a sub-agent's child run: its parent's call shows its progress
+
+
+@dataclass(frozen=True)
+class Generated:
+    response: ModelResponse
+    batched: bool  # answered through a provider batch
+
+
+async def fail(deps: StepDeps, run_id: str, failure: RunFailure) -> None:
+    """Fail the run (a step that cannot go on), ending its span when that ended it."""
+    failed = await deps.store.fail_run(run_id, failure)
+    if failed.outcome in (Outcome.FINISHED, Outcome.FAILED):
+        await tracing.end_run(deps.store, run_id)
+
+
+async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun | None:
+    """Start the step (begin_step.lua), reading only the history this worker lacks."""
+    held = deps.histories.get(run_id)
+    start = BeginStep(
+        run_id=run_id,
+        step=step,
+        event=event_json("start-step", run_id, step=step, attempt=attempt),
+    )
+    begun = await deps.store.begin_step(asking(held, start))
+    if begun.outcome != Outcome.OK:
+        log.debug("model step %s/%d skipped: %s", run_id, step, begun.outcome)
+        return None
+    whole = completed(held, begun)
+    deps.histories.put(run_id, whole)
+    return Begun(
+        run_id=run_id,
+        step=step,
+        spec=whole.spec,
+        tools=list(whole.tools),
+        messages=list(whole.messages),
+        digest=whole.digest,
+        parent=begun.parent,
+    )
+
+
+async def prepare(
+    deps: StepDeps, begun: Begun, *, resumed: bool
+) -> preparation.PreparedStep | None:
+    """prepareStep and context management (workers/steps/prepare.py)."""
+    try:
+        prepared = await preparation.prepare(
+            deps.store,
+            deps.models,
+            begun.run_id,
+            begun.step,
+            begun.spec,
+            begun.tools,
+            begun.messages,
+            resumed=resumed,
+            history_digest=begun.digest,
+        )
+    except preparation.StepDeferred:
+        return None  # its context summary is written first (workers/jobs/summarize.py)
+    except preparation.StepPreparationFailed as exc:
+        failure = RunFailure(kind=exc.kind, message=exc.message, step=begun.step)
+        await fail(deps, begun.run_id, failure)
+        return None
+    if begun.parent:
+        await sub_agents.forward_step(deps.store, begun.parent, begun.run_id, {"step": begun.step})
+    return prepared
+
+
+def request(begun: Begun, prepared: preparation.PreparedStep) -> ModelRequest:
+    """What the model is asked: the prepared messages and the tools offered."""
+    spec = prepared.spec
+    return ModelRequest(
+        model=spec.model,
+        system=spec.system,
+        messages=prepared.messages,
+        tools=[
+            OfferedTool(
+                name=t.name,
+                description=t.description,
+                input_schema=t.input_schema,
+                provider_executed=isinstance(t.config, ProviderToolConfig),
+                options=t.config.options if isinstance(t.config, ProviderToolConfig) else {},
+            )
+            for t in offered_tools(spec, begun.tools)
+        ],
+        tool_choice=spec.tool_choice,
+        step=begun.step,
+        timeout_s=spec.model.timeout_s,
+    )
+
+
+async def generate(
+    deps: StepDeps,
+    spec: RunSpec,
+    request: ModelRequest,
+    sink: DeltaEvents,
+    chat_span: Span,
+) -> Generated | None:
+    """The model's answer: from the provider directly, or through a provider batch (the
+    step parks until a collector brings it). A provider's error fails the run."""
+    try:
+        batched = await _batch_route(deps, spec, request, sink)
+        if batched is Route.PARK:
+            log.debug("model step %s/%d parked for a provider batch", sink.run_id, sink.step)
+            tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "parked"})
+            return None
+        if batched is Route.DIRECT:
+            response = await observe_model_call(
+                deps.metrics,
+                request.model.provider,
+                request.model.name,
+                deps.models.generate(request, sink),
+            )
+        else:
+            response = batched
+            tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "answered"})
+    except ProviderError as exc:
+        tracing.record_exception(exc, str(exc.status) if exc.status else None)
+        await sink.flush()
+        failure = RunFailure(
+            kind=FailureKind.PROVIDER, message=exc.message, status=exc.status, step=sink.step
+        )
+        await fail(deps, sink.run_id, failure)
+        return None
+    await sink.flush()
+    return Generated(response, batched=not isinstance(batched, Route))
+
+
+async def _batch_route(
+    deps: StepDeps, spec: RunSpec, request: ModelRequest, sink: DeltaEvents
+) -> ModelResponse | Route:
+    """A `"batch": true` step parks its request, or takes the answer a collector brought
+    (workers/models/batch/); every other step calls the model directly."""
+    if not spec.model.batch or deps.batches is None:
+        return Route.DIRECT
+    return await batch_answer(deps.batches, deps.models, request, sink.run_id, sink.step, sink)
+
+
+async def repair(
+    deps: StepDeps,
+    begun: Begun,
+    spec: RunSpec,
+    request: ModelRequest,
+    response: ModelResponse,
+) -> ModelResponse:
+    """Calls the model got wrong, asked again (workers/steps/repair.py)."""
+    return await repair_calls(
+        spec=spec,
+        tools=begun.tools,
+        request=request,
+        response=response,
+        generate=deps.models.generate,
+        store=deps.store,
+        run_id=begun.run_id,
+    )
+
+
+def plan(begun: Begun, prepared: preparation.PreparedStep, response: ModelResponse) -> StepPlan:
+    """What the answer means for the run (pure: orchestrator/loop/plan.py)."""
+    planned = plan_step(prepared.spec, begun.tools, begun.step, response)
+    planned.prepared = prepared.record
+    return planned
+
+
+async def commit(
+    deps: StepDeps, begun: Begun, planned: StepPlan, *, batched: bool, ride: Ride | None
+) -> None:
+    """Record the step and enqueue what comes next (commit_step.lua); `ride`: the job's
+    end, sent in the same round trip."""
+    run_id = begun.run_id
+    hops = tracing.Hops(run_id)
+    args = hops.stamp(commit_args(run_id, planned))
+    if batched:
+        args = args.model_copy(update={"batch": True})
+    committed = await deps.store.commit_step(args, ride=ride)
+    hops.sent(enqueued_job_ids(args, committed.outcome))
+    if committed.outcome == Outcome.FINISHED:
+        deps.histories.drop(run_id)  # no step of the run comes next
+    if begun.parent:
+        await sub_agents.forward_step(
+            deps.store, begun.parent, run_id, sub_agents.step_shown(planned)
+        )
+    if committed.outcome in (Outcome.FINISHED, Outcome.FAILED):
+        await tracing.end_run(deps.store, run_id)
