@@ -217,11 +217,18 @@ def _event_json_calls() -> list[tuple[str, ast.Call]]:
     for path in sorted(paths):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Name)
-                and node.func.id == "event_json"
-            ):
+            if not isinstance(node, ast.Call):
+                continue
+            builds = isinstance(node.func, ast.Name) and node.func.id == "event_json"
+            # A call's home emits for the tool that runs it: `home.emit("tool-log", ...)`.
+            emits = (
+                isinstance(node.func, ast.Attribute)
+                and node.func.attr == "emit"
+                and bool(node.args)
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            )
+            if builds or emits:
                 calls.append((str(path.relative_to(ROOT)), node))
     return calls
 
