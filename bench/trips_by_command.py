@@ -41,7 +41,7 @@ from agentq.orchestrator.client import Client  # noqa: E402
 
 def _script_names() -> dict[str, str]:
     """sha1 -> name of every Lua script the worker may send."""
-    import agentq.workers.worker.liveness as liveness
+    import agentq.workers.queue.liveness as liveness
     from agentq.orchestrator.runs import store
 
     sources: dict[str, str] = {f"lua:{k}": v for k, v in store._SCRIPTS.items()}

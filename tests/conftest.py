@@ -12,13 +12,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from agentq.workers.worker.liveness import OUTAGE
+from agentq.workers.queue.liveness import OUTAGE
 from tests.support.models import LOOPBACK_SPEC_SETTINGS
 
 
 @pytest.fixture(autouse=True)
 def _no_outage_carried_over() -> Iterator[None]:
-    """A worker's outage tracker is per process (workers/worker/liveness.py): an outage a test
+    """A worker's outage tracker is per process (workers/queue/liveness.py): an outage a test
     leaves open (it stopped Redis under an in-process worker) is not the next test's,
     whose first reply would otherwise log "redis is back"."""
     yield

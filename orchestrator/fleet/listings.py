@@ -4,7 +4,7 @@
 A hash of worker records (host, pid, queues, tools, concurrency, last seen) that each
 worker refreshes every `BEAT_EVERY_S`, written from Python beside the transitions. Job
 leases are not judged from these records: a worker's lease is its own liveness key
-(`workers/worker/liveness.py`). Recent runs are listed from the run index
+(`workers/queue/liveness.py`). Recent runs are listed from the run index
 (`orchestrator/runs/index.py`).
 """
 

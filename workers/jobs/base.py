@@ -28,10 +28,10 @@ from agentq.orchestrator.runs.state import FailureKind, MetaField, Outcome, Repl
 from agentq.orchestrator.runs.store import RunStore
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.model_client import ModelClient
+from agentq.workers.queue.liveness import OUTAGE
 from agentq.workers.steps.history_cache import HistoryCache
+from agentq.workers.steps.phases import ModelCallMetrics
 from agentq.workers.tools.base import ToolExecutor, ToolNotServed
-from agentq.workers.worker.liveness import OUTAGE
-from agentq.workers.worker.metrics import WorkerMetrics
 
 log = logging.getLogger("agentq.worker")
 
@@ -46,7 +46,7 @@ class WorkerDeps:
     models: ModelClient
     executors: dict[str, ToolExecutor] = field(default_factory=dict)
     max_deliveries: int = 5
-    metrics: WorkerMetrics | None = None
+    metrics: ModelCallMetrics | None = None
     max_output_bytes: int = DEFAULT_MAX_OUTPUT_BYTES
     settings: Settings = field(default_factory=Settings)
     # Provider batch records (None: `"batch": true` steps call the model directly).

@@ -18,7 +18,7 @@ from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.faults import is_transient, is_transient_redis
 from agentq.workers.jobs.registry import handles
-from agentq.workers.worker.liveness import OUTAGE
+from agentq.workers.queue.liveness import OUTAGE
 
 log = logging.getLogger("agentq.worker")
 

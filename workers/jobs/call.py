@@ -19,8 +19,8 @@ from agentq.orchestrator.redis.faults import is_transient_redis
 from agentq.workers.jobs.base import deps_of, release_not_served, retrying
 from agentq.workers.jobs.registry import handles
 from agentq.workers.jobs.tool_call import execute_call
+from agentq.workers.queue.liveness import OUTAGE
 from agentq.workers.tools.base import ToolNotServed
-from agentq.workers.worker.liveness import OUTAGE
 
 log = logging.getLogger("agentq.worker")
 

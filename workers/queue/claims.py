@@ -40,7 +40,7 @@ from agentq.orchestrator.machine import keys as state_keys
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
 from agentq.orchestrator.machine.store import Ride, text
-from agentq.workers.worker.liveness import holders_key, jobs_key
+from agentq.workers.queue.liveness import holders_key, jobs_key
 
 ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
 RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter

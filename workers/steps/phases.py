@@ -9,6 +9,7 @@ under re-delivery: `begin` and `commit` are transitions a second delivery finds 
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -35,9 +36,16 @@ from agentq.workers.steps.history_cache import HistoryCache, asking, completed
 from agentq.workers.steps.repair import repair_calls
 from agentq.workers.steps.sink import DeltaEvents
 from agentq.workers.tools import agent as sub_agents
-from agentq.workers.worker.metrics import WorkerMetrics, observe_model_call
 
 log = logging.getLogger("agentq.worker")
+
+
+class ModelCallMetrics(Protocol):
+    """What a step reports of its model calls (the worker's Prometheus metrics)."""
+
+    def observe_model_call(
+        self, provider: str, model: str, call: Awaitable[ModelResponse]
+    ) -> Awaitable[ModelResponse]: ...
 
 
 class StepDeps(Protocol):
@@ -52,7 +60,7 @@ class StepDeps(Protocol):
     @property
     def batches(self) -> ProviderBatchStore | None: ...
     @property
-    def metrics(self) -> WorkerMetrics | None: ...
+    def metrics(self) -> ModelCallMetrics | None: ...
 
 
 @dataclass(frozen=True)
@@ -172,12 +180,11 @@ async def generate(
             tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "parked"})
             return None
         if batched is Route.DIRECT:
-            response = await observe_model_call(
-                deps.metrics,
-                request.model.provider,
-                request.model.name,
-                deps.models.generate(request, sink),
-            )
+            call: Awaitable[ModelResponse] = deps.models.generate(request, sink)
+            metrics = deps.metrics
+            if metrics is not None:
+                call = metrics.observe_model_call(request.model.provider, request.model.name, call)
+            response = await call
         else:
             response = batched
             tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "answered"})

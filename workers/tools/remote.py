@@ -40,6 +40,7 @@ from agentq.orchestrator.machine.keys import lease_deadline
 from agentq.orchestrator.redis.connect import is_cluster
 from agentq.orchestrator.redis.faults import is_transient
 from agentq.orchestrator.runs.store import RunStore
+from agentq.workers.queue.arq_worker import BACKSTOP_MS
 from agentq.workers.queue.claims import (
     ARQ_RETRY_PREFIX,
     CLAIM_ONE,
@@ -47,7 +48,7 @@ from agentq.workers.queue.claims import (
     lease_wake_key,
     record_prefix,
 )
-from agentq.workers.worker.liveness import (
+from agentq.workers.queue.liveness import (
     OUTAGE,
     RENEW,
     holders_key,
@@ -56,7 +57,6 @@ from agentq.workers.worker.liveness import (
     reap_cadence,
     reap_lapsed,
 )
-from agentq.workers.worker.runtime import _BACKSTOP_MS
 
 log = logging.getLogger("agentq.remote")
 
@@ -206,7 +206,7 @@ class RemoteLeases:
                 int(time.time() * 1000),
                 lease_id,
                 record_prefix(keys.queue(queue, p), keys.wake(queue, p)),
-                _BACKSTOP_MS,
+                BACKSTOP_MS,
             ],
         )
         if score is None:  # leased by another, finished, or deferred meanwhile
@@ -357,7 +357,7 @@ class RemoteLeases:
     async def _end(self, lease_id: str, job_id: str, queue: str) -> None:
         """The job is done; the lease is given up (nothing is left for a reaper)."""
         p = keys.job_partition(job_id)
-        taker = Taker(self.redis, lease_id, queue, p, _BACKSTOP_MS)
+        taker = Taker(self.redis, lease_id, queue, p, BACKSTOP_MS)
         await taker.take(taker.args(0, job_id, "done"))
         # Other slots than the job's: no transaction (a reaper finds nothing left held).
         async with self.redis.pipeline(transaction=False) as pipe:

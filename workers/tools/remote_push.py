@@ -22,8 +22,8 @@ import httpx
 from agentq.orchestrator.policy.signing import signed_headers
 from agentq.orchestrator.redis.faults import is_transient
 from agentq.orchestrator.tools.remote import PushWebhook
+from agentq.workers.queue.liveness import OUTAGE
 from agentq.workers.tools.remote import Lease, LeaseGone, RemoteLeases
-from agentq.workers.worker.liveness import OUTAGE
 
 log = logging.getLogger("agentq.remote")
 

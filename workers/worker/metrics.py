@@ -98,6 +98,20 @@ class WorkerMetrics:
 
     # -- the hooks ----------------------------------------------------------
 
+    async def observe_model_call(
+        self, provider: str, model: str, call: Awaitable[ModelResponse]
+    ) -> ModelResponse:
+        """Await a model call, counting it (ok or error) and its tokens."""
+        try:
+            response = await call
+        except BaseException:
+            self.model_requests.labels(provider, model, "error").inc()
+            raise
+        self.model_requests.labels(provider, model, "ok").inc()
+        self.model_tokens.labels(provider, model, "input").inc(response.usage.input_tokens)
+        self.model_tokens.labels(provider, model, "output").inc(response.usage.output_tokens)
+        return response
+
     def job_started(self, queue: str, kind: str, job_try: int, enqueued_at: float | None) -> None:
         self.jobs_started.labels(queue, kind).inc()
         if job_try > 1:
@@ -145,22 +159,6 @@ def instrument(job: Job) -> WorkerCoroutine:
             metrics.job_ended(queue, kind, time.perf_counter() - started, ok)
 
     return observed
-
-
-async def observe_model_call(
-    metrics: WorkerMetrics | None, provider: str, model: str, call: Awaitable[ModelResponse]
-) -> ModelResponse:
-    if metrics is None:
-        return await call
-    try:
-        response = await call
-    except BaseException:
-        metrics.model_requests.labels(provider, model, "error").inc()
-        raise
-    metrics.model_requests.labels(provider, model, "ok").inc()
-    metrics.model_tokens.labels(provider, model, "input").inc(response.usage.input_tokens)
-    metrics.model_tokens.labels(provider, model, "output").inc(response.usage.output_tokens)
-    return response
 
 
 class TimedRateLimiter(RateLimiter):

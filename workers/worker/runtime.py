@@ -26,32 +26,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import json
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
-from functools import partial
+from collections.abc import Sequence
 from typing import Any, cast
 
 import httpx
-from arq import Retry, Worker
-from arq.jobs import SerializationError, deserialize_job_raw
-from arq.utils import ms_to_datetime, timestamp_ms
-from arq.worker import RetryJob, func
+from arq.worker import func
 from redis.asyncio import Redis
-from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import (
     MODEL_QUEUE,
     TOOLS_QUEUE,
     deserialize,
-    queue_key,
     serialize,
 )
 from agentq.orchestrator.core.errors import AgentqError, InfrastructureError, SpecError
@@ -67,7 +59,6 @@ from agentq.orchestrator.redis.connect import (
     check_partitions,
     connect,
     connect_sync,
-    is_cluster,
     is_memory_url,
 )
 from agentq.orchestrator.redis.faults import is_transient, raise_if_cancel_requested
@@ -86,19 +77,15 @@ from agentq.workers.models.batch.collector import Collector
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.models.ratelimit import Limits, RedisLike
-from agentq.workers.queue.claims import (
-    ARQ_RETRY_PREFIX,
-    JOB_RIDE,
-    RETRY_KEEP_S,
-    Claimed,
-    Taker,
-    lease_wake_key,
-    parse_take,
+from agentq.workers.queue.arq_worker import (
+    ARQ_FUNCTION_TIMEOUT_S,
+    WakeableWorker,
+    consume_outcome,
 )
-from agentq.workers.steps.hooks import hook_announcements
-from agentq.workers.tools.base import ToolExecutor, WorkerServices
-from agentq.workers.worker.catalog import served_announcements
-from agentq.workers.worker.liveness import (
+from agentq.workers.queue.claims import (
+    lease_wake_key,
+)
+from agentq.workers.queue.liveness import (
     OUTAGE,
     LeaseRenewer,
     jobs_key,
@@ -107,492 +94,22 @@ from agentq.workers.worker.liveness import (
     reap_cadence,
     reap_lapsed,
 )
+from agentq.workers.steps.hooks import hook_announcements
+from agentq.workers.tools.base import ToolExecutor, WorkerServices
+from agentq.workers.worker.catalog import served_announcements
 from agentq.workers.worker.metrics import TimedRateLimiter, WorkerMetrics, instrument
 from agentq.workers.worker.startup_gc import freeze_startup_objects
 from agentq.workers.worker.webhooks import WebhookDispatcher
 
 log = logging.getLogger("agentq.worker")
 
-# How long a worker's shutdown waits for its wake-up listener to take its cancel.
-_LISTENER_STOP_S = 2.0
-
-
-def _consume_outcome(task: asyncio.Task[Any]) -> None:
-    """Retrieve a background task's outcome, so a late error is not logged as lost."""
-    if not task.cancelled():
-        task.exception()
-
-
 # Registry entries that announce something other than a tool.
 _NOT_TOOLS = frozenset(
     {MODEL_PROVIDER_KIND, MCP_SERVER_KIND, PREPARE_STEP_KIND, HTTP_EXECUTOR_KIND}
 )
-
-# arq's own timeout only backstops ours: calls carry their deadlines, and a
-# dead worker is found by its lapsed lease, not by this.
-_ARQ_FUNCTION_TIMEOUT_S = 6 * 3600
 ANNOUNCE_EVERY_S = 60.0
-
-# How long a cancel's abort marker is kept for a job that has not started yet.
-ABORT_KEEP_MS = 60_000
-# A job whose in-progress key outlives every worker record (lost by a crash of
-# Redis itself) is freed after this long anyway.
-_BACKSTOP_MS = _ARQ_FUNCTION_TIMEOUT_S * 1000
-# A call this worker cannot serve is left for others for this long.
-_NOT_SERVED_S = 5.0
 # How often a worker checks that the jobs Redis says it holds are the ones it runs.
 _RECONCILE_S = 2.0
-
-
-class WakeableWorker(Worker):
-    """arq's worker, with agentq's claim and end-of-job path (workers/queue/claims.py).
-
-    One loop claims: it waits on the queue's wake-up list and claims up to its free
-    slots in the same round trip (a pipeline of BLPOP and TAKE), and goes on claiming
-    while ready jobs are left behind. Each claimed job arrives with its payload and its
-    delivery count, so running it costs no round trip of arq's; when it ends, the same
-    TAKE call that ends it claims the jobs its freed slot can take. Chores (the abort
-    set's fallback check, arq's health record) run on their own timer.
-    """
-
-    def __init__(
-        self,
-        *args: Any,
-        queue: str,
-        idle_poll_s: float,
-        worker_id: str,
-        leased: Callable[[], bool] = lambda: True,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(*args, queue_name=queue_key(queue), poll_delay=idle_poll_s, **kwargs)
-        self.idle_poll_s = idle_poll_s
-        self.worker_id = worker_id
-        # One taker per partition of the queue (state/keys.py): each touches one slot.
-        self.takers = [
-            Taker(self.pool, worker_id, queue, p, _BACKSTOP_MS, leased)
-            for p in state_keys.partitions()
-        ]
-        self.taker = self.takers[0]
-        self.wake_key = self.taker.wake_key
-        self.wake_keys = [t.wake_key for t in self.takers]
-        self._due: set[int] = set()  # partitions woken since the claim loop last looked
-        self._woken = asyncio.Event()
-        self._capacity = asyncio.Event()
-        self._capacity.set()
-        self._outage = OUTAGE
-        self._not_served: dict[str, float] = {}
-        self._next_abort_prune_ms = 0
-        self._context = contextvars.copy_context()
-        self.ctx["not_served"] = self.not_served
-
-    async def main(self) -> None:
-        # arq's main, less its INFO call (the embedded Redis has none) and its polling.
-        self.ctx["redis"] = self.pool
-        self._context = contextvars.copy_context()
-        if self.on_startup:
-            await self.on_startup(self.ctx)
-        chores = asyncio.create_task(self._chores_forever())
-        try:
-            await self._claim_forever()
-        finally:
-            self.allow_pick_jobs = False  # jobs that end from now on claim nothing
-            chores.cancel()
-            # A cancel that lands while redis-py's read is timing out can be lost in
-            # its connection (seen on Python 3.11: the read then waits on a reply that
-            # never comes). Bounded, so shutdown never hangs on it: closing the pool
-            # ends that read, and the callback takes its outcome.
-            chores.add_done_callback(_consume_outcome)
-            await asyncio.wait({chores}, timeout=_LISTENER_STOP_S)
-
-    def taker_of(self, job_id: str) -> Taker:
-        """The taker of a job's partition (its id's hash tag says which)."""
-        return self.takers[state_keys.job_partition(job_id)]
-
-    async def _claim_forever(self) -> None:
-        if len(self.takers) > 1 or is_cluster(self.pool):
-            # (a cluster client pipelines no EVALSHA: no claim rides behind a BLPOP)
-            await self._claim_partitions()
-            return
-        block = False  # the first claim looks at once
-        while True:
-            raise_if_cancel_requested()
-            await self._capacity.wait()
-            if not self.allow_pick_jobs:  # draining: claim nothing more
-                await asyncio.sleep(self.idle_poll_s)
-                continue
-            try:
-                more = await self._claim(block)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                await asyncio.sleep(max(self._outage.failed(exc), self.idle_poll_s))
-                block = False
-                continue
-            self._outage.succeeded()
-            block = not more
-
-    async def _claim_partitions(self) -> None:
-        """The claim loop over several partitions: listeners wait on the wake-up lists
-        (one BLPOP over all of them on a single Redis, one per partition on a cluster,
-        where a blocking read takes one slot's keys) and say which partitions were
-        woken; claims take from those (all of them at the fallback poll, and after the
-        worker was full: it may have left jobs behind)."""
-        groups = (
-            [[p] for p in range(len(self.takers))]
-            if is_cluster(self.pool)
-            else [list(range(len(self.takers)))]
-        )
-        listeners = [asyncio.create_task(self._listen(group)) for group in groups]
-        pending = set(range(len(self.takers)))  # the first round looks everywhere
-        try:
-            while True:
-                raise_if_cancel_requested()
-                if not self._capacity.is_set():
-                    await self._capacity.wait()
-                    pending.update(range(len(self.takers)))
-                if not self.allow_pick_jobs:  # draining: claim nothing more
-                    await asyncio.sleep(self.idle_poll_s)
-                    continue
-                if not pending:
-                    if not self._due:
-                        self._woken.clear()
-                        try:
-                            await asyncio.wait_for(self._woken.wait(), self.idle_poll_s)
-                        except TimeoutError:
-                            self._due.update(range(len(self.takers)))  # the fallback poll
-                    pending, self._due = self._due, set()
-                    continue
-                p = pending.pop()
-                try:
-                    more = await self._claim(False, self.takers[p])
-                except Exception as exc:
-                    if not is_transient(exc):
-                        raise
-                    pending.add(p)
-                    await asyncio.sleep(max(self._outage.failed(exc), self.idle_poll_s))
-                    continue
-                self._outage.succeeded()
-                if more:
-                    pending.add(p)
-        finally:
-            for listener in listeners:
-                listener.cancel()
-                listener.add_done_callback(_consume_outcome)
-            await asyncio.wait(set(listeners), timeout=_LISTENER_STOP_S)
-
-    async def _listen(self, partitions: list[int]) -> None:
-        """Pop wake-up tokens of some partitions while this worker has free slots."""
-        lists = {self.takers[p].wake_key: p for p in partitions}
-        outage = OUTAGE
-        while True:
-            raise_if_cancel_requested()
-            await self._capacity.wait()
-            try:
-                popped = await self.pool.blpop(  # type: ignore[misc]
-                    list(lists), timeout=max(1, int(self.idle_poll_s))
-                )
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                await asyncio.sleep(max(outage.failed(exc), self.idle_poll_s))
-                continue
-            outage.succeeded()
-            if popped:
-                woken = popped[0].decode() if isinstance(popped[0], bytes) else str(popped[0])
-                self._due.add(lists.get(woken, partitions[0]))
-                self._woken.set()
-
-    async def _claim(self, block: bool, taker: Taker | None = None) -> bool:
-        """Claim up to the free slots (after a wake-up token, or the fallback poll's
-        timeout, when `block`). Whether ready jobs were left behind."""
-        taker = taker or self.taker
-        free = self.max_jobs - self.job_counter
-        if free <= 0:
-            self._capacity.clear()
-            return False
-        self.job_counter += free  # reserved while the claim is in flight
-        claimed: list[Claimed] = []
-        try:
-            args = taker.args(free, skipped=self._skipping())
-            if block:
-                more, claimed = await taker.wait_and_take(max(1, int(self.idle_poll_s)), args)
-            else:
-                more, claimed = await taker.take(args)
-        finally:
-            self.job_counter -= free - len(claimed)
-        if not self.allow_pick_jobs:
-            # Claiming stopped (a drain) while this claim waited for a token: hand the
-            # jobs straight back rather than start them here.
-            self._start(claimed, run=False)
-            return False
-        self._start(claimed)
-        if self.job_counter >= self.max_jobs:
-            self._capacity.clear()
-        return more
-
-    def _start(self, claimed: list[Claimed], *, run: bool = True) -> None:
-        """Run claimed jobs (or only release them, not counted); their slots are already
-        counted in `job_counter`."""
-        for job in claimed:
-            work = self._run(job) if run else self._end(job.job_id, "release", 0)
-            # The worker's own context: a job claimed in another job's round trip must
-            # not inherit that job's (its trace span, its rider).
-            task = self.loop.create_task(work, context=self._context.copy())
-            self.tasks[job.job_id] = task
-            task.add_done_callback(partial(self._ended, job.job_id))
-
-    def _ended(self, job_id: str, task: asyncio.Task[None]) -> None:
-        if self.tasks.get(job_id) is task:
-            del self.tasks[job_id]
-        self.job_counter -= 1
-        if self.job_counter < self.max_jobs:
-            self._capacity.set()
-        if not task.cancelled() and (exc := task.exception()) is not None:
-            log.error("worker %s: ending job %s failed", self.worker_id, job_id, exc_info=exc)
-
-    async def _chores_forever(self) -> None:
-        """The fallback check for cancelled jobs (a run's end usually triggers it at once,
-        see `WorkerRuntime._abort_now`) and arq's health record, every `idle_poll_s`."""
-        while True:
-            raise_if_cancel_requested()
-            await asyncio.sleep(self.idle_poll_s)
-            try:
-                if self.allow_abort_jobs:
-                    await self._cancel_aborted_jobs()
-                await self.heart_beat()
-            except Exception as exc:
-                if not is_transient(exc):  # the next round looks again
-                    log.exception("worker %s: checking for cancelled jobs", self.worker_id)
-                    continue
-                await asyncio.sleep(self._outage.failed(exc))
-
-    def not_served(self, job_id: str) -> None:
-        """This worker lacks the job's tool: leave it to other workers for a while."""
-        self._not_served[job_id] = time.monotonic() + _NOT_SERVED_S
-
-    def _skipping(self) -> list[str]:
-        if not self._not_served:
-            return []
-        now = time.monotonic()
-        for job_id in [j for j, until in self._not_served.items() if until < now]:
-            del self._not_served[job_id]
-        return list(self._not_served)
-
-    # -- running a job: arq's run_job, fed by the claim ------------------------------
-
-    async def _run(self, job: Claimed) -> None:
-        how, defer_ms, claim = "release", 0, False
-        end = _JobEnd(self, job.job_id)
-        try:
-            how, defer_ms = await self._execute(job, end)
-            if end.ended:  # in its last transition's round trip
-                return
-            # A job cancelled by a stop or a lapsed lease hands its slot to nobody.
-            claim = how == "done" or defer_ms > 0 or job.job_id in self._not_served
-        except Exception as exc:
-            if not is_transient(exc):
-                log.exception("job %s failed in the worker", job.job_id)
-                how = "done"
-        finally:
-            if not end.ended:
-                # Shielded like arq's finish_job: a cancelled run still ends its job.
-                await asyncio.shield(self._end(job.job_id, how, defer_ms, claim=claim))
-
-    async def _execute(self, job: Claimed, end: _JobEnd) -> tuple[str, int]:
-        """Run one claimed job (arq's run_job, less its fetch): how it ends ('done' or
-        'release') and, for a release, how much later it is due again (ms)."""
-        job_id = job.job_id
-        try:
-            function_name, args, kwargs, enqueue_try, enqueue_ms = deserialize_job_raw(
-                job.payload, deserializer=self.job_deserializer
-            )
-        except SerializationError:
-            log.exception("deserializing job %s failed", job_id)
-            self.jobs_failed += 1
-            return "done", 0
-        function = self.functions.get(function_name)
-        if function is None:
-            log.warning("job %s, function %r not found", job_id, function_name)
-            self.jobs_failed += 1
-            return "done", 0
-        job_try = job.deliveries
-        if enqueue_try and enqueue_try > job_try:
-            job_try = enqueue_try
-            await self.pool.setex(ARQ_RETRY_PREFIX + job_id, RETRY_KEEP_S, str(job_try))
-        max_tries = self.max_tries if function.max_tries is None else function.max_tries
-        if job_try > max_tries:
-            log.warning("job %s: max retries %d exceeded", job_id, max_tries)
-            self.jobs_failed += 1
-            return "done", 0
-        ctx = {
-            **self.ctx,
-            "job_id": job_id,
-            "job_try": job_try,
-            "enqueue_time": ms_to_datetime(enqueue_ms),
-            "score": job.score,
-        }
-        if self.on_job_start:
-            await self.on_job_start(ctx)
-        timeout_s = self.job_timeout_s if function.timeout_s is None else function.timeout_s
-        started_ms = timestamp_ms()
-        how, defer_ms = "done", 0
-        # The job hands its last transition to `end` (claims.job_ride): a cluster client
-        # pipelines no EVALSHA, so there a job's end is its own round trip.
-        if not is_cluster(self.pool):
-            ctx[JOB_RIDE] = end
-        task = self.loop.create_task(function.coroutine(ctx, *args, **kwargs))
-        self.job_tasks[job_id] = task
-        try:
-            async with asyncio.timeout(timeout_s):
-                await task
-        except Retry as exc:
-            how = "release"
-            if exc.defer_score:
-                defer_ms = exc.defer_score
-            self.jobs_retried += 1
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # this worker's own task is stopped: the job is released
-            if job_id in self.aborting_tasks:  # its run was cancelled
-                self.aborting_tasks.discard(job_id)
-                self.jobs_failed += 1
-            else:  # its worker stops or lost its lease: it runs again, here or elsewhere
-                how = "release"
-                self.jobs_retried += 1
-        except RetryJob:
-            how = "release"
-            self.jobs_retried += 1
-        except Exception:
-            log.exception("job %s (%s) failed", job_id, function_name)
-            self.jobs_failed += 1
-        else:
-            self.jobs_complete += 1
-        finally:
-            del self.job_tasks[job_id]
-        if log.isEnabledFor(logging.DEBUG):
-            log.debug(
-                "job %s (%s) %s in %d ms", job_id, function_name, how, timestamp_ms() - started_ms
-            )
-        if self.on_job_end:
-            await self.on_job_end(ctx)
-        return how, defer_ms
-
-    async def _end(self, job_id: str, how: str, defer_ms: int, *, claim: bool = False) -> None:
-        """Apply a job's end, retrying through an outage: a live worker's job must not
-        stay held by it, nor be counted as a death, because Redis blinked. With `claim`,
-        the same call claims what the job's freed slot (and any other free one) can take:
-        the job's task still counts its own slot until it returns, so it hands it over."""
-        outage = OUTAGE
-        taker = self.taker_of(job_id)
-        while True:
-            n = 0
-            if claim and self.allow_pick_jobs:
-                n = self.max_jobs - self.job_counter + 1
-            self.job_counter += n
-            claimed: list[Claimed] = []
-            try:
-                _, claimed = await taker.take(
-                    taker.args(n, job_id, how, defer_ms, self._skipping())
-                )
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                await asyncio.sleep(outage.failed(exc))
-                claim = False
-                continue
-            finally:
-                self.job_counter -= n - len(claimed)
-            outage.succeeded()
-            self._start(claimed, run=self.allow_pick_jobs)
-            return
-
-    async def _ride(
-        self, end: _JobEnd, script: AsyncScript, keys: list[str], args: list[Any]
-    ) -> Any:
-        """Send a job's last transition and, pipelined behind it, the TAKE that ends the
-        job and claims what its slot (and any other free one) can take."""
-        n = self.max_jobs - self.job_counter + 1 if self.allow_pick_jobs else 0
-        self.job_counter += n
-        claimed: list[Claimed] = []
-        try:
-            # The job's partition: the same slot as its run's transition.
-            taker = self.taker_of(end.job_id)
-            take = taker.args(n, end.job_id, "done", 0, self._skipping(), riding=True)
-            async with self.pool.pipeline(transaction=False) as pipe:
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-                pipe.evalsha(taker.sha, len(taker.keys), *taker.keys, *take)
-                raw, took = await pipe.execute(raise_on_error=False)
-            if not isinstance(took, BaseException):
-                end.ended = True
-                _, claimed = parse_take(took)
-        finally:
-            self.job_counter -= n - len(claimed)
-        self._start(claimed)
-        if isinstance(raw, NoScriptError):
-            # Redis lost its scripts (a restart): the transition, alone, loads it.
-            return await script(keys=keys, args=args)
-        if isinstance(raw, BaseException):
-            raise raw
-        return raw
-
-    async def _cancel_aborted_jobs(self) -> None:
-        """Cancel running jobs whose run was cancelled: look up only the jobs running
-        here (arq reads the whole abort set on every poll), and prune old markers."""
-        now_ms = timestamp_ms()
-        if now_ms >= self._next_abort_prune_ms:
-            self._next_abort_prune_ms = now_ms + 10_000
-            async with self.pool.pipeline(transaction=False) as pipe:
-                for taker in self.takers:
-                    pipe.zremrangebyscore(taker.keys[4], "-inf", now_ms - ABORT_KEEP_MS)
-                await pipe.execute()
-        by_set: dict[str, list[str]] = {}
-        for job_id in self.job_tasks:
-            by_set.setdefault(state_keys.abort_set_of(job_id), []).append(job_id)
-        if not by_set:
-            return
-        async with self.pool.pipeline(transaction=False) as pipe:
-            for abort_key, running in by_set.items():
-                pipe.zmscore(abort_key, running)
-            replies = await pipe.execute()
-        aborted: dict[str, list[str]] = {}
-        for (abort_key, running), scores in zip(by_set.items(), replies, strict=True):
-            hits = [job_id for job_id, score in zip(running, scores, strict=True) if score]
-            if hits:
-                aborted[abort_key] = hits
-        for hits in aborted.values():
-            for job_id in hits:
-                task = self.job_tasks.get(job_id)
-                if task is not None:
-                    task.cancel()
-            self.aborting_tasks.update(hits)
-        for abort_key, hits in aborted.items():
-            await self.pool.zrem(abort_key, *hits)
-
-    def cancel_running(self) -> int:
-        """Cancel every running job; each is released (not counted) as it unwinds."""
-        running = [task for task in self.job_tasks.values() if not task.done()]
-        for task in running:
-            task.cancel()
-        return len(running)
-
-
-class _JobEnd:
-    """Ends a job in the round trip of its last run transition, once: the job passes it
-    to that transition (`RunStore.commit_step(..., ride=claims.job_ride(ctx))`). `ended`
-    says whether it did (if not, the worker ends the job on its own)."""
-
-    def __init__(self, worker: WakeableWorker, job_id: str) -> None:
-        self.worker = worker
-        self.job_id = job_id
-        self.ended = False
-        self._used = False
-
-    async def __call__(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
-        if self._used:  # the job's end went already: what comes after goes alone
-            return await script(keys=keys, args=args)
-        self._used = True
-        return await self.worker._ride(self, script, keys, args)
 
 
 class ToolSetConflict(SpecError):
@@ -684,7 +201,7 @@ class WorkerRuntime:
                     func(
                         instrument(handler),
                         name=kind.value,
-                        timeout=_ARQ_FUNCTION_TIMEOUT_S,
+                        timeout=ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
                     )
                     for kind, handler in job_handlers().items()
@@ -1010,7 +527,7 @@ class WorkerRuntime:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-            task.add_done_callback(_consume_outcome)
+            task.add_done_callback(consume_outcome)
         if self._tasks:
             # Bounded: a task that lost its cancel (see raise_if_cancel_requested) must
             # not hold the process; closing the connections below ends what it awaits.

@@ -37,8 +37,8 @@ from agentq.orchestrator.runs.result import TERMINAL_STATUSES
 from agentq.orchestrator.runs.state import Emit, MetaField
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools.base import STORED_SPEC
+from agentq.workers.queue.liveness import OUTAGE, RENEW
 from agentq.workers.tools.egress import EgressRefused, GuardedHttp
-from agentq.workers.worker.liveness import OUTAGE, RENEW
 
 log = logging.getLogger("agentq.webhooks")
 

@@ -25,8 +25,8 @@ from agentq.orchestrator.core.envelopes import (
 )
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.workers.queue.claims import ARQ_RETRY_PREFIX, Claimed, Taker, lease_wake_key
+from agentq.workers.queue.liveness import Cadence, holders_key, jobs_key, liveness_key, reap_lapsed
 from agentq.workers.tools.function import FunctionExecutor
-from agentq.workers.worker.liveness import Cadence, holders_key, jobs_key, liveness_key, reap_lapsed
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.sample_tools import add
 from tests.support.specs import scripted

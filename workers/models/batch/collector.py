@@ -27,7 +27,7 @@ from agentq.workers.models import ModelRequest
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.batch_api import BatchApi, BatchLine, LineResult
 from agentq.workers.models.model_client import ModelClient
-from agentq.workers.worker.liveness import OUTAGE
+from agentq.workers.queue.liveness import OUTAGE
 
 log = logging.getLogger("agentq.provider_batch")
 

@@ -57,9 +57,9 @@ def pool_key(queue: str) -> str:
     return f"aq:pool:{queue}"
 
 
-RENEW = scripts.script("agentq.workers.worker", "renew")
-REAP_GATE = scripts.script("agentq.workers.worker", "reap_gate")
-REAP_PARTITION = scripts.script("agentq.workers.worker", "reap_partition")
+RENEW = scripts.script("agentq.workers.queue", "renew")
+REAP_GATE = scripts.script("agentq.workers.queue", "reap_gate")
+REAP_PARTITION = scripts.script("agentq.workers.queue", "reap_partition")
 
 
 async def reap_lapsed(redis: Redis, cadence: Cadence) -> int:
