@@ -230,24 +230,24 @@ class SandboxContainer:
         return build_result(obs)
 
     async def _read_until_done(self, call_id: str, obs: Observation) -> Outcome:
-        stdout_wire = stderr_wire = wire_budget(obs.limits.output_bytes)
+        # Each output stream: its buffer, the outcome when its cap is hit, and what it
+        # may still cost on the wire (frame headers included) before it is a flood.
+        outputs = {
+            STDOUT_FRAME: (obs.stdout, Outcome.STDOUT_CAP),
+            STDERR_FRAME: (obs.stderr, Outcome.STDERR_CAP),
+        }
+        wire_left = dict.fromkeys(outputs, wire_budget(obs.limits.output_bytes))
         while True:
             frame = await self._next_frame()
             if frame is None:
                 return Outcome.EXITED
             kind, payload = frame
-            cost = HEADER.size + len(payload)
-            if kind == STDOUT_FRAME:
-                stdout_wire -= cost
-                if not obs.stdout.add(payload):
-                    return Outcome.STDOUT_CAP
-                if stdout_wire < 0:
-                    return Outcome.FLOOD
-            elif kind == STDERR_FRAME:
-                stderr_wire -= cost
-                if not obs.stderr.add(payload):
-                    return Outcome.STDERR_CAP
-                if stderr_wire < 0:
+            if kind in outputs:
+                buffer, capped = outputs[kind]
+                wire_left[kind] -= HEADER.size + len(payload)
+                if not buffer.add(payload):
+                    return capped
+                if wire_left[kind] < 0:
                     return Outcome.FLOOD
             elif kind == ARTIFACT:
                 header, data = parse_artifact(payload)

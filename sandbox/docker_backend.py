@@ -20,6 +20,7 @@ from docker.types import LogConfig, Ulimit
 
 from agentq.sandbox.backend import STDERR, STDOUT, ContainerSpec, ContainerState, ExecOutput
 from agentq.sandbox.errors import SandboxUnavailableError
+from agentq.sandbox.frames import FrameBuffer
 
 _MIB = 1024 * 1024
 _HEADER = 8  # Docker's multiplexed-stream frame header: stream, 3 pad bytes, size
@@ -100,8 +101,7 @@ class DockerChannel:
         self._keepalive = raw  # the SDK's response object closes the socket when collected
         self._sock = inner
         self._sock.setblocking(False)
-        self._buffer = bytearray()
-        self._offset = 0
+        self._buffer = FrameBuffer()
         self._closed = False
 
     async def send(self, data: bytes) -> None:
@@ -126,27 +126,20 @@ class DockerChannel:
             if not chunk:
                 self._closed = True
                 return None
-            if self._offset:
-                del self._buffer[: self._offset]
-                self._offset = 0
-            self._buffer += chunk
+            self._buffer.feed(chunk)
 
     def _take_frame(self) -> tuple[int, bytes] | None:
-        # An offset, not a delete per frame: many small frames stay linear in time.
-        buffer, start = self._buffer, self._offset
-        if len(buffer) - start < _HEADER:
+        if self._buffer.pending < _HEADER:
             return None
-        size = int.from_bytes(buffer[start + 4 : start + 8], "big")
-        end = start + _HEADER + size
-        if len(buffer) < end:
+        header = self._buffer.peek(_HEADER)
+        payload = self._buffer.take_frame(_HEADER, int.from_bytes(header[4:8], "big"))
+        if payload is None:
             return None
-        stream = STDERR if buffer[start] == STDERR else STDOUT
-        self._offset = end
-        return stream, bytes(buffer[start + _HEADER : end])
+        return (STDERR if header[0] == STDERR else STDOUT), payload
 
     def alive(self) -> bool:
         """Open, and nothing unread: a non-blocking peek tells EOF from silence."""
-        if self._closed or len(self._buffer) > self._offset:
+        if self._closed or self._buffer.pending:
             return False
         try:
             self._sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT)

@@ -34,6 +34,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentq.sandbox.errors import DriverProtocolError
+from agentq.sandbox.frames import FrameBuffer
 from agentq.sandbox.models import ExecRequest
 
 READY = b"R"
@@ -87,44 +88,31 @@ def frame_limits(request: ExecRequest | None) -> dict[bytes, int]:
 
 
 class FrameDecoder:
-    """Incremental parser of driver frames; bounds each frame before buffering it.
-
-    It reads at an offset and compacts once per `feed`, so a chunk of many tiny
-    frames costs time linear in its size (deleting from the front per frame
-    was quadratic: a flood of empty frames froze the event loop).
-    """
+    """Incremental parser of driver frames; bounds each frame before buffering it."""
 
     def __init__(self, limits: Mapping[bytes, int]) -> None:
         self.limits = dict(limits)
-        self._buffer = bytearray()
-        self._offset = 0
+        self._buffer = FrameBuffer()
 
     @property
     def pending(self) -> int:
-        return len(self._buffer) - self._offset
+        return self._buffer.pending
 
     def feed(self, data: bytes) -> None:
-        if self._offset:
-            del self._buffer[: self._offset]
-            self._offset = 0
-        self._buffer += data
+        self._buffer.feed(data)
 
     def next(self) -> tuple[bytes, bytes] | None:
-        buffer, start = self._buffer, self._offset
-        if len(buffer) - start < HEADER.size:
+        if self._buffer.pending < HEADER.size:
             return None
-        kind, size = HEADER.unpack_from(buffer, start)
+        kind, size = HEADER.unpack(self._buffer.peek(HEADER.size))
         limit = self.limits.get(kind)
         name = kind.decode("latin-1")
         if limit is None:
             raise DriverProtocolError(f"unexpected frame kind {name!r} from the sandbox driver")
         if size > limit:
             raise DriverProtocolError(f"a {name!r} frame of {size} bytes exceeds {limit}")
-        end = start + HEADER.size + size
-        if len(buffer) < end:
-            return None
-        self._offset = end
-        return kind, bytes(buffer[start + HEADER.size : end])
+        payload = self._buffer.take_frame(HEADER.size, size)
+        return None if payload is None else (kind, payload)
 
 
 class DoneFrame(BaseModel):

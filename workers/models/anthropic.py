@@ -18,10 +18,8 @@ from agentq.orchestrator.core.media import Media, MediaLimits, tool_content
 from agentq.orchestrator.core.messages import (
     AssistantMessage,
     Message,
-    SystemMessage,
     TextPart,
     ToolCallPart,
-    ToolMessage,
     ToolResultPart,
     Usage,
     UserMessage,
@@ -31,9 +29,11 @@ from agentq.orchestrator.core.spec import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
 from agentq.workers.models.driver import NO_DELTA, StreamDelta
 from agentq.workers.models.history import (
+    alternating_turns,
     arguments_object,
     assistant_metadata,
-    passthrough_options,
+    finish_body,
+    unknown_server_tool,
 )
 from agentq.workers.models.sse import SSEEvent
 
@@ -130,29 +130,15 @@ def tool_result_block(part: ToolResultPart, media: MediaLimits | None = None) ->
 def to_messages(
     messages: list[Message], media: MediaLimits | None = None
 ) -> tuple[list[str], list[dict[str, Any]]]:
-    """(system texts, messages). Consecutive turns of one role are merged: tool results
-    and a following user message form one user turn, as the API expects."""
-    system: list[str] = []
-    out: list[dict[str, Any]] = []
-
-    def append(role: str, blocks: list[dict[str, Any]]) -> None:
-        if not blocks:
-            return
-        if out and out[-1]["role"] == role:
-            out[-1]["content"].extend(blocks)
-        else:
-            out.append({"role": role, "content": blocks})
-
-    for message in messages:
-        if isinstance(message, SystemMessage):
-            system.append(message.content)
-        elif isinstance(message, UserMessage):
-            append("user", user_blocks(message))
-        elif isinstance(message, AssistantMessage):
-            append("assistant", assistant_blocks(message))
-        elif isinstance(message, ToolMessage):
-            append("user", [tool_result_block(p, media) for p in message.content])
-    return system, out
+    """(system texts, messages), user and assistant turns alternating."""
+    return alternating_turns(
+        messages,
+        items_key="content",
+        assistant_role="assistant",
+        user=user_blocks,
+        assistant=assistant_blocks,
+        tool=lambda message: [tool_result_block(p, media) for p in message.content],
+    )
 
 
 def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
@@ -169,11 +155,7 @@ def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
         elif tool.name in SERVER_TOOLS:
             out.append({"type": SERVER_TOOLS[tool.name], "name": tool.name, **tool.options})
         else:
-            raise ProviderError(
-                f"{label}: Anthropic has no provider-executed tool {tool.name!r} "
-                f"(known: {', '.join(sorted(SERVER_TOOLS))})",
-                retryable=False,
-            )
+            raise unknown_server_tool(label, "Anthropic", tool.name, SERVER_TOOLS)
     return out
 
 
@@ -360,13 +342,7 @@ class AnthropicWire:
         }
         if system:
             body["system"] = "\n\n".join(system)
-        if request.tools:
-            body["tools"] = to_tools(request.tools, ref.label)
-            body["tool_choice"] = to_tool_choice(request.tool_choice)
-        body.update(passthrough_options(ref.options))
-        if stream:
-            body["stream"] = True
-        return body
+        return finish_body(body, request, stream, to_tools, to_tool_choice)
 
     def fold(self, request: ModelRequest) -> _Fold:
         return _Fold()

@@ -25,7 +25,7 @@ import httpx
 from pydantic import BaseModel
 
 from agentq.orchestrator.core.errors import ProviderError
-from agentq.workers.models.http import join_url, status_error
+from agentq.workers.models.http import join_url, json_object, status_error
 from agentq.workers.models.redact import redact
 from agentq.workers.models.retry import retryable_status
 
@@ -108,15 +108,7 @@ class _Http:
 
     async def json(self, method: str, url: str, **kwargs: Any) -> dict[str, Any]:
         response = await self.request(method, url, **kwargs)
-        try:
-            data = response.json()
-        except ValueError:
-            raise ProviderError(
-                f"{self.label}: batch API answer is not JSON", retryable=True
-            ) from None
-        if not isinstance(data, dict):
-            raise ProviderError(f"{self.label}: batch API answer is not an object", retryable=True)
-        return data
+        return json_object(response.content, self.label, "the batch API answer")
 
 
 def jsonl(text: str) -> list[dict[str, Any]]:

@@ -20,7 +20,7 @@ from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse, P
 from agentq.workers.models.batch_api import BatchApi, batch_api
 from agentq.workers.models.history import extra_headers
 from agentq.workers.models.http import join_url, parse_event_json, post, read_json, read_key
-from agentq.workers.models.redact import redact
+from agentq.workers.models.redact import key_scrubbed
 from agentq.workers.models.sse import SSEEvent, iter_sse
 
 
@@ -65,6 +65,14 @@ class WireFormat(Protocol):
     def parse(self, data: dict[str, Any], request: ModelRequest, label: str) -> ModelResponse:
         """A whole (non-streamed) answer."""
         ...
+
+
+class BearerAuthWire:
+    """The `auth_headers` of a wire format that sends the key as a bearer token
+    (OpenAI's APIs and the many hosts that copy them)."""
+
+    def auth_headers(self, key: str | None) -> dict[str, str]:
+        return {"authorization": f"Bearer {key}"} if key else {}
 
 
 class HttpProvider:
@@ -126,15 +134,8 @@ class HttpProvider:
         request = self._request(request)
         label = request.model.label
         key = read_key(self.endpoint, self.ctx.env, label)
-        try:
+        with key_scrubbed(key):
             return await self._generate(request, sink, label, key)
-        except ProviderError as exc:
-            message = redact(exc.message, (key,))
-            if message == exc.message:
-                raise
-            raise ProviderError(
-                message, status=exc.status, retryable=exc.retryable, retry_after_s=exc.retry_after_s
-            ) from None
 
     async def _generate(
         self, request: ModelRequest, sink: DeltaSink, label: str, key: str | None

@@ -19,10 +19,9 @@ from agentq.orchestrator.core.media import MediaLimits, has_media, result_text
 from agentq.orchestrator.core.messages import (
     AssistantMessage,
     Message,
-    SystemMessage,
     TextPart,
     ToolCallPart,
-    ToolMessage,
+    ToolResultPart,
     Usage,
     UserMessage,
 )
@@ -31,9 +30,11 @@ from agentq.orchestrator.core.spec import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
 from agentq.workers.models.driver import StreamDelta
 from agentq.workers.models.history import (
+    alternating_turns,
     arguments_object,
     assistant_metadata,
     passthrough_options,
+    unknown_server_tool,
 )
 from agentq.workers.models.sse import SSEEvent
 
@@ -88,40 +89,25 @@ def _result(output: Any, call_id: str, media: MediaLimits | None) -> Any:
 def to_contents(
     messages: list[Message], media: MediaLimits | None = None
 ) -> tuple[list[str], list[dict[str, Any]]]:
-    system: list[str] = []
-    contents: list[dict[str, Any]] = []
+    """(system texts, contents), user and model turns alternating."""
+    return alternating_turns(
+        messages,
+        items_key="parts",
+        assistant_role="model",
+        user=user_parts,
+        assistant=model_parts,
+        tool=lambda message: [function_response(p, media) for p in message.content],
+    )
 
-    def append(role: str, parts: list[dict[str, Any]]) -> None:
-        if not parts:
-            return
-        if contents and contents[-1]["role"] == role:
-            contents[-1]["parts"].extend(parts)
-        else:
-            contents.append({"role": role, "parts": parts})
 
-    for message in messages:
-        if isinstance(message, SystemMessage):
-            system.append(message.content)
-        elif isinstance(message, UserMessage):
-            append("user", user_parts(message))
-        elif isinstance(message, AssistantMessage):
-            append("model", model_parts(message))
-        elif isinstance(message, ToolMessage):
-            append(
-                "user",
-                [
-                    {
-                        "functionResponse": {
-                            "name": part.tool_name,
-                            "response": {"error": part.output}
-                            if part.is_error
-                            else {"result": _result(part.output, part.tool_call_id, media)},
-                        }
-                    }
-                    for part in message.content
-                ],
-            )
-    return system, contents
+def function_response(part: ToolResultPart, media: MediaLimits | None) -> dict[str, Any]:
+    # Gemini matches a response to its call by function name (calls have no ids).
+    response = (
+        {"error": part.output}
+        if part.is_error
+        else {"result": _result(part.output, part.tool_call_id, media)}
+    )
+    return {"functionResponse": {"name": part.tool_name, "response": response}}
 
 
 def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
@@ -136,11 +122,7 @@ def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
         elif tool.name in SERVER_TOOLS:
             out.append({SERVER_TOOLS[tool.name]: dict(tool.options)})
         else:
-            raise ProviderError(
-                f"{label}: Gemini has no provider-executed tool {tool.name!r} "
-                f"(known: {', '.join(sorted(SERVER_TOOLS))})",
-                retryable=False,
-            )
+            raise unknown_server_tool(label, "Gemini", tool.name, SERVER_TOOLS)
     if declarations:
         out.insert(0, {"functionDeclarations": declarations})
     return out

@@ -126,30 +126,25 @@ async def post(
         raise ProviderError(f"{label}: connection failed: {detail}", retryable=True) from None
 
 
-async def read_json(response: httpx.Response, label: str) -> dict[str, Any]:
-    raw = await response.aread()
+def json_object(raw: str | bytes, label: str, what: str) -> dict[str, Any]:
+    """`raw` as the JSON object every provider answer is; anything else (a proxy's HTML
+    page, a cut-off body) is a retryable `ProviderError` that names `what` it was."""
     try:
         data = json.loads(raw)
     except ValueError:
-        raise ProviderError(
-            f"{label}: the answer is not JSON: {raw[:200].decode('utf-8', 'replace')}",
-            retryable=True,
-        ) from None
+        excerpt = raw[:200].decode("utf-8", "replace") if isinstance(raw, bytes) else raw[:200]
+        raise ProviderError(f"{label}: {what} is not JSON: {excerpt}", retryable=True) from None
     if not isinstance(data, dict):
-        raise ProviderError(f"{label}: the answer is not a JSON object", retryable=True)
+        raise ProviderError(f"{label}: {what} is not a JSON object", retryable=True)
     return data
 
 
+async def read_json(response: httpx.Response, label: str) -> dict[str, Any]:
+    return json_object(await response.aread(), label, "the answer")
+
+
 def parse_event_json(data: str, label: str) -> dict[str, Any]:
-    try:
-        parsed = json.loads(data)
-    except ValueError:
-        raise ProviderError(
-            f"{label}: a stream event is not JSON: {data[:200]}", retryable=True
-        ) from None
-    if not isinstance(parsed, dict):
-        raise ProviderError(f"{label}: a stream event is not a JSON object", retryable=True)
-    return parsed
+    return json_object(data, label, "a stream event")
 
 
 def join_url(base_url: str, path: str) -> str:

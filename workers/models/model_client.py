@@ -28,7 +28,7 @@ from agentq.workers.models.batch_api import BATCH_WIRES
 from agentq.workers.models.driver import HttpProvider
 from agentq.workers.models.http import HEADERS_EXTENSION
 from agentq.workers.models.ratelimit import RateLimitedProvider, RateLimiter, limit_key
-from agentq.workers.models.redact import redact
+from agentq.workers.models.redact import key_scrubbed
 from agentq.workers.models.retry import RetryPolicy, generate_with_retries
 
 
@@ -125,17 +125,10 @@ class ModelClient:
         """One model call; `deadline` is on time.monotonic. `trusted`: the model
         reference comes from the deployment's own files, not from a spec."""
         provider, key = await self.provider(request, trusted=trusted)
-        try:
+        # Whatever the provider's code (a registered one too), its errors are stored in the
+        # run: no echo of the key may be in them.
+        with key_scrubbed(key):
             return await generate_with_retries(provider, request, sink, self.retry, deadline)
-        except ProviderError as exc:
-            # Whatever the provider's code (a registered one too), its errors are stored in
-            # the run: no echo of the key may be in them.
-            message = redact(exc.message, (key,))
-            if message == exc.message:
-                raise
-            raise ProviderError(
-                message, status=exc.status, retryable=exc.retryable, retry_after_s=exc.retry_after_s
-            ) from None
 
     async def generate_within(
         self, request: ModelRequest, sink: DeltaSink, timeout_s: float, *, trusted: bool = False

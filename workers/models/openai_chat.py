@@ -26,8 +26,8 @@ from agentq.orchestrator.core.messages import (
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.core.spec import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
-from agentq.workers.models.driver import NO_DELTA, StreamDelta
-from agentq.workers.models.history import arguments_text, passthrough_options
+from agentq.workers.models.driver import NO_DELTA, BearerAuthWire, StreamDelta
+from agentq.workers.models.history import arguments_text, finish_body
 from agentq.workers.models.sse import SSEEvent
 
 FINISH_REASONS: dict[str, FinishReason] = {
@@ -272,12 +272,9 @@ class _Fold:
         return self.state.response(self.step)
 
 
-class OpenAIChatWire:
+class OpenAIChatWire(BearerAuthWire):
     def path(self, request: ModelRequest, stream: bool) -> str:
         return "chat/completions"
-
-    def auth_headers(self, key: str | None) -> dict[str, str]:
-        return {"authorization": f"Bearer {key}"} if key else {}
 
     def body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
         ref = request.model
@@ -287,12 +284,9 @@ class OpenAIChatWire:
                 request.system, request.messages, MediaLimits.from_options(ref.options)
             ),
         }
-        if request.tools:
-            body["tools"] = to_tools(request.tools, ref.label)
-            body["tool_choice"] = to_tool_choice(request.tool_choice)
-        body.update(passthrough_options(ref.options))
+        finish_body(body, request, stream, to_tools, to_tool_choice)
         if stream:
-            body["stream"] = True
+            # After the passthrough options: the fold needs the final usage chunk.
             body["stream_options"] = {"include_usage": True}
         return body
 

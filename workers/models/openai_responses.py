@@ -27,11 +27,12 @@ from agentq.orchestrator.core.messages import (
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.core.spec import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
-from agentq.workers.models.driver import NO_DELTA, StreamDelta
+from agentq.workers.models.driver import NO_DELTA, BearerAuthWire, StreamDelta
 from agentq.workers.models.history import (
     arguments_text,
     assistant_metadata,
-    passthrough_options,
+    finish_body,
+    unknown_server_tool,
 )
 from agentq.workers.models.sse import SSEEvent
 
@@ -135,11 +136,7 @@ def to_tools(tools: list[OfferedTool], label: str) -> list[dict[str, Any]]:
         elif tool.name in SERVER_TOOLS:
             out.append({"type": SERVER_TOOLS[tool.name], **tool.options})
         else:
-            raise ProviderError(
-                f"{label}: the Responses API has no provider-executed tool {tool.name!r} "
-                f"(known: {', '.join(sorted(SERVER_TOOLS))})",
-                retryable=False,
-            )
+            raise unknown_server_tool(label, "the Responses API", tool.name, SERVER_TOOLS)
     return out
 
 
@@ -285,12 +282,9 @@ class _Fold:
         return self.state.response(label)
 
 
-class OpenAIResponsesWire:
+class OpenAIResponsesWire(BearerAuthWire):
     def path(self, request: ModelRequest, stream: bool) -> str:
         return "responses"
-
-    def auth_headers(self, key: str | None) -> dict[str, str]:
-        return {"authorization": f"Bearer {key}"} if key else {}
 
     def body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
         ref = request.model
@@ -298,13 +292,7 @@ class OpenAIResponsesWire:
         body: dict[str, Any] = {"model": ref.name, "input": to_input(request.messages, media)}
         if request.system:
             body["instructions"] = request.system
-        if request.tools:
-            body["tools"] = to_tools(request.tools, ref.label)
-            body["tool_choice"] = to_tool_choice(request.tool_choice)
-        body.update(passthrough_options(ref.options))
-        if stream:
-            body["stream"] = True
-        return body
+        return finish_body(body, request, stream, to_tools, to_tool_choice)
 
     def fold(self, request: ModelRequest) -> _Fold:
         return _Fold()

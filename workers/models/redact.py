@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import base64
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from urllib.parse import quote
+
+from agentq.orchestrator.core.errors import ProviderError
 
 REDACTED = "[redacted]"
 # Shorter runs of a key are too likely to be ordinary text.
@@ -65,3 +68,19 @@ def redact(text: str, secrets: Iterable[str | None]) -> str:
         for start, end in reversed(_runs(text, secret)):
             text = text[:start] + REDACTED + text[end:]
     return text
+
+
+@contextmanager
+def key_scrubbed(key: str | None) -> Iterator[None]:
+    """A `ProviderError` raised inside whose message echoes `key` is raised again with the
+    key scrubbed (same status, retryability and Retry-After): its message is stored in
+    the run and logged."""
+    try:
+        yield
+    except ProviderError as exc:
+        message = redact(exc.message, (key,))
+        if message == exc.message:
+            raise
+        raise ProviderError(
+            message, status=exc.status, retryable=exc.retryable, retry_after_s=exc.retry_after_s
+        ) from None
