@@ -35,11 +35,11 @@ WORKER_ATTRIBUTES = {
 
 
 def test_the_key_layout_is_arqs() -> None:
-    assert keys.ARQ_JOB_PREFIX == arq.constants.job_key_prefix
-    assert keys.ARQ_RESULT_PREFIX == arq.constants.result_key_prefix
-    assert keys.ARQ_IN_PROGRESS_PREFIX == arq.constants.in_progress_key_prefix
-    assert keys.ARQ_ABORT_SET == arq.constants.abort_jobs_ss
-    assert ARQ_RETRY_PREFIX == arq.constants.retry_key_prefix
+    assert arq.constants.job_key_prefix == keys.ARQ_JOB_PREFIX
+    assert arq.constants.result_key_prefix == keys.ARQ_RESULT_PREFIX
+    assert arq.constants.in_progress_key_prefix == keys.ARQ_IN_PROGRESS_PREFIX
+    assert arq.constants.abort_jobs_ss == keys.ARQ_ABORT_SET
+    assert arq.constants.retry_key_prefix == ARQ_RETRY_PREFIX
 
 
 def test_the_worker_still_has_what_the_subclass_uses() -> None:
@@ -58,7 +58,7 @@ def test_the_helpers_the_subclass_calls_are_there() -> None:
     assert hasattr(function, "timeout_s")
     assert issubclass(arq.worker.RetryJob, Exception)
     assert issubclass(arq.jobs.SerializationError, Exception)
-    assert list(inspect.signature(arq.jobs.deserialize_job_raw).parameters)[0] == "r"
+    assert next(iter(inspect.signature(arq.jobs.deserialize_job_raw).parameters)) == "r"
     assert arq.utils.ms_to_datetime(0).timestamp() == 0
     assert isinstance(arq.utils.timestamp_ms(), int)
     assert arq.Retry is not None
