@@ -12,7 +12,7 @@ async with Client("redis://localhost:6379") as client:
 - `client.fleet`: the workers alive, the tools they serve, their queues' depths.
 
 The front doors (CLI, HTTP API, MCP gateway, dashboard) reach Redis through these
-sub-clients only (tests/unit/architecture/test_doors.py).
+sub-clients only (tests/architecture/test_doors.py).
 """
 
 from __future__ import annotations

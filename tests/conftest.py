@@ -1,9 +1,11 @@
 """Shared test configuration.
 
-`tests/` is a package, so pytest imports this file as `tests.conftest` and puts
-the repository root on `sys.path` first: `from tests.support... import` and
-`from tests.component... import` then work with a plain `pytest` too, not only
-with `python -m pytest`.
+`tests/` is a package, so pytest imports this file as `tests.conftest` and puts the
+repository root on `sys.path` first: `from tests.support... import` then works with a
+plain `pytest` too, not only with `python -m pytest`.
+
+Tests are laid out by package, mirroring the code; a test's tier is its marker (unit,
+component, integration, e2e, faults), never its folder.
 """
 
 from __future__ import annotations
@@ -13,7 +15,27 @@ from collections.abc import Iterator
 import pytest
 
 from agentq.workers.queue.liveness import OUTAGE
+from tests.support.fixtures import (
+    allow_loopback_endpoints,
+    http,
+    model_log,
+    redis_server,
+    redis_url,
+    start,
+    workers,
+)
 from tests.support.models import LOOPBACK_SPEC_SETTINGS
+
+# Fixtures shared by every folder (tests are laid out by package, the tier is a marker).
+__all__ = [
+    "allow_loopback_endpoints",
+    "http",
+    "model_log",
+    "redis_server",
+    "redis_url",
+    "start",
+    "workers",
+]
 
 
 @pytest.fixture(autouse=True)

@@ -9,7 +9,7 @@ objects (they start with `{`), so a reference can never be mistaken for one, and
 list written before references existed (inline tool messages) reads the same.
 
 The Lua side (prelude.lua's `history_entry`) resolves references with the same frame;
-`tests/component/test_core_component_history.py` checks the two agree byte for byte.
+`tests/orchestrator/runs/test_core_component_history.py` checks the two agree byte for byte.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One typed input per transition: exactly what its Lua script may read as `A.<field>`.
 
 The store sends an input as the script's single ARGV (JSON, nulls left out, since
-cjson turns JSON null into a truthy sentinel). `tests/unit/core/test_core_state_contract.py`
+cjson turns JSON null into a truthy sentinel). `tests/orchestrator/runs/test_core_state_contract.py`
 checks every `A.<field>` a script reads against its input model.
 """
 

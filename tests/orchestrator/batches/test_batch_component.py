@@ -1,0 +1,236 @@
+"""Batches against a real redis-server with in-process workers: admission within the
+concurrency, results in input order, resumed uploads, duplicates, cancel, retry, and
+the round-robin across a tenant's batches (the settle transition driven directly)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from agentq.orchestrator.batches.api import BatchInfo, LineResult
+from agentq.orchestrator.batches.input import BatchInputError
+from agentq.orchestrator.batches.state import BatchSettle
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.state import MetaField
+from agentq.workers.worker.embedded import embedded
+from tests.support.redis_fixtures import redis_server, redis_url
+from tests.support.sample_tools import nap, noop
+from tests.support.specs import calls, scripted
+from tests.support.waiting import eventually_async
+
+pytestmark = pytest.mark.component
+
+__all__ = ["redis_server", "redis_url"]
+
+FAST = Settings(idle_poll_s=0.1, lease_s=5.0)
+TEMPLATE = scripted(calls(("noop", {})), {"text": "done"}, tools=["noop"], prompt="{{q}}")
+
+
+def napping(seconds: float) -> dict[str, Any]:
+    return scripted(
+        {"tool_calls": [{"name": "nap", "input": {"seconds": seconds, "tag": "t"}}]},
+        {"text": "slept"},
+        tools=["nap"],
+    )
+
+
+@pytest.fixture
+async def client(redis_url: str) -> AsyncIterator[Client]:
+    async with embedded(tools=[noop, nap], redis_url=redis_url, settings=FAST) as client:
+        yield client
+
+
+async def finished(client: Client, batch_id: str, timeout_s: float = 60) -> BatchInfo:
+    async def check() -> BatchInfo | None:
+        info = await client.batches.status(batch_id)
+        return info if info.ended else None
+
+    found: BatchInfo | None = await eventually_async(check, f"batch {batch_id} to end", timeout_s)
+    assert found is not None
+    return found
+
+
+async def results(client: Client, batch_id: str) -> list[LineResult]:
+    return [r async for r in client.batches.results(batch_id)]
+
+
+async def max_in_flight(client: Client, rows: list[LineResult]) -> int:
+    """The most runs alive at once, from the runs' own creation and end times."""
+    edges: list[tuple[float, int]] = []
+    for row in rows:
+        assert row.run_id is not None
+        meta = await client.runs.store.meta(row.run_id)
+        edges += [(float(meta[MetaField.CREATED_AT]), 1), (float(meta[MetaField.FINISHED_AT]), -1)]
+    live = peak = 0
+    for _, step in sorted(edges, key=lambda e: (e[0], e[1])):
+        live += step
+        peak = max(peak, live)
+    return peak
+
+
+class SubmitterDied(Exception):
+    """The submitting process dies mid-upload."""
+
+
+def lines(n: int) -> Iterator[dict[str, Any]]:
+    return ({"vars": {"q": f"question {i}"}} for i in range(n))
+
+
+async def test_lines_run_within_the_concurrency_and_results_come_in_input_order(
+    client: Client,
+) -> None:
+    submitted = await client.batches.submit(
+        lines(30), template=TEMPLATE, batch_id="b1", concurrency=4
+    )
+    batch_id = submitted.batch_id
+    info = await finished(client, batch_id)
+    assert (info.status, info.counts.succeeded, info.lines) == ("done", 30, 30)
+    rows = await results(client, batch_id)
+    assert [r.custom_id for r in rows] == [str(i) for i in range(1, 31)]
+    assert {r.status for r in rows} == {"succeeded"}
+    assert all(r.text == "done" for r in rows)
+    assert [r.run_id for r in rows] == [f"b1.{i}.1" for i in range(1, 31)]
+    assert await max_in_flight(client, rows) <= 4
+    assert info.admission_latency_avg_s is not None
+
+
+async def test_a_resubmitted_id_resumes_its_upload_and_runs_each_line_once(
+    client: Client,
+) -> None:
+    def interrupted() -> Iterator[dict[str, Any]]:
+        for i, line in enumerate(lines(1200)):
+            if i == 700:
+                raise SubmitterDied
+            yield {"custom_id": f"t{i}", **line}
+
+    with pytest.raises(SubmitterDied):
+        await client.batches.submit(interrupted(), template=TEMPLATE, batch_id="r1")
+    # The first chunk (500 lines) was stored; nothing runs before the upload completes.
+    partial = await client.batches.status("r1")
+    assert (partial.status, partial.lines, partial.counts.running) == ("uploading", 500, 0)
+    full = ({"custom_id": f"t{i}", **line} for i, line in enumerate(lines(1200)))
+    result = await client.batches.submit(full, template=TEMPLATE, batch_id="r1", concurrency=64)
+    assert (result.resumed, result.stored, result.lines) == (True, 700, 1200)
+    again = await client.batches.submit(lines(1), template=TEMPLATE, batch_id="r1")
+    assert again.existed
+    await finished(client, "r1", timeout_s=180)
+    rows = await results(client, "r1")
+    assert [r.custom_id for r in rows] == [f"t{i}" for i in range(1200)]
+    assert {(r.status, r.run_id.rsplit(".", 1)[1] if r.run_id else "") for r in rows} == {
+        ("succeeded", "1")
+    }
+
+
+async def test_duplicate_custom_ids_are_refused_before_anything_starts(client: Client) -> None:
+    rows = [{"custom_id": "a", "vars": {"q": "x"}}] * 2 + [{"custom_id": "b", "vars": {"q": "y"}}]
+    with pytest.raises(BatchInputError, match=r"line 2 repeats line 1 \('a'\)"):
+        await client.batches.submit(rows, template=TEMPLATE, batch_id="d1")
+    assert await client.redis.exists(keys.batch_meta("default", "d1")) == 0
+
+
+async def test_cancel_stops_admissions_and_cancels_the_runs_in_flight(client: Client) -> None:
+    await client.batches.submit(
+        ({"custom_id": str(i)} for i in range(12)),
+        template=napping(30),
+        batch_id="c1",
+        concurrency=3,
+    )
+
+    async def running() -> BatchInfo | None:
+        info = await client.batches.status("c1")
+        return info if info.counts.running == 3 else None
+
+    await eventually_async(running, "three lines to run")
+    await client.batches.cancel("c1")
+    info = await finished(client, "c1")
+    assert info.status == "cancelled"
+    assert (info.counts.cancelled, info.counts.queued, info.counts.running) == (12, 0, 0)
+    rows = await results(client, "c1")
+    assert sum(1 for r in rows if r.run_id) == 3  # only the admitted lines ever ran
+
+
+async def test_retry_gives_failed_and_cancelled_lines_new_runs(client: Client) -> None:
+    # Lines 2 and 4 name a tool nobody serves: they fail at admission.
+    rows = [
+        {
+            "custom_id": str(i),
+            "vars": {"q": "x"},
+            "spec": {"tools": [{"type": "function", "name": "nope"}]},
+        }
+        if i in (2, 4)
+        else {"custom_id": str(i), "vars": {"q": "x"}}
+        for i in range(1, 6)
+    ]
+    await client.batches.submit(rows, template=TEMPLATE, batch_id="f1", concurrency=2)
+    info = await finished(client, "f1")
+    assert (info.counts.succeeded, info.counts.failed) == (3, 2)
+    failed = [r async for r in client.batches.results("f1", statuses=["failed"])]
+    assert [r.custom_id for r in failed] == ["2", "4"]
+    assert all("nope" in (r.error or "") for r in failed)
+    assert await client.batches.retry("f1") == 2
+    info = await finished(client, "f1")
+    assert (info.counts.succeeded, info.counts.failed, info.lines) == (3, 2, 5)
+    again = {r.custom_id: r.run_id for r in await results(client, "f1")}
+    assert (again["2"], again["4"], again["1"]) == ("f1.2.2", "f1.4.2", "f1.1.1")
+
+
+async def test_retry_of_cancelled_lines_runs_them_to_the_end(client: Client) -> None:
+    await client.batches.submit(
+        ({"custom_id": str(i), "vars": {"q": "x"}} for i in range(6)),
+        template=TEMPLATE,
+        batch_id="c2",
+        concurrency=1,
+    )
+    await client.batches.cancel("c2")
+    await finished(client, "c2")
+    assert await client.batches.retry("c2", ["cancelled"]) >= 1
+    info = await finished(client, "c2")
+    assert (info.status, info.counts.succeeded) == ("done", 6)
+
+
+async def test_listing_shows_the_tenants_batches_newest_first(client: Client) -> None:
+    for name in ("l1", "l2"):
+        await client.batches.submit(lines(2), template=TEMPLATE, batch_id=name)
+    assert [b.id for b in await client.batches.list_batches()][:2] == ["l2", "l1"]
+    for name in ("l1", "l2"):
+        await finished(client, name)
+
+
+async def test_admission_goes_round_robin_across_a_tenants_batches_by_priority(
+    redis_url: str,
+) -> None:
+    """No workers: the test plays them, settling each admitted line's end in turn."""
+    async with Client(redis_url, settings=FAST) as client:
+        await client.batches.store.set_tenant_cap("default", 1)
+        for name, priority in (("a", 1), ("b", 2)):
+            await client.batches.submit(
+                lines(20), template=TEMPLATE, batch_id=name, priority=priority, concurrency=8
+            )
+        store = client.batches.store
+        order: list[str] = []
+        reply = await store.settle("default", BatchSettle(batch_id="a", token="kick"))
+        for n in range(9):
+            (admitted,) = reply.admitted
+            order.append(admitted.batch_id)
+            ended = {"s": "succeeded", "u": {}}
+            reply = await store.settle(
+                "default",
+                BatchSettle(
+                    batch_id=admitted.batch_id,
+                    token=f"end{n}",
+                    line=admitted.line,
+                    run_id=admitted.run_id,
+                    record=ended,
+                ),
+            )
+        assert order == ["a", "b", "b", "a", "b", "b", "a", "b", "b"]
+        # A re-delivered admission job gets the same admissions again.
+        again = await store.settle("default", BatchSettle(batch_id="a", token="end8"))
+        assert [a.run_id for a in again.admitted] == [a.run_id for a in reply.admitted]
+        # The cap holds: one line in flight across both batches.
+        running = [int((await store.meta("default", b))["running"]) for b in ("a", "b")]
+        assert running == [1, 0]

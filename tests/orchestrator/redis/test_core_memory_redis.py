@@ -1,0 +1,100 @@
+"""The embedded Redis (`memory://`) answers as Redis does on the paths it shortcuts:
+commands without RESP, scripts compiled once, `redis.call` without the globals check,
+blocked readers woken on their own loop."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from redis.exceptions import ResponseError
+
+from agentq.orchestrator.redis.connect import connect, forget_memory_server
+
+pytestmark = pytest.mark.unit
+
+URL = "memory://test-memory-redis"
+
+
+@pytest.fixture(autouse=True)
+async def fresh_server() -> AsyncIterator[None]:
+    yield
+    forget_memory_server(URL)
+
+
+def client() -> Any:
+    """A client of the test's embedded server (`Any`: redis-py types its async
+    replies as `Awaitable[X] | X`)."""
+    return connect(URL)
+
+
+async def test_commands_and_replies_keep_their_types() -> None:
+    r = client()
+    await r.hset("h", mapping={"a": 1, "b": "x"})
+    assert await r.hgetall("h") == {b"a": b"1", b"b": b"x"}
+    assert await r.hincrby("h", "a", 2) == 3
+    assert await r.set("s", "v", nx=True) is True
+    assert await r.set("s", "w", nx=True) is None
+    assert await r.zadd("z", {"m": 1.5}) == 1
+    assert await r.zscore("z", "m") == 1.5
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await r.lpush("h", "x")
+    await r.aclose()
+
+
+async def test_a_transaction_and_a_pipeline() -> None:
+    r = client()
+    async with r.pipeline(transaction=True) as pipe:
+        pipe.set("k", "1").incr("k").get("k")
+        assert await pipe.execute() == [True, 2, b"2"]
+    async with r.pipeline(transaction=False) as pipe:
+        pipe.rpush("l", "a", "b").lrange("l", 0, -1)
+        assert await pipe.execute() == [2, [b"a", b"b"]]
+    await r.aclose()
+
+
+async def test_a_script_runs_compiled_once_and_errors_read_as_redis_says() -> None:
+    r = client()
+    script = r.register_script(
+        "redis.call('HSET', KEYS[1], 'n', ARGV[1]); return redis.call('HGET', KEYS[1], 'n')"
+    )
+    assert await script(keys=["h"], args=[7]) == b"7"
+    assert await script(keys=["h"], args=[8]) == b"8"
+    failing = r.register_script("return redis.call('INCR', KEYS[1])")
+    await r.set("text", "abc")
+    with pytest.raises(ResponseError, match="not an integer"):
+        await failing(keys=["text"])
+    caught = r.register_script("return redis.pcall('INCR', KEYS[1])")
+    with pytest.raises(ResponseError, match="not an integer"):
+        await caught(keys=["text"])
+    broken = r.register_script("return redis.call('NOSUCHCOMMAND')")
+    with pytest.raises(ResponseError, match=r"(?i)unknown command"):
+        await broken(keys=[])
+    await r.aclose()
+
+
+async def test_a_blocked_reader_is_woken_by_a_push_from_another_connection() -> None:
+    reader, writer = client(), client()
+    popped = asyncio.create_task(reader.blpop(["wake"], timeout=5))
+    await asyncio.sleep(0)  # lets it block first (if not, it finds the push at once)
+    await writer.set("other", "1")  # a write elsewhere does not answer it
+    await writer.lpush("wake", "1")
+    assert await asyncio.wait_for(popped, 5) == (b"wake", b"1")
+    assert await reader.blpop(["empty"], timeout=1) is None
+    await reader.aclose()
+    await writer.aclose()
+
+
+async def test_commands_after_a_blocking_one_in_a_pipeline_wait_for_it() -> None:
+    r, writer = client(), client()
+    async with r.pipeline(transaction=False) as pipe:
+        pipe.blpop(["later"], timeout=5).get("after")
+        replies = asyncio.create_task(pipe.execute())
+        await asyncio.sleep(0)
+        await writer.set("after", "yes")
+        await writer.lpush("later", "v")
+        assert await asyncio.wait_for(replies, 5) == [(b"later", b"v"), b"yes"]
+    await r.aclose()
+    await writer.aclose()

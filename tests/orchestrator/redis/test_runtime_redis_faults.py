@@ -1,0 +1,120 @@
+"""Which Redis failures are transient, and an outage's log: one line in, one line out."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+
+import pytest
+from redis import exceptions as rx
+
+from agentq.orchestrator.redis.faults import Backoff, Outage, is_transient, is_transient_redis
+
+pytestmark = pytest.mark.unit
+
+
+@pytest.mark.parametrize(
+    ("exc", "transient"),
+    [
+        (rx.ConnectionError("Connection closed by server."), True),
+        (rx.TimeoutError("Timeout reading from socket"), True),
+        (rx.BusyLoadingError("Redis is loading the dataset in memory"), True),
+        (rx.OutOfMemoryError("command not allowed when used memory > 'maxmemory'"), True),
+        (
+            rx.ResponseError("OOM command not allowed when used memory > 'maxmemory'. script: x"),
+            True,
+        ),
+        (rx.ResponseError("MISCONF Redis is configured to save RDB snapshots"), True),
+        (rx.ReadOnlyError("You can't write against a read only replica."), True),
+        (ConnectionRefusedError(111, "refused"), True),  # the built-in tree too
+        (TimeoutError(), True),
+        (rx.AuthenticationError("invalid password"), False),  # a ConnectionError in redis-py
+        (rx.ResponseError("WRONGTYPE Operation against a key holding the wrong kind"), False),
+        (rx.ResponseError("ERR Error running script: attempt to index a nil value"), False),
+        (ValueError("bad"), False),
+    ],
+)
+def test_transient_failures(exc: BaseException, transient: bool) -> None:
+    assert is_transient(exc) is transient
+
+
+def test_a_tools_own_oserror_is_not_a_redis_outage() -> None:
+    assert not is_transient_redis(FileNotFoundError(2, "no such file"))
+    assert is_transient_redis(rx.ConnectionError("reset"))
+
+
+def test_backoff_is_bounded() -> None:
+    backoff = Backoff(first_s=0.05, max_s=2.0)
+    delays = [backoff.next_delay() for _ in range(20)]
+    assert delays[:3] == [0.05, 0.1, 0.2]
+    assert max(delays) == 2.0
+    backoff.reset()
+    assert backoff.next_delay() == 0.05
+
+
+def test_an_outage_logs_once_however_many_retries(caplog: pytest.LogCaptureFixture) -> None:
+    outage = Outage("worker", logging.getLogger("test.outage"))
+    with caplog.at_level(logging.WARNING, logger="test.outage"):
+        for _ in range(50):
+            outage.failed(rx.ConnectionError("down"))
+        outage.succeeded()
+        outage.succeeded()
+        outage.failed(rx.ConnectionError("down again"))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3, messages
+    assert "redis unavailable" in messages[0]
+    assert "back after" in messages[1]
+    assert "down again" in messages[2]
+
+
+def test_a_forgotten_outage_ends_silently_and_starts_afresh(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    outage = Outage("worker", logging.getLogger("test.outage"))
+    with caplog.at_level(logging.WARNING, logger="test.outage"):
+        first_wait = outage.failed(rx.ConnectionError("down"))
+        outage.failed(rx.ConnectionError("still down"))
+        outage.forget()
+        outage.succeeded()  # nothing open: no "back after"
+        again = outage.failed(rx.ConnectionError("down later"))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2, messages
+    assert "down later" in messages[1]
+    assert again == first_wait  # the backoff starts over
+
+
+async def test_a_cancel_turned_into_a_timeout_still_ends_a_retry_loop() -> None:
+    """On Python 3.11 a read's `asyncio.timeout` can turn a cancel that races its
+    deadline into a TimeoutError; the retry loop must end anyway, not swallow it."""
+    outage = Outage("test", logging.getLogger("test"))
+    entered = asyncio.Event()
+    given_up = False  # only so that a failing test ends instead of hanging
+
+    async def retry_loop() -> None:
+        while not given_up:
+            try:
+                try:
+                    entered.set()
+                    await asyncio.Event().wait()  # a read that never answers
+                except asyncio.CancelledError:
+                    raise TimeoutError("Timeout reading from redis") from None
+            except Exception as exc:
+                await asyncio.sleep(outage.failed(exc))
+
+    task = asyncio.create_task(retry_loop())
+    await entered.wait()
+    task.cancel()
+    await asyncio.wait({task}, timeout=30)  # a deadline that only a hang reaches
+    given_up = True
+    assert task.done(), "the retry loop swallowed its cancellation"
+    assert task.cancelled()
+
+
+def test_a_thread_without_an_event_loop_gets_its_backoff() -> None:
+    outage = Outage("test", logging.getLogger("test"))
+    delays: list[float] = []
+    thread = threading.Thread(target=lambda: delays.append(outage.failed(TimeoutError())))
+    thread.start()
+    thread.join()
+    assert delays == [0.05]

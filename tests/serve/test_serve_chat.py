@@ -1,0 +1,115 @@
+"""The AI SDK chat endpoint, read by the real `ai` npm package (ai@6, Node 20)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.infra import REPO, WorkerProcess, missing
+from tests.support.serve import ServeProcess
+
+pytestmark = pytest.mark.integration
+
+AI_SDK = REPO / "tests" / "support" / "node" / "ai-sdk" / "node_modules"
+SCRIPT = Path(__file__).with_name("ai_sdk_chat.cjs")
+
+HELPER: dict[str, Any] = {
+    "model": {
+        "provider": "scripted",
+        "script": [
+            {
+                "reasoning": "A sum: add asks for approval first.",
+                "text": "Adding.",
+                "tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}],
+            },
+            {"tool_calls": [{"name": "fail", "input": {"message": "boom"}}]},
+            {"tool_calls": [{"name": "pick_color", "input": {"why": "to finish"}}]},
+            {"text": "All done: 3, teal."},
+        ],
+    },
+    "tools": [
+        {"type": "function", "name": "add", "needs_approval": True},
+        {"type": "function", "name": "fail"},
+        {"type": "client", "name": "pick_color"},
+    ],
+}
+
+
+@pytest.fixture
+def chat_server(redis_url: str, worker: WorkerProcess) -> Iterator[ServeProcess]:
+    process = ServeProcess(redis_url, agents={"helper": HELPER})
+    yield process
+    process.stop()
+
+
+def node() -> str:
+    binary = shutil.which("node")
+    if binary is None or not (AI_SDK / "ai" / "package.json").is_file():
+        missing("node with the ai@6 package", "run .ci/node-setup (installs ai@6 with npm)")
+    assert binary is not None
+    return binary
+
+
+def test_useChat_transport_reads_a_durable_run(chat_server: ServeProcess) -> None:
+    done = subprocess.run(
+        [node(), str(SCRIPT), chat_server.url, "helper", "chat-1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "NODE_PATH": str(AI_SDK)},
+    )
+    assert done.returncode == 0, done.stderr + chat_server.log()
+    report = json.loads(done.stdout)
+    parts = report["message"]["parts"]
+    states = {p["type"]: p.get("state") for p in parts if p["type"].startswith("tool-")}
+    assert states == {
+        "tool-add": "output-available",
+        "tool-fail": "output-error",
+        "tool-pick_color": "output-available",
+    }
+    assert report["message"]["id"]
+    reasoning = [p for p in parts if p["type"] == "reasoning"]
+    assert [(p["text"], p.get("state")) for p in reasoning] == [
+        ("A sum: add asks for approval first.", "done")
+    ]
+    for chunk in (
+        "start",
+        "start-step",
+        "reasoning-start",
+        "reasoning-delta",
+        "reasoning-end",
+        "text-delta",
+        "tool-approval-request",
+        "finish",
+    ):
+        assert chunk in report["chunks"]
+
+
+def test_chat_stream_wire_format(chat_server: ServeProcess) -> None:
+    body = {
+        "id": "chat-wire",
+        "trigger": "submit-message",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+    }
+    url = f"{chat_server.url}/v1/agents/helper/chat"
+    with httpx.stream("POST", url, json=body, timeout=60) as response:
+        assert response.headers["x-vercel-ai-ui-message-stream"] == "v1"
+        data = [line[6:] for line in response.iter_lines() if line.startswith("data: ")]
+    assert data[-1] == "[DONE]"
+    chunks = [json.loads(d) for d in data[:-1]]
+    assert chunks[0]["type"] == "start"
+    assert chunks[-1] == {"type": "finish", "finishReason": "tool-calls"}
+    busy = httpx.post(url, json=body, timeout=30)
+    assert busy.status_code == 409
+    unknown = httpx.post(f"{chat_server.url}/v1/agents/nobody/chat", json=body, timeout=30)
+    assert unknown.status_code == 404
+    none = httpx.get(f"{chat_server.url}/v1/agents/helper/chat/never/stream", timeout=30)
+    assert none.status_code == 204

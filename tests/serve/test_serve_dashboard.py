@@ -1,0 +1,237 @@
+"""The dashboard in a real headless browser: Debian's chromium driven by Selenium
+through chromium-driver (no browser download)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.support.infra import REPO, missing
+from tests.support.serve import ServeProcess
+from tests.support.specs import calls, scripted
+
+pytestmark = pytest.mark.integration
+
+ARTIFACTS = REPO / "test-artifacts"
+
+
+@pytest.fixture
+def browser() -> Iterator[object]:
+    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
+    if chromium is None or driver is None:
+        missing("chromium and chromium-driver", "apt-get install -y chromium chromium-driver")
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        missing("selenium", "pip install selenium (in the test extras)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(chromium)
+    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(flag)
+    options.add_argument("--window-size=1280,1000")
+    chrome = webdriver.Chrome(service=Service(str(driver)), options=options)
+    yield chrome
+    chrome.quit()
+
+
+def test_watch_a_run_and_approve_a_call_by_clicking(
+    server: ServeProcess, browser: object, tmp_path: Path
+) -> None:
+    from selenium.common.exceptions import (
+        ElementNotInteractableException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.remote.webelement import WebElement
+    from selenium.webdriver.support import expected_conditions as when
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    wait = WebDriverWait(browser, 60)
+
+    def act(css: str, action: Callable[[WebElement], object]) -> None:
+        """Find an element and act on it in one attempt. The page redraws live, so an
+        element found a moment ago may be gone (stale) or not yet shown (a redraw puts
+        it back hidden for a moment) under the action: then nothing happened, so try
+        again, unless the run has already left `awaiting` (what the action is for)."""
+
+        def attempt(driver: WebDriver) -> bool:
+            if "awaiting" not in driver.find_element(By.ID, "run-status").text:
+                return True
+            action(driver.find_element(By.CSS_SELECTOR, css))
+            return True  # done, unless the element went stale under the action (retried)
+
+        WebDriverWait(
+            browser,
+            60,
+            poll_frequency=0.2,
+            ignored_exceptions=(
+                StaleElementReferenceException,
+                NoSuchElementException,
+                ElementNotInteractableException,
+            ),
+        ).until(attempt)
+
+    quick = scripted(
+        {"text": "adding", "tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]},
+        {"text": "1+2=3"},
+        tools=["add"],
+        id="quick-run",
+        metadata={"team": "ops"},
+    )
+    parked = scripted(
+        {
+            "text": "Let me check both, in parallel.",
+            "tool_calls": [
+                {"id": "call-noop", "name": "noop", "input": {}},
+                {"id": "call-add", "name": "add", "input": {"a": 20, "b": 22}},
+            ],
+        },
+        {"text": "The sum is 42. Done."},
+        tools=["noop", {"type": "function", "name": "add", "needs_approval": True}],
+        id="needs-approval",
+        prompt="check and add",
+    )
+    browser.get(server.url + "/")
+    for spec in (quick, parked):
+        assert httpx.post(f"{server.url}/v1/runs", json=spec, timeout=30).status_code == 201
+
+    # The runs list updates live: the quick run shows up and finishes.
+    wait.until(
+        when.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, 'tr[data-run-id="quick-run"] .status'), "succeeded"
+        )
+    )
+    wait.until(
+        when.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, 'tr[data-run-id="needs-approval"] .status'), "awaiting"
+        )
+    )
+    assert "worker" in browser.find_element(By.ID, "fleet").text
+
+    browser.find_element(By.CSS_SELECTOR, 'tr[data-run-id="needs-approval"]').click()
+    approve_button = (By.CSS_SELECTOR, 'button.approve[data-call-id="call-add"]')
+    wait.until(when.element_to_be_clickable(approve_button))
+    wait.until(when.presence_of_element_located((By.CSS_SELECTOR, ".bar.wait")))
+    # Looked up again, not held: a live redraw replaces the button (a held one goes stale).
+    wait.until(when.visibility_of_element_located(approve_button))
+    act('button.approve[data-call-id="call-add"]', lambda button: button.click())
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
+    wait.until(when.text_to_be_present_in_element((By.ID, "steps"), "The sum is 42. Done."))
+    wait.until(
+        when.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, '.call[data-call-id="call-add"] .output'), "42"
+        )
+    )
+    assert len(browser.find_elements(By.CSS_SELECTOR, '#timeline .row[data-kind="model"]')) == 2
+    assert len(browser.find_elements(By.CSS_SELECTOR, '#timeline .row[data-kind="call"]')) == 2
+    assert browser.find_element(By.ID, "pending").get_attribute("hidden") is not None
+
+    # A client tool's output, typed into the run page's form.
+    client_run = scripted(
+        {"tool_calls": [{"id": "call-pick", "name": "pick_color", "input": {}}]},
+        {"text": "Teal it is."},
+        tools=[{"type": "client", "name": "pick_color"}],
+        id="client-tool",
+        prompt="pick a color",
+    )
+    assert httpx.post(f"{server.url}/v1/runs", json=client_run, timeout=30).status_code == 201
+    browser.get(server.url + "/#/runs/client-tool")
+    wait.until(
+        when.presence_of_element_located((By.CSS_SELECTOR, '.item[data-call-id="call-pick"]'))
+    )
+
+    def post_output(form: WebElement) -> None:
+        area = form.find_element(By.TAG_NAME, "textarea")
+        area.clear()
+        area.send_keys('{"color": "teal"}')
+        form.find_element(By.CSS_SELECTOR, "button.post-result").click()
+
+    act('.item[data-call-id="call-pick"]', post_output)
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
+    wait.until(
+        when.text_to_be_present_in_element(
+            (By.CSS_SELECTOR, '.call[data-call-id="call-pick"] .output'), "teal"
+        )
+    )
+
+    browser.get(server.url + "/#/runs/needs-approval")
+    wait.until(when.text_to_be_present_in_element((By.ID, "steps"), "The sum is 42. Done."))
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "dashboard.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.stat().st_size > 10_000
+
+
+def test_follow_a_batch_to_its_failed_lines_run(server: ServeProcess, browser: object) -> None:
+    from selenium.common.exceptions import (
+        ElementNotInteractableException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support import expected_conditions as when
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    wait = WebDriverWait(browser, 60)
+
+    def click_until(css: str, arrived: Callable[[WebDriver], bool]) -> None:
+        """Click an element of a page that redraws every second: a click on an element
+        replaced under it (stale) or not shown yet did nothing, so try again until the
+        click's effect is seen."""
+
+        def attempt(driver: WebDriver) -> bool:
+            if not arrived(driver):
+                driver.find_element(By.CSS_SELECTOR, css).click()
+            return arrived(driver)
+
+        WebDriverWait(
+            browser,
+            60,
+            poll_frequency=0.2,
+            ignored_exceptions=(
+                StaleElementReferenceException,
+                NoSuchElementException,
+                ElementNotInteractableException,
+            ),
+        ).until(attempt)
+
+    good = scripted({"text": "fine"}, prompt="{{q}}")
+    # One step scripted, a tool call in it: the run asks for a second step and fails.
+    bad = scripted(calls(("add", {"a": 1, "b": 2})), tools=["add"], prompt="{{q}}")
+    body = "\n".join(
+        json.dumps({"custom_id": f"q{i}", "spec": bad if i == 1 else good, "vars": {"q": "x"}})
+        for i in range(3)
+    )
+    created = httpx.post(f"{server.url}/v1/batches?id=web1", content=body, timeout=30)
+    assert created.status_code == 201, created.text
+
+    browser.get(server.url + "/#/batches")
+    row = 'tr[data-batch-id="web1"]'
+    wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, f"{row} .status"), "done"))
+    wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, f"{row} .ended"), "3 / 3"))
+    wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, f"{row} .failed"), "1"))
+
+    click_until(row, lambda driver: driver.current_url.endswith("#/batches/web1"))
+    wait.until(when.text_to_be_present_in_element((By.ID, "batch-status"), "done"))
+    counts = (By.ID, "batch-counts")
+    wait.until(when.text_to_be_present_in_element(counts, "2 succeeded · 1 failed"))
+    failed = '#batch-failures tr[data-line="2"]'
+    wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, failed), "q1"))
+    link = f"{failed} a"
+    run_id = wait.until(when.presence_of_element_located((By.CSS_SELECTOR, link))).text
+    assert run_id.startswith("web1.")
+    click_until(link, lambda driver: driver.current_url.endswith(f"#/runs/{run_id}"))
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-id"), run_id))
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "failed"))
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-error"), "scripted model"))

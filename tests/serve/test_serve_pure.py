@@ -1,0 +1,159 @@
+"""The pure parts of the HTTP front door: chunk mapping, UIMessage mapping, keys, cursors."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from agentq.orchestrator.core.events import parse_event
+from agentq.orchestrator.core.messages import AssistantMessage, ToolMessage, UserMessage
+from agentq.orchestrator.runs.index import Cursor
+from agentq.serve.auth import SCOPES, hash_key, parse_keys
+from agentq.serve.chat_messages import ChatInputError, UIMessage, run_messages
+from agentq.serve.server import is_loopback
+from agentq.serve.ui_stream import UIChunks
+
+pytestmark = pytest.mark.unit
+
+
+def ev(seq: int, type_: str, **fields: Any) -> Any:
+    return parse_event(seq, json.dumps({"type": type_, "run_id": "r", "at": 0.0, **fields}))
+
+
+def test_events_become_ui_chunks() -> None:
+    chunks = UIChunks("r")
+    out = [chunks.start()]
+    for event in [
+        ev(1, "start-step", step=0),
+        ev(2, "text-delta", step=0, delta="Hi"),
+        ev(3, "text-delta", step=0, delta="!"),
+        ev(4, "tool-call", step=0, tool_call_id="c", tool_name="add", input={"a": 1}),
+        ev(5, "tool-approval-request", step=0, tool_call_id="c", tool_name="add"),
+        ev(6, "tool-approval-response", step=0, tool_call_id="c", approved=False),
+        ev(7, "tool-error", step=0, tool_call_id="c", tool_name="add", error="denied"),
+        ev(8, "start-step", step=0, attempt=2),
+        ev(9, "tool-progress", step=0, tool_call_id="d", tool_name="add", output=1),
+        ev(10, "finish-step", step=0, finish_reason="tool_calls", usage={}, text="Hi!"),
+        ev(11, "finish", status="succeeded", usage={}, text="Hi!", finish_reason="tool_calls"),
+    ]:
+        out += chunks.feed(event)
+    assert [c["type"] for c in out] == [
+        "start",
+        "start-step",
+        "text-start",
+        "text-delta",
+        "text-delta",
+        "text-end",
+        "tool-input-start",
+        "tool-input-available",
+        "tool-approval-request",
+        "tool-output-denied",
+        "tool-output-available",
+        "finish-step",
+        "finish",
+    ]
+    assert out[0] == {"type": "start", "messageId": "r"}
+    assert out[10]["preliminary"] is True
+    assert out[-1]["finishReason"] == "tool-calls"
+
+
+def test_reasoning_and_text_stream_as_separate_parts() -> None:
+    chunks = UIChunks("r")
+    out: list[dict[str, Any]] = []
+    for event in [
+        ev(1, "start-step", step=0),
+        ev(2, "reasoning-delta", step=0, delta="Think"),
+        ev(3, "reasoning-delta", step=0, delta="ing."),
+        ev(4, "text-delta", step=0, delta="Hi"),
+        ev(5, "reasoning-delta", step=0, delta="More."),
+        ev(6, "finish-step", step=0, finish_reason="stop", usage={}, text="Hi"),
+    ]:
+        out += chunks.feed(event)
+    assert [(c["type"], c.get("id"), c.get("delta")) for c in out] == [
+        ("start-step", None, None),
+        ("reasoning-start", "reasoning-0-2", None),
+        ("reasoning-delta", "reasoning-0-2", "Think"),
+        ("reasoning-delta", "reasoning-0-2", "ing."),
+        ("reasoning-end", "reasoning-0-2", None),
+        ("text-start", "text-0-4", None),
+        ("text-delta", "text-0-4", "Hi"),
+        ("text-end", "text-0-4", None),
+        ("reasoning-start", "reasoning-0-5", None),
+        ("reasoning-delta", "reasoning-0-5", "More."),
+        ("reasoning-end", "reasoning-0-5", None),
+        ("finish-step", None, None),
+    ]
+
+
+def test_ui_messages_become_run_messages() -> None:
+    messages = run_messages(
+        [
+            UIMessage(role="system", parts=[{"type": "text", "text": "be brief"}]),
+            UIMessage(
+                role="user",
+                parts=[
+                    {"type": "text", "text": "look"},
+                    {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,AA=="},
+                ],
+            ),
+            UIMessage(
+                role="assistant",
+                parts=[
+                    {"type": "step-start"},
+                    {"type": "text", "text": "checking"},
+                    {
+                        "type": "tool-add",
+                        "toolCallId": "c1",
+                        "state": "output-available",
+                        "input": {"a": 1},
+                        "output": 2,
+                    },
+                    {"type": "tool-x", "toolCallId": "c2", "state": "input-available"},
+                    {"type": "step-start"},
+                    {"type": "text", "text": "2"},
+                ],
+            ),
+        ]
+    )
+    assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "assistant"]
+    user = messages[1]
+    assert isinstance(user, UserMessage)
+    assert not isinstance(user.content, str)
+    assert user.content[1].type == "media"
+    first = messages[2]
+    assert isinstance(first, AssistantMessage)
+    assert [c.tool_call_id for c in first.tool_calls()] == ["c1"]  # the unsettled c2 is left out
+    tool = messages[3]
+    assert isinstance(tool, ToolMessage)
+    assert tool.content[0].output == 2
+
+    with pytest.raises(ChatInputError, match=r"messages\[0\]\.parts\[0\]: only base64 data"):
+        run_messages([UIMessage(role="user", parts=[{"type": "file", "url": "http://x/y"}])])
+
+
+def test_keys_are_hashed_and_scoped() -> None:
+    ring = parse_keys(f"# comment\n{hash_key('k1')} acme\n{hash_key('k2')} beta runs:read")
+    first, second = ring.find("k1"), ring.find("k2")
+    assert first is not None
+    assert second is not None
+    assert (first.tenant, first.scopes) == ("acme", SCOPES)
+    assert second.scopes == frozenset({"runs:read"})
+    assert ring.find("k3") is None
+    assert "k1" not in repr(ring)
+    with pytest.raises(ValueError, match="entry 1: unknown scope 'admin'"):
+        parse_keys(f"{hash_key('k')} t admin")
+    with pytest.raises(ValueError, match="entry 1: expected"):
+        parse_keys("plainkey tenant")
+
+
+def test_cursor_round_trip_and_loopback() -> None:
+    cursor = Cursor(1700000000.25, "run-1")
+    assert Cursor.decode(cursor.encode()) == cursor
+    with pytest.raises(ValueError, match="cursor"):
+        Cursor.decode("garbage")
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("::1")
+    assert is_loopback("localhost")
+    assert not is_loopback("0.0.0.0")

@@ -1,0 +1,154 @@
+"""Images in tool results over real HTTP: Anthropic and the Responses API get them as
+images; Chat Completions, Gemini and prompt mode get a description and a reference."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from agentq.orchestrator.core.messages import (
+    AssistantMessage,
+    Message,
+    ToolCallPart,
+    ToolMessage,
+    ToolResultPart,
+    UserMessage,
+)
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.workers.models import ProviderContext, make_provider
+from agentq.workers.models.base import ModelRequest, OfferedTool
+from tests.support import fake_anthropic, fake_gemini, fake_openai, fake_responses
+from tests.support.sinks import ListSink
+
+# Specs here name the loopback fakes as endpoints (a deployment must allow it).
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("allow_loopback_endpoints")]
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\0" * 3064).decode()  # 3 kB
+HUGE = base64.b64encode(b"\0" * 20_000).decode()
+OUTPUT = {
+    "content": [
+        {"type": "text", "text": "the chart"},
+        {"type": "media", "media_type": "image/png", "data": PNG},
+        {"type": "media", "media_type": "image/png", "data": HUGE},
+    ]
+}
+CAP = {"media": {"max_item_bytes": 10_000}}
+NOTE = "[image omitted: image/png, 20 kB over the 10 kB cap, call_1#1]"
+DESCRIBED = f"the chart\n[image: image/png, 3 kB, call_1#0]\n{NOTE}"
+SHOT = OfferedTool(name="shot", input_schema={"type": "object"})
+
+
+def history(output: Any = OUTPUT) -> list[Message]:
+    return [
+        UserMessage(content="plot it"),
+        AssistantMessage(content=[ToolCallPart(tool_call_id="call_1", tool_name="shot")]),
+        ToolMessage(
+            content=[ToolResultPart(tool_call_id="call_1", tool_name="shot", output=output)]
+        ),
+    ]
+
+
+async def send(http: httpx.AsyncClient, ref: ModelRef, messages: list[Message]) -> None:
+    provider = make_provider(ref, ProviderContext(http=http, env={}))
+    request = ModelRequest(model=ref, messages=messages, tools=[SHOT], step=1, timeout_s=10)
+    await provider.generate(request, ListSink())
+
+
+def body_without_base64(body: Any) -> str:
+    text = json.dumps(body)
+    assert HUGE not in text
+    return text
+
+
+async def test_anthropic_gets_image_blocks_in_the_tool_result(http: httpx.AsyncClient) -> None:
+    with fake_anthropic.FakeAnthropic([fake_anthropic.Turn(text="ok")]) as server:
+        ref = ModelRef(provider="anthropic", name="c", base_url=server.base_url, options=CAP)
+        await send(http, ref, history())
+        body = server.requests[0].body
+    body_without_base64(body)
+    assert body["messages"][2] == {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "tool_use_id": "call_1",
+                "content": [
+                    {"type": "text", "text": "the chart"},
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": "image/png", "data": PNG},
+                    },
+                    {"type": "text", "text": NOTE},
+                ],
+            }
+        ],
+    }
+    assert "media" not in body
+
+
+async def test_responses_gets_input_image_items_in_the_output(http: httpx.AsyncClient) -> None:
+    with fake_responses.FakeResponses([fake_responses.Turn(text="ok")]) as server:
+        ref = ModelRef(provider="openai-responses", name="m", base_url=server.base_url, options=CAP)
+        await send(http, ref, history())
+        body = server.requests[0].body
+    body_without_base64(body)
+    (output,) = [i for i in body["input"] if i.get("type") == "function_call_output"]
+    assert output == {
+        "type": "function_call_output",
+        "call_id": "call_1",
+        "output": [
+            {"type": "input_text", "text": "the chart"},
+            {"type": "input_image", "image_url": f"data:image/png;base64,{PNG}"},
+            {"type": "input_text", "text": NOTE},
+        ],
+    }
+
+
+async def test_chat_completions_gets_a_description(http: httpx.AsyncClient) -> None:
+    with fake_openai.FakeOpenAI([fake_openai.Turn(text="ok")]) as server:
+        ref = ModelRef(provider="openai", name="m", base_url=server.base_url, options=CAP)
+        await send(http, ref, history())
+        body = server.requests[0].body
+    assert PNG not in body_without_base64(body)
+    assert body["messages"][2] == {"role": "tool", "tool_call_id": "call_1", "content": DESCRIBED}
+
+
+async def test_gemini_gets_a_description(http: httpx.AsyncClient) -> None:
+    with fake_gemini.FakeGemini([fake_gemini.Turn(text="ok")]) as server:
+        ref = ModelRef(provider="gemini", name="g", base_url=server.base_url, options=CAP)
+        await send(http, ref, history())
+        body = server.requests[0].body
+    assert PNG not in body_without_base64(body)
+    assert body["contents"][2] == {
+        "role": "user",
+        "parts": [{"functionResponse": {"name": "shot", "response": {"result": DESCRIBED}}}],
+    }
+
+
+async def test_prompt_mode_gets_a_description(http: httpx.AsyncClient) -> None:
+    with fake_anthropic.FakeAnthropic([fake_anthropic.Turn(text="ok")]) as server:
+        options = {**CAP, "tool_mode": "prompt"}
+        ref = ModelRef(provider="anthropic", name="c", base_url=server.base_url, options=options)
+        await send(http, ref, history())
+        body = server.requests[0].body
+    assert PNG not in body_without_base64(body)
+    assert body["messages"][-1] == {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": f'<tool_result name="shot">\n{DESCRIBED}\n</tool_result>'}
+        ],
+    }
+
+
+async def test_outputs_without_media_are_sent_as_before(http: httpx.AsyncClient) -> None:
+    with fake_anthropic.FakeAnthropic([fake_anthropic.Turn(text="ok")]) as server:
+        ref = ModelRef(provider="anthropic", name="c", base_url=server.base_url)
+        await send(http, ref, history({"content": [{"type": "text", "text": "t"}]}))
+        body = server.requests[0].body
+    assert body["messages"][2]["content"][0]["content"] == json.dumps(
+        {"content": [{"type": "text", "text": "t"}]}
+    )

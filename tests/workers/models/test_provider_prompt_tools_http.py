@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from agentq.orchestrator.core.messages import (
+    AssistantMessage,
+    ToolCallPart,
+    ToolMessage,
+    ToolResultPart,
+    UserMessage,
+)
+from agentq.orchestrator.core.spec import ModelRef
+from agentq.workers.models import ProviderContext, make_provider
+from agentq.workers.models.base import ModelRequest, OfferedTool
+from tests.support.fake_openai import FakeOpenAI, Turn
+from tests.support.sinks import ListSink
+
+# Specs here name the loopback fakes as endpoints (a deployment must allow it).
+pytestmark = [pytest.mark.integration, pytest.mark.usefixtures("allow_loopback_endpoints")]
+
+ADD = OfferedTool(name="add", description="Add two numbers", input_schema={"type": "object"})
+
+
+async def test_prompt_mode_over_a_chat_completions_server() -> None:
+    answer = (
+        "I will add.\n<tool_use>\n<name>add</name>\n"
+        '<arguments>{"a": 1, "b": 2}</arguments>\n</tool_use>'
+    )
+    history = [
+        UserMessage(content="add"),
+        AssistantMessage(
+            content=[ToolCallPart(tool_call_id="c0", tool_name="add", input={"a": 0})]
+        ),
+        ToolMessage(content=[ToolResultPart(tool_call_id="c0", tool_name="add", output=0)]),
+    ]
+    with FakeOpenAI([Turn(text=answer)]) as server:
+        ref = ModelRef(
+            provider="openai",
+            name="tiny",
+            base_url=server.base_url,
+            options={"tool_mode": "prompt"},
+        )
+        async with httpx.AsyncClient() as http:
+            provider = make_provider(ref, ProviderContext(http=http, env={}))
+            sink = ListSink()
+            request = ModelRequest(
+                model=ref, system="Be exact.", messages=history, tools=[ADD], step=1
+            )
+            response = await provider.generate(request, sink)
+        body = server.requests[0].body
+    assert "tools" not in body
+    assert body["messages"][0]["role"] == "system"
+    assert body["messages"][0]["content"].startswith("Be exact.\n\nYou can call tools.")
+    assert "- add: Add two numbers" in body["messages"][0]["content"]
+    assert body["messages"][2] == {
+        "role": "assistant",
+        "content": '<tool_use>\n<name>add</name>\n<arguments>{"a": 0}</arguments>\n</tool_use>',
+    }
+    assert body["messages"][3] == {
+        "role": "user",
+        "content": '<tool_result name="add">\n0\n</tool_result>',
+    }
+    assert sink.text.rstrip() == "I will add."
+    assert response.text == "I will add."
+    assert response.finish_reason == "tool-calls"
+    assert [(c.id, c.name, c.arguments) for c in response.tool_calls] == [
+        ("call_1_0", "add", '{"a": 1, "b": 2}')
+    ]

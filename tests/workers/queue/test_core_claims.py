@@ -1,0 +1,289 @@
+"""The worker's claim and end-of-job script (workers/queue/claims.py) on a real redis-server:
+several jobs per call, claimed jobs out of the ready range, nothing claimed twice by
+racing workers, a dead worker's jobs re-delivered, deferred and unserved jobs left."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.envelopes import (
+    ARQ_ABORT_SET,
+    ARQ_IN_PROGRESS_PREFIX,
+    ARQ_JOB_PREFIX,
+    MODEL_QUEUE,
+    TOOLS_QUEUE,
+    JobEnvelope,
+    queue_key,
+)
+from agentq.orchestrator.core.jobs import queued_job
+from agentq.workers.queue.claims import ARQ_RETRY_PREFIX, Claimed, Taker, lease_wake_key
+from agentq.workers.queue.liveness import Cadence, holders_key, jobs_key, liveness_key, reap_lapsed
+from agentq.workers.tools.function import FunctionExecutor
+from agentq.workers.worker.runtime import WorkerRuntime
+from tests.support.sample_tools import add
+from tests.support.specs import scripted
+
+pytestmark = pytest.mark.integration
+
+QUEUE = "claims-test"
+BACKSTOP_MS = 60_000
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+async def enqueue(redis: Redis, n: int, *, run: str = "r", defer_s: float = 0.0) -> list[str]:
+    """n tool-call jobs in arq's layout, as a transition enqueues them (with a token each)."""
+    ids = []
+    for i in range(n):
+        env = JobEnvelope(kind="tool_call", run_id=run, step=0, call_id=f"c{i}")
+        job = queued_job(env, QUEUE, defer_s=defer_s)
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.set(ARQ_JOB_PREFIX + job.job_id, job.payload, px=job.expires_ms)
+            pipe.zadd(job.queue_key, {job.job_id: job.score_ms})
+            if job.wake and not defer_s:
+                pipe.lpush(job.wake_key, "1")
+            await pipe.execute()
+        ids.append(job.job_id)
+    return ids
+
+
+async def worker(redis: Redis, name: str) -> Taker:
+    """A worker's taker, with the worker's lease taken."""
+    await redis.set(liveness_key(name), name, px=60_000)
+    return Taker(redis, name, QUEUE, 0, BACKSTOP_MS)
+
+
+async def ready(redis: Redis, taker: Taker) -> list[str]:
+    now_ms = int(time.time() * 1000) + 1000
+    raw = await redis.zrangebyscore(taker.keys[0], "-inf", now_ms)
+    return sorted(r.decode() for r in raw)
+
+
+def ids(claimed: list[Claimed]) -> list[str]:
+    return sorted(c.job_id for c in claimed)
+
+
+async def test_one_call_claims_up_to_the_free_slots_and_takes_them_out_of_the_ready_range(
+    redis: Redis,
+) -> None:
+    jobs = await enqueue(redis, 5)
+    taker = await worker(redis, "w1")
+
+    more, claimed = await taker.take(taker.args(3))
+
+    assert more  # two left behind for want of slots
+    assert len(claimed) == 3
+    assert set(ids(claimed)) <= set(jobs)
+    for job in claimed:  # what arq's run_job would have fetched, in the claim's reply
+        assert job.payload == await redis.get(ARQ_JOB_PREFIX + job.job_id)
+        assert job.deliveries == 1
+        assert await redis.get(ARQ_IN_PROGRESS_PREFIX + job.job_id) == b"w1"
+    assert await ready(redis, taker) == sorted(set(jobs) - set(ids(claimed)))
+    assert await redis.zcard(taker.keys[0]) == 5  # a queue's depth still counts them
+    held = await cast(Any, redis.hgetall(jobs_key("w1")))
+    assert sorted(k.decode() for k in held) == ids(claimed)
+    assert {lease_wake_key(v) for v in held.values()} == {taker.wake_key}
+    assert await cast(Any, redis.sismember(holders_key(), "w1"))
+
+    more, rest = await taker.take(taker.args(16))
+    assert not more
+    assert ids(rest) == sorted(set(jobs) - set(ids(claimed)))
+    assert await redis.exists(taker.wake_key) == 0  # nothing ready: no worker wakes for nothing
+
+
+async def test_racing_workers_never_claim_a_job_twice(redis: Redis) -> None:
+    jobs = await enqueue(redis, 300)
+    takers = [await worker(redis, f"w{i}") for i in range(4)]
+    got: dict[str, list[str]] = {t.worker_id: [] for t in takers}
+
+    async def claim_all(taker: Taker) -> None:
+        while True:
+            more, claimed = await taker.take(taker.args(7))
+            got[taker.worker_id] += [c.job_id for c in claimed]
+            if not claimed and not more:
+                return
+
+    await asyncio.gather(*(claim_all(t) for t in takers for _ in range(3)))
+
+    every = [job for claimed in got.values() for job in claimed]
+    assert sorted(every) == sorted(jobs)  # each job once, none lost
+    assert await ready(redis, takers[0]) == []
+
+
+async def test_deferred_jobs_are_not_taken(redis: Redis) -> None:
+    (later,) = await enqueue(redis, 1, run="later", defer_s=60)
+    (now,) = await enqueue(redis, 1, run="now")
+    taker = await worker(redis, "w1")
+    score = await redis.zscore(taker.keys[0], later)
+
+    _, claimed = await taker.take(taker.args(16))
+
+    assert ids(claimed) == [now]
+    assert await redis.zscore(taker.keys[0], later) == score
+    assert not await redis.exists(ARQ_IN_PROGRESS_PREFIX + later)
+
+
+async def test_a_dead_workers_claimed_jobs_are_re_delivered_at_their_old_score(
+    redis: Redis,
+) -> None:
+    jobs = await enqueue(redis, 3)
+    scores = {job: await redis.zscore(f"aq:queue:{QUEUE}", job) for job in jobs}
+    dead = await worker(redis, "dead")
+    _, claimed = await dead.take(dead.args(16))
+    assert ids(claimed) == sorted(jobs)
+    await redis.delete(liveness_key("dead"), dead.wake_key)  # its lease lapsed
+
+    reaped = await reap_lapsed(redis, Cadence(every_s=1.0, gap_ms=60_000, steady_ms=0, look_ms=0))
+
+    assert reaped == 3
+    assert await ready(redis, dead) == sorted(jobs)
+    for job in jobs:
+        assert await redis.zscore(dead.keys[0], job) == scores[job]
+        assert not await redis.exists(ARQ_IN_PROGRESS_PREFIX + job)
+    assert await cast(Any, redis.llen(dead.wake_key)) > 0  # live workers are woken for them
+    alive = await worker(redis, "alive")
+    _, again = await alive.take(alive.args(16))
+    assert ids(again) == sorted(jobs)
+    assert {c.deliveries for c in again} == {2}  # a death counts
+
+
+async def test_a_release_hands_the_job_back_at_once_and_is_not_counted(redis: Redis) -> None:
+    (job,) = await enqueue(redis, 1)
+    score = await redis.zscore(f"aq:queue:{QUEUE}", job)
+    first, second = await worker(redis, "w1"), await worker(redis, "w2")
+    _, (claimed,) = await first.take(first.args(1))
+
+    # One call ends the job (a release) and claims again; the worker leaves the job to
+    # others (it lacks its tool), so it takes nothing back itself.
+    _, mine = await first.take(first.args(4, claimed.job_id, "release", 0, [job]))
+
+    assert mine == []
+    assert await redis.zscore(first.keys[0], job) == score
+    assert await cast(Any, redis.llen(first.wake_key)) > 0  # a skipped job keeps its wake-up token
+    assert not await cast(Any, redis.hexists(jobs_key("w1"), job))
+    _, (again,) = await second.take(second.args(4))
+    assert again.job_id == job
+    assert again.deliveries == 1
+
+
+async def test_a_deferred_release_is_due_later(redis: Redis) -> None:
+    (job,) = await enqueue(redis, 1)
+    taker = await worker(redis, "w1")
+    await taker.take(taker.args(1))
+
+    await taker.take(taker.args(0, job, "release", 60_000))
+
+    assert await ready(redis, taker) == []
+    assert (await redis.zscore(taker.keys[0], job) or 0) > time.time() * 1000 + 30_000
+
+
+async def test_done_cleans_up_the_job(redis: Redis) -> None:
+    (job,) = await enqueue(redis, 1)
+    taker = await worker(redis, "w1")
+    await taker.take(taker.args(1))
+
+    await taker.take(taker.args(0, job, "done"))
+
+    for key in (ARQ_JOB_PREFIX, ARQ_IN_PROGRESS_PREFIX, ARQ_RETRY_PREFIX):
+        assert not await redis.exists(key + job)
+    assert await redis.zscore(taker.keys[0], job) is None
+    assert not await cast(Any, redis.hexists(jobs_key("w1"), job))
+
+
+async def test_a_job_cancelled_before_it_started_is_dropped_not_claimed(redis: Redis) -> None:
+    (cancelled, kept) = await enqueue(redis, 2)
+    await redis.zadd(ARQ_ABORT_SET, {cancelled: time.time() * 1000})
+    taker = await worker(redis, "w1")
+
+    _, claimed = await taker.take(taker.args(16))
+
+    assert ids(claimed) == [kept]
+    assert await redis.zscore(taker.keys[0], cancelled) is None
+    assert not await redis.exists(ARQ_JOB_PREFIX + cancelled)
+    assert await redis.zscore(ARQ_ABORT_SET, cancelled) is None
+
+
+async def test_a_worker_whose_lease_lapsed_claims_nothing(redis: Redis) -> None:
+    jobs = await enqueue(redis, 2)
+    taker = await worker(redis, "w1")
+    await redis.delete(liveness_key("w1"))
+    taker.leased = lambda: False  # what the worker's renewer says once its lease lapsed
+
+    _, claimed = await taker.take(taker.args(16))
+
+    assert claimed == []
+    assert await ready(redis, taker) == sorted(jobs)
+
+
+async def test_a_claim_behind_a_wake_up_token_sees_jobs_enqueued_while_it_waited(
+    redis: Redis,
+) -> None:
+    taker = await worker(redis, "w1")
+    await redis.delete(taker.wake_key)
+
+    async def enqueue_later() -> list[str]:
+        await asyncio.sleep(0.2)
+        return await enqueue(redis, 2)
+
+    later = asyncio.create_task(enqueue_later())
+    _more, claimed = await taker.wait_and_take(5, taker.args(16))
+    jobs = await later
+
+    assert set(ids(claimed)) <= set(jobs)
+    assert claimed
+
+
+async def test_a_full_redis_refuses_a_jobs_end_before_it_ends_anything(
+    redis: Redis, redis_url: str
+) -> None:
+    """The end of a job rides behind its last transition: when a full Redis refused the
+    transition, the end must not happen either (the job stays held, to be released)."""
+    (job,) = await enqueue(redis, 1)
+    taker = await worker(redis, "w1")
+    await taker.take(taker.args(1))
+    await redis.config_set("maxmemory", 1)  # full: no write that may grow it is taken
+    try:
+        with pytest.raises(ResponseError, match=r"OOM|maxmemory"):
+            await taker.take(taker.args(1, job, "done", riding=True))
+        await taker.take(taker.args(0, job, "release"))  # a release frees memory, as before
+    finally:
+        await redis.config_set("maxmemory", 0)
+    assert await redis.exists(ARQ_JOB_PREFIX + job)
+    _, (again,) = await taker.take(taker.args(1))
+    assert again.job_id == job
+    assert again.deliveries == 1  # released, not counted
+
+
+async def test_a_finished_run_leaves_no_job_bookkeeping_behind(
+    redis: Redis, redis_url: str
+) -> None:
+    """Every job of a run ends in its last transition's round trip (or on its own):
+    nothing of arq's stays, nothing stays held, and nothing waits in a queue."""
+    runtime = WorkerRuntime(redis_url, executors=[FunctionExecutor([add])])
+    await runtime.start()
+    try:
+        calls = [{"name": "add", "input": {"a": i, "b": 1}} for i in range(3)]
+        spec = scripted({"tool_calls": calls}, {"text": "done"}, tools=["add"])
+        async with Client(redis_url) as client:
+            result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
+        assert result.status == "succeeded", result.error
+        for pattern in ("arq:job:*", "arq:in-progress:*", "arq:retry:*"):
+            assert await redis.keys(pattern) == [], pattern
+        for queue in (MODEL_QUEUE, TOOLS_QUEUE):
+            assert await redis.zcard(queue_key(queue)) == 0
+        assert await redis.hlen(jobs_key(runtime.worker_id)) == 0  # type: ignore[misc]
+    finally:
+        await runtime.stop()

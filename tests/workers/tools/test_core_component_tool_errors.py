@@ -1,0 +1,242 @@
+"""Tool errors go back to the model and the run goes on."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from agentq import tool
+from agentq.orchestrator.core.errors import ToolError
+from agentq.workers.tools.function_tools import FunctionTool
+from tests.support.embedded_runs import (
+    TIMEOUT_S,
+    Embedded,
+    ModelLog,
+    all_events,
+    tool_message_parts,
+)
+from tests.support.specs import calls, scripted
+
+pytestmark = pytest.mark.component
+
+Start = Callable[..., Embedded]
+
+Executed = list[tuple[str, Any]]
+
+
+@pytest.fixture
+def executed() -> Executed:
+    """The calls the test's tools received, in order."""
+    return []
+
+
+@pytest.fixture
+def add(executed: Executed) -> FunctionTool:
+    @tool
+    def add(a: float, b: float) -> float:
+        """Add two numbers."""
+        executed.append(("add", (a, b)))
+        return a + b
+
+    return add
+
+
+@pytest.fixture
+def explode(executed: Executed) -> FunctionTool:
+    @tool
+    def explode(why: str) -> str:
+        executed.append(("explode", why))
+        raise ValueError(why)
+
+    return explode
+
+
+@pytest.fixture
+def refuse(executed: Executed) -> FunctionTool:
+    @tool
+    async def refuse(why: str) -> str:
+        executed.append(("refuse", why))
+        raise ToolError(f"refused: {why}")
+
+    return refuse
+
+
+@pytest.mark.parametrize(
+    ("call", "tools", "fragments", "ran"),
+    [
+        pytest.param(
+            ("add", {"a": "one", "b": 2}),
+            ["add"],
+            ["Invalid input for tool 'add'", "a: 'one' is not of type 'number'"],
+            [],
+            id="schema-violation",
+        ),
+        pytest.param(
+            ("add", {"a": 1}),
+            ["add"],
+            ["Invalid input for tool 'add'", "'b' is a required property"],
+            [],
+            id="missing-field",
+        ),
+        pytest.param(
+            ("nope", {"x": 1}),
+            ["add", "explode"],
+            ["unavailable tool 'nope'", "Available tools: add, explode."],
+            [],
+            id="unknown-tool",
+        ),
+        pytest.param(
+            ("explode", {"why": "kaboom"}),
+            ["explode"],
+            ["ValueError: kaboom"],
+            [("explode", "kaboom")],
+            id="exception",
+        ),
+        pytest.param(
+            ("refuse", {"why": "no"}),
+            ["refuse"],
+            ["refused: no"],
+            [("refuse", "no")],
+            id="tool-error",
+        ),
+    ],
+)
+async def test_tool_error_reaches_the_model_and_the_run_goes_on(
+    start: Start,
+    model_log: ModelLog,
+    call: tuple[str, dict[str, Any]],
+    tools: list[str],
+    fragments: list[str],
+    ran: list[Any],
+    add: FunctionTool,
+    explode: FunctionTool,
+    refuse: FunctionTool,
+    executed: Executed,
+) -> None:
+    spec = scripted(calls(call), {"text": "recovered"}, tools=tools)
+    async with start([add, explode, refuse]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        events = await all_events(client, run_id)
+
+    assert result.status == "succeeded", result.error
+    assert result.text == "recovered"
+    assert executed == ran
+    (res,) = result.steps[0].tool_results
+    assert res.is_error
+    assert res.name == call[0]
+    for fragment in fragments:
+        assert fragment in res.output
+    # The error is in the history the model got at the next step, as a tool result.
+    (part,) = tool_message_parts(model_log.request(1).messages)
+    assert part.is_error
+    assert part.output == res.output
+    assert part.tool_call_id == result.steps[0].tool_calls[0].id
+    assert tool_message_parts(result.messages) == [part]
+    # And in a tool-error event.
+    (err,) = [e.model_dump() for e in events if e.type == "tool-error"]
+    assert (err["tool_call_id"], err["tool_name"], err["error"]) == (
+        part.tool_call_id,
+        call[0],
+        res.output,
+    )
+    assert not any(e.type == "tool-result" for e in events)
+
+
+async def test_a_timeout_is_a_tool_error_and_stops_the_tool(
+    start: Start, model_log: ModelLog
+) -> None:
+    started = asyncio.Event()
+    cancelled = asyncio.Event()
+
+    @tool
+    async def hang() -> str:
+        started.set()
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            cancelled.set()
+            raise
+        return "never"
+
+    spec = scripted(
+        calls(("hang", {})),
+        {"text": "moved on"},
+        tools=[{"type": "function", "name": "hang", "timeout_s": 0.2}],
+    )
+    async with start([hang]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+
+    assert started.is_set()
+    assert cancelled.is_set()
+    assert result.status == "succeeded", result.error
+    (res,) = result.steps[0].tool_results
+    assert res.is_error
+    assert res.output == "tool 'hang' timed out after 0.2 s"
+    (part,) = tool_message_parts(model_log.request(1).messages)
+    assert part.output == res.output
+
+
+async def test_the_spec_wide_tool_timeout_applies(start: Start) -> None:
+    @tool
+    async def hang() -> str:
+        await asyncio.sleep(60)
+        return "never"
+
+    spec = scripted(calls(("hang", {})), {"text": "ok"}, tools=["hang"], tool_timeout_s=0.1)
+    async with start([hang]) as client:
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+    assert result.steps[0].tool_results[0].output == "tool 'hang' timed out after 0.1 s"
+
+
+async def test_good_and_bad_calls_of_one_step(
+    start: Start, model_log: ModelLog, add: FunctionTool, explode: FunctionTool
+) -> None:
+    spec = scripted(
+        calls(
+            ("add", {"a": 1, "b": 2}),
+            ("nope", {}),
+            ("explode", {"why": "x"}),
+            ("add", {"a": "bad"}),
+            ("add", {"a": 2, "b": 2}),
+        ),
+        {"text": "done"},
+        tools=["add", "explode"],
+    )
+    async with start([add, explode]) as client:
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+
+    assert result.status == "succeeded", result.error
+    results = result.steps[0].tool_results
+    assert [(r.name, r.is_error) for r in results] == [
+        ("add", False),
+        ("nope", True),
+        ("explode", True),
+        ("add", True),
+        ("add", False),
+    ]
+    assert [results[0].output, results[4].output] == [3.0, 4.0]
+    parts = tool_message_parts(model_log.request(1).messages)
+    assert [p.tool_call_id for p in parts] == [c.id for c in result.steps[0].tool_calls]
+    assert [p.is_error for p in parts] == [r.is_error for r in results]
+
+
+async def test_only_errors_in_a_step_still_continue(
+    start: Start, model_log: ModelLog, add: FunctionTool, executed: Executed
+) -> None:
+    spec = scripted(
+        calls(("nope", {}), ("add", {})),
+        calls(("add", {"a": 1, "b": 1})),
+        {"text": "fine"},
+        tools=["add"],
+    )
+    async with start([add]) as client:
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+    assert result.status == "succeeded", result.error
+    assert [len(s.tool_results) for s in result.steps] == [2, 1, 0]
+    assert executed == [("add", (1.0, 1.0))]
+    assert [c.step for c in model_log.calls] == [0, 1, 2]
