@@ -935,6 +935,7 @@ def catalog_publish(
 
     async def go() -> None:
         from agentq.orchestrator.core.errors import InfrastructureError
+        from agentq.orchestrator.core.settings import Settings
         from agentq.workers.worker.catalog import build_catalog
 
         entries, failures = await build_catalog(
