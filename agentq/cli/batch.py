@@ -14,7 +14,9 @@ from typing import IO, TYPE_CHECKING, Any
 
 import click
 
+from agentq.cli.connect import open_client, with_client
 from agentq.cli.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, CliError, guarded
+from agentq.cli.options import CONTEXT, JSON_OPTION, REDIS_OPTION, timeout_option
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,24 +24,7 @@ if TYPE_CHECKING:
     from agentq.orchestrator.batches.api import BatchInfo, LineResult
     from agentq.orchestrator.client import Client
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-REDIS_OPTION = click.option(
-    "--redis",
-    "redis_url",
-    envvar="AGENTQ_REDIS_URL",
-    default=None,
-    metavar="URL",
-    help="Redis URL, e.g. redis://localhost:6379/0 (default: $AGENTQ_REDIS_URL).",
-)
-JSON_OPTION = click.option("--json", "as_json", is_flag=True, help="Print JSON (for scripts).")
 POLL_S = 0.5
-
-
-def _client(redis_url: str | None, command: str) -> Client:
-    from agentq.cli.main import _client as shared_client
-
-    return shared_client(redis_url, f"batch {command}")
 
 
 def _read_json(path: str, what: str) -> dict[str, Any]:
@@ -150,7 +135,7 @@ def submit(
 
     async def go() -> None:
         template = check()
-        async with _client(redis_url, "submit") as client:
+        async with open_client(redis_url, "batch submit") as client:
             result = await client.batches.submit(
                 path,
                 template=template,
@@ -191,12 +176,11 @@ def summary_line(info: BatchInfo) -> str:
 def status(batch_id: str, redis_url: str | None, as_json: bool) -> None:
     """Counts by status, tokens, throughput and ETA."""
 
-    async def go() -> None:
-        async with _client(redis_url, "status") as client:
-            info = await client.batches.status(batch_id)
+    async def go(client: Client) -> None:
+        info = await client.batches.status(batch_id)
         click.echo(info.model_dump_json(indent=2) if as_json else summary_line(info))
 
-    guarded(go)()
+    with_client(redis_url, "batch status", go)
 
 
 class ProgressView:
@@ -281,14 +265,7 @@ async def follow(
 @batch.command("wait", context_settings=CONTEXT)
 @click.argument("batch_id")
 @REDIS_OPTION
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="S",
-    help="Give up after S seconds (exit 4; the batch goes on).",
-)
+@timeout_option("Give up after S seconds (exit 4; the batch goes on).")
 def wait(batch_id: str, redis_url: str | None, timeout_s: float | None) -> None:
     """Follow the batch until every line ended: a live progress bar on a terminal,
     JSON lines (one per second) otherwise. Exit 0 iff every line succeeded."""
@@ -296,7 +273,7 @@ def wait(batch_id: str, redis_url: str | None, timeout_s: float | None) -> None:
     from rich.console import Console
 
     async def go() -> BatchInfo:
-        async with _client(redis_url, "wait") as client:
+        async with open_client(redis_url, "batch wait") as client:
             if sys.stdout.isatty():
                 view = ProgressView(Console())
                 with view.progress:
@@ -333,7 +310,7 @@ def results(batch_id: str, redis_url: str | None, output: str | None, failed: bo
     statuses = [LineStatus.FAILED] if failed else []
 
     async def go(out: IO[str]) -> None:
-        async with _client(redis_url, "results") as client:
+        async with open_client(redis_url, "batch results") as client:
             page: list[LineResult] = []
             async for row in client.batches.results(batch_id, statuses=statuses):
                 page.append(row)
@@ -355,12 +332,10 @@ def results(batch_id: str, redis_url: str | None, output: str | None, failed: bo
 def cancel(batch_id: str, redis_url: str | None) -> None:
     """No new admissions; the runs in flight are cancelled."""
 
-    async def go() -> None:
-        async with _client(redis_url, "cancel") as client:
-            info = await client.batches.cancel(batch_id)
-        click.echo(summary_line(info))
+    async def go(client: Client) -> None:
+        click.echo(summary_line(await client.batches.cancel(batch_id)))
 
-    guarded(go)()
+    with_client(redis_url, "batch cancel", go)
 
 
 @batch.command("retry", context_settings=CONTEXT)
@@ -376,12 +351,11 @@ def retry(batch_id: str, redis_url: str | None, failed: bool, cancelled: bool) -
     if cancelled:
         statuses.append(LineStatus.CANCELLED)
 
-    async def go() -> None:
-        async with _client(redis_url, "retry") as client:
-            n = await client.batches.retry(batch_id, statuses)
+    async def go(client: Client) -> None:
+        n = await client.batches.retry(batch_id, statuses)
         click.echo(f"{n} lines requeued")
 
-    guarded(go)()
+    with_client(redis_url, "batch retry", go)
 
 
 @batch.command("list", context_settings=CONTEXT)
@@ -393,10 +367,8 @@ def retry(batch_id: str, redis_url: str | None, failed: bool, cancelled: bool) -
 def list_batches(redis_url: str | None, limit: int, as_json: bool) -> None:
     """The batches, newest first."""
 
-    async def go() -> None:
-        async with _client(redis_url, "list") as client:
-            found = await client.batches.list_batches(limit=limit)
-        for info in found:
+    async def go(client: Client) -> None:
+        for info in await client.batches.list_batches(limit=limit):
             click.echo(info.model_dump_json() if as_json else summary_line(info))
 
-    guarded(go)()
+    with_client(redis_url, "batch list", go)

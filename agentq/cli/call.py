@@ -13,10 +13,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from agentq.cli.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, fail, guarded
+from agentq.cli.connect import with_client
+from agentq.cli.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, fail
+from agentq.cli.options import CONTEXT, REDIS_OPTION, json_option, timeout_option
 
 if TYPE_CHECKING:
     from agentq.orchestrator.calls.catalogue import ToolCallResult
+    from agentq.orchestrator.client import Client
 
 
 def _progress(value: Any) -> None:
@@ -34,27 +37,14 @@ def _show(result: ToolCallResult, as_json: bool) -> None:
         click.echo(json.dumps(result.output, ensure_ascii=False, indent=2))
 
 
-@click.command("call", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("call", context_settings=CONTEXT)
 @click.argument("tool_name", metavar="TOOL")
 @click.option(
     "--input", "input_json", default="{}", metavar="JSON", help="The tool's input (default {})."
 )
-@click.option(
-    "--redis",
-    "redis_url",
-    envvar="AGENTQ_REDIS_URL",
-    default=None,
-    metavar="URL",
-    help="Redis URL, e.g. redis://localhost:6379/0 (default: $AGENTQ_REDIS_URL).",
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="S",
-    help="The call's deadline (default: the tool's); a call no worker finished in time "
-    "ends as an error.",
+@REDIS_OPTION
+@timeout_option(
+    "The call's deadline (default: the tool's); a call no worker finished in time ends as an error."
 )
 @click.option(
     "--idempotency-key",
@@ -62,7 +52,7 @@ def _show(result: ToolCallResult, as_json: bool) -> None:
     metavar="KEY",
     help="A retried call returns the first one's result.",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@json_option("Print the whole result as JSON.")
 def call(
     tool_name: str,
     input_json: str,
@@ -73,23 +63,20 @@ def call(
 ) -> None:
     """Call TOOL (a function, `server:tool` of an MCP server, `run_python`, ...) on the
     fleet, as a job of its own, and print its output."""
-    from agentq.cli.main import _client
-
     try:
         tool_input = json.loads(input_json)
     except ValueError as exc:
         fail(f"--input is not valid JSON: {exc}", EXIT_BAD_INPUT)
 
-    async def go() -> ToolCallResult:
-        async with _client(redis_url, "call") as client:
-            return await client.calls.call(
-                tool_name,
-                tool_input,
-                timeout_s=timeout_s,
-                idempotency_key=idempotency_key,
-                on_progress=_progress,
-            )
+    async def go(client: Client) -> ToolCallResult:
+        return await client.calls.call(
+            tool_name,
+            tool_input,
+            timeout_s=timeout_s,
+            idempotency_key=idempotency_key,
+            on_progress=_progress,
+        )
 
-    result = guarded(go)()
+    result = with_client(redis_url, "call", go)
     _show(result, as_json)
     sys.exit(EXIT_RUN_FAILED if result.is_error else EXIT_OK)

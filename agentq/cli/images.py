@@ -239,14 +239,19 @@ def build_images(
     return built
 
 
-def _image_id(name: str) -> str | None:
+def _inspect(name: str, template: str) -> str | None:
+    """`template` (a Go template) over the image `name`; None without such an image."""
     found = subprocess.run(
-        ["docker", "image", "inspect", "--format", "{{.Id}}", name],
+        ["docker", "image", "inspect", "--format", template, name],
         capture_output=True,
         text=True,
         check=False,
     )
-    return found.stdout.strip() or None if found.returncode == 0 else None
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
+def _image_id(name: str) -> str | None:
+    return _inspect(name, "{{.Id}}") or None
 
 
 def _remove_if_untagged(image_id: str) -> None:
@@ -437,24 +442,12 @@ def source_digest(root: Path) -> str:
 
 
 def _built_fingerprint(name: str) -> str | None:
-    template = f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}'
-    found = subprocess.run(
-        ["docker", "image", "inspect", "--format", template, name],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return found.stdout.strip() if found.returncode == 0 else None
+    return _inspect(name, f'{{{{index .Config.Labels "{RECIPE_LABEL}"}}}}')
 
 
 def _image_size(name: str) -> int | None:
-    found = subprocess.run(
-        ["docker", "image", "inspect", "--format", "{{.Size}}", name],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    return int(found.stdout.strip()) if found.returncode == 0 else None
+    size = _inspect(name, "{{.Size}}")
+    return None if size is None else int(size)
 
 
 def export_sandbox_images(directory: Path, mirror: str | None = None) -> Path:

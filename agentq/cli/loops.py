@@ -15,18 +15,10 @@ from typing import Any
 
 import click
 
+from agentq.cli.connect import open_client
 from agentq.cli.errors import EXIT_BAD_INPUT, EXIT_RUN_FAILED, CliError, guarded
+from agentq.cli.options import CONTEXT, REDIS_OPTION, json_option
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-_REDIS = click.option(
-    "--redis",
-    "redis_url",
-    envvar="AGENTQ_REDIS_URL",
-    default=None,
-    metavar="URL",
-    help="Redis URL, e.g. redis://localhost:6379/0 (default: $AGENTQ_REDIS_URL).",
-)
 _PATCH = click.option(
     "--patch",
     "patch_json",
@@ -59,14 +51,13 @@ def _patch(patch_json: str | None) -> dict[str, Any] | None:
     help="Copy steps 0..N-1 of RUN; step N runs live.",
 )
 @_PATCH
-@_REDIS
+@REDIS_OPTION
 def fork_command(run_id: str, at_step: int, patch_json: str | None, redis_url: str | None) -> None:
     """Start a new run from RUN's first N steps, its spec patched; print the new run id."""
-    from agentq.cli.main import _client
 
     async def go() -> None:
         patch = _patch(patch_json)
-        async with _client(redis_url, "fork") as client:
+        async with open_client(redis_url, "fork") as client:
             click.echo(await client.runs.fork(run_id, at_step, patch))
 
     guarded(go)()
@@ -76,17 +67,16 @@ def fork_command(run_id: str, at_step: int, patch_json: str | None, redis_url: s
 @click.argument("run_id")
 @click.option("--check", is_flag=True, help="Exit 1 when any step diverges.")
 @_PATCH
-@_REDIS
-@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@REDIS_OPTION
+@json_option("Print the report as JSON.")
 def replay_command(
     run_id: str, check: bool, patch_json: str | None, redis_url: str | None, as_json: bool
 ) -> None:
     """Re-run RUN's loop from its record (no model, no tool) and report divergences."""
-    from agentq.cli.main import _client
 
     async def go() -> bool:
         patch = _patch(patch_json)
-        async with _client(redis_url, "replay") as client:
+        async with open_client(redis_url, "replay") as client:
             report = await client.runs.replay(run_id, patch)
         if as_json:
             click.echo(report.model_dump_json())

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import click
 from click.core import ParameterSource
 
+from agentq.cli.connect import open_client, shared_redis, with_client
 from agentq.cli.errors import (
     EXIT_BAD_INPUT,
     EXIT_INFRASTRUCTURE,
@@ -34,6 +35,18 @@ from agentq.cli.errors import (
     load_settings,
     shown_url,
 )
+from agentq.cli.options import (
+    CONTEXT,
+    JSON_OPTION,
+    MCP_OPTION,
+    MODELS_OPTION,
+    REDIS_OPTION,
+    TIMEOUT_OPTION,
+    TOOLS_OPTION,
+    json_option,
+    mcp_option,
+    timeout_option,
+)
 
 # Every module of the CLI imports only click and the standard library at its top, and
 # the rest inside the commands: `agentq -h` then costs about what Python and click do.
@@ -45,43 +58,6 @@ if TYPE_CHECKING:
     from agentq.workers.worker.metrics import WorkerMetrics
     from agentq.workers.worker.runtime import WorkerRuntime
 
-CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-
-REDIS_OPTION = click.option(
-    "--redis",
-    "redis_url",
-    envvar="AGENTQ_REDIS_URL",
-    default=None,
-    metavar="URL",
-    help="Redis URL, e.g. redis://localhost:6379/0 (default: $AGENTQ_REDIS_URL).",
-)
-JSON_OPTION = click.option(
-    "--json", "as_json", is_flag=True, help="Print JSON instead of text (for scripts)."
-)
-TOOLS_OPTION = click.option(
-    "--tools",
-    "tool_modules",
-    multiple=True,
-    metavar="MODULE",
-    help="Module name or .py file of @tool functions, or of plugins (tool kinds, providers); "
-    "repeatable; the current directory is importable.",
-)
-MODELS_OPTION = click.option(
-    "--models",
-    "models_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help="Models file: the model endpoints specs may use (default: $AGENTQ_MODELS).",
-)
-MCP_OPTION = click.option(
-    "--mcp-config",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    metavar="FILE",
-    help="MCP servers, as the mcpServers JSON of desktop clients (default: $AGENTQ_MCP_CONFIG).",
-)
-
 
 def _settings(models_path: str | None) -> Settings:
     """The environment's settings, with the command's --models over $AGENTQ_MODELS."""
@@ -89,16 +65,6 @@ def _settings(models_path: str | None) -> Settings:
     if models_path is not None:
         settings = settings.model_copy(update={"models": models_path})
     return settings
-
-
-TIMEOUT_OPTION = click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="S",
-    help="Give up after S seconds, whatever Redis does (exit 4).",
-)
 
 
 def _read_spec(path: str) -> RunSpec:
@@ -141,34 +107,6 @@ def _mcp_config_path(flag: str | None) -> str | None:
     return flag or os.environ.get("AGENTQ_MCP_CONFIG") or None
 
 
-def _shared_redis(redis_url: str | None, command: str) -> str:
-    """The URL of a Redis that outlives this command, or exit 2 saying why it is needed."""
-    from agentq.orchestrator.redis.connect import is_memory_url
-
-    if not redis_url:
-        raise CliError(
-            f"`agentq {command}` needs a shared Redis: give --redis redis://HOST:6379/0 "
-            "or set AGENTQ_REDIS_URL",
-            EXIT_BAD_INPUT,
-        )
-    check_redis_url(redis_url)
-    if is_memory_url(redis_url):
-        raise CliError(
-            f"`agentq {command}` needs a shared Redis, and {redis_url} lives inside this one "
-            "command: what it holds vanishes when the command exits (`agentq run` uses the "
-            "embedded Redis; for workers, use --redis redis://HOST:6379/0)",
-            EXIT_BAD_INPUT,
-        )
-    return redis_url
-
-
-def _client(redis_url: str | None, command: str, settings: Settings | None = None) -> Client:
-    from agentq.orchestrator.client import Client
-
-    url = _shared_redis(redis_url, command)
-    return Client(url, settings=settings or load_settings())
-
-
 @click.group(context_settings=CONTEXT)
 @click.version_option(package_name="agentq", message="%(prog)s %(version)s")
 def main() -> None:
@@ -190,15 +128,8 @@ def main() -> None:
 @TOOLS_OPTION
 @MCP_OPTION
 @MODELS_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print only the RunResult, as JSON.")
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="S",
-    help="Cancel the run after S seconds (exit 4).",
-)
+@json_option("Print only the RunResult, as JSON.")
+@timeout_option("Cancel the run after S seconds (exit 4).")
 def run(
     spec_path: str,
     redis_url: str | None,
@@ -454,7 +385,7 @@ async def _worker(
     from agentq.workers.worker.loading import load_tool_modules
     from agentq.workers.worker.runtime import WorkerRuntime
 
-    url = _shared_redis(redis_url, "worker")
+    url = shared_redis(redis_url, "worker")
     settings = _settings(models_path)
     # Read the models file now: a bad one stops the worker at start, not at its first call.
     EndpointPolicy.from_settings(settings)
@@ -614,7 +545,7 @@ def submit(
 
     async def go() -> None:
         spec = _read_spec(spec_path)
-        async with _client(redis_url, "submit", _settings(models_path)) as client:
+        async with open_client(redis_url, "submit", _settings(models_path)) as client:
             run_id = await client.runs.submit(spec)
         _echo_json({"run_id": run_id}) if as_json else click.echo(run_id)
 
@@ -624,19 +555,12 @@ def submit(
 @main.command(context_settings=CONTEXT)
 @click.argument("run_id")
 @REDIS_OPTION
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="S",
-    help="Give up after S seconds (exit 4; the run goes on).",
-)
+@timeout_option("Give up after S seconds (exit 4; the run goes on).")
 def wait(run_id: str, redis_url: str | None, timeout_s: float | None) -> None:
     """Wait for RUN_ID to end and print its RunResult as JSON. Exit 0 iff it succeeded."""
 
     async def go() -> RunResult:
-        async with _client(redis_url, "wait") as client:
+        async with open_client(redis_url, "wait") as client:
             return await client.runs.wait(run_id, timeout_s=timeout_s)
 
     # The client's own timeout says "the run did not finish" (exit 4); this outer one
@@ -661,10 +585,9 @@ def status(run_id: str, redis_url: str | None, timeout_s: float | None, as_json:
     from agentq.cli.render import make_console, print_status
     from agentq.orchestrator.runs.result import TERMINAL_STATUSES
 
-    async def go() -> None:
-        async with _client(redis_url, "status") as client:
-            head = await client.runs.status(run_id)
-            result = await client.runs.result(run_id)
+    async def go(client: Client) -> None:
+        head = await client.runs.status(run_id)
+        result = await client.runs.result(run_id)
         if as_json:
             _echo_json(
                 {
@@ -681,7 +604,7 @@ def status(run_id: str, redis_url: str | None, timeout_s: float | None, as_json:
         else:
             print_status(make_console(), result, head.step)
 
-    guarded(go, timeout_s)()
+    with_client(redis_url, "status", go, timeout_s)
 
 
 @main.command(context_settings=CONTEXT)
@@ -712,15 +635,14 @@ def runs(
     """List recent runs, newest first."""
     from agentq.cli.render import make_console, print_runs
 
-    async def go() -> None:
-        async with _client(redis_url, "runs") as client:
-            found = await client.runs.recent(limit=limit, statuses=statuses)
+    async def go(client: Client) -> None:
+        found = await client.runs.recent(limit=limit, statuses=statuses)
         if as_json:
             _echo_json([r.model_dump() for r in found])
         else:
             print_runs(make_console(), found)
 
-    guarded(go, timeout_s)()
+    with_client(redis_url, "runs", go, timeout_s)
 
 
 @main.command(context_settings=CONTEXT)
@@ -739,27 +661,26 @@ def workers(redis_url: str | None, wait_s: float | None, tool: str | None, as_js
     """List live workers: host, pid, queues, tools, concurrency, last seen."""
     from agentq.cli.render import make_console, print_workers
 
-    async def go() -> None:
+    async def go(client: Client) -> None:
         import asyncio
         import time
 
-        async with _client(redis_url, "workers") as client:
+        found = await client.fleet.workers()
+        deadline = time.monotonic() + (wait_s or 0)
+        while wait_s is not None and not [w for w in found if not tool or tool in w.tools]:
+            if time.monotonic() >= deadline:
+                serving = f" serving {tool!r}" if tool else ""
+                raise CliError(
+                    f"timed out: no live worker{serving} after {wait_s:g} s", EXIT_TIMED_OUT
+                )
+            await asyncio.sleep(0.2)
             found = await client.fleet.workers()
-            deadline = time.monotonic() + (wait_s or 0)
-            while wait_s is not None and not [w for w in found if not tool or tool in w.tools]:
-                if time.monotonic() >= deadline:
-                    serving = f" serving {tool!r}" if tool else ""
-                    raise CliError(
-                        f"timed out: no live worker{serving} after {wait_s:g} s", EXIT_TIMED_OUT
-                    )
-                await asyncio.sleep(0.2)
-                found = await client.fleet.workers()
         if as_json:
             _echo_json([w.model_dump() for w in found])
         else:
             print_workers(make_console(), found)
 
-    guarded(go)()
+    with_client(redis_url, "workers", go)
 
 
 @main.command(context_settings=CONTEXT)
@@ -779,13 +700,12 @@ def events(
 ) -> None:
     """Print the run's events as JSON lines."""
 
-    async def go() -> None:
-        async with _client(redis_url, "events") as client:
-            await client.runs.status(run_id)  # a clear error for an unknown run
-            async for event in client.runs.events(run_id, after=after, follow=follow):
-                click.echo(event.model_dump_json(exclude_none=True))
+    async def go(client: Client) -> None:
+        await client.runs.status(run_id)  # a clear error for an unknown run
+        async for event in client.runs.events(run_id, after=after, follow=follow):
+            click.echo(event.model_dump_json(exclude_none=True))
 
-    guarded(go, timeout_s)()
+    with_client(redis_url, "events", go, timeout_s)
 
 
 @main.command(context_settings=CONTEXT)
@@ -805,11 +725,10 @@ def approve(
 ) -> None:
     """Approve (or --deny) a call that waits for approval (CALL_ID: see `agentq status`)."""
 
-    async def go() -> None:
-        async with _client(redis_url, "approve") as client:
-            await client.runs.approve(run_id, call_id, approved=not deny, reason=reason)
+    async def go(client: Client) -> None:
+        await client.runs.approve(run_id, call_id, approved=not deny, reason=reason)
 
-    guarded(go, timeout_s)()
+    with_client(redis_url, "approve", go, timeout_s)
 
 
 @main.command("tool-result", context_settings=CONTEXT)
@@ -836,11 +755,10 @@ def tool_result(
     except ValueError as exc:
         fail(f"--output is not valid JSON: {exc}", EXIT_BAD_INPUT)
 
-    async def go() -> None:
-        async with _client(redis_url, "tool-result") as client:
-            await client.runs.submit_tool_result(run_id, call_id, output, is_error=is_error)
+    async def go(client: Client) -> None:
+        await client.runs.submit_tool_result(run_id, call_id, output, is_error=is_error)
 
-    guarded(go, timeout_s)()
+    with_client(redis_url, "tool-result", go, timeout_s)
 
 
 @main.command(context_settings=CONTEXT)
@@ -872,11 +790,10 @@ def answer(
         if not isinstance(content, dict):
             fail("--json must be a JSON object", EXIT_BAD_INPUT)
 
-    async def go() -> None:
-        async with _client(redis_url, "answer") as client:
-            await client.runs.answer(run_id, request_id, content)
+    async def go(client: Client) -> None:
+        await client.runs.answer(run_id, request_id, content)
 
-    guarded(go, timeout_s)()
+    with_client(redis_url, "answer", go, timeout_s)
 
 
 @main.command(context_settings=CONTEXT)
@@ -890,12 +807,11 @@ def cancel(
 ) -> None:
     """Cancel a run and print its status afterwards (a finished run stays finished)."""
 
-    async def go() -> None:
-        async with _client(redis_url, "cancel") as client:
-            outcome = await client.runs.cancel(run_id, reason=reason)
+    async def go(client: Client) -> None:
+        outcome = await client.runs.cancel(run_id, reason=reason)
         _echo_json({"run_id": run_id, "outcome": outcome}) if as_json else click.echo(outcome)
 
-    guarded(go, timeout_s)()
+    with_client(redis_url, "cancel", go, timeout_s)
 
 
 # -- serve ---------------------------------------------------------------------
@@ -994,12 +910,7 @@ def catalog() -> None:
 @catalog.command("publish", context_settings=CONTEXT)
 @REDIS_OPTION
 @TOOLS_OPTION
-@click.option(
-    "--mcp-config",
-    type=click.Path(exists=True, dir_okay=False),
-    default=None,
-    help="The deployment's mcpServers JSON: each server is connected to for its tools.",
-)
+@mcp_option("The deployment's mcpServers JSON: each server is connected to for its tools.")
 @click.option("--sandbox", is_flag=True, help="The deployment runs sandboxed code tools.")
 @MODELS_OPTION
 @click.option(
@@ -1037,7 +948,7 @@ def catalog_publish(
         if failures:
             server, why = next(iter(sorted(failures.items())))
             raise InfrastructureError(f"catalog not published: MCP server {server!r}: {why}")
-        async with _client(redis_url, "catalog publish") as client:
+        async with open_client(redis_url, "catalog publish") as client:
             await client.fleet.publish_catalog(entries)
         kinds: dict[str, int] = {}
         for entry in entries:
@@ -1050,14 +961,13 @@ def catalog_publish(
 
 @catalog.command("show", context_settings=CONTEXT)
 @REDIS_OPTION
-@click.option("--json", "as_json", is_flag=True, help="Print the entries as JSON.")
+@json_option("Print the entries as JSON.")
 def catalog_show(redis_url: str | None, as_json: bool) -> None:
     """The published catalogue, and whether a live worker serves each entry now."""
 
-    async def go() -> None:
-        async with _client(redis_url, "catalog show") as client:
-            entries = await client.fleet.catalog()
-            live = await client.fleet.live_tools()
+    async def go(client: Client) -> None:
+        entries = await client.fleet.catalog()
+        live = await client.fleet.live_tools()
         rows = sorted(entries.items(), key=lambda kv: (kv[1].kind, kv[0]))
         if as_json:
             body = [
@@ -1082,7 +992,7 @@ def catalog_show(redis_url: str | None, as_json: bool) -> None:
             cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
             click.echo("  ".join([*cells, row[3]]))
 
-    guarded(go)()
+    with_client(redis_url, "catalog show", go)
 
 
 @main.command("hash-key", context_settings=CONTEXT)

@@ -24,6 +24,7 @@ from agentq.cli.errors import (
     load_settings,
     spec_error,
 )
+from agentq.cli.options import redis_option, timeout_option, tools_option
 
 if TYPE_CHECKING:
     from agentq.orchestrator.runs.result import RunResult
@@ -83,29 +84,9 @@ def workflow() -> None:
 @workflow.command("run")
 @click.argument("path", metavar="FILE")
 @click.option("--input", "input_json", default="{}", metavar="JSON", help="The workflow's input.")
-@click.option(
-    "--redis",
-    "redis_url",
-    envvar="AGENTQ_REDIS_URL",
-    default=None,
-    metavar="URL",
-    help="A shared Redis whose workers run the nodes (default: embedded, in this process).",
-)
-@click.option(
-    "--tools",
-    "tool_modules",
-    multiple=True,
-    metavar="MODULE",
-    help="Module or .py file of @tool functions its tool nodes use (embedded); repeatable.",
-)
-@click.option(
-    "--timeout",
-    "timeout_s",
-    type=click.FloatRange(min=0, min_open=True),
-    default=None,
-    metavar="S",
-    help="Give up after S seconds (exit 4).",
-)
+@redis_option("A shared Redis whose workers run the nodes (default: embedded, in this process).")
+@tools_option("Module or .py file of @tool functions its tool nodes use (embedded); repeatable.")
+@timeout_option("Give up after S seconds (exit 4).")
 def run_workflow(
     path: str,
     input_json: str,

@@ -46,13 +46,17 @@ def caller(request: Request, scope: str) -> Principal:
     return principal
 
 
+async def run_owner(request: Request, run_id: str) -> str | None:
+    """The tenant the run belongs to; None when there is no such run."""
+    try:
+        return await client_of(request).runs.tenant_of(run_id)
+    except RunNotFoundError:
+        return None
+
+
 async def own_run(request: Request, run_id: str, scope: str) -> Principal:
     """The caller, once the run is known to be theirs: another tenant's run is a 404."""
     principal = caller(request, scope)
-    try:
-        tenant = await client_of(request).runs.tenant_of(run_id)
-    except RunNotFoundError:
-        tenant = None
-    if tenant != principal.tenant:
+    if await run_owner(request, run_id) != principal.tenant:
         raise not_found(f"no run with id {run_id!r}")
     return principal

@@ -27,7 +27,7 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Mapping
-from typing import Any, get_args
+from typing import Any, TypeVar, get_args
 
 import anyio
 import mcp_types as types
@@ -224,10 +224,7 @@ class McpGateway:
     def _remember(self, ctx: ServerRequestContext[Any]) -> None:
         session_id = _session_id(ctx)
         if session_id:
-            self.sessions.pop(session_id, None)  # re-inserted last: the dict is by recency
-            self.sessions[session_id] = ctx.session
-            while len(self.sessions) > MAX_REMEMBERED_SESSIONS:
-                self.sessions.pop(next(iter(self.sessions)))
+            _remember_last(self.sessions, session_id, ctx.session)
 
     def _calls(self) -> ToolCalls:
         assert self.calls is not None, "the gateway is not running"
@@ -250,10 +247,7 @@ class McpGateway:
     ) -> types.EmptyResult:
         session_id = _session_id(ctx)
         if session_id:
-            self.log_levels.pop(session_id, None)  # re-inserted last: the dict is by recency
-            self.log_levels[session_id] = params.level
-            while len(self.log_levels) > MAX_REMEMBERED_SESSIONS:
-                self.log_levels.pop(next(iter(self.log_levels)))
+            _remember_last(self.log_levels, session_id, params.level)
         return types.EmptyResult()
 
     def _logger(self, ctx: ServerRequestContext[Any]) -> LogCallback:
@@ -404,6 +398,18 @@ def _sampler(ctx: ServerRequestContext[Any]) -> SampleCallback | None:
         return answer.model_dump(mode="json", by_alias=True, exclude_none=True)
 
     return sample
+
+
+V = TypeVar("V")
+
+
+def _remember_last(found: dict[str, V], session_id: str, value: V) -> None:
+    """`value` for the session, put last (the dict is by recency); the oldest sessions
+    beyond MAX_REMEMBERED_SESSIONS are forgotten."""
+    found.pop(session_id, None)
+    found[session_id] = value
+    while len(found) > MAX_REMEMBERED_SESSIONS:
+        found.pop(next(iter(found)))
 
 
 def _session_id(ctx: ServerRequestContext[Any]) -> str | None:

@@ -11,11 +11,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
-from agentq.orchestrator.core.errors import RunNotFoundError, RunTimeoutError
+from agentq.orchestrator.core.errors import RunTimeoutError
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.runs.index import RunPage
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
-from agentq.serve.deps import caller, client_of, config_of, feeds_of, own_run
+from agentq.serve.deps import caller, client_of, config_of, feeds_of, own_run, run_owner
 from agentq.serve.errors import ApiError, conflict, not_found
 from agentq.serve.follow import follow
 from agentq.serve.limits import check_spec_size, check_submit_rate
@@ -69,23 +69,16 @@ async def submit(
     client = client_of(request)
     if spec.id is None and idempotency_key:
         spec = spec.model_copy(update={"id": _idempotent_id(principal.tenant, idempotency_key)})
-    owner = await _owner(request, spec.id) if spec.id is not None else None
+    owner = await run_owner(request, spec.id) if spec.id is not None else None
     if owner is not None and owner != principal.tenant:
         raise conflict(f"run id {spec.id!r} is taken")
     if owner is None:  # a resubmission costs no submit budget
         await check_submit_rate(client.runs, principal.tenant, config.limits.submits_per_minute)
     # The same spec again is the same run (200); another spec under a taken id is a 409.
     run_id, created = await client.runs.create(spec, tenant=principal.tenant)
-    if not created and await _owner(request, run_id) != principal.tenant:
+    if not created and await run_owner(request, run_id) != principal.tenant:
         raise conflict(f"run id {run_id!r} is taken")
     return JSONResponse({"id": run_id}, status_code=201 if created else 200)
-
-
-async def _owner(request: Request, run_id: str) -> str | None:
-    try:
-        return await client_of(request).runs.tenant_of(run_id)
-    except RunNotFoundError:
-        return None
 
 
 @router.get("", response_model=RunPage)

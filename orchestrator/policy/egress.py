@@ -17,7 +17,8 @@ from urllib.parse import SplitResult, urlsplit
 
 from agentq.orchestrator.core.errors import SpecError
 
-_UNSAFE = re.compile(r"[\s\\\x00-\x1f\x7f]")
+# Whitespace, backslashes and control characters: urlsplit would drop or keep them quietly.
+UNSAFE_CHARS = re.compile(r"[\s\\\x00-\x1f\x7f]")
 SCHEMES = ("http", "https")
 
 
@@ -53,7 +54,7 @@ class HostAllowList:
 
 def split_url(url: str, where: str) -> SplitResult:
     """An http(s) URL with a host and no credentials, or a SpecError naming `where`."""
-    if _UNSAFE.search(url):
+    if UNSAFE_CHARS.search(url):
         raise SpecError(f"{where}: holds whitespace or control characters")
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES:

@@ -28,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
-import re
 import socket
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -41,11 +40,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.egress import UNSAFE_CHARS, split_url
 from agentq.orchestrator.policy.providers import PROVIDER_NAME, ProviderInfo, lookup
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # Characters no base URL needs and URL parsers disagree about.
-_UNSAFE = re.compile(r"[\s\\\x00-\x1f\x7f]")
 DNS_TIMEOUT_S = 5.0
 
 
@@ -110,7 +109,7 @@ class UrlPrefix:
     @classmethod
     def parse(cls, raw: str) -> UrlPrefix:
         where = f"AGENTQ_ALLOW_SPEC_ENDPOINTS: {raw!r}"
-        if _UNSAFE.search(raw):
+        if UNSAFE_CHARS.search(raw):
             raise ModelsFileError(f"{where} holds whitespace or control characters")
         parts = urlsplit(raw)
         if parts.scheme not in DEFAULT_PORTS:
@@ -141,21 +140,10 @@ class UrlPrefix:
 def parse_spec_url(url: str) -> tuple[SplitResult, int]:
     """The URL split, and its port; a SpecError for anything a base URL need not be."""
     where = "model.base_url"
-    if _UNSAFE.search(url):
-        raise SpecError(f"{where}: holds whitespace or control characters")
-    parts = urlsplit(url)
-    if parts.scheme not in DEFAULT_PORTS:
-        raise SpecError(f"{where}: must be an http:// or https:// URL")
-    if parts.username is not None or parts.password is not None:
-        raise SpecError(f"{where}: may not hold credentials")
+    parts = split_url(url, where)
     if parts.query or parts.fragment:
         raise SpecError(f"{where}: may not hold a query or a fragment")
-    if not parts.hostname:
-        raise SpecError(f"{where}: has no host")
-    try:
-        port = parts.port or DEFAULT_PORTS[parts.scheme]
-    except ValueError:
-        raise SpecError(f"{where}: has an invalid port") from None
+    port = parts.port or DEFAULT_PORTS[parts.scheme]
     segments = unquote(parts.path).split("/")
     if any(s in (".", "..") for s in segments):
         raise SpecError(f"{where}: may not hold '.' or '..' path segments")

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import ValidationError, model_validator
 
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE
 from agentq.orchestrator.core.errors import SpecError
@@ -25,6 +25,7 @@ from agentq.orchestrator.tools.base import (
     ResolveContext,
     ToolDef,
     ToolKindPlugin,
+    ToolName,
     ToolSpecBase,
     refuse,
 )
@@ -32,7 +33,7 @@ from agentq.orchestrator.tools.base import (
 
 class AgentToolSpec(ToolSpecBase):
     type: Literal["agent"] = "agent"
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+    name: ToolName
     description: str = ""
     spec: dict[str, Any] | None = None  # a RunSpec template
     agent: str | None = None  # a named agent of the deployment (AGENTQ_AGENTS)
@@ -98,13 +99,12 @@ class AgentKind(ToolKindPlugin):
             if root(ref) not in fields:
                 raise refuse(ctx, f"{where}: {{{{{ref}}}}} is not a field of input_schema")
         return [
-            ToolDef(
-                name=entry.name,
-                kind=self.kind,
-                description=entry.description,
+            self.described_tool(
+                entry,
+                ctx,
+                entry.name,
                 input_schema=schema,
                 start_queue=MODEL_QUEUE,
-                timeout_s=ctx.timeout_s,
                 config=AgentToolConfig(spec=template),
             )
         ]

@@ -29,9 +29,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -49,6 +52,21 @@ class SpecModel(BaseModel):
     """A part of a run spec: unknown fields are errors, not silently dropped."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+def _valid_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(str(p) for p in exc.path) or "(root)"
+        raise ValueError(f"not a valid JSON Schema at {where}: {exc.message}") from None
+    return schema
+
+
+# The fields a kind's entry (or a deployment's declaration) shares: a tool name a model
+# accepts, and an input schema checked to be JSON Schema 2020-12 when the spec is read.
+ToolName = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")]
+InputSchema = Annotated[dict[str, Any], AfterValidator(_valid_json_schema)]
 
 
 # The longest a call may stay parked (awaiting approval or an outside result).
@@ -183,6 +201,21 @@ class ToolKindPlugin(ABC):
 
     def describe(self, entry: Any) -> str:
         return f"the {self.kind} entry"
+
+    def described_tool(self, source: Any, ctx: ResolveContext, name: str, **fields: Any) -> ToolDef:
+        """A tool of this kind described as `source` describes it (the entry, or the
+        announcement of the worker serving it): its description and input schema, the
+        run's timeout; `fields` add to those or override them."""
+        return ToolDef(
+            **{
+                "name": name,
+                "kind": self.kind,
+                "description": source.description,
+                "input_schema": source.input_schema,
+                "timeout_s": ctx.timeout_s,
+                **fields,
+            }
+        )
 
     def registry_key(self, ann: ToolAnnouncement) -> str:
         """Where an announcement of this kind lives in the registry hash."""

@@ -68,20 +68,16 @@ class CodeKind(ToolKindPlugin):
                 f"{ctx.where}: no sandbox worker runs {entry.language} code "
                 "(start one with `agentq worker --sandbox`)"
             )
+        config = CodeToolConfig(
+            language=entry.language,
+            session=entry.session,
+            network=entry.network,
+            limits=entry.limits,
+        )
+        timeout_s = entry.limits.timeout_s or ctx.timeout_s
         return [
-            ToolDef(
-                name=entry.tool_name,
-                kind="code",
-                description=found.description,
-                input_schema=found.input_schema,
-                queue=found.queue,
-                timeout_s=entry.limits.timeout_s or ctx.timeout_s,
-                config=CodeToolConfig(
-                    language=entry.language,
-                    session=entry.session,
-                    network=entry.network,
-                    limits=entry.limits,
-                ),
+            self.described_tool(
+                found, ctx, entry.tool_name, queue=found.queue, timeout_s=timeout_s, config=config
             )
         ]
 

@@ -30,16 +30,7 @@ class FunctionKind(ToolKindPlugin):
                 f"{ctx.where}: no worker serves the function tool {entry.name!r} "
                 "(start one with `agentq worker --tools MODULE`)"
             )
-        return [
-            ToolDef(
-                name=entry.name,
-                kind="function",
-                description=found.description,
-                input_schema=found.input_schema,
-                queue=found.queue,
-                timeout_s=ctx.timeout_s,
-            )
-        ]
+        return [self.described_tool(found, ctx, entry.name, queue=found.queue)]
 
     def call_entries(self, ann: ToolAnnouncement) -> list[tuple[str, dict[str, Any]]]:
         return [(ann.name, {"type": "function", "name": ann.name})]

@@ -28,6 +28,7 @@ from agentq.orchestrator.tools.base import (
     ResolveContext,
     ToolDef,
     ToolKindPlugin,
+    ToolName,
     ToolSpecBase,
 )
 
@@ -42,7 +43,7 @@ DEFAULT_MAX_RESPONSE_BYTES = 1_000_000
 
 class HttpToolSpec(ToolSpecBase):
     type: Literal["http"] = "http"
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+    name: ToolName
     description: str = ""
     method: Method = "GET"
     url: str
@@ -148,13 +149,11 @@ class HttpKind(ToolKindPlugin):
                 "AGENTQ_ALLOW_HTTP_HOSTS is set)"
             )
         return [
-            ToolDef(
-                name=entry.name,
-                kind="http",
-                description=entry.description,
-                input_schema=entry.input_schema,
+            self.described_tool(
+                entry,
+                ctx,
+                entry.name,
                 queue=found.queue,
-                timeout_s=ctx.timeout_s,
                 config=HttpToolConfig(
                     method=entry.method,
                     url=entry.url,

@@ -62,13 +62,11 @@ class McpKind(ToolKindPlugin):
                 "(declare it in the worker's --mcp-config)"
             )
         return [
-            ToolDef(
-                name=a.name,
-                kind="mcp",
-                description=a.description,
-                input_schema=a.input_schema,
+            self.described_tool(
+                a,
+                ctx,
+                a.name,
                 queue=a.queue,
-                timeout_s=ctx.timeout_s,
                 config=McpToolConfig(server=entry.server, tool=a.name),
             )
             for a in offered

@@ -14,16 +14,16 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.tools.base import (
+    InputSchema,
     ResolveContext,
     ToolAnnouncement,
     ToolDef,
     ToolKindPlugin,
+    ToolName,
     ToolSpecBase,
 )
 
@@ -46,19 +46,10 @@ class RemoteToolDecl(_Declared):
     """One remote tool as the deployment declares it."""
 
     type: Literal["remote"] = "remote"
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+    name: ToolName
     description: str = ""
-    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    input_schema: InputSchema = Field(default_factory=lambda: {"type": "object"})
     queue: str = Field(pattern=QUEUE_PATTERN)
-
-    @field_validator("input_schema")
-    @classmethod
-    def _check_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
-        return schema
 
     def announcement(self) -> ToolAnnouncement:
         return ToolAnnouncement(
@@ -126,16 +117,7 @@ class RemoteKind(ToolKindPlugin):
                 f"{ctx.where}: the deployment declares no remote tool {entry.name!r} "
                 "(AGENTQ_REMOTE_TOOLS)"
             )
-        return [
-            ToolDef(
-                name=entry.name,
-                kind="remote",
-                description=found.description,
-                input_schema=found.input_schema,
-                queue=found.queue,
-                timeout_s=ctx.timeout_s,
-            )
-        ]
+        return [self.described_tool(found, ctx, entry.name, queue=found.queue)]
 
     def describe(self, entry: Any) -> str:
         return f"the remote tool {entry.name!r}"

@@ -11,17 +11,17 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError
 
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.tools.base import (
+    InputSchema,
     KindConfig,
     ResolveContext,
     ToolDef,
     ToolKindPlugin,
+    ToolName,
     ToolSpecBase,
     refuse,
     tool_kind,
@@ -31,19 +31,10 @@ from agentq.orchestrator.tools.workflow_graph import WorkflowGraph, WorkflowNode
 
 class WorkflowToolSpec(ToolSpecBase):
     type: Literal["workflow"] = "workflow"
-    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+    name: ToolName
     description: str = ""
-    input_schema: dict[str, Any] = Field(default_factory=lambda: {"type": "object"})
+    input_schema: InputSchema = Field(default_factory=lambda: {"type": "object"})
     graph: WorkflowGraph
-
-    @field_validator("input_schema")
-    @classmethod
-    def _check_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
-        try:
-            Draft202012Validator.check_schema(schema)
-        except SchemaError as exc:
-            raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
-        return schema
 
 
 class WorkflowToolConfig(KindConfig):
@@ -128,13 +119,11 @@ class WorkflowKind(ToolKindPlugin):
             elif node.kind == "llm":
                 models[node.id] = node_model(node, ctx, at)
         return [
-            ToolDef(
-                name=entry.name,
-                kind=self.kind,
-                description=entry.description,
-                input_schema=entry.input_schema,
+            self.described_tool(
+                entry,
+                ctx,
+                entry.name,
                 start_queue=MODEL_QUEUE,
-                timeout_s=ctx.timeout_s,
                 config=WorkflowToolConfig(graph=graph, tools=tools, models=models),
             )
         ]
