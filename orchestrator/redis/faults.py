@@ -163,6 +163,24 @@ class Outage:
                 self.log.warning("%s: redis unavailable (%s); retrying", self.what, describe(exc))
             return self.backoff.next_delay()
 
+    async def periodic_pass(
+        self, run: Callable[[], Awaitable[T]], *, failure: str, log: logging.Logger
+    ) -> T | None:
+        """One pass of a loop that runs for the process's life (a reaper, a sweep): its
+        result, or None when it failed. A transient failure waits out this outage's
+        backoff (the pass is retried after it); any other is logged, and the loop goes on
+        at its own pace."""
+        try:
+            result = await run()
+        except Exception as exc:
+            if not is_transient(exc):
+                log.exception(failure)
+                return None
+            await asyncio.sleep(self.failed(exc))
+            return None
+        self.succeeded()
+        return result
+
     def forget(self) -> None:
         """Drop an open outage without logging its end: its loops are gone (a process's
         in-process worker stopped while Redis was down), so whatever runs next starts

@@ -16,7 +16,7 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import BatchJobEnvelope, JobKind
 from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.redis.faults import is_transient, is_transient_redis
+from agentq.orchestrator.redis.faults import is_transient_redis
 from agentq.workers.jobs.registry import handles
 from agentq.workers.queue.liveness import OUTAGE
 
@@ -56,14 +56,8 @@ async def sweep_forever(client: Client, every_s: float) -> None:
     sweeper = BatchSweeper(client)
     while True:
         await asyncio.sleep(every_s)
-        try:
-            acted = await sweeper.sweep()
-        except Exception as exc:
-            if not is_transient(exc):
-                log.exception("sweeping batches failed")
-                continue
-            await asyncio.sleep(OUTAGE.failed(exc))
-            continue
-        OUTAGE.succeeded()
+        acted = await OUTAGE.periodic_pass(
+            sweeper.sweep, failure="sweeping batches failed", log=log
+        )
         if acted:
             log.info("the batch sweep ended or admitted %d line(s)", acted)

@@ -38,7 +38,6 @@ from agentq.orchestrator.loop.plan import error_result
 from agentq.orchestrator.machine import keys
 from agentq.orchestrator.machine.keys import lease_deadline
 from agentq.orchestrator.redis.connect import is_cluster
-from agentq.orchestrator.redis.faults import is_transient
 from agentq.orchestrator.runs.store import RunStore
 from agentq.workers.queue.arq_worker import BACKSTOP_MS
 from agentq.workers.queue.claims import (
@@ -374,14 +373,10 @@ class RemoteLeases:
         cadence = reap_cadence(lease_s)
         while True:
             await asyncio.sleep(cadence.every_s)
-            try:
-                reaped = await reap_lapsed(self.redis, cadence)
-            except Exception as exc:
-                if not is_transient(exc):
-                    log.exception("reaping lapsed leases failed")
-                    continue
-                await asyncio.sleep(OUTAGE.failed(exc))
-                continue
-            OUTAGE.succeeded()
+            reaped = await OUTAGE.periodic_pass(
+                lambda: reap_lapsed(self.redis, cadence),
+                failure="reaping lapsed leases failed",
+                log=log,
+            )
             if reaped:
                 log.info("re-delivered %d call(s) whose lease lapsed", reaped)

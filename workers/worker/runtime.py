@@ -283,10 +283,10 @@ class WorkerRuntime:
 
     async def _reap_forever(self) -> None:
         """Re-deliver the jobs of workers whose lease lapsed (they died), at once."""
-        assert self.redis is not None
+        redis = self.redis
+        assert redis is not None
         if is_memory_url(self.redis_url):
             return
-        outage = OUTAGE
         # Redis counts as steady while reapers pass at least this often; after a gap,
         # live workers get time to renew before anyone's jobs are re-delivered.
         cadence = reap_cadence(self.settings.lease_s)
@@ -295,21 +295,23 @@ class WorkerRuntime:
         reconcile_every = max(1, round(_RECONCILE_S / cadence.every_s))
         suspects: set[str] = set()
         passes = 0
+
+        async def reap_and_reconcile() -> int:
+            nonlocal suspects
+            reaped = await reap_lapsed(redis, cadence)
+            if passes % reconcile_every == 0:
+                suspects = await self._reconcile(suspects)
+            return reaped
+
         while True:
             await asyncio.sleep(cadence.every_s)
             raise_if_cancel_requested()
             passes += 1
-            try:
-                reaped = await reap_lapsed(self.redis, cadence)
-                if passes % reconcile_every == 0:
-                    suspects = await self._reconcile(suspects)
-            except Exception as exc:
-                if not is_transient(exc):
-                    log.exception("worker %s: reaping lapsed workers failed", self.worker_id)
-                    continue
-                await asyncio.sleep(outage.failed(exc))
-                continue
-            outage.succeeded()
+            reaped = await OUTAGE.periodic_pass(
+                reap_and_reconcile,
+                failure=f"worker {self.worker_id}: reaping lapsed workers failed",
+                log=log,
+            )
             if reaped:
                 log.info("re-delivered %d job(s) of workers whose lease lapsed", reaped)
 
