@@ -25,7 +25,7 @@ from agentq.orchestrator.calls.state import (
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.machine import keys, lua_constants, scripts
-from agentq.orchestrator.machine.store import EVENT_PAGE, Store
+from agentq.orchestrator.machine.store import Store
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.state.inputs import ANSWER_TTL_S, DEFAULT_RETENTION_S
 
@@ -88,25 +88,23 @@ class CallStore(Store):
 
     async def read(self, call_id: str) -> dict[str, str]:
         """The call's hash; CallNotFoundError when there is none."""
-        fields = await self._hash(keys.call_meta(call_id))
-        if not fields:
-            raise CallNotFoundError(f"no tool call with id {call_id!r}")
-        return fields
+        return await self._record(
+            keys.call_meta(call_id), CallNotFoundError(f"no tool call with id {call_id!r}")
+        )
 
-    async def events(
+    def events(
         self, call_id: str, after: int = 0, *, follow: bool = True, block_ms: int = 5000
     ) -> AsyncIterator[Event]:
         """The call's events after `after`; with `follow`, until its result's event."""
-        stream = keys.call_events(call_id)
-        last = after
-        while True:
-            page = await self.event_page(stream, last, follow=follow, block_ms=block_ms)
-            for event in page:
-                last = event.seq
-                yield event
-                if event.type in CALL_END_EVENTS:
-                    return
-            if not follow and len(page) < EVENT_PAGE:
-                return
-            if follow and not page and CallField.RESULT in await self.read(call_id):
-                return  # ended before `after` (or gone: CallNotFoundError)
+
+        async def ended() -> bool:  # (or gone: CallNotFoundError)
+            return CallField.RESULT in await self.read(call_id)
+
+        return self._events(
+            keys.call_events(call_id),
+            after,
+            follow=follow,
+            block_ms=block_ms,
+            end_events=CALL_END_EVENTS,
+            ended=ended,
+        )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Awaitable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -94,11 +94,46 @@ class Store:
         with redis_errors_mapped():
             return texts(await resolved(self.redis.hgetall(key)))
 
+    async def _record(self, key: str, missing: Exception) -> dict[str, str]:
+        """A machine's record (its hash, as text); `missing` is raised when there is none
+        (never created, or expired with its retention)."""
+        fields = await self._hash(key)
+        if not fields:
+            raise missing
+        return fields
+
     async def _pop_answer(self, key: str, timeout_s: float) -> str | None:
         """Block until an answer is pushed to `key` (or the timeout, whole seconds, passes)."""
         with redis_errors_mapped():
             popped = await resolved(self.redis.blpop([key], timeout=max(1, int(timeout_s))))
         return text(popped[1]) if popped else None
+
+    async def _events(
+        self,
+        stream: str,
+        after: int,
+        *,
+        follow: bool,
+        block_ms: int,
+        end_events: frozenset[str],
+        ended: Callable[[], Awaitable[bool]],
+    ) -> AsyncIterator[Event]:
+        """A machine's events after sequence `after`, a page at a time. With `follow`, it
+        waits for more until one of `end_events` (what follows that is a late report: it
+        reads what is there then, without waiting) or until `ended()` says the machine
+        ended before `after` (nothing more will come)."""
+        last = after
+        while True:
+            page = await self.event_page(stream, last, follow=follow, block_ms=block_ms)
+            for event in page:
+                last = event.seq
+                yield event
+                if event.type in end_events:
+                    follow = False
+            if not follow and len(page) < EVENT_PAGE:
+                return
+            if follow and not page and await ended():
+                return
 
     async def event_page(
         self, stream: str, last: int, *, follow: bool, block_ms: int

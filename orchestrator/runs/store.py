@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event, stored_output, with_output
 from agentq.orchestrator.machine import keys, lua_constants, scripts
-from agentq.orchestrator.machine.store import EVENT_PAGE, Ride, Store, resolved, text, texts
+from agentq.orchestrator.machine.store import Ride, Store, resolved, text, texts
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.children import child_run_id
 from agentq.orchestrator.runs.state import (
@@ -194,10 +194,7 @@ class RunStore(Store):
     # -- reads ---------------------------------------------------------------
 
     async def meta(self, run_id: str) -> dict[str, str]:
-        fields = await self._hash(keys.meta(run_id))
-        if not fields:
-            raise RunNotFoundError(f"no run with id {run_id!r}")
-        return fields
+        return await self._record(keys.meta(run_id), RunNotFoundError(f"no run with id {run_id!r}"))
 
     async def call_state(
         self, run_id: str, step: int, call_id: str
@@ -284,25 +281,23 @@ class RunStore(Store):
     async def events(
         self, run_id: str, after: int = 0, *, follow: bool = False, block_ms: int = 5000
     ) -> AsyncIterator[Event]:
-        """Events after `after`; with `follow`, keep waiting until a terminal event."""
-        stream = keys.events(run_id)
-        last = after
+        """Events after `after`; with `follow`, keep waiting until a terminal event (what
+        follows one is a late report, such as webhook-failed, read without waiting)."""
         if follow:
             # An ended run's stream is complete: read what is left, do not block.
-            follow = await self._status(run_id) not in TERMINAL_STATUSES
-        while True:
-            page = await self.event_page(stream, last, follow=follow, block_ms=block_ms)
-            for event in page:
-                last = event.seq
-                yield event
-                if event.type in TERMINAL_EVENTS:
-                    # What follows is a late report (webhook-failed): read what is there
-                    # now, do not wait for more.
-                    follow = False
-            if not follow and len(page) < EVENT_PAGE:
-                return
-            if follow and not page and await self._status(run_id) in TERMINAL_STATUSES:
-                return  # ended before `after`: nothing more will come
+            follow = not await self._ended(run_id)
+        async for event in self._events(
+            keys.events(run_id),
+            after,
+            follow=follow,
+            block_ms=block_ms,
+            end_events=TERMINAL_EVENTS,
+            ended=lambda: self._ended(run_id),
+        ):
+            yield event
+
+    async def _ended(self, run_id: str) -> bool:
+        return await self._status(run_id) in TERMINAL_STATUSES
 
     # -- the tool registry -----------------------------------------------------
 
