@@ -9,13 +9,13 @@ lines fairly across the tenant's batches.
 
 from __future__ import annotations
 
-import time
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from agentq.orchestrator.machine.jobs import QueuedJob
+from agentq.orchestrator.machine.transition import Transition
 
 DEFAULT_BATCH_CONCURRENCY = 128
 # How long an admission job's record (what it admitted) is kept for its re-delivery.
@@ -110,12 +110,10 @@ def _lua_list(value: Any) -> Any:
     return [] if value == {} else value
 
 
-class BatchInput(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    script: ClassVar[str]
+class BatchInput(Transition):
+    """What every batch transition reads: which batch."""
 
     batch_id: str
-    at: float = Field(default_factory=time.time)
 
 
 class BatchOpen(BatchInput):

@@ -12,14 +12,13 @@ scripts as `A.<field>` exactly as the run transitions read theirs.
 
 from __future__ import annotations
 
-import time
 from enum import StrEnum
-from typing import ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from agentq.orchestrator.machine import keys
 from agentq.orchestrator.machine.jobs import QueuedJob
+from agentq.orchestrator.machine.transition import Transition
 from agentq.orchestrator.runs.state.inputs import DEFAULT_RETENTION_S
 from agentq.orchestrator.runs.state.status import Outcome
 
@@ -41,14 +40,10 @@ class CallField(StrEnum):
     FINISHED_AT = "finished_at"
 
 
-class CallTransitionInput(BaseModel):
-    """What every call transition reads: which call, when, how long it is kept."""
-
-    model_config = ConfigDict(extra="forbid")
-    script: ClassVar[str]
+class CallTransitionInput(Transition):
+    """What every call transition reads: which call, how long it is kept."""
 
     call_id: str
-    at: float = Field(default_factory=time.time)
     retention_s: int = DEFAULT_RETENTION_S
 
 

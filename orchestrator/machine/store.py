@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from agentq.orchestrator.core.events import Event, parse_event
+from agentq.orchestrator.machine.transition import Transition
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 
 T = TypeVar("T")
@@ -71,7 +72,7 @@ class Store:
         self,
         script: str,
         keys: list[str],
-        transition: BaseModel,
+        transition: Transition,
         reply: type[R],
         *,
         ride: Ride | None = None,

@@ -7,14 +7,12 @@ checks every `A.<field>` a script reads against its input model.
 
 from __future__ import annotations
 
-import time
-from typing import ClassVar
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.machine import keys
 from agentq.orchestrator.machine.jobs import QueuedJob
+from agentq.orchestrator.machine.transition import Transition
 from agentq.orchestrator.runs.state.failure import RunFailure
 from agentq.orchestrator.runs.state.status import CallStatus, InputStatus, StepAfter
 
@@ -23,14 +21,10 @@ DEFAULT_RETENTION_S = 7 * 24 * 3600
 ANSWER_TTL_S = 3600
 
 
-class TransitionInput(BaseModel):
-    """What every transition reads: whose run, when, and how long an ended run is kept."""
-
-    model_config = ConfigDict(extra="forbid")
-    script: ClassVar[str]
+class TransitionInput(Transition):
+    """What every run transition reads: whose run, and how long an ended run is kept."""
 
     run_id: str
-    at: float = Field(default_factory=time.time)
     retention_s: int = DEFAULT_RETENTION_S
 
     def idle_job_fields(self) -> frozenset[str]:
