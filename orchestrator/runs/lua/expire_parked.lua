@@ -6,10 +6,8 @@
 --         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
 --         WRONG_STATE {call_status}  the call is no longer parked (resolved in time)
 -- Effects parked - 1, then as record_result.
-local err = run_guard(A.step)
-if err then return reply(err) end
-local st = redis.call('HGET', step_key(A.step), S.CALL_STATUS .. A.call_id)
-if not st then return reply(OUT.UNKNOWN_CALL) end
+local refused, st = call_guard(A.step, A.call_id)
+if refused then return refused end
 if not is_parked(st) then return reply(OUT.WRONG_STATE, {call_status = st}) end
 unpark(A.step)
 return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))

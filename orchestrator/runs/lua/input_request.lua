@@ -8,11 +8,9 @@
 --         WRONG_STATE {call_status}  the asking call is not running
 --         DUPLICATE     the request was made before
 -- Effects the request and its status pending, parked + 1, status awaiting, its event.
-local err = run_guard(A.step)
-if err then return reply(err) end
+local refused, st = call_guard(A.step, A.call_id)
+if refused then return refused end
 local step = step_key(A.step)
-local st = redis.call('HGET', step, S.CALL_STATUS .. A.call_id)
-if not st then return reply(OUT.UNKNOWN_CALL) end
 if st ~= CALL.RUNNING then return reply(OUT.WRONG_STATE, {call_status = st}) end
 if redis.call('HSETNX', step, S.INPUT .. A.request_id, A.request) == 0 then
   return reply(OUT.DUPLICATE)

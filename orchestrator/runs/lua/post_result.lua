@@ -6,10 +6,8 @@
 --         WRONG_STATE {call_status}  the call does not await a result (e.g. posted twice)
 -- Effects parked - 1 (status running when none is left), the child's usage added to the
 --         children's totals, then as record_result.
-local err = run_guard(A.step)
-if err then return reply(err) end
-local st = redis.call('HGET', step_key(A.step), S.CALL_STATUS .. A.call_id)
-if not st then return reply(OUT.UNKNOWN_CALL) end
+local refused, st = call_guard(A.step, A.call_id)
+if refused then return refused end
 if st ~= CALL.AWAITING_RESULT then return reply(OUT.WRONG_STATE, {call_status = st}) end
 unpark(A.step)
 if A.child_usage then

@@ -155,3 +155,13 @@ local function run_guard(n)
   if tonumber(redis.call('HGET', meta, F.STEP)) ~= n then return OUT.STALE end
   return nil
 end
+
+-- The guard of every call transition: run_guard, and the call is one of step n's.
+-- Returns the refusal's reply, or nil and the call's status (the script checks it).
+local function call_guard(n, call_id)
+  local err = run_guard(n)
+  if err then return reply(err) end
+  local st = redis.call('HGET', step_key(n), S.CALL_STATUS .. call_id)
+  if not st then return reply(OUT.UNKNOWN_CALL) end
+  return nil, st
+end

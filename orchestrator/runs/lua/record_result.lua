@@ -6,9 +6,7 @@
 --         DUPLICATE     the call has its result (a re-delivered job)
 --         WRONG_STATE {call_status}  the call is parked: only its resolution records it
 -- Effects the result (write-once), call status done, its events, pending - 1; the join.
-local err = run_guard(A.step)
-if err then return reply(err) end
-local st = redis.call('HGET', step_key(A.step), S.CALL_STATUS .. A.call_id)
-if not st then return reply(OUT.UNKNOWN_CALL) end
+local refused, st = call_guard(A.step, A.call_id)
+if refused then return refused end
 if is_parked(st) then return reply(OUT.WRONG_STATE, {call_status = st}) end
 return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))

@@ -11,11 +11,9 @@
 -- Effects a `tool-approval-response` event; approved: the call's next status, its job,
 --         parked - 1 if it runs now (a client tool stays parked, awaiting its result);
 --         denied: parked - 1, then as record_result.
-local err = run_guard(A.step)
-if err then return reply(err) end
+local refused, st = call_guard(A.step, A.call_id)
+if refused then return refused end
 local step = step_key(A.step)
-local st = redis.call('HGET', step, S.CALL_STATUS .. A.call_id)
-if not st then return reply(OUT.UNKNOWN_CALL) end
 if st ~= CALL.AWAITING_APPROVAL then return reply(OUT.WRONG_STATE, {call_status = st}) end
 emit(A.event)
 if A.approved then

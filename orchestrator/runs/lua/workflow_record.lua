@@ -15,10 +15,8 @@
 -- Effects the node's outcome in the call's workflow hash (write-once, kept for the run's
 --         retention), its events, the ready successors' jobs; with `final`: parked - 1
 --         and the call's result (the join as record_result).
-local err = run_guard(A.step)
-if err then return reply(err) end
-local st = redis.call('HGET', step_key(A.step), S.CALL_STATUS .. A.call_id)
-if not st then return reply(OUT.UNKNOWN_CALL) end
+local refused, st = call_guard(A.step, A.call_id)
+if refused then return refused end
 if st ~= CALL.AWAITING_RESULT then return reply(OUT.WRONG_STATE, {call_status = st}) end
 local wf = meta .. K.WORKFLOW .. A.step .. K.WORKFLOW_SEPARATOR .. A.call_id
 local fresh = redis.call('HSETNX', wf, A.node, A.outcome) == 1
