@@ -94,8 +94,8 @@ class JobEnvelope(BaseModel):
     # W3C trace context of the job's send span (stamped by the tracing layer when the
     # producer records spans), which the job's process span links to.
     trace: dict[str, str] = Field(default_factory=dict)
-    # For a run's jobs no longer written (the run's span derives from its id); accepted
-    # so that jobs enqueued by older workers still validate. A `call` job's trace.
+    # A `call` job's trace (a call without a run has no run id to derive its span from);
+    # a run's jobs leave it empty.
     run_trace: dict[str, str] = Field(default_factory=dict)
 
 
