@@ -17,12 +17,11 @@ sub-clients only (tests/architecture/test_doors.py).
 
 from __future__ import annotations
 
-from types import TracebackType
-
 from redis.asyncio import Redis
 
 from agentq.orchestrator.batches.api import Batches
 from agentq.orchestrator.calls.api import ToolCalls
+from agentq.orchestrator.core.resource import AsyncResource
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.fleet.api import Fleet
 from agentq.orchestrator.redis.connect import connect
@@ -30,7 +29,7 @@ from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.api import Runs
 
 
-class Client:
+class Client(AsyncResource):
     def __init__(
         self,
         redis_url: str | None = None,
@@ -54,17 +53,6 @@ class Client:
         """Whether Redis answers: InfrastructureError when it does not."""
         with redis_errors_mapped():
             await self.redis.ping()
-
-    async def __aenter__(self) -> Client:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def aclose(self) -> None:
         if self._owns_redis:

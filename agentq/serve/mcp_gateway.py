@@ -274,7 +274,7 @@ class McpGateway:
         if found is None or not principal.may_call(found.name, *found.aliases):
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
         try:
-            call_id, _, tool = await calls.start_call(
+            call_id, _, tool = await calls.start(
                 params.name,
                 params.arguments or {},
                 tenant=principal.tenant,

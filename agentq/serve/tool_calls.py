@@ -117,7 +117,7 @@ async def start_call(
     calls = _calls(request)
     await check_callable(calls, principal, name)
     try:
-        call_id, _ = await calls.start(
+        call_id, _, _ = await calls.start(
             name,
             body.input,
             timeout_s=body.timeout_s,

@@ -11,7 +11,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 from redis.asyncio import Redis
@@ -66,6 +66,14 @@ class CallInfo(BaseModel):
     status: str
 
 
+class StartedCall(NamedTuple):
+    """A call just enqueued (or found by its idempotency key)."""
+
+    call_id: str
+    created: bool  # False: the idempotency key named an earlier call of the same tool and input
+    tool: ToolDef
+
+
 class ToolCalls:
     """Start, follow and cancel tool calls without a run (`client.calls`; `call_tool` in
     steps)."""
@@ -109,33 +117,13 @@ class ToolCalls:
         idempotency_key: str | None = None,
         tenant: str | None = None,
         traceparent: str | None = None,
-    ) -> tuple[str, bool]:
-        """Resolve, validate and enqueue the call. Returns its id and whether it is new
-        (False: the idempotency key named an earlier call of the same tool and input).
+    ) -> StartedCall:
+        """Resolve, validate and enqueue the call: its id, whether it is new (False: the
+        idempotency key named an earlier call of the same tool and input) and the tool it
+        resolved to.
 
         UnknownToolError when nothing serves `name`; CallInputError when the input
         breaks its schema; RunConflictError when the key was used for another call."""
-        call_id, created, _ = await self.start_call(
-            name,
-            input,
-            timeout_s=timeout_s,
-            idempotency_key=idempotency_key,
-            tenant=tenant,
-            traceparent=traceparent,
-        )
-        return call_id, created
-
-    async def start_call(
-        self,
-        name: str,
-        input: Any,
-        *,
-        timeout_s: float | None = None,
-        idempotency_key: str | None = None,
-        tenant: str | None = None,
-        traceparent: str | None = None,
-    ) -> tuple[str, bool, ToolDef]:
-        """`start`, also returning the tool the call resolved to."""
         tool = await self.resolve(name, timeout_s)
         validate_call_input(tool, input)
         owner = tenant or DEFAULT_TENANT
@@ -150,7 +138,7 @@ class ToolCalls:
             raise RunConflictError(
                 f"idempotency key {idempotency_key!r} was used for a call of another tool or input"
             )
-        return call_id, reply.outcome == Outcome.CREATED, tool
+        return StartedCall(call_id, reply.outcome == Outcome.CREATED, tool)
 
     async def result(self, call_id: str) -> ToolCallResult | None:
         """The call's result, or None while it runs; CallNotFoundError if unknown."""
@@ -252,7 +240,7 @@ class ToolCalls:
         call's result and never executes twice. `on_progress` gets each progress value.
         A call no worker finished within its deadline (plus QUEUE_GRACE_S in the queue)
         is cancelled: its result says so."""
-        call_id, _, tool = await self.start_call(
+        call_id, _, tool = await self.start(
             name,
             input,
             timeout_s=timeout_s,

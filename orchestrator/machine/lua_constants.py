@@ -13,32 +13,22 @@ from enum import StrEnum
 
 from agentq.orchestrator.calls.state import CallField
 from agentq.orchestrator.machine import keys
+from agentq.orchestrator.runs.state import status
 from agentq.orchestrator.runs.state.history import (
     HISTORY_INLINE_MAX,
     TOOL_RESULTS_REF,
     tool_message_frame,
 )
-from agentq.orchestrator.runs.state.status import (
-    CHILD_USAGE_FIELDS,
-    USAGE_FIELDS,
-    CallStatus,
-    InputStatus,
-    MetaField,
-    Outcome,
-    RunStatus,
-    StepAfter,
-    StepField,
-)
 
 # Tables of the chunk, by Lua name.
 ENUM_TABLES: dict[str, type[StrEnum]] = {
-    "RUN": RunStatus,
-    "CALL": CallStatus,
-    "AFTER": StepAfter,
-    "INPUT": InputStatus,
-    "OUT": Outcome,
-    "F": MetaField,
-    "S": StepField,
+    "RUN": status.RunStatus,
+    "CALL": status.CallStatus,
+    "AFTER": status.StepAfter,
+    "INPUT": status.InputStatus,
+    "OUT": status.Outcome,
+    "F": status.MetaField,
+    "S": status.StepField,
     "CF": CallField,  # a call without a run (state/calls.py)
 }
 
@@ -80,11 +70,12 @@ def render(extra: Mapping[str, str] | None = None) -> str:
     lines += [_table(name, _enum_items(enum)) for name, enum in ENUM_TABLES.items()]
     lines.append(_table("K", {**KEY_CONSTANTS, **(extra or {})}.items()))
     usage = ", ".join(
-        f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in USAGE_FIELDS.items()
+        f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in status.USAGE_FIELDS.items()
     )
     lines.append(f"local USAGE = {{{usage}}}  -- {{Usage field, meta field}}")
     child = ", ".join(
-        f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in CHILD_USAGE_FIELDS.items()
+        f"{{{_lua_str(field)}, {_lua_str(meta)}}}"
+        for field, meta in status.CHILD_USAGE_FIELDS.items()
     )
     lines.append(f"local CHILD_USAGE = {{{child}}}  -- {{Usage field, meta field}}")
     open_, close = tool_message_frame()

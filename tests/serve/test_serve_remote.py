@@ -236,7 +236,7 @@ async def test_a_call_without_a_run_is_leased_by_the_node_worker_and_re_delivere
     dying = NodeWorker(remote_server, mode="hang")
     try:
         async with Client(redis_url) as client:
-            call_id, _ = await client.calls.start("shout", {"text": "hi"}, timeout_s=60)
+            call_id, _, _ = await client.calls.start("shout", {"text": "hi"}, timeout_s=60)
             dying.wait_for("progress")
             dying.kill()
             rescuer = NodeWorker(remote_server)

@@ -128,7 +128,7 @@ async def test_an_idempotency_key_returns_the_first_result_and_executes_once() -
 async def test_a_cancelled_call_ends_with_an_error_result_and_aborts_its_job() -> None:
     STARTED.clear()
     async with embedded(tools=TOOLS, settings=FAST) as client:
-        call_id, created = await client.calls.start("wait_long", {"seconds": 60})
+        call_id, created, _ = await client.calls.start("wait_long", {"seconds": 60})
         assert created
         await asyncio.wait_for(STARTED.wait(), TIMEOUT_S)
         result = await client.calls.cancel(call_id, "the caller gave up")

@@ -25,7 +25,7 @@ async def test_a_worker_killed_mid_call_costs_a_redelivery(
     wait_ready(*workers)
     marker = tmp_path / "marker"
     async with Client(redis_url) as client:
-        call_id, _ = await client.calls.start(
+        call_id, _, _ = await client.calls.start(
             "mark_and_sleep", {"marker": str(marker), "seconds": 2}, timeout_s=30
         )
         started = await eventually_async(

@@ -14,8 +14,7 @@ import shlex
 import time
 from collections.abc import Mapping
 from importlib import metadata
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 import httpx
 import mcp_types as types
@@ -26,6 +25,7 @@ from agentq.orchestrator.core.errors import (
     ToolInputError,
     ToolTimeoutError,
 )
+from agentq.orchestrator.core.resource import AsyncResource
 from agentq.orchestrator.tools.mcp import McpToolConfig, mcp_server_announcement
 from agentq.orchestrator.tools.resolution import ToolAnnouncement, ToolDef
 from agentq.workers.models.model_client import ModelClient
@@ -50,7 +50,7 @@ def client_info() -> types.Implementation:
     return types.Implementation(name="agentq", version=version)
 
 
-class McpExecutor:
+class McpExecutor(AsyncResource):
     """Serves the tools of every server in an MCP config."""
 
     kind = "mcp"
@@ -101,18 +101,6 @@ class McpExecutor:
         if services is not None and self._sampler is not None:
             self._sampler.models = services.models
         await self.announcements("")
-
-    async def __aenter__(self) -> Self:
-        await self.start()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
 
     async def announcements(self, queue: str) -> list[ToolAnnouncement]:
         """Each connected server (a run may enable one that offers no tools) and its

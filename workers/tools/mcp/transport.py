@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from types import TracebackType
 from typing import Any, Self
 
 import anyio
@@ -21,6 +20,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 
+from agentq.orchestrator.core.resource import AsyncResource
 from agentq.workers.tools.mcp.auth import build_auth
 from agentq.workers.tools.mcp.config import McpServerConfig
 
@@ -61,7 +61,7 @@ async def open_transport(
         yield _WatchedReadStream(read, ended), write
 
 
-class _WatchedReadStream:
+class _WatchedReadStream(AsyncResource):
     """A read stream that sets an event when it reaches its end."""
 
     def __init__(self, inner: ReadStream[Item], ended: asyncio.Event) -> None:
@@ -93,15 +93,3 @@ class _WatchedReadStream:
     async def aclose(self) -> None:
         self._ended.set()
         await self._inner.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc_val: BaseException | None,
-        exc_tb: TracebackType | None,
-    ) -> bool | None:
-        await self.aclose()
-        return None
