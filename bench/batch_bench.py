@@ -39,7 +39,7 @@ if str(_REPO) not in sys.path:
 import redis  # noqa: E402
 
 from agentq.orchestrator.client import Client  # noqa: E402
-from agentq.orchestrator.machine import keys  # noqa: E402
+from agentq.orchestrator.core import keys  # noqa: E402
 from tests.support.infra import TOOLS, RedisServer, WorkerProcess, wait_ready  # noqa: E402
 
 

@@ -40,9 +40,9 @@ from agentq.orchestrator.batches.state import (
     UploadLine,
 )
 from agentq.orchestrator.batches.store import BatchStore
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.faults import maps_redis_errors, redis_errors_mapped
 from agentq.orchestrator.runs.api import Runs
 from agentq.orchestrator.runs.index import DEFAULT_TENANT

@@ -14,7 +14,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
-from agentq.orchestrator.machine.jobs import QueuedJob
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.machine.transition import Transition
 
 DEFAULT_BATCH_CONCURRENCY = 128
@@ -108,6 +109,27 @@ class RecordField(StrEnum):
 def _lua_list(value: Any) -> Any:
     """cjson encodes an empty Lua table as `{}`: read it as the empty list it was."""
     return [] if value == {} else value
+
+
+# The batch scripts' Lua constants, rendered after the run chunk (batches/store.py).
+BATCH_TABLES: dict[str, type[StrEnum]] = {
+    "BATCH": BatchStatus,
+    "LINE": LineStatus,
+    "BOUT": BatchOutcome,
+    "BF": BatchField,
+    "SF": SchedField,
+    "RF": RecordField,
+}
+BATCH_KEY_CONSTANTS: dict[str, str] = {
+    "SEP": keys.JOB_SEPARATOR,
+    "SCHED": keys.BATCH_SCHED_SUFFIX,
+    "TOKEN": keys.BATCH_TOKEN_INFIX,
+    "IDS": keys.BATCH_IDS_SUFFIX,
+    "SPECS": keys.BATCH_SPECS_SUFFIX,
+    "RECORDS": keys.BATCH_RECORDS_SUFFIX,
+    "PENDING": keys.BATCH_PENDING_SUFFIX,
+    "RUNNING": keys.BATCH_RUNNING_SUFFIX,
+}
 
 
 class BatchInput(Transition):

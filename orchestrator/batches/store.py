@@ -17,6 +17,8 @@ from redis.asyncio import Redis
 
 from agentq.orchestrator.batches.state import (
     BATCH_INPUTS,
+    BATCH_KEY_CONSTANTS,
+    BATCH_TABLES,
     BatchCancel,
     BatchField,
     BatchInput,
@@ -32,9 +34,11 @@ from agentq.orchestrator.batches.state import (
     SettleReply,
     UploadReply,
 )
-from agentq.orchestrator.machine import keys, lua_constants, scripts
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Store, resolved, text
 from agentq.orchestrator.redis.faults import redis_errors_mapped
+from agentq.orchestrator.runs.state import lua_constants
 
 R = TypeVar("R", bound=BatchReply)
 
@@ -47,7 +51,7 @@ RESULTS_PAGE = 500
 _SCRIPTS = scripts.load(
     "agentq.orchestrator.batches",
     (m.script for m in BATCH_INPUTS),
-    constants=lua_constants.render_batch(),
+    constants=lua_constants.render(BATCH_TABLES, {"BK": BATCH_KEY_CONSTANTS}),
     prelude="prelude",
 )
 

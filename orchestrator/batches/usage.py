@@ -17,8 +17,8 @@ from typing import Any, TypeVar, cast
 from pydantic import BaseModel
 from redis.asyncio import Redis
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.runs.state import MetaField
 
 T = TypeVar("T")

@@ -31,10 +31,10 @@ from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.jobs import queued_job
+from agentq.orchestrator.core.keys import RUN_ID_PATTERN, call_job_id
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import CallPlan, error_result
-from agentq.orchestrator.machine.keys import RUN_ID_PATTERN, call_job_id
 from agentq.orchestrator.runs.state import CallStatus
 from agentq.orchestrator.tools import ResolveContext, ToolAnnouncement, ToolDef, tool_kind
 from agentq.orchestrator.tools.resolution import live_registry

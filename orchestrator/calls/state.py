@@ -16,8 +16,8 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
-from agentq.orchestrator.machine import keys
-from agentq.orchestrator.machine.jobs import QueuedJob
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.machine.transition import Transition
 from agentq.orchestrator.runs.state.inputs import DEFAULT_RETENTION_S
 from agentq.orchestrator.runs.state.status import Outcome

@@ -22,11 +22,13 @@ from agentq.orchestrator.calls.state import (
     EmitCall,
     FinishCall,
 )
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import Event
-from agentq.orchestrator.machine import keys, lua_constants, scripts
+from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Store
 from agentq.orchestrator.redis.faults import redis_errors_mapped
+from agentq.orchestrator.runs.state import lua_constants
 from agentq.orchestrator.runs.state.inputs import ANSWER_TTL_S, DEFAULT_RETENTION_S
 
 # The events that end a call's stream: its result, or its error.
@@ -37,7 +39,7 @@ CALL_END_EVENTS = frozenset({"tool-result", "tool-error"})
 _SCRIPTS = scripts.load(
     "agentq.orchestrator.calls",
     (m.script for m in CALL_INPUTS),
-    constants=lua_constants.render(),
+    constants=lua_constants.render({"CF": CallField}),
     prelude="call_prelude",
 )
 

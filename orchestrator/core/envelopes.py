@@ -16,14 +16,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentq.orchestrator.machine import keys
-from agentq.orchestrator.machine.jobs import JOB_EXPIRES_MS, QueuedJob
-from agentq.orchestrator.machine.keys import (
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.keys import (
     ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,
     ARQ_JOB_PREFIX,
     ARQ_RESULT_PREFIX,
 )
+from agentq.orchestrator.core.queued_job import JOB_EXPIRES_MS, QueuedJob
 
 __all__ = [
     "ARQ_ABORT_SET",

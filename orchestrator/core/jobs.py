@@ -20,6 +20,7 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import (
     JOB_EXPIRES_MS,
     MODEL_QUEUE,
@@ -29,7 +30,6 @@ from agentq.orchestrator.core.envelopes import (
     JobKind,
     QueuedJob,
 )
-from agentq.orchestrator.machine import keys
 
 P = TypeVar("P", bound=BaseModel)
 

@@ -14,8 +14,8 @@ from pydantic import (
     model_validator,
 )
 
+from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.messages import Message, UserMessage, normalize_message
-from agentq.orchestrator.machine.keys import RUN_ID_PATTERN
 from agentq.orchestrator.policy.providers import PROVIDER_NAME
 from agentq.orchestrator.policy.webhooks import WebhookSpec
 from agentq.orchestrator.runs.children import CHILD_RUN_ID

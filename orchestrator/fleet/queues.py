@@ -19,7 +19,7 @@ from typing import Any
 from arq.constants import health_check_key_suffix
 from redis.asyncio import Redis
 
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.core import keys
 
 QUEUE_KEY_PREFIX = keys.QUEUE_PREFIX
 

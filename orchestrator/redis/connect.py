@@ -18,10 +18,10 @@ import redis.asyncio as aioredis
 from arq.connections import ArqRedis
 from redis.asyncio.cluster import RedisCluster
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import deserialize, serialize
 from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.cluster import cluster_client, is_cluster_url, sync_cluster_client
 from agentq.orchestrator.redis.sentinel import is_sentinel_url, sentinel_pool
 

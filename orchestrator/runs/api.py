@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import (
     AgentqError,
     InfrastructureError,
@@ -36,10 +37,8 @@ from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.core.tool_output import bounded_result
-from agentq.orchestrator.loop.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.loop.plan import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.loop.replay import ReplayReport, replay
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.faults import (
     Backoff,
     infrastructure_error,
@@ -49,6 +48,7 @@ from agentq.orchestrator.redis.faults import (
 )
 from agentq.orchestrator.runs.children import ChildOf, child_run_id
 from agentq.orchestrator.runs.creation import RunCreation
+from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.runs.index import (
     DEFAULT_TENANT,
     Cursor,

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict
 
 from agentq.orchestrator.core.envelopes import JobEnvelope, QueuedJob
 from agentq.orchestrator.core.jobs import queued_job
+from agentq.orchestrator.core.queued_job import JOB_EXPIRES_MS
 from agentq.orchestrator.core.templating import render
-from agentq.orchestrator.machine.jobs import JOB_EXPIRES_MS
 
 # The input a sub-agent takes when its tool gives no input_schema.
 DEFAULT_AGENT_INPUT: dict[str, Any] = {

@@ -14,16 +14,16 @@ from redis.exceptions import OutOfMemoryError, ResponseError
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError
+from agentq.orchestrator.core.keys import WEBHOOK_RUNS
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec import ModelRef, RunSpec
-from agentq.orchestrator.loop.fork import ForkCopy
 from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
 from agentq.orchestrator.machine import scripts
-from agentq.orchestrator.machine.keys import WEBHOOK_RUNS
 from agentq.orchestrator.policy.endpoints import Endpoint, EndpointPolicy
 from agentq.orchestrator.policy.providers import provider_table
 from agentq.orchestrator.policy.webhooks import check_webhooks
 from agentq.orchestrator.runs.children import ChildOf
+from agentq.orchestrator.runs.fork import ForkCopy
 from agentq.orchestrator.runs.index import RunIndex
 from agentq.orchestrator.runs.state import Outcome, QueuedJob
 from agentq.orchestrator.runs.store import RunStore

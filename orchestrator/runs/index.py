@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.core import keys
 
 DEFAULT_TENANT = "default"
 

@@ -69,7 +69,7 @@ class RunResult(BaseModel):
     parent: ParentLink | None = None
     children: dict[str, str] = Field(default_factory=dict)
     child_usage: Usage = Field(default_factory=Usage)
-    # A fork's original: {"run_id", "step"} (orchestrator/loop/fork.py).
+    # A fork's original: {"run_id", "step"} (orchestrator/runs/fork.py).
     origin: dict[str, Any] | None = None
 
     @property

@@ -16,9 +16,10 @@ from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event, stored_output, with_output
-from agentq.orchestrator.machine import keys, lua_constants, scripts
+from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, Store, resolved, text, texts
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.children import child_run_id
@@ -50,6 +51,7 @@ from agentq.orchestrator.runs.state import (
     TransitionInput,
     WorkflowRecord,
     call_field,
+    lua_constants,
 )
 from agentq.orchestrator.runs.state.history import referenced_step, resolve_messages
 from agentq.orchestrator.runs.state.inputs import DEFAULT_RETENTION_S

@@ -72,8 +72,8 @@ from opentelemetry.trace import (
 )
 from opentelemetry.trace.propagation import _SPAN_KEY
 
-from agentq.orchestrator.machine.jobs import QueuedJob
-from agentq.orchestrator.machine.keys import queue_name
+from agentq.orchestrator.core.keys import queue_name
+from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.runs.children import ParentLink, call_span_id, run_trace_id
 from agentq.orchestrator.runs.state.inputs import TransitionInput
 from agentq.orchestrator.tracing import genai_content

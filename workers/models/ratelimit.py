@@ -29,8 +29,9 @@ from typing import Any, Protocol
 
 import httpx
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import ProviderError
-from agentq.orchestrator.machine import keys, scripts
+from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.policy.endpoints import Endpoint
 from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse, Provider
 

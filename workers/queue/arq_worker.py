@@ -15,7 +15,7 @@ these parts of arq 0.28 that arq does not document as public; the test
 - `arq.jobs.deserialize_job_raw` and `SerializationError` (a job's payload layout);
 - `arq.utils.ms_to_datetime`, `timestamp_ms`;
 - arq's key layout (`arq:job:`, `arq:in-progress:`, `arq:result:`, `arq:retry:`,
-  `arq:abort`), written by agentq's Lua too (orchestrator/machine/keys.py).
+  `arq:abort`), written by agentq's Lua too (orchestrator/core/keys.py).
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from arq.worker import RetryJob
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from agentq.orchestrator.core import keys as state_keys
 from agentq.orchestrator.core.envelopes import (
     queue_key,
 )
-from agentq.orchestrator.machine import keys as state_keys
 from agentq.orchestrator.redis.connect import (
     is_cluster,
 )

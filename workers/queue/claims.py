@@ -36,9 +36,9 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
-from agentq.orchestrator.machine import keys as state_keys
+from agentq.orchestrator.core import keys as state_keys
+from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
 from agentq.orchestrator.machine import scripts
-from agentq.orchestrator.machine.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
 from agentq.orchestrator.machine.store import Ride, text
 from agentq.workers.queue.liveness import holders_key, jobs_key
 

@@ -24,7 +24,8 @@ from typing import NamedTuple
 import redis
 from redis.asyncio import Redis
 
-from agentq.orchestrator.machine import keys, scripts
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.redis.faults import Outage, is_transient
 
 log = logging.getLogger("agentq.worker")

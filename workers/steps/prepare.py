@@ -18,10 +18,12 @@ from typing import Any
 from redis.asyncio import Redis
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind, QueuedJob
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.jobs import queued_job
+from agentq.orchestrator.core.keys import context_summary, hook_reply
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.context import (
@@ -45,8 +47,6 @@ from agentq.orchestrator.loop.prepare import (
     rule_overrides,
     sent_record,
 )
-from agentq.orchestrator.machine import keys
-from agentq.orchestrator.machine.keys import context_summary, hook_reply
 from agentq.orchestrator.redis.connect import MAX_BLOCK_S
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.result import StepResult, assemble

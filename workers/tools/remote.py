@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 
 from agentq.orchestrator.calls.home import CallHome, call_home
 from agentq.orchestrator.calls.store import CallStore
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import (
     ARQ_IN_PROGRESS_PREFIX,
     ARQ_JOB_PREFIX,
@@ -32,11 +33,10 @@ from agentq.orchestrator.core.envelopes import (
     JobKind,
     deserialize,
 )
+from agentq.orchestrator.core.keys import lease_deadline
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.tool_output import bounded_result, progress_value
 from agentq.orchestrator.loop.plan import error_result
-from agentq.orchestrator.machine import keys
-from agentq.orchestrator.machine.keys import lease_deadline
 from agentq.orchestrator.redis.connect import is_cluster
 from agentq.orchestrator.runs.store import RunStore
 from agentq.workers.queue.arq_worker import BACKSTOP_MS

@@ -40,6 +40,8 @@ from arq.worker import func
 from redis.asyncio import Redis
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.core import keys as state_keys
 from agentq.orchestrator.core.envelopes import (
     MODEL_QUEUE,
     TOOLS_QUEUE,
@@ -47,12 +49,10 @@ from agentq.orchestrator.core.envelopes import (
     serialize,
 )
 from agentq.orchestrator.core.errors import AgentqError, InfrastructureError, SpecError
+from agentq.orchestrator.core.keys import job_prefix
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.fleet import listings
 from agentq.orchestrator.loop.prepare import PREPARE_STEP_KIND
-from agentq.orchestrator.machine import keys
-from agentq.orchestrator.machine import keys as state_keys
-from agentq.orchestrator.machine.keys import job_prefix
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.redis.connect import (
     MAX_BLOCK_S,

@@ -25,10 +25,10 @@ from redis.asyncio import Redis
 
 from agentq.orchestrator.core.errors import RunNotFoundError, ToolError
 from agentq.orchestrator.core.events import Event, event_json
+from agentq.orchestrator.core.keys import WEBHOOK_RUNS, meta, webhook_cursors, webhook_lock
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.machine import scripts
-from agentq.orchestrator.machine.keys import WEBHOOK_RUNS, meta, webhook_cursors, webhook_lock
 from agentq.orchestrator.policy.endpoints import Resolver
 from agentq.orchestrator.policy.signing import signed_headers
 from agentq.orchestrator.policy.webhooks import WebhookSpec, webhook_hosts

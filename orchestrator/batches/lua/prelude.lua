@@ -1,5 +1,5 @@
 -- prelude: shared by every batch transition; the generated constants chunk
--- (orchestrator/machine/lua_constants.py render_batch: K, BATCH, LINE, BOUT, BF, SF, RF,
+-- (orchestrator/runs/state/lua_constants.py render_batch: K, BATCH, LINE, BOUT, BF, SF, RF,
 -- BK) comes first.
 --
 -- KEYS[1] the tenant's scheduler hash, KEYS[2] its ring of admitting batches (a zset

@@ -1,7 +1,7 @@
 -- enqueue: a job in arq's own layout, atomically with the transition that causes it.
 -- Needs: K.ARQ_JOB (the constants chunk).
 -- Defines: enqueue(job) -> 1, or 0 when the job exists already; `job` is a QueuedJob
---   (orchestrator/machine/jobs.py) decoded.
+--   (orchestrator/core/queued_job.py) decoded.
 -- The job key with its payload, its score in the queue, then a token that wakes a
 -- sleeping worker. Job ids are derived from what they do: enqueueing twice is a no-op.
 -- @include wake

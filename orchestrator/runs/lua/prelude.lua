@@ -1,5 +1,5 @@
 -- prelude: shared by every run transition; the generated constants chunk
--- (orchestrator/machine/lua_constants.py: RUN, CALL, AFTER, INPUT, OUT, F, S, K, USAGE,
+-- (orchestrator/runs/state/lua_constants.py: RUN, CALL, AFTER, INPUT, OUT, F, S, K, USAGE,
 -- TOOL_MESSAGE_OPEN/CLOSE) comes first.
 --
 -- KEYS[1] the run's meta hash, KEYS[2] its message list, KEYS[3] its event stream.

@@ -10,8 +10,8 @@ input and reply per transition. The Lua transitions use constants rendered from 
     lua_constants.py  the constants chunk every script starts with
 """
 
-from agentq.orchestrator.machine import keys
-from agentq.orchestrator.machine.jobs import JOB_EXPIRES_MS, QueuedJob
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.queued_job import JOB_EXPIRES_MS, QueuedJob
 from agentq.orchestrator.runs.state.failure import FailureKind, RunFailure
 from agentq.orchestrator.runs.state.inputs import (
     INPUTS,

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.messages import Usage
-from agentq.orchestrator.machine import keys
-from agentq.orchestrator.machine.jobs import QueuedJob
+from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.machine.transition import Transition
 from agentq.orchestrator.runs.state.failure import RunFailure
 from agentq.orchestrator.runs.state.status import CallStatus, InputStatus, StepAfter

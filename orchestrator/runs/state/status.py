@@ -117,7 +117,7 @@ class MetaField(StrEnum):
     CHILD_USAGE_TOTAL = "cu_total"
     CHILD_USAGE_CACHED = "cu_cached"
     CHILD_USAGE_REASONING = "cu_reason"
-    ORIGIN = "origin"  # a fork's {run_id, step} as JSON (orchestrator/loop/fork.py)
+    ORIGIN = "origin"  # a fork's {run_id, step} as JSON (orchestrator/runs/fork.py)
     # Steps answered through a provider batch API (batch-priced), and their tokens.
     BATCH_STEPS = "b_steps"
     BATCH_INPUT = "b_in"

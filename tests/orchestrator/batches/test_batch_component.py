@@ -13,8 +13,8 @@ from agentq.orchestrator.batches.api import BatchInfo, LineResult
 from agentq.orchestrator.batches.input import BatchInputError
 from agentq.orchestrator.batches.state import BatchSettle
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.runs.state import MetaField
 from agentq.workers.worker.embedded import embedded
 from tests.support.redis_fixtures import redis_server, redis_url

@@ -20,7 +20,7 @@ import redis
 
 from agentq.orchestrator.batches.api import BatchInfo
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.core import keys
 from tests.support.infra import REPO, TOOLS, RedisServer, WorkerProcess, wait_ready
 from tests.support.specs import calls, scripted
 from tests.support.waiting import eventually, eventually_async

@@ -18,10 +18,10 @@ from agentq.orchestrator.calls.catalogue import (
 )
 from agentq.orchestrator.calls.state import CallField
 from agentq.orchestrator.calls.store import CallStore
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunConflictError, UnknownToolError
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.loop.plan import error_result
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.runs.state import CallStatus, Outcome
 from agentq.orchestrator.tools.resolution import ToolDef
 from agentq.workers.tools.function_tools import tool

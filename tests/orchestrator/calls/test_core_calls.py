@@ -19,8 +19,8 @@ from agentq.orchestrator.calls.catalogue import (
 )
 from agentq.orchestrator.calls.state import CALL_INPUTS, CallTransitionInput
 from agentq.orchestrator.core.errors import UnknownToolError
+from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.machine.keys import RUN_ID_PATTERN
 from agentq.orchestrator.tools import ToolAnnouncement, registry_key
 
 pytestmark = pytest.mark.unit

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import (
     MODEL_QUEUE,
     RESUMED_STEP,
@@ -14,7 +15,6 @@ from agentq.orchestrator.core.envelopes import (
     JobKind,
 )
 from agentq.orchestrator.core.jobs import JOBS, job_id, queued_job
-from agentq.orchestrator.machine import keys
 from agentq.workers.jobs import registry
 
 pytestmark = pytest.mark.unit

@@ -29,7 +29,6 @@ from agentq.orchestrator.loop.context import (
     tokens_to_compact,
     with_summary,
 )
-from agentq.orchestrator.loop.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.loop.prepare import (
     StepOverrides,
     applied,
@@ -38,6 +37,7 @@ from agentq.orchestrator.loop.prepare import (
     matching_rule,
     rule_overrides,
 )
+from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
 
 pytestmark = pytest.mark.unit
 

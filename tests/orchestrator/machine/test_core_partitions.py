@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import pytest
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE, JobEnvelope
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.connect import partitions_for
 
 pytestmark = pytest.mark.unit

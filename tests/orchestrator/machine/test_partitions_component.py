@@ -10,9 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.connect import forget_memory_server
 from agentq.workers.worker.embedded import embedded
 from tests.support.sample_tools import nap, noop

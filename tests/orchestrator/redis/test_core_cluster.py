@@ -13,7 +13,7 @@ import pytest
 
 from agentq.orchestrator.batches.api import BatchInfo
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.core import keys
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.redis_cluster import LocalCluster
 from tests.support.specs import calls, scripted

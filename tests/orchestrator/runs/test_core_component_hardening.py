@@ -14,9 +14,9 @@ from agentq import tool
 from agentq.orchestrator.calls.home import InputAsk
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import events as ev
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError, ToolError
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools.resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement

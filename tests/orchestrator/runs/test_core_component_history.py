@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from agentq import tool
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, ToolResultPart, UserMessage
 from agentq.orchestrator.loop.plan import CallPlan
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.state import (
     BeginStep,

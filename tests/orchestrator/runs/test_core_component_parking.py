@@ -11,8 +11,8 @@ import pytest
 from agentq import tool
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import events as ev
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError, RunStateError
-from agentq.orchestrator.machine import keys
 from agentq.workers.tools.function_tools import FunctionTool
 from tests.support.embedded_runs import (
     TIMEOUT_S,

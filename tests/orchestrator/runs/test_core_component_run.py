@@ -14,11 +14,11 @@ from pydantic import ValidationError
 
 from agentq import tool
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError, RunTimeoutError, UnknownToolError
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.core.messages import AssistantMessage, ToolMessage, UserMessage
 from agentq.orchestrator.core.spec import RunSpec
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.runs.result import RunResult
 from agentq.orchestrator.runs.state import RunFailure
 from agentq.workers.worker.loading import load_tool_modules

@@ -11,9 +11,9 @@ from redis.asyncio import Redis
 
 from agentq import tool
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.core.messages import ToolMessage
-from agentq.orchestrator.machine import keys
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.specs import calls, scripted

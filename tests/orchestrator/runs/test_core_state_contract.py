@@ -13,7 +13,7 @@ from importlib import resources
 import pytest
 
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, ToolMessage, ToolResultPart, Usage
-from agentq.orchestrator.machine import lua_constants, scripts
+from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.runs.state import (
     INPUTS,
     USAGE_FIELDS,
@@ -21,6 +21,7 @@ from agentq.orchestrator.runs.state import (
     QueuedJob,
     TransitionInput,
     history,
+    lua_constants,
 )
 from agentq.orchestrator.runs.store import load_scripts
 

@@ -21,9 +21,9 @@ from dataclasses import dataclass, replace
 import pytest
 from redis.asyncio import Redis
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.messages import ToolResultPart, UserMessage
 from agentq.orchestrator.loop.plan import CallPlan
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.state import (
     TERMINAL_STATUSES,

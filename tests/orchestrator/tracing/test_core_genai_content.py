@@ -7,6 +7,7 @@ import json
 import pytest
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.messages import (
     AssistantMessage,
     MediaPart,
@@ -19,7 +20,6 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.runs.state import CallStatus, Outcome, StepAfter
 from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids, result_args
 from agentq.orchestrator.tracing import genai_content as content

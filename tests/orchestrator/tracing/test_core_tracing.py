@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.core import keys
 from tests.support.infra import REPO, TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.models import write_models_file
 from tests.support.otlp import OtlpGrpcReceiver, OtlpReceiver, ReceivedSpan

@@ -17,8 +17,8 @@ from redis.asyncio import Redis
 
 from agentq.orchestrator.batches.usage import batch_priced_usage
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.runs.result import RunResult
 from tests.support.fake_anthropic import FakeAnthropic
 from tests.support.fake_anthropic import Turn as ATurn

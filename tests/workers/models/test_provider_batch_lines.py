@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator.batches.usage import run_usage
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.runs.state import MetaField
 from agentq.workers.models.batch_api import (
     BatchLine,

@@ -13,7 +13,7 @@ import arq.utils
 import arq.worker
 import pytest
 
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.core import keys
 from agentq.workers.queue.claims import ARQ_RETRY_PREFIX
 
 pytestmark = pytest.mark.unit

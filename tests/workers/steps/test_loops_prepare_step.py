@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.messages import Message, SystemMessage, ToolMessage
 from agentq.orchestrator.core.spec import ToolChoiceTool
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.runs.result import StepResult
 from agentq.workers.steps import hooks as step_hooks
 from agentq.workers.steps.hooks import prepare_step

@@ -9,10 +9,10 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE
 from agentq.orchestrator.core.messages import UserMessage
 from agentq.orchestrator.core.spec import RunSpec
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.children import ChildOf, ParentLink, child_run_id
 from agentq.orchestrator.runs.state import FailureKind, MetaField, Outcome, RunFailure

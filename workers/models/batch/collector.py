@@ -18,10 +18,10 @@ import uuid
 
 from redis.asyncio import Redis
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec import ModelRef
-from agentq.orchestrator.machine import keys
 from agentq.orchestrator.redis.faults import is_transient
 from agentq.workers.models import ModelRequest
 from agentq.workers.models.batch.store import ProviderBatchStore

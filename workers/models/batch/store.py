@@ -1,4 +1,4 @@
-"""The Redis records of provider batches (keys in orchestrator/machine/keys.py).
+"""The Redis records of provider batches (keys in orchestrator/core/keys.py).
 
 Never submitting a request twice rests on two records. A step joins its group's
 `known` set and `pending` queue in one script, only if it is not known already
@@ -16,11 +16,12 @@ from typing import Any, TypeVar
 
 from redis.asyncio import Redis
 
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind
 from agentq.orchestrator.core.jobs import queued_job
-from agentq.orchestrator.machine import keys, lua_constants, scripts
+from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import resolved, text, texts
-from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField
+from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField, lua_constants
 
 T = TypeVar("T")
 

@@ -11,8 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-from agentq.orchestrator.calls.state import CallField
-from agentq.orchestrator.machine import keys
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.runs.state import status
 from agentq.orchestrator.runs.state.history import (
     HISTORY_INLINE_MAX,
@@ -29,7 +28,6 @@ ENUM_TABLES: dict[str, type[StrEnum]] = {
     "OUT": status.Outcome,
     "F": status.MetaField,
     "S": status.StepField,
-    "CF": CallField,  # a call without a run (state/calls.py)
 }
 
 KEY_CONSTANTS: dict[str, str] = {
@@ -65,10 +63,17 @@ def _enum_items(enum: type[StrEnum]) -> Iterable[tuple[str, str]]:
     return ((member.name, member.value) for member in enum)
 
 
-def render(extra: Mapping[str, str] | None = None) -> str:
+def render(
+    tables: Mapping[str, type[StrEnum]] | None = None,
+    key_tables: Mapping[str, Mapping[str, str]] | None = None,
+) -> str:
+    """The run chunk, then a machine's own enum `tables` and `key_tables` (a call's or a
+    batch's scripts read the run's job layout too)."""
     lines = ["-- Generated from agentq.orchestrator.runs.state at load time: do not edit by hand."]
-    lines += [_table(name, _enum_items(enum)) for name, enum in ENUM_TABLES.items()]
-    lines.append(_table("K", {**KEY_CONSTANTS, **(extra or {})}.items()))
+    enums = {**ENUM_TABLES, **(tables or {})}
+    lines += [_table(name, _enum_items(enum)) for name, enum in enums.items()]
+    lines.append(_table("K", KEY_CONSTANTS.items()))
+    lines += [_table(name, table.items()) for name, table in (key_tables or {}).items()]
     usage = ", ".join(
         f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in status.USAGE_FIELDS.items()
     )
@@ -84,38 +89,4 @@ def render(extra: Mapping[str, str] | None = None) -> str:
     )
     lines.append(f"local TOOL_RESULTS_REF = {_lua_str(TOOL_RESULTS_REF)}")
     lines.append(f"local HISTORY_INLINE_MAX = {int(HISTORY_INLINE_MAX)}")
-    return "\n".join(lines) + "\n"
-
-
-def batch_tables() -> dict[str, type[StrEnum]]:
-    from agentq.orchestrator.batches import state as batch
-
-    return {
-        "BATCH": batch.BatchStatus,
-        "LINE": batch.LineStatus,
-        "BOUT": batch.BatchOutcome,
-        "BF": batch.BatchField,
-        "SF": batch.SchedField,
-        "RF": batch.RecordField,
-    }
-
-
-BATCH_KEY_CONSTANTS: dict[str, str] = {
-    "SEP": keys.JOB_SEPARATOR,
-    "SCHED": keys.BATCH_SCHED_SUFFIX,
-    "TOKEN": keys.BATCH_TOKEN_INFIX,
-    "IDS": keys.BATCH_IDS_SUFFIX,
-    "SPECS": keys.BATCH_SPECS_SUFFIX,
-    "RECORDS": keys.BATCH_RECORDS_SUFFIX,
-    "PENDING": keys.BATCH_PENDING_SUFFIX,
-    "RUNNING": keys.BATCH_RUNNING_SUFFIX,
-}
-
-
-def render_batch() -> str:
-    """The constants of the batch transitions: the run chunk (for `K`, the job layout)
-    and the batch tables."""
-    lines = [render().rstrip("\n")]
-    lines += [_table(name, _enum_items(enum)) for name, enum in batch_tables().items()]
-    lines.append(_table("BK", BATCH_KEY_CONSTANTS.items()))
     return "\n".join(lines) + "\n"
