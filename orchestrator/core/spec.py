@@ -16,9 +16,9 @@ from pydantic import (
 
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.messages import Message, UserMessage, normalize_message
+from agentq.orchestrator.core.run_ids import CHILD_RUN_ID
 from agentq.orchestrator.policy.providers import PROVIDER_NAME
 from agentq.orchestrator.policy.webhooks import WebhookSpec
-from agentq.orchestrator.runs.children import CHILD_RUN_ID
 from agentq.orchestrator.tools import ToolSpecBase, parse_tool_entry
 from agentq.orchestrator.tools.base import SpecModel as _Spec
 

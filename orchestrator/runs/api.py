@@ -34,6 +34,7 @@ from agentq.orchestrator.core.errors import (
 )
 from agentq.orchestrator.core.events import Event, event_json
 from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.run_ids import child_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.core.tool_output import bounded_result
@@ -46,7 +47,7 @@ from agentq.orchestrator.redis.faults import (
     maps_redis_errors,
     redis_errors_mapped,
 )
-from agentq.orchestrator.runs.children import ChildOf, child_run_id
+from agentq.orchestrator.runs.children import ChildOf
 from agentq.orchestrator.runs.creation import RunCreation
 from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.runs.index import (

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart, Usage
-from agentq.orchestrator.runs.children import ParentLink, child_run_id
+from agentq.orchestrator.core.run_ids import ParentLink, child_run_id
 from agentq.orchestrator.runs.state import (
     CHILD_USAGE_FIELDS,
     TERMINAL_STATUSES,

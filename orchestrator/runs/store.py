@@ -19,10 +19,10 @@ from redis.asyncio import Redis
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event, stored_output, with_output
+from agentq.orchestrator.core.run_ids import child_run_id
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, Store, resolved, text, texts
 from agentq.orchestrator.redis.faults import redis_errors_mapped
-from agentq.orchestrator.runs.children import child_run_id
 from agentq.orchestrator.runs.state import (
     INPUTS,
     TERMINAL_STATUSES,

@@ -19,7 +19,6 @@ from pydantic import ValidationError, model_validator
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.templating import references, root
-from agentq.orchestrator.runs.children import DEFAULT_AGENT_INPUT
 from agentq.orchestrator.tools.base import (
     KindConfig,
     ResolveContext,
@@ -29,6 +28,14 @@ from agentq.orchestrator.tools.base import (
     ToolSpecBase,
     refuse,
 )
+
+# The input a sub-agent takes when its tool gives no input_schema.
+DEFAULT_AGENT_INPUT: dict[str, Any] = {
+    "type": "object",
+    "properties": {"prompt": {"type": "string", "description": "The task for the sub-agent."}},
+    "required": ["prompt"],
+    "additionalProperties": False,
+}
 
 
 class AgentToolSpec(ToolSpecBase):

@@ -50,10 +50,9 @@ import hashlib
 import json
 import logging
 import time
-import typing
 from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
@@ -74,8 +73,7 @@ from opentelemetry.trace.propagation import _SPAN_KEY
 
 from agentq.orchestrator.core.keys import queue_name
 from agentq.orchestrator.core.queued_job import QueuedJob
-from agentq.orchestrator.runs.children import ParentLink, call_span_id, run_trace_id
-from agentq.orchestrator.runs.state.inputs import TransitionInput
+from agentq.orchestrator.core.run_ids import ParentLink, call_span_id, run_trace_id
 from agentq.orchestrator.tracing import genai_content
 
 # The provider's life, from here too: every process that traces calls these.
@@ -89,9 +87,15 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentq.tracing")
 
-# A transition's typed input (CreateRun, CommitStep, RecordResult, ...), whose jobs
-# `Hops.stamp` stamps.
-Input = TypeVar("Input", bound=TransitionInput)
+
+class TransitionArgs(Protocol):
+    """A transition's typed input (CreateRun, CommitStep, RecordResult, ...): the jobs it
+    may enqueue are what `Hops.stamp` stamps."""
+
+    def carried_jobs(self) -> Iterable[QueuedJob]: ...
+
+
+Input = TypeVar("Input", bound=TransitionArgs)
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
 MESSAGING_SYSTEM = "redis"
@@ -489,17 +493,6 @@ def _queue_of(queue_key: str) -> str:
     return queue_name(queue_key)
 
 
-@functools.cache
-def _job_fields(kind: type[TransitionInput]) -> tuple[str, ...]:
-    """The fields of a transition's input that can hold a job (a `QueuedJob`, optional or
-    in a list): the only ones `Hops.stamp` looks at."""
-
-    def holds_job(annotation: Any) -> bool:
-        return annotation is QueuedJob or any(holds_job(a) for a in typing.get_args(annotation))
-
-    return tuple(name for name, info in kind.model_fields.items() if holds_job(info.annotation))
-
-
 class Hops:
     """The `send` spans of the jobs one transition may enqueue, keyed by job id.
 
@@ -531,17 +524,8 @@ class Hops:
                 name, context=context, kind=SpanKind.PRODUCER, attributes=attributes
             )
 
-        idle = args.idle_job_fields()
-        for field in _job_fields(type(args)):
-            if field in idle:
-                continue
-            value = getattr(args, field)
-            if isinstance(value, QueuedJob):
-                self._stamp(start, value)
-            elif isinstance(value, list):
-                for job in value:
-                    if isinstance(job, QueuedJob):
-                        self._stamp(start, job)
+        for job in args.carried_jobs():
+            self._stamp(start, job)
         return args
 
     def _stamp(self, start: Callable[[str, dict[str, Any]], Span], job: QueuedJob) -> None:

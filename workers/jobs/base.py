@@ -20,10 +20,10 @@ from arq import Retry
 from agentq.orchestrator import tracing
 from agentq.orchestrator.calls.store import CallStore
 from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind
+from agentq.orchestrator.core.run_ids import ParentLink
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tool_output import DEFAULT_MAX_OUTPUT_BYTES
 from agentq.orchestrator.redis.faults import is_transient_redis
-from agentq.orchestrator.runs.children import ParentLink
 from agentq.orchestrator.runs.state import FailureKind, MetaField, Outcome, Reply, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.workers.models.batch.store import ProviderBatchStore

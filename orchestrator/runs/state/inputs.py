@@ -27,11 +27,6 @@ class TransitionInput(Transition):
     run_id: str
     retention_s: int = DEFAULT_RETENTION_S
 
-    def idle_job_fields(self) -> frozenset[str]:
-        """Fields whose job this transition never enqueues, whatever Redis holds: no
-        send span is started for them (tracing's cost is per span)."""
-        return frozenset()
-
 
 class CreateRun(TransitionInput):
     script = "create"

@@ -9,7 +9,7 @@ import pytest
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.runs.children import child_run_id
+from agentq.orchestrator.core.run_ids import child_run_id
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.otlp import OtlpReceiver

@@ -1,0 +1,49 @@
+"""How runs are named and linked: a child run's id, derived from its parent's call,
+and the trace and span ids every process derives from a run's id alone (no lookup).
+
+Vocabulary: the spec checks a run id against it, tracing derives ids from it, the runs'
+state machine names children with it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from pydantic import BaseModel, ConfigDict
+
+
+class ParentLink(BaseModel):
+    """The parent's call a child run answers."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str
+    step: int
+    call_id: str
+
+
+# A child run's id: `t<its trace id>.<digest of the parent's call>`. Its trace id is its
+# top run's, so every process puts the child's spans in the parent's trace without a
+# lookup (tracing derives a run's ids from its id alone); a spec may not choose one.
+CHILD_RUN_ID = re.compile(r"^t(?P<trace>[0-9a-f]{32})\.(?P<digest>[0-9a-f]{16})$")
+
+
+def run_trace_id(run_id: str) -> int:
+    """The id of the trace a run's spans belong to: its own, or (a child) its top run's."""
+    child = CHILD_RUN_ID.match(run_id)
+    if child is not None:
+        return int(child["trace"], 16)
+    return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:16], "big") or 1
+
+
+def child_run_id(parent_run_id: str, step: int, call_id: str) -> str:
+    """The child's id, derived from the parent's call: starting it twice is a no-op."""
+    digest = hashlib.sha256(f"{parent_run_id}\0{step}\0{call_id}".encode()).hexdigest()[:16]
+    return f"t{run_trace_id(parent_run_id):032x}.{digest}"
+
+
+def call_span_id(run_id: str, call_id: str) -> int:
+    """The span id of a sub-agent call (`execute_tool`), the parent of its child's run span."""
+    digest = hashlib.sha256(f"{run_id}\0call\0{call_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") or 1
