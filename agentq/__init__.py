@@ -27,8 +27,8 @@ if TYPE_CHECKING:
         ToolError,
     )
     from agentq.orchestrator.core.events import Event
-    from agentq.orchestrator.core.spec import RunSpec
     from agentq.orchestrator.runs.result import RunResult, StepResult
+    from agentq.orchestrator.spec.run import RunSpec
     from agentq.workers.steps.hooks import prepare_step
     from agentq.workers.tools.function_tools import FunctionTool, tool
     from agentq.workers.worker.embedded import embedded
@@ -45,7 +45,7 @@ _EXPORTS = {
     "RunError": "agentq.orchestrator.core.errors",
     "RunNotFoundError": "agentq.orchestrator.core.errors",
     "RunResult": "agentq.orchestrator.runs.result",
-    "RunSpec": "agentq.orchestrator.core.spec",
+    "RunSpec": "agentq.orchestrator.spec.run",
     "RunStateError": "agentq.orchestrator.core.errors",
     "RunTimeoutError": "agentq.orchestrator.core.errors",
     "SpecError": "agentq.orchestrator.core.errors",

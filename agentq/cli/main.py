@@ -53,8 +53,8 @@ from agentq.cli.options import (
 if TYPE_CHECKING:
     from agentq.orchestrator.client import Client
     from agentq.orchestrator.core.settings import Settings
-    from agentq.orchestrator.core.spec import RunSpec
     from agentq.orchestrator.runs.result import RunResult
+    from agentq.orchestrator.spec.run import RunSpec
     from agentq.workers.worker.metrics import WorkerMetrics
     from agentq.workers.worker.runtime import WorkerRuntime
 
@@ -71,7 +71,7 @@ def _read_spec(path: str) -> RunSpec:
     from pydantic import ValidationError
 
     from agentq.orchestrator.core.errors import SpecError
-    from agentq.orchestrator.core.spec import RunSpec
+    from agentq.orchestrator.spec.run import RunSpec
 
     try:
         data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()

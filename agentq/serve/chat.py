@@ -21,8 +21,8 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
+from agentq.orchestrator.spec.run import RunSpec
 from agentq.serve.chat_messages import (
     ChatInputError,
     ChatRequest,

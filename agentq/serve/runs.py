@@ -12,9 +12,9 @@ from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator.core.errors import RunTimeoutError
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.runs.index import RunPage
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
+from agentq.orchestrator.spec.run import RunSpec
 from agentq.serve.deps import caller, client_of, config_of, feeds_of, own_run, run_owner
 from agentq.serve.errors import ApiError, conflict, not_found
 from agentq.serve.follow import follow

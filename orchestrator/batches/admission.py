@@ -27,8 +27,8 @@ from agentq.orchestrator.batches.state import Admission, BatchSettle, LineStatus
 from agentq.orchestrator.core.envelopes import BatchJobEnvelope, QueuedJob
 from agentq.orchestrator.core.errors import AgentqError, InfrastructureError, RunNotFoundError
 from agentq.orchestrator.core.jobs import queued_job
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField
+from agentq.orchestrator.spec.run import RunSpec
 
 if TYPE_CHECKING:
     from agentq.orchestrator.client import Client

@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from agentq.orchestrator.core.errors import SpecError
-from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.spec.run import RunSpec
 
 LINE_FIELDS = frozenset({"custom_id", "spec", "vars", "prompt", "messages"})
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")

@@ -39,7 +39,7 @@ from agentq.orchestrator.redis.faults import maps_redis_errors
 from agentq.orchestrator.runs.index import DEFAULT_TENANT
 from agentq.orchestrator.runs.state import Outcome
 from agentq.orchestrator.runs.store import RunStore
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.tools import ToolDef
 
 # How long past its deadline a caller waits for a call's result (time in the queue).
 QUEUE_GRACE_S = 30.0

@@ -36,8 +36,9 @@ from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import CallPlan, error_result
 from agentq.orchestrator.runs.state import CallStatus
+from agentq.orchestrator.spec.resolution import child_spec_check
 from agentq.orchestrator.tools import ResolveContext, ToolAnnouncement, ToolDef, tool_kind
-from agentq.orchestrator.tools.resolution import live_registry
+from agentq.orchestrator.tools.announcements import live_registry
 
 # A call's deadline when neither the caller nor the tool gives one (a run spec's default).
 DEFAULT_CALL_TIMEOUT_S = 60.0
@@ -125,6 +126,7 @@ def resolve_call(
         model_provider=None,
         timeout_s=timeout_s or entry.timeout_s or DEFAULT_CALL_TIMEOUT_S,
         settings=settings,
+        check_child_spec=child_spec_check(registry, now, settings),
     )
     offered = [t for t in plugin.offer(entry, ctx) if t.served_name == found.announcement.name]
     if not offered:

@@ -32,7 +32,7 @@ from agentq.orchestrator.runs.transitions import (
     input_request_args,
     result_args,
 )
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.tools import ToolDef
 
 log = logging.getLogger("agentq.worker")
 

@@ -16,8 +16,8 @@ from agentq.orchestrator.fleet.listings import WorkerRecord
 from agentq.orchestrator.fleet.queues import QueueStats, known_queues, queue_stats
 from agentq.orchestrator.redis.faults import maps_redis_errors
 from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.tools.announcements import live_registry
 from agentq.orchestrator.tools.base import ToolAnnouncement
-from agentq.orchestrator.tools.resolution import live_registry
 
 
 class FleetStatus(BaseModel):

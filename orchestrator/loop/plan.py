@@ -27,9 +27,9 @@ from agentq.orchestrator.core.messages import (
     Usage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
-from agentq.orchestrator.core.spec import HasToolCall, RunSpec, StepCountIs
 from agentq.orchestrator.runs.state import CallStatus, StepAfter
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.spec.run import HasToolCall, RunSpec, StepCountIs
+from agentq.orchestrator.tools import ToolDef
 
 After = StepAfter  # the name this module always used
 

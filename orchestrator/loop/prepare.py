@@ -19,14 +19,9 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.messages import AssistantMessage, Message, normalize_message
-from agentq.orchestrator.core.spec import (
-    ModelRef,
-    RunSpec,
-    StepRule,
-    ToolChoice,
-    ToolChoiceTool,
-    _parse_model,
-)
+from agentq.orchestrator.policy.model_ref import ModelRef
+from agentq.orchestrator.policy.model_ref import parse_model as _parse_model
+from agentq.orchestrator.spec.run import RunSpec, StepRule, ToolChoice, ToolChoiceTool
 from agentq.orchestrator.tools import ToolAnnouncement
 
 # The registry kind a worker announces its `@prepare_step` hooks under.

@@ -16,9 +16,9 @@ from typing import Any
 
 from agentq.orchestrator.core.messages import Message, UserMessage
 from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.plan import call_ids, input_error, offered_tools
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 
 Arguments = str | dict[str, Any] | list[Any] | None
 

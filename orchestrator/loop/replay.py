@@ -27,7 +27,6 @@ from agentq.orchestrator.core.messages import (
     Usage,
 )
 from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.context import (
     bounds,
     compact,
@@ -45,7 +44,8 @@ from agentq.orchestrator.loop.prepare import (
     sent_record,
 )
 from agentq.orchestrator.runs.state import MetaField, StepField
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 
 # The fields of a step's `sent` record, in the order a divergence is reported.
 _SENT_FIELDS = ("model", "system", "tools", "tool_choice", "n_messages", "messages")

@@ -39,8 +39,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import ModelRef
 from agentq.orchestrator.policy.egress import UNSAFE_CHARS, split_url
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.policy.providers import PROVIDER_NAME, ProviderInfo, lookup
 
 DEFAULT_PORTS = {"http": 80, "https": 443}

@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentq.orchestrator.core.errors import SpecError
+
 PROVIDER_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -108,8 +110,6 @@ def provider_table(announced: Iterable[ProviderInfo] = ()) -> dict[str, Provider
 def lookup(
     table: Mapping[str, ProviderInfo], name: str, where: str = "model.provider"
 ) -> ProviderInfo:
-    from agentq.orchestrator.core.errors import SpecError
-
     try:
         return table[name]
     except KeyError:

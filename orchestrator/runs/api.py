@@ -36,7 +36,6 @@ from agentq.orchestrator.core.events import Event, event_json
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.run_ids import child_run_id
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.core.tool_output import bounded_result
 from agentq.orchestrator.loop.plan import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.loop.replay import ReplayReport, replay
@@ -79,10 +78,9 @@ from agentq.orchestrator.runs.transitions import (
     start_job,
     tool_job,
 )
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.base import STORED_SPEC
-from agentq.orchestrator.tools.resolution import (
-    ToolDef,
-)
 
 T = TypeVar("T")
 

@@ -16,10 +16,10 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import ModelRef, RunSpec
 from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.policy.endpoints import Endpoint, EndpointPolicy
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.policy.providers import provider_table
 from agentq.orchestrator.policy.webhooks import check_webhooks
 from agentq.orchestrator.runs.children import ChildOf
@@ -28,12 +28,10 @@ from agentq.orchestrator.runs.index import RunIndex
 from agentq.orchestrator.runs.state import Outcome, QueuedJob
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import create_args, enqueued_job_ids
-from agentq.orchestrator.tools.resolution import (
-    ToolAnnouncement,
-    announced_providers,
-    live_registry,
-    resolve_tools,
-)
+from agentq.orchestrator.spec.resolution import resolve_tools
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolAnnouncement
+from agentq.orchestrator.tools.announcements import announced_providers, live_registry
 
 
 class RunCreation:

@@ -55,11 +55,8 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.state.history import referenced_step, resolve_messages
 from agentq.orchestrator.runs.state.inputs import DEFAULT_RETENTION_S
-from agentq.orchestrator.tools.resolution import (
-    ANNOUNCEMENT_TTL_S,
-    ToolAnnouncement,
-    registry_key,
-)
+from agentq.orchestrator.tools import ToolAnnouncement, registry_key
+from agentq.orchestrator.tools.announcements import ANNOUNCEMENT_TTL_S
 
 __all__ = ["DEFAULT_RETENTION_S", "RunStore", "load_scripts"]
 

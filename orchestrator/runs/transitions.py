@@ -17,7 +17,6 @@ from agentq.orchestrator.core.envelopes import JobEnvelope, QueuedJob
 from agentq.orchestrator.core.events import OUTPUT_REF, event_json
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import Message, ToolResultPart
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan
 from agentq.orchestrator.runs.children import ChildOf, parent_job
 from agentq.orchestrator.runs.state import (
@@ -33,7 +32,8 @@ from agentq.orchestrator.runs.state import (
     RecordResult,
     TransitionInput,
 )
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tracing import run_carrier
 
 Completion = TypeVar("Completion", bound=RecordResult)

@@ -10,7 +10,6 @@ same path as any run, so it is untrusted input exactly like one (orchestrator/ru
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 from typing import Any, Literal
 
@@ -66,22 +65,17 @@ def named_agents(path: str | None) -> dict[str, dict[str, Any]]:
 
 def check_template(template: dict[str, Any], ctx: ResolveContext, where: str) -> None:
     """The template as a child spec would be: a valid RunSpec whose tools resolve."""
-    from agentq.orchestrator.core.spec import RunSpec  # the spec module imports the kinds
-    from agentq.orchestrator.tools.resolution import resolve_tools
-
     if "id" in template:
         raise refuse(ctx, f"{where}.id: a child run's id is derived from its parent's call")
     probe = dict(template)
     if probe.get("prompt") is None and not probe.get("messages"):
         probe["prompt"] = "(the call's prompt)"
     try:
-        child = RunSpec.model_validate(probe)
+        ctx.check_child_spec(probe)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
         raise refuse(ctx, f"{where}.{loc}: {first['msg']}") from None
-    try:
-        resolve_tools(child, ctx.registry, time.time(), settings=ctx.settings)
     except SpecError as exc:
         raise refuse(ctx, f"{where}: {exc.message}") from None
 

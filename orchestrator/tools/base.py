@@ -27,7 +27,7 @@ matching registry of executor factories.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
@@ -45,13 +45,8 @@ from pydantic import (
 
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.spec_model import SpecModel
 from agentq.orchestrator.policy.providers import ProviderInfo
-
-
-class SpecModel(BaseModel):
-    """A part of a run spec: unknown fields are errors, not silently dropped."""
-
-    model_config = ConfigDict(extra="forbid")
 
 
 def _valid_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -174,6 +169,10 @@ class ResolveContext:
     timeout_s: float  # the entry's, else the run's default
     # The deployment's settings, for what a kind lets a spec choose (e.g. network for code).
     settings: Settings
+    # A sub-agent's child spec, checked as a run spec whose tools resolve here: the spec
+    # module sits above the kinds, so it hands its check down (a RunSpec holds tool
+    # entries; an agent entry holds a RunSpec). Raises ValidationError or SpecError.
+    check_child_spec: Callable[[dict[str, Any]], None]
 
     @property
     def where(self) -> str:

@@ -7,10 +7,10 @@ from typing import Any, Literal
 from pydantic import Field
 
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
+from agentq.orchestrator.core.spec_model import SpecModel
 from agentq.orchestrator.tools.base import (
     KindConfig,
     ResolveContext,
-    SpecModel,
     ToolAnnouncement,
     ToolDef,
     ToolKindPlugin,

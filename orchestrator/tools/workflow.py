@@ -15,6 +15,10 @@ from pydantic import Field, ValidationError
 
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE
 from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.policy.endpoints import EndpointPolicy
+from agentq.orchestrator.policy.model_ref import ModelRef, parse_model
+from agentq.orchestrator.policy.providers import provider_table
+from agentq.orchestrator.tools.announcements import announced_providers
 from agentq.orchestrator.tools.base import (
     InputSchema,
     KindConfig,
@@ -78,13 +82,8 @@ def node_tool(node: WorkflowNode, ctx: ResolveContext, at: str) -> ToolDef:
 
 
 def node_model(node: WorkflowNode, ctx: ResolveContext, at: str) -> dict[str, Any]:
-    from agentq.orchestrator.core.spec import ModelRef, _parse_model
-    from agentq.orchestrator.policy.endpoints import EndpointPolicy
-    from agentq.orchestrator.policy.providers import provider_table
-    from agentq.orchestrator.tools.resolution import announced_providers
-
     try:
-        ref = ModelRef.model_validate(_parse_model(node.model))
+        ref = ModelRef.model_validate(parse_model(node.model))
     except (ValidationError, ValueError) as exc:
         raise refuse(ctx, f"{at}.model: {exc}".splitlines()[0]) from None
     table = provider_table(announced_providers(ctx.registry))

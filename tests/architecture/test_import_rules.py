@@ -4,7 +4,12 @@
 - sandbox imports nothing of agentq but itself;
 - providers never import the run store (a wire format knows nothing of runs);
 - nothing, product or test, imports the folders by their bare top-level names: the
-  installed wheel only has `agentq.*`, and a bare import would load a module twice.
+  installed wheel only has `agentq.*`, and a bare import would load a module twice;
+- each package (a folder of modules) imports, at module level, only the packages the
+  table below allows it, and no two packages import each other, however indirectly.
+  A new dependency is a deliberate edit of the table. Imports inside functions load
+  heavy or optional parts on demand (the CLI, Docker, MCP, fakeredis); imports under
+  `TYPE_CHECKING` only name types.
 """
 
 from __future__ import annotations
@@ -68,3 +73,248 @@ def test_no_bare_top_level_imports() -> None:
             if name.split(".")[0] in bare:
                 found.append(f"{path.relative_to(ROOT)} imports {name}")
     assert found == []
+
+
+# What each package may import (besides itself and its subpackages' parents): the layers
+# read bottom up as core < redis, policy < machine, tools < spec, runs.state < loop <
+# tracing, runs < calls, batches, fleet < the client < the doors and the workers.
+ALLOWED: dict[str, set[str]] = {
+    "agentq": {"cli", "orchestrator.tracing"},
+    "cli": {
+        "orchestrator",
+        "orchestrator.core",
+        "orchestrator.fleet",
+        "orchestrator.runs",
+        "sandbox",
+    },
+    "serve": {
+        "orchestrator",
+        "orchestrator.batches",
+        "orchestrator.calls",
+        "orchestrator.core",
+        "orchestrator.fleet",
+        "orchestrator.runs",
+        "orchestrator.spec",
+        "workers.tools",
+    },
+    "orchestrator": {
+        "orchestrator.batches",
+        "orchestrator.calls",
+        "orchestrator.core",
+        "orchestrator.fleet",
+        "orchestrator.redis",
+        "orchestrator.runs",
+    },
+    "orchestrator.core": set(),
+    "orchestrator.redis": {"orchestrator.core"},
+    "orchestrator.policy": {"orchestrator.core"},
+    "orchestrator.machine": {"orchestrator.core", "orchestrator.redis"},
+    "orchestrator.tools": {"orchestrator.core", "orchestrator.policy"},
+    "orchestrator.spec": {"orchestrator.core", "orchestrator.policy", "orchestrator.tools"},
+    "orchestrator.runs.state": {"orchestrator.core", "orchestrator.machine"},
+    "orchestrator.loop": {
+        "orchestrator.core",
+        "orchestrator.policy",
+        "orchestrator.runs.state",
+        "orchestrator.spec",
+        "orchestrator.tools",
+    },
+    "orchestrator.tracing": {"orchestrator.core"},
+    "orchestrator.runs": {
+        "orchestrator.core",
+        "orchestrator.loop",
+        "orchestrator.machine",
+        "orchestrator.policy",
+        "orchestrator.redis",
+        "orchestrator.runs.state",
+        "orchestrator.spec",
+        "orchestrator.tools",
+        "orchestrator.tracing",
+    },
+    "orchestrator.calls": {
+        "orchestrator.core",
+        "orchestrator.loop",
+        "orchestrator.machine",
+        "orchestrator.redis",
+        "orchestrator.runs",
+        "orchestrator.runs.state",
+        "orchestrator.spec",
+        "orchestrator.tools",
+        "orchestrator.tracing",
+    },
+    "orchestrator.batches": {
+        "orchestrator.core",
+        "orchestrator.machine",
+        "orchestrator.redis",
+        "orchestrator.runs",
+        "orchestrator.runs.state",
+        "orchestrator.spec",
+    },
+    "orchestrator.fleet": {
+        "orchestrator.core",
+        "orchestrator.machine",
+        "orchestrator.redis",
+        "orchestrator.runs",
+        "orchestrator.tools",
+    },
+    "sandbox": set(),
+    "workers.queue": {"orchestrator.core", "orchestrator.machine", "orchestrator.redis"},
+    "workers.models": {
+        "orchestrator.core",
+        "orchestrator.machine",
+        "orchestrator.policy",
+        "orchestrator.spec",
+    },
+    "workers.models.batch": {
+        "orchestrator.core",
+        "orchestrator.machine",
+        "orchestrator.policy",
+        "orchestrator.redis",
+        "orchestrator.runs.state",
+        "workers.models",
+        "workers.queue",
+    },
+    "workers.tools": {
+        "orchestrator",
+        "orchestrator.calls",
+        "orchestrator.core",
+        "orchestrator.loop",
+        "orchestrator.machine",
+        "orchestrator.policy",
+        "orchestrator.redis",
+        "orchestrator.runs",
+        "orchestrator.runs.state",
+        "orchestrator.spec",
+        "orchestrator.tools",
+        "orchestrator.tracing",
+        "sandbox",
+        "workers.models",
+        "workers.queue",
+    },
+    "workers.tools.mcp": {
+        "orchestrator.core",
+        "orchestrator.policy",
+        "orchestrator.tools",
+        "workers.models",
+        "workers.tools",
+    },
+    "workers.steps": {
+        "orchestrator.core",
+        "orchestrator.loop",
+        "orchestrator.machine",
+        "orchestrator.redis",
+        "orchestrator.runs",
+        "orchestrator.runs.state",
+        "orchestrator.spec",
+        "orchestrator.tools",
+        "orchestrator.tracing",
+        "workers.models",
+        "workers.models.batch",
+        "workers.tools",
+    },
+    "workers.jobs": {
+        "orchestrator",
+        "orchestrator.batches",
+        "orchestrator.calls",
+        "orchestrator.core",
+        "orchestrator.loop",
+        "orchestrator.redis",
+        "orchestrator.runs",
+        "orchestrator.runs.state",
+        "orchestrator.spec",
+        "orchestrator.tools",
+        "orchestrator.tracing",
+        "workers.models",
+        "workers.models.batch",
+        "workers.queue",
+        "workers.steps",
+        "workers.tools",
+    },
+    "workers.worker": {
+        "orchestrator",
+        "orchestrator.core",
+        "orchestrator.fleet",
+        "orchestrator.loop",
+        "orchestrator.machine",
+        "orchestrator.policy",
+        "orchestrator.redis",
+        "orchestrator.runs",
+        "orchestrator.runs.state",
+        "orchestrator.spec",
+        "orchestrator.tools",
+        "orchestrator.tracing",
+        "workers.jobs",
+        "workers.models",
+        "workers.models.batch",
+        "workers.queue",
+        "workers.steps",
+        "workers.tools",
+    },
+}
+TOPS = ("orchestrator", "workers", "sandbox")
+
+
+def _package_of_file(path: Path) -> str:
+    parts = path.relative_to(ROOT).parts[:-1]
+    return ".".join(parts[1:] if parts[0] == "agentq" else parts) or "agentq"
+
+
+def _package_of_module(module: str) -> str:
+    """The folder a module `agentq.…` lives in, as `orchestrator.runs` etc."""
+    parts = module.split(".")[1:]
+    top, rest = (parts[0], parts[1:]) if parts and parts[0] in TOPS else ("", parts)
+    folder = ROOT / top if top else ROOT / "agentq"
+    package = [top] if top else []
+    for part in rest:
+        if not (folder / part).is_dir():
+            break
+        folder = folder / part
+        package.append(part)
+    return ".".join(package) or "agentq"
+
+
+def _package_imports() -> dict[str, set[str]]:
+    """Package → the packages its modules import at module level (not in functions, not
+    under TYPE_CHECKING)."""
+    edges: dict[str, set[str]] = {}
+    files = [p for top in TOPS for p in _python_files(top)] + [
+        p for p in _python_files("agentq") if p.relative_to(ROOT).parts[1] not in TOPS
+    ]
+    for path in files:
+        source = _package_of_file(path)
+        for node in ast.parse(path.read_text()).body:
+            if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+                continue
+            if node.module.split(".")[0] != "agentq":
+                continue
+            for alias in node.names:
+                target = _package_of_module(f"{node.module}.{alias.name}")
+                if target != source:
+                    edges.setdefault(source, set()).add(target)
+    return edges
+
+
+def test_each_package_imports_only_what_it_may() -> None:
+    found = _package_imports()
+    extra = {pkg: sorted(found[pkg] - ALLOWED.get(pkg, set())) for pkg in found}
+    assert {pkg: deps for pkg, deps in extra.items() if deps} == {}
+
+
+def test_no_import_cycle_between_packages() -> None:
+    edges = _package_imports()
+    seen: dict[str, int] = {}  # 1: on the current path, 2: done
+    cycles: list[list[str]] = []
+
+    def visit(package: str, path: list[str]) -> None:
+        seen[package] = 1
+        for target in sorted(edges.get(package, ())):
+            if seen.get(target) == 1:
+                cycles.append([*path[path.index(target) :], target])
+            elif target not in seen:
+                visit(target, [*path, target])
+        seen[package] = 2
+
+    for package in sorted(edges):
+        if package not in seen:
+            visit(package, [package])
+    assert cycles == []

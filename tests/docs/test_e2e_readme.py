@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.spec.run import RunSpec
 from tests.support.infra import REPO, RedisServer, WorkerProcess
 
 pytestmark = pytest.mark.e2e

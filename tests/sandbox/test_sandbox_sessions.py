@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator.core.errors import ToolError
+from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.code import CodeToolConfig
-from agentq.orchestrator.tools.resolution import ToolDef
 from agentq.sandbox.config import LABEL_MANAGER, SandboxConfig
 from agentq.workers.tools.base import ToolContext
 from agentq.workers.tools.code import CodeExecutor

@@ -8,7 +8,7 @@ import httpx
 
 from agentq.orchestrator.core.messages import UserMessage
 from agentq.orchestrator.core.model_io import ModelResponse
-from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models import ProviderContext, make_provider
 from agentq.workers.models.base import ModelRequest
 

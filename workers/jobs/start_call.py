@@ -10,7 +10,7 @@ from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, JobKind
 from agentq.orchestrator.core.jobs import job_id
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.runs.state import Reply
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.tools import ToolDef
 from agentq.workers.jobs.base import WorkerDeps, answered, deps_of, guarded
 from agentq.workers.jobs.registry import handles
 from agentq.workers.tools import agent as sub_agents

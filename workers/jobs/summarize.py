@@ -15,8 +15,8 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope, JobKind
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField, RunFailure
+from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools.base import STORED_SPEC
 from agentq.workers.jobs.base import WorkerDeps, deps_of, guarded
 from agentq.workers.jobs.registry import handles

@@ -17,8 +17,8 @@ from collections.abc import Callable
 
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import ModelRef
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.policy.providers import BUILTIN_PROVIDERS, ProviderInfo, provider_table
 from agentq.workers.models.anthropic import AnthropicWire
 from agentq.workers.models.base import (

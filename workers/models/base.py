@@ -15,8 +15,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
-from agentq.orchestrator.core.spec import ModelRef, ToolChoice
 from agentq.orchestrator.policy.endpoints import Endpoint
+from agentq.orchestrator.policy.model_ref import ModelRef
+from agentq.orchestrator.spec.run import ToolChoice
 
 
 class OfferedTool(BaseModel):

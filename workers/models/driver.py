@@ -14,8 +14,8 @@ import json
 from typing import Any, NamedTuple, Protocol
 
 from agentq.orchestrator.core.errors import ProviderError
-from agentq.orchestrator.core.spec import ModelRef
 from agentq.orchestrator.policy.endpoints import Endpoint
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse, ProviderContext
 from agentq.workers.models.batch_api import BatchApi, batch_api
 from agentq.workers.models.history import extra_headers

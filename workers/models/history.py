@@ -14,7 +14,7 @@ from agentq.orchestrator.core.messages import (
     ToolMessage,
     UserMessage,
 )
-from agentq.orchestrator.core.spec import ToolChoice
+from agentq.orchestrator.spec.run import ToolChoice
 from agentq.workers.models.base import ModelRequest, OfferedTool
 
 # Model options that steer agentq rather than the API; the rest go into request bodies.

@@ -25,7 +25,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
-from agentq.orchestrator.core.spec import ToolChoice, ToolChoiceTool
+from agentq.orchestrator.spec.run import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
 from agentq.workers.models.driver import NO_DELTA, BearerAuthWire, StreamDelta
 from agentq.workers.models.history import (

@@ -23,7 +23,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
-from agentq.orchestrator.core.spec import ToolChoiceTool
+from agentq.orchestrator.spec.run import ToolChoiceTool
 from agentq.workers.models.base import DeltaSink, ModelRequest, OfferedTool, Provider
 from agentq.workers.models.history import arguments_text
 

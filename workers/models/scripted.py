@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from agentq.orchestrator.core.errors import ProviderError
-from agentq.orchestrator.core.spec import ScriptedToolCall
+from agentq.orchestrator.policy.model_ref import ScriptedToolCall
 from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse, ProviderToolCall
 
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 from agentq.orchestrator.core.messages import ToolCallPart, ToolResultPart
 from agentq.orchestrator.loop.plan import CallPlan
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tracing import genai_content as content
 from agentq.workers.models import ModelRequest
 from agentq.workers.models.base import ModelResponse

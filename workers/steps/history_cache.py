@@ -21,11 +21,11 @@ from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.prepare import Hasher, digesting, hasher_digest
 from agentq.orchestrator.runs.state import BeginStep, BeginStepReply
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.base import STORED_SPEC
-from agentq.orchestrator.tools.resolution import ToolDef
 
 
 @dataclass(frozen=True)

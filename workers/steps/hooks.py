@@ -22,7 +22,7 @@ from typing import Any, overload
 from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.loop.prepare import PREPARE_STEP_KIND, StepOverrides, parse_overrides
 from agentq.orchestrator.runs.result import StepResult
-from agentq.orchestrator.tools.resolution import ToolAnnouncement
+from agentq.orchestrator.tools import ToolAnnouncement
 
 
 @dataclass(frozen=True)

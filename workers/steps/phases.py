@@ -19,14 +19,14 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import Message
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
 from agentq.orchestrator.machine.store import Ride
 from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.provider import ProviderToolConfig
-from agentq.orchestrator.tools.resolution import ToolDef
 from agentq.workers.models import ModelRequest, ModelResponse, OfferedTool
 from agentq.workers.models.batch.step import Route, batch_answer
 from agentq.workers.models.batch.store import ProviderBatchStore

@@ -25,7 +25,6 @@ from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.keys import context_summary, hook_reply
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.context import (
     Compaction,
     StoredSummary,
@@ -52,7 +51,9 @@ from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.result import StepResult, assemble
 from agentq.orchestrator.runs.state import FailureKind, StepField
 from agentq.orchestrator.runs.store import RunStore
-from agentq.orchestrator.tools.resolution import ToolDef, live_registry
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
+from agentq.orchestrator.tools.announcements import live_registry
 from agentq.workers.models import ModelRequest
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.steps.hooks import registered_hooks

@@ -19,7 +19,6 @@ from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.model_io import ModelResponse
-from agentq.orchestrator.core.spec import RunSpec, ToolChoiceTool
 from agentq.orchestrator.loop.plan import input_error, lenient_parse
 from agentq.orchestrator.loop.repair import (
     Arguments,
@@ -30,7 +29,8 @@ from agentq.orchestrator.loop.repair import (
     repaired_arguments,
 )
 from agentq.orchestrator.runs.store import RunStore
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.spec.run import RunSpec, ToolChoiceTool
+from agentq.orchestrator.tools import ToolDef
 from agentq.workers.models.base import DeltaSink, ModelRequest, OfferedTool
 
 log = logging.getLogger("agentq.worker")

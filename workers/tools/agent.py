@@ -37,8 +37,8 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import result_args
+from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.agent import AgentToolConfig
-from agentq.orchestrator.tools.resolution import ToolDef
 
 
 async def answer_parked(

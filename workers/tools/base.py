@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentq.orchestrator.core.errors import ToolError
-from agentq.orchestrator.tools.resolution import ToolAnnouncement, ToolDef
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.workers.models.model_client import ModelClient
 
 ProgressFn = Callable[[Any], Awaitable[None]]

@@ -14,8 +14,8 @@ from typing import Any
 
 from agentq.orchestrator.core.envelopes import SANDBOX_QUEUE
 from agentq.orchestrator.core.errors import ToolError
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.orchestrator.tools.code import CodeToolConfig
-from agentq.orchestrator.tools.resolution import ToolAnnouncement, ToolDef
 from agentq.sandbox import (
     DockerBackend,
     ExecRequest,

@@ -17,7 +17,7 @@ from agentq.orchestrator.core.tool_output import progress_value
 from agentq.orchestrator.loop.plan import CallPlan, error_result
 from agentq.orchestrator.loop.tool_retry import retry_delay_s
 from agentq.orchestrator.redis.faults import is_transient_redis
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.tools import ToolDef
 from agentq.workers.tools.base import ToolContext, ToolExecutor, ToolNotServed
 from agentq.workers.tools.input_requests import InputRequests
 

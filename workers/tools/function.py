@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from agentq.orchestrator.core.errors import ToolTimeoutError
-from agentq.orchestrator.tools.resolution import ToolAnnouncement, ToolDef
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.workers.tools.base import ToolContext, ToolNotServed, WorkerServices
 from agentq.workers.tools.function_tools import FunctionTool
 

@@ -19,6 +19,7 @@ import httpx
 from agentq.orchestrator.core.errors import ToolError, ToolTimeoutError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.policy.endpoints import Resolver
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.orchestrator.tools.http import (
     HTTP_EXECUTOR_KIND,
     QUERY_METHODS,
@@ -28,7 +29,6 @@ from agentq.orchestrator.tools.http import (
     fill_url,
     http_hosts,
 )
-from agentq.orchestrator.tools.resolution import ToolAnnouncement, ToolDef
 from agentq.workers.tools.base import ToolContext, WorkerServices
 from agentq.workers.tools.egress import Fetched, GuardedHttp
 

@@ -20,9 +20,9 @@ from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
-from agentq.orchestrator.core.spec import ModelRef, ToolChoiceTool
 from agentq.orchestrator.core.templating import render
 from agentq.orchestrator.loop.plan import CallPlan, error_result, parse_arguments, validate_input
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.redis.faults import is_transient_redis
 from agentq.orchestrator.runs.state import (
     TERMINAL_STATUSES,
@@ -36,7 +36,8 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, result_events
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.spec.run import ToolChoiceTool
+from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.workflow import WorkflowToolConfig
 from agentq.orchestrator.tools.workflow_graph import (
     NodeOutcome,

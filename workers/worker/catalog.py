@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
-from agentq.orchestrator.tools.resolution import MODEL_PROVIDER_KIND, ToolAnnouncement
+from agentq.orchestrator.tools import ToolAnnouncement
+from agentq.orchestrator.tools.announcements import MODEL_PROVIDER_KIND
 from agentq.workers.models import registered_providers
 from agentq.workers.steps.hooks import hook_announcements
 from agentq.workers.tools.base import ToolExecutor

@@ -63,13 +63,10 @@ from agentq.orchestrator.redis.connect import (
 )
 from agentq.orchestrator.redis.faults import is_transient, raise_if_cancel_requested
 from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.tools import ToolAnnouncement, registry_key
+from agentq.orchestrator.tools.announcements import MODEL_PROVIDER_KIND
 from agentq.orchestrator.tools.http import HTTP_EXECUTOR_KIND
 from agentq.orchestrator.tools.mcp import MCP_SERVER_KIND
-from agentq.orchestrator.tools.resolution import (
-    MODEL_PROVIDER_KIND,
-    ToolAnnouncement,
-    registry_key,
-)
 from agentq.workers.jobs import batch_admit as batch_jobs
 from agentq.workers.jobs.base import WorkerDeps
 from agentq.workers.jobs.registry import job_handlers

@@ -27,7 +27,6 @@ from agentq.orchestrator.core.errors import RunNotFoundError, ToolError
 from agentq.orchestrator.core.events import Event, event_json
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS, meta, webhook_cursors, webhook_lock
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.policy.endpoints import Resolver
 from agentq.orchestrator.policy.signing import signed_headers
@@ -36,6 +35,7 @@ from agentq.orchestrator.redis.faults import is_transient, raise_if_cancel_reque
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES
 from agentq.orchestrator.runs.state import Emit, MetaField
 from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools.base import STORED_SPEC
 from agentq.workers.queue.liveness import OUTAGE, RENEW
 from agentq.workers.tools.egress import EgressRefused, GuardedHttp

@@ -24,7 +24,7 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, BatchJobEnvelope
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.spec.run import RunSpec
 from agentq.workers.worker.embedded import embedded
 from tests.support.redis_fixtures import redis_server, redis_url
 from tests.support.sample_tools import noop

@@ -23,7 +23,7 @@ from agentq.orchestrator.core.errors import RunConflictError, UnknownToolError
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.loop.plan import error_result
 from agentq.orchestrator.runs.state import CallStatus, Outcome
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.tools import ToolDef
 from agentq.workers.tools.function_tools import tool
 from agentq.workers.worker.embedded import embedded
 from tests.support.embedded_runs import FAST, TIMEOUT_S

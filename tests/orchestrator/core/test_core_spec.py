@@ -13,16 +13,11 @@ from agentq.orchestrator.core.messages import (
     ToolMessage,
     UserMessage,
 )
-from agentq.orchestrator.core.spec import (
-    ClientToolSpec,
-    CodeToolSpec,
-    FunctionToolSpec,
-    HasToolCall,
-    ModelRef,
-    RunSpec,
-    StepCountIs,
-    ToolChoiceTool,
-)
+from agentq.orchestrator.policy.model_ref import ModelRef
+from agentq.orchestrator.spec.run import HasToolCall, RunSpec, StepCountIs, ToolChoiceTool
+from agentq.orchestrator.tools.client import ClientToolSpec
+from agentq.orchestrator.tools.code import CodeToolSpec
+from agentq.orchestrator.tools.function import FunctionToolSpec
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,6 @@ import pytest
 from agentq.orchestrator.core.errors import ToolInputError
 from agentq.orchestrator.core.messages import TextPart, ToolCallPart, ToolResultPart, Usage
 from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.plan import (
     StepPlan,
     error_result,
@@ -20,7 +19,8 @@ from agentq.orchestrator.loop.plan import (
     status_after_approval,
     validate_input,
 )
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,6 @@ import pytest
 
 from agentq.orchestrator.core.messages import UserMessage
 from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.plan import call_ids, input_error, plan_step
 from agentq.orchestrator.loop.repair import (
     RepairNeed,
@@ -19,7 +18,8 @@ from agentq.orchestrator.loop.repair import (
     repair_prompt,
     repaired_arguments,
 )
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 
 pytestmark = pytest.mark.unit
 

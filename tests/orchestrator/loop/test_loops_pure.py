@@ -17,7 +17,6 @@ from agentq.orchestrator.core.messages import (
     ToolResultPart,
     UserMessage,
 )
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.context import (
     DROPPED_RESULT,
     StoredSummary,
@@ -38,6 +37,7 @@ from agentq.orchestrator.loop.prepare import (
     rule_overrides,
 )
 from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
+from agentq.orchestrator.spec.run import RunSpec
 
 pytestmark = pytest.mark.unit
 

@@ -9,7 +9,6 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator.core.errors import SpecError
-from agentq.orchestrator.core.spec import ModelRef
 from agentq.orchestrator.policy.endpoints import (
     Endpoint,
     EndpointPolicy,
@@ -17,6 +16,7 @@ from agentq.orchestrator.policy.endpoints import (
     UrlPrefix,
     load_models_file,
 )
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.policy.providers import BUILTIN_PROVIDERS
 
 pytestmark = pytest.mark.unit

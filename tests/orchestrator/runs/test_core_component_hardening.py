@@ -19,7 +19,8 @@ from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError, ToolError
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.store import RunStore
-from agentq.orchestrator.tools.resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
+from agentq.orchestrator.tools import ToolAnnouncement
+from agentq.orchestrator.tools.announcements import ANNOUNCEMENT_TTL_S
 from agentq.workers.jobs.base import WorkerDeps, guarded
 from agentq.workers.jobs.park_expiry import park_expiry
 from agentq.workers.tools.function_tools import FunctionTool

@@ -18,9 +18,9 @@ from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError, RunTimeoutError, UnknownToolError
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.core.messages import AssistantMessage, ToolMessage, UserMessage
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.runs.result import RunResult
 from agentq.orchestrator.runs.state import RunFailure
+from agentq.orchestrator.spec.run import RunSpec
 from agentq.workers.worker.loading import load_tool_modules
 from tests.support.embedded_runs import (
     TIMEOUT_S,

@@ -14,7 +14,6 @@ from agentq.orchestrator.core.messages import (
     ToolResultPart,
     UserMessage,
 )
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.prepare import messages_digest
 from agentq.orchestrator.runs.state import BeginStep, BeginStepReply, Outcome, StepField, call_field
 from agentq.orchestrator.runs.state.history import (
@@ -25,6 +24,7 @@ from agentq.orchestrator.runs.state.history import (
     tool_results_ref,
 )
 from agentq.orchestrator.runs.transitions import result_events
+from agentq.orchestrator.spec.run import RunSpec
 from agentq.workers.steps.history_cache import History, HistoryCache, asking, completed
 
 pytestmark = pytest.mark.unit

@@ -9,12 +9,12 @@ import pytest
 
 from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
 from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.loop.plan import StepPlan, plan_step
 from agentq.orchestrator.runs.result import RunResult, assemble
 from agentq.orchestrator.runs.state import FailureKind, RunFailure
 from agentq.orchestrator.runs.transitions import step_record
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 
 pytestmark = pytest.mark.unit
 

@@ -13,10 +13,10 @@ import pytest
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.run_ids import child_run_id
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import RUN_ID, RunSpec
 from agentq.orchestrator.runs.children import child_spec
+from agentq.orchestrator.spec.resolution import resolve_tools
+from agentq.orchestrator.spec.run import RUN_ID, RunSpec
 from agentq.orchestrator.tools.agent import DEFAULT_AGENT_INPUT
-from agentq.orchestrator.tools.resolution import resolve_tools
 
 pytestmark = pytest.mark.unit
 

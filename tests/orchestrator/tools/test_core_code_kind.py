@@ -9,8 +9,9 @@ import pytest
 
 from agentq.orchestrator.core.errors import SpecError, ToolError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import RunSpec
-from agentq.orchestrator.tools.resolution import ToolAnnouncement, registry_key, resolve_tools
+from agentq.orchestrator.spec.resolution import resolve_tools
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolAnnouncement, registry_key
 from agentq.sandbox import ExecRequest, ExecResult
 from agentq.sandbox.config import SandboxConfig
 from agentq.workers.tools.base import ToolContext

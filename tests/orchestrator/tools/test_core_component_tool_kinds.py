@@ -7,9 +7,9 @@ import pytest
 
 from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
-from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.base import STORED_SPEC, StoredToolEntry
-from agentq.orchestrator.tools.resolution import ToolDef
 from agentq.workers.tools.assemble import optional_executors
 from agentq.workers.worker.embedded import embedded
 from tests.support.embedded_runs import FAST, TIMEOUT_S, of_type, wait_event

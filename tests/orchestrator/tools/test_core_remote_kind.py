@@ -10,10 +10,11 @@ import pytest
 from pydantic import ValidationError
 
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.policy.signing import signed_headers, verify
+from agentq.orchestrator.spec.resolution import resolve_tools
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import registry_key
 from agentq.orchestrator.tools.remote import load_remote_tools
-from agentq.orchestrator.tools.resolution import registry_key, resolve_tools
 from tests.support.remote_tools import SHOUT, remote_tools_file
 
 pytestmark = pytest.mark.unit

@@ -7,19 +7,13 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
-from agentq.orchestrator.core.spec import RunSpec
-from agentq.orchestrator.tools.mcp import McpToolConfig
+from agentq.orchestrator.spec.resolution import check_tool_references, resolve_tools
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef, registry_key
+from agentq.orchestrator.tools.announcements import ANNOUNCEMENT_TTL_S
+from agentq.orchestrator.tools.code import code_registry_key
+from agentq.orchestrator.tools.mcp import McpToolConfig, mcp_registry_key
 from agentq.orchestrator.tools.provider import ProviderToolConfig
-from agentq.orchestrator.tools.resolution import (
-    ANNOUNCEMENT_TTL_S,
-    ToolAnnouncement,
-    ToolDef,
-    check_tool_references,
-    code_registry_key,
-    mcp_registry_key,
-    registry_key,
-    resolve_tools,
-)
 
 pytestmark = pytest.mark.unit
 

@@ -11,9 +11,10 @@ import pytest
 
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.core.templating import TemplateError, render
-from agentq.orchestrator.tools.resolution import ToolAnnouncement, resolve_tools
+from agentq.orchestrator.spec.resolution import resolve_tools
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolAnnouncement
 from agentq.orchestrator.tools.workflow_graph import (
     NodeOutcome,
     WorkflowGraph,

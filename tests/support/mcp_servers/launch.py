@@ -20,7 +20,7 @@ from typing import IO, Any
 
 import pytest
 
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.tools import ToolDef
 from agentq.workers.tools.base import ToolContext
 from tests.support.waiting import eventually_async
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from agentq.orchestrator.core.messages import ToolMessage
-from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models import (
     DeltaSink,
     ModelRequest,

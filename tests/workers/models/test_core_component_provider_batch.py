@@ -12,8 +12,8 @@ from agentq import embedded
 from agentq.orchestrator.batches.usage import batch_priced_usage
 from agentq.orchestrator.core.messages import UserMessage
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import ModelRef
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.redis.connect import connect
 from agentq.workers.models import ModelRequest
 from agentq.workers.models.batch.collector import Collector

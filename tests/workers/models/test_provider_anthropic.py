@@ -18,7 +18,8 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import ModelResponse
-from agentq.orchestrator.core.spec import ModelRef, ToolChoiceTool
+from agentq.orchestrator.policy.model_ref import ModelRef
+from agentq.orchestrator.spec.run import ToolChoiceTool
 from agentq.workers.models.base import OfferedTool
 from tests.support.fake_anthropic import FakeAnthropic, ServerToolUse, Turn
 from tests.support.fake_openai import ToolCall

@@ -18,7 +18,7 @@ from agentq.orchestrator.core.messages import (
     ToolResultPart,
     UserMessage,
 )
-from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models import ProviderContext, make_provider
 from agentq.workers.models.base import ModelRequest, OfferedTool
 from tests.support import fake_anthropic, fake_gemini, fake_openai, fake_responses

@@ -16,7 +16,8 @@ from agentq.orchestrator.core.messages import (
     ToolResultPart,
     UserMessage,
 )
-from agentq.orchestrator.core.spec import ModelRef, ToolChoiceTool
+from agentq.orchestrator.policy.model_ref import ModelRef
+from agentq.orchestrator.spec.run import ToolChoiceTool
 from agentq.workers.models import ProviderContext, make_provider
 from agentq.workers.models.base import ModelRequest, OfferedTool
 from agentq.workers.models.retry import RetryPolicy, generate_with_retries

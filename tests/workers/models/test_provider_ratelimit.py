@@ -10,8 +10,8 @@ import pytest
 import redis.asyncio as aioredis
 
 from agentq.orchestrator.core.messages import UserMessage
-from agentq.orchestrator.core.spec import ModelRef
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models import providers
 from agentq.workers.models.base import ModelRequest
 from agentq.workers.models.model_client import ModelClient

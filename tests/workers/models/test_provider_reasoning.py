@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models.anthropic import AnthropicWire
 from agentq.workers.models.base import ModelRequest
 from agentq.workers.models.driver import WireFormat

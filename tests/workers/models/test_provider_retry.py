@@ -6,7 +6,7 @@ from email.utils import format_datetime
 import pytest
 
 from agentq.orchestrator.core.errors import ProviderError
-from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse
 from agentq.workers.models.retry import (
     RetryPolicy,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from agentq.orchestrator.core.errors import SpecError
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.policy.providers import BUILTIN_PROVIDERS
-from agentq.orchestrator.tools.resolution import resolve_tools
+from agentq.orchestrator.spec.resolution import resolve_tools
+from agentq.orchestrator.spec.run import RunSpec
 from agentq.workers.models import anthropic, gemini, openai_responses
 
 pytestmark = pytest.mark.unit

@@ -13,8 +13,8 @@ from pydantic import ValidationError
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.messages import Message, SystemMessage, ToolMessage
-from agentq.orchestrator.core.spec import ToolChoiceTool
 from agentq.orchestrator.runs.result import StepResult
+from agentq.orchestrator.spec.run import ToolChoiceTool
 from agentq.workers.steps import hooks as step_hooks
 from agentq.workers.steps.hooks import prepare_step
 from agentq.workers.tools.function_tools import FunctionTool, tool

@@ -13,12 +13,12 @@ from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE
 from agentq.orchestrator.core.messages import UserMessage
 from agentq.orchestrator.core.run_ids import ParentLink, child_run_id
-from agentq.orchestrator.core.spec import RunSpec
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.children import ChildOf
 from agentq.orchestrator.runs.state import FailureKind, MetaField, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import create_args
+from agentq.orchestrator.spec.run import RunSpec
 
 pytestmark = pytest.mark.component
 

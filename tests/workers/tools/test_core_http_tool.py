@@ -11,14 +11,10 @@ import pytest
 
 from agentq.orchestrator.core.errors import SpecError, ToolError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.spec.resolution import resolve_tools
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef, registry_key
 from agentq.orchestrator.tools.http import HTTP_EXECUTOR_KIND
-from agentq.orchestrator.tools.resolution import (
-    ToolAnnouncement,
-    ToolDef,
-    registry_key,
-    resolve_tools,
-)
 from agentq.workers.tools.base import ToolContext
 from agentq.workers.tools.http import HttpExecutor
 from tests.support.http_target import HttpTarget

@@ -11,7 +11,7 @@ from pydantic import BaseModel
 
 from agentq.orchestrator.core.errors import ToolInputError
 from agentq.orchestrator.loop.plan import validate_input
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.tools import ToolDef
 from agentq.workers.tools.function_tools import FunctionTool, make_tool, tool, tools_in
 
 pytestmark = pytest.mark.unit

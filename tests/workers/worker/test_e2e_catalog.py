@@ -17,7 +17,8 @@ import redis
 from agentq.orchestrator.core.envelopes import queue_key
 from agentq.orchestrator.redis.connect import connect
 from agentq.orchestrator.runs.store import RunStore
-from agentq.orchestrator.tools.resolution import ANNOUNCEMENT_TTL_S, ToolAnnouncement
+from agentq.orchestrator.tools import ToolAnnouncement
+from agentq.orchestrator.tools.announcements import ANNOUNCEMENT_TTL_S
 from tests.support.infra import REPO, TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.specs import scripted
 

@@ -21,7 +21,7 @@ from redis.asyncio import Redis
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.redis.faults import is_transient
 from agentq.workers.models import ModelRequest
 from agentq.workers.models.batch.store import ProviderBatchStore

@@ -35,7 +35,8 @@ from pydantic import (
 )
 
 from agentq.orchestrator.core.errors import SpecError
-from agentq.orchestrator.core.spec import ModelRef, _parse_model
+from agentq.orchestrator.policy.model_ref import ModelRef
+from agentq.orchestrator.policy.model_ref import parse_model as _parse_model
 
 Transport = Literal["stdio", "streamable-http", "sse"]
 

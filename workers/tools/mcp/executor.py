@@ -26,8 +26,8 @@ from agentq.orchestrator.core.errors import (
     ToolTimeoutError,
 )
 from agentq.orchestrator.core.resource import AsyncResource
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.orchestrator.tools.mcp import McpToolConfig, mcp_server_announcement
-from agentq.orchestrator.tools.resolution import ToolAnnouncement, ToolDef
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.tools.base import ToolContext, WorkerServices
 from agentq.workers.tools.mcp.config import McpConfig, SamplingRoute

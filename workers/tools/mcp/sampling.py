@@ -33,7 +33,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import FinishReason
-from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models import ModelRequest, ModelResponse, providers
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.tools.base import ToolContext

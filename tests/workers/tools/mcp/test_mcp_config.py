@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.core.spec import ModelRef
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.tools.mcp.config import (
     BearerAuth,
     ClientCredentialsAuth,

@@ -8,7 +8,7 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from agentq.orchestrator.tools.resolution import ToolDef
+from agentq.orchestrator.tools import ToolDef
 from agentq.workers.tools.base import ToolContext
 from agentq.workers.tools.mcp.elicitation import Policy, answer_elicitation, schema_defaults
 

@@ -7,14 +7,11 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
-from agentq.orchestrator.core.spec import RunSpec
+from agentq.orchestrator.spec.resolution import resolve_tools
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolAnnouncement, registry_key
+from agentq.orchestrator.tools.announcements import ANNOUNCEMENT_TTL_S
 from agentq.orchestrator.tools.mcp import McpToolConfig, mcp_server_announcement
-from agentq.orchestrator.tools.resolution import (
-    ANNOUNCEMENT_TTL_S,
-    ToolAnnouncement,
-    registry_key,
-    resolve_tools,
-)
 
 pytestmark = pytest.mark.unit
 

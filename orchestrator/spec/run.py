@@ -17,88 +17,10 @@ from pydantic import (
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.messages import Message, UserMessage, normalize_message
 from agentq.orchestrator.core.run_ids import CHILD_RUN_ID
-from agentq.orchestrator.policy.providers import PROVIDER_NAME
+from agentq.orchestrator.core.spec_model import SpecModel as _Spec
+from agentq.orchestrator.policy.model_ref import ModelRef, parse_model
 from agentq.orchestrator.policy.webhooks import WebhookSpec
 from agentq.orchestrator.tools import ToolSpecBase, parse_tool_entry
-from agentq.orchestrator.tools.base import SpecModel as _Spec
-
-# The built-in kinds' entries, importable from here as before.
-from agentq.orchestrator.tools.client import ClientToolSpec
-from agentq.orchestrator.tools.code import CodeLimits, CodeToolSpec
-from agentq.orchestrator.tools.function import FunctionToolSpec
-from agentq.orchestrator.tools.mcp import McpToolSpec
-from agentq.orchestrator.tools.provider import ProviderToolSpec
-
-
-class ScriptedToolCall(_Spec):
-    name: str
-    input: Any = None
-    id: str | None = None
-
-
-class ScriptedStep(_Spec):
-    """One answer of the scripted provider: text, tool calls, or both."""
-
-    text: str = ""
-    # Streamed as reasoning before the text (as a thinking model shows it); never the answer.
-    reasoning: str = ""
-    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)
-    finish_reason: str | None = None
-    # Answers to repair requests in this step (see `RepairPolicy`), in the order asked.
-    repair: list[ScriptedToolCall] = Field(default_factory=list)
-
-
-class RepairPolicy(_Spec):
-    """Tool-call repair: when a call's input is invalid (unparseable or against the
-    schema), ask the model again for that one call, up to `max_attempts` times, in a side
-    request that never enters the run's history."""
-
-    strategy: Literal["reask"] = "reask"
-    max_attempts: int = Field(default=1, ge=1, le=5)
-
-
-class ModelRef(_Spec):
-    # A provider of the provider table, or an endpoint of the deployment's models
-    # file (looked up first); checked at submit, where the table is known.
-    provider: str = Field(pattern=PROVIDER_NAME.pattern)
-    name: str = ""
-    endpoint: str | None = Field(default=None, pattern=PROVIDER_NAME.pattern)
-    # Honoured only where the deployment allows it (see orchestrator/policy/endpoints.py).
-    base_url: str | None = None
-    api_key_env: str | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
-    timeout_s: float = Field(default=120.0, gt=0)
-    script: list[ScriptedStep] | None = None
-    repair: RepairPolicy | None = None
-    # Route the step through the provider's batch API (half price, answered within hours):
-    # the step parks until a collector brings its answer back (workers/models/batch/).
-    batch: bool = False
-
-    @model_validator(mode="after")
-    def _check(self) -> ModelRef:
-        if self.provider == "scripted":
-            if self.script is None:
-                raise ValueError("the scripted provider needs a 'script' list")
-            self.name = self.name or "scripted"
-        elif self.script is not None:
-            raise ValueError("'script' is only for the scripted provider")
-        elif not self.name:
-            raise ValueError("a model needs a 'name' (or use the form 'provider:name')")
-        return self
-
-    @property
-    def label(self) -> str:
-        return f"{self.provider}:{self.name}"
-
-
-def _parse_model(value: Any) -> Any:
-    if isinstance(value, str):
-        provider, sep, name = value.partition(":")
-        if not sep or not provider or not name:
-            raise ValueError(f"model {value!r} is not of the form 'provider:name'")
-        return {"provider": provider, "name": name}
-    return value
-
 
 TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
 
@@ -143,7 +65,7 @@ class StepRule(_Spec):
     """prepareStep, declared: what a matching step sends instead of the run's defaults."""
 
     when: StepWhen
-    model: Annotated[ModelRef, BeforeValidator(_parse_model)] | None = None
+    model: Annotated[ModelRef, BeforeValidator(parse_model)] | None = None
     system: str | None = None
     tool_choice: ToolChoice | None = None
     active_tools: list[str] | None = None
@@ -155,7 +77,7 @@ class ContextPolicy(_Spec):
     max_input_tokens: int | None = Field(default=None, ge=1)
     keep_last_messages: int | None = Field(default=None, ge=0)
     strategy: Literal["drop_tool_results", "drop_oldest", "summarize"] = "drop_tool_results"
-    summary_model: Annotated[ModelRef, BeforeValidator(_parse_model)] | None = None
+    summary_model: Annotated[ModelRef, BeforeValidator(parse_model)] | None = None
 
     @model_validator(mode="after")
     def _check(self) -> ContextPolicy:
@@ -170,7 +92,7 @@ RUN_ID = RUN_ID_PATTERN  # no ':' or braces: an id can never name another run's 
 
 
 class RunSpec(_Spec):
-    model: Annotated[ModelRef, BeforeValidator(_parse_model)]
+    model: Annotated[ModelRef, BeforeValidator(parse_model)]
     system: str | None = None
     prompt: str | None = None
     messages: list[Annotated[Message, BeforeValidator(normalize_message)]] | None = None
@@ -211,16 +133,3 @@ class RunSpec(_Spec):
         if self.messages:
             return list(self.messages)
         return [UserMessage(content=self.prompt or "")]
-
-
-__all__ = [
-    "ClientToolSpec",
-    "CodeLimits",
-    "CodeToolSpec",
-    "FunctionToolSpec",
-    "McpToolSpec",
-    "ModelRef",
-    "ProviderToolSpec",
-    "RunSpec",
-    "ToolSpec",
-]

@@ -10,56 +10,22 @@ Resolution is pure; the registry snapshot is read by the caller.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.spec import HasToolCall, RunSpec, ToolChoiceTool
 from agentq.orchestrator.policy.providers import ProviderInfo, provider_table
+from agentq.orchestrator.spec.run import HasToolCall, RunSpec, ToolChoiceTool
 from agentq.orchestrator.tools import (
     ResolveContext,
     ToolAnnouncement,
     ToolDef,
     ToolKindPlugin,
-    registry_key,
     tool_kind,
 )
+from agentq.orchestrator.tools.announcements import announced_providers, live_registry
 from agentq.orchestrator.tools.base import ToolSpecBase
-from agentq.orchestrator.tools.code import code_registry_key
-from agentq.orchestrator.tools.mcp import mcp_registry_key
-
-# Announcements older than this are treated as gone: their worker stopped.
-ANNOUNCEMENT_TTL_S = 24 * 3600.0
-# The kind of a registry entry that announces a model provider, not a tool.
-MODEL_PROVIDER_KIND = "model-provider"
-
-__all__ = [
-    "ANNOUNCEMENT_TTL_S",
-    "MODEL_PROVIDER_KIND",
-    "ToolAnnouncement",
-    "ToolDef",
-    "announced_providers",
-    "check_tool_references",
-    "code_registry_key",
-    "live_registry",
-    "mcp_registry_key",
-    "registry_key",
-    "resolve_tools",
-]
-
-
-def live_registry(
-    registry: Mapping[str, ToolAnnouncement], now: float
-) -> dict[str, ToolAnnouncement]:
-    return {k: a for k, a in registry.items() if now - a.seen_at <= ANNOUNCEMENT_TTL_S}
-
-
-def announced_providers(registry: Mapping[str, ToolAnnouncement]) -> list[ProviderInfo]:
-    return [
-        a.model_provider
-        for a in registry.values()
-        if a.kind == MODEL_PROVIDER_KIND and a.model_provider is not None
-    ]
 
 
 def resolve_tools(
@@ -91,10 +57,23 @@ def resolve_tools(
             model_provider=model_provider,
             timeout_s=entry.timeout_s or spec.tool_timeout_s,
             settings=deployment,
+            check_child_spec=child_spec_check(registry, now, deployment),
         )
         resolved.extend(_wrapped(plugin, entry, ctx))
     check_tool_references(spec, resolved)
     return resolved
+
+
+def child_spec_check(
+    registry: Mapping[str, ToolAnnouncement], now: float, settings: Settings
+) -> Callable[[dict[str, Any]], None]:
+    """The check a sub-agent's child spec gets: a valid RunSpec whose tools resolve
+    against the same registry (ValidationError or SpecError otherwise)."""
+
+    def check(template: dict[str, Any]) -> None:
+        resolve_tools(RunSpec.model_validate(template), registry, now, settings=settings)
+
+    return check
 
 
 def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -> list[ToolDef]:
