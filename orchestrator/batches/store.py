@@ -10,7 +10,7 @@ end enqueues (in the run's own end transition), or the kick a seal or retry enqu
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
@@ -92,16 +92,6 @@ class BatchStore(Store):
     async def meta(self, tenant: str, batch_id: str) -> dict[str, str]:
         """The batch's meta hash ({} when there is no such batch)."""
         return await self._hash(keys.batch_meta(tenant, batch_id))
-
-    async def stored_ids(self, tenant: str, batch_id: str, custom_ids: Sequence[str]) -> int:
-        """How many of these custom ids the batch holds (a resumed upload's check)."""
-        if not custom_ids:
-            return 0
-        with redis_errors_mapped():
-            found = await resolved(
-                self.redis.hmget(keys.batch_ids(tenant, batch_id), list(custom_ids))
-            )
-        return sum(1 for f in found if f is not None)
 
     async def records(
         self, tenant: str, batch_id: str, *, lines: int, first: int = 1

@@ -428,11 +428,6 @@ def batch_run_prefix(tenant: str, batch_id: str) -> str:
     return (f"{tenant}." if tenant != "default" else "") + batch_id + "."
 
 
-def batch_line_run_id(run_prefix: str, line: int, attempt: int) -> str:
-    """The run of a line's attempt: derived, so admitting it twice creates one run."""
-    return f"{run_prefix}{line}.{attempt}"
-
-
 def batch_end_job_id(run_id: str) -> str:
     """The job the end of a batch's run enqueues (in the run's slot, once per run)."""
     return JOB_PREFIX + tag(run_id) + BATCH_END_JOB_SUFFIX

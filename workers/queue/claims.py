@@ -55,14 +55,8 @@ def record_prefix(queue_key: str, wake_key: str) -> str:
 
 
 def lease_wake_key(raw: bytes | str) -> str:
-    """The wake-up list a jobs-hash entry names: a lease record's, or (as written by
-    workers before lease records) the entry itself."""
-    value = raw.decode() if isinstance(raw, bytes) else str(raw)
-    try:
-        record = json.loads(value)
-    except ValueError:
-        return value
-    return str(record["w"]) if isinstance(record, dict) and "w" in record else value
+    """The wake-up list a jobs-hash entry (a lease record) names."""
+    return str(json.loads(raw)["w"])
 
 
 # The entry of a job's ctx through which its last run transition ends the job in its own

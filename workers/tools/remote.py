@@ -171,22 +171,16 @@ class RemoteLeases:
             await asyncio.gather(*reads, return_exceptions=True)
 
     async def _free(self, queue: str) -> list[str]:
-        """Jobs due on `queue` that nobody holds (a claimed job leaves the ready range;
-        one held but still in it, as older workers left them, is skipped here in one
-        round trip rather than claimed in vain)."""
+        """Jobs due on `queue` (a claimed job leaves the ready range, so nobody holds
+        these; the claim itself refuses one taken meanwhile)."""
         now_ms = int(time.time() * 1000)
         async with self.redis.pipeline(transaction=False) as pipe:
             for p in keys.partitions():
                 pipe.zrangebyscore(keys.queue(queue, p), "-inf", now_ms, start=0, num=_READ_LIMIT)
             reads = await pipe.execute()
-        due = [raw.decode() if isinstance(raw, bytes) else str(raw) for ids in reads for raw in ids]
-        if not due:
-            return []
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for job_id in due:
-                pipe.exists(ARQ_IN_PROGRESS_PREFIX + job_id)
-            held = await pipe.execute()
-        return [job_id for job_id, h in zip(due, held, strict=True) if not h]
+        return [
+            raw.decode() if isinstance(raw, bytes) else str(raw) for ids in reads for raw in ids
+        ]
 
     async def _take(self, queue: str, job_id: str, lease_s: float) -> Lease | None:
         lease_id = LEASE_PREFIX + uuid.uuid4().hex

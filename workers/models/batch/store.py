@@ -102,10 +102,6 @@ class ProviderBatchStore:
         )
         return bool(held)
 
-    async def lease_holder(self, group: str) -> str | None:
-        raw = await resolved(self.redis.get(keys.provider_batch_lease(group)))
-        return None if raw is None else text(raw)
-
     async def form(
         self, group: str, batch_id: str, max_requests: int, max_age_s: float
     ) -> list[str] | None:

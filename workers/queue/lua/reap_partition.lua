@@ -16,15 +16,11 @@ for i = 1, #jobs, 2 do
   local holder = redis.call('GET', progress)
   if holder == id or not holder then
     redis.call('DEL', progress)
-    -- A lease record (workers/queue/claims.py): the job goes back into its queue's ready
-    -- range at the score it had; an older entry is the wake-up list alone.
-    local list = jobs[i + 1]
-    local ok, rec = pcall(cjson.decode, list)
-    if ok and type(rec) == 'table' and rec.w then
-      if redis.call('ZSCORE', rec.q, jobs[i]) then redis.call('ZADD', rec.q, rec.s, jobs[i]) end
-      list = rec.w
-    end
-    wake(list)
+    -- Its lease record (workers/queue/claims.py): the job goes back into its queue's
+    -- ready range at the score it had, and the queue is woken.
+    local rec = cjson.decode(jobs[i + 1])
+    if redis.call('ZSCORE', rec.q, jobs[i]) then redis.call('ZADD', rec.q, rec.s, jobs[i]) end
+    wake(rec.w)
     reaped = reaped + 1
   end
 end
