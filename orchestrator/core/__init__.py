@@ -1,2 +1,3 @@
-"""The vocabulary every other package speaks: the run spec, messages, events, errors,
-settings, job envelopes. Imports nothing else of agentq."""
+"""The vocabulary every other package speaks: messages, events, errors, settings, Redis
+keys and job ids, job envelopes and the JobKind table, run ids. Imports nothing else of
+agentq."""

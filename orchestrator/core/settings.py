@@ -11,7 +11,7 @@ class Settings(BaseSettings):
 
     redis_url: str = "memory://"
     # Queues and runs are split into this many partitions, each with its own Redis
-    # Cluster hash tag (see state/keys.py). Fixed for a deployment: every process must
+    # Cluster hash tag (see core/keys.py). Fixed for a deployment: every process must
     # use the same. Unset: 1 on a single Redis, 16 on a cluster (`redis+cluster://`).
     partitions: int | None = Field(default=None, ge=1, le=1024)
     # How long a finished run's keys are kept.

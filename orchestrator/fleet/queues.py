@@ -6,7 +6,7 @@ job stays in the set until it ends (scored +inf while it runs: workers/queue/cla
 is what scaling on queue depth wants (a pool scaled to zero sees its first job here).
 `ready` counts those due now and not running, and `oldest_age_s` says how long the
 oldest of them has been due. A queue is
-partitioned (`state/keys.py`): its figures are summed over its partitions.
+partitioned (`core/keys.py`): its figures are summed over its partitions.
 """
 
 from __future__ import annotations

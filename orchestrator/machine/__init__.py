@@ -1,3 +1,3 @@
-"""The transition kit every state machine shares: keys and partitions, the Store base
-(store.py), the Lua loader and the helpers scripts include (scripts.py, lua/), the
-constants rendered for Lua, queued jobs."""
+"""The transition kit every state machine shares: the Store base (store.py), the base of
+every transition input (transition.py), the Lua loader and the helpers scripts include
+(scripts.py, lua/)."""

@@ -6,7 +6,7 @@ node. Two things agentq uses it lacks, added here:
 
 - transactions (`pipeline(transaction=True)`): the commands are grouped by slot and
   each group runs as one MULTI/EXEC on its slot's primary, so a transaction whose keys
-  share a slot (every run's do: see `state/keys.py`) is as atomic as on one Redis;
+  share a slot (every run's do: see `core/keys.py`) is as atomic as on one Redis;
 - pub/sub: classic PUBLISH reaches the subscribers of every node, so a subscription
   is made on a connection to one node.
 

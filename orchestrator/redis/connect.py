@@ -1,7 +1,7 @@
 """Connecting to Redis: a real server (`redis://…`, `redis+sentinel://…`), a cluster
 (`redis+cluster://…`) or the embedded one (`memory://`).
 
-Connecting also sets the process's partition count (`state/keys.py`) from the
+Connecting also sets the process's partition count (`core/keys.py`) from the
 settings, so every key a process builds afterwards lands in the right partition.
 
 `memory://NAME` gives an in-process Redis (fakeredis with Lua). Every connection

@@ -103,7 +103,7 @@ class WakeableWorker(Worker):
         super().__init__(*args, queue_name=queue_key(queue), poll_delay=idle_poll_s, **kwargs)
         self.idle_poll_s = idle_poll_s
         self.worker_id = worker_id
-        # One taker per partition of the queue (state/keys.py): each touches one slot.
+        # One taker per partition of the queue (core/keys.py): each touches one slot.
         self.takers = [
             Taker(self.pool, worker_id, queue, p, BACKSTOP_MS, leased)
             for p in state_keys.partitions()

@@ -15,7 +15,7 @@ and returns each claimed job's payload and delivery count (what arq's `run_job` 
 fetch in its own round trip). A job whose run was cancelled before it started, or
 whose payload expired, is cleaned up there and never reaches the worker.
 
-Every key TAKE touches is in one partition (`state/keys.py`): the queue, wake-up list,
+Every key TAKE touches is in one partition (`core/keys.py`): the queue, wake-up list,
 jobs hash, holders set and abort set of the partition, and the jobs it claims (their
 ids carry the partition's tag), so a claim touches one Redis Cluster slot. Whether the
 worker's lease is held (its liveness key, on another slot) is the caller's to say.

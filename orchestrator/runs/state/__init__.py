@@ -1,11 +1,11 @@
-"""The run state, declared once: statuses, outcomes, stored fields, keys, and one typed
-input and reply per transition. The Lua transitions use constants rendered from it.
+"""The run state, declared once: statuses, outcomes, stored fields, and one typed input
+and reply per transition. The Lua transitions use constants rendered from it. (Keys and
+queued jobs are vocabulary every layer names: `core/keys.py`, `core/queued_job.py`.)
 
     status.py         RunStatus, CallStatus, StepAfter, InputStatus, Outcome, field names
-    keys.py           every Redis key and job id
+    history.py        how the message list holds each tool output once
     inputs.py         one pydantic model per transition input
     replies.py        one pydantic model per transition reply
-    jobs.py           QueuedJob, a job as a transition enqueues it
     failure.py        RunFailure, why a run failed
     lua_constants.py  the constants chunk every script starts with
 """
