@@ -47,6 +47,7 @@ from agentq.workers.queue.claims import (
     ARQ_RETRY_PREFIX,
     JOB_RIDE,
     RETRY_KEEP_S,
+    ClaimLedger,
     Claimed,
     Taker,
     parse_take,
@@ -78,6 +79,11 @@ ABORT_KEEP_MS = 60_000
 BACKSTOP_MS = ARQ_FUNCTION_TIMEOUT_S * 1000
 # A call this worker cannot serve is left for others for this long.
 _NOT_SERVED_S = 5.0
+# How often a worker looks for jobs it holds from claims whose reply was lost: at every
+# chores pass for this long after a claim call failed, and this often otherwise (a lost
+# reply can also come from a request a broken network delivers late).
+_GIVE_BACK_AFTER_FAILURE_S = 30.0
+_GIVE_BACK_EVERY_S = 2.0
 
 
 class WakeableWorker(Worker):
@@ -116,6 +122,9 @@ class WakeableWorker(Worker):
         self._capacity = asyncio.Event()
         self._capacity.set()
         self._outage = OUTAGE
+        self._claims = ClaimLedger()
+        self._give_back_due = 0.0  # monotonic: when the chores next look for lost claims
+        self._give_back_until = 0.0  # ... and until when at every pass
         self._not_served: dict[str, float] = {}
         self._next_abort_prune_ms = 0
         self._context = contextvars.copy_context()
@@ -248,13 +257,18 @@ class WakeableWorker(Worker):
             return False
         self.job_counter += free  # reserved while the claim is in flight
         claimed: list[Claimed] = []
+        claim = self._claims.open()
         try:
-            args = taker.args(free, skipped=self._skipping())
+            args = taker.args(free, skipped=self._skipping(), claim=claim)
             if block:
                 more, claimed = await taker.wait_and_take(max(1, int(self.idle_poll_s)), args)
             else:
                 more, claimed = await taker.take(args)
+        except BaseException:
+            self._claim_failed()
+            raise
         finally:
+            self._claims.settle(claim)
             self.job_counter -= free - len(claimed)
         if not self.allow_pick_jobs:
             # Claiming stopped (a drain) while this claim waited for a token: hand the
@@ -295,12 +309,36 @@ class WakeableWorker(Worker):
             try:
                 if self.allow_abort_jobs:
                     await self._cancel_aborted_jobs()
+                await self._give_back_lost_claims()
                 await self.heart_beat()
             except Exception as exc:
                 if not is_transient(exc):  # the next round looks again
                     log.exception("worker %s: checking for cancelled jobs", self.worker_id)
                     continue
                 await asyncio.sleep(self._outage.failed(exc))
+
+    def _claim_failed(self) -> None:
+        """A claim call raised: Redis may still run it (or have run it) for nobody."""
+        now = time.monotonic()
+        self._give_back_until = now + _GIVE_BACK_AFTER_FAILURE_S
+        self._give_back_due = now
+
+    async def _give_back_lost_claims(self) -> None:
+        """Release jobs held here by claims whose reply never came (workers/queue/claims.py)."""
+        now = time.monotonic()
+        if now < self._give_back_due:
+            return
+        every = self.idle_poll_s if now < self._give_back_until else _GIVE_BACK_EVERY_S
+        settled = self._claims.settled_through()
+        running = list(self.tasks)
+        given = 0
+        for taker in self.takers:
+            given += await taker.give_back(settled, running)
+        self._give_back_due = now + every
+        if given:
+            log.warning(
+                "worker %s: gave back %d job(s) whose claim's reply was lost", self.worker_id, given
+            )
 
     def not_served(self, job_id: str) -> None:
         """This worker lacks the job's tool: leave it to other workers for a while."""
@@ -427,17 +465,20 @@ class WakeableWorker(Worker):
                 n = self.max_jobs - self.job_counter + 1
             self.job_counter += n
             claimed: list[Claimed] = []
+            number = self._claims.open()
             try:
                 _, claimed = await taker.take(
-                    taker.args(n, job_id, how, defer_ms, self._skipping())
+                    taker.args(n, job_id, how, defer_ms, self._skipping(), claim=number)
                 )
             except Exception as exc:
+                self._claim_failed()
                 if not is_transient(exc):
                     raise
                 await asyncio.sleep(outage.failed(exc))
                 claim = False
                 continue
             finally:
+                self._claims.settle(number)
                 self.job_counter -= n - len(claimed)
             outage.succeeded()
             self._start(claimed, run=self.allow_pick_jobs)
@@ -451,10 +492,11 @@ class WakeableWorker(Worker):
         n = self.max_jobs - self.job_counter + 1 if self.allow_pick_jobs else 0
         self.job_counter += n
         claimed: list[Claimed] = []
+        claim = self._claims.open()
         try:
             # The job's partition: the same slot as its run's transition.
             taker = self.taker_of(end.job_id)
-            take = taker.args(n, end.job_id, "done", 0, self._skipping(), riding=True)
+            take = taker.args(n, end.job_id, "done", 0, self._skipping(), riding=True, claim=claim)
             async with self.pool.pipeline(transaction=False) as pipe:
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
                 pipe.evalsha(taker.sha, len(taker.keys), *taker.keys, *take)
@@ -462,7 +504,13 @@ class WakeableWorker(Worker):
             if not isinstance(took, BaseException):
                 end.ended = True
                 _, claimed = parse_take(took)
+            else:
+                self._claim_failed()
+        except BaseException:
+            self._claim_failed()
+            raise
         finally:
+            self._claims.settle(claim)
             self.job_counter -= n - len(claimed)
         self._start(claimed)
         if isinstance(raw, NoScriptError):

@@ -20,6 +20,12 @@ jobs hash, holders set and abort set of the partition, and the jobs it claims (t
 ids carry the partition's tag), so a claim touches one Redis Cluster slot. Whether the
 worker's lease is held (its liveness key, on another slot) is the caller's to say.
 
+A claim's reply can be lost while Redis still runs it (the call timed out while Redis
+was stalled, or its connection dropped): its jobs are then held by a live worker that
+never started them, and no reaper frees them (the lease is renewed). Each claim carries
+a number from the worker's `ClaimLedger`, kept in its lease records; `Taker.give_back`
+returns the jobs of settled claims the worker is not running.
+
 Wake-up tokens stay a hint of ready work: a claim that leaves ready jobs behind
 (the worker is full) makes sure a token is there for other workers; a claim that
 finds the ready range empty drops the tokens, so no worker wakes for nothing.
@@ -47,11 +53,19 @@ RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
 
 TAKE = scripts.script("agentq.workers.queue", "take")
 CLAIM_ONE = scripts.script("agentq.workers.queue", "claim_one")
+GIVE_BACK = scripts.script("agentq.workers.queue", "give_back")
+
+
+def record_head(queue_key: str, wake_key: str) -> str:
+    """A lease record up to its claim number (`Taker.args` appends it and `"s":`; the
+    claim appends the score and the brace)."""
+    return json.dumps({"q": queue_key, "w": wake_key}, separators=(",", ":"))[:-1] + ',"c":'
 
 
 def record_prefix(queue_key: str, wake_key: str) -> str:
-    """A lease record up to its score (the claim appends the score and the brace)."""
-    return json.dumps({"q": queue_key, "w": wake_key}, separators=(",", ":"))[:-1] + ',"s":'
+    """A lease record up to its score, for a holder that numbers no claims (a remote
+    service's lease: `claim_one`)."""
+    return f'{record_head(queue_key, wake_key)}0,"s":'
 
 
 def lease_wake_key(raw: bytes | str) -> str:
@@ -69,6 +83,29 @@ def job_ride(ctx: Mapping[str, Any]) -> Ride | None:
     """What the job passes to its last transition (`RunStore.commit_step`, `record_result`)."""
     ride: Ride | None = ctx.get(JOB_RIDE)
     return ride
+
+
+class ClaimLedger:
+    """Numbers a worker's claim calls and knows which may still be answered.
+
+    A claim is open from when its arguments are built until its call returned or
+    raised; once settled, every job it took is running here or its reply was lost."""
+
+    def __init__(self) -> None:
+        self._last = 0
+        self._open: set[int] = set()
+
+    def open(self) -> int:
+        self._last += 1
+        self._open.add(self._last)
+        return self._last
+
+    def settle(self, claim: int) -> None:
+        self._open.discard(claim)
+
+    def settled_through(self) -> int:
+        """The highest number up to which every claim has settled."""
+        return min(self._open) - 1 if self._open else self._last
 
 
 @dataclass(frozen=True)
@@ -123,7 +160,7 @@ class Taker:
             holders_key(partition),
             state_keys.abort_set(partition),
         ]
-        self._record = record_prefix(queue_key, wake_key)
+        self._record_head = record_head(queue_key, wake_key)
         self._backstop_ms = backstop_ms
         self.leased = leased
 
@@ -136,7 +173,9 @@ class Taker:
         skipped: Iterable[str] = (),
         *,
         riding: bool = False,
+        claim: int = 0,
     ) -> list[Any]:
+        """TAKE's arguments; `claim` is the call's number in the worker's ClaimLedger."""
         return [
             "1" if self.leased() else "",
             self.worker_id,
@@ -146,7 +185,7 @@ class Taker:
             ARQ_JOB_PREFIX,
             ARQ_RETRY_PREFIX,
             RETRY_KEEP_S,
-            self._record,
+            f'{self._record_head}{claim},"s":',
             ended,
             how,
             defer_ms,
@@ -175,6 +214,20 @@ class Taker:
         if isinstance(reply, BaseException):
             raise reply
         return parse_take(reply)
+
+    async def give_back(self, settled_through: int, running: Iterable[str]) -> int:
+        """Release the jobs this worker holds on this queue in the partition from claims
+        up to `settled_through` that it is not running (their claim's reply was lost)."""
+        script = self.redis.register_script(GIVE_BACK)
+        args: list[str | int] = [
+            self.worker_id,
+            ARQ_IN_PROGRESS_PREFIX,
+            ARQ_RETRY_PREFIX,
+            self.queue_key,
+            settled_through,
+            *running,
+        ]
+        return int(await script(keys=[self.keys[2]], args=args))
 
 
 def _sha(script: str) -> str:

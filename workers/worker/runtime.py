@@ -33,6 +33,7 @@ import socket
 import time
 import uuid
 from collections.abc import Sequence
+from functools import partial
 from typing import Any, cast
 
 import httpx
@@ -41,7 +42,6 @@ from redis.asyncio import Redis
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
-from agentq.orchestrator.core import keys as state_keys
 from agentq.orchestrator.core.envelopes import (
     MODEL_QUEUE,
     TOOLS_QUEUE,
@@ -79,13 +79,9 @@ from agentq.workers.queue.arq_worker import (
     WakeableWorker,
     consume_outcome,
 )
-from agentq.workers.queue.claims import (
-    lease_wake_key,
-)
 from agentq.workers.queue.liveness import (
     OUTAGE,
     LeaseRenewer,
-    jobs_key,
     liveness_key,
     pool_key,
     reap_cadence,
@@ -105,8 +101,6 @@ _NOT_TOOLS = frozenset(
     {MODEL_PROVIDER_KIND, MCP_SERVER_KIND, PREPARE_STEP_KIND, HTTP_EXECUTOR_KIND}
 )
 ANNOUNCE_EVERY_S = 60.0
-# How often a worker checks that the jobs Redis says it holds are the ones it runs.
-_RECONCILE_S = 2.0
 
 
 class ToolSetConflict(SpecError):
@@ -287,54 +281,16 @@ class WorkerRuntime:
         # Redis counts as steady while reapers pass at least this often; after a gap,
         # live workers get time to renew before anyone's jobs are re-delivered.
         cadence = reap_cadence(self.settings.lease_s)
-        # Our own claims are checked against our running jobs far less often: what
-        # they catch (a restored AOF's stale claim) is rare, and held by a live worker.
-        reconcile_every = max(1, round(_RECONCILE_S / cadence.every_s))
-        suspects: set[str] = set()
-        passes = 0
-
-        async def reap_and_reconcile() -> int:
-            nonlocal suspects
-            reaped = await reap_lapsed(redis, cadence)
-            if passes % reconcile_every == 0:
-                suspects = await self._reconcile(suspects)
-            return reaped
-
         while True:
             await asyncio.sleep(cadence.every_s)
             raise_if_cancel_requested()
-            passes += 1
             reaped = await OUTAGE.periodic_pass(
-                reap_and_reconcile,
+                partial(reap_lapsed, redis, cadence),
                 failure=f"worker {self.worker_id}: reaping lapsed workers failed",
                 log=log,
             )
             if reaped:
                 log.info("re-delivered %d job(s) of workers whose lease lapsed", reaped)
-
-    async def _reconcile(self, suspects: set[str]) -> set[str]:
-        """Release jobs Redis says we hold but we do not run (a Redis restarted from its
-        AOF can bring back a claim whose job had ended here). A job must look so twice
-        in a row: a claim's reply may still be on its way."""
-        assert self.redis is not None
-        async with self.redis.pipeline(transaction=False) as pipe:
-            for p in state_keys.partitions():
-                pipe.hgetall(jobs_key(self.worker_id, p))
-            replies = await pipe.execute()
-        held = {
-            (k.decode() if isinstance(k, bytes) else str(k)): v
-            for jobs in replies
-            for k, v in jobs.items()
-        }
-        running = {job_id for w in self._workers for job_id in w.tasks}
-        now_missing = set(held) - running
-        for job_id in now_missing & suspects:
-            wake = lease_wake_key(held[job_id])
-            worker = next((w for w in self._workers if wake in w.wake_keys), None)
-            if worker is not None:
-                log.warning("worker %s: releasing job %s it no longer runs", self.worker_id, job_id)
-                await worker._end(job_id, "release", 0)
-        return now_missing - suspects
 
     # -- routing: one tool set per queue ------------------------------------------
 

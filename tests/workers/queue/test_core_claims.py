@@ -5,6 +5,7 @@ racing workers, a dead worker's jobs re-delivered, deferred and unserved jobs le
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -14,6 +15,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys as state_keys
 from agentq.orchestrator.core.envelopes import (
     ARQ_ABORT_SET,
     ARQ_IN_PROGRESS_PREFIX,
@@ -24,7 +26,12 @@ from agentq.orchestrator.core.envelopes import (
     queue_key,
 )
 from agentq.orchestrator.core.jobs import queued_job
-from agentq.workers.queue.claims import ARQ_RETRY_PREFIX, Claimed, Taker, lease_wake_key
+from agentq.workers.queue.claims import (
+    ARQ_RETRY_PREFIX,
+    Claimed,
+    ClaimLedger,
+    Taker,
+)
 from agentq.workers.queue.liveness import Cadence, holders_key, jobs_key, liveness_key, reap_lapsed
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
@@ -95,7 +102,7 @@ async def test_one_call_claims_up_to_the_free_slots_and_takes_them_out_of_the_re
     assert await redis.zcard(taker.keys[0]) == 5  # a queue's depth still counts them
     held = await cast(Any, redis.hgetall(jobs_key("w1")))
     assert sorted(k.decode() for k in held) == ids(claimed)
-    assert {lease_wake_key(v) for v in held.values()} == {taker.wake_key}
+    assert {json.loads(v)["w"] for v in held.values()} == {taker.wake_key}
     assert await cast(Any, redis.sismember(holders_key(), "w1"))
 
     more, rest = await taker.take(taker.args(16))
@@ -287,3 +294,73 @@ async def test_a_finished_run_leaves_no_job_bookkeeping_behind(
         assert await redis.hlen(jobs_key(runtime.worker_id)) == 0  # type: ignore[misc]
     finally:
         await runtime.stop()
+
+
+async def test_jobs_of_a_claim_whose_reply_was_lost_are_given_back_uncounted(
+    redis: Redis,
+) -> None:
+    """A claim that timed out at the worker while Redis was stalled still runs when Redis
+    resumes: its jobs are held by a live worker that never started them. Give-back frees
+    those of settled claims, and leaves jobs the worker runs and claims still open."""
+    jobs = await enqueue(redis, 3)
+    scores = {job: await redis.zscore(f"aq:queue:{QUEUE}", job) for job in jobs}
+    taker = await worker(redis, "w1")
+    ledger = ClaimLedger()
+    first, second, third = ledger.open(), ledger.open(), ledger.open()
+    for claim in (first, second):  # two claims answered (or lost), one job each
+        await taker.take(taker.args(1, claim=claim))
+        ledger.settle(claim)
+    _, (late,) = await taker.take(taker.args(1, claim=third))  # its reply is still coming
+    open_ = late.job_id
+    held = await cast(Any, redis.hgetall(jobs_key("w1")))
+    by_claim = {json.loads(v)["c"]: k.decode() for k, v in held.items()}
+    lost = by_claim[first]  # the job of the first claim was never started here
+    running = by_claim[second]
+    assert ledger.settled_through() == second
+
+    # The same process's loop on another queue holds its jobs in the same hash.
+    sibling = Taker(redis, "w1", "claims-test-other", 0, BACKSTOP_MS)
+    await redis.zadd(sibling.queue_key, {"other-job": 1})
+    await redis.set(ARQ_JOB_PREFIX + "other-job", b"{}")
+    _, (theirs,) = await sibling.take(sibling.args(1))
+
+    given = await taker.give_back(ledger.settled_through(), [running])
+
+    assert given == 1
+    assert await redis.get(ARQ_IN_PROGRESS_PREFIX + theirs.job_id) == b"w1"
+    assert await ready(redis, taker) == [lost]
+    assert await redis.zscore(taker.keys[0], lost) == scores[lost]
+    assert not await redis.exists(ARQ_IN_PROGRESS_PREFIX + lost)
+    assert set(await cast(Any, redis.hkeys(jobs_key("w1")))) == {
+        running.encode(),
+        open_.encode(),
+        b"other-job",
+    }
+    other = await worker(redis, "w2")
+    _, (again,) = await other.take(other.args(1))
+    assert again.job_id == lost
+    assert again.deliveries == 1  # the lost claim's delivery was taken back
+
+
+async def test_a_worker_gives_back_and_runs_a_job_a_lost_claim_left_held(
+    redis: Redis, redis_url: str
+) -> None:
+    """End to end: a run's first job is claimed in a live worker's name by a claim the
+    worker never saw (as when the reply of its claim was lost). The worker gives it
+    back at its next chores pass, and the run finishes."""
+    runtime = WorkerRuntime(redis_url, executors=[FunctionExecutor([add])])
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(scripted({"text": "done"}))
+        # Its lease held, as a live worker's is: no reaper frees what it holds.
+        await redis.set(liveness_key(runtime.worker_id), runtime.worker_id, px=60_000)
+        claimed = []
+        for p in state_keys.partitions():
+            orphan = Taker(redis, runtime.worker_id, MODEL_QUEUE, p, BACKSTOP_MS)
+            claimed += (await orphan.take(orphan.args(16)))[1]
+        assert claimed  # held in the worker's name; the worker will know nothing of it
+        await runtime.start()
+        try:
+            result = await client.runs.wait(run_id, timeout_s=60)
+        finally:
+            await runtime.stop()
+    assert result.status == "succeeded", result.error

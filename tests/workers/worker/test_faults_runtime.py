@@ -21,6 +21,7 @@ import redis
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.errors import RunTimeoutError
+from agentq.orchestrator.runs.result import RunResult
 from tests.support.fleet import (
     Figures,
     aof_redis,
@@ -50,6 +51,27 @@ def server() -> Iterator[RedisServer]:
     redis_server = aof_redis()
     yield redis_server
     redis_server.stop()
+
+
+def jobs_snapshot(url: str) -> dict[str, object]:
+    """Where every job is: queues (scores), holders, in-progress keys (their holder)."""
+    r = redis.Redis.from_url(url, decode_responses=True)
+    try:
+        return {
+            key: (
+                r.zrange(key, 0, -1, withscores=True)
+                if r.type(key) == "zset"
+                else r.hgetall(key)
+                if r.type(key) == "hash"
+                else r.get(key)
+                if r.type(key) == "string"
+                else r.type(key)
+            )
+            for pattern in ("aq:queue:*", "aq:worker:*", "arq:in-progress:*", "aq:lease:*")
+            for key in r.scan_iter(pattern)
+        }
+    finally:
+        r.close()
 
 
 def report(figures: Figures, name: str, **extra: object) -> None:
@@ -317,7 +339,17 @@ async def test_redis_sigstopped_for_10_s(
             await asyncio.sleep(max(0.0, 10 - (time.monotonic() - started)))
         finally:
             server.resume()
-        results = await asyncio.gather(*(client.runs.wait(r, timeout_s=120) for r in ids))
+        waits = await asyncio.gather(
+            *(client.runs.wait(r, timeout_s=120) for r in ids), return_exceptions=True
+        )
+        stuck = [r for r, w in zip(ids, waits, strict=True) if isinstance(w, BaseException)]
+        # What a run that did not finish was waiting on, for the failure to explain itself.
+        assert not stuck, (
+            [await client.runs.status(r) for r in stuck],
+            jobs_snapshot(server.url),
+            [w.log()[-4000:] for w in fleet],
+        )
+        results = [cast(RunResult, w) for w in waits]
 
     slowest = max(s for _, _, s in outcomes.values())
     lapses = sum(w.log().count("could not be renewed") for w in fleet)
