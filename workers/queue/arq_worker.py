@@ -47,8 +47,8 @@ from agentq.workers.queue.claims import (
     ARQ_RETRY_PREFIX,
     JOB_RIDE,
     RETRY_KEEP_S,
-    ClaimLedger,
     Claimed,
+    ClaimLedger,
     Taker,
     parse_take,
 )
