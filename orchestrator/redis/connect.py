@@ -22,6 +22,7 @@ from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import deserialize, serialize
 from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.redis.acks import ReplicaAcks, use_acks
 from agentq.orchestrator.redis.cluster import cluster_client, is_cluster_url, sync_cluster_client
 from agentq.orchestrator.redis.sentinel import (
     is_sentinel_url,
@@ -84,11 +85,14 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
             pool = sentinel_pool(url, **timeouts)
         else:
             pool = aioredis.ConnectionPool.from_url(url, **timeouts)
-    return ArqRedis(
+    client = ArqRedis(
         pool_or_conn=pool,
         job_serializer=serialize,
         job_deserializer=deserialize,
     )
+    if not is_memory_url(url):
+        use_acks(client, ReplicaAcks(conf.redis_replica_acks, conf.redis_replica_ack_timeout_s))
+    return client
 
 
 async def check_partitions(redis: Any) -> None:
