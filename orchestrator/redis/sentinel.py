@@ -1,6 +1,7 @@
 """Redis Sentinel URLs:
 `redis+sentinel://[[user]:password@]host:port[,host:port...]/service[/db][?sentinel_password=P]`
-(`rediss+sentinel://` for TLS to the sentinels and the master).
+(`rediss+sentinel://` for TLS to the sentinels and the master, with `ssl_ca_certs=FILE`
+for a private CA and `ssl_cert_reqs=required|optional|none`).
 
 The sentinels are asked which server is the master of `service`; the password (and
 user) authenticate to that master, as in a plain `redis://` URL. Sentinels that require
@@ -22,7 +23,8 @@ from redis.asyncio.sentinel import Sentinel, SentinelConnectionPool
 
 SCHEMES = ("redis+sentinel://", "rediss+sentinel://")
 DEFAULT_SENTINEL_PORT = 26379
-_QUERY = ("sentinel_password", "sentinel_username")
+_QUERY = ("sentinel_password", "sentinel_username", "ssl_ca_certs", "ssl_cert_reqs")
+_CERT_REQS = ("required", "optional", "none")
 # Asking a sentinel is one small command: a sentinel that does not answer this fast is
 # skipped for the next one in the list.
 _SENTINEL_TIMEOUT_S = 2.0
@@ -38,6 +40,8 @@ class SentinelUrl:
     tls: bool = False
     sentinel_username: str | None = None
     sentinel_password: str | None = None
+    ssl_ca_certs: str | None = None
+    ssl_cert_reqs: str | None = None
 
 
 def is_sentinel_url(url: str) -> bool:
@@ -70,6 +74,9 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
         raise ValueError(
             f"sentinel URL: unknown option {unknown[0]!r} (known: {', '.join(_QUERY)})"
         )
+    cert_reqs = options.get("ssl_cert_reqs", [""])[-1] or None
+    if cert_reqs is not None and cert_reqs not in _CERT_REQS:
+        raise ValueError(f"sentinel URL: ssl_cert_reqs must be one of {', '.join(_CERT_REQS)}")
     return SentinelUrl(
         sentinels=sentinels,
         service=unquote(service),
@@ -79,7 +86,21 @@ def parse_sentinel_url(url: str) -> SentinelUrl:
         tls=scheme.lower() == "rediss+sentinel",
         sentinel_username=options.get("sentinel_username", [""])[-1] or None,
         sentinel_password=options.get("sentinel_password", [""])[-1] or None,
+        ssl_ca_certs=options.get("ssl_ca_certs", [""])[-1] or None,
+        ssl_cert_reqs=cert_reqs,
     )
+
+
+def _tls(parsed: SentinelUrl) -> dict[str, Any]:
+    """The URL's TLS options, for the sentinels and the master alike."""
+    if not parsed.tls:
+        return {}
+    options: dict[str, Any] = {"ssl": True}
+    if parsed.ssl_ca_certs is not None:
+        options["ssl_ca_certs"] = parsed.ssl_ca_certs
+    if parsed.ssl_cert_reqs is not None:
+        options["ssl_cert_reqs"] = parsed.ssl_cert_reqs
+    return options
 
 
 def _sentinel_options(parsed: SentinelUrl, connection: dict[str, Any]) -> dict[str, Any]:
@@ -89,7 +110,7 @@ def _sentinel_options(parsed: SentinelUrl, connection: dict[str, Any]) -> dict[s
         "socket_connect_timeout": connection.get("socket_connect_timeout", _SENTINEL_TIMEOUT_S),
         "username": parsed.sentinel_username,
         "password": parsed.sentinel_password,
-        **({"ssl": True} if parsed.tls else {}),
+        **_tls(parsed),
     }
 
 
@@ -98,7 +119,7 @@ def _master_options(parsed: SentinelUrl, connection: dict[str, Any]) -> dict[str
         "db": parsed.db,
         "username": parsed.username,
         "password": parsed.password,
-        **({"ssl": True} if parsed.tls else {}),
+        **_tls(parsed),
         **connection,
     }
 
