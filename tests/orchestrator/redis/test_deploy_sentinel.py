@@ -6,6 +6,7 @@ import asyncio
 import shutil
 import subprocess
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -155,7 +156,7 @@ def test_a_rediss_sentinel_url_speaks_tls_to_the_sentinels_and_the_master(
     )
     try:
         for port in (master_port, sentinel_port):
-            eventually(lambda p=port: listening(p), "a TLS port to listen", 10, 0.02)
+            eventually(partial(listening, port), "a TLS port to listen", 10, 0.02)
         url = f"rediss+sentinel://127.0.0.1:{sentinel_port}/agentq/0?ssl_ca_certs={ca}"
 
         async def reach() -> None:
