@@ -23,7 +23,7 @@ import re
 import sys
 from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import click
 
@@ -49,7 +49,15 @@ EXIT_INFRASTRUCTURE = 3
 EXIT_TIMED_OUT = 4
 EXIT_INTERRUPTED = 130
 
-REDIS_SCHEMES = ("redis", "rediss", "unix", "memory", "redis+cluster")
+REDIS_SCHEMES = (
+    "redis",
+    "rediss",
+    "unix",
+    "memory",
+    "redis+cluster",
+    "redis+sentinel",
+    "rediss+sentinel",
+)
 
 T = TypeVar("T")
 
@@ -77,17 +85,9 @@ def spec_error(exc: ValidationError) -> str:
 
 
 def shown_url(url: str) -> str:
-    """A Redis URL fit to print: any password replaced by ***."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    """A Redis URL fit to print: any password (a sentinel's too) replaced by ***."""
+    shown = re.sub(r"^([^:/]+://[^:/@]*:)[^@/]*@", r"\1***@", url)
+    return re.sub(r"([?&]sentinel_password=)[^&]*", r"\1***", shown)
 
 
 def check_redis_url(url: str) -> str:
@@ -96,11 +96,20 @@ def check_redis_url(url: str) -> str:
     if scheme not in REDIS_SCHEMES:
         raise CliError(
             f"invalid Redis URL {shown_url(url)!r}: it must start with redis://, rediss://, "
-            "unix://, redis+cluster:// or memory:// (e.g. redis://localhost:6379/0)",
+            "unix://, redis+cluster://, redis+sentinel://, rediss+sentinel:// or memory:// "
+            "(e.g. redis://localhost:6379/0)",
             EXIT_BAD_INPUT,
         )
     if scheme == "redis+cluster":
         return url  # host:port[,host:port...]: checked when the client is made
+    if scheme.endswith("+sentinel"):
+        from agentq.orchestrator.redis.sentinel import parse_sentinel_url
+
+        try:
+            parse_sentinel_url(url)
+        except ValueError as exc:
+            raise CliError(f"invalid Redis URL {shown_url(url)!r}: {exc}", EXIT_BAD_INPUT) from None
+        return url
     try:
         urlsplit(url).port  # noqa: B018 - parsing the port is the check
     except ValueError as exc:

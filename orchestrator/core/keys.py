@@ -89,6 +89,10 @@ _partitions = SINGLE_NODE_PARTITIONS
 
 # string: the deployment's partition count, recorded by its first worker
 PARTITIONS = "aq:partitions"
+# Written before a WAIT that follows one that fell short (redis/acks.py): a WAIT counts
+# only the writes of its own connection, so a retried transition that writes nothing
+# would otherwise be "acknowledged" without the write that fell short.
+REPLICA_ACK_PROBE = "aq:replica-ack-probe"
 
 
 def use_partitions(count: int) -> None:

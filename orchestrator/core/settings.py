@@ -36,6 +36,12 @@ class Settings(BaseSettings):
     # How long a waiting client keeps reconnecting through an outage when the caller
     # gave it no timeout of its own.
     redis_retry_s: float = Field(default=60.0, gt=0)
+    # How many replicas must have a transition (a run created, a step committed, a
+    # result recorded, a job claimed or ended) before it is acknowledged (`WAIT`), and
+    # how long to wait for them before the transition counts as failed (and is retried).
+    # Unset: 1 while the primary reports a connected replica, else 0.
+    redis_replica_acks: int | None = Field(default=None, ge=0)
+    redis_replica_ack_timeout_s: float = Field(default=1.0, gt=0)
     # A job whose worker died this many times is not run again: a tool call becomes a
     # tool error the model sees, a model step fails the run (never a run stuck forever).
     max_deliveries: int = Field(default=5, ge=1)

@@ -19,6 +19,7 @@ from redis.commands.core import AsyncScript
 
 from agentq.orchestrator.core.events import Event, parse_event
 from agentq.orchestrator.machine.transition import Transition
+from agentq.orchestrator.redis.acks import acknowledged
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 
 T = TypeVar("T")
@@ -48,7 +49,8 @@ class Ride(Protocol):
     """How a caller sends a transition itself, with something of its own in the same
     round trip (a worker ends its job and claims the next ones behind the job's last
     transition: workers/worker/runtime.py). It returns the script's reply, or raises its
-    error, as running the script alone would."""
+    error, as running the script alone would, and waits for the replicas as
+    `acks.acknowledged` does."""
 
     async def __call__(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any: ...
 
@@ -87,7 +89,9 @@ class Store:
             if ride is not None:
                 raw = await ride(self._scripts[script], keys, args)
             else:
-                raw = await self._scripts[script](keys=keys, args=args)
+                # Acknowledged once the replicas the deployment asks for have it.
+                source = self._scripts[script]
+                raw = await acknowledged(self.redis, source.sha, source.script, keys, args)
         return reply.model_validate_json(raw)
 
     async def _hash(self, key: str) -> dict[str, str]:

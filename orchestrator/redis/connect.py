@@ -22,8 +22,13 @@ from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import deserialize, serialize
 from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.redis.acks import ReplicaAcks, use_acks
 from agentq.orchestrator.redis.cluster import cluster_client, is_cluster_url, sync_cluster_client
-from agentq.orchestrator.redis.sentinel import is_sentinel_url, sentinel_pool
+from agentq.orchestrator.redis.sentinel import (
+    is_sentinel_url,
+    sentinel_pool,
+    sentinel_sync_client,
+)
 
 # Blocking reads (BLPOP, XREAD BLOCK) ask the server to wait at most this long, so a
 # reply is always due well within the socket timeout and silence means a stalled Redis.
@@ -80,11 +85,14 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
             pool = sentinel_pool(url, **timeouts)
         else:
             pool = aioredis.ConnectionPool.from_url(url, **timeouts)
-    return ArqRedis(
+    client = ArqRedis(
         pool_or_conn=pool,
         job_serializer=serialize,
         job_deserializer=deserialize,
     )
+    if not is_memory_url(url):
+        use_acks(client, ReplicaAcks(conf.redis_replica_acks, conf.redis_replica_ack_timeout_s))
+    return client
 
 
 async def check_partitions(redis: Any) -> None:
@@ -103,9 +111,11 @@ async def check_partitions(redis: Any) -> None:
 
 def connect_sync(url: str, **options: Any) -> Any:
     """A blocking client for `url` (a thread's own, e.g. the lease renewer's): a
-    `redis.Redis`, or a cluster client for a cluster URL."""
+    `redis.Redis` (a Sentinel URL's follows the master), or a cluster client."""
     if is_cluster_url(url):
         return sync_cluster_client(url, **options)
+    if is_sentinel_url(url):
+        return sentinel_sync_client(url, **options)
     return redis.Redis.from_url(url, **options)
 
 

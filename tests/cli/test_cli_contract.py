@@ -55,7 +55,15 @@ def test_every_command_has_short_help_and_every_option_help_text(
 
 @pytest.mark.parametrize(
     "url",
-    ["localhost:6379", "http://localhost:6379", "https://x", "redis://localhost:abc/0", ""],
+    [
+        "localhost:6379",
+        "http://localhost:6379",
+        "https://x",
+        "redis://localhost:abc/0",
+        "",
+        "redis+sentinel://s1:26379",
+        "redis+sentinel://s1:26379/aq?sentinel_pasword=x",
+    ],
 )
 def test_malformed_redis_urls_are_bad_input(url: str) -> None:
     with pytest.raises(CliError) as caught:
@@ -65,7 +73,15 @@ def test_malformed_redis_urls_are_bad_input(url: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "url", ["redis://localhost:6379/0", "rediss://h:6380", "unix:///tmp/r.sock", "memory://x"]
+    "url",
+    [
+        "redis://localhost:6379/0",
+        "rediss://h:6380",
+        "unix:///tmp/r.sock",
+        "memory://x",
+        "redis+sentinel://s1:26379,s2:26380/aq/0",
+        "rediss+sentinel://:pw@s1/aq?sentinel_password=spw",
+    ],
 )
 def test_redis_urls_pass(url: str) -> None:
     assert check_redis_url(url) == url
@@ -74,6 +90,11 @@ def test_redis_urls_pass(url: str) -> None:
 def test_passwords_are_not_printed() -> None:
     assert shown_url("redis://:s3cret@host:6379/0") == "redis://:***@host:6379/0"
     assert shown_url("redis://user:s3cret@host/0") == "redis://user:***@host/0"
+    assert shown_url("redis://host:6379/0") == "redis://host:6379/0"
+    assert (
+        shown_url("redis+sentinel://:s3cret@h1:1,h2:2/aq/0?sentinel_password=s3cret")
+        == "redis+sentinel://:***@h1:1,h2:2/aq/0?sentinel_password=***"
+    )
 
 
 @pytest.mark.parametrize(

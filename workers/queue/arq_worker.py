@@ -39,6 +39,8 @@ from agentq.orchestrator.core import keys as state_keys
 from agentq.orchestrator.core.envelopes import (
     queue_key,
 )
+from agentq.orchestrator.core.errors import InfrastructureError
+from agentq.orchestrator.redis.acks import acknowledged, acks_of
 from agentq.orchestrator.redis.connect import (
     is_cluster,
 )
@@ -492,16 +494,28 @@ class WakeableWorker(Worker):
         n = self.max_jobs - self.job_counter + 1 if self.allow_pick_jobs else 0
         self.job_counter += n
         claimed: list[Claimed] = []
+        unacked: InfrastructureError | None = None
         claim = self._claims.open()
         try:
             # The job's partition: the same slot as its run's transition.
             taker = self.taker_of(end.job_id)
             take = taker.args(n, end.job_id, "done", 0, self._skipping(), riding=True, claim=claim)
+            acks = acks_of(self.pool)
+            await acks.ensure_known(self.pool)
             async with self.pool.pipeline(transaction=False) as pipe:
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
                 pipe.evalsha(taker.sha, len(taker.keys), *taker.keys, *take)
-                raw, took = await pipe.execute(raise_on_error=False)
-            if not isinstance(took, BaseException):
+                # Both count only once the replicas have them: the WAIT rides along too.
+                waited, role = acks.add(pipe)
+                raw, took, *acked = await pipe.execute(raise_on_error=False)
+            try:
+                acks.check(waited, role, [raw, took, *acked])
+            except InfrastructureError as exc:
+                # Neither the transition nor the claim is safe yet: the transition fails
+                # as on any Redis error (its job retries it), and the jobs claimed are
+                # given back rather than started.
+                unacked = exc
+            if not isinstance(took, BaseException) and unacked is None:
                 end.ended = True
                 _, claimed = parse_take(took)
             else:
@@ -515,9 +529,11 @@ class WakeableWorker(Worker):
         self._start(claimed)
         if isinstance(raw, NoScriptError):
             # Redis lost its scripts (a restart): the transition, alone, loads it.
-            return await script(keys=keys, args=args)
+            return await acknowledged(self.pool, script.sha, script.script, keys, args)
         if isinstance(raw, BaseException):
             raise raw
+        if unacked is not None:
+            raise unacked
         return raw
 
     async def _cancel_aborted_jobs(self) -> None:
@@ -574,6 +590,6 @@ class _JobEnd:
 
     async def __call__(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
         if self._used:  # the job's end went already: what comes after goes alone
-            return await script(keys=keys, args=args)
+            return await acknowledged(self.worker.pool, script.sha, script.script, keys, args)
         self._used = True
         return await self.worker._ride(self, script, keys, args)

@@ -46,6 +46,7 @@ from agentq.orchestrator.core import keys as state_keys
 from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, text
+from agentq.orchestrator.redis.acks import acknowledged, acks_of
 from agentq.workers.queue.liveness import holders_key, jobs_key
 
 ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
@@ -194,25 +195,25 @@ class Taker:
         ]
 
     async def take(self, args: list[Any]) -> tuple[bool, list[Claimed]]:
-        try:
-            reply = await self.redis.evalsha(self.sha, len(self.keys), *self.keys, *args)  # type: ignore[misc]
-        except NoScriptError:
-            await self.redis.script_load(TAKE)
-            reply = await self.redis.evalsha(self.sha, len(self.keys), *self.keys, *args)  # type: ignore[misc]
-        return parse_take(reply)
+        # A claim or an end counts once the replicas have it (acks.py), like a transition.
+        return parse_take(await acknowledged(self.redis, self.sha, TAKE, self.keys, args))
 
     async def wait_and_take(self, timeout_s: int, args: list[Any]) -> tuple[bool, list[Claimed]]:
         """BLPOP a wake-up token (up to `timeout_s`), then claim at once, in one round
         trip: Redis runs the claim as soon as the token is popped, or at the timeout
         (the fallback poll, which finds deferred jobs fallen due)."""
+        acks = acks_of(self.redis)
+        await acks.ensure_known(self.redis)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.blpop([self.wake_key], timeout=timeout_s)
             pipe.evalsha(self.sha, len(self.keys), *self.keys, *args)
-            _, reply = await pipe.execute(raise_on_error=False)
+            waited, role = acks.add(pipe)
+            _, reply, *acked = await pipe.execute(raise_on_error=False)
         if isinstance(reply, NoScriptError):
             return await self.take(args)
         if isinstance(reply, BaseException):
             raise reply
+        acks.check(waited, role, [reply, *acked])
         return parse_take(reply)
 
     async def give_back(self, settled_through: int, running: Iterable[str]) -> int:

@@ -26,6 +26,20 @@ pytestmark = pytest.mark.unit
             "redis+sentinel://app:secret@[::1]:26379/agentq/0",
             SentinelUrl([("::1", 26379)], "agentq", 0, "app", "secret"),
         ),
+        (
+            "rediss+sentinel://:pw@s1:26379/aq/1?sentinel_username=s&sentinel_password=sp%40ss",
+            SentinelUrl([("s1", 26379)], "aq", 1, None, "pw", True, "s", "sp@ss"),
+        ),
+        (
+            "rediss+sentinel://s1/aq?ssl_ca_certs=/etc/ca.pem&ssl_cert_reqs=optional",
+            SentinelUrl(
+                [("s1", 26379)],
+                "aq",
+                tls=True,
+                ssl_ca_certs="/etc/ca.pem",
+                ssl_cert_reqs="optional",
+            ),
+        ),
     ],
 )
 def test_sentinel_urls_parse(url: str, parsed: SentinelUrl) -> None:
@@ -39,6 +53,8 @@ def test_sentinel_urls_parse(url: str, parsed: SentinelUrl) -> None:
         ("redis+sentinel://s1:26379", "no service"),
         ("redis+sentinel://s1:port/agentq", "bad host:port"),
         ("redis+sentinel://s1/agentq/zero", "is not a number"),
+        ("redis+sentinel://s1/agentq?password=x", "unknown option 'password'"),
+        ("rediss+sentinel://s1/agentq?ssl_cert_reqs=maybe", "ssl_cert_reqs must be one of"),
     ],
 )
 def test_bad_sentinel_urls_say_what_is_wrong(url: str, message: str) -> None:
