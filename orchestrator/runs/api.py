@@ -48,6 +48,7 @@ from agentq.orchestrator.redis.faults import (
 )
 from agentq.orchestrator.runs.children import ChildOf
 from agentq.orchestrator.runs.creation import RunCreation
+from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.runs.index import (
     DEFAULT_TENANT,
@@ -410,7 +411,7 @@ class Runs:
         if reply.outcome == Outcome.UNKNOWN_RUN or reply.status is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         if reply.outcome == Outcome.CANCELLED:
-            await tracing.end_run(self.store, run_id)
+            await run_ended(self.store, run_id)
         await self._cancel_children(run_id, reason)
         return str(reply.status)
 
@@ -557,4 +558,4 @@ class Runs:
     async def _after(self, outcome: Outcome, args: TransitionInput, hops: tracing.Hops) -> None:
         hops.sent(enqueued_job_ids(args, outcome))
         if outcome == Outcome.FINISHED:
-            await tracing.end_run(self.store, args.run_id)
+            await run_ended(self.store, args.run_id)

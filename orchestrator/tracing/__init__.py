@@ -83,7 +83,6 @@ from agentq.orchestrator.tracing.provider import shutdown_tracing as shutdown_tr
 
 if TYPE_CHECKING:
     from agentq.orchestrator.core.envelopes import JobEnvelope
-    from agentq.orchestrator.runs.store import RunStore
 
 log = logging.getLogger("agentq.tracing")
 
@@ -230,17 +229,6 @@ def run_carrier(run_id: str) -> dict[str, str]:
     Pure: a function of the run id alone, whether or not anything records."""
     trace_id, span_id = run_ids(run_id)
     return {"traceparent": _traceparent_of(trace_id, span_id, 1)}
-
-
-async def end_run(store: RunStore, run_id: str) -> None:
-    """Record the run's span, once it has ended (its meta says how). Tracing trouble
-    never fails the job that ended the run: the run has ended either way."""
-    if not recording():
-        return
-    try:
-        record_run(run_id, await store.meta(run_id))
-    except Exception as exc:
-        log.warning("could not record the span of run %s: %s", run_id, exc)
 
 
 def record_run(run_id: str, meta: Mapping[str, str]) -> None:
