@@ -15,9 +15,11 @@ from fastapi.staticfiles import StaticFiles
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.settings import Settings
 from agentq.serve import batches, errors, meta, remote, runs
+from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.limits import BodyLimit
+from agentq.serve.metrics import MetricsMiddleware, ServeMetrics
 from agentq.workers.tools.remote_service import RemoteService
 
 STATIC = resources.files("agentq.serve") / "static"
@@ -27,6 +29,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = Client(config.redis_url, settings=Settings(redis_url=config.redis_url))
+        client.runs.on_end(metrics.run_ended)
         app.state.client = client
         app.state.feeds = RunFeeds(client)
         app.state.remote = RemoteService.from_client(client)
@@ -48,6 +51,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.config = config
+    metrics = app.state.metrics = ServeMetrics()
     gateway = None
     if config.mcp:
         from starlette.routing import Route
@@ -58,6 +62,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.router.routes.append(Route(MCP_PATH, endpoint=gateway))
     errors.install(app)
     app.include_router(meta.router)
+    app.include_router(serve_metrics.router)
     app.include_router(runs.router)
     app.include_router(batches.router)
     app.include_router(remote.router)
@@ -81,6 +86,8 @@ def create_app(config: ServeConfig) -> FastAPI:
             allow_headers=["authorization", "content-type", "idempotency-key", "last-event-id"],
             expose_headers=["x-vercel-ai-ui-message-stream", "retry-after"],
         )
+    # Outermost: it times and counts what every other layer answered (a 413, a 429).
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
     static_dir = str(STATIC)
     app.mount("/static", StaticFiles(directory=static_dir), name="static")
 

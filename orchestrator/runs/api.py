@@ -48,7 +48,7 @@ from agentq.orchestrator.redis.faults import (
 )
 from agentq.orchestrator.runs.children import ChildOf
 from agentq.orchestrator.runs.creation import RunCreation
-from agentq.orchestrator.runs.ended import run_ended
+from agentq.orchestrator.runs.ended import RunEndListener, run_ended
 from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.runs.index import (
     DEFAULT_TENANT,
@@ -400,6 +400,11 @@ class Runs:
                 return
             except Exception as exc:
                 await reconnect.failed(exc)
+
+    def on_end(self, listener: RunEndListener) -> None:
+        """Tell `listener` of each run this client ends (a cancel, an answer that finished
+        the run), with its meta: a process's metrics count them."""
+        self.store.end_listeners.append(listener)
 
     async def cancel(self, run_id: str, reason: str | None = None) -> str:
         """Cancel the run. Returns its status afterwards (a finished run stays finished)."""

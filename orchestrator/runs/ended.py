@@ -4,10 +4,15 @@ how it ended. Each is told once: only the transition that ended the run calls th
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Mapping
 
+from prometheus_client import CollectorRegistry, Counter
+
 from agentq.orchestrator import tracing
+from agentq.orchestrator.runs.index import DEFAULT_TENANT
+from agentq.orchestrator.runs.state import MetaField
 from agentq.orchestrator.runs.store import RunStore
 
 log = logging.getLogger("agentq")
@@ -33,3 +38,24 @@ async def run_ended(store: RunStore, run_id: str) -> None:
             log.warning("could not record the span of run %s: %s", run_id, exc)
     for listener in store.end_listeners:
         listener(run_id, meta)
+
+
+class EndedRuns:
+    """A listener counting ended runs, `agentq_runs_ended_total{tenant, status,
+    failure_kind}`, into a process's registry (a worker's and `agentq serve`'s)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.counter = Counter(
+            "agentq_runs_ended",
+            "Runs ended in this process, by tenant, final status and failure kind.",
+            ["tenant", "status", "failure_kind"],
+            registry=registry,
+        )
+
+    def __call__(self, run_id: str, meta: Mapping[str, str]) -> None:
+        failure = json.loads(meta.get(MetaField.ERROR) or "{}")
+        self.counter.labels(
+            meta.get("tenant", DEFAULT_TENANT),
+            meta.get(MetaField.STATUS, ""),
+            str(failure.get("type", "")),
+        ).inc()

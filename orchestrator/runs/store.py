@@ -81,7 +81,7 @@ class RunStore(Store):
 
     def __init__(self, redis: Redis, *, retention_s: int = DEFAULT_RETENTION_S) -> None:
         super().__init__(redis, _SCRIPTS, retention_s=retention_s)
-        # Told (run id, meta) when a run this process ended has ended (runs/ended.py).
+        # Told (run id, meta) of each run this process ends (runs/ended.py).
         self.end_listeners: list[Callable[[str, Mapping[str, str]], None]] = []
 
     async def _apply(

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from arq import Retry
@@ -29,8 +28,7 @@ from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 
 from agentq.orchestrator.fleet.queues import queue_stats
-from agentq.orchestrator.runs.state import MetaField
-from agentq.orchestrator.runs.index import DEFAULT_TENANT
+from agentq.orchestrator.runs.ended import EndedRuns
 from agentq.workers.models.ratelimit import LimitKey, RateLimiter
 from agentq.workers.queue.outcome import JobOutcome, reporting, returned
 
@@ -91,12 +89,7 @@ class WorkerMetrics:
             [*model, "direction"],
             registry=r,
         )
-        self.runs_ended = Counter(
-            "agentq_runs_ended",
-            "Runs ended in this process, by tenant, final status and failure kind.",
-            ["tenant", "status", "failure_kind"],
-            registry=r,
-        )
+        self.run_ended = EndedRuns(r)
         self.rate_limit_wait = Histogram(
             "agentq_rate_limit_wait_seconds",
             "Time a model call waited for the fleet's shared rate limit.",
@@ -131,15 +124,6 @@ class WorkerMetrics:
     def job_ended(self, queue: str, kind: str, elapsed_s: float, outcome: JobOutcome) -> None:
         self.jobs_ended.labels(queue, kind, outcome.value).inc()
         self.execution.labels(queue, kind).observe(elapsed_s)
-
-    def run_ended(self, run_id: str, meta: Mapping[str, str]) -> None:
-        """Count a run this process ended by its tenant, final status and failure kind."""
-        failure = json.loads(meta.get(MetaField.ERROR) or "{}")
-        self.runs_ended.labels(
-            meta.get("tenant", DEFAULT_TENANT),
-            meta.get(MetaField.STATUS, ""),
-            str(failure.get("type", "")),
-        ).inc()
 
     def watch(self, runtime: Watched, loop: asyncio.AbstractEventLoop) -> None:
         """Read `runtime`'s queues and executors at every scrape."""
