@@ -17,6 +17,7 @@ from agentq.orchestrator.core.settings import Settings
 from agentq.serve import batches, errors, meta, remote, runs
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
+from agentq.serve.door_spans import DOOR_SPANS
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.limits import BodyLimit
 from agentq.serve.metrics import MetricsMiddleware, ServeMetrics
@@ -49,6 +50,9 @@ def create_app(config: ServeConfig) -> FastAPI:
         summary="LLM agent loops as durable distributed jobs on Redis",
         version="0.1.0",
         lifespan=lifespan,
+        # FastAPI's own OpenTelemetry SERVER spans, on the provider `agentq serve` set up
+        # (server.py): the doors that act, not the reads (door_spans.py).
+        telemetry=DOOR_SPANS,
     )
     app.state.config = config
     metrics = app.state.metrics = ServeMetrics()

@@ -175,12 +175,16 @@ class Runs:
         tenant: str | None = None,
         end_job: QueuedJob | None = None,
         child_of: ChildOf | None = None,
+        traceparent: str | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
         The run is listed under `tenant` (the default tenant when None). `end_job` is
         enqueued by the run's end transition, however it ends (a batch's admission).
-        `child_of`: the run is a sub-agent's child (its id derives from the parent's call)."""
+        `child_of`: the run is a sub-agent's child (its id derives from the parent's call).
+        `traceparent`: the span of the request that submits it (W3C), the parent of the
+        run's span when the run has no id of its own (it gets one in that trace), else
+        a link from it."""
         run_spec = _as_spec(spec)
         if child_of is not None:
             link = child_of.parent
@@ -188,7 +192,9 @@ class Runs:
                 update={"id": child_run_id(link.run_id, link.step, link.call_id)}
             )
         with redis_errors_mapped():
-            return await self._creation.create(run_spec, tenant, child_of, end_job=end_job)
+            return await self._creation.create(
+                run_spec, tenant, child_of, end_job=end_job, traceparent=traceparent
+            )
 
     async def fork(
         self,

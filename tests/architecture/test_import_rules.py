@@ -95,6 +95,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.fleet",
         "orchestrator.runs",
         "orchestrator.spec",
+        "orchestrator.tracing",  # the doors' spans, and the process's tracing set up
         "workers.tools",
     },
     "orchestrator": {
