@@ -23,7 +23,7 @@ async def weather(city: str) -> dict[str, object]:
 
 @tool
 async def countdown(n: int = 3) -> AsyncIterator[str]:
-    """Count down from n, reporting progress; the last value is the result."""
+    """Count down from n, reporting progress; the last value is also the result."""
     for i in range(n, 0, -1):
         yield f"{i}..."
         await asyncio.sleep(0.02)

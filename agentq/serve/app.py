@@ -15,9 +15,12 @@ from fastapi.staticfiles import StaticFiles
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.settings import Settings
 from agentq.serve import batches, errors, meta, remote, runs
+from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
+from agentq.serve.door_spans import DOOR_SPANS
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.limits import BodyLimit
+from agentq.serve.metrics import MetricsMiddleware, ServeMetrics
 from agentq.workers.tools.remote_service import RemoteService
 
 STATIC = resources.files("agentq.serve") / "static"
@@ -27,6 +30,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         client = Client(config.redis_url, settings=Settings(redis_url=config.redis_url))
+        client.runs.on_end(metrics.run_ended)
         app.state.client = client
         app.state.feeds = RunFeeds(client)
         app.state.remote = RemoteService.from_client(client)
@@ -46,8 +50,12 @@ def create_app(config: ServeConfig) -> FastAPI:
         summary="LLM agent loops as durable distributed jobs on Redis",
         version="0.1.0",
         lifespan=lifespan,
+        # FastAPI's own OpenTelemetry SERVER spans, on the provider `agentq serve` set up
+        # (server.py): the doors that act, not the reads (door_spans.py).
+        telemetry=DOOR_SPANS,
     )
     app.state.config = config
+    metrics = app.state.metrics = ServeMetrics()
     gateway = None
     if config.mcp:
         from starlette.routing import Route
@@ -58,6 +66,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.router.routes.append(Route(MCP_PATH, endpoint=gateway))
     errors.install(app)
     app.include_router(meta.router)
+    app.include_router(serve_metrics.router)
     app.include_router(runs.router)
     app.include_router(batches.router)
     app.include_router(remote.router)
@@ -81,6 +90,8 @@ def create_app(config: ServeConfig) -> FastAPI:
             allow_headers=["authorization", "content-type", "idempotency-key", "last-event-id"],
             expose_headers=["x-vercel-ai-ui-message-stream", "retry-after"],
         )
+    # Outermost: it times and counts what every other layer answered (a 413, a 429).
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
     static_dir = str(STATIC)
     app.mount("/static", StaticFiles(directory=static_dir), name="static")
 

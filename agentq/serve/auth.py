@@ -3,7 +3,7 @@
 `AGENTQ_API_KEYS` holds lines `KEY-HASH TENANT [SCOPE,SCOPE…]` (a path to a file of
 them, or the lines inline, `;` also separating entries). A key hash is
 `sha256:` + the hex SHA-256 of the key (`agentq hash-key KEY` prints it); keys
-themselves are never stored. Without scopes a key has all of them.
+themselves are never stored. Without scopes a key has all of them but `metrics`.
 """
 
 from __future__ import annotations
@@ -20,7 +20,10 @@ from agentq.orchestrator.runs.index import DEFAULT_TENANT
 from agentq.serve.errors import ApiError
 
 # `workers`: lease and report the calls of remote tools (agentq/serve/remote.py).
-SCOPES = frozenset({"runs:read", "runs:write", "approve", "workers", "tools:call"})
+# `metrics`: read `/metrics`, which counts every tenant's work: only a key naming it has it.
+METRICS_SCOPE = "metrics"
+SCOPES = frozenset({"runs:read", "runs:write", "approve", "workers", "tools:call", METRICS_SCOPE})
+IMPLIED_SCOPES = SCOPES - {METRICS_SCOPE}  # a key listing no scopes
 # A scope `tool:PATTERN` (fnmatch, e.g. `tool:search`, `tool:github:*`) limits the tools a
 # key lists and calls (`/v1/tools`, the MCP gateway) to those matching one of its patterns.
 TOOL_SCOPE_PREFIX = "tool:"
@@ -68,7 +71,7 @@ def parse_keys(text: str) -> KeyRing:
         fields = line.split()
         if len(fields) not in (2, 3) or not fields[0].startswith("sha256:"):
             raise ValueError(f"API key entry {number}: expected 'sha256:HEX TENANT [SCOPES]'")
-        scopes = frozenset(fields[2].split(",")) if len(fields) == 3 else SCOPES
+        scopes = frozenset(fields[2].split(",")) if len(fields) == 3 else IMPLIED_SCOPES
         unknown = {s for s in scopes - SCOPES if not s.startswith(TOOL_SCOPE_PREFIX)}
         if unknown:
             raise ValueError(f"API key entry {number}: unknown scope {sorted(unknown)[0]!r}")

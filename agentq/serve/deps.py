@@ -42,6 +42,7 @@ def config_of(request: Request) -> ServeConfig:
 
 def caller(request: Request, scope: str) -> Principal:
     principal = authenticate(request, config_of(request).keys)
+    request.state.tenant = principal.tenant  # what the metrics count the request under
     require(principal, scope)
     return principal
 

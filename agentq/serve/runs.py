@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
+from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import RunTimeoutError
 from agentq.orchestrator.runs.index import RunPage
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
@@ -75,7 +76,12 @@ async def submit(
     if owner is None:  # a resubmission costs no submit budget
         await check_submit_rate(client.runs, principal.tenant, config.limits.submits_per_minute)
     # The same spec again is the same run (200); another spec under a taken id is a 409.
-    run_id, created = await client.runs.create(spec, tenant=principal.tenant)
+    # The run's span is a child of this request's (its door span, or the caller's span
+    # when this process does not trace).
+    traceparent = tracing.current_carrier().get("traceparent") or request.headers.get("traceparent")
+    run_id, created = await client.runs.create(
+        spec, tenant=principal.tenant, traceparent=traceparent
+    )
     if not created and await run_owner(request, run_id) != principal.tenant:
         raise conflict(f"run id {run_id!r} is taken")
     return JSONResponse({"id": run_id}, status_code=201 if created else 200)

@@ -9,6 +9,7 @@ from types import FrameType
 import uvicorn
 from sse_starlette.sse import AppStatus
 
+from agentq.orchestrator import tracing
 from agentq.serve.app import create_app
 from agentq.serve.config import ServeConfig
 from agentq.serve.follow import start_draining
@@ -54,7 +55,11 @@ def serve(config: ServeConfig, host: str, port: int, *, log_level: str = "info")
             proxy_headers=False,
         )
     )
-    server.run()
+    tracing.setup_tracing("agentq-serve")
+    try:
+        server.run()
+    finally:
+        tracing.shutdown_tracing()  # the last spans are exported before the process ends
 
 
 class _DrainingServer(uvicorn.Server):

@@ -24,6 +24,7 @@ from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.machine.store import Ride
 from agentq.orchestrator.redis.connect import MAX_BLOCK_S
+from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import ClaimCall, InputStatus, Outcome
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import (
@@ -179,7 +180,7 @@ class RunCallHome:
         reply = await self.store.record_result(args, ride=ride)
         hops.sent(enqueued_job_ids(args, reply.outcome))
         if reply.outcome in (Outcome.FINISHED, Outcome.FAILED):
-            await tracing.end_run(self.store, self.stream_id)
+            await run_ended(self.store, self.stream_id)
         return reply.outcome in (Outcome.RECORDED, Outcome.CONTINUED, Outcome.FINISHED)
 
     def _event(self, type_: EventType, **fields: Any) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 
 from pydantic import BaseModel, ConfigDict
 
@@ -35,6 +36,12 @@ def run_trace_id(run_id: str) -> int:
     if child is not None:
         return int(child["trace"], 16)
     return int.from_bytes(hashlib.sha256(run_id.encode()).digest()[:16], "big") or 1
+
+
+def traced_run_id(trace_id: int) -> str:
+    """A new top run's id in a caller's trace: the form a child's id has (reserved: no
+    spec may name one), so that every process derives the caller's trace from it."""
+    return f"t{trace_id:032x}.{secrets.token_hex(8)}"
 
 
 def child_run_id(parent_run_id: str, step: int, call_id: str) -> str:

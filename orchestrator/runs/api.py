@@ -48,6 +48,7 @@ from agentq.orchestrator.redis.faults import (
 )
 from agentq.orchestrator.runs.children import ChildOf
 from agentq.orchestrator.runs.creation import RunCreation
+from agentq.orchestrator.runs.ended import RunEndListener, run_ended
 from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.runs.index import (
     DEFAULT_TENANT,
@@ -174,12 +175,16 @@ class Runs:
         tenant: str | None = None,
         end_job: QueuedJob | None = None,
         child_of: ChildOf | None = None,
+        traceparent: str | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
         The run is listed under `tenant` (the default tenant when None). `end_job` is
         enqueued by the run's end transition, however it ends (a batch's admission).
-        `child_of`: the run is a sub-agent's child (its id derives from the parent's call)."""
+        `child_of`: the run is a sub-agent's child (its id derives from the parent's call).
+        `traceparent`: the span of the request that submits it (W3C), the parent of the
+        run's span when the run has no id of its own (it gets one in that trace), else
+        a link from it."""
         run_spec = _as_spec(spec)
         if child_of is not None:
             link = child_of.parent
@@ -187,7 +192,9 @@ class Runs:
                 update={"id": child_run_id(link.run_id, link.step, link.call_id)}
             )
         with redis_errors_mapped():
-            return await self._creation.create(run_spec, tenant, child_of, end_job=end_job)
+            return await self._creation.create(
+                run_spec, tenant, child_of, end_job=end_job, traceparent=traceparent
+            )
 
     async def fork(
         self,
@@ -400,6 +407,11 @@ class Runs:
             except Exception as exc:
                 await reconnect.failed(exc)
 
+    def on_end(self, listener: RunEndListener) -> None:
+        """Tell `listener` of each run this client ends (a cancel, an answer that finished
+        the run), with its meta: a process's metrics count them."""
+        self.store.end_listeners.append(listener)
+
     async def cancel(self, run_id: str, reason: str | None = None) -> str:
         """Cancel the run. Returns its status afterwards (a finished run stays finished)."""
         with redis_errors_mapped():
@@ -410,7 +422,7 @@ class Runs:
         if reply.outcome == Outcome.UNKNOWN_RUN or reply.status is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
         if reply.outcome == Outcome.CANCELLED:
-            await tracing.end_run(self.store, run_id)
+            await run_ended(self.store, run_id)
         await self._cancel_children(run_id, reason)
         return str(reply.status)
 
@@ -557,4 +569,4 @@ class Runs:
     async def _after(self, outcome: Outcome, args: TransitionInput, hops: tracing.Hops) -> None:
         hops.sent(enqueued_job_ids(args, outcome))
         if outcome == Outcome.FINISHED:
-            await tracing.end_run(self.store, args.run_id)
+            await run_ended(self.store, args.run_id)

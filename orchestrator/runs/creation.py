@@ -15,6 +15,7 @@ from redis.exceptions import OutOfMemoryError, ResponseError
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
+from agentq.orchestrator.core.run_ids import traced_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
 from agentq.orchestrator.machine import scripts
@@ -67,8 +68,10 @@ class RunCreation:
         *,
         fork: ForkCopy | None = None,
         end_job: QueuedJob | None = None,
+        traceparent: str | None = None,
     ) -> tuple[str, bool]:
-        """Check, resolve and create the run; its id and whether it is new."""
+        """Check, resolve and create the run; its id and whether it is new. A run without
+        an id submitted with a `traceparent` gets one in that trace."""
         check_webhooks(run_spec.webhooks, self.settings)
         await self.admit()
         now = time.time()
@@ -88,12 +91,14 @@ class RunCreation:
             hooks=announced_hooks(live_registry(registry, now)),
             resolve=lambda ref: self._resolve_ref(ref, registry, now),
         )
-        run_id = run_spec.id or uuid.uuid4().hex
+        run_id = run_spec.id or _new_run_id(traceparent)
         if run_spec.webhooks:
             # Listed first: a worker takes the run up once it exists (at least once).
             await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
         hops = tracing.Hops(run_id)
-        args = create_args(run_id, run_spec, tools, run_spec.initial_messages(), child_of)
+        args = create_args(
+            run_id, run_spec, tools, run_spec.initial_messages(), child_of, traceparent
+        )
         args = hops.stamp(fork.applied(args) if fork is not None else args)
         if end_job is not None:
             args = args.model_copy(update={"end_job": end_job})
@@ -141,3 +146,8 @@ class RunCreation:
                 update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
             )
         return ref
+
+
+def _new_run_id(traceparent: str | None) -> str:
+    trace_id = tracing.trace_id_of(traceparent)
+    return uuid.uuid4().hex if trace_id is None else traced_run_id(trace_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
@@ -81,6 +81,8 @@ class RunStore(Store):
 
     def __init__(self, redis: Redis, *, retention_s: int = DEFAULT_RETENTION_S) -> None:
         super().__init__(redis, _SCRIPTS, retention_s=retention_s)
+        # Told (run id, meta) of each run this process ends (runs/ended.py).
+        self.end_listeners: list[Callable[[str, Mapping[str, str]], None]] = []
 
     async def _apply(
         self, transition: TransitionInput, reply: type[R], *, ride: Ride | None = None

@@ -34,7 +34,7 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
-from agentq.orchestrator.tracing import run_carrier
+from agentq.orchestrator.tracing import run_carrier_submitted
 
 Completion = TypeVar("Completion", bound=RecordResult)
 
@@ -53,6 +53,7 @@ def create_args(
     tools: Sequence[ToolDef],
     messages: Sequence[Message],
     child_of: ChildOf | None = None,
+    submitted_by: str | None = None,
 ) -> CreateRun:
     parent = child_of.parent if child_of is not None else None
     return CreateRun(
@@ -62,8 +63,9 @@ def create_args(
         tools={t.name: t.model_dump_json() for t in tools},
         tool_order=[t.name for t in tools],
         messages=[m.model_dump_json() for m in messages],
-        # The run's span derives from its id; kept in the meta for anyone to look up.
-        trace=json.dumps(run_carrier(run_id)),
+        # The run's span derives from its id; kept in the meta for anyone to look up,
+        # with the span of the request that submitted it (its root's parent, or link).
+        trace=json.dumps(run_carrier_submitted(run_id, submitted_by)),
         event=event_json(
             "start",
             run_id,

@@ -83,7 +83,6 @@ from agentq.orchestrator.tracing.provider import shutdown_tracing as shutdown_tr
 
 if TYPE_CHECKING:
     from agentq.orchestrator.core.envelopes import JobEnvelope
-    from agentq.orchestrator.runs.store import RunStore
 
 log = logging.getLogger("agentq.tracing")
 
@@ -98,6 +97,8 @@ class TransitionArgs(Protocol):
 Input = TypeVar("Input", bound=TransitionArgs)
 
 SCHEMA_URL = "https://opentelemetry.io/schemas/1.37.0"
+# In a run's meta carrier: the traceparent of the request that submitted the run.
+SUBMITTED_BY = "submitted_by"
 MESSAGING_SYSTEM = "redis"
 
 _PRESET: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
@@ -232,28 +233,34 @@ def run_carrier(run_id: str) -> dict[str, str]:
     return {"traceparent": _traceparent_of(trace_id, span_id, 1)}
 
 
-async def end_run(store: RunStore, run_id: str) -> None:
-    """Record the run's span, once it has ended (its meta says how). Tracing trouble
-    never fails the job that ended the run: the run has ended either way."""
-    if not recording():
-        return
-    try:
-        record_run(run_id, await store.meta(run_id))
-    except Exception as exc:
-        log.warning("could not record the span of run %s: %s", run_id, exc)
+def trace_id_of(traceparent: str | None) -> int | None:
+    """The trace id a W3C `traceparent` names, or None when it is not a valid one."""
+    links = _link({"traceparent": traceparent or ""})
+    return links[0].context.trace_id if links else None
+
+
+def run_carrier_submitted(run_id: str, submitted_by: str | None) -> dict[str, str]:
+    """The run's carrier as its meta keeps it: the run's span, and the span of the
+    request that submitted it (`submitted_by`, a W3C traceparent) when one came."""
+    carrier = run_carrier(run_id)
+    if submitted_by and _link({"traceparent": submitted_by}):
+        carrier[SUBMITTED_BY] = submitted_by
+    return carrier
 
 
 def record_run(run_id: str, meta: Mapping[str, str]) -> None:
     spec = json.loads(meta.get("spec", "{}"))
     attributes = genai_content.run_attributes(run_id, spec, meta)
     name = f"invoke_agent {attributes['gen_ai.agent.name']}"
+    parent, links = _run_parent(run_id, meta)
     token = _PRESET.set(run_ids(run_id))
     try:
         root = tracer().start_span(
             name,
-            context=_parent_call_context(run_id, meta),
+            context=parent,
             kind=SpanKind.INTERNAL,
             attributes=attributes,
+            links=links,
             start_time=int(float(meta.get("created_at", time.time())) * 1e9),
         )
     finally:
@@ -268,10 +275,24 @@ def record_run(run_id: str, meta: Mapping[str, str]) -> None:
     root.end()
 
 
+def _run_parent(
+    run_id: str, meta: Mapping[str, str]
+) -> tuple[otel_context.Context, tuple[Link, ...]]:
+    """A child run's span is a child of its parent's call span. A top run's is a child of
+    the request that submitted it when the run is in that request's trace (its id was
+    minted there: `traced_run_id`), else a root linked to that request."""
+    if "parent" in meta:
+        return _parent_call_context(run_id, meta), ()
+    carrier = json.loads(meta.get("trace") or "{}")
+    submitted = _link({"traceparent": str(carrier.get(SUBMITTED_BY, ""))})
+    if submitted and submitted[0].context.trace_id == run_ids(run_id)[0]:
+        context = trace.set_span_in_context(NonRecordingSpan(submitted[0].context))
+        return context, ()
+    return otel_context.Context(), submitted
+
+
 def _parent_call_context(run_id: str, meta: Mapping[str, str]) -> otel_context.Context:
-    """A child run's span is a child of its parent's call span; a top run's is a root."""
-    if "parent" not in meta:
-        return otel_context.Context()
+    """A child run's span is a child of its parent's call span."""
     link = ParentLink.model_validate_json(meta["parent"])
     call = SpanContext(
         run_ids(run_id)[0],

@@ -105,9 +105,29 @@ async def test_progress_is_forwarded_and_media_passes_through(gateway: ServeProc
         counted = await session.call_tool("count_up", {"n": 3}, progress_callback=on_progress)
         image = await session.call_tool("tiny_image", {})
     assert isinstance(counted, types.CallToolResult)
-    assert [(p, t) for p, t, _ in seen] == [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0)]
+    # The last value is the result, shown as it is yielded like every other.
+    assert [(p, t) for p, t, _ in seen] == [(1.0, 3.0), (2.0, 3.0), (3.0, 3.0), (4.0, None)]
     assert isinstance(image, types.CallToolResult)
     assert image.content == [types.ImageContent(type="image", data=TINY_PNG, mime_type="image/png")]
+
+
+async def test_each_progress_notification_arrives_as_it_is_yielded(
+    gateway: ServeProcess, tmp_path: Path
+) -> None:
+    """`gated` yields its second value only once the client has seen the first progress
+    notification (it creates the gate file then)."""
+    gate = tmp_path / "seen-first"
+    seen: list[str | None] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(message)
+        gate.touch()
+
+    async with mcp_session(gateway, "acme") as session:
+        gated = await session.call_tool("gated", {"gate": str(gate)}, progress_callback=on_progress)
+    assert isinstance(gated, types.CallToolResult)
+    assert gated.content == [types.TextContent(type="text", text="second")]
+    assert seen == ["first", "second"]
 
 
 async def test_a_cancelled_request_cancels_the_job(gateway: ServeProcess, redis_url: str) -> None:
@@ -196,7 +216,7 @@ async def test_the_current_protocol_revision_works_too(gateway: ServeProcess) ->
     assert "count_up" in names
     assert isinstance(counted, types.CallToolResult)
     assert counted.content == [types.TextContent(type="text", text='{"counted": 2}')]
-    assert seen == [1.0, 2.0]
+    assert seen == [1.0, 2.0, 3.0]
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from agentq.orchestrator.core.messages import AssistantMessage, ToolMessage, Use
 from agentq.orchestrator.runs.index import Cursor
 from agentq.serve.auth import SCOPES, hash_key, parse_keys
 from agentq.serve.chat_messages import ChatInputError, UIMessage, run_messages
+from agentq.serve.door_spans import untraced
+from agentq.serve.metrics import submit_outcome
 from agentq.serve.server import is_loopback
 from agentq.serve.ui_stream import UIChunks
 
@@ -138,7 +140,8 @@ def test_keys_are_hashed_and_scoped() -> None:
     first, second = ring.find("k1"), ring.find("k2")
     assert first is not None
     assert second is not None
-    assert (first.tenant, first.scopes) == ("acme", SCOPES)
+    # Every scope but `metrics` (every tenant's counts), which a key must name.
+    assert (first.tenant, first.scopes) == ("acme", SCOPES - {"metrics"})
     assert second.scopes == frozenset({"runs:read"})
     assert ring.find("k3") is None
     assert "k1" not in repr(ring)
@@ -157,3 +160,38 @@ def test_cursor_round_trip_and_loopback() -> None:
     assert is_loopback("::1")
     assert is_loopback("localhost")
     assert not is_loopback("0.0.0.0")
+
+
+@pytest.mark.parametrize(
+    ("method", "query", "traced"),
+    [
+        ("POST", b"", True),
+        ("POST", b"wait=30", True),
+        ("POST", b"key=secret", False),  # a span's url.query would keep the credential
+        ("POST", b"a=1&token=t", False),
+        ("GET", b"", False),
+        ("HEAD", b"", False),
+        ("OPTIONS", b"", False),
+    ],
+)
+def test_the_doors_that_act_get_a_span_and_credentials_never_do(
+    method: str, query: bytes, traced: bool
+) -> None:
+    assert untraced({"type": "http", "method": method, "query_string": query}) is not traced
+
+
+@pytest.mark.parametrize(
+    ("status", "outcome"),
+    [
+        (200, "accepted"),
+        (201, "accepted"),
+        (401, "unauthorized"),
+        (409, "conflict"),
+        (413, "too_large"),
+        (422, "invalid"),
+        (429, "rate_limited"),
+        (503, "error"),
+    ],
+)
+def test_a_submissions_outcome_is_named_by_its_status(status: int, outcome: str) -> None:
+    assert submit_outcome(status) == outcome

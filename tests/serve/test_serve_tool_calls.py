@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -95,12 +96,37 @@ def test_a_started_call_is_read_and_followed_and_stays_the_tenants(api: ServePro
                 if line.startswith("data: ")
             ]
         state = http.get(f"/v1/tool-calls/{call_id}").json()
-    assert [e["type"] for e in types if e["type"] == "tool-progress"] == ["tool-progress"] * 3
+    assert [e["type"] for e in types if e["type"] == "tool-progress"] == ["tool-progress"] * 4
     assert types[-1]["type"] == "tool-result"
     assert state["status"] == "done"
     assert state["result"]["output"] == {"counted": 3}
     with _http(api, "globex") as other:
         assert other.get(f"/v1/tool-calls/{call_id}").status_code == 404
+
+
+def test_each_progress_value_arrives_as_it_is_yielded(api: ServeProcess, tmp_path: Path) -> None:
+    """`gated` yields its second value only once this test has seen its first progress
+    (it creates the gate file then): a progress held back until the next value came
+    would be seen only after `gated` gave up waiting."""
+    gate = tmp_path / "seen-first"
+    with _http(api, "acme") as http:
+        started = http.post("/v1/tools/gated/calls", json={"input": {"gate": str(gate)}})
+        assert started.status_code == 201, started.text
+        call_id = started.json()["id"]
+        progress: list[object] = []
+        with http.stream("GET", f"/v1/tool-calls/{call_id}/events") as stream:
+            for line in stream.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line.removeprefix("data: "))
+                if event["type"] == "tool-progress":
+                    progress.append(event["output"])
+                    gate.touch()
+                if event["type"] == "tool-result":
+                    break
+        state = http.get(f"/v1/tool-calls/{call_id}").json()
+    assert state["result"]["output"] == "second"
+    assert progress == ["first", "second"]
 
 
 def test_an_idempotency_key_returns_the_first_call(api: ServeProcess) -> None:
@@ -124,7 +150,7 @@ def test_the_cli_calls_a_tool(redis_url: str, fleet: WorkerProcess) -> None:
     progress = run_cli("call", "count_up", "--input", '{"n": 2}', "--json", redis_url=redis_url)
     assert progress.returncode == 0, progress.stderr
     assert json.loads(progress.stdout)["output"] == {"counted": 2}
-    assert progress.stderr.count('"progress"') == 2
+    assert progress.stderr.count('"progress"') == 2  # and `{"counted": 2}` as it came
     failed = run_cli("call", "fail", "--input", '{"message": "bad"}', redis_url=redis_url)
     assert failed.returncode == 1
     assert "bad" in failed.stderr

@@ -5,7 +5,9 @@ scenarios call by name."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from agentq.workers.tools.function_tools import tool
@@ -23,6 +25,20 @@ async def count_up(n: int) -> AsyncIterator[Any]:
     for i in range(1, n + 1):
         yield {"progress": i, "total": n}
     yield {"counted": n}
+
+
+@tool
+async def gated(gate: str, wait_s: float = 20.0) -> AsyncIterator[str]:
+    """Reports "first", then returns "second" once the file `gate` exists (or "gave up"
+    after `wait_s`): a test creates it when it has seen the first progress."""
+    yield "first"
+    give_up_at = time.monotonic() + wait_s
+    while not await asyncio.to_thread(Path(gate).exists):
+        if time.monotonic() >= give_up_at:
+            yield "gave up"
+            return
+        await asyncio.sleep(0.01)
+    yield "second"
 
 
 @tool

@@ -24,11 +24,13 @@ from agentq.orchestrator.core.run_ids import ParentLink
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tool_output import DEFAULT_MAX_OUTPUT_BYTES
 from agentq.orchestrator.redis.faults import is_transient_redis
+from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import FailureKind, MetaField, Outcome, Reply, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.queue.liveness import OUTAGE
+from agentq.workers.queue.outcome import JobOutcome, report
 from agentq.workers.steps.history_cache import HistoryCache
 from agentq.workers.steps.phases import ModelCallMetrics
 from agentq.workers.tools.base import ToolExecutor, ToolNotServed
@@ -85,7 +87,7 @@ def exhausted(ctx: dict[str, Any], deps: WorkerDeps) -> bool:
 
 async def ended(deps: WorkerDeps, outcome: Outcome, envelope: JobEnvelope) -> None:
     if outcome in (Outcome.FINISHED, Outcome.FAILED):
-        await tracing.end_run(deps.store, envelope.run_id)
+        await run_ended(deps.store, envelope.run_id)
 
 
 def release_not_served(ctx: dict[str, Any] | None, exc: Exception) -> NoReturn:
@@ -137,6 +139,7 @@ async def guarded(
 
 async def _fail_internal(deps: WorkerDeps, envelope: JobEnvelope, exc: Exception) -> None:
     log.error("%s of run %s failed", envelope.kind, envelope.run_id, exc_info=exc)
+    report(JobOutcome.FAILED)
     tracing.record_exception(exc)
     reply = await deps.store.fail_run(
         envelope.run_id,
@@ -155,4 +158,4 @@ async def answered(deps: WorkerDeps, envelope: JobEnvelope, work: Awaitable[Repl
         if envelope.kind == JobKind.CHILD_ENDED:
             meta = await deps.store.meta(envelope.run_id)
             parent = ParentLink.model_validate_json(meta[MetaField.PARENT]).run_id
-        await tracing.end_run(deps.store, parent)
+        await run_ended(deps.store, parent)

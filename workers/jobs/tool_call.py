@@ -18,6 +18,7 @@ from agentq.orchestrator.loop.plan import error_result
 from agentq.workers.jobs.base import WorkerDeps, attempt_of, deps_of, exhausted, guarded
 from agentq.workers.jobs.registry import handles
 from agentq.workers.queue.claims import job_ride
+from agentq.workers.queue.outcome import JobOutcome, report
 from agentq.workers.steps.genai_spans import tool_attributes, tool_result_attributes
 from agentq.workers.tools.execution import execute
 
@@ -61,4 +62,5 @@ async def execute_call(ctx: dict[str, Any], deps: WorkerDeps, home: CallHome) ->
         tracing.annotate(tool_span, lambda: tool_result_attributes(result))
         if result.is_error:
             tracing.mark_error(tool_span, "tool_error", str(result.output))
+            report(JobOutcome.TOOL_ERROR)
     await home.record(result, ride=job_ride(ctx))

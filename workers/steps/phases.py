@@ -21,12 +21,14 @@ from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
 from agentq.orchestrator.machine.store import Ride
+from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.provider import ProviderToolConfig
+from agentq.workers.queue.outcome import JobOutcome, report
 from agentq.workers.models import ModelRequest, ModelResponse, OfferedTool
 from agentq.workers.models.batch.step import Route, batch_answer
 from agentq.workers.models.batch.store import ProviderBatchStore
@@ -84,9 +86,10 @@ class Generated:
 
 async def fail(deps: StepDeps, run_id: str, failure: RunFailure) -> None:
     """Fail the run (a step that cannot go on), ending its span when that ended it."""
+    report(JobOutcome.FAILED)
     failed = await deps.store.fail_run(run_id, failure)
     if failed.outcome in (Outcome.FINISHED, Outcome.FAILED):
-        await tracing.end_run(deps.store, run_id)
+        await run_ended(deps.store, run_id)
 
 
 async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun | None:
@@ -255,4 +258,4 @@ async def commit(
             deps.store, begun.parent, run_id, sub_agents.step_shown(planned)
         )
     if committed.outcome in (Outcome.FINISHED, Outcome.FAILED):
-        await tracing.end_run(deps.store, run_id)
+        await run_ended(deps.store, run_id)

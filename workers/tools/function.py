@@ -55,8 +55,10 @@ class FunctionExecutor:
             return await fn.fn(**kwargs)
         last: Any = None
         async for value in fn.fn(**kwargs):
-            if last is not None:
-                await ctx.progress(last)
+            # Shown the moment it is yielded: whether a value is the last (the result) is
+            # known only once the generator ends, so the result is shown as progress too,
+            # as the AI SDK shows preliminary tool results.
+            await ctx.progress(value)
             last = value
         return last
 

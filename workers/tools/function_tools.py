@@ -2,8 +2,8 @@
 
 The name comes from the function, the description from its docstring, the
 JSON schema from its type hints (pydantic models allowed). A sync function
-runs in a thread; an async generator's yielded values are progress updates
-and its last one is the result.
+runs in a thread; an async generator's yielded values are progress updates,
+each shown as it is yielded, and its last one is also the result.
 """
 
 from __future__ import annotations

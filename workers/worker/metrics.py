@@ -1,7 +1,8 @@
 """Prometheus metrics of a worker process (`agentq worker --metrics-port P`).
 
-Counters and histograms are fed by three hooks: `instrument` wraps the two job
-functions (started, succeeded, failed, redelivered, queue wait, execution time),
+Counters and histograms are fed by four hooks: `instrument` wraps the job functions
+(started, ended by outcome as users mean it, redelivered, queue wait, execution time),
+`run_ended` hears each run this process ended (by tenant, status and failure kind),
 `observe_model_call` wraps a model call (requests, tokens), and `TimedRateLimiter`
 times the fleet's shared rate limit. Gauges are read when Prometheus scrapes:
 queue depth and oldest job age from Redis (on the worker's own event loop, so
@@ -19,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from arq import Retry
 from arq.typing import WorkerCoroutine
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -26,7 +28,9 @@ from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 
 from agentq.orchestrator.fleet.queues import queue_stats
+from agentq.orchestrator.runs.ended import EndedRuns
 from agentq.workers.models.ratelimit import LimitKey, RateLimiter
+from agentq.workers.queue.outcome import JobOutcome, reporting, returned
 
 if TYPE_CHECKING:
     from agentq.workers.models.base import ModelResponse
@@ -47,13 +51,10 @@ class WorkerMetrics:
         model = ["provider", "model"]
         r = self.registry
         self.jobs_started = Counter("agentq_jobs_started", "Jobs started.", job, registry=r)
-        self.jobs_succeeded = Counter(
-            "agentq_jobs_succeeded", "Jobs whose function returned.", job, registry=r
-        )
-        self.jobs_failed = Counter(
-            "agentq_jobs_failed",
-            "Jobs whose function raised (retried for Redis trouble, or cancelled).",
-            job,
+        self.jobs_ended = Counter(
+            "agentq_jobs_ended",
+            "Jobs by how they ended (succeeded, tool_error, failed, cancelled, released).",
+            [*job, "outcome"],
             registry=r,
         )
         self.jobs_redelivered = Counter(
@@ -88,6 +89,7 @@ class WorkerMetrics:
             [*model, "direction"],
             registry=r,
         )
+        self.run_ended = EndedRuns(r)
         self.rate_limit_wait = Histogram(
             "agentq_rate_limit_wait_seconds",
             "Time a model call waited for the fleet's shared rate limit.",
@@ -119,8 +121,8 @@ class WorkerMetrics:
         elif enqueued_at is not None:
             self.queue_wait.labels(queue, kind).observe(max(0.0, time.time() - enqueued_at))
 
-    def job_ended(self, queue: str, kind: str, elapsed_s: float, ok: bool) -> None:
-        (self.jobs_succeeded if ok else self.jobs_failed).labels(queue, kind).inc()
+    def job_ended(self, queue: str, kind: str, elapsed_s: float, outcome: JobOutcome) -> None:
+        self.jobs_ended.labels(queue, kind, outcome.value).inc()
         self.execution.labels(queue, kind).observe(elapsed_s)
 
     def watch(self, runtime: Watched, loop: asyncio.AbstractEventLoop) -> None:
@@ -151,12 +153,19 @@ def instrument(job: Job) -> WorkerCoroutine:
         queue = str(ctx.get("queue", ""))
         metrics.job_started(queue, kind, int(ctx.get("job_try", 1)), payload.get("enqueued_at"))
         started = time.perf_counter()
-        ok = False
-        try:
-            await job(ctx, payload)
-            ok = True
-        finally:
-            metrics.job_ended(queue, kind, time.perf_counter() - started, ok)
+        outcome = JobOutcome.FAILED
+        with reporting() as reported:
+            try:
+                await job(ctx, payload)
+                outcome = returned(reported)
+            except Retry:
+                outcome = JobOutcome.RELEASED
+                raise
+            except asyncio.CancelledError:
+                outcome = JobOutcome.CANCELLED
+                raise
+            finally:
+                metrics.job_ended(queue, kind, time.perf_counter() - started, outcome)
 
     return observed
 

@@ -156,6 +156,8 @@ class WorkerRuntime:
             self.redis = None
             raise
         store = RunStore(self.redis, retention_s=self.settings.retention_s)
+        if self.metrics is not None:
+            store.end_listeners.append(self.metrics.run_ended)
         http = self._http or httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
         self._http = http
         models = ModelClient(

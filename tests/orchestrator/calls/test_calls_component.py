@@ -48,7 +48,7 @@ def broken(message: str) -> str:
 
 @tool
 async def count_to(n: int) -> AsyncIterator[Any]:
-    """Yields 1..n as progress, then the total."""
+    """Yields 1..n, then the total (the result; every value is progress as it comes)."""
     for i in range(1, n + 1):
         yield {"at": i}
     yield {"done": n}
@@ -106,7 +106,7 @@ async def test_progress_reaches_the_caller_in_order() -> None:
         result = await client.calls.call(
             "count_to", {"n": 3}, timeout_s=TIMEOUT_S, on_progress=seen.append
         )
-    assert seen == [{"at": 1}, {"at": 2}, {"at": 3}]
+    assert seen == [{"at": 1}, {"at": 2}, {"at": 3}, {"done": 3}]
     assert result.output == {"done": 3}
 
 

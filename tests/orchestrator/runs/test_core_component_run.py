@@ -192,7 +192,7 @@ async def test_quickstart_events_are_numbered_and_carry_the_documented_fields(
 async def test_quickstart_progress_step_ends_and_finish_events(quickstart: Quickstart) -> None:
     result, events = quickstart.result, quickstart.events
     progress = [e.model_dump()["output"] for e in events if e.type == "tool-progress"]
-    assert progress == ["3...", "2...", "1..."]
+    assert progress == ["3...", "2...", "1...", "liftoff"]
     finish_steps = [e.model_dump() for e in events if e.type == "finish-step"]
     assert [f["finish_reason"] for f in finish_steps] == ["tool-calls", "stop"]
     assert finish_steps[0]["usage"] == usage_for(0).model_dump()

@@ -24,6 +24,7 @@ from agentq.orchestrator.redis.connect import connect
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.health import HealthServer, readiness_check
 from agentq.workers.worker.runtime import WorkerRuntime
+from tests.support.embedded_runs import of_type, wait_event
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.infra import TOOLS, RedisServer, WorkerProcess, free_port, run_cli
 from tests.support.specs import scripted
@@ -99,41 +100,72 @@ def probed_worker(redis_url: str, allow_loopback_specs: None) -> Iterator[dict[s
 async def test_a_worker_counts_its_jobs_model_calls_and_queues(
     redis_url: str, probed_worker: dict[str, Any]
 ) -> None:
-    spec = scripted(
-        {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}, {"name": "noop", "input": {}}]},
-        {"text": "done"},
-        tools=["add", "noop"],
-    )
-    with FakeOpenAI([Turn(text="hello")]) as server:
+    calls = [
+        {"name": "add", "input": {"a": 1, "b": 2}},
+        {"name": "noop", "input": {}},
+        {"name": "fail", "input": {"message": "on purpose"}},  # raises: a tool error
+    ]
+    spec = scripted({"tool_calls": calls}, {"text": "done"}, tools=["add", "noop", "fail"])
+    with FakeOpenAI([Turn(text="hello"), Turn(status=400)]) as server:
         openai = {
             "model": {"provider": "openai", "name": "gpt-test", "base_url": server.base_url},
             "prompt": "hi",
         }
         async with Client(redis_url) as client:
-            runs = [await client.runs.submit(spec), await client.runs.submit(openai)]
+            runs = [await client.runs.submit(spec, tenant="acme"), await client.runs.submit(openai)]
             results = [await client.runs.wait(run, timeout_s=60) for run in runs]
-    assert [r.status for r in results] == ["succeeded", "succeeded"], [r.error for r in results]
+            refused = await client.runs.submit(openai, tenant="acme")  # the provider says 400
+            results.append(await client.runs.wait(refused, timeout_s=60))
+            napping = await client.runs.submit(
+                scripted(
+                    {"tool_calls": [{"name": "nap", "input": {"seconds": 600, "tag": "z"}}]},
+                    {"text": "never"},
+                    tools=["nap"],
+                )
+            )
+            await wait_event(client, napping, of_type("tool-running"))
+            await client.runs.cancel(napping)  # its running job is stopped
+    statuses = [r.status for r in results]
+    assert statuses == ["succeeded", "succeeded", "failed"], [r.error for r in results]
     # A job due in an hour waits in the tools queue: depth 1, nothing ready yet.
     redis.Redis.from_url(redis_url).zadd(
         queue_key("tools"), {"deferred-job": (time.time() + 3600) * 1000}
     )
 
-    samples = await asyncio.to_thread(scrape, probed_worker["metrics"])
+    def cancelled(samples: Samples) -> bool:
+        wanted = {("kind", "tool_call"), ("outcome", "cancelled")}
+        return any(n == "agentq_jobs_ended_total" and wanted <= ls for (n, ls) in samples)
+
+    samples = await asyncio.to_thread(
+        eventually,
+        lambda: scrape(probed_worker["metrics"]),
+        "the cancelled job to be counted",
+        until=cancelled,
+    )
 
     model_steps = {"queue": "model", "kind": "model_step"}
     tool_calls = {"queue": "tools", "kind": "tool_call"}
-    assert value(samples, "agentq_jobs_started_total", **model_steps) == 3
-    assert value(samples, "agentq_jobs_succeeded_total", **model_steps) == 3
-    assert value(samples, "agentq_jobs_started_total", **tool_calls) == 2
-    assert value(samples, "agentq_jobs_succeeded_total", **tool_calls) == 2
-    assert value(samples, "agentq_job_execution_seconds_count", **tool_calls) == 2
-    assert value(samples, "agentq_job_queue_wait_seconds_count", **model_steps) == 3
+    ended = "agentq_jobs_ended_total"
+    assert value(samples, "agentq_jobs_started_total", **model_steps) == 5
+    assert value(samples, ended, outcome="succeeded", **model_steps) == 4
+    assert value(samples, ended, outcome="failed", **model_steps) == 1
+    assert value(samples, "agentq_jobs_started_total", **tool_calls) == 4
+    assert value(samples, ended, outcome="succeeded", **tool_calls) == 2
+    assert value(samples, ended, outcome="tool_error", **tool_calls) == 1
+    assert value(samples, ended, outcome="cancelled", **tool_calls) == 1
+    assert value(samples, "agentq_job_execution_seconds_count", **tool_calls) == 4
+    assert value(samples, "agentq_job_queue_wait_seconds_count", **model_steps) == 5
     assert ("agentq_jobs_redelivered_total", frozenset(tool_calls.items())) not in samples
-    assert value(samples, "agentq_model_requests_total", provider="scripted", outcome="ok") == 2
+    runs_ended = "agentq_runs_ended_total"
+    assert value(samples, runs_ended, tenant="acme", status="succeeded", failure_kind="") == 1
+    assert value(samples, runs_ended, tenant="acme", status="failed", failure_kind="provider") == 1
+    assert value(samples, runs_ended, tenant="default", status="succeeded") == 1
+    assert value(samples, "agentq_model_requests_total", provider="scripted", outcome="ok") == 3
     gpt = {"provider": "openai", "model": "gpt-test"}
     assert value(samples, "agentq_model_requests_total", outcome="ok", **gpt) == 1
+    assert value(samples, "agentq_model_requests_total", outcome="error", **gpt) == 1
     assert value(samples, "agentq_model_tokens_total", direction="output", **gpt) > 0
-    assert value(samples, "agentq_rate_limit_wait_seconds_count", **gpt) == 1
+    assert value(samples, "agentq_rate_limit_wait_seconds_count", **gpt) == 2
     assert value(samples, "agentq_queue_depth", queue="tools") == 1
     assert value(samples, "agentq_queue_ready", queue="tools") == 0
     assert value(samples, "agentq_queue_depth", queue="model") == 0

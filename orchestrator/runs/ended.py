@@ -1,0 +1,61 @@
+"""Once a run has ended, wherever it ended (a worker's job, a client's cancel, a posted
+result): its span is recorded and its store's listeners (the process's metrics) hear
+how it ended. Each is told once: only the transition that ended the run calls this."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter
+
+from agentq.orchestrator import tracing
+from agentq.orchestrator.runs.index import DEFAULT_TENANT
+from agentq.orchestrator.runs.state import MetaField
+from agentq.orchestrator.runs.store import RunStore
+
+log = logging.getLogger("agentq")
+
+# Told a run's id and its meta (status, error, tenant…) once it has ended.
+RunEndListener = Callable[[str, Mapping[str, str]], None]
+
+
+async def run_ended(store: RunStore, run_id: str) -> None:
+    """Record the run's span and tell the store's listeners. Neither ever fails the job
+    or request that ended the run: the run has ended either way."""
+    if not (tracing.recording() or store.end_listeners):
+        return
+    try:
+        meta = await store.meta(run_id)
+    except Exception as exc:
+        log.warning("could not read how run %s ended: %s", run_id, exc)
+        return
+    if tracing.recording():
+        try:
+            tracing.record_run(run_id, meta)
+        except Exception as exc:
+            log.warning("could not record the span of run %s: %s", run_id, exc)
+    for listener in store.end_listeners:
+        listener(run_id, meta)
+
+
+class EndedRuns:
+    """A listener counting ended runs, `agentq_runs_ended_total{tenant, status,
+    failure_kind}`, into a process's registry (a worker's and `agentq serve`'s)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.counter = Counter(
+            "agentq_runs_ended",
+            "Runs ended in this process, by tenant, final status and failure kind.",
+            ["tenant", "status", "failure_kind"],
+            registry=registry,
+        )
+
+    def __call__(self, run_id: str, meta: Mapping[str, str]) -> None:
+        failure = json.loads(meta.get(MetaField.ERROR) or "{}")
+        self.counter.labels(
+            meta.get("tenant", DEFAULT_TENANT),
+            meta.get(MetaField.STATUS, ""),
+            str(failure.get("type", "")),
+        ).inc()
