@@ -28,11 +28,11 @@ from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.provider import ProviderToolConfig
-from agentq.workers.queue.outcome import JobOutcome, report
 from agentq.workers.models import ModelRequest, ModelResponse, OfferedTool
 from agentq.workers.models.batch.step import Route, batch_answer
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.model_client import ModelClient
+from agentq.workers.queue.outcome import JobOutcome, report
 from agentq.workers.steps import prepare as preparation
 from agentq.workers.steps.history_cache import HistoryCache, asking, completed
 from agentq.workers.steps.repair import repair_calls
