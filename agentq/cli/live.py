@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,29 @@ class RunTimedOut(Exception):
     """`agentq run --timeout` passed; the run was cancelled."""
 
 
+async def read_line(question: str) -> str:
+    """One line typed at the terminal (empty at end of input).
+
+    Read on the event loop, not in a thread: Ctrl-C cancels the command's task, and a
+    thread blocked in `input()` would hold the interpreter's exit until Enter.
+    """
+    loop = asyncio.get_running_loop()
+    sys.stdout.write(question)
+    sys.stdout.flush()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def readable() -> None:
+        if not line.done():
+            line.set_result(sys.stdin.readline())
+
+    fd = sys.stdin.fileno()
+    loop.add_reader(fd, readable)
+    try:
+        return (await line).removesuffix("\n")
+    finally:
+        loop.remove_reader(fd)
+
+
 @dataclass
 class LiveRun:
     client: Client
@@ -42,7 +66,7 @@ class LiveRun:
     interactive: bool
     # Nobody else can answer this run (embedded, in-memory): never wait on a person.
     private: bool
-    ask: Callable[[str], str] = input
+    ask: Callable[[str], Awaitable[str]] = read_line
     _handled: set[str] = field(default_factory=set)
     _told_idle: bool = False
 
@@ -138,9 +162,6 @@ class LiveRun:
                 "starts (`agentq worker --redis URL`; `agentq workers` lists them)"
             )
 
-    async def _prompt(self, question: str) -> str:
-        return await asyncio.to_thread(self.ask, question)
-
     async def _ask(self, item: dict[str, Any]) -> None:
         status = str(item.get("status", ""))
         if status == "awaiting-input":
@@ -152,16 +173,16 @@ class LiveRun:
 
     async def _ask_approval(self, item: dict[str, Any]) -> None:
         self.printer.note(pending_line(self.run_id, item))
-        answer = await self._prompt("  approve this call? [y/N] ")
+        answer = await self.ask("  approve this call? [y/N] ")
         approved = answer.strip().lower() in ("y", "yes")
-        reason = None if approved else (await self._prompt("  reason (optional): ")) or None
+        reason = None if approved else (await self.ask("  reason (optional): ")) or None
         await self.client.runs.approve(
             self.run_id, str(item["tool_call_id"]), approved=approved, reason=reason
         )
 
     async def _ask_result(self, item: dict[str, Any]) -> None:
         self.printer.note(pending_line(self.run_id, item))
-        text = await self._prompt("  the tool's output (JSON or text; start with ! for an error): ")
+        text = await self.ask("  the tool's output (JSON or text; start with ! for an error): ")
         is_error = text.startswith("!")
         text = text.removeprefix("!").strip()
         try:
@@ -178,7 +199,7 @@ class LiveRun:
         if schema:
             self.printer.note(f"  expected: {json.dumps(schema, ensure_ascii=False)}")
         while True:
-            text = (await self._prompt("  answer as a JSON object (empty declines): ")).strip()
+            text = (await self.ask("  answer as a JSON object (empty declines): ")).strip()
             if not text:
                 content = None
                 break

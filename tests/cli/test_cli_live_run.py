@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from rich.console import Console
@@ -22,11 +22,11 @@ pytestmark = pytest.mark.component
 FAST = Settings(idle_poll_s=0.1, lease_s=5.0)
 
 
-def answers(*replies: str) -> tuple[Callable[[str], str], list[str]]:
+def answers(*replies: str) -> tuple[Callable[[str], Awaitable[str]], list[str]]:
     asked: list[str] = []
     it = iter(replies)
 
-    def ask(question: str) -> str:
+    async def ask(question: str) -> str:
         asked.append(question)
         return next(it)
 
