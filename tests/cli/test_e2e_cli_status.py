@@ -173,3 +173,20 @@ def test_run_names_a_tool_queue_no_worker_serves(redis_url: str, tmp_path: Path)
     assert done.returncode == 4, done.stderr
     assert "no live worker serves the 'tools' queue yet" in done.stdout
     assert "'model'" not in done.stdout.split("no live worker serves")[1].splitlines()[0]
+
+
+def test_status_of_a_cancelled_run_asks_for_nothing(
+    redis_url: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    run_id = submit(tmp_path, parked_spec(), redis_url)
+    events_until(run_id, redis_url, "finish-step")
+    assert run_cli("cancel", run_id, redis_url=redis_url).returncode == 0
+
+    shown = run_cli("status", run_id, redis_url=redis_url)
+    assert shown.returncode == 0, shown.stderr
+    assert "status cancelled" in shown.stdout
+    assert "answer with" not in shown.stdout
+    assert "waiting" not in shown.stdout
+    assert (
+        json.loads(run_cli("status", run_id, "--json", redis_url=redis_url).stdout)["pending"] == []
+    )
