@@ -193,21 +193,29 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-async def within(timeout_s: float | None, work: Coroutine[Any, Any, T]) -> T:
-    """The whole command, connecting included, bounded by `--timeout` (exit 4)."""
+def _redis_was_slow() -> str:
+    return "Redis did not answer in time"
+
+
+async def within(
+    timeout_s: float | None, work: Coroutine[Any, Any, T], why: Callable[[], str] = _redis_was_slow
+) -> T:
+    """The whole command, connecting included, bounded by `--timeout` (exit 4); `why`
+    says, when the time is up, what the command was waiting for."""
     if timeout_s is None:
         return await work
     try:
         return await asyncio.wait_for(work, timeout_s)
     except TimeoutError:
         raise CliError(
-            f"timed out: gave up after {timeout_s:g} s (--timeout): Redis did not answer in time",
-            EXIT_TIMED_OUT,
+            f"timed out: gave up after {timeout_s:g} s (--timeout): {why()}", EXIT_TIMED_OUT
         ) from None
 
 
 def guarded(
-    fn: Callable[..., Coroutine[Any, Any, T]], timeout_s: float | None = None
+    fn: Callable[..., Coroutine[Any, Any, T]],
+    timeout_s: float | None = None,
+    why: Callable[[], str] = _redis_was_slow,
 ) -> Callable[..., T]:
     """Run an async command within `timeout_s`; map every foreseen error to one line
     and its exit code."""
@@ -215,7 +223,7 @@ def guarded(
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
-            return asyncio.run(within(timeout_s, fn(*args, **kwargs)))
+            return asyncio.run(within(timeout_s, fn(*args, **kwargs), why))
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
         except BrokenPipeError:

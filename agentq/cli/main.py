@@ -699,13 +699,22 @@ def events(
     run_id: str, redis_url: str | None, after: int | None, follow: bool, timeout_s: float | None
 ) -> None:
     """Print the run's events as JSON lines."""
+    following = False
 
     async def go(client: Client) -> None:
+        nonlocal following
         await client.runs.status(run_id)  # a clear error for an unknown run
+        following = follow
         async for event in client.runs.events(run_id, after=after, follow=follow):
             click.echo(event.model_dump_json(exclude_none=True))
 
-    with_client(redis_url, "events", go, timeout_s)
+    def why() -> str:
+        # Redis has answered: the time ran out waiting for the run itself.
+        if following:
+            return f"run {run_id} was quiet (no new event; it has not ended)"
+        return "Redis did not answer in time"
+
+    with_client(redis_url, "events", go, timeout_s, why)
 
 
 @main.command(context_settings=CONTEXT)

@@ -264,3 +264,20 @@ def test_build_images_when_they_exist_says_so(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "exist already" in done.stderr
     assert "agentq-sandbox-python:v1" in json.loads(done.stdout)
+
+
+def test_following_a_quiet_run_past_its_timeout_blames_the_run_not_redis(
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**TINY, "id": "quiet"}))
+    server = Server()  # no worker: the run stays queued, with no event after its start
+    try:
+        assert agentq("submit", str(spec), "--redis", server.url()).returncode == 0
+        done = agentq("events", "quiet", "--follow", "--timeout", "2", "--redis", server.url())
+    finally:
+        server.stop()
+    assert done.returncode == 4, done.stderr
+    assert '"type":"start"' in done.stdout
+    one_line(done, 4, "run quiet was quiet (no new event; it has not ended)")
+    assert "Redis" not in done.stderr
