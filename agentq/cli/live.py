@@ -67,7 +67,10 @@ class LiveRun:
     # Nobody else can answer this run (embedded, in-memory): never wait on a person.
     private: bool
     ask: Callable[[str], Awaitable[str]] = read_line
+    quiet_s: float = QUIET_S
     _handled: set[str] = field(default_factory=set)
+    # Calls a worker has taken and not yet answered: the run waits on them, not on workers.
+    _running: dict[str, str] = field(default_factory=dict)
     _told_idle: bool = False
 
     async def follow(self) -> None:
@@ -86,13 +89,14 @@ class LiveRun:
         try:
             while True:
                 try:
-                    event = await asyncio.wait_for(queue.get(), QUIET_S)
+                    event = await asyncio.wait_for(queue.get(), self.quiet_s)
                 except TimeoutError:
                     await self._quiet()
                     continue
                 if event is None:
                     break
                 self._told_idle = False
+                self._track(event)
                 self.printer.show(event)
                 if isinstance(event, _PARKING):
                     await self._answer_pending()
@@ -101,6 +105,12 @@ class LiveRun:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
         reader.result()  # re-raise a failure of the event stream
+
+    def _track(self, event: Event) -> None:
+        if isinstance(event, ev.ToolRunning):
+            self._running[event.tool_call_id] = event.tool_name or "tool"
+        elif isinstance(event, (ev.ToolResult, ev.ToolError)):
+            self._running.pop(event.tool_call_id, None)
 
     async def _answer_pending(self) -> None:
         result = await self.client.runs.result(self.run_id)
@@ -134,6 +144,10 @@ class LiveRun:
             for item in result.pending:
                 self.printer.note(f"still waiting: {pending_line(self.run_id, item)}")
             return
+        if self._running:
+            calls = ", ".join(f"{name}#{call}" for call, name in self._running.items())
+            self.printer.note(f"still running: {calls} (no event for {self.quiet_s:g} s)")
+            return
         unserved = [] if self.private else await self._unserved_queues()
         hint = (
             f"; no live worker serves {', '.join(repr(q) for q in unserved)} (see `agentq workers`)"
@@ -141,7 +155,7 @@ class LiveRun:
             else ""
         )
         self.printer.note(
-            f"waiting for workers: no event for {QUIET_S:.0f} s (run {result.status})" + hint
+            f"waiting for workers: no event for {self.quiet_s:g} s (run {result.status})" + hint
         )
 
     async def _unserved_queues(self) -> list[str]:
