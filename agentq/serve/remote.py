@@ -9,9 +9,9 @@ Routes (scope `workers`), for the queues of the deployment's remote tools only:
 - `POST /v1/leases/{id}/result` `{"output", "is_error"}` records the result (write-once).
 
 A lease whose call is done answers 409 (a result was recorded) or 410 (the call's
-deadline passed); a lapsed or unknown lease answers 410: its call is re-delivered. The process also runs a
-`RemoteService` (workers/tools/remote_service.py): it announces the remote tools, reaps
-lapsed leases, and pushes the calls of queues with a webhook.
+deadline passed); a lapsed or unknown lease answers 410: its call is re-delivered. The
+process also runs a `RemoteService` (workers/tools/remote_service.py): it announces the
+remote tools, reaps lapsed leases, and pushes the calls of queues with a webhook.
 """
 
 from __future__ import annotations
