@@ -190,3 +190,14 @@ def test_status_of_a_cancelled_run_asks_for_nothing(
     assert (
         json.loads(run_cli("status", run_id, "--json", redis_url=redis_url).stdout)["pending"] == []
     )
+
+
+def test_a_call_no_worker_takes_ends_at_its_timeout_with_exit_4(redis_url: str) -> None:
+    # The catalogue declares `add`, so the call is accepted; no worker is up to take it.
+    assert run_cli("catalog", "publish", "--tools", TOOLS, redis_url=redis_url).returncode == 0
+    done = run_cli(
+        "call", "add", "--input", '{"a": 1, "b": 2}', "--timeout", "2", redis_url=redis_url
+    )
+    assert done.returncode == 4, done.stderr
+    assert "timed out: no worker finished the call to 'add' within 2 s" in done.stderr
+    assert "(the call was cancelled)" in done.stderr
