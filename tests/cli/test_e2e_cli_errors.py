@@ -201,6 +201,18 @@ def test_a_tools_module_that_fails_to_import(tmp_path: Path) -> None:
     assert "brokentools.py:3" in done.stderr
 
 
+def test_one_tool_name_in_two_tools_modules_is_refused(tmp_path: Path) -> None:
+    for name, answer in (("first", 1), ("second", 2)):
+        (tmp_path / f"{name}.py").write_text(
+            f"from agentq import tool\n\n\n@tool\ndef add(a: float, b: float) -> float:\n"
+            f'    """Add."""\n    return {answer}\n'
+        )
+    done = agentq(
+        "run", str(REPO / QUICKSTART), "--tools", "first", "--tools", "second", cwd=tmp_path
+    )
+    one_line(done, 2, "tool 'add' is defined in both 'first' and 'second'")
+
+
 def test_a_tools_module_in_the_current_directory_imports_by_name(tmp_path: Path) -> None:
     shutil.copy(REPO / "examples/quickstart_tools.py", tmp_path / "mytools.py")
     done = agentq("run", str(REPO / QUICKSTART), "--tools", "mytools", "--json", cwd=tmp_path)
