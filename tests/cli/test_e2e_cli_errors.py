@@ -293,3 +293,12 @@ def test_following_a_quiet_run_past_its_timeout_blames_the_run_not_redis(
     assert '"type":"start"' in done.stdout
     one_line(done, 4, "run quiet was quiet (no new event; it has not ended)")
     assert "Redis" not in done.stderr
+
+
+def test_run_json_stays_json_with_console_spans(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(TINY))
+    done = agentq("run", str(spec), "--json", env={"OTEL_TRACES_EXPORTER": "console"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "succeeded"
+    assert '"name": "invoke_agent' in done.stderr  # the spans went to stderr
