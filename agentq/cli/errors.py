@@ -116,6 +116,7 @@ def load_settings() -> Settings:
 
     from agentq.orchestrator.core.settings import Settings
 
+    _warn_unknown_variables()
     try:
         return Settings()
     except ValidationError as exc:
@@ -127,6 +128,16 @@ def load_settings() -> Settings:
         found = re.search(r'field "(\w+)"', str(exc))
         name = f"AGENTQ_{found.group(1).upper()}" if found else "an AGENTQ_ variable"
         return _bad_env(f"{name} is not valid JSON")
+
+
+@functools.cache
+def _warn_unknown_variables() -> None:
+    """Once per process: settings are loaded by more than one step of a command."""
+    from agentq.cli.environment import known_variables, unknown_variable_warnings
+    from agentq.orchestrator.core.settings import Settings
+
+    for line in unknown_variable_warnings(os.environ, known_variables(Settings.model_fields)):
+        click.echo(f"agentq: {line}", err=True)
 
 
 def _bad_env(message: str) -> NoReturn:

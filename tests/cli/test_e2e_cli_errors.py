@@ -188,6 +188,18 @@ def test_a_bad_environment_variable(name: str, value: str, says: str) -> None:
     one_line(agentq("run", QUICKSTART, env={name: value}), 2, says)
 
 
+def test_a_misspelled_variable_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(TINY))
+    done = agentq("run", str(spec), "--json", env={"AGENTQ_CONCURENCY": "4"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "succeeded"
+    assert done.stderr.strip().splitlines() == [
+        "agentq: warning: AGENTQ_CONCURENCY is not a variable agentq reads: it is ignored "
+        "(did you mean AGENTQ_CONCURRENCY?)"
+    ]
+
+
 @pytest.mark.parametrize("command", [["submit", QUICKSTART], ["worker"]])
 def test_the_in_memory_redis_is_refused_where_it_would_vanish(command: list[str]) -> None:
     one_line(agentq(*command, "--redis", "memory://"), 2, "needs a shared Redis")
