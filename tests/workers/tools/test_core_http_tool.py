@@ -72,6 +72,18 @@ async def test_inputs_fill_the_url_query_and_body_and_headers_read_allowed_env(
     assert posted["body"]["json"] == {"n": 1, "tags": ["a"]}
 
 
+async def test_the_urls_own_query_string_is_kept(target: HttpTarget) -> None:
+    base = f"http://127.0.0.1:{target.port}"
+    fixed = http_tool(LOOPBACK, url=base + "/items/{id}?api-version=2&tag=a")
+    alone = await call(LOOPBACK, fixed, {"id": "x"})
+    assert alone["body"]["query"] == {"api-version": ["2"], "tag": ["a"]}
+    more = await call(LOOPBACK, fixed, {"id": "x", "q": "y", "tag": "b"})
+    assert more["body"]["query"] == {"api-version": ["2"], "tag": ["a", "b"], "q": ["y"]}
+    post = http_tool(LOOPBACK, method="POST", url=base + "/items?api-version=2")
+    posted = await call(LOOPBACK, post, {"n": 1})
+    assert posted["body"]["query"] == {"api-version": ["2"]}
+
+
 def test_a_header_may_name_only_variables_the_deployment_allows() -> None:
     with pytest.raises(SpecError, match=r"tools\[0\]\.headers\.X-Key: \$\{env:AWS_SECRET\}"):
         http_tool(LOOPBACK, url="http://127.0.0.1/x", headers={"X-Key": "${env:AWS_SECRET}"})
