@@ -369,9 +369,9 @@ class RemoteLeases:
         limit = (tool.max_output_bytes if tool else None) or self.max_output_bytes
         return await home.record(bounded_result(result, limit))
 
-    async def _end(self, lease_id: str, job_id: str, queue: str, how: str) -> None:
-        """The job is done; the lease is given up (nothing is left for a reaper) and
-        remembers `how` it ended."""
+    async def _end(self, lease_id: str, job_id: str, queue: str, how: str | None = None) -> None:
+        """The job is done; the lease is given up (nothing is left for a reaper) and, for
+        a lease a service holds, remembers `how` it ended."""
         p = keys.job_partition(job_id)
         taker = Taker(self.redis, lease_id, queue, p, BACKSTOP_MS)
         await taker.take(taker.args(0, job_id, "done"))
@@ -380,7 +380,8 @@ class RemoteLeases:
             pipe.srem(holders_key(p), lease_id)
             pipe.delete(liveness_key(lease_id))
             pipe.delete(lease_deadline(lease_id))
-            pipe.set(lease_done(lease_id), how, ex=_DONE_KEEP_S)
+            if how is not None:
+                pipe.set(lease_done(lease_id), how, ex=_DONE_KEEP_S)
             await pipe.execute()
 
     # -- re-delivery -----------------------------------------------------------------
