@@ -1,7 +1,9 @@
 """`agentq call TOOL --input JSON`: one of the fleet's tools, called without a run.
 
 Exit 0 iff the tool's result is not an error (1 when it is); bad input (an unknown
-tool, input breaking its schema) 2, infrastructure 3, as every command (cli_errors).
+tool, input breaking its schema) 2, infrastructure 3, as every command (cli_errors);
+4 when no worker finished the call in time (`--timeout`, by default the tool's timeout
+plus 30 s in the queue): the call is cancelled, so no worker runs it later.
 Progress values go to stderr, one JSON line each; the output to stdout.
 """
 
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from agentq.cli.connect import with_client
-from agentq.cli.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, fail
+from agentq.cli.errors import EXIT_BAD_INPUT, EXIT_OK, EXIT_RUN_FAILED, EXIT_TIMED_OUT, fail
 from agentq.cli.options import CONTEXT, REDIS_OPTION, json_option, timeout_option
 
 if TYPE_CHECKING:
@@ -44,7 +46,8 @@ def _show(result: ToolCallResult, as_json: bool) -> None:
 )
 @REDIS_OPTION
 @timeout_option(
-    "The call's deadline (default: the tool's); a call no worker finished in time ends as an error."
+    "Give up after S seconds, the call's deadline included (default: the tool's timeout plus"
+    " 30 s in the queue); an unfinished call is cancelled (exit 4)."
 )
 @click.option(
     "--idempotency-key",
@@ -75,8 +78,11 @@ def call(
             timeout_s=timeout_s,
             idempotency_key=idempotency_key,
             on_progress=_progress,
+            wait_s=timeout_s,
         )
 
     result = with_client(redis_url, "call", go)
+    if result.cancelled:
+        fail(f"timed out: {result.error} (the call was cancelled)", EXIT_TIMED_OUT)
     _show(result, as_json)
     sys.exit(EXIT_RUN_FAILED if result.is_error else EXIT_OK)

@@ -53,11 +53,15 @@ def with_client(
     command: str,
     use: Callable[[Client], Awaitable[T]],
     timeout_s: float | None = None,
+    why: Callable[[], str] | None = None,
 ) -> T:
-    """`use` a Client of the shared Redis, the whole within `timeout_s`; its value."""
+    """`use` a Client of the shared Redis, the whole within `timeout_s`; its value.
+    `why` says what a timeout means (by default: Redis did not answer in time)."""
 
     async def go() -> T:
         async with open_client(redis_url, command) as opened:
             return await use(opened)
 
-    return guarded(go, timeout_s)()
+    if why is None:
+        return guarded(go, timeout_s)()
+    return guarded(go, timeout_s, why)()

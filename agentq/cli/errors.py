@@ -125,6 +125,7 @@ def load_settings() -> Settings:
 
     from agentq.orchestrator.core.settings import Settings
 
+    _warn_unknown_variables()
     try:
         return Settings()
     except ValidationError as exc:
@@ -136,6 +137,16 @@ def load_settings() -> Settings:
         found = re.search(r'field "(\w+)"', str(exc))
         name = f"AGENTQ_{found.group(1).upper()}" if found else "an AGENTQ_ variable"
         return _bad_env(f"{name} is not valid JSON")
+
+
+@functools.cache
+def _warn_unknown_variables() -> None:
+    """Once per process: settings are loaded by more than one step of a command."""
+    from agentq.cli.environment import known_variables, unknown_variable_warnings
+    from agentq.orchestrator.core.settings import Settings
+
+    for line in unknown_variable_warnings(os.environ, known_variables(Settings.model_fields)):
+        click.echo(f"agentq: {line}", err=True)
 
 
 def _bad_env(message: str) -> NoReturn:
@@ -202,21 +213,29 @@ def _silence_stdout() -> None:
     os.dup2(devnull, sys.stdout.fileno())
 
 
-async def within(timeout_s: float | None, work: Coroutine[Any, Any, T]) -> T:
-    """The whole command, connecting included, bounded by `--timeout` (exit 4)."""
+def _redis_was_slow() -> str:
+    return "Redis did not answer in time"
+
+
+async def within(
+    timeout_s: float | None, work: Coroutine[Any, Any, T], why: Callable[[], str] = _redis_was_slow
+) -> T:
+    """The whole command, connecting included, bounded by `--timeout` (exit 4); `why`
+    says, when the time is up, what the command was waiting for."""
     if timeout_s is None:
         return await work
     try:
         return await asyncio.wait_for(work, timeout_s)
     except TimeoutError:
         raise CliError(
-            f"timed out: gave up after {timeout_s:g} s (--timeout): Redis did not answer in time",
-            EXIT_TIMED_OUT,
+            f"timed out: gave up after {timeout_s:g} s (--timeout): {why()}", EXIT_TIMED_OUT
         ) from None
 
 
 def guarded(
-    fn: Callable[..., Coroutine[Any, Any, T]], timeout_s: float | None = None
+    fn: Callable[..., Coroutine[Any, Any, T]],
+    timeout_s: float | None = None,
+    why: Callable[[], str] = _redis_was_slow,
 ) -> Callable[..., T]:
     """Run an async command within `timeout_s`; map every foreseen error to one line
     and its exit code."""
@@ -224,7 +243,7 @@ def guarded(
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
-            return asyncio.run(within(timeout_s, fn(*args, **kwargs)))
+            return asyncio.run(within(timeout_s, fn(*args, **kwargs), why))
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)
         except BrokenPipeError:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
+import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,29 @@ class RunTimedOut(Exception):
     """`agentq run --timeout` passed; the run was cancelled."""
 
 
+async def read_line(question: str) -> str:
+    """One line typed at the terminal (empty at end of input).
+
+    Read on the event loop, not in a thread: Ctrl-C cancels the command's task, and a
+    thread blocked in `input()` would hold the interpreter's exit until Enter.
+    """
+    loop = asyncio.get_running_loop()
+    sys.stdout.write(question)
+    sys.stdout.flush()
+    line: asyncio.Future[str] = loop.create_future()
+
+    def readable() -> None:
+        if not line.done():
+            line.set_result(sys.stdin.readline())
+
+    fd = sys.stdin.fileno()
+    loop.add_reader(fd, readable)
+    try:
+        return (await line).removesuffix("\n")
+    finally:
+        loop.remove_reader(fd)
+
+
 @dataclass
 class LiveRun:
     client: Client
@@ -42,8 +66,11 @@ class LiveRun:
     interactive: bool
     # Nobody else can answer this run (embedded, in-memory): never wait on a person.
     private: bool
-    ask: Callable[[str], str] = input
+    ask: Callable[[str], Awaitable[str]] = read_line
+    quiet_s: float = QUIET_S
     _handled: set[str] = field(default_factory=set)
+    # Calls a worker has taken and not yet answered: the run waits on them, not on workers.
+    _running: dict[str, str] = field(default_factory=dict)
     _told_idle: bool = False
 
     async def follow(self) -> None:
@@ -62,13 +89,14 @@ class LiveRun:
         try:
             while True:
                 try:
-                    event = await asyncio.wait_for(queue.get(), QUIET_S)
+                    event = await asyncio.wait_for(queue.get(), self.quiet_s)
                 except TimeoutError:
                     await self._quiet()
                     continue
                 if event is None:
                     break
                 self._told_idle = False
+                self._track(event)
                 self.printer.show(event)
                 if isinstance(event, _PARKING):
                     await self._answer_pending()
@@ -77,6 +105,12 @@ class LiveRun:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await reader
         reader.result()  # re-raise a failure of the event stream
+
+    def _track(self, event: Event) -> None:
+        if isinstance(event, ev.ToolRunning):
+            self._running[event.tool_call_id] = event.tool_name or "tool"
+        elif isinstance(event, (ev.ToolResult, ev.ToolError)):
+            self._running.pop(event.tool_call_id, None)
 
     async def _answer_pending(self) -> None:
         result = await self.client.runs.result(self.run_id)
@@ -110,6 +144,10 @@ class LiveRun:
             for item in result.pending:
                 self.printer.note(f"still waiting: {pending_line(self.run_id, item)}")
             return
+        if self._running:
+            calls = ", ".join(f"{name}#{call}" for call, name in self._running.items())
+            self.printer.note(f"still running: {calls} (no event for {self.quiet_s:g} s)")
+            return
         unserved = [] if self.private else await self._unserved_queues()
         hint = (
             f"; no live worker serves {', '.join(repr(q) for q in unserved)} (see `agentq workers`)"
@@ -117,7 +155,7 @@ class LiveRun:
             else ""
         )
         self.printer.note(
-            f"waiting for workers: no event for {QUIET_S:.0f} s (run {result.status})" + hint
+            f"waiting for workers: no event for {self.quiet_s:g} s (run {result.status})" + hint
         )
 
     async def _unserved_queues(self) -> list[str]:
@@ -138,9 +176,6 @@ class LiveRun:
                 "starts (`agentq worker --redis URL`; `agentq workers` lists them)"
             )
 
-    async def _prompt(self, question: str) -> str:
-        return await asyncio.to_thread(self.ask, question)
-
     async def _ask(self, item: dict[str, Any]) -> None:
         status = str(item.get("status", ""))
         if status == "awaiting-input":
@@ -152,16 +187,16 @@ class LiveRun:
 
     async def _ask_approval(self, item: dict[str, Any]) -> None:
         self.printer.note(pending_line(self.run_id, item))
-        answer = await self._prompt("  approve this call? [y/N] ")
+        answer = await self.ask("  approve this call? [y/N] ")
         approved = answer.strip().lower() in ("y", "yes")
-        reason = None if approved else (await self._prompt("  reason (optional): ")) or None
+        reason = None if approved else (await self.ask("  reason (optional): ")) or None
         await self.client.runs.approve(
             self.run_id, str(item["tool_call_id"]), approved=approved, reason=reason
         )
 
     async def _ask_result(self, item: dict[str, Any]) -> None:
         self.printer.note(pending_line(self.run_id, item))
-        text = await self._prompt("  the tool's output (JSON or text; start with ! for an error): ")
+        text = await self.ask("  the tool's output (JSON or text; start with ! for an error): ")
         is_error = text.startswith("!")
         text = text.removeprefix("!").strip()
         try:
@@ -178,7 +213,7 @@ class LiveRun:
         if schema:
             self.printer.note(f"  expected: {json.dumps(schema, ensure_ascii=False)}")
         while True:
-            text = (await self._prompt("  answer as a JSON object (empty declines): ")).strip()
+            text = (await self.ask("  answer as a JSON object (empty declines): ")).strip()
             if not text:
                 content = None
                 break

@@ -285,7 +285,8 @@ async def _sandbox_explained(
     "queues",
     multiple=True,
     metavar="NAME",
-    help="Queues to serve (repeatable; default: model and tools, plus sandbox with --sandbox).",
+    help="Queues to serve (repeatable; default: model and tools; with --sandbox: sandbox, and"
+    " tools if it has tools).",
 )
 @click.option(
     "--concurrency",
@@ -412,10 +413,13 @@ async def _worker(
         ),
     ]
     # A worker given no tool modules (functions or kinds) and no MCP servers does not take
-    # the tools queue's jobs.
+    # the tools queue's jobs; a sandbox worker takes no model steps (a sandbox pool then
+    # needs neither the models file nor provider keys).
     serves_tools = bool(tool_modules) or _mcp_config_path(mcp_config) is not None
     served = list(queues) or (
-        [MODEL_QUEUE] + ([TOOLS_QUEUE] if serves_tools else []) + (["sandbox"] if sandbox else [])
+        ([] if sandbox else [MODEL_QUEUE])
+        + ([TOOLS_QUEUE] if serves_tools else [])
+        + (["sandbox"] if sandbox else [])
     )
     tool_queue = next((q for q in served if q != MODEL_QUEUE), TOOLS_QUEUE)
     runtime = WorkerRuntime(
@@ -699,13 +703,22 @@ def events(
     run_id: str, redis_url: str | None, after: int | None, follow: bool, timeout_s: float | None
 ) -> None:
     """Print the run's events as JSON lines."""
+    following = False
 
     async def go(client: Client) -> None:
+        nonlocal following
         await client.runs.status(run_id)  # a clear error for an unknown run
+        following = follow
         async for event in client.runs.events(run_id, after=after, follow=follow):
             click.echo(event.model_dump_json(exclude_none=True))
 
-    with_client(redis_url, "events", go, timeout_s)
+    def why() -> str:
+        # Redis has answered: the time ran out waiting for the run itself.
+        if following:
+            return f"run {run_id} was quiet (no new event; it has not ended)"
+        return "Redis did not answer in time"
+
+    with_client(redis_url, "events", go, timeout_s, why)
 
 
 @main.command(context_settings=CONTEXT)

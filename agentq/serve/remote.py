@@ -8,9 +8,10 @@ Routes (scope `workers`), for the queues of the deployment's remote tools only:
 - `POST /v1/leases/{id}/progress` `{"progress"}` adds a `tool-progress` event;
 - `POST /v1/leases/{id}/result` `{"output", "is_error"}` records the result (write-once).
 
-A lapsed lease answers 410: its call is re-delivered. The process also runs a
-`RemoteService` (workers/tools/remote_service.py): it announces the remote tools, reaps
-lapsed leases, and pushes the calls of queues with a webhook.
+A lease whose call is done answers 409 (a result was recorded) or 410 (the call's
+deadline passed); a lapsed or unknown lease answers 410: its call is re-delivered. The
+process also runs a `RemoteService` (workers/tools/remote_service.py): it announces the
+remote tools, reaps lapsed leases, and pushes the calls of queues with a webhook.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.serve.deps import caller
 from agentq.serve.errors import ApiError, not_found
-from agentq.workers.tools.remote import CallTimedOut, LeaseGone
+from agentq.workers.tools.remote import CallTimedOut, LeaseAnswered, LeaseGone
 from agentq.workers.tools.remote_service import RemoteService
 
 router = APIRouter(tags=["remote workers"])
@@ -58,6 +59,13 @@ def _service(request: Request) -> RemoteService:
 
 
 def _gone(lease_id: str, exc: LeaseGone | None = None) -> ApiError:
+    if isinstance(exc, LeaseAnswered):
+        return ApiError(
+            409,
+            "lease_answered",
+            f"lease {lease_id!r} is done: its call's result was recorded already "
+            "(nothing was changed)",
+        )
     if isinstance(exc, CallTimedOut):
         return ApiError(
             410,

@@ -222,8 +222,9 @@ class Batches:
         """Store the lines (in chunks; a resubmission of the same id skips the lines
         stored already) and seal the batch, which starts its admission by the workers.
 
-        Raises BatchInputError naming the line for a malformed line or a duplicate
-        custom_id; then nothing was started and the partial upload is discarded.
+        Raises BatchInputError naming the line for a malformed line, an unknown field, a
+        duplicate custom_id, or an input without lines; then nothing was started and the
+        partial upload (the chunks before the faulty line's) is discarded.
         `provider_batch` routes every line's model steps through the provider's batch
         API (`model.batch`)."""
         tenant = tenant or DEFAULT_TENANT
@@ -250,10 +251,15 @@ class Batches:
         line_meta = {"batch": batch_id}
         stored = read = 0
         duplicates: list[tuple[int, int, str]] = []
+        # custom_id -> its first line: a repeat is refused before its chunk is stored.
+        first_lines: dict[str, int] = {}
         try:
             chunk: list[BatchLine] = []
             for number, text in numbered(_texts(source)):
                 parsed = parse_line(text, number, template, line_meta)
+                first = first_lines.setdefault(parsed.custom_id, number)
+                if first != number:
+                    raise BatchInputError(duplicate_message([(number, first, parsed.custom_id)]))
                 chunk.append(_provider_batched(parsed) if provider_batch else parsed)
                 read += 1
                 if len(chunk) >= UPLOAD_CHUNK:
@@ -267,6 +273,8 @@ class Batches:
                     on_chunk(read)
             if duplicates:
                 raise BatchInputError(duplicate_message(duplicates))
+            if not read:
+                raise BatchInputError("the input has no lines: a batch needs at least one")
         except BatchInputError:
             await self.discard(tenant, batch_id)
             raise

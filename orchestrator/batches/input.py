@@ -8,6 +8,7 @@ placeholders in the prompt and system. `custom_id` defaults to the line number.
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Iterable, Iterator, Mapping
@@ -20,6 +21,8 @@ from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.spec.run import RunSpec
 
 LINE_FIELDS = frozenset({"custom_id", "spec", "vars", "prompt", "messages"})
+# What a line may hold: its own fields, or a whole RunSpec's (and custom_id).
+KNOWN_FIELDS = LINE_FIELDS | frozenset(RunSpec.model_fields)
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*\}\}")
 # What a custom_id may be: printable, bounded (it is a hash field and a results column).
 MAX_CUSTOM_ID = 256
@@ -94,6 +97,14 @@ def _custom_id(value: Any, line: int) -> str:
     return text
 
 
+def _check_fields(obj: Mapping[str, Any], line: int) -> None:
+    """A misspelled field is named as such, not reported as the spec's missing `model`."""
+    for name in sorted(set(obj) - KNOWN_FIELDS):
+        near = difflib.get_close_matches(name, KNOWN_FIELDS, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise BatchInputError(f"line {line}: unknown field {name!r}{hint}")
+
+
 def parse_line(
     text: str,
     line: int,
@@ -107,6 +118,7 @@ def parse_line(
         raise BatchInputError(f"line {line}: not JSON ({exc.msg})") from None
     if not isinstance(obj, dict):
         raise BatchInputError(f"line {line}: expected a JSON object")
+    _check_fields(obj, line)
     custom_id = _custom_id(obj.get("custom_id"), line)
     if set(obj) <= LINE_FIELDS:
         raw = _templated(obj, template, line)

@@ -230,6 +230,7 @@ class ToolCalls:
         on_progress: ProgressCallback | None = None,
         tenant: str | None = None,
         traceparent: str | None = None,
+        wait_s: float | None = None,
     ) -> ToolCallResult:
         """Call one of the fleet's tools as a job of its own, without a run, and wait for
         its result (a failing tool is a result with `is_error`, not an exception).
@@ -238,8 +239,8 @@ class ToolCalls:
         tool. UnknownToolError when nothing serves `name`, CallInputError when `input`
         breaks its schema. With `idempotency_key`, a retried call returns the first
         call's result and never executes twice. `on_progress` gets each progress value.
-        A call no worker finished within its deadline (plus QUEUE_GRACE_S in the queue)
-        is cancelled: its result says so."""
+        A call no worker finished within `wait_s` (by default its deadline plus
+        QUEUE_GRACE_S in the queue) is cancelled: its result says so (`cancelled`)."""
         call_id, _, tool = await self.start(
             name,
             input,
@@ -248,7 +249,7 @@ class ToolCalls:
             tenant=tenant,
             traceparent=traceparent,
         )
-        budget_s = tool.timeout_s + QUEUE_GRACE_S
+        budget_s = tool.timeout_s + QUEUE_GRACE_S if wait_s is None else wait_s
         result = await self.wait(call_id, timeout_s=budget_s, on_progress=on_progress)
         if result is None:
             result = await self.cancel(

@@ -227,6 +227,15 @@ def lease_deadline(lease_id: str) -> str:
     return LEASE_DEADLINE_PREFIX + lease_id
 
 
+LEASE_DONE_PREFIX = "aq:lease-done:"
+
+
+def lease_done(lease_id: str) -> str:
+    """How an ended lease ended ("answered" or "timed-out"), kept a while so that a late
+    or repeated request on it hears the truth rather than "lapsed"."""
+    return LEASE_DONE_PREFIX + lease_id
+
+
 def webhook_cursors(run_id: str) -> str:
     return meta(run_id) + WEBHOOKS_SUFFIX
 

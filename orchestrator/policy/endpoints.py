@@ -150,11 +150,26 @@ def parse_spec_url(url: str) -> tuple[SplitResult, int]:
     return parts, port
 
 
+# IPv6 prefixes that carry an IPv4 address in their last 32 bits, which is where a
+# packet really goes: the NAT64 well-known prefix (RFC 6052) and IPv4-compatible
+# addresses. Python's `is_global` judges the IPv6 address, not the IPv4 inside.
+_EMBEDS_IPV4_LAST = (ipaddress.ip_network("64:ff9b::/96"), ipaddress.ip_network("::/96"))
+# The local-use NAT64 prefix (RFC 8215) translates into networks of the operator's own.
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
+
+
 def non_public(address: str) -> bool:
-    """Loopback, private, link-local (cloud metadata lives there), shared, reserved…"""
+    """Loopback, private, link-local (cloud metadata lives there), shared, reserved…,
+    also when written as an IPv6 address that embeds an IPv4 one (mapped, NAT64, 6to4)."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _LOCAL_NAT64:
+            return True
+        embedded = ip.ipv4_mapped or ip.sixtofour
+        if embedded is None and any(ip in net for net in _EMBEDS_IPV4_LAST):
+            embedded = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        if embedded is not None:
+            return not embedded.is_global
     return not ip.is_global
 
 

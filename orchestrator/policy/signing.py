@@ -43,12 +43,17 @@ def verify(
     now_s: float | None = None,
     tolerance_s: float = DEFAULT_TOLERANCE_S,
 ) -> bool:
-    """Whether `signed` signs `body` at `timestamp`, within `tolerance_s` of now."""
-    try:
-        moment = int(timestamp)
-    except ValueError:
+    """Whether `signed` signs `body` at `timestamp`, within `tolerance_s` of now.
+
+    Headers are untrusted text: a timestamp is ASCII digits only (`int()` would also take
+    `+T`, ` T `, `1_0` or other scripts' digits, each a second spelling of one signed
+    value), and a non-ASCII signature is simply wrong (`compare_digest` raises
+    TypeError on non-ASCII text, so the comparison is on bytes)."""
+    if not (timestamp.isascii() and timestamp.isdigit()):
         return False
+    moment = int(timestamp)
     now = time.time() if now_s is None else now_s
     if abs(now - moment) > tolerance_s:
         return False
-    return hmac.compare_digest(signature(secret, moment, body), signed)
+    expected = signature(secret, moment, body).encode()
+    return hmac.compare_digest(expected, signed.encode("utf-8", "surrogatepass"))

@@ -322,7 +322,13 @@ class Runs:
         agents = frozenset(
             t.name for t in map(ToolDef.model_validate_json, tools) if t.kind == "agent"
         )
-        return assemble(run_id, meta, messages, steps, agents)
+        result = assemble(run_id, meta, messages, steps, agents)
+        if not result.children:
+            return result
+        # A refused sub-agent call (depth, fan-out, a bad child spec) never made its run.
+        started = await self.store.existing(result.children.values())
+        children = {call: child for call, child in result.children.items() if child in started}
+        return result.model_copy(update={"children": children})
 
     async def recent(
         self, *, limit: int = 20, statuses: Sequence[str] = (), tenant: str | None = None

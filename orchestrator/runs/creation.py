@@ -32,7 +32,11 @@ from agentq.orchestrator.runs.transitions import create_args, enqueued_job_ids
 from agentq.orchestrator.spec.resolution import resolve_tools
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolAnnouncement
-from agentq.orchestrator.tools.announcements import announced_providers, live_registry
+from agentq.orchestrator.tools.announcements import (
+    announced_providers,
+    check_endpoint_announced,
+    live_registry,
+)
 
 
 class RunCreation:
@@ -123,8 +127,11 @@ class RunCreation:
     ) -> tuple[RunSpec, Endpoint]:
         """Where the spec's model goes, checked; the spec names its endpoint explicitly
         afterwards, so that workers resolve it the same way."""
-        table = provider_table(announced_providers(live_registry(registry, now)))
-        endpoint = self.endpoint_policy.resolve(spec.model, table)
+        live = live_registry(registry, now)
+        endpoint = self.endpoint_policy.resolve(
+            spec.model, provider_table(announced_providers(live))
+        )
+        check_endpoint_announced(endpoint.endpoint, live)
         await self.endpoint_policy.check_addresses(endpoint)
         if endpoint.endpoint is not None and spec.model.endpoint is None:
             model = spec.model.model_copy(
@@ -138,8 +145,9 @@ class RunCreation:
     ) -> ModelRef:
         """Another model of the spec (a step rule's, the summary model), checked as the
         main model is."""
-        table = provider_table(announced_providers(live_registry(registry, now)))
-        endpoint = self.endpoint_policy.resolve(ref, table)
+        live = live_registry(registry, now)
+        endpoint = self.endpoint_policy.resolve(ref, provider_table(announced_providers(live)))
+        check_endpoint_announced(endpoint.endpoint, live)
         await self.endpoint_policy.check_addresses(endpoint)
         if endpoint.endpoint is not None and ref.endpoint is None:
             return ref.model_copy(

@@ -154,10 +154,13 @@ def assemble(
     """`agent_tools`: the names of the run's sub-agent tools (their calls start children)."""
     step_results = [s for s in (_step_result(raw) for raw in steps) if s is not None]
     n_initial = int(meta.get(MetaField.N_INITIAL, "0"))
-    pending = _pending(steps[-1], len(steps) - 1) if steps else []
+    status = RunStatus(meta[MetaField.STATUS])
+    # An ended run's parked calls stay recorded, but nobody can answer them any more.
+    ended = status in TERMINAL_STATUSES
+    pending = _pending(steps[-1], len(steps) - 1) if steps and not ended else []
     return RunResult(
         id=run_id,
-        status=RunStatus(meta[MetaField.STATUS]),
+        status=status,
         text=meta.get(MetaField.TEXT, step_results[-1].text if step_results else ""),
         steps=step_results,
         usage=Usage(**{name: int(meta.get(field, 0)) for name, field in USAGE_FIELDS.items()}),

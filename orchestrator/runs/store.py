@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
@@ -224,6 +224,16 @@ class RunStore(Store):
             if call.get("name") in agents:
                 children.append(child_run_id(run_id, step, call_id))
         return children
+
+    async def existing(self, run_ids: Iterable[str]) -> set[str]:
+        """Those of `run_ids` that are runs (one round trip; each in its own slot)."""
+        wanted = list(run_ids)
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for run_id in wanted:
+                    pipe.exists(keys.meta(run_id))
+                found = await pipe.execute()
+        return {run_id for run_id, n in zip(wanted, found, strict=True) if n}
 
     async def tool_def(self, run_id: str, name: str) -> str | None:
         with redis_errors_mapped():

@@ -13,7 +13,8 @@ comma-separated list, `otlp` when unset, `none` for none): `otlp` speaks the pro
 OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL names, `http/protobuf` unless it says `grpc`
 (that exporter is the `grpc` extra: `pip install 'agentq[grpc]'`); any other name is
 an exporter registered under the `opentelemetry_traces_exporter` entry points
-(`console`, `otlp_proto_http`, `otlp_proto_grpc`, or a third party's).
+(`console`, `otlp_proto_http`, `otlp_proto_grpc`, or a third party's). `console` writes
+to stderr, not the SDK's default stdout: stdout is the command's output (`run --json`).
 
 An application's own provider is the application's: agentq neither replaces nor
 flushes nor shuts it down.
@@ -22,6 +23,7 @@ flushes nor shuts it down.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING
@@ -88,6 +90,12 @@ def _otlp_exporter(environ: Mapping[str, str]) -> SpanExporter:
     )
 
 
+def _console_exporter() -> SpanExporter:
+    from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+    return ConsoleSpanExporter(out=sys.stderr)
+
+
 def _registered_exporter(name: str) -> SpanExporter:
     found = entry_points(group=_EXPORTER_ENTRY_POINTS, name=name)
     if not found:
@@ -101,8 +109,9 @@ def span_exporters(environ: Mapping[str, str] | None = None) -> list[SpanExporte
     """The exporters OTEL_TRACES_EXPORTER names (see the module's docstring)."""
     env = os.environ if environ is None else environ
     names = [n.strip() for n in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")]
+    makers = {"otlp": lambda: _otlp_exporter(env), "console": _console_exporter}
     return [
-        _otlp_exporter(env) if name == "otlp" else _registered_exporter(name)
+        makers[name]() if name in makers else _registered_exporter(name)
         for name in names
         if name and name != "none"
     ]

@@ -5,28 +5,29 @@ from __future__ import annotations
 
 import asyncio
 import io
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 import pytest
 from rich.console import Console
 
+from agentq import tool
 from agentq.cli.live import LiveRun
 from agentq.cli.render import ProgressPrinter
 from agentq.orchestrator.core.settings import Settings
 from agentq.workers.worker.embedded import embedded
 from tests.support.sample_tools import add
-from tests.support.specs import parked_spec
+from tests.support.specs import calls, parked_spec, scripted
 
 pytestmark = pytest.mark.component
 
 FAST = Settings(idle_poll_s=0.1, lease_s=5.0)
 
 
-def answers(*replies: str) -> tuple[Callable[[str], str], list[str]]:
+def answers(*replies: str) -> tuple[Callable[[str], Awaitable[str]], list[str]]:
     asked: list[str] = []
     it = iter(replies)
 
-    def ask(question: str) -> str:
+    async def ask(question: str) -> str:
         asked.append(question)
         return next(it)
 
@@ -95,3 +96,29 @@ async def test_a_shared_run_says_how_to_answer_from_another_shell() -> None:
     text = out.getvalue()
     assert f"agentq approve {run_id} c1" in text
     assert f"agentq tool-result {run_id} c2" in text
+
+
+async def test_a_quiet_run_whose_tool_is_running_is_not_waiting_for_workers() -> None:
+    release = asyncio.Event()
+
+    @tool
+    async def slow() -> str:
+        """Run until the test lets go."""
+        await release.wait()
+        return "done"
+
+    out = Watched("no event for")
+    show = ProgressPrinter(Console(file=out, soft_wrap=True, emoji=False))
+    spec = scripted(calls(("slow", {})), {"text": "ok"}, tools=["slow"])
+    async with embedded(tools=[slow], settings=FAST) as client:
+        run_id = await client.runs.submit(spec)
+        live = LiveRun(client, run_id, show, interactive=False, private=True, quiet_s=0.2)
+        follower = asyncio.create_task(live.follow())
+        await asyncio.wait_for(out.seen.wait(), 30)
+        release.set()
+        await follower
+        result = await client.runs.wait(run_id)
+    assert result.status == "succeeded"
+    text = out.getvalue()
+    assert "waiting for workers" not in text
+    assert "still running: slow#" in text

@@ -188,6 +188,18 @@ def test_a_bad_environment_variable(name: str, value: str, says: str) -> None:
     one_line(agentq("run", QUICKSTART, env={name: value}), 2, says)
 
 
+def test_a_misspelled_variable_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(TINY))
+    done = agentq("run", str(spec), "--json", env={"AGENTQ_CONCURENCY": "4"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "succeeded"
+    assert done.stderr.strip().splitlines() == [
+        "agentq: warning: AGENTQ_CONCURENCY is not a variable agentq reads: it is ignored "
+        "(did you mean AGENTQ_CONCURRENCY?)"
+    ]
+
+
 @pytest.mark.parametrize("command", [["submit", QUICKSTART], ["worker"]])
 def test_the_in_memory_redis_is_refused_where_it_would_vanish(command: list[str]) -> None:
     one_line(agentq(*command, "--redis", "memory://"), 2, "needs a shared Redis")
@@ -199,6 +211,18 @@ def test_a_tools_module_that_fails_to_import(tmp_path: Path) -> None:
     done = agentq("run", str(REPO / QUICKSTART), "--tools", "brokentools", cwd=tmp_path)
     one_line(done, 2, "RuntimeError: no config")
     assert "brokentools.py:3" in done.stderr
+
+
+def test_one_tool_name_in_two_tools_modules_is_refused(tmp_path: Path) -> None:
+    for name, answer in (("first", 1), ("second", 2)):
+        (tmp_path / f"{name}.py").write_text(
+            f"from agentq import tool\n\n\n@tool\ndef add(a: float, b: float) -> float:\n"
+            f'    """Add."""\n    return {answer}\n'
+        )
+    done = agentq(
+        "run", str(REPO / QUICKSTART), "--tools", "first", "--tools", "second", cwd=tmp_path
+    )
+    one_line(done, 2, "tool 'add' is defined in both 'first' and 'second'")
 
 
 def test_a_tools_module_in_the_current_directory_imports_by_name(tmp_path: Path) -> None:
@@ -264,3 +288,29 @@ def test_build_images_when_they_exist_says_so(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "exist already" in done.stderr
     assert "agentq-sandbox-python:v1" in json.loads(done.stdout)
+
+
+def test_following_a_quiet_run_past_its_timeout_blames_the_run_not_redis(
+    tmp_path: Path,
+) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({**TINY, "id": "quiet"}))
+    server = Server()  # no worker: the run stays queued, with no event after its start
+    try:
+        assert agentq("submit", str(spec), "--redis", server.url()).returncode == 0
+        done = agentq("events", "quiet", "--follow", "--timeout", "2", "--redis", server.url())
+    finally:
+        server.stop()
+    assert done.returncode == 4, done.stderr
+    assert '"type":"start"' in done.stdout
+    one_line(done, 4, "run quiet was quiet (no new event; it has not ended)")
+    assert "Redis" not in done.stderr
+
+
+def test_run_json_stays_json_with_console_spans(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(TINY))
+    done = agentq("run", str(spec), "--json", env={"OTEL_TRACES_EXPORTER": "console"})
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["status"] == "succeeded"
+    assert '"name": "invoke_agent' in done.stderr  # the spans went to stderr

@@ -173,3 +173,31 @@ def test_run_names_a_tool_queue_no_worker_serves(redis_url: str, tmp_path: Path)
     assert done.returncode == 4, done.stderr
     assert "no live worker serves the 'tools' queue yet" in done.stdout
     assert "'model'" not in done.stdout.split("no live worker serves")[1].splitlines()[0]
+
+
+def test_status_of_a_cancelled_run_asks_for_nothing(
+    redis_url: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    run_id = submit(tmp_path, parked_spec(), redis_url)
+    events_until(run_id, redis_url, "finish-step")
+    assert run_cli("cancel", run_id, redis_url=redis_url).returncode == 0
+
+    shown = run_cli("status", run_id, redis_url=redis_url)
+    assert shown.returncode == 0, shown.stderr
+    assert "status cancelled" in shown.stdout
+    assert "answer with" not in shown.stdout
+    assert "waiting" not in shown.stdout
+    assert (
+        json.loads(run_cli("status", run_id, "--json", redis_url=redis_url).stdout)["pending"] == []
+    )
+
+
+def test_a_call_no_worker_takes_ends_at_its_timeout_with_exit_4(redis_url: str) -> None:
+    # The catalogue declares `add`, so the call is accepted; no worker is up to take it.
+    assert run_cli("catalog", "publish", "--tools", TOOLS, redis_url=redis_url).returncode == 0
+    done = run_cli(
+        "call", "add", "--input", '{"a": 1, "b": 2}', "--timeout", "2", redis_url=redis_url
+    )
+    assert done.returncode == 4, done.stderr
+    assert "timed out: no worker finished the call to 'add' within 2 s" in done.stderr
+    assert "(the call was cancelled)" in done.stderr

@@ -16,8 +16,9 @@ import pexpect
 import pytest
 
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn
-from tests.support.infra import REPO
+from tests.support.infra import REPO, TOOLS
 from tests.support.mcp_servers.launch import own_server_stdio
+from tests.support.specs import parked_spec
 
 pytestmark = pytest.mark.e2e
 
@@ -148,3 +149,19 @@ def test_sandbox_build_images_shows_its_progress_on_a_terminal(tmp_path: Path) -
         transcript = child.before or ""
         child.close(force=True)
     assert child.exitstatus == 0, transcript
+
+
+def test_ctrl_c_at_the_approval_prompt_ends_the_command_at_once(tmp_path: Path) -> None:
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(parked_spec()))
+    child = spawn_run(str(spec), "--tools", TOOLS)
+    try:
+        child.expect("approve this call\\? \\[y/N\\] ")
+        child.sendintr()
+        # Before, the first Ctrl-C was swallowed and the process then waited for Enter.
+        child.expect("interrupted")
+        child.expect(pexpect.EOF)
+    finally:
+        transcript = child.before or ""
+        child.close(force=True)
+    assert child.exitstatus == 130, transcript

@@ -193,6 +193,31 @@ def test_a_pushed_call_is_signed_retried_on_5xx_and_answered_synchronously(
         receiver.close()
 
 
+def test_a_second_result_on_an_answered_lease_says_the_call_is_done(
+    remote_server: ServeProcess,
+) -> None:
+    run_id = submit(remote_server, SHOUT_RUN)
+    leased = httpx.post(
+        f"{remote_server.url}/v1/queues/node-tools/lease",
+        json={"max": 1, "wait_s": 30, "lease_s": 60},
+        timeout=60,
+    ).json()["calls"]
+    (lease_id,) = [c["lease"]["id"] for c in leased]
+    url = f"{remote_server.url}/v1/leases/{lease_id}/result"
+    first = httpx.post(url, json={"output": "HI"}, timeout=30)
+    assert first.status_code == 200, first.text
+    again = httpx.post(url, json={"output": "other"}, timeout=30)
+    assert again.status_code == 409, again.text
+    error = again.json()["error"]
+    assert error["type"] == "lease_answered"
+    assert "re-delivered" not in error["message"]
+    assert "result was recorded already" in error["message"]
+    run = finished(remote_server, run_id)
+    assert run["status"] == "succeeded", run
+    (answer,) = run["steps"][0]["tool_results"]
+    assert answer["output"] == "HI"
+
+
 def test_a_leased_call_past_its_deadline_becomes_a_timeout_error(
     remote_server: ServeProcess,
 ) -> None:

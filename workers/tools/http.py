@@ -88,12 +88,13 @@ class HttpExecutor:
             resolve=self.resolve,
         )
         left_s = ctx.deadline_at - time.time() if ctx.deadline_at else tool.timeout_s
+        if query and rest:
+            url = _with_query(url, rest)
         try:
             fetched = await guard.send(
                 config.method,
                 url,
                 headers=headers,
-                params={k: _query_value(v) for k, v in rest.items()} if query else None,
                 json=rest if not query and rest else None,
                 timeout_s=max(0.001, min(tool.timeout_s, left_s)),
                 max_bytes=config.max_response_bytes,
@@ -105,6 +106,15 @@ class HttpExecutor:
         finally:
             await guard.aclose()
         return response_document(fetched)
+
+
+def _with_query(url: str, inputs: Mapping[str, Any]) -> str:
+    """`url` with the inputs added to its query. Its own parameters stay (a fixed
+    `api-version=…`): httpx's `params=` would replace the whole query string."""
+    target = httpx.URL(url)
+    added = httpx.QueryParams({k: _query_value(v) for k, v in inputs.items()})
+    query = httpx.QueryParams([*target.params.multi_items(), *added.multi_items()])
+    return str(target.copy_with(params=query))
 
 
 def _query_value(value: Any) -> Any:

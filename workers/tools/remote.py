@@ -33,7 +33,7 @@ from agentq.orchestrator.core.envelopes import (
     JobKind,
     deserialize,
 )
-from agentq.orchestrator.core.keys import lease_deadline
+from agentq.orchestrator.core.keys import lease_deadline, lease_done
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.tool_output import bounded_result, progress_value
 from agentq.orchestrator.loop.plan import error_result
@@ -74,6 +74,27 @@ class LeaseGone(Exception):
 
 class CallTimedOut(LeaseGone):
     """The call's deadline passed while leased: a timeout error was recorded for it."""
+
+
+class LeaseAnswered(LeaseGone):
+    """The lease ended with its call's result recorded: the call is done."""
+
+
+# How long an ended lease remembers how it ended (for a late or repeated request).
+_DONE_KEEP_S = 3600
+_ANSWERED = "answered"
+_TIMED_OUT = "timed-out"
+
+
+def _gone(lease_id: str, ended: bytes | str | None) -> LeaseGone:
+    """Why a lease holds nothing: it ended with a result, at its call's deadline, or it
+    lapsed (its call is re-delivered) or never was."""
+    how = ended.decode() if isinstance(ended, bytes) else ended
+    if how == _ANSWERED:
+        return LeaseAnswered(lease_id)
+    if how == _TIMED_OUT:
+        return CallTimedOut(lease_id)
+    return LeaseGone(lease_id)
 
 
 @dataclass(frozen=True)
@@ -271,13 +292,14 @@ class RemoteLeases:
         if not lease_id.startswith(LEASE_PREFIX):
             raise LeaseGone(lease_id)
         async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.get(lease_done(lease_id))
             pipe.get(liveness_key(lease_id))
             for p in keys.partitions():  # a lease holds one job, in one of them
                 pipe.hgetall(jobs_key(lease_id, p))
-            alive, *held_by_partition = await pipe.execute()
+            ended, alive, *held_by_partition = await pipe.execute()
         jobs = next((held for held in held_by_partition if held), None)
         if alive is None or not jobs:
-            raise LeaseGone(lease_id)
+            raise _gone(lease_id, ended)
         raw_id, raw_record = next(iter(jobs.items()))
         job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
         wake = lease_wake_key(raw_record)
@@ -301,7 +323,7 @@ class RemoteLeases:
             await self._record(
                 held, error_result(call.id, call.name, f"the call to {call.name!r} timed out")
             )
-        await self._end(lease_id, held.job_id, held.queue)
+        await self._end(lease_id, held.job_id, held.queue, _TIMED_OUT)
         raise CallTimedOut(lease_id)
 
     async def heartbeat(self, lease_id: str, lease_s: float) -> float:
@@ -332,13 +354,13 @@ class RemoteLeases:
         held = await self._held(lease_id)
         call = await self._home(held).call()
         if call is None:
-            await self._end(lease_id, held.job_id, held.queue)
+            await self._end(lease_id, held.job_id, held.queue, _ANSWERED)
             return False
         result = ToolResultPart(
             tool_call_id=call.id, tool_name=call.name, output=output, is_error=is_error
         )
         recorded = await self._record(held, result)
-        await self._end(lease_id, held.job_id, held.queue)
+        await self._end(lease_id, held.job_id, held.queue, _ANSWERED)
         return recorded
 
     async def _record(self, held: _Held, result: ToolResultPart) -> bool:
@@ -347,8 +369,9 @@ class RemoteLeases:
         limit = (tool.max_output_bytes if tool else None) or self.max_output_bytes
         return await home.record(bounded_result(result, limit))
 
-    async def _end(self, lease_id: str, job_id: str, queue: str) -> None:
-        """The job is done; the lease is given up (nothing is left for a reaper)."""
+    async def _end(self, lease_id: str, job_id: str, queue: str, how: str | None = None) -> None:
+        """The job is done; the lease is given up (nothing is left for a reaper) and, for
+        a lease a service holds, remembers `how` it ended."""
         p = keys.job_partition(job_id)
         taker = Taker(self.redis, lease_id, queue, p, BACKSTOP_MS)
         await taker.take(taker.args(0, job_id, "done"))
@@ -357,6 +380,8 @@ class RemoteLeases:
             pipe.srem(holders_key(p), lease_id)
             pipe.delete(liveness_key(lease_id))
             pipe.delete(lease_deadline(lease_id))
+            if how is not None:
+                pipe.set(lease_done(lease_id), how, ex=_DONE_KEEP_S)
             await pipe.execute()
 
     # -- re-delivery -----------------------------------------------------------------

@@ -13,14 +13,10 @@ from collections.abc import Sequence
 
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.tools import ToolAnnouncement
-from agentq.orchestrator.tools.announcements import MODEL_PROVIDER_KIND
+from agentq.orchestrator.tools.announcements import MODEL_PROVIDER_KIND, endpoint_announcements
 from agentq.workers.models import registered_providers
 from agentq.workers.steps.hooks import hook_announcements
 from agentq.workers.tools.base import ToolExecutor
-
-# The kind of a catalogue entry naming an endpoint of the models file (shown, not
-# resolved against: submitters read the models file themselves).
-MODEL_ENDPOINT_KIND = "model-endpoint"
 
 
 async def served_announcements(
@@ -74,16 +70,7 @@ async def build_catalog(
     for executor in executors:
         failures.update(getattr(executor, "failures", {}))
     if models_path is not None:
-        models = load_models_file(models_path)
-        announced.extend(
-            ToolAnnouncement(
-                name=name,
-                kind=MODEL_ENDPOINT_KIND,
-                queue=MODEL_QUEUE,
-                description=f"model endpoint (provider {endpoint.provider})",
-            )
-            for name, endpoint in sorted(models.endpoints.items())
-        )
+        announced.extend(endpoint_announcements(load_models_file(models_path).endpoints))
     # The deployment's remote tools ($AGENTQ_REMOTE_TOOLS), served by services outside.
     from agentq.orchestrator.core.settings import Settings
     from agentq.orchestrator.tools.remote import load_remote_tools

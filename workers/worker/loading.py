@@ -93,7 +93,9 @@ def registrations() -> tuple[int, ...]:
 
 
 def load_tool_modules(names: Sequence[str]) -> list[FunctionTool]:
-    found: list[FunctionTool] = []
+    """The `@tool` functions of the modules `names`; a tool name defined by two of them
+    is refused (one of the two would silently answer every call)."""
+    found: dict[str, tuple[FunctionTool, str]] = {}
     for name in names:
         before = registrations()
         is_file = name.endswith(".py") or "/" in name
@@ -101,5 +103,11 @@ def load_tool_modules(names: Sequence[str]) -> list[FunctionTool]:
         tools = tools_in(module)
         if not tools and registrations() == before:
             raise SpecError(f"--tools: {name!r} defines no @tool functions and registers no plugin")
-        found.extend(tools)
-    return found
+        for tool in tools:
+            seen, where = found.setdefault(tool.name, (tool, name))
+            if seen is not tool:
+                raise SpecError(
+                    f"--tools: tool {tool.name!r} is defined in both {where!r} and {name!r}: "
+                    "rename one (@tool(name=...)) or drop a module"
+                )
+    return [tool for tool, _ in found.values()]

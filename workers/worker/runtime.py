@@ -64,7 +64,11 @@ from agentq.orchestrator.redis.connect import (
 from agentq.orchestrator.redis.faults import is_transient, raise_if_cancel_requested
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools import ToolAnnouncement, registry_key
-from agentq.orchestrator.tools.announcements import MODEL_PROVIDER_KIND
+from agentq.orchestrator.tools.announcements import (
+    MODEL_ENDPOINT_KIND,
+    MODEL_PROVIDER_KIND,
+    endpoint_announcements,
+)
 from agentq.orchestrator.tools.http import HTTP_EXECUTOR_KIND
 from agentq.orchestrator.tools.mcp import MCP_SERVER_KIND
 from agentq.workers.jobs import batch_admit as batch_jobs
@@ -98,7 +102,13 @@ log = logging.getLogger("agentq.worker")
 
 # Registry entries that announce something other than a tool.
 _NOT_TOOLS = frozenset(
-    {MODEL_PROVIDER_KIND, MCP_SERVER_KIND, PREPARE_STEP_KIND, HTTP_EXECUTOR_KIND}
+    {
+        MODEL_PROVIDER_KIND,
+        MODEL_ENDPOINT_KIND,
+        MCP_SERVER_KIND,
+        PREPARE_STEP_KIND,
+        HTTP_EXECUTOR_KIND,
+    }
 )
 ANNOUNCE_EVERY_S = 60.0
 
@@ -130,6 +140,8 @@ class WorkerRuntime:
         # objects it must not make uncollectable.
         self._freeze_startup_heap = freeze_startup_heap
         self.announced = False  # readiness: the tools are in the registry
+        # The models file its model steps resolve against (its endpoints are announced).
+        self.endpoint_policy = EndpointPolicy.from_settings(self.settings)
         self.redis_url = redis_url
         self.queues = list(queues)
         self.tool_queue = tool_queue
@@ -163,7 +175,7 @@ class WorkerRuntime:
         models = ModelClient(
             http,
             self.env,
-            policy=EndpointPolicy.from_settings(self.settings),
+            policy=self.endpoint_policy,
             # redis-py types its async commands as `Awaitable[X] | X`, which no
             # protocol of awaitables matches; the client is the limiter's RedisLike.
             limiter=TimedRateLimiter(
@@ -363,6 +375,8 @@ class WorkerRuntime:
     async def announce(self) -> None:
         assert self.redis is not None
         announced = await served_announcements(self.executors, self.tool_queue)
+        if MODEL_QUEUE in self.queues:  # the endpoints its model steps can reach
+            announced += endpoint_announcements(self.endpoint_policy.models.endpoints)
         await RunStore(self.redis).announce(announced)
         # What `agentq workers` lists: the tools, not providers or tool-less MCP servers.
         self.announcements = [a for a in announced if a.kind not in _NOT_TOOLS]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.fake_openai import FakeOpenAI, Turn
-from tests.support.infra import run_cli
+from tests.support.infra import WorkerProcess, run_cli, wait_ready
 from tests.support.models import write_models_file
 
 pytestmark = pytest.mark.e2e
@@ -57,3 +57,26 @@ def test_a_bad_models_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1
     assert lines[0].startswith(f"agentq: models file {bad}: endpoints.x.base_url:")
+
+
+def test_submit_refuses_an_endpoint_no_live_worker_knows(tmp_path: Path, redis_url: str) -> None:
+    local = {"provider": "openai", "base_url": "http://10.0.0.5:8000/v1", "api_key_env": "K"}
+    workers_file = write_models_file(tmp_path / "workers.json", local=local)
+    # The submitter's models file has one endpoint more than the workers'.
+    mine = write_models_file(tmp_path / "mine.json", local=local, other=local)
+    worker = WorkerProcess(redis_url, "--queue", "model", env={"AGENTQ_MODELS": workers_file})
+    try:
+        wait_ready(worker)
+        known = run_cli(
+            "submit", write_spec(tmp_path, "local:m"), "--models", mine, redis_url=redis_url
+        )
+        unknown = run_cli(
+            "submit", write_spec(tmp_path, "other:m"), "--models", mine, redis_url=redis_url
+        )
+    finally:
+        worker.stop()
+    assert known.returncode == 0, known.stderr
+    assert unknown.returncode == 2, unknown.stderr
+    assert unknown.stderr.startswith(
+        "agentq: model.endpoint: no live worker knows the endpoint 'other'"
+    )

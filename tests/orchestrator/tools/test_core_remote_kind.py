@@ -81,6 +81,28 @@ def test_signatures_verify_only_the_same_secret_body_and_a_fresh_timestamp(
     )
 
 
+@pytest.mark.parametrize(
+    ("timestamp", "signed"),
+    [
+        ("+{t}", "{sig}"),
+        (" {t}", "{sig}"),
+        ("{t} ", "{sig}"),
+        ("{t}\n", "{sig}"),
+        ("٣{t}", "{sig}"),  # an Arabic-Indic digit: int() takes it
+        ("{t}", "v1=é{sig}"),  # a non-ASCII signature: compare_digest raised TypeError
+        ("{t}", "\udcff"),
+    ],
+)
+def test_a_mangled_timestamp_or_signature_is_refused_without_raising(
+    timestamp: str, signed: str
+) -> None:
+    headers = signed_headers("k", b"{}", now_s=1_000_000)
+    t, sig = headers["X-Agentq-Timestamp"], headers["X-Agentq-Signature"]
+    mangled_t = timestamp.format(t=t)
+    mangled_sig = signed.format(sig=sig)
+    assert verify("k", mangled_t, b"{}", mangled_sig, now_s=1_000_000) is False
+
+
 async def test_the_catalogue_holds_the_deployments_remote_tools(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from agentq.orchestrator.core.errors import SpecError, ToolError
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.policy.endpoints import non_public
 from agentq.orchestrator.spec.resolution import resolve_tools
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef, registry_key
@@ -72,6 +73,18 @@ async def test_inputs_fill_the_url_query_and_body_and_headers_read_allowed_env(
     assert posted["body"]["json"] == {"n": 1, "tags": ["a"]}
 
 
+async def test_the_urls_own_query_string_is_kept(target: HttpTarget) -> None:
+    base = f"http://127.0.0.1:{target.port}"
+    fixed = http_tool(LOOPBACK, url=base + "/items/{id}?api-version=2&tag=a")
+    alone = await call(LOOPBACK, fixed, {"id": "x"})
+    assert alone["body"]["query"] == {"api-version": ["2"], "tag": ["a"]}
+    more = await call(LOOPBACK, fixed, {"id": "x", "q": "y", "tag": "b"})
+    assert more["body"]["query"] == {"api-version": ["2"], "tag": ["a", "b"], "q": ["y"]}
+    post = http_tool(LOOPBACK, method="POST", url=base + "/items?api-version=2")
+    posted = await call(LOOPBACK, post, {"n": 1})
+    assert posted["body"]["query"] == {"api-version": ["2"]}
+
+
 def test_a_header_may_name_only_variables_the_deployment_allows() -> None:
     with pytest.raises(SpecError, match=r"tools\[0\]\.headers\.X-Key: \$\{env:AWS_SECRET\}"):
         http_tool(LOOPBACK, url="http://127.0.0.1/x", headers={"X-Key": "${env:AWS_SECRET}"})
@@ -105,6 +118,49 @@ async def test_non_public_addresses_are_refused_unless_named(target: HttpTarget,
     with pytest.raises(ToolError, match="non-public address"):
         await call(PUBLIC, tool, {})
     assert target.hits == []
+
+
+@pytest.mark.parametrize(
+    "address",
+    [
+        "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254 (cloud metadata)
+        "64:ff9b::a00:1",  # NAT64 of 10.0.0.1
+        "64:ff9b:1::a00:1",  # local-use NAT64 (RFC 8215): the operator's own networks
+        "2002:7f00:1::1",  # 6to4 of 127.0.0.1
+        "2002:c0a8:101::1",  # 6to4 of 192.168.1.1
+        "::a00:1",  # IPv4-compatible 10.0.0.1
+    ],
+)
+async def test_an_ipv6_address_embedding_a_private_ipv4_is_refused(address: str) -> None:
+    """A public-looking name resolving to an IPv6 address that a NAT64 gateway or a 6to4
+    relay turns into a private IPv4 one: the guard judges the IPv4 inside."""
+    connected: list[str] = []
+
+    async def resolve(host: str, port: int) -> list[str]:
+        connected.append(host)
+        return [address]
+
+    tool = http_tool(PUBLIC, url="http://api.example.com/x")
+    executor = HttpExecutor(PUBLIC, {}, resolve=resolve)
+    ctx = ToolContext(run_id="r", step=0, call_id="c", tool=tool, attempt=1, deadline_at=0.0)
+    with pytest.raises(ToolError, match="non-public address"):
+        await executor.execute(tool, {}, ctx)
+    assert connected == ["api.example.com"]  # resolved, checked, never connected
+
+
+@pytest.mark.parametrize(
+    ("address", "private"),
+    [
+        ("64:ff9b::808:808", False),  # NAT64 of 8.8.8.8
+        ("2002:808:808::1", False),  # 6to4 of 8.8.8.8
+        ("2606:4700::1111", False),
+        ("64:ff9b::7f00:1", True),
+        ("::ffff:10.0.0.1", True),
+        ("::1", True),
+    ],
+)
+def test_embedded_ipv4_addresses_are_judged_by_the_ipv4(address: str, private: bool) -> None:
+    assert non_public(address) is private
 
 
 async def test_a_redirect_to_a_private_address_is_refused(target: HttpTarget) -> None:

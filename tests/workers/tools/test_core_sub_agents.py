@@ -101,6 +101,9 @@ async def test_nesting_past_the_depth_limit_is_refused_with_a_tool_error(
     (refused,) = child_result.steps[0].tool_results
     assert refused.is_error
     assert "nest sub-agents 2 deep; this deployment allows 1" in refused.output
+    # Only children that were made are listed: the refused grandchild never was.
+    assert result.children == {"a1": child_run_id(run_id, 0, "a1")}
+    assert child_result.children == {}
 
 
 async def test_cancelling_the_parent_cancels_its_child(

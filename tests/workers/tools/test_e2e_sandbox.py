@@ -11,9 +11,13 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator.client import Client
-from tests.support.infra import WorkerProcess, missing, wait_ready
+from tests.support.infra import WorkerProcess, missing, run_cli, wait_ready
 
 pytestmark = pytest.mark.e2e
+
+# One worker takes the runs' model steps and their code (a sandbox worker alone serves
+# only the sandbox queue).
+MODEL_AND_SANDBOX = ("--sandbox", "--queue", "model", "--queue", "sandbox")
 
 
 def _require_sandbox() -> None:
@@ -30,7 +34,7 @@ def _require_sandbox() -> None:
 @pytest.fixture
 def sandbox_worker(redis_url: str) -> Iterator[WorkerProcess]:
     _require_sandbox()
-    worker = WorkerProcess(redis_url, "--sandbox")
+    worker = WorkerProcess(redis_url, *MODEL_AND_SANDBOX)
     wait_ready(worker, timeout_s=60)
     yield worker
     worker.stop()
@@ -179,7 +183,7 @@ def patient_sandbox_worker(redis_url: str) -> Iterator[WorkerProcess]:
     """A sandbox worker whose job lease (10 s, not the tests' 2 s) a loaded machine's
     scheduling cannot lapse: a re-delivery then means the worker's loop froze."""
     _require_sandbox()
-    worker = WorkerProcess(redis_url, "--sandbox", env={"AGENTQ_LEASE_S": "10"})
+    worker = WorkerProcess(redis_url, *MODEL_AND_SANDBOX, env={"AGENTQ_LEASE_S": "10"})
     wait_ready(worker, timeout_s=60)
     yield worker
     worker.stop()
@@ -232,7 +236,7 @@ async def test_a_hostile_call_does_not_hold_up_the_worker(
 @pytest.fixture
 def three_sandbox_workers(redis_url: str) -> Iterator[list[WorkerProcess]]:
     _require_sandbox()
-    workers = [WorkerProcess(redis_url, "--sandbox", "-v") for _ in range(3)]
+    workers = [WorkerProcess(redis_url, *MODEL_AND_SANDBOX, "-v") for _ in range(3)]
     try:
         wait_ready(*workers, timeout_s=90)
         yield workers
@@ -267,3 +271,14 @@ async def test_a_run_session_survives_a_fleet_of_sandbox_workers(
     forwarded = logs.count("forwarded to sandbox owner")
     print(f"\n15 session calls over 3 workers: {forwarded} forwarded to the session's owner")
     assert forwarded > 0, "every call landed on the owner: the routing was not exercised"
+
+
+def test_a_sandbox_worker_serves_only_the_sandbox_queue(redis_url: str) -> None:
+    _require_sandbox()
+    worker = WorkerProcess(redis_url, "--sandbox")
+    try:
+        wait_ready(worker, timeout_s=60)
+        listed = json.loads(run_cli("workers", "--json", redis_url=redis_url).stdout)
+    finally:
+        worker.stop()
+    assert [w["queues"] for w in listed] == [["sandbox"]]
