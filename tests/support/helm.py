@@ -69,6 +69,7 @@ def lint(values: dict[str, Any]) -> list[dict[str, Any]]:
 class Release:
     objects: list[dict[str, Any]]  # the manifest's objects, hooks included
     error: str | None = None
+    notes: str = ""  # NOTES.txt as rendered
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.objects if o["kind"] == kind]
@@ -86,4 +87,4 @@ def render(values: dict[str, Any]) -> Release:
         return Release([], out["error"])
     texts = [out["manifest"], *out["hooks"]]
     objects = [o for text in texts for o in yaml.safe_load_all(text) if o]
-    return Release(objects)
+    return Release(objects, notes=out.get("notes", ""))
