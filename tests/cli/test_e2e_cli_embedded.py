@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.infra import SilentServer, missing, run_cli
+from tests.support.infra import TOOLS, SilentServer, free_port, missing, run_cli
 from tests.support.receiver import Receiver
 
 pytestmark = pytest.mark.e2e
@@ -91,3 +91,11 @@ def test_an_embedded_run_says_in_one_line_which_deliveries_it_left(tmp_path: Pat
     assert len(lines) == 1, done.stderr
     assert "left undelivered after 0.5 s" in lines[0]
     assert run_id in lines[0]
+
+
+def test_an_embedded_run_on_an_unreachable_redis_says_so_at_once(tmp_path: Path) -> None:
+    """Only a worker process waits for Redis to come up: a person at a terminal is told."""
+    url = f"redis://127.0.0.1:{free_port()}/0"
+    done = run_cli("run", write_spec(tmp_path, HELLO), "--tools", TOOLS, redis_url=url)
+    assert done.returncode == 3, done.stderr
+    assert "cannot reach Redis" in done.stderr

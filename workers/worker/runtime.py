@@ -131,8 +131,12 @@ class WorkerRuntime:
         http: httpx.AsyncClient | None = None,
         metrics: WorkerMetrics | None = None,
         freeze_startup_heap: bool = False,
+        wait_for_redis: bool = False,
     ) -> None:
         self.settings = settings or Settings()
+        # A worker process waits for a Redis that is down at its start; an embedded
+        # session (a person at a terminal) is told at once instead.
+        self._wait_for_redis = wait_for_redis
         self.metrics = metrics
         # A worker process owns its heap; an embedded session shares its host's, whose
         # objects it must not make uncollectable.
@@ -244,14 +248,15 @@ class WorkerRuntime:
             freeze_startup_objects()
 
     async def _first_contact(self) -> None:
-        """Started while Redis is down or full, wait for it as a running worker does
-        (one line per outage) instead of exiting: pods and hosts start in any order."""
+        """A worker process started while Redis is down or full waits for it as a running
+        worker does (one line per outage) instead of exiting: pods and hosts start in
+        any order."""
         assert self.redis is not None
         while True:
             try:
                 await check_partitions(self.redis)
             except Exception as exc:
-                if not is_transient(exc):
+                if not (self._wait_for_redis and is_transient(exc)):
                     raise
                 await asyncio.sleep(OUTAGE.failed(exc))
             else:
