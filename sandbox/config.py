@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import uuid
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -13,6 +14,12 @@ LABEL_SANDBOX = "agentq.sandbox"  # "1" on every container agentq creates
 LABEL_WORKER = "agentq.worker"  # the worker id (host name by default): for people, not cleanup
 LABEL_MANAGER = "agentq.manager"  # the owner: one manager instance (uuid) with a liveness record
 LABEL_LANGUAGE = "agentq.language"
+# The deployment (fleet) the owner belongs to: a manager sweeps only its own fleet's
+# containers, because only its own fleet's liveness records are in its store.
+LABEL_FLEET = "agentq.fleet"
+
+# Without a shared store a fleet is one process (its managers share `PROCESS_LIVENESS`).
+PROCESS_FLEET_ID = f"process-{uuid.uuid4().hex}"
 
 
 _DEFAULT_POOL_SIZE: dict[Language, int] = {"python": 2, "javascript": 1}
@@ -39,6 +46,9 @@ class SandboxConfig(BaseModel):
     # unique instance id, never this: containers are removed by other managers
     # only once their owner's liveness record has expired.
     worker_id: str = Field(default_factory=socket.gethostname, min_length=1, max_length=200)
+    # The deployment these containers belong to. Two deployments on one engine (staging
+    # and production, two CI runs) must differ: a manager sweeps orphans of its fleet only.
+    fleet_id: str = Field(default=PROCESS_FLEET_ID, min_length=1, max_length=200)
     # How long an owner's liveness record lasts without a refresh (refreshed every third).
     owner_ttl_s: float = Field(default=15.0, gt=0)
     images: dict[Language, str] = Field(default_factory=default_images)

@@ -18,9 +18,11 @@
   a request that finds none free waits, evicting idle pool containers of other
   shapes, and raises `CapacityError` after `admission_timeout_s`.
 - Ownership: every container carries this manager's unique instance id, whose
-  liveness record (`Liveness`) the manager keeps fresh. Containers of an owner
-  whose record has expired, seen so at two sweeps an owner TTL apart, are
-  removed; nothing else is. `aclose` removes everything this instance created
+  liveness record (`Liveness`) the manager keeps fresh, and its fleet's id
+  (`SandboxConfig.fleet_id`). Containers of the same fleet whose owner's record
+  has expired, seen so at two sweeps an owner TTL apart, are removed; nothing
+  else is: another fleet's owners keep their records in another store, where
+  this manager cannot see them. `aclose` removes everything this instance created
   and drops its record. A pooled container is checked alive before it is used.
 """
 
@@ -37,6 +39,7 @@ from types import TracebackType
 from agentq.sandbox.backend import SandboxBackend
 from agentq.sandbox.capacity import Capacity
 from agentq.sandbox.config import (
+    LABEL_FLEET,
     LABEL_LANGUAGE,
     LABEL_MANAGER,
     LABEL_SANDBOX,
@@ -108,6 +111,7 @@ class SandboxManager:
         """Labels on every container this manager creates."""
         return {
             LABEL_SANDBOX: "1",
+            LABEL_FLEET: self.config.fleet_id,
             LABEL_WORKER: self.config.worker_id,
             LABEL_MANAGER: self.instance_id,
         }
@@ -154,13 +158,13 @@ class SandboxManager:
         self._keeper = loop.create_task(self._keep_ownership())
 
     async def remove_orphans(self) -> int:
-        """Remove containers whose owner is provably gone; return how many.
+        """Remove this fleet's containers whose owner is provably gone; return how many.
 
         Gone means: its liveness record had expired at the previous sweep and
         still has now. The second look covers a liveness store that lost its
         records (a Redis restart): live owners re-record well within a TTL.
         """
-        found = await self.backend.labels({LABEL_SANDBOX: "1"})
+        found = await self.backend.labels({LABEL_SANDBOX: "1", LABEL_FLEET: self.config.fleet_id})
         owners = {labels.get(LABEL_MANAGER, "") for labels in found.values()}
         owners -= {"", self.instance_id}
         gone = await self.liveness.gone(owners) if owners else set()

@@ -430,6 +430,7 @@ async def _worker(
         settings=settings,
         metrics=probes.metrics(),
         freeze_startup_heap=True,
+        wait_for_redis=True,
     )
     try:
         await runtime.start()

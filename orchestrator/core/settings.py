@@ -88,6 +88,9 @@ class Settings(BaseSettings):
     webhook_max_attempts: int = Field(default=5, ge=1, le=20)
     webhook_backoff_s: float = Field(default=1.0, ge=0, le=60)
     webhook_timeout_s: float = Field(default=10.0, gt=0, le=120)
+    # An embedded session (`agentq run`) waits this long at its end for the webhook
+    # deliveries still due: its in-memory Redis, and the events, go with the process.
+    embedded_webhook_wait_s: float = Field(default=30.0, ge=0, le=3600)
     # Provider quotas shared by the fleet: {"openai:gpt-4o": [rpm, tpm], "anthropic:*": [50, null]}.
     # A third value sets the window in seconds (default 60: "per minute"); a shorter one
     # scales the quota down for tests and benchmarks, e.g. [60, null, 1] is 60 per second.

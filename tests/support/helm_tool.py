@@ -11,7 +11,7 @@ release's manifest comes back. No cluster, no network beyond loopback.
     python helm_tool.py render CHART VALUES_JSON   # values as `helm install -f`
 
 Prints one JSON object: lint {"messages": [{"severity", "path"}]}; render {"manifest",
-"hooks": [manifest...], "created": [{"method", "path", "body"}]}.
+"hooks": [manifest...], "notes", "created": [{"method", "path", "body"}]}.
 """
 
 from __future__ import annotations
@@ -304,6 +304,7 @@ def render(chart: Path, values: dict[str, Any]) -> dict[str, Any]:
         return {
             "manifest": release.get("manifest", ""),
             "hooks": [h.get("manifest", "") for h in release.get("hooks") or []],
+            "notes": (release.get("info") or {}).get("notes", ""),
             "created": kube.created,
         }
 

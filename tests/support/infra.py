@@ -7,6 +7,7 @@ with a reason that says how to get it.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -52,14 +53,16 @@ class RedisServer:
     """A redis-server process on a free port; the fault suite kills, pauses and restarts it
     (same port, same directory, so an AOF survives a restart)."""
 
-    def __init__(self, *, appendonly: bool = False, extra_args: Sequence[str] = ()) -> None:
+    def __init__(
+        self, *, appendonly: bool = False, extra_args: Sequence[str] = (), port: int | None = None
+    ) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             missing(
                 "redis-server", "install it with `apt-get install -y redis-server` (.ci/run does)"
             )
         self.binary = str(binary)
-        self.port = free_port()
+        self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="agentq-redis-")
         self.appendonly = appendonly
         self.extra_args = list(extra_args)
@@ -196,7 +199,8 @@ def wait_ready(*workers: WorkerProcess, timeout_s: float = 30) -> None:
     def started(worker: WorkerProcess) -> bool:
         if worker.proc.poll() is not None:
             raise AssertionError(f"worker exited:\n{worker.log()}")
-        return "agentq worker" in worker.log()
+        # Its start-up line, not an outage line ("agentq worker: redis unavailable").
+        return re.search(r"^agentq worker \S+ on ", worker.log(), re.MULTILINE) is not None
 
     for worker in workers:  # they start side by side: the first wait covers most
         try:

@@ -3,7 +3,8 @@
 A `session: "run"` tool keeps one container per run (its key is the run id);
 `session: "call"` gets a fresh container from the warm pool for every call.
 With a Redis URL, container ownership and run sessions are shared with the
-other sandbox workers (`code_sessions.py`).
+other sandbox workers of the deployment (`code_sessions.py`), whose identity
+(its fleet id) labels the containers.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from agentq.sandbox import (
     SandboxManager,
 )
 from agentq.workers.tools.base import ToolContext, WorkerServices
-from agentq.workers.tools.code_sessions import RedisLiveness, SessionRouter
+from agentq.workers.tools.code_sessions import RedisLiveness, SessionRouter, fleet_id
 
 _INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -127,7 +128,8 @@ class CodeExecutor:
         from agentq.orchestrator.redis.connect import connect
 
         redis = connect(self.redis_url)
-        liveness = RedisLiveness(redis)
+        self.config = self.config.model_copy(update={"fleet_id": await fleet_id(redis)})
+        liveness = RedisLiveness(redis, self.config.fleet_id)
         self.manager = SandboxManager(DockerBackend(), self.config, liveness=liveness)
         await self.manager.start()
         self.sessions = SessionRouter(redis, self.manager, liveness)

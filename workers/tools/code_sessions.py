@@ -5,6 +5,10 @@ Two things the sandbox package cannot know alone (it imports nothing of agentq):
 - Ownership. `RedisLiveness` implements the sandbox's `Liveness` with one key
   per manager instance and a TTL: a worker removes another's containers only
   once that key has expired, so starting a worker never kills a live call.
+  The deployment's identity (`fleet_id`, made once and kept in its Redis)
+  labels every container, so a worker sweeps only its own deployment's
+  containers: another deployment on the same engine keeps its liveness
+  records in another Redis, where they would all look expired.
 - Run sessions. A `session: "run"` container lives in one worker's manager,
   but any sandbox worker may take the run's next call. `SessionRouter` records
   in Redis which manager holds each (run, container shape); the worker that
@@ -14,9 +18,10 @@ Two things the sandbox package cannot know alone (it imports nothing of agentq):
   session was lost, and the next call starts a fresh one. A call never runs
   silently in a new interpreter.
 
-The keys are this module's own (not the run store's): `aq:sandbox:owner:{id}`
-(liveness), `aq:sandbox:sessions:{run}` (hash: shape digest -> owner),
-`aq:sandbox:inbox:{owner}` (forwarded calls), `aq:sandbox:reply:{token}`.
+The keys are this module's own (not the run store's): `aq:sandbox:fleet` (the
+deployment's id), `aq:sandbox:owner:{id}` (liveness), `aq:sandbox:sessions:{run}`
+(hash: shape digest -> owner), `aq:sandbox:inbox:{owner}` (forwarded calls),
+`aq:sandbox:reply:{token}`.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from agentq.sandbox import (
 
 log = logging.getLogger(__name__)
 
+FLEET_KEY = "aq:sandbox:fleet"
 OWNER_KEY = "aq:sandbox:owner:{}"
 SESSIONS_KEY = "aq:sandbox:sessions:{}"
 INBOX_KEY = "aq:sandbox:inbox:{}"
@@ -55,14 +61,26 @@ _FORWARD_SLACK_S = 90.0
 _FORGET_IF = scripts.script("agentq.workers.tools", "forget_if")
 
 
+async def fleet_id(redis: Redis) -> str:
+    """This deployment's identity: the first sandbox worker on a Redis makes it."""
+    await redis.set(FLEET_KEY, f"fleet-{uuid.uuid4().hex}", nx=True)
+    return _text(await redis.get(FLEET_KEY))
+
+
 class RedisLiveness:
     """`Liveness` on Redis: an owner is alive while its key exists."""
 
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, fleet: str) -> None:
         self.redis = redis
+        self.fleet = fleet
 
     async def beat(self, owner: str, ttl_s: float) -> None:
-        await self.redis.set(OWNER_KEY.format(owner), "1", px=max(1, int(ttl_s * 1000)))
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(OWNER_KEY.format(owner), "1", px=max(1, int(ttl_s * 1000)))
+            # A Redis that lost its data gets the same identity back from the live
+            # workers, so a worker started after that still sweeps their orphans.
+            pipe.set(FLEET_KEY, self.fleet, nx=True)
+            await pipe.execute()
 
     async def gone(self, owners: Collection[str]) -> set[str]:
         ordered = list(owners)

@@ -4,12 +4,16 @@
         result = await client.runs.wait(await client.runs.submit(spec))
 
 Same jobs, same transitions, same events as the distributed mode; only the
-Redis is in memory and the workers are tasks of this process.
+Redis is in memory and the workers are tasks of this process. They serve every
+queue their executors announce on (the sandbox's too), and an in-memory session
+delivers its runs' webhooks before it ends: nobody else could.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import uuid
 from collections.abc import AsyncIterator, Sequence
 
@@ -22,6 +26,11 @@ from agentq.workers.tools.base import ToolExecutor
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.tools.function_tools import FunctionTool
 from agentq.workers.worker.runtime import WorkerRuntime
+from agentq.workers.worker.webhooks import undelivered
+
+log = logging.getLogger("agentq.embedded")
+
+_WEBHOOK_POLL_S = 0.05
 
 
 @contextlib.asynccontextmanager
@@ -45,7 +54,7 @@ async def embedded(
     runtime = WorkerRuntime(
         url,
         executors=all_executors,
-        queues=sorted({MODEL_QUEUE, TOOLS_QUEUE}),
+        queues=sorted({MODEL_QUEUE, TOOLS_QUEUE} | {e.queue for e in all_executors if e.queue}),
         settings=settings,
         env=env,
     )
@@ -53,9 +62,35 @@ async def embedded(
     client = Client(url, settings=settings)
     try:
         yield client
+        if is_memory_url(url):
+            await _finish_webhooks(client, (settings or Settings()).embedded_webhook_wait_s)
     finally:
         await client.aclose()
         await runtime.stop()
         tracing.flush_tracing()
         if redis_url is None and is_memory_url(url):
             forget_memory_server(url)
+
+
+async def _finish_webhooks(client: Client, wait_s: float) -> None:
+    """Let the workers deliver what is still due, for `wait_s` at most; then say in one
+    line what is left, as the in-memory Redis and its events end with the session."""
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(_all_delivered(client), wait_s)
+    left = await undelivered(client.redis)
+    if left:
+        shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+        log.warning(
+            "webhook deliveries left undelivered after %g s, dropped with the in-memory "
+            "Redis: run %s (AGENTQ_EMBEDDED_WEBHOOK_WAIT_S waits longer)",
+            wait_s,
+            shown,
+        )
+
+
+async def _all_delivered(client: Client) -> None:
+    # Polled: the deliveries settle in Redis, by whichever dispatcher holds each run.
+    while True:
+        if not await undelivered(client.redis):
+            return
+        await asyncio.sleep(_WEBHOOK_POLL_S)

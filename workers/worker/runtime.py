@@ -113,6 +113,14 @@ _NOT_TOOLS = frozenset(
 ANNOUNCE_EVERY_S = 60.0
 
 
+def _upkeep_failed(what: str, exc: Exception) -> None:
+    """A periodic chore failed: Redis trouble is the outage's one line, anything else its own."""
+    if is_transient(exc):
+        OUTAGE.failed(exc)
+    else:
+        log.warning("%s: %s", what, exc)
+
+
 class ToolSetConflict(SpecError):
     """A worker would share a queue with workers that serve other tools: the calls of
     one set would reach workers of the other. Such a worker must name its own queue."""
@@ -133,8 +141,12 @@ class WorkerRuntime:
         http: httpx.AsyncClient | None = None,
         metrics: WorkerMetrics | None = None,
         freeze_startup_heap: bool = False,
+        wait_for_redis: bool = False,
     ) -> None:
         self.settings = settings or Settings()
+        # A worker process waits for a Redis that is down at its start; an embedded
+        # session (a person at a terminal) is told at once instead.
+        self._wait_for_redis = wait_for_redis
         self.metrics = metrics
         # A worker process owns its heap; an embedded session shares its host's, whose
         # objects it must not make uncollectable.
@@ -162,7 +174,7 @@ class WorkerRuntime:
     async def start(self) -> None:
         self.redis = connect(self.redis_url, self.settings)
         try:
-            await check_partitions(self.redis)
+            await self._first_contact()
         except BaseException:
             await self.redis.aclose()
             self.redis = None
@@ -246,6 +258,22 @@ class WorkerRuntime:
         # Everything the jobs will use is loaded: full collections need not walk it again.
         if self._freeze_startup_heap:
             freeze_startup_objects()
+
+    async def _first_contact(self) -> None:
+        """A worker process started while Redis is down or full waits for it as a running
+        worker does (one line per outage) instead of exiting: pods and hosts start in
+        any order."""
+        assert self.redis is not None
+        while True:
+            try:
+                await check_partitions(self.redis)
+            except Exception as exc:
+                if not (self._wait_for_redis and is_transient(exc)):
+                    raise
+                await asyncio.sleep(OUTAGE.failed(exc))
+            else:
+                OUTAGE.succeeded()
+                return
 
     # -- the lease -------------------------------------------------------------
 
@@ -443,7 +471,7 @@ class WorkerRuntime:
             try:
                 await self.announce()
             except Exception as exc:  # keep serving; the next round retries
-                log.warning("tool announcement failed: %s", exc)
+                _upkeep_failed("tool announcement failed", exc)
 
     @property
     def running(self) -> bool:
@@ -457,7 +485,7 @@ class WorkerRuntime:
             try:
                 await listings.heartbeat(self.redis, self._record())
             except Exception as exc:  # keep serving; the next beat retries
-                log.warning("worker record not refreshed: %s", exc)
+                _upkeep_failed("worker record not refreshed", exc)
             await asyncio.sleep(listings.BEAT_EVERY_S)
 
     async def wait(self) -> None:

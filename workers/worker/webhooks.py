@@ -64,6 +64,12 @@ def webhook_body(event: Event) -> bytes:
     return json.dumps(shown, separators=(",", ":")).encode()
 
 
+async def undelivered(redis: Redis) -> list[str]:
+    """The runs whose webhooks still have events to settle, oldest first."""
+    listed = await redis.zrange(WEBHOOK_RUNS, 0, -1)
+    return [raw.decode() if isinstance(raw, bytes) else str(raw) for raw in listed]
+
+
 class _Failed(Exception):
     def __init__(self, why: str, attempts: int) -> None:
         super().__init__(why)

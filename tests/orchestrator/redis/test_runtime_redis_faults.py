@@ -53,11 +53,21 @@ def test_backoff_is_bounded() -> None:
     assert backoff.next_delay() == 0.05
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
 def test_an_outage_logs_once_however_many_retries(caplog: pytest.LogCaptureFixture) -> None:
-    outage = Outage("worker", logging.getLogger("test.outage"))
+    clock = Clock()
+    outage = Outage("worker", logging.getLogger("test.outage"), quiet_s=5, clock=clock)
     with caplog.at_level(logging.WARNING, logger="test.outage"):
         for _ in range(50):
             outage.failed(rx.ConnectionError("down"))
+        clock.now += 5
         outage.succeeded()
         outage.succeeded()
         outage.failed(rx.ConnectionError("down again"))
@@ -66,6 +76,30 @@ def test_an_outage_logs_once_however_many_retries(caplog: pytest.LogCaptureFixtu
     assert "redis unavailable" in messages[0]
     assert "back after" in messages[1]
     assert "down again" in messages[2]
+
+
+def test_a_full_redis_that_answers_reads_is_one_outage_until_writes_pass(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Under OOM, reads and renewals succeed between refused writes: before, each success
+    ended the outage and reset the backoff, so every refused write logged again."""
+    clock = Clock()
+    outage = Outage("worker", logging.getLogger("test.outage"), quiet_s=5, clock=clock)
+    oom = rx.OutOfMemoryError("command not allowed when used memory > 'maxmemory'")
+    delays = []
+    with caplog.at_level(logging.WARNING, logger="test.outage"):
+        for _ in range(1000):
+            delays.append(outage.failed(oom))
+            clock.now += 0.2
+            outage.succeeded()  # a read, a lease renewal
+            clock.now += 0.2
+        clock.now += 5  # writes pass again; the next success ends the outage
+        outage.succeeded()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2, messages[:5]
+    assert "redis unavailable (OutOfMemoryError" in messages[0]
+    assert "redis is back after" in messages[1]
+    assert delays[-1] == Backoff().max_s  # the retries backed off, and stayed backed off
 
 
 def test_a_forgotten_outage_ends_silently_and_starts_afresh(
