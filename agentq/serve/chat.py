@@ -23,6 +23,7 @@ from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
 from agentq.orchestrator.spec.run import RunSpec
+from agentq.serve.auth import Principal, require
 from agentq.serve.chat_messages import (
     ChatInputError,
     ChatRequest,
@@ -30,11 +31,12 @@ from agentq.serve.chat_messages import (
     run_messages,
     tool_name,
 )
-from agentq.serve.deps import caller, client_of, config_of, feeds_of, resolved
+from agentq.serve.deps import client_of, config_of, feeds_of, principal_of, resolved
 from agentq.serve.errors import ApiError, conflict, not_found, validation_error
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.follow import follow
 from agentq.serve.limits import check_spec_size, check_submit_rate
+from agentq.serve.tokens import CHAT_SCOPE_PREFIX, SUBJECT_SCOPE_PREFIX
 from agentq.serve.ui_stream import UIChunks
 
 router = APIRouter(prefix="/v1/agents", tags=["chat"])
@@ -48,6 +50,20 @@ UI_STREAM_HEADERS = {
 
 def chat_key(tenant: str, agent: str, chat_id: str) -> str:
     return f"aq:chat:{tenant}:{agent}:{chat_id}"
+
+
+def chat_of(request: Request, chat_id: str, scope: str) -> tuple[Principal, str]:
+    """The caller and the chat's id in its namespace. A `chat:ID` token reaches that one
+    chat; a `subject:USER` token reaches USER's chats only (their ids live apart, so two
+    users' `c1` are two chats); a key needs `scope`."""
+    principal = principal_of(request)
+    if CHAT_SCOPE_PREFIX + chat_id in principal.scopes:
+        return principal, chat_id
+    subject = next((s for s in principal.scopes if s.startswith(SUBJECT_SCOPE_PREFIX)), None)
+    if subject is not None:
+        return principal, f"{subject}/{chat_id}"  # a chat id has no '/': no collision
+    require(principal, scope)
+    return principal, chat_id
 
 
 def _template(request: Request, name: str) -> dict[str, Any]:
@@ -105,10 +121,10 @@ async def _resolve(client: Client, result: RunResult, reply: UIMessage) -> int:
 )
 async def chat(request: Request, name: str, body: ChatRequest) -> Response:
     """Send a chat turn (the body `DefaultChatTransport` posts); get the UI message stream."""
-    principal = caller(request, "runs:write")
+    principal, chat_id = chat_of(request, body.id, "runs:write")
     template = _template(request, name)
     client = client_of(request)
-    key = chat_key(principal.tenant, name, body.id)
+    key = chat_key(principal.tenant, name, chat_id)
     current = await _current_run(client, key)
     if current is not None and current.status not in TERMINAL_STATUSES:
         after = (await client.runs.status(current.id)).seq
@@ -147,7 +163,7 @@ async def chat(request: Request, name: str, body: ChatRequest) -> Response:
 )
 async def resume(request: Request, name: str, chat_id: str) -> Response:
     """Resume the chat's stream (the AI SDK's `resume`): the active run from its start."""
-    principal = caller(request, "runs:read")
+    principal, chat_id = chat_of(request, chat_id, "runs:read")
     _template(request, name)
     client = client_of(request)
     current = await _current_run(client, chat_key(principal.tenant, name, chat_id))
