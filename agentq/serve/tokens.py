@@ -175,7 +175,6 @@ def narrowed(principal: Principal, purpose: str, target: str | None) -> Principa
     return Principal(principal.tenant, frozenset({str(target)}))
 
 
-
 async def token_secret(client: Client, config: ServeConfig) -> str:
     """The deployment's secret, or one kept in Redis (the first replica creates it)."""
     return config.token_secret or await client.shared_secret("serve-tokens")
