@@ -13,6 +13,7 @@ from typing import Any
 
 from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.runs.result import StepResult
 
 Chunk = dict[str, Any]
 
@@ -50,6 +51,10 @@ class UIChunks:
     def start(self) -> Chunk:
         return {"type": "start", "messageId": self.run_id}
 
+    def close(self) -> list[Chunk]:
+        """Close the open part: this run ends, but the message goes on with another."""
+        return self._close_part()
+
     def _close_part(self) -> list[Chunk]:
         if self._open is None:
             return []
@@ -64,6 +69,32 @@ class UIChunks:
             self._open = (kind, f"{kind}-{event.step}-{event.seq}")
             opened.append({"type": f"{kind}-start", "id": self._open[1]})
         return [*opened, {"type": f"{kind}-delta", "id": self._open[1], "delta": event.delta}]
+
+    def recall(self, step: StepResult) -> list[Chunk]:
+        """A new message that goes on from a step an earlier response showed (the user
+        answered its calls and wrote a new message at once): the step's calls again,
+        with the results they already have, so the results still to come attach."""
+        done = {r.tool_call_id: r for r in step.tool_results}
+        chunks: list[Chunk] = [{"type": "start-step"}]
+        for call in step.tool_calls:
+            chunks.append(
+                {
+                    "type": "tool-input-available",
+                    "toolCallId": call.id,
+                    "toolName": call.name,
+                    "input": call.input,
+                }
+            )
+            result = done.get(call.id)
+            if result is None:
+                continue
+            chunks.append(
+                {"type": "tool-output-error", "errorText": _error_text(result.output)}
+                if result.is_error
+                else {"type": "tool-output-available", "output": result.output}
+            )
+            chunks[-1]["toolCallId"] = call.id
+        return chunks
 
     def park(self) -> list[Chunk]:
         """The run waits for the user (an approval, a client tool): this response ends."""
