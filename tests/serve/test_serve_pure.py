@@ -103,6 +103,28 @@ def test_reasoning_and_text_stream_as_separate_parts() -> None:
     ]
 
 
+def test_a_redelivered_step_s_text_is_not_repeated() -> None:
+    def texts(*deltas: tuple[int, str]) -> list[list[str]]:
+        """The text parts a client assembles from step 0's deltas, (attempt, delta)."""
+        chunks = UIChunks("r")
+        out: list[dict[str, Any]] = []
+        for seq, (attempt, delta) in enumerate(deltas, 1):
+            out += chunks.feed(ev(seq, "text-delta", step=0, attempt=attempt, delta=delta))
+        parts: list[list[str]] = []
+        for chunk in out:
+            if chunk["type"] == "text-start":
+                parts.append([])
+            elif chunk["type"] == "text-delta":
+                parts[-1].append(chunk["delta"])
+        return parts
+
+    same = texts((1, "Hello "), (2, "Hel"), (2, "lo "), (2, "world"), (1, "late"))
+    assert ["".join(p) for p in same] == ["Hello world"]
+    # An attempt that says something else cannot take back what was sent: its own part.
+    other = texts((1, "Hello "), (2, "Hi"), (2, " there"))
+    assert ["".join(p) for p in other] == ["Hello ", "Hi there"]
+
+
 def test_a_chat_request_says_only_what_a_user_may() -> None:
     ask = UIMessage(id="u1", role="user", parts=[{"type": "text", "text": "add"}])
     made_up = {"type": "tool-add", "toolCallId": "c9", "state": "output-available", "output": 2}

@@ -109,8 +109,14 @@ class RunState {
     this.ended = null;
   }
   step(n) {
-    if (!this.steps.has(n)) this.steps.set(n, { start: null, end: null, text: "", calls: [] });
+    if (!this.steps.has(n)) this.steps.set(n, { start: null, end: null, text: "", attempt: 1, calls: [] });
     return this.steps.get(n);
+  }
+  // A step re-delivered after its worker died streams its text again as a later attempt:
+  // the step's text starts over, and a late delta of the attempt it replaced is dropped.
+  attempt(s, n = 1) {
+    if (n > s.attempt) { s.attempt = n; s.text = ""; }
+    return n === s.attempt;
   }
   call(ev) {
     if (!this.calls.has(ev.tool_call_id)) {
@@ -124,9 +130,9 @@ class RunState {
     this.events.push(ev);
     switch (ev.type) {
       case "start": this.model = ev.model; this.startAt = ev.at; break;
-      case "start-step": { const s = this.step(ev.step); if (s.start === null) s.start = ev.at; break; }
-      case "text-delta": this.step(ev.step).text += ev.delta; break;
-      case "finish-step": this.step(ev.step).end = ev.at; break;
+      case "start-step": { const s = this.step(ev.step); if (s.start === null) s.start = ev.at; this.attempt(s, ev.attempt); break; }
+      case "text-delta": { const s = this.step(ev.step); if (this.attempt(s, ev.attempt)) s.text += ev.delta; break; }
+      case "finish-step": { const s = this.step(ev.step); s.end = ev.at; if (typeof ev.text === "string") s.text = ev.text; break; }
       case "tool-call": { const c = this.call(ev); c.input = ev.input; c.start = ev.at; c.provider = !!ev.provider_executed; break; }
       case "tool-approval-request": case "tool-input-request": this.call(ev).waits.push({ start: ev.at, end: null }); break;
       case "tool-approval-response": case "tool-input-response": {
