@@ -126,7 +126,8 @@ def grant_of(request: Request, signer: Signer) -> Grant | None:
     """The request's token grant; None when it carries a key (or nothing).
 
     A token that does not verify, or arrives where its purpose may not (a session token
-    outside its cookie), is refused with 401 rather than ignored."""
+    outside its cookie), is refused with 401 rather than ignored; an expired session
+    cookie is ignored."""
     found = presented(request)
     if found is None:
         return None
@@ -136,6 +137,8 @@ def grant_of(request: Request, signer: Signer) -> Grant | None:
             raise unauthorized("an API key is accepted in the Authorization header only")
         return None
     grant = signer.verify(value)
+    if grant is None and where == "cookie":
+        return None  # an expired session: as if signed out (the key decides, or 401)
     if grant is None:
         raise unauthorized("the token is invalid or expired")
     if (grant.purpose == "session") != (where == "cookie"):
