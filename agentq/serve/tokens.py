@@ -39,7 +39,6 @@ QUERY = "token"
 RUN_SCOPE_PREFIX = "run:"
 CHAT_SCOPE_PREFIX = "chat:"
 SUBJECT_SCOPE_PREFIX = "subject:"
-PURPOSES = frozenset({"session", "events", "mcp", "chat"})
 
 
 @dataclass(frozen=True)
