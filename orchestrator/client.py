@@ -17,10 +17,13 @@ sub-clients only (tests/architecture/test_doors.py).
 
 from __future__ import annotations
 
+import secrets
+
 from redis.asyncio import Redis
 
 from agentq.orchestrator.batches.api import Batches
 from agentq.orchestrator.calls.api import ToolCalls
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.resource import AsyncResource
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.fleet.api import Fleet
@@ -53,6 +56,16 @@ class Client(AsyncResource):
         """Whether Redis answers: InfrastructureError when it does not."""
         with redis_errors_mapped():
             await self.redis.ping()
+
+    async def shared_secret(self, name: str) -> str:
+        """A random secret every process of this deployment reads alike: the first to ask
+        creates it (e.g. `agentq serve`'s token signing key when none is configured)."""
+        key = keys.shared_secret(name)
+        with redis_errors_mapped():
+            await self.redis.set(key, secrets.token_urlsafe(32), nx=True)
+            stored = await self.redis.get(key)
+        assert stored is not None, f"the shared secret {name!r} vanished right after it was set"
+        return stored.decode() if isinstance(stored, bytes) else str(stored)
 
     async def aclose(self) -> None:
         if self._owns_redis:

@@ -866,7 +866,8 @@ def serve(
     """Serve the HTTP API, the AI SDK chat endpoint and the dashboard.
 
     API keys come from $AGENTQ_API_KEYS (a file of `sha256:HEX TENANT [SCOPES]` lines,
-    or the lines inline; see `agentq hash-key`)."""
+    or the lines inline; see `agentq hash-key`). $AGENTQ_TOKEN_SECRET signs short-lived
+    tokens and session cookies (unset: a secret kept in Redis, shared by every replica)."""
     from agentq.serve.auth import load_keys
     from agentq.serve.config import Limits, ServeConfig, load_agents
     from agentq.serve.server import refusal
@@ -899,6 +900,7 @@ def serve(
         limits=limits,
         mcp=mcp_gateway,
         host=host,
+        token_secret=os.environ.get("AGENTQ_TOKEN_SECRET") or None,
     )
     refused = refusal(config, host, insecure)
     if refused:

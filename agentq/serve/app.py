@@ -14,13 +14,14 @@ from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.settings import Settings
-from agentq.serve import batches, errors, meta, remote, runs
+from agentq.serve import batches, credentials, errors, meta, remote, runs
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
 from agentq.serve.door_spans import DOOR_SPANS
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.limits import BodyLimit
 from agentq.serve.metrics import MetricsMiddleware, ServeMetrics
+from agentq.serve.tokens import Signer, token_secret
 from agentq.workers.tools.remote_service import RemoteService
 
 STATIC = resources.files("agentq.serve") / "static"
@@ -33,6 +34,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         client.runs.on_end(metrics.run_ended)
         app.state.client = client
         app.state.feeds = RunFeeds(client)
+        app.state.signer = Signer((await token_secret(client, config)).encode())
         app.state.remote = RemoteService.from_client(client)
         await app.state.remote.start()
         try:
@@ -67,6 +69,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     errors.install(app)
     app.include_router(meta.router)
     app.include_router(serve_metrics.router)
+    app.include_router(credentials.router)
     app.include_router(runs.router)
     app.include_router(batches.router)
     app.include_router(remote.router)

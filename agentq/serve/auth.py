@@ -101,9 +101,10 @@ def authenticate(request: Request, ring: KeyRing | None) -> Principal:
         return OPEN
     header = request.headers.get("authorization", "")
     scheme, _, key = header.partition(" ")
-    if scheme.lower() != "bearer" or not key:
-        # Browsers cannot set headers on EventSource: the dashboard passes ?key=.
-        key = request.query_params.get("key", "")
+    if scheme.lower() != "bearer":
+        # A long-lived key never travels in a URL: browsers and URL-only clients use
+        # short-lived tokens (agentq/serve/tokens.py).
+        key = ""
     principal = ring.find(key.strip()) if key else None
     if principal is None:
         raise ApiError(

@@ -1,16 +1,20 @@
 """The AI SDK chat endpoint: `useChat` (DefaultChatTransport) talks to a durable run.
 
-A chat id maps to its current run. A POST whose last assistant message answers what
-that run waits for (an approval response, a client tool's output) resolves the parked
-calls through the Client and streams on from there; any other POST starts a new run
-from the conversation. `GET …/chat/{id}/stream` replays the current run's stream while
+A chat id maps to its current run; what a request may say is chat_messages.py's rule
+(the user's messages and answers to the calls the run waits for; the history is the
+server's). A POST that answers what the run waits for (an approval response, a client
+tool's output) resolves the parked calls and streams on from there. A new user message
+starts a new run from the conversation so far: while the run is still working it stops
+it first (what the AI SDK's `stop()` then a message means); while the run waits on the
+answers sent with it, the message is held and starts the next run when this one ends
+(in the same response). `GET …/chat/{id}/stream` replays the current run's stream while
 it is active (the AI SDK's resume convention; 204 when there is nothing to resume).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -21,20 +25,27 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
-from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
+from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
+from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, StepResult
 from agentq.orchestrator.spec.run import RunSpec
+from agentq.serve.auth import Principal, require
 from agentq.serve.chat_messages import (
     ChatInputError,
     ChatRequest,
     UIMessage,
-    run_messages,
+    answered,
+    check_request,
+    known_calls,
+    new_turn,
     tool_name,
+    user_messages,
 )
-from agentq.serve.deps import caller, client_of, config_of, feeds_of, resolved
+from agentq.serve.deps import client_of, config_of, feeds_of, principal_of, resolved
 from agentq.serve.errors import ApiError, conflict, not_found, validation_error
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.follow import follow
 from agentq.serve.limits import check_spec_size, check_submit_rate
+from agentq.serve.tokens import CHAT_SCOPE_PREFIX, SUBJECT_SCOPE_PREFIX
 from agentq.serve.ui_stream import UIChunks
 
 router = APIRouter(prefix="/v1/agents", tags=["chat"])
@@ -48,6 +59,20 @@ UI_STREAM_HEADERS = {
 
 def chat_key(tenant: str, agent: str, chat_id: str) -> str:
     return f"aq:chat:{tenant}:{agent}:{chat_id}"
+
+
+def chat_of(request: Request, chat_id: str, scope: str) -> tuple[Principal, str]:
+    """The caller and the chat's id in its namespace. A `chat:ID` token reaches that one
+    chat; a `subject:USER` token reaches USER's chats only (their ids live apart, so two
+    users' `c1` are two chats); a key needs `scope`."""
+    principal = principal_of(request)
+    if CHAT_SCOPE_PREFIX + chat_id in principal.scopes:
+        return principal, chat_id
+    subject = next((s for s in principal.scopes if s.startswith(SUBJECT_SCOPE_PREFIX)), None)
+    if subject is not None:
+        return principal, f"{subject}/{chat_id}"  # a chat id has no '/': no collision
+    require(principal, scope)
+    return principal, chat_id
 
 
 def _template(request: Request, name: str) -> dict[str, Any]:
@@ -69,32 +94,101 @@ async def _current_run(client: Client, key: str) -> RunResult | None:
         return None
 
 
-async def _resolve(client: Client, result: RunResult, reply: UIMessage) -> int:
-    """Resolve the run's parked calls the reply answers; how many it resolved."""
+def _answers(result: RunResult, reply: UIMessage | None) -> dict[str, dict[str, Any]]:
+    """The parts of the client's reply that answer a call the run waits for, by call id."""
+    if reply is None:
+        return {}
     waiting = {p["tool_call_id"]: p["status"] for p in result.pending if "tool_call_id" in p}
-    resolved = 0
+    found: dict[str, dict[str, Any]] = {}
     for part in reply.parts:
         call_id = str(part.get("toolCallId", ""))
         if tool_name(part) is None or call_id not in waiting:
             continue
+        answers_it = {
+            "awaiting-approval": (part.get("approval") or {}).get("approved") is not None,
+            "awaiting-result": part.get("state") in ("output-available", "output-error"),
+        }
+        if answers_it.get(waiting[call_id], False):
+            found[call_id] = part
+    return found
+
+
+async def _resolve(client: Client, run_id: str, answers: dict[str, dict[str, Any]]) -> None:
+    for call_id, part in answers.items():
         approval = part.get("approval") or {}
-        if waiting[call_id] == "awaiting-approval" and approval.get("approved") is not None:
+        if approval.get("approved") is not None:
             await client.runs.approve(
-                result.id,
-                call_id,
-                approved=bool(approval["approved"]),
-                reason=approval.get("reason"),
+                run_id, call_id, approved=bool(approval["approved"]), reason=approval.get("reason")
             )
-            resolved += 1
-        elif waiting[call_id] == "awaiting-result" and part.get("state") in (
-            "output-available",
-            "output-error",
-        ):
+        else:
             is_error = part["state"] == "output-error"
             output = part.get("errorText", "error") if is_error else part.get("output")
-            await client.runs.submit_tool_result(result.id, call_id, output, is_error=is_error)
-            resolved += 1
-    return resolved
+            await client.runs.submit_tool_result(run_id, call_id, output, is_error=is_error)
+
+
+class _Turns:
+    """Starting a chat's runs: one per turn, from the conversation so far. A message
+    sent with the answers a run waits for is held (in Redis, beside the chat's key)
+    until that run ends."""
+
+    def __init__(
+        self, request: Request, name: str, template: dict[str, Any], tenant: str, key: str
+    ) -> None:
+        self.client = client_of(request)
+        self.config = config_of(request)
+        self.name, self.template, self.tenant, self.key = name, template, tenant, key
+        self.held_key = f"{key}:held"
+        self.said_key = f"{key}:said"  # the id of the user message the last turn answers
+
+    async def hold(self, said: list[Message]) -> None:
+        data = json.dumps([m.model_dump(mode="json", exclude_none=True) for m in said])
+        await self.client.redis.set(self.held_key, data, ex=self.client.settings.retention_s)
+
+    async def take_held(self) -> list[Message]:
+        raw = await self.client.redis.getdel(self.held_key)
+        return [MESSAGE_ADAPTER.validate_python(m) for m in json.loads(raw)] if raw else []
+
+    async def is_new(self, turn: list[UIMessage]) -> bool:
+        """Whether the user's message is not the one a turn already started from (a POST
+        sent again is not a new message)."""
+        said = await self.client.redis.get(self.said_key)
+        return not turn or not turn[-1].id or said is None or said.decode() != turn[-1].id
+
+    async def said(self, turn: list[UIMessage]) -> None:
+        if turn and turn[-1].id:
+            await self.client.redis.set(
+                self.said_key, turn[-1].id, ex=self.client.settings.retention_s
+            )
+
+    async def start(self, chat_id: str, history: list[Message], said: list[Message]) -> str:
+        """A new run: the conversation so far, what was held, then what the user says."""
+        messages = [*answered(history), *await self.take_held(), *said]
+        try:
+            spec = RunSpec.model_validate(
+                {
+                    **self.template,
+                    "messages": [m.model_dump(exclude_none=True) for m in messages],
+                    "metadata": {
+                        **self.template.get("metadata", {}),
+                        "chat_id": chat_id,
+                        "agent": self.name,
+                    },
+                }
+            )
+        except ValidationError as exc:
+            raise validation_error(exc) from None
+        limits = self.config.limits
+        check_spec_size(spec.model_dump_json(exclude_none=True).encode(), limits.max_spec_bytes)
+        await check_submit_rate(self.client.runs, self.tenant, limits.submits_per_minute)
+        run_id = await self.client.runs.submit(spec, tenant=self.tenant)
+        await self.client.redis.set(self.key, run_id, ex=self.client.settings.retention_s)
+        return run_id
+
+    async def next_after(self, run_id: str, chat_id: str) -> str | None:
+        """The held turn's run, once `run_id` has ended; None when nothing is held."""
+        if not await self.client.redis.exists(self.held_key):
+            return None
+        return await self.start(chat_id, await self.client.runs.conversation(run_id), [])
 
 
 @router.post(
@@ -105,39 +199,80 @@ async def _resolve(client: Client, result: RunResult, reply: UIMessage) -> int:
 )
 async def chat(request: Request, name: str, body: ChatRequest) -> Response:
     """Send a chat turn (the body `DefaultChatTransport` posts); get the UI message stream."""
-    principal = caller(request, "runs:write")
-    template = _template(request, name)
-    client = client_of(request)
-    key = chat_key(principal.tenant, name, body.id)
-    current = await _current_run(client, key)
-    if current is not None and current.status not in TERMINAL_STATUSES:
-        after = (await client.runs.status(current.id)).seq
-        last = body.messages[-1]
-        if last.role == "assistant" and await _resolve(client, current, last):
-            return _ui_stream(client, feeds_of(request), current.id, after)
+    principal, chat_id = chat_of(request, body.id, "runs:write")
+    turns = _Turns(
+        request,
+        name,
+        _template(request, name),
+        principal.tenant,
+        chat_key(principal.tenant, name, chat_id),
+    )
+    client = turns.client
+    current = await _current_run(client, turns.key)
+    history = await client.runs.conversation(current.id) if current else []
+    made = known_calls(history)
+    if current is not None:
+        made |= {call.id for step in current.steps for call in step.tool_calls}
+    try:
+        check_request(body.messages, made)
+        turn = new_turn(body.messages)
+        # With no record of the chat yet, every user message the client sent.
+        said = user_messages(turn if current else [m for m in body.messages if m.role == "user"])
+    except ChatInputError as exc:
+        raise ApiError(422, "invalid_request", str(exc), field=exc.field) from None
+    if current is None or current.status in TERMINAL_STATUSES:
+        if not turn:
+            raise ApiError(
+                422, "invalid_request", "a new turn ends with the user's message", field="messages"
+            )
+        await turns.said(turn)
+        return _ui_stream(client, feeds_of(request), await turns.start(body.id, history, said), 0)
+    reply = next((m for m in reversed(body.messages) if m.role == "assistant"), None)
+    answers = _answers(current, reply)
+    unanswered = {str(p.get("tool_call_id")) for p in current.pending} - set(answers)
+    if not answers and not (said and await turns.is_new(turn)):
         raise conflict(
             f"chat {body.id!r} has a run in progress ({current.id}); "
             "answer what it waits for or resume its stream"
         )
-    config = config_of(request)
-    try:
-        messages = run_messages(body.messages)
-        spec = RunSpec.model_validate(
-            {
-                **template,
-                "messages": [m.model_dump(exclude_none=True) for m in messages],
-                "metadata": {**template.get("metadata", {}), "chat_id": body.id, "agent": name},
-            }
+    if said and unanswered:
+        raise conflict(
+            f"chat {body.id!r} waits for answers to {sorted(unanswered)}: "
+            "send them with the message"
         )
-    except ChatInputError as exc:
-        raise ApiError(422, "invalid_request", str(exc), field=exc.field) from None
-    except ValidationError as exc:
-        raise validation_error(exc) from None
-    check_spec_size(spec.model_dump_json(exclude_none=True).encode(), config.limits.max_spec_bytes)
-    await check_submit_rate(client.runs, principal.tenant, config.limits.submits_per_minute)
-    run_id = await client.runs.submit(spec, tenant=principal.tenant)
-    await client.redis.set(key, run_id, ex=client.settings.retention_s)
-    return _ui_stream(client, feeds_of(request), run_id, 0)
+    after = (await client.runs.status(current.id)).seq
+    if answers:
+        await _resolve(client, current.id, answers)
+        if said:
+            await turns.hold(said)
+            await turns.said(turn)
+        if not said:  # the client's assistant message goes on
+            return _ui_stream(client, feeds_of(request), current.id, after)
+        return _ui_stream(
+            client,
+            feeds_of(request),
+            current.id,
+            after,
+            follow_up=lambda run_id: turns.next_after(run_id, body.id),
+            recall=current.steps[-1],  # a new message: the answered step's calls again
+        )
+    # A message while the run works and waits on no one: the user moved on (`stop()`).
+    await client.runs.cancel(current.id, "the user sent a new message")
+    history = await client.runs.conversation(current.id)
+    await turns.said(turn)
+    return _ui_stream(client, feeds_of(request), await turns.start(body.id, history, said), 0)
+
+
+@router.post("/{name}/chat/{chat_id}/stop", status_code=204)
+async def stop(request: Request, name: str, chat_id: str) -> Response:
+    """Stop the chat's run (what an app calls with the AI SDK's `stop()`)."""
+    principal, scoped_id = chat_of(request, chat_id, "runs:write")
+    _template(request, name)
+    client = client_of(request)
+    current = await _current_run(client, chat_key(principal.tenant, name, scoped_id))
+    if current is not None and current.status not in TERMINAL_STATUSES:
+        await client.runs.cancel(current.id, "stopped by the user")
+    return Response(status_code=204)
 
 
 @router.get(
@@ -147,7 +282,7 @@ async def chat(request: Request, name: str, body: ChatRequest) -> Response:
 )
 async def resume(request: Request, name: str, chat_id: str) -> Response:
     """Resume the chat's stream (the AI SDK's `resume`): the active run from its start."""
-    principal = caller(request, "runs:read")
+    principal, chat_id = chat_of(request, chat_id, "runs:read")
     _template(request, name)
     client = client_of(request)
     current = await _current_run(client, chat_key(principal.tenant, name, chat_id))
@@ -170,25 +305,50 @@ async def _parked(client: Client, run_id: str, seen: int) -> bool:
     return all(call.id in settled for call in step.tool_calls)
 
 
-def _ui_stream(client: Client, feeds: RunFeeds, run_id: str, after: int) -> EventSourceResponse:
+FollowUp = Callable[[str], Awaitable[str | None]]
+
+
+def _ui_stream(
+    client: Client,
+    feeds: RunFeeds,
+    run_id: str,
+    after: int,
+    follow_up: FollowUp | None = None,
+    recall: StepResult | None = None,
+) -> EventSourceResponse:
+    """The run's UI message stream; when it ends, `follow_up` may name the next run (a
+    held turn), streamed on in the same response as the same assistant message."""
+
     async def chunks() -> AsyncIterator[dict[str, str]]:
         adapter = UIChunks(run_id)
         yield _data(adapter.start())
+        for chunk in adapter.recall(recall) if recall is not None else []:
+            yield _data(chunk)
+        leg: str | None = run_id
         seen = after
-        async for frame in follow(feeds, run_id, after, idle_s=0.5):
-            if frame is not None:
-                event = frame.event
-                seen = event.seq
-                for chunk in adapter.feed(event):
-                    yield _data(chunk)
-                if isinstance(event, ev.TERMINAL):
+        while leg is not None:
+            following, leg = leg, None
+            async for frame in follow(feeds, following, seen, idle_s=0.5):
+                if frame is not None:
+                    event = frame.event
+                    seen = event.seq
+                    if isinstance(event, ev.Finish) and follow_up is not None:
+                        leg = await follow_up(following)
+                        if leg is not None:  # not the message's end: the next run goes on
+                            for chunk in adapter.close():
+                                yield _data(chunk)
+                            adapter, seen = UIChunks(run_id), 0
+                            break
+                    for chunk in adapter.feed(event):
+                        yield _data(chunk)
+                    if isinstance(event, ev.TERMINAL):
+                        break
+                    if isinstance(event, ev.TextDelta | ev.ReasoningDelta):
+                        continue
+                if await _parked(client, following, seen):
+                    for chunk in adapter.park():
+                        yield _data(chunk)
                     break
-                if isinstance(event, ev.TextDelta | ev.ReasoningDelta):
-                    continue
-            if await _parked(client, run_id, seen):
-                for chunk in adapter.park():
-                    yield _data(chunk)
-                break
         yield {"data": "[DONE]"}
 
     return EventSourceResponse(chunks(), ping=15, headers=UI_STREAM_HEADERS)

@@ -1,9 +1,16 @@
-"""UIMessages (what `useChat` sends) -> a run's messages (pure).
+"""What a chat request may say, and the run messages of a new turn (pure).
 
-Text stays text, files given as `data:` URLs become media, and an assistant
-message's settled tool parts (output available, error, denied) become tool calls
-followed by their results, one assistant/tool pair per step (`step-start`).
-Unsettled tool parts are left out: a new run cannot answer them.
+The rule: a client sends only what its user wrote and its answers to the calls the
+chat's run waits for. The conversation so far is the server's own record (the chat's
+previous run), never the client's copy of it, so a client cannot put words in the
+model's or a tool's mouth:
+
+- a `system` message is refused (the agent's template holds its instructions);
+- a tool part that claims a result or an approval for a call the chat's run never made
+  is refused (a made-up tool result); for a call it did make, the server's record
+  stands and the client's copy is not read;
+- a new turn is the user messages after the last assistant message. Text stays text,
+  files given as `data:` URLs become media.
 """
 
 from __future__ import annotations
@@ -16,11 +23,8 @@ from agentq.orchestrator.core.messages import (
     AssistantMessage,
     MediaPart,
     Message,
-    SystemMessage,
     TextPart,
-    ToolCallPart,
     ToolMessage,
-    ToolResultPart,
     UserMessage,
 )
 
@@ -83,69 +87,80 @@ def _user(message: UIMessage, where: str) -> UserMessage:
     return UserMessage(content=parts)
 
 
-def _result(part: dict[str, Any], call_id: str, name: str) -> ToolResultPart:
-    state = part.get("state")
-    if state == "output-available":
-        return ToolResultPart(tool_call_id=call_id, tool_name=name, output=part.get("output"))
-    if state == "output-error":
-        text = str(part.get("errorText", "error"))
-        return ToolResultPart(tool_call_id=call_id, tool_name=name, output=text, is_error=True)
-    reason = (part.get("approval") or {}).get("reason")
-    denial = f"The user denied the call to {name!r}" + (f": {reason}" if reason else ".")
-    return ToolResultPart(tool_call_id=call_id, tool_name=name, output=denial, is_error=True)
-
-
-def _assistant(message: UIMessage) -> list[Message]:
-    out: list[Message] = []
-    segments: list[list[dict[str, Any]]] = [[]]
-    for part in message.parts:
-        if part.get("type") == "step-start":
-            segments.append([])
-        else:
-            segments[-1].append(part)
-    for segment in segments:
-        content: list[TextPart | ToolCallPart | ToolResultPart] = []
-        results: list[ToolResultPart] = []
-        for part in segment:
-            name = tool_name(part)
-            if part.get("type") == "text" and part.get("text"):
-                content.append(TextPart(text=str(part["text"])))
-            elif name and part.get("state") in SETTLED:
-                call_id = str(part.get("toolCallId", ""))
-                provider = bool(part.get("providerExecuted"))
-                content.append(
-                    ToolCallPart(
-                        tool_call_id=call_id,
-                        tool_name=name,
-                        input=part.get("input"),
-                        provider_executed=provider,
-                    )
-                )
-                result = _result(part, call_id, name)
-                if provider:
-                    content.append(result.model_copy(update={"provider_executed": True}))
-                else:
-                    results.append(result)
-        if content:
-            out.append(AssistantMessage(content=content))
-        if results:
-            out.append(ToolMessage(content=results))
-    return out
-
-
-def run_messages(messages: list[UIMessage]) -> list[Message]:
-    out: list[Message] = []
+def claims(messages: list[UIMessage]) -> dict[str, str]:
+    """The calls the client's tool parts claim a result or an approval answer for: call
+    id -> where it says so (`messages[n].parts[k]`)."""
+    found: dict[str, str] = {}
     for n, message in enumerate(messages):
-        where = f"messages[{n}]"
+        for k, part in enumerate(message.parts):
+            answered = (part.get("approval") or {}).get("approved") is not None
+            if tool_name(part) is not None and (part.get("state") in SETTLED or answered):
+                found.setdefault(str(part.get("toolCallId", "")), f"messages[{n}].parts[{k}]")
+    return found
+
+
+def check_request(messages: list[UIMessage], known_calls: set[str]) -> None:
+    """ChatInputError (a 422) for what a client may not send: system messages, roles
+    other than user and assistant, results or answers for calls the run never made."""
+    for n, message in enumerate(messages):
+        where = f"messages[{n}].role"
         if message.role == "system":
-            text = "".join(str(p.get("text", "")) for p in message.parts if p.get("type") == "text")
-            out.append(SystemMessage(content=text))
-        elif message.role == "user":
-            out.append(_user(message, where))
-        elif message.role == "assistant":
-            out.extend(_assistant(message))
-        else:
-            raise ChatInputError(f"{where}.role: unknown role {message.role!r}", f"{where}.role")
-    if not out:
-        raise ChatInputError("messages: nothing a model could read", "messages")
-    return out
+            raise ChatInputError(
+                f"{where}: a client may not send system messages "
+                "(the agent's template holds its instructions)",
+                where,
+            )
+        if message.role not in ("user", "assistant"):
+            raise ChatInputError(f"{where}: unknown role {message.role!r}", where)
+    for call_id, where in claims(messages).items():
+        if call_id not in known_calls:
+            raise ChatInputError(
+                f"{where}: a result for call {call_id!r}, which this chat's run did not make",
+                where,
+            )
+
+
+def new_turn(messages: list[UIMessage]) -> list[UIMessage]:
+    """The user messages after the last assistant message: what the user says now."""
+    turn: list[UIMessage] = []
+    for message in reversed(messages):
+        if message.role != "user":
+            break
+        turn.insert(0, message)
+    return turn
+
+
+def known_calls(conversation: list[Message]) -> set[str]:
+    return {
+        call.tool_call_id
+        for message in conversation
+        if isinstance(message, AssistantMessage)
+        for call in message.tool_calls()
+    }
+
+
+def answered(conversation: list[Message]) -> list[Message]:
+    """The conversation without a last step whose calls did not all get results (its run
+    was stopped while they ran): a model cannot continue from a call left open."""
+    results = {
+        part.tool_call_id
+        for message in conversation
+        if isinstance(message, ToolMessage)
+        for part in message.content
+    }
+    asked = max(
+        (n for n, m in enumerate(conversation) if isinstance(m, AssistantMessage)), default=-1
+    )
+    if asked < 0:
+        return conversation
+    last = conversation[asked]
+    assert isinstance(last, AssistantMessage)
+    open_calls = [
+        c for c in last.tool_calls() if c.tool_call_id not in results and not c.provider_executed
+    ]
+    return conversation[:asked] if open_calls else conversation
+
+
+def user_messages(messages: list[UIMessage]) -> list[Message]:
+    """The user's messages as run messages (text, and files as `data:` URLs)."""
+    return [_user(m, f"messages[{n}]") for n, m in enumerate(messages) if m.role == "user"]

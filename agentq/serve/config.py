@@ -29,6 +29,10 @@ class ServeConfig:
     limits: Limits = field(default_factory=Limits)
     mcp: bool = False  # serve the fleet's tools as an MCP server at /mcp (mcp_gateway.py)
     host: str = "127.0.0.1"  # the address served (the gateway guards loopback from rebinding)
+    # Signs tokens and session cookies (tokens.py); unset, one is created in Redis once.
+    token_secret: str | None = field(default=None, repr=False)
+    token_ttl_s: float = 600.0  # the longest a token minted by POST /v1/tokens lives
+    session_ttl_s: float = 8 * 3600.0  # the dashboard's session cookie
 
 
 def load_agents(path: str | None) -> dict[str, dict[str, Any]]:

@@ -14,6 +14,7 @@ from agentq.serve.auth import Principal, authenticate, require
 from agentq.serve.config import ServeConfig
 from agentq.serve.errors import not_found
 from agentq.serve.feeds import RunFeeds
+from agentq.serve.tokens import RUN_SCOPE_PREFIX, Signer, grant_of
 
 T = TypeVar("T")
 
@@ -40,9 +41,22 @@ def config_of(request: Request) -> ServeConfig:
     return config
 
 
-def caller(request: Request, scope: str) -> Principal:
-    principal = authenticate(request, config_of(request).keys)
+def signer_of(request: Request) -> Signer:
+    signer: Signer = request.app.state.signer
+    return signer
+
+
+def principal_of(request: Request) -> Principal:
+    """Who calls: a token's narrowed principal, else the API key's."""
+    grant = grant_of(request, signer_of(request))
+    keys = config_of(request).keys
+    principal = grant.principal if grant is not None else authenticate(request, keys)
     request.state.tenant = principal.tenant  # what the metrics count the request under
+    return principal
+
+
+def caller(request: Request, scope: str) -> Principal:
+    principal = principal_of(request)
     require(principal, scope)
     return principal
 
@@ -57,7 +71,10 @@ async def run_owner(request: Request, run_id: str) -> str | None:
 
 async def own_run(request: Request, run_id: str, scope: str) -> Principal:
     """The caller, once the run is known to be theirs: another tenant's run is a 404."""
-    principal = caller(request, scope)
+    principal = principal_of(request)
+    # An events token reads its one run (the `run:ID` scope) and nothing else.
+    if not (scope == "runs:read" and RUN_SCOPE_PREFIX + run_id in principal.scopes):
+        require(principal, scope)
     if await run_owner(request, run_id) != principal.tenant:
         raise not_found(f"no run with id {run_id!r}")
     return principal

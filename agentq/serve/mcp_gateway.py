@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, MutableMapping
 from typing import Any, TypeVar, get_args
 
 import anyio
@@ -51,9 +51,11 @@ from agentq.orchestrator.calls.api import (
 )
 from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
 from agentq.orchestrator.core.errors import AgentqError, UnknownToolError
-from agentq.serve.auth import KeyRing, Principal, authenticate
+from agentq.serve.auth import KeyRing, Principal
+from agentq.serve.deps import principal_of, signer_of
 from agentq.serve.errors import ApiError, error_body
 from agentq.serve.server import is_loopback
+from agentq.serve.tokens import grant_of, holder_of
 from agentq.serve.tool_calls import CALL_SCOPE, visible_tools
 
 log = logging.getLogger("agentq.serve.mcp")
@@ -163,7 +165,6 @@ class McpGateway:
     """The `/mcp` endpoint: an ASGI app (auth, then the SDK's session manager)."""
 
     def __init__(self, keys: KeyRing | None, *, host: str = "127.0.0.1") -> None:
-        self.keys = keys
         self.calls: ToolCalls | None = None
         self.server = _GatewayServer(
             "agentq",
@@ -182,6 +183,9 @@ class McpGateway:
         # The log level each connection's client set (`logging/setLevel`), by its
         # Mcp-Session-Id (a connection's requests may each have a session object).
         self.log_levels: dict[str, types.LoggingLevel] = {}
+        # Who opened each session (a key's hash): only they may use its id. A session
+        # forgotten past MAX_REMEMBERED_SESSIONS is refused, never left unbound.
+        self.owners: dict[str, str] = {}
 
     @contextlib.asynccontextmanager
     async def running(self, calls: ToolCalls) -> AsyncIterator[None]:
@@ -197,10 +201,17 @@ class McpGateway:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
+            request = Request(scope)
             try:
-                principal = authenticate(Request(scope), self.keys)
+                principal = principal_of(request)
                 if CALL_SCOPE not in principal.scopes:
                     raise ApiError(403, "forbidden", f"this key lacks the {CALL_SCOPE!r} scope")
+                holder = holder_of(request, grant_of(request, signer_of(request)))
+                session_id = request.headers.get(MCP_SESSION_HEADER)
+                # A session belongs to the key (or its tokens) that opened it: to any other
+                # caller its id names no session, as an unknown one does.
+                if session_id is not None and self.owners.get(session_id) != holder:
+                    raise ApiError(404, "not_found", "no MCP session with that id")
             except ApiError as exc:
                 response = JSONResponse(
                     error_body(exc.type, exc.message), status_code=exc.status, headers=exc.headers
@@ -208,7 +219,21 @@ class McpGateway:
                 await response(scope, receive, send)
                 return
             scope.setdefault("state", {})[_PRINCIPAL] = principal
+            if session_id is None:
+                send = self._binding(send, holder)
         await self.manager.asgi_app(scope, receive, send)
+
+    def _binding(self, send: Send, holder: str) -> Send:
+        """`send`, recording the holder of the session the response opens."""
+
+        async def sending(message: MutableMapping[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                for name, value in message.get("headers", []):
+                    if name.decode().lower() == MCP_SESSION_HEADER.lower():
+                        _remember_last(self.owners, value.decode(), holder)
+            await send(message)
+
+        return sending
 
     # -- handlers -------------------------------------------------------------------
 
@@ -218,7 +243,7 @@ class McpGateway:
             principal = request.scope.get("state", {}).get(_PRINCIPAL)
             if isinstance(principal, Principal):
                 return principal
-            return authenticate(request, self.keys)
+            return principal_of(request)
         raise MCPError(INVALID_PARAMS, "no HTTP request to authenticate")
 
     def _remember(self, ctx: ServerRequestContext[Any]) -> None:

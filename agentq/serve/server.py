@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+import logging
+import re
 import socket
 from types import FrameType
 
@@ -45,21 +47,41 @@ def serve(config: ServeConfig, host: str, port: int, *, log_level: str = "info")
     # Our streams end themselves on shutdown (see follow.start_draining); sse-starlette's
     # own drain would cancel them mid-body.
     AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
-    server = _DrainingServer(
-        uvicorn.Config(
-            create_app(config),
-            host=host,
-            port=port,
-            log_level=log_level,
-            timeout_graceful_shutdown=10,
-            proxy_headers=False,
-        )
+    uv_config = uvicorn.Config(
+        create_app(config),
+        host=host,
+        port=port,
+        log_level=log_level,
+        timeout_graceful_shutdown=10,
+        proxy_headers=False,
     )
+    # uvicorn.Config set its loggers up: the filter goes on after.
+    logging.getLogger("uvicorn.access").addFilter(RedactCredentials())
     tracing.setup_tracing("agentq-serve")
     try:
-        server.run()
+        _DrainingServer(uv_config).run()
     finally:
         tracing.shutdown_tracing()  # the last spans are exported before the process ends
+
+
+# A URL may carry a token (EventSource, MCP clients without headers); a key never
+# works there, but a client may still send one. Neither reaches the access log.
+_CREDENTIAL = re.compile(r"(?i)([?&](?:token|key|api_key|access_token)=)[^&\s]*")
+
+
+def redact(path: str) -> str:
+    return _CREDENTIAL.sub(r"\1REDACTED", path)
+
+
+class RedactCredentials(logging.Filter):
+    """uvicorn's access record is (client, method, path with query, HTTP version, status)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple) and len(record.args) >= 3:
+            args = list(record.args)
+            args[2] = redact(str(args[2]))
+            record.args = tuple(args)
+        return True
 
 
 class _DrainingServer(uvicorn.Server):

@@ -13,6 +13,7 @@ from typing import Any
 
 from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.runs.result import StepResult
 
 Chunk = dict[str, Any]
 
@@ -46,9 +47,20 @@ class UIChunks:
         self._open: tuple[str, str] | None = None  # ("text" | "reasoning", part id)
         self._denied: set[str] = set()
         self._steps: set[int] = set()
+        # A step re-delivered after its worker died streams its text again from the
+        # start, as a later attempt; the client cannot take back what it was sent. Per
+        # (kind, step): the attempt streaming, the text the client has, and what the
+        # current attempt has said so far.
+        self._attempt: dict[tuple[str, int], int] = {}
+        self._shown: dict[tuple[str, int], str] = {}
+        self._said: dict[tuple[str, int], str] = {}
 
     def start(self) -> Chunk:
         return {"type": "start", "messageId": self.run_id}
+
+    def close(self) -> list[Chunk]:
+        """Close the open part: this run ends, but the message goes on with another."""
+        return self._close_part()
 
     def _close_part(self) -> list[Chunk]:
         if self._open is None:
@@ -58,12 +70,51 @@ class UIChunks:
         return [{"type": f"{kind}-end", "id": part_id}]
 
     def _delta(self, kind: str, event: ev.TextDelta | ev.ReasoningDelta) -> list[Chunk]:
+        key = (kind, event.step)
+        attempt = self._attempt.setdefault(key, event.attempt)
+        if event.attempt < attempt:  # a late delta of an attempt a later one replaced
+            return []
+        if event.attempt > attempt:
+            self._attempt[key], self._said[key] = event.attempt, ""
+        said = self._said[key] = self._said.get(key, "") + event.delta
+        shown = self._shown.get(key, "")
+        if shown.startswith(said):  # the new attempt repeats what the client has
+            return []
+        fresh = not said.startswith(shown)  # it says something else: a part of its own
+        self._shown[key] = said
         opened: list[Chunk] = []
-        if self._open is None or self._open[0] != kind:
+        if fresh or self._open is None or self._open[0] != kind:
             opened = self._close_part()
             self._open = (kind, f"{kind}-{event.step}-{event.seq}")
             opened.append({"type": f"{kind}-start", "id": self._open[1]})
-        return [*opened, {"type": f"{kind}-delta", "id": self._open[1], "delta": event.delta}]
+        delta = said if fresh else said[len(shown) :]
+        return [*opened, {"type": f"{kind}-delta", "id": self._open[1], "delta": delta}]
+
+    def recall(self, step: StepResult) -> list[Chunk]:
+        """A new message that goes on from a step an earlier response showed (the user
+        answered its calls and wrote a new message at once): the step's calls again,
+        with the results they already have, so the results still to come attach."""
+        done = {r.tool_call_id: r for r in step.tool_results}
+        chunks: list[Chunk] = [{"type": "start-step"}]
+        for call in step.tool_calls:
+            chunks.append(
+                {
+                    "type": "tool-input-available",
+                    "toolCallId": call.id,
+                    "toolName": call.name,
+                    "input": call.input,
+                }
+            )
+            result = done.get(call.id)
+            if result is None:
+                continue
+            chunks.append(
+                {"type": "tool-output-error", "errorText": _error_text(result.output)}
+                if result.is_error
+                else {"type": "tool-output-available", "output": result.output}
+            )
+            chunks[-1]["toolCallId"] = call.id
+        return chunks
 
     def park(self) -> list[Chunk]:
         """The run waits for the user (an approval, a client tool): this response ends."""

@@ -209,6 +209,9 @@ def configuration_page() -> str:
             "| `AGENTQ_API_KEYS` | API keys of `agentq serve`: a file of lines"
             " `sha256:HEX TENANT [SCOPES]`, or the lines inline, `;`-separated"
             " (see [the HTTP API](../http-api.md#tenants-and-keys)) |",
+            "| `AGENTQ_TOKEN_SECRET` | signs `agentq serve`'s short-lived tokens and session"
+            " cookies; the same on every replica (unset: one kept in Redis)"
+            " (see [Security](../security.md#keys-tokens-and-what-a-url-may-carry)) |",
             "| `AGENTQ_DEBUG` | `1`: the CLI shows the traceback of an unforeseen error |",
             "| `AGENTQ_TRACE_CONTENT_MAX_CHARS` | cap per recorded content attribute in"
             " spans (default 16000) |",

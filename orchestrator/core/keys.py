@@ -219,6 +219,11 @@ def rate_limit(provider: str, model: str, key_hash: str) -> str:
     return f"{RATE_LIMIT_PREFIX}{TAG_OPEN}{provider}:{model}:{key_hash}{TAG_CLOSE}"
 
 
+def shared_secret(name: str) -> str:
+    """A deployment-wide secret (Client.shared_secret); one key, no run's partition."""
+    return f"aq:secret:{name}"
+
+
 LEASE_DEADLINE_PREFIX = "aq:lease-deadline:"
 
 

@@ -33,7 +33,7 @@ from agentq.orchestrator.core.errors import (
     RunTimeoutError,
 )
 from agentq.orchestrator.core.events import Event, event_json
-from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart
 from agentq.orchestrator.core.run_ids import child_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tool_output import bounded_result
@@ -329,6 +329,13 @@ class Runs:
         started = await self.store.existing(result.children.values())
         children = {call: child for call, child in result.children.items() if child in started}
         return result.model_copy(update={"children": children})
+
+    async def conversation(self, run_id: str) -> builtins.list[Message]:
+        """Every message of the run as the model saw it, its initial ones included: what a
+        conversation's next turn continues from (the chat endpoint's history)."""
+        with redis_errors_mapped():
+            _, messages, _ = await self.store.snapshot(run_id)
+        return [MESSAGE_ADAPTER.validate_json(m) for m in messages]
 
     async def recent(
         self, *, limit: int = 20, statuses: Sequence[str] = (), tenant: str | None = None

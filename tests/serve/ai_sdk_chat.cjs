@@ -2,10 +2,12 @@
 // DefaultChatTransport posts and parses, readUIMessageStream assembles the UIMessage,
 // every chunk is checked against uiMessageChunkSchema. Exits 1 naming what failed.
 // usage: node ai_sdk_chat.cjs BASE_URL AGENT CHAT_ID   (NODE_PATH = the node_modules with ai)
+// With CHAT_TOKEN set, the transport sends it as the browser would (a per-chat token).
 const ai = require("ai");
 
 const [base, agent, chatId] = process.argv.slice(2);
-const transport = new ai.DefaultChatTransport({ api: `${base}/v1/agents/${agent}/chat` });
+const headers = process.env.CHAT_TOKEN ? { Authorization: `Bearer ${process.env.CHAT_TOKEN}` } : undefined;
+const transport = new ai.DefaultChatTransport({ api: `${base}/v1/agents/${agent}/chat`, headers });
 const chunkSchema = ai.uiMessageChunkSchema();
 const seenChunks = [];
 

@@ -6,8 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support.browser import browser
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.serve import ServeProcess
+
+__all__ = ["browser"]  # a real headless chromium, for the dashboard's tests
 
 
 @pytest.fixture

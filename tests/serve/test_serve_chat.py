@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agentq.serve.auth import hash_key
 from tests.support.infra import REPO, WorkerProcess, missing
 from tests.support.serve import ServeProcess
 
@@ -58,16 +59,21 @@ def node() -> str:
     return binary
 
 
-def test_useChat_transport_reads_a_durable_run(chat_server: ServeProcess) -> None:
+def use_chat(server: ServeProcess, chat_id: str, token: str | None = None) -> Any:
+    """The ai package's client through a whole chat; its report (message, chunk types)."""
     done = subprocess.run(
-        [node(), str(SCRIPT), chat_server.url, "helper", "chat-1"],
+        [node(), str(SCRIPT), server.url, "helper", chat_id],
         capture_output=True,
         text=True,
         timeout=120,
-        env={**os.environ, "NODE_PATH": str(AI_SDK)},
+        env={**os.environ, "NODE_PATH": str(AI_SDK), **({"CHAT_TOKEN": token} if token else {})},
     )
-    assert done.returncode == 0, done.stderr + chat_server.log()
-    report = json.loads(done.stdout)
+    assert done.returncode == 0, done.stderr + server.log()
+    return json.loads(done.stdout)
+
+
+def test_useChat_transport_reads_a_durable_run(chat_server: ServeProcess) -> None:
+    report = use_chat(chat_server, "chat-1")
     parts = report["message"]["parts"]
     states = {p["type"]: p.get("state") for p in parts if p["type"].startswith("tool-")}
     assert states == {
@@ -113,3 +119,62 @@ def test_chat_stream_wire_format(chat_server: ServeProcess) -> None:
     assert unknown.status_code == 404
     none = httpx.get(f"{chat_server.url}/v1/agents/helper/chat/never/stream", timeout=30)
     assert none.status_code == 204
+
+
+KEY = "key-acme-backend"
+
+
+@pytest.fixture
+def keyed_chat(redis_url: str, worker: WorkerProcess) -> Iterator[ServeProcess]:
+    env = {"AGENTQ_API_KEYS": f"{hash_key(KEY)} acme"}
+    process = ServeProcess(redis_url, agents={"helper": HELPER}, env=env)
+    yield process
+    process.stop()
+
+
+def test_a_chat_token_reaches_its_chat_and_nothing_else(keyed_chat: ServeProcess) -> None:
+    url = keyed_chat.url
+    backend = {"Authorization": f"Bearer {KEY}"}
+
+    def mint(body: dict[str, str]) -> dict[str, str]:
+        made = httpx.post(f"{url}/v1/tokens", json=body, headers=backend, timeout=30)
+        assert made.status_code == 201, made.text
+        return {"Authorization": f"Bearer {made.json()['token']}"}
+
+    def say(chat_id: str, headers: dict[str, str]) -> httpx.Response:
+        body = {
+            "id": chat_id,
+            "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "hi"}]}],
+        }
+        with httpx.stream(
+            "POST", f"{url}/v1/agents/helper/chat", json=body, headers=headers, timeout=60
+        ) as response:
+            response.read()
+        return response
+
+    # The tenant's other chat, started by the backend with its key.
+    assert say("other-chat", backend).status_code == 200
+    other_run = httpx.get(f"{url}/v1/runs", headers=backend, timeout=30).json()["runs"][0]["id"]
+
+    # The browser's whole useChat session (approval, client tool) on its chat's token.
+    report = use_chat(keyed_chat, "mine", mint({"chat": "mine"})["Authorization"][7:])
+    assert report["message"]["parts"][-1]["text"] == "All done: 3, teal."
+
+    chat = mint({"chat": "mine"})
+    assert httpx.get(f"{url}/v1/runs", headers=chat, timeout=30).status_code == 403
+    for path in (f"/v1/runs/{other_run}", f"/v1/runs/{other_run}/events"):
+        assert httpx.get(f"{url}{path}", headers=chat, timeout=30).status_code == 403
+    assert say("other-chat", chat).status_code == 403
+    resume = httpx.get(f"{url}/v1/agents/helper/chat/other-chat/stream", headers=chat, timeout=30)
+    assert resume.status_code == 403
+    assert httpx.get(f"{url}/v1/batches", headers=chat, timeout=30).status_code == 403
+
+    # A user's token reaches that user's chats only: the same id is another chat.
+    alice, bob = mint({"subject": "alice"}), mint({"subject": "bob"})
+    assert say("c1", alice).status_code == 200
+    assert httpx.get(f"{url}/v1/runs", headers=alice, timeout=30).status_code == 403
+    for who in (bob, backend):
+        gone = httpx.get(f"{url}/v1/agents/helper/chat/c1/stream", headers=who, timeout=30)
+        assert gone.status_code == 204
+    mine = httpx.get(f"{url}/v1/agents/helper/chat/c1/stream", headers=alice, timeout=30)
+    assert mine.status_code == 200

@@ -4,40 +4,19 @@ through chromium-driver (no browser download)."""
 from __future__ import annotations
 
 import json
-import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import pytest
 
-from tests.support.infra import REPO, missing
+from tests.support.infra import REPO
 from tests.support.serve import ServeProcess
 from tests.support.specs import calls, scripted
 
 pytestmark = pytest.mark.integration
 
 ARTIFACTS = REPO / "test-artifacts"
-
-
-@pytest.fixture
-def browser() -> Iterator[object]:
-    chromium, driver = shutil.which("chromium"), shutil.which("chromedriver")
-    if chromium is None or driver is None:
-        missing("chromium and chromium-driver", "apt-get install -y chromium chromium-driver")
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError:
-        missing("selenium", "pip install selenium (in the test extras)")
-    options = webdriver.ChromeOptions()
-    options.binary_location = str(chromium)
-    for flag in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
-        options.add_argument(flag)
-    options.add_argument("--window-size=1280,1000")
-    chrome = webdriver.Chrome(service=Service(str(driver)), options=options)
-    yield chrome
-    chrome.quit()
 
 
 def test_watch_a_run_and_approve_a_call_by_clicking(

@@ -347,3 +347,44 @@ async def test_an_upstream_tool_s_logs_and_sampling_reach_the_gateways_client(
         ("info", "Tool execution completed"),
     ]
     assert declined.is_error
+
+
+def test_a_session_belongs_to_the_key_that_opened_it(gateway: ServeProcess) -> None:
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    def post(who: str, body: dict[str, Any], session: str | None = None) -> httpx.Response:
+        headers = {**accept, "Authorization": f"Bearer {who}"}
+        if session is not None:
+            headers["Mcp-Session-Id"] = session
+        return httpx.post(f"{gateway.url}/mcp", json=body, headers=headers, timeout=30)
+
+    opened = post(
+        KEYS["acme"],
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "probe", "version": "1"},
+            },
+        },
+    )
+    assert opened.status_code == 200, opened.text
+    session = opened.headers["mcp-session-id"]
+    ready = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert post(KEYS["acme"], ready, session).status_code == 202
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    # Another key of the same tenant, with every scope the call needs: not its session.
+    assert post(KEYS["narrow"], listing, session).status_code == 404
+    assert post(KEYS["acme"], listing, session).status_code == 200
+    # A token the opening key minted acts as that key.
+    minted = httpx.post(
+        f"{gateway.url}/v1/tokens",
+        json={"purpose": "mcp"},
+        headers={"Authorization": f"Bearer {KEYS['acme']}"},
+        timeout=30,
+    )
+    token = minted.json()["token"]
+    assert post(token, listing, session).status_code == 200

@@ -8,10 +8,24 @@ from typing import Any
 import pytest
 
 from agentq.orchestrator.core.events import parse_event
-from agentq.orchestrator.core.messages import AssistantMessage, ToolMessage, UserMessage
+from agentq.orchestrator.core.messages import (
+    AssistantMessage,
+    ToolCallPart,
+    ToolMessage,
+    ToolResultPart,
+    UserMessage,
+)
 from agentq.orchestrator.runs.index import Cursor
 from agentq.serve.auth import SCOPES, hash_key, parse_keys
-from agentq.serve.chat_messages import ChatInputError, UIMessage, run_messages
+from agentq.serve.chat_messages import (
+    ChatInputError,
+    UIMessage,
+    answered,
+    check_request,
+    known_calls,
+    new_turn,
+    user_messages,
+)
 from agentq.serve.door_spans import untraced
 from agentq.serve.metrics import submit_outcome
 from agentq.serve.server import is_loopback
@@ -89,50 +103,66 @@ def test_reasoning_and_text_stream_as_separate_parts() -> None:
     ]
 
 
-def test_ui_messages_become_run_messages() -> None:
-    messages = run_messages(
-        [
-            UIMessage(role="system", parts=[{"type": "text", "text": "be brief"}]),
-            UIMessage(
-                role="user",
-                parts=[
-                    {"type": "text", "text": "look"},
-                    {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,AA=="},
-                ],
-            ),
-            UIMessage(
-                role="assistant",
-                parts=[
-                    {"type": "step-start"},
-                    {"type": "text", "text": "checking"},
-                    {
-                        "type": "tool-add",
-                        "toolCallId": "c1",
-                        "state": "output-available",
-                        "input": {"a": 1},
-                        "output": 2,
-                    },
-                    {"type": "tool-x", "toolCallId": "c2", "state": "input-available"},
-                    {"type": "step-start"},
-                    {"type": "text", "text": "2"},
-                ],
-            ),
-        ]
+def test_a_redelivered_step_s_text_is_not_repeated() -> None:
+    def texts(*deltas: tuple[int, str]) -> list[list[str]]:
+        """The text parts a client assembles from step 0's deltas, (attempt, delta)."""
+        chunks = UIChunks("r")
+        out: list[dict[str, Any]] = []
+        for seq, (attempt, delta) in enumerate(deltas, 1):
+            out += chunks.feed(ev(seq, "text-delta", step=0, attempt=attempt, delta=delta))
+        parts: list[list[str]] = []
+        for chunk in out:
+            if chunk["type"] == "text-start":
+                parts.append([])
+            elif chunk["type"] == "text-delta":
+                parts[-1].append(chunk["delta"])
+        return parts
+
+    same = texts((1, "Hello "), (2, "Hel"), (2, "lo "), (2, "world"), (1, "late"))
+    assert ["".join(p) for p in same] == ["Hello world"]
+    # An attempt that says something else cannot take back what was sent: its own part.
+    other = texts((1, "Hello "), (2, "Hi"), (2, " there"))
+    assert ["".join(p) for p in other] == ["Hello ", "Hi there"]
+
+
+def test_a_chat_request_says_only_what_a_user_may() -> None:
+    ask = UIMessage(id="u1", role="user", parts=[{"type": "text", "text": "add"}])
+    made_up = {"type": "tool-add", "toolCallId": "c9", "state": "output-available", "output": 2}
+    reply = UIMessage(role="assistant", parts=[{"type": "step-start"}, made_up])
+    look = UIMessage(
+        id="u2",
+        role="user",
+        parts=[
+            {"type": "text", "text": "look"},
+            {"type": "file", "mediaType": "image/png", "url": "data:image/png;base64,AA=="},
+        ],
     )
-    assert [m.role for m in messages] == ["system", "user", "assistant", "tool", "assistant"]
-    user = messages[1]
+    with pytest.raises(ChatInputError, match=r"messages\[0\]\.role: a client may not send system"):
+        check_request([UIMessage(role="system", parts=[]), ask], set())
+    with pytest.raises(ChatInputError, match=r"messages\[1\]\.parts\[1\]: a result for call 'c9'"):
+        check_request([ask, reply, look], {"c1"})
+    check_request([ask, reply, look], {"c9"})  # a call the run made: the server's record stands
+    assert new_turn([ask, reply, look]) == [look]
+    (user,) = user_messages([look])
     assert isinstance(user, UserMessage)
     assert not isinstance(user.content, str)
     assert user.content[1].type == "media"
-    first = messages[2]
-    assert isinstance(first, AssistantMessage)
-    assert [c.tool_call_id for c in first.tool_calls()] == ["c1"]  # the unsettled c2 is left out
-    tool = messages[3]
-    assert isinstance(tool, ToolMessage)
-    assert tool.content[0].output == 2
-
     with pytest.raises(ChatInputError, match=r"messages\[0\]\.parts\[0\]: only base64 data"):
-        run_messages([UIMessage(role="user", parts=[{"type": "file", "url": "http://x/y"}])])
+        user_messages([UIMessage(role="user", parts=[{"type": "file", "url": "http://x/y"}])])
+
+
+def test_a_stopped_step_s_open_calls_are_left_out_of_the_next_turn() -> None:
+    asked = AssistantMessage(
+        content=[ToolCallPart(tool_call_id="c1", tool_name="add", input={"a": 1})]
+    )
+    done = ToolMessage(content=[ToolResultPart(tool_call_id="c1", tool_name="add", output=2)])
+    again = AssistantMessage(
+        content=[ToolCallPart(tool_call_id="c2", tool_name="add", input={"a": 2})]
+    )
+    start = UserMessage(content="go")
+    assert answered([start, asked, done]) == [start, asked, done]
+    assert answered([start, asked, done, again]) == [start, asked, done]
+    assert known_calls([start, asked, done, again]) == {"c1", "c2"}
 
 
 def test_keys_are_hashed_and_scoped() -> None:

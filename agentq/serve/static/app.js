@@ -5,11 +5,19 @@ const $ = (sel, root = document) => root.querySelector(sel);
 const TERMINAL = new Set(["finish", "error", "abort"]);
 let stopView = () => {};
 
-function apiKey() { return localStorage.getItem("agentq.key") || ""; }
+// The key is posted once for an HttpOnly session cookie (SameSite=Strict) and then
+// forgotten: the page never stores it, and no URL carries it. Every request below,
+// EventSource included, is same-origin and authenticated by that cookie.
+async function signIn(key) {
+  const response = key
+    ? await fetch("/v1/session", { method: "POST", headers: { "content-type": "application/json" },
+      body: JSON.stringify({ key }) })
+    : await fetch("/v1/session", { method: "DELETE" });
+  return response.ok;
+}
 
 async function api(path, options = {}) {
   const headers = { "content-type": "application/json", ...(options.headers || {}) };
-  if (apiKey()) headers.authorization = `Bearer ${apiKey()}`;
   const response = await fetch(path, { ...options, headers });
   const body = response.status === 204 ? null : await response.json();
   if (!response.ok) throw new Error((body && body.error && body.error.message) || response.statusText);
@@ -101,8 +109,14 @@ class RunState {
     this.ended = null;
   }
   step(n) {
-    if (!this.steps.has(n)) this.steps.set(n, { start: null, end: null, text: "", calls: [] });
+    if (!this.steps.has(n)) this.steps.set(n, { start: null, end: null, text: "", attempt: 1, calls: [] });
     return this.steps.get(n);
+  }
+  // A step re-delivered after its worker died streams its text again as a later attempt:
+  // the step's text starts over, and a late delta of the attempt it replaced is dropped.
+  attempt(s, n = 1) {
+    if (n > s.attempt) { s.attempt = n; s.text = ""; }
+    return n === s.attempt;
   }
   call(ev) {
     if (!this.calls.has(ev.tool_call_id)) {
@@ -116,9 +130,9 @@ class RunState {
     this.events.push(ev);
     switch (ev.type) {
       case "start": this.model = ev.model; this.startAt = ev.at; break;
-      case "start-step": { const s = this.step(ev.step); if (s.start === null) s.start = ev.at; break; }
-      case "text-delta": this.step(ev.step).text += ev.delta; break;
-      case "finish-step": this.step(ev.step).end = ev.at; break;
+      case "start-step": { const s = this.step(ev.step); if (s.start === null) s.start = ev.at; this.attempt(s, ev.attempt); break; }
+      case "text-delta": { const s = this.step(ev.step); if (this.attempt(s, ev.attempt)) s.text += ev.delta; break; }
+      case "finish-step": { const s = this.step(ev.step); s.end = ev.at; if (typeof ev.text === "string") s.text = ev.text; break; }
       case "tool-call": { const c = this.call(ev); c.input = ev.input; c.start = ev.at; c.provider = !!ev.provider_executed; break; }
       case "tool-approval-request": case "tool-input-request": this.call(ev).waits.push({ start: ev.at, end: null }); break;
       case "tool-approval-response": case "tool-input-response": {
@@ -261,9 +275,9 @@ function runView(runId) {
     }
   };
   const soon = () => { clearTimeout(pendingTimer); pendingTimer = setTimeout(refreshResult, 150); };
-  const key = apiKey() ? `?key=${encodeURIComponent(apiKey())}` : "";
-  // EventSource resumes with Last-Event-ID on its own after a dropped connection.
-  const source = new EventSource(`/v1/runs/${encodeURIComponent(runId)}/events${key}`);
+  // EventSource resumes with Last-Event-ID on its own after a dropped connection; the
+  // session cookie authenticates it (it cannot send headers).
+  const source = new EventSource(`/v1/runs/${encodeURIComponent(runId)}/events`);
   const onEvent = (msg) => {
     const ev = JSON.parse(msg.data);
     state.add(ev);
@@ -328,8 +342,7 @@ function batchView(batchId) {
   $("#batch-cancel").onclick = () => api(`${path}/cancel`, { method: "POST" }).then(refresh);
   $("#batch-retry").onclick = () => api(`${path}/retry`, { method: "POST" }).then(refresh);
   async function failures() {
-    const headers = apiKey() ? { authorization: `Bearer ${apiKey()}` } : {};
-    const response = await fetch(`${path}/results?failed=true`, { headers });
+    const response = await fetch(`${path}/results?failed=true`);
     const rows = (await response.text()).split("\n").filter(Boolean).slice(0, 200).map((l) => JSON.parse(l));
     $("#failures-empty").hidden = rows.length > 0;
     $("#batch-failures tbody").replaceChildren(...rows.map((r) => el("tr", { "data-line": String(r.line) },
@@ -374,8 +387,14 @@ function route() {
 window.addEventListener("hashchange", route);
 window.addEventListener("DOMContentLoaded", () => {
   const input = $("#api-key");
-  input.value = apiKey();
-  input.onchange = () => { localStorage.setItem("agentq.key", input.value.trim()); route(); refreshFleet(); };
+  input.onchange = async () => {
+    const key = input.value.trim();
+    const ok = await signIn(key);
+    input.value = "";
+    input.placeholder = !key ? "signed out" : ok ? "signed in" : "key refused";
+    route();
+    refreshFleet();
+  };
   route();
   refreshFleet();
   setInterval(refreshFleet, 3000);
