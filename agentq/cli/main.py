@@ -868,7 +868,7 @@ def serve(
     API keys come from $AGENTQ_API_KEYS (a file of `sha256:HEX TENANT [SCOPES]` lines,
     or the lines inline; see `agentq hash-key`)."""
     from agentq.serve.auth import load_keys
-    from agentq.serve.config import Limits, ServeConfig, load_agents
+    from agentq.serve.config import ServeConfig, limits_from_env, load_agents
     from agentq.serve.server import refusal
     from agentq.serve.server import serve as run_server
 
@@ -879,18 +879,10 @@ def serve(
         agents = load_agents(agents_path)
     except (OSError, ValueError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
-    overrides: dict[str, Any] = {
-        name: kind(os.environ[f"AGENTQ_SERVE_{name.upper()}"])
-        for name, kind in (
-            ("max_body_bytes", int),
-            ("max_spec_bytes", int),
-            ("submits_per_minute", int),
-            ("events_per_second", float),
-            ("heartbeat_s", float),
-        )
-        if f"AGENTQ_SERVE_{name.upper()}" in os.environ
-    }
-    limits = Limits(**overrides)
+    try:
+        limits = limits_from_env(os.environ)
+    except ValueError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
     config = ServeConfig(
         redis_url=redis_url,
         agents=agents,

@@ -13,7 +13,8 @@ from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.serve.auth import Principal, authenticate, require
 from agentq.serve.config import ServeConfig
 from agentq.serve.errors import not_found
-from agentq.serve.feeds import RunFeeds
+from agentq.serve.feeds import CallFeeds, RunFeeds
+from agentq.serve.limits import OpenStreams
 
 T = TypeVar("T")
 
@@ -33,6 +34,16 @@ def client_of(request: Request) -> Client:
 def feeds_of(request: Request) -> RunFeeds:
     feeds: RunFeeds = request.app.state.feeds
     return feeds
+
+
+def call_feeds_of(request: Request) -> CallFeeds:
+    feeds: CallFeeds = request.app.state.call_feeds
+    return feeds
+
+
+def streams_of(request: Request) -> OpenStreams:
+    streams: OpenStreams = request.app.state.streams
+    return streams
 
 
 def config_of(request: Request) -> ServeConfig:

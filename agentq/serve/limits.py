@@ -1,13 +1,20 @@
-"""Request body size (413) and per-tenant submit rate (429 + Retry-After)."""
+"""Request body size (413), per-tenant submit rate (429 + Retry-After), and the open
+streams, waits and long-polls a process holds (429), each naming its limit."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from typing import TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentq.orchestrator.runs.api import Runs
 from agentq.serve.errors import ApiError, error_body
+
+T = TypeVar("T")
 
 
 class BodyLimit:
@@ -84,3 +91,61 @@ async def check_submit_rate(runs: Runs, tenant: str, per_minute: int) -> None:
 def check_spec_size(raw: bytes, max_bytes: int) -> None:
     if len(raw) > max_bytes:
         raise ApiError(413, "too_large", f"run spec over {max_bytes} bytes", field="spec")
+
+
+class OpenStreams:
+    """What this process holds open for callers (event streams, `?wait=` requests, lease
+    long-polls): at most `total`, and at most `per_tenant` for any one tenant, so one
+    tenant's followers cannot take every slot the others need."""
+
+    def __init__(self, total: int, per_tenant: int) -> None:
+        self.total = total
+        self.per_tenant = per_tenant
+        self._held: Counter[str] = Counter()
+
+    def open(self, tenant: str) -> None:
+        """Take a slot for `tenant`, or 429 naming the limit that is full."""
+        if self._held[tenant] >= self.per_tenant:
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"tenant {tenant!r} holds {self.per_tenant} open streams and waits",
+                limit="streams_per_tenant",
+                headers={"Retry-After": "1"},
+            )
+        if sum(self._held.values()) >= self.total:
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"this server holds {self.total} open streams and waits",
+                limit="max_streams",
+                headers={"Retry-After": "1"},
+            )
+        self._held[tenant] += 1
+
+    def close(self, tenant: str) -> None:
+        self._held[tenant] -= 1
+        if self._held[tenant] <= 0:
+            del self._held[tenant]
+
+    @contextlib.contextmanager
+    def held(self, tenant: str) -> Iterator[None]:
+        self.open(tenant)
+        try:
+            yield
+        finally:
+            self.close(tenant)
+
+    def holding(self, tenant: str, body: AsyncIterator[T]) -> AsyncIterator[T]:
+        """`body`, with a slot taken now (429 here, before a response starts) and given
+        back when the stream ends, however it ends."""
+        self.open(tenant)
+
+        async def streamed() -> AsyncIterator[T]:
+            try:
+                async for item in body:
+                    yield item
+            finally:
+                self.close(tenant)
+
+        return streamed()

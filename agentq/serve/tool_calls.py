@@ -15,6 +15,8 @@ the caller's tenant; a key's `tool:PATTERN` scopes narrow the tools it sees (aut
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -25,10 +27,12 @@ from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator.calls.api import CallNotFoundError, ToolCalls
 from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
+from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.errors import UnknownToolError
 from agentq.serve.auth import Principal
-from agentq.serve.deps import caller, client_of, config_of
+from agentq.serve.deps import call_feeds_of, caller, client_of, config_of, streams_of
 from agentq.serve.errors import ApiError, not_found
+from agentq.serve.feeds import CallFeeds
 
 router = APIRouter(tags=["tool calls"])
 
@@ -133,12 +137,26 @@ async def start_call(
         ) from None
     headers = {"location": f"/v1/tool-calls/{call_id}"}
     if wait:
-        result = await calls.wait(call_id, timeout_s=wait)
+        with streams_of(request).held(principal.tenant):
+            result = await _wait(call_feeds_of(request), calls, call_id, wait)
         if result is not None:
             state = CallState(id=call_id, tool_name=result.tool_name, status="done", result=result)
             return JSONResponse(state.model_dump(mode="json"), status_code=200, headers=headers)
     state = await _state(calls, call_id, principal)
     return JSONResponse(state.model_dump(mode="json"), status_code=201, headers=headers)
+
+
+async def _wait(
+    feeds: CallFeeds, calls: ToolCalls, call_id: str, timeout_s: float
+) -> ToolCallResult | None:
+    """The call's result once it has one, None after `timeout_s`; its questions are
+    declined (nobody is there to answer them). Through the process's shared read."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(timeout_s):
+            async for frame in feeds.frames(call_id, 0):
+                if isinstance(frame.event, ev.ToolInputRequest):
+                    await calls.answer(call_id, frame.event.request_id, None)
+    return await calls.result(call_id)
 
 
 async def _state(calls: ToolCalls, call_id: str, principal: Principal) -> CallState:
@@ -180,13 +198,16 @@ async def call_events(
     await _state(calls, call_id, principal)
     start = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else after
     heartbeat_s = config_of(request).limits.heartbeat_s
+    frames = call_feeds_of(request).frames(call_id, start)
 
     async def sse() -> AsyncIterator[dict[str, str]]:
-        async for event in calls.events(call_id, start, follow=True):
+        async for frame in frames:
+            event = frame.event
             yield {
                 "id": str(event.seq),
                 "event": event.type,
                 "data": event.model_dump_json(exclude_none=True),
             }
 
-    return EventSourceResponse(sse(), ping=int(heartbeat_s))
+    body = streams_of(request).holding(principal.tenant, sse())
+    return EventSourceResponse(body, ping=int(heartbeat_s))

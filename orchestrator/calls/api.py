@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
@@ -30,8 +30,9 @@ from agentq.orchestrator.calls.catalogue import (
     validate_call_input,
 )
 from agentq.orchestrator.calls.state import CallField
-from agentq.orchestrator.calls.store import CallNotFoundError, CallStore
+from agentq.orchestrator.calls.store import CALL_END_EVENTS, CallNotFoundError, CallStore
 from agentq.orchestrator.core import events as ev
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunConflictError
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.core.settings import Settings
@@ -156,6 +157,28 @@ class ToolCalls:
 
     def events(self, call_id: str, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
         return self.store.events(call_id, after, follow=follow)
+
+    async def event_pages(
+        self, positions: Mapping[str, int], *, block_ms: int = 5000
+    ) -> dict[str, list[Event]]:
+        """The next events of many calls (call id -> seq read so far) in one blocking
+        read, as `Runs.event_pages`. The calls must be of one `read_group`."""
+        by_stream = {keys.call_events(call_id): call_id for call_id in positions}
+        pages = await self.store.event_pages(
+            {keys.call_events(call_id): seq for call_id, seq in positions.items()},
+            block_ms=block_ms,
+        )
+        return {by_stream[stream]: page for stream, page in pages.items()}
+
+    @staticmethod
+    def read_group(call_id: str) -> int:
+        """Calls of one group can be followed by one `event_pages` read."""
+        return keys.partition_of(call_id)
+
+    @staticmethod
+    def ends_stream(event: Event) -> bool:
+        """Whether `event` is the call's last (its result or its error)."""
+        return event.type in CALL_END_EVENTS
 
     async def wait(
         self,

@@ -418,6 +418,24 @@ class Runs:
         the run), with its meta: a process's metrics count them."""
         self.store.end_listeners.append(listener)
 
+    async def event_pages(
+        self, positions: Mapping[str, int], *, block_ms: int = 5000
+    ) -> dict[str, builtins.list[Event]]:
+        """The next events of many runs (run id -> seq read so far) in one blocking read,
+        for a process that follows many runs on one connection. The runs must be of one
+        `read_group`."""
+        by_stream = {keys.events(run_id): run_id for run_id in positions}
+        pages = await self.store.event_pages(
+            {keys.events(run_id): seq for run_id, seq in positions.items()}, block_ms=block_ms
+        )
+        return {by_stream[stream]: page for stream, page in pages.items()}
+
+    @staticmethod
+    def read_group(run_id: str) -> int:
+        """Runs of one group can be followed by one `event_pages` read (their partition:
+        one hash slot on a cluster)."""
+        return keys.partition_of(run_id)
+
     async def cancel(self, run_id: str, reason: str | None = None) -> str:
         """Cancel the run. Returns its status afterwards (a finished run stays finished)."""
         with redis_errors_mapped():
