@@ -86,7 +86,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         BodyLimit,
         max_bytes=config.limits.max_body_bytes,
         # A batch's JSONL is spooled to disk, not held in memory: it may be large.
-        larger={batches.router.prefix: config.limits.max_batch_bytes},
+        larger={batches.router.prefix: ("max_batch_bytes", config.limits.max_batch_bytes)},
     )
     if config.cors_origins:
         app.add_middleware(

@@ -18,9 +18,13 @@ class Limits:
     "Limits", says what each covers and what a client sees past it)."""
 
     max_body_bytes: int = 1_000_000
-    max_batch_bytes: int = 2_000_000_000  # a batch's JSONL body (spooled to disk)
-    max_spec_bytes: int = 256_000
-    submits_per_minute: int = 600  # per tenant, across every replica (counted in Redis)
+    max_batch_bytes: int = 200_000_000  # a batch's JSONL body (spooled to disk)
+    max_batch_lines: int = 100_000  # per batch
+    max_spec_bytes: int = 256_000  # a run spec, and each batch line
+    # Per tenant, across every replica (counted in Redis): runs, tool calls, chat turns
+    # and batches submitted; and the lines of its batches.
+    submits_per_minute: int = 600
+    batch_lines_per_minute: int = 200_000
     events_per_second: float = 1000.0  # per stream
     heartbeat_s: float = 15.0
     # Redis connections of the process: followers share one read per partition and lease

@@ -22,7 +22,10 @@ from agentq.orchestrator.core.errors import (
 from agentq.orchestrator.redis.faults import infrastructure_error
 
 
-class ApiError(Exception):
+class ApiError(StarletteHTTPException):
+    """An error response. An HTTP exception, so that one raised while FastAPI reads a body
+    (the body limit's 413) reaches the client as it is, not as a 400."""
+
     def __init__(
         self,
         status: int,
@@ -33,7 +36,7 @@ class ApiError(Exception):
         headers: dict[str, str] | None = None,
         limit: str | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(status, message, headers)
         self.status = status
         self.type = type_
         self.message = message

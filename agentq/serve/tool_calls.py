@@ -33,6 +33,7 @@ from agentq.serve.auth import Principal
 from agentq.serve.deps import call_feeds_of, caller, client_of, config_of, streams_of
 from agentq.serve.errors import ApiError, not_found
 from agentq.serve.feeds import CallFeeds
+from agentq.serve.limits import check_submit_rate
 
 router = APIRouter(tags=["tool calls"])
 
@@ -120,6 +121,8 @@ async def start_call(
     principal = caller(request, CALL_SCOPE)
     calls = _calls(request)
     await check_callable(calls, principal, name)
+    limits = config_of(request).limits
+    await check_submit_rate(client_of(request).runs, principal.tenant, limits.submits_per_minute)
     try:
         call_id, _, _ = await calls.start(
             name,

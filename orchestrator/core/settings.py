@@ -56,6 +56,10 @@ class Settings(BaseSettings):
     # it reads only the messages appended since (workers/steps/history_cache.py); at most this
     # many bytes of message JSON, least recently used runs evicted first. 0: none kept.
     history_cache_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
+    # A run spec's JSON at most this many bytes, wherever it comes from: a batch line
+    # over it is refused, naming the line (`agentq serve` applies its own
+    # AGENTQ_SERVE_MAX_SPEC_BYTES to what it is sent).
+    max_spec_bytes: int = Field(default=256_000, gt=0)
     # How long a parked call (awaiting approval or an outside result) waits before it
     # becomes a tool error the model sees; a tool spec's `park_timeout_s` overrides it.
     park_timeout_s: float = Field(default=24 * 3600.0, gt=0, le=7 * 24 * 3600.0)

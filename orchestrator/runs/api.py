@@ -258,15 +258,17 @@ class Runs:
         with redis_errors_mapped():
             return [ToolDef.model_validate_json(t) for t in await self.store.tool_defs(run_id)]
 
-    async def count_submission(self, tenant: str) -> SubmitWindow:
-        """Count one submission of `tenant` in the current window, shared by every replica
-        through Redis; the door that limits submissions compares the count."""
+    async def count_submission(
+        self, tenant: str, n: int = 1, *, counter: str = "submits"
+    ) -> SubmitWindow:
+        """Count `n` submissions of `tenant` on `counter` in the current window, shared by
+        every replica through Redis; the door that limits submissions compares the count."""
         now = time.time()
         window = int(now // SUBMIT_WINDOW_S)
-        key = f"aq:serve:submits:{tenant}:{window}"
+        key = f"aq:serve:{counter}:{tenant}:{window}"
         with redis_errors_mapped():
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.incr(key)
+                pipe.incrby(key, n)
                 pipe.expire(key, 2 * SUBMIT_WINDOW_S)
                 count, _ = await pipe.execute()
         return SubmitWindow(count=int(count), resets_in_s=(window + 1) * SUBMIT_WINDOW_S - now)
