@@ -71,6 +71,9 @@ class Settings(BaseSettings):
     # may start, and a JSON file of named agents ({"name": {RunSpec template}}).
     max_agent_depth: int = Field(default=3, ge=0)
     max_agent_fanout: int = Field(default=8, ge=1)
+    # ... and how many runs one run tree may hold in all, its top run included: a child
+    # past it is refused with a tool error its parent's model sees.
+    max_tree_runs: int = Field(default=100, ge=1)
     agents: str | None = None
     # The remote-tools file: tools served by services in any language, their queues and
     # the queues' push webhooks (orchestrator/tools/remote.py). `agentq serve` reads it.
