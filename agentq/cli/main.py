@@ -693,7 +693,7 @@ def workers(redis_url: str | None, wait_s: float | None, tool: str | None, as_js
 @REDIS_OPTION
 @click.option(
     "--after",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=2**63 - 1),  # a seq is a Redis counter (signed 64-bit)
     default=None,
     metavar="SEQ",
     help="Only events after this seq (resume without gaps).",

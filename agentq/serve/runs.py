@@ -16,11 +16,13 @@ from agentq.orchestrator.runs.index import RunPage
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.serve.deps import (
+    MAX_SEQ,
     caller,
     client_of,
     config_of,
     feeds_of,
     own_run,
+    resume_point,
     run_owner,
     streams_of,
 )
@@ -151,15 +153,13 @@ async def get_run(
 async def events(
     request: Request,
     run_id: str,
-    after: Annotated[int | None, Query(ge=0)] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Follow the run's events until it ends. `Last-Event-ID` (or `?after=`) resumes."""
     principal = await own_run(request, run_id, "runs:read")
     limits = config_of(request).limits
-    start = after or 0
-    if last_event_id and last_event_id.strip().isdigit():
-        start = int(last_event_id)
+    start = resume_point(after, last_event_id)
     stream = streams_of(request).holding(
         principal.tenant,
         follow(

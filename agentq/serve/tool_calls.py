@@ -30,7 +30,15 @@ from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
 from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.errors import UnknownToolError
 from agentq.serve.auth import Principal
-from agentq.serve.deps import call_feeds_of, caller, client_of, config_of, streams_of
+from agentq.serve.deps import (
+    MAX_SEQ,
+    call_feeds_of,
+    caller,
+    client_of,
+    config_of,
+    resume_point,
+    streams_of,
+)
 from agentq.serve.errors import ApiError, not_found
 from agentq.serve.feeds import CallFeeds
 from agentq.serve.limits import check_submit_rate
@@ -192,14 +200,14 @@ async def cancel_call(request: Request, call_id: str) -> CallState:
 async def call_events(
     request: Request,
     call_id: str,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> EventSourceResponse:
     """Follow the call's events until its result. `Last-Event-ID` (or `?after=`) resumes."""
     principal = caller(request, CALL_SCOPE)
     calls = _calls(request)
     await _state(calls, call_id, principal)
-    start = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else after
+    start = resume_point(after, last_event_id)
     heartbeat_s = config_of(request).limits.heartbeat_s
     frames = call_feeds_of(request).frames(call_id, start)
 

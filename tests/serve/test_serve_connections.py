@@ -171,3 +171,25 @@ def test_a_tenants_waiters_leave_every_other_door_open(
         else:
             assert json.loads(raw.split(b"\r\n\r\n", 1)[1])["status"] == "succeeded"
     assert rejected(direct) == 0
+
+
+def test_redis_trouble_is_a_typed_503_never_a_500(small_redis: RedisServer) -> None:
+    server = ServeProcess(small_redis.url)
+    try:
+        small_redis.stop()
+        for method, path in [
+            ("GET", "/v1/runs"),
+            ("POST", "/v1/runs"),
+            ("GET", "/v1/runs/r1"),
+            ("GET", "/v1/runs/r1?wait=1"),
+            ("GET", "/v1/batches"),
+            ("GET", "/v1/fleet"),
+            ("GET", "/readyz"),
+        ]:
+            body = HELLO if method == "POST" else None
+            response = httpx.request(method, f"{server.url}{path}", json=body, timeout=60)
+            assert response.status_code == 503, (path, response.text)
+            assert response.json()["error"]["type"] == "unavailable", (path, response.text)
+        assert "Traceback" not in server.log()
+    finally:
+        server.stop()
