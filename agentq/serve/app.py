@@ -42,7 +42,9 @@ def create_app(config: ServeConfig) -> FastAPI:
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if gateway is not None:
-                    await stack.enter_async_context(gateway.running(client.calls))
+                    await stack.enter_async_context(
+                        gateway.running(client.calls, app.state.call_feeds)
+                    )
                 yield
         finally:
             await app.state.remote.aclose()

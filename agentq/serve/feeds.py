@@ -272,6 +272,11 @@ class Feeds:
                     feed.subscribers.discard(subscriber)
                     self._leave(feed)
 
+    async def events(self, id_: str, after: int = 0) -> AsyncIterator[Event]:
+        """`frames`, as events."""
+        async for frame in self.frames(id_, after):
+            yield frame.event
+
     async def wait_ended(self, id_: str, timeout_s: float) -> None:
         """Return once the run has ended or `timeout_s` has passed, whichever is first,
         holding no connection meanwhile (RunNotFoundError when there is no such run)."""

@@ -15,8 +15,6 @@ the caller's tenant; a key's `tool:PATTERN` scopes narrow the tools it sees (aut
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -27,7 +25,6 @@ from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator.calls.api import CallNotFoundError, ToolCalls
 from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
-from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.errors import UnknownToolError
 from agentq.serve.auth import Principal
 from agentq.serve.deps import (
@@ -40,7 +37,6 @@ from agentq.serve.deps import (
     streams_of,
 )
 from agentq.serve.errors import ApiError, not_found
-from agentq.serve.feeds import CallFeeds
 from agentq.serve.limits import check_submit_rate
 
 router = APIRouter(tags=["tool calls"])
@@ -149,25 +145,14 @@ async def start_call(
     headers = {"location": f"/v1/tool-calls/{call_id}"}
     if wait:
         with streams_of(request).held(principal.tenant):
-            result = await _wait(call_feeds_of(request), calls, call_id, wait)
+            # Through the process's shared read: a thousand waits hold no connection each.
+            events = call_feeds_of(request).events(call_id)
+            result = await calls.wait(call_id, timeout_s=wait, events=events)
         if result is not None:
             state = CallState(id=call_id, tool_name=result.tool_name, status="done", result=result)
             return JSONResponse(state.model_dump(mode="json"), status_code=200, headers=headers)
     state = await _state(calls, call_id, principal)
     return JSONResponse(state.model_dump(mode="json"), status_code=201, headers=headers)
-
-
-async def _wait(
-    feeds: CallFeeds, calls: ToolCalls, call_id: str, timeout_s: float
-) -> ToolCallResult | None:
-    """The call's result once it has one, None after `timeout_s`; its questions are
-    declined (nobody is there to answer them). Through the process's shared read."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(timeout_s):
-            async for frame in feeds.frames(call_id, 0):
-                if isinstance(frame.event, ev.ToolInputRequest):
-                    await calls.answer(call_id, frame.event.request_id, None)
-    return await calls.result(call_id)
 
 
 async def _state(calls: ToolCalls, call_id: str, principal: Principal) -> CallState:

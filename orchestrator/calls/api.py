@@ -189,12 +189,23 @@ class ToolCalls:
         on_input: InputCallback | None = None,
         on_log: LogCallback | None = None,
         on_sample: SampleCallback | None = None,
+        events: AsyncIterator[Event] | None = None,
     ) -> ToolCallResult | None:
         """The call's result once it has one; None if `timeout_s` passes first. The
-        tool's input requests go to `on_input`; without one they are declined."""
+        tool's input requests go to `on_input`; without one they are declined. `events`:
+        the call's events as the caller follows them (a server that reads many calls
+        at once), else read from Redis here."""
         try:
             return await asyncio.wait_for(
-                self._wait(call_id, on_progress, on_input, on_log, on_sample), timeout_s
+                self._wait(
+                    call_id,
+                    on_progress,
+                    on_input,
+                    on_log,
+                    on_sample,
+                    events or self.store.events(call_id, 0, follow=True),
+                ),
+                timeout_s,
             )
         except TimeoutError:
             return None
@@ -204,10 +215,11 @@ class ToolCalls:
         call_id: str,
         on_progress: ProgressCallback | None,
         on_input: InputCallback | None,
-        on_log: LogCallback | None = None,
-        on_sample: SampleCallback | None = None,
+        on_log: LogCallback | None,
+        on_sample: SampleCallback | None,
+        events: AsyncIterator[Event],
     ) -> ToolCallResult:
-        async for event in self.store.events(call_id, 0, follow=True):
+        async for event in events:
             match event:
                 case ev.ToolProgress(output=output) if on_progress is not None:
                     shown = on_progress(output)
