@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import weakref
 from collections import Counter
 from collections.abc import AsyncIterator, Iterator
 from typing import TypeVar
@@ -157,7 +158,8 @@ class OpenStreams:
 
     def holding(self, tenant: str, body: AsyncIterator[T]) -> AsyncIterator[T]:
         """`body`, with a slot taken now (429 here, before a response starts) and given
-        back when the stream ends, however it ends."""
+        back when the stream ends, however it ends: a stream never started (its client
+        left first) gives it back when it is collected."""
         self.open(tenant)
 
         async def streamed() -> AsyncIterator[T]:
@@ -165,6 +167,8 @@ class OpenStreams:
                 async for item in body:
                     yield item
             finally:
-                self.close(tenant)
+                release()
 
-        return streamed()
+        stream = streamed()
+        release = weakref.finalize(stream, self.close, tenant)  # runs once, whichever first
+        return stream
