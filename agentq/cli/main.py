@@ -693,7 +693,7 @@ def workers(redis_url: str | None, wait_s: float | None, tool: str | None, as_js
 @REDIS_OPTION
 @click.option(
     "--after",
-    type=click.IntRange(min=0),
+    type=click.IntRange(min=0, max=2**63 - 1),  # a seq is a Redis counter (signed 64-bit)
     default=None,
     metavar="SEQ",
     help="Only events after this seq (resume without gaps).",
@@ -869,7 +869,7 @@ def serve(
     or the lines inline; see `agentq hash-key`). $AGENTQ_TOKEN_SECRET signs short-lived
     tokens and session cookies (unset: a secret kept in Redis, shared by every replica)."""
     from agentq.serve.auth import load_keys
-    from agentq.serve.config import Limits, ServeConfig, load_agents
+    from agentq.serve.config import ServeConfig, limits_from_env, load_agents
     from agentq.serve.server import refusal
     from agentq.serve.server import serve as run_server
 
@@ -880,18 +880,10 @@ def serve(
         agents = load_agents(agents_path)
     except (OSError, ValueError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
-    overrides: dict[str, Any] = {
-        name: kind(os.environ[f"AGENTQ_SERVE_{name.upper()}"])
-        for name, kind in (
-            ("max_body_bytes", int),
-            ("max_spec_bytes", int),
-            ("submits_per_minute", int),
-            ("events_per_second", float),
-            ("heartbeat_s", float),
-        )
-        if f"AGENTQ_SERVE_{name.upper()}" in os.environ
-    }
-    limits = Limits(**overrides)
+    try:
+        limits = limits_from_env(os.environ)
+    except ValueError as exc:
+        fail(str(exc), EXIT_BAD_INPUT)
     config = ServeConfig(
         redis_url=redis_url,
         agents=agents,

@@ -18,8 +18,8 @@ from agentq.serve import batches, credentials, errors, meta, remote, runs
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
 from agentq.serve.door_spans import DOOR_SPANS
-from agentq.serve.feeds import RunFeeds
-from agentq.serve.limits import BodyLimit
+from agentq.serve.feeds import CallFeeds, RunFeeds
+from agentq.serve.limits import BodyLimit, OpenStreams
 from agentq.serve.metrics import MetricsMiddleware, ServeMetrics
 from agentq.serve.tokens import Signer, token_secret
 from agentq.workers.tools.remote_service import RemoteService
@@ -30,21 +30,28 @@ STATIC = resources.files("agentq.serve") / "static"
 def create_app(config: ServeConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        client = Client(config.redis_url, settings=Settings(redis_url=config.redis_url))
+        settings = Settings(
+            redis_url=config.redis_url, redis_max_connections=config.limits.redis_connections
+        )
+        client = Client(config.redis_url, settings=settings)
         client.runs.on_end(metrics.run_ended)
         app.state.client = client
         app.state.feeds = RunFeeds(client)
         app.state.signer = Signer((await token_secret(client, config)).encode())
+        app.state.call_feeds = CallFeeds(client)
         app.state.remote = RemoteService.from_client(client)
         await app.state.remote.start()
         try:
             async with contextlib.AsyncExitStack() as stack:
                 if gateway is not None:
-                    await stack.enter_async_context(gateway.running(client.calls))
+                    await stack.enter_async_context(
+                        gateway.running(client.calls, app.state.call_feeds)
+                    )
                 yield
         finally:
             await app.state.remote.aclose()
             await app.state.feeds.aclose()
+            await app.state.call_feeds.aclose()
             await client.aclose()
 
     app = FastAPI(
@@ -58,6 +65,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     )
     app.state.config = config
     metrics = app.state.metrics = ServeMetrics()
+    app.state.streams = OpenStreams(config.limits.max_streams, config.limits.streams_per_tenant)
     gateway = None
     if config.mcp:
         from starlette.routing import Route
@@ -83,7 +91,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         BodyLimit,
         max_bytes=config.limits.max_body_bytes,
         # A batch's JSONL is spooled to disk, not held in memory: it may be large.
-        larger={batches.router.prefix: config.limits.max_batch_bytes},
+        larger={batches.router.prefix: ("max_batch_bytes", config.limits.max_batch_bytes)},
     )
     if config.cors_origins:
         app.add_middleware(

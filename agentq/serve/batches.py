@@ -5,6 +5,7 @@ batch methods; the caller's tenant owns its batches (another tenant's is a 404).
 
 from __future__ import annotations
 
+import itertools
 import json
 import tempfile
 from collections.abc import AsyncIterator, Iterator
@@ -18,8 +19,10 @@ from starlette.datastructures import UploadFile
 from agentq.orchestrator.batches.api import BatchInfo, BatchNotFoundError
 from agentq.orchestrator.batches.input import BatchInputError
 from agentq.orchestrator.batches.state import DEFAULT_BATCH_CONCURRENCY, LineStatus
+from agentq.serve.config import Limits
 from agentq.serve.deps import caller, client_of, config_of
 from agentq.serve.errors import ApiError, not_found
+from agentq.serve.limits import check_batch_lines, check_submit_rate
 
 router = APIRouter(prefix="/v1/batches", tags=["batches"])
 
@@ -32,6 +35,37 @@ class Requeued(BaseModel):
 def _lines(spool: IO[bytes]) -> Iterator[str]:
     for raw in spool:
         yield raw.decode("utf-8")
+
+
+def _count_lines(source: IO[bytes], limits: Limits) -> int:
+    """The body's lines, each within the run spec size cap and at most `max_batch_lines`
+    of them (413 naming the line or the limit), read from the spool before anything is
+    stored; the source is rewound after."""
+    lines = 0
+    for number in itertools.count(1):
+        raw = source.readline(limits.max_spec_bytes + 2)  # a bounded read of a long line
+        if not raw:
+            break
+        if len(raw.rstrip(b"\r\n")) > limits.max_spec_bytes:
+            raise ApiError(
+                413,
+                "too_large",
+                f"line {number}: over {limits.max_spec_bytes} bytes (the run spec size cap)",
+                field="body",
+                limit="max_spec_bytes",
+            )
+        if raw.strip():
+            lines += 1
+        if lines > limits.max_batch_lines:
+            raise ApiError(
+                413,
+                "too_large",
+                f"a batch holds at most {limits.max_batch_lines} lines",
+                field="body",
+                limit="max_batch_lines",
+            )
+    source.seek(0)
+    return lines
 
 
 def _template(request: Request, agent: str | None, spec_text: str | None) -> Any:
@@ -90,8 +124,13 @@ async def submit(
             source = spool
         source.seek(0)
         template = _template(request, agent, spec_text)
+        limits = config_of(request).limits
+        lines = _count_lines(source, limits)
+        client = client_of(request)
+        await check_submit_rate(client.runs, principal.tenant, limits.submits_per_minute)
+        await check_batch_lines(client.runs, principal.tenant, lines, limits.batch_lines_per_minute)
         try:
-            result = await client_of(request).batches.submit(
+            result = await client.batches.submit(
                 _lines(source),
                 template=template,
                 batch_id=id,
@@ -100,6 +139,7 @@ async def submit(
                 metadata=metadata,
                 tenant=principal.tenant,
                 provider_batch=provider_batch,
+                max_line_bytes=limits.max_spec_bytes,
             )
         except (BatchInputError, UnicodeDecodeError) as exc:
             raise ApiError(422, "invalid_request", str(exc), field="body") from None

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,12 +14,24 @@ from agentq.serve.auth import KeyRing
 
 @dataclass(frozen=True)
 class Limits:
+    """Every limit of the HTTP doors; each is `AGENTQ_SERVE_<NAME>` (docs/security.md,
+    "Limits", says what each covers and what a client sees past it)."""
+
     max_body_bytes: int = 1_000_000
-    max_batch_bytes: int = 2_000_000_000  # a batch's JSONL body (spooled to disk)
-    max_spec_bytes: int = 256_000
-    submits_per_minute: int = 600  # per tenant, across every replica (counted in Redis)
+    max_batch_bytes: int = 200_000_000  # a batch's JSONL body (spooled to disk)
+    max_batch_lines: int = 100_000  # per batch
+    max_spec_bytes: int = 256_000  # a run spec, and each batch line
+    # Per tenant, across every replica (counted in Redis): runs, tool calls, chat turns
+    # and batches submitted; and the lines of its batches.
+    submits_per_minute: int = 600
+    batch_lines_per_minute: int = 200_000
     events_per_second: float = 1000.0  # per stream
     heartbeat_s: float = 15.0
+    # Redis connections of the process: followers share one read per partition and lease
+    # long-polls one per queue, so this bounds the process whatever its callers hold.
+    redis_connections: int = 32
+    max_streams: int = 10_000  # event streams, `?wait=` and long-polls held by the process
+    streams_per_tenant: int = 1_000  # ... and by one tenant
 
 
 @dataclass(frozen=True)
@@ -33,6 +47,23 @@ class ServeConfig:
     token_secret: str | None = field(default=None, repr=False)
     token_ttl_s: float = 600.0  # the longest a token minted by POST /v1/tokens lives
     session_ttl_s: float = 8 * 3600.0  # the dashboard's session cookie
+
+
+def limits_from_env(environ: Mapping[str, str]) -> Limits:
+    """The limits, each overridden by `AGENTQ_SERVE_<NAME>` when set."""
+    overrides: dict[str, Any] = {}
+    for limit in dataclasses.fields(Limits):
+        variable = f"AGENTQ_SERVE_{limit.name.upper()}"
+        if variable in environ:
+            kind = float if limit.type == "float" else int
+            try:
+                value = kind(environ[variable])
+            except ValueError:
+                raise ValueError(f"{variable}: not a number: {environ[variable]!r}") from None
+            if value <= 0:
+                raise ValueError(f"{variable}: must be above 0, not {environ[variable]}")
+            overrides[limit.name] = value
+    return Limits(**overrides)
 
 
 def load_agents(path: str | None) -> dict[str, dict[str, Any]]:

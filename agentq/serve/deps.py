@@ -12,8 +12,9 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.serve.auth import Principal, authenticate, require
 from agentq.serve.config import ServeConfig
-from agentq.serve.errors import not_found
-from agentq.serve.feeds import RunFeeds
+from agentq.serve.errors import ApiError, not_found
+from agentq.serve.feeds import CallFeeds, RunFeeds
+from agentq.serve.limits import OpenStreams
 from agentq.serve.tokens import RUN_SCOPE_PREFIX, Signer, grant_of
 
 T = TypeVar("T")
@@ -34,6 +35,16 @@ def client_of(request: Request) -> Client:
 def feeds_of(request: Request) -> RunFeeds:
     feeds: RunFeeds = request.app.state.feeds
     return feeds
+
+
+def call_feeds_of(request: Request) -> CallFeeds:
+    feeds: CallFeeds = request.app.state.call_feeds
+    return feeds
+
+
+def streams_of(request: Request) -> OpenStreams:
+    streams: OpenStreams = request.app.state.streams
+    return streams
 
 
 def config_of(request: Request) -> ServeConfig:
@@ -78,3 +89,21 @@ async def own_run(request: Request, run_id: str, scope: str) -> Principal:
     if await run_owner(request, run_id) != principal.tenant:
         raise not_found(f"no run with id {run_id!r}")
     return principal
+
+
+MAX_SEQ = 2**63 - 1  # an event's seq is a Redis counter (signed 64-bit)
+
+
+def resume_point(after: int | None, last_event_id: str | None) -> int:
+    """Where a stream resumes: `Last-Event-ID` (a seq), else `?after=`, else the start."""
+    if last_event_id and last_event_id.strip().isdigit():
+        start = int(last_event_id)
+        if start > MAX_SEQ:
+            raise ApiError(
+                422,
+                "invalid_request",
+                f"Last-Event-ID: no event has a seq above {MAX_SEQ}",
+                field="Last-Event-ID",
+            )
+        return start
+    return after or 0

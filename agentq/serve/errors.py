@@ -8,6 +8,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
+from redis.exceptions import RedisError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentq.orchestrator.core.errors import (
@@ -18,9 +19,13 @@ from agentq.orchestrator.core.errors import (
     RunTimeoutError,
     SpecError,
 )
+from agentq.orchestrator.redis.faults import infrastructure_error
 
 
-class ApiError(Exception):
+class ApiError(StarletteHTTPException):
+    """An error response. An HTTP exception, so that one raised while FastAPI reads a body
+    (the body limit's 413) reaches the client as it is, not as a 400."""
+
     def __init__(
         self,
         status: int,
@@ -29,13 +34,15 @@ class ApiError(Exception):
         *,
         field: str | None = None,
         headers: dict[str, str] | None = None,
+        limit: str | None = None,
     ) -> None:
-        super().__init__(message)
+        super().__init__(status, message, headers)
         self.status = status
         self.type = type_
         self.message = message
         self.field = field
         self.headers = headers
+        self.limit = limit  # the setting a 413/429 names (docs/security.md, "Limits")
 
 
 def not_found(message: str) -> ApiError:
@@ -46,17 +53,28 @@ def conflict(message: str) -> ApiError:
     return ApiError(409, "conflict", message)
 
 
-def error_body(type_: str, message: str, field: str | None = None) -> dict[str, Any]:
+def error_body(
+    type_: str, message: str, field: str | None = None, limit: str | None = None
+) -> dict[str, Any]:
     error: dict[str, Any] = {"type": type_, "message": message}
     if field:
         error["field"] = field
+    if limit:
+        error["limit"] = limit
     return {"error": error}
 
 
 def _respond(
-    status: int, type_: str, message: str, field: str | None = None, headers: Any = None
+    status: int,
+    type_: str,
+    message: str,
+    field: str | None = None,
+    headers: Any = None,
+    limit: str | None = None,
 ) -> JSONResponse:
-    return JSONResponse(error_body(type_, message, field), status_code=status, headers=headers)
+    return JSONResponse(
+        error_body(type_, message, field, limit), status_code=status, headers=headers
+    )
 
 
 def validation_error(exc: ValidationError | RequestValidationError, *, skip: int = 0) -> ApiError:
@@ -73,7 +91,7 @@ def validation_error(exc: ValidationError | RequestValidationError, *, skip: int
 def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api(_: Request, exc: ApiError) -> JSONResponse:
-        return _respond(exc.status, exc.type, exc.message, exc.field, exc.headers)
+        return _respond(exc.status, exc.type, exc.message, exc.field, exc.headers, exc.limit)
 
     @app.exception_handler(RequestValidationError)
     async def _request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -104,3 +122,9 @@ def install(app: FastAPI) -> None:
         if isinstance(exc, SpecError):
             return _respond(422, "invalid_request", exc.message, "spec")
         return _respond(503, "unavailable", exc.message)
+
+    @app.exception_handler(RedisError)
+    async def _redis(_: Request, exc: RedisError) -> JSONResponse:
+        # A Redis error no sub-client mapped: still Redis's, still a 503 the client can
+        # retry, never a 500 with a traceback.
+        return _respond(503, "unavailable", infrastructure_error(exc).message)

@@ -1,68 +1,74 @@
-"""Request body size (413) and per-tenant submit rate (429 + Retry-After)."""
+"""Request body size (413), per-tenant submit rate (429 + Retry-After), and the open
+streams, waits and long-polls a process holds (429), each naming its limit."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import weakref
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from typing import TypeVar
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from agentq.orchestrator.runs.api import Runs
 from agentq.serve.errors import ApiError, error_body
 
+T = TypeVar("T")
+
 
 class BodyLimit:
-    """ASGI middleware: refuse bodies over `max_bytes`, declared or streamed."""
+    """ASGI middleware: refuse bodies over their limit (413 naming it), declared or
+    streamed. `limits` gives path prefixes limits of their own: name -> bytes."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int, larger: dict[str, int] | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, larger: dict[str, tuple[str, int]] | None = None
+    ) -> None:
         self.app = app
-        self.max_bytes = max_bytes
-        self.larger = larger or {}  # path prefix -> its own limit
+        self.default = ("max_body_bytes", max_bytes)
+        self.larger = larger or {}  # path prefix -> (its limit's name, its bytes)
 
-    def _limit(self, path: str) -> int:
+    def _limit(self, path: str) -> tuple[str, int]:
         for prefix, limit in self.larger.items():
             if path == prefix or path.startswith(prefix + "/"):
                 return limit
-        return self.max_bytes
+        return self.default
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        limit = self._limit(scope.get("path", ""))
+        name, limit = self._limit(scope.get("path", ""))
+        too_large = ApiError(
+            413, "too_large", f"request body over {limit} bytes ({name})", limit=name
+        )
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
-            await self._refuse(send, limit)
+            await self._refuse(send, too_large)
             return
         seen = 0
-        refused = False
 
         async def counted() -> Message:
-            nonlocal seen, refused
+            # Raised where the body is read, an HTTP exception: FastAPI passes it on as
+            # it is (a chunked body over the limit is a 413, not a parse error's 400).
+            nonlocal seen
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    refused = True
-                    raise ApiError(413, "too_large", self._message(limit))
+                    raise too_large
             return message
 
-        try:
-            await self.app(scope, counted, send)
-        except ApiError:
-            if not refused:
-                raise
-            await self._refuse(send, limit)
+        await self.app(scope, counted, send)
 
     @staticmethod
-    def _message(limit: int) -> str:
-        return f"request body over {limit} bytes"
-
-    async def _refuse(self, send: Send, limit: int) -> None:
-        body = json.dumps(error_body("too_large", self._message(limit))).encode()
+    async def _refuse(send: Send, error: ApiError) -> None:
+        body = json.dumps(error_body(error.type, error.message, limit=error.limit)).encode()
         await send(
             {
                 "type": "http.response.start",
-                "status": 413,
+                "status": error.status,
                 "headers": [(b"content-type", b"application/json")],
             }
         )
@@ -76,11 +82,93 @@ async def check_submit_rate(runs: Runs, tenant: str, per_minute: int) -> None:
         raise ApiError(
             429,
             "rate_limited",
-            f"tenant {tenant!r} submitted over {per_minute} runs this minute",
+            f"tenant {tenant!r} submitted over {per_minute} runs, tool calls, chat turns "
+            "and batches this minute",
             headers={"Retry-After": str(max(1, int(window.resets_in_s) + 1))},
+            limit="submits_per_minute",
+        )
+
+
+async def check_batch_lines(runs: Runs, tenant: str, lines: int, per_minute: int) -> None:
+    """The lines of a tenant's batches, in the same one-minute window as submissions."""
+    window = await runs.count_submission(tenant, lines, counter="batch-lines")
+    if window.count > per_minute:
+        raise ApiError(
+            429,
+            "rate_limited",
+            f"tenant {tenant!r} submitted over {per_minute} batch lines this minute",
+            headers={"Retry-After": str(max(1, int(window.resets_in_s) + 1))},
+            limit="batch_lines_per_minute",
         )
 
 
 def check_spec_size(raw: bytes, max_bytes: int) -> None:
     if len(raw) > max_bytes:
-        raise ApiError(413, "too_large", f"run spec over {max_bytes} bytes", field="spec")
+        raise ApiError(
+            413,
+            "too_large",
+            f"run spec over {max_bytes} bytes",
+            field="spec",
+            limit="max_spec_bytes",
+        )
+
+
+class OpenStreams:
+    """What this process holds open for callers (event streams, `?wait=` requests, lease
+    long-polls): at most `total`, and at most `per_tenant` for any one tenant, so one
+    tenant's followers cannot take every slot the others need."""
+
+    def __init__(self, total: int, per_tenant: int) -> None:
+        self.total = total
+        self.per_tenant = per_tenant
+        self._held: Counter[str] = Counter()
+
+    def open(self, tenant: str) -> None:
+        """Take a slot for `tenant`, or 429 naming the limit that is full."""
+        if self._held[tenant] >= self.per_tenant:
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"tenant {tenant!r} holds {self.per_tenant} open streams and waits",
+                limit="streams_per_tenant",
+                headers={"Retry-After": "1"},
+            )
+        if sum(self._held.values()) >= self.total:
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"this server holds {self.total} open streams and waits",
+                limit="max_streams",
+                headers={"Retry-After": "1"},
+            )
+        self._held[tenant] += 1
+
+    def close(self, tenant: str) -> None:
+        self._held[tenant] -= 1
+        if self._held[tenant] <= 0:
+            del self._held[tenant]
+
+    @contextlib.contextmanager
+    def held(self, tenant: str) -> Iterator[None]:
+        self.open(tenant)
+        try:
+            yield
+        finally:
+            self.close(tenant)
+
+    def holding(self, tenant: str, body: AsyncIterator[T]) -> AsyncIterator[T]:
+        """`body`, with a slot taken now (429 here, before a response starts) and given
+        back when the stream ends, however it ends: a stream never started (its client
+        left first) gives it back when it is collected."""
+        self.open(tenant)
+
+        async def streamed() -> AsyncIterator[T]:
+            try:
+                async for item in body:
+                    yield item
+            finally:
+                release()
+
+        stream = streamed()
+        release = weakref.finalize(stream, self.close, tenant)  # runs once, whichever first
+        return stream

@@ -54,6 +54,7 @@ from agentq.orchestrator.core.errors import AgentqError, UnknownToolError
 from agentq.serve.auth import KeyRing, Principal
 from agentq.serve.deps import principal_of, signer_of
 from agentq.serve.errors import ApiError, error_body
+from agentq.serve.feeds import CallFeeds
 from agentq.serve.server import is_loopback
 from agentq.serve.tokens import grant_of, holder_of
 from agentq.serve.tool_calls import CALL_SCOPE, visible_tools
@@ -166,6 +167,7 @@ class McpGateway:
 
     def __init__(self, keys: KeyRing | None, *, host: str = "127.0.0.1") -> None:
         self.calls: ToolCalls | None = None
+        self.feeds: CallFeeds | None = None
         self.server = _GatewayServer(
             "agentq",
             version="0.1.0",
@@ -188,8 +190,9 @@ class McpGateway:
         self.owners: dict[str, str] = {}
 
     @contextlib.asynccontextmanager
-    async def running(self, calls: ToolCalls) -> AsyncIterator[None]:
+    async def running(self, calls: ToolCalls, feeds: CallFeeds) -> AsyncIterator[None]:
         self.calls = calls
+        self.feeds = feeds  # the process's shared read of the calls it follows
         async with self.manager.run():
             watcher = asyncio.create_task(self._watch_catalogue(), name="agentq-mcp-catalogue")
             try:
@@ -254,6 +257,10 @@ class McpGateway:
     def _calls(self) -> ToolCalls:
         assert self.calls is not None, "the gateway is not running"
         return self.calls
+
+    def _feeds(self) -> CallFeeds:
+        assert self.feeds is not None, "the gateway is not running"
+        return self.feeds
 
     async def _list_tools(
         self, ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -333,6 +340,7 @@ class McpGateway:
         try:
             result = await calls.wait(
                 call_id,
+                events=self._feeds().events(call_id),
                 timeout_s=budget_s,
                 on_progress=forward,
                 on_input=_asker(ctx),

@@ -21,7 +21,7 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentq.serve.deps import caller
+from agentq.serve.deps import caller, streams_of
 from agentq.serve.errors import ApiError, not_found
 from agentq.workers.tools.remote import CallTimedOut, LeaseAnswered, LeaseGone
 from agentq.workers.tools.remote_service import RemoteService
@@ -79,11 +79,12 @@ def _gone(lease_id: str, exc: LeaseGone | None = None) -> ApiError:
 
 @router.post("/v1/queues/{queue}/lease")
 async def lease(request: Request, queue: str, body: LeaseRequest) -> dict[str, Any]:
-    caller(request, SCOPE)
+    principal = caller(request, SCOPE)
     service = _service(request)
     if queue not in service.declared.queues:
         raise not_found(f"no remote tool of this deployment uses queue {queue!r}")
-    leases = await service.leases.lease(queue, body.max, body.wait_s, body.lease_s)
+    with streams_of(request).held(principal.tenant):
+        leases = await service.leases.lease(queue, body.max, body.wait_s, body.lease_s)
     return {"calls": [lease.document() for lease in leases]}
 
 

@@ -12,11 +12,20 @@ from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.core.errors import RunTimeoutError
 from agentq.orchestrator.runs.index import RunPage
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
 from agentq.orchestrator.spec.run import RunSpec
-from agentq.serve.deps import caller, client_of, config_of, feeds_of, own_run, run_owner
+from agentq.serve.deps import (
+    MAX_SEQ,
+    caller,
+    client_of,
+    config_of,
+    feeds_of,
+    own_run,
+    resume_point,
+    run_owner,
+    streams_of,
+)
 from agentq.serve.errors import ApiError, conflict, not_found
 from agentq.serve.follow import follow
 from agentq.serve.limits import check_spec_size, check_submit_rate
@@ -123,14 +132,12 @@ async def get_run(
     wait: Annotated[float | None, Query(ge=0, le=300)] = None,
 ) -> RunResult:
     """The run as it stands; `?wait=S` holds the request until it ends or S seconds pass."""
-    await own_run(request, run_id, "runs:read")
-    client = client_of(request)
+    principal = await own_run(request, run_id, "runs:read")
     if wait:
-        try:
-            return await client.runs.wait(run_id, timeout_s=wait)
-        except RunTimeoutError:
-            pass
-    return await client.runs.result(run_id)
+        # Through the process's shared read: a thousand waits hold no connection each.
+        with streams_of(request).held(principal.tenant):
+            await feeds_of(request).wait_ended(run_id, wait)
+    return await client_of(request).runs.result(run_id)
 
 
 @router.get(
@@ -146,21 +153,22 @@ async def get_run(
 async def events(
     request: Request,
     run_id: str,
-    after: Annotated[int | None, Query(ge=0)] = None,
+    after: Annotated[int | None, Query(ge=0, le=MAX_SEQ)] = None,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Follow the run's events until it ends. `Last-Event-ID` (or `?after=`) resumes."""
-    await own_run(request, run_id, "runs:read")
+    principal = await own_run(request, run_id, "runs:read")
     limits = config_of(request).limits
-    start = after or 0
-    if last_event_id and last_event_id.strip().isdigit():
-        start = int(last_event_id)
-    stream = follow(
-        feeds_of(request),
-        run_id,
-        start,
-        idle_s=limits.heartbeat_s,
-        events_per_second=limits.events_per_second,
+    start = resume_point(after, last_event_id)
+    stream = streams_of(request).holding(
+        principal.tenant,
+        follow(
+            feeds_of(request),
+            run_id,
+            start,
+            idle_s=limits.heartbeat_s,
+            events_per_second=limits.events_per_second,
+        ),
     )
     if "application/x-ndjson" in request.headers.get("accept", ""):
 

@@ -27,8 +27,17 @@ from agentq.orchestrator.calls.api import CallNotFoundError, ToolCalls
 from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
 from agentq.orchestrator.core.errors import UnknownToolError
 from agentq.serve.auth import Principal
-from agentq.serve.deps import caller, client_of, config_of
+from agentq.serve.deps import (
+    MAX_SEQ,
+    call_feeds_of,
+    caller,
+    client_of,
+    config_of,
+    resume_point,
+    streams_of,
+)
 from agentq.serve.errors import ApiError, not_found
+from agentq.serve.limits import check_submit_rate
 
 router = APIRouter(tags=["tool calls"])
 
@@ -116,6 +125,8 @@ async def start_call(
     principal = caller(request, CALL_SCOPE)
     calls = _calls(request)
     await check_callable(calls, principal, name)
+    limits = config_of(request).limits
+    await check_submit_rate(client_of(request).runs, principal.tenant, limits.submits_per_minute)
     try:
         call_id, _, _ = await calls.start(
             name,
@@ -133,7 +144,10 @@ async def start_call(
         ) from None
     headers = {"location": f"/v1/tool-calls/{call_id}"}
     if wait:
-        result = await calls.wait(call_id, timeout_s=wait)
+        with streams_of(request).held(principal.tenant):
+            # Through the process's shared read: a thousand waits hold no connection each.
+            events = call_feeds_of(request).events(call_id)
+            result = await calls.wait(call_id, timeout_s=wait, events=events)
         if result is not None:
             state = CallState(id=call_id, tool_name=result.tool_name, status="done", result=result)
             return JSONResponse(state.model_dump(mode="json"), status_code=200, headers=headers)
@@ -171,22 +185,25 @@ async def cancel_call(request: Request, call_id: str) -> CallState:
 async def call_events(
     request: Request,
     call_id: str,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     last_event_id: Annotated[str | None, Header()] = None,
 ) -> EventSourceResponse:
     """Follow the call's events until its result. `Last-Event-ID` (or `?after=`) resumes."""
     principal = caller(request, CALL_SCOPE)
     calls = _calls(request)
     await _state(calls, call_id, principal)
-    start = int(last_event_id) if last_event_id and last_event_id.strip().isdigit() else after
+    start = resume_point(after, last_event_id)
     heartbeat_s = config_of(request).limits.heartbeat_s
+    frames = call_feeds_of(request).frames(call_id, start)
 
     async def sse() -> AsyncIterator[dict[str, str]]:
-        async for event in calls.events(call_id, start, follow=True):
+        async for frame in frames:
+            event = frame.event
             yield {
                 "id": str(event.seq),
                 "event": event.type,
                 "data": event.model_dump_json(exclude_none=True),
             }
 
-    return EventSourceResponse(sse(), ping=int(heartbeat_s))
+    body = streams_of(request).holding(principal.tenant, sse())
+    return EventSourceResponse(body, ping=int(heartbeat_s))

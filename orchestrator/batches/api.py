@@ -218,6 +218,7 @@ class Batches:
         tenant: str | None = None,
         provider_batch: bool = False,
         on_chunk: Callable[[int], None] | None = None,
+        max_line_bytes: int | None = None,
     ) -> SubmitResult:
         """Store the lines (in chunks; a resubmission of the same id skips the lines
         stored already) and seal the batch, which starts its admission by the workers.
@@ -226,8 +227,10 @@ class Batches:
         duplicate custom_id, or an input without lines; then nothing was started and the
         partial upload (the chunks before the faulty line's) is discarded.
         `provider_batch` routes every line's model steps through the provider's batch
-        API (`model.batch`)."""
+        API (`model.batch`). A line over `max_line_bytes` (the run spec size cap,
+        `settings.max_spec_bytes` by default) is a BatchInputError naming it."""
         tenant = tenant or DEFAULT_TENANT
+        max_line = max_line_bytes or self.settings.max_spec_bytes
         batch_id = _check_batch_id(batch_id or uuid.uuid4().hex)
         if concurrency < 1 or priority < 1:
             raise BatchInputError("concurrency and priority must be at least 1")
@@ -256,6 +259,12 @@ class Batches:
         try:
             chunk: list[BatchLine] = []
             for number, text in numbered(_texts(source)):
+                # (at most 4 bytes a character: most lines need no encoding to tell)
+                if len(text) > max_line // 4 and len(text.encode()) > max_line:
+                    raise BatchInputError(
+                        f"line {number}: over {max_line} bytes (the run spec size cap, "
+                        "max_spec_bytes)"
+                    )
                 parsed = parse_line(text, number, template, line_meta)
                 first = first_lines.setdefault(parsed.custom_id, number)
                 if first != number:

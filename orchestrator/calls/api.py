@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
@@ -30,8 +30,9 @@ from agentq.orchestrator.calls.catalogue import (
     validate_call_input,
 )
 from agentq.orchestrator.calls.state import CallField
-from agentq.orchestrator.calls.store import CallNotFoundError, CallStore
+from agentq.orchestrator.calls.store import CALL_END_EVENTS, CallNotFoundError, CallStore
 from agentq.orchestrator.core import events as ev
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunConflictError
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.core.settings import Settings
@@ -157,6 +158,28 @@ class ToolCalls:
     def events(self, call_id: str, after: int = 0, follow: bool = True) -> AsyncIterator[Event]:
         return self.store.events(call_id, after, follow=follow)
 
+    async def event_pages(
+        self, positions: Mapping[str, int], *, block_ms: int = 5000
+    ) -> dict[str, list[Event]]:
+        """The next events of many calls (call id -> seq read so far) in one blocking
+        read, as `Runs.event_pages`. The calls must be of one `read_group`."""
+        by_stream = {keys.call_events(call_id): call_id for call_id in positions}
+        pages = await self.store.event_pages(
+            {keys.call_events(call_id): seq for call_id, seq in positions.items()},
+            block_ms=block_ms,
+        )
+        return {by_stream[stream]: page for stream, page in pages.items()}
+
+    @staticmethod
+    def read_group(call_id: str) -> int:
+        """Calls of one group can be followed by one `event_pages` read."""
+        return keys.partition_of(call_id)
+
+    @staticmethod
+    def ends_stream(event: Event) -> bool:
+        """Whether `event` is the call's last (its result or its error)."""
+        return event.type in CALL_END_EVENTS
+
     async def wait(
         self,
         call_id: str,
@@ -166,12 +189,23 @@ class ToolCalls:
         on_input: InputCallback | None = None,
         on_log: LogCallback | None = None,
         on_sample: SampleCallback | None = None,
+        events: AsyncIterator[Event] | None = None,
     ) -> ToolCallResult | None:
         """The call's result once it has one; None if `timeout_s` passes first. The
-        tool's input requests go to `on_input`; without one they are declined."""
+        tool's input requests go to `on_input`; without one they are declined. `events`:
+        the call's events as the caller follows them (a server that reads many calls
+        at once), else read from Redis here."""
         try:
             return await asyncio.wait_for(
-                self._wait(call_id, on_progress, on_input, on_log, on_sample), timeout_s
+                self._wait(
+                    call_id,
+                    on_progress,
+                    on_input,
+                    on_log,
+                    on_sample,
+                    events or self.store.events(call_id, 0, follow=True),
+                ),
+                timeout_s,
             )
         except TimeoutError:
             return None
@@ -181,10 +215,11 @@ class ToolCalls:
         call_id: str,
         on_progress: ProgressCallback | None,
         on_input: InputCallback | None,
-        on_log: LogCallback | None = None,
-        on_sample: SampleCallback | None = None,
+        on_log: LogCallback | None,
+        on_sample: SampleCallback | None,
+        events: AsyncIterator[Event],
     ) -> ToolCallResult:
-        async for event in self.store.events(call_id, 0, follow=True):
+        async for event in events:
             match event:
                 case ev.ToolProgress(output=output) if on_progress is not None:
                     shown = on_progress(output)

@@ -241,6 +241,15 @@ def lease_done(lease_id: str) -> str:
     return LEASE_DONE_PREFIX + lease_id
 
 
+TREE_PREFIX = "aq:tree:"
+
+
+def tree(trace_id: int) -> str:
+    """The set of child runs one run tree started (a tree is named by its top run's trace
+    id, which every run of it carries: core/run_ids.py)."""
+    return f"{TREE_PREFIX}{trace_id:032x}"
+
+
 def webhook_cursors(run_id: str) -> str:
     return meta(run_id) + WEBHOOKS_SUFFIX
 

@@ -33,6 +33,10 @@ class Settings(BaseSettings):
     redis_connect_timeout_s: float = Field(default=5.0, gt=0)
     redis_socket_timeout_s: float = Field(default=10.0, gt=0)
     redis_health_check_s: float = Field(default=15.0, ge=0)
+    # At most this many connections to Redis per process (unset: as many as needed). A
+    # caller past it waits up to the connect timeout for one to come back, then gets a
+    # retryable InfrastructureError. `agentq serve` sets it (its `redis_connections`).
+    redis_max_connections: int | None = Field(default=None, ge=2)
     # How long a waiting client keeps reconnecting through an outage when the caller
     # gave it no timeout of its own.
     redis_retry_s: float = Field(default=60.0, gt=0)
@@ -52,6 +56,10 @@ class Settings(BaseSettings):
     # it reads only the messages appended since (workers/steps/history_cache.py); at most this
     # many bytes of message JSON, least recently used runs evicted first. 0: none kept.
     history_cache_bytes: int = Field(default=32 * 1024 * 1024, ge=0)
+    # A run spec's JSON at most this many bytes, wherever it comes from: a batch line
+    # over it is refused, naming the line (`agentq serve` applies its own
+    # AGENTQ_SERVE_MAX_SPEC_BYTES to what it is sent).
+    max_spec_bytes: int = Field(default=256_000, gt=0)
     # How long a parked call (awaiting approval or an outside result) waits before it
     # becomes a tool error the model sees; a tool spec's `park_timeout_s` overrides it.
     park_timeout_s: float = Field(default=24 * 3600.0, gt=0, le=7 * 24 * 3600.0)
@@ -63,6 +71,9 @@ class Settings(BaseSettings):
     # may start, and a JSON file of named agents ({"name": {RunSpec template}}).
     max_agent_depth: int = Field(default=3, ge=0)
     max_agent_fanout: int = Field(default=8, ge=1)
+    # ... and how many runs one run tree may hold in all, its top run included: a child
+    # past it is refused with a tool error its parent's model sees.
+    max_tree_runs: int = Field(default=100, ge=1)
     agents: str | None = None
     # The remote-tools file: tools served by services in any language, their queues and
     # the queues' push webhooks (orchestrator/tools/remote.py). `agentq serve` reads it.

@@ -153,6 +153,23 @@ class Store:
                 entries = reply[0][1] if reply else []
             else:
                 entries = await self.redis.xrange(stream, min=f"(0-{last}", count=EVENT_PAGE)
+        return await self._parsed(entries)
+
+    async def event_pages(
+        self, streams: Mapping[str, int], *, block_ms: int
+    ) -> dict[str, list[Event]]:
+        """The next events of several event streams (stream -> sequence read so far) in one
+        blocking read: whatever any of them has, or {} once `block_ms` passes. The streams
+        must share a hash slot on a cluster (one partition's)."""
+        with redis_errors_mapped():
+            reply = await self.redis.xread(
+                {stream: f"0-{last}" for stream, last in streams.items()},
+                count=EVENT_PAGE,
+                block=block_ms,
+            )
+        return {text(stream): await self._parsed(entries) for stream, entries in reply or []}
+
+    async def _parsed(self, entries: list[Any]) -> list[Event]:
         bodies = [
             (
                 int(text(entry_id).split("-")[1]),

@@ -79,10 +79,17 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
             "health_check_interval": conf.redis_health_check_s,
             "socket_keepalive": True,
         }
+        if conf.redis_max_connections is not None:
+            timeouts["max_connections"] = conf.redis_max_connections
         if is_cluster_url(url):
             return cast(ArqRedis, cluster_client(url, **timeouts))
         if is_sentinel_url(url):
             pool = sentinel_pool(url, **timeouts)
+        elif conf.redis_max_connections is not None:
+            # A bounded pool makes a caller wait for a connection rather than fail.
+            pool = aioredis.BlockingConnectionPool.from_url(
+                url, timeout=conf.redis_connect_timeout_s, **timeouts
+            )
         else:
             pool = aioredis.ConnectionPool.from_url(url, **timeouts)
     client = ArqRedis(

@@ -258,15 +258,17 @@ class Runs:
         with redis_errors_mapped():
             return [ToolDef.model_validate_json(t) for t in await self.store.tool_defs(run_id)]
 
-    async def count_submission(self, tenant: str) -> SubmitWindow:
-        """Count one submission of `tenant` in the current window, shared by every replica
-        through Redis; the door that limits submissions compares the count."""
+    async def count_submission(
+        self, tenant: str, n: int = 1, *, counter: str = "submits"
+    ) -> SubmitWindow:
+        """Count `n` submissions of `tenant` on `counter` in the current window, shared by
+        every replica through Redis; the door that limits submissions compares the count."""
         now = time.time()
         window = int(now // SUBMIT_WINDOW_S)
-        key = f"aq:serve:submits:{tenant}:{window}"
+        key = f"aq:serve:{counter}:{tenant}:{window}"
         with redis_errors_mapped():
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.incr(key)
+                pipe.incrby(key, n)
                 pipe.expire(key, 2 * SUBMIT_WINDOW_S)
                 count, _ = await pipe.execute()
         return SubmitWindow(count=int(count), resets_in_s=(window + 1) * SUBMIT_WINDOW_S - now)
@@ -424,6 +426,24 @@ class Runs:
         """Tell `listener` of each run this client ends (a cancel, an answer that finished
         the run), with its meta: a process's metrics count them."""
         self.store.end_listeners.append(listener)
+
+    async def event_pages(
+        self, positions: Mapping[str, int], *, block_ms: int = 5000
+    ) -> dict[str, builtins.list[Event]]:
+        """The next events of many runs (run id -> seq read so far) in one blocking read,
+        for a process that follows many runs on one connection. The runs must be of one
+        `read_group`."""
+        by_stream = {keys.events(run_id): run_id for run_id in positions}
+        pages = await self.store.event_pages(
+            {keys.events(run_id): seq for run_id, seq in positions.items()}, block_ms=block_ms
+        )
+        return {by_stream[stream]: page for stream, page in pages.items()}
+
+    @staticmethod
+    def read_group(run_id: str) -> int:
+        """Runs of one group can be followed by one `event_pages` read (their partition:
+        one hash slot on a cluster)."""
+        return keys.partition_of(run_id)
 
     async def cancel(self, run_id: str, reason: str | None = None) -> str:
         """Cancel the run. Returns its status afterwards (a finished run stays finished)."""

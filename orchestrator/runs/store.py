@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event, stored_output, with_output
-from agentq.orchestrator.core.run_ids import child_run_id
+from agentq.orchestrator.core.run_ids import child_run_id, run_trace_id
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, Store, resolved, text, texts
 from agentq.orchestrator.redis.faults import redis_errors_mapped
@@ -187,6 +187,18 @@ class RunStore(Store):
 
     async def cancel(self, run_id: str, reason: str | None) -> CancelReply:
         return await self._apply(Cancel(run_id=run_id, reason=reason), CancelReply)
+
+    async def join_tree(self, child_id: str) -> int:
+        """Count a child run in its run tree (idempotent: a re-delivered start counts it
+        once); the runs the tree holds or was refused, its top run included."""
+        key = keys.tree(run_trace_id(child_id))
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.sadd(key, child_id)
+                pipe.expire(key, self.retention_s)
+                pipe.scard(key)
+                _, _, children = await pipe.execute()
+        return 1 + int(children)
 
     async def wait_answer(self, run_id: str, request_id: str, timeout_s: float) -> str | None:
         """Block until the answer to an input request is posted (or the timeout passes)."""

@@ -164,6 +164,18 @@ def test_events_after_must_not_be_negative() -> None:
     assert done.exit_code == EXIT_BAD_INPUT
 
 
+def test_events_after_past_any_seq_is_bad_input() -> None:
+    """A seq is a Redis counter (signed 64-bit): a larger one is the user's mistake, said
+    before Redis is asked (which refuses it as an invalid stream id)."""
+    done = CliRunner().invoke(
+        main, ["events", "r", "--after", str(2**64), "--redis", "redis://127.0.0.1:1"]
+    )
+    assert done.exit_code == EXIT_BAD_INPUT
+    errors = [line for line in done.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1
+    assert "--after" in errors[0]
+
+
 def test_the_stores_wrapped_redis_errors_keep_their_meaning() -> None:
     from agentq.orchestrator.core.errors import InfrastructureError
 

@@ -25,6 +25,7 @@ from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.templating import TemplateError
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan, error_result
 from agentq.orchestrator.runs.children import ChildOf, child_spec
+from agentq.orchestrator.runs.index import DEFAULT_TENANT
 from agentq.orchestrator.runs.state import (
     CHILD_USAGE_FIELDS,
     TERMINAL_STATUSES,
@@ -108,6 +109,16 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
             f"{settings.max_agent_fanout} per step (AGENTQ_MAX_AGENT_FANOUT)",
         )
     link = ParentLink(run_id=run_id, step=step, call_id=call_id)
+    tree_runs = await store.join_tree(child_run_id(run_id, step, call_id))
+    if tree_runs > settings.max_tree_runs:
+        return await _refuse(
+            store,
+            run_id,
+            step,
+            call,
+            f"would make its run tree {tree_runs} runs; this deployment allows "
+            f"{settings.max_tree_runs} (AGENTQ_MAX_TREE_RUNS)",
+        )
     client = Client(redis=store.redis, settings=settings)
     try:
         spec = child_spec(tool.config.spec, call.input)
@@ -128,6 +139,9 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
     except SpecError as exc:
         return await _refuse(store, run_id, step, call, f"was refused: {exc.message}")
     if created:
+        # A child is a submission of its tenant's: a fan-out spends the tenant's submit
+        # rate (Runs.count_submission) as the runs it would submit itself would.
+        await client.runs.count_submission(meta.get("tenant") or DEFAULT_TENANT)
         await progress(store, link, call.name, {"child_run_id": child_id, "status": "started"})
     if (await store.meta(run_id))[MetaField.STATUS] in TERMINAL_STATUSES:
         await client.runs.cancel(child_id, f"its parent run {run_id} has ended")

@@ -15,6 +15,7 @@ way; only its home is the call's own hash.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 import uuid
@@ -64,6 +65,8 @@ LEASE_PREFIX = "lease-"
 _LEASABLE = frozenset({JobKind.TOOL_CALL, JobKind.CALL})
 # How many due jobs one look at a queue reads.
 _READ_LIMIT = 1000
+# The longest one shared wake-up read waits (the long-polls' fallback poll).
+_WAKE_READ_S = 1.0
 # A delivery counter outlives any lease (arq keeps its own for a day too).
 _RETRY_KEEP_S = 24 * 3600
 
@@ -151,6 +154,7 @@ class RemoteLeases:
         self._claim = redis.register_script(CLAIM_ONE)
         self._renew = redis.register_script(RENEW)
         self.calls = CallStore(redis, retention_s=store.retention_s)
+        self._wakes: dict[str, asyncio.Future[None]] = {}
 
     # -- leasing -----------------------------------------------------------------
 
@@ -174,6 +178,16 @@ class RemoteLeases:
             await self._woken(queue, wait)
 
     async def _woken(self, queue: str, wait: Any) -> None:
+        """Wait for a wake-up on `queue`, at most `wait` seconds. Every long-poll of this
+        process on a queue shares one read (and one connection), which wakes them all."""
+        shared = self._wakes.get(queue)
+        if shared is None or shared.done():
+            shared = asyncio.ensure_future(self._read_wake(queue, _WAKE_READ_S))
+            self._wakes[queue] = shared
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(shared), wait)
+
+    async def _read_wake(self, queue: str, wait: Any) -> None:
         """Wait for a wake-up on any partition of `queue` (a cluster's BLPOP takes one
         slot's keys: one read per partition there, the first to return ends the wait)."""
         lists = [keys.wake(queue, p) for p in keys.partitions()]

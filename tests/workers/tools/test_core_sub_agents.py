@@ -237,3 +237,38 @@ async def test_an_approved_sub_agent_call_starts_its_child(
         result = await client.runs.wait(run_id, timeout_s=60)
     assert result.status == "succeeded", result.error
     assert result.steps[0].tool_results[0].output == "approved work"
+
+
+async def test_a_fan_out_past_the_tree_size_gets_tool_errors(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    """Each run of the tree asks three helpers: 13 runs, where the deployment allows 6.
+    The first five children start; the others are tool errors their parent's model sees,
+    and each child started spends its tenant's submit rate."""
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS, env={"AGENTQ_MAX_TREE_RUNS": "6"})]
+    wait_ready(*workers)
+    three = {
+        "tool_calls": [
+            {"name": "helper", "input": {"prompt": str(i)}, "id": f"a{i}"} for i in range(3)
+        ]
+    }
+    leaf = scripted({"text": "leaf"})
+    child = scripted(three, {"text": "child done"}, tools=[agent_tool(leaf)])
+    spec = scripted(three, {"text": "done"}, tools=[agent_tool(child)])
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=120)
+        runs = (await client.runs.list(limit=100)).runs
+        children = [await client.runs.result(c) for c in result.children.values()]
+        submits = [
+            int(await client.redis.get(key))
+            async for key in client.redis.scan_iter("aq:serve:submits:default:*")
+        ]
+    assert result.status == "succeeded", result.error
+    assert len(runs) == 6
+    assert sum(submits) == 5
+    answers = [r for c in children for r in c.steps[0].tool_results]
+    refused = [r for r in answers if r.is_error]
+    assert len(refused) == 9 - 2
+    assert all("this deployment allows 6 (AGENTQ_MAX_TREE_RUNS)" in str(r.output) for r in refused)
+    assert sorted(r.output for r in answers if not r.is_error) == ["leaf", "leaf"]
