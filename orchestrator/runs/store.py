@@ -44,6 +44,8 @@ from agentq.orchestrator.runs.state import (
     Outcome,
     PostResult,
     RecordResult,
+    Redrive,
+    RedriveReply,
     Reply,
     ResolveApproval,
     RunFailure,
@@ -187,6 +189,9 @@ class RunStore(Store):
 
     async def cancel(self, run_id: str, reason: str | None) -> CancelReply:
         return await self._apply(Cancel(run_id=run_id, reason=reason), CancelReply)
+
+    async def redrive(self, transition: Redrive) -> RedriveReply:
+        return await self._apply(transition, RedriveReply)
 
     async def wait_answer(self, run_id: str, request_id: str, timeout_s: float) -> str | None:
         """Block until the answer to an input request is posted (or the timeout passes)."""
