@@ -20,7 +20,10 @@ human, a client or a child run is left alone.
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+
+from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX
@@ -60,22 +63,9 @@ class Redriver:
 
     async def sweep(self) -> SweepPass:
         """One pass over every partition's stale window."""
-        with redis_errors_mapped():
-            seconds, micros = await resolved(self.redis.time())
-        # Scored by Redis's clock (the transitions' TIME), so workers' clocks do not matter.
-        stale_before = seconds * 1000 + micros // 1000 - self.after_ms
-        done = SweepPass()
-        for partition in keys.partitions():
-            with redis_errors_mapped():
-                ids = await resolved(
-                    self.redis.zrangebyscore(
-                        keys.moving_runs(partition), "-inf", stale_before, start=0, num=self.limit
-                    )
-                )
-            for run_id in ids:
-                done.examined += 1
-                done.redriven += await self.redrive(text(run_id))
-        return done
+        return await sweep_window(
+            self.redis, keys.moving_runs, self.redrive, after_ms=self.after_ms, limit=self.limit
+        )
 
     async def redrive(self, run_id: str) -> int:
         """Enqueue again what the run's current step waits for and lost; how many jobs."""
@@ -125,6 +115,33 @@ class Redriver:
             for plan in plans
             if plan.queue is not None
         ]
+
+
+async def sweep_window(
+    redis: Redis,
+    index: Callable[[int], str],
+    redrive: Callable[[str], Awaitable[int]],
+    *,
+    after_ms: int,
+    limit: int,
+) -> SweepPass:
+    """One pass of a machine's sweeper: `redrive` each id of every partition's moving
+    `index` unmoved for `after_ms`, at most `limit` per partition (each one redriven is
+    scored anew or leaves the index: the next pass goes on with the next ones)."""
+    with redis_errors_mapped():
+        seconds, micros = await resolved(redis.time())
+    # Scored by Redis's clock (the transitions' TIME), so workers' clocks do not matter.
+    stale_before = seconds * 1000 + micros // 1000 - after_ms
+    done = SweepPass()
+    for partition in keys.partitions():
+        with redis_errors_mapped():
+            ids = await resolved(
+                redis.zrangebyscore(index(partition), "-inf", stale_before, start=0, num=limit)
+            )
+        for id_ in ids:
+            done.examined += 1
+            done.redriven += await redrive(text(id_))
+    return done
 
 
 def _held(job_id: str) -> list[str]:

@@ -40,6 +40,8 @@ import httpx
 from arq.worker import func
 from redis.asyncio import Redis
 
+from agentq.orchestrator.calls.redrive import CallRedriver
+from agentq.orchestrator.calls.store import CallStore
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import (
@@ -337,27 +339,34 @@ class WorkerRuntime:
                 log.info("re-delivered %d job(s) of workers whose lease lapsed", reaped)
 
     async def _redrive_forever(self) -> None:
-        """Re-drive runs whose current step lost its job (a failover dropped it)."""
+        """Re-drive runs whose current step, and calls without a run, lost their job (a
+        failover dropped it)."""
         redis = self.redis
         assert redis is not None
         if is_memory_url(self.redis_url):
             return  # one process holds the embedded Redis: no failover can drop a job
-        store = RunStore(redis, retention_s=self.settings.retention_s)
-        sweeper = Redriver(
-            store, after_s=self.settings.redrive_after_s, limit=self.settings.redrive_batch
-        )
+        after_s, limit = self.settings.redrive_after_s, self.settings.redrive_batch
+        retention_s = self.settings.retention_s
+        sweepers: dict[str, Redriver | CallRedriver] = {
+            "runs": Redriver(
+                RunStore(redis, retention_s=retention_s), after_s=after_s, limit=limit
+            ),
+            "calls": CallRedriver(
+                CallStore(redis, retention_s=retention_s), after_s=after_s, limit=limit
+            ),
+        }
         # A few passes per threshold: a lost job waits at most about 1⅓ thresholds.
-        every_s = self.settings.redrive_after_s / 3
         while True:
-            await asyncio.sleep(every_s)
+            await asyncio.sleep(after_s / 3)
             raise_if_cancel_requested()
-            swept = await OUTAGE.periodic_pass(
-                sweeper.sweep,
-                failure=f"worker {self.worker_id}: re-driving stuck runs failed",
-                log=log,
-            )
-            if swept is not None and swept.redriven:
-                log.info("re-drove %d job(s) of runs whose step had lost its job", swept.redriven)
+            for what, sweeper in sweepers.items():
+                swept = await OUTAGE.periodic_pass(
+                    sweeper.sweep,
+                    failure=f"worker {self.worker_id}: re-driving stuck {what} failed",
+                    log=log,
+                )
+                if swept is not None and swept.redriven:
+                    log.info("re-drove %d lost job(s) of %s", swept.redriven, what)
 
     # -- routing: one tool set per queue ------------------------------------------
 

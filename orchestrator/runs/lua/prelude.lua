@@ -21,7 +21,7 @@ local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events 
 -- @include reply
 -- @include emit
 -- @include enqueue
--- @include clock
+-- @include moving
 
 local function step_key(n)
   return meta .. K.STEP .. n
@@ -39,19 +39,11 @@ local function job_prefix(n)
   return K.JOB_PREFIX .. run_name .. K.JOB_SEPARATOR .. n
 end
 
--- The partition's index of live runs by when each last moved (keys.py: moving_runs): with
--- one partition a run's tag is its own id and the index has none; else the index
--- carries the run's partition tag (one slot with the run's keys).
-local function moving_key()
-  local close = string.find(run_name, K.TAG_CLOSE, 1, true)
-  if close == #run_name then return K.MOVING_PREFIX .. K.MOVING_RUNS end
-  return K.MOVING_PREFIX .. string.sub(run_name, 1, close) .. K.JOB_SEPARATOR .. K.MOVING_RUNS
-end
-
 -- The run moved (created, a step begun or committed, a call claimed or answered): the
 -- sweeper (runs/redrive.py) looks only at runs that have not moved for a while.
+local moving_key = moving_index(run_name, K.MOVING_RUNS)
 local function moved()
-  redis.call('ZADD', moving_key(), now_ms(), A.run_id)
+  redis.call('ZADD', moving_key, now_ms(), A.run_id)
 end
 
 local function is_terminal(status)
@@ -88,7 +80,7 @@ local function finish_run(status, ev_type, fields)
   for k, v in pairs(fields) do ev[k] = v end
   emit(cjson.encode(ev))
   expire_run()
-  redis.call('ZREM', moving_key(), A.run_id)
+  redis.call('ZREM', moving_key, A.run_id)
   -- A batch's run: its end is a job, so the fleet admits the batch's next line.
   local end_job = redis.call('HGET', meta, F.END_JOB)
   if end_job then

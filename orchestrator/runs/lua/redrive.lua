@@ -15,16 +15,10 @@
 -- Effects the jobs enqueued again; the run's entry in its partition's moving index.
 local err = run_guard(A.step)
 if err then
-  if err ~= OUT.STALE then redis.call('ZREM', moving_key(), A.run_id) end
+  if err ~= OUT.STALE then redis.call('ZREM', moving_key, A.run_id) end
   return reply(err)
 end
 local step = step_key(A.step)
-
--- A job is in hand while its arq key lives (queued, or running until its end) or a
--- worker's lease holds it (its in-progress key).
-local function held(job_id)
-  return redis.call('EXISTS', K.ARQ_JOB .. job_id, K.ARQ_IN_PROGRESS .. job_id) > 0
-end
 
 local sent = 0
 if redis.call('HEXISTS', step, S.RESP) == 0 then
@@ -41,7 +35,7 @@ else
     if st == CALL.QUEUED or st == CALL.RUNNING then runnable = runnable + 1 end
   end
   if runnable == 0 then
-    redis.call('ZREM', moving_key(), A.run_id)
+    redis.call('ZREM', moving_key, A.run_id)
     return reply(OUT.PARKED)
   end
   for _, c in ipairs(A.calls) do

@@ -83,3 +83,27 @@ async def test_a_lost_tool_call_job_is_driven_again_and_results_once(
     results = [e.model_dump()["tool_call_id"] for e in events if e.type == "tool-result"]
     assert sorted(results) == ["a", "b"]
     assert [e.step for e in events if e.type == "start-step"] == [0, 1]
+
+
+async def test_a_lost_call_job_without_a_run_is_driven_again_and_results_once(
+    redis_url: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    env = {**SWEPT, "AGENTQ_CONCURRENCY": "1"}
+    workers.append(WorkerProcess(redis_url, "--tools", TOOLS, env=env))
+    wait_ready(*workers)
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    async with Client(redis_url) as client:
+        holder = await client.calls.start(
+            "hold_until", {"started": str(started), "gate": str(gate)}
+        )
+        await eventually_async(started.exists, "the first call to start")
+        lost = await client.calls.start("add", {"a": 2, "b": 3})
+        await _lose(client, keys.call_job_id(lost.call_id), "tools")
+        gate.touch()
+        result = await client.calls.wait(lost.call_id, timeout_s=60)
+        held = await client.calls.wait(holder.call_id, timeout_s=60)
+        events = [e async for e in client.calls.events(lost.call_id, follow=False)]
+
+    assert held is not None and held.output == "released"
+    assert result is not None and result.output == 5.0, result
+    assert [e.type for e in events].count("tool-result") == 1
