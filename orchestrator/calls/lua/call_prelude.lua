@@ -14,6 +14,7 @@ local seq_hash, seq_field = call, CF.SEQ  -- what `emit` counts the call's event
 -- @include reply
 -- @include emit
 -- @include enqueue
+-- @include clock
 -- @include moving
 
 -- The call moved (created, claimed): the sweeper (calls/redrive.py) looks only at calls

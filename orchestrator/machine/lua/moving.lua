@@ -3,11 +3,9 @@
 -- Needs: K.MOVING_PREFIX, K.TAG_CLOSE, K.JOB_SEPARATOR, K.ARQ_JOB, K.ARQ_IN_PROGRESS (the
 --   constants chunk).
 -- Defines: moving_index(name, kind) -> the index key of the partition of the record whose
---   keys are named `name` (its tag and id); held(job_id) -> whether a job is in hand;
---   now_ms() (clock).
+--   keys are named `name` (its tag and id); held(job_id) -> whether a job is in hand.
 -- With one partition a record's tag is its own id and the index has none; else the index
 -- carries the record's partition tag, so it shares the record's slot.
--- @include clock
 local function moving_index(name, kind)
   local close = string.find(name, K.TAG_CLOSE, 1, true)
   if close == #name then return K.MOVING_PREFIX .. kind end

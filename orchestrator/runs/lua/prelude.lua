@@ -21,6 +21,7 @@ local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events 
 -- @include reply
 -- @include emit
 -- @include enqueue
+-- @include clock
 -- @include moving
 
 local function step_key(n)

@@ -104,6 +104,8 @@ async def test_a_lost_call_job_without_a_run_is_driven_again_and_results_once(
         held = await client.calls.wait(holder.call_id, timeout_s=60)
         events = [e async for e in client.calls.events(lost.call_id, follow=False)]
 
-    assert held is not None and held.output == "released"
-    assert result is not None and result.output == 5.0, result
+    assert held is not None
+    assert held.output == "released"
+    assert result is not None
+    assert result.output == 5.0, result
     assert [e.type for e in events].count("tool-result") == 1
