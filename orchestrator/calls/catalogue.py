@@ -33,6 +33,7 @@ from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN, call_job_id
 from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import CallPlan, error_result
 from agentq.orchestrator.runs.state import CallStatus
@@ -196,14 +197,6 @@ def create_call_args(
         queue=tool.queue,
         timeout_s=tool.timeout_s,
     )
-    envelope = JobEnvelope(
-        kind="call",
-        run_id=call_id,
-        step=0,
-        call_id=call_id,
-        timeout_s=tool.timeout_s,
-        run_trace=dict(trace),
-    )
     return CreateCall(
         call_id=call_id,
         tool=tool.model_dump_json(),
@@ -214,8 +207,23 @@ def create_call_args(
         event=event_json(
             "tool-call", call_id, tool_call_id=call_id, tool_name=tool.name, input=input
         ),
-        job=queued_job(envelope, tool.queue),
+        job=call_job(call, trace),
     )
+
+
+def call_job(call: CallPlan, trace: Mapping[str, str]) -> QueuedJob:
+    """The call's one job (on its tool's queue), from what its hash keeps: the sweeper
+    rebuilds it so (orchestrator/calls/redrive.py)."""
+    assert call.queue is not None, "only tools that execute on a queue are callable"
+    envelope = JobEnvelope(
+        kind="call",
+        run_id=call.id,
+        step=0,
+        call_id=call.id,
+        timeout_s=call.timeout_s,
+        run_trace=dict(trace),
+    )
+    return queued_job(envelope, call.queue)
 
 
 def claim_call_args(call_id: str, attempt: int) -> ClaimToolCall:

@@ -93,12 +93,22 @@ class EmitCall(CallTransitionInput):
     events: list[str]
 
 
+class RedriveCallJob(CallTransitionInput):
+    """The sweeper found the call unmoved and not done: its job, enqueued again unless
+    it is queued or held (orchestrator/calls/redrive.py)."""
+
+    script = "call_redrive"
+
+    job: QueuedJob | None = None  # None: the call was not found (it leaves the index)
+
+
 CALL_INPUTS: tuple[type[CallTransitionInput], ...] = (
     CreateCall,
     ClaimToolCall,
     FinishCall,
     CancelCall,
     EmitCall,
+    RedriveCallJob,
 )
 
 
@@ -112,3 +122,4 @@ class CallReply(BaseModel):
     call: str | None = None  # CLAIMED: the CallPlan JSON
     tool: str | None = None  # CLAIMED: the ToolDef JSON
     seq: int = 0  # EMITTED: the last event's sequence (0: the call had ended)
+    jobs: int = 0  # REDRIVEN: how many jobs were enqueued again

@@ -21,6 +21,7 @@ from agentq.orchestrator.calls.state import (
     CreateCall,
     EmitCall,
     FinishCall,
+    RedriveCallJob,
 )
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
@@ -69,6 +70,9 @@ class CallStore(Store):
         return await self._apply(transition)
 
     async def cancel(self, transition: CancelCall) -> CallReply:
+        return await self._apply(transition)
+
+    async def redrive(self, transition: RedriveCallJob) -> CallReply:
         return await self._apply(transition)
 
     async def emit(self, call_id: str, events: Sequence[str]) -> int:

@@ -52,6 +52,13 @@ QUEUE_PREFIX = "aq:queue:"
 CALL_PREFIX = "aq:call:"
 CALL_JOB_SUFFIX = ":job"
 WAKE_PREFIX = "aq:wake:"
+# Zset per partition: the live runs, scored by when each last moved (ms, Redis's clock),
+# written by the run transitions (runs/lua/prelude.lua: moved) and read by the sweeper
+# that re-drives a run whose step lost its job (orchestrator/runs/redrive.py); likewise
+# for tool calls without a run (calls/lua/call_prelude.lua, orchestrator/calls/redrive.py).
+MOVING_PREFIX = "aq:moving:"
+MOVING_RUNS = "runs"
+MOVING_CALLS = "calls"
 
 # arq's key layout (arq.constants), which the Lua transitions write directly.
 ARQ_JOB_PREFIX = "arq:job:"
@@ -294,6 +301,18 @@ def job_wake(name: str, job_id: str) -> str:
 WORKER_PREFIX = "aq:worker:"
 WORKER_JOBS_SUFFIX = ":jobs"
 LEASE_HOLDERS = "aq:lease:holders"
+
+
+def moving_runs(partition: int = 0) -> str:
+    """Zset: a partition's live runs by when each last moved (`aq:moving:runs` with one
+    partition; in the partition's slot otherwise, so a run transition writes it)."""
+    return _partitioned(MOVING_PREFIX, partition, MOVING_RUNS)
+
+
+def moving_calls(partition: int = 0) -> str:
+    """Zset: a partition's tool calls without a run that are not done, by when each last
+    moved (the call transitions write it, the sweeper reads it)."""
+    return _partitioned(MOVING_PREFIX, partition, MOVING_CALLS)
 
 
 def worker_jobs(worker_id: str, partition: int = 0) -> str:

@@ -125,4 +125,10 @@ class Settings(BaseSettings):
     # admission job dropped, a run's keys expired first); a line found so in two sweeps in
     # a row ends as failed. An upload never sealed expires this long after its last chunk.
     batch_sweep_s: float = Field(default=60.0, gt=0)
+    # Every worker sweeps for runs that have not moved for this long and whose current step
+    # has no job queued or held and nothing recorded (a failover dropped the job): their
+    # step's jobs are enqueued again (orchestrator/runs/redrive.py). Well above a step's
+    # normal hop; a pass looks at no more than `redrive_batch` such runs per partition.
+    redrive_after_s: float = Field(default=30.0, gt=0)
+    redrive_batch: int = Field(default=100, ge=1)
     batch_upload_ttl_s: int = Field(default=24 * 3600, gt=0)

@@ -44,6 +44,8 @@ from agentq.orchestrator.runs.state import (
     Outcome,
     PostResult,
     RecordResult,
+    Redrive,
+    RedriveReply,
     Reply,
     ResolveApproval,
     RunFailure,
@@ -199,6 +201,9 @@ class RunStore(Store):
                 pipe.scard(key)
                 _, _, children = await pipe.execute()
         return 1 + int(children)
+
+    async def redrive(self, transition: Redrive) -> RedriveReply:
+        return await self._apply(transition, RedriveReply)
 
     async def wait_answer(self, run_id: str, request_id: str, timeout_s: float) -> str | None:
         """Block until the answer to an input request is posted (or the timeout passes)."""

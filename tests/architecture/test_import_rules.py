@@ -236,6 +236,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "workers.worker": {
         "orchestrator",
+        "orchestrator.calls",  # the sweeper of calls whose job was lost, beside the runs'
         "orchestrator.core",
         "orchestrator.fleet",
         "orchestrator.loop",

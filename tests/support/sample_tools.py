@@ -71,3 +71,17 @@ def log_warning(message: str) -> str:
 
     logging.getLogger("agentq.tests.tools").warning("tool says: %s", message)
     return "logged"
+
+
+@tool
+async def hold_until(started: str, gate: str) -> str:
+    """Create `started`, then wait until `gate` exists (a call a test holds in flight
+    while it does something behind the run's back)."""
+    import asyncio
+
+    Path(started).touch()  # noqa: ASYNC240 (a test's marker file)
+    for _ in range(30_000):  # at most ~5 minutes: a test that forgot the gate fails
+        if Path(gate).exists():  # noqa: ASYNC240
+            return "released"
+        await asyncio.sleep(0.01)
+    raise TimeoutError("the gate was never opened")

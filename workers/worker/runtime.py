@@ -40,6 +40,8 @@ import httpx
 from arq.worker import func
 from redis.asyncio import Redis
 
+from agentq.orchestrator.calls.redrive import CallRedriver
+from agentq.orchestrator.calls.store import CallStore
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import (
@@ -62,6 +64,7 @@ from agentq.orchestrator.redis.connect import (
     is_memory_url,
 )
 from agentq.orchestrator.redis.faults import is_transient, raise_if_cancel_requested
+from agentq.orchestrator.runs.redrive import Redriver
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools import ToolAnnouncement, registry_key
 from agentq.orchestrator.tools.announcements import (
@@ -242,6 +245,7 @@ class WorkerRuntime:
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
+        self._tasks.append(asyncio.create_task(self._redrive_forever(), name="agentq-redrive"))
         if MODEL_QUEUE in self.queues:
             self._tasks.append(
                 asyncio.create_task(collector.run_forever(), name="agentq-provider-batch")
@@ -333,6 +337,36 @@ class WorkerRuntime:
             )
             if reaped:
                 log.info("re-delivered %d job(s) of workers whose lease lapsed", reaped)
+
+    async def _redrive_forever(self) -> None:
+        """Re-drive runs whose current step, and calls without a run, lost their job (a
+        failover dropped it)."""
+        redis = self.redis
+        assert redis is not None
+        if is_memory_url(self.redis_url):
+            return  # one process holds the embedded Redis: no failover can drop a job
+        after_s, limit = self.settings.redrive_after_s, self.settings.redrive_batch
+        retention_s = self.settings.retention_s
+        sweepers: dict[str, Redriver | CallRedriver] = {
+            "runs": Redriver(
+                RunStore(redis, retention_s=retention_s), after_s=after_s, limit=limit
+            ),
+            "calls": CallRedriver(
+                CallStore(redis, retention_s=retention_s), after_s=after_s, limit=limit
+            ),
+        }
+        # A few passes per threshold: a lost job waits at most about 1⅓ thresholds.
+        while True:
+            await asyncio.sleep(after_s / 3)
+            raise_if_cancel_requested()
+            for what, sweeper in sweepers.items():
+                swept = await OUTAGE.periodic_pass(
+                    sweeper.sweep,
+                    failure=f"worker {self.worker_id}: re-driving stuck {what} failed",
+                    log=log,
+                )
+                if swept is not None and swept.redriven:
+                    log.info("re-drove %d lost job(s) of %s", swept.redriven, what)
 
     # -- routing: one tool set per queue ------------------------------------------
 

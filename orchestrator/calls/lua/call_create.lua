@@ -4,7 +4,8 @@
 -- Replies CREATED
 --         EXISTS {call_status}  the id (an idempotency key's) has this very call already
 --         CONFLICT              the id is taken by a call of another tool or input
--- Effects the call's hash (status queued), a `tool-call` event, its job; both keys
+-- Effects the call's hash (status queued), a `tool-call` event, its job, its entry in
+--         the partition's moving index (call_prelude: moved); both keys
 --         expire after the retention even if no worker ever takes the call.
 local st = redis.call('HGET', call, CF.STATUS)
 if st then
@@ -16,4 +17,5 @@ redis.call('HSET', call, CF.TOOL, A.tool, CF.CALL, A.call, CF.INPUT_HASH, A.inpu
 emit(A.event)
 enqueue(A.job)
 keep_for_retention()
+moved()
 return reply(OUT.CREATED)

@@ -14,6 +14,15 @@ local seq_hash, seq_field = call, CF.SEQ  -- what `emit` counts the call's event
 -- @include reply
 -- @include emit
 -- @include enqueue
+-- @include clock
+-- @include moving
+
+-- The call moved (created, claimed): the sweeper (calls/redrive.py) looks only at calls
+-- not done that have not moved for a while; the result takes the call out.
+local moving_key = moving_index(string.sub(call, #K.CALL_PREFIX + 1), K.MOVING_CALLS)
+local function moved()
+  redis.call('ZADD', moving_key, now_ms(), A.call_id)
+end
 
 local function keep_for_retention()
   redis.call('EXPIRE', call, A.retention_s)
@@ -26,5 +35,6 @@ local function finish(result, ev)
   redis.call('HSET', call, CF.STATUS, CALL.DONE, CF.FINISHED_AT, A.at)
   emit(ev)
   keep_for_retention()
+  redis.call('ZREM', moving_key, A.call_id)
   return true
 end

@@ -14,6 +14,7 @@ local err = run_guard(A.step)
 if err then return reply(err) end
 if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
 emit(A.event)
+moved()
 -- The message list only grows (an entry is never rewritten), so what the worker holds
 -- of this run is still its first `known` messages.
 local stamp = redis.call('HGET', meta, F.CREATED_AT) or ''

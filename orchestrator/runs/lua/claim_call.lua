@@ -16,6 +16,7 @@ end
 local call = redis.call('HGET', step, S.CALL .. A.call_id)
 local name = cjson.decode(call).name
 redis.call('HSET', step, S.CALL_STATUS .. A.call_id, CALL.RUNNING)
+moved()
 local ev = cjson.decode(A.event)
 ev.tool_name = name
 emit(cjson.encode(ev))

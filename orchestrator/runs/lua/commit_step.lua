@@ -13,6 +13,7 @@ local err = run_guard(A.step)
 if err then return reply(err) end
 local step = step_key(A.step)
 if redis.call('HSETNX', step, S.RESP, A.resp) == 0 then return reply(OUT.DUPLICATE) end
+moved()
 redis.call('HSET', step, S.TEXT, A.text, S.FINISH_REASON, A.finish_reason, S.AFTER, A.after,
            S.ORDER, A.order, S.PENDING, A.pending, S.PARKED, A.parked)
 for _, pair in ipairs(USAGE) do redis.call('HINCRBY', meta, pair[2], A.usage[pair[1]]) end

@@ -42,4 +42,5 @@ end
 for _, m in ipairs(A.messages) do redis.call('RPUSH', msgs, m) end
 emit(A.event)
 enqueue(A.next_job)
+moved()
 return reply(OUT.CREATED)

@@ -11,6 +11,9 @@
 -- Every script returns reply(...): one JSON object, {outcome = OUT.*, ...}. The helpers
 -- every machine shares (reply, emit, enqueue) are includes (orchestrator/machine/lua/).
 -- Every script checks before it writes, so a refused transition writes nothing.
+-- A transition that moves the run (create, begin_step, commit_step, claim_call, a result
+-- recorded, a call unparked) scores it in its partition's moving index (`moved`); its
+-- end removes it. The sweeper re-drives runs that sit there unmoved (redrive.lua).
 local meta, msgs, events = KEYS[1], KEYS[2], KEYS[3]
 local A = cjson.decode(ARGV[1])
 local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events in
@@ -18,6 +21,8 @@ local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events 
 -- @include reply
 -- @include emit
 -- @include enqueue
+-- @include clock
+-- @include moving
 
 local function step_key(n)
   return meta .. K.STEP .. n
@@ -33,6 +38,13 @@ local run_name = string.sub(meta, #K.RUN_PREFIX + 1)
 
 local function job_prefix(n)
   return K.JOB_PREFIX .. run_name .. K.JOB_SEPARATOR .. n
+end
+
+-- The run moved (created, a step begun or committed, a call claimed or answered): the
+-- sweeper (runs/redrive.py) looks only at runs that have not moved for a while.
+local moving_key = moving_index(run_name, K.MOVING_RUNS)
+local function moved()
+  redis.call('ZADD', moving_key, now_ms(), A.run_id)
 end
 
 local function is_terminal(status)
@@ -69,6 +81,7 @@ local function finish_run(status, ev_type, fields)
   for k, v in pairs(fields) do ev[k] = v end
   emit(cjson.encode(ev))
   expire_run()
+  redis.call('ZREM', moving_key, A.run_id)
   -- A batch's run: its end is a job, so the fleet admits the batch's next line.
   local end_job = redis.call('HGET', meta, F.END_JOB)
   if end_job then
@@ -134,6 +147,7 @@ end
 local function record(n, id, result, result_events, next_job)
   local step = step_key(n)
   if redis.call('HSETNX', step, S.RESULT .. id, result) == 0 then return OUT.DUPLICATE end
+  moved()
   redis.call('HSET', step, S.CALL_STATUS .. id, CALL.DONE)
   emit_all(result_events)
   if redis.call('HINCRBY', step, S.PENDING, -1) > 0 then return OUT.RECORDED end
@@ -141,6 +155,7 @@ local function record(n, id, result, result_events, next_job)
 end
 
 local function unpark(n)
+  moved()
   if redis.call('HINCRBY', step_key(n), S.PARKED, -1) <= 0
      and redis.call('HGET', meta, F.STATUS) == RUN.AWAITING then
     redis.call('HSET', meta, F.STATUS, RUN.RUNNING)

@@ -29,6 +29,8 @@ from agentq.orchestrator.runs.state.inputs import (
     NodeCandidate,
     PostResult,
     RecordResult,
+    Redrive,
+    RedriveCall,
     ResolveApproval,
     TransitionInput,
     WorkflowFinal,
@@ -39,6 +41,7 @@ from agentq.orchestrator.runs.state.replies import (
     CancelReply,
     ClaimCallReply,
     EmitReply,
+    RedriveReply,
     Reply,
 )
 from agentq.orchestrator.runs.state.status import (
@@ -87,6 +90,9 @@ __all__ = [
     "PostResult",
     "QueuedJob",
     "RecordResult",
+    "Redrive",
+    "RedriveCall",
+    "RedriveReply",
     "Reply",
     "ResolveApproval",
     "RunFailure",

@@ -256,6 +256,29 @@ class WorkflowRecord(TransitionInput):
     final: WorkflowFinal | None = None
 
 
+class RedriveCall(BaseModel):
+    """A call of the step that runs on a queue, and its job (as commit_step made it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    job: QueuedJob
+
+
+class Redrive(TransitionInput):
+    """The sweeper found the run unmoved: the job its step waits for, enqueued again
+    unless one is queued or held (orchestrator/runs/redrive.py)."""
+
+    script = "redrive"
+
+    step: int
+    model_job: QueuedJob
+    # Keys whose presence means the model step is in hand though its own job is gone:
+    # its summary or resumed job (queued or held), its request parked with a provider batch.
+    model_live: list[str] = Field(default_factory=list)
+    calls: list[RedriveCall] = Field(default_factory=list)
+
+
 INPUTS: tuple[type[TransitionInput], ...] = (
     CreateRun,
     BeginStep,
@@ -271,4 +294,5 @@ INPUTS: tuple[type[TransitionInput], ...] = (
     FailRun,
     Cancel,
     WorkflowRecord,
+    Redrive,
 )

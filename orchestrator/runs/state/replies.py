@@ -53,6 +53,12 @@ class ClaimCallReply(Reply):
     tool: str | None = None
 
 
+class RedriveReply(Reply):
+    """With REDRIVEN: how many jobs were enqueued again."""
+
+    jobs: int = 0
+
+
 class EmitReply(Reply):
     seq: int = 0  # the last event's sequence number (0: the run has ended)
 

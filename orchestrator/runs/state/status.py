@@ -81,6 +81,9 @@ class Outcome(StrEnum):
     # input requests
     PARKED = "parked"
     ANSWERED = "answered"
+    # redrive
+    REDRIVEN = "redriven"  # the step's lost jobs were enqueued again
+    IN_HAND = "in-hand"  # every job the step waits for is queued or held
     # emit, fail_run, cancel
     EMITTED = "emitted"
     FAILED = "failed"

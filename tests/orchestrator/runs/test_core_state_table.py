@@ -41,6 +41,8 @@ from agentq.orchestrator.runs.state import (
     Outcome,
     PostResult,
     RecordResult,
+    Redrive,
+    RedriveCall,
     Reply,
     ResolveApproval,
     RunFailure,
@@ -154,6 +156,10 @@ def expect(probe: str, m: Model, call: str) -> Effect:
             return Effect(Outcome.OK, m, events=1)
         committed = replace(m, committed=True, c1=CallStatus.QUEUED, sibling=True)
         return Effect(Outcome.COMMITTED, committed, events=3, jobs=2)
+    if probe == "redrive":  # every job the table's runs wait for is still queued
+        if m.committed and m.c1 not in (CallStatus.QUEUED, CallStatus.RUNNING) and not m.sibling:
+            return Effect(Outcome.PARKED, m)
+        return Effect(Outcome.IN_HAND, m)
     if probe == "input_answer":
         if m.request != InputStatus.PENDING:
             return Effect(Outcome.WRONG_STATE, m)
@@ -432,6 +438,14 @@ def _probe(name: str, call: str) -> Callable[[RunStore], Awaitable[Reply]]:
                 content={"x": 1},
             )
         ),
+        "redrive": lambda s: s.redrive(
+            Redrive(
+                run_id=RUN,
+                step=0,
+                model_job=model_job(RUN, 0),
+                calls=[RedriveCall(id=i, job=tool_job(RUN, 0, _call(i, Q))) for i in ("c1", "c2")],
+            )
+        ),
         "emit": lambda s: s.append(Emit(run_id=RUN, events=[_event("tool-progress")])),
         "fail_run": lambda s: s.fail_run(RUN, FAILURE),
         "cancel": lambda s: s.cancel(RUN, "stop"),
@@ -455,6 +469,7 @@ RUN_PROBES = (
     "begin_step",
     "commit_step",
     "input_answer",
+    "redrive",
     "emit",
     "fail_run",
     "cancel",
@@ -569,5 +584,6 @@ def test_the_table_covers_every_transition() -> None:
     probed = {"create", "emit", "fail_run", "cancel", "begin_step", "commit_step"}
     probed |= {"claim_call", "record_result", "post_result", "expire_parked"}
     probed |= {"resolve_approval", "input_request", "input_answer", "workflow_record"}
+    probed |= {"redrive"}
     assert scripts == probed
     assert len(TABLE) == len(STATES) * len(PROBES)

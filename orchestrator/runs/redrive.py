@@ -1,0 +1,153 @@
+"""The sweeper: re-drive a run whose current step lost its job.
+
+A run moves only when a job moves it. If the job its step waits for is lost (a
+failover dropped the write that queued it, or anything else removed it), and no
+completion was recorded, nothing will ever drive the run again. Every worker sweeps
+for such runs (workers/worker/runtime.py), beside the reaper.
+
+The cost of a pass does not grow with the number of healthy runs: each partition
+keeps its live runs in a sorted set scored by when each last moved (written by the
+run transitions themselves, `moved` in runs/lua/prelude.lua; an ending removes the
+run). A pass reads only the entries that have not moved for `after_s`, at most
+`limit` per partition, and each one it looks at is scored anew (or leaves the set
+while it is parked), so the next pass goes on with the next ones: the window is the
+cursor. Whether a stale run is stuck is decided inside one transition
+(runs/lua/redrive.lua), which enqueues the step's jobs again only where none is
+queued or held; a job that survived is never doubled, and a run that waits for a
+human, a client or a child run is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX
+from agentq.orchestrator.loop.plan import CallPlan
+from agentq.orchestrator.machine.store import resolved, text
+from agentq.orchestrator.redis.faults import redis_errors_mapped
+from agentq.orchestrator.runs.state import (
+    CallStatus,
+    MetaField,
+    Outcome,
+    Redrive,
+    RedriveCall,
+    StepField,
+    call_field,
+)
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import model_job, tool_job
+
+# The statuses of a call whose job is the step's to drive (not parked, not done).
+RUNNABLE = (CallStatus.QUEUED, CallStatus.RUNNING)
+
+
+@dataclass
+class SweepPass:
+    """What one pass did: runs looked at (the stale window), jobs enqueued again."""
+
+    examined: int = 0
+    redriven: int = 0
+
+
+class Redriver:
+    def __init__(self, store: RunStore, *, after_s: float, limit: int) -> None:
+        self.store = store
+        self.redis = store.redis
+        self.after_ms = int(after_s * 1000)
+        self.limit = limit
+
+    async def sweep(self) -> SweepPass:
+        """One pass over every partition's stale window."""
+        return await sweep_window(
+            self.redis, keys.moving_runs, self.redrive, after_ms=self.after_ms, limit=self.limit
+        )
+
+    async def redrive(self, run_id: str) -> int:
+        """Enqueue again what the run's current step waits for and lost; how many jobs."""
+        transition = await self._read(run_id)
+        answer = await self.store.redrive(transition)
+        return answer.jobs if answer.outcome == Outcome.REDRIVEN else 0
+
+    async def _read(self, run_id: str) -> Redrive:
+        """The run's step and the jobs it may wait for, as read now (the transition
+        checks them again, atomically)."""
+        with redis_errors_mapped():
+            raw_step = await resolved(self.redis.hget(keys.meta(run_id), MetaField.STEP))
+            n = int(raw_step) if raw_step is not None else 0
+            calls = await self._queued_calls(run_id, n)
+        return Redrive(
+            run_id=run_id,
+            step=n,
+            model_job=model_job(run_id, n),
+            model_live=[
+                *_held(keys.summary_job_id(run_id, n)),
+                *_held(keys.resumed_model_job_id(run_id, n)),
+                keys.batch_step(run_id, n),
+            ],
+            calls=calls,
+        )
+
+    async def _queued_calls(self, run_id: str, n: int) -> list[RedriveCall]:
+        """Step n's calls that run on a queue (queued or running), each with its job."""
+        step_key = keys.step(run_id, n)
+        order = await resolved(self.redis.hget(step_key, StepField.ORDER))
+        ids = [str(i) for i in json.loads(order)] if order is not None else []
+        if not ids:
+            return []
+        fields = [call_field(StepField.CALL_STATUS, i) for i in ids]
+        statuses = await resolved(self.redis.hmget(step_key, fields))
+        runnable = [i for i, st in zip(ids, statuses, strict=True) if _runnable(st)]
+        if not runnable:
+            return []
+        fields = [call_field(StepField.CALL, i) for i in runnable]
+        plans = [
+            CallPlan.model_validate_json(raw)
+            for raw in await resolved(self.redis.hmget(step_key, fields))
+            if raw is not None
+        ]
+        return [
+            RedriveCall(id=plan.id, job=tool_job(run_id, n, plan))
+            for plan in plans
+            if plan.queue is not None
+        ]
+
+
+async def sweep_window(
+    redis: Redis,
+    index: Callable[[int], str],
+    redrive: Callable[[str], Awaitable[int]],
+    *,
+    after_ms: int,
+    limit: int,
+) -> SweepPass:
+    """One pass of a machine's sweeper: `redrive` each id of every partition's moving
+    `index` unmoved for `after_ms`, at most `limit` per partition (each one redriven is
+    scored anew or leaves the index: the next pass goes on with the next ones)."""
+    with redis_errors_mapped():
+        seconds, micros = await resolved(redis.time())
+    # Scored by Redis's clock (the transitions' TIME), so workers' clocks do not matter.
+    stale_before = seconds * 1000 + micros // 1000 - after_ms
+    done = SweepPass()
+    for partition in keys.partitions():
+        with redis_errors_mapped():
+            ids = await resolved(
+                redis.zrangebyscore(index(partition), "-inf", stale_before, start=0, num=limit)
+            )
+        for id_ in ids:
+            done.examined += 1
+            done.redriven += await redrive(text(id_))
+    return done
+
+
+def _held(job_id: str) -> list[str]:
+    """The keys that say a job is queued (its arq key) or held (its in-progress key)."""
+    return [keys.arq_job(job_id), ARQ_IN_PROGRESS_PREFIX + job_id]
+
+
+def _runnable(status: bytes | str | None) -> bool:
+    return status is not None and text(status) in RUNNABLE

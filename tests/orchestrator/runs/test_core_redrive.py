@@ -1,0 +1,239 @@
+"""The sweeper's transition (`redrive`) and its pass, on a real redis-server: a step
+whose job was lost is driven again, once; a job that survived is not doubled; a
+parked run is left alone; a pass reads only the stale window of the moving index.
+
+(The `redrive` probe of every state, delivered twice, is in test_core_state_table.py;
+these are the states that table cannot build: a job gone behind the run's back.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+from redis.asyncio import Redis
+
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX
+from agentq.orchestrator.core.messages import ToolResultPart, UserMessage
+from agentq.orchestrator.loop.plan import CallPlan
+from agentq.orchestrator.redis.connect import connect
+from agentq.orchestrator.runs.redrive import Redriver
+from agentq.orchestrator.runs.state import (
+    BeginStep,
+    CallRecord,
+    CallStatus,
+    CommitStep,
+    CreateRun,
+    Outcome,
+    ResolveApproval,
+    StepAfter,
+)
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import model_job, result_args, tool_job
+
+pytestmark = pytest.mark.component
+
+SPEC = json.dumps({"model": {"provider": "scripted", "script": []}, "prompt": "go"})
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = connect(redis_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+def four_partitions() -> Iterator[None]:
+    keys.use_partitions(4)
+    try:
+        yield
+    finally:
+        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
+
+
+def _event(run_id: str, type_: str) -> str:
+    return json.dumps({"type": type_, "run_id": run_id, "at": 0, "step": 0})
+
+
+def _call(call_id: str, status: CallStatus) -> CallPlan:
+    return CallPlan(id=call_id, name="t", input={}, status=status, queue="tools")
+
+
+async def _create(store: RunStore, run_id: str) -> None:
+    await store.create(
+        CreateRun(
+            run_id=run_id,
+            spec=SPEC,
+            spec_hash="h",
+            tools={"t": json.dumps({"name": "t", "kind": "function", "queue": "tools"})},
+            tool_order=["t"],
+            messages=[UserMessage(content="go").model_dump_json()],
+            trace="{}",
+            event=json.dumps({"type": "start", "run_id": run_id, "at": 0}),
+            next_job=model_job(run_id, 0),
+        )
+    )
+
+
+async def _commit(store: RunStore, run_id: str, calls: list[tuple[str, CallStatus]]) -> None:
+    await store.begin_step(BeginStep(run_id=run_id, step=0, event=_event(run_id, "start-step")))
+    plans = [_call(i, s) for i, s in calls]
+    await store.commit_step(
+        CommitStep(
+            run_id=run_id,
+            step=0,
+            resp="{}",
+            assistant='{"role":"assistant","content":[]}',
+            text="",
+            finish_reason="tool-calls",
+            usage={"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
+            after=StepAfter.CONTINUE,
+            order=json.dumps([i for i, _ in calls]),
+            calls=[CallRecord(id=p.id, call=p.model_dump_json(), status=p.status) for p in plans],
+            events=[_event(run_id, "finish-step")],
+            jobs=[tool_job(run_id, 0, p) for p in plans if p.status == CallStatus.QUEUED],
+            pending=len(plans),
+            parked=sum(1 for p in plans if p.status != CallStatus.QUEUED),
+            finishes_now=False,
+            next_job=model_job(run_id, 1),
+        )
+    )
+
+
+async def _lose(redis: Redis, job_id: str, queue: str) -> None:
+    """What a failover can do to a job: its key and its queue entry gone."""
+    await redis.delete(keys.arq_job(job_id))
+    await redis.zrem(keys.job_queue(queue, job_id), job_id)
+
+
+async def _queued(redis: Redis, job_id: str, queue: str) -> bool:
+    in_queue = await redis.zscore(keys.job_queue(queue, job_id), job_id) is not None
+    return bool(await redis.exists(keys.arq_job(job_id))) and in_queue
+
+
+async def _index(redis: Redis, run_id: str) -> float | None:
+    score: float | None = await redis.zscore(keys.moving_runs(keys.partition_of(run_id)), run_id)
+    return score
+
+
+def _redriver(store: RunStore, after_s: float = 30.0, limit: int = 100) -> Redriver:
+    return Redriver(store, after_s=after_s, limit=limit)
+
+
+async def test_a_lost_model_job_is_enqueued_again_once(redis: Redis) -> None:
+    store = RunStore(redis)
+    await _create(store, "r1")
+    job_id = keys.model_job_id("r1", 0)
+    await _lose(redis, job_id, "model")
+
+    sweeper = _redriver(store)
+    assert await sweeper.redrive("r1") == 1
+    assert await _queued(redis, job_id, "model")
+    assert await sweeper.redrive("r1") == 0  # a second delivery: the job is there now
+
+
+async def test_a_held_or_handed_on_model_step_is_not_doubled(redis: Redis) -> None:
+    store = RunStore(redis)
+    await _create(store, "r1")
+    job_id = keys.model_job_id("r1", 0)
+    await _lose(redis, job_id, "model")
+    # A worker holds it (its key was read and deleted by arq; the lease still names it).
+    await redis.set(ARQ_IN_PROGRESS_PREFIX + job_id, "w1")
+    assert (await store.redrive(await _redriver(store)._read("r1"))).outcome == Outcome.IN_HAND
+    await redis.delete(ARQ_IN_PROGRESS_PREFIX + job_id)
+    # The step handed on to its summary job.
+    await redis.set(keys.arq_job(keys.summary_job_id("r1", 0)), "{}")
+    assert await _redriver(store).redrive("r1") == 0
+    assert not await redis.exists(keys.arq_job(job_id))
+
+
+async def test_a_lost_tool_job_is_enqueued_again_and_its_sibling_left(redis: Redis) -> None:
+    store = RunStore(redis)
+    await _create(store, "r1")
+    await _commit(store, "r1", [("c1", CallStatus.QUEUED), ("c2", CallStatus.QUEUED)])
+    c1, c2 = keys.tool_job_id("r1", 0, "c1"), keys.tool_job_id("r1", 0, "c2")
+    before = await redis.get(keys.arq_job(c1))
+    await _lose(redis, c2, "tools")
+
+    assert await _redriver(store).redrive("r1") == 1
+    assert await _queued(redis, c2, "tools")
+    assert await redis.get(keys.arq_job(c1)) == before
+    # A recorded call is not driven again, whatever became of its job.
+    await store.record_result(
+        result_args("r1", 0, ToolResultPart(tool_call_id="c2", tool_name="t", output="ok"))
+    )
+    await _lose(redis, c2, "tools")
+    assert await _redriver(store).redrive("r1") == 0
+    assert not await redis.exists(keys.arq_job(c2))
+
+
+async def test_a_parked_run_is_left_alone_until_its_wait_ends(redis: Redis) -> None:
+    store = RunStore(redis)
+    await _create(store, "r1")
+    await _commit(store, "r1", [("c1", CallStatus.AWAITING_APPROVAL)])
+    assert await _index(redis, "r1") is not None
+
+    reply = await store.redrive(await _redriver(store)._read("r1"))
+    assert reply.outcome == Outcome.PARKED
+    assert await _index(redis, "r1") is None  # no pass looks at it while it waits
+    assert await redis.zcard(keys.queue("tools")) == 0
+
+    await store.resolve_approval(
+        ResolveApproval(
+            run_id="r1",
+            step=0,
+            call_id="c1",
+            approved=True,
+            event=_event("r1", "tool-approval-response"),
+            next_status=CallStatus.QUEUED,
+            job=tool_job("r1", 0, _call("c1", CallStatus.QUEUED)),
+        )
+    )
+    assert await _index(redis, "r1") is not None  # moving again: watched again
+
+
+async def test_an_ended_or_unknown_run_leaves_the_index(redis: Redis) -> None:
+    store = RunStore(redis)
+    await _create(store, "r1")
+    await store.cancel("r1", "stop")
+    assert await _index(redis, "r1") is None
+    await redis.zadd(keys.moving_runs(), {"ghost": 0})
+    assert await _redriver(store).redrive("ghost") == 0
+    assert await _index(redis, "ghost") is None
+
+
+async def test_the_index_is_the_partitions_own(redis: Redis, four_partitions: None) -> None:
+    store = RunStore(redis)
+    runs = [f"run-{i}" for i in range(12)]
+    for run_id in runs:
+        await _create(store, run_id)
+    for run_id in runs:
+        assert await _index(redis, run_id) is not None
+    assert sum([await redis.zcard(keys.moving_runs(p)) for p in keys.partitions()]) == 12
+
+
+async def test_a_pass_reads_only_the_stale_window(redis: Redis) -> None:
+    store = RunStore(redis)
+    healthy = [f"run-{i}" for i in range(200)]
+    for run_id in healthy:
+        await _create(store, run_id)
+    stale = healthy[:3]
+    # Three runs last moved long ago (as if their step had been lost a minute back).
+    await redis.zadd(keys.moving_runs(), {run_id: 0 for run_id in stale})
+    await _lose(redis, keys.model_job_id(stale[1], 0), "model")
+    others = {r: await _index(redis, r) for r in healthy[3:]}
+
+    sweeper = _redriver(store, after_s=30.0, limit=2)
+    first = await sweeper.sweep()
+    second = await sweeper.sweep()
+    third = await sweeper.sweep()
+
+    assert (first.examined, second.examined, third.examined) == (2, 1, 0)
+    assert first.redriven + second.redriven == 1
+    assert await _queued(redis, keys.model_job_id(stale[1], 0), "model")
+    assert {r: await _index(redis, r) for r in healthy[3:]} == others  # never read

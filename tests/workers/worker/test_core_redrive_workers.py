@@ -1,0 +1,111 @@
+"""A run whose step lost its job (as a failover can drop the write that queued it)
+finishes, exactly once, because a worker's sweeper drives the step again: real worker
+processes on a real redis-server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
+from tests.support.infra import TOOLS, WorkerProcess, wait_ready
+from tests.support.specs import scripted
+from tests.support.waiting import eventually_async
+
+pytestmark = pytest.mark.integration
+
+# Well above nothing, well below the default: the sweeper looks at runs unmoved this long.
+SWEPT = {"AGENTQ_REDRIVE_AFTER_S": "0.3"}
+
+
+async def _lose(client: Client, job_id: str, queue: str) -> None:
+    """What a failover can do to a queued job: its key and its queue entry gone."""
+    redis = client.redis
+    assert await redis.delete(keys.arq_job(job_id)) == 1
+    assert await redis.zrem(keys.job_queue(queue, job_id), job_id) == 1
+
+
+async def test_a_lost_model_step_job_is_driven_again(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    spec = scripted({"text": "hello"})
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(spec)  # no worker yet: the job waits, queued
+        await _lose(client, keys.model_job_id(run_id, 0), "model")
+        workers.append(WorkerProcess(redis_url, env=SWEPT))
+        wait_ready(*workers)
+        result = await client.runs.wait(run_id, timeout_s=60)
+        events = [e async for e in client.runs.events(run_id)]
+
+    assert result.status == "succeeded", result.error
+    assert result.text == "hello"
+    assert [e.step for e in events if e.type == "start-step"] == [0]
+    assert [e.type for e in events].count("finish") == 1
+
+
+async def test_a_lost_tool_call_job_is_driven_again_and_results_once(
+    redis_url: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    # One job at a time: the worker holds `a` while `b`'s job is lost behind its back.
+    workers.append(
+        WorkerProcess(redis_url, "--tools", TOOLS, env={**SWEPT, "AGENTQ_CONCURRENCY": "1"})
+    )
+    wait_ready(*workers)
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    spec = scripted(
+        {
+            "tool_calls": [
+                {
+                    "name": "hold_until",
+                    "input": {"started": str(started), "gate": str(gate)},
+                    "id": "a",
+                },
+                {"name": "add", "input": {"a": 2, "b": 3}, "id": "b"},
+            ]
+        },
+        {"text": "done"},
+        tools=["hold_until", "add"],
+        tool_timeout_s=60,
+    )
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(spec)
+        await eventually_async(started.exists, "call a to start")
+        await _lose(client, keys.tool_job_id(run_id, 0, "b"), "tools")
+        gate.touch()
+        result = await client.runs.wait(run_id, timeout_s=60)
+        events = [e async for e in client.runs.events(run_id)]
+
+    assert result.status == "succeeded", result.error
+    assert result.text == "done"
+    assert [r.output for r in result.steps[0].tool_results] == ["released", 5.0]
+    results = [e.model_dump()["tool_call_id"] for e in events if e.type == "tool-result"]
+    assert sorted(results) == ["a", "b"]
+    assert [e.step for e in events if e.type == "start-step"] == [0, 1]
+
+
+async def test_a_lost_call_job_without_a_run_is_driven_again_and_results_once(
+    redis_url: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    env = {**SWEPT, "AGENTQ_CONCURRENCY": "1"}
+    workers.append(WorkerProcess(redis_url, "--tools", TOOLS, env=env))
+    wait_ready(*workers)
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    async with Client(redis_url) as client:
+        holder = await client.calls.start(
+            "hold_until", {"started": str(started), "gate": str(gate)}
+        )
+        await eventually_async(started.exists, "the first call to start")
+        lost = await client.calls.start("add", {"a": 2, "b": 3})
+        await _lose(client, keys.call_job_id(lost.call_id), "tools")
+        gate.touch()
+        result = await client.calls.wait(lost.call_id, timeout_s=60)
+        held = await client.calls.wait(holder.call_id, timeout_s=60)
+        events = [e async for e in client.calls.events(lost.call_id, follow=False)]
+
+    assert held is not None
+    assert held.output == "released"
+    assert result is not None
+    assert result.output == 5.0, result
+    assert [e.type for e in events].count("tool-result") == 1
