@@ -8,8 +8,9 @@ separating entries), one per key:
 
 A key hash is `sha256:` + the hex SHA-256 of the key (`agentq hash-key KEY` prints it);
 keys themselves are never stored. A tenant key without scopes has every tenant scope; a
-worker key has only what it names; `admin` and `metrics` only a key that names them. Leasing forwarded calls is a worker's right, never a
-tenant's: those calls carry other tenants' inputs (agentq/serve/remote.py).
+worker key has only what it names; `admin` and `metrics`, only a key that names them.
+Leasing forwarded calls is a worker's right, never a tenant's: those calls carry other
+tenants' inputs (agentq/serve/remote.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 
 from fastapi import Request
 
-from agentq.orchestrator.runs.index import DEFAULT_TENANT
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.serve.errors import ApiError
 
 
