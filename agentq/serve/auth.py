@@ -75,7 +75,7 @@ class Principal:
         return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
 
     @property
-    def leases(self) -> bool:
+    def may_lease_any(self) -> bool:
         """Whether the key leases forwarded calls at all (a worker key does)."""
         return any(s.startswith(QUEUE_SCOPE_PREFIX) for s in self.scopes)
 

@@ -64,9 +64,9 @@ def _service(request: Request) -> RemoteService:
 
 
 def _worker(request: Request) -> Principal:
-    """The caller, a worker key (tokens are for browsers and tenants, never for leases)."""
+    """The caller, by its API key: leasing is a worker key's right, never a tenant's."""
     principal = authenticate(request, config_of(request).keys)
-    if not principal.leases:
+    if not principal.may_lease_any:
         raise ApiError(
             403,
             "forbidden",

@@ -123,6 +123,14 @@ def test_only_the_worker_key_that_took_a_lease_sees_and_answers_the_call(
         refused = post(keyed, lease_path, tenant, ask)
         assert_refused(refused, 403, "forbidden")
         assert "worker key" in refused.json()["error"]["message"]
+    # A worker key reads and writes no tenant's runs.
+    read = httpx.get(
+        f"{keyed.url}/v1/runs/{run_id}",
+        headers={"Authorization": f"Bearer {KEYS['worker']}"},
+        timeout=30,
+    )
+    assert_refused(read, 403, "forbidden")
+    assert_refused(post(keyed, "/v1/runs", "worker", RUN), 403, "forbidden")
     refused = post(keyed, lease_path, "elsewhere", ask)
     assert_refused(refused, 403, "forbidden")
     assert "may not lease queue 'node-tools'" in refused.json()["error"]["message"]

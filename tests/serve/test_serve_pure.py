@@ -192,7 +192,7 @@ def test_worker_keys_lease_their_queues_and_tenant_keys_lease_nothing() -> None:
     assert node is not None
     assert twin is not None
     assert admin is not None
-    assert not tenant.leases
+    assert not tenant.may_lease_any
     assert not tenant.may_lease("node-tools")
     assert "admin" not in tenant.scopes  # never by default
     assert (node.kind, node.tenant) == (KeyKind.WORKER, "")
@@ -210,7 +210,7 @@ def test_worker_keys_lease_their_queues_and_tenant_keys_lease_nothing() -> None:
     assert not tenant.holds(node.holder_id)
     assert not tenant.holds("queue:node-tools")
     assert admin.scopes == frozenset({"admin"})
-    assert not admin.leases
+    assert not admin.may_lease_any
     # Without keys, nobody is told apart.
     assert OPEN.holds("queue:anything")
     assert OPEN.may_lease("anything")
