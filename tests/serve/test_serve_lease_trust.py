@@ -159,6 +159,12 @@ def test_only_the_worker_key_that_took_a_lease_sees_and_answers_the_call(
     assert beat.status_code == 200, beat.text
     answered = post(keyed, f"/v1/leases/{lease_id}/result", "worker", {"output": "HONEST"})
     assert answered.json() == {"recorded": True}, answered.text
+    # How the lease ended is its holder's to know; to anyone else it is unknown.
+    late = {"output": "LATE"}
+    assert_refused(
+        post(keyed, f"/v1/leases/{lease_id}/result", "worker", late), 409, "lease_answered"
+    )
+    assert_refused(post(keyed, f"/v1/leases/{lease_id}/result", "twin", late), 410, "lease_gone")
 
     assert finished(keyed, run_id)["status"] == "succeeded"
     seen = tool_events(keyed, run_id)
