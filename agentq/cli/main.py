@@ -865,9 +865,12 @@ def serve(
 ) -> None:
     """Serve the HTTP API, the AI SDK chat endpoint and the dashboard.
 
-    API keys come from $AGENTQ_API_KEYS (a file of `sha256:HEX TENANT [SCOPES]` lines,
-    or the lines inline; see `agentq hash-key`). $AGENTQ_TOKEN_SECRET signs short-lived
-    tokens and session cookies (unset: a secret kept in Redis, shared by every replica)."""
+    API keys come from $AGENTQ_API_KEYS (a file of `sha256:HEX TENANT [SCOPES]` and
+    `sha256:HEX worker:NAME queue:QUEUE` lines, or the lines inline; see `agentq hash-key`).
+    $AGENTQ_TOKEN_SECRET signs short-lived tokens and session cookies (unset: a secret kept
+    in Redis, shared by every replica)."""
+    from agentq.orchestrator.core.errors import SpecError
+    from agentq.orchestrator.tools.remote import load_remote_tools
     from agentq.serve.auth import load_keys
     from agentq.serve.config import ServeConfig, limits_from_env, load_agents
     from agentq.serve.server import refusal
@@ -876,10 +879,14 @@ def serve(
     if not redis_url:
         fail("serve needs --redis URL (or $AGENTQ_REDIS_URL)", EXIT_BAD_INPUT)
     try:
+        settings = load_settings().model_copy(update={"redis_url": redis_url})
+        remote_tools = load_remote_tools(settings.remote_tools)
         keys = load_keys(os.environ.get("AGENTQ_API_KEYS"))
         agents = load_agents(agents_path)
     except (OSError, ValueError) as exc:
         fail(str(exc), EXIT_BAD_INPUT)
+    except (CliError, SpecError) as exc:
+        fail(exc.message, EXIT_BAD_INPUT)
     try:
         limits = limits_from_env(os.environ)
     except ValueError as exc:
@@ -888,6 +895,8 @@ def serve(
         redis_url=redis_url,
         agents=agents,
         keys=keys,
+        settings=settings,
+        remote_tools=remote_tools,
         cors_origins=tuple(cors_origins),
         limits=limits,
         mcp=mcp_gateway,

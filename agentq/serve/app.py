@@ -13,7 +13,6 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.core.settings import Settings
 from agentq.serve import batches, credentials, errors, meta, remote, runs
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
@@ -30,8 +29,8 @@ STATIC = resources.files("agentq.serve") / "static"
 def create_app(config: ServeConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        settings = Settings(
-            redis_url=config.redis_url, redis_max_connections=config.limits.redis_connections
+        settings = config.settings.model_copy(
+            update={"redis_max_connections": config.limits.redis_connections}
         )
         client = Client(config.redis_url, settings=settings)
         client.runs.on_end(metrics.run_ended)
@@ -39,7 +38,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.state.feeds = RunFeeds(client)
         app.state.signer = Signer((await token_secret(client, config)).encode())
         app.state.call_feeds = CallFeeds(client)
-        app.state.remote = RemoteService.from_client(client)
+        app.state.remote = RemoteService(client, config.remote_tools)
         await app.state.remote.start()
         try:
             async with contextlib.AsyncExitStack() as stack:

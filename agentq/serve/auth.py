@@ -1,9 +1,16 @@
-"""API keys, tenants and scopes.
+"""API keys: tenant keys and worker keys, and the scopes each may hold.
 
-`AGENTQ_API_KEYS` holds lines `KEY-HASH TENANT [SCOPE,SCOPE…]` (a path to a file of
-them, or the lines inline, `;` also separating entries). A key hash is
-`sha256:` + the hex SHA-256 of the key (`agentq hash-key KEY` prints it); keys
-themselves are never stored. Without scopes a key has all of them but `metrics`.
+`AGENTQ_API_KEYS` holds lines (a path to a file of them, or the lines inline, `;` also
+separating entries), one per key:
+
+    sha256:HEX TENANT [SCOPE,SCOPE…]           a tenant key
+    sha256:HEX worker:NAME queue:Q[,queue:Q…]   a worker key, for the queues it may lease
+
+A key hash is `sha256:` + the hex SHA-256 of the key (`agentq hash-key KEY` prints it);
+keys themselves are never stored. A tenant key without scopes has every tenant scope; a
+worker key has only what it names; `admin` and `metrics`, only a key that names them.
+Leasing forwarded calls is a worker's right, never a tenant's: those calls carry other
+tenants' inputs (agentq/serve/remote.py).
 """
 
 from __future__ import annotations
@@ -12,31 +19,53 @@ import fnmatch
 import hashlib
 import hmac
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 from fastapi import Request
 
-from agentq.orchestrator.runs.index import DEFAULT_TENANT
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.serve.errors import ApiError
 
-# `workers`: lease and report the calls of remote tools (agentq/serve/remote.py).
-# `metrics`: read `/metrics`, which counts every tenant's work: only a key naming it has it.
+
+class KeyKind(StrEnum):
+    TENANT = "tenant"  # submits and reads its own tenant's runs, calls and batches
+    WORKER = "worker"  # leases the calls of the queues it names, for every tenant
+
+
+# What a tenant key holds when its line names no scopes.
+TENANT_SCOPES = frozenset({"runs:read", "runs:write", "approve", "tools:call"})
+# The fleet's shape across tenants (/v1/fleet, /v1/queues): granted by name only.
+ADMIN = "admin"
+# `metrics`: read `/metrics`, which counts every tenant's work: granted by name only.
 METRICS_SCOPE = "metrics"
-SCOPES = frozenset({"runs:read", "runs:write", "approve", "workers", "tools:call", METRICS_SCOPE})
-IMPLIED_SCOPES = SCOPES - {METRICS_SCOPE}  # a key listing no scopes
+# Scopes any kind of key holds when its line names them, and never otherwise.
+NAMED_SCOPES = frozenset({ADMIN, METRICS_SCOPE})
 # A scope `tool:PATTERN` (fnmatch, e.g. `tool:search`, `tool:github:*`) limits the tools a
 # key lists and calls (`/v1/tools`, the MCP gateway) to those matching one of its patterns.
 TOOL_SCOPE_PREFIX = "tool:"
+# A worker key's `queue:NAME` scopes name the queues it leases; `queue:*` is every queue.
+QUEUE_SCOPE_PREFIX = "queue:"
+ANY_QUEUE = QUEUE_SCOPE_PREFIX + "*"
+WORKER_PREFIX = "worker:"
 
 
 def hash_key(key: str) -> str:
     return "sha256:" + hashlib.sha256(key.encode()).hexdigest()
 
 
+def queue_scope(queue: str) -> str:
+    return QUEUE_SCOPE_PREFIX + queue
+
+
 @dataclass(frozen=True)
 class Principal:
-    tenant: str
+    tenant: str  # "" for a worker key: it acts for no tenant
     scopes: frozenset[str]
+    kind: KeyKind = KeyKind.TENANT
+    # Names the key in what it leaves behind (the holder of a lease it takes): its
+    # entry's owner and the start of its hash, never the key.
+    key_id: str = ""
 
     def may_call(self, *names: str) -> bool:
         """Whether the key may list and call a tool known by these names."""
@@ -45,8 +74,29 @@ class Principal:
             return True
         return any(fnmatch.fnmatchcase(n, p) for n in names for p in patterns)
 
+    @property
+    def may_lease_any(self) -> bool:
+        """Whether the key leases forwarded calls at all (a worker key does)."""
+        return any(s.startswith(QUEUE_SCOPE_PREFIX) for s in self.scopes)
 
-OPEN = Principal(DEFAULT_TENANT, SCOPES)
+    def may_lease(self, queue: str) -> bool:
+        return queue_scope(queue) in self.scopes or ANY_QUEUE in self.scopes
+
+    # The lease holder of workers/tools/remote.py: a lease stores the id of the key that
+    # took it, and only that key may act on it; a pushed call's lease is held by its
+    # queue (`queue:NAME`), so a key that may lease the queue may answer it.
+    @property
+    def holder_id(self) -> str:
+        return self.key_id
+
+    def holds(self, holder_id: str) -> bool:
+        if holder_id.startswith(QUEUE_SCOPE_PREFIX):
+            return self.may_lease(holder_id[len(QUEUE_SCOPE_PREFIX) :])
+        return bool(self.key_id) and hmac.compare_digest(holder_id, self.key_id)
+
+
+# Without keys (loopback only, or --insecure) nobody is told apart: every scope.
+OPEN = Principal(DEFAULT_TENANT, TENANT_SCOPES | NAMED_SCOPES | {ANY_QUEUE}, key_id="open")
 
 
 @dataclass(frozen=True)
@@ -61,8 +111,44 @@ class KeyRing:
         return None
 
 
+def _scopes(kind: KeyKind, listed: str | None) -> frozenset[str]:
+    """A key's scopes, or ValueError saying what is wrong with them."""
+    if listed is None:
+        if kind is KeyKind.WORKER:
+            raise ValueError("a worker key names the queues it may lease (queue:NAME)")
+        return TENANT_SCOPES
+    scopes = frozenset(s for s in listed.split(",") if s)
+    for scope in sorted(scopes):
+        if scope in NAMED_SCOPES:
+            continue
+        if kind is KeyKind.WORKER and not scope.startswith(QUEUE_SCOPE_PREFIX):
+            raise ValueError(f"a worker key holds queue:NAME scopes only, not {scope!r}")
+        if kind is KeyKind.TENANT:
+            if scope.startswith(QUEUE_SCOPE_PREFIX) or scope == "workers":
+                raise ValueError(
+                    f"a tenant key cannot hold {scope!r}: leasing is for worker keys "
+                    "('sha256:HEX worker:NAME queue:QUEUE')"
+                )
+            if scope not in TENANT_SCOPES and not scope.startswith(TOOL_SCOPE_PREFIX):
+                raise ValueError(f"unknown scope {scope!r}")
+    if kind is KeyKind.WORKER and not any(s.startswith(QUEUE_SCOPE_PREFIX) for s in scopes):
+        raise ValueError("a worker key names the queues it may lease (queue:NAME)")
+    return scopes
+
+
+def _principal(key_hash: str, owner: str, listed: str | None) -> Principal:
+    key_id = f"{owner}#{key_hash.removeprefix('sha256:')[:12]}"
+    if owner.startswith(WORKER_PREFIX):
+        if not owner[len(WORKER_PREFIX) :]:
+            raise ValueError("a worker key needs a name ('worker:NAME')")
+        return Principal("", _scopes(KeyKind.WORKER, listed), KeyKind.WORKER, key_id)
+    if ":" in owner:
+        raise ValueError(f"a tenant's name has no ':' ({owner!r}; a worker key is 'worker:NAME')")
+    return Principal(owner, _scopes(KeyKind.TENANT, listed), KeyKind.TENANT, key_id)
+
+
 def parse_keys(text: str) -> KeyRing:
-    """Parse key lines; a bad line raises ValueError naming it."""
+    """Parse key lines; a bad line raises ValueError naming it, on one line."""
     entries: dict[str, Principal] = {}
     lines = [part.strip() for line in text.splitlines() for part in line.split(";")]
     for number, line in enumerate(lines, 1):
@@ -70,12 +156,17 @@ def parse_keys(text: str) -> KeyRing:
             continue
         fields = line.split()
         if len(fields) not in (2, 3) or not fields[0].startswith("sha256:"):
-            raise ValueError(f"API key entry {number}: expected 'sha256:HEX TENANT [SCOPES]'")
-        scopes = frozenset(fields[2].split(",")) if len(fields) == 3 else IMPLIED_SCOPES
-        unknown = {s for s in scopes - SCOPES if not s.startswith(TOOL_SCOPE_PREFIX)}
-        if unknown:
-            raise ValueError(f"API key entry {number}: unknown scope {sorted(unknown)[0]!r}")
-        entries[fields[0]] = Principal(fields[1], scopes)
+            raise ValueError(
+                f"API key entry {number}: expected 'sha256:HEX TENANT [SCOPES]' "
+                "or 'sha256:HEX worker:NAME queue:QUEUE[,…]'"
+            )
+        if fields[0] in entries:
+            raise ValueError(f"API key entry {number}: this key hash is listed twice")
+        try:
+            listed = fields[2] if len(fields) == 3 else None
+            entries[fields[0]] = _principal(fields[0], fields[1], listed)
+        except ValueError as exc:
+            raise ValueError(f"API key entry {number}: {exc}") from None
     return KeyRing(entries)
 
 

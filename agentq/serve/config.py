@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.tools.remote import RemoteTools
 from agentq.serve.auth import KeyRing
 
 
@@ -39,6 +41,9 @@ class ServeConfig:
     redis_url: str
     agents: dict[str, dict[str, Any]] = field(default_factory=dict)
     keys: KeyRing | None = None
+    # Read before serving, so that a bad variable or file is refused in one line.
+    settings: Settings = field(default_factory=Settings)
+    remote_tools: RemoteTools = field(default_factory=RemoteTools)
     cors_origins: tuple[str, ...] = ()
     limits: Limits = field(default_factory=Limits)
     mcp: bool = False  # serve the fleet's tools as an MCP server at /mcp (mcp_gateway.py)

@@ -8,6 +8,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
 from agentq.orchestrator.fleet.queues import queues_document
+from agentq.serve.auth import ADMIN
 from agentq.serve.deps import caller, client_of
 from agentq.serve.errors import error_body
 
@@ -34,8 +35,9 @@ async def readyz(request: Request) -> Any:
 
 @router.get("/v1/fleet")
 async def fleet_status(request: Request) -> dict[str, Any]:
-    """Queue depths and the workers alive (from their beats in Redis)."""
-    caller(request, "runs:read")
+    """Queue depths and the workers alive (from their beats in Redis). Every tenant's load
+    and the workers' ids: the operator's view (scope `admin`)."""
+    caller(request, ADMIN)
     return (await client_of(request).fleet.status()).model_dump()
 
 
@@ -45,6 +47,7 @@ async def queues(
 ) -> dict[str, Any]:
     """Depth, ready jobs and oldest job age per queue, as KEDA's metrics-api scaler reads
     them (`valueLocation: queues.<name>.depth`). Every queue the deployment serves is
-    listed, at 0 when empty, and so is each `?queue=` asked for."""
-    caller(request, "runs:read")
+    listed, at 0 when empty, and so is each `?queue=` asked for. Scope `admin`, as
+    `/v1/fleet`: depths are every tenant's load."""
+    caller(request, ADMIN)
     return queues_document(await client_of(request).fleet.queues(also=queue or []))

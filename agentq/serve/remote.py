@@ -1,6 +1,7 @@
 """Remote tools over HTTP: services in any language lease calls, or receive them pushed.
 
-Routes (scope `workers`), for the queues of the deployment's remote tools only:
+Routes for worker keys (agentq/serve/auth.py), for the queues of the deployment's remote
+tools only:
 
 - `POST /v1/queues/{queue}/lease` `{"max", "wait_s", "lease_s"}` long-polls for up to
   `max` calls: `{"calls": [{"lease": {"id", "deadline_at"}, "call": {...}}]}`;
@@ -8,10 +9,14 @@ Routes (scope `workers`), for the queues of the deployment's remote tools only:
 - `POST /v1/leases/{id}/progress` `{"progress"}` adds a `tool-progress` event;
 - `POST /v1/leases/{id}/result` `{"output", "is_error"}` records the result (write-once).
 
-A lease whose call is done answers 409 (a result was recorded) or 410 (the call's
-deadline passed); a lapsed or unknown lease answers 410: its call is re-delivered. The
-process also runs a `RemoteService` (workers/tools/remote_service.py): it announces the
-remote tools, reaps lapsed leases, and pushes the calls of queues with a webhook.
+The calls on a queue are every tenant's, so only a worker key naming the queue
+(`queue:NAME`) leases it, and a lease answers only the key that took it: anyone else's
+heartbeat, progress or result gets the 410 of an unknown lease.
+
+A lease whose call is done answers its holder 409 (a result was recorded) or 410 (the
+call's deadline passed); a lapsed or unknown lease answers 410: its call is re-delivered.
+The process also runs a `RemoteService` (workers/tools/remote_service.py): it announces
+the remote tools, reaps lapsed leases, and pushes the calls of queues with a webhook.
 """
 
 from __future__ import annotations
@@ -21,13 +26,13 @@ from typing import Any
 from fastapi import APIRouter, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentq.serve.deps import caller, streams_of
+from agentq.serve.auth import Principal, authenticate
+from agentq.serve.deps import config_of, streams_of
 from agentq.serve.errors import ApiError, not_found
 from agentq.workers.tools.remote import CallTimedOut, LeaseAnswered, LeaseGone
 from agentq.workers.tools.remote_service import RemoteService
 
 router = APIRouter(tags=["remote workers"])
-SCOPE = "workers"
 
 
 class _Body(BaseModel):
@@ -58,6 +63,19 @@ def _service(request: Request) -> RemoteService:
     return service
 
 
+def _worker(request: Request) -> Principal:
+    """The caller, by its API key: leasing is a worker key's right, never a tenant's."""
+    principal = authenticate(request, config_of(request).keys)
+    if not principal.may_lease_any:
+        raise ApiError(
+            403,
+            "forbidden",
+            f"a {principal.kind} key cannot lease calls: remote workers use a worker key "
+            "with queue:NAME scopes",
+        )
+    return principal
+
+
 def _gone(lease_id: str, exc: LeaseGone | None = None) -> ApiError:
     if isinstance(exc, LeaseAnswered):
         return ApiError(
@@ -79,20 +97,25 @@ def _gone(lease_id: str, exc: LeaseGone | None = None) -> ApiError:
 
 @router.post("/v1/queues/{queue}/lease")
 async def lease(request: Request, queue: str, body: LeaseRequest) -> dict[str, Any]:
-    principal = caller(request, SCOPE)
+    principal = _worker(request)
+    if not principal.may_lease(queue):
+        raise ApiError(403, "forbidden", f"this key may not lease queue {queue!r}")
     service = _service(request)
     if queue not in service.declared.queues:
         raise not_found(f"no remote tool of this deployment uses queue {queue!r}")
     with streams_of(request).held(principal.tenant):
-        leases = await service.leases.lease(queue, body.max, body.wait_s, body.lease_s)
+        leases = await service.leases.lease(
+            queue, body.max, body.wait_s, body.lease_s, holder=principal
+        )
     return {"calls": [lease.document() for lease in leases]}
 
 
 @router.post("/v1/leases/{lease_id}/heartbeat")
 async def heartbeat(request: Request, lease_id: str, body: Heartbeat | None = None) -> Any:
-    caller(request, SCOPE)
+    principal = _worker(request)
+    lease_s = (body or Heartbeat()).lease_s
     try:
-        deadline = await _service(request).leases.heartbeat(lease_id, (body or Heartbeat()).lease_s)
+        deadline = await _service(request).leases.heartbeat(lease_id, lease_s, holder=principal)
     except LeaseGone as exc:
         raise _gone(lease_id, exc) from None
     return {"lease": {"id": lease_id, "deadline_at": deadline}}
@@ -100,9 +123,9 @@ async def heartbeat(request: Request, lease_id: str, body: Heartbeat | None = No
 
 @router.post("/v1/leases/{lease_id}/progress")
 async def progress(request: Request, lease_id: str, body: Progress) -> Any:
-    caller(request, SCOPE)
+    principal = _worker(request)
     try:
-        await _service(request).leases.progress(lease_id, body.progress)
+        await _service(request).leases.progress(lease_id, body.progress, holder=principal)
     except LeaseGone as exc:
         raise _gone(lease_id, exc) from None
     return {"ok": True}
@@ -110,9 +133,11 @@ async def progress(request: Request, lease_id: str, body: Progress) -> Any:
 
 @router.post("/v1/leases/{lease_id}/result")
 async def result(request: Request, lease_id: str, body: Result) -> Any:
-    caller(request, SCOPE)
+    principal = _worker(request)
     try:
-        recorded = await _service(request).leases.complete(lease_id, body.output, body.is_error)
+        recorded = await _service(request).leases.complete(
+            lease_id, body.output, body.is_error, holder=principal
+        )
     except LeaseGone as exc:
         raise _gone(lease_id, exc) from None
     return {"recorded": recorded}

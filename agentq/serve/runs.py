@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.core.run_ids import tenant_run_id
 from agentq.orchestrator.runs.index import RunPage
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
 from agentq.orchestrator.spec.run import RunSpec
@@ -57,8 +58,9 @@ class Outcome(BaseModel):
     outcome: str
 
 
-def _idempotent_id(tenant: str, key: str) -> str:
-    return "idem-" + hashlib.sha256(f"{tenant}\0{key}".encode()).hexdigest()[:32]
+def _idempotent_id(key: str) -> str:
+    """The run id an `Idempotency-Key` chooses (in the caller's namespace, as any id)."""
+    return "idem-" + hashlib.sha256(key.encode()).hexdigest()[:32]
 
 
 @router.post(
@@ -72,27 +74,26 @@ async def submit(
     spec: Annotated[RunSpec, Body()],
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
 ) -> Any:
-    """Start a run. The same `id` (or `Idempotency-Key`) twice returns the existing run."""
+    """Start a run. The same `id` (or `Idempotency-Key`) twice returns the existing run.
+    Both are the caller's tenant's (the run's id, answered, is in its namespace)."""
     principal = caller(request, "runs:write")
     config = config_of(request)
     check_spec_size(spec.model_dump_json(exclude_none=True).encode(), config.limits.max_spec_bytes)
     client = client_of(request)
     if spec.id is None and idempotency_key:
-        spec = spec.model_copy(update={"id": _idempotent_id(principal.tenant, idempotency_key)})
-    owner = await run_owner(request, spec.id) if spec.id is not None else None
-    if owner is not None and owner != principal.tenant:
-        raise conflict(f"run id {spec.id!r} is taken")
-    if owner is None:  # a resubmission costs no submit budget
+        spec = spec.model_copy(update={"id": _idempotent_id(idempotency_key)})
+    chosen = tenant_run_id(principal.tenant, spec.id) if spec.id is not None else None
+    if chosen is None or await run_owner(request, chosen) is None:
+        # A resubmission costs no submit budget.
         await check_submit_rate(client.runs, principal.tenant, config.limits.submits_per_minute)
-    # The same spec again is the same run (200); another spec under a taken id is a 409.
+    # The same spec again is the same run (200); another spec under one of the tenant's
+    # ids is a 409 (Runs.create). Another tenant's ids are out of reach: no 409 for them.
     # The run's span is a child of this request's (its door span, or the caller's span
     # when this process does not trace).
     traceparent = tracing.current_carrier().get("traceparent") or request.headers.get("traceparent")
     run_id, created = await client.runs.create(
         spec, tenant=principal.tenant, traceparent=traceparent
     )
-    if not created and await run_owner(request, run_id) != principal.tenant:
-        raise conflict(f"run id {run_id!r} is taken")
     return JSONResponse({"id": run_id}, status_code=201 if created else 200)
 
 

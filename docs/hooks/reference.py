@@ -207,7 +207,9 @@ def configuration_page() -> str:
             "",
             "| variable | meaning |\n|---|---|",
             "| `AGENTQ_API_KEYS` | API keys of `agentq serve`: a file of lines"
-            " `sha256:HEX TENANT [SCOPES]`, or the lines inline, `;`-separated"
+            " `sha256:HEX TENANT [SCOPES]` (tenant keys) or"
+            " `sha256:HEX worker:NAME queue:QUEUE[,…]` (worker keys), or the lines inline,"
+            " `;`-separated"
             " (see [the HTTP API](../http-api.md#tenants-and-keys)) |",
             "| `AGENTQ_TOKEN_SECRET` | signs `agentq serve`'s short-lived tokens and session"
             " cookies; the same on every replica (unset: one kept in Redis)"

@@ -157,13 +157,12 @@ async def settle_and_admit(client: Client, tenant: str, settle: BatchSettle) -> 
 async def _create(client: Client, tenant: str, admission: Admission) -> str | None:
     """Create the admitted line's run; the error message when the line cannot run."""
     try:
-        spec = RunSpec.model_validate_json(admission.spec).model_copy(
-            update={"id": admission.run_id}
-        )
+        spec = RunSpec.model_validate_json(admission.spec)
         await client.runs.create(
             spec,
             tenant=tenant,
             end_job=end_job(tenant, admission.batch_id, admission.line, admission.run_id),
+            run_id=admission.run_id,
         )
     except ValidationError as exc:
         return f"invalid spec: {exc.errors()[0].get('msg', exc)}"

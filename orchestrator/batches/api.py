@@ -42,10 +42,10 @@ from agentq.orchestrator.batches.state import (
 from agentq.orchestrator.batches.store import BatchStore
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.faults import maps_redis_errors, redis_errors_mapped
 from agentq.orchestrator.runs.api import Runs
-from agentq.orchestrator.runs.index import DEFAULT_TENANT
 
 UPLOAD_CHUNK = 500  # lines per upload transition
 RETRY_CHUNK = 2000  # lines per retry transition
@@ -239,7 +239,8 @@ class Batches:
             BatchOpen(
                 batch_id=batch_id,
                 tenant=tenant,
-                run_prefix=keys.batch_run_prefix(tenant, batch_id),
+                # Kept by a resumed upload: the nonce of the batch's first open stands.
+                run_prefix=keys.batch_run_prefix(tenant, batch_id, uuid.uuid4().hex[:16]),
                 concurrency=concurrency,
                 priority=priority,
                 metadata=json.dumps(dict(metadata or {})),

@@ -35,9 +35,9 @@ from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunConflictError
 from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.faults import maps_redis_errors
-from agentq.orchestrator.runs.index import DEFAULT_TENANT
 from agentq.orchestrator.runs.state import Outcome
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools import ToolDef

@@ -24,6 +24,8 @@ import string
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
+from agentq.orchestrator.core.run_ids import tenant_run_id
+
 # A run id: what `RunSpec.id` accepts. No `:` (key separators) and no braces (hash tags).
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 
@@ -468,10 +470,11 @@ def batch_keys(tenant: str, batch_id: str) -> list[str]:
     ]
 
 
-def batch_run_prefix(tenant: str, batch_id: str) -> str:
-    """What the run ids of a batch's lines start with (the tenant's name when it is not
-    the default one, so that two tenants' batches of one id never share a run id)."""
-    return (f"{tenant}." if tenant != "default" else "") + batch_id + "."
+def batch_run_prefix(tenant: str, batch_id: str, nonce: str) -> str:
+    """What the run ids of a batch's lines start with: in the tenant's namespace (two
+    tenants' batches of one id never share a run id), with a nonce drawn when the batch
+    is opened, so that nobody can take a line's id before the line runs."""
+    return tenant_run_id(tenant, f"{batch_id}.{nonce}") + "."
 
 
 def batch_end_job_id(run_id: str) -> str:

@@ -1,5 +1,6 @@
-"""How runs are named and linked: a child run's id, derived from its parent's call,
-and the trace and span ids every process derives from a run's id alone (no lookup).
+"""How runs are named and linked: the tenant's namespace a chosen id lives in, a child
+run's id, derived from its parent's call, and the trace and span ids every process
+derives from a run's id alone (no lookup).
 
 Vocabulary: the spec checks a run id against it, tracing derives ids from it, the runs'
 state machine names children with it.
@@ -12,6 +13,23 @@ import re
 import secrets
 
 from pydantic import BaseModel, ConfigDict
+
+# The tenant of a run submitted without one (no API keys, the CLI, the Python API).
+DEFAULT_TENANT = "default"
+
+# A run id a tenant chose (a spec's `id`, an idempotency key's, a batch's lines') lives in
+# that tenant's namespace: `n<12 hex of the tenant>.<the id>`, so that two tenants' ids
+# never meet, and no tenant takes an id another will use or learns that another used it.
+# The default tenant's ids are as given (one tenant has no one to meet); a spec may not
+# choose this shape, so the default tenant cannot take another's either.
+TENANT_RUN_ID = re.compile(r"^n[0-9a-f]{12}\.")
+
+
+def tenant_run_id(tenant: str | None, chosen: str) -> str:
+    """The run id of the id `chosen` by `tenant`."""
+    if tenant is None or tenant == DEFAULT_TENANT:
+        return chosen
+    return f"n{hashlib.sha256(tenant.encode()).hexdigest()[:12]}.{chosen}"
 
 
 class ParentLink(BaseModel):

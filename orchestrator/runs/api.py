@@ -34,7 +34,7 @@ from agentq.orchestrator.core.errors import (
 )
 from agentq.orchestrator.core.events import Event, event_json
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart
-from agentq.orchestrator.core.run_ids import child_run_id
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, child_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tool_output import bounded_result
 from agentq.orchestrator.loop.plan import CallPlan, error_result, status_after_approval
@@ -51,7 +51,6 @@ from agentq.orchestrator.runs.creation import RunCreation
 from agentq.orchestrator.runs.ended import RunEndListener, run_ended
 from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.runs.index import (
-    DEFAULT_TENANT,
     Cursor,
     RunIndex,
     RunPage,
@@ -163,7 +162,8 @@ class Runs:
         Raises pydantic's ValidationError for a malformed spec, SpecError for one
         that names tools no worker serves, or a model endpoint, URL or key variable
         the deployment does not offer, and RunConflictError when its id is taken by a
-        run of another spec. Submitting the same spec with its id again is a no-op.
+        run of another spec (of the same tenant: ids live in the tenant's namespace).
+        Submitting the same spec with its id again is a no-op.
         """
         run_id, _ = await self.create(spec, tenant=tenant)
         return run_id
@@ -176,24 +176,31 @@ class Runs:
         end_job: QueuedJob | None = None,
         child_of: ChildOf | None = None,
         traceparent: str | None = None,
+        run_id: str | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
-        The run is listed under `tenant` (the default tenant when None). `end_job` is
-        enqueued by the run's end transition, however it ends (a batch's admission).
-        `child_of`: the run is a sub-agent's child (its id derives from the parent's call).
+        The run is listed under `tenant` (the default tenant when None); a spec's `id` is
+        a name in that tenant's namespace (`core/run_ids.py: tenant_run_id`): the run's
+        id is returned. `end_job` is enqueued by the run's end transition, however it
+        ends, and `run_id` is its id, already derived (a batch's line). `child_of`: the
+        run is a sub-agent's child (its id derives from the parent's call).
         `traceparent`: the span of the request that submits it (W3C), the parent of the
         run's span when the run has no id of its own (it gets one in that trace), else
         a link from it."""
         run_spec = _as_spec(spec)
         if child_of is not None:
             link = child_of.parent
-            run_spec = run_spec.model_copy(
-                update={"id": child_run_id(link.run_id, link.step, link.call_id)}
-            )
+            run_id = child_run_id(link.run_id, link.step, link.call_id)
+            run_spec = run_spec.model_copy(update={"id": run_id})
         with redis_errors_mapped():
             return await self._creation.create(
-                run_spec, tenant, child_of, end_job=end_job, traceparent=traceparent
+                run_spec,
+                tenant,
+                child_of,
+                end_job=end_job,
+                traceparent=traceparent,
+                run_id=run_id,
             )
 
     async def fork(

@@ -15,7 +15,7 @@ from redis.exceptions import OutOfMemoryError, ResponseError
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
-from agentq.orchestrator.core.run_ids import traced_run_id
+from agentq.orchestrator.core.run_ids import tenant_run_id, traced_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
 from agentq.orchestrator.machine import scripts
@@ -73,9 +73,12 @@ class RunCreation:
         fork: ForkCopy | None = None,
         end_job: QueuedJob | None = None,
         traceparent: str | None = None,
+        run_id: str | None = None,
     ) -> tuple[str, bool]:
-        """Check, resolve and create the run; its id and whether it is new. A run without
-        an id submitted with a `traceparent` gets one in that trace."""
+        """Check, resolve and create the run; its id and whether it is new. The spec's
+        `id` is the tenant's choice, in its namespace; `run_id`, an id already derived
+        (a child's, a batch line's). A run without either, submitted with a
+        `traceparent`, gets one in that trace."""
         check_webhooks(run_spec.webhooks, self.settings)
         await self.admit()
         now = time.time()
@@ -95,7 +98,8 @@ class RunCreation:
             hooks=announced_hooks(live_registry(registry, now)),
             resolve=lambda ref: self._resolve_ref(ref, registry, now),
         )
-        run_id = run_spec.id or _new_run_id(traceparent)
+        if run_id is None:
+            run_id = tenant_run_id(tenant, run_spec.id) if run_spec.id else _new_run_id(traceparent)
         if run_spec.webhooks:
             # Listed first: a worker takes the run up once it exists (at least once).
             await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)

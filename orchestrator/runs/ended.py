@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 from prometheus_client import CollectorRegistry, Counter
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.runs.index import DEFAULT_TENANT
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.runs.state import MetaField
 from agentq.orchestrator.runs.store import RunStore
 

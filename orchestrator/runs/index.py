@@ -18,8 +18,7 @@ from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
-
-DEFAULT_TENANT = "default"
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 
 
 def index_key(tenant: str) -> str:

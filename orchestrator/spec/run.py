@@ -16,7 +16,7 @@ from pydantic import (
 
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.messages import Message, UserMessage, normalize_message
-from agentq.orchestrator.core.run_ids import CHILD_RUN_ID
+from agentq.orchestrator.core.run_ids import CHILD_RUN_ID, TENANT_RUN_ID
 from agentq.orchestrator.core.spec_model import SpecModel as _Spec
 from agentq.orchestrator.policy.model_ref import ModelRef, parse_model
 from agentq.orchestrator.policy.webhooks import WebhookSpec
@@ -119,6 +119,8 @@ class RunSpec(_Spec):
         stored = isinstance(info.context, dict) and info.context.get("agentq.stored")
         if value is not None and CHILD_RUN_ID.match(value) and not stored:
             raise ValueError("ids of the form t<32 hex>.<16 hex> are sub-agents' child runs'")
+        if value is not None and TENANT_RUN_ID.match(value) and not stored:
+            raise ValueError("ids starting n<12 hex>. are the tenants' namespaces")
         return value
 
     @model_validator(mode="after")

@@ -98,6 +98,8 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.runs",
         "orchestrator.spec",
         "orchestrator.tracing",  # the doors' spans, and the process's tracing set up
+        # The config holds the deployment's remote tools, read before serving.
+        "orchestrator.tools",
         "workers.tools",
     },
     "orchestrator": {

@@ -112,3 +112,14 @@ def test_the_api_needs_keys() -> None:
     done = compose_config()
     assert done.returncode != 0
     assert "set AGENTQ_API_KEYS" in done.stderr
+
+
+def test_phoenix_without_auth_is_published_on_loopback_only(config: dict[str, Any]) -> None:
+    """Phoenix has no authentication: its UI and OTLP port are for this host only."""
+    ports = config["services"]["phoenix"]["ports"]
+    assert ports
+    for port in ports:
+        # docker-compose renders a port with an address in the short syntax, one without
+        # in the long one.
+        host_ip = port.get("host_ip") if isinstance(port, dict) else port.rsplit(":", 2)[0]
+        assert host_ip == "127.0.0.1", port

@@ -16,7 +16,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.runs.index import Cursor
-from agentq.serve.auth import SCOPES, hash_key, parse_keys
+from agentq.serve.auth import OPEN, TENANT_SCOPES, KeyKind, hash_key, parse_keys
 from agentq.serve.chat_messages import (
     ChatInputError,
     UIMessage,
@@ -170,15 +170,50 @@ def test_keys_are_hashed_and_scoped() -> None:
     first, second = ring.find("k1"), ring.find("k2")
     assert first is not None
     assert second is not None
-    # Every scope but `metrics` (every tenant's counts), which a key must name.
-    assert (first.tenant, first.scopes) == ("acme", SCOPES - {"metrics"})
+    assert (first.tenant, first.scopes, first.kind) == ("acme", TENANT_SCOPES, KeyKind.TENANT)
     assert second.scopes == frozenset({"runs:read"})
     assert ring.find("k3") is None
     assert "k1" not in repr(ring)
-    with pytest.raises(ValueError, match="entry 1: unknown scope 'admin'"):
-        parse_keys(f"{hash_key('k')} t admin")
+    with pytest.raises(ValueError, match="entry 1: unknown scope 'runs:delete'"):
+        parse_keys(f"{hash_key('k')} t runs:delete")
     with pytest.raises(ValueError, match="entry 1: expected"):
         parse_keys("plainkey tenant")
+    with pytest.raises(ValueError, match="entry 2: this key hash is listed twice"):
+        parse_keys(f"{hash_key('k')} t; {hash_key('k')} u")
+
+
+def test_worker_keys_lease_their_queues_and_tenant_keys_lease_nothing() -> None:
+    ring = parse_keys(
+        f"{hash_key('t')} acme; {hash_key('w')} worker:node queue:node-tools,queue:js;"
+        f"{hash_key('w2')} worker:node queue:node-tools; {hash_key('a')} ops admin"
+    )
+    tenant, node, twin, admin = (ring.find(k) for k in ("t", "w", "w2", "a"))
+    assert tenant is not None
+    assert node is not None
+    assert twin is not None
+    assert admin is not None
+    assert not tenant.may_lease_any
+    assert not tenant.may_lease("node-tools")
+    assert "admin" not in tenant.scopes  # never by default
+    assert (node.kind, node.tenant) == (KeyKind.WORKER, "")
+    assert node.may_lease("node-tools")
+    assert node.may_lease("js")
+    assert not node.may_lease("tools")
+    assert not node.scopes & TENANT_SCOPES
+    # A lease is held by the key that took it; a pushed call's by its queue.
+    assert node.holds(node.holder_id)
+    assert not twin.holds(node.holder_id)
+    assert node.holder_id.startswith("worker:node#")
+    assert node.holder_id != twin.holder_id
+    assert twin.holds("queue:node-tools")
+    assert not twin.holds("queue:js")
+    assert not tenant.holds(node.holder_id)
+    assert not tenant.holds("queue:node-tools")
+    assert admin.scopes == frozenset({"admin"})
+    assert not admin.may_lease_any
+    # Without keys, nobody is told apart.
+    assert OPEN.holds("queue:anything")
+    assert OPEN.may_lease("anything")
 
 
 def test_cursor_round_trip_and_loopback() -> None:

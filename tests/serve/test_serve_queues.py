@@ -15,13 +15,13 @@ from tests.support.specs import scripted
 
 pytestmark = pytest.mark.integration
 
-READER = "key-keda-reader"
-SUBMITTER = "key-submitter"
+READER = "key-keda-reader"  # the operator's: scope admin
+SUBMITTER = "key-submitter"  # a tenant's, with every tenant scope
 
 
 @pytest.fixture
 def keyed(redis_url: str) -> Iterator[ServeProcess]:
-    keys = f"{hash_key(READER)} acme runs:read; {hash_key(SUBMITTER)} acme"
+    keys = f"{hash_key(READER)} ops admin; {hash_key(SUBMITTER)} acme"
     process = ServeProcess(redis_url, env={"AGENTQ_API_KEYS": keys})
     yield process
     process.stop()
@@ -40,6 +40,17 @@ def test_queue_depth_for_a_pool_scaled_to_zero(redis_url: str, keyed: ServeProce
     published = run_cli("catalog", "publish", "--tools", TOOLS, redis_url=redis_url)
     assert published.returncode == 0, published.stderr
     assert httpx.get(f"{keyed.url}/v1/queues", timeout=30).status_code == 401
+    # Depths and worker ids are every tenant's: a tenant key sees neither.
+    for path in ("/v1/queues", "/v1/fleet"):
+        tenant = httpx.get(
+            f"{keyed.url}{path}", headers={"Authorization": f"Bearer {SUBMITTER}"}, timeout=30
+        )
+        assert tenant.status_code == 403, (path, tenant.text)
+        assert "'admin'" in tenant.json()["error"]["message"]
+    operator = httpx.get(
+        f"{keyed.url}/v1/fleet", headers={"Authorization": f"Bearer {READER}"}, timeout=30
+    )
+    assert operator.status_code == 200, operator.text
 
     empty = depths(keyed, READER, queue="orders")
     assert empty.status_code == 200, empty.text

@@ -65,6 +65,7 @@ def test_a_session_leaves_no_key_or_token_in_any_log_line(
     )
     created = httpx.post(f"{url}/v1/runs", json=spec, headers=bearer(KEY), timeout=30)
     assert created.status_code == 201
+    run_id = created.json()["id"]  # "live-run" in acme's namespace
 
     # The dashboard: the key typed once becomes a cookie; its live view (EventSource)
     # follows the run as it parks and, once approved, ends.
@@ -81,10 +82,10 @@ def test_a_session_leaves_no_key_or_token_in_any_log_line(
     assert cookie["httpOnly"]
     assert cookie["sameSite"] == "Strict"
     assert browser.execute_script("return localStorage.length") == 0
-    browser.get(url + "/#/runs/live-run")
+    browser.get(f"{url}/#/runs/{run_id}")
     wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "awaiting"))
     approved = httpx.post(
-        f"{url}/v1/runs/live-run/calls/c1/approval",
+        f"{url}/v1/runs/{run_id}/calls/c1/approval",
         json={"approved": True},
         headers=bearer(KEY),
         timeout=30,
@@ -96,12 +97,12 @@ def test_a_session_leaves_no_key_or_token_in_any_log_line(
     assert httpx.get(f"{url}/v1/runs", headers=bearer(session), timeout=30).status_code == 401
 
     # An EventSource elsewhere: a token for the one run, in the URL.
-    events = mint(keyed, {"run": "live-run"})
-    with httpx.stream("GET", f"{url}/v1/runs/live-run/events?token={events}", timeout=30) as r:
+    events = mint(keyed, {"run": run_id})
+    with httpx.stream("GET", f"{url}/v1/runs/{run_id}/events?token={events}", timeout=30) as r:
         assert r.status_code == 200
         assert any(line.startswith("event: finish") for line in r.iter_lines())
     assert httpx.get(f"{url}/v1/runs?token={events}", timeout=30).status_code == 403
-    assert httpx.get(f"{url}/v1/runs/live-run?token=aqt_forged.x", timeout=30).status_code == 401
+    assert httpx.get(f"{url}/v1/runs/{run_id}?token=aqt_forged.x", timeout=30).status_code == 401
 
     # An MCP client that cannot send headers: an mcp token in the URL.
     mcp = mint(keyed, {"purpose": "mcp"})
@@ -127,7 +128,7 @@ def test_a_session_leaves_no_key_or_token_in_any_log_line(
     keyed.stop()
     lines = keyed.log().splitlines()
     # The dashboard's EventSource, on its cookie (no credential in its URL), was answered.
-    assert any('"GET /v1/runs/live-run/events HTTP/1.1" 200' in line for line in lines)
+    assert any(f'"GET /v1/runs/{run_id}/events HTTP/1.1" 200' in line for line in lines)
     assert any("token=REDACTED" in line for line in lines)
     for secret in (KEY, session, events, mcp):
         leaked = [line for line in lines if secret in line or secret[:40] in line]

@@ -20,12 +20,11 @@ from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import ToolResultPart, Usage
-from agentq.orchestrator.core.run_ids import ParentLink, child_run_id
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, ParentLink, child_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.templating import TemplateError
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan, error_result
 from agentq.orchestrator.runs.children import ChildOf, child_spec
-from agentq.orchestrator.runs.index import DEFAULT_TENANT
 from agentq.orchestrator.runs.state import (
     CHILD_USAGE_FIELDS,
     TERMINAL_STATUSES,

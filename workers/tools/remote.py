@@ -5,7 +5,10 @@ id with its own liveness key (`aq:worker:LEASE`, TTL = the lease), which claims 
 tool-call job with the workers' own claim script, so the in-progress key names the
 lease. A heartbeat renews the key with the workers' renewal script; a lease that
 lapses is re-delivered by any reaper (workers', or `agentq serve`'s) exactly like a
-dead worker's job, and counted as a delivery toward AGENTQ_MAX_DELIVERIES. The call
+dead worker's job, and counted as a delivery toward AGENTQ_MAX_DELIVERIES. The liveness
+key holds the lease's holder (the API key that took it, or a pushed call's queue), and
+only that holder heartbeats, reports progress or records a result: a lease id reaching
+anyone else is worth nothing (another holder's lease is as unknown as a lapsed one). The call
 is claimed, read and its result recorded through its home (orchestrator/calls/home.py),
 as on a worker: results are write-once, and a result for a lapsed lease is refused. A
 call without a run (a `call` job, whose run id is the call's id) is leased the same
@@ -20,7 +23,7 @@ import logging
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from redis.asyncio import Redis
 
@@ -79,6 +82,34 @@ class CallTimedOut(LeaseGone):
     """The call's deadline passed while leased: a timeout error was recorded for it."""
 
 
+class Holder(Protocol):
+    """Who takes leases and acts on them (agentq serve's API keys, a queue's pusher)."""
+
+    @property
+    def holder_id(self) -> str:
+        """Stored with each lease it takes."""
+        ...
+
+    def holds(self, holder_id: str) -> bool:
+        """Whether it may act on a lease stored with this holder id."""
+        ...
+
+
+@dataclass(frozen=True)
+class QueueHolder:
+    """A pushed call's lease: held by its queue (`queue:NAME`), so that a receiver that
+    keeps it (202) answers with a key of that queue."""
+
+    queue: str
+
+    @property
+    def holder_id(self) -> str:
+        return f"queue:{self.queue}"
+
+    def holds(self, holder_id: str) -> bool:
+        return holder_id == self.holder_id
+
+
 class LeaseAnswered(LeaseGone):
     """The lease ended with its call's result recorded: the call is done."""
 
@@ -89,10 +120,18 @@ _ANSWERED = "answered"
 _TIMED_OUT = "timed-out"
 
 
-def _gone(lease_id: str, ended: bytes | str | None) -> LeaseGone:
+def _ended(how: str, holder_id: str) -> str:
+    """What an ended lease remembers: how it ended, and who held it (told only them)."""
+    return f"{how}\n{holder_id}"
+
+
+def _gone(lease_id: str, ended: bytes | str | None, holder: Holder) -> LeaseGone:
     """Why a lease holds nothing: it ended with a result, at its call's deadline, or it
-    lapsed (its call is re-delivered) or never was."""
-    how = ended.decode() if isinstance(ended, bytes) else ended
+    lapsed (its call is re-delivered) or never was. Another holder learns only the last."""
+    text = ended.decode() if isinstance(ended, bytes) else ended or ""
+    how, _, holder_id = text.partition("\n")
+    if not holder.holds(holder_id):
+        return LeaseGone(lease_id)
     if how == _ANSWERED:
         return LeaseAnswered(lease_id)
     if how == _TIMED_OUT:
@@ -134,6 +173,7 @@ class _Held:
     job_id: str
     queue: str
     envelope: JobEnvelope
+    holder_id: str
 
 
 class RemoteLeases:
@@ -158,15 +198,18 @@ class RemoteLeases:
 
     # -- leasing -----------------------------------------------------------------
 
-    async def lease(self, queue: str, max_calls: int, wait_s: float, lease_s: float) -> list[Lease]:
-        """Up to `max_calls` calls due on `queue`, waiting up to `wait_s` for one."""
+    async def lease(
+        self, queue: str, max_calls: int, wait_s: float, lease_s: float, *, holder: Holder
+    ) -> list[Lease]:
+        """Up to `max_calls` calls due on `queue`, waiting up to `wait_s` for one, each
+        leased to `holder`."""
         until = time.monotonic() + wait_s
         leases: list[Lease] = []
         while True:
             for job_id in await self._free(queue):
                 if len(leases) >= max_calls:
                     break
-                lease = await self._take(queue, job_id, lease_s)
+                lease = await self._take(queue, job_id, lease_s, holder.holder_id)
                 if lease is not None:
                     leases.append(lease)
             left_s = until - time.monotonic()
@@ -217,10 +260,10 @@ class RemoteLeases:
             raw.decode() if isinstance(raw, bytes) else str(raw) for ids in reads for raw in ids
         ]
 
-    async def _take(self, queue: str, job_id: str, lease_s: float) -> Lease | None:
+    async def _take(self, queue: str, job_id: str, lease_s: float, holder_id: str) -> Lease | None:
         lease_id = LEASE_PREFIX + uuid.uuid4().hex
         lease_ms = max(1, int(lease_s * 1000))
-        await self.redis.set(liveness_key(lease_id), lease_id, px=lease_ms)
+        await self.redis.set(liveness_key(lease_id), holder_id, px=lease_ms)
         p = keys.job_partition(job_id)
         score = await self._claim(
             keys=[
@@ -240,7 +283,7 @@ class RemoteLeases:
         if score is None:  # leased by another, finished, or deferred meanwhile
             await self.redis.delete(liveness_key(lease_id))
             return None
-        held = await self._job(job_id, queue)
+        held = await self._job(job_id, queue, holder_id)
         if held is None:
             await self._end(lease_id, job_id, queue)
             return None
@@ -287,22 +330,22 @@ class RemoteLeases:
             call_deadline_at=now + timeout_s,
         )
 
-    async def _job(self, job_id: str, queue: str) -> _Held | None:
+    async def _job(self, job_id: str, queue: str, holder_id: str) -> _Held | None:
         raw = await self.redis.get(ARQ_JOB_PREFIX + job_id)
         if raw is None:
             return None
         body = deserialize(raw)
         if body.get("f") not in _LEASABLE:
             return None
-        return _Held(job_id, queue, JobEnvelope.model_validate(body["a"][0]))
+        return _Held(job_id, queue, JobEnvelope.model_validate(body["a"][0]), holder_id)
 
     def _home(self, held: _Held) -> CallHome:
         return call_home(held.envelope, self.store, self.calls)
 
     # -- a held lease ------------------------------------------------------------
 
-    async def _held(self, lease_id: str) -> _Held:
-        """The job a live lease holds, or LeaseGone."""
+    async def _held(self, lease_id: str, holder: Holder) -> _Held:
+        """The job a live lease of `holder` holds, or LeaseGone."""
         if not lease_id.startswith(LEASE_PREFIX):
             raise LeaseGone(lease_id)
         async with self.redis.pipeline(transaction=False) as pipe:
@@ -313,7 +356,10 @@ class RemoteLeases:
             ended, alive, *held_by_partition = await pipe.execute()
         jobs = next((held for held in held_by_partition if held), None)
         if alive is None or not jobs:
-            raise _gone(lease_id, ended)
+            raise _gone(lease_id, ended, holder)
+        holder_id = alive.decode() if isinstance(alive, bytes) else str(alive)
+        if not holder.holds(holder_id):
+            raise LeaseGone(lease_id)
         raw_id, raw_record = next(iter(jobs.items()))
         job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
         wake = lease_wake_key(raw_record)
@@ -321,7 +367,7 @@ class RemoteLeases:
         if holder is None or (holder.decode() if isinstance(holder, bytes) else holder) != lease_id:
             raise LeaseGone(lease_id)
         queue = keys.queue_name(wake)
-        held = await self._job(job_id, queue)
+        held = await self._job(job_id, queue, holder_id)
         if held is None:
             raise LeaseGone(lease_id)
         return held
@@ -337,21 +383,22 @@ class RemoteLeases:
             await self._record(
                 held, error_result(call.id, call.name, f"the call to {call.name!r} timed out")
             )
-        await self._end(lease_id, held.job_id, held.queue, _TIMED_OUT)
+        await self._end(lease_id, held.job_id, held.queue, _ended(_TIMED_OUT, held.holder_id))
         raise CallTimedOut(lease_id)
 
-    async def heartbeat(self, lease_id: str, lease_s: float) -> float:
+    async def heartbeat(self, lease_id: str, lease_s: float, *, holder: Holder) -> float:
         """Extend the lease by `lease_s` from now; its new deadline."""
-        await self._in_time(lease_id, await self._held(lease_id))
+        held = await self._held(lease_id, holder)
+        await self._in_time(lease_id, held)
         renewed = await self._renew(
-            keys=[liveness_key(lease_id)], args=[lease_id, max(1, int(lease_s * 1000))]
+            keys=[liveness_key(lease_id)], args=[held.holder_id, max(1, int(lease_s * 1000))]
         )
         if not renewed:
             raise LeaseGone(lease_id)
         return time.time() + lease_s
 
-    async def progress(self, lease_id: str, value: Any) -> None:
-        held = await self._held(lease_id)
+    async def progress(self, lease_id: str, value: Any, *, holder: Holder) -> None:
+        held = await self._held(lease_id, holder)
         await self._in_time(lease_id, held)
         home = self._home(held)
         call = await home.call()
@@ -362,19 +409,19 @@ class RemoteLeases:
             output=progress_value(value),
         )
 
-    async def complete(self, lease_id: str, output: Any, is_error: bool) -> bool:
+    async def complete(self, lease_id: str, output: Any, is_error: bool, *, holder: Holder) -> bool:
         """Record the call's result and end the lease. False when the call had a result
         already (a re-delivered call's first result stands)."""
-        held = await self._held(lease_id)
+        held = await self._held(lease_id, holder)
         call = await self._home(held).call()
         if call is None:
-            await self._end(lease_id, held.job_id, held.queue, _ANSWERED)
+            await self._end(lease_id, held.job_id, held.queue, _ended(_ANSWERED, held.holder_id))
             return False
         result = ToolResultPart(
             tool_call_id=call.id, tool_name=call.name, output=output, is_error=is_error
         )
         recorded = await self._record(held, result)
-        await self._end(lease_id, held.job_id, held.queue, _ANSWERED)
+        await self._end(lease_id, held.job_id, held.queue, _ended(_ANSWERED, held.holder_id))
         return recorded
 
     async def _record(self, held: _Held, result: ToolResultPart) -> bool:

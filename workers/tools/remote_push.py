@@ -23,7 +23,7 @@ from agentq.orchestrator.policy.signing import signed_headers
 from agentq.orchestrator.redis.faults import is_transient
 from agentq.orchestrator.tools.remote import PushWebhook
 from agentq.workers.queue.liveness import OUTAGE
-from agentq.workers.tools.remote import Lease, LeaseGone, RemoteLeases
+from agentq.workers.tools.remote import Lease, LeaseGone, QueueHolder, RemoteLeases
 
 log = logging.getLogger("agentq.remote")
 
@@ -64,6 +64,7 @@ class PushDispatcher:
         self.http = http
         self.env = env
         self.lease_s = max(lease_s, hook.timeout_s * 2)
+        self.holder = QueueHolder(queue)
         self._tasks: set[asyncio.Task[None]] = set()
 
     async def run_forever(self) -> None:
@@ -73,7 +74,9 @@ class PushDispatcher:
                 await asyncio.wait(set(self._tasks), return_when=asyncio.FIRST_COMPLETED)
                 continue
             try:
-                taken = await self.leases.lease(self.queue, free, 10.0, self.lease_s)
+                taken = await self.leases.lease(
+                    self.queue, free, 10.0, self.lease_s, holder=self.holder
+                )
             except Exception as exc:
                 if not is_transient(exc):
                     log.exception("leasing calls of queue %s to push failed", self.queue)
@@ -93,7 +96,9 @@ class PushDispatcher:
         try:
             outcome = await self.push(lease)
             if not outcome.kept:
-                await self.leases.complete(lease.id, outcome.output, outcome.is_error)
+                await self.leases.complete(
+                    lease.id, outcome.output, outcome.is_error, holder=self.holder
+                )
         except LeaseGone:
             log.info("push of %s: lease %s lapsed; the call is re-delivered", lease.tool, lease.id)
         except Exception:
@@ -126,7 +131,7 @@ class PushDispatcher:
                 if not retryable(response.status_code):
                     return _Outcome(f"the webhook refused the call ({why})", is_error=True)
             if attempt < self.hook.max_attempts:
-                await self.leases.heartbeat(lease.id, self.lease_s)
+                await self.leases.heartbeat(lease.id, self.lease_s, holder=self.holder)
                 await asyncio.sleep(backoff_s(self.hook, attempt))
         return _Outcome(
             f"the webhook failed {self.hook.max_attempts} time(s), last: {why}", is_error=True

@@ -14,7 +14,7 @@ import httpx
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.tools.base import ToolAnnouncement
-from agentq.orchestrator.tools.remote import RemoteTools, load_remote_tools
+from agentq.orchestrator.tools.remote import RemoteTools
 from agentq.workers.tools.remote import RemoteLeases
 from agentq.workers.tools.remote_push import PushDispatcher
 
@@ -41,10 +41,6 @@ class RemoteService:
         self._http = httpx.AsyncClient(follow_redirects=False)
         self._tasks: list[asyncio.Task[None]] = []
         self._pushers: list[PushDispatcher] = []
-
-    @classmethod
-    def from_client(cls, client: Client) -> RemoteService:
-        return cls(client, load_remote_tools(client.settings.remote_tools))
 
     async def start(self) -> None:
         """Announce the remote tools (a run may name them as soon as serve answers), then

@@ -114,7 +114,7 @@ async def test_an_unsealed_upload_expires_unless_resumed_or_sealed(redis_url: st
         opened = BatchOpen(
             batch_id="up1",
             tenant=tenant,
-            run_prefix=keys.batch_run_prefix(tenant, "up1"),
+            run_prefix=keys.batch_run_prefix(tenant, "up1", "n1"),
             concurrency=1,
             priority=1,
             metadata="{}",

@@ -167,12 +167,14 @@ def test_a_batch_survives_killed_workers_and_a_killed_submitter(
     assert chaos.kills == len(Chaos.AT_ENDED)
     assert [r["custom_id"] for r in lines] == [f"k{i}" for i in range(LINES)]
     # Each line ran once: its first run, never a second one (no retry, no duplicate).
-    assert {r["run_id"] for r in lines} == {f"chaos.{i}.1" for i in range(1, LINES + 1)}
+    prefix = str(admin.hget(meta, "run_prefix"))
+    assert prefix.startswith("chaos.")  # then the nonce drawn when the batch opened
+    assert {r["run_id"] for r in lines} == {f"{prefix}{i}.1" for i in range(1, LINES + 1)}
     assert {r["status"] for r in lines} == {"succeeded"}
     assert (info.counts.succeeded, info.counts.running, info.counts.queued) == (LINES, 0, 0)
     assert admin.hget(meta, "inflight") == "0"
     assert admin.hget(keys.batch_sched("default"), "inflight") == "0"
     assert not admin.exists(keys.batch_running("default", "chaos"))
     for i in range(1, LINES + 1, 97):
-        assert admin.hget(keys.meta(f"chaos.{i}.1"), "status") == "succeeded"
-    assert not admin.exists(keys.meta("chaos.1.2"))
+        assert admin.hget(keys.meta(f"{prefix}{i}.1"), "status") == "succeeded"
+    assert not admin.exists(keys.meta(f"{prefix}1.2"))
