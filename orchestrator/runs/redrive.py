@@ -14,7 +14,13 @@ while it is parked), so the next pass goes on with the next ones: the window is 
 cursor. Whether a stale run is stuck is decided inside one transition
 (runs/lua/redrive.lua), which enqueues the step's jobs again only where none is
 queued or held; a job that survived is never doubled, and a run that waits for a
-human, a client or a child run is left alone.
+human, a client or a child run is not woken.
+
+A parked run stays watched, `PARKED_RECHECK` thresholds apart, while a parked call has
+a job of its own that ends its wait: its deadline (`park_expiry`), the `start_call` of
+its child run while no child exists, and the child's end (`child_ended`, enqueued on
+the child's own slot: the sweeper asks the ended child to enqueue it again). A wait on
+a human alone has none, and leaves the index until the run moves again.
 """
 
 from __future__ import annotations
@@ -27,10 +33,13 @@ from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX
+from agentq.orchestrator.core.run_ids import child_run_id
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.machine.store import resolved, text
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.state import (
+    PARKED_CALL_STATUSES,
+    TERMINAL_STATUSES,
     CallStatus,
     MetaField,
     Outcome,
@@ -40,10 +49,13 @@ from agentq.orchestrator.runs.state import (
     call_field,
 )
 from agentq.orchestrator.runs.store import RunStore
-from agentq.orchestrator.runs.transitions import model_job, tool_job
+from agentq.orchestrator.runs.transitions import expiry_job, model_job, start_job, tool_job
 
 # The statuses of a call whose job is the step's to drive (not parked, not done).
 RUNNABLE = (CallStatus.QUEUED, CallStatus.RUNNING)
+# A parked run's wait is long and usually legitimate: it is looked at this many times
+# less often than a moving one.
+PARKED_RECHECK = 10
 
 
 @dataclass
@@ -60,6 +72,7 @@ class Redriver:
         self.redis = store.redis
         self.after_ms = int(after_s * 1000)
         self.limit = limit
+        self.recheck_ms = self.after_ms * (PARKED_RECHECK - 1)
 
     async def sweep(self) -> SweepPass:
         """One pass over every partition's stale window."""
@@ -69,18 +82,33 @@ class Redriver:
 
     async def redrive(self, run_id: str) -> int:
         """Enqueue again what the run's current step waits for and lost; how many jobs."""
-        transition = await self._read(run_id)
+        transition, ended_children = await self._read(run_id)
+        answer = await self.store.redrive(transition)
+        jobs = answer.jobs if answer.outcome == Outcome.REDRIVEN else 0
+        for child_id in ended_children:
+            jobs += await self._redrive_ended_child(child_id)
+        return jobs
+
+    async def _redrive_ended_child(self, child_id: str) -> int:
+        with redis_errors_mapped():
+            raw_step = await resolved(self.redis.hget(keys.meta(child_id), MetaField.STEP))
+        step = int(raw_step) if raw_step is not None else 0
+        transition = Redrive(
+            run_id=child_id, step=step, model_job=model_job(child_id, step), ended_child=True
+        )
         answer = await self.store.redrive(transition)
         return answer.jobs if answer.outcome == Outcome.REDRIVEN else 0
 
-    async def _read(self, run_id: str) -> Redrive:
+    async def _read(self, run_id: str) -> tuple[Redrive, list[str]]:
         """The run's step and the jobs it may wait for, as read now (the transition
-        checks them again, atomically)."""
+        checks them again, atomically); and the ended child runs its parked calls still
+        wait on."""
         with redis_errors_mapped():
             raw_step = await resolved(self.redis.hget(keys.meta(run_id), MetaField.STEP))
             n = int(raw_step) if raw_step is not None else 0
-            calls = await self._queued_calls(run_id, n)
-        return Redrive(
+            runnable, parked = await self._calls(run_id, n)
+            owned, ended = await self._parked_jobs(run_id, n, parked)
+        transition = Redrive(
             run_id=run_id,
             step=n,
             model_job=model_job(run_id, n),
@@ -89,32 +117,61 @@ class Redriver:
                 *_held(keys.resumed_model_job_id(run_id, n)),
                 keys.batch_step(run_id, n),
             ],
-            calls=calls,
+            calls=[
+                RedriveCall(id=plan.id, job=tool_job(run_id, n, plan))
+                for plan in runnable
+                if plan.queue is not None
+            ],
+            parked=owned,
+            watched=any(_watched(plan) for plan in parked),
+            recheck_ms=self.recheck_ms,
         )
+        return transition, ended
 
-    async def _queued_calls(self, run_id: str, n: int) -> list[RedriveCall]:
-        """Step n's calls that run on a queue (queued or running), each with its job."""
+    async def _calls(self, run_id: str, n: int) -> tuple[list[CallPlan], list[CallPlan]]:
+        """Step n's runnable calls (queued or running) and its parked ones."""
         step_key = keys.step(run_id, n)
         order = await resolved(self.redis.hget(step_key, StepField.ORDER))
         ids = [str(i) for i in json.loads(order)] if order is not None else []
         if not ids:
-            return []
+            return [], []
         fields = [call_field(StepField.CALL_STATUS, i) for i in ids]
         statuses = await resolved(self.redis.hmget(step_key, fields))
-        runnable = [i for i, st in zip(ids, statuses, strict=True) if _runnable(st)]
-        if not runnable:
-            return []
-        fields = [call_field(StepField.CALL, i) for i in runnable]
+        live = {i: text(st) for i, st in zip(ids, statuses, strict=True) if st is not None}
+        wanted = [i for i, st in live.items() if st in RUNNABLE or st in PARKED_CALL_STATUSES]
+        if not wanted:
+            return [], []
+        fields = [call_field(StepField.CALL, i) for i in wanted]
         plans = [
             CallPlan.model_validate_json(raw)
             for raw in await resolved(self.redis.hmget(step_key, fields))
             if raw is not None
         ]
-        return [
-            RedriveCall(id=plan.id, job=tool_job(run_id, n, plan))
-            for plan in plans
-            if plan.queue is not None
-        ]
+        runnable = [p for p in plans if live[p.id] in RUNNABLE]
+        return runnable, [p for p in plans if live[p.id] in PARKED_CALL_STATUSES]
+
+    async def _parked_jobs(
+        self, run_id: str, n: int, parked: list[CallPlan]
+    ) -> tuple[list[RedriveCall], list[str]]:
+        """The jobs of its own that end the parked calls' waits, and the ended children
+        whose end may have lost its job to the parent."""
+        owned: list[RedriveCall] = []
+        ended: list[str] = []
+        for plan in parked:
+            if plan.park_timeout_s is not None:
+                # Enqueued again, the deadline counts from now: a lost one is late, not gone.
+                owned.append(RedriveCall(id=plan.id, job=expiry_job(run_id, n, plan)))
+            if plan.start_queue is None:
+                continue
+            child_id = child_run_id(run_id, n, plan.id)
+            status = await resolved(self.redis.hget(keys.meta(child_id), MetaField.STATUS))
+            if status is not None:
+                if text(status) in TERMINAL_STATUSES:
+                    ended.append(child_id)
+            elif not await resolved(self.redis.exists(keys.workflow(run_id, n, plan.id))):
+                # Nothing it starts exists yet (no child run, no workflow node recorded).
+                owned.append(RedriveCall(id=plan.id, job=start_job(run_id, n, plan)))
+        return owned, ended
 
 
 async def sweep_window(
@@ -149,5 +206,6 @@ def _held(job_id: str) -> list[str]:
     return [keys.arq_job(job_id), ARQ_IN_PROGRESS_PREFIX + job_id]
 
 
-def _runnable(status: bytes | str | None) -> bool:
-    return status is not None and text(status) in RUNNABLE
+def _watched(plan: CallPlan) -> bool:
+    """Whether a parked call has a job of its run's that ends its wait (see module doc)."""
+    return plan.park_timeout_s is not None or plan.start_queue is not None

@@ -4,18 +4,29 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    Redrive: step, model_job, model_live (keys whose presence means the model step
 --         is in hand: its summary or resumed job, its request parked with a provider
---         batch), calls[{id, job}] (the step's calls that run on a queue, with their jobs)
+--         batch), calls[{id, job}] (the step's calls that run on a queue, with their jobs),
+--         parked[{id, job}] (the jobs the run owns that end a parked call's wait: its
+--         deadline, the start of its child run), watched (some parked call has such a
+--         job), recheck_ms, ended_child (the run's parent still waits on this ended run)
 -- Replies REDRIVEN {jobs}  jobs enqueued again; the run is scored as moved now
 --         IN_HAND   every job the step waits for is queued or held; scored as moved now
 --         PARKED    the step waits only on parked calls (approval, a client's result, a
---                   child run): its wait is legitimate, it leaves the moving index until
---                   what ends the wait moves the run again
+--                   child run) and their own jobs are in hand: its wait is legitimate.
+--                   Watched, it is scored recheck_ms later than a moving run (a lost
+--                   deadline or child's end is found at that pace); else it leaves the
+--                   moving index until what ends the wait moves the run again
 --         UNKNOWN_RUN | CLOSED  the run is gone or ended: it leaves the moving index
 --         STALE     the run moved on since the sweeper read it
 -- Effects the jobs enqueued again; the run's entry in its partition's moving index.
 local err = run_guard(A.step)
 if err then
   if err ~= OUT.STALE then redis.call('ZREM', moving_key, A.run_id) end
+  -- Its end enqueued the parent's answer job; enqueued again, it answers nothing twice.
+  local parent_job = A.ended_child and err == OUT.CLOSED and redis.call('HGET', meta, F.PARENT_JOB)
+  if parent_job then
+    local job = cjson.decode(parent_job)
+    if not held(job.job_id) then return reply(OUT.REDRIVEN, {jobs = enqueue(job)}) end
+  end
   return reply(err)
 end
 local step = step_key(A.step)
@@ -34,8 +45,17 @@ else
     local st = redis.call('HGET', step, S.CALL_STATUS .. id)
     if st == CALL.QUEUED or st == CALL.RUNNING then runnable = runnable + 1 end
   end
+  for _, c in ipairs(A.parked) do
+    local st = redis.call('HGET', step, S.CALL_STATUS .. c.id)
+    if is_parked(st) and not held(c.job.job_id) then sent = sent + enqueue(c.job) end
+  end
   if runnable == 0 then
-    redis.call('ZREM', moving_key, A.run_id)
+    if not A.watched then
+      redis.call('ZREM', moving_key, A.run_id)
+    else
+      redis.call('ZADD', moving_key, now_ms() + A.recheck_ms, A.run_id)
+    end
+    if sent > 0 then return reply(OUT.REDRIVEN, {jobs = sent}) end
     return reply(OUT.PARKED)
   end
   for _, c in ipairs(A.calls) do

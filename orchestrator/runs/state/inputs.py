@@ -277,6 +277,16 @@ class Redrive(TransitionInput):
     # its summary or resumed job (queued or held), its request parked with a provider batch.
     model_live: list[str] = Field(default_factory=list)
     calls: list[RedriveCall] = Field(default_factory=list)
+    # The jobs the run itself owns that end a parked call's wait (its deadline; the job
+    # that starts its child run, while there is none), and whether any parked call has
+    # such a job at all (a wait on a human alone has none: nothing to watch).
+    parked: list[RedriveCall] = Field(default_factory=list)
+    watched: bool = False
+    # How much later than a moving run a watched parked run is looked at again.
+    recheck_ms: int = 0
+    # An ended run: its end's job to its parent (`child_ended`) is enqueued again unless
+    # in hand (the parent found its call still waiting on this ended child).
+    ended_child: bool = False
 
 
 INPUTS: tuple[type[TransitionInput], ...] = (

@@ -15,10 +15,13 @@ import pytest
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.envelopes import QueuedJob
 from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX
 from agentq.orchestrator.core.messages import ToolResultPart, UserMessage
+from agentq.orchestrator.core.run_ids import ParentLink, child_run_id
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.redis.connect import connect
+from agentq.orchestrator.runs.children import parent_job
 from agentq.orchestrator.runs.redrive import Redriver
 from agentq.orchestrator.runs.state import (
     BeginStep,
@@ -26,12 +29,21 @@ from agentq.orchestrator.runs.state import (
     CallStatus,
     CommitStep,
     CreateRun,
+    FailureKind,
     Outcome,
+    Redrive,
     ResolveApproval,
+    RunFailure,
     StepAfter,
 )
 from agentq.orchestrator.runs.store import RunStore
-from agentq.orchestrator.runs.transitions import model_job, result_args, tool_job
+from agentq.orchestrator.runs.transitions import (
+    expiry_job,
+    model_job,
+    result_args,
+    start_job,
+    tool_job,
+)
 
 pytestmark = pytest.mark.component
 
@@ -64,7 +76,7 @@ def _call(call_id: str, status: CallStatus) -> CallPlan:
     return CallPlan(id=call_id, name="t", input={}, status=status, queue="tools")
 
 
-async def _create(store: RunStore, run_id: str) -> None:
+async def _create(store: RunStore, run_id: str, parent: ParentLink | None = None) -> None:
     await store.create(
         CreateRun(
             run_id=run_id,
@@ -76,13 +88,22 @@ async def _create(store: RunStore, run_id: str) -> None:
             trace="{}",
             event=json.dumps({"type": "start", "run_id": run_id, "at": 0}),
             next_job=model_job(run_id, 0),
+            parent=parent.model_dump_json() if parent is not None else None,
+            parent_job=parent_job(run_id, parent) if parent is not None else None,
         )
     )
 
 
 async def _commit(store: RunStore, run_id: str, calls: list[tuple[str, CallStatus]]) -> None:
-    await store.begin_step(BeginStep(run_id=run_id, step=0, event=_event(run_id, "start-step")))
     plans = [_call(i, s) for i, s in calls]
+    jobs = [tool_job(run_id, 0, p) for p in plans if p.status == CallStatus.QUEUED]
+    await _commit_plans(store, run_id, plans, jobs)
+
+
+async def _commit_plans(
+    store: RunStore, run_id: str, plans: list[CallPlan], jobs: list[QueuedJob]
+) -> None:
+    await store.begin_step(BeginStep(run_id=run_id, step=0, event=_event(run_id, "start-step")))
     await store.commit_step(
         CommitStep(
             run_id=run_id,
@@ -93,10 +114,10 @@ async def _commit(store: RunStore, run_id: str, calls: list[tuple[str, CallStatu
             finish_reason="tool-calls",
             usage={"input_tokens": 1, "output_tokens": 1, "total_tokens": 2},
             after=StepAfter.CONTINUE,
-            order=json.dumps([i for i, _ in calls]),
+            order=json.dumps([p.id for p in plans]),
             calls=[CallRecord(id=p.id, call=p.model_dump_json(), status=p.status) for p in plans],
             events=[_event(run_id, "finish-step")],
-            jobs=[tool_job(run_id, 0, p) for p in plans if p.status == CallStatus.QUEUED],
+            jobs=jobs,
             pending=len(plans),
             parked=sum(1 for p in plans if p.status != CallStatus.QUEUED),
             finishes_now=False,
@@ -125,6 +146,11 @@ def _redriver(store: RunStore, after_s: float = 30.0, limit: int = 100) -> Redri
     return Redriver(store, after_s=after_s, limit=limit)
 
 
+async def _transition(store: RunStore, run_id: str) -> Redrive:
+    transition, _ = await _redriver(store)._read(run_id)
+    return transition
+
+
 async def test_a_lost_model_job_is_enqueued_again_once(redis: Redis) -> None:
     store = RunStore(redis)
     await _create(store, "r1")
@@ -144,7 +170,7 @@ async def test_a_held_or_handed_on_model_step_is_not_doubled(redis: Redis) -> No
     await _lose(redis, job_id, "model")
     # A worker holds it (its key was read and deleted by arq; the lease still names it).
     await redis.set(ARQ_IN_PROGRESS_PREFIX + job_id, "w1")
-    assert (await store.redrive(await _redriver(store)._read("r1"))).outcome == Outcome.IN_HAND
+    assert (await store.redrive(await _transition(store, "r1"))).outcome == Outcome.IN_HAND
     await redis.delete(ARQ_IN_PROGRESS_PREFIX + job_id)
     # The step handed on to its summary job.
     await redis.set(keys.arq_job(keys.summary_job_id("r1", 0)), "{}")
@@ -178,7 +204,7 @@ async def test_a_parked_run_is_left_alone_until_its_wait_ends(redis: Redis) -> N
     await _commit(store, "r1", [("c1", CallStatus.AWAITING_APPROVAL)])
     assert await _index(redis, "r1") is not None
 
-    reply = await store.redrive(await _redriver(store)._read("r1"))
+    reply = await store.redrive(await _transition(store, "r1"))
     assert reply.outcome == Outcome.PARKED
     assert await _index(redis, "r1") is None  # no pass looks at it while it waits
     assert await redis.zcard(keys.queue("tools")) == 0
@@ -195,6 +221,73 @@ async def test_a_parked_run_is_left_alone_until_its_wait_ends(redis: Redis) -> N
         )
     )
     assert await _index(redis, "r1") is not None  # moving again: watched again
+
+
+def _parked(call_id: str, **waits: object) -> CallPlan:
+    """A call parked for a client's result, with what ends its wait (`waits`)."""
+    return CallPlan(id=call_id, name="t", input={}, status=CallStatus.AWAITING_RESULT, **waits)
+
+
+async def test_a_parked_calls_lost_deadline_is_enqueued_again_once(redis: Redis) -> None:
+    store = RunStore(redis)
+    await _create(store, "r1")
+    plan = _parked("c1", park_timeout_s=60)
+    await _commit_plans(store, "r1", [plan], [expiry_job("r1", 0, plan)])
+    job_id = keys.expiry_job_id("r1", 0, "c1")
+    before = await redis.get(keys.arq_job(job_id))
+
+    sweeper = _redriver(store, after_s=1)
+    assert await sweeper.redrive("r1") == 0  # its deadline is in hand: left alone
+    assert await redis.get(keys.arq_job(job_id)) == before
+    assert await redis.zcard(keys.queue("tools")) == 0
+    seconds, _ = await redis.time()
+    score = await _index(redis, "r1")
+    # Still watched, but looked at again only some thresholds later than a moving run.
+    assert score is not None
+    assert score > (seconds + 1) * 1000
+
+    await _lose(redis, job_id, "model")
+    assert await sweeper.redrive("r1") == 1
+    assert await _queued(redis, job_id, "model")
+    assert await sweeper.redrive("r1") == 0
+    _, status = await store.call_state("r1", 0, "c1")
+    assert status == CallStatus.AWAITING_RESULT  # not woken: only its job is back
+
+
+async def test_a_lost_start_job_is_enqueued_again_until_its_child_exists(redis: Redis) -> None:
+    store = RunStore(redis)
+    await _create(store, "r1")
+    plan = _parked("c1", start_queue="model")
+    await _commit_plans(store, "r1", [plan], [start_job("r1", 0, plan)])
+    job_id = keys.start_job_id("r1", 0, "c1")
+    await _lose(redis, job_id, "model")
+
+    assert await _redriver(store).redrive("r1") == 1
+    assert await _queued(redis, job_id, "model")
+    # The job started the child run, and went: nothing to start again.
+    await _lose(redis, job_id, "model")
+    await _create(store, child_run_id("r1", 0, "c1"), ParentLink(run_id="r1", step=0, call_id="c1"))
+    assert await _redriver(store).redrive("r1") == 0
+    assert not await redis.exists(keys.arq_job(job_id))
+
+
+async def test_an_ended_childs_lost_answer_is_enqueued_again(redis: Redis) -> None:
+    store = RunStore(redis)
+    await _create(store, "r1")
+    plan = _parked("c1", start_queue="model")
+    await _commit_plans(store, "r1", [plan], [])
+    child = child_run_id("r1", 0, "c1")
+    await _create(store, child, ParentLink(run_id="r1", step=0, call_id="c1"))
+    assert await _redriver(store).redrive("r1") == 0  # the child runs: nothing lost
+    await store.fail_run(child, RunFailure(kind=FailureKind.PROVIDER, message="boom"))
+    job_id = keys.parent_job_id(child)
+    assert await _queued(redis, job_id, "model")  # its end enqueued the parent's answer
+
+    assert await _redriver(store).redrive("r1") == 0  # in hand: not doubled
+    await _lose(redis, job_id, "model")
+    assert await _redriver(store).redrive("r1") == 1
+    assert await _queued(redis, job_id, "model")
+    assert await _redriver(store).redrive("r1") == 0
 
 
 async def test_an_ended_or_unknown_run_leaves_the_index(redis: Redis) -> None:

@@ -10,6 +10,7 @@ import pytest
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.run_ids import child_run_id
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
 from tests.support.waiting import eventually_async
@@ -109,3 +110,78 @@ async def test_a_lost_call_job_without_a_run_is_driven_again_and_results_once(
     assert result is not None
     assert result.output == 5.0, result
     assert [e.type for e in events].count("tool-result") == 1
+
+
+async def test_a_parked_runs_lost_deadline_is_driven_again(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    worker = WorkerProcess(redis_url, env=SWEPT)
+    workers.append(worker)
+    wait_ready(*workers)
+    ask = {"type": "client", "name": "ask_user", "park_timeout_s": 5}
+    spec = scripted(
+        {"tool_calls": [{"name": "ask_user", "input": {}, "id": "c1"}]},
+        {"text": "gave up asking"},
+        tools=[ask],
+    )
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(spec)
+        await eventually_async(lambda: _status_is(client, run_id, "awaiting"), "the call to park")
+        # Held still while its deadline is lost, so the worker cannot take it first.
+        worker.pause()
+        await _lose(client, keys.expiry_job_id(run_id, 0, "c1"), "model")
+        worker.resume()
+        result = await client.runs.wait(run_id, timeout_s=60)
+
+    assert result.status == "succeeded", result.error
+    assert result.text == "gave up asking"
+    (expired,) = result.steps[0].tool_results
+    assert expired.is_error
+
+
+async def test_an_ended_childs_lost_answer_is_driven_again(
+    redis_url: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    # The child ends on its tool's result (a tools-only worker records it) while no
+    # worker serves the model queue: its end's job to the parent waits there, and is lost.
+    model_worker = WorkerProcess(redis_url, "--queue", "model", env=SWEPT)
+    tool_worker = WorkerProcess(redis_url, "--tools", TOOLS, "--queue", "tools", env=SWEPT)
+    workers += [model_worker, tool_worker]
+    wait_ready(*workers)
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    hold = {"name": "hold_until", "input": {"started": str(started), "gate": str(gate)}}
+    child = scripted(
+        {"tool_calls": [{**hold, "id": "h"}]},
+        tools=["hold_until"],
+        stop_when=[{"has_tool_call": "hold_until"}],
+        tool_timeout_s=60,
+    )
+    helper = {"type": "agent", "name": "helper", "spec": child}
+    spec = scripted(
+        {"tool_calls": [{"name": "helper", "input": {"prompt": "hold"}, "id": "a1"}]},
+        {"text": "done"},
+        tools=[helper],
+    )
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(spec)
+        await eventually_async(started.exists, "the child's tool to start")
+        model_worker.stop()
+        gate.touch()
+        child_id = child_run_id(run_id, 0, "a1")
+        ended = await client.runs.wait(child_id, timeout_s=60)
+        assert ended.status == "succeeded", ended.error
+        await _lose(client, keys.parent_job_id(child_id), "model")
+        workers.append(WorkerProcess(redis_url, "--queue", "model", env=SWEPT))
+        wait_ready(workers[-1])
+        result = await client.runs.wait(run_id, timeout_s=60)
+        events = [e async for e in client.runs.events(run_id)]
+
+    assert result.status == "succeeded", result.error
+    assert result.text == "done"
+    (answer,) = result.steps[0].tool_results
+    assert not answer.is_error
+    assert [e.type for e in events].count("tool-result") == 1
+
+
+async def _status_is(client: Client, run_id: str, status: str) -> bool:
+    return (await client.runs.status(run_id)).status == status
