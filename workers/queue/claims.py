@@ -15,8 +15,12 @@ and returns each claimed job's payload and delivery count (what arq's `run_job` 
 fetch in its own round trip). A job whose run was cancelled before it started, or
 whose payload expired, is cleaned up there and never reaches the worker.
 
+Timers (jobs due later: a parked call's deadline) wait in the queue's timer set, not in
+the queue (`core/queued_job.py`); TAKE moves those fallen due into the queue before it
+claims, so no sweeper is needed and the queue holds only ready and running work.
+
 Every key TAKE touches is in one partition (`core/keys.py`): the queue, wake-up list,
-jobs hash, holders set and abort set of the partition, and the jobs it claims (their
+jobs hash, holders set, abort set and timer set of the partition, and the jobs it claims (their
 ids carry the partition's tag), so a claim touches one Redis Cluster slot. Whether the
 worker's lease is held (its liveness key, on another slot) is the caller's to say.
 
@@ -160,6 +164,7 @@ class Taker:
             jobs_key(worker_id, partition),
             holders_key(partition),
             state_keys.abort_set(partition),
+            state_keys.timers(queue, partition),
         ]
         self._record_head = record_head(queue_key, wake_key)
         self._backstop_ms = backstop_ms

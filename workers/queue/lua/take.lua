@@ -1,7 +1,7 @@
 -- take: a worker's whole per-job bookkeeping in one round trip (workers/queue/claims.py):
 --   end the job it just ran, then claim up to its free slots.
--- KEYS    queue, wake-up list, worker's jobs hash, holders set, abort set (one
---         partition's: one slot).
+-- KEYS    queue, wake-up list, worker's jobs hash, holders set, abort set, the queue's
+--         timer set (one partition's: one slot).
 -- ARGV    [1] '1' when the worker's lease is held (else it claims nothing), [2] worker id,
 --         [3] how many to claim, [4] in-progress backstop ms, [5] in-progress prefix,
 --         [6] job prefix, [7] retry prefix, [8] retry keep s, [9] lease record prefix,
@@ -14,7 +14,8 @@
 -- Effects the ended job: done (arq's cleanup) or released (back into the ready range at
 --         its score, or deferred; its delivery taken back); each claimed job: its
 --         in-progress key, score +inf, a lease record, a delivery counted; the wake-up
---         list kept a hint of ready work.
+--         list kept a hint of ready work; timers fallen due (up to a bound per call)
+--         moved into the queue first, at the time they fell due.
 -- @include clock
 -- @include wake
 
@@ -61,6 +62,15 @@ end
 
 local out = {0}
 if n <= 0 or ARGV[1] ~= '1' then return out end
+-- Timers fallen due join the ready range (their score is when they fell due, so they
+-- queue behind older work). Bounded per call: a backlog of timers moves over a few
+-- claims, and the read costs nothing while none is due.
+local timers = KEYS[6]
+local fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
+for i = 1, #fallen, 2 do
+  redis.call('ZADD', queue, fallen[i + 1], fallen[i])
+  redis.call('ZREM', timers, fallen[i])
+end
 local skip, skipping = {}, 0
 for i = 14, #ARGV do
   skip[ARGV[i]] = true
