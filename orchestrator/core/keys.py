@@ -347,6 +347,15 @@ def lease_holders(partition: int = 0) -> str:
     return LEASE_HOLDERS + JOB_SEPARATOR + partition_tag(partition)
 
 
+TOOL_SET_PREFIX = "aq:toolset:"
+
+
+def tool_set(digest: str, partition: int = 0) -> str:
+    """Set: the registry keys one tool set serves (named by their digest, so the workers
+    of one set share it), in one partition, for the claim to check a job's `needs`."""
+    return _partitioned(TOOL_SET_PREFIX, partition, digest)
+
+
 def abort_set(partition: int) -> str:
     """A partition's sorted set of job ids to abort (arq's `arq:abort` with one)."""
     if _partitions == 1:

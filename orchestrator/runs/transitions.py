@@ -95,7 +95,12 @@ def expiry_job(run_id: str, step: int, call: CallPlan) -> QueuedJob:
 def tool_job(run_id: str, step: int, call: CallPlan) -> QueuedJob:
     assert call.queue is not None
     envelope = JobEnvelope(
-        kind="tool_call", run_id=run_id, step=step, call_id=call.id, timeout_s=call.timeout_s
+        kind="tool_call",
+        run_id=run_id,
+        step=step,
+        call_id=call.id,
+        timeout_s=call.timeout_s,
+        needs=call.needs,
     )
     return queued_job(envelope, call.queue)
 

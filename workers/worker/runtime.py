@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
@@ -50,7 +49,7 @@ from agentq.orchestrator.core.envelopes import (
     deserialize,
     serialize,
 )
-from agentq.orchestrator.core.errors import AgentqError, InfrastructureError, SpecError
+from agentq.orchestrator.core.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.core.keys import job_prefix
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.fleet import listings
@@ -86,11 +85,11 @@ from agentq.workers.queue.arq_worker import (
     WakeableWorker,
     consume_outcome,
 )
+from agentq.workers.queue.claims import publish_tool_set
 from agentq.workers.queue.liveness import (
     OUTAGE,
     LeaseRenewer,
     liveness_key,
-    pool_key,
     reap_cadence,
     reap_lapsed,
 )
@@ -122,11 +121,6 @@ def _upkeep_failed(what: str, exc: Exception) -> None:
         OUTAGE.failed(exc)
     else:
         log.warning("%s: %s", what, exc)
-
-
-class ToolSetConflict(SpecError):
-    """A worker would share a queue with workers that serve other tools: the calls of
-    one set would reach workers of the other. Such a worker must name its own queue."""
 
 
 class WorkerRuntime:
@@ -170,7 +164,8 @@ class WorkerRuntime:
         self._workers: list[WakeableWorker] = []
         self._renewer: LeaseRenewer | None = None
         self._leased = False  # whether this process ever held its lease
-        self._pools: list[str] = []
+        # The registry keys it serves, by queue: its claims take only jobs needing them.
+        self._served: dict[str, list[str]] = {}
         self.redis: Redis | None = None
         self._collector: Collector | None = None
 
@@ -211,7 +206,7 @@ class WorkerRuntime:
         collector = Collector(self.redis, models, self.settings, self.worker_id)
         self._collector = collector
         await self._take_lease()
-        await self._join_pools()
+        self._served = await self._tool_sets()
         await self.announce()
         for queue in self.queues:
             worker = WakeableWorker(
@@ -227,6 +222,7 @@ class WorkerRuntime:
                     for kind, handler in job_handlers().items()
                 ],
                 queue=queue,
+                tools=self._served.get(queue, ()),
                 redis_pool=self.redis,
                 idle_poll_s=self.settings.idle_poll_s,
                 worker_id=self.worker_id,
@@ -368,7 +364,7 @@ class WorkerRuntime:
                 if swept is not None and swept.redriven:
                     log.info("re-drove %d lost job(s) of %s", swept.redriven, what)
 
-    # -- routing: one tool set per queue ------------------------------------------
+    # -- routing: each worker claims the jobs of the tools it serves -------------
 
     async def _tool_sets(self) -> dict[str, list[str]]:
         """The tools this worker serves, by the queue it announces them on."""
@@ -377,44 +373,10 @@ class WorkerRuntime:
             queue = executor.queue or self.tool_queue
             for ann in await executor.announcements(queue):
                 sets.setdefault(ann.queue, []).append(registry_key(ann))
-        # Its prepare_step hooks too: a hook's job must find it on any worker of the queue.
+        # Its prepare_step hooks too.
         for ann in hook_announcements(self.tool_queue):
             sets.setdefault(ann.queue, []).append(registry_key(ann))
         return {q: sorted(set(t)) for q, t in sets.items() if q in self.queues}
-
-    async def _join_pools(self) -> None:
-        """Refuse to serve a queue whose live workers serve another tool set: a job on a
-        queue goes to any of its workers, so they must all be able to run it."""
-        assert self.redis is not None
-        for queue, tools in (await self._tool_sets()).items():
-            members = await self.redis.hgetall(pool_key(queue))  # type: ignore[misc]
-            for raw_id, raw_tools in members.items():
-                other = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
-                if other == self.worker_id:
-                    continue
-                if not await self.redis.exists(liveness_key(other)):
-                    await self.redis.hdel(pool_key(queue), other)  # type: ignore[misc]
-                    continue
-                theirs = json.loads(raw_tools)
-                if theirs != tools:
-                    missing = sorted(set(theirs) - set(tools))
-                    extra = sorted(set(tools) - set(theirs))
-                    detail = "; ".join(
-                        part
-                        for part in (
-                            f"lacks {', '.join(missing)}" if missing else "",
-                            f"adds {', '.join(extra)}" if extra else "",
-                        )
-                        if part
-                    )
-                    raise ToolSetConflict(
-                        f"queue {queue!r} is served by workers with other tools (this worker "
-                        f"{detail}): give this worker its own queue with --queue"
-                    )
-            await self.redis.hset(  # type: ignore[misc]
-                pool_key(queue), self.worker_id, json.dumps(tools)
-            )
-            self._pools.append(queue)
 
     async def _start_executors(self, services: WorkerServices) -> None:
         for executor in self.executors:
@@ -440,6 +402,8 @@ class WorkerRuntime:
         if MODEL_QUEUE in self.queues:  # the endpoints its model steps can reach
             announced += endpoint_announcements(self.endpoint_policy.models.endpoints)
         await RunStore(self.redis).announce(announced)
+        for served in self._served.values():
+            await publish_tool_set(self.redis, served)
         # What `agentq workers` lists: the tools, not providers or tool-less MCP servers.
         self.announcements = [a for a in announced if a.kind not in _NOT_TOOLS]
         self.announced = True
@@ -600,11 +564,7 @@ class WorkerRuntime:
         # The reaper removes us from the workers set: anything a failed release left held
         # is then re-delivered rather than stranded.
         try:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                for queue in self._pools:
-                    pipe.hdel(pool_key(queue), self.worker_id)
-                pipe.delete(liveness_key(self.worker_id))
-                await pipe.execute()
+            await self.redis.delete(liveness_key(self.worker_id))
         except Exception as exc:
             log.warning("worker %s: leaving: %s", self.worker_id, exc)
         if self._renewer is not None:
