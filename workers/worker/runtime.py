@@ -31,7 +31,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, cast
 
@@ -112,7 +112,9 @@ _NOT_TOOLS = frozenset(
         HTTP_EXECUTOR_KIND,
     }
 )
-ANNOUNCE_EVERY_S = 60.0
+# How often a worker lists what its executors serve again (an MCP server's tools may
+# change); its heartbeat refreshes the last list far more often (listings.BEAT_EVERY_S).
+RELIST_EVERY_S = 60.0
 
 
 def _upkeep_failed(what: str, exc: Exception) -> None:
@@ -159,6 +161,9 @@ class WorkerRuntime:
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._http = http
         self.announcements: list[ToolAnnouncement] = []
+        self._announced: list[ToolAnnouncement] = []  # everything, providers included
+        self._reconnected = asyncio.Event()  # set when a Redis outage ends
+        self._stop_listening: Callable[[], None] = lambda: None
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[WakeableWorker] = []
@@ -238,6 +243,13 @@ class WorkerRuntime:
             self._workers.append(worker)
             self._tasks.append(asyncio.create_task(worker.main(), name=f"agentq-worker-{queue}"))
         self._tasks.append(asyncio.create_task(self._announce_forever(), name="agentq-announce"))
+        loop = asyncio.get_running_loop()
+
+        def reconnected() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                loop.call_soon_threadsafe(self._reconnected.set)
+
+        self._stop_listening = OUTAGE.on_end(reconnected)
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
@@ -397,17 +409,36 @@ class WorkerRuntime:
         return limits
 
     async def announce(self) -> None:
-        assert self.redis is not None
+        """List what this worker serves, and publish it."""
         announced = await served_announcements(self.executors, self.tool_queue)
         if MODEL_QUEUE in self.queues:  # the endpoints its model steps can reach
             announced += endpoint_announcements(self.endpoint_policy.models.endpoints)
-        await RunStore(self.redis).announce(announced)
+        self._announced = announced
+        # What `agentq workers` lists: the tools, not providers or tool-less MCP servers.
+        self.announcements = [a for a in self._announced if a.kind not in _NOT_TOOLS]
+        await self._refresh()
+        self.announced = True
+
+    async def _refresh(self) -> None:
+        """The heartbeat: this worker's record, its announcements (a tool stays live as
+        long as a worker serving it beats) and its tool sets (which its claims read),
+        written again each time, so a Redis that lost its data has them back within a
+        beat."""
+        assert self.redis is not None
+        await RunStore(self.redis).announce(self._announced)
         for served in self._served.values():
             await publish_tool_set(self.redis, served)
-        # What `agentq workers` lists: the tools, not providers or tool-less MCP servers.
-        self.announcements = [a for a in announced if a.kind not in _NOT_TOOLS]
-        self.announced = True
         await listings.heartbeat(self.redis, self._record())
+
+    async def _withdraw(self) -> None:
+        """A stopping worker's tools stop being live at once, unless another live
+        worker serves them too."""
+        assert self.redis is not None
+        others = [w for w in await listings.live_workers(self.redis) if w.id != self.worker_id]
+        still = {key for w in others for key in w.serves}
+        await RunStore(self.redis).withdraw(
+            [k for k in sorted({registry_key(a) for a in self._announced}) if k not in still]
+        )
 
     def _record(self) -> listings.WorkerRecord:
         return listings.WorkerRecord(
@@ -416,6 +447,7 @@ class WorkerRuntime:
             pid=os.getpid(),
             queues=self.queues,
             tools=sorted({a.name for a in self.announcements}),
+            serves=sorted({registry_key(a) for a in self._announced}),
             concurrency=self.settings.concurrency,
             started_at=self.started_at,
         )
@@ -465,7 +497,7 @@ class WorkerRuntime:
 
     async def _announce_forever(self) -> None:
         while True:
-            await asyncio.sleep(ANNOUNCE_EVERY_S)
+            await asyncio.sleep(RELIST_EVERY_S)
             try:
                 await self.announce()
             except Exception as exc:  # keep serving; the next round retries
@@ -477,14 +509,18 @@ class WorkerRuntime:
         return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
     async def _beat_forever(self) -> None:
-        """Keep this process's record fresh (`agentq workers`, `agentq serve` list it)."""
-        assert self.redis is not None
+        """Keep this process's record and announcements fresh (`agentq workers`, `agentq
+        serve` list it; submit resolves against what live workers announce)."""
         while True:
+            # At once when Redis comes back from an outage: it may have lost everything
+            # (a restart without persistence), and submits would be refused meanwhile.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._reconnected.wait(), listings.BEAT_EVERY_S)
+            self._reconnected.clear()
             try:
-                await listings.heartbeat(self.redis, self._record())
+                await self._refresh()
             except Exception as exc:  # keep serving; the next beat retries
                 _upkeep_failed("worker record not refreshed", exc)
-            await asyncio.sleep(listings.BEAT_EVERY_S)
 
     async def wait(self) -> None:
         """Run until a worker task ends (it only does on error) or we are cancelled."""
@@ -545,10 +581,12 @@ class WorkerRuntime:
                 await executor.aclose()
         if self._http is not None:
             await self._http.aclose()
+        self._stop_listening()
         await self._leave()
         if self.redis is not None:
             with contextlib.suppress(Exception):
                 await listings.forget_worker(self.redis, self.worker_id)
+                await self._withdraw()
             await self.redis.aclose()
         self._tasks.clear()
         self._workers.clear()

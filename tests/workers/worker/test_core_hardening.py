@@ -318,9 +318,9 @@ async def test_a_call_reaching_a_worker_without_its_tool_waits_for_one_with_it(
 ) -> None:
     other = tmp_path / "other_tools.py"
     other.write_text(OTHER_TOOLS)
-    announcer = WorkerProcess(redis_url, "--tools", TOOLS)
-    wait_ready(announcer)
-    announcer.stop()  # `add` stays in the registry, routed to the tools queue
+    # `add` is in the deployment's catalogue, routed to the tools queue; no worker serves it.
+    published = run_cli("catalog", "publish", "--tools", TOOLS, redis_url=redis_url)
+    assert published.returncode == 0, published.stderr
     lacking = WorkerProcess(redis_url, "--tools", str(other))
     workers.append(lacking)
     wait_ready(lacking)

@@ -15,7 +15,7 @@ import pytest
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.runs.result import RunResult
-from tests.support.infra import TOOLS, WorkerProcess, wait_ready
+from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.specs import scripted
 
 pytestmark = pytest.mark.integration
@@ -121,6 +121,9 @@ async def test_a_rolling_deploy_that_adds_a_tool_goes_through_under_load(
 async def test_a_pool_restarted_beside_another_pool_on_its_queue_gets_its_calls(
     redis_url: str, fleet: list[WorkerProcess], shout_tools: str
 ) -> None:
+    # The deployment declares `add` (its pool may be down): submit accepts it meanwhile.
+    published = run_cli("catalog", "publish", "--tools", TOOLS, redis_url=redis_url)
+    assert published.returncode == 0, published.stderr
     adders = start(fleet, redis_url, "--tools", TOOLS)
     shouters = start(fleet, redis_url, "--tools", shout_tools)  # same queue: tools
     async with Client(redis_url) as client:
