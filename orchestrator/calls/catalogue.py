@@ -38,7 +38,13 @@ from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import CallPlan, error_result
 from agentq.orchestrator.runs.state import CallStatus
 from agentq.orchestrator.spec.resolution import child_spec_check
-from agentq.orchestrator.tools import ResolveContext, ToolAnnouncement, ToolDef, tool_kind
+from agentq.orchestrator.tools import (
+    ResolveContext,
+    ToolAnnouncement,
+    ToolDef,
+    tool_kind,
+    tool_needs,
+)
 from agentq.orchestrator.tools.announcements import live_registry
 
 # A call's deadline when neither the caller nor the tool gives one (a run spec's default).
@@ -195,6 +201,7 @@ def create_call_args(
         input=input,
         status=CallStatus.QUEUED,
         queue=tool.queue,
+        needs=tool_needs(tool),
         timeout_s=tool.timeout_s,
     )
     return CreateCall(
@@ -221,6 +228,7 @@ def call_job(call: CallPlan, trace: Mapping[str, str]) -> QueuedJob:
         step=0,
         call_id=call.id,
         timeout_s=call.timeout_s,
+        needs=call.needs,
         run_trace=dict(trace),
     )
     return queued_job(envelope, call.queue)

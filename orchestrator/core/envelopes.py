@@ -90,6 +90,9 @@ class JobEnvelope(BaseModel):
     node: str | None = None
     # The call's deadline budget; None for a model step (it reads its own from the spec).
     timeout_s: float | None = None
+    # What a worker must serve to claim this job (a registry key; "" for any worker of
+    # its queue): the claim reads it from the payload (workers/queue/lua/take.lua).
+    needs: str = ""
     enqueued_at: float = Field(default_factory=time.time)
     # W3C trace context of the job's send span (stamped by the tracing layer when the
     # producer records spans), which the job's process span links to.

@@ -125,7 +125,7 @@ def job_id(payload: Payload) -> str:
 
 def queued_job(payload: Payload, queue: str | None = None, *, defer_s: float = 0.0) -> QueuedJob:
     """The job in arq's layout, on its kind's queue unless `queue` names one; `defer_s`
-    makes it due that much later."""
+    makes it a timer, due that much later."""
     definition = job_def(payload.kind)
     on = queue or definition.queue
     if on is None:
@@ -147,4 +147,5 @@ def queued_job(payload: Payload, queue: str | None = None, *, defer_s: float = 0
         score_ms=now_ms + int(defer_s * 1000),
         # A deferred job must outlive its wait, or arq finds it gone when it falls due.
         expires_ms=JOB_EXPIRES_MS + int(defer_s * 1000),
+        timers_key=keys.job_timers(on, id_) if defer_s > 0 else "",
     )

@@ -39,6 +39,7 @@ WORKFLOW_INFIX = ":wf:"
 WORKFLOW_SEPARATOR = ":"  # between the step and the call id of a workflow's hash
 HOOK_REPLY_INFIX = ":prep:"
 SUMMARY_SUFFIX = ":summary"
+TIMERS_SUFFIX = ":timers"  # hash: the run's timer job ids -> the timer set each is in
 WEBHOOKS_SUFFIX = ":webhooks"  # hash: webhook index -> the last event seq it settled
 WEBHOOKS_LOCK_SUFFIX = ":webhooks:lock"  # the worker delivering the run's webhooks
 
@@ -61,6 +62,8 @@ WAKE_PREFIX = "aq:wake:"
 MOVING_PREFIX = "aq:moving:"
 MOVING_RUNS = "runs"
 MOVING_CALLS = "calls"
+# A queue's timers (jobs due later: a parked call's deadline), apart from its ready jobs.
+TIMERS_PREFIX = "aq:timers:"
 
 # arq's key layout (arq.constants), which the Lua transitions write directly.
 ARQ_JOB_PREFIX = "arq:job:"
@@ -282,6 +285,17 @@ def wake(name: str, partition: int = 0) -> str:
     return _partitioned(WAKE_PREFIX, partition, name)
 
 
+def timers(name: str, partition: int = 0) -> str:
+    """A queue's timers in one partition: a sorted set of job ids by when each falls
+    due, moved into the queue by the claim (workers/queue/lua/take.lua) when due."""
+    return _partitioned(TIMERS_PREFIX, partition, name)
+
+
+def run_timers(run_id: str) -> str:
+    """The run's timers, so that its end removes them (prelude.lua: finish_run)."""
+    return meta(run_id) + TIMERS_SUFFIX
+
+
 def queue_name(queue_key: str) -> str:
     """The queue a partition's queue key (or wake-up list) belongs to."""
     return (
@@ -298,6 +312,10 @@ def job_queue(name: str, job_id: str) -> str:
 
 def job_wake(name: str, job_id: str) -> str:
     return wake(name, job_partition(job_id))
+
+
+def job_timers(name: str, job_id: str) -> str:
+    return timers(name, job_partition(job_id))
 
 
 WORKER_PREFIX = "aq:worker:"
@@ -327,6 +345,15 @@ def lease_holders(partition: int = 0) -> str:
     if _partitions == 1:
         return LEASE_HOLDERS
     return LEASE_HOLDERS + JOB_SEPARATOR + partition_tag(partition)
+
+
+TOOL_SET_PREFIX = "aq:toolset:"
+
+
+def tool_set(digest: str, partition: int = 0) -> str:
+    """Set: the registry keys one tool set serves (named by their digest, so the workers
+    of one set share it), in one partition, for the claim to check a job's `needs`."""
+    return _partitioned(TOOL_SET_PREFIX, partition, digest)
 
 
 def abort_set(partition: int) -> str:

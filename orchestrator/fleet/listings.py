@@ -29,6 +29,8 @@ class WorkerRecord(BaseModel):
     pid: int
     queues: list[str]
     tools: list[str] = Field(default_factory=list)
+    # The registry keys of everything it announces: what stays live when it stops.
+    serves: list[str] = Field(default_factory=list)
     concurrency: int
     started_at: float
     seen_at: float = 0.0

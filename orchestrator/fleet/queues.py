@@ -1,11 +1,14 @@
 """How deep each job queue is: what autoscalers and dashboards read.
 
 A queue is arq's sorted set of job ids scored by the time each is due (ms). A claimed
-job stays in the set until it ends (scored +inf while it runs: workers/queue/claims.py), so
-`depth` counts jobs waiting, deferred and running: the work a pool has on hand, which
-is what scaling on queue depth wants (a pool scaled to zero sees its first job here).
-`ready` counts those due now and not running, and `oldest_age_s` says how long the
-oldest of them has been due. A queue is
+job stays in the set until it ends (scored +inf while it runs: workers/queue/claims.py).
+`depth` is the work a pool has on hand, **ready + running**, which is what scaling on
+queue depth wants (a pool scaled to zero sees its first job here, and an idle pool
+reads 0). `ready` counts jobs due now and not running, timers fallen due included (a
+parked call's deadline waits in the queue's timer set until a claim moves it over: a
+pool at zero has no claim, so it must see the timer here to wake). Timers not yet due
+and retries waiting out their delay are not work on hand: `scheduled` counts the
+timers. `oldest_age_s` says how long the oldest ready job has been due. A queue is
 partitioned (`core/keys.py`): its figures are summed over its partitions.
 """
 
@@ -29,7 +32,13 @@ class QueueStats:
     queue: str
     depth: int
     ready: int
+    running: int
+    scheduled: int
     oldest_age_s: float
+
+
+# What one partition of one queue costs to read: each count is O(log n).
+_READS = 6
 
 
 async def queue_stats(
@@ -42,23 +51,28 @@ async def queue_stats(
     pipe = redis.pipeline(transaction=False)
     for name in names:
         for p in parts:
-            key = keys.queue(name, p)
-            pipe.zcard(key)
+            key, timers = keys.queue(name, p), keys.timers(name, p)
             pipe.zcount(key, "-inf", now_ms)
+            pipe.zcount(key, "+inf", "+inf")
             pipe.zrange(key, 0, 0, withscores=True)
+            pipe.zcount(timers, "-inf", now_ms)
+            pipe.zcard(timers)
+            pipe.zrange(timers, 0, 0, withscores=True)
     replies = await pipe.execute()
     stats: dict[str, QueueStats] = {}
-    per_queue = 3 * len(parts)
+    per_queue = _READS * len(parts)
     for i, name in enumerate(names):
         mine = replies[per_queue * i : per_queue * (i + 1)]
-        depth = sum(int(d) for d in mine[0::3])
-        ready = sum(int(r) for r in mine[1::3])
-        firsts = [oldest[0][1] for oldest in mine[2::3] if oldest]
+        ready = sum(int(r) for r in mine[0::_READS]) + sum(int(r) for r in mine[3::_READS])
+        running = sum(int(r) for r in mine[1::_READS])
+        firsts = [first[0][1] for first in mine[2::_READS] + mine[5::_READS] if first]
         first_due_ms = min(firsts) if firsts else now_ms
         stats[name] = QueueStats(
             queue=name,
-            depth=depth,
+            depth=ready + running,
             ready=ready,
+            running=running,
+            scheduled=sum(int(t) for t in mine[4::_READS]),
             oldest_age_s=max(0.0, (now_ms - first_due_ms) / 1000) if ready else 0.0,
         )
     return stats

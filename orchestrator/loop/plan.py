@@ -29,7 +29,7 @@ from agentq.orchestrator.core.messages import (
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.runs.state import CallStatus, StepAfter
 from agentq.orchestrator.spec.run import HasToolCall, RunSpec, StepCountIs
-from agentq.orchestrator.tools import ToolDef
+from agentq.orchestrator.tools import ToolDef, tool_needs
 
 After = StepAfter  # the name this module always used
 
@@ -42,6 +42,8 @@ class CallPlan(BaseModel):
     input: Any = None
     status: CallStatus
     queue: str | None = None
+    # What a worker of the queue must serve to take the call's job (ToolKindPlugin.needs).
+    needs: str = ""
     timeout_s: float = 60.0
     # How long the call may stay parked (approval, outside result) before it becomes a
     # tool error; None: no deadline.
@@ -187,6 +189,7 @@ def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef])
         input=value,
         status=_initial_status(tool),
         queue=tool.queue,
+        needs=tool_needs(tool),
         timeout_s=tool.timeout_s,
         park_timeout_s=tool.park_timeout_s,
         start_queue=tool.start_queue,

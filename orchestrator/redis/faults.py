@@ -162,6 +162,14 @@ class Outage:
         self.clock = clock
         self._last_failed = 0.0
         self._lock = threading.Lock()
+        self._on_end: list[Callable[[], None]] = []
+
+    def on_end(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call `callback` (from whichever thread saw Redis back) when an outage ends:
+        what a process keeps in Redis may be gone with it (a restart without
+        persistence). Returns what removes the callback."""
+        self._on_end.append(callback)
+        return lambda: self._on_end.remove(callback)
 
     def failed(self, exc: BaseException) -> float:
         """Record a failure; returns how long to wait before the next attempt.
@@ -208,6 +216,7 @@ class Outage:
     def succeeded(self) -> None:
         if self.since is None:  # the common case, without the lock
             return
+        ended: list[Callable[[], None]] = []
         with self._lock:
             now = self.clock()
             if self.since is not None and now - self._last_failed >= self.quiet_s:
@@ -216,3 +225,6 @@ class Outage:
                 )
                 self.since = None
                 self.backoff.reset()
+                ended = list(self._on_end)
+        for callback in ended:
+            callback()

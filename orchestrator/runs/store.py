@@ -352,6 +352,12 @@ class RunStore(Store):
                 pipe.expire(keys.REGISTRY, int(ANNOUNCEMENT_TTL_S))
                 await pipe.execute()
 
+    async def withdraw(self, registry_keys: Sequence[str]) -> None:
+        """Drop announcements a stopping process served alone."""
+        if registry_keys:
+            with redis_errors_mapped():
+                await self.redis.hdel(keys.REGISTRY, *registry_keys)  # type: ignore[misc]
+
     async def publish_catalog(self, announcements: Sequence[ToolAnnouncement]) -> None:
         """Replace the deployment's catalogue (what it serves, whether or not a worker
         is up) in one transaction: a reader sees the old one or the new one, whole."""

@@ -86,17 +86,21 @@ def model_job(run_id: str, step: int) -> QueuedJob:
 
 
 def expiry_job(run_id: str, step: int, call: CallPlan) -> QueuedJob:
-    """The deferred job that ends a parked call's wait (see expire_parked.lua)."""
+    """The timer that ends a parked call's wait (see expire_parked.lua)."""
     assert call.park_timeout_s is not None
     envelope = JobEnvelope(kind="park_expiry", run_id=run_id, step=step, call_id=call.id)
-    job = queued_job(envelope, defer_s=call.park_timeout_s)
-    return job.model_copy(update={"wake": False})
+    return queued_job(envelope, defer_s=call.park_timeout_s)
 
 
 def tool_job(run_id: str, step: int, call: CallPlan) -> QueuedJob:
     assert call.queue is not None
     envelope = JobEnvelope(
-        kind="tool_call", run_id=run_id, step=step, call_id=call.id, timeout_s=call.timeout_s
+        kind="tool_call",
+        run_id=run_id,
+        step=step,
+        call_id=call.id,
+        timeout_s=call.timeout_s,
+        needs=call.needs,
     )
     return queued_job(envelope, call.queue)
 

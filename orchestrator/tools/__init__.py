@@ -15,6 +15,7 @@ from agentq.orchestrator.tools.base import (
     registry_key,
     tool_kind,
     tool_kinds,
+    tool_needs,
 )
 from agentq.orchestrator.tools.client import ClientKind
 from agentq.orchestrator.tools.code import CodeKind
@@ -50,4 +51,5 @@ __all__ = [
     "registry_key",
     "tool_kind",
     "tool_kinds",
+    "tool_needs",
 ]

@@ -11,8 +11,13 @@ from agentq.orchestrator.policy.endpoints import ModelEndpoint
 from agentq.orchestrator.policy.providers import ProviderInfo
 from agentq.orchestrator.tools.base import ToolAnnouncement
 
-# Announcements older than this are treated as gone: their worker stopped.
-ANNOUNCEMENT_TTL_S = 24 * 3600.0
+# A tool is live while a process that serves it (a worker, `agentq serve`'s remote tools)
+# is: each refreshes its announcements with its heartbeat, every ANNOUNCE_EVERY_S, and
+# an announcement not refreshed for ANNOUNCEMENT_TTL_S is gone (its process was killed;
+# one that stops withdraws what no other live worker serves at once). The catalogue,
+# not a long TTL, is how a deployment accepts tools no live worker serves.
+ANNOUNCE_EVERY_S = 10.0
+ANNOUNCEMENT_TTL_S = 6 * ANNOUNCE_EVERY_S
 # The kind of a registry entry that announces a model provider, not a tool.
 MODEL_PROVIDER_KIND = "model-provider"
 # The kind of a registry entry naming an endpoint of a models file: a worker that runs

@@ -220,6 +220,12 @@ class ToolKindPlugin(ABC):
         """Where an announcement of this kind lives in the registry hash."""
         return f"{self.kind}:{ann.name}"
 
+    def needs(self, tool: ToolDef) -> str:
+        """The registry key a worker must announce to run the tool's calls: its job is
+        claimed only by such workers of its queue (workers/queue/lua/take.lua), so pools
+        with different tools share a queue. "" (the default): any worker of the queue."""
+        return ""
+
     def call_entries(self, ann: ToolAnnouncement) -> list[tuple[str, dict[str, Any]]]:
         """How an announced tool of this kind is called on its own (`client.calls.call`,
         the gateway): the names it answers to, each with the tool entry a run spec would
@@ -274,6 +280,12 @@ def parse_tool_entry(value: Any, info: ValidationInfo) -> Any:
 def registry_key(ann: ToolAnnouncement) -> str:
     plugin = _KINDS.get(ann.kind)
     return plugin.registry_key(ann) if plugin is not None else f"{ann.kind}:{ann.name}"
+
+
+def tool_needs(tool: ToolDef) -> str:
+    """What a worker must serve to run the tool's calls (ToolKindPlugin.needs)."""
+    plugin = _KINDS.get(tool.kind)
+    return plugin.needs(tool) if plugin is not None else ""
 
 
 def refuse(ctx: ResolveContext, message: str) -> SpecError:

@@ -89,3 +89,7 @@ class CodeKind(ToolKindPlugin):
 
     def registry_key(self, ann: ToolAnnouncement) -> str:
         return code_registry_key(ann.server or ann.name)
+
+    def needs(self, tool: ToolDef) -> str:
+        assert isinstance(tool.config, CodeToolConfig)
+        return code_registry_key(tool.config.language)

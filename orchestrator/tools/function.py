@@ -37,3 +37,6 @@ class FunctionKind(ToolKindPlugin):
 
     def registry_key(self, ann: ToolAnnouncement) -> str:
         return ann.name  # function tools share one namespace, as in the first registries
+
+    def needs(self, tool: ToolDef) -> str:
+        return tool.served_name

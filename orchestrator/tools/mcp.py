@@ -97,3 +97,8 @@ class McpKind(ToolKindPlugin):
 
     def registry_key(self, ann: ToolAnnouncement) -> str:
         return mcp_registry_key(ann.server or "", ann.name)
+
+    def needs(self, tool: ToolDef) -> str:
+        # The server, not the tool: a worker connected to it runs whatever it offers.
+        assert isinstance(tool.config, McpToolConfig)
+        return mcp_server_key(tool.config.server)

@@ -137,6 +137,8 @@ def test_keda_scales_each_pool_on_its_queue_depth_from_zero() -> None:
     # ?queue= makes the API list the queue even while it is empty (KEDA needs the path).
     assert trigger["metadata"]["url"].endswith("/v1/queues?queue=model")
     assert trigger["authenticationRef"]["name"] == "rel-agentq-keda"
+    # While the API cannot answer, KEDA keeps a replica rather than freezing or dropping.
+    assert model["spec"]["fallback"] == {"failureThreshold": 3, "replicas": 1}
     # The autoscaler owns the replica count.
     for deployment in release.of_kind("Deployment"):
         if "-pool-" in deployment["metadata"]["name"]:
@@ -154,6 +156,9 @@ def test_keda_can_read_prometheus_instead() -> None:
         'max(agentq_queue_depth{queue="tools"})',
         'max(agentq_queue_depth{queue="tools-slow"})',
     ]
+    # agentq_queue_depth is ready + running: it reads 0 once the pool is idle.
+    assert [t["metadata"]["activationThreshold"] for t in tools["spec"]["triggers"]] == ["0", "0"]
+    assert tools["spec"]["fallback"]["failureThreshold"] == 3
 
 
 def test_without_keda_a_pool_autoscales_on_cpu() -> None:

@@ -1,4 +1,4 @@
-"""The `park_expiry` job: a parked call's deadline (a deferred job on the model queue).
+"""The `park_expiry` job: a parked call's deadline (a timer of the model queue).
 
 Unless the call was resolved meanwhile, it becomes a tool error the model sees, and
 the run goes on (expire_parked.lua).

@@ -24,7 +24,7 @@ import asyncio
 import contextvars
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from functools import partial
 from typing import Any
 
@@ -106,6 +106,7 @@ class WakeableWorker(Worker):
         idle_poll_s: float,
         worker_id: str,
         leased: Callable[[], bool] = lambda: True,
+        tools: Iterable[str] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, queue_name=queue_key(queue), poll_delay=idle_poll_s, **kwargs)
@@ -113,7 +114,7 @@ class WakeableWorker(Worker):
         self.worker_id = worker_id
         # One taker per partition of the queue (core/keys.py): each touches one slot.
         self.takers = [
-            Taker(self.pool, worker_id, queue, p, BACKSTOP_MS, leased)
+            Taker(self.pool, worker_id, queue, p, BACKSTOP_MS, leased, tools)
             for p in state_keys.partitions()
         ]
         self.taker = self.takers[0]

@@ -15,8 +15,21 @@ and returns each claimed job's payload and delivery count (what arq's `run_job` 
 fetch in its own round trip). A job whose run was cancelled before it started, or
 whose payload expired, is cleaned up there and never reaches the worker.
 
+Timers (jobs due later: a parked call's deadline) wait in the queue's timer set, not in
+the queue (`core/queued_job.py`); TAKE moves those fallen due into the queue before it
+claims, so no sweeper is needed and the queue holds only ready and running work.
+
+Routing by tool: a job's payload says what a worker must serve to run it (its
+`needs`, a registry key: `ToolKindPlugin.needs`), and TAKE claims only jobs whose needs
+are in the worker's tool set (a set key named by the set's digest, in the partition:
+`publish_tool_set`). Other jobs stay where they are, ready, for workers that serve
+them: pools with different tools share a queue (a rolling deploy that adds a tool), and
+a job only new workers can run waits for them. The check is one SISMEMBER per job looked
+at; a claim looks at most `LOOKAHEAD` jobs past those it takes, so its cost grows
+neither with the number of tools nor of workers.
+
 Every key TAKE touches is in one partition (`core/keys.py`): the queue, wake-up list,
-jobs hash, holders set and abort set of the partition, and the jobs it claims (their
+jobs hash, holders set, abort set and timer set of the partition, and the jobs it claims (their
 ids carry the partition's tag), so a claim touches one Redis Cluster slot. Whether the
 worker's lease is held (its liveness key, on another slot) is the caller's to say.
 
@@ -53,6 +66,8 @@ ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_k
 RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
 
 TAKE = scripts.script("agentq.workers.queue", "take")
+# How many ready jobs a claim may pass over (jobs for tools the worker lacks) in one call.
+LOOKAHEAD = 64
 CLAIM_ONE = scripts.script("agentq.workers.queue", "claim_one")
 GIVE_BACK = scripts.script("agentq.workers.queue", "give_back")
 
@@ -134,6 +149,24 @@ def parse_take(reply: list[Any]) -> tuple[bool, list[Claimed]]:
     return more, claimed
 
 
+def tool_set_digest(tools: Iterable[str]) -> str:
+    return hashlib.sha1("\n".join(sorted(set(tools))).encode()).hexdigest()[:16]
+
+
+async def publish_tool_set(redis: Redis, tools: Iterable[str]) -> None:
+    """Write a tool set's key in every partition (idempotent: the workers of one set
+    share it). A worker publishes its sets at start and with every announcement, so a
+    Redis that lost its data learns them again."""
+    served = sorted(set(tools))
+    if not served:
+        return  # an empty set is a key that does not exist: it serves nothing
+    digest = tool_set_digest(served)
+    async with redis.pipeline(transaction=False) as pipe:
+        for p in state_keys.partitions():
+            pipe.sadd(state_keys.tool_set(digest, p), *served)
+        await pipe.execute()
+
+
 class Taker:
     """TAKE for one worker on one queue in one partition: its keys, its fixed arguments,
     and the call (alone, or behind a BLPOP on the wake-up list in the same round trip)."""
@@ -146,6 +179,7 @@ class Taker:
         partition: int,
         backstop_ms: int,
         leased: Callable[[], bool] = lambda: True,
+        tools: Iterable[str] = (),
     ) -> None:
         self.redis = redis
         self.worker_id = worker_id
@@ -160,6 +194,9 @@ class Taker:
             jobs_key(worker_id, partition),
             holders_key(partition),
             state_keys.abort_set(partition),
+            state_keys.timers(queue, partition),
+            # What the worker serves on this queue: jobs needing anything else are left.
+            state_keys.tool_set(tool_set_digest(tools), partition),
         ]
         self._record_head = record_head(queue_key, wake_key)
         self._backstop_ms = backstop_ms
@@ -191,6 +228,7 @@ class Taker:
             how,
             defer_ms,
             "1" if riding else "",
+            LOOKAHEAD,
             *skipped,
         ]
 

@@ -53,11 +53,6 @@ def holders_key(partition: int = 0) -> str:
     return keys.lease_holders(partition)
 
 
-def pool_key(queue: str) -> str:
-    """Hash: worker id -> the tool set it serves on `queue` (JSON), for routing checks."""
-    return f"aq:pool:{queue}"
-
-
 RENEW = scripts.script("agentq.workers.queue", "renew")
 REAP_GATE = scripts.script("agentq.workers.queue", "reap_gate")
 REAP_PARTITION = scripts.script("agentq.workers.queue", "reap_partition")

@@ -13,14 +13,13 @@ import os
 import httpx
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.tools.announcements import ANNOUNCE_EVERY_S
 from agentq.orchestrator.tools.base import ToolAnnouncement
 from agentq.orchestrator.tools.remote import RemoteTools
 from agentq.workers.tools.remote import RemoteLeases
 from agentq.workers.tools.remote_push import PushDispatcher
 
 log = logging.getLogger("agentq.remote")
-
-ANNOUNCE_EVERY_S = 60.0
 
 
 class RemoteService:

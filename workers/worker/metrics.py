@@ -224,7 +224,7 @@ class _RuntimeCollector(Collector):
             return
         depth = GaugeMetricFamily(
             "agentq_queue_depth",
-            "Jobs in the queue: waiting, deferred or running.",
+            "Jobs ready or running (timers not yet due do not count): what pools scale on.",
             labels=["queue"],
         )
         ready = GaugeMetricFamily("agentq_queue_ready", "Jobs due now.", labels=["queue"])

@@ -26,13 +26,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
 import socket
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, cast
 
@@ -50,7 +49,7 @@ from agentq.orchestrator.core.envelopes import (
     deserialize,
     serialize,
 )
-from agentq.orchestrator.core.errors import AgentqError, InfrastructureError, SpecError
+from agentq.orchestrator.core.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.core.keys import job_prefix
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.fleet import listings
@@ -86,11 +85,11 @@ from agentq.workers.queue.arq_worker import (
     WakeableWorker,
     consume_outcome,
 )
+from agentq.workers.queue.claims import publish_tool_set
 from agentq.workers.queue.liveness import (
     OUTAGE,
     LeaseRenewer,
     liveness_key,
-    pool_key,
     reap_cadence,
     reap_lapsed,
 )
@@ -113,7 +112,9 @@ _NOT_TOOLS = frozenset(
         HTTP_EXECUTOR_KIND,
     }
 )
-ANNOUNCE_EVERY_S = 60.0
+# How often a worker lists what its executors serve again (an MCP server's tools may
+# change); its heartbeat refreshes the last list far more often (listings.BEAT_EVERY_S).
+RELIST_EVERY_S = 60.0
 
 
 def _upkeep_failed(what: str, exc: Exception) -> None:
@@ -122,11 +123,6 @@ def _upkeep_failed(what: str, exc: Exception) -> None:
         OUTAGE.failed(exc)
     else:
         log.warning("%s: %s", what, exc)
-
-
-class ToolSetConflict(SpecError):
-    """A worker would share a queue with workers that serve other tools: the calls of
-    one set would reach workers of the other. Such a worker must name its own queue."""
 
 
 class WorkerRuntime:
@@ -165,12 +161,16 @@ class WorkerRuntime:
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self._http = http
         self.announcements: list[ToolAnnouncement] = []
+        self._announced: list[ToolAnnouncement] = []  # everything, providers included
+        self._reconnected = asyncio.Event()  # set when a Redis outage ends
+        self._stop_listening: Callable[[], None] = lambda: None
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[WakeableWorker] = []
         self._renewer: LeaseRenewer | None = None
         self._leased = False  # whether this process ever held its lease
-        self._pools: list[str] = []
+        # The registry keys it serves, by queue: its claims take only jobs needing them.
+        self._served: dict[str, list[str]] = {}
         self.redis: Redis | None = None
         self._collector: Collector | None = None
 
@@ -211,7 +211,7 @@ class WorkerRuntime:
         collector = Collector(self.redis, models, self.settings, self.worker_id)
         self._collector = collector
         await self._take_lease()
-        await self._join_pools()
+        self._served = await self._tool_sets()
         await self.announce()
         for queue in self.queues:
             worker = WakeableWorker(
@@ -227,6 +227,7 @@ class WorkerRuntime:
                     for kind, handler in job_handlers().items()
                 ],
                 queue=queue,
+                tools=self._served.get(queue, ()),
                 redis_pool=self.redis,
                 idle_poll_s=self.settings.idle_poll_s,
                 worker_id=self.worker_id,
@@ -242,6 +243,13 @@ class WorkerRuntime:
             self._workers.append(worker)
             self._tasks.append(asyncio.create_task(worker.main(), name=f"agentq-worker-{queue}"))
         self._tasks.append(asyncio.create_task(self._announce_forever(), name="agentq-announce"))
+        loop = asyncio.get_running_loop()
+
+        def reconnected() -> None:
+            with contextlib.suppress(RuntimeError):  # the loop is already closed
+                loop.call_soon_threadsafe(self._reconnected.set)
+
+        self._stop_listening = OUTAGE.on_end(reconnected)
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
@@ -368,7 +376,7 @@ class WorkerRuntime:
                 if swept is not None and swept.redriven:
                     log.info("re-drove %d lost job(s) of %s", swept.redriven, what)
 
-    # -- routing: one tool set per queue ------------------------------------------
+    # -- routing: each worker claims the jobs of the tools it serves -------------
 
     async def _tool_sets(self) -> dict[str, list[str]]:
         """The tools this worker serves, by the queue it announces them on."""
@@ -377,44 +385,10 @@ class WorkerRuntime:
             queue = executor.queue or self.tool_queue
             for ann in await executor.announcements(queue):
                 sets.setdefault(ann.queue, []).append(registry_key(ann))
-        # Its prepare_step hooks too: a hook's job must find it on any worker of the queue.
+        # Its prepare_step hooks too.
         for ann in hook_announcements(self.tool_queue):
             sets.setdefault(ann.queue, []).append(registry_key(ann))
         return {q: sorted(set(t)) for q, t in sets.items() if q in self.queues}
-
-    async def _join_pools(self) -> None:
-        """Refuse to serve a queue whose live workers serve another tool set: a job on a
-        queue goes to any of its workers, so they must all be able to run it."""
-        assert self.redis is not None
-        for queue, tools in (await self._tool_sets()).items():
-            members = await self.redis.hgetall(pool_key(queue))  # type: ignore[misc]
-            for raw_id, raw_tools in members.items():
-                other = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
-                if other == self.worker_id:
-                    continue
-                if not await self.redis.exists(liveness_key(other)):
-                    await self.redis.hdel(pool_key(queue), other)  # type: ignore[misc]
-                    continue
-                theirs = json.loads(raw_tools)
-                if theirs != tools:
-                    missing = sorted(set(theirs) - set(tools))
-                    extra = sorted(set(tools) - set(theirs))
-                    detail = "; ".join(
-                        part
-                        for part in (
-                            f"lacks {', '.join(missing)}" if missing else "",
-                            f"adds {', '.join(extra)}" if extra else "",
-                        )
-                        if part
-                    )
-                    raise ToolSetConflict(
-                        f"queue {queue!r} is served by workers with other tools (this worker "
-                        f"{detail}): give this worker its own queue with --queue"
-                    )
-            await self.redis.hset(  # type: ignore[misc]
-                pool_key(queue), self.worker_id, json.dumps(tools)
-            )
-            self._pools.append(queue)
 
     async def _start_executors(self, services: WorkerServices) -> None:
         for executor in self.executors:
@@ -435,15 +409,36 @@ class WorkerRuntime:
         return limits
 
     async def announce(self) -> None:
-        assert self.redis is not None
+        """List what this worker serves, and publish it."""
         announced = await served_announcements(self.executors, self.tool_queue)
         if MODEL_QUEUE in self.queues:  # the endpoints its model steps can reach
             announced += endpoint_announcements(self.endpoint_policy.models.endpoints)
-        await RunStore(self.redis).announce(announced)
+        self._announced = announced
         # What `agentq workers` lists: the tools, not providers or tool-less MCP servers.
-        self.announcements = [a for a in announced if a.kind not in _NOT_TOOLS]
+        self.announcements = [a for a in self._announced if a.kind not in _NOT_TOOLS]
+        await self._refresh()
         self.announced = True
+
+    async def _refresh(self) -> None:
+        """The heartbeat: this worker's record, its announcements (a tool stays live as
+        long as a worker serving it beats) and its tool sets (which its claims read),
+        written again each time, so a Redis that lost its data has them back within a
+        beat."""
+        assert self.redis is not None
+        await RunStore(self.redis).announce(self._announced)
+        for served in self._served.values():
+            await publish_tool_set(self.redis, served)
         await listings.heartbeat(self.redis, self._record())
+
+    async def _withdraw(self) -> None:
+        """A stopping worker's tools stop being live at once, unless another live
+        worker serves them too."""
+        assert self.redis is not None
+        others = [w for w in await listings.live_workers(self.redis) if w.id != self.worker_id]
+        still = {key for w in others for key in w.serves}
+        await RunStore(self.redis).withdraw(
+            [k for k in sorted({registry_key(a) for a in self._announced}) if k not in still]
+        )
 
     def _record(self) -> listings.WorkerRecord:
         return listings.WorkerRecord(
@@ -452,6 +447,7 @@ class WorkerRuntime:
             pid=os.getpid(),
             queues=self.queues,
             tools=sorted({a.name for a in self.announcements}),
+            serves=sorted({registry_key(a) for a in self._announced}),
             concurrency=self.settings.concurrency,
             started_at=self.started_at,
         )
@@ -501,7 +497,7 @@ class WorkerRuntime:
 
     async def _announce_forever(self) -> None:
         while True:
-            await asyncio.sleep(ANNOUNCE_EVERY_S)
+            await asyncio.sleep(RELIST_EVERY_S)
             try:
                 await self.announce()
             except Exception as exc:  # keep serving; the next round retries
@@ -513,14 +509,18 @@ class WorkerRuntime:
         return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
     async def _beat_forever(self) -> None:
-        """Keep this process's record fresh (`agentq workers`, `agentq serve` list it)."""
-        assert self.redis is not None
+        """Keep this process's record and announcements fresh (`agentq workers`, `agentq
+        serve` list it; submit resolves against what live workers announce)."""
         while True:
+            # At once when Redis comes back from an outage: it may have lost everything
+            # (a restart without persistence), and submits would be refused meanwhile.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._reconnected.wait(), listings.BEAT_EVERY_S)
+            self._reconnected.clear()
             try:
-                await listings.heartbeat(self.redis, self._record())
+                await self._refresh()
             except Exception as exc:  # keep serving; the next beat retries
                 _upkeep_failed("worker record not refreshed", exc)
-            await asyncio.sleep(listings.BEAT_EVERY_S)
 
     async def wait(self) -> None:
         """Run until a worker task ends (it only does on error) or we are cancelled."""
@@ -581,10 +581,12 @@ class WorkerRuntime:
                 await executor.aclose()
         if self._http is not None:
             await self._http.aclose()
+        self._stop_listening()
         await self._leave()
         if self.redis is not None:
             with contextlib.suppress(Exception):
                 await listings.forget_worker(self.redis, self.worker_id)
+                await self._withdraw()
             await self.redis.aclose()
         self._tasks.clear()
         self._workers.clear()
@@ -600,11 +602,7 @@ class WorkerRuntime:
         # The reaper removes us from the workers set: anything a failed release left held
         # is then re-delivered rather than stranded.
         try:
-            async with self.redis.pipeline(transaction=True) as pipe:
-                for queue in self._pools:
-                    pipe.hdel(pool_key(queue), self.worker_id)
-                pipe.delete(liveness_key(self.worker_id))
-                await pipe.execute()
+            await self.redis.delete(liveness_key(self.worker_id))
         except Exception as exc:
             log.warning("worker %s: leaving: %s", self.worker_id, exc)
         if self._renewer is not None:

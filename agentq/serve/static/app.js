@@ -53,7 +53,7 @@ async function refreshFleet() {
   try {
     const fleet = await api("/v1/fleet");
     const queues = Object.entries(fleet.queues).map(([q, n]) => `${q} ${n}`).join(" · ");
-    $("#fleet").textContent = `${fleet.workers} worker${fleet.workers === 1 ? "" : "s"} · queued: ${queues}`;
+    $("#fleet").textContent = `${fleet.workers} worker${fleet.workers === 1 ? "" : "s"} · ready or running: ${queues}`;
   } catch (err) {
     $("#fleet").textContent = err.message;
   }

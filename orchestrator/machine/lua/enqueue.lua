@@ -1,15 +1,26 @@
 -- enqueue: a job in arq's own layout, atomically with the transition that causes it.
 -- Needs: K.ARQ_JOB (the constants chunk).
--- Defines: enqueue(job) -> 1, or 0 when the job exists already; `job` is a QueuedJob
+-- Defines: is_timer(job); enqueue(job) -> 1, or 0 when the job exists already; `job` is a QueuedJob
 --   (orchestrator/core/queued_job.py) decoded.
 -- The job key with its payload, its score in the queue, then a token that wakes a
--- sleeping worker. Job ids are derived from what they do: enqueueing twice is a no-op.
+-- sleeping worker; a timer (a job due later) goes to its timer set instead, and wakes
+-- nobody (the claim moves it into the queue when due). Job ids are derived from what
+-- they do: enqueueing twice is a no-op.
 -- @include wake
+local function is_timer(job)
+  -- A job stored before timers existed (a run's end job) has no such field: nil.
+  return job.timers_key ~= nil and job.timers_key ~= ''
+end
+
 local function enqueue(job)
   local job_key = K.ARQ_JOB .. job.job_id
   if redis.call('EXISTS', job_key) == 1 then return 0 end
   redis.call('PSETEX', job_key, job.expires_ms, job.payload)
+  if is_timer(job) then
+    redis.call('ZADD', job.timers_key, job.score_ms, job.job_id)
+    return 1
+  end
   redis.call('ZADD', job.queue_key, job.score_ms, job.job_id)
-  if job.wake then wake(job.wake_key) end
+  wake(job.wake_key)
   return 1
 end

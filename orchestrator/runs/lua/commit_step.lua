@@ -7,8 +7,8 @@
 -- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once)
 --         UNKNOWN_RUN | CLOSED | STALE | DUPLICATE (committed before)
 -- Effects the step hash (resp written once), usage totals (batch-priced ones apart), the assistant message, each
---         call's record and status, the step's events, tool jobs and deferred expiry
---         jobs; status awaiting if a call parked; the join if nothing is pending.
+--         call's record and status, the step's events, tool jobs and expiry timers
+--         (remembered in the run's timers hash); status awaiting if a call parked; the join if nothing is pending.
 local err = run_guard(A.step)
 if err then return reply(err) end
 local step = step_key(A.step)
@@ -29,7 +29,7 @@ for _, c in ipairs(A.calls) do
   if c.result then redis.call('HSET', step, S.RESULT .. c.id, c.result) end
 end
 emit_all(A.events)
-for _, job in ipairs(A.jobs) do enqueue(job) end
+for _, job in ipairs(A.jobs) do enqueue_run_job(job) end
 if A.finishes_now then return reply(succeed(step)) end
 if A.parked > 0 then redis.call('HSET', meta, F.STATUS, RUN.AWAITING) end
 if A.pending == 0 then return reply(join(A.step, A.next_job)) end

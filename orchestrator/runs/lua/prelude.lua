@@ -64,6 +64,27 @@ local function usage_totals()
   return usage
 end
 
+local function timers_key()
+  return meta .. K.TIMERS
+end
+
+-- A run's job, remembering a timer so that the run's end removes it (drop_timers).
+local function enqueue_run_job(job)
+  if enqueue(job) == 1 and is_timer(job) then
+    redis.call('HSET', timers_key(), job.job_id, job.timers_key)
+  end
+end
+
+-- An ended run's timers (parked calls' deadlines) fire for nothing: gone with it.
+local function drop_timers()
+  local timers = redis.call('HGETALL', timers_key())
+  for i = 1, #timers, 2 do
+    redis.call('ZREM', timers[i + 1], timers[i])
+    redis.call('DEL', K.ARQ_JOB .. timers[i])
+  end
+  redis.call('DEL', timers_key())
+end
+
 local function expire_run()
   local ttl = A.retention_s
   local last = tonumber(redis.call('HGET', meta, F.STEP)) or 0
@@ -82,6 +103,7 @@ local function finish_run(status, ev_type, fields)
   emit(cjson.encode(ev))
   expire_run()
   redis.call('ZREM', moving_key, A.run_id)
+  drop_timers()
   -- A batch's run: its end is a job, so the fleet admits the batch's next line.
   local end_job = redis.call('HGET', meta, F.END_JOB)
   if end_job then

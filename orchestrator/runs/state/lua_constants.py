@@ -34,6 +34,7 @@ KEY_CONSTANTS: dict[str, str] = {
     "MESSAGES": keys.MESSAGES_SUFFIX,
     "EVENTS": keys.EVENTS_SUFFIX,
     "TOOLS": keys.TOOLS_SUFFIX,
+    "TIMERS": keys.TIMERS_SUFFIX,
     "STEP": keys.STEP_INFIX,
     "ANSWER": keys.ANSWER_INFIX,
     "WORKFLOW": keys.WORKFLOW_INFIX,

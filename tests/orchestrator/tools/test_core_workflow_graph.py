@@ -4,7 +4,6 @@ and which nodes run or are skipped (pure)."""
 from __future__ import annotations
 
 import copy
-import time
 from typing import Any
 
 import pytest
@@ -30,8 +29,9 @@ ADD = ToolAnnouncement(
     kind="function",
     queue="tools",
     input_schema={"type": "object", "properties": {"a": {}, "b": {}}},
-    seen_at=time.time(),
+    seen_at=1_000_000.0,
 )
+NOW = 1_000_000.0  # the announcement is fresh whenever the test runs
 REGISTRY = {"add": ADD}
 
 GRAPH: dict[str, Any] = {
@@ -60,7 +60,7 @@ def resolve(graph: dict[str, Any]) -> None:
     spec = RunSpec.model_validate(
         {"model": {"provider": "scripted", "script": []}, "prompt": "go", "tools": [tool]}
     )
-    resolve_tools(spec, REGISTRY, time.time(), settings=Settings())
+    resolve_tools(spec, REGISTRY, NOW, settings=Settings())
 
 
 def test_the_adder_resolves_with_its_node_tool() -> None:

@@ -59,8 +59,10 @@ async def enqueue(redis: Redis, n: int, *, run: str = "r", defer_s: float = 0.0)
         job = queued_job(env, QUEUE, defer_s=defer_s)
         async with redis.pipeline(transaction=True) as pipe:
             pipe.set(ARQ_JOB_PREFIX + job.job_id, job.payload, px=job.expires_ms)
-            pipe.zadd(job.queue_key, {job.job_id: job.score_ms})
-            if job.wake and not defer_s:
+            if job.timers_key:
+                pipe.zadd(job.timers_key, {job.job_id: job.score_ms})
+            else:
+                pipe.zadd(job.queue_key, {job.job_id: job.score_ms})
                 pipe.lpush(job.wake_key, "1")
             await pipe.execute()
         ids.append(job.job_id)
@@ -130,17 +132,24 @@ async def test_racing_workers_never_claim_a_job_twice(redis: Redis) -> None:
     assert await ready(redis, takers[0]) == []
 
 
-async def test_deferred_jobs_are_not_taken(redis: Redis) -> None:
+async def test_timers_wait_apart_until_due_then_the_claim_takes_them(redis: Redis) -> None:
     (later,) = await enqueue(redis, 1, run="later", defer_s=60)
     (now,) = await enqueue(redis, 1, run="now")
     taker = await worker(redis, "w1")
-    score = await redis.zscore(taker.keys[0], later)
+    timers = taker.keys[5]
+    score = await redis.zscore(timers, later)
 
     _, claimed = await taker.take(taker.args(16))
 
     assert ids(claimed) == [now]
-    assert await redis.zscore(taker.keys[0], later) == score
+    assert await redis.zscore(taker.keys[0], later) is None  # not in the queue
+    assert await redis.zscore(timers, later) == score
     assert not await redis.exists(ARQ_IN_PROGRESS_PREFIX + later)
+
+    await redis.zadd(timers, {later: 1000})  # it falls due
+    _, claimed = await taker.take(taker.args(16))
+    assert ids(claimed) == [later]
+    assert await redis.zcard(timers) == 0
 
 
 async def test_a_dead_workers_claimed_jobs_are_re_delivered_at_their_old_score(

@@ -18,6 +18,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import queue_key
 from agentq.orchestrator.fleet.queues import known_queues, queue_stats, queues_document
 from agentq.orchestrator.redis.connect import connect
@@ -127,9 +128,9 @@ async def test_a_worker_counts_its_jobs_model_calls_and_queues(
             await client.runs.cancel(napping)  # its running job is stopped
     statuses = [r.status for r in results]
     assert statuses == ["succeeded", "succeeded", "failed"], [r.error for r in results]
-    # A job due in an hour waits in the tools queue: depth 1, nothing ready yet.
+    # A timer due in an hour is not work on hand: depth 0.
     redis.Redis.from_url(redis_url).zadd(
-        queue_key("tools"), {"deferred-job": (time.time() + 3600) * 1000}
+        keys.timers("tools"), {"timer-job": (time.time() + 3600) * 1000}
     )
 
     def cancelled(samples: Samples) -> bool:
@@ -166,7 +167,7 @@ async def test_a_worker_counts_its_jobs_model_calls_and_queues(
     assert value(samples, "agentq_model_requests_total", outcome="error", **gpt) == 1
     assert value(samples, "agentq_model_tokens_total", direction="output", **gpt) > 0
     assert value(samples, "agentq_rate_limit_wait_seconds_count", **gpt) == 2
-    assert value(samples, "agentq_queue_depth", queue="tools") == 1
+    assert value(samples, "agentq_queue_depth", queue="tools") == 0
     assert value(samples, "agentq_queue_ready", queue="tools") == 0
     assert value(samples, "agentq_queue_depth", queue="model") == 0
     assert value(samples, "agentq_queue_oldest_job_age_seconds", queue="model") == 0
@@ -252,14 +253,19 @@ async def test_queue_stats_read_depth_readiness_and_age(redis_url: str) -> None:
     try:
         now = 1_000_000.0
         await r.zadd(queue_key("tools"), {"a": (now - 30) * 1000, "b": (now - 5) * 1000})
-        await r.zadd(queue_key("tools"), {"later": (now + 60) * 1000})
+        # A retry waiting out its delay and a running job (+inf) in the queue; a timer
+        # fallen due (ready: a pool at zero must see it) and one due later beside it.
+        await r.zadd(queue_key("tools"), {"later": (now + 60) * 1000, "busy": float("inf")})
+        await r.zadd(keys.timers("tools"), {"due": (now - 40) * 1000, "t": (now + 9) * 1000})
         await r.zadd(queue_key("sandbox"), {"c": now * 1000})
         stats = await queue_stats(r, ["tools", "sandbox", "model"], now_s=now)
+        empty = {"depth": 0, "ready": 0, "running": 0, "scheduled": 0, "oldest_age_s": 0.0}
+        tools = {"depth": 4, "ready": 3, "running": 1, "scheduled": 2, "oldest_age_s": 40.0}
         assert queues_document(stats) == {
             "queues": {
-                "tools": {"depth": 3, "ready": 2, "oldest_age_s": 30.0},
-                "sandbox": {"depth": 1, "ready": 1, "oldest_age_s": 0.0},
-                "model": {"depth": 0, "ready": 0, "oldest_age_s": 0.0},
+                "tools": tools,
+                "sandbox": {**empty, "depth": 1, "ready": 1},
+                "model": empty,
             }
         }
         assert await known_queues(r) == ["sandbox", "tools"]

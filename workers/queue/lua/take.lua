@@ -1,20 +1,23 @@
 -- take: a worker's whole per-job bookkeeping in one round trip (workers/queue/claims.py):
 --   end the job it just ran, then claim up to its free slots.
--- KEYS    queue, wake-up list, worker's jobs hash, holders set, abort set (one
---         partition's: one slot).
+-- KEYS    queue, wake-up list, worker's jobs hash, holders set, abort set, the queue's
+--         timer set, the worker's tool set (one partition's: one slot).
 -- ARGV    [1] '1' when the worker's lease is held (else it claims nothing), [2] worker id,
 --         [3] how many to claim, [4] in-progress backstop ms, [5] in-progress prefix,
 --         [6] job prefix, [7] retry prefix, [8] retry keep s, [9] lease record prefix,
 --         [10] ended job id ('' for none), [11] 'done' | 'release', [12] defer ms (a
 --         release due that much later), [13] '1' when the call rides behind the job's
---         last transition, [14...] the ids of jobs this worker leaves to others (it
---         lacks their tool).
+--         last transition, [14] how many ready jobs it may pass over (jobs needing a
+--         tool its set lacks), [15...] the ids of jobs this worker leaves to others (a
+--         run found it lacks their tool).
 -- Replies {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
 --         jobs were left behind for want of slots.
--- Effects the ended job: done (arq's cleanup) or released (back into the ready range at
+-- Effects a job whose payload `needs` what the tool set lacks is left ready, untouched;
+--         the ended job: done (arq's cleanup) or released (back into the ready range at
 --         its score, or deferred; its delivery taken back); each claimed job: its
 --         in-progress key, score +inf, a lease record, a delivery counted; the wake-up
---         list kept a hint of ready work.
+--         list kept a hint of ready work; timers fallen due (up to a bound per call)
+--         moved into the queue first, at the time they fell due.
 -- @include clock
 -- @include wake
 
@@ -61,47 +64,86 @@ end
 
 local out = {0}
 if n <= 0 or ARGV[1] ~= '1' then return out end
+-- Timers fallen due join the ready range (their score is when they fell due, so they
+-- queue behind older work). Bounded per call: a backlog of timers moves over a few
+-- claims, and the read costs nothing while none is due.
+local timers = KEYS[6]
+local fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
+for i = 1, #fallen, 2 do
+  redis.call('ZADD', queue, fallen[i + 1], fallen[i])
+  redis.call('ZREM', timers, fallen[i])
+end
 local skip, skipping = {}, 0
-for i = 14, #ARGV do
+for i = 15, #ARGV do
   skip[ARGV[i]] = true
   skipping = skipping + 1
 end
-local limit = n + skipping + 1
-local due = redis.call('ZRANGEBYSCORE', queue, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
-local claimed, skipped, more = 0, false, #due / 2 >= limit
-for i = 1, #due, 2 do
-  local id, score = due[i], due[i + 1]
-  if skip[id] then
-    skipped = true
-  elseif claimed >= n then
-    more = true
-  else
-    local progress = progress_prefix .. id
-    if redis.call('EXISTS', progress) == 1 then
-      redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
-    elseif redis.call('ZREM', aborts, id) == 1 then
-      -- its run was cancelled before it started: it never runs
-      redis.call('ZREM', queue, id)
-      redis.call('DEL', job_prefix .. id, retry_prefix .. id)
+local tool_set = KEYS[7]
+
+-- What a job needs a worker to serve ('' for any worker of its queue): its envelope's
+-- `needs` (orchestrator/core/envelopes.py), read from the payload the claim fetches.
+local function needs_of(payload)
+  if string.find(payload, '"needs":""', 1, true) then return '' end
+  local ok, job = pcall(cjson.decode, payload)
+  if ok and type(job) == 'table' and type(job.a) == 'table' and type(job.a[1]) == 'table'
+      and type(job.a[1].needs) == 'string' then
+    return job.a[1].needs
+  end
+  return ''
+end
+
+-- Pages through the ready range: a job claimed or dropped leaves it, one passed over
+-- stays, so the next page starts past those passed over. At most n + lookahead jobs
+-- are looked at, however many for other tools wait at its head.
+local budget = n + tonumber(ARGV[14]) + skipping
+local claimed, passed, skipped, more = 0, 0, false, false
+while claimed < n and budget > 0 do
+  local want = math.min(n - claimed + 1, budget)
+  local due = redis.call('ZRANGEBYSCORE', queue, '-inf', now, 'WITHSCORES', 'LIMIT', passed, want)
+  budget = budget - #due / 2
+  for i = 1, #due, 2 do
+    local id, score = due[i], due[i + 1]
+    if skip[id] then
+      skipped, passed = true, passed + 1
+    elseif claimed >= n then
+      more = true
     else
-      local payload = redis.call('GET', job_prefix .. id)
-      if not payload then  -- expired before anyone ran it
+      local progress = progress_prefix .. id
+      if redis.call('EXISTS', progress) == 1 then
+        redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
+      elseif redis.call('ZREM', aborts, id) == 1 then
+        -- its run was cancelled before it started: it never runs
         redis.call('ZREM', queue, id)
-        redis.call('DEL', retry_prefix .. id)
+        redis.call('DEL', job_prefix .. id, retry_prefix .. id)
       else
-        redis.call('SET', progress, me, 'PX', ARGV[4])
-        redis.call('ZADD', queue, '+inf', id)
-        redis.call('HSET', jobs, id, ARGV[9] .. score .. '}')
-        local tries = redis.call('INCR', retry_prefix .. id)
-        redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
-        claimed = claimed + 1
-        out[#out + 1] = id
-        out[#out + 1] = score
-        out[#out + 1] = payload
-        out[#out + 1] = tries
+        local payload = redis.call('GET', job_prefix .. id)
+        if not payload then  -- expired before anyone ran it
+          redis.call('ZREM', queue, id)
+          redis.call('DEL', retry_prefix .. id)
+        else
+          local needs = needs_of(payload)
+          if needs ~= '' and redis.call('SISMEMBER', tool_set, needs) == 0 then
+            skipped, passed = true, passed + 1  -- for workers that serve it
+          else
+            redis.call('SET', progress, me, 'PX', ARGV[4])
+            redis.call('ZADD', queue, '+inf', id)
+            redis.call('HSET', jobs, id, ARGV[9] .. score .. '}')
+            local tries = redis.call('INCR', retry_prefix .. id)
+            redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
+            claimed = claimed + 1
+            out[#out + 1] = id
+            out[#out + 1] = score
+            out[#out + 1] = payload
+            out[#out + 1] = tries
+          end
+        end
       end
     end
   end
+  if #due / 2 < want then break end  -- the ready range is exhausted
+end
+if claimed >= n and not more then  -- the last page ended on a job it took
+  more = #redis.call('ZRANGEBYSCORE', queue, '-inf', now, 'LIMIT', passed, 1) > 0
 end
 if claimed > 0 then redis.call('SADD', holders, me) end
 if more then
