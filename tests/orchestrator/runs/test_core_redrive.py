@@ -126,15 +126,23 @@ async def _commit_plans(
     )
 
 
+def _timers(queue: str, job_id: str) -> str:
+    return keys.timers(queue, keys.job_partition(job_id))
+
+
 async def _lose(redis: Redis, job_id: str, queue: str) -> None:
-    """What a failover can do to a job: its key and its queue entry gone."""
+    """What a failover can do to a job: its key and its queue (or timer) entry gone."""
     await redis.delete(keys.arq_job(job_id))
     await redis.zrem(keys.job_queue(queue, job_id), job_id)
+    await redis.zrem(_timers(queue, job_id), job_id)
 
 
 async def _queued(redis: Redis, job_id: str, queue: str) -> bool:
+    """Stored and due somewhere: in its queue, or (a timer, such as a deadline) in its
+    queue's timers."""
     in_queue = await redis.zscore(keys.job_queue(queue, job_id), job_id) is not None
-    return bool(await redis.exists(keys.arq_job(job_id))) and in_queue
+    timed = await redis.zscore(_timers(queue, job_id), job_id) is not None
+    return bool(await redis.exists(keys.arq_job(job_id))) and (in_queue or timed)
 
 
 async def _index(redis: Redis, run_id: str) -> float | None:
