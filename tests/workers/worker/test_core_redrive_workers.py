@@ -22,10 +22,13 @@ SWEPT = {"AGENTQ_REDRIVE_AFTER_S": "0.3"}
 
 
 async def _lose(client: Client, job_id: str, queue: str) -> None:
-    """What a failover can do to a queued job: its key and its queue entry gone."""
+    """What a failover can do to a queued job: its key and its queue entry (or, for a
+    timer such as a deadline, its entry in the queue's timers) gone."""
     redis = client.redis
     assert await redis.delete(keys.arq_job(job_id)) == 1
-    assert await redis.zrem(keys.job_queue(queue, job_id), job_id) == 1
+    timers = keys.timers(queue, keys.job_partition(job_id))
+    removed = await redis.zrem(keys.job_queue(queue, job_id), job_id)
+    assert removed + await redis.zrem(timers, job_id) == 1
 
 
 async def test_a_lost_model_step_job_is_driven_again(
