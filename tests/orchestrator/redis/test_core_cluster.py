@@ -95,10 +95,14 @@ def test_a_batch_on_a_three_primary_cluster_survives_a_killed_worker(
 
     assert (info.counts.succeeded, info.counts.failed, info.counts.running) == (LINES, 0, 0)
     assert keys.partition_count() == keys.CLUSTER_PARTITIONS  # the default on a cluster
-    run_ids = [f"spread.{i}.1" for i in range(1, LINES + 1)]
+    admin = cluster.client()
+    # A line's run id: the batch's prefix (its id, then a nonce drawn when it opened),
+    # the line's number, the attempt.
+    prefix = str(admin.hget(keys.batch_meta("default", "spread"), "run_prefix"))
+    assert prefix.startswith("spread.")
+    run_ids = [f"{prefix}{i}.1" for i in range(1, LINES + 1)]
     owners = Counter(cluster.owner(keys.meta(run_id)) for run_id in run_ids)
     per_run: dict[str, Counter[str]] = {}
-    admin = cluster.client()
     for run_id in run_ids:
         # The run's keys are on the node that owns its partition's slot.
         node = cluster.node(cluster.owner(keys.meta(run_id)))
@@ -106,7 +110,7 @@ def test_a_batch_on_a_three_primary_cluster_survives_a_killed_worker(
         events: list[tuple[str, dict[str, str]]] = node.xrange(keys.events(run_id))  # type: ignore[assignment]
         per_run[run_id] = Counter(json.loads(fields["e"])["type"] for _, fields in events)
         # Each line ran once: no second attempt of any line.
-        assert not admin.exists(keys.meta(f"spread.{run_id.split('.')[1]}.2"))
+        assert not admin.exists(keys.meta(run_id.removesuffix(".1") + ".2"))
     # Runs landed on all three primaries.
     assert set(owners) == set(cluster.ports), owners
     # The engine's once: one result per call, one finish per run, whatever was re-run.
