@@ -9,20 +9,26 @@ a connected replica, else 0 (a lone Redis, or a promoted replica whose peer is g
 the primary's `ROLE` rides along in a transition's pipeline every few seconds to keep
 that count fresh. A WAIT that does not hear from `n` replicas in time is a retryable
 InfrastructureError: the caller applies the (idempotent) transition again, never a
-silent success. A cluster or the embedded Redis asks for no acks (untested on a cluster).
+silent success. The embedded Redis asks for no acks.
+
+On a Redis Cluster a WAIT counts the replicas of the node it is sent to, so each
+transition's pipeline goes to the primary of its slot (every transition touches one
+slot) and carries that shard's WAIT; each shard keeps its own count.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import InfrastructureError
+from agentq.orchestrator.redis.cluster import ClusterRedis
 
 # How often an automatic count is refreshed from the primary's ROLE.
 ROLE_REFRESH_S = 5.0
@@ -46,6 +52,15 @@ class ReplicaAcks:
         self._seen_at = 0.0
         # A WAIT fell short: the next one must follow a write of its own connection.
         self._owed = False
+        self._shards: dict[str, ReplicaAcks] = {}
+
+    def shard(self, node: str) -> ReplicaAcks:
+        """The policy for one primary of a cluster: the same setting, its own count."""
+        acks = self._shards.get(node)
+        if acks is None:
+            acks = ReplicaAcks(self.setting, self.timeout_ms / 1000, clock=self._clock)
+            self._shards[node] = acks
+        return acks
 
     def needs_role(self) -> bool:
         """Whether the count is unknown (ask the primary before the transition)."""
@@ -67,13 +82,14 @@ class ReplicaAcks:
         self._seen = len(role[2]) if _text(role[0]) == "master" else 0
         self._seen_at = self._clock()
 
-    def add(self, pipe: Any) -> tuple[int, bool]:
+    def add(self, pipe: Any, key: str) -> tuple[int, bool]:
         """Queue this pipeline's WAIT (when any replica is wanted) and, when the count is
-        stale, a ROLE after it; (replicas waited for, whether a ROLE was queued)."""
+        stale, a ROLE after it; (replicas waited for, whether a ROLE was queued). `key`:
+        one the pipeline's transition touches (a probe write must land on its node)."""
         n = self.wanted()
         if n:
             if self._owed:
-                pipe.execute_command("INCR", keys.REPLICA_ACK_PROBE)
+                pipe.execute_command("INCR", probe_key(key))
             pipe.execute_command("WAIT", n, self.timeout_ms)
         role = self.stale()
         if role:
@@ -120,6 +136,45 @@ def acks_of(redis: Any) -> ReplicaAcks:
     return _POLICIES.get(redis, NO_ACKS)
 
 
+def probe_key(key: str) -> str:
+    """The probe written before a WAIT owed: in `key`'s slot (its hash tag, when it has
+    one: a cluster's tags are its partitions', so there are a few probes, not one a run)."""
+    start = key.find(keys.TAG_OPEN)
+    end = key.find(keys.TAG_CLOSE, start + 1)
+    if start < 0 or end <= start + 1:
+        return keys.REPLICA_ACK_PROBE
+    return f"{keys.REPLICA_ACK_PROBE}:{key[start : end + 1]}"
+
+
+@contextlib.asynccontextmanager
+async def pipeline_to(redis: Any, key: str) -> AsyncIterator[tuple[Any, ReplicaAcks]]:
+    """A non-transactional pipeline to the Redis that serves `key`, and its policy
+    (count known). On a cluster that is the primary of `key`'s slot, reached directly:
+    a cluster pipeline would send the WAIT to any node, where it counts another shard's
+    replicas. A dropped connection makes the cluster client reload its slot map, so the
+    caller's retry finds a promoted primary (a MOVED reply, which only a resharding
+    gives, is not followed: agentq's partitions never move)."""
+    acks = acks_of(redis)
+    if not isinstance(redis, ClusterRedis):
+        await acks.ensure_known(redis)
+        async with redis.pipeline(transaction=False) as pipe:
+            yield pipe, acks
+        return
+    await redis.initialize()
+    node = redis.nodes_manager.get_node_from_slot(redis.keyslot(key))
+    target, acks = redis.node_client(node), acks.shard(node.name)
+    try:
+        await acks.ensure_known(target)
+        async with target.pipeline(transaction=False) as pipe:
+            yield pipe, acks
+    except (ConnectionError, TimeoutError):
+        # Best effort: if the map cannot be read now, the next retry's error tries again;
+        # the caller sees the error that happened, not this one.
+        with contextlib.suppress(Exception):
+            await redis.nodes_manager.initialize()
+        raise
+
+
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -130,17 +185,16 @@ async def acknowledged(
     """Run a script (by `sha`, loading `source` when Redis lost it) and return its reply
     once the replicas `redis`'s policy asks for have it, in one round trip."""
     acks = acks_of(redis)
-    await acks.ensure_known(redis)
-    if not acks.wanted() and not acks.stale():
+    if acks.setting == 0:  # no acks asked (the embedded Redis, or turned off)
         try:
             return await redis.evalsha(sha, len(keys), *keys, *args)
         except NoScriptError:
             await redis.script_load(source)
             return await redis.evalsha(sha, len(keys), *keys, *args)
     for _ in range(2):
-        async with redis.pipeline(transaction=False) as pipe:
+        async with pipeline_to(redis, keys[0]) as (pipe, acks):
             pipe.evalsha(sha, len(keys), *keys, *args)
-            n, role = acks.add(pipe)
+            n, role = acks.add(pipe, keys[0])
             replies = await pipe.execute(raise_on_error=False)
         if not isinstance(replies[0], NoScriptError):
             break

@@ -82,7 +82,9 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
         if conf.redis_max_connections is not None:
             timeouts["max_connections"] = conf.redis_max_connections
         if is_cluster_url(url):
-            return cast(ArqRedis, cluster_client(url, **timeouts))
+            cluster = cluster_client(url, **timeouts)
+            use_acks(cluster, replica_acks(conf))
+            return cast(ArqRedis, cluster)
         if is_sentinel_url(url):
             pool = sentinel_pool(url, **timeouts)
         elif conf.redis_max_connections is not None:
@@ -98,8 +100,12 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
         job_deserializer=deserialize,
     )
     if not is_memory_url(url):
-        use_acks(client, ReplicaAcks(conf.redis_replica_acks, conf.redis_replica_ack_timeout_s))
+        use_acks(client, replica_acks(conf))
     return client
+
+
+def replica_acks(conf: Settings) -> ReplicaAcks:
+    return ReplicaAcks(conf.redis_replica_acks, conf.redis_replica_ack_timeout_s)
 
 
 async def check_partitions(redis: Any) -> None:

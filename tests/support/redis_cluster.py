@@ -1,9 +1,11 @@
 """A local Redis Cluster for tests: three primaries (`redis-server --cluster-enabled yes`
-on free ports, in temp dirs) joined by `redis-cli --cluster create`, no replicas."""
+on free ports, in temp dirs) joined by `redis-cli --cluster create`, with `replicas`
+replicas per primary (none by default)."""
 
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import tempfile
 from functools import partial
@@ -18,7 +20,7 @@ from tests.support.waiting import eventually
 
 
 class LocalCluster:
-    def __init__(self, primaries: int = 3) -> None:
+    def __init__(self, primaries: int = 3, replicas: int = 0) -> None:
         server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
         if server is None or cli is None:
             missing(
@@ -28,7 +30,7 @@ class LocalCluster:
         assert server is not None
         assert cli is not None
         self.dir = Path(tempfile.mkdtemp(prefix="agentq-cluster-"))
-        self.ports = [free_port() for _ in range(primaries)]
+        self.ports = [free_port() for _ in range(primaries * (1 + replicas))]
         self.procs: list[subprocess.Popen[bytes]] = []
         try:
             for port in self.ports:
@@ -53,7 +55,7 @@ class LocalCluster:
                 [
                     *(cli, "--cluster", "create"),
                     *(f"127.0.0.1:{port}" for port in self.ports),
-                    *("--cluster-replicas", "0", "--cluster-yes"),
+                    *("--cluster-replicas", str(replicas), "--cluster-yes"),
                 ],
                 check=True,
                 capture_output=True,
@@ -61,6 +63,7 @@ class LocalCluster:
             )
             for port in self.ports:
                 eventually(partial(self.ok, port), f"cluster_state:ok on :{port}", 30, 0.05)
+            eventually(self.replicas_linked, "every replica to sync", 30, 0.05)
         except BaseException:
             self.stop()
             raise
@@ -75,6 +78,27 @@ class LocalCluster:
 
     def ok(self, port: int) -> bool:
         return "cluster_state:ok" in str(self._command(port, "CLUSTER", "INFO"))
+
+    def replication(self, port: int) -> dict[str, Any]:
+        info: dict[str, Any] = self.node(port).info("replication")  # type: ignore[assignment]
+        return info
+
+    def replica_ports(self) -> list[int]:
+        return [p for p in self.ports if self.replication(p)["role"] == "slave"]
+
+    def replicas_linked(self) -> bool:
+        return all(
+            self.replication(p).get("master_link_status") == "up" for p in self.replica_ports()
+        )
+
+    def pause_replicas(self) -> None:
+        """SIGSTOP every replica: a WAIT on any primary hears from none."""
+        for port in self.replica_ports():
+            self.procs[self.ports.index(port)].send_signal(signal.SIGSTOP)
+
+    def resume_replicas(self) -> None:
+        for proc in self.procs:
+            proc.send_signal(signal.SIGCONT)
 
     def _command(self, port: int, *args: str) -> Any:
         return self.node(port).execute_command(*args)  # type: ignore[no-untyped-call]

@@ -40,7 +40,7 @@ from agentq.orchestrator.core.envelopes import (
     queue_key,
 )
 from agentq.orchestrator.core.errors import InfrastructureError
-from agentq.orchestrator.redis.acks import acknowledged, acks_of
+from agentq.orchestrator.redis.acks import acknowledged, pipeline_to
 from agentq.orchestrator.redis.connect import (
     is_cluster,
 )
@@ -501,13 +501,11 @@ class WakeableWorker(Worker):
             # The job's partition: the same slot as its run's transition.
             taker = self.taker_of(end.job_id)
             take = taker.args(n, end.job_id, "done", 0, self._skipping(), riding=True, claim=claim)
-            acks = acks_of(self.pool)
-            await acks.ensure_known(self.pool)
-            async with self.pool.pipeline(transaction=False) as pipe:
+            async with pipeline_to(self.pool, keys[0]) as (pipe, acks):
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
                 pipe.evalsha(taker.sha, len(taker.keys), *taker.keys, *take)
                 # Both count only once the replicas have them: the WAIT rides along too.
-                waited, role = acks.add(pipe)
+                waited, role = acks.add(pipe, keys[0])
                 raw, took, *acked = await pipe.execute(raise_on_error=False)
             try:
                 acks.check(waited, role, [raw, took, *acked])

@@ -59,7 +59,7 @@ from agentq.orchestrator.core import keys as state_keys
 from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, text
-from agentq.orchestrator.redis.acks import acknowledged, acks_of
+from agentq.orchestrator.redis.acks import acknowledged, pipeline_to
 from agentq.workers.queue.liveness import holders_key, jobs_key
 
 ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
@@ -240,12 +240,10 @@ class Taker:
         """BLPOP a wake-up token (up to `timeout_s`), then claim at once, in one round
         trip: Redis runs the claim as soon as the token is popped, or at the timeout
         (the fallback poll, which finds deferred jobs fallen due)."""
-        acks = acks_of(self.redis)
-        await acks.ensure_known(self.redis)
-        async with self.redis.pipeline(transaction=False) as pipe:
+        async with pipeline_to(self.redis, self.wake_key) as (pipe, acks):
             pipe.blpop([self.wake_key], timeout=timeout_s)
             pipe.evalsha(self.sha, len(self.keys), *self.keys, *args)
-            waited, role = acks.add(pipe)
+            waited, role = acks.add(pipe, self.wake_key)
             _, reply, *acked = await pipe.execute(raise_on_error=False)
         if isinstance(reply, NoScriptError):
             return await self.take(args)

@@ -41,16 +41,16 @@ def test_automatic_follows_the_primarys_replicas() -> None:
     acks.saw_role(WITH_REPLICA)
     assert (acks.wanted(), acks.needs_role(), acks.stale()) == (1, False, False)
     pipe = Pipe()
-    assert acks.add(pipe) == (1, False)
+    assert acks.add(pipe, "aq:run:x") == (1, False)
     assert pipe.sent == [("WAIT", 1, 500)]
 
     clock.now += ROLE_REFRESH_S
     pipe = Pipe()
-    assert acks.add(pipe) == (1, True)  # a ROLE rides along after the WAIT
+    assert acks.add(pipe, "aq:run:x") == (1, True)  # a ROLE rides along after the WAIT
     assert pipe.sent == [("WAIT", 1, 500), ("ROLE",)]
     acks.check(1, True, ["OK", 1, ALONE])  # the replica is gone: the next ones wait for none
     assert acks.wanted() == 0
-    assert acks.add(Pipe()) == (0, False)
+    assert acks.add(Pipe(), "aq:run:x") == (0, False)
 
 
 def test_a_replica_of_a_replica_counts_none() -> None:
@@ -82,9 +82,9 @@ def test_after_a_short_wait_the_next_one_follows_a_write_of_its_own() -> None:
     with pytest.raises(InfrastructureError):
         acks.check(1, False, ["OK", 0])
     pipe = Pipe()
-    acks.add(pipe)
+    acks.add(pipe, "aq:run:x")
     assert pipe.sent == [("INCR", keys.REPLICA_ACK_PROBE), ("WAIT", 1, 250)]
     acks.check(1, False, ["OK", 5, 1])
     pipe = Pipe()
-    acks.add(pipe)
+    acks.add(pipe, "aq:run:x")
     assert pipe.sent == [("WAIT", 1, 250)]
