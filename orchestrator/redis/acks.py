@@ -70,6 +70,12 @@ class ReplicaAcks:
         """Whether the next pipeline should carry a ROLE to refresh the count."""
         return self.setting is None and self._clock() - self._seen_at >= ROLE_REFRESH_S
 
+    def none_due(self) -> bool:
+        """Whether a transition may go alone: no replica wanted by a count that is known
+        and fresh (a lone Redis on automatic: the script then costs no pipeline). A
+        cluster's own policy never learns a count (its shards do), so it never is."""
+        return self._seen == 0 and self.setting is None and not self.stale()
+
     def wanted(self) -> int:
         if self.setting is not None:
             return self.setting
@@ -185,7 +191,7 @@ async def acknowledged(
     """Run a script (by `sha`, loading `source` when Redis lost it) and return its reply
     once the replicas `redis`'s policy asks for have it, in one round trip."""
     acks = acks_of(redis)
-    if acks.setting == 0:  # no acks asked (the embedded Redis, or turned off)
+    if acks.setting == 0 or acks.none_due():
         try:
             return await redis.evalsha(sha, len(keys), *keys, *args)
         except NoScriptError:
