@@ -80,7 +80,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     app.include_router(runs.router)
     app.include_router(batches.router)
     app.include_router(remote.router)
-    from agentq.serve import chat
+    from agentq.serve.chat import door as chat
 
     app.include_router(chat.router)
     from agentq.serve import tool_calls

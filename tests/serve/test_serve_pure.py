@@ -17,7 +17,7 @@ from agentq.orchestrator.core.messages import (
 )
 from agentq.orchestrator.runs.index import Cursor
 from agentq.serve.auth import OPEN, TENANT_SCOPES, KeyKind, hash_key, parse_keys
-from agentq.serve.chat_messages import (
+from agentq.serve.chat.messages import (
     ChatInputError,
     UIMessage,
     answered,
@@ -26,10 +26,10 @@ from agentq.serve.chat_messages import (
     new_turn,
     user_messages,
 )
+from agentq.serve.chat.ui_stream import UIChunks
 from agentq.serve.door_spans import untraced
 from agentq.serve.metrics import submit_outcome
 from agentq.serve.server import is_loopback
-from agentq.serve.ui_stream import UIChunks
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """The AI SDK chat endpoint: `useChat` (DefaultChatTransport) talks to a durable run.
 
-A chat id maps to its current run; what a request may say is chat_messages.py's rule
+A chat id maps to its current run; what a request may say is messages.py's rule
 (the user's messages and answers to the calls the run waits for; the history is the
 server's). A POST that answers what the run waits for (an approval response, a client
 tool's output) resolves the parked calls and streams on from there. A new user message
@@ -29,7 +29,7 @@ from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, StepResult
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.serve.auth import Principal, require
-from agentq.serve.chat_messages import (
+from agentq.serve.chat.messages import (
     ChatInputError,
     ChatRequest,
     UIMessage,
@@ -40,13 +40,13 @@ from agentq.serve.chat_messages import (
     tool_name,
     user_messages,
 )
+from agentq.serve.chat.ui_stream import UIChunks
 from agentq.serve.deps import client_of, config_of, feeds_of, principal_of, resolved
 from agentq.serve.errors import ApiError, conflict, not_found, validation_error
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.follow import follow
 from agentq.serve.limits import check_spec_size, check_submit_rate
 from agentq.serve.tokens import CHAT_SCOPE_PREFIX, SUBJECT_SCOPE_PREFIX
-from agentq.serve.ui_stream import UIChunks
 
 router = APIRouter(prefix="/v1/agents", tags=["chat"])
 

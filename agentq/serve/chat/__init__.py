@@ -1,0 +1,1 @@
+"""The AI SDK chat door: `useChat` requests, their messages, and the UI message stream."""
