@@ -36,7 +36,7 @@ def _e(value: Any) -> str:
 
 
 def _call(tool_name: str | None, call_id: str) -> str:
-    return f"{_e(tool_name)}[dim]#{_e(call_id)}[/]"
+    return f"{_e(tool_name or '')}[dim]#{_e(call_id)}[/]"
 
 
 class ProgressPrinter:
@@ -49,6 +49,8 @@ class ProgressPrinter:
         self._streaming: str | None = None  # the delta type being printed on this line
         self._attempts: dict[int, int] = {}  # step -> latest attempt seen
         self._printed_text: set[int] = set()  # steps whose text is on screen
+        # call id -> tool name, for the events that name only the call
+        self._tool_names: dict[str, str] = {}
 
     def _end_text(self) -> None:
         if self._streaming is not None:
@@ -117,13 +119,14 @@ class ProgressPrinter:
             case ev.ToolApprovalResponse(tool_name=name, tool_call_id=call_id, approved=approved):
                 return f"    {_call(name, call_id)} {'approved' if approved else 'denied'}"
             case ev.ToolInputRequest(tool_name=name, tool_call_id=call_id):
+                self._tool_names[call_id] = name
                 return (
                     f"  [bold magenta]?[/] {_call(name, call_id)} asks: {_e(short(event.message))} "
                     f"[dim](request {_e(event.request_id)})[/]"
                 )
             case ev.ToolInputResponse(tool_call_id=call_id, outcome=outcome):
-                # The response names no tool (its request did).
-                return f"    {_call(None, call_id)} {_e(outcome)}"
+                # The response names no tool: its request did.
+                return f"    {_call(self._tool_names.get(call_id), call_id)} {_e(outcome)}"
             case ev.ToolProgress(tool_name=name, tool_call_id=call_id, output=output):
                 return f"  [dim]… {_call(name, call_id)} {_e(short(output))}[/]"
             case ev.ToolResult(tool_name=name, tool_call_id=call_id, output=output):

@@ -104,12 +104,18 @@ def test_every_waiting_and_retry_event_is_shown() -> None:
         )
     )
     show.show(event(5, "tool-approval-request", step=0, tool_call_id="c3", tool_name="rm"))
+    show.show(
+        event(6, "tool-input-response", step=0, tool_call_id="c1", request_id="c1.1", outcome="ok")
+    )
     text = out.getvalue()
     assert "retrying after 429 in 1.0 s (attempt 2/4)" in text
     assert "ask#c1 asks: Your name? (request c1.1)" in text
     assert "running again (attempt 2)" in text
     assert "add#c2 had invalid input (a: required): repaired" in text
     assert "rm#c3 waits for approval" in text
+    # the response names only the call: the tool's name is the one its request named
+    assert "ask#c1 ok" in text
+    assert "None" not in text
     json.dumps(text)
 
 
