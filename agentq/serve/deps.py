@@ -75,7 +75,7 @@ def caller(request: Request, scope: str) -> Principal:
 async def run_owner(request: Request, run_id: str) -> str | None:
     """The tenant the run belongs to; None when there is no such run."""
     try:
-        return await client_of(request).runs.tenant_of(run_id)
+        return (await client_of(request).runs.status(run_id)).tenant
     except RunNotFoundError:
         return None
 

@@ -243,11 +243,6 @@ class Runs:
         )
         return replay(run_id, spec, tools, meta, messages, steps)
 
-    async def tenant_of(self, run_id: str) -> str:
-        """The tenant a run belongs to. RunNotFoundError when there is no such run."""
-        meta = await self.store.meta(run_id)
-        return meta.get("tenant", DEFAULT_TENANT)
-
     async def status(self, run_id: str) -> RunHead:
         """Where the run stands now. RunNotFoundError when there is no such run."""
         with redis_errors_mapped():

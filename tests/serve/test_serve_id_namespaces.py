@@ -122,7 +122,7 @@ async def test_the_python_api_names_runs_in_the_tenants_namespace(redis_url: str
         globex = await client.runs.submit({**OTHER_SPEC, "id": "job-1"}, tenant="globex")
         assert default == "job-1"  # the default tenant's ids are as given
         assert len({default, acme, globex}) == 3
-        assert [await client.runs.tenant_of(r) for r in (default, acme, globex)] == [
+        assert [(await client.runs.status(r)).tenant for r in (default, acme, globex)] == [
             "default",
             "acme",
             "globex",
