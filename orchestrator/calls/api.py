@@ -80,16 +80,16 @@ class ToolCalls:
     steps)."""
 
     def __init__(self, runs: RunStore, redis: Redis, settings: Settings) -> None:
-        self.runs = runs
+        self.run_store = runs  # for the registry the calls resolve tools against
         self.settings = settings
         self.store = CallStore(redis, retention_s=settings.retention_s)
 
     async def catalogue(self) -> dict[str, CallableTool]:
-        return catalogue(await self.runs.registry(), time.time())
+        return catalogue(await self.run_store.registry(), time.time())
 
     async def tools(self) -> list[ToolDef]:
         """Each callable tool once, resolved (its description and input schema)."""
-        registry = await self.runs.registry()
+        registry = await self.run_store.registry()
         now = time.time()
         found = catalogue(registry, now)
         return [
@@ -98,7 +98,7 @@ class ToolCalls:
         ]
 
     async def resolve(self, name: str, timeout_s: float | None = None) -> ToolDef:
-        registry = await self.runs.registry()
+        registry = await self.run_store.registry()
         now = time.time()
         return resolve_call(
             name,
