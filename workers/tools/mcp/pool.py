@@ -28,7 +28,7 @@ from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentq.orchestrator.core.errors import InfrastructureError, ToolError, ToolTimeoutError
-from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.mcp.config import McpServerConfig, SamplingRoute
 from agentq.workers.tools.mcp.elicitation import answer_elicitation
 from agentq.workers.tools.mcp.sampling import Sampler, forward_sampling
