@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from agentq.orchestrator.runs.result import RunResult, StepResult
     from agentq.orchestrator.spec.run import RunSpec
     from agentq.workers.steps.hooks import prepare_step
+    from agentq.workers.tools.context import ToolContext
     from agentq.workers.tools.function_tools import FunctionTool, tool
     from agentq.workers.worker.embedded import embedded
 
@@ -50,6 +51,7 @@ _EXPORTS = {
     "RunTimeoutError": "agentq.orchestrator.core.errors",
     "SpecError": "agentq.orchestrator.core.errors",
     "StepResult": "agentq.orchestrator.runs.result",
+    "ToolContext": "agentq.workers.tools.context",
     "ToolError": "agentq.orchestrator.core.errors",
     "embedded": "agentq.workers.worker.embedded",
     "prepare_step": "agentq.workers.steps.hooks",
@@ -72,6 +74,7 @@ __all__ = [
     "SpecError",
     "StepResult",
     "ToolCallResult",
+    "ToolContext",
     "ToolError",
     "embedded",
     "prepare_step",

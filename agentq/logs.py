@@ -28,6 +28,15 @@ def _job_fields() -> dict[str, Any]:
     return fields
 
 
+# What a record may carry of its own (a tool's `ctx.logger` adds them, workers/tools/
+# context.py): they name the call, and the span current where it was logged.
+_RECORD_FIELDS = ("run_id", "step", "call_id", "trace_id", "span_id")
+
+
+def _record_fields(record: logging.LogRecord) -> dict[str, Any]:
+    return {name: vars(record)[name] for name in _RECORD_FIELDS if name in vars(record)}
+
+
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {
@@ -37,6 +46,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
             **_job_fields(),
+            **_record_fields(record),
         }
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)

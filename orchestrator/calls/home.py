@@ -9,9 +9,10 @@ move the run on); `OwnCallHome` in its own hash (`CallStore`, `client.calls.call
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agentq.orchestrator import tracing
@@ -20,12 +21,13 @@ from agentq.orchestrator.calls.state import CallField
 from agentq.orchestrator.calls.store import CallNotFoundError, CallStore
 from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind
 from agentq.orchestrator.core.events import EventType, event_json
-from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.machine.store import Ride
 from agentq.orchestrator.redis.connect import MAX_BLOCK_S
 from agentq.orchestrator.runs.ended import run_ended
-from agentq.orchestrator.runs.state import ClaimCall, InputStatus, Outcome
+from agentq.orchestrator.runs.state import ClaimCall, InputStatus, MetaField, Outcome
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import (
     enqueued_job_ids,
@@ -68,6 +70,15 @@ class InputAsk:
         return min(remaining_s, self.park_timeout_s)
 
 
+@dataclass(frozen=True)
+class CallOwner:
+    """Whose the call is: its tenant, and its run's metadata (none for a call without a
+    run)."""
+
+    tenant: str = DEFAULT_TENANT
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
 class CallHome(Protocol):
     """The state of one tool call, wherever it is kept."""
 
@@ -90,6 +101,15 @@ class CallHome(Protocol):
         ...
 
     async def tool(self, name: str) -> ToolDef | None: ...
+
+    async def owner(self) -> CallOwner:
+        """Whose the call is (read when asked: most calls never are)."""
+        ...
+
+    async def messages(self) -> list[Message]:
+        """The history the call was made in (its run's, up to the call's step); empty
+        for a call without a run."""
+        ...
 
     async def emit(self, type_: EventType, **fields: Any) -> bool:
         """Emit an event of the call; False when its home has ended."""
@@ -140,6 +160,16 @@ class RunCallHome:
     async def tool(self, name: str) -> ToolDef | None:
         raw = await self.store.tool_def(self.stream_id, name)
         return ToolDef.model_validate_json(raw) if raw else None
+
+    async def owner(self) -> CallOwner:
+        meta = await self.store.meta(self.stream_id)
+        spec = json.loads(meta.get(MetaField.SPEC) or "{}")
+        return CallOwner(meta.get("tenant", DEFAULT_TENANT), spec.get("metadata") or {})
+
+    async def messages(self) -> list[Message]:
+        # Length 0 reads to the list's end: every message, as of the call's step.
+        raw = await self.store.history(self.stream_id, self._step, 0, 0)
+        return [MESSAGE_ADAPTER.validate_json(m) for m in raw]
 
     async def emit(self, type_: EventType, **fields: Any) -> bool:
         return bool(await self.store.emit(self.stream_id, [self._event(type_, **fields)]))
@@ -218,6 +248,12 @@ class OwnCallHome:
     async def tool(self, name: str) -> ToolDef | None:
         raw = await self._field(CallField.TOOL)
         return ToolDef.model_validate_json(raw) if raw else None
+
+    async def owner(self) -> CallOwner:
+        return CallOwner(await self._field(CallField.TENANT) or DEFAULT_TENANT)
+
+    async def messages(self) -> list[Message]:
+        return []
 
     async def emit(self, type_: EventType, **fields: Any) -> bool:
         event = event_json(type_, self.call_id, **fields)

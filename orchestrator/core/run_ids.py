@@ -72,3 +72,11 @@ def call_span_id(run_id: str, call_id: str) -> int:
     """The span id of a sub-agent call (`execute_tool`), the parent of its child's run span."""
     digest = hashlib.sha256(f"{run_id}\0call\0{call_id}".encode()).digest()
     return int.from_bytes(digest[:8], "big") or 1
+
+
+def call_idempotency_key(run_id: str, step: int, call_id: str) -> str:
+    """The key a side-effecting tool dedupes on: the same for every delivery of one call
+    (a re-delivery after its worker died, a lapsed lease), different for any other call.
+    The step is part of it because a model may reuse a call id in a later step; the run
+    id already carries the tenant's namespace."""
+    return hashlib.sha256(f"{run_id}\0{step}\0{call_id}".encode()).hexdigest()[:32]

@@ -35,3 +35,10 @@ def test_outside_a_job_a_line_is_just_the_message() -> None:
     assert "run_id" not in line
     assert "trace_id" not in line  # no span is current
     assert TextFormatter().format(_record("started")).endswith("started")
+
+
+def test_a_json_line_names_the_call_a_tool_logged_in() -> None:
+    record = _record("charging")
+    record.__dict__.update(call_id="c1", span_id="00f067aa0ba902b7")
+    line = json.loads(JsonFormatter().format(record))
+    assert (line["call_id"], line["span_id"]) == ("c1", "00f067aa0ba902b7")

@@ -23,8 +23,8 @@ from agentq.orchestrator.core.errors import ToolError
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.code import CodeToolConfig
 from agentq.sandbox.config import LABEL_MANAGER, SandboxConfig
-from agentq.workers.tools.base import ToolContext
 from agentq.workers.tools.code import CodeExecutor
+from agentq.workers.tools.context import ToolContext
 from tests.support.infra import RedisServer
 from tests.support.waiting import eventually_async
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
-from agentq import tool
+from agentq import ToolContext, tool
 
 
 @tool
@@ -28,6 +29,17 @@ def mark_and_sleep(marker: str, seconds: float) -> dict[str, int]:
         f.write(f"{os.getpid()}\n")
     time.sleep(seconds)
     return {"pid": os.getpid()}
+
+
+@tool
+def mark_delivery(marker: str, ctx: ToolContext) -> dict[str, Any]:
+    """Append this delivery (pid, attempt, idempotency key) to the marker file; the first
+    then works until it is cancelled or times out (a call to kill a worker in)."""
+    with Path(marker).open("a") as f:
+        f.write(f"{os.getpid()} {ctx.attempt} {ctx.idempotency_key}\n")
+    while ctx.attempt == 1 and not ctx.cancelled:
+        time.sleep(0.05)
+    return {"attempt": ctx.attempt, "idempotency_key": ctx.idempotency_key}
 
 
 @tool

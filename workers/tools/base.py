@@ -10,51 +10,18 @@ too, named by its type. Cancellation arrives as `asyncio.CancelledError`.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from agentq.orchestrator.core.errors import ToolError
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.workers.models.model_client import ModelClient
-
-ProgressFn = Callable[[Any], Awaitable[None]]
-# Asks whoever drives the run for input (MCP elicitation, "forward" mode): parks the
-# call with a `tool-input-request` event and returns the posted answer, or None
-# when declined or the deadline passes.
-ElicitFn = Callable[[str, dict[str, Any]], Awaitable[dict[str, Any] | None]]
-# Passes a log message of the tool (an MCP server's `notifications/message`: level, data,
-# logger) to whoever drives the call, as a `tool-log` event.
-LogFn = Callable[[str, Any, str | None], Awaitable[None]]
-# Asks whoever drives the call for a model's answer (MCP sampling, "forward" mode): the
-# `sampling/createMessage` params in, the `CreateMessageResult` out (None: declined).
-SampleFn = Callable[[dict[str, Any]], Awaitable[dict[str, Any] | None]]
-
-
-async def _no_progress(_: Any) -> None:
-    return None
+from agentq.workers.tools.context import ToolContext
 
 
 class ToolNotServed(ToolError):
     """This worker cannot run the tool (another worker of the fleet may): the job is
     released for another worker rather than failed."""
-
-
-@dataclass(frozen=True)
-class ToolContext:
-    """What a running call knows about itself."""
-
-    run_id: str
-    step: int
-    call_id: str
-    tool: ToolDef
-    attempt: int
-    deadline_at: float  # unix seconds; the executor must be done by then
-    progress: ProgressFn = _no_progress  # emits a `tool-progress` event
-    elicit: ElicitFn | None = None
-    log: LogFn | None = None
-    sample: SampleFn | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

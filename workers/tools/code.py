@@ -27,8 +27,9 @@ from agentq.sandbox import (
     SandboxError,
     SandboxManager,
 )
-from agentq.workers.tools.base import ToolContext, WorkerServices
+from agentq.workers.tools.base import WorkerServices
 from agentq.workers.tools.code_sessions import RedisLiveness, SessionRouter, fleet_id
+from agentq.workers.tools.context import ToolContext
 
 _INPUT_SCHEMA: dict[str, Any] = {
     "type": "object",

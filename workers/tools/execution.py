@@ -18,7 +18,8 @@ from agentq.orchestrator.loop.plan import CallPlan, error_result
 from agentq.orchestrator.loop.tool_retry import retry_delay_s
 from agentq.orchestrator.redis.faults import is_transient_redis
 from agentq.orchestrator.tools import ToolDef
-from agentq.workers.tools.base import ToolContext, ToolExecutor, ToolNotServed
+from agentq.workers.tools.base import ToolExecutor, ToolNotServed
+from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.input_requests import InputRequests
 
 log = logging.getLogger("agentq.worker")
@@ -71,6 +72,7 @@ async def execute(
         log=forward_log if relays else None,
         elicit=inputs,
         sample=inputs.sample if relays else None,
+        home=home,
     )
     return await _run_executor(executor, tool, call, context)
 

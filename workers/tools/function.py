@@ -9,7 +9,8 @@ from typing import Any
 
 from agentq.orchestrator.core.errors import ToolTimeoutError
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
-from agentq.workers.tools.base import ToolContext, ToolNotServed, WorkerServices
+from agentq.workers.tools.base import ToolNotServed, WorkerServices
+from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.function_tools import FunctionTool
 
 
@@ -40,6 +41,8 @@ class FunctionExecutor:
         if fn is None:
             raise ToolNotServed(f"tool {tool.served_name!r} is not registered on this worker")
         kwargs = fn.bind(input)
+        if fn.context_param is not None:
+            kwargs[fn.context_param] = await ctx.with_owner()
         budget_s = max(0.0, ctx.deadline_at - time.time())
         try:
             return await asyncio.wait_for(self._call(fn, kwargs, ctx), budget_s)
@@ -49,6 +52,15 @@ class FunctionExecutor:
             ) from None
 
     async def _call(self, fn: FunctionTool, kwargs: dict[str, Any], ctx: ToolContext) -> Any:
+        try:
+            return await self._run(fn, kwargs, ctx)
+        except asyncio.CancelledError:
+            # Cancelled, or timed out: a sync tool's thread runs on unless it polls this.
+            ctx.cancellation.set()
+            raise
+
+    @staticmethod
+    async def _run(fn: FunctionTool, kwargs: dict[str, Any], ctx: ToolContext) -> Any:
         if fn.kind == "sync":
             return await asyncio.to_thread(fn.fn, **kwargs)
         if fn.kind == "async":

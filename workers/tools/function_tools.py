@@ -3,7 +3,8 @@
 The name comes from the function, the description from its docstring, the
 JSON schema from its type hints (pydantic models allowed). A sync function
 runs in a thread; an async generator's yielded values are progress updates,
-each shown as it is yielded, and its last one is also the result.
+each shown as it is yielded, and its last one is also the result. A parameter
+annotated `ToolContext` receives the call's context and is not in the schema.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, Literal, get_type_hints, overload
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agentq.orchestrator.core.errors import ToolInputError
+from agentq.workers.tools.context import ToolContext
 
 FunctionKind = Literal["sync", "async", "asyncgen"]
 
@@ -29,6 +31,8 @@ class FunctionTool:
     fn: Callable[..., Any]
     kind: FunctionKind
     arguments: type[BaseModel]
+    # The parameter the call's ToolContext is passed as (None: the function takes none).
+    context_param: str | None = None
 
     def bind(self, value: Any) -> dict[str, Any]:
         """Validate and coerce the model's input into keyword arguments."""
@@ -51,12 +55,24 @@ def _kind(fn: Callable[..., Any]) -> FunctionKind:
     return "sync"
 
 
-def _arguments_model(fn: Callable[..., Any], name: str) -> type[BaseModel]:
+def _context_param(fn: Callable[..., Any], name: str) -> str | None:
+    """The parameter annotated `ToolContext`, if any (recognised by its type, whatever
+    its name)."""
+    hints = get_type_hints(fn)
+    found = [p for p in inspect.signature(fn).parameters if hints.get(p) is ToolContext]
+    if len(found) > 1:
+        raise TypeError(f"tool {name!r}: more than one ToolContext parameter {found}")
+    return found[0] if found else None
+
+
+def _arguments_model(fn: Callable[..., Any], name: str, skip: str | None) -> type[BaseModel]:
     hints = get_type_hints(fn)
     fields: dict[str, Any] = {}
     for param in inspect.signature(fn).parameters.values():
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args and **kwargs cannot be described by a schema")
+        if param.name == skip:
+            continue
         annotation = hints.get(param.name, Any)
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[param.name] = (annotation, default)
@@ -79,7 +95,8 @@ def make_tool(
     fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
 ) -> FunctionTool:
     tool_name = name or fn.__name__
-    arguments = _arguments_model(fn, tool_name)
+    context_param = _context_param(fn, tool_name)
+    arguments = _arguments_model(fn, tool_name, context_param)
     return FunctionTool(
         name=tool_name,
         description=description or inspect.cleandoc(fn.__doc__ or ""),
@@ -87,6 +104,7 @@ def make_tool(
         fn=fn,
         kind=_kind(fn),
         arguments=arguments,
+        context_param=context_param,
     )
 
 

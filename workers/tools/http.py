@@ -29,7 +29,8 @@ from agentq.orchestrator.tools.http import (
     fill_url,
     http_hosts,
 )
-from agentq.workers.tools.base import ToolContext, WorkerServices
+from agentq.workers.tools.base import WorkerServices
+from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.egress import Fetched, GuardedHttp
 
 # The response headers a tool's result shows (the rest is noise to a model).

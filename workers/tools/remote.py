@@ -39,6 +39,7 @@ from agentq.orchestrator.core.envelopes import (
 )
 from agentq.orchestrator.core.keys import lease_deadline, lease_done
 from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.run_ids import call_idempotency_key
 from agentq.orchestrator.core.tool_output import bounded_result, progress_value
 from agentq.orchestrator.loop.plan import error_result
 from agentq.orchestrator.redis.connect import is_cluster
@@ -152,6 +153,13 @@ class Lease:
     input: Any
     attempt: int
     call_deadline_at: float  # the call's own timeout
+    tenant: str  # whose run (or call) it is
+
+    @property
+    def idempotency_key(self) -> str:
+        """What a `@tool`'s `ctx.idempotency_key` would be: the same for every lease of
+        the call."""
+        return call_idempotency_key(self.run_id, self.step, self.call_id)
 
     def document(self) -> dict[str, Any]:
         return {
@@ -163,7 +171,9 @@ class Lease:
                 "tool": self.tool,
                 "input": self.input,
                 "attempt": self.attempt,
+                "idempotency_key": self.idempotency_key,
                 "deadline_at": self.call_deadline_at,
+                "tenant": self.tenant,
             },
         }
 
@@ -296,7 +306,8 @@ class RemoteLeases:
             pipe.incr(retry_key)
             pipe.expire(retry_key, _RETRY_KEEP_S)
             attempt = int((await pipe.execute())[0])
-        claimed = await self._home(held).claim(attempt)
+        home = self._home(held)
+        claimed = await home.claim(attempt)
         if claimed is None:
             await self._end(lease_id, held.job_id, held.queue)
             return None
@@ -328,6 +339,7 @@ class RemoteLeases:
             input=call.input,
             attempt=attempt,
             call_deadline_at=now + timeout_s,
+            tenant=(await home.owner()).tenant,
         )
 
     async def _job(self, job_id: str, queue: str, holder_id: str) -> _Held | None:

@@ -48,7 +48,8 @@ from agentq.orchestrator.tools.workflow_graph import (
 )
 from agentq.workers.models import ModelRequest, OfferedTool
 from agentq.workers.models.model_client import ModelClient
-from agentq.workers.tools.base import ToolContext, ToolExecutor, ToolNotServed
+from agentq.workers.tools.base import ToolExecutor, ToolNotServed
+from agentq.workers.tools.context import ToolContext
 
 # The tool an llm node with an output schema offers: its input is the structured output.
 RESPOND_TOOL = "respond"

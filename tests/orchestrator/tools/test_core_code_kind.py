@@ -14,8 +14,8 @@ from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolAnnouncement, registry_key
 from agentq.sandbox import ExecRequest, ExecResult
 from agentq.sandbox.config import SandboxConfig
-from agentq.workers.tools.base import ToolContext
 from agentq.workers.tools.code import CodeExecutor
+from agentq.workers.tools.context import ToolContext
 
 pytestmark = pytest.mark.unit
 

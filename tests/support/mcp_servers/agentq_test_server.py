@@ -173,6 +173,12 @@ def whoami(ctx: Context) -> dict[str, str]:
 
 
 @server.tool()
+def call_meta(ctx: Context) -> dict[str, Any]:
+    """The request's `_meta`: what the client said about the call it makes."""
+    return dict(ctx.request_context.meta or {})
+
+
+@server.tool()
 def die() -> str:
     """Exit the server process at once, as a crash would."""
     os._exit(3)

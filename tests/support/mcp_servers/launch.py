@@ -21,7 +21,7 @@ from typing import IO, Any
 import pytest
 
 from agentq.orchestrator.tools import ToolDef
-from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.context import ToolContext
 from tests.support.waiting import eventually_async
 
 HERE = Path(__file__).resolve().parent

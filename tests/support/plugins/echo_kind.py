@@ -22,7 +22,8 @@ from agentq.orchestrator.tools import (
     register_tool_kind,
 )
 from agentq.workers.tools.assemble import WorkerOptions, register_executor
-from agentq.workers.tools.base import ToolContext, WorkerServices
+from agentq.workers.tools.base import WorkerServices
+from agentq.workers.tools.context import ToolContext
 
 SCHEMA = {
     "type": "object",

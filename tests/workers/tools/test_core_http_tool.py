@@ -16,7 +16,7 @@ from agentq.orchestrator.spec.resolution import resolve_tools
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef, registry_key
 from agentq.orchestrator.tools.http import HTTP_EXECUTOR_KIND
-from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.http import HttpExecutor
 from tests.support.http_target import HttpTarget
 

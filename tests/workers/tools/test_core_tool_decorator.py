@@ -9,6 +9,7 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel
 
+from agentq import ToolContext
 from agentq.orchestrator.core.errors import ToolInputError
 from agentq.orchestrator.loop.plan import validate_input
 from agentq.orchestrator.tools import ToolDef
@@ -216,3 +217,30 @@ def test_tools_in_a_module() -> None:
     module.greet = greet  # type: ignore[attr-defined]
     module.other = lambda: 1  # type: ignore[attr-defined]
     assert tools_in(module) == [add, greet]
+
+
+@tool
+def charge(amount: int, context: ToolContext, note: str = "") -> str:
+    """Charge once per call."""
+    return context.idempotency_key
+
+
+def test_a_context_parameter_is_recognised_by_its_type_and_left_out_of_the_schema() -> None:
+    assert charge.context_param == "context"
+    assert charge.input_schema == {
+        "type": "object",
+        "properties": {"amount": {"type": "integer"}, "note": {"type": "string", "default": ""}},
+        "required": ["amount"],
+        "additionalProperties": False,
+    }
+    assert charge.bind({"amount": 3}) == {"amount": 3, "note": ""}
+    with pytest.raises(ToolInputError, match="context: Extra inputs are not permitted"):
+        charge.bind({"amount": 3, "context": {}})  # the model cannot fill it in
+    assert add.context_param is None
+
+
+def test_two_context_parameters_are_refused() -> None:
+    def f(a: ToolContext, b: ToolContext) -> None: ...
+
+    with pytest.raises(TypeError, match="more than one ToolContext"):
+        make_tool(f)

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 import mcp_types as types
 
-from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.context import ToolContext
 
 Policy = Literal["decline", "accept-defaults", "forward"]
 DECLINE = types.ElicitResult(action="decline")

@@ -29,7 +29,8 @@ from agentq.orchestrator.core.resource import AsyncResource
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.orchestrator.tools.mcp import McpToolConfig, mcp_server_announcement
 from agentq.workers.models.model_client import ModelClient
-from agentq.workers.tools.base import ToolContext, WorkerServices
+from agentq.workers.tools.base import WorkerServices
+from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.mcp.config import McpConfig, SamplingRoute
 from agentq.workers.tools.mcp.content import normalize_result
 from agentq.workers.tools.mcp.pool import ServerConnection, ToolsChanged

@@ -17,7 +17,7 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 import anyio
 import httpx2
@@ -28,7 +28,7 @@ from mcp.client.subscriptions import ListenNotSupportedError, SubscriptionLost
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from agentq.orchestrator.core.errors import InfrastructureError, ToolError, ToolTimeoutError
-from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.mcp.config import McpServerConfig, SamplingRoute
 from agentq.workers.tools.mcp.elicitation import answer_elicitation
 from agentq.workers.tools.mcp.sampling import Sampler, forward_sampling
@@ -140,7 +140,10 @@ class ServerConnection:
                     self._inflight.append(ctx)
                     try:
                         return await client.call_tool(
-                            tool, arguments, progress_callback=_progress_to(ctx, self.name)
+                            tool,
+                            arguments,
+                            progress_callback=_progress_to(ctx, self.name),
+                            meta=call_meta(ctx),
                         )
                     finally:
                         self._inflight.remove(ctx)
@@ -342,6 +345,19 @@ class ServerConnection:
             if self._live is not None:
                 await self._close_live(self._live)
                 self._live = None
+
+
+def call_meta(ctx: ToolContext) -> types.RequestParamsMeta:
+    """The call a request serves, in its `_meta` beside the progress token, under agentq's
+    own prefix (`io.modelcontextprotocol/` is MCP's): a server with side effects dedupes on
+    the idempotency key, the same for every delivery of a call."""
+    meta = {
+        "agentq/run_id": ctx.run_id,
+        "agentq/call_id": ctx.call_id,
+        "agentq/idempotency_key": ctx.idempotency_key,
+    }
+    # An open map (PEP 728 `extra_items`), which mypy does not know yet.
+    return cast(types.RequestParamsMeta, meta)
 
 
 def _progress_to(ctx: ToolContext, server: str) -> Any:

@@ -36,7 +36,7 @@ from agentq.orchestrator.core.model_io import FinishReason
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models import ModelRequest, ModelResponse, providers
 from agentq.workers.models.model_client import ModelClient
-from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.mcp.config import SamplingRoute
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ import mcp_types as types
 import pytest
 
 from agentq.orchestrator.tools import ToolDef
-from agentq.workers.tools.base import ToolContext
+from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.mcp.elicitation import Policy, answer_elicitation, schema_defaults
 
 pytestmark = pytest.mark.unit

@@ -297,3 +297,14 @@ async def test_an_unreachable_server_is_not_announced_and_fails_calls() -> None:
         assert servers == {"own"}
         with pytest.raises(ToolError, match="cannot connect to the MCP server 'gone'"):
             await Own(executor, []).call("anything", server="gone")
+
+
+async def test_a_call_names_its_run_call_and_idempotency_key_in_its_meta(own: Own) -> None:
+    tool_def = mcp_tool("own", "call_meta")
+    ctx = call_context(tool_def, call_id="call-7")
+    meta = (await own.executor.execute(tool_def, {}, ctx))["structured"]
+    assert {k: v for k, v in meta.items() if k.startswith("agentq/")} == {
+        "agentq/run_id": "run-1",
+        "agentq/call_id": "call-7",
+        "agentq/idempotency_key": ctx.idempotency_key,
+    }
