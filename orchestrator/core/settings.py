@@ -74,6 +74,10 @@ class Settings(BaseSettings):
     # ... and how many runs one run tree may hold in all, its top run included: a child
     # past it is refused with a tool error its parent's model sees.
     max_tree_runs: int = Field(default=100, ge=1)
+    # ... and how many model steps its runs may take in all: the run that would take one
+    # more fails (a `limit` error; a child's failure is a tool error its parent sees).
+    # 100 runs of the default 10 steps.
+    max_tree_steps: int = Field(default=1000, ge=1)
     agents: str | None = None
     # The remote-tools file: tools served by services in any language, their queues and
     # the queues' push webhooks (orchestrator/tools/remote.py). `agentq serve` reads it.

@@ -147,6 +147,30 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
     return None
 
 
+async def tree_step_refusal(
+    store: RunStore,
+    settings: Settings,
+    run_id: str,
+    step: int,
+    tools: list[ToolDef],
+    parent: str | None,
+) -> str | None:
+    """Count a model step in its run tree; why it may not be taken, past the tree's limit.
+
+    A run with no parent and no agent tool is a tree of one: its steps so far are its
+    own, so it is checked without a round trip to Redis."""
+    if parent is None and not any(isinstance(t.config, AgentToolConfig) for t in tools):
+        steps = step + 1
+    else:
+        steps = await store.count_tree_step(run_id, step)
+    if steps <= settings.max_tree_steps:
+        return None
+    return (
+        f"its run tree would take {steps} model steps; this deployment allows "
+        f"{settings.max_tree_steps} (AGENTQ_MAX_TREE_STEPS)"
+    )
+
+
 async def _refuse(store: RunStore, run_id: str, step: int, call: CallPlan, why: str) -> Reply:
     message = f"The sub-agent {call.name!r} {why}."
     return await answer_parked(store, run_id, step, error_result(call.id, call.name, message))

@@ -272,3 +272,35 @@ async def test_a_fan_out_past_the_tree_size_gets_tool_errors(
     assert len(refused) == 9 - 2
     assert all("this deployment allows 6 (AGENTQ_MAX_TREE_RUNS)" in str(r.output) for r in refused)
     assert sorted(r.output for r in answers if not r.is_error) == ["leaf", "leaf"]
+
+
+async def test_a_fan_out_past_the_tree_steps_ends_with_the_limit_named(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    """Each run of the tree asks three helpers, where the deployment allows the whole tree
+    5 model steps: the runs that would take a sixth fail with a `limit` error naming it,
+    each child's failure is a tool error its parent's model sees, and no more than 5
+    steps were taken."""
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS, env={"AGENTQ_MAX_TREE_STEPS": "5"})]
+    wait_ready(*workers)
+    three = {
+        "tool_calls": [
+            {"name": "helper", "input": {"prompt": str(i)}, "id": f"a{i}"} for i in range(3)
+        ]
+    }
+    leaf = scripted({"text": "leaf"})
+    child = scripted(three, {"text": "child done"}, tools=[agent_tool(leaf)])
+    spec = scripted(three, {"text": "done"}, tools=[agent_tool(child)])
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=120)
+        runs = (await client.runs.list(limit=100)).runs
+        results = [await client.runs.wait(r.id, timeout_s=60) for r in runs]
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.kind == "limit"
+    assert "allows 5 (AGENTQ_MAX_TREE_STEPS)" in result.error.message
+    assert sum(len(r.steps) for r in results) <= 5
+    answers = result.steps[0].tool_results
+    assert [a.is_error for a in answers] == [True] * 3
+    assert all("(AGENTQ_MAX_TREE_STEPS)" in str(a.output) for a in answers)
