@@ -115,6 +115,24 @@ def test_tool_calls_and_batches_count_toward_the_submit_rate(limited: ServeProce
     assert post(limited, "/v1/runs", "globex", json=HELLO).status_code == 201
 
 
+def test_a_spec_limit_above_the_deployments_ceiling_is_refused_naming_both(
+    limited: ServeProcess, redis_url: str, tmp_path: Path
+) -> None:
+    over = {**HELLO, "limits": {"max_tree_runs": 500}}
+    answer = post(limited, "/v1/runs", "acme", json=over)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["message"] == (
+        "limits.max_tree_runs: 500 is above this deployment's ceiling of 100 (AGENTQ_MAX_TREE_RUNS)"
+    )
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({**HELLO, "limits": {"max_tree_steps": 1001}}))
+    done = run_cli("submit", str(path), redis_url=redis_url)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "limits.max_tree_steps: 1001 is above this deployment's ceiling of 1000" in done.stderr
+    assert "(AGENTQ_MAX_TREE_STEPS)" in done.stderr
+
+
 def test_the_cli_refuses_an_over_size_batch_line_in_one_line(
     redis_url: str, tmp_path: Path
 ) -> None:

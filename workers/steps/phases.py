@@ -26,6 +26,7 @@ from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids
+from agentq.orchestrator.spec.limits import limit_in_force
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.provider import ProviderToolConfig
@@ -110,8 +111,9 @@ async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun |
         return None
     whole = completed(held, begun)
     deps.histories.put(run_id, whole)
+    most = limit_in_force(whole.spec.limits, deps.settings, "max_tree_steps")
     refusal = await sub_agents.tree_step_refusal(
-        deps.store, deps.settings, run_id, step, list(whole.tools), begun.parent
+        deps.store, most, run_id, step, list(whole.tools), begun.parent
     )
     if refusal is not None:
         await fail(deps, run_id, RunFailure(kind=FailureKind.LIMIT, message=refusal, step=step))

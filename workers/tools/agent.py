@@ -10,6 +10,7 @@ child spec the deployment rejects) are tool errors the parent's model sees.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,6 +38,7 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import result_args
+from agentq.orchestrator.spec.limits import Limit, RunLimits, limit_in_force
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.agent import AgentToolConfig
 
@@ -108,27 +110,23 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
             f"{settings.max_agent_fanout} per step (AGENTQ_MAX_AGENT_FANOUT)",
         )
     link = ParentLink(run_id=run_id, step=step, call_id=call_id)
+    limits = RunLimits.model_validate(json.loads(meta[MetaField.SPEC]).get("limits") or {})
     tree_runs = await store.join_tree(child_run_id(run_id, step, call_id))
-    if tree_runs > settings.max_tree_runs:
+    most = limit_in_force(limits, settings, "max_tree_runs")
+    if tree_runs > most.value:
         return await _refuse(
-            store,
-            run_id,
-            step,
-            call,
-            f"would make its run tree {tree_runs} runs; this deployment allows "
-            f"{settings.max_tree_runs} (AGENTQ_MAX_TREE_RUNS)",
+            store, run_id, step, call, f"would make its run tree {tree_runs} runs; {most.allows()}"
         )
     client = Client(redis=store.redis, settings=settings)
     try:
-        spec = child_spec(tool.config.spec, call.input)
-    except TemplateError as exc:
-        return await _refuse(store, run_id, step, call, f"cannot fill in its spec: {exc}")
-    try:
+        spec = child_spec(tool.config.spec, call.input, limits)
         child_id, created = await client.runs.create(
             spec,
             tenant=meta.get("tenant"),
             child_of=ChildOf(parent=link, depth=depth),
         )
+    except TemplateError as exc:
+        return await _refuse(store, run_id, step, call, f"cannot fill in its spec: {exc}")
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(spec)"
@@ -149,13 +147,13 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
 
 async def tree_step_refusal(
     store: RunStore,
-    settings: Settings,
+    most: Limit,
     run_id: str,
     step: int,
     tools: list[ToolDef],
     parent: str | None,
 ) -> str | None:
-    """Count a model step in its run tree; why it may not be taken, past the tree's limit.
+    """Count a model step in its run tree; why it may not be taken, past `most`.
 
     A run with no parent and no agent tool is a tree of one: its steps so far are its
     own, so it is checked without a round trip to Redis."""
@@ -163,12 +161,9 @@ async def tree_step_refusal(
         steps = step + 1
     else:
         steps = await store.count_tree_step(run_id, step)
-    if steps <= settings.max_tree_steps:
+    if steps <= most.value:
         return None
-    return (
-        f"its run tree would take {steps} model steps; this deployment allows "
-        f"{settings.max_tree_steps} (AGENTQ_MAX_TREE_STEPS)"
-    )
+    return f"its run tree would take {steps} model steps; {most.allows()}"
 
 
 async def _refuse(store: RunStore, run_id: str, step: int, call: CallPlan, why: str) -> Reply:

@@ -304,3 +304,56 @@ async def test_a_fan_out_past_the_tree_steps_ends_with_the_limit_named(
     answers = result.steps[0].tool_results
     assert [a.is_error for a in answers] == [True] * 3
     assert all("(AGENTQ_MAX_TREE_STEPS)" in str(a.output) for a in answers)
+
+
+async def test_a_spec_limit_under_the_ceiling_holds_for_the_whole_tree(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    """The top run's spec allows its tree 4 runs (the deployment 100); its children's
+    template asks for 50, which cannot raise it: the tree holds 4 runs, and every
+    grandchild is a tool error naming the spec's limit."""
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS)]
+    wait_ready(*workers)
+    three = {
+        "tool_calls": [
+            {"name": "helper", "input": {"prompt": str(i)}, "id": f"a{i}"} for i in range(3)
+        ]
+    }
+    leaf = scripted({"text": "leaf"})
+    child = scripted(
+        three, {"text": "child done"}, tools=[agent_tool(leaf)], limits={"max_tree_runs": 50}
+    )
+    spec = scripted(three, {"text": "done"}, tools=[agent_tool(child)], limits={"max_tree_runs": 4})
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=120)
+        runs = (await client.runs.list(limit=100)).runs
+        children = [await client.runs.result(c) for c in result.children.values()]
+    assert result.status == "succeeded", result.error
+    assert len(runs) == 4
+    answers = [r for c in children for r in c.steps[0].tool_results]
+    assert len(answers) == 9
+    assert all(r.is_error for r in answers)
+    assert all(
+        "its run tree's spec allows 4 (limits.max_tree_runs)" in str(r.output) for r in answers
+    )
+
+
+async def test_a_spec_limit_on_steps_under_the_ceiling_ends_the_run_naming_it(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS)]
+    wait_ready(*workers)
+    step = {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]}
+    spec = scripted(step, step, step, {"text": "done"}, tools=["add"])
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit({**spec, "limits": {"max_tree_steps": 2}})
+        result = await client.runs.wait(run_id, timeout_s=60)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.kind == "limit"
+    assert result.error.message == (
+        "its run tree would take 3 model steps; its run tree's spec allows 2 "
+        "(limits.max_tree_steps)"
+    )
+    assert len(result.steps) == 2
