@@ -79,6 +79,10 @@ class Settings(BaseSettings):
     # 100 runs of the default 10 steps.
     max_tree_steps: int = Field(default=1000, ge=1)
     agents: str | None = None
+    # Each tenant's submissions a minute, counted in Redis across the fleet: what
+    # `agentq serve` admits (runs, tool calls, chat turns, batches; past it a 429) and the
+    # sub-agents workers start for the tenant's runs (past it a tool error the parent sees).
+    submits_per_minute: int = Field(default=600, ge=1)
     # The remote-tools file: tools served by services in any language, their queues and
     # the queues' push webhooks (orchestrator/tools/remote.py). `agentq serve` reads it.
     remote_tools: str | None = None

@@ -256,6 +256,10 @@ class RunStore(Store):
                 children.append(child_run_id(run_id, step, call_id))
         return children
 
+    async def exists(self, run_id: str) -> bool:
+        with redis_errors_mapped():
+            return bool(await resolved(self.redis.exists(keys.meta(run_id))))
+
     async def existing(self, run_ids: Iterable[str]) -> set[str]:
         """Those of `run_ids` that are runs (one round trip; each in its own slot)."""
         wanted = list(run_ids)

@@ -37,7 +37,7 @@ def limited(redis_url: str, worker: WorkerProcess) -> Iterator[ServeProcess]:
             "AGENTQ_SERVE_MAX_SPEC_BYTES": "4000",
             "AGENTQ_SERVE_MAX_BATCH_BYTES": "50000",
             "AGENTQ_SERVE_MAX_BATCH_LINES": "5",
-            "AGENTQ_SERVE_SUBMITS_PER_MINUTE": "3",
+            "AGENTQ_SUBMITS_PER_MINUTE": "3",
             "AGENTQ_SERVE_BATCH_LINES_PER_MINUTE": "8",
         },
     )

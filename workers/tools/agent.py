@@ -118,6 +118,10 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
             store, run_id, step, call, f"would make its run tree {tree_runs} runs; {most.allows()}"
         )
     client = Client(redis=store.redis, settings=settings)
+    tenant = meta.get("tenant") or DEFAULT_TENANT
+    refusal = await _over_submit_rate(client, store, child_run_id(run_id, step, call_id), tenant)
+    if refusal is not None:
+        return await _refuse(store, run_id, step, call, refusal)
     try:
         spec = child_spec(tool.config.spec, call.input, limits)
         child_id, created = await client.runs.create(
@@ -136,9 +140,6 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
     except SpecError as exc:
         return await _refuse(store, run_id, step, call, f"was refused: {exc.message}")
     if created:
-        # A child is a submission of its tenant's: a fan-out spends the tenant's submit
-        # rate (Runs.count_submission) as the runs it would submit itself would.
-        await client.runs.count_submission(meta.get("tenant") or DEFAULT_TENANT)
         await progress(store, link, call.name, {"child_run_id": child_id, "status": "started"})
     if (await store.meta(run_id))[MetaField.STATUS] in TERMINAL_STATUSES:
         await client.runs.cancel(child_id, f"its parent run {run_id} has ended")
@@ -164,6 +165,24 @@ async def tree_step_refusal(
     if steps <= most.value:
         return None
     return f"its run tree would take {steps} model steps; {most.allows()}"
+
+
+async def _over_submit_rate(
+    client: Client, store: RunStore, child_id: str, tenant: str
+) -> str | None:
+    """A child is a submission of its tenant's: it spends the tenant's submit rate (the
+    window `agentq serve` counts in) as a run the tenant submitted would, and past it is
+    refused. A child that exists already (a re-delivered job) was counted when created."""
+    if await store.exists(child_id):
+        return None
+    window = await client.runs.count_submission(tenant)
+    per_minute = client.settings.submits_per_minute
+    if window.count <= per_minute:
+        return None
+    return (
+        f"was refused: tenant {tenant!r} is over its submit rate ({per_minute} a minute, "
+        f"AGENTQ_SUBMITS_PER_MINUTE); retry after {window.retry_after_s} s"
+    )
 
 
 async def _refuse(store: RunStore, run_id: str, step: int, call: CallPlan, why: str) -> Reply:

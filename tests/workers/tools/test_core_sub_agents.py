@@ -3,8 +3,11 @@ parent's call parks while a child run works, and the child's end answers it."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
+import httpx
 import pytest
 
 from agentq.orchestrator import tracing
@@ -13,6 +16,7 @@ from agentq.orchestrator.core.run_ids import child_run_id
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.otlp import OtlpReceiver
+from tests.support.serve import ServeProcess
 from tests.support.specs import scripted
 from tests.support.trace_shape import has_root, run_spans
 from tests.support.waiting import eventually_async
@@ -357,3 +361,50 @@ async def test_a_spec_limit_on_steps_under_the_ceiling_ends_the_run_naming_it(
         "(limits.max_tree_steps)"
     )
     assert len(result.steps) == 2
+
+
+async def test_children_spend_their_tenants_submit_rate_with_the_http_door(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    """One deployment setting, read by `agentq serve` and the workers: a run submitted
+    over HTTP spends 1 of its tenant's 3 submits a minute, its first two children the
+    rest, its next three are tool errors naming the rate, and the door then refuses the
+    tenant's next submit: the workers spent the same window."""
+    rate = {"AGENTQ_SUBMITS_PER_MINUTE": "3"}
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS, env=rate)]
+    wait_ready(*workers)
+    five = {
+        "tool_calls": [
+            {"name": "helper", "input": {"prompt": str(i)}, "id": f"a{i}"} for i in range(5)
+        ]
+    }
+    spec = scripted(five, {"text": "done"}, tools=[agent_tool(scripted({"text": "leaf"}))])
+    server = ServeProcess(redis_url, env=rate)
+    try:
+        await _away_from_the_window_edge()
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            submitted = await http.post("/v1/runs", json=spec)
+            assert submitted.status_code == 201, submitted.text
+            async with Client(redis_url) as client:
+                result = await client.runs.wait(submitted.json()["id"], timeout_s=60)
+            again = await http.post("/v1/runs", json=spec)
+    finally:
+        server.stop()
+    assert result.status == "succeeded", result.error
+    answers = result.steps[0].tool_results
+    assert [a.output for a in answers if not a.is_error] == ["leaf", "leaf"]
+    refused = [str(a.output) for a in answers if a.is_error]
+    assert len(refused) == 3
+    over = "tenant 'default' is over its submit rate (3 a minute, AGENTQ_SUBMITS_PER_MINUTE)"
+    assert all(over in r and "retry after" in r for r in refused), refused
+    assert len(result.children) == 2
+    assert again.status_code == 429, again.text
+    assert again.json()["error"]["limit"] == "submits_per_minute"
+
+
+async def _away_from_the_window_edge() -> None:
+    """The submit rate's counts start afresh each minute (Runs.count_submission): a test
+    that counts to it starts far from the window's end, so its counts share one window."""
+    into = time.time() % 60
+    if into > 60 - 15:
+        await asyncio.sleep(60 - into + 0.1)
