@@ -54,7 +54,6 @@ SERVE_LIMITS = (
     "max_batch_bytes",
     "max_batch_lines",
     "max_spec_bytes",
-    "submits_per_minute",
     "batch_lines_per_minute",
     "events_per_second",
     "heartbeat_s",

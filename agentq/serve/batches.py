@@ -127,7 +127,7 @@ async def submit(
         limits = config_of(request).limits
         lines = _count_lines(source, limits)
         client = client_of(request)
-        await check_submit_rate(client.runs, principal.tenant, limits.submits_per_minute)
+        await check_submit_rate(client.runs, principal.tenant)
         await check_batch_lines(client.runs, principal.tenant, lines, limits.batch_lines_per_minute)
         try:
             result = await client.batches.submit(

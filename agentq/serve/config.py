@@ -23,9 +23,8 @@ class Limits:
     max_batch_bytes: int = 200_000_000  # a batch's JSONL body (spooled to disk)
     max_batch_lines: int = 100_000  # per batch
     max_spec_bytes: int = 256_000  # a run spec, and each batch line
-    # Per tenant, across every replica (counted in Redis): runs, tool calls, chat turns
-    # and batches submitted; and the lines of its batches.
-    submits_per_minute: int = 600
+    # Per tenant, across every replica (counted in Redis): the lines of its batches. (Its
+    # submissions are the deployment's AGENTQ_SUBMITS_PER_MINUTE: workers count them too.)
     batch_lines_per_minute: int = 200_000
     events_per_second: float = 1000.0  # per stream
     heartbeat_s: float = 15.0

@@ -75,8 +75,10 @@ class BodyLimit:
         await send({"type": "http.response.body", "body": body})
 
 
-async def check_submit_rate(runs: Runs, tenant: str, per_minute: int) -> None:
-    """A one-minute window per tenant, shared by every replica (`Runs.count_submission`)."""
+async def check_submit_rate(runs: Runs, tenant: str) -> None:
+    """A one-minute window per tenant, shared by every replica and the workers that start
+    its sub-agents (`Runs.count_submission`), at the deployment's AGENTQ_SUBMITS_PER_MINUTE."""
+    per_minute = runs.settings.submits_per_minute
     window = await runs.count_submission(tenant)
     if window.count > per_minute:
         raise ApiError(
@@ -84,7 +86,7 @@ async def check_submit_rate(runs: Runs, tenant: str, per_minute: int) -> None:
             "rate_limited",
             f"tenant {tenant!r} submitted over {per_minute} runs, tool calls, chat turns "
             "and batches this minute",
-            headers={"Retry-After": str(max(1, int(window.resets_in_s) + 1))},
+            headers={"Retry-After": str(window.retry_after_s)},
             limit="submits_per_minute",
         )
 
@@ -97,7 +99,7 @@ async def check_batch_lines(runs: Runs, tenant: str, lines: int, per_minute: int
             429,
             "rate_limited",
             f"tenant {tenant!r} submitted over {per_minute} batch lines this minute",
-            headers={"Retry-After": str(max(1, int(window.resets_in_s) + 1))},
+            headers={"Retry-After": str(window.retry_after_s)},
             limit="batch_lines_per_minute",
         )
 

@@ -85,7 +85,7 @@ async def submit(
     chosen = tenant_run_id(principal.tenant, spec.id) if spec.id is not None else None
     if chosen is None or await run_owner(request, chosen) is None:
         # A resubmission costs no submit budget.
-        await check_submit_rate(client.runs, principal.tenant, config.limits.submits_per_minute)
+        await check_submit_rate(client.runs, principal.tenant)
     # The same spec again is the same run (200); another spec under one of the tenant's
     # ids is a 409 (Runs.create). Another tenant's ids are out of reach: no 409 for them.
     # The run's span is a child of this request's (its door span, or the caller's span

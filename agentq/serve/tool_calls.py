@@ -125,8 +125,7 @@ async def start_call(
     principal = caller(request, CALL_SCOPE)
     calls = _calls(request)
     await check_callable(calls, principal, name)
-    limits = config_of(request).limits
-    await check_submit_rate(client_of(request).runs, principal.tenant, limits.submits_per_minute)
+    await check_submit_rate(client_of(request).runs, principal.tenant)
     try:
         call_id, _, _ = await calls.start(
             name,

@@ -262,6 +262,11 @@ def tree(trace_id: int) -> str:
     return f"{TREE_PREFIX}{trace_id:032x}"
 
 
+def tree_steps(trace_id: int) -> str:
+    """The set of model steps (`<run id>:<step>`) the runs of one run tree began."""
+    return f"{tree(trace_id)}:steps"
+
+
 def webhook_cursors(run_id: str) -> str:
     return meta(run_id) + WEBHOOKS_SUFFIX
 

@@ -74,7 +74,15 @@ class Settings(BaseSettings):
     # ... and how many runs one run tree may hold in all, its top run included: a child
     # past it is refused with a tool error its parent's model sees.
     max_tree_runs: int = Field(default=100, ge=1)
+    # ... and how many model steps its runs may take in all: the run that would take one
+    # more fails (a `limit` error; a child's failure is a tool error its parent sees).
+    # 100 runs of the default 10 steps.
+    max_tree_steps: int = Field(default=1000, ge=1)
     agents: str | None = None
+    # Each tenant's submissions a minute, counted in Redis across the fleet: what
+    # `agentq serve` admits (runs, tool calls, chat turns, batches; past it a 429) and the
+    # sub-agents workers start for the tenant's runs (past it a tool error the parent sees).
+    submits_per_minute: int = Field(default=600, ge=1)
     # The remote-tools file: tools served by services in any language, their queues and
     # the queues' push webhooks (orchestrator/tools/remote.py). `agentq serve` reads it.
     remote_tools: str | None = None

@@ -143,6 +143,11 @@ class SubmitWindow(BaseModel):
     count: int
     resets_in_s: float
 
+    @property
+    def retry_after_s(self) -> int:
+        """Whole seconds until the window resets (what a refused submitter is told)."""
+        return max(1, int(self.resets_in_s) + 1)
+
 
 class Runs:
     """The run operations of one Client (`client.runs`)."""

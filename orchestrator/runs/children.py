@@ -20,6 +20,7 @@ from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.queued_job import JOB_EXPIRES_MS
 from agentq.orchestrator.core.run_ids import ParentLink
 from agentq.orchestrator.core.templating import render
+from agentq.orchestrator.spec.limits import RunLimits, inherited
 
 # A child's end may come long after it started: its job must not expire before.
 _PARENT_JOB_EXPIRES_MS = 30 * JOB_EXPIRES_MS
@@ -42,12 +43,15 @@ def parent_job(child_run_id: str, link: ParentLink) -> QueuedJob:
     return queued_job(envelope).model_copy(update={"expires_ms": _PARENT_JOB_EXPIRES_MS})
 
 
-def child_spec(template: dict[str, Any], tool_input: Any) -> dict[str, Any]:
+def child_spec(template: dict[str, Any], tool_input: Any, limits: RunLimits) -> dict[str, Any]:
     """The child's spec: the template with the call's input filled in; the input's
-    `prompt` (or the whole input as JSON) becomes the prompt when the template has none."""
+    `prompt` (or the whole input as JSON) becomes the prompt when the template has none.
+    Its `limits` are at most its parent's (`limits`). ValidationError: invalid limits."""
     values = tool_input if isinstance(tool_input, dict) else {"input": tool_input}
     spec: dict[str, Any] = render(template, values)
     spec.pop("id", None)  # a child's id is derived from its parent's call
+    own = RunLimits.model_validate(spec.get("limits") or {})
+    spec["limits"] = inherited(limits, own).model_dump(exclude_none=True)
     if spec.get("prompt") is None and not spec.get("messages"):
         prompt = values.get("prompt")
         spec["prompt"] = prompt if isinstance(prompt, str) else json.dumps(values)

@@ -29,6 +29,7 @@ from agentq.orchestrator.runs.index import RunIndex
 from agentq.orchestrator.runs.state import Outcome, QueuedJob
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import create_args, enqueued_job_ids
+from agentq.orchestrator.spec.limits import check_limits
 from agentq.orchestrator.spec.resolution import resolve_tools
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolAnnouncement
@@ -80,6 +81,7 @@ class RunCreation:
         (a child's, a batch line's). A run without either, submitted with a
         `traceparent`, gets one in that trace."""
         check_webhooks(run_spec.webhooks, self.settings)
+        check_limits(run_spec.limits, self.settings)
         await self.admit()
         now = time.time()
         registry = await self.store.registry()

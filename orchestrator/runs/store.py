@@ -202,6 +202,20 @@ class RunStore(Store):
                 _, _, children = await pipe.execute()
         return 1 + int(children)
 
+    async def count_tree_step(self, run_id: str, step: int) -> int:
+        """Count a run's model step in its run tree (idempotent: a re-delivered step
+        counts once); the steps the tree's runs began, this one included. A set, not a
+        counter, for that idempotence: it holds at most the tree's ceiling and the steps
+        refused past it (each ends its run)."""
+        key = keys.tree_steps(run_trace_id(run_id))
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.sadd(key, f"{run_id}:{step}")
+                pipe.expire(key, self.retention_s)
+                pipe.scard(key)
+                _, _, steps = await pipe.execute()
+        return int(steps)
+
     async def redrive(self, transition: Redrive) -> RedriveReply:
         return await self._apply(transition, RedriveReply)
 
@@ -241,6 +255,10 @@ class RunStore(Store):
             if call.get("name") in agents:
                 children.append(child_run_id(run_id, step, call_id))
         return children
+
+    async def exists(self, run_id: str) -> bool:
+        with redis_errors_mapped():
+            return bool(await resolved(self.redis.exists(keys.meta(run_id))))
 
     async def existing(self, run_ids: Iterable[str]) -> set[str]:
         """Those of `run_ids` that are runs (one round trip; each in its own slot)."""

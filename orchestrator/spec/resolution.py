@@ -16,6 +16,7 @@ from typing import Any
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.policy.providers import ProviderInfo, provider_table
+from agentq.orchestrator.spec.limits import check_limits
 from agentq.orchestrator.spec.run import HasToolCall, RunSpec, ToolChoiceTool
 from agentq.orchestrator.tools import (
     ResolveContext,
@@ -71,7 +72,9 @@ def child_spec_check(
     against the same registry (ValidationError or SpecError otherwise)."""
 
     def check(template: dict[str, Any]) -> None:
-        resolve_tools(RunSpec.model_validate(template), registry, now, settings=settings)
+        spec = RunSpec.model_validate(template)
+        check_limits(spec.limits, settings)
+        resolve_tools(spec, registry, now, settings=settings)
 
     return check
 

@@ -20,6 +20,7 @@ from agentq.orchestrator.core.run_ids import CHILD_RUN_ID, TENANT_RUN_ID
 from agentq.orchestrator.core.spec_model import SpecModel as _Spec
 from agentq.orchestrator.policy.model_ref import ModelRef, parse_model
 from agentq.orchestrator.policy.webhooks import WebhookSpec
+from agentq.orchestrator.spec.limits import RunLimits
 from agentq.orchestrator.tools import ToolSpecBase, parse_tool_entry
 
 TOOL_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
@@ -110,6 +111,8 @@ class RunSpec(_Spec):
     steps: list[StepRule] | None = None
     prepare_step: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
     context: ContextPolicy | None = None
+    # Lower limits on the run tree than the deployment's ceilings (orchestrator/spec/limits.py).
+    limits: RunLimits = Field(default_factory=RunLimits)
 
     @field_validator("id")
     @classmethod

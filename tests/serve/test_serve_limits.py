@@ -37,7 +37,7 @@ def limited(redis_url: str, worker: WorkerProcess) -> Iterator[ServeProcess]:
             "AGENTQ_SERVE_MAX_SPEC_BYTES": "4000",
             "AGENTQ_SERVE_MAX_BATCH_BYTES": "50000",
             "AGENTQ_SERVE_MAX_BATCH_LINES": "5",
-            "AGENTQ_SERVE_SUBMITS_PER_MINUTE": "3",
+            "AGENTQ_SUBMITS_PER_MINUTE": "3",
             "AGENTQ_SERVE_BATCH_LINES_PER_MINUTE": "8",
         },
     )
@@ -113,6 +113,24 @@ def test_tool_calls_and_batches_count_toward_the_submit_rate(limited: ServeProce
     )
     # Another tenant's share is its own.
     assert post(limited, "/v1/runs", "globex", json=HELLO).status_code == 201
+
+
+def test_a_spec_limit_above_the_deployments_ceiling_is_refused_naming_both(
+    limited: ServeProcess, redis_url: str, tmp_path: Path
+) -> None:
+    over = {**HELLO, "limits": {"max_tree_runs": 500}}
+    answer = post(limited, "/v1/runs", "acme", json=over)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["message"] == (
+        "limits.max_tree_runs: 500 is above this deployment's ceiling of 100 (AGENTQ_MAX_TREE_RUNS)"
+    )
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps({**HELLO, "limits": {"max_tree_steps": 1001}}))
+    done = run_cli("submit", str(path), redis_url=redis_url)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr
+    assert "limits.max_tree_steps: 1001 is above this deployment's ceiling of 1000" in done.stderr
+    assert "(AGENTQ_MAX_TREE_STEPS)" in done.stderr
 
 
 def test_the_cli_refuses_an_over_size_batch_line_in_one_line(

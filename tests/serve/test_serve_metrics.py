@@ -43,7 +43,7 @@ def api(redis_url: str, fleet: WorkerProcess) -> Iterator[ServeProcess]:
         env={
             "AGENTQ_API_KEYS": lines,
             "AGENTQ_SERVE_HEARTBEAT_S": "1",
-            "AGENTQ_SERVE_SUBMITS_PER_MINUTE": "3",
+            "AGENTQ_SUBMITS_PER_MINUTE": "3",
         },
     )
     yield process

@@ -38,7 +38,7 @@ def keyed(redis_url: str, worker: WorkerProcess) -> Iterator[ServeProcess]:
         "http://127.0.0.1:3000",
         env={
             "AGENTQ_API_KEYS": lines,
-            "AGENTQ_SERVE_SUBMITS_PER_MINUTE": "3",
+            "AGENTQ_SUBMITS_PER_MINUTE": "3",
             "AGENTQ_SERVE_MAX_BODY_BYTES": "20000",
             "AGENTQ_SERVE_MAX_SPEC_BYTES": "4000",
         },

@@ -19,12 +19,14 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import Message
+from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
 from agentq.orchestrator.machine.store import Ride
 from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids
+from agentq.orchestrator.spec.limits import limit_in_force
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.provider import ProviderToolConfig
@@ -63,6 +65,8 @@ class StepDeps(Protocol):
     def batches(self) -> ProviderBatchStore | None: ...
     @property
     def metrics(self) -> ModelCallMetrics | None: ...
+    @property
+    def settings(self) -> Settings: ...
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,8 @@ async def fail(deps: StepDeps, run_id: str, failure: RunFailure) -> None:
 
 
 async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun | None:
-    """Start the step (begin_step.lua), reading only the history this worker lacks."""
+    """Start the step (begin_step.lua), reading only the history this worker lacks; a
+    step past its run tree's limit fails the run instead, before the model is asked."""
     held = deps.histories.get(run_id)
     start = BeginStep(
         run_id=run_id,
@@ -106,6 +111,13 @@ async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun |
         return None
     whole = completed(held, begun)
     deps.histories.put(run_id, whole)
+    most = limit_in_force(whole.spec.limits, deps.settings, "max_tree_steps")
+    refusal = await sub_agents.tree_step_refusal(
+        deps.store, most, run_id, step, list(whole.tools), begun.parent
+    )
+    if refusal is not None:
+        await fail(deps, run_id, RunFailure(kind=FailureKind.LIMIT, message=refusal, step=step))
+        return None
     return Begun(
         run_id=run_id,
         step=step,

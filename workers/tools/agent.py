@@ -10,6 +10,7 @@ child spec the deployment rejects) are tool errors the parent's model sees.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import ValidationError
@@ -37,6 +38,7 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import result_args
+from agentq.orchestrator.spec.limits import Limit, RunLimits, limit_in_force
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.agent import AgentToolConfig
 
@@ -108,27 +110,27 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
             f"{settings.max_agent_fanout} per step (AGENTQ_MAX_AGENT_FANOUT)",
         )
     link = ParentLink(run_id=run_id, step=step, call_id=call_id)
+    limits = RunLimits.model_validate(json.loads(meta[MetaField.SPEC]).get("limits") or {})
     tree_runs = await store.join_tree(child_run_id(run_id, step, call_id))
-    if tree_runs > settings.max_tree_runs:
+    most = limit_in_force(limits, settings, "max_tree_runs")
+    if tree_runs > most.value:
         return await _refuse(
-            store,
-            run_id,
-            step,
-            call,
-            f"would make its run tree {tree_runs} runs; this deployment allows "
-            f"{settings.max_tree_runs} (AGENTQ_MAX_TREE_RUNS)",
+            store, run_id, step, call, f"would make its run tree {tree_runs} runs; {most.allows()}"
         )
     client = Client(redis=store.redis, settings=settings)
+    tenant = meta.get("tenant") or DEFAULT_TENANT
+    refusal = await _over_submit_rate(client, store, child_run_id(run_id, step, call_id), tenant)
+    if refusal is not None:
+        return await _refuse(store, run_id, step, call, refusal)
     try:
-        spec = child_spec(tool.config.spec, call.input)
-    except TemplateError as exc:
-        return await _refuse(store, run_id, step, call, f"cannot fill in its spec: {exc}")
-    try:
+        spec = child_spec(tool.config.spec, call.input, limits)
         child_id, created = await client.runs.create(
             spec,
             tenant=meta.get("tenant"),
             child_of=ChildOf(parent=link, depth=depth),
         )
+    except TemplateError as exc:
+        return await _refuse(store, run_id, step, call, f"cannot fill in its spec: {exc}")
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(spec)"
@@ -138,13 +140,49 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
     except SpecError as exc:
         return await _refuse(store, run_id, step, call, f"was refused: {exc.message}")
     if created:
-        # A child is a submission of its tenant's: a fan-out spends the tenant's submit
-        # rate (Runs.count_submission) as the runs it would submit itself would.
-        await client.runs.count_submission(meta.get("tenant") or DEFAULT_TENANT)
         await progress(store, link, call.name, {"child_run_id": child_id, "status": "started"})
     if (await store.meta(run_id))[MetaField.STATUS] in TERMINAL_STATUSES:
         await client.runs.cancel(child_id, f"its parent run {run_id} has ended")
     return None
+
+
+async def tree_step_refusal(
+    store: RunStore,
+    most: Limit,
+    run_id: str,
+    step: int,
+    tools: list[ToolDef],
+    parent: str | None,
+) -> str | None:
+    """Count a model step in its run tree; why it may not be taken, past `most`.
+
+    A run with no parent and no agent tool is a tree of one: its steps so far are its
+    own, so it is checked without a round trip to Redis."""
+    if parent is None and not any(isinstance(t.config, AgentToolConfig) for t in tools):
+        steps = step + 1
+    else:
+        steps = await store.count_tree_step(run_id, step)
+    if steps <= most.value:
+        return None
+    return f"its run tree would take {steps} model steps; {most.allows()}"
+
+
+async def _over_submit_rate(
+    client: Client, store: RunStore, child_id: str, tenant: str
+) -> str | None:
+    """A child is a submission of its tenant's: it spends the tenant's submit rate (the
+    window `agentq serve` counts in) as a run the tenant submitted would, and past it is
+    refused. A child that exists already (a re-delivered job) was counted when created."""
+    if await store.exists(child_id):
+        return None
+    window = await client.runs.count_submission(tenant)
+    per_minute = client.settings.submits_per_minute
+    if window.count <= per_minute:
+        return None
+    return (
+        f"was refused: tenant {tenant!r} is over its submit rate ({per_minute} a minute, "
+        f"AGENTQ_SUBMITS_PER_MINUTE); retry after {window.retry_after_s} s"
+    )
 
 
 async def _refuse(store: RunStore, run_id: str, step: int, call: CallPlan, why: str) -> Reply:

@@ -179,7 +179,7 @@ class _Turns:
             raise validation_error(exc) from None
         limits = self.config.limits
         check_spec_size(spec.model_dump_json(exclude_none=True).encode(), limits.max_spec_bytes)
-        await check_submit_rate(self.client.runs, self.tenant, limits.submits_per_minute)
+        await check_submit_rate(self.client.runs, self.tenant)
         run_id = await self.client.runs.submit(spec, tenant=self.tenant)
         await self.client.redis.set(self.key, run_id, ex=self.client.settings.retention_s)
         return run_id

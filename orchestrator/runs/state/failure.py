@@ -11,6 +11,7 @@ class FailureKind(StrEnum):
     PROVIDER = "provider"  # the model provider refused or kept failing
     INTERNAL = "internal"  # a bug, or a job whose worker died on every delivery
     HOOK = "hook"  # the step could not be prepared: its prepare_step hook raised
+    LIMIT = "limit"  # a limit of the deployment or the spec (its run tree's steps) was reached
 
 
 class RunFailure(BaseModel):

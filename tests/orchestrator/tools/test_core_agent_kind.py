@@ -14,6 +14,7 @@ from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.run_ids import child_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.runs.children import child_spec
+from agentq.orchestrator.spec.limits import RunLimits
 from agentq.orchestrator.spec.resolution import resolve_tools
 from agentq.orchestrator.spec.run import RUN_ID, RunSpec
 from agentq.orchestrator.tools.agent import DEFAULT_AGENT_INPUT
@@ -21,6 +22,7 @@ from agentq.orchestrator.tools.agent import DEFAULT_AGENT_INPUT
 pytestmark = pytest.mark.unit
 
 SCRIPTED = {"provider": "scripted", "script": [{"text": "hi"}]}
+NONE = RunLimits()  # a parent without limits of its own
 
 
 def resolve(tool: dict[str, Any], settings: Settings | None = None) -> list[Any]:
@@ -77,13 +79,26 @@ def test_a_named_agent_comes_from_the_deployments_file(tmp_path: Path) -> None:
 
 def test_a_call_fills_the_template() -> None:
     template = {"model": SCRIPTED, "system": "You write about {{topic}}.", "max_steps": 2}
-    assert child_spec({"model": SCRIPTED}, {"prompt": "go"})["prompt"] == "go"
+    assert child_spec({"model": SCRIPTED}, {"prompt": "go"}, NONE)["prompt"] == "go"
     filled = child_spec(
-        {**template, "prompt": "{{topic}}, {{words}} words"}, {"topic": "owls", "words": 50}
+        {**template, "prompt": "{{topic}}, {{words}} words"}, {"topic": "owls", "words": 50}, NONE
     )
     assert filled["system"] == "You write about owls."
     assert filled["prompt"] == "owls, 50 words"
-    assert json.loads(child_spec(template, {"topic": "x"})["prompt"]) == {"topic": "x"}
+    assert json.loads(child_spec(template, {"topic": "x"}, NONE)["prompt"]) == {"topic": "x"}
+
+
+def test_a_childs_limits_are_at_most_its_parents() -> None:
+    parent = RunLimits(max_tree_runs=5, max_tree_steps=50)
+    template = {"model": SCRIPTED, "limits": {"max_tree_runs": 9, "max_tree_steps": 20}}
+    assert child_spec(template, {}, parent)["limits"] == {"max_tree_runs": 5, "max_tree_steps": 20}
+    assert child_spec({"model": SCRIPTED}, {}, NONE)["limits"] == {}
+
+
+def test_a_child_template_over_a_ceiling_is_refused_at_submit() -> None:
+    child = {"model": SCRIPTED, "limits": {"max_tree_steps": 2000}}
+    with pytest.raises(SpecError, match=r"limits.max_tree_steps: 2000 .* ceiling of 1000"):
+        resolve({"type": "agent", "name": "helper", "spec": child})
 
 
 def test_a_childs_id_derives_from_its_parents_call_and_is_a_valid_run_id() -> None:

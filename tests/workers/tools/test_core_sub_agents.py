@@ -3,8 +3,11 @@ parent's call parks while a child run works, and the child's end answers it."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
+import httpx
 import pytest
 
 from agentq.orchestrator import tracing
@@ -13,6 +16,7 @@ from agentq.orchestrator.core.run_ids import child_run_id
 from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.otlp import OtlpReceiver
+from tests.support.serve import ServeProcess
 from tests.support.specs import scripted
 from tests.support.trace_shape import has_root, run_spans
 from tests.support.waiting import eventually_async
@@ -272,3 +276,135 @@ async def test_a_fan_out_past_the_tree_size_gets_tool_errors(
     assert len(refused) == 9 - 2
     assert all("this deployment allows 6 (AGENTQ_MAX_TREE_RUNS)" in str(r.output) for r in refused)
     assert sorted(r.output for r in answers if not r.is_error) == ["leaf", "leaf"]
+
+
+async def test_a_fan_out_past_the_tree_steps_ends_with_the_limit_named(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    """Each run of the tree asks three helpers, where the deployment allows the whole tree
+    5 model steps: the runs that would take a sixth fail with a `limit` error naming it,
+    each child's failure is a tool error its parent's model sees, and no more than 5
+    steps were taken."""
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS, env={"AGENTQ_MAX_TREE_STEPS": "5"})]
+    wait_ready(*workers)
+    three = {
+        "tool_calls": [
+            {"name": "helper", "input": {"prompt": str(i)}, "id": f"a{i}"} for i in range(3)
+        ]
+    }
+    leaf = scripted({"text": "leaf"})
+    child = scripted(three, {"text": "child done"}, tools=[agent_tool(leaf)])
+    spec = scripted(three, {"text": "done"}, tools=[agent_tool(child)])
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=120)
+        runs = (await client.runs.list(limit=100)).runs
+        results = [await client.runs.wait(r.id, timeout_s=60) for r in runs]
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.kind == "limit"
+    assert "allows 5 (AGENTQ_MAX_TREE_STEPS)" in result.error.message
+    assert sum(len(r.steps) for r in results) <= 5
+    answers = result.steps[0].tool_results
+    assert [a.is_error for a in answers] == [True] * 3
+    assert all("(AGENTQ_MAX_TREE_STEPS)" in str(a.output) for a in answers)
+
+
+async def test_a_spec_limit_under_the_ceiling_holds_for_the_whole_tree(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    """The top run's spec allows its tree 4 runs (the deployment 100); its children's
+    template asks for 50, which cannot raise it: the tree holds 4 runs, and every
+    grandchild is a tool error naming the spec's limit."""
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS)]
+    wait_ready(*workers)
+    three = {
+        "tool_calls": [
+            {"name": "helper", "input": {"prompt": str(i)}, "id": f"a{i}"} for i in range(3)
+        ]
+    }
+    leaf = scripted({"text": "leaf"})
+    child = scripted(
+        three, {"text": "child done"}, tools=[agent_tool(leaf)], limits={"max_tree_runs": 50}
+    )
+    spec = scripted(three, {"text": "done"}, tools=[agent_tool(child)], limits={"max_tree_runs": 4})
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=120)
+        runs = (await client.runs.list(limit=100)).runs
+        children = [await client.runs.result(c) for c in result.children.values()]
+    assert result.status == "succeeded", result.error
+    assert len(runs) == 4
+    answers = [r for c in children for r in c.steps[0].tool_results]
+    assert len(answers) == 9
+    assert all(r.is_error for r in answers)
+    assert all(
+        "its run tree's spec allows 4 (limits.max_tree_runs)" in str(r.output) for r in answers
+    )
+
+
+async def test_a_spec_limit_on_steps_under_the_ceiling_ends_the_run_naming_it(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS)]
+    wait_ready(*workers)
+    step = {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}}]}
+    spec = scripted(step, step, step, {"text": "done"}, tools=["add"])
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit({**spec, "limits": {"max_tree_steps": 2}})
+        result = await client.runs.wait(run_id, timeout_s=60)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert result.error.kind == "limit"
+    assert result.error.message == (
+        "its run tree would take 3 model steps; its run tree's spec allows 2 "
+        "(limits.max_tree_steps)"
+    )
+    assert len(result.steps) == 2
+
+
+async def test_children_spend_their_tenants_submit_rate_with_the_http_door(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    """One deployment setting, read by `agentq serve` and the workers: a run submitted
+    over HTTP spends 1 of its tenant's 3 submits a minute, its first two children the
+    rest, its next three are tool errors naming the rate, and the door then refuses the
+    tenant's next submit: the workers spent the same window."""
+    rate = {"AGENTQ_SUBMITS_PER_MINUTE": "3"}
+    workers += [WorkerProcess(redis_url, "--tools", TOOLS, env=rate)]
+    wait_ready(*workers)
+    five = {
+        "tool_calls": [
+            {"name": "helper", "input": {"prompt": str(i)}, "id": f"a{i}"} for i in range(5)
+        ]
+    }
+    spec = scripted(five, {"text": "done"}, tools=[agent_tool(scripted({"text": "leaf"}))])
+    server = ServeProcess(redis_url, env=rate)
+    try:
+        await _away_from_the_window_edge()
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            submitted = await http.post("/v1/runs", json=spec)
+            assert submitted.status_code == 201, submitted.text
+            async with Client(redis_url) as client:
+                result = await client.runs.wait(submitted.json()["id"], timeout_s=60)
+            again = await http.post("/v1/runs", json=spec)
+    finally:
+        server.stop()
+    assert result.status == "succeeded", result.error
+    answers = result.steps[0].tool_results
+    assert [a.output for a in answers if not a.is_error] == ["leaf", "leaf"]
+    refused = [str(a.output) for a in answers if a.is_error]
+    assert len(refused) == 3
+    over = "tenant 'default' is over its submit rate (3 a minute, AGENTQ_SUBMITS_PER_MINUTE)"
+    assert all(over in r and "retry after" in r for r in refused), refused
+    assert len(result.children) == 2
+    assert again.status_code == 429, again.text
+    assert again.json()["error"]["limit"] == "submits_per_minute"
+
+
+async def _away_from_the_window_edge() -> None:
+    """The submit rate's counts start afresh each minute (Runs.count_submission): a test
+    that counts to it starts far from the window's end, so its counts share one window."""
+    into = time.time() % 60
+    if into > 60 - 15:
+        await asyncio.sleep(60 - into + 0.1)
