@@ -1,7 +1,8 @@
 """A shard's primary SIGKILLed under load on Redis Cluster: 3 primaries with a replica
-each (`cluster-node-timeout` 1000), two worker processes and the submitting client on the
-`redis+cluster://` URL, 100 two-step runs with a tool call, one primary killed halfway
-through the submits. The shard failover costs retries, never a run: the workers ride out
+each (`cluster-node-timeout` 1000), two worker processes, the submitting client and
+`agentq serve` on the `redis+cluster://` URL, 100 two-step runs with a tool call (every
+fourth submitted through serve's HTTP API), one primary killed halfway through the
+submits. The shard failover costs retries, never a run: the workers ride out
 the election (redis-py's cluster client alone drops every node it knows and gives up),
 every accepted run succeeds, no call's result is recorded twice (replica acks: what the
 dead primary acknowledged is on the promoted replica), and the last run ends within a
@@ -18,6 +19,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 
+import httpx
 import pytest
 
 from agentq.orchestrator.client import Client
@@ -27,6 +29,7 @@ from agentq.orchestrator.redis.faults import is_transient
 from tests.support.fleet import start_workers
 from tests.support.infra import WorkerProcess
 from tests.support.redis_cluster import LocalCluster
+from tests.support.serve import ServeProcess
 from tests.support.specs import calls, scripted
 from tests.support.waiting import eventually
 
@@ -59,6 +62,13 @@ def cluster() -> Iterator[LocalCluster]:
 
 
 @pytest.fixture
+def server(cluster: LocalCluster) -> Iterator[ServeProcess]:
+    process = ServeProcess(cluster.url)
+    yield process
+    process.stop()
+
+
+@pytest.fixture
 def fleet() -> Iterator[list[WorkerProcess]]:
     workers: list[WorkerProcess] = []
     yield workers
@@ -78,8 +88,18 @@ async def submit(client: Client, i: int) -> str:
             await asyncio.sleep(0.1)
 
 
+async def submit_http(http: httpx.AsyncClient, i: int) -> str:
+    """The same through serve: a 503 (Redis unavailable) is retried."""
+    while True:
+        response = await http.post("/v1/runs", json=spec(i))
+        if response.status_code in (200, 201):
+            return str(response.json()["id"])
+        assert response.status_code == 503, response.text
+        await asyncio.sleep(0.1)
+
+
 async def test_sigkill_a_shards_primary_halfway_through_100_runs(
-    cluster: LocalCluster, fleet: list[WorkerProcess]
+    cluster: LocalCluster, server: ServeProcess, fleet: list[WorkerProcess]
 ) -> None:
     fleet += start_workers(cluster.url, 2)
     victim = next(p for p in cluster.ports if p not in cluster.replica_ports())
@@ -93,7 +113,8 @@ async def test_sigkill_a_shards_primary_halfway_through_100_runs(
         promoted_at = time.monotonic()
         promoted.set()
 
-    async with Client(cluster.url) as client:
+    http = httpx.AsyncClient(base_url=server.url, timeout=30)
+    async with Client(cluster.url) as client, http:
         gate = asyncio.Semaphore(16)
 
         async def one(i: int) -> str:
@@ -103,7 +124,7 @@ async def test_sigkill_a_shards_primary_halfway_through_100_runs(
                     cluster.kill(victim)
                     killed_at = time.monotonic()
                     threading.Thread(target=watch, daemon=True).start()
-                return await submit(client, i)
+                return await (submit_http(http, i) if i % 4 == 0 else submit(client, i))
 
         ids = await asyncio.gather(*(one(i) for i in range(RUNS)))
         assert await asyncio.to_thread(promoted.wait, 60)
@@ -139,3 +160,4 @@ async def test_sigkill_a_shards_primary_halfway_through_100_runs(
     assert duplicates == 0
     assert last_done - promoted_at < AFTER_PROMOTION_S
     assert all(w.proc.poll() is None for w in fleet), [w.log() for w in fleet]
+    assert server.proc.poll() is None, server.log()
