@@ -150,6 +150,7 @@ class SteadyNodes(NodesManager):
 
 def _close_soon(node: ClusterNode) -> None:
     task = asyncio.get_running_loop().create_task(node.disconnect())
+    # Its error is read and dropped: the node left the cluster, a failed close is no news.
     task.add_done_callback(lambda done: done.cancelled() or done.exception())
 
 
