@@ -174,10 +174,7 @@ async def pipeline_to(redis: Any, key: str) -> AsyncIterator[tuple[Any, ReplicaA
         async with target.pipeline(transaction=False) as pipe:
             yield pipe, acks
     except (ConnectionError, TimeoutError):
-        # Best effort: if the map cannot be read now, the next retry's error tries again;
-        # the caller sees the error that happened, not this one.
-        with contextlib.suppress(Exception):
-            await redis.nodes_manager.initialize()
+        await redis.refresh()  # the caller's retry goes to the slot's primary of then
         raise
 
 

@@ -6,6 +6,11 @@ operation is safe to retry once Redis answers again, because every transition
 is idempotent. redis-py's own `ConnectionError` does not inherit from the
 built-in one, so both trees are listed; authentication failures are
 ConnectionErrors in redis-py but never heal by waiting, so they are not transient.
+
+A Redis Cluster electing a new primary for a shard is transient too: the cluster is
+down (`CLUSTERDOWN`) or a slot has no primary until the election ends, and redis-py's
+cluster client reports a slot map it cannot read or that has a hole with errors outside
+`RedisError` (`RedisClusterException`); the other `RedisClusterException`s are misuse.
 """
 
 from __future__ import annotations
@@ -30,12 +35,21 @@ _TRANSIENT: tuple[type[BaseException], ...] = (
     rx.ReadOnlyError,  # a replica promoted mid-failover
     rx.TryAgainError,
     rx.ClusterDownError,
+    rx.SlotNotCoveredError,  # a slot map read while a shard had no primary
     OSError,  # refused, reset, unreachable (the built-in ConnectionError is one)
     TimeoutError,
 )
 _PERMANENT: tuple[type[BaseException], ...] = (rx.AuthenticationError, rx.AuthorizationError)
 # Error codes a Lua script or a server in trouble replies with that clear by themselves.
-_TRANSIENT_CODES = ("OOM ", "LOADING ", "MISCONF ", "BUSY ", "TRYAGAIN", "MASTERDOWN", "READONLY ")
+_TRANSIENT_CODES = (
+    *("OOM ", "LOADING ", "MISCONF ", "BUSY ", "TRYAGAIN", "MASTERDOWN", "READONLY "),
+    "CLUSTERDOWN",  # as a plain (one node's) client reads it
+)
+# redis-py's cluster client when no node it knows answers, or the map it read has a hole.
+_TRANSIENT_CLUSTER = ("Redis Cluster cannot be connected", "All slots are not covered")
+# What redis-py raises: RedisClusterException is not a RedisError.
+REDIS_ERRORS: tuple[type[Exception], ...] = (rx.RedisError, rx.RedisClusterException)
+_MAPPED: tuple[type[Exception], ...] = (*REDIS_ERRORS, OSError)
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -46,6 +60,9 @@ def is_transient(exc: BaseException) -> bool:
         return False
     if isinstance(exc, _TRANSIENT):
         return True
+    if isinstance(exc, rx.RedisClusterException):
+        cause = exc.__cause__
+        return str(exc).startswith(_TRANSIENT_CLUSTER) and not isinstance(cause, _PERMANENT)
     if isinstance(exc, rx.ResponseError):
         text = str(exc)
         return any(code in text[:200] for code in _TRANSIENT_CODES)
@@ -55,7 +72,7 @@ def is_transient(exc: BaseException) -> bool:
 def is_transient_redis(exc: BaseException) -> bool:
     """A transient failure of Redis (raw from redis-py, or as the store maps it), not,
     say, a tool's own OSError."""
-    return isinstance(exc, rx.RedisError | InfrastructureError) and is_transient(exc)
+    return isinstance(exc, (*REDIS_ERRORS, InfrastructureError)) and is_transient(exc)
 
 
 def describe(exc: BaseException) -> str:
@@ -83,7 +100,7 @@ def redis_errors_mapped() -> Iterator[None]:
         yield
     except AgentqError:
         raise
-    except (rx.RedisError, OSError) as exc:
+    except _MAPPED as exc:
         raise infrastructure_error(exc) from exc
 
 

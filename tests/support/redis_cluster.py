@@ -1,6 +1,7 @@
 """A local Redis Cluster for tests: three primaries (`redis-server --cluster-enabled yes`
 on free ports, in temp dirs) joined by `redis-cli --cluster create`, with `replicas`
-replicas per primary (none by default)."""
+replicas per primary (none by default). `node_timeout_ms` is `cluster-node-timeout`: how
+long a primary is unreachable before its replica is elected (Redis's default: 15 s)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from tests.support.waiting import eventually
 
 
 class LocalCluster:
-    def __init__(self, primaries: int = 3, replicas: int = 0) -> None:
+    def __init__(
+        self, primaries: int = 3, replicas: int = 0, node_timeout_ms: int | None = None
+    ) -> None:
         server, cli = shutil.which("redis-server"), shutil.which("redis-cli")
         if server is None or cli is None:
             missing(
@@ -44,6 +47,11 @@ class LocalCluster:
                             # The bus port (port + 10000 by default) may be taken or > 65535.
                             *("--cluster-port", str(free_port())),
                             *("--save", "", "--appendonly", "no", "--dir", str(node_dir)),
+                            *(
+                                ("--cluster-node-timeout", str(node_timeout_ms))
+                                if node_timeout_ms
+                                else ()
+                            ),
                         ],
                         stdout=subprocess.DEVNULL,
                         stderr=subprocess.DEVNULL,
@@ -86,6 +94,21 @@ class LocalCluster:
     def replica_ports(self) -> list[int]:
         return [p for p in self.ports if self.replication(p)["role"] == "slave"]
 
+    def replica_of(self, primary: int) -> int:
+        """The port of `primary`'s replica."""
+        for port in self.replica_ports():
+            if int(self.replication(port)["master_port"]) == primary:
+                return port
+        raise AssertionError(f"no replica follows :{primary}")
+
+    def is_primary(self, port: int) -> bool:
+        """Whether the node on `port` is a primary, for itself and for the cluster."""
+        return self.replication(port)["role"] == "master" and self.ok(port)
+
+    def kill(self, port: int) -> None:
+        """SIGKILL the node on `port` (it stays down)."""
+        self.procs[self.ports.index(port)].send_signal(signal.SIGKILL)
+
     def replicas_linked(self) -> bool:
         return all(
             self.replication(p).get("master_link_status") == "up" for p in self.replica_ports()
@@ -111,9 +134,12 @@ class LocalCluster:
         return client
 
     def owner(self, key: str) -> int:
-        """The port of the primary that serves `key`'s slot."""
-        slot = int(self._command(self.ports[0], "CLUSTER", "KEYSLOT", key))
-        for start, end, primary, *_ in self._command(self.ports[0], "CLUSTER", "SLOTS"):
+        """The port of the primary that serves `key`'s slot (asked of a live node)."""
+        port = next(
+            p for p, proc in zip(self.ports, self.procs, strict=True) if proc.poll() is None
+        )
+        slot = int(self._command(port, "CLUSTER", "KEYSLOT", key))
+        for start, end, primary, *_ in self._command(port, "CLUSTER", "SLOTS"):
             if start <= slot <= end:
                 return int(primary[1])
         raise AssertionError(f"no node serves slot {slot}")

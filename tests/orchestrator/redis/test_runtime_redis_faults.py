@@ -14,6 +14,12 @@ from agentq.orchestrator.redis.faults import Backoff, Outage, is_transient, is_t
 pytestmark = pytest.mark.unit
 
 
+def _cluster_error(text: str, cause: BaseException | None = None) -> rx.RedisClusterException:
+    exc = rx.RedisClusterException(text)
+    exc.__cause__ = cause
+    return exc
+
+
 @pytest.mark.parametrize(
     ("exc", "transient"),
     [
@@ -33,6 +39,15 @@ pytestmark = pytest.mark.unit
         (rx.ResponseError("WRONGTYPE Operation against a key holding the wrong kind"), False),
         (rx.ResponseError("ERR Error running script: attempt to index a nil value"), False),
         (ValueError("bad"), False),
+        # A cluster electing a new primary for a shard, as redis-py's clients report it.
+        (rx.ClusterDownError("The cluster is down"), True),  # type: ignore[no-untyped-call]
+        (rx.ResponseError("CLUSTERDOWN The cluster is down"), True),  # a one-node client's
+        (rx.SlotNotCoveredError('Slot "42" not covered by the cluster.'), True),
+        (_cluster_error("Redis Cluster cannot be connected. Please provide at least"), True),
+        (_cluster_error("All slots are not covered after query all startup_nodes."), True),
+        (_cluster_error("Redis Cluster cannot be connected", rx.AuthenticationError()), False),
+        (rx.RedisClusterException("Cluster mode is not enabled on this node"), False),
+        (rx.RedisClusterException("No way to dispatch this command to Redis Cluster"), False),
     ],
 )
 def test_transient_failures(exc: BaseException, transient: bool) -> None:
@@ -42,6 +57,8 @@ def test_transient_failures(exc: BaseException, transient: bool) -> None:
 def test_a_tools_own_oserror_is_not_a_redis_outage() -> None:
     assert not is_transient_redis(FileNotFoundError(2, "no such file"))
     assert is_transient_redis(rx.ConnectionError("reset"))
+    # Not a RedisError, still Redis's.
+    assert is_transient_redis(rx.SlotNotCoveredError('Slot "42" not covered'))
 
 
 def test_backoff_is_bounded() -> None:
