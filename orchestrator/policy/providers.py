@@ -43,6 +43,9 @@ class ProviderInfo(BaseModel):
     sampling_options_under: str | None = None
     # False for providers that call no remote model (the scripted one).
     rate_limited: bool = True
+    # Its wire format takes a JSON-schema response format (structured output's native
+    # mode); without one, a final-answer tool stands in (orchestrator/output/spec.py).
+    native_output: bool = False
 
 
 BUILTIN_PROVIDERS: dict[str, ProviderInfo] = {

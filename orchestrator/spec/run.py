@@ -18,6 +18,7 @@ from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.messages import Message, UserMessage, normalize_message
 from agentq.orchestrator.core.run_ids import CHILD_RUN_ID, TENANT_RUN_ID
 from agentq.orchestrator.core.spec_model import SpecModel as _Spec
+from agentq.orchestrator.output.spec import OutputSpec
 from agentq.orchestrator.policy.model_ref import ModelRef, parse_model
 from agentq.orchestrator.policy.webhooks import WebhookSpec
 from agentq.orchestrator.tools import ToolSpecBase, parse_tool_entry
@@ -110,6 +111,8 @@ class RunSpec(_Spec):
     steps: list[StepRule] | None = None
     prepare_step: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
     context: ContextPolicy | None = None
+    # Structured output: the answer is a JSON value matching a schema (orchestrator/output/).
+    output: OutputSpec | None = None
 
     @field_validator("id")
     @classmethod

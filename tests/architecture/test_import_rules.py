@@ -123,10 +123,17 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrator.policy": {"orchestrator.core"},
     "orchestrator.machine": {"orchestrator.core", "orchestrator.redis"},
     "orchestrator.tools": {"orchestrator.core", "orchestrator.policy"},
-    "orchestrator.spec": {"orchestrator.core", "orchestrator.policy", "orchestrator.tools"},
+    "orchestrator.output": {"orchestrator.core"},
+    "orchestrator.spec": {
+        "orchestrator.core",
+        "orchestrator.output",
+        "orchestrator.policy",
+        "orchestrator.tools",
+    },
     "orchestrator.runs.state": {"orchestrator.core", "orchestrator.machine"},
     "orchestrator.loop": {
         "orchestrator.core",
+        "orchestrator.output",
         "orchestrator.policy",
         "orchestrator.runs.state",
         "orchestrator.spec",
@@ -214,6 +221,7 @@ ALLOWED: dict[str, set[str]] = {
     "workers.steps": {
         "orchestrator.core",
         "orchestrator.loop",
+        "orchestrator.output",
         "orchestrator.machine",
         "orchestrator.redis",
         "orchestrator.runs",
