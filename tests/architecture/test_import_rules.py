@@ -143,6 +143,7 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrator.runs": {
         "orchestrator.core",
         "orchestrator.loop",
+        "orchestrator.output",
         "orchestrator.machine",
         "orchestrator.policy",
         "orchestrator.redis",
