@@ -183,6 +183,7 @@ ALLOWED: dict[str, set[str]] = {
     "workers.models": {
         "orchestrator.core",
         "orchestrator.machine",
+        "orchestrator.output",
         "orchestrator.policy",
         "orchestrator.spec",
     },
