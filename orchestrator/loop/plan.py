@@ -37,6 +37,7 @@ from agentq.orchestrator.output.judge import (
     judge_text,
     judge_value,
 )
+from agentq.orchestrator.output.spec import EffectiveMode
 from agentq.orchestrator.runs.state import CallStatus, StepAfter
 from agentq.orchestrator.spec.run import HasToolCall, RunSpec, StepCountIs
 from agentq.orchestrator.tools import ToolDef, tool_needs
@@ -81,6 +82,8 @@ class StepPlan(BaseModel):
     output: Any = None
     retry: UserMessage | None = None
     output_failure: OutputFailure | None = None
+    # The mode the step asked in (recorded: a replay judges the answer as it was asked).
+    output_mode: EffectiveMode | None = None
 
     @property
     def local_calls(self) -> list[CallPlan]:
@@ -155,6 +158,7 @@ def _with_output(planned: StepPlan, output: StepOutput) -> StepPlan:
     """The step judged for the run's output: a valid one ends the run with it; an invalid
     one goes back to the model (tool mode: as the final-answer tool's error; otherwise as
     a user message after the answer) until the retries are spent, then the run fails."""
+    planned.output_mode = output.mode
     verdict: Verdict | None = None
     if output.mode == "tool":
         answer = next((c for c in planned.local_calls if c.name == OUTPUT_TOOL), None)

@@ -190,6 +190,7 @@ def step_record(plan: StepPlan) -> dict[str, Any]:
         ],
         "provider_metadata": plan.provider_metadata,
         **({"prepared": plan.prepared} if plan.prepared is not None else {}),
+        **({"output_mode": plan.output_mode} if plan.output_mode is not None else {}),
     }
 
 

@@ -202,6 +202,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.core",
         "orchestrator.loop",
         "orchestrator.machine",
+        "orchestrator.output",
         "orchestrator.policy",
         "orchestrator.redis",
         "orchestrator.runs",

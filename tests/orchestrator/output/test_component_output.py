@@ -120,3 +120,21 @@ async def test_a_bad_schema_is_refused_at_submit(client: Client) -> None:
     bad = scripted({"text": "x"}, output={"schema": {"type": "object", "required": 3}})
     with pytest.raises(ValidationError, match="not a valid JSON Schema"):
         await client.runs.submit(bad)
+
+
+@pytest.mark.parametrize("mode", ["prompted", "tool"])
+async def test_a_replay_of_a_run_with_retries_finds_nothing_changed(
+    client: Client, mode: str
+) -> None:
+    if mode == "tool":
+        steps = [calls((OUTPUT_TOOL, {"number": "A-1"})), calls((OUTPUT_TOOL, GOOD))]
+    else:
+        steps = [{"text": "no json"}, {"text": json.dumps(GOOD)}]
+    spec = scripted(*steps, output={"schema": INVOICE, "mode": mode})
+    run_id = await client.runs.submit(spec)
+    assert (await client.runs.wait(run_id, timeout_s=TIMEOUT_S)).output == GOOD
+    report = await client.runs.replay(run_id)
+    assert report.steps == 2
+    assert report.divergences == []
+    stricter = {"output": {"schema": {**INVOICE, "required": ["currency"]}, "mode": mode}}
+    assert (await client.runs.replay(run_id, stricter)).divergences != []
