@@ -302,9 +302,21 @@ def _write_results(out: IO[str], rows: list[LineResult]) -> None:
 @REDIS_OPTION
 @click.option("-o", "--output", default=None, metavar="FILE", help="Write to FILE.")
 @click.option("--failed", is_flag=True, help="Only the lines that failed.")
-def results(batch_id: str, redis_url: str | None, output: str | None, failed: bool) -> None:
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["jsonl", "csv"]),
+    default="jsonl",
+    show_default=True,
+    help="csv: a header, then a row per line with a flat output's fields as columns.",
+)
+def results(
+    batch_id: str, redis_url: str | None, output: str | None, failed: bool, fmt: str
+) -> None:
     """One JSON line per input line, in input order: custom_id, run_id, status, text,
-    usage, error. Streamed."""
+    output, usage, error. Streamed (csv: written once all lines are read, since the
+    outputs' fields make the header)."""
+    from agentq.cli.batch_csv import write_csv
     from agentq.orchestrator.batches.state import LineStatus
 
     statuses = [LineStatus.FAILED] if failed else []
@@ -314,10 +326,13 @@ def results(batch_id: str, redis_url: str | None, output: str | None, failed: bo
             page: list[LineResult] = []
             async for row in client.batches.results(batch_id, statuses=statuses):
                 page.append(row)
-                if len(page) >= 500:
+                if fmt == "jsonl" and len(page) >= 500:
                     _write_results(out, page)
                     page = []
-            _write_results(out, page)
+            if fmt == "csv":
+                write_csv(out, page)
+            else:
+                _write_results(out, page)
 
     if output is None:
         guarded(go)(sys.stdout)

@@ -604,6 +604,7 @@ def status(run_id: str, redis_url: str | None, timeout_s: float | None, as_json:
                     "error": result.error.model_dump() if result.error else None,
                     "usage": result.usage.model_dump(),
                     "text": result.text if result.status in TERMINAL_STATUSES else None,
+                    "output": result.output,
                 }
             )
         else:

@@ -159,6 +159,9 @@ class ProgressPrinter:
         if result.text:
             self.console.print()
             self.console.print("[bold]Answer:[/]", _e(result.text))
+        if result.output is not None:
+            shown = json.dumps(result.output, ensure_ascii=False)
+            self.console.print("[bold]Output:[/]", _e(shown))
         u = result.usage
         self.console.print(
             f"[dim]{result.status}: {len(result.steps)} steps, "
@@ -205,6 +208,8 @@ def print_status(console: Console, result: RunResult, step: int) -> None:
         console.print(f"  [red]error:[/] {_e(result.error.message)}")
     if result.text and result.status == "succeeded":
         console.print(f"  answer: {_e(short(result.text, 500))}")
+    if result.output is not None:
+        console.print(f"  output: {_e(short(json.dumps(result.output, ensure_ascii=False), 500))}")
 
 
 def _ago(at: float, now: float) -> str:

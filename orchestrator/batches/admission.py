@@ -69,6 +69,8 @@ def line_record(meta: dict[str, str]) -> dict[str, Any]:
     record: dict[str, Any] = {RecordField.STATUS: status, RecordField.USAGE: _usage(meta)}
     if meta.get(MetaField.TEXT):
         record[RecordField.TEXT] = meta[MetaField.TEXT]
+    if MetaField.OUTPUT in meta:
+        record[RecordField.OUTPUT] = meta[MetaField.OUTPUT]
     error = _error_message(meta.get(MetaField.ERROR))
     if error:
         record[RecordField.ERROR] = error

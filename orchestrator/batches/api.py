@@ -106,6 +106,8 @@ class LineResult(BaseModel):
     run_id: str | None = None
     status: LineStatus
     text: str | None = None
+    # The run's structured output, when its spec asked for one (orchestrator/output/).
+    output: Any = None
     usage: dict[str, int] | None = None
     error: str | None = None
 
@@ -167,6 +169,7 @@ def line_result(line: int, record: Mapping[str, Any]) -> LineResult:
         run_id=record.get(RecordField.RUN_ID),
         status=LineStatus(record.get(RecordField.STATUS, LineStatus.QUEUED)),
         text=record.get(RecordField.TEXT),
+        output=json.loads(record[RecordField.OUTPUT]) if RecordField.OUTPUT in record else None,
         usage=record.get(RecordField.USAGE) or None,
         error=record.get(RecordField.ERROR),
     )

@@ -104,6 +104,9 @@ class RecordField(StrEnum):
     TEXT = "t"
     USAGE = "u"
     ERROR = "e"
+    # The run's structured output as JSON text: a string, because the record passes
+    # through cjson, which would read an empty array back as an object.
+    OUTPUT = "o"
 
 
 def _lua_list(value: Any) -> Any:

@@ -254,6 +254,8 @@ class Finish(_Event):
     usage: Usage
     text: str
     finish_reason: str = "stop"
+    # The run's structured output, when its spec asked for one (orchestrator/output/).
+    output: Any = None
 
 
 class Error(_Event):

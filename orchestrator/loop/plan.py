@@ -25,8 +25,19 @@ from agentq.orchestrator.core.messages import (
     ToolCallPart,
     ToolResultPart,
     Usage,
+    UserMessage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.output.instructions import OUTPUT_TOOL
+from agentq.orchestrator.output.judge import (
+    OutputFailure,
+    StepOutput,
+    Verdict,
+    failure,
+    judge_text,
+    judge_value,
+)
+from agentq.orchestrator.output.spec import EffectiveMode
 from agentq.orchestrator.runs.state import CallStatus, StepAfter
 from agentq.orchestrator.spec.run import HasToolCall, RunSpec, StepCountIs
 from agentq.orchestrator.tools import ToolDef, tool_needs
@@ -66,6 +77,13 @@ class StepPlan(BaseModel):
     provider_metadata: dict[str, Any] = Field(default_factory=dict)
     # What prepareStep and context management made of the step (workers/steps/prepare.py).
     prepared: dict[str, Any] | None = None
+    # Structured output (orchestrator/output/): the valid output this step gave (the run
+    # ends with it), the message an invalid one goes back with, or why the run fails.
+    output: Any = None
+    retry: UserMessage | None = None
+    output_failure: OutputFailure | None = None
+    # The mode the step asked in (recorded: a replay judges the answer as it was asked).
+    output_mode: EffectiveMode | None = None
 
     @property
     def local_calls(self) -> list[CallPlan]:
@@ -75,7 +93,7 @@ class StepPlan(BaseModel):
     @property
     def finishes_now(self) -> bool:
         """Nothing for us to run or wait for: the run ends with this step."""
-        return not self.local_calls
+        return not self.local_calls and self.retry is None
 
     def assistant_message(self) -> AssistantMessage:
         parts: list[AssistantPart] = []
@@ -110,14 +128,21 @@ def offered_tools(spec: RunSpec, tools: list[ToolDef]) -> list[ToolDef]:
     return [t for t in tools if t.name in active]
 
 
-def plan_step(spec: RunSpec, tools: list[ToolDef], step: int, response: ModelResponse) -> StepPlan:
+def plan_step(
+    spec: RunSpec,
+    tools: list[ToolDef],
+    step: int,
+    response: ModelResponse,
+    output: StepOutput | None = None,
+) -> StepPlan:
+    """`output`: the structured output the run asks for (None: its answer is its text)."""
     by_name = {t.name: t for t in offered_tools(spec, tools)}
     calls = [
         _plan_call(call_id, raw, by_name)
         for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
     ]
     names = {c.name for c in calls}
-    return StepPlan(
+    planned = StepPlan(
         step=step,
         text=response.text,
         finish_reason=response.finish_reason,
@@ -126,6 +151,55 @@ def plan_step(spec: RunSpec, tools: list[ToolDef], step: int, response: ModelRes
         after=StepAfter.FINISH if should_stop(spec, step, names) else StepAfter.CONTINUE,
         provider_metadata=response.provider_metadata,
     )
+    return planned if output is None else _with_output(planned, output)
+
+
+def _with_output(planned: StepPlan, output: StepOutput) -> StepPlan:
+    """The step judged for the run's output: a valid one ends the run with it; an invalid
+    one goes back to the model (tool mode: as the final-answer tool's error; otherwise as
+    a user message after the answer) until the retries are spent, then the run fails."""
+    planned.output_mode = output.mode
+    verdict: Verdict | None = None
+    if output.mode == "tool":
+        answer = next((c for c in planned.local_calls if c.name == OUTPUT_TOOL), None)
+        if answer is not None:
+            verdict = judge_value(output.spec, answer.input)
+            _answer_output_call(planned, answer, verdict, output)
+        elif not planned.local_calls:
+            verdict = Verdict(planned.text, [f"(root): the answer did not call {OUTPUT_TOOL}"])
+    elif not planned.local_calls:
+        verdict = judge_text(output.spec, planned.text)
+    if verdict is not None and verdict.valid:
+        planned.output = verdict.value
+        planned.after = StepAfter.FINISH
+        return planned
+    if planned.after == StepAfter.FINISH:
+        planned.output_failure = failure(output, verdict, ended=True)
+    elif verdict is not None and output.spent:
+        planned.output_failure = failure(output, verdict)
+    elif verdict is not None and not planned.local_calls:
+        planned.retry = UserMessage(content=verdict.retry(output.mode))
+    return planned
+
+
+def _answer_output_call(
+    planned: StepPlan, answer: CallPlan, verdict: Verdict, output: StepOutput
+) -> None:
+    """The final-answer call is answered at once: accepted (the step's other calls are
+    not run, the run ends), or refused with what is wrong, as any invalid input is."""
+    if not verdict.valid:
+        text = verdict.retry(output.mode)
+        answer.status, answer.result = CallStatus.DONE, error_result(answer.id, OUTPUT_TOOL, text)
+        answer.queue = None
+        return
+    for call in planned.local_calls:
+        if call is answer:
+            result = ToolResultPart(
+                tool_call_id=call.id, tool_name=OUTPUT_TOOL, output="Final result accepted."
+            )
+        else:
+            result = error_result(call.id, call.name, "Not run: the final answer came first.")
+        call.status, call.result, call.queue = CallStatus.DONE, result, None
 
 
 def call_ids(step: int, response: ModelResponse) -> list[str]:

@@ -43,6 +43,7 @@ from agentq.orchestrator.loop.prepare import (
     rule_overrides,
     sent_record,
 )
+from agentq.orchestrator.output.judge import StepOutput, attempts_in
 from agentq.orchestrator.runs.state import MetaField, StepField
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
@@ -175,6 +176,17 @@ def _results(raw: Mapping[str, str], plan: StepPlan) -> ToolMessage | None:
     return ToolMessage(content=parts) if parts else None
 
 
+def _output(
+    spec: RunSpec, resp: Mapping[str, Any], history: Sequence[Message]
+) -> StepOutput | None:
+    """The output the step was judged for, in the mode it recorded (the endpoint's, which
+    a replay does not resolve again)."""
+    mode = resp.get("output_mode")
+    if spec.output is None or mode is None:
+        return None
+    return StepOutput(spec=spec.output, mode=mode, attempts=attempts_in(history))
+
+
 def replay(
     run_id: str,
     spec: RunSpec,
@@ -214,7 +226,9 @@ def replay(
                     today=messages_digest(history),
                 )
             )
-        plan = plan_step(effective, tools, step, recorded_response(resp))
+        plan = plan_step(
+            effective, tools, step, recorded_response(resp), _output(effective, resp, history)
+        )
         if _path(plan) != _recorded_path(raw, resp):
             out.append(
                 Divergence(
@@ -222,6 +236,8 @@ def replay(
                 )
             )
         history.append(plan.assistant_message())
+        if plan.retry is not None:
+            history.append(plan.retry)
         results = _results(raw, plan)
         if results is not None:
             history.append(results)

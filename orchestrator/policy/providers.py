@@ -43,6 +43,9 @@ class ProviderInfo(BaseModel):
     sampling_options_under: str | None = None
     # False for providers that call no remote model (the scripted one).
     rate_limited: bool = True
+    # Its wire format takes a JSON-schema response format (structured output's native
+    # mode); without one, a final-answer tool stands in (orchestrator/output/spec.py).
+    native_output: bool = False
 
 
 BUILTIN_PROVIDERS: dict[str, ProviderInfo] = {
@@ -54,6 +57,7 @@ BUILTIN_PROVIDERS: dict[str, ProviderInfo] = {
             wire="openai",
             default_base_url="https://api.openai.com/v1",
             key_env="OPENAI_API_KEY",
+            native_output=True,
             sampling_options={
                 "max_tokens": "max_tokens",
                 "temperature": "temperature",
@@ -77,6 +81,7 @@ BUILTIN_PROVIDERS: dict[str, ProviderInfo] = {
             wire="openai-responses",
             default_base_url="https://api.openai.com/v1",
             key_env="OPENAI_API_KEY",
+            native_output=True,
             provider_tools=frozenset({"web_search", "code_interpreter"}),
             # The Responses API has no stop sequences.
             sampling_options={"max_tokens": "max_output_tokens", "temperature": "temperature"},
@@ -86,6 +91,7 @@ BUILTIN_PROVIDERS: dict[str, ProviderInfo] = {
             wire="gemini",
             default_base_url="https://generativelanguage.googleapis.com/v1beta",
             key_env="GEMINI_API_KEY",
+            native_output=True,
             provider_tools=frozenset({"web_search", "google_search"}),
             sampling_options={
                 "max_tokens": "maxOutputTokens",

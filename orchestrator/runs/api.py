@@ -39,6 +39,7 @@ from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tool_output import bounded_result
 from agentq.orchestrator.loop.plan import CallPlan, error_result, status_after_approval
 from agentq.orchestrator.loop.replay import ReplayReport, replay
+from agentq.orchestrator.output.typed import parsed_output, typed_output
 from agentq.orchestrator.redis.faults import (
     Backoff,
     infrastructure_error,
@@ -160,9 +161,17 @@ class Runs:
         self._creation = RunCreation(redis, settings, self.store, self.index)
 
     async def submit(
-        self, spec: RunSpec | Mapping[str, Any] | str, *, tenant: str | None = None
+        self,
+        spec: RunSpec | Mapping[str, Any] | str,
+        *,
+        tenant: str | None = None,
+        output_type: type[BaseModel] | None = None,
     ) -> str:
         """Validate the spec, resolve its tools, and start the run. Returns its id.
+
+        `output_type`: a pydantic model the run's structured output must be (its JSON
+        Schema becomes the spec's `output.schema`; `wait(..., output_type=)` parses the
+        output back into it).
 
         Raises pydantic's ValidationError for a malformed spec, SpecError for one
         that names tools no worker serves, or a model endpoint, URL or key variable
@@ -170,6 +179,10 @@ class Runs:
         run of another spec (of the same tenant: ids live in the tenant's namespace).
         Submitting the same spec with its id again is a no-op.
         """
+        if output_type is not None:
+            run_spec = _as_spec(spec)
+            output = typed_output(run_spec.output, output_type)
+            spec = run_spec.model_copy(update={"output": output})
         run_id, _ = await self.create(spec, tenant=tenant)
         return run_id
 
@@ -367,20 +380,30 @@ class Runs:
                 break
         return found[:limit]
 
-    async def wait(self, run_id: str, timeout_s: float | None = None) -> RunResult:
+    async def wait(
+        self,
+        run_id: str,
+        timeout_s: float | None = None,
+        *,
+        output_type: type[BaseModel] | None = None,
+    ) -> RunResult:
         """Wait until the run succeeds, fails or is cancelled.
 
+        `output_type`: the result's `output` is parsed into this pydantic model.
         Reconnects through Redis outages; gives up with RunTimeoutError at
         `timeout_s`, or (without one) with InfrastructureError once Redis has been
         unreachable for `settings.redis_retry_s`."""
         reconnect = _Reconnect(self.settings.redis_retry_s)
         try:
-            return await asyncio.wait_for(self._wait(run_id, reconnect), timeout_s)
+            result = await asyncio.wait_for(self._wait(run_id, reconnect), timeout_s)
         except TimeoutError:
             why = "" if reconnect.reached else " (Redis did not answer)"
             raise RunTimeoutError(
                 f"run {run_id!r} did not finish within {timeout_s:g} s{why}"
             ) from None
+        if output_type is None:
+            return result
+        return result.model_copy(update={"output": parsed_output(output_type, result.output)})
 
     async def _wait(self, run_id: str, reconnect: _Reconnect) -> RunResult:
         after: int | None = None

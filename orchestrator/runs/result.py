@@ -58,6 +58,8 @@ class RunResult(BaseModel):
     id: str
     status: RunStatus
     text: str = ""
+    # The structured output, parsed, when the spec asked for one (orchestrator/output/).
+    output: Any = None
     steps: list[StepResult] = Field(default_factory=list)
     usage: Usage = Field(default_factory=Usage)
     messages: list[Message] = Field(default_factory=list)
@@ -162,6 +164,7 @@ def assemble(
         id=run_id,
         status=status,
         text=meta.get(MetaField.TEXT, step_results[-1].text if step_results else ""),
+        output=json.loads(meta[MetaField.OUTPUT]) if MetaField.OUTPUT in meta else None,
         steps=step_results,
         usage=Usage(**{name: int(meta.get(field, 0)) for name, field in USAGE_FIELDS.items()}),
         messages=[MESSAGE_ADAPTER.validate_json(m) for m in messages[n_initial:]],

@@ -190,6 +190,7 @@ def step_record(plan: StepPlan) -> dict[str, Any]:
         ],
         "provider_metadata": plan.provider_metadata,
         **({"prepared": plan.prepared} if plan.prepared is not None else {}),
+        **({"output_mode": plan.output_mode} if plan.output_mode is not None else {}),
     }
 
 
@@ -276,7 +277,15 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
         parked=sum(1 for c in plan.local_calls if c.status in PARKED_CALL_STATUSES),
         finishes_now=plan.finishes_now,
         next_job=model_job(run_id, plan.step + 1),
+        output=_output_json(plan),
+        follow=[plan.retry.model_dump_json()] if plan.retry is not None else [],
     )
+
+
+def _output_json(plan: StepPlan) -> str | None:
+    if plan.output is None:
+        return None
+    return json.dumps(plan.output, ensure_ascii=False, separators=(",", ":"))
 
 
 @overload

@@ -15,6 +15,7 @@ from typing import Any
 
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.output.instructions import OUTPUT_TOOL
 from agentq.orchestrator.policy.providers import ProviderInfo, provider_table
 from agentq.orchestrator.spec.limits import check_limits
 from agentq.orchestrator.spec.run import HasToolCall, RunSpec, ToolChoiceTool
@@ -130,6 +131,8 @@ def check_tool_references(spec: RunSpec, tools: list[ToolDef]) -> None:
                 f"tools: two tools are named {name!r}; give one a different name or prefix"
             )
         seen.add(name)
+    if spec.output is not None and OUTPUT_TOOL in seen:
+        raise SpecError(f"tools: {OUTPUT_TOOL!r} is the final-answer tool of a run with 'output'")
     if isinstance(spec.tool_choice, ToolChoiceTool) and spec.tool_choice.tool not in seen:
         raise SpecError(f"tool_choice: {spec.tool_choice.tool!r} is not a tool of this run")
     for name in spec.active_tools or []:

@@ -18,6 +18,7 @@ from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.messages import Message, UserMessage, normalize_message
 from agentq.orchestrator.core.run_ids import CHILD_RUN_ID, TENANT_RUN_ID
 from agentq.orchestrator.core.spec_model import SpecModel as _Spec
+from agentq.orchestrator.output.spec import OutputSpec
 from agentq.orchestrator.policy.model_ref import ModelRef, parse_model
 from agentq.orchestrator.policy.webhooks import WebhookSpec
 from agentq.orchestrator.spec.limits import RunLimits
@@ -113,6 +114,8 @@ class RunSpec(_Spec):
     context: ContextPolicy | None = None
     # Lower limits on the run tree than the deployment's ceilings (orchestrator/spec/limits.py).
     limits: RunLimits = Field(default_factory=RunLimits)
+    # Structured output: the answer is a JSON value matching a schema (orchestrator/output/).
+    output: OutputSpec | None = None
 
     @field_validator("id")
     @classmethod

@@ -123,10 +123,17 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrator.policy": {"orchestrator.core"},
     "orchestrator.machine": {"orchestrator.core", "orchestrator.redis"},
     "orchestrator.tools": {"orchestrator.core", "orchestrator.policy"},
-    "orchestrator.spec": {"orchestrator.core", "orchestrator.policy", "orchestrator.tools"},
+    "orchestrator.output": {"orchestrator.core"},
+    "orchestrator.spec": {
+        "orchestrator.core",
+        "orchestrator.output",
+        "orchestrator.policy",
+        "orchestrator.tools",
+    },
     "orchestrator.runs.state": {"orchestrator.core", "orchestrator.machine"},
     "orchestrator.loop": {
         "orchestrator.core",
+        "orchestrator.output",
         "orchestrator.policy",
         "orchestrator.runs.state",
         "orchestrator.spec",
@@ -136,6 +143,7 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrator.runs": {
         "orchestrator.core",
         "orchestrator.loop",
+        "orchestrator.output",
         "orchestrator.machine",
         "orchestrator.policy",
         "orchestrator.redis",
@@ -175,6 +183,7 @@ ALLOWED: dict[str, set[str]] = {
     "workers.models": {
         "orchestrator.core",
         "orchestrator.machine",
+        "orchestrator.output",
         "orchestrator.policy",
         "orchestrator.spec",
     },
@@ -193,6 +202,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.core",
         "orchestrator.loop",
         "orchestrator.machine",
+        "orchestrator.output",
         "orchestrator.policy",
         "orchestrator.redis",
         "orchestrator.runs",
@@ -214,6 +224,7 @@ ALLOWED: dict[str, set[str]] = {
     "workers.steps": {
         "orchestrator.core",
         "orchestrator.loop",
+        "orchestrator.output",
         "orchestrator.machine",
         "orchestrator.redis",
         "orchestrator.runs",

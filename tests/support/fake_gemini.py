@@ -79,6 +79,20 @@ def chunk(
     return out
 
 
+def output_config_problem(config: dict[str, Any]) -> str | None:
+    """generationConfig's response schema, as the API checks it: `responseJsonSchema`
+    (JSON Schema) or `responseSchema` (its OpenAPI subset), not both, each with the JSON
+    MIME type."""
+    given = [name for name in ("responseJsonSchema", "responseSchema") if name in config]
+    if len(given) == 2:
+        return "responseSchema and responseJsonSchema cannot both be set."
+    if given and config.get("responseMimeType") != "application/json":
+        return f"{given[0]} requires responseMimeType 'application/json'."
+    if given and not isinstance(config[given[0]], dict):
+        return f"Invalid value at 'generation_config.{given[0]}'."
+    return None
+
+
 def render(turn: Turn, request: Recorded) -> Reply:
     if turn.status >= 400:
         status = STATUSES.get(turn.status, "UNKNOWN")
@@ -105,6 +119,11 @@ class FakeGemini(ScriptedFake[Turn]):
             return Reply.json({"error": {"code": 404, "message": "no route"}}, status=404)
         if request.path.endswith(":streamGenerateContent") and request.query.get("alt") != ["sse"]:
             return Reply.json({"error": {"code": 400, "message": "fake: only alt=sse"}}, status=400)
+        body = request.body if isinstance(request.body, dict) else {}
+        problem = output_config_problem(body.get("generationConfig") or {})
+        if problem is not None:
+            error = {"code": 400, "message": problem, "status": "INVALID_ARGUMENT"}
+            return Reply.json({"error": error}, status=400)
         return None
 
     def render(self, turn: Turn, index: int, request: Recorded) -> Reply:

@@ -31,6 +31,7 @@ import argparse
 import contextlib
 import itertools
 import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -85,6 +86,35 @@ class Turn:
             c if isinstance(c, ToolCall) else ToolCall(**c) for c in data.get("tool_calls", [])
         ]
         return cls(**data)
+
+
+SCHEMA_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def json_schema_problem(spec: Any, where: str) -> str | None:
+    """What OpenAI says of a malformed JSON-schema format (a name of a-z, A-Z, 0-9, _ and
+    -, at most 64; a schema object), or None."""
+    if not isinstance(spec, dict):
+        return f"Missing required parameter: '{where}'."
+    if not SCHEMA_NAME.match(str(spec.get("name", ""))):
+        return f"Invalid '{where}.name': must match ^[a-zA-Z0-9_-]{{1,64}}$."
+    if not isinstance(spec.get("schema"), dict):
+        return f"Invalid type for '{where}.schema': expected an object."
+    return None
+
+
+def response_format_problem(response_format: Any) -> str | None:
+    """Chat Completions' `response_format`, as the API checks it (None: acceptable)."""
+    if response_format is None:
+        return None
+    kind = response_format.get("type") if isinstance(response_format, dict) else None
+    if kind not in ("text", "json_object", "json_schema"):
+        return "Invalid value for 'response_format.type'."
+    if kind == "json_schema":
+        return json_schema_problem(
+            response_format.get("json_schema"), "response_format.json_schema"
+        )
+    return None
 
 
 def rate_limited(retry_after: str = "0", **headers: str) -> Turn:
@@ -234,6 +264,15 @@ class FakeOpenAI(ScriptedFake[Turn]):
     def refuse(self, request: Recorded) -> Reply | None:
         if request.path != "/v1/chat/completions":
             return Reply.json({"error": {"message": f"no route {request.path}"}}, status=404)
+        body = request.body if isinstance(request.body, dict) else {}
+        problem = response_format_problem(body.get("response_format"))
+        if problem is not None:
+            error = {
+                "message": problem,
+                "type": "invalid_request_error",
+                "param": "response_format",
+            }
+            return Reply.json({"error": error}, status=400)
         return None
 
     def render(self, turn: Turn, index: int, request: Recorded) -> Reply:

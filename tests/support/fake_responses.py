@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.support.fake_batches import OpenAIBatches, line_request
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
-from tests.support.fake_openai import ToolCall
+from tests.support.fake_openai import ToolCall, json_schema_problem
 
 
 @dataclass
@@ -199,6 +199,24 @@ def stream_events(turn: Turn, index: int) -> list[tuple[str | None, Any]]:
     return [(e["type"], {**e, "sequence_number": n}) for n, e in enumerate(raw)]
 
 
+def text_format_problem(body: dict[str, Any]) -> str | None:
+    """The Responses API's output format, as it checks it: `text.format`, flat (its
+    `json_schema` holds name and schema itself); Chat Completions' `response_format` is
+    refused by name."""
+    if "response_format" in body:
+        return (
+            "Unsupported parameter: 'response_format'. In the Responses API, this parameter "
+            "has moved to 'text.format'."
+        )
+    fmt = (body.get("text") or {}).get("format")
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind not in ("text", "json_object", "json_schema"):
+        return "Invalid value for 'text.format.type'."
+    return json_schema_problem(fmt, "text.format") if kind == "json_schema" else None
+
+
 def render(turn: Turn, index: int, request: Recorded) -> Reply:
     if turn.status >= 400:
         body = {
@@ -229,6 +247,10 @@ class FakeResponses(ScriptedFake[Turn]):
     def refuse(self, request: Recorded) -> Reply | None:
         if request.path != "/v1/responses":
             return Reply.json({"error": {"message": "no route"}}, status=404)
+        body = request.body if isinstance(request.body, dict) else {}
+        problem = text_format_problem(body)
+        if problem is not None:
+            return Reply.json({"error": {"message": problem, "type": "invalid_request_error"}}, 400)
         return None
 
     def render(self, turn: Turn, index: int, request: Recorded) -> Reply:

@@ -56,7 +56,8 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
     if prepared is None:
         return
     spec = prepared.spec
-    request = phases.request(begun, prepared)
+    output = phases.output(deps, begun, prepared)
+    request = phases.request(begun, prepared, output)
     sink = DeltaEvents(deps.store, run_id, step, attempt=attempt)
     with tracing.span(
         f"chat {spec.model.name}",
@@ -68,5 +69,5 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             return
         tracing.annotate(chat_span, lambda: chat_result_attributes(generated.response))
         response = await phases.repair(deps, begun, spec, request, generated.response)
-    plan = phases.plan(begun, prepared, response)
+    plan = phases.plan(begun, prepared, response, output)
     await phases.commit(deps, begun, plan, batched=generated.batched, ride=job_ride(ctx))

@@ -47,6 +47,9 @@ class ModelRequest(BaseModel):
     # Set on a repair request (a side request asking to fix one call): its ordinal within
     # the step. Wire formats ignore it; the scripted provider answers from `repair`.
     repair_index: int | None = None
+    # Structured output in native mode: the JSON Schema the provider's response format
+    # holds the answer to (only wire formats with `ProviderInfo.native_output` get one).
+    output_schema: dict[str, Any] | None = None
 
 
 class DeltaSink(Protocol):

@@ -136,6 +136,12 @@ def to_tool_config(choice: ToolChoice) -> dict[str, Any]:
     return {"functionCallingConfig": config}
 
 
+def to_output_config(schema: dict[str, Any]) -> dict[str, Any]:
+    """Structured output's native mode: `responseJsonSchema` takes JSON Schema as it is
+    (`responseSchema` only an OpenAPI subset, and not beside it); it needs the JSON MIME type."""
+    return {"responseMimeType": "application/json", "responseJsonSchema": schema}
+
+
 def to_usage(raw: dict[str, Any] | None) -> Usage:
     if not raw:
         return Usage()
@@ -285,6 +291,10 @@ class GeminiWire:
             if any(not t.provider_executed for t in request.tools):
                 body["toolConfig"] = to_tool_config(request.tool_choice)
         body.update(passthrough_options(ref.options))
+        if request.output_schema is not None:
+            # Merged into the sampling options' generationConfig, not in their place.
+            config = body.setdefault("generationConfig", {})
+            config.update(to_output_config(request.output_schema))
         return body
 
     def fold(self, request: ModelRequest) -> _Fold:

@@ -22,6 +22,7 @@ import httpx
 
 from agentq.orchestrator.core.errors import ProviderError, SpecError
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models import ProviderContext, make_provider, providers
 from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse, Provider
 from agentq.workers.models.batch_api import BATCH_WIRES
@@ -97,6 +98,14 @@ class ModelClient:
         ctx = ProviderContext(http=self.http, env=dict(self.env), endpoint=endpoint)
         provider = make_provider(request.model, ctx)
         return provider if isinstance(provider, HttpProvider) else None
+
+    def native_output(self, ref: ModelRef) -> bool:
+        """Whether the endpoint's wire format takes a JSON-schema response format; a
+        reference that resolves nowhere has none (its call fails on its own)."""
+        try:
+            return self.policy.resolve(ref, providers()).provider.native_output
+        except SpecError:
+            return False
 
     def base_url(self, request: ModelRequest) -> str | None:
         """Where the call goes (for its span's server attributes); None if nowhere allowed

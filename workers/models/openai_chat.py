@@ -24,6 +24,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.output.instructions import OUTPUT_TOOL
 from agentq.orchestrator.spec.run import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
 from agentq.workers.models.driver import NO_DELTA, BearerAuthWire, StreamDelta
@@ -127,6 +128,12 @@ def to_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
     if isinstance(choice, ToolChoiceTool):
         return {"type": "function", "function": {"name": choice.tool}}
     return choice
+
+
+def to_response_format(schema: dict[str, Any]) -> dict[str, Any]:
+    """Structured output's native mode: the answer is JSON matching `schema`. Not strict
+    (strict takes a subset of JSON Schema); the loop validates the answer either way."""
+    return {"type": "json_schema", "json_schema": {"name": OUTPUT_TOOL, "schema": schema}}
 
 
 def to_usage(raw: dict[str, Any] | None) -> Usage:
@@ -284,6 +291,8 @@ class OpenAIChatWire(BearerAuthWire):
                 request.system, request.messages, MediaLimits.from_options(ref.options)
             ),
         }
+        if request.output_schema is not None:
+            body["response_format"] = to_response_format(request.output_schema)
         finish_body(body, request, stream, to_tools, to_tool_choice)
         if stream:
             # After the passthrough options: the fold needs the final usage chunk.

@@ -25,6 +25,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.output.instructions import OUTPUT_TOOL
 from agentq.orchestrator.spec.run import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
 from agentq.workers.models.driver import NO_DELTA, BearerAuthWire, StreamDelta
@@ -144,6 +145,12 @@ def to_tool_choice(choice: ToolChoice) -> str | dict[str, Any]:
     if isinstance(choice, ToolChoiceTool):
         return {"type": "function", "name": choice.tool}
     return choice
+
+
+def to_text_format(schema: dict[str, Any]) -> dict[str, Any]:
+    """Structured output's native mode: Responses takes the format flat under `text`
+    (not Chat Completions' `response_format.json_schema`)."""
+    return {"type": "json_schema", "name": OUTPUT_TOOL, "schema": schema}
 
 
 def to_usage(raw: dict[str, Any] | None) -> Usage:
@@ -292,6 +299,8 @@ class OpenAIResponsesWire(BearerAuthWire):
         body: dict[str, Any] = {"model": ref.name, "input": to_input(request.messages, media)}
         if request.system:
             body["instructions"] = request.system
+        if request.output_schema is not None:
+            body["text"] = {"format": to_text_format(request.output_schema)}
         return finish_body(body, request, stream, to_tools, to_tool_choice)
 
     def fold(self, request: ModelRequest) -> _Fold:

@@ -22,6 +22,13 @@ from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
 from agentq.orchestrator.machine.store import Ride
+from agentq.orchestrator.output.instructions import (
+    OUTPUT_TOOL,
+    OUTPUT_TOOL_DESCRIPTION,
+    prompted_system,
+)
+from agentq.orchestrator.output.judge import StepOutput, attempts_in
+from agentq.orchestrator.output.spec import effective_mode
 from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
@@ -156,26 +163,56 @@ async def prepare(
     return prepared
 
 
-def request(begun: Begun, prepared: preparation.PreparedStep) -> ModelRequest:
-    """What the model is asked: the prepared messages and the tools offered."""
+def output(deps: StepDeps, begun: Begun, prepared: preparation.PreparedStep) -> StepOutput | None:
+    """The structured output the step asks for, in the mode its endpoint takes."""
+    spec = prepared.spec.output
+    if spec is None:
+        return None
+    native = deps.models.native_output(prepared.spec.model)
+    return StepOutput(
+        spec=spec, mode=effective_mode(spec.mode, native), attempts=attempts_in(begun.messages)
+    )
+
+
+def request(
+    begun: Begun, prepared: preparation.PreparedStep, output: StepOutput | None = None
+) -> ModelRequest:
+    """What the model is asked: the prepared messages, the tools offered, and the output
+    the run wants (the schema in the system prompt, a final-answer tool, or the
+    provider's response format)."""
     spec = prepared.spec
+    tools = [
+        OfferedTool(
+            name=t.name,
+            description=t.description,
+            input_schema=t.input_schema,
+            provider_executed=isinstance(t.config, ProviderToolConfig),
+            options=t.config.options if isinstance(t.config, ProviderToolConfig) else {},
+        )
+        for t in offered_tools(spec, begun.tools)
+    ]
+    system, tool_choice = spec.system, spec.tool_choice
+    if output is not None and output.mode == "prompted":
+        system = prompted_system(system, output.spec.schema_)
+    if output is not None and output.mode == "tool":
+        tools.append(
+            OfferedTool(
+                name=OUTPUT_TOOL,
+                description=OUTPUT_TOOL_DESCRIPTION,
+                input_schema=output.spec.schema_,
+            )
+        )
+        # The run ends only by a call: an answer in prose is never the output.
+        tool_choice = "required" if tool_choice in ("auto", "none") else tool_choice
     return ModelRequest(
         model=spec.model,
-        system=spec.system,
+        system=system,
         messages=prepared.messages,
-        tools=[
-            OfferedTool(
-                name=t.name,
-                description=t.description,
-                input_schema=t.input_schema,
-                provider_executed=isinstance(t.config, ProviderToolConfig),
-                options=t.config.options if isinstance(t.config, ProviderToolConfig) else {},
-            )
-            for t in offered_tools(spec, begun.tools)
-        ],
-        tool_choice=spec.tool_choice,
+        tools=tools,
+        tool_choice=tool_choice,
         step=begun.step,
         timeout_s=spec.model.timeout_s,
+        output_schema=output.native_schema if output is not None else None,
     )
 
 
@@ -244,9 +281,14 @@ async def repair(
     )
 
 
-def plan(begun: Begun, prepared: preparation.PreparedStep, response: ModelResponse) -> StepPlan:
+def plan(
+    begun: Begun,
+    prepared: preparation.PreparedStep,
+    response: ModelResponse,
+    output: StepOutput | None = None,
+) -> StepPlan:
     """What the answer means for the run (pure: orchestrator/loop/plan.py)."""
-    planned = plan_step(prepared.spec, begun.tools, begun.step, response)
+    planned = plan_step(prepared.spec, begun.tools, begun.step, response, output)
     planned.prepared = prepared.record
     return planned
 
@@ -257,6 +299,16 @@ async def commit(
     """Record the step and enqueue what comes next (commit_step.lua); `ride`: the job's
     end, sent in the same round trip."""
     run_id = begun.run_id
+    if planned.output_failure is not None:
+        invalid = planned.output_failure
+        failure = RunFailure(
+            kind=FailureKind.OUTPUT_INVALID,
+            message=invalid.message,
+            step=begun.step,
+            attempt=invalid.attempt,
+        )
+        await fail(deps, run_id, failure)
+        return
     hops = tracing.Hops(run_id)
     args = hops.stamp(commit_args(run_id, planned))
     if batched:

@@ -14,14 +14,13 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from jsonschema import Draft202012Validator
-
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
 from agentq.orchestrator.core.templating import render
 from agentq.orchestrator.loop.plan import CallPlan, error_result, parse_arguments, validate_input
+from agentq.orchestrator.output.validation import schema_problems
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.redis.faults import is_transient_redis
 from agentq.orchestrator.runs.state import (
@@ -286,7 +285,7 @@ async def _call_model(
     if answer is None:
         raise ValueError("the model gave no structured output")
     output = parse_arguments(answer.arguments)
-    problems = sorted(Draft202012Validator(node.output_schema).iter_errors(output), key=str)
+    problems = schema_problems(node.output_schema, output)
     if problems:
-        raise ValueError(f"the model's output does not match output_schema: {problems[0].message}")
+        raise ValueError(f"the model's output does not match output_schema: {problems[0]}")
     return output, response.usage

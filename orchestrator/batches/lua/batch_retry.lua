@@ -23,6 +23,7 @@ for line = A.first, A.last do
     if wanted[rec[RF.STATUS]] then
       redis.call('HINCRBY', m, rec[RF.STATUS], -1)
       rec[RF.STATUS], rec[RF.TEXT], rec[RF.ERROR], rec[RF.USAGE] = LINE.QUEUED, nil, nil, nil
+      rec[RF.OUTPUT] = nil
       redis.call('HSET', recs, line, cjson.encode(rec))
       redis.call('RPUSH', pending, line)
       n = n + 1

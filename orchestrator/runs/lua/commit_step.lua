@@ -3,10 +3,12 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CommitStep: step, resp, assistant, text, finish_reason, usage, after, order,
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
---         finishes_now, next_job, batch
+--         finishes_now, next_job, batch, output?, follow
 -- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once)
 --         UNKNOWN_RUN | CLOSED | STALE | DUPLICATE (committed before)
--- Effects the step hash (resp written once), usage totals (batch-priced ones apart), the assistant message, each
+-- Effects the step hash (resp written once; the structured output the step gave), usage
+--         totals (batch-priced ones apart), the assistant message and the messages that
+--         follow it (an invalid output sent back), each
 --         call's record and status, the step's events, tool jobs and expiry timers
 --         (remembered in the run's timers hash); status awaiting if a call parked; the join if nothing is pending.
 local err = run_guard(A.step)
@@ -23,7 +25,9 @@ if A.batch then
   redis.call('HINCRBY', meta, F.BATCH_INPUT, A.usage.input_tokens)
   redis.call('HINCRBY', meta, F.BATCH_OUTPUT, A.usage.output_tokens)
 end
+if A.output then redis.call('HSET', step, S.OUTPUT, A.output) end
 redis.call('RPUSH', msgs, A.assistant)
+for _, message in ipairs(A.follow) do redis.call('RPUSH', msgs, message) end
 for _, c in ipairs(A.calls) do
   redis.call('HSET', step, S.CALL .. c.id, c.call, S.CALL_STATUS .. c.id, c.status)
   if c.result then redis.call('HSET', step, S.RESULT .. c.id, c.result) end

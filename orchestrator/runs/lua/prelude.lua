@@ -95,12 +95,16 @@ local function expire_run()
   for i = 0, last do redis.call('EXPIRE', step_key(i), ttl) end
 end
 
-local function finish_run(status, ev_type, fields)
+-- `output`: JSON spliced into the event as it is (a cjson round trip would turn an empty
+-- array into an object).
+local function finish_run(status, ev_type, fields, output)
   redis.call('HSET', meta, F.STATUS, status, F.FINISHED_AT, A.at)
   local ev = {type = ev_type, run_id = A.run_id, at = A.at, status = status,
               usage = usage_totals()}
   for k, v in pairs(fields) do ev[k] = v end
-  emit(cjson.encode(ev))
+  local body = cjson.encode(ev)
+  if output then body = string.sub(body, 1, -2) .. OUTPUT_MEMBER .. output .. string.sub(body, -1) end
+  emit(body)
   expire_run()
   redis.call('ZREM', moving_key, A.run_id)
   drop_timers()
@@ -123,7 +127,9 @@ local function succeed(step)
   local text = redis.call('HGET', step, S.TEXT) or ''
   local reason = redis.call('HGET', step, S.FINISH_REASON) or 'stop'
   redis.call('HSET', meta, F.TEXT, text)
-  finish_run(RUN.SUCCEEDED, 'finish', {text = text, finish_reason = reason})
+  local output = redis.call('HGET', step, S.OUTPUT)
+  if output then redis.call('HSET', meta, F.OUTPUT, output) end
+  finish_run(RUN.SUCCEEDED, 'finish', {text = text, finish_reason = reason}, output)
   return OUT.FINISHED
 end
 

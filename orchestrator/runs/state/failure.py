@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -12,6 +13,7 @@ class FailureKind(StrEnum):
     INTERNAL = "internal"  # a bug, or a job whose worker died on every delivery
     HOOK = "hook"  # the step could not be prepared: its prepare_step hook raised
     LIMIT = "limit"  # a limit of the deployment or the spec (its run tree's steps) was reached
+    OUTPUT_INVALID = "output-invalid"  # no valid structured output within its retries
 
 
 class RunFailure(BaseModel):
@@ -26,3 +28,6 @@ class RunFailure(BaseModel):
     step: int | None = None
     # The provider's HTTP status, when there was one.
     status: int | None = None
+    # output-invalid: the model's last attempt (parsed when it parsed, else its text); left
+    # out of the JSON of every other failure.
+    attempt: Any = Field(default=None, exclude_if=lambda value: value is None)

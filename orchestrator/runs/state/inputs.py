@@ -100,6 +100,10 @@ class CommitStep(TransitionInput):
     next_job: QueuedJob
     # Answered through a provider batch API: counted apart as batch-priced usage.
     batch: bool = False
+    # The run's structured output (JSON) when this step gave a valid one, and messages
+    # that follow the assistant's (an invalid output sent back to the model).
+    output: str | None = None
+    follow: list[str] = Field(default_factory=list)
 
     def idle_job_fields(self) -> frozenset[str]:
         # commit_step.lua joins (sends next_job) only when the step finishes nothing

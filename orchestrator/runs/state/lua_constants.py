@@ -20,6 +20,9 @@ from agentq.orchestrator.runs.state.history import (
 )
 
 # Tables of the chunk, by Lua name.
+# The `finish` event's field that carries a run's structured output (core/events.py: Finish).
+FINISH_OUTPUT = "output"
+
 ENUM_TABLES: dict[str, type[StrEnum]] = {
     "RUN": status.RunStatus,
     "CALL": status.CallStatus,
@@ -95,5 +98,7 @@ def render(
         f"local TOOL_MESSAGE_OPEN, TOOL_MESSAGE_CLOSE = {_lua_str(open_)}, {_lua_str(close)}"
     )
     lines.append(f"local TOOL_RESULTS_REF = {_lua_str(TOOL_RESULTS_REF)}")
+    # The finish event's structured output, spliced in as stored (prelude.lua: finish_run).
+    lines.append(f"local OUTPUT_MEMBER = {_lua_str(',' + json.dumps(FINISH_OUTPUT) + ':')}")
     lines.append(f"local HISTORY_INLINE_MAX = {int(HISTORY_INLINE_MAX)}")
     return "\n".join(lines) + "\n"

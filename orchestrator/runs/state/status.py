@@ -103,6 +103,7 @@ class MetaField(StrEnum):
     TRACE = "trace"
     TOOL_ORDER = "tool_order"
     TEXT = "text"  # the final text, once succeeded
+    OUTPUT = "output"  # the structured output as JSON, once succeeded with one
     ERROR = "error"  # a RunFailure as JSON, once failed
     USAGE_INPUT = "u_in"
     USAGE_OUTPUT = "u_out"
@@ -162,6 +163,7 @@ class StepField(StrEnum):
     INPUT = "in:"  # + request id: the input request JSON
     INPUT_STATUS = "ins:"  # + request id: an InputStatus
     BATCH = "batch"  # "1" when the step was answered through a provider batch API
+    OUTPUT = "output"  # the run's structured output (JSON), when this step gave it
 
 
 def call_field(prefix: StepField, call_id: str) -> str:
