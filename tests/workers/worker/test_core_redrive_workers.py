@@ -142,7 +142,7 @@ async def test_a_parked_runs_lost_deadline_is_driven_again(
     assert expired.is_error
 
 
-async def test_an_ended_childs_lost_answer_is_driven_again(
+async def test_an_endeds_lost_answer_is_driven_again(
     redis_url: str, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     # The child ends on its tool's result (a tools-only worker records it) while no
