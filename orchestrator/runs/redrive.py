@@ -15,10 +15,11 @@ run that waits for a human, a client or a child run is not woken.
 
 A parked run stays watched, `PARKED_RECHECK` thresholds apart, while a parked call has
 a job of its own that ends its wait: its deadline (`park_expiry`), the `start_call` of
-its child run while no child exists, and the child's end (`child_ended`, enqueued on
-the child's own slot: the sweeper asks the ended child to enqueue it again, as a batch's
-sweeper asks an ended run for its line's end job). A wait on a human alone has none, and
-leaves the index until the run moves again.
+its child run or workflow while neither exists, a workflow's node jobs in flight (those
+its records enqueued whose node has recorded nothing), and the child's end
+(`child_ended`, enqueued on the child's own slot: the sweeper asks the ended child to
+enqueue it again, as a batch's sweeper asks an ended run for its line's end job). A
+wait on a human alone has none, and leaves the index until the run moves again.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import json
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX
+from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.run_ids import child_run_id
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.machine.store import resolved, text
@@ -45,6 +47,8 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import expiry_job, model_job, start_job, tool_job
+from agentq.orchestrator.tools import ToolDef
+from agentq.orchestrator.tools.workflow import WorkflowToolConfig, node_job
 
 # The statuses of a call whose job is the step's to drive (not parked, not done).
 RUNNABLE = (CallStatus.QUEUED, CallStatus.RUNNING)
@@ -149,10 +153,29 @@ class Redriver(Sweeper):
             if status is not None:
                 if text(status) in TERMINAL_STATUSES:
                     ended.append(child_id)
-            elif not await resolved(self.redis.exists(keys.workflow(run_id, n, plan.id))):
+                continue
+            recorded = await resolved(self.redis.hkeys(keys.workflow(run_id, n, plan.id)))
+            if not recorded:
                 # Nothing it starts exists yet (no child run, no workflow node recorded).
                 owned.append(RedriveCall(id=plan.id, job=start_job(run_id, n, plan)))
+                continue
+            nodes = await self._nodes_in_flight(run_id, n, plan, {text(r) for r in recorded})
+            owned += [RedriveCall(id=plan.id, job=job) for job in nodes]
         return owned, ended
+
+    async def _nodes_in_flight(
+        self, run_id: str, n: int, plan: CallPlan, recorded: set[str]
+    ) -> list[QueuedJob]:
+        """A workflow call's node jobs that its records enqueued and that have recorded
+        nothing yet."""
+        raw = await self.store.tool_def(run_id, plan.name)
+        tool = ToolDef.model_validate_json(raw) if raw else None
+        if tool is None or not isinstance(tool.config, WorkflowToolConfig):
+            return []
+        graph = tool.config.graph
+        return [
+            node_job(run_id, n, plan.id, node, tool.config) for node in graph.in_flight(recorded)
+        ]
 
 
 def _held(job_id: str) -> list[str]:
