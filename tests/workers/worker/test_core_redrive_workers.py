@@ -236,7 +236,7 @@ async def test_a_lost_workflow_node_job_is_driven_again(
         # Only once a sweeper has looked at the run (rescored it) does a worker serve the
         # tools queue again: the node job it runs is the one the sweeper enqueued again.
         index = keys.moving_runs(keys.partition_of(run_id))
-        lost_at = await client.redis.zscore(index, run_id)
+        lost_at: float | None = await client.redis.zscore(index, run_id)
 
         async def looked_at() -> bool:
             score: float | None = await client.redis.zscore(index, run_id)
