@@ -214,13 +214,15 @@ async def test_a_pass_costs_the_same_however_many_healthy_batches(redis_url: str
                 kick = seal_kick(batch_id)
                 await lose(redis, queued_job(kick).job_id)
                 await run_admission(client, kick, queued_job(kick).job_id)
-            # Two batches last moved long ago: the stale window of this pass.
+            # Two batches last moved long ago: the stale window of this pass (twice: the
+            # first loads the script on this server).
             stale = {entry(f"h{i}"): 0 for i in (healthy - 2, healthy - 1)}
-            assert await redis.zadd(keys.moving_batches(), stale) == 0  # rescored, not added
-            await redis.config_resetstat()
-            swept = await sweeper.sweep()
+            for _ in range(2):
+                assert await redis.zadd(keys.moving_batches(), stale) == 0  # rescored
+                await redis.config_resetstat()
+                swept = await sweeper.sweep()
+                assert (swept.examined, swept.redriven) == (2, 0)  # no room: kicks ran
             cost.append(await commands(redis))
-            assert (swept.examined, swept.redriven) == (2, 0)  # room: their kicks ran
         assert cost[0] == cost[1], cost
 
 
