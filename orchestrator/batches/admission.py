@@ -123,6 +123,7 @@ async def run_admission(client: Client, envelope: BatchJobEnvelope, token: str) 
     settle = BatchSettle(
         batch_id=envelope.batch_id,
         token=token,
+        by=envelope,
         line=envelope.line,
         run_id=envelope.run_id,
         record=record,
@@ -148,6 +149,7 @@ async def settle_and_admit(client: Client, tenant: str, settle: BatchSettle) -> 
                 BatchSettle(
                     batch_id=admission.batch_id,
                     token=f"{settle.token}:failed:{admission.run_id}",
+                    by=settle.by,
                     line=admission.line,
                     run_id=admission.run_id,
                     record=failed_record(error),

@@ -15,6 +15,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.envelopes import BatchJobEnvelope
 from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.machine.transition import Transition
 
@@ -56,6 +57,9 @@ class BatchOutcome(StrEnum):
     UNKNOWN_BATCH = "unknown-batch"
     INCOMPLETE = "incomplete"  # sealing a batch that holds another number of lines
     CLOSED = "closed"
+    REDRIVEN = "redriven"  # the sweeper enqueued a lost admission job again
+    IN_HAND = "in-hand"  # the sweeper found nothing lost
+    STALE = "stale"  # the line moved on since the sweeper read it
 
 
 class BatchField(StrEnum):
@@ -77,6 +81,7 @@ class BatchField(StrEnum):
     SEALED_AT = "sealed_at"
     FINISHED_AT = "finished_at"
     LAST_END_AT = "last_end_at"
+    KICK = "kick"  # the last kick job (a QueuedJob, JSON): the sweeper's to find in hand
     # Admission latency: a run's end to the next line's admission, summed and maximum.
     ADMIT_LATENCY_SUM = "admit_lat_sum"
     ADMIT_LATENCY_N = "admit_lat_n"
@@ -107,6 +112,9 @@ class RecordField(StrEnum):
     # The run's structured output as JSON text: a string, because the record passes
     # through cjson, which would read an empty array back as an object.
     OUTPUT = "o"
+    # While the line runs: the envelope of the admission job that admitted it, which
+    # creates its run (enqueued again by the sweeper if lost before that).
+    ADMITTED_BY = "b"
 
 
 def _lua_list(value: Any) -> Any:
@@ -124,6 +132,7 @@ BATCH_TABLES: dict[str, type[StrEnum]] = {
     "RF": RecordField,
 }
 BATCH_KEY_CONSTANTS: dict[str, str] = {
+    "PREFIX": keys.BATCH_PREFIX,
     "SEP": keys.JOB_SEPARATOR,
     "SCHED": keys.BATCH_SCHED_SUFFIX,
     "TOKEN": keys.BATCH_TOKEN_INFIX,
@@ -182,6 +191,7 @@ class BatchSettle(BatchInput):
     script = "batch_settle"
 
     token: str  # the admission job's id: a re-delivery gets the same admissions
+    by: BatchJobEnvelope | None = None  # that job (none: a sweeper's own settle)
     token_ttl_s: int = ADMISSION_TOKEN_TTL_S
     line: int | None = None
     run_id: str | None = None
@@ -204,6 +214,20 @@ class BatchRetry(BatchInput):
     kick: QueuedJob | None = None
 
 
+class BatchRedrive(BatchInput):
+    """The sweeper found an entry of the moving index unmoved (batches/redrive.py): a
+    batch with lines to admit (no `line`), or an admitted line and the run it read."""
+
+    script = "batch_redrive"
+
+    entry: str  # the entry as the index holds it
+    line: int | None = None
+    run_id: str | None = None
+    # A batch: a new kick, enqueued if the batch could admit and nothing admits it. A
+    # line: the kick that admitted it, enqueued again unless in hand.
+    job: QueuedJob | None = None
+
+
 BATCH_INPUTS: tuple[type[BatchInput], ...] = (
     BatchOpen,
     BatchUpload,
@@ -211,6 +235,7 @@ BATCH_INPUTS: tuple[type[BatchInput], ...] = (
     BatchSettle,
     BatchCancel,
     BatchRetry,
+    BatchRedrive,
 )
 
 
@@ -252,3 +277,7 @@ class CancelBatchReply(BatchReply):
 
 class RetryReply(BatchReply):
     requeued: int = 0
+
+
+class RedriveBatchReply(BatchReply):
+    jobs: int = 0

@@ -23,12 +23,14 @@ from agentq.orchestrator.batches.state import (
     BatchField,
     BatchInput,
     BatchOpen,
+    BatchRedrive,
     BatchReply,
     BatchRetry,
     BatchSeal,
     BatchSettle,
     BatchUpload,
     CancelBatchReply,
+    RedriveBatchReply,
     RetryReply,
     SchedField,
     SettleReply,
@@ -68,8 +70,6 @@ class BatchStore(Store):
     # -- transitions (see orchestrator/batches/lua/*.lua for each one's replies) -----
 
     async def open(self, tenant: str, transition: BatchOpen) -> BatchReply:
-        with redis_errors_mapped():
-            await resolved(self.redis.sadd(keys.batch_tenants(), tenant))
         return await self._apply(tenant, transition, BatchReply)
 
     async def upload(self, tenant: str, transition: BatchUpload) -> UploadReply:
@@ -86,6 +86,9 @@ class BatchStore(Store):
 
     async def retry(self, tenant: str, transition: BatchRetry) -> RetryReply:
         return await self._apply(tenant, transition, RetryReply)
+
+    async def redrive(self, tenant: str, transition: BatchRedrive) -> RedriveBatchReply:
+        return await self._apply(tenant, transition, RedriveBatchReply)
 
     # -- reads ---------------------------------------------------------------
 
@@ -122,24 +125,6 @@ class BatchStore(Store):
             if gone:
                 await resolved(self.redis.zrem(index, *gone))
         return [b for b, a in zip(ids, alive, strict=True) if a][:limit]
-
-    async def tenants(self) -> list[str]:
-        """Every tenant that opened a batch (what a sweep looks at)."""
-        with redis_errors_mapped():
-            raw = await resolved(self.redis.smembers(keys.batch_tenants()))
-        return sorted(text(v) for v in raw)
-
-    async def all_batch_ids(self, tenant: str) -> list[str]:
-        """Every batch of the tenant in its index (those past their retention included)."""
-        with redis_errors_mapped():
-            raw = await resolved(self.redis.zrange(keys.batch_index(tenant), 0, -1))
-        return [text(v) for v in raw]
-
-    async def running_run_ids(self, tenant: str, batch_id: str) -> list[str]:
-        """The run ids of the batch's lines whose record says running."""
-        with redis_errors_mapped():
-            raw = await resolved(self.redis.smembers(keys.batch_running(tenant, batch_id)))
-        return sorted(text(v) for v in raw)
 
     async def set_tenant_cap(self, tenant: str, cap: int) -> None:
         """Bound the in-flight runs of all the tenant's batches together (0: no bound)."""

@@ -16,26 +16,20 @@ from agentq.orchestrator.calls.store import CallStore
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.machine.store import resolved, text
+from agentq.orchestrator.machine.sweeper import Sweeper
 from agentq.orchestrator.redis.faults import redis_errors_mapped
-from agentq.orchestrator.runs.redrive import SweepPass, sweep_window
 from agentq.orchestrator.runs.state import Outcome
 
 
-class CallRedriver:
+class CallRedriver(Sweeper):
     def __init__(self, store: CallStore, *, after_s: float, limit: int) -> None:
+        super().__init__(store.redis, keys.moving_calls, after_s=after_s, limit=limit)
         self.store = store
-        self.redis = store.redis
-        self.after_ms = int(after_s * 1000)
-        self.limit = limit
 
-    async def sweep(self) -> SweepPass:
-        """One pass over every partition's stale window of calls."""
-        return await sweep_window(
-            self.redis, keys.moving_calls, self.redrive, after_ms=self.after_ms, limit=self.limit
-        )
-
-    async def redrive(self, call_id: str) -> int:
-        """Enqueue the call's job again if it was lost; how many jobs (0 or 1)."""
+    async def redrive(self, entry: str) -> int:
+        """Enqueue the call's job (the entry is its id) again if it was lost; how many
+        jobs (0 or 1)."""
+        call_id = entry
         with redis_errors_mapped():
             raw_call, raw_trace = await resolved(
                 self.redis.hmget(keys.call_meta(call_id), [CallField.CALL, CallField.TRACE])

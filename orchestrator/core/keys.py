@@ -62,6 +62,7 @@ WAKE_PREFIX = "aq:wake:"
 MOVING_PREFIX = "aq:moving:"
 MOVING_RUNS = "runs"
 MOVING_CALLS = "calls"
+MOVING_BATCHES = "batches"
 # A queue's timers (jobs due later: a parked call's deadline), apart from its ready jobs.
 TIMERS_PREFIX = "aq:timers:"
 
@@ -340,6 +341,12 @@ def moving_calls(partition: int = 0) -> str:
     return _partitioned(MOVING_PREFIX, partition, MOVING_CALLS)
 
 
+def moving_batches(partition: int = 0) -> str:
+    """Zset: a partition's batches with lines to admit and its admitted lines not ended,
+    by when each last moved (the batch transitions write it in their tenant's slot)."""
+    return _partitioned(MOVING_PREFIX, partition, MOVING_BATCHES)
+
+
 def worker_jobs(worker_id: str, partition: int = 0) -> str:
     """Hash: the jobs a worker (or a remote lease) holds in one partition."""
     return _partitioned(WORKER_PREFIX, partition, worker_id) + WORKER_JOBS_SUFFIX
@@ -436,17 +443,11 @@ BATCH_PENDING_SUFFIX = ":pending"  # list: line numbers waiting for admission
 BATCH_RUNNING_SUFFIX = ":running"  # set: run ids of admitted lines still running
 BATCH_END_JOB_SUFFIX = ":batch-end"
 BATCH_KICK_INFIX = ":kick:"
-BATCH_TENANTS = BATCH_PREFIX + "tenants"  # set: tenants that ever opened a batch (the sweep)
 
 
 def batch_base(tenant: str) -> str:
     """The prefix every batch key of the tenant starts with (carries the hash tag)."""
     return BATCH_PREFIX + tag(BATCH_TAG_PREFIX + tenant)
-
-
-def batch_tenants() -> str:
-    """Set: the tenants whose batches a worker's sweep looks at (one key, no hash tag)."""
-    return BATCH_TENANTS
 
 
 def batch_sched(tenant: str) -> str:

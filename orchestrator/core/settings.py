@@ -128,15 +128,13 @@ class Settings(BaseSettings):
     # "provider:*"), and the batch discount: what `batch status` estimates was saved.
     provider_batch_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
     provider_batch_discount: float = Field(default=0.5, ge=0, le=1)
-    # Batches (`agentq batch`): every worker of the model queue sweeps this often for lines
-    # left running whose run ended or vanished without its end being recorded (an
-    # admission job dropped, a run's keys expired first); a line found so in two sweeps in
-    # a row ends as failed. An upload never sealed expires this long after its last chunk.
-    batch_sweep_s: float = Field(default=60.0, gt=0)
     # Every worker sweeps for runs that have not moved for this long and whose current step
     # has no job queued or held and nothing recorded (a failover dropped the job): their
-    # step's jobs are enqueued again (orchestrator/runs/redrive.py). Well above a step's
-    # normal hop; a pass looks at no more than `redrive_batch` such runs per partition.
+    # step's jobs are enqueued again (orchestrator/runs/redrive.py); likewise calls without
+    # a run, and batches and their lines whose admission job was lost. Well above a step's
+    # normal hop; a pass looks at no more than `redrive_batch` entries per partition of
+    # each.
     redrive_after_s: float = Field(default=30.0, gt=0)
     redrive_batch: int = Field(default=100, ge=1)
+    # An upload never sealed (`agentq batch`) expires this long after its last chunk.
     batch_upload_ttl_s: int = Field(default=24 * 3600, gt=0)

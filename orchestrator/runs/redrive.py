@@ -5,37 +5,34 @@ failover dropped the write that queued it, or anything else removed it), and no
 completion was recorded, nothing will ever drive the run again. Every worker sweeps
 for such runs (workers/worker/runtime.py), beside the reaper.
 
-The cost of a pass does not grow with the number of healthy runs: each partition
-keeps its live runs in a sorted set scored by when each last moved (written by the
-run transitions themselves, `moved` in runs/lua/prelude.lua; an ending removes the
-run). A pass reads only the entries that have not moved for `after_s`, at most
-`limit` per partition, and each one it looks at is scored anew (or leaves the set
-while it is parked), so the next pass goes on with the next ones: the window is the
-cursor. Whether a stale run is stuck is decided inside one transition
-(runs/lua/redrive.lua), which enqueues the step's jobs again only where none is
-queued or held; a job that survived is never doubled, and a run that waits for a
-human, a client or a child run is not woken.
+The cost of a pass does not grow with the number of healthy runs (machine/sweeper.py):
+each partition keeps its live runs in a sorted set scored by when each last moved
+(written by the run transitions themselves, `moved` in runs/lua/prelude.lua; an ending
+removes the run), and a pass reads only its stale window. Whether a stale run is stuck
+is decided inside one transition (runs/lua/redrive.lua), which enqueues the step's jobs
+again only where none is queued or held; a job that survived is never doubled, and a
+run that waits for a human, a client or a child run is not woken.
 
 A parked run stays watched, `PARKED_RECHECK` thresholds apart, while a parked call has
 a job of its own that ends its wait: its deadline (`park_expiry`), the `start_call` of
-its child run while no child exists, and the child's end (`child_ended`, enqueued on
-the child's own slot: the sweeper asks the ended child to enqueue it again). A wait on
-a human alone has none, and leaves the index until the run moves again.
+its child run or workflow while neither exists, a workflow's node jobs in flight (those
+its records enqueued whose node has recorded nothing), and the child's end
+(`child_ended`, enqueued on the child's own slot: the sweeper asks the ended child to
+enqueue it again, as a batch's sweeper asks an ended run for its line's end job). A
+wait on a human alone has none, and leaves the index until the run moves again.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
-
-from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX
+from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.run_ids import child_run_id
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.machine.store import resolved, text
+from agentq.orchestrator.machine.sweeper import Sweeper
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.state import (
     PARKED_CALL_STATUSES,
@@ -50,6 +47,8 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import expiry_job, model_job, start_job, tool_job
+from agentq.orchestrator.tools import ToolDef
+from agentq.orchestrator.tools.workflow import WorkflowToolConfig, node_job
 
 # The statuses of a call whose job is the step's to drive (not parked, not done).
 RUNNABLE = (CallStatus.QUEUED, CallStatus.RUNNING)
@@ -58,43 +57,29 @@ RUNNABLE = (CallStatus.QUEUED, CallStatus.RUNNING)
 PARKED_RECHECK = 10
 
 
-@dataclass
-class SweepPass:
-    """What one pass did: runs looked at (the stale window), jobs enqueued again."""
-
-    examined: int = 0
-    redriven: int = 0
-
-
-class Redriver:
+class Redriver(Sweeper):
     def __init__(self, store: RunStore, *, after_s: float, limit: int) -> None:
+        super().__init__(store.redis, keys.moving_runs, after_s=after_s, limit=limit)
         self.store = store
-        self.redis = store.redis
-        self.after_ms = int(after_s * 1000)
-        self.limit = limit
         self.recheck_ms = self.after_ms * (PARKED_RECHECK - 1)
 
-    async def sweep(self) -> SweepPass:
-        """One pass over every partition's stale window."""
-        return await sweep_window(
-            self.redis, keys.moving_runs, self.redrive, after_ms=self.after_ms, limit=self.limit
-        )
-
-    async def redrive(self, run_id: str) -> int:
+    async def redrive(self, entry: str) -> int:
         """Enqueue again what the run's current step waits for and lost; how many jobs."""
-        transition, ended_children = await self._read(run_id)
+        transition, ended_children = await self._read(entry)
         answer = await self.store.redrive(transition)
         jobs = answer.jobs if answer.outcome == Outcome.REDRIVEN else 0
         for child_id in ended_children:
-            jobs += await self._redrive_ended_child(child_id)
+            jobs += await self.redrive_ended(child_id)
         return jobs
 
-    async def _redrive_ended_child(self, child_id: str) -> int:
+    async def redrive_ended(self, run_id: str) -> int:
+        """An ended run whose end someone still waits on (its parent's call, its batch
+        line): the jobs its end enqueued, again unless in hand; how many."""
         with redis_errors_mapped():
-            raw_step = await resolved(self.redis.hget(keys.meta(child_id), MetaField.STEP))
+            raw_step = await resolved(self.redis.hget(keys.meta(run_id), MetaField.STEP))
         step = int(raw_step) if raw_step is not None else 0
         transition = Redrive(
-            run_id=child_id, step=step, model_job=model_job(child_id, step), ended_child=True
+            run_id=run_id, step=step, model_job=model_job(run_id, step), ended=True
         )
         answer = await self.store.redrive(transition)
         return answer.jobs if answer.outcome == Outcome.REDRIVEN else 0
@@ -168,37 +153,29 @@ class Redriver:
             if status is not None:
                 if text(status) in TERMINAL_STATUSES:
                     ended.append(child_id)
-            elif not await resolved(self.redis.exists(keys.workflow(run_id, n, plan.id))):
+                continue
+            recorded = await resolved(self.redis.hkeys(keys.workflow(run_id, n, plan.id)))
+            if not recorded:
                 # Nothing it starts exists yet (no child run, no workflow node recorded).
                 owned.append(RedriveCall(id=plan.id, job=start_job(run_id, n, plan)))
+                continue
+            nodes = await self._nodes_in_flight(run_id, n, plan, {text(r) for r in recorded})
+            owned += [RedriveCall(id=plan.id, job=job) for job in nodes]
         return owned, ended
 
-
-async def sweep_window(
-    redis: Redis,
-    index: Callable[[int], str],
-    redrive: Callable[[str], Awaitable[int]],
-    *,
-    after_ms: int,
-    limit: int,
-) -> SweepPass:
-    """One pass of a machine's sweeper: `redrive` each id of every partition's moving
-    `index` unmoved for `after_ms`, at most `limit` per partition (each one redriven is
-    scored anew or leaves the index: the next pass goes on with the next ones)."""
-    with redis_errors_mapped():
-        seconds, micros = await resolved(redis.time())
-    # Scored by Redis's clock (the transitions' TIME), so workers' clocks do not matter.
-    stale_before = seconds * 1000 + micros // 1000 - after_ms
-    done = SweepPass()
-    for partition in keys.partitions():
-        with redis_errors_mapped():
-            ids = await resolved(
-                redis.zrangebyscore(index(partition), "-inf", stale_before, start=0, num=limit)
-            )
-        for id_ in ids:
-            done.examined += 1
-            done.redriven += await redrive(text(id_))
-    return done
+    async def _nodes_in_flight(
+        self, run_id: str, n: int, plan: CallPlan, recorded: set[str]
+    ) -> list[QueuedJob]:
+        """A workflow call's node jobs that its records enqueued and that have recorded
+        nothing yet."""
+        raw = await self.store.tool_def(run_id, plan.name)
+        tool = ToolDef.model_validate_json(raw) if raw else None
+        if tool is None or not isinstance(tool.config, WorkflowToolConfig):
+            return []
+        graph = tool.config.graph
+        return [
+            node_job(run_id, n, plan.id, node, tool.config) for node in graph.in_flight(recorded)
+        ]
 
 
 def _held(job_id: str) -> list[str]:

@@ -13,8 +13,10 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError
 
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope
 from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.jobs import queued_job
+from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.policy.model_ref import ModelRef, parse_model
 from agentq.orchestrator.policy.providers import provider_table
@@ -46,6 +48,18 @@ class WorkflowToolConfig(KindConfig):
     # Resolved at submit: each tool node's tool, each llm node's model (a ModelRef dict).
     tools: dict[str, ToolDef] = Field(default_factory=dict)
     models: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+def node_job(
+    run_id: str, step: int, call_id: str, node: str, config: WorkflowToolConfig
+) -> QueuedJob:
+    """A node's job: on its tool's queue (a tool node), else the model queue."""
+    tool = config.tools.get(node)
+    queue = tool.queue if tool is not None and tool.queue else MODEL_QUEUE
+    envelope = JobEnvelope(
+        kind="workflow_node", run_id=run_id, step=step, call_id=call_id, node=node
+    )
+    return queued_job(envelope, queue)
 
 
 # Kinds a tool node cannot use: nothing on a queue executes them.

@@ -12,7 +12,7 @@ over earlier outputs, never Python's eval: its edges carry "true" or "false"),
 from __future__ import annotations
 
 import graphlib
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
 import jmespath
@@ -91,6 +91,17 @@ class WorkflowGraph(BaseModel):
 
     def succs(self, node: str) -> list[str]:
         return sorted({e.target for e in self.edges if e.source == node})
+
+    def in_flight(self, recorded: Collection[str]) -> list[str]:
+        """The nodes whose jobs a record enqueued (every predecessor has an outcome) and
+        that have none yet: what a workflow call that still waits has queued or running."""
+        return [
+            n.id
+            for n in self.nodes
+            if n.id not in recorded
+            and (preds := self.preds(n.id))
+            and all(e.source in recorded for e in preds)
+        ]
 
     @property
     def input_node(self) -> WorkflowNode:

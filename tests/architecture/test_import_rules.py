@@ -257,6 +257,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "workers.worker": {
         "orchestrator",
+        "orchestrator.batches",  # the sweeper of lost admission jobs, beside the runs'
         "orchestrator.calls",  # the sweeper of calls whose job was lost, beside the runs'
         "orchestrator.core",
         "orchestrator.fleet",

@@ -4,14 +4,12 @@ batch's kick) and creates the lines' runs it admits. See orchestrator/batches/ad
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from typing import Any
 
 from arq import Retry
 
 from agentq.orchestrator.batches.admission import run_admission
-from agentq.orchestrator.batches.sweep import BatchSweeper
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import BatchJobEnvelope, JobKind
 from agentq.orchestrator.core.errors import InfrastructureError
@@ -48,16 +46,3 @@ async def batch_admit(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
             raise Retry(defer=_REDIS_RETRY_S) from exc
         log.error("admission of batch %s failed", envelope.batch_id, exc_info=exc)
         raise
-
-
-async def sweep_forever(client: Client, every_s: float) -> None:
-    """End stranded batch lines (see orchestrator/batches/sweep.py), like the reaper: on
-    every worker of the model queue, idempotent, so several sweeping at once is fine."""
-    sweeper = BatchSweeper(client)
-    while True:
-        await asyncio.sleep(every_s)
-        acted = await OUTAGE.periodic_pass(
-            sweeper.sweep, failure="sweeping batches failed", log=log
-        )
-        if acted:
-            log.info("the batch sweep ended or admitted %d line(s)", acted)

@@ -14,9 +14,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope
+from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.events import event_json
-from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
 from agentq.orchestrator.core.templating import render
 from agentq.orchestrator.loop.plan import CallPlan, error_result, parse_arguments, validate_input
@@ -37,7 +36,7 @@ from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, result_events
 from agentq.orchestrator.spec.run import ToolChoiceTool
 from agentq.orchestrator.tools import ToolDef
-from agentq.orchestrator.tools.workflow import WorkflowToolConfig
+from agentq.orchestrator.tools.workflow import WorkflowToolConfig, node_job
 from agentq.orchestrator.tools.workflow_graph import (
     NodeOutcome,
     WorkflowNode,
@@ -72,16 +71,7 @@ class WorkflowCall:
         self.graph = config.graph
 
     def node_job(self, node: str) -> QueuedJob:
-        tool = self.config.tools.get(node)
-        queue = tool.queue if tool is not None and tool.queue else MODEL_QUEUE
-        envelope = JobEnvelope(
-            kind="workflow_node",
-            run_id=self.run_id,
-            step=self.step,
-            call_id=self.call.id,
-            node=node,
-        )
-        return queued_job(envelope, queue)
+        return node_job(self.run_id, self.step, self.call.id, node, self.config)
 
     def progress(self, output: dict[str, Any]) -> str:
         return event_json(

@@ -39,6 +39,7 @@ import httpx
 from arq.worker import func
 from redis.asyncio import Redis
 
+from agentq.orchestrator.batches.redrive import BatchRedriver
 from agentq.orchestrator.calls.redrive import CallRedriver
 from agentq.orchestrator.calls.store import CallStore
 from agentq.orchestrator.client import Client
@@ -54,6 +55,7 @@ from agentq.orchestrator.core.keys import job_prefix
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.fleet import listings
 from agentq.orchestrator.loop.prepare import PREPARE_STEP_KIND
+from agentq.orchestrator.machine.sweeper import Sweeper
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.redis.connect import (
     MAX_BLOCK_S,
@@ -73,7 +75,6 @@ from agentq.orchestrator.tools.announcements import (
 )
 from agentq.orchestrator.tools.http import HTTP_EXECUTOR_KIND
 from agentq.orchestrator.tools.mcp import MCP_SERVER_KIND
-from agentq.workers.jobs import batch_admit as batch_jobs
 from agentq.workers.jobs.base import WorkerDeps
 from agentq.workers.jobs.registry import job_handlers
 from agentq.workers.models.batch.collector import Collector
@@ -263,10 +264,6 @@ class WorkerRuntime:
                 self.redis, store, self.worker_id, settings=self.settings, env=self.env
             )
             self._tasks.append(asyncio.create_task(webhooks.run_forever(), name="agentq-webhooks"))
-            sweep = batch_jobs.sweep_forever(
-                Client(redis=self.redis, settings=self.settings), self.settings.batch_sweep_s
-            )
-            self._tasks.append(asyncio.create_task(sweep, name="agentq-batch-sweep"))
         # Everything the jobs will use is loaded: full collections need not walk it again.
         if self._freeze_startup_heap:
             freeze_startup_objects()
@@ -347,21 +344,22 @@ class WorkerRuntime:
                 log.info("re-delivered %d job(s) of workers whose lease lapsed", reaped)
 
     async def _redrive_forever(self) -> None:
-        """Re-drive runs whose current step, and calls without a run, lost their job (a
-        failover dropped it)."""
+        """Re-drive runs whose current step, calls without a run, and batches and their
+        lines whose admission job was lost (a failover dropped it)."""
         redis = self.redis
         assert redis is not None
         if is_memory_url(self.redis_url):
             return  # one process holds the embedded Redis: no failover can drop a job
         after_s, limit = self.settings.redrive_after_s, self.settings.redrive_batch
         retention_s = self.settings.retention_s
-        sweepers: dict[str, Redriver | CallRedriver] = {
-            "runs": Redriver(
-                RunStore(redis, retention_s=retention_s), after_s=after_s, limit=limit
-            ),
+        runs = Redriver(RunStore(redis, retention_s=retention_s), after_s=after_s, limit=limit)
+        client = Client(redis=redis, settings=self.settings)
+        sweepers: dict[str, Sweeper] = {
+            "runs": runs,
             "calls": CallRedriver(
                 CallStore(redis, retention_s=retention_s), after_s=after_s, limit=limit
             ),
+            "batches": BatchRedriver(client, runs, after_s=after_s, limit=limit),
         }
         # A few passes per threshold: a lost job waits at most about 1⅓ thresholds.
         while True:

@@ -5,7 +5,8 @@
 --         CLOSED {status, running}     done or cancelled before (running: what is left)
 --         UNKNOWN_BATCH
 -- Effects status cancelled, every queued line's record cancelled, the pending list
---         emptied, the batch leaves the ring; done at once if nothing runs.
+--         emptied, the batch leaves the ring and the moving index (its running lines
+--         stay there until they end); done at once if nothing runs.
 local m = bkey(A.batch_id)
 local st = redis.call('HGET', m, BF.STATUS)
 if not st then return reply(BOUT.UNKNOWN_BATCH) end
@@ -25,5 +26,6 @@ redis.call('HINCRBY', m, LINE.QUEUED, -#lines)
 redis.call('HINCRBY', m, LINE.CANCELLED, #lines)
 redis.call('DEL', pending)
 redis.call('ZREM', ring, A.batch_id)
+settled(A.batch_id)
 finish_if_done(A.batch_id)
 return reply(BOUT.CANCELLED, {status = BATCH.CANCELLED, running = running})

@@ -7,7 +7,8 @@
 --         UNKNOWN_BATCH
 -- Effects per requeued line: record queued (result cleared), counts, pending += line;
 --         if any: status running, the retention lifted, the batch joins the ring; the
---         kick job (an admission) when given.
+--         kick job (an admission) when given, kept as the batch's kick, and the batch
+--         (re)enters the moving index.
 local m = bkey(A.batch_id)
 local st = redis.call('HGET', m, BF.STATUS)
 if not st then return reply(BOUT.UNKNOWN_BATCH) end
@@ -37,5 +38,9 @@ if n > 0 then
   for _, key in ipairs(batch_keys(A.batch_id)) do redis.call('PERSIST', key) end
   ring_join(A.batch_id)
 end
-if A.kick then enqueue(A.kick) end
+if A.kick then
+  enqueue(A.kick)
+  redis.call('HSET', m, BF.KICK, cjson.encode(A.kick))
+  moved(A.batch_id)
+end
 return reply(BOUT.REQUEUED, {status = redis.call('HGET', m, BF.STATUS), requeued = n})

@@ -5,8 +5,9 @@
 --         EXISTS {status, lines}      sealed before (a re-submission): nothing changes
 --         INCOMPLETE {status, lines}  the batch holds another number of lines
 --         UNKNOWN_BATCH
--- Effects status running, the upload's expiry removed, the batch joins the ring, the kick job (an admission) is
---         enqueued; an empty batch is done at once.
+-- Effects status running, the upload's expiry removed, the batch joins the ring, the
+--         kick job (an admission) is enqueued and kept as the batch's kick, the batch
+--         enters the moving index; an empty batch is done at once.
 local m = bkey(A.batch_id)
 local st = redis.call('HGET', m, BF.STATUS)
 if not st then return reply(BOUT.UNKNOWN_BATCH) end
@@ -17,5 +18,7 @@ redis.call('HSET', m, BF.STATUS, BATCH.RUNNING, BF.SEALED_AT, A.at)
 expire_upload(A.batch_id, nil)
 ring_join(A.batch_id)
 enqueue(A.kick)
+redis.call('HSET', m, BF.KICK, cjson.encode(A.kick))
+moved(A.batch_id)
 finish_if_done(A.batch_id)
 return reply(BOUT.SEALED, {status = redis.call('HGET', m, BF.STATUS), lines = n})

@@ -1,15 +1,18 @@
 -- batch_settle: an admission job. Record the end of a line's run (when it carries one),
 -- then admit lines across the tenant's batches up to their concurrency.
 -- KEYS    sched, ring, index (see batch/prelude)
--- ARGV    BatchSettle: batch_id, token (the job's id), token_ttl_s, line, run_id,
---         record (the ended line's compact record), ended_at (when its run ended)
+-- ARGV    BatchSettle: batch_id, token (the job's id), by (the job's envelope, none for
+--         a sweeper's own settle), token_ttl_s, line, run_id, record (the ended line's
+--         compact record), ended_at (when its run ended)
 -- Replies SETTLED {admitted[{batch_id, line, run_id, spec}]}
 --         DUPLICATE {admitted}  the token was settled before (a re-delivered job): the
 --                   same admissions again, so their runs are created (idempotently)
 -- Effects the line's record, counts and usage (only if the record still names that
---         run as running: a stale end changes nothing); the batch is done when every
---         line ended; per admitted line: attempt + 1, its run id, status running,
---         counts; the token's admissions (kept token_ttl_s); admission latency.
+--         run as running: a stale end changes nothing), the line leaves the moving
+--         index; the batch is done when every line ended; per admitted line: attempt
+--         + 1, its run id, status running, the job that admitted it (`by`), counts, an
+--         entry in the moving index (and the batch's while it has lines to admit); the
+--         token's admissions (kept token_ttl_s); admission latency.
 local tok = base .. BK.TOKEN .. A.token
 local prior = redis.call('GET', tok)
 local admitted, outcome
@@ -23,8 +26,10 @@ else
     local rec = raw and cjson.decode(raw)
     if rec and rec[RF.RUN_ID] == A.run_id and rec[RF.STATUS] == LINE.RUNNING then
       for k, v in pairs(A.record) do rec[k] = v end
+      rec[RF.ADMITTED_BY] = nil
       redis.call('HSET', recs, A.line, cjson.encode(rec))
       redis.call('SREM', bkey(A.batch_id, BK.RUNNING), A.run_id)
+      settled(A.batch_id, A.line)
       redis.call('HINCRBY', m, LINE.RUNNING, -1)
       redis.call('HINCRBY', m, rec[RF.STATUS], 1)
       redis.call('HINCRBY', m, BF.INFLIGHT, -1)

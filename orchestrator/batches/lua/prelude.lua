@@ -15,6 +15,8 @@ local base = string.sub(sched, 1, #sched - #BK.SCHED)
 
 -- @include reply
 -- @include enqueue
+-- @include clock
+-- @include moving
 
 local function bkey(id, suffix)
   return base .. BK.SEP .. id .. (suffix or '')
@@ -27,6 +29,25 @@ end
 
 local function num(value)
   return tonumber(value) or 0
+end
+
+-- The moving index (batches/redrive.py) holds a batch while it has lines to admit, and
+-- each admitted line until its end is recorded, by when each last moved: the sweeper
+-- looks only at the entries unmoved for a while. An entry names its tenant, so one
+-- partition's index serves every tenant in it.
+local moving_key = moving_index(string.sub(base, #BK.PREFIX + 1), K.MOVING_BATCHES)
+local function entry(id, line)
+  local tenant = redis.call('HGET', bkey(id), BF.TENANT)
+  if line then return cjson.encode({tenant, id, tostring(line)}) end
+  return cjson.encode({tenant, id})
+end
+
+local function moved(id, line)
+  redis.call('ZADD', moving_key, now_ms(), entry(id, line))
+end
+
+local function settled(id, line)
+  redis.call('ZREM', moving_key, entry(id, line))
 end
 
 -- A batch joins the ring at the lowest pass in it: it takes its turn from now on,
@@ -53,6 +74,7 @@ local function finish_if_done(id)
   if v[1] == BATCH.RUNNING then redis.call('HSET', m, BF.STATUS, BATCH.DONE) end
   redis.call('HSET', m, BF.FINISHED_AT, A.at)
   redis.call('ZREM', ring, id)
+  settled(id)
   for _, key in ipairs(batch_keys(id)) do redis.call('EXPIRE', key, v[4]) end
 end
 
@@ -83,6 +105,9 @@ local function admit()
     rec[RF.ATTEMPT] = num(rec[RF.ATTEMPT]) + 1
     rec[RF.RUN_ID] = redis.call('HGET', m, BF.RUN_PREFIX) .. line .. '.' .. rec[RF.ATTEMPT]
     rec[RF.STATUS] = LINE.RUNNING
+    -- The job that admits it creates its run: if that job is lost, the sweeper enqueues
+    -- it again (its settle answers with the same admissions).
+    rec[RF.ADMITTED_BY] = A.by
     redis.call('HSET', recs, line, cjson.encode(rec))
     redis.call('SADD', bkey(picked, BK.RUNNING), rec[RF.RUN_ID])
     redis.call('HINCRBY', m, LINE.QUEUED, -1)
@@ -91,6 +116,8 @@ local function admit()
     redis.call('HINCRBY', sched, SF.INFLIGHT, 1)
     inflight = inflight + 1
     redis.call('ZINCRBY', ring, redis.call('HGET', m, BF.STRIDE), picked)
+    moved(picked, line)
+    if redis.call('LLEN', bkey(picked, BK.PENDING)) == 0 then settled(picked) else moved(picked) end
     out[#out + 1] = {batch_id = picked, line = tonumber(line), run_id = rec[RF.RUN_ID]}
   end
   return out

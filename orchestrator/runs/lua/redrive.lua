@@ -7,7 +7,8 @@
 --         batch), calls[{id, job}] (the step's calls that run on a queue, with their jobs),
 --         parked[{id, job}] (the jobs the run owns that end a parked call's wait: its
 --         deadline, the start of its child run), watched (some parked call has such a
---         job), recheck_ms, ended_child (the run's parent still waits on this ended run)
+--         job), recheck_ms, ended (the run's parent, or its batch line, still waits on
+--         this ended run)
 -- Replies REDRIVEN {jobs}  jobs enqueued again; the run is scored as moved now
 --         IN_HAND   every job the step waits for is queued or held; scored as moved now
 --         PARKED    the step waits only on parked calls (approval, a client's result, a
@@ -21,12 +22,16 @@
 local err = run_guard(A.step)
 if err then
   if err ~= OUT.STALE then redis.call('ZREM', moving_key, A.run_id) end
-  -- Its end enqueued the parent's answer job; enqueued again, it answers nothing twice.
-  local parent_job = A.ended_child and err == OUT.CLOSED and redis.call('HGET', meta, F.PARENT_JOB)
-  if parent_job then
-    local job = cjson.decode(parent_job)
-    if not held(job.job_id) then return reply(OUT.REDRIVEN, {jobs = enqueue(job)}) end
+  -- Its end enqueued its parent's answer job and its batch line's end job; enqueued
+  -- again, they answer or settle nothing twice (each is idempotent by its id).
+  local sent = 0
+  if A.ended and err == OUT.CLOSED then
+    for _, raw in ipairs(redis.call('HMGET', meta, F.PARENT_JOB, F.END_JOB)) do
+      local job = raw and cjson.decode(raw)
+      if job and not held(job.job_id) then sent = sent + enqueue(job) end
+    end
   end
+  if sent > 0 then return reply(OUT.REDRIVEN, {jobs = sent}) end
   return reply(err)
 end
 local step = step_key(A.step)

@@ -288,9 +288,10 @@ class Redrive(TransitionInput):
     watched: bool = False
     # How much later than a moving run a watched parked run is looked at again.
     recheck_ms: int = 0
-    # An ended run: its end's job to its parent (`child_ended`) is enqueued again unless
-    # in hand (the parent found its call still waiting on this ended child).
-    ended_child: bool = False
+    # An ended run: the jobs its end enqueued for whoever waits on it (its parent's
+    # `child_ended`, its batch line's end) are enqueued again unless in hand (the parent
+    # found its call, or the batch its line, still waiting on this ended run).
+    ended: bool = False
 
 
 INPUTS: tuple[type[TransitionInput], ...] = (

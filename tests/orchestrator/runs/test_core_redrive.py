@@ -279,7 +279,7 @@ async def test_a_lost_start_job_is_enqueued_again_until_its_child_exists(redis: 
     assert not await redis.exists(keys.arq_job(job_id))
 
 
-async def test_an_ended_childs_lost_answer_is_enqueued_again(redis: Redis) -> None:
+async def test_an_endeds_lost_answer_is_enqueued_again(redis: Redis) -> None:
     store = RunStore(redis)
     await _create(store, "r1")
     plan = _parked("c1", start_queue="model")

@@ -192,3 +192,30 @@ def test_conditions_choose_a_branch_and_skip_the_other() -> None:
     outcomes["yes"] = NodeOutcome(status="done", output="y")
     outcomes["no"] = NodeOutcome(status="skipped")
     assert is_active(graph, "out", outcomes)
+
+
+JOIN: dict[str, Any] = {
+    "nodes": [
+        {"id": "in", "kind": "input"},
+        {"id": "a", "kind": "template", "template": "a"},
+        {"id": "b", "kind": "template", "template": "b"},
+        {"id": "out", "kind": "output", "value": "{{a}}{{b}}"},
+    ],
+    "edges": [["in", "a"], ["in", "b"], ["a", "out"], ["b", "out"]],
+}
+
+
+@pytest.mark.parametrize(
+    ("recorded", "in_flight"),
+    [
+        (set(), []),  # not started: the call's start job, not a node's, is in flight
+        ({"in"}, ["a", "b"]),
+        ({"in", "a"}, ["b"]),  # the join waits for b
+        ({"in", "a", "b"}, ["out"]),
+        ({"in", "a", "b", "out"}, []),
+    ],
+)
+def test_the_nodes_in_flight_are_those_enqueued_and_unrecorded(
+    recorded: set[str], in_flight: list[str]
+) -> None:
+    assert WorkflowGraph.model_validate(JOIN).in_flight(recorded) == in_flight

@@ -1,6 +1,6 @@
-"""A run whose step lost its job (as a failover can drop the write that queued it)
-finishes, exactly once, because a worker's sweeper drives the step again: real worker
-processes on a real redis-server."""
+"""A run whose step lost its job (as a failover can drop the write that queued it), or
+whose workflow call lost a node's job, finishes, exactly once, because a worker's
+sweeper drives it again: real worker processes on a real redis-server."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ async def test_a_parked_runs_lost_deadline_is_driven_again(
     assert expired.is_error
 
 
-async def test_an_ended_childs_lost_answer_is_driven_again(
+async def test_an_endeds_lost_answer_is_driven_again(
     redis_url: str, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     # The child ends on its tool's result (a tools-only worker records it) while no
@@ -188,3 +188,67 @@ async def test_an_ended_childs_lost_answer_is_driven_again(
 
 async def _status_is(client: Client, run_id: str, status: str) -> bool:
     return (await client.runs.status(run_id)).status == status
+
+
+ADDER = {
+    "type": "workflow",
+    "name": "adder",
+    "input_schema": {"type": "object", "properties": {"x": {"type": "number"}}},
+    "graph": {
+        "nodes": [
+            {"id": "in", "kind": "input"},
+            {
+                "id": "sum",
+                "kind": "tool",
+                "tool": {"type": "function", "name": "add"},
+                "input": {"a": "{{in.x}}", "b": 1},
+            },
+            {"id": "out", "kind": "output", "value": "{{sum}}"},
+        ],
+        "edges": [["in", "sum"], ["sum", "out"]],
+    },
+}
+
+
+async def test_a_lost_workflow_node_job_is_driven_again(
+    redis_url: str, workers: list[WorkerProcess]
+) -> None:
+    # The workflow starts on the model queue; its tool node waits on the tools queue, whose
+    # one worker died (its tools still announced), and is lost there.
+    tool_worker = WorkerProcess(redis_url, "--tools", TOOLS, "--queue", "tools")
+    workers += [WorkerProcess(redis_url, "--queue", "model", env=SWEPT), tool_worker]
+    wait_ready(*workers)
+    tool_worker.kill()
+    spec = scripted(
+        {"tool_calls": [{"name": "adder", "input": {"x": 2}, "id": "w1"}]},
+        {"text": "done"},
+        tools=[ADDER],
+    )
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(spec)
+        node_job = keys.node_job_id(run_id, 0, "w1", "sum")
+
+        async def node_queued() -> int:
+            return int(await client.redis.exists(keys.arq_job(node_job)))
+
+        await eventually_async(node_queued, "the workflow's node job to be queued")
+        await _lose(client, node_job, "tools")
+        # Only once a sweeper has looked at the run (rescored it) does a worker serve the
+        # tools queue again: the node job it runs is the one the sweeper enqueued again.
+        index = keys.moving_runs(keys.partition_of(run_id))
+        lost_at: float | None = await client.redis.zscore(index, run_id)
+
+        async def looked_at() -> bool:
+            score: float | None = await client.redis.zscore(index, run_id)
+            return score != lost_at
+
+        await eventually_async(looked_at, "a sweeper to look at the run")
+        workers.append(WorkerProcess(redis_url, "--tools", TOOLS, "--queue", "tools"))
+        result = await client.runs.wait(run_id, timeout_s=60)
+        events = [e async for e in client.runs.events(run_id)]
+
+    assert result.status == "succeeded", result.error
+    (answer,) = result.steps[0].tool_results
+    assert (answer.output, answer.is_error) == (3.0, False)
+    done = [e.model_dump()["output"] for e in events if e.type == "tool-progress"]
+    assert [p["node"] for p in done if p["status"] == "done"] == ["in", "sum", "out"]
