@@ -27,8 +27,9 @@ from agentq.orchestrator.core.messages import (
     Usage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.policy.stop_conditions import StepFacts, stop_reason
 from agentq.orchestrator.runs.state import CallStatus, StepAfter
-from agentq.orchestrator.spec.run import HasToolCall, RunSpec, StepCountIs
+from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef, tool_needs
 
 After = StepAfter  # the name this module always used
@@ -54,6 +55,21 @@ class CallPlan(BaseModel):
     result: ToolResultPart | None = None
 
 
+class Answers(BaseModel):
+    """What the worker gathered before planning, for the decisions that are not the
+    response's alone: the run's tokens before this step and what the `@stop_when` hooks
+    the spec names answered. Stored with the step, so a replay plans as the run did."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_tokens: int = 0
+    stop_hooks: dict[str, bool] = Field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return self == Answers()
+
+
 class StepPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -63,6 +79,9 @@ class StepPlan(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     calls: list[CallPlan]
     after: StepAfter
+    # The stop condition that ends the run with this step (the run's finish_reason).
+    stop_reason: str | None = None
+    answers: Answers = Field(default_factory=Answers)
     provider_metadata: dict[str, Any] = Field(default_factory=dict)
     # What prepareStep and context management made of the step (workers/steps/prepare.py).
     prepared: dict[str, Any] | None = None
@@ -110,20 +129,36 @@ def offered_tools(spec: RunSpec, tools: list[ToolDef]) -> list[ToolDef]:
     return [t for t in tools if t.name in active]
 
 
-def plan_step(spec: RunSpec, tools: list[ToolDef], step: int, response: ModelResponse) -> StepPlan:
+def plan_step(
+    spec: RunSpec,
+    tools: list[ToolDef],
+    step: int,
+    response: ModelResponse,
+    answers: Answers | None = None,
+) -> StepPlan:
+    answers = answers or Answers()
     by_name = {t.name: t for t in offered_tools(spec, tools)}
     calls = [
         _plan_call(call_id, raw, by_name)
         for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
     ]
-    names = {c.name for c in calls}
+    facts = StepFacts(
+        step=step,
+        call_names=frozenset(c.name for c in calls),
+        text=response.text,
+        run_tokens=answers.run_tokens + response.usage.total_tokens,
+        hooks=answers.stop_hooks,
+    )
+    last, reason = step_end(spec, facts)
     return StepPlan(
         step=step,
         text=response.text,
         finish_reason=response.finish_reason,
         usage=response.usage,
         calls=calls,
-        after=StepAfter.FINISH if should_stop(spec, step, names) else StepAfter.CONTINUE,
+        after=StepAfter.FINISH if last else StepAfter.CONTINUE,
+        stop_reason=reason,
+        answers=answers,
         provider_metadata=response.provider_metadata,
     )
 
@@ -270,13 +305,8 @@ def validate_input(tool: ToolDef, value: Any) -> None:
         raise ToolInputError(f"Invalid input for tool {tool.name!r}: {details}")
 
 
-def should_stop(spec: RunSpec, step: int, call_names: set[str]) -> bool:
-    """Whether the run ends once this step's tool results are in."""
-    if step + 1 >= spec.max_steps:
-        return True
-    for cond in spec.stop_when:
-        if isinstance(cond, HasToolCall) and cond.has_tool_call in call_names:
-            return True
-        if isinstance(cond, StepCountIs) and step + 1 >= cond.step_count_is:
-            return True
-    return False
+def step_end(spec: RunSpec, facts: StepFacts) -> tuple[bool, str | None]:
+    """Whether the run ends once this step's tool results are in, and the stop condition
+    that ends it (None when it is `max_steps`, or nothing)."""
+    reason = stop_reason(spec.stop_when, facts)
+    return reason is not None or facts.step + 1 >= spec.max_steps, reason

@@ -33,7 +33,7 @@ from agentq.orchestrator.loop.context import (
     tokens_to_compact,
     with_summary,
 )
-from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
+from agentq.orchestrator.loop.plan import Answers, StepPlan, offered_tools, plan_step
 from agentq.orchestrator.loop.prepare import (
     StepOverrides,
     applied,
@@ -214,7 +214,8 @@ def replay(
                     today=messages_digest(history),
                 )
             )
-        plan = plan_step(effective, tools, step, recorded_response(resp))
+        answers = Answers.model_validate(resp.get("answers") or {})
+        plan = plan_step(effective, tools, step, recorded_response(resp), answers)
         if _path(plan) != _recorded_path(raw, resp):
             out.append(
                 Divergence(

@@ -16,8 +16,9 @@ from typing import Any
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.policy.providers import ProviderInfo, provider_table
+from agentq.orchestrator.policy.stop_conditions import HasToolCall, leaves
 from agentq.orchestrator.spec.limits import check_limits
-from agentq.orchestrator.spec.run import HasToolCall, RunSpec, ToolChoiceTool
+from agentq.orchestrator.spec.run import RunSpec, ToolChoiceTool
 from agentq.orchestrator.tools import (
     ResolveContext,
     ToolAnnouncement,
@@ -135,8 +136,8 @@ def check_tool_references(spec: RunSpec, tools: list[ToolDef]) -> None:
     for name in spec.active_tools or []:
         if name not in seen:
             raise SpecError(f"active_tools: {name!r} is not a tool of this run")
-    for i, cond in enumerate(spec.stop_when):
+    for where, cond in leaves(spec.stop_when):
         if isinstance(cond, HasToolCall) and cond.has_tool_call not in seen:
             raise SpecError(
-                f"stop_when[{i}].has_tool_call: {cond.has_tool_call!r} is not a tool of this run"
+                f"{where}.has_tool_call: {cond.has_tool_call!r} is not a tool of this run"
             )

@@ -215,6 +215,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.core",
         "orchestrator.loop",
         "orchestrator.machine",
+        "orchestrator.policy",  # policy/stop_conditions.py: what a step's hooks are asked
         "orchestrator.redis",
         "orchestrator.runs",
         "orchestrator.runs.state",
