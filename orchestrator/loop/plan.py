@@ -27,6 +27,7 @@ from agentq.orchestrator.core.messages import (
     Usage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.policy.approval_rules import asks
 from agentq.orchestrator.policy.stop_conditions import StepFacts, stop_reason
 from agentq.orchestrator.runs.state import CallStatus, StepAfter
 from agentq.orchestrator.spec.run import RunSpec
@@ -57,13 +58,16 @@ class CallPlan(BaseModel):
 
 class Answers(BaseModel):
     """What the worker gathered before planning, for the decisions that are not the
-    response's alone: the run's tokens before this step and what the `@stop_when` hooks
-    the spec names answered. Stored with the step, so a replay plans as the run did."""
+    response's alone: the run's tokens before this step, what the `@stop_when` hooks the
+    spec names and the `@needs_approval` hooks of the calls' tools answered. Stored with
+    the step, so a replay plans as the run did."""
 
     model_config = ConfigDict(extra="forbid")
 
     run_tokens: int = 0
     stop_hooks: dict[str, bool] = Field(default_factory=dict)
+    # Call id -> what its tool's `@needs_approval` hook answered.
+    approvals: dict[str, bool] = Field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -139,7 +143,7 @@ def plan_step(
     answers = answers or Answers()
     by_name = {t.name: t for t in offered_tools(spec, tools)}
     calls = [
-        _plan_call(call_id, raw, by_name)
+        _plan_call(call_id, raw, by_name, answers.approvals.get(call_id))
         for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
     ]
     facts = StepFacts(
@@ -190,7 +194,9 @@ def input_error(tool: ToolDef, arguments: str | dict[str, Any] | list[Any] | Non
     return None
 
 
-def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef]) -> CallPlan:
+def _plan_call(
+    call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef], approval: bool | None
+) -> CallPlan:
     if raw.provider_executed:
         return CallPlan(
             id=call_id,
@@ -222,7 +228,7 @@ def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef])
         id=call_id,
         name=tool.name,
         input=value,
-        status=_initial_status(tool),
+        status=_initial_status(tool, value, approval),
         queue=tool.queue,
         needs=tool_needs(tool),
         timeout_s=tool.timeout_s,
@@ -231,8 +237,11 @@ def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef])
     )
 
 
-def _initial_status(tool: ToolDef) -> CallStatus:
-    if tool.needs_approval:
+def _initial_status(tool: ToolDef, value: Any, approval: bool | None) -> CallStatus:
+    """`approval`: what the tool's approval hook answered for this call, if it has one."""
+    if tool.needs_approval or (
+        tool.approval_rule is not None and asks(tool.approval_rule, value, approval)
+    ):
         return CallStatus.AWAITING_APPROVAL
     if tool.queue is None:
         return CallStatus.AWAITING_RESULT

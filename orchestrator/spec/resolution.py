@@ -15,6 +15,7 @@ from typing import Any
 
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.policy.approval_rules import ApprovalHook, ApprovalWhen
 from agentq.orchestrator.policy.providers import ProviderInfo, provider_table
 from agentq.orchestrator.policy.stop_conditions import HasToolCall, leaves
 from agentq.orchestrator.spec.limits import check_limits
@@ -102,10 +103,15 @@ def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -
             else plugin.exposed_name(entry, tool, ctx)
         )
         approval = entry.needs_approval
-        needs = approval if isinstance(approval, bool) else own in approval or name in approval
+        rule = approval if isinstance(approval, ApprovalWhen | ApprovalHook) else None
+        if isinstance(approval, list):
+            needs = own in approval or name in approval
+        else:
+            needs = approval is True
         update: dict[str, object] = {
             "name": name,
             "needs_approval": needs,
+            "approval_rule": rule,
             "park_timeout_s": entry.park_timeout_s,
             "retry": entry.retry,
             "max_output_bytes": entry.max_output_bytes,

@@ -1,29 +1,47 @@
 """What a step's plan needs besides the model's answer, gathered at the I/O edge.
 
-The stop conditions are judged purely (orchestrator/policy/stop_conditions.py) on
+The stop conditions and approval rules are judged purely (orchestrator/policy/) on
 facts some of which only a worker can get: the run's token total (read from the
-run only when a `usage_exceeds` asks) and what the `@stop_when` hooks the spec
-names answer when called with the step's result. They are gathered here, before
+run only when a `usage_exceeds` asks), what the `@stop_when` hooks the spec names
+answer when called with the step's result, and what a tool's `@needs_approval`
+hook answers for each valid call of it. They are gathered here, before
 `plan_step`, and stored with the step (`Answers`), so a replay plans the same.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentq.orchestrator import tracing
-from agentq.orchestrator.loop.plan import Answers, call_ids, lenient_parse
-from agentq.orchestrator.loop.prepare import STOP_WHEN_KIND
+from agentq.orchestrator.core.errors import ToolInputError
+from agentq.orchestrator.loop.plan import (
+    Answers,
+    call_ids,
+    lenient_parse,
+    offered_tools,
+    parse_arguments,
+    validate_input,
+)
+from agentq.orchestrator.loop.prepare import NEEDS_APPROVAL_KIND, STOP_WHEN_KIND
+from agentq.orchestrator.policy.approval_rules import ApprovalHook
 from agentq.orchestrator.policy.stop_conditions import hook_names, needs_usage
 from agentq.orchestrator.runs.result import StepResult, ToolCallRecord
 from agentq.orchestrator.runs.state import MetaField
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.spec.run import RunSpec
+from agentq.orchestrator.tools import ToolDef
 from agentq.workers.models import ModelResponse
 from agentq.workers.steps.hooks import rule_hook
 from agentq.workers.steps.prepare import StepPreparationFailed
 
 
 async def gather(
-    store: RunStore, run_id: str, step: int, spec: RunSpec, response: ModelResponse
+    store: RunStore,
+    run_id: str,
+    step: int,
+    spec: RunSpec,
+    tools: list[ToolDef],
+    response: ModelResponse,
 ) -> Answers:
     """Raises StepPreparationFailed (the run fails) when a hook raises or is not here."""
     run_tokens = 0
@@ -32,11 +50,35 @@ async def gather(
         meta = await store.meta(run_id)
         run_tokens = int(meta.get(MetaField.USAGE_TOTAL, 0))
     names = hook_names(spec.stop_when)
-    if not names:
-        return Answers(run_tokens=run_tokens)
-    result = step_result(step, response)
-    stop_hooks = {name: await _ask(name, result) for name in names}
-    return Answers(run_tokens=run_tokens, stop_hooks=stop_hooks)
+    stop_hooks: dict[str, bool] = {}
+    if names:
+        result = step_result(step, response)
+        stop_hooks = {name: await _ask(STOP_WHEN_KIND, name, result) for name in names}
+    return Answers(
+        run_tokens=run_tokens,
+        stop_hooks=stop_hooks,
+        approvals=await _approvals(spec, tools, step, response),
+    )
+
+
+async def _approvals(
+    spec: RunSpec, tools: list[ToolDef], step: int, response: ModelResponse
+) -> dict[str, bool]:
+    """Each valid call of a tool with an approval hook: whether it waits (an invalid
+    call is answered with a tool error at once: nothing to approve)."""
+    by_name = {t.name: t for t in offered_tools(spec, tools)}
+    out: dict[str, bool] = {}
+    for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True):
+        tool = by_name.get(raw.name)
+        if tool is None or not isinstance(tool.approval_rule, ApprovalHook):
+            continue
+        try:
+            value = parse_arguments(raw.arguments)
+            validate_input(tool, value)
+        except ToolInputError:
+            continue
+        out[call_id] = await _ask(NEEDS_APPROVAL_KIND, tool.approval_rule.hook, value, tool.name)
+    return out
 
 
 def step_result(step: int, response: ModelResponse) -> StepResult:
@@ -54,18 +96,19 @@ def step_result(step: int, response: ModelResponse) -> StepResult:
     )
 
 
-async def _ask(name: str, result: StepResult) -> bool:
-    hook = rule_hook(STOP_WHEN_KIND, name)
+async def _ask(kind: str, name: str, *args: Any) -> bool:
+    label = kind.replace("-", "_")  # as the spec names it: stop_when, needs_approval
+    hook = rule_hook(kind, name)
     if hook is None:
         raise StepPreparationFailed(
-            f"stop_when hook {name!r} is not registered in the worker that ran the step "
+            f"{label} hook {name!r} is not registered in the worker that ran the step "
             "(load its module in the model queue's workers)"
         )
-    with tracing.span(f"stop_when {name}"):
+    with tracing.span(f"{label} {name}"):
         try:
-            return await hook(result)
+            return await hook(*args)
         except Exception as exc:
             tracing.record_exception(exc)
             raise StepPreparationFailed(
-                f"stop_when hook {name!r} raised {type(exc).__name__}: {exc}"
+                f"{label} hook {name!r} raised {type(exc).__name__}: {exc}"
             ) from exc

@@ -14,9 +14,11 @@ worker without it can send the hook to a queue of a worker with it.
 
 `@stop_when` (a run's `{"hook": NAME}` stop condition) is called with the step's
 result (a `StepResult`: text, tool calls, usage) and returns whether the run
-ends. These are called in the process that runs the model step (load their
-module in the workers of the model queue); submit checks a live worker
-announced them.
+ends. `@needs_approval` (a tool's `"needs_approval": {"hook": NAME}`) is called
+with a call's input and its tool's name and returns whether the call waits for
+approval. Both answer a bool, sync or async, and are called in the process that
+runs the model step (load their module in the workers of the model queue);
+submit checks a live worker announced them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any, overload
 
 from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.loop.prepare import (
+    NEEDS_APPROVAL_KIND,
     PREPARE_STEP_KIND,
     STOP_WHEN_KIND,
     StepOverrides,
@@ -84,7 +87,7 @@ def registered_hooks() -> dict[str, PrepareStepHook]:
 
 @dataclass(frozen=True)
 class RuleHook:
-    """A hook that answers a yes/no question of the loop (`@stop_when`)."""
+    """A hook that answers a yes/no question of the loop (`@stop_when`, `@needs_approval`)."""
 
     kind: str
     name: str
@@ -128,6 +131,22 @@ def stop_when(
     """Register a stop condition hook: `@stop_when` or `@stop_when(name=...)`; called
     with the step's `StepResult`, it returns True to end the run."""
     return _rule_decorator(STOP_WHEN_KIND, fn, name)
+
+
+@overload
+def needs_approval(fn: Callable[..., Any], /) -> RuleHook: ...
+
+
+@overload
+def needs_approval(*, name: str | None = None) -> Callable[[Callable[..., Any]], RuleHook]: ...
+
+
+def needs_approval(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None
+) -> RuleHook | Callable[[Callable[..., Any]], RuleHook]:
+    """Register an approval rule hook: `@needs_approval` or `@needs_approval(name=...)`;
+    called with a call's input and its tool's name, it returns True to park the call."""
+    return _rule_decorator(NEEDS_APPROVAL_KIND, fn, name)
 
 
 def rule_hook(kind: str, name: str) -> RuleHook | None:

@@ -252,7 +252,9 @@ async def plan(
     stop conditions need gathered first (workers/steps/answers.py)."""
     spec = prepared.spec
     try:
-        gathered = await answers.gather(deps.store, begun.run_id, begun.step, spec, response)
+        gathered = await answers.gather(
+            deps.store, begun.run_id, begun.step, spec, begun.tools, response
+        )
     except preparation.StepPreparationFailed as exc:
         failure = RunFailure(kind=exc.kind, message=exc.message, step=begun.step)
         await fail(deps, begun.run_id, failure)

@@ -53,7 +53,7 @@ from agentq.orchestrator.core.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.core.keys import job_prefix
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.fleet import listings
-from agentq.orchestrator.loop.prepare import PREPARE_STEP_KIND, STOP_WHEN_KIND
+from agentq.orchestrator.loop.prepare import HOOK_KINDS
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.redis.connect import (
     MAX_BLOCK_S,
@@ -108,8 +108,7 @@ _NOT_TOOLS = frozenset(
         MODEL_PROVIDER_KIND,
         MODEL_ENDPOINT_KIND,
         MCP_SERVER_KIND,
-        PREPARE_STEP_KIND,
-        STOP_WHEN_KIND,
+        *HOOK_KINDS,
         HTTP_EXECUTOR_KIND,
     }
 )
