@@ -10,9 +10,9 @@ hook answers for each valid call of it. They are gathered here, before
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Awaitable, Callable
 
-from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import ToolInputError
 from agentq.orchestrator.loop.plan import (
     Answers,
@@ -31,7 +31,8 @@ from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.workers.models import ModelResponse
-from agentq.workers.steps.hooks import rule_hook
+from agentq.workers.steps import hook_calls
+from agentq.workers.steps.hook_calls import HookFailed, HookRequest
 from agentq.workers.steps.prepare import StepPreparationFailed
 
 
@@ -43,26 +44,33 @@ async def gather(
     tools: list[ToolDef],
     response: ModelResponse,
 ) -> Answers:
-    """Raises StepPreparationFailed (the run fails) when a hook raises or is not here."""
+    """Raises StepPreparationFailed (the run fails) when a hook raises, is served by no
+    live worker or does not answer within the model's timeout."""
     run_tokens = 0
     if needs_usage(spec.stop_when):
         # The totals before this step: the step's own usage is added when it commits.
         meta = await store.meta(run_id)
         run_tokens = int(meta.get(MetaField.USAGE_TOTAL, 0))
+    ask = functools.partial(_ask, store, run_id, step, spec.model.timeout_s)
     names = hook_names(spec.stop_when)
     stop_hooks: dict[str, bool] = {}
     if names:
-        result = step_result(step, response)
-        stop_hooks = {name: await _ask(STOP_WHEN_KIND, name, result) for name in names}
+        result = step_result(step, response).model_dump(mode="json")
+        for name in names:
+            stop_hooks[name] = await ask(HookRequest(kind=STOP_WHEN_KIND, name=name, args=[result]))
     return Answers(
         run_tokens=run_tokens,
         stop_hooks=stop_hooks,
-        approvals=await _approvals(spec, tools, step, response),
+        approvals=await _approvals(ask, spec, tools, step, response),
     )
 
 
 async def _approvals(
-    spec: RunSpec, tools: list[ToolDef], step: int, response: ModelResponse
+    ask: Callable[[HookRequest], Awaitable[bool]],
+    spec: RunSpec,
+    tools: list[ToolDef],
+    step: int,
+    response: ModelResponse,
 ) -> dict[str, bool]:
     """Each valid call of a tool with an approval hook: whether it waits (an invalid
     call is answered with a tool error at once: nothing to approve)."""
@@ -77,7 +85,10 @@ async def _approvals(
             validate_input(tool, value)
         except ToolInputError:
             continue
-        out[call_id] = await _ask(NEEDS_APPROVAL_KIND, tool.approval_rule.hook, value, tool.name)
+        hook = tool.approval_rule.hook
+        out[call_id] = await ask(
+            HookRequest(kind=NEEDS_APPROVAL_KIND, name=hook, args=[value, tool.name])
+        )
     return out
 
 
@@ -96,19 +107,14 @@ def step_result(step: int, response: ModelResponse) -> StepResult:
     )
 
 
-async def _ask(kind: str, name: str, *args: Any) -> bool:
-    label = kind.replace("-", "_")  # as the spec names it: stop_when, needs_approval
-    hook = rule_hook(kind, name)
-    if hook is None:
-        raise StepPreparationFailed(
-            f"{label} hook {name!r} is not registered in the worker that ran the step "
-            "(load its module in the model queue's workers)"
-        )
-    with tracing.span(f"{label} {name}"):
-        try:
-            return await hook(*args)
-        except Exception as exc:
-            tracing.record_exception(exc)
-            raise StepPreparationFailed(
-                f"{label} hook {name!r} raised {type(exc).__name__}: {exc}"
-            ) from exc
+async def _ask(
+    store: RunStore, run_id: str, step: int, timeout_s: float, request: HookRequest
+) -> bool:
+    """What a rule hook answered (workers/steps/hook_calls.py: here, or as a job)."""
+    try:
+        value = await hook_calls.call(store, run_id, step, request, timeout_s)
+    except HookFailed as exc:
+        raise StepPreparationFailed(exc.message) from exc
+    if not isinstance(value, bool):
+        raise StepPreparationFailed(f"{request.label} answered {value!r}, not true or false")
+    return value

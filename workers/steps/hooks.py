@@ -16,9 +16,9 @@ worker without it can send the hook to a queue of a worker with it.
 result (a `StepResult`: text, tool calls, usage) and returns whether the run
 ends. `@needs_approval` (a tool's `"needs_approval": {"hook": NAME}`) is called
 with a call's input and its tool's name and returns whether the call waits for
-approval. Both answer a bool, sync or async, and are called in the process that
-runs the model step (load their module in the workers of the model queue);
-submit checks a live worker announced them.
+approval. Both answer a bool, sync or async, and are called as prepare_step
+hooks are (workers/steps/hook_calls.py: in the model step when its worker
+registered them, else as a job on a queue of a worker that announced them).
 """
 
 from __future__ import annotations
