@@ -141,3 +141,22 @@ async def test_bad_conditions_are_refused_at_submit(start: Start, seen: list[Ste
                     *SCRIPT, tools=["search"], stop_when=[{"all": [{"has_tool_call": "nope"}]}]
                 )
             )
+
+
+async def test_a_replay_plans_with_what_the_step_gathered(
+    start: Start, seen: list[StepResult]
+) -> None:
+    """The hook's answers and the run's tokens are stored with each step: a replay, which
+    calls no hook, takes the path the run took."""
+    spec = scripted(
+        *SCRIPT,
+        tools=["search"],
+        stop_when=[{"hook": "done_at_two"}, {"usage_exceeds": 10_000}],
+    )
+    async with start([search]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        replayed = await client.runs.replay(run_id)
+    assert len(result.steps) == 3
+    assert replayed.steps == 3
+    assert replayed.divergences == []
