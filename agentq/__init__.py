@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from agentq.orchestrator.core.events import Event
     from agentq.orchestrator.runs.result import RunResult, StepResult
     from agentq.orchestrator.spec.run import RunSpec
-    from agentq.workers.steps.hooks import prepare_step
+    from agentq.workers.steps.hooks import needs_approval, prepare_step, stop_when
     from agentq.workers.tools.context import ToolContext
     from agentq.workers.tools.function_tools import FunctionTool, tool
     from agentq.workers.worker.embedded import embedded
@@ -54,7 +54,9 @@ _EXPORTS = {
     "ToolContext": "agentq.workers.tools.context",
     "ToolError": "agentq.orchestrator.core.errors",
     "embedded": "agentq.workers.worker.embedded",
+    "needs_approval": "agentq.workers.steps.hooks",
     "prepare_step": "agentq.workers.steps.hooks",
+    "stop_when": "agentq.workers.steps.hooks",
     "tool": "agentq.workers.tools.function_tools",
 }
 __all__ = [
@@ -77,7 +79,9 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "embedded",
+    "needs_approval",
     "prepare_step",
+    "stop_when",
     "tool",
 ]
 

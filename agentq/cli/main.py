@@ -729,6 +729,13 @@ def events(
 @REDIS_OPTION
 @click.option("--deny", is_flag=True, help="Deny the call instead of approving it.")
 @click.option("--reason", default=None, metavar="TEXT", help="Why (the model sees it).")
+@click.option(
+    "--input",
+    "input_json",
+    default=None,
+    metavar="JSON",
+    help="Run the call with this input instead (checked against the tool's schema).",
+)
 @TIMEOUT_OPTION
 def approve(
     run_id: str,
@@ -736,12 +743,21 @@ def approve(
     redis_url: str | None,
     deny: bool,
     reason: str | None,
+    input_json: str | None,
     timeout_s: float | None,
 ) -> None:
     """Approve (or --deny) a call that waits for approval (CALL_ID: see `agentq status`)."""
+    edited = None
+    if input_json is not None:
+        if deny:
+            fail("--input goes with an approval, not --deny", EXIT_BAD_INPUT)
+        try:
+            edited = json.loads(input_json)
+        except ValueError as exc:
+            fail(f"--input is not valid JSON: {exc}", EXIT_BAD_INPUT)
 
     async def go(client: Client) -> None:
-        await client.runs.approve(run_id, call_id, approved=not deny, reason=reason)
+        await client.runs.approve(run_id, call_id, approved=not deny, reason=reason, input=edited)
 
     with_client(redis_url, "approve", go, timeout_s)
 

@@ -41,6 +41,8 @@ class Created(BaseModel):
 class Approval(BaseModel):
     approved: bool
     reason: str | None = None
+    # The call runs with this input instead (an approval's; checked against the schema).
+    input: Any = None
 
 
 class ToolOutput(BaseModel):
@@ -219,7 +221,7 @@ async def approve(request: Request, run_id: str, call_id: str, body: Approval) -
     await own_run(request, run_id, "approve")
     await _pending_call(request, run_id, call_id, "awaiting-approval")
     await client_of(request).runs.approve(
-        run_id, call_id, approved=body.approved, reason=body.reason
+        run_id, call_id, approved=body.approved, reason=body.reason, input=body.input
     )
     return Outcome(id=call_id, outcome="approved" if body.approved else "denied")
 

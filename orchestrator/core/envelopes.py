@@ -51,8 +51,9 @@ class JobKind(StrEnum):
     TOOL_CALL = "tool_call"
     # A parked call's deadline: a deferred job on the model queue.
     PARK_EXPIRY = "park_expiry"
-    # A step's hook, run on a worker that registered it.
-    PREPARE_STEP = "prepare_step"
+    # A step's hook (prepare_step, stop_when, needs_approval), run on a worker that
+    # registered it.
+    HOOK = "hook"
     # A step's context summary, written before the step runs again.
     SUMMARIZE = "summarize"
     # A tool call without a run (`client.calls.call`): its envelope's `run_id` and

@@ -175,6 +175,9 @@ class ToolApprovalResponse(_Event):
     tool_name: str | None = None
     approved: bool
     reason: str | None = None
+    # An approver who edited the call's input: what the model asked, and what runs.
+    original_input: Any = None
+    input: Any = None
 
 
 class ToolInputRequest(_Event):

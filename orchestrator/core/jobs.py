@@ -90,9 +90,9 @@ JOBS: Mapping[JobKind, JobDef[Any]] = _defs(
         MODEL_QUEUE,
     ),
     JobDef(
-        JobKind.PREPARE_STEP,
+        JobKind.HOOK,
         JobEnvelope,
-        lambda e: keys.prepare_job_id(e.run_id, e.step, e.call_id or ""),
+        lambda e: keys.hook_job_id(e.run_id, e.step, e.call_id or ""),
         None,
     ),
     JobDef(

@@ -37,7 +37,8 @@ STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
 WORKFLOW_INFIX = ":wf:"
 WORKFLOW_SEPARATOR = ":"  # between the step and the call id of a workflow's hash
-HOOK_REPLY_INFIX = ":prep:"
+HOOK_REPLY_INFIX = ":hook:"
+HOOK_REQUEST_SUFFIX = ":ask"
 SUMMARY_SUFFIX = ":summary"
 TIMERS_SUFFIX = ":timers"  # hash: the run's timer job ids -> the timer set each is in
 WEBHOOKS_SUFFIX = ":webhooks"  # hash: webhook index -> the last event seq it settled
@@ -84,7 +85,7 @@ START_JOB_INFIX = ":start:"
 PARENT_JOB_SUFFIX = "parent"
 # One node of a workflow call: `...:node:<call id>:<node id>`.
 NODE_JOB_INFIX = ":node:"
-PREPARE_JOB_SUFFIX = ":prepare"
+HOOK_JOB_SUFFIX = ":hook"
 SUMMARY_JOB_SUFFIX = ":summary"
 RESUMED_JOB_SUFFIX = ":resumed"
 
@@ -214,8 +215,13 @@ def workflow(run_id: str, step: int, call_id: str) -> str:
 
 
 def hook_reply(run_id: str, step: int, request_id: str) -> str:
-    """A list the overrides of a step's prepare_step hook, run elsewhere, are pushed to."""
+    """A list the answer of a step's hook, run elsewhere (a `hook` job), is pushed to."""
     return f"{meta(run_id)}{HOOK_REPLY_INFIX}{step}:{request_id}"
+
+
+def hook_request(run_id: str, step: int, request_id: str) -> str:
+    """What a `hook` job asks its hook (kind, name, arguments), written by the step."""
+    return hook_reply(run_id, step, request_id) + HOOK_REQUEST_SUFFIX
 
 
 def context_summary(run_id: str) -> str:
@@ -407,9 +413,9 @@ def node_job_id(run_id: str, step: int, call_id: str, node: str) -> str:
     return f"{job_prefix(run_id)}{step}{NODE_JOB_INFIX}{call_id}{JOB_SEPARATOR}{node}"
 
 
-def prepare_job_id(run_id: str, step: int, request_id: str) -> str:
+def hook_job_id(run_id: str, step: int, request_id: str) -> str:
     """One per request: a step run again asks again, even while the last job ends."""
-    return f"{job_prefix(run_id)}{step}{PREPARE_JOB_SUFFIX}:{request_id}"
+    return f"{job_prefix(run_id)}{step}{HOOK_JOB_SUFFIX}:{request_id}"
 
 
 def summary_job_id(run_id: str, step: int) -> str:

@@ -38,8 +38,10 @@ from agentq.orchestrator.output.judge import (
     judge_value,
 )
 from agentq.orchestrator.output.spec import EffectiveMode
+from agentq.orchestrator.policy.approval_rules import asks
+from agentq.orchestrator.policy.stop_conditions import StepFacts, stop_reason
 from agentq.orchestrator.runs.state import CallStatus, StepAfter
-from agentq.orchestrator.spec.run import HasToolCall, RunSpec, StepCountIs
+from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef, tool_needs
 
 After = StepAfter  # the name this module always used
@@ -65,6 +67,24 @@ class CallPlan(BaseModel):
     result: ToolResultPart | None = None
 
 
+class Answers(BaseModel):
+    """What the worker gathered before planning, for the decisions that are not the
+    response's alone: the run's tokens before this step, what the `@stop_when` hooks the
+    spec names and the `@needs_approval` hooks of the calls' tools answered. Stored with
+    the step, so a replay plans as the run did."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_tokens: int = 0
+    stop_hooks: dict[str, bool] = Field(default_factory=dict)
+    # Call id -> what its tool's `@needs_approval` hook answered.
+    approvals: dict[str, bool] = Field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return self == Answers()
+
+
 class StepPlan(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -74,6 +94,9 @@ class StepPlan(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     calls: list[CallPlan]
     after: StepAfter
+    # The stop condition that ends the run with this step (the run's finish_reason).
+    stop_reason: str | None = None
+    answers: Answers = Field(default_factory=Answers)
     provider_metadata: dict[str, Any] = Field(default_factory=dict)
     # What prepareStep and context management made of the step (workers/steps/prepare.py).
     prepared: dict[str, Any] | None = None
@@ -133,22 +156,34 @@ def plan_step(
     tools: list[ToolDef],
     step: int,
     response: ModelResponse,
+    answers: Answers | None = None,
     output: StepOutput | None = None,
 ) -> StepPlan:
-    """`output`: the structured output the run asks for (None: its answer is its text)."""
+    """`answers`: what the worker gathered for the stop conditions; `output`: the
+    structured output the run asks for (None: its answer is its text)."""
+    answers = answers or Answers()
     by_name = {t.name: t for t in offered_tools(spec, tools)}
     calls = [
-        _plan_call(call_id, raw, by_name)
+        _plan_call(call_id, raw, by_name, answers.approvals.get(call_id))
         for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
     ]
-    names = {c.name for c in calls}
+    facts = StepFacts(
+        step=step,
+        call_names=frozenset(c.name for c in calls),
+        text=response.text,
+        run_tokens=answers.run_tokens + response.usage.total_tokens,
+        hooks=answers.stop_hooks,
+    )
+    last, reason = step_end(spec, facts)
     planned = StepPlan(
         step=step,
         text=response.text,
         finish_reason=response.finish_reason,
         usage=response.usage,
         calls=calls,
-        after=StepAfter.FINISH if should_stop(spec, step, names) else StepAfter.CONTINUE,
+        after=StepAfter.FINISH if last else StepAfter.CONTINUE,
+        stop_reason=reason,
+        answers=answers,
         provider_metadata=response.provider_metadata,
     )
     return planned if output is None else _with_output(planned, output)
@@ -229,7 +264,9 @@ def input_error(tool: ToolDef, arguments: str | dict[str, Any] | list[Any] | Non
     return None
 
 
-def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef]) -> CallPlan:
+def _plan_call(
+    call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef], approval: bool | None
+) -> CallPlan:
     if raw.provider_executed:
         return CallPlan(
             id=call_id,
@@ -261,7 +298,7 @@ def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef])
         id=call_id,
         name=tool.name,
         input=value,
-        status=_initial_status(tool),
+        status=_initial_status(tool, value, approval),
         queue=tool.queue,
         needs=tool_needs(tool),
         timeout_s=tool.timeout_s,
@@ -270,8 +307,11 @@ def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef])
     )
 
 
-def _initial_status(tool: ToolDef) -> CallStatus:
-    if tool.needs_approval:
+def _initial_status(tool: ToolDef, value: Any, approval: bool | None) -> CallStatus:
+    """`approval`: what the tool's approval hook answered for this call, if it has one."""
+    if tool.needs_approval or (
+        tool.approval_rule is not None and asks(tool.approval_rule, value, approval)
+    ):
         return CallStatus.AWAITING_APPROVAL
     if tool.queue is None:
         return CallStatus.AWAITING_RESULT
@@ -344,13 +384,8 @@ def validate_input(tool: ToolDef, value: Any) -> None:
         raise ToolInputError(f"Invalid input for tool {tool.name!r}: {details}")
 
 
-def should_stop(spec: RunSpec, step: int, call_names: set[str]) -> bool:
-    """Whether the run ends once this step's tool results are in."""
-    if step + 1 >= spec.max_steps:
-        return True
-    for cond in spec.stop_when:
-        if isinstance(cond, HasToolCall) and cond.has_tool_call in call_names:
-            return True
-        if isinstance(cond, StepCountIs) and step + 1 >= cond.step_count_is:
-            return True
-    return False
+def step_end(spec: RunSpec, facts: StepFacts) -> tuple[bool, str | None]:
+    """Whether the run ends once this step's tool results are in, and the stop condition
+    that ends it (None when it is `max_steps`, or nothing)."""
+    reason = stop_reason(spec.stop_when, facts)
+    return reason is not None or facts.step + 1 >= spec.max_steps, reason

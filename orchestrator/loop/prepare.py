@@ -19,13 +19,19 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.messages import AssistantMessage, Message, normalize_message
+from agentq.orchestrator.policy.approval_rules import ApprovalHook
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.policy.model_ref import parse_model as _parse_model
+from agentq.orchestrator.policy.stop_conditions import hook_names
 from agentq.orchestrator.spec.run import RunSpec, StepRule, ToolChoice, ToolChoiceTool
-from agentq.orchestrator.tools import ToolAnnouncement
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 
-# The registry kind a worker announces its `@prepare_step` hooks under.
+# The registry kinds a worker announces its `@prepare_step`, `@stop_when` and
+# `@needs_approval` hooks under.
 PREPARE_STEP_KIND = "prepare-step"
+STOP_WHEN_KIND = "stop-when"
+NEEDS_APPROVAL_KIND = "needs-approval"
+HOOK_KINDS = (PREPARE_STEP_KIND, STOP_WHEN_KIND, NEEDS_APPROVAL_KIND)
 
 
 class StepOverrides(BaseModel):
@@ -176,19 +182,33 @@ def check_step_rules(spec: RunSpec, tool_names: Collection[str]) -> None:
 
 async def checked_preparation(
     spec: RunSpec,
-    tool_names: Collection[str],
-    hooks: Collection[str],
+    tools: Sequence[ToolDef],
+    hooks: Mapping[str, Collection[str]],
     resolve: Callable[[ModelRef], Awaitable[ModelRef]],
 ) -> RunSpec:
     """The spec's step rules and context policy, checked at submit: every model one the
     deployment allows (as for the main model; resolved the same way), every tool named
-    one the run has, the hook one a live worker announced (`hooks`)."""
-    check_step_rules(spec, tool_names)
-    if spec.prepare_step is not None and spec.prepare_step not in hooks:
+    one the run has (`tools`, resolved), every hook one a live worker announced
+    (`hooks`: names by kind)."""
+    check_step_rules(spec, [t.name for t in tools])
+    for tool in tools:
+        asker = tool.approval_rule
+        if isinstance(asker, ApprovalHook) and asker.hook not in hooks.get(NEEDS_APPROVAL_KIND, ()):
+            raise SpecError(
+                f"tool {tool.name!r}: needs_approval hook {asker.hook!r} is not a hook any live "
+                "worker registered (@needs_approval in a module loaded with --tools)"
+            )
+    if spec.prepare_step is not None and spec.prepare_step not in hooks.get(PREPARE_STEP_KIND, ()):
         raise SpecError(
             f"prepare_step {spec.prepare_step!r} is not a hook any live worker registered "
             "(@prepare_step in a module loaded with --tools)"
         )
+    for name in hook_names(spec.stop_when):
+        if name not in hooks.get(STOP_WHEN_KIND, ()):
+            raise SpecError(
+                f"stop_when: hook {name!r} is not a hook any live worker registered "
+                "(@stop_when in a module loaded with --tools)"
+            )
     update: dict[str, Any] = {}
     if spec.steps:
         rules = []
@@ -203,5 +223,10 @@ async def checked_preparation(
     return spec.model_copy(update=update) if update else spec
 
 
-def announced_hooks(registry: Mapping[str, ToolAnnouncement]) -> set[str]:
-    return {a.name for a in registry.values() if a.kind == PREPARE_STEP_KIND}
+def announced_hooks(registry: Mapping[str, ToolAnnouncement]) -> dict[str, set[str]]:
+    """The hooks live workers announced: names by kind."""
+    out: dict[str, set[str]] = {kind: set() for kind in HOOK_KINDS}
+    for a in registry.values():
+        if a.kind in out:
+            out[a.kind].add(a.name)
+    return out

@@ -33,7 +33,7 @@ from agentq.orchestrator.loop.context import (
     tokens_to_compact,
     with_summary,
 )
-from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
+from agentq.orchestrator.loop.plan import Answers, StepPlan, offered_tools, plan_step
 from agentq.orchestrator.loop.prepare import (
     StepOverrides,
     applied,
@@ -226,8 +226,14 @@ def replay(
                     today=messages_digest(history),
                 )
             )
+        answers = Answers.model_validate(resp.get("answers") or {})
         plan = plan_step(
-            effective, tools, step, recorded_response(resp), _output(effective, resp, history)
+            effective,
+            tools,
+            step,
+            recorded_response(resp),
+            answers,
+            _output(effective, resp, history),
         )
         if _path(plan) != _recorded_path(raw, resp):
             out.append(

@@ -31,13 +31,20 @@ from agentq.orchestrator.core.errors import (
     RunNotFoundError,
     RunStateError,
     RunTimeoutError,
+    SpecError,
+    ToolInputError,
 )
 from agentq.orchestrator.core.events import Event, event_json
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, child_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tool_output import bounded_result
-from agentq.orchestrator.loop.plan import CallPlan, error_result, status_after_approval
+from agentq.orchestrator.loop.plan import (
+    CallPlan,
+    error_result,
+    status_after_approval,
+    validate_input,
+)
 from agentq.orchestrator.loop.replay import ReplayReport, replay
 from agentq.orchestrator.output.typed import parsed_output, typed_output
 from agentq.orchestrator.redis.faults import (
@@ -510,14 +517,26 @@ class Runs:
 
     @maps_redis_errors
     async def approve(
-        self, run_id: str, call_id: str, approved: bool = True, reason: str | None = None
+        self,
+        run_id: str,
+        call_id: str,
+        approved: bool = True,
+        reason: str | None = None,
+        *,
+        input: Any = None,
     ) -> None:
-        """Approve a call parked for approval, or deny it (the model sees the reason)."""
+        """Approve a call parked for approval, or deny it (the model sees the reason).
+        `input`: an approval may replace the call's input (None: as the model gave it);
+        the new input must be valid for the tool's schema (SpecError otherwise, and the
+        call still waits), and the event records both."""
         step, call = await self._parked(run_id, call_id)
         tool_json = await self.store.tool_def(run_id, call.name)
         if tool_json is None:
             raise RunStateError(f"run {run_id!r} has no tool {call.name!r}")
         tool = ToolDef.model_validate_json(tool_json)
+        edited = None
+        if input is not None:
+            edited = _edited(call, tool, input, approved)
         event = event_json(
             "tool-approval-response",
             run_id,
@@ -526,6 +545,7 @@ class Runs:
             tool_name=call.name,
             approved=approved,
             reason=reason,
+            **({"original_input": call.input, "input": input} if edited else {}),
         )
         if approved:
             next_status = status_after_approval(tool)
@@ -535,6 +555,7 @@ class Runs:
                 call_id=call_id,
                 approved=True,
                 event=event,
+                call=edited.model_dump_json(exclude={"result"}) if edited else None,
                 next_status=next_status,
                 job=tool_job(run_id, step, call)
                 if next_status == CallStatus.QUEUED
@@ -633,3 +654,15 @@ class Runs:
         hops.sent(enqueued_job_ids(args, outcome))
         if outcome == Outcome.FINISHED:
             await run_ended(self.store, args.run_id)
+
+
+def _edited(call: CallPlan, tool: ToolDef, value: Any, approved: bool) -> CallPlan:
+    """The call with the approver's input, refused unless it is an approval's and valid
+    for the tool's schema (the model's input was checked the same way)."""
+    if not approved:
+        raise SpecError("an edited input goes with an approval, not a denial")
+    try:
+        validate_input(tool, value)
+    except ToolInputError as exc:
+        raise SpecError(f"the edited input is refused: {exc.message}") from None
+    return call.model_copy(update={"input": value})

@@ -96,7 +96,7 @@ class RunCreation:
         ]
         run_spec = await checked_preparation(
             run_spec,
-            [t.name for t in tools],
+            tools,
             hooks=announced_hooks(live_registry(registry, now)),
             resolve=lambda ref: self._resolve_ref(ref, registry, now),
         )

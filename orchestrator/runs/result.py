@@ -64,6 +64,9 @@ class RunResult(BaseModel):
     usage: Usage = Field(default_factory=Usage)
     messages: list[Message] = Field(default_factory=list)
     error: RunFailure | None = None
+    # Why a succeeded run ended: its last step's finish reason, or the stop condition
+    # that ended it (`stop_when: has_text_matching 'DONE'`).
+    finish_reason: str | None = None
     # Calls waiting on a human or an outside result: (step, call id, tool, why).
     pending: list[dict[str, Any]] = Field(default_factory=list)
     # Sub-agents: the parent's call this run answers (a child run), the child runs its
@@ -172,6 +175,9 @@ def assemble(
         if MetaField.ERROR in meta
         else None,
         pending=pending,
+        finish_reason=steps[-1].get(StepField.FINISH_REASON)
+        if steps and status == RunStatus.SUCCEEDED
+        else None,
         parent=ParentLink.model_validate_json(meta[MetaField.PARENT])
         if MetaField.PARENT in meta
         else None,

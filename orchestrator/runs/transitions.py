@@ -191,6 +191,9 @@ def step_record(plan: StepPlan) -> dict[str, Any]:
         "provider_metadata": plan.provider_metadata,
         **({"prepared": plan.prepared} if plan.prepared is not None else {}),
         **({"output_mode": plan.output_mode} if plan.output_mode is not None else {}),
+        # What the worker gathered for the stop conditions (a replay plans with it).
+        **({"answers": plan.answers.model_dump()} if not plan.answers.empty else {}),
+        **({"stop_reason": plan.stop_reason} if plan.stop_reason is not None else {}),
     }
 
 
@@ -266,7 +269,9 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
         resp=json.dumps(step_record(plan), default=str),
         assistant=plan.assistant_message().model_dump_json(),
         text=plan.text,
-        finish_reason=plan.finish_reason,
+        # The run's finish_reason if it ends with this step: the stop condition's name
+        # when one ended it, else the model's.
+        finish_reason=plan.stop_reason or plan.finish_reason,
         usage=plan.usage,
         after=plan.after,
         order=json.dumps([c.id for c in plan.local_calls]),

@@ -16,9 +16,11 @@ from typing import Any
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.output.instructions import OUTPUT_TOOL
+from agentq.orchestrator.policy.approval_rules import ApprovalHook, ApprovalWhen
 from agentq.orchestrator.policy.providers import ProviderInfo, provider_table
+from agentq.orchestrator.policy.stop_conditions import HasToolCall, leaves
 from agentq.orchestrator.spec.limits import check_limits
-from agentq.orchestrator.spec.run import HasToolCall, RunSpec, ToolChoiceTool
+from agentq.orchestrator.spec.run import RunSpec, ToolChoiceTool
 from agentq.orchestrator.tools import (
     ResolveContext,
     ToolAnnouncement,
@@ -102,10 +104,15 @@ def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -
             else plugin.exposed_name(entry, tool, ctx)
         )
         approval = entry.needs_approval
-        needs = approval if isinstance(approval, bool) else own in approval or name in approval
+        rule = approval if isinstance(approval, ApprovalWhen | ApprovalHook) else None
+        if isinstance(approval, list):
+            needs = own in approval or name in approval
+        else:
+            needs = approval is True
         update: dict[str, object] = {
             "name": name,
             "needs_approval": needs,
+            "approval_rule": rule,
             "park_timeout_s": entry.park_timeout_s,
             "retry": entry.retry,
             "max_output_bytes": entry.max_output_bytes,
@@ -138,8 +145,8 @@ def check_tool_references(spec: RunSpec, tools: list[ToolDef]) -> None:
     for name in spec.active_tools or []:
         if name not in seen:
             raise SpecError(f"active_tools: {name!r} is not a tool of this run")
-    for i, cond in enumerate(spec.stop_when):
+    for where, cond in leaves(spec.stop_when):
         if isinstance(cond, HasToolCall) and cond.has_tool_call not in seen:
             raise SpecError(
-                f"stop_when[{i}].has_tool_call: {cond.has_tool_call!r} is not a tool of this run"
+                f"{where}.has_tool_call: {cond.has_tool_call!r} is not a tool of this run"
             )

@@ -20,6 +20,7 @@ from agentq.orchestrator.core.run_ids import CHILD_RUN_ID, TENANT_RUN_ID
 from agentq.orchestrator.core.spec_model import SpecModel as _Spec
 from agentq.orchestrator.output.spec import OutputSpec
 from agentq.orchestrator.policy.model_ref import ModelRef, parse_model
+from agentq.orchestrator.policy.stop_conditions import StopCondition
 from agentq.orchestrator.policy.webhooks import WebhookSpec
 from agentq.orchestrator.spec.limits import RunLimits
 from agentq.orchestrator.tools import ToolSpecBase, parse_tool_entry
@@ -35,17 +36,6 @@ class ToolChoiceTool(_Spec):
 
 
 ToolChoice = Literal["auto", "required", "none"] | ToolChoiceTool
-
-
-class HasToolCall(_Spec):
-    has_tool_call: str
-
-
-class StepCountIs(_Spec):
-    step_count_is: int = Field(ge=1)
-
-
-StopCondition = HasToolCall | StepCountIs
 
 
 class StepWhen(_Spec):
@@ -102,6 +92,7 @@ class RunSpec(_Spec):
     tool_choice: ToolChoice = "auto"
     active_tools: list[str] | None = None
     max_steps: int = Field(default=10, ge=1, le=1000)
+    # Any element that holds ends the run (orchestrator/policy/stop_conditions.py).
     stop_when: list[StopCondition] = Field(default_factory=list)
     tool_timeout_s: float = Field(default=60.0, gt=0)
     # Where workers POST the run's selected events (orchestrator/policy/webhooks.py).

@@ -46,6 +46,7 @@ from pydantic import (
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec_model import SpecModel
+from agentq.orchestrator.policy.approval_rules import ApprovalRule, NeedsApproval
 from agentq.orchestrator.policy.providers import ProviderInfo
 
 
@@ -80,7 +81,9 @@ class ToolSpecBase(SpecModel):
     """The fields every tool entry has, whatever its kind."""
 
     type: str
-    needs_approval: bool | list[str] = False
+    # Every call, the calls of the named tools, or those a rule picks
+    # (orchestrator/policy/approval_rules.py).
+    needs_approval: NeedsApproval = False
     timeout_s: float | None = Field(default=None, gt=0)
     # How long a parked call waits before it becomes a tool error; default: the
     # deployment's AGENTQ_PARK_TIMEOUT_S.
@@ -134,6 +137,8 @@ class ToolDef(BaseModel):
     # child run, a workflow's nodes): the `start_call` job. None: nothing starts it.
     start_queue: str | None = None
     needs_approval: bool = False
+    # Calls wait for approval when this rule says so (needs_approval is then False).
+    approval_rule: ApprovalRule | None = None
     timeout_s: float = 60.0
     # How long a call may stay parked before it becomes a tool error (None: no deadline;
     # the submitting client fills in its settings' default).

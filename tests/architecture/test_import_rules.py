@@ -226,6 +226,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.loop",
         "orchestrator.output",
         "orchestrator.machine",
+        "orchestrator.policy",  # policy/stop_conditions.py: what a step's hooks are asked
         "orchestrator.redis",
         "orchestrator.runs",
         "orchestrator.runs.state",

@@ -127,6 +127,49 @@ def test_approval_and_denial_through_the_cli(
     assert "ended" in again.stderr
 
 
+def test_an_approval_rule_and_an_edited_input_through_the_cli(
+    redis_url: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    spec = scripted(
+        {
+            "tool_calls": [
+                {"name": "add", "input": {"a": 1, "b": 1}, "id": "small"},
+                {"name": "add", "input": {"a": 500, "b": 1}, "id": "big"},
+            ]
+        },
+        {"text": "done"},
+        tools=[],
+    )
+    spec["tools"] = [{"type": "function", "name": "add", "needs_approval": {"when": "a > `100`"}}]
+    run_id = submit(tmp_path, spec, redis_url)
+    events_until(run_id, redis_url, "tool-approval-request")
+    not_json = run_cli("approve", run_id, "big", "--input", "{a:", redis_url=redis_url)
+    assert (not_json.returncode, "--input is not valid JSON" in not_json.stderr) == (2, True)
+    invalid = run_cli(
+        "approve", run_id, "big", "--input", '{"a": "x", "b": 1}', redis_url=redis_url
+    )
+    assert invalid.returncode == 2
+    assert invalid.stderr.strip().splitlines()[-1] == (
+        "agentq: the edited input is refused: Invalid input for tool 'add': "
+        "a: 'x' is not of type 'number'"
+    )
+    edited = run_cli("approve", run_id, "big", "--input", '{"a": 50, "b": 1}', redis_url=redis_url)
+    assert edited.returncode == 0, edited.stderr
+    done = run_cli("wait", run_id, "--timeout", "30", redis_url=redis_url)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert [r["output"] for r in result["steps"][0]["tool_results"]] == [2.0, 51.0]
+    (response,) = [
+        e
+        for e in events_until(run_id, redis_url, "finish")
+        if e["type"] == "tool-approval-response"
+    ]
+    assert (response["original_input"], response["input"]) == (
+        {"a": 500, "b": 1},
+        {"a": 50, "b": 1},
+    )
+
+
 def test_client_tool_result_and_cancel_through_the_cli(
     redis_url: str, worker: WorkerProcess, tmp_path: Path
 ) -> None:

@@ -172,6 +172,41 @@ def test_approval_404_409_and_client_tool_result(server: ServeProcess) -> None:
     assert "ended" in ended.json()["error"]["message"]
 
 
+def test_an_approval_rule_and_an_edited_input_over_http(server: ServeProcess) -> None:
+    spec = scripted(
+        {"tool_calls": [{"id": "big", "name": "add", "input": {"a": 500, "b": 1}}]},
+        {"text": "done"},
+        tools=[{"type": "function", "name": "add", "needs_approval": {"when": "a > `100`"}}],
+    )
+    bad_rule = {**spec, "tools": [{**spec["tools"][0], "needs_approval": {"when": "a >"}}]}
+    refused = post(server, "/v1/runs", bad_rule)
+    assert refused.status_code == 422, refused.text
+    assert "not a valid JMESPath expression" in refused.json()["error"]["message"]
+    run_id = post(server, "/v1/runs", spec).json()["id"]
+    wait_for_event(server, run_id, "tool-approval-request")
+
+    path = f"/v1/runs/{run_id}/calls/big/approval"
+    invalid = post(server, path, {"approved": True, "input": {"a": "x", "b": 1}})
+    assert invalid.status_code == 422, invalid.text
+    assert invalid.json()["error"]["message"] == (
+        "the edited input is refused: Invalid input for tool 'add': a: 'x' is not of type 'number'"
+    )
+    assert [p["status"] for p in get(server, f"/v1/runs/{run_id}").json()["pending"]] == [
+        "awaiting-approval"
+    ]
+    edited = post(server, path, {"approved": True, "input": {"a": 50, "b": 1}})
+    assert edited.status_code == 200, edited.text
+
+    final = get(server, f"/v1/runs/{run_id}", wait=30).json()
+    assert final["status"] == "succeeded"
+    assert [r["output"] for r in final["steps"][0]["tool_results"]] == [51]
+    (response,) = [e for e in events_of(server, run_id) if e["type"] == "tool-approval-response"]
+    assert (response["original_input"], response["input"]) == (
+        {"a": 500, "b": 1},
+        {"a": 50, "b": 1},
+    )
+
+
 def test_list_filter_and_page(server: ServeProcess) -> None:
     for n in range(5):
         spec = {**ADD, "id": f"list-{n}", "metadata": {"batch": "x" if n % 2 else "y"}}

@@ -1,10 +1,11 @@
-"""prepare_step hooks the end-to-end tests load into `agentq worker --tools`."""
+"""Hooks (prepare_step, stop_when, needs_approval) the end-to-end tests load into `agentq
+worker --tools`."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentq import prepare_step
+from agentq import needs_approval, prepare_step, stop_when
 from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.runs.result import StepResult
 
@@ -18,3 +19,15 @@ def numbered_system(step: int, steps: list[StepResult], messages: list[Message])
 @prepare_step
 def broken_hook(step: int, steps: list[StepResult], messages: list[Message]) -> Any:
     raise RuntimeError("the planner is offline")
+
+
+@stop_when
+def says_done(step: StepResult) -> bool:
+    """The run ends with the step whose text says DONE."""
+    return "DONE" in step.text
+
+
+@needs_approval
+def large_sums(value: Any, tool_name: str) -> bool:
+    """An `add` of more than 100 waits for a person."""
+    return tool_name == "add" and value["a"] + value["b"] > 100

@@ -69,5 +69,7 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             return
         tracing.annotate(chat_span, lambda: chat_result_attributes(generated.response))
         response = await phases.repair(deps, begun, spec, request, generated.response)
-    plan = phases.plan(begun, prepared, response, output)
+    plan = await phases.plan(deps, begun, prepared, response, output)
+    if plan is None:
+        return
     await phases.commit(deps, begun, plan, batched=generated.batched, ride=job_ride(ctx))

@@ -20,8 +20,9 @@ from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools.base import STORED_SPEC
 from agentq.workers.jobs.base import WorkerDeps, deps_of, guarded
 from agentq.workers.jobs.registry import handles
+from agentq.workers.steps.hook_calls import enqueue_now
 from agentq.workers.steps.phases import fail
-from agentq.workers.steps.prepare import StepPreparationFailed, enqueue_now, ensure_summary
+from agentq.workers.steps.prepare import StepPreparationFailed, ensure_summary
 
 
 @handles(JobKind.SUMMARIZE)

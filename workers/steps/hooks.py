@@ -1,4 +1,6 @@
-"""`@prepare_step`: a function a worker registers to change a step before it runs.
+"""Hooks a worker registers: `@prepare_step`, `@stop_when`, `@needs_approval`.
+
+`@prepare_step`: a function that changes a step before it runs.
 
 A run names one with `"prepare_step": "NAME"`. The hook is called with the step
 number, the steps so far (`StepResult`s) and the messages about to be sent, and
@@ -9,6 +11,14 @@ Decorating registers the hook in this process, the way a plugin module
 registers a provider; a worker that loaded it announces it (kind
 `prepare-step`), so that submit can check the name and a model step on a
 worker without it can send the hook to a queue of a worker with it.
+
+`@stop_when` (a run's `{"hook": NAME}` stop condition) is called with the step's
+result (a `StepResult`: text, tool calls, usage) and returns whether the run
+ends. `@needs_approval` (a tool's `"needs_approval": {"hook": NAME}`) is called
+with a call's input and its tool's name and returns whether the call waits for
+approval. Both answer a bool, sync or async, and are called as prepare_step
+hooks are (workers/steps/hook_calls.py: in the model step when its worker
+registered them, else as a job on a queue of a worker that announced them).
 """
 
 from __future__ import annotations
@@ -20,7 +30,13 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from agentq.orchestrator.core.messages import Message
-from agentq.orchestrator.loop.prepare import PREPARE_STEP_KIND, StepOverrides, parse_overrides
+from agentq.orchestrator.loop.prepare import (
+    NEEDS_APPROVAL_KIND,
+    PREPARE_STEP_KIND,
+    STOP_WHEN_KIND,
+    StepOverrides,
+    parse_overrides,
+)
 from agentq.orchestrator.runs.result import StepResult
 from agentq.orchestrator.tools import ToolAnnouncement
 
@@ -69,11 +85,83 @@ def registered_hooks() -> dict[str, PrepareStepHook]:
     return dict(_HOOKS)
 
 
+@dataclass(frozen=True)
+class RuleHook:
+    """A hook that answers a yes/no question of the loop (`@stop_when`, `@needs_approval`)."""
+
+    kind: str
+    name: str
+    fn: Callable[..., Any]
+
+    async def __call__(self, *args: Any) -> bool:
+        if inspect.iscoroutinefunction(self.fn):
+            value = await self.fn(*args)
+        else:
+            value = await asyncio.to_thread(self.fn, *args)
+        if not isinstance(value, bool):
+            raise TypeError(f"returned {type(value).__name__}, not a bool")
+        return value
+
+
+_RULE_HOOKS: dict[tuple[str, str], RuleHook] = {}
+
+
+def _rule_decorator(
+    kind: str, fn: Callable[..., Any] | None, name: str | None
+) -> RuleHook | Callable[[Callable[..., Any]], RuleHook]:
+    def register(f: Callable[..., Any]) -> RuleHook:
+        hook = RuleHook(kind=kind, name=name or f.__name__, fn=f)
+        _RULE_HOOKS[(kind, hook.name)] = hook
+        return hook
+
+    return register(fn) if fn is not None else register
+
+
+@overload
+def stop_when(fn: Callable[..., Any], /) -> RuleHook: ...
+
+
+@overload
+def stop_when(*, name: str | None = None) -> Callable[[Callable[..., Any]], RuleHook]: ...
+
+
+def stop_when(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None
+) -> RuleHook | Callable[[Callable[..., Any]], RuleHook]:
+    """Register a stop condition hook: `@stop_when` or `@stop_when(name=...)`; called
+    with the step's `StepResult`, it returns True to end the run."""
+    return _rule_decorator(STOP_WHEN_KIND, fn, name)
+
+
+@overload
+def needs_approval(fn: Callable[..., Any], /) -> RuleHook: ...
+
+
+@overload
+def needs_approval(*, name: str | None = None) -> Callable[[Callable[..., Any]], RuleHook]: ...
+
+
+def needs_approval(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None
+) -> RuleHook | Callable[[Callable[..., Any]], RuleHook]:
+    """Register an approval rule hook: `@needs_approval` or `@needs_approval(name=...)`;
+    called with a call's input and its tool's name, it returns True to park the call."""
+    return _rule_decorator(NEEDS_APPROVAL_KIND, fn, name)
+
+
+def rule_hook(kind: str, name: str) -> RuleHook | None:
+    return _RULE_HOOKS.get((kind, name))
+
+
 def hook_announcements(queue: str) -> list[ToolAnnouncement]:
     """What a worker serving `queue` announces for its hooks."""
-    return [
+    prepare = [
         ToolAnnouncement(
             name=name, kind=PREPARE_STEP_KIND, queue=queue, description="prepare_step hook"
         )
         for name in sorted(_HOOKS)
+    ]
+    return prepare + [
+        ToolAnnouncement(name=name, kind=kind, queue=queue, description=f"{kind} hook")
+        for kind, name in sorted(_RULE_HOOKS)
     ]

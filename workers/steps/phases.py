@@ -42,6 +42,7 @@ from agentq.workers.models.batch.step import Route, batch_answer
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.queue.outcome import JobOutcome, report
+from agentq.workers.steps import answers
 from agentq.workers.steps import prepare as preparation
 from agentq.workers.steps.history_cache import HistoryCache, asking, completed
 from agentq.workers.steps.repair import repair_calls
@@ -281,14 +282,26 @@ async def repair(
     )
 
 
-def plan(
+async def plan(
+    deps: StepDeps,
     begun: Begun,
     prepared: preparation.PreparedStep,
     response: ModelResponse,
     output: StepOutput | None = None,
-) -> StepPlan:
-    """What the answer means for the run (pure: orchestrator/loop/plan.py)."""
-    planned = plan_step(prepared.spec, begun.tools, begun.step, response, output)
+) -> StepPlan | None:
+    """What the answer means for the run (pure: orchestrator/loop/plan.py), with what the
+    stop conditions need gathered first (workers/steps/answers.py). `output`: the
+    structured output the run asks for (None: its answer is its text)."""
+    spec = prepared.spec
+    try:
+        gathered = await answers.gather(
+            deps.store, begun.run_id, begun.step, spec, begun.tools, response
+        )
+    except preparation.StepPreparationFailed as exc:
+        failure = RunFailure(kind=exc.kind, message=exc.message, step=begun.step)
+        await fail(deps, begun.run_id, failure)
+        return None
+    planned = plan_step(spec, begun.tools, begun.step, response, gathered, output)
     planned.prepared = prepared.record
     return planned
 

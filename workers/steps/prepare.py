@@ -2,29 +2,26 @@
 
 The decisions are pure (orchestrator/loop/prepare.py, orchestrator/loop/context.py);
 this module reads what they need from the run store, calls the prepare_step hook
-(here when this process registered it, else as a job on a queue of a worker that
-announced it), calls the summary model, and says what the step will send and how
-to record it (`PreparedStep.record`, stored in the step and its finish-step event).
+(workers/steps/hook_calls.py: here when this process registered it, else as a job on a
+queue of a worker that announced it), calls the summary model, and says what the step
+will send and how to record it (`PreparedStep.record`, stored in the step and its
+finish-step event).
 """
 
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from redis.asyncio import Redis
-
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core import keys
-from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind, QueuedJob
+from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.jobs import queued_job
-from agentq.orchestrator.core.keys import context_summary, hook_reply
-from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
+from agentq.orchestrator.core.keys import context_summary
+from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.loop.context import (
     Compaction,
     StoredSummary,
@@ -46,20 +43,15 @@ from agentq.orchestrator.loop.prepare import (
     rule_overrides,
     sent_record,
 )
-from agentq.orchestrator.redis.connect import MAX_BLOCK_S
 from agentq.orchestrator.redis.faults import redis_errors_mapped
-from agentq.orchestrator.runs.result import StepResult, assemble
 from agentq.orchestrator.runs.state import FailureKind, StepField
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
-from agentq.orchestrator.tools.announcements import live_registry
 from agentq.workers.models import ModelRequest
 from agentq.workers.models.model_client import ModelClient
-from agentq.workers.steps.hooks import registered_hooks
-
-# A reply a remote hook pushed is kept this long for the step that asked.
-_REPLY_TTL_S = 600
+from agentq.workers.steps import hook_calls
+from agentq.workers.steps.hook_calls import HookFailed, HookRequest, enqueue_now
 
 
 class StepPreparationFailed(Exception):
@@ -106,7 +98,12 @@ async def prepare(
         overrides = rule_overrides(rule)
     if spec.prepare_step:
         rec["hook"] = spec.prepare_step
-        hooked = await run_hook(store, run_id, step, spec.prepare_step, spec.model.timeout_s)
+        request = HookRequest(kind=PREPARE_STEP_KIND, name=spec.prepare_step)
+        try:
+            value = await hook_calls.call(store, run_id, step, request, spec.model.timeout_s)
+        except HookFailed as exc:
+            raise StepPreparationFailed(exc.message) from exc
+        hooked = StepOverrides.model_validate(value)
         rec["hook_overrides"] = hooked.record()  # a replay applies them to today's rules
         overrides = overrides.then(hooked)
     effective = applied(spec, overrides)
@@ -127,95 +124,6 @@ async def prepare(
         known_digest=history_digest if messages is history else None,
     )
     return PreparedStep(spec=effective, messages=messages, record=rec)
-
-
-# -- the hook -------------------------------------------------------------------------
-
-
-async def run_hook(
-    store: RunStore, run_id: str, step: int, name: str, timeout_s: float
-) -> StepOverrides:
-    hook = registered_hooks().get(name)
-    if hook is None:
-        return await _remote_hook(store, run_id, step, name, timeout_s)
-    steps, messages = await hook_inputs(store, run_id)
-    with tracing.span(f"prepare_step {name}"):
-        try:
-            return await hook(step, steps, messages)
-        except Exception as exc:
-            tracing.record_exception(exc)
-            raise StepPreparationFailed(hook_error(name, exc)) from exc
-
-
-def hook_error(name: str, exc: BaseException) -> str:
-    return f"prepare_step hook {name!r} raised {type(exc).__name__}: {exc}"
-
-
-async def hook_inputs(store: RunStore, run_id: str) -> tuple[list[StepResult], list[Message]]:
-    """The steps so far and the run's messages, as a hook receives them."""
-    meta, raw_messages, raw_steps = await store.snapshot(run_id)
-    result = assemble(run_id, meta, raw_messages, raw_steps)
-    return result.steps, [MESSAGE_ADAPTER.validate_json(m) for m in raw_messages]
-
-
-async def _remote_hook(
-    store: RunStore, run_id: str, step: int, name: str, timeout_s: float
-) -> StepOverrides:
-    """Send the hook to a queue of a worker that announced it, and wait for its reply."""
-    live = live_registry(await store.registry(), time.time())
-    queues = sorted(
-        a.queue for a in live.values() if a.kind == PREPARE_STEP_KIND and a.name == name
-    )
-    if not queues:
-        raise StepPreparationFailed(f"prepare_step hook {name!r} is served by no live worker")
-    # The job reads the hook's name from the run's spec; call_id names this request.
-    request_id = uuid.uuid4().hex[:16]
-    job = queued_job(
-        JobEnvelope(kind="prepare_step", run_id=run_id, step=step, call_id=request_id),
-        queues[0],
-    )
-    redis: Redis = store.redis
-    await enqueue_now(store, job)
-    with tracing.span(f"prepare_step {name}"), redis_errors_mapped():
-        popped = await _reply_within(redis, hook_reply(run_id, step, request_id), timeout_s)
-    if popped is None:
-        # Nobody took it in time: withdraw the job rather than leave it going round.
-        with redis_errors_mapped():
-            async with redis.pipeline(transaction=True) as pipe:
-                pipe.zrem(job.queue_key, job.job_id)
-                pipe.delete(keys.arq_job(job.job_id))
-                await pipe.execute()
-        raise StepPreparationFailed(
-            f"prepare_step hook {name!r} did not answer within {timeout_s:g} s"
-        )
-    reply = json.loads(popped)
-    if "error" in reply:
-        raise StepPreparationFailed(str(reply["error"]))
-    return StepOverrides.model_validate(reply["overrides"])
-
-
-async def _reply_within(redis: Redis, key: str, timeout_s: float) -> bytes | None:
-    """BLPOP in slices the socket timeout allows (MAX_BLOCK_S), until the deadline."""
-    deadline = time.monotonic() + timeout_s
-    while (left := deadline - time.monotonic()) > 0:
-        popped = await redis.blpop(  # type: ignore[misc]
-            [key], timeout=max(1, int(min(MAX_BLOCK_S, left)))
-        )
-        if popped:
-            value: bytes = popped[1]
-            return value
-    return None
-
-
-async def push_hook_reply(
-    store: RunStore, run_id: str, step: int, request_id: str, reply: dict[str, Any]
-) -> None:
-    key = hook_reply(run_id, step, request_id)
-    with redis_errors_mapped():
-        async with store.redis.pipeline(transaction=True) as pipe:
-            pipe.rpush(key, json.dumps(reply))
-            pipe.expire(key, _REPLY_TTL_S)
-            await pipe.execute()
 
 
 # -- context compaction ---------------------------------------------------------------
@@ -324,17 +232,6 @@ async def ensure_summary(
     stored = await load_summary(store, run_id)
     if not reusable(messages, head, tail, stored, policy.max_input_tokens):
         await write_summary(store, models, run_id, spec, messages, stored)
-
-
-async def enqueue_now(store: RunStore, job: QueuedJob) -> None:
-    """Enqueue a job outside a transition, in arq's layout (once: the id is derived)."""
-    with redis_errors_mapped():
-        async with store.redis.pipeline(transaction=True) as pipe:
-            pipe.set(keys.arq_job(job.job_id), job.payload, px=job.expires_ms, nx=True)
-            pipe.zadd(job.queue_key, {job.job_id: job.score_ms}, nx=True)
-            pipe.lpush(job.wake_key, "1")
-            pipe.ltrim(job.wake_key, 0, 63)
-            await pipe.execute()
 
 
 async def load_summary(store: RunStore, run_id: str) -> StoredSummary | None:

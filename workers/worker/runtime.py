@@ -54,7 +54,7 @@ from agentq.orchestrator.core.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.core.keys import job_prefix
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.fleet import listings
-from agentq.orchestrator.loop.prepare import PREPARE_STEP_KIND
+from agentq.orchestrator.loop.prepare import HOOK_KINDS
 from agentq.orchestrator.machine.sweeper import Sweeper
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.redis.connect import (
@@ -109,7 +109,7 @@ _NOT_TOOLS = frozenset(
         MODEL_PROVIDER_KIND,
         MODEL_ENDPOINT_KIND,
         MCP_SERVER_KIND,
-        PREPARE_STEP_KIND,
+        *HOOK_KINDS,
         HTTP_EXECUTOR_KIND,
     }
 )
@@ -383,7 +383,7 @@ class WorkerRuntime:
             queue = executor.queue or self.tool_queue
             for ann in await executor.announcements(queue):
                 sets.setdefault(ann.queue, []).append(registry_key(ann))
-        # Its prepare_step hooks too.
+        # Its hooks too.
         for ann in hook_announcements(self.tool_queue):
             sets.setdefault(ann.queue, []).append(registry_key(ann))
         return {q: sorted(set(t)) for q, t in sets.items() if q in self.queues}

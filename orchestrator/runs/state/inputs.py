@@ -155,9 +155,11 @@ class ResolveApproval(TransitionInput):
     call_id: str
     approved: bool
     event: str
-    # Approved: the call's next status, and its job when it runs on a queue.
+    # Approved: the call's next status, and its job when it runs on a queue; the call's
+    # record with the approver's input, when they edited it.
     next_status: CallStatus | None = None
     job: QueuedJob | None = None
+    call: str | None = None
     # Denied: the denial as the call's (error) result.
     result: str | None = None
     events: list[str] = Field(default_factory=list)
@@ -173,6 +175,8 @@ class ResolveApproval(TransitionInput):
                 raise ValueError("an approval of a queued call needs its job")
         elif self.result is None or self.next_job is None:
             raise ValueError("a denial needs its result and the next step's job")
+        elif self.call is not None:
+            raise ValueError("a denial keeps the call's input")
         return self
 
 

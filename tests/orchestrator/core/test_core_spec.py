@@ -14,7 +14,8 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.policy.model_ref import ModelRef
-from agentq.orchestrator.spec.run import HasToolCall, RunSpec, StepCountIs, ToolChoiceTool
+from agentq.orchestrator.policy.stop_conditions import HasToolCall, StepCountIs
+from agentq.orchestrator.spec.run import RunSpec, ToolChoiceTool
 from agentq.orchestrator.tools.client import ClientToolSpec
 from agentq.orchestrator.tools.code import CodeToolSpec
 from agentq.orchestrator.tools.function import FunctionToolSpec

@@ -1,4 +1,4 @@
-"""The pure core of the loop: plan_step, should_stop, validate_input, parse_arguments."""
+"""The pure core of the loop: plan_step, step_end, validate_input, parse_arguments."""
 
 from __future__ import annotations
 
@@ -15,10 +15,11 @@ from agentq.orchestrator.loop.plan import (
     offered_tools,
     parse_arguments,
     plan_step,
-    should_stop,
     status_after_approval,
+    step_end,
     validate_input,
 )
+from agentq.orchestrator.policy.stop_conditions import StepFacts
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 
@@ -372,7 +373,7 @@ def test_plan_step_has_tool_call_counts_a_call_with_bad_input() -> None:
     assert result.after == "finish"
 
 
-# -- should_stop -------------------------------------------------------------------------
+# -- step_end ----------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -395,8 +396,9 @@ def test_plan_step_has_tool_call_counts_a_call_with_bad_input() -> None:
         ({"max_steps": 50, "stop_when": [{"step_count_is": 3}]}, 3, set(), True),
     ],
 )
-def test_should_stop(spec_kw: dict[str, Any], step: int, names: set[str], stop: bool) -> None:
-    assert should_stop(make_spec(**spec_kw), step, names) is stop
+def test_step_end(spec_kw: dict[str, Any], step: int, names: set[str], stop: bool) -> None:
+    facts = StepFacts(step=step, call_names=frozenset(names))
+    assert step_end(make_spec(**spec_kw), facts)[0] is stop
 
 
 # -- offered_tools / status_after_approval / error_result ------------------------------

@@ -80,6 +80,32 @@ def test_a_hook_that_raises_fails_the_step_with_its_error(
     assert "prepare_step 'nobody_has_it'" in refused.stderr
 
 
+def test_stop_and_approval_hooks_registered_on_another_worker(
+    redis_url: str, split_workers: tuple[WorkerProcess, WorkerProcess], tmp_path: Path
+) -> None:
+    """The model worker lacks them: each is asked through a `hook` job on the tools worker."""
+    spec = scripted(
+        {"text": "adding", **calls(("add", {"a": 1, "b": 2}), ("add", {"a": 100, "b": 1}))},
+        {"text": "DONE", **calls(("add", {"a": 3, "b": 4}))},
+        {"text": "never"},
+        tools=[{"type": "function", "name": "add", "needs_approval": {"hook": "large_sums"}}],
+        stop_when=[{"hook": "says_done"}],
+    )
+    run_id = submit(tmp_path, spec, redis_url)
+    events = events_until(run_id, redis_url, "tool-approval-request")
+    (request,) = [e for e in events if e["type"] == "tool-approval-request"]
+    assert request["input"] == {"a": 100, "b": 1}
+    approved = run_cli("approve", run_id, request["tool_call_id"], redis_url=redis_url)
+    assert approved.returncode == 0, approved.stderr
+    code, result = wait_json(run_id, redis_url)
+    assert code == 0, result
+    assert result["finish_reason"] == "stop_when: hook 'says_done'"
+    assert [[r["output"] for r in s["tool_results"]] for s in result["steps"]] == [
+        [3.0, 101.0],
+        [7.0],
+    ]
+
+
 def _write(tmp_path: Path, spec: dict[str, Any]) -> Path:
     path = tmp_path / "other.json"
     path.write_text(json.dumps(spec))

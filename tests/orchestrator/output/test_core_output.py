@@ -118,7 +118,7 @@ def planned(
         finish_reason="tool-calls" if calls else "stop",
     )
     return plan_step(
-        run, [ADD], step, response, StepOutput(spec=run.output, mode=mode, attempts=attempts)
+        run, [ADD], step, response, output=StepOutput(spec=run.output, mode=mode, attempts=attempts)
     )
 
 

@@ -1,0 +1,192 @@
+"""Stop conditions: when a run ends before `max_steps`, declared in its spec.
+
+`stop_when` is a list; any element that holds ends the run once the step's tool
+results are in. An element is a leaf (`has_tool_call`, `step_count_is`,
+`has_text_matching`, `usage_exceeds`, `hook`) or a group (`all`, `any`) of
+elements. Evaluation is pure: the worker gathers the facts (the run's token
+total, what the named `@stop_when` hooks answered) and `stop_reason` decides,
+naming the element that matched so the run's `finish_reason` says why it ended.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Union
+
+from pydantic import Discriminator, Field, Tag, field_validator
+
+from agentq.orchestrator.core.spec_model import SpecModel
+
+# A registered hook's name (as `prepare_step`'s).
+HOOK_NAME = r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$"
+
+
+class HasToolCall(SpecModel):
+    has_tool_call: str
+
+
+class StepCountIs(SpecModel):
+    step_count_is: int = Field(ge=1)
+
+
+class HasTextMatching(SpecModel):
+    """The step's text matches this regular expression (`re.search`)."""
+
+    has_text_matching: str = Field(min_length=1, max_length=1000)
+
+    @field_validator("has_text_matching")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a valid regular expression: {exc}") from None
+        return value
+
+
+class UsageExceeds(SpecModel):
+    """The run's tokens so far (input + output, this step included) exceed this."""
+
+    usage_exceeds: int = Field(ge=0)
+
+
+class StopHook(SpecModel):
+    """A `@stop_when` function a worker registered, called with the step's result."""
+
+    hook: str = Field(pattern=HOOK_NAME)
+
+
+class AllOf(SpecModel):
+    all: list[StopCondition] = Field(min_length=1)
+
+
+class AnyOf(SpecModel):
+    any: list[StopCondition] = Field(min_length=1)
+
+
+_KINDS = (
+    "has_tool_call",
+    "step_count_is",
+    "has_text_matching",
+    "usage_exceeds",
+    "hook",
+    "all",
+    "any",
+)
+
+
+def _kind(value: Any) -> str | None:
+    """Which kind an element is: its one key (pydantic then reports only that kind's
+    errors, a line a user can act on)."""
+    if isinstance(value, SpecModel):
+        return next(iter(type(value).model_fields))
+    if isinstance(value, dict) and len(value) == 1:
+        key = next(iter(value))
+        return key if key in _KINDS else None
+    return None
+
+
+StopCondition = Annotated[
+    Union[  # noqa: UP007 (Tag needs each member annotated in a Union)
+        Annotated[HasToolCall, Tag("has_tool_call")],
+        Annotated[StepCountIs, Tag("step_count_is")],
+        Annotated[HasTextMatching, Tag("has_text_matching")],
+        Annotated[UsageExceeds, Tag("usage_exceeds")],
+        Annotated[StopHook, Tag("hook")],
+        Annotated[AllOf, Tag("all")],
+        Annotated[AnyOf, Tag("any")],
+    ],
+    Discriminator(
+        _kind,
+        custom_error_type="stop_condition",
+        custom_error_message=f"a stop condition has one key, one of: {', '.join(_KINDS)}",
+    ),
+]
+AllOf.model_rebuild()
+AnyOf.model_rebuild()
+
+
+@dataclass(frozen=True)
+class StepFacts:
+    """What the conditions are judged on, for the step just answered."""
+
+    step: int
+    call_names: frozenset[str] = frozenset()
+    text: str = ""
+    # The run's tokens with this step's (read only when a condition asks: see needs_usage).
+    run_tokens: int = 0
+    # What each named hook answered (hook_names); a hook not asked counts as False.
+    hooks: Mapping[str, bool] = field(default_factory=dict)
+
+
+def holds(cond: StopCondition, facts: StepFacts) -> bool:
+    match cond:
+        case HasToolCall(has_tool_call=name):
+            return name in facts.call_names
+        case StepCountIs(step_count_is=n):
+            return facts.step + 1 >= n
+        case HasTextMatching(has_text_matching=pattern):
+            return re.search(pattern, facts.text) is not None
+        case UsageExceeds(usage_exceeds=limit):
+            return facts.run_tokens > limit
+        case StopHook(hook=name):
+            return facts.hooks.get(name, False)
+        case AllOf(all=group):
+            return all(holds(c, facts) for c in group)
+        case AnyOf(any=group):
+            return any(holds(c, facts) for c in group)
+    raise AssertionError(f"unknown stop condition {cond!r}")
+
+
+def describe(cond: StopCondition) -> str:
+    """The condition as `finish_reason` names it, e.g. `has_text_matching 'DONE'`."""
+    match cond:
+        case HasToolCall(has_tool_call=name):
+            return f"has_tool_call {name!r}"
+        case StepCountIs(step_count_is=n):
+            return f"step_count_is {n}"
+        case HasTextMatching(has_text_matching=pattern):
+            return f"has_text_matching {pattern!r}"
+        case UsageExceeds(usage_exceeds=limit):
+            return f"usage_exceeds {limit}"
+        case StopHook(hook=name):
+            return f"hook {name!r}"
+        case AllOf(all=group):
+            return "all [" + ", ".join(describe(c) for c in group) + "]"
+        case AnyOf(any=group):
+            return "any [" + ", ".join(describe(c) for c in group) + "]"
+    raise AssertionError(f"unknown stop condition {cond!r}")
+
+
+def stop_reason(conditions: Sequence[StopCondition], facts: StepFacts) -> str | None:
+    """`stop_when: <the first element that holds>`, or None: the run goes on."""
+    for cond in conditions:
+        if holds(cond, facts):
+            return f"stop_when: {describe(cond)}"
+    return None
+
+
+def leaves(
+    conditions: Sequence[StopCondition], where: str = "stop_when"
+) -> Iterator[tuple[str, StopCondition]]:
+    """Every leaf condition, inside groups too, with where it is (`stop_when[0].all[1]`)."""
+    for i, cond in enumerate(conditions):
+        if isinstance(cond, AllOf):
+            yield from leaves(cond.all, f"{where}[{i}].all")
+        elif isinstance(cond, AnyOf):
+            yield from leaves(cond.any, f"{where}[{i}].any")
+        else:
+            yield f"{where}[{i}]", cond
+
+
+def hook_names(conditions: Sequence[StopCondition]) -> list[str]:
+    """The hooks the conditions name, each once, in order (each is called every step)."""
+    names = [c.hook for _, c in leaves(conditions) if isinstance(c, StopHook)]
+    return list(dict.fromkeys(names))
+
+
+def needs_usage(conditions: Sequence[StopCondition]) -> bool:
+    """Whether judging needs the run's token total (one read of the run per step)."""
+    return any(isinstance(c, UsageExceeds) for _, c in leaves(conditions))
