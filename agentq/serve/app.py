@@ -16,7 +16,7 @@ from agentq.orchestrator.client import Client
 from agentq.serve import batches, credentials, errors, meta, remote, runs
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
-from agentq.serve.door_spans import DOOR_SPANS
+from agentq.serve.door_spans import door_spans
 from agentq.serve.feeds import CallFeeds, RunFeeds
 from agentq.serve.limits import BodyLimit, OpenStreams
 from agentq.serve.metrics import MetricsMiddleware, ServeMetrics
@@ -60,7 +60,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         lifespan=lifespan,
         # FastAPI's own OpenTelemetry SERVER spans, on the provider `agentq serve` set up
         # (server.py): the doors that act, not the reads (door_spans.py).
-        telemetry=DOOR_SPANS,
+        telemetry=door_spans(),
     )
     app.state.config = config
     metrics = app.state.metrics = ServeMetrics()
