@@ -248,8 +248,9 @@ LEASE_DONE_PREFIX = "aq:lease-done:"
 
 
 def lease_done(lease_id: str) -> str:
-    """How an ended lease ended ("answered" or "timed-out"), kept a while so that a late
-    or repeated request on it hears the truth rather than "lapsed"."""
+    """How a lease ended ("answered", "timed-out", or "lapsed", written as it starts)
+    and its holder, kept a while so that a late or repeated request of its holder hears
+    the truth."""
     return LEASE_DONE_PREFIX + lease_id
 
 
