@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -16,6 +16,7 @@ from agentq.orchestrator.client import Client
 from agentq.serve import batches, credentials, errors, meta, remote, runs
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
+from agentq.serve.deps import look_up_token
 from agentq.serve.door_spans import door_spans
 from agentq.serve.feeds import CallFeeds, RunFeeds
 from agentq.serve.limits import BodyLimit, OpenStreams
@@ -54,6 +55,8 @@ def create_app(config: ServeConfig) -> FastAPI:
             await client.aclose()
 
     app = FastAPI(
+        # Before any door: whether the token a request carries is live (deps.py).
+        dependencies=[Depends(look_up_token)],
         title="agentq",
         summary="LLM agent loops as durable distributed jobs on Redis",
         version="0.1.0",

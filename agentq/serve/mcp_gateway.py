@@ -54,7 +54,7 @@ from agentq.orchestrator.calls.api import (
 from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
 from agentq.orchestrator.core.errors import AgentqError, UnknownToolError
 from agentq.serve.auth import KeyRing, Principal
-from agentq.serve.deps import client_of, principal_of, signer_of
+from agentq.serve.deps import client_of, look_up_token, principal_of, signer_of
 from agentq.serve.errors import ApiError, error_body
 from agentq.serve.feeds import CallFeeds
 from agentq.serve.limits import check_submit_rate
@@ -211,6 +211,7 @@ class McpGateway:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             request = Request(scope)
+            await look_up_token(request)  # a route of its own: the app's dependencies skip it
             try:
                 principal = principal_of(request)
                 if CALL_SCOPE not in principal.scopes:

@@ -236,6 +236,12 @@ def shared_secret(name: str) -> str:
     return f"aq:secret:{name}"
 
 
+def credential(issuer: str, credential_id: str) -> str:
+    """A live credential a door issued (`agentq serve`'s tokens), under the key that
+    issued it: kept until it expires, deleted to revoke it (Client.credentials)."""
+    return f"aq:token:{issuer}:{credential_id}"
+
+
 LEASE_DEADLINE_PREFIX = "aq:lease-deadline:"
 
 
