@@ -9,7 +9,8 @@ async with Client("redis://localhost:6379") as client:
 - `client.runs`: submit, read, list, follow, approve, answer, cancel, fork, replay;
 - `client.calls`: the fleet's tools called without a run;
 - `client.batches`: many runs from lines of JSON, admitted by the fleet;
-- `client.fleet`: the workers alive, the tools they serve, their queues' depths.
+- `client.fleet`: the workers alive, the tools they serve, their queues' depths;
+- `client.credentials`: which tokens the doors issued are live (revoking one).
 
 The front doors (CLI, HTTP API, MCP gateway, dashboard) reach Redis through these
 sub-clients only (tests/architecture/test_doors.py).
@@ -26,6 +27,7 @@ from agentq.orchestrator.calls.api import ToolCalls
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.resource import AsyncResource
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.credentials import Credentials
 from agentq.orchestrator.fleet.api import Fleet
 from agentq.orchestrator.redis.connect import connect
 from agentq.orchestrator.redis.faults import redis_errors_mapped
@@ -51,6 +53,7 @@ class Client(AsyncResource):
         self.calls = ToolCalls(self.runs.store, self.redis, self.settings)
         self.batches = Batches(self.redis, self.settings, self.runs)
         self.fleet = Fleet(self.redis, self.runs.store)
+        self.credentials = Credentials(self.redis)
 
     async def ping(self) -> None:
         """Whether Redis answers: InfrastructureError when it does not."""

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib import resources
 
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
@@ -16,7 +16,8 @@ from agentq.orchestrator.client import Client
 from agentq.serve import batches, credentials, errors, meta, remote, runs
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
-from agentq.serve.door_spans import DOOR_SPANS
+from agentq.serve.deps import look_up_token
+from agentq.serve.door_spans import door_spans
 from agentq.serve.feeds import CallFeeds, RunFeeds
 from agentq.serve.limits import BodyLimit, OpenStreams
 from agentq.serve.metrics import MetricsMiddleware, ServeMetrics
@@ -54,13 +55,15 @@ def create_app(config: ServeConfig) -> FastAPI:
             await client.aclose()
 
     app = FastAPI(
+        # Before any door: whether the token a request carries is live (deps.py).
+        dependencies=[Depends(look_up_token)],
         title="agentq",
         summary="LLM agent loops as durable distributed jobs on Redis",
         version="0.1.0",
         lifespan=lifespan,
         # FastAPI's own OpenTelemetry SERVER spans, on the provider `agentq serve` set up
         # (server.py): the doors that act, not the reads (door_spans.py).
-        telemetry=DOOR_SPANS,
+        telemetry=door_spans(),
     )
     app.state.config = config
     metrics = app.state.metrics = ServeMetrics()

@@ -1,4 +1,5 @@
-"""Trading a key for what a browser or a URL may hold: tokens and the session cookie."""
+"""Trading a key for what a browser or a URL may hold: tokens and the session cookie,
+and ending them before they expire (revoking a token, signing out of a session)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field, model_validator
 
 from agentq.serve.auth import Principal, authenticate, hash_key
-from agentq.serve.deps import config_of, own_run, signer_of
-from agentq.serve.errors import ApiError
+from agentq.serve.deps import client_of, config_of, own_run, signer_of
+from agentq.serve.errors import ApiError, not_found
 from agentq.serve.tokens import (
     CHAT_SCOPE_PREFIX,
     COOKIE,
@@ -51,6 +52,7 @@ class TokenRequest(BaseModel):
 
 class TokenOut(BaseModel):
     token: str
+    id: str  # what revokes it: DELETE /v1/tokens/{id}
     purpose: str
     expires_at: float
 
@@ -60,9 +62,11 @@ class Login(BaseModel):
 
 
 def _key_holder(request: Request) -> Principal:
-    """The caller, who must present a key: a token never mints another token."""
+    """The caller, who must present a key: a token never mints nor revokes a token."""
     if grant_of(request, signer_of(request)) is not None:
-        raise ApiError(403, "forbidden", "tokens are minted with an API key, not a token")
+        raise ApiError(
+            403, "forbidden", "tokens are minted and revoked with an API key, not a token"
+        )
     return authenticate(request, config_of(request).keys)
 
 
@@ -81,13 +85,24 @@ async def mint(request: Request, body: TokenRequest) -> TokenOut:
         target = CHAT_SCOPE_PREFIX + body.chat
     elif body.subject is not None:
         target = SUBJECT_SCOPE_PREFIX + body.subject
-    token, expires_at = signer_of(request).mint(
-        narrowed(principal, body.purpose, target),
-        body.purpose,
-        holder_of(request, None),
-        ttl_s,
+    holder = holder_of(request, None)
+    minted = signer_of(request).mint(
+        narrowed(principal, body.purpose, target), body.purpose, holder, ttl_s
     )
-    return TokenOut(token=token, purpose=body.purpose, expires_at=expires_at)
+    await client_of(request).credentials.issued(holder, minted.token_id, ttl_s)
+    return TokenOut(
+        token=minted.token, id=minted.token_id, purpose=body.purpose, expires_at=minted.expires_at
+    )
+
+
+@router.delete("/v1/tokens/{token_id}", status_code=204)
+async def revoke_token(request: Request, token_id: str) -> Response:
+    """End a token the calling key minted, before it expires: its next request is a 401."""
+    _key_holder(request)
+    if not await client_of(request).credentials.revoke(holder_of(request, None), token_id):
+        # Another key's token is as unknown as one never minted.
+        raise not_found(f"this key has no live token {token_id!r}")
+    return Response(status_code=204)
 
 
 @router.post("/v1/session", status_code=204)
@@ -100,13 +115,13 @@ async def login(request: Request, body: Login) -> Response:
     if principal is None:  # no keys configured: the open principal
         principal = authenticate(request, None)
     config = config_of(request)
-    token, _ = signer_of(request).mint(
-        principal, "session", hash_key(body.key), config.session_ttl_s
-    )
+    holder = hash_key(body.key)
+    minted = signer_of(request).mint(principal, "session", holder, config.session_ttl_s)
+    await client_of(request).credentials.issued(holder, minted.token_id, config.session_ttl_s)
     response = Response(status_code=204)
     response.set_cookie(
         COOKIE,
-        token,
+        minted.token,
         max_age=int(config.session_ttl_s),
         httponly=True,
         samesite="strict",
@@ -117,7 +132,11 @@ async def login(request: Request, body: Login) -> Response:
 
 
 @router.delete("/v1/session", status_code=204)
-async def logout() -> Response:
+async def logout(request: Request) -> Response:
+    """Sign out: the session ends here too, so a copy of its cookie is worth nothing."""
+    grant = grant_of(request, signer_of(request))
+    if grant is not None and grant.purpose == "session":
+        await client_of(request).credentials.revoke(grant.holder, grant.token_id)
     response = Response(status_code=204)
     response.delete_cookie(COOKIE, path="/", httponly=True, samesite="strict")
     return response

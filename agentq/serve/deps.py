@@ -15,7 +15,7 @@ from agentq.serve.config import ServeConfig
 from agentq.serve.errors import ApiError, not_found
 from agentq.serve.feeds import CallFeeds, RunFeeds
 from agentq.serve.limits import OpenStreams
-from agentq.serve.tokens import RUN_SCOPE_PREFIX, Signer, grant_of
+from agentq.serve.tokens import LIVE_TOKEN, RUN_SCOPE_PREFIX, Signer, grant_of, is_token, presented
 
 T = TypeVar("T")
 
@@ -55,6 +55,20 @@ def config_of(request: Request) -> ServeConfig:
 def signer_of(request: Request) -> Signer:
     signer: Signer = request.app.state.signer
     return signer
+
+
+async def look_up_token(request: Request) -> None:
+    """Whether the token a request carries is live (not revoked), for `grant_of` to read:
+    the one Redis read a token costs, before any door handles the request. A request
+    with a key, nothing, or a token that does not verify reads nothing."""
+    found = presented(request)
+    if found is None or not is_token(found[1]):
+        return
+    grant = signer_of(request).verify(found[1])
+    if grant is not None and await client_of(request).credentials.live(
+        grant.holder, grant.token_id
+    ):
+        setattr(request.state, LIVE_TOKEN, grant.token_id)
 
 
 def principal_of(request: Request) -> Principal:

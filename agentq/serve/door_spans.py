@@ -4,7 +4,9 @@ caller's span when it sent a W3C `traceparent`), for the requests that act at a 
 streams would bury the runs' spans), nor for a request that carries a credential in its
 query string, which the span's `url.query` would keep. The span is current while its
 request is handled: a run submitted under it has it as its span's parent (runs.py).
-FastAPI's metrics and logs stay off: `/metrics` is Prometheus's (metrics.py)."""
+They go through agentq's kinded tracers, so a trace viewer shows them as CHAIN spans
+(orchestrator/tracing/kinds.py) rather than of no kind. FastAPI's metrics and logs
+stay off: `/metrics` is Prometheus's (metrics.py)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,9 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from fastapi.telemetry import TelemetryConfig
+from opentelemetry import trace
+
+from agentq.orchestrator import tracing
 
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 CREDENTIALS = frozenset({"key", "token", "access_token"})
@@ -26,10 +31,18 @@ def untraced(scope: MutableMapping[str, Any]) -> bool:
     return any(name in CREDENTIALS for name, _ in parse_qsl(query, keep_blank_values=True))
 
 
-DOOR_SPANS: TelemetryConfig = {
-    "tracing": True,
-    "operation_spans": False,  # dependency resolution, serialization: noise beside a run
-    "metrics": False,
-    "logs": False,
-    "exclude": untraced,
-}
+def door_spans() -> TelemetryConfig:
+    """FastAPI's telemetry for the doors, on the provider set when the app is made
+    (`agentq serve` sets its own up first). With none set, FastAPI's default: it
+    records only if a provider appears later, without kinds."""
+    config: TelemetryConfig = {
+        "tracing": True,
+        "operation_spans": False,  # dependency resolution, serialization: noise beside a run
+        "metrics": False,
+        "logs": False,
+        "exclude": untraced,
+    }
+    if tracing.recording():
+        # Given a provider, FastAPI traces every request: only when one records.
+        config["tracer_provider"] = tracing.KindedTracerProvider(trace.get_tracer_provider())
+    return config

@@ -163,7 +163,15 @@ class OpenStreams:
         back when the stream ends, however it ends: a stream never started (its client
         left first) gives it back when it is collected."""
         self.open(tenant)
+        return self._released_after(tenant, body)
 
+    def slot(self, tenant: str) -> Slot:
+        """A slot taken now for a stream a handler makes later, after it has acted (a
+        chat turn starts a run): the 429 comes before anything is done."""
+        self.open(tenant)
+        return Slot(self, tenant)
+
+    def _released_after(self, tenant: str, body: AsyncIterator[T]) -> AsyncIterator[T]:
         async def streamed() -> AsyncIterator[T]:
             try:
                 async for item in body:
@@ -174,3 +182,26 @@ class OpenStreams:
         stream = streamed()
         release = weakref.finalize(stream, self.close, tenant)  # runs once, whichever first
         return stream
+
+
+class Slot:
+    """One open-stream slot, held by a handler until it hands it to the stream it
+    answers with (`stream`); given back at the `with` block's end if it never does
+    (the handler refused, or answered without a stream)."""
+
+    def __init__(self, streams: OpenStreams, tenant: str) -> None:
+        self._streams = streams
+        self._tenant = tenant
+        self._handed = False
+
+    def stream(self, body: AsyncIterator[T]) -> AsyncIterator[T]:
+        """`body`, holding this slot until it ends (as `OpenStreams.holding`)."""
+        self._handed = True
+        return self._streams._released_after(self._tenant, body)
+
+    def __enter__(self) -> Slot:
+        return self
+
+    def __exit__(self, kind: object, exc: object, tb: object) -> None:
+        if not self._handed:
+            self._streams.close(self._tenant)

@@ -6,6 +6,8 @@ it runs on the tool's queue on whichever worker serves it. The gateway adds:
 
 - auth: `Authorization: Bearer KEY` with the HTTP API's keys (`AGENTQ_API_KEYS`); a key
   needs the `tools:call` scope and sees only the tools its `tool:PATTERN` scopes allow;
+- limits: each `tools/call` counts toward its tenant's submit rate, as a POST of a tool
+  call does; past it, a JSON-RPC error (RATE_LIMITED) whose data names the limit;
 - progress: the job's progress values as `notifications/progress` when the client
   sent a progress token;
 - cancellation: `notifications/cancelled` cancels the job (its result is written once);
@@ -52,9 +54,10 @@ from agentq.orchestrator.calls.api import (
 from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
 from agentq.orchestrator.core.errors import AgentqError, UnknownToolError
 from agentq.serve.auth import KeyRing, Principal
-from agentq.serve.deps import principal_of, signer_of
+from agentq.serve.deps import client_of, look_up_token, principal_of, signer_of
 from agentq.serve.errors import ApiError, error_body
 from agentq.serve.feeds import CallFeeds
+from agentq.serve.limits import check_submit_rate
 from agentq.serve.server import is_loopback
 from agentq.serve.tokens import grant_of, holder_of
 from agentq.serve.tool_calls import CALL_SCOPE, visible_tools
@@ -65,6 +68,9 @@ MCP_PATH = "/mcp"
 # How often the gateway looks at the catalogue for tools/list_changed.
 CATALOGUE_POLL_S = 2.0
 INVALID_PARAMS = -32602
+# A server error of JSON-RPC's implementation-defined range (-32000..-32099): a limit
+# refused the request; its data names the limit and when to try again.
+RATE_LIMITED = -32029
 _PRINCIPAL = "agentq_principal"
 MCP_SESSION_HEADER = "mcp-session-id"
 MAX_REMEMBERED_SESSIONS = 10_000
@@ -205,6 +211,7 @@ class McpGateway:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             request = Request(scope)
+            await look_up_token(request)  # a route of its own: the app's dependencies skip it
             try:
                 principal = principal_of(request)
                 if CALL_SCOPE not in principal.scopes:
@@ -241,13 +248,25 @@ class McpGateway:
     # -- handlers -------------------------------------------------------------------
 
     def _principal(self, ctx: ServerRequestContext[Any]) -> Principal:
-        request = ctx.request
-        if isinstance(request, Request):
-            principal = request.scope.get("state", {}).get(_PRINCIPAL)
-            if isinstance(principal, Principal):
-                return principal
-            return principal_of(request)
-        raise MCPError(INVALID_PARAMS, "no HTTP request to authenticate")
+        request = _http_request(ctx)
+        principal = request.scope.get("state", {}).get(_PRINCIPAL)
+        if isinstance(principal, Principal):
+            return principal
+        return principal_of(request)
+
+    async def _count_call(self, ctx: ServerRequestContext[Any], principal: Principal) -> None:
+        """Count the call toward its tenant's submit rate, as `POST /v1/tools/{name}/calls`
+        does; past the limit, an MCP error naming it."""
+        request = _http_request(ctx)
+        try:
+            await check_submit_rate(client_of(request).runs, principal.tenant)
+        except ApiError as exc:
+            retry_after_s = int((exc.headers or {}).get("Retry-After", "1"))
+            raise MCPError(
+                RATE_LIMITED,
+                f"{exc.message} (limit: {exc.limit}); try again in {retry_after_s} s",
+                data={"limit": exc.limit, "retry_after_s": retry_after_s},
+            ) from None
 
     def _remember(self, ctx: ServerRequestContext[Any]) -> None:
         session_id = _session_id(ctx)
@@ -305,6 +324,7 @@ class McpGateway:
         found = (await calls.catalogue()).get(params.name)
         if found is None or not principal.may_call(found.name, *found.aliases):
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}")
+        await self._count_call(ctx, principal)
         try:
             call_id, _, tool = await calls.start(
                 params.name,
@@ -390,6 +410,13 @@ def _rebinding_guard(keys: KeyRing | None, host: str) -> TransportSecuritySettin
         allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
         allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
     )
+
+
+def _http_request(ctx: ServerRequestContext[Any]) -> Request:
+    """The HTTP request a handler answers: the door's app, its state and the caller."""
+    if isinstance(ctx.request, Request):
+        return ctx.request
+    raise MCPError(INVALID_PARAMS, "no HTTP request to authenticate")
 
 
 def _asker(ctx: ServerRequestContext[Any]) -> InputCallback | None:

@@ -11,10 +11,12 @@ tools only:
 
 The calls on a queue are every tenant's, so only a worker key naming the queue
 (`queue:NAME`) leases it, and a lease answers only the key that took it: anyone else's
-heartbeat, progress or result gets the 410 of an unknown lease.
+heartbeat, progress or result gets the 404 of an unknown lease, while it is held and
+after it ended.
 
-A lease whose call is done answers its holder 409 (a result was recorded) or 410 (the
-call's deadline passed); a lapsed or unknown lease answers 410: its call is re-delivered.
+To its holder, an ended lease says how it ended: 409 when its call already has its
+result, 410 when the call's deadline passed (a timeout error was recorded) or when the
+lease lapsed (its call went back to its queue).
 The process also runs a `RemoteService` (workers/tools/remote_service.py): it announces
 the remote tools, reaps lapsed leases, and pushes the calls of queues with a webhook.
 """
@@ -29,7 +31,12 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentq.serve.auth import Principal, authenticate
 from agentq.serve.deps import config_of, streams_of
 from agentq.serve.errors import ApiError, not_found
-from agentq.workers.tools.remote import CallTimedOut, LeaseAnswered, LeaseGone
+from agentq.workers.tools.remote import (
+    CallTimedOut,
+    LeaseAnswered,
+    LeaseGone,
+    LeaseLapsed,
+)
 from agentq.workers.tools.remote_service import RemoteService
 
 router = APIRouter(tags=["remote workers"])
@@ -76,23 +83,32 @@ def _worker(request: Request) -> Principal:
     return principal
 
 
-def _gone(lease_id: str, exc: LeaseGone | None = None) -> ApiError:
-    if isinstance(exc, LeaseAnswered):
-        return ApiError(
-            409,
-            "lease_answered",
-            f"lease {lease_id!r} is done: its call's result was recorded already "
-            "(nothing was changed)",
-        )
-    if isinstance(exc, CallTimedOut):
-        return ApiError(
-            410,
-            "call_timed_out",
-            f"lease {lease_id!r}: the call's deadline passed (a timeout error was recorded for it)",
-        )
-    return ApiError(
-        410, "lease_gone", f"lease {lease_id!r} lapsed or is unknown; its call is re-delivered"
-    )
+def _gone(lease_id: str, exc: LeaseGone) -> ApiError:
+    """What is true of a lease that holds nothing, as the caller may know it."""
+    match exc:
+        case LeaseAnswered():
+            return ApiError(
+                409,
+                "lease_answered",
+                f"lease {lease_id!r} is done: the call already has its result "
+                "(nothing was changed)",
+            )
+        case CallTimedOut():
+            return ApiError(
+                410,
+                "call_timed_out",
+                f"lease {lease_id!r}: the call's deadline passed "
+                "(a timeout error was recorded for it)",
+            )
+        case LeaseLapsed():
+            return ApiError(
+                410,
+                "lease_lapsed",
+                f"lease {lease_id!r} lapsed unrenewed: its call went back to its queue "
+                "(nothing was changed)",
+            )
+        case _:  # LeaseUnknown: another key's lease, live or ended, is as unknown
+            return not_found(f"this key holds no lease {lease_id!r}")
 
 
 @router.post("/v1/queues/{queue}/lease")

@@ -47,6 +47,8 @@ def serve(config: ServeConfig, host: str, port: int, *, log_level: str = "info")
     # Our streams end themselves on shutdown (see follow.start_draining); sse-starlette's
     # own drain would cancel them mid-body.
     AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
+    # Before the app is made: its door spans go on this provider (door_spans.py).
+    tracing.setup_tracing("agentq-serve")
     uv_config = uvicorn.Config(
         create_app(config),
         host=host,
@@ -57,7 +59,6 @@ def serve(config: ServeConfig, host: str, port: int, *, log_level: str = "info")
     )
     # uvicorn.Config set its loggers up: the filter goes on after.
     logging.getLogger("uvicorn.access").addFilter(RedactCredentials())
-    tracing.setup_tracing("agentq-serve")
     try:
         _DrainingServer(uv_config).run()
     finally:

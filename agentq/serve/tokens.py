@@ -1,10 +1,13 @@
 """Short-lived, narrow tokens: what travels where a long-lived key must not.
 
-A token is `aqt_` + base64url(JSON claims) + `.` + base64url(HMAC-SHA256). It is signed,
-not stored: every `agentq serve` replica verifies it with the deployment's token secret
-and no Redis round trip, so authenticating stays a pure check. The price is that a
-token cannot be revoked before it expires, which is why tokens live minutes (a session
-cookie hours) and rotating the secret ends them all.
+A token is `aqt_` + base64url(JSON claims) + `.` + base64url(HMAC-SHA256). Every
+`agentq serve` replica verifies its signature with the deployment's token secret, and
+its liveness in Redis (`client.credentials`): minting records the token (its id, under
+the key that minted it) until it expires, and revoking it (`DELETE /v1/tokens/{id}`, or
+signing out of a session) deletes the record. That lookup is the one I/O a token costs,
+done before a request is handled (`deps.look_up_token`); `grant_of` then reads its
+answer, so verifying stays a pure function of the request. Rotating the secret ends
+every token at once.
 
 A token names one purpose, and its scopes follow from it (never wider than the key
 that minted it):
@@ -22,6 +25,7 @@ import base64
 import hashlib
 import hmac
 import json
+import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +43,8 @@ QUERY = "token"
 RUN_SCOPE_PREFIX = "run:"
 CHAT_SCOPE_PREFIX = "chat:"
 SUBJECT_SCOPE_PREFIX = "subject:"
+# On a request's state: the id of the token it carries, when Redis says it is live.
+LIVE_TOKEN = "agentq_live_token"
 
 
 @dataclass(frozen=True)
@@ -49,6 +55,14 @@ class Grant:
     purpose: str
     holder: str  # the minting key's hash: a token acts as that key (MCP sessions)
     expires_at: float
+    token_id: str  # what revokes it (DELETE /v1/tokens/{id})
+
+
+@dataclass(frozen=True)
+class Minted:
+    token: str
+    token_id: str
+    expires_at: float  # epoch seconds
 
 
 def _b64(data: bytes) -> str:
@@ -67,20 +81,20 @@ class Signer:
     def _mac(self, body: str) -> str:
         return _b64(hmac.new(self._secret, body.encode(), hashlib.sha256).digest())
 
-    def mint(
-        self, principal: Principal, purpose: str, holder: str, ttl_s: float
-    ) -> tuple[str, float]:
-        """The token, and when it expires (epoch seconds)."""
+    def mint(self, principal: Principal, purpose: str, holder: str, ttl_s: float) -> Minted:
+        """The token, its id, and when it expires."""
         expires_at = self._clock() + ttl_s
+        token_id = secrets.token_urlsafe(12)
         claims = {
             "t": principal.tenant,
             "s": sorted(principal.scopes),
             "p": purpose,
             "h": holder,
             "x": expires_at,
+            "i": token_id,
         }
         body = _b64(json.dumps(claims, separators=(",", ":")).encode())
-        return f"{PREFIX}{body}.{self._mac(body)}", expires_at
+        return Minted(f"{PREFIX}{body}.{self._mac(body)}", token_id, expires_at)
 
     def verify(self, token: str) -> Grant | None:
         """The token's grant, or None when it is forged, malformed or expired."""
@@ -94,6 +108,7 @@ class Signer:
                 str(claims["p"]),
                 str(claims["h"]),
                 float(claims["x"]),
+                str(claims["i"]),
             )
         except (ValueError, KeyError, TypeError):
             return None
@@ -124,9 +139,9 @@ def presented(request: Request) -> tuple[str, str] | None:
 def grant_of(request: Request, signer: Signer) -> Grant | None:
     """The request's token grant; None when it carries a key (or nothing).
 
-    A token that does not verify, or arrives where its purpose may not (a session token
-    outside its cookie), is refused with 401 rather than ignored; an expired session
-    cookie is ignored."""
+    A token that does not verify, was revoked (`deps.look_up_token` found it not live), or arrives
+    where its purpose may not (a session token outside its cookie), is refused with 401
+    rather than ignored; an expired or revoked session cookie is ignored."""
     found = presented(request)
     if found is None:
         return None
@@ -136,10 +151,12 @@ def grant_of(request: Request, signer: Signer) -> Grant | None:
             raise unauthorized("an API key is accepted in the Authorization header only")
         return None
     grant = signer.verify(value)
+    if grant is not None and getattr(request.state, LIVE_TOKEN, None) != grant.token_id:
+        grant = None
     if grant is None and where == "cookie":
-        return None  # an expired session: as if signed out (the key decides, or 401)
+        return None  # an ended session: as if signed out (the key decides, or 401)
     if grant is None:
-        raise unauthorized("the token is invalid or expired")
+        raise unauthorized("the token is invalid, expired or revoked")
     if (grant.purpose == "session") != (where == "cookie"):
         raise unauthorized(f"a {grant.purpose} token is not accepted in the {where}")
     return grant

@@ -243,6 +243,12 @@ def shared_secret(name: str) -> str:
     return f"aq:secret:{name}"
 
 
+def credential(issuer: str, credential_id: str) -> str:
+    """A live credential a door issued (`agentq serve`'s tokens), under the key that
+    issued it: kept until it expires, deleted to revoke it (Client.credentials)."""
+    return f"aq:token:{issuer}:{credential_id}"
+
+
 LEASE_DEADLINE_PREFIX = "aq:lease-deadline:"
 
 
@@ -255,8 +261,9 @@ LEASE_DONE_PREFIX = "aq:lease-done:"
 
 
 def lease_done(lease_id: str) -> str:
-    """How an ended lease ended ("answered" or "timed-out"), kept a while so that a late
-    or repeated request on it hears the truth rather than "lapsed"."""
+    """How a lease ended ("answered", "timed-out", or "lapsed", written as it starts)
+    and its holder, kept a while so that a late or repeated request of its holder hears
+    the truth."""
     return LEASE_DONE_PREFIX + lease_id
 
 

@@ -16,6 +16,10 @@ Every `process {queue}` span is a direct child of the run and *linked* to the
 `send` span that enqueued its job, so a 20-step run is 20 x a few rows at depth
 ≤ 3, not a staircase 120 levels deep.
 
+Every span also names its OpenInference kind (AGENT, LLM, TOOL, or CHAIN for the
+plumbing), which LLM trace viewers file spans by: agentq's tracer adds it as each
+span starts (`kinds.py`).
+
 A run outlives any process, so its span ids derive from the run id: every
 process knows the root without carrying it, and the process that ends the run
 records the root (with the submit time as its start) from the run's meta.
@@ -75,6 +79,8 @@ from agentq.orchestrator.core.keys import queue_name
 from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.run_ids import ParentLink, call_span_id, run_trace_id
 from agentq.orchestrator.tracing import genai_content
+from agentq.orchestrator.tracing.kinds import KindedTracer
+from agentq.orchestrator.tracing.kinds import KindedTracerProvider as KindedTracerProvider
 
 # The provider's life, from here too: every process that traces calls these.
 from agentq.orchestrator.tracing.provider import flush_tracing as flush_tracing
@@ -182,7 +188,8 @@ def _make_tracer(provider: trace.TracerProvider) -> trace.Tracer:
     inner = getattr(made, "id_generator", None)
     if inner is not None and not isinstance(inner, _PresetIds):
         made.id_generator = _PresetIds(inner)  # type: ignore[attr-defined]
-    return made
+    # Every span agentq starts carries its OpenInference kind (kinds.py): one place.
+    return KindedTracer(made)
 
 
 def tracer() -> trace.Tracer:

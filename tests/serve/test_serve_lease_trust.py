@@ -151,9 +151,9 @@ def test_only_the_worker_key_that_took_a_lease_sees_and_answers_the_call(
         assert_refused(post(keyed, path, None, body), 401, "unauthorized")
         for tenant in ("tenant_a", "tenant_b"):
             assert_refused(post(keyed, path, tenant, body), 403, "forbidden")
-        # Another worker's key learns nothing of the lease: it is as unknown as a lapsed one.
+        # Another worker's key learns nothing of the lease: to it, no such lease exists.
         for other in ("elsewhere", "twin"):
-            assert_refused(post(keyed, path, other, body), 410, "lease_gone")
+            assert_refused(post(keyed, path, other, body), 404, "not_found")
 
     beat = post(keyed, f"/v1/leases/{lease_id}/heartbeat", "worker", {"lease_s": 60})
     assert beat.status_code == 200, beat.text
@@ -161,15 +161,52 @@ def test_only_the_worker_key_that_took_a_lease_sees_and_answers_the_call(
     assert answered.json() == {"recorded": True}, answered.text
     # How the lease ended is its holder's to know; to anyone else it is unknown.
     late = {"output": "LATE"}
-    assert_refused(
-        post(keyed, f"/v1/leases/{lease_id}/result", "worker", late), 409, "lease_answered"
-    )
-    assert_refused(post(keyed, f"/v1/leases/{lease_id}/result", "twin", late), 410, "lease_gone")
+    again = post(keyed, f"/v1/leases/{lease_id}/result", "worker", late)
+    assert_refused(again, 409, "lease_answered")
+    assert "the call already has its result" in again.json()["error"]["message"]
+    assert "re-delivered" not in again.text
+    stranger = post(keyed, f"/v1/leases/{lease_id}/result", "twin", late)
+    assert_refused(stranger, 404, "not_found")
+    assert "re-delivered" not in stranger.text
 
     assert finished(keyed, run_id)["status"] == "succeeded"
     seen = tool_events(keyed, run_id)
     assert [e["output"] for e in seen if e["type"] == "tool-result"] == ["HONEST"]
     assert "FORGED" not in str(seen)
+
+
+def test_a_lapsed_lease_says_so_to_its_holder_only_and_its_call_goes_back(
+    keyed: ServeProcess,
+) -> None:
+    run_id = submit(keyed)
+    lease_path = "/v1/queues/node-tools/lease"
+    taken = post(keyed, lease_path, "worker", {"max": 1, "wait_s": 30, "lease_s": 1})
+    ((leased),) = taken.json()["calls"]
+    lease_id = leased["lease"]["id"]
+    progress = f"/v1/leases/{lease_id}/progress"
+    lapsed = eventually(
+        lambda: post(keyed, progress, "worker", {"progress": "working"}),
+        "the lease to lapse unrenewed",
+        60,
+        until=lambda r: r.status_code != 200,
+    )
+    assert_refused(lapsed, 410, "lease_lapsed")
+    late = post(keyed, f"/v1/leases/{lease_id}/result", "worker", {"output": "LATE"})
+    assert_refused(late, 410, "lease_lapsed")
+    assert "went back to its queue" in late.json()["error"]["message"]
+    assert_refused(post(keyed, progress, "twin", {"progress": "x"}), 404, "not_found")
+
+    # What the holder was told is true: the call is leased again, and answered once.
+    again = post(keyed, lease_path, "worker", {"max": 1, "wait_s": 30, "lease_s": 60})
+    ((second),) = again.json()["calls"]
+    assert second["call"]["attempt"] == 2
+    answered = post(
+        keyed, f"/v1/leases/{second['lease']['id']}/result", "worker", {"output": "HONEST"}
+    )
+    assert answered.json() == {"recorded": True}, answered.text
+    assert finished(keyed, run_id)["status"] == "succeeded"
+    seen = tool_events(keyed, run_id)
+    assert [e["output"] for e in seen if e["type"] == "tool-result"] == ["HONEST"]
 
 
 def test_a_pushed_call_kept_by_its_receiver_is_answered_by_its_queue_key_only(
@@ -192,7 +229,7 @@ def test_a_pushed_call_kept_by_its_receiver_is_answered_by_its_queue_key_only(
         pushed = json.loads(receiver.wait_for(1)[0][1])
         result = f"/v1/leases/{pushed['lease']['id']}/result"
         assert_refused(post(server, result, "tenant_b", {"output": "FORGED"}), 403, "forbidden")
-        assert_refused(post(server, result, "elsewhere", {"output": "FORGED"}), 410, "lease_gone")
+        assert_refused(post(server, result, "elsewhere", {"output": "FORGED"}), 404, "not_found")
         answered = post(server, result, "twin", {"output": "PUSHED"})
         assert answered.json() == {"recorded": True}, answered.text
         assert finished(server, run_id)["status"] == "succeeded"

@@ -6,7 +6,6 @@ tenant's share."""
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,14 +15,15 @@ import pytest
 
 from agentq.serve.auth import hash_key
 from tests.support.infra import WorkerProcess, run_cli
+from tests.support.rates import away_from_the_window_edge
 from tests.support.serve import ServeProcess
 from tests.support.specs import scripted
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
 KEYS = {"acme": "key-acme", "globex": "key-globex"}
 HELLO = scripted({"text": "hello"})
-WINDOW_S = 60  # the submit rate's window (Runs.count_submission)
 
 
 @pytest.fixture
@@ -89,7 +89,7 @@ def test_each_batch_line_obeys_the_spec_size_cap_and_the_line_limits(
     )
     assert listed.json() == []  # nothing refused was stored
 
-    _away_from_the_window_edge()
+    away_from_the_window_edge()
     assert post(limited, "/v1/batches", "globex", content=batch_body(*"abcde")).status_code == 201
     refused(
         post(limited, "/v1/batches", "globex", content=batch_body(*"abcd")),
@@ -99,7 +99,7 @@ def test_each_batch_line_obeys_the_spec_size_cap_and_the_line_limits(
 
 
 def test_tool_calls_and_batches_count_toward_the_submit_rate(limited: ServeProcess) -> None:
-    _away_from_the_window_edge()
+    away_from_the_window_edge()
     call = post(limited, "/v1/tools/add/calls", "acme", json={"input": {"a": 1, "b": 2}})
     assert call.status_code == 201, call.text
     assert post(limited, "/v1/batches", "acme", content=batch_body("a")).status_code == 201
@@ -148,9 +148,72 @@ def test_the_cli_refuses_an_over_size_batch_line_in_one_line(
     assert listed.stdout.strip() == ""  # nothing was stored
 
 
-def _away_from_the_window_edge() -> None:
-    """Counts start afresh each minute: a test that counts to a limit starts far from the
-    window's end, so that its counts share one window."""
-    into = time.time() % WINDOW_S
-    if into > WINDOW_S - 15:
-        time.sleep(WINDOW_S - into + 0.1)
+def _holding_agent(started: Path, gate: Path) -> dict[str, Any]:
+    """A chat agent whose turn holds its stream open on a tool until `gate` exists."""
+    return {
+        "model": {
+            "provider": "scripted",
+            "script": [
+                {
+                    "tool_calls": [
+                        {
+                            "name": "hold_until",
+                            "input": {"started": str(started), "gate": str(gate)},
+                        }
+                    ]
+                },
+                {"text": "released"},
+            ],
+        },
+        "tools": [{"type": "function", "name": "hold_until"}],
+    }
+
+
+def _turn(chat_id: str) -> dict[str, Any]:
+    return {
+        "id": chat_id,
+        "messages": [
+            {"id": f"{chat_id}-m1", "role": "user", "parts": [{"type": "text", "text": "go"}]}
+        ],
+        "trigger": "submit-message",
+    }
+
+
+def test_chat_streams_take_the_tenants_share_of_open_streams(
+    redis_url: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    keys = "; ".join(f"{hash_key(key)} {tenant}" for tenant, key in KEYS.items())
+    server = ServeProcess(
+        redis_url,
+        agents={"holder": _holding_agent(started, gate)},
+        env={"AGENTQ_API_KEYS": keys, "AGENTQ_SERVE_STREAMS_PER_TENANT": "1"},
+    )
+    acme = {"Authorization": f"Bearer {KEYS['acme']}"}
+    try:
+        with httpx.Client(base_url=server.url, headers=acme, timeout=60) as http:
+            with http.stream("POST", "/v1/agents/holder/chat", json=_turn("c1")) as open_chat:
+                assert open_chat.status_code == 200
+                lines = open_chat.iter_lines()
+                first = json.loads(next(line for line in lines if line.startswith("data:"))[5:])
+                run_id = first["messageId"]
+                eventually(started.exists, "the chat's tool to start")
+                # The open chat stream is acme's one stream: another chat, its resume, and
+                # an event stream are refused before anything starts.
+                refused(
+                    http.post("/v1/agents/holder/chat", json=_turn("c2")), 429, "streams_per_tenant"
+                )
+                refused(http.get("/v1/agents/holder/chat/c2/stream"), 429, "streams_per_tenant")
+                refused(http.get(f"/v1/runs/{run_id}/events"), 429, "streams_per_tenant")
+                # Another tenant's share is its own.
+                globex = {"Authorization": f"Bearer {KEYS['globex']}"}
+                theirs = ("POST", "/v1/agents/holder/chat")
+                with http.stream(*theirs, json=_turn("g1"), headers=globex) as their_chat:
+                    assert their_chat.status_code == 200
+                gate.touch()
+                assert any(line == "data: [DONE]" for line in lines)
+            # The slot came back with the stream's end; the refused turn started no run.
+            assert http.get("/v1/agents/holder/chat/c2/stream").status_code == 204
+            assert http.get(f"/v1/runs/{run_id}").json()["status"] == "succeeded"
+    finally:
+        server.stop()

@@ -20,9 +20,11 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentq.serve.auth import hash_key
+from agentq.serve.mcp_gateway import RATE_LIMITED
 from tests.support.call_tools import TINY_PNG
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.mcp_servers.launch import own_server_stdio
+from tests.support.rates import away_from_the_window_edge
 from tests.support.serve import ServeProcess
 from tests.support.waiting import eventually_async
 
@@ -388,3 +390,48 @@ def test_a_session_belongs_to_the_key_that_opened_it(gateway: ServeProcess) -> N
     )
     token = minted.json()["token"]
     assert post(token, listing, session).status_code == 200
+
+
+@pytest.fixture
+def rate_limited_gateway(redis_url: str, fleet: WorkerProcess) -> Iterator[ServeProcess]:
+    lines = "; ".join(
+        [f"{hash_key(KEYS['acme'])} acme", f"{hash_key(KEYS['narrow'])} globex tools:call"]
+    )
+    process = ServeProcess(
+        redis_url,
+        "--mcp",
+        env={"AGENTQ_API_KEYS": lines, "AGENTQ_SUBMITS_PER_MINUTE": str(SUBMITS)},
+    )
+    yield process
+    process.stop()
+
+
+SUBMITS = 2
+
+
+async def test_mcp_tool_calls_count_toward_the_tenants_submit_rate(
+    rate_limited_gateway: ServeProcess,
+) -> None:
+    server = rate_limited_gateway
+    away_from_the_window_edge()
+    async with mcp_session(server, "acme") as session:
+        for _ in range(SUBMITS):
+            assert not (await session.call_tool("add", {"a": 1, "b": 2})).is_error
+        with pytest.raises(MCPError) as refused:
+            await session.call_tool("add", {"a": 1, "b": 2})
+        # The POST door shares the count: acme's share is spent there too.
+        async with httpx.AsyncClient(base_url=server.url, timeout=30) as http:
+            posted = await http.post(
+                "/v1/tools/add/calls",
+                json={"input": {"a": 1, "b": 2}},
+                headers={"Authorization": f"Bearer {KEYS['acme']}"},
+            )
+    assert refused.value.code == RATE_LIMITED
+    assert "submits_per_minute" in refused.value.message
+    assert refused.value.data["limit"] == "submits_per_minute"
+    assert refused.value.data["retry_after_s"] >= 1
+    assert posted.status_code == 429, posted.text
+    assert posted.json()["error"]["limit"] == "submits_per_minute"
+    # Another tenant's share is its own.
+    async with mcp_session(server, "narrow") as session:
+        assert not (await session.call_tool("add", {"a": 1, "b": 2})).is_error

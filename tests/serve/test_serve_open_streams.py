@@ -55,3 +55,19 @@ def test_a_stream_gives_its_slot_back_however_it_ends() -> None:
         assert refused_by(streams, "a") is None
 
     asyncio.run(scenario())
+
+
+def test_a_slot_taken_before_acting_is_given_back_unless_a_stream_holds_it() -> None:
+    streams = OpenStreams(total=10, per_tenant=1)
+
+    async def scenario() -> None:
+        with streams.slot("a"):  # the handler answered without a stream (a 204, a 409)
+            assert refused_by(streams, "a") == "429 streams_per_tenant"
+        assert refused_by(streams, "a") is None
+        with streams.slot("a") as slot:
+            body = slot.stream(one())
+        assert refused_by(streams, "a") == "429 streams_per_tenant"  # the stream holds it
+        assert [x async for x in body] == [1]
+        assert refused_by(streams, "a") is None
+
+    asyncio.run(scenario())

@@ -147,7 +147,7 @@ def test_a_call_whose_node_worker_dies_is_re_delivered_and_completes(
         rescuer.kill()
 
 
-def test_the_lease_endpoints_refuse_unknown_queues_and_lapsed_leases(
+def test_the_lease_endpoints_refuse_unknown_queues_and_unknown_leases(
     remote_server: ServeProcess,
 ) -> None:
     unknown = httpx.post(f"{remote_server.url}/v1/queues/tools/lease", json={}, timeout=30)
@@ -155,7 +155,8 @@ def test_the_lease_endpoints_refuse_unknown_queues_and_lapsed_leases(
     gone = httpx.post(
         f"{remote_server.url}/v1/leases/lease-nope/result", json={"output": 1}, timeout=30
     )
-    assert gone.status_code == 410, gone.text
+    assert gone.status_code == 404, gone.text
+    assert "re-delivered" not in gone.text
 
 
 def test_a_pushed_call_is_signed_retried_on_5xx_and_answered_synchronously(
@@ -211,7 +212,7 @@ def test_a_second_result_on_an_answered_lease_says_the_call_is_done(
     error = again.json()["error"]
     assert error["type"] == "lease_answered"
     assert "re-delivered" not in error["message"]
-    assert "result was recorded already" in error["message"]
+    assert "the call already has its result" in error["message"]
     run = finished(remote_server, run_id)
     assert run["status"] == "succeeded", run
     (answer,) = run["steps"][0]["tool_results"]

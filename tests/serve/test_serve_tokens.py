@@ -133,3 +133,61 @@ def test_a_session_leaves_no_key_or_token_in_any_log_line(
     for secret in (KEY, session, events, mcp):
         leaked = [line for line in lines if secret in line or secret[:40] in line]
         assert leaked == [], leaked
+
+
+def test_a_revoked_token_gets_401_on_its_next_request(keyed: ServeProcess) -> None:
+    url = keyed.url
+    created = httpx.post(f"{url}/v1/runs", json=scripted({"text": "hi"}), headers=bearer(KEY))
+    run_id = created.json()["id"]
+
+    def minted(body: dict[str, object]) -> tuple[str, str]:
+        response = httpx.post(f"{url}/v1/tokens", json=body, headers=bearer(KEY), timeout=30)
+        assert response.status_code == 201, response.text
+        return response.json()["token"], response.json()["id"]
+
+    def read(token: str) -> httpx.Response:
+        return httpx.get(f"{url}/v1/runs/{run_id}", params={"token": token}, timeout=30)
+
+    def revoke(token_id: str, key: str = KEY) -> httpx.Response:
+        return httpx.delete(f"{url}/v1/tokens/{token_id}", headers=bearer(key), timeout=30)
+
+    token, token_id = minted({"run": run_id})
+    kept, _ = minted({"run": run_id})
+    assert read(token).status_code == 200
+    # Another key cannot end it: to that key the token is unknown.
+    assert revoke(token_id, OTHER).status_code == 404
+    assert read(token).status_code == 200
+    # Nor can the token itself: tokens are ended with the key that minted them.
+    refused = httpx.delete(f"{url}/v1/tokens/{token_id}", params={"token": token}, timeout=30)
+    assert refused.status_code == 403, refused.text
+
+    assert revoke(token_id).status_code == 204
+    gone = read(token)
+    assert gone.status_code == 401, gone.text
+    assert "revoked" in gone.json()["error"]["message"]
+    assert revoke(token_id).status_code == 404  # ended already
+    assert read(kept).status_code == 200  # the key's other tokens live on
+
+    # The MCP door checks the same: a revoked mcp token opens no session.
+    mcp, mcp_id = minted({"purpose": "mcp"})
+    assert revoke(mcp_id).status_code == 204
+    hello = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "1"},
+        },
+    }
+    accept = {"Accept": "application/json, text/event-stream"}
+    opened = httpx.post(f"{url}/mcp", params={"token": mcp}, json=hello, headers=accept)
+    assert opened.status_code == 401, opened.text
+
+    # Signing out ends the session itself: a copy of its cookie is worth nothing after.
+    signed_in = httpx.post(f"{url}/v1/session", json={"key": KEY}, timeout=30)
+    cookie = {"agentq_session": signed_in.cookies["agentq_session"]}
+    assert httpx.get(f"{url}/v1/runs", cookies=cookie, timeout=30).status_code == 200
+    assert httpx.delete(f"{url}/v1/session", cookies=cookie, timeout=30).status_code == 204
+    assert httpx.get(f"{url}/v1/runs", cookies=cookie, timeout=30).status_code == 401

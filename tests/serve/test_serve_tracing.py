@@ -13,7 +13,7 @@ from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.otlp import OtlpReceiver, ReceivedSpan
 from tests.support.serve import ServeProcess
 from tests.support.specs import scripted
-from tests.support.trace_shape import has_root
+from tests.support.trace_shape import assert_openinference_kinds, has_root
 
 pytestmark = pytest.mark.integration
 
@@ -77,6 +77,9 @@ def test_a_submission_with_a_traceparent_parents_the_run(
     assert {s.kind for s in spans if s.name.startswith("process ")} == {CONSUMER}
     assert len([s for s in spans if s.name.startswith("chat ")]) == 2
     assert len([s for s in spans if s.name == "execute_tool add"]) == 1
+    # In a trace viewer the door and the plumbing are CHAIN spans, none of no kind.
+    assert_openinference_kinds(spans)
+    assert door.attributes["openinference.span.kind"] == "CHAIN"
 
 
 def test_a_submission_without_a_traceparent_starts_the_runs_trace(

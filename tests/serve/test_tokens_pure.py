@@ -17,11 +17,13 @@ KEY_PRINCIPAL = Principal("acme", frozenset({"runs:read", "runs:write", "tools:c
 def test_a_token_verifies_until_it_expires_and_not_when_altered() -> None:
     now = [1000.0]
     signer = Signer(b"secret", clock=lambda: now[0])
-    token, expires_at = signer.mint(narrowed(KEY_PRINCIPAL, "mcp", None), "mcp", "sha256:k", 60)
+    minted = signer.mint(narrowed(KEY_PRINCIPAL, "mcp", None), "mcp", "sha256:k", 60)
+    token = minted.token
     grant = signer.verify(token)
     assert grant is not None
     assert grant.principal == Principal("acme", frozenset({"tools:call", "tool:a*"}))
-    assert (grant.purpose, grant.holder, expires_at) == ("mcp", "sha256:k", 1060.0)
+    assert (grant.purpose, grant.holder, minted.expires_at) == ("mcp", "sha256:k", 1060.0)
+    assert grant.token_id == minted.token_id
     body, _, mac = token.partition(".")
     assert signer.verify(body[:-2] + "xx." + mac) is None
     assert Signer(b"other").verify(token) is None

@@ -37,9 +37,23 @@ def has_root(spans: list[ReceivedSpan]) -> bool:
     return any(s.name.startswith("invoke_agent") for s in spans)
 
 
+# What an OpenInference reader (Arize Phoenix) files each span of a run under.
+OPENINFERENCE_KINDS = {"invoke_agent": "AGENT", "chat": "LLM", "execute_tool": "TOOL"}
+
+
+def assert_openinference_kinds(spans: list[ReceivedSpan]) -> None:
+    """Every span names its OpenInference kind: the agent, LLM and tool spans theirs,
+    the queue's and the doors' plumbing CHAIN (none UNKNOWN in a trace viewer)."""
+    for s in spans:
+        expected = OPENINFERENCE_KINDS.get(s.name.split()[0], "CHAIN")
+        assert s.attributes.get("openinference.span.kind") == expected, (s.name, s.service)
+
+
 def assert_flat_trace(spans: list[ReceivedSpan]) -> ReceivedSpan:
     """One root, no orphans, every job a child of the run linked to its send span,
-    nothing deeper than MAX_DEPTH below the root. Returns the root."""
+    nothing deeper than MAX_DEPTH below the root, every span of a known OpenInference
+    kind. Returns the root."""
+    assert_openinference_kinds(spans)
     assert len({s.trace_id for s in spans}) == 1, {(s.name, s.trace_id) for s in spans}
     by_id = {s.span_id: s for s in spans}
     roots = [s for s in spans if not s.parent_id]

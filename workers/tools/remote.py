@@ -8,7 +8,9 @@ lapses is re-delivered by any reaper (workers', or `agentq serve`'s) exactly lik
 dead worker's job, and counted as a delivery toward AGENTQ_MAX_DELIVERIES. The liveness
 key holds the lease's holder (the API key that took it, or a pushed call's queue), and
 only that holder heartbeats, reports progress or records a result: a lease id reaching
-anyone else is worth nothing (another holder's lease is as unknown as a lapsed one). The call
+anyone else is worth nothing (to another holder a lease is unknown, live or ended). How a
+lease ended (answered, timed out, or lapsed) is remembered a while for its holder only
+(`lease_done`). The call
 is claimed, read and its result recorded through its home (orchestrator/calls/home.py),
 as on a worker: results are write-once, and a result for a lapsed lease is refused. A
 call without a run (a `call` job, whose run id is the call's id) is leased the same
@@ -76,7 +78,16 @@ _RETRY_KEEP_S = 24 * 3600
 
 
 class LeaseGone(Exception):
-    """The lease lapsed (its call is re-delivered, or done) or never existed."""
+    """The lease holds nothing: one of the subclasses says why."""
+
+
+class LeaseUnknown(LeaseGone):
+    """No lease of this holder has this id: none ever had it, another holder's has, or
+    its end was forgotten. Which, only its holder is told."""
+
+
+class LeaseLapsed(LeaseGone):
+    """The holder's lease lapsed unrenewed: its call went back to its queue."""
 
 
 class CallTimedOut(LeaseGone):
@@ -119,6 +130,9 @@ class LeaseAnswered(LeaseGone):
 _DONE_KEEP_S = 3600
 _ANSWERED = "answered"
 _TIMED_OUT = "timed-out"
+# What a started lease remembers until it ends otherwise: if its liveness key expires
+# first, it lapsed (a reaper gives its call back to the queue and writes nothing).
+_LAPSED = "lapsed"
 
 
 def _ended(how: str, holder_id: str) -> str:
@@ -128,16 +142,16 @@ def _ended(how: str, holder_id: str) -> str:
 
 def _gone(lease_id: str, ended: bytes | str | None, holder: Holder) -> LeaseGone:
     """Why a lease holds nothing: it ended with a result, at its call's deadline, or it
-    lapsed (its call is re-delivered) or never was. Another holder learns only the last."""
+    lapsed, as its holder is told; to anyone else it is unknown."""
     text = ended.decode() if isinstance(ended, bytes) else ended or ""
     how, _, holder_id = text.partition("\n")
-    if not holder.holds(holder_id):
-        return LeaseGone(lease_id)
+    if not holder_id or not holder.holds(holder_id):
+        return LeaseUnknown(lease_id)
     if how == _ANSWERED:
         return LeaseAnswered(lease_id)
     if how == _TIMED_OUT:
         return CallTimedOut(lease_id)
-    return LeaseGone(lease_id)
+    return LeaseLapsed(lease_id)
 
 
 @dataclass(frozen=True)
@@ -324,11 +338,19 @@ class RemoteLeases:
             return None
         timeout_s = tool.timeout_s if tool is not None else env.timeout_s or 60.0
         now = time.time()
-        await self.redis.set(
-            lease_deadline(lease_id),
-            int((now + timeout_s) * 1000),
-            px=int((timeout_s + lease_s) * 1000) + 60_000,
-        )
+        async with self.redis.pipeline(transaction=False) as pipe:
+            pipe.set(
+                lease_deadline(lease_id),
+                int((now + timeout_s) * 1000),
+                px=int((timeout_s + lease_s) * 1000) + 60_000,
+            )
+            # Unless it ends otherwise (`_end`), the lease lapsed: told to its holder only.
+            pipe.set(
+                lease_done(lease_id),
+                _ended(_LAPSED, held.holder_id),
+                ex=int(lease_s) + _DONE_KEEP_S,
+            )
+            await pipe.execute()
         return Lease(
             id=lease_id,
             deadline_at=now + lease_s,
@@ -359,7 +381,7 @@ class RemoteLeases:
     async def _held(self, lease_id: str, holder: Holder) -> _Held:
         """The job a live lease of `holder` holds, or LeaseGone."""
         if not lease_id.startswith(LEASE_PREFIX):
-            raise LeaseGone(lease_id)
+            raise LeaseUnknown(lease_id)
         async with self.redis.pipeline(transaction=False) as pipe:
             pipe.get(lease_done(lease_id))
             pipe.get(liveness_key(lease_id))
@@ -371,17 +393,18 @@ class RemoteLeases:
             raise _gone(lease_id, ended, holder)
         holder_id = alive.decode() if isinstance(alive, bytes) else str(alive)
         if not holder.holds(holder_id):
-            raise LeaseGone(lease_id)
+            raise LeaseUnknown(lease_id)
         raw_id, raw_record = next(iter(jobs.items()))
         job_id = raw_id.decode() if isinstance(raw_id, bytes) else str(raw_id)
         wake = lease_wake_key(raw_record)
-        holder = await self.redis.get(ARQ_IN_PROGRESS_PREFIX + job_id)
-        if holder is None or (holder.decode() if isinstance(holder, bytes) else holder) != lease_id:
-            raise LeaseGone(lease_id)
+        # The holder's lease, but its job was re-delivered meanwhile: it lapsed.
+        taker = await self.redis.get(ARQ_IN_PROGRESS_PREFIX + job_id)
+        if taker is None or (taker.decode() if isinstance(taker, bytes) else taker) != lease_id:
+            raise LeaseLapsed(lease_id)
         queue = keys.queue_name(wake)
         held = await self._job(job_id, queue, holder_id)
         if held is None:
-            raise LeaseGone(lease_id)
+            raise LeaseLapsed(lease_id)
         return held
 
     async def _in_time(self, lease_id: str, held: _Held) -> None:
@@ -406,7 +429,9 @@ class RemoteLeases:
             keys=[liveness_key(lease_id)], args=[held.holder_id, max(1, int(lease_s * 1000))]
         )
         if not renewed:
-            raise LeaseGone(lease_id)
+            raise LeaseLapsed(lease_id)
+        # Its holder is remembered a while past the lease's new end: a lapse is told as one.
+        await self.redis.expire(lease_done(lease_id), int(lease_s) + _DONE_KEEP_S)
         return time.time() + lease_s
 
     async def progress(self, lease_id: str, value: Any, *, holder: Holder) -> None:

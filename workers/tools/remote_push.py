@@ -99,8 +99,13 @@ class PushDispatcher:
                 await self.leases.complete(
                     lease.id, outcome.output, outcome.is_error, holder=self.holder
                 )
-        except LeaseGone:
-            log.info("push of %s: lease %s lapsed; the call is re-delivered", lease.tool, lease.id)
+        except LeaseGone as exc:
+            log.info(
+                "push of %s: lease %s ended before its result was recorded (%s)",
+                lease.tool,
+                lease.id,
+                type(exc).__name__,
+            )
         except Exception:
             log.exception("push of %s to queue %s failed", lease.tool, self.queue)
 

@@ -41,11 +41,11 @@ from agentq.serve.chat.messages import (
     user_messages,
 )
 from agentq.serve.chat.ui_stream import UIChunks
-from agentq.serve.deps import client_of, config_of, feeds_of, principal_of, resolved
+from agentq.serve.deps import client_of, config_of, feeds_of, principal_of, resolved, streams_of
 from agentq.serve.errors import ApiError, conflict, not_found, validation_error
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.follow import follow
-from agentq.serve.limits import check_spec_size, check_submit_rate
+from agentq.serve.limits import Slot, check_spec_size, check_submit_rate
 from agentq.serve.tokens import CHAT_SCOPE_PREFIX, SUBJECT_SCOPE_PREFIX
 
 router = APIRouter(prefix="/v1/agents", tags=["chat"])
@@ -200,6 +200,14 @@ class _Turns:
 async def chat(request: Request, name: str, body: ChatRequest) -> Response:
     """Send a chat turn (the body `DefaultChatTransport` posts); get the UI message stream."""
     principal, chat_id = chat_of(request, body.id, "runs:write")
+    # The stream's slot first: past the tenant's share, nothing is started.
+    with streams_of(request).slot(principal.tenant) as slot:
+        return await _turn(request, name, body, principal, chat_id, slot)
+
+
+async def _turn(
+    request: Request, name: str, body: ChatRequest, principal: Principal, chat_id: str, slot: Slot
+) -> Response:
     turns = _Turns(
         request,
         name,
@@ -226,7 +234,8 @@ async def chat(request: Request, name: str, body: ChatRequest) -> Response:
                 422, "invalid_request", "a new turn ends with the user's message", field="messages"
             )
         await turns.said(turn)
-        return _ui_stream(client, feeds_of(request), await turns.start(body.id, history, said), 0)
+        run_id = await turns.start(body.id, history, said)
+        return _ui_stream(slot, client, feeds_of(request), run_id, 0)
     reply = next((m for m in reversed(body.messages) if m.role == "assistant"), None)
     answers = _answers(current, reply)
     unanswered = {str(p.get("tool_call_id")) for p in current.pending} - set(answers)
@@ -247,8 +256,9 @@ async def chat(request: Request, name: str, body: ChatRequest) -> Response:
             await turns.hold(said)
             await turns.said(turn)
         if not said:  # the client's assistant message goes on
-            return _ui_stream(client, feeds_of(request), current.id, after)
+            return _ui_stream(slot, client, feeds_of(request), current.id, after)
         return _ui_stream(
+            slot,
             client,
             feeds_of(request),
             current.id,
@@ -260,7 +270,7 @@ async def chat(request: Request, name: str, body: ChatRequest) -> Response:
     await client.runs.cancel(current.id, "the user sent a new message")
     history = await client.runs.conversation(current.id)
     await turns.said(turn)
-    return _ui_stream(client, feeds_of(request), await turns.start(body.id, history, said), 0)
+    return _ui_stream(slot, client, feeds_of(request), await turns.start(body.id, history, said), 0)
 
 
 @router.post("/{name}/chat/{chat_id}/stop", status_code=204)
@@ -285,10 +295,11 @@ async def resume(request: Request, name: str, chat_id: str) -> Response:
     principal, chat_id = chat_of(request, chat_id, "runs:read")
     _template(request, name)
     client = client_of(request)
-    current = await _current_run(client, chat_key(principal.tenant, name, chat_id))
-    if current is None or current.status in TERMINAL_STATUSES:
-        return Response(status_code=204)
-    return _ui_stream(client, feeds_of(request), current.id, 0)
+    with streams_of(request).slot(principal.tenant) as slot:
+        current = await _current_run(client, chat_key(principal.tenant, name, chat_id))
+        if current is None or current.status in TERMINAL_STATUSES:
+            return Response(status_code=204)
+        return _ui_stream(slot, client, feeds_of(request), current.id, 0)
 
 
 async def _parked(client: Client, run_id: str, seen: int) -> bool:
@@ -309,6 +320,7 @@ FollowUp = Callable[[str], Awaitable[str | None]]
 
 
 def _ui_stream(
+    slot: Slot,
     client: Client,
     feeds: RunFeeds,
     run_id: str,
@@ -316,8 +328,9 @@ def _ui_stream(
     follow_up: FollowUp | None = None,
     recall: StepResult | None = None,
 ) -> EventSourceResponse:
-    """The run's UI message stream; when it ends, `follow_up` may name the next run (a
-    held turn), streamed on in the same response as the same assistant message."""
+    """The run's UI message stream, holding the tenant's stream `slot`; when it ends,
+    `follow_up` may name the next run (a held turn), streamed on in the same response as
+    the same assistant message."""
 
     async def chunks() -> AsyncIterator[dict[str, str]]:
         adapter = UIChunks(run_id)
@@ -351,7 +364,7 @@ def _ui_stream(
                     break
         yield {"data": "[DONE]"}
 
-    return EventSourceResponse(chunks(), ping=15, headers=UI_STREAM_HEADERS)
+    return EventSourceResponse(slot.stream(chunks()), ping=15, headers=UI_STREAM_HEADERS)
 
 
 def _data(chunk: dict[str, Any]) -> dict[str, str]:
