@@ -20,6 +20,7 @@ from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.policy.providers import BUILTIN_PROVIDERS, ProviderInfo, provider_table
+from agentq.orchestrator.policy.tool_modes import tool_mode
 from agentq.workers.models.anthropic import AnthropicWire
 from agentq.workers.models.base import (
     DeltaSink,
@@ -103,7 +104,7 @@ def make_provider(ref: ModelRef, ctx: ProviderContext) -> Provider:
             f"(wire format {endpoint.provider.wire!r} is not registered in this worker)"
         )
     provider = factory(ref, ctx)
-    if endpoint.options.get("tool_mode") == "prompt":
+    if tool_mode(endpoint.options) == "prompt":
         provider = PromptToolsProvider(provider)
     return provider
 
