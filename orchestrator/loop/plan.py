@@ -243,6 +243,8 @@ def _plan_call(call_id: str, raw: ProviderToolCall, by_name: dict[str, ToolDef])
                 provider_executed=True,
             ),
         )
+    if raw.parse_error is not None:
+        return _error_call(call_id, raw.name, lenient_parse(raw.arguments), raw.parse_error)
     tool = by_name.get(raw.name)
     if tool is None:
         available = ", ".join(sorted(by_name)) or "none"

@@ -3,8 +3,9 @@
 Wraps any provider. Tools are described in the system prompt, which teaches an
 XML format; no native tools are sent. The model's text is parsed into calls
 that go through the same loop as native ones. A block that cannot be parsed
-still becomes a call, with its raw text as arguments: the loop cannot parse
-them and returns a tool error the model sees, so it can correct itself.
+still becomes a call (named `invalid_tool_use`) carrying its parse problem: the
+loop answers it with a tool error that quotes the problem and the raw block, so
+the model can correct itself.
 Earlier calls and results in the history are rendered back as the same XML.
 """
 
@@ -34,6 +35,7 @@ ARGUMENTS = re.compile(r"<arguments>\s*(.*?)\s*</arguments>", re.DOTALL)
 FENCE = re.compile(r"^```[a-zA-Z]*\s*|\s*```$")
 EMPTY_FENCE = re.compile(r"```[a-zA-Z]*\s*```")
 MALFORMED = "invalid_tool_use"
+MAX_BLOCK_SHOWN = 2000
 
 INSTRUCTIONS = """\
 You can call tools. To call one, write a block exactly like this:
@@ -74,6 +76,8 @@ def system_prompt(request: ModelRequest) -> str | None:
 
 
 def render_call(part: ToolCallPart) -> str:
+    if part.tool_name == MALFORMED and isinstance(part.input, str):
+        return part.input  # the block as the model wrote it, which its tool error quotes
     return (
         f"{OPEN}\n<name>{part.tool_name}</name>\n"
         f"<arguments>{arguments_text(part.input)}</arguments>\n</tool_use>"
@@ -106,6 +110,27 @@ def _unfence(text: str) -> str:
     return FENCE.sub("", text.strip()).strip()
 
 
+def _problem(name: re.Match[str] | None) -> str:
+    """What keeps a block from being a call (its name, or else its arguments)."""
+    if name is None:
+        return "it has no <name> element"
+    if not name.group(1):
+        return "its <name> element is empty"
+    return "it has no <arguments> element"
+
+
+def malformed_call(call_id: str, block: str, problem: str) -> ProviderToolCall:
+    """A block the model wrote wrong, as a call the loop answers with a tool error: what is
+    wrong, what it wrote (cut to a sane size), and the form to use."""
+    shown = block if len(block) <= MAX_BLOCK_SHOWN else block[:MAX_BLOCK_SHOWN] + "…(truncated)"
+    message = (
+        f"Your {OPEN} block could not be parsed: {problem}. The block was:\n{shown}\n"
+        f"Write each call as {OPEN}<name>TOOL_NAME</name><arguments>{{...JSON object...}}"
+        "</arguments></tool_use>."
+    )
+    return ProviderToolCall(id=call_id, name=MALFORMED, arguments=block, parse_error=message)
+
+
 def parse_calls(text: str, step: int) -> tuple[str, list[ProviderToolCall]]:
     """(the text without the blocks, the calls). Tolerates whitespace, code fences around
     blocks or arguments, several blocks, and an unterminated last block."""
@@ -116,9 +141,7 @@ def parse_calls(text: str, step: int) -> tuple[str, list[ProviderToolCall]]:
         arguments = ARGUMENTS.search(body)
         call_id = f"call_{step}_{index}"
         if name is None or not name.group(1) or arguments is None:
-            # Unparseable on purpose: the loop reports it to the model as a tool error.
-            raw = f"malformed <tool_use> block: {body.strip()}"
-            calls.append(ProviderToolCall(id=call_id, name=MALFORMED, arguments=raw))
+            calls.append(malformed_call(call_id, match.group(0).strip(), _problem(name)))
             continue
         calls.append(
             ProviderToolCall(id=call_id, name=name.group(1), arguments=_unfence(arguments.group(1)))
