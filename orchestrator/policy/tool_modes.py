@@ -2,7 +2,9 @@
 
 - `native` (the default): the provider's own function calling;
 - `prompt`: an XML `<tool_use>` format taught in the system prompt
-  (workers/models/prompt_tools.py).
+  (workers/models/prompt_tools.py);
+- `text`: the MCP client's `TOOL: name` / `PARAMETERS: {...}` lines
+  (workers/models/text_tools.py).
 
 Checked at submit on the options a step will use (the endpoint's and the spec's,
 merged), so a mistyped mode fails there rather than silently falling back to native
@@ -16,8 +18,8 @@ from typing import Any, Literal
 
 from agentq.orchestrator.core.errors import SpecError
 
-ToolMode = Literal["native", "prompt"]
-_MODES: dict[str, ToolMode] = {"native": "native", "prompt": "prompt"}
+ToolMode = Literal["native", "prompt", "text"]
+_MODES: dict[str, ToolMode] = {"native": "native", "prompt": "prompt", "text": "text"}
 TOOL_MODES = tuple(_MODES)
 
 

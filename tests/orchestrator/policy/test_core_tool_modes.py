@@ -19,7 +19,7 @@ pytestmark = pytest.mark.unit
 
 REFUSED = (
     r"^model\.options\.tool_mode: '(json|TEXT)' is not a tool mode "
-    r"\(use one of: native, prompt\)$"
+    r"\(use one of: native, prompt, text\)$"
 )
 
 
@@ -29,7 +29,12 @@ def ref(options: dict[str, Any], provider: str = "openai") -> ModelRef:
 
 @pytest.mark.parametrize(
     ("options", "mode"),
-    [({}, "native"), ({"tool_mode": "native"}, "native"), ({"tool_mode": "prompt"}, "prompt")],
+    [
+        ({}, "native"),
+        ({"tool_mode": "native"}, "native"),
+        ({"tool_mode": "prompt"}, "prompt"),
+        ({"tool_mode": "text"}, "text"),
+    ],
 )
 def test_the_modes_workers_speak(options: dict[str, Any], mode: str) -> None:
     assert tool_mode(options) == mode

@@ -12,7 +12,8 @@ from agentq.orchestrator.core.messages import (
 )
 from agentq.workers.models.prompt_tools import (
     MALFORMED,
-    _HoldBackSink,
+    XML,
+    HoldBackSink,
     parse_calls,
     render_history,
 )
@@ -115,7 +116,8 @@ def test_history_is_rendered_as_text() -> None:
                     ),
                 ]
             ),
-        ]
+        ],
+        XML,
     )
     assert history[1] == AssistantMessage(content=f"ok\n{CALL}")
     assert history[2] == UserMessage(
@@ -147,7 +149,7 @@ class Sink:
 )
 async def test_tool_blocks_are_not_streamed(deltas: list[str], shown: str) -> None:
     sink = Sink()
-    held = _HoldBackSink(sink)
+    held = HoldBackSink(sink, XML)
     for delta in deltas:
         await held.text_delta(delta)
     await held.flush()

@@ -11,7 +11,7 @@ import pytest
 from agentq import tool
 from agentq.orchestrator.core.errors import SpecError
 from agentq.workers.tools.function_tools import FunctionTool
-from tests.support.embedded_runs import TIMEOUT_S, Embedded, ModelLog
+from tests.support.embedded_runs import TIMEOUT_S, Embedded, ModelLog, all_events
 from tests.support.specs import scripted
 
 pytestmark = pytest.mark.component
@@ -62,3 +62,75 @@ async def test_a_malformed_tool_use_block_reaches_the_model_with_its_problem(
     assert seen.startswith('<tool_error name="invalid_tool_use">\n' + problem)
     assert block in seen
     assert "unavailable tool" not in seen
+
+
+@pytest.fixture
+def now() -> FunctionTool:
+    @tool
+    def now(tz: str = "UTC") -> str:
+        """The time of day."""
+        return f"noon {tz}"
+
+    return now
+
+
+async def test_text_mode_calls_are_parsed_stripped_and_rendered_back(
+    start: Start, model_log: ModelLog, add: FunctionTool, now: FunctionTool
+) -> None:
+    answer = (
+        "Let me work.\n\n"
+        'TOOL: add\nPARAMETERS: {"a": 1, "b": 2}\n'
+        "TOOL: now\nPARAMETERS: {}\n"
+        'TOOL: add\nPARAMETERS: {"a": 1,,}\n\n'
+        "Back soon."
+    )
+    spec = in_mode(
+        scripted(
+            {"text": answer},
+            {"text": "I will use the now tool."},
+            {"text": "3 at noon"},
+            tools=["add", "now"],
+        ),
+        "text",
+    )
+    async with start([add, now]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        events = await all_events(client, run_id)
+
+    assert result.status == "succeeded", result.error
+    first, fallback, last = result.steps
+    assert [(c.name, c.input) for c in first.tool_calls] == [
+        ("add", {"a": 1, "b": 2}),
+        ("now", {}),
+        ("add", '{"a": 1,,}'),
+    ]
+    assert [(r.output, r.is_error) for r in first.tool_results[:2]] == [
+        (3.0, False),
+        ("noon UTC", False),
+    ]
+    bad = first.tool_results[2]
+    assert bad.is_error
+    assert "could not parse" in str(bad.output)
+    # The user sees the prose, never the calls: in the stream and in the step's text.
+    streamed = "".join(e.delta for e in events if e.type == "text-delta" and e.step == 0)
+    assert streamed == "Let me work."
+    assert first.text == "Let me work.\n\nBack soon."
+    # The fallback: "use the now tool" called now with {}.
+    assert [(c.name, c.input) for c in fallback.tool_calls] == [("now", {})]
+    assert last.text == result.text == "3 at noon"
+    # The model was taught the format, and reads its calls and their results back in it.
+    step_1 = model_log.request(1)
+    assert step_1.tools == []
+    assert "TOOL: tool_name\nPARAMETERS:" in str(step_1.system)
+    wrote, results = (str(m.content) for m in step_1.messages[-2:])
+    assert wrote == (
+        "Let me work.\n\nBack soon.\n"
+        'TOOL: add\nPARAMETERS: {"a": 1, "b": 2}\n'
+        "TOOL: now\nPARAMETERS: {}\n"
+        'TOOL: add\nPARAMETERS: {"a": 1,,}'
+    )
+    assert results.startswith(
+        "TOOL RESULT: add\n3.0\nTOOL RESULT: now\nnoon UTC\nTOOL ERROR: add\n"
+    )
+    assert "could not parse" in results
