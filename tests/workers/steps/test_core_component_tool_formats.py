@@ -10,6 +10,7 @@ import pytest
 
 from agentq import tool
 from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.events import ToolCall
 from agentq.workers.tools.function_tools import FunctionTool
 from tests.support.embedded_runs import TIMEOUT_S, Embedded, ModelLog, all_events
 from tests.support.specs import scripted
@@ -134,3 +135,54 @@ async def test_text_mode_calls_are_parsed_stripped_and_rendered_back(
         "TOOL RESULT: add\n3.0\nTOOL RESULT: now\nnoon UTC\nTOOL ERROR: add\n"
     )
     assert "could not parse" in results
+
+
+@pytest.fixture
+def repeat() -> FunctionTool:
+    @tool
+    def repeat(word: str, times: int, loud: bool) -> str:
+        """Say a word again."""
+        said = " ".join([word] * times)
+        return said.upper() if loud else said
+
+    return repeat
+
+
+async def test_input_is_coerced_losslessly_and_the_event_says_where(
+    start: Start, repeat: FunctionTool
+) -> None:
+    calls = [
+        {"name": "repeat", "input": {"word": "hi", "times": "2", "loud": "true"}, "id": "c1"},
+        {"name": "repeat", "input": {"word": "hi", "times": "2.5", "loud": False}, "id": "c2"},
+    ]
+    spec = scripted({"tool_calls": calls}, {"text": "done"}, tools=["repeat"])
+    async with start([repeat]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        events = await all_events(client, run_id)
+
+    assert result.status == "succeeded", result.error
+    good, lossy = result.steps[0].tool_results
+    assert (good.output, good.is_error) == ("HI HI", False)
+    assert lossy.is_error
+    assert "times: '2.5' is not of type 'integer'" in str(lossy.output)
+    shown = {e.tool_call_id: e for e in events if isinstance(e, ToolCall)}
+    assert shown["c1"].input == {"word": "hi", "times": 2, "loud": True}
+    assert shown["c1"].coerced == ["times", "loud"]
+    assert shown["c2"].coerced is None
+
+
+async def test_a_tool_turns_coercion_off(start: Start, repeat: FunctionTool) -> None:
+    call = {"name": "repeat", "input": {"word": "hi", "times": "2", "loud": False}}
+    spec = scripted(
+        {"tool_calls": [call]},
+        {"text": "done"},
+        tools=[{"type": "function", "name": "repeat", "coerce": False}],
+    )
+    async with start([repeat]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+
+    (res,) = result.steps[0].tool_results
+    assert res.is_error
+    assert "times: '2' is not of type 'integer'" in str(res.output)
