@@ -139,7 +139,9 @@ class TextFormat:
         return len(text) - len(text[:line_start].rstrip())
 
     def render_call(self, part: ToolCallPart) -> str:
-        return f"TOOL: {part.tool_name}\nPARAMETERS: {arguments_text(part.input)}"
+        # A call that named no tool is shown as written, which its tool error quotes.
+        name = "" if part.tool_name == MISNAMED else f" {part.tool_name}"
+        return f"TOOL:{name}\nPARAMETERS: {arguments_text(part.input)}"
 
     def render_result(self, part: ToolResultPart, text: str) -> str:
         return f"TOOL {'ERROR' if part.is_error else 'RESULT'}: {part.tool_name}\n{text}"

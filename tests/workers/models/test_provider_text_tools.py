@@ -98,6 +98,8 @@ def test_a_tool_line_without_a_name_is_a_parse_error() -> None:
     assert call.name == MISNAMED
     assert call.parse_error is not None
     assert call.parse_error.startswith("Your TOOL line names no tool: 'TOOL:\\nPARAMETERS: {}'")
+    shown = TEXT.render_call(ToolCallPart(tool_call_id="c", tool_name=call.name, input={}))
+    assert shown == "TOOL:\nPARAMETERS: {}"
 
 
 def test_history_is_rendered_back_in_the_same_format() -> None:
