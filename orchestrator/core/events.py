@@ -144,6 +144,8 @@ class ToolCall(_Event):
     tool_name: str
     input: Any = None
     provider_executed: bool | None = None  # the provider ran it (web search, …)
+    # Where the input was coerced to the schema before validation ("2" -> 2; "a", "b/c").
+    coerced: list[str] | None = None
 
 
 class ToolCallRepair(_Event):

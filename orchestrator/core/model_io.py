@@ -28,6 +28,9 @@ class ProviderToolCall(BaseModel):
     provider_executed: bool = False
     # For provider-executed calls, the provider's own result.
     provider_result: Any = None
+    # Set when the call could not be read from the model's output (a malformed prompt-based
+    # block): the loop answers it with this message as a tool error the model sees.
+    parse_error: str | None = None
 
 
 class ModelResponse(BaseModel):

@@ -28,6 +28,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.loop.coercion import coerce_input
 from agentq.orchestrator.output.instructions import OUTPUT_TOOL
 from agentq.orchestrator.output.judge import (
     OutputFailure,
@@ -65,6 +66,8 @@ class CallPlan(BaseModel):
     start_queue: str | None = None
     # Set when the call is answered at once (bad input, unknown tool, provider-executed).
     result: ToolResultPart | None = None
+    # Where its input was coerced to the schema (orchestrator/loop/coercion.py), if anywhere.
+    coerced: list[str] = Field(default_factory=list)
 
 
 class Answers(BaseModel):
@@ -258,10 +261,23 @@ def call_ids(step: int, response: ModelResponse) -> list[str]:
 def input_error(tool: ToolDef, arguments: str | dict[str, Any] | list[Any] | None) -> str | None:
     """Why these arguments are not a valid input for the tool, or None if they are."""
     try:
-        validate_input(tool, parse_arguments(arguments))
+        checked_input(tool, arguments)
     except ToolInputError as exc:
         return exc.message
     return None
+
+
+def checked_input(
+    tool: ToolDef, arguments: str | dict[str, Any] | list[Any] | None
+) -> tuple[Any, list[str]]:
+    """(the call's input, where it was coerced): parsed, coerced where that loses nothing
+    (unless the tool turns it off), and valid against the schema; ToolInputError if not."""
+    value = parse_arguments(arguments)
+    coerced: list[str] = []
+    if tool.coerce:
+        value, coerced = coerce_input(tool.input_schema, value)
+    validate_input(tool, value)
+    return value, coerced
 
 
 def _plan_call(
@@ -280,6 +296,8 @@ def _plan_call(
                 provider_executed=True,
             ),
         )
+    if raw.parse_error is not None:
+        return _error_call(call_id, raw.name, lenient_parse(raw.arguments), raw.parse_error)
     tool = by_name.get(raw.name)
     if tool is None:
         available = ", ".join(sorted(by_name)) or "none"
@@ -290,14 +308,14 @@ def _plan_call(
             f"Model tried to call unavailable tool {raw.name!r}. Available tools: {available}.",
         )
     try:
-        value = parse_arguments(raw.arguments)
-        validate_input(tool, value)
+        value, coerced = checked_input(tool, raw.arguments)
     except ToolInputError as exc:
         return _error_call(call_id, raw.name, lenient_parse(raw.arguments), exc.message)
     return CallPlan(
         id=call_id,
         name=tool.name,
         input=value,
+        coerced=coerced,
         status=_initial_status(tool, value, approval),
         queue=tool.queue,
         needs=tool_needs(tool),

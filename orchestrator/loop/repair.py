@@ -44,7 +44,8 @@ def calls_to_repair(
     ids = call_ids(step, response)
     for index, (call_id, raw) in enumerate(zip(ids, response.tool_calls, strict=True)):
         tool = by_name.get(raw.name)
-        if raw.provider_executed or tool is None or tool.kind == "provider":
+        unreadable = raw.parse_error is not None  # reported to the model as it is
+        if raw.provider_executed or unreadable or tool is None or tool.kind == "provider":
             continue
         error = input_error(tool, raw.arguments)
         if error is not None:

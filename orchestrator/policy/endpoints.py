@@ -42,6 +42,7 @@ from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.policy.egress import UNSAFE_CHARS, split_url
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.policy.providers import PROVIDER_NAME, ProviderInfo, lookup
+from agentq.orchestrator.policy.tool_modes import tool_mode
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 # Characters no base URL needs and URL parsers disagree about.
@@ -247,7 +248,15 @@ class EndpointPolicy:
         deployment's own files (an MCP sampling route), not from a spec."""
         name = self.endpoint_named(ref)
         if name is not None:
-            return self._from_models_file(name, ref, providers)
+            endpoint = self._from_models_file(name, ref, providers)
+        else:
+            endpoint = self._from_provider(ref, providers, trusted)
+        tool_mode(endpoint.options)
+        return endpoint
+
+    def _from_provider(
+        self, ref: ModelRef, providers: Mapping[str, ProviderInfo], trusted: bool
+    ) -> Endpoint:
         info = lookup(providers, ref.provider)
         base_url, key_env = info.default_base_url, info.key_env
         key_required = key_env is not None

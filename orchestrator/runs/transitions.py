@@ -219,6 +219,7 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
                 tool_name=call.name,
                 input=call.input,
                 provider_executed=None if call.id in local_ids else True,
+                coerced=call.coerced or None,
             )
         )
         if call.id not in local_ids:

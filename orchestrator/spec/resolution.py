@@ -115,6 +115,7 @@ def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -
             "approval_rule": rule,
             "park_timeout_s": entry.park_timeout_s,
             "retry": entry.retry,
+            "coerce": entry.coerce,
             "max_output_bytes": entry.max_output_bytes,
         }
         if name != own:

@@ -89,6 +89,9 @@ class ToolSpecBase(SpecModel):
     # deployment's AGENTQ_PARK_TIMEOUT_S.
     park_timeout_s: float | None = Field(default=None, gt=0, le=MAX_PARK_TIMEOUT_S)
     retry: ToolRetry | None = None
+    # Coerce the model's input to the schema where that loses nothing ("2" -> 2 for an
+    # integer; orchestrator/loop/coercion.py) before validating it; false: as sent.
+    coerce: bool = True
     # Larger outputs are cut, with a marker the model sees (default: the worker's
     # AGENTQ_MAX_TOOL_OUTPUT_BYTES).
     max_output_bytes: int | None = Field(default=None, gt=0)
@@ -144,6 +147,7 @@ class ToolDef(BaseModel):
     # the submitting client fills in its settings' default).
     park_timeout_s: float | None = None
     retry: ToolRetry | None = None  # None: a failing call is not executed again
+    coerce: bool = True  # lossless coercion of the input before validation
     max_output_bytes: int | None = None  # None: the worker's setting
     # The tool's own name where it is served, when the run exposes it as another.
     source_name: str | None = None

@@ -20,6 +20,7 @@ from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.policy.providers import BUILTIN_PROVIDERS, ProviderInfo, provider_table
+from agentq.orchestrator.policy.tool_modes import tool_mode
 from agentq.workers.models.anthropic import AnthropicWire
 from agentq.workers.models.base import (
     DeltaSink,
@@ -35,8 +36,9 @@ from agentq.workers.models.driver import HttpProvider, WireFormat
 from agentq.workers.models.gemini import GeminiWire
 from agentq.workers.models.openai_chat import OpenAIChatWire
 from agentq.workers.models.openai_responses import OpenAIResponsesWire
-from agentq.workers.models.prompt_tools import PromptToolsProvider
+from agentq.workers.models.prompt_tools import XML, CallFormat, PromptToolsProvider
 from agentq.workers.models.scripted import ScriptedProvider
+from agentq.workers.models.text_tools import TEXT
 
 ProviderFactory = Callable[[ModelRef, ProviderContext], Provider]
 
@@ -53,6 +55,8 @@ _FACTORIES: dict[str, ProviderFactory] = {
     "openai-responses": _http(OpenAIResponsesWire()),
     "gemini": _http(GeminiWire()),
 }
+# The tool modes taught in the prompt (orchestrator/policy/tool_modes.py), by their format.
+PROMPT_FORMATS: dict[str, CallFormat] = {"prompt": XML, "text": TEXT}
 # Providers this process added to the table.
 _REGISTERED: dict[str, ProviderInfo] = {}
 
@@ -103,8 +107,9 @@ def make_provider(ref: ModelRef, ctx: ProviderContext) -> Provider:
             f"(wire format {endpoint.provider.wire!r} is not registered in this worker)"
         )
     provider = factory(ref, ctx)
-    if endpoint.options.get("tool_mode") == "prompt":
-        provider = PromptToolsProvider(provider)
+    mode = tool_mode(endpoint.options)
+    if mode != "native":
+        provider = PromptToolsProvider(provider, PROMPT_FORMATS[mode])
     return provider
 
 

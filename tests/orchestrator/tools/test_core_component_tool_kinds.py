@@ -104,4 +104,5 @@ def test_a_stored_spec_parses_where_the_kind_is_not_loaded() -> None:
         "type": "elsewhere",
         "names": ["x"],
         "needs_approval": False,
+        "coerce": True,
     }

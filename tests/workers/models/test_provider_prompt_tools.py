@@ -12,7 +12,8 @@ from agentq.orchestrator.core.messages import (
 )
 from agentq.workers.models.prompt_tools import (
     MALFORMED,
-    _HoldBackSink,
+    XML,
+    HoldBackSink,
     parse_calls,
     render_history,
 )
@@ -47,7 +48,7 @@ CALL = '<tool_use>\n<name>add</name>\n<arguments>{"a": 1}</arguments>\n</tool_us
         (
             "<tool_use><arguments>{}</arguments></tool_use>",
             "",
-            [(MALFORMED, "malformed <tool_use> block: <arguments>{}</arguments>")],
+            [(MALFORMED, "<tool_use><arguments>{}</arguments></tool_use>")],
         ),
         (
             '<tool_use><name>add</name><arguments>{"a": 1}</arguments>',
@@ -57,7 +58,7 @@ CALL = '<tool_use>\n<name>add</name>\n<arguments>{"a": 1}</arguments>\n</tool_us
         (
             "<tool_use><name>add</name>",
             "",
-            [(MALFORMED, "malformed <tool_use> block: <name>add</name>")],
+            [(MALFORMED, "<tool_use><name>add</name>")],
         ),
     ],
 )
@@ -66,6 +67,35 @@ def test_parse_calls(text: str, prose: str, calls: list[tuple[str, str]]) -> Non
     assert remaining == prose
     assert [(c.name, c.arguments) for c in parsed] == calls
     assert [c.id for c in parsed] == [f"call_2_{i}" for i in range(len(calls))]
+
+
+@pytest.mark.parametrize(
+    ("block", "problem"),
+    [
+        ("<tool_use><arguments>{}</arguments></tool_use>", "it has no <name> element"),
+        (
+            "<tool_use><name> </name><arguments>{}</arguments></tool_use>",
+            "its <name> element is empty",
+        ),
+        ('<tool_use><name>add</name>\n{"a": 1}</tool_use>', "it has no <arguments> element"),
+    ],
+)
+def test_a_malformed_block_carries_its_problem_and_the_raw_block(block: str, problem: str) -> None:
+    (call,) = parse_calls(f"Trying.\n{block}", step=0)[1]
+    assert call.parse_error is not None
+    assert call.parse_error.startswith(
+        f"Your <tool_use> block could not be parsed: {problem}. The block was:\n{block}\n"
+    )
+    assert "<name>TOOL_NAME</name>" in call.parse_error
+
+
+def test_a_long_malformed_block_is_cut_in_the_error() -> None:
+    block = "<tool_use><name>add</name>" + "x" * 5000 + "</tool_use>"
+    (call,) = parse_calls(block, step=0)[1]
+    assert call.parse_error is not None
+    assert call.arguments == block
+    assert "…(truncated)" in call.parse_error
+    assert len(call.parse_error) < 2300
 
 
 def test_history_is_rendered_as_text() -> None:
@@ -86,7 +116,8 @@ def test_history_is_rendered_as_text() -> None:
                     ),
                 ]
             ),
-        ]
+        ],
+        XML,
     )
     assert history[1] == AssistantMessage(content=f"ok\n{CALL}")
     assert history[2] == UserMessage(
@@ -118,7 +149,7 @@ class Sink:
 )
 async def test_tool_blocks_are_not_streamed(deltas: list[str], shown: str) -> None:
     sink = Sink()
-    held = _HoldBackSink(sink)
+    held = HoldBackSink(sink, XML)
     for delta in deltas:
         await held.text_delta(delta)
     await held.flush()
