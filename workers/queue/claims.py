@@ -208,7 +208,6 @@ class Taker:
         ended: str = "",
         how: str = "done",
         defer_ms: int = 0,
-        skipped: Iterable[str] = (),
         *,
         riding: bool = False,
         claim: int = 0,
@@ -229,7 +228,6 @@ class Taker:
             defer_ms,
             "1" if riding else "",
             LOOKAHEAD,
-            *skipped,
         ]
 
     async def take(self, args: list[Any]) -> tuple[bool, list[Claimed]]:

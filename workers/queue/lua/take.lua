@@ -8,8 +8,7 @@
 --         [10] ended job id ('' for none), [11] 'done' | 'release', [12] defer ms (a
 --         release due that much later), [13] '1' when the call rides behind the job's
 --         last transition, [14] how many ready jobs it may pass over (jobs needing a
---         tool its set lacks), [15...] the ids of jobs this worker leaves to others (a
---         run found it lacks their tool).
+--         tool its set lacks).
 -- Replies {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
 --         jobs were left behind for want of slots.
 -- Effects a job whose payload `needs` what the tool set lacks is left ready, untouched;
@@ -73,11 +72,6 @@ for i = 1, #fallen, 2 do
   redis.call('ZADD', queue, fallen[i + 1], fallen[i])
   redis.call('ZREM', timers, fallen[i])
 end
-local skip, skipping = {}, 0
-for i = 15, #ARGV do
-  skip[ARGV[i]] = true
-  skipping = skipping + 1
-end
 local tool_set = KEYS[7]
 
 -- What a job needs a worker to serve ('' for any worker of its queue): its envelope's
@@ -95,7 +89,7 @@ end
 -- Pages through the ready range: a job claimed or dropped leaves it, one passed over
 -- stays, so the next page starts past those passed over. At most n + lookahead jobs
 -- are looked at, however many for other tools wait at its head.
-local budget = n + tonumber(ARGV[14]) + skipping
+local budget = n + tonumber(ARGV[14])
 local claimed, passed, skipped, more = 0, 0, false, false
 while claimed < n and budget > 0 do
   local want = math.min(n - claimed + 1, budget)
@@ -103,9 +97,7 @@ while claimed < n and budget > 0 do
   budget = budget - #due / 2
   for i = 1, #due, 2 do
     local id, score = due[i], due[i + 1]
-    if skip[id] then
-      skipped, passed = true, passed + 1
-    elseif claimed >= n then
+    if claimed >= n then
       more = true
     else
       local progress = progress_prefix .. id
