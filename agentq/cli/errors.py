@@ -235,8 +235,8 @@ async def within(
 def _load_client() -> None:
     """Import the client before a command's clock starts: `--timeout` bounds the wait on
     Redis, not Python loading the client's modules (the commands import it lazily, so
-    that `agentq -h` stays fast), which takes ~0.5 s on an idle 2-core machine and was
-    seen taking 7-10 s on a loaded one, timing out `agentq wait` on a run already ended."""
+    that `agentq -h` stays fast), which took 1-3 s on a shared 2-core machine at load 7
+    and 7-12 s at load 12, timing out `agentq wait` on a run already ended."""
     import agentq.orchestrator.client  # noqa: F401
 
 
