@@ -232,6 +232,14 @@ async def within(
         ) from None
 
 
+def _load_client() -> None:
+    """Import the client before a command's clock starts: `--timeout` bounds the wait on
+    Redis, not Python loading the client's modules (the commands import it lazily, so
+    that `agentq -h` stays fast), which took 1-3 s on a shared 2-core machine at load 7
+    and 7-12 s at load 12, timing out `agentq wait` on a run already ended."""
+    import agentq.orchestrator.client  # noqa: F401
+
+
 def guarded(
     fn: Callable[..., Coroutine[Any, Any, T]],
     timeout_s: float | None = None,
@@ -243,6 +251,8 @@ def guarded(
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
+            if timeout_s is not None:
+                _load_client()
             return asyncio.run(within(timeout_s, fn(*args, **kwargs), why))
         except KeyboardInterrupt:
             fail("interrupted", EXIT_INTERRUPTED)

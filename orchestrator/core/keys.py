@@ -339,6 +339,7 @@ def job_timers(name: str, job_id: str) -> str:
 
 WORKER_PREFIX = "aq:worker:"
 WORKER_JOBS_SUFFIX = ":jobs"
+WORKER_PASSED_SUFFIX = ":passed:"
 LEASE_HOLDERS = "aq:lease:holders"
 
 
@@ -363,6 +364,12 @@ def moving_batches(partition: int = 0) -> str:
 def worker_jobs(worker_id: str, partition: int = 0) -> str:
     """Hash: the jobs a worker (or a remote lease) holds in one partition."""
     return _partitioned(WORKER_PREFIX, partition, worker_id) + WORKER_JOBS_SUFFIX
+
+
+def worker_passed(worker_id: str, queue: str, partition: int = 0) -> str:
+    """Set: the ready jobs of a queue a worker's last claim passed over for want of a
+    tool, in one partition (the claim wakes another worker only for jobs not in it)."""
+    return _partitioned(WORKER_PREFIX, partition, worker_id) + WORKER_PASSED_SUFFIX + queue
 
 
 def lease_holders(partition: int = 0) -> str:

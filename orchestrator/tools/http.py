@@ -38,6 +38,7 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ENV_REF = re.compile(r"\$\{env:([A-Za-z_][A-Za-z0-9_]*)\}")
 # The kind of a worker's announcement that it executes HTTP tools (not a tool itself).
 HTTP_EXECUTOR_KIND = "http-executor"
+HTTP_EXECUTOR_NAME = "http"
 DEFAULT_MAX_RESPONSE_BYTES = 1_000_000
 
 
@@ -166,3 +167,7 @@ class HttpKind(ToolKindPlugin):
 
     def describe(self, entry: Any) -> str:
         return f"the HTTP tool {entry.name!r}"
+
+    def needs(self, tool: ToolDef) -> str:
+        # Only workers allowed HTTP hosts run HTTP tools: the executor's registry key.
+        return f"{HTTP_EXECUTOR_KIND}:{HTTP_EXECUTOR_NAME}"

@@ -31,6 +31,7 @@ from agentq.orchestrator.tools.base import (
     ToolSpecBase,
     refuse,
     tool_kind,
+    tool_needs,
 )
 from agentq.orchestrator.tools.workflow_graph import WorkflowGraph, WorkflowNode, validate_graph
 
@@ -53,11 +54,17 @@ class WorkflowToolConfig(KindConfig):
 def node_job(
     run_id: str, step: int, call_id: str, node: str, config: WorkflowToolConfig
 ) -> QueuedJob:
-    """A node's job: on its tool's queue (a tool node), else the model queue."""
+    """A node's job: on its tool's queue (a tool node), claimed only by workers serving
+    the tool; else the model queue, on any of its workers."""
     tool = config.tools.get(node)
     queue = tool.queue if tool is not None and tool.queue else MODEL_QUEUE
     envelope = JobEnvelope(
-        kind="workflow_node", run_id=run_id, step=step, call_id=call_id, node=node
+        kind="workflow_node",
+        run_id=run_id,
+        step=step,
+        call_id=call_id,
+        node=node,
+        needs=tool_needs(tool) if tool is not None else "",
     )
     return queued_job(envelope, queue)
 

@@ -104,3 +104,19 @@ def test_no_type_only_import_is_read_at_run_time() -> None:
         if (uses := _runtime_uses_of_type_only_names(path.read_text()))
     }
     assert misused == {}
+
+
+def test_a_commands_timeout_starts_after_the_client_is_loaded() -> None:
+    # `--timeout` bounds the wait on Redis: loading the client's modules (seconds on a
+    # loaded machine) happens before the clock starts, not inside the command's budget.
+    probe = (
+        "import sys\n"
+        "from agentq.cli.errors import guarded\n"
+        "async def command():\n"
+        "    return 'agentq.orchestrator.client' in sys.modules\n"
+        "print(guarded(command, 60)())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert done.stdout.strip() == "True"

@@ -33,7 +33,7 @@ from agentq.workers.queue.liveness import OUTAGE
 from agentq.workers.queue.outcome import JobOutcome, report
 from agentq.workers.steps.history_cache import HistoryCache
 from agentq.workers.steps.phases import ModelCallMetrics
-from agentq.workers.tools.base import ToolExecutor, ToolNotServed
+from agentq.workers.tools.base import ToolExecutor
 
 log = logging.getLogger("agentq.worker")
 
@@ -90,40 +90,19 @@ async def ended(deps: WorkerDeps, outcome: Outcome, envelope: JobEnvelope) -> No
         await run_ended(deps.store, envelope.run_id)
 
 
-def release_not_served(ctx: dict[str, Any] | None, exc: Exception) -> NoReturn:
-    """Leave a job this worker cannot serve to another worker of its queue, at once."""
-    not_served = (ctx or {}).get("not_served")
-    if ctx is not None and not_served is not None:
-        not_served(ctx["job_id"])
-    raise Retry(defer=0) from exc
-
-
 def retrying(exc: Exception) -> NoReturn:
     OUTAGE.failed(exc)  # one log line per outage, not one per job
     tracing.record_exception(exc)
     raise Retry(defer=REDIS_RETRY_S) from exc
 
 
-async def guarded(
-    deps: WorkerDeps,
-    envelope: JobEnvelope,
-    work: Awaitable[None],
-    ctx: dict[str, Any] | None = None,
-) -> None:
+async def guarded(deps: WorkerDeps, envelope: JobEnvelope, work: Awaitable[None]) -> None:
     """Run a job body. Transient Redis trouble (mapped by the store, or raw from a direct
     call) releases the job to run again later (the runtime does not count that delivery);
-    a call this worker cannot serve is released for another worker at once; anything
-    else fails the run."""
+    anything else fails the run. (A worker never holds a job it cannot run: the claim
+    takes only jobs whose `needs` its tool set has.)"""
     try:
         await work
-    except ToolNotServed as exc:
-        log.warning(
-            "%s of run %s: %s; released for another worker",
-            envelope.kind,
-            envelope.run_id,
-            exc.message,
-        )
-        release_not_served(ctx, exc)
     except Exception as exc:
         if is_transient_redis(exc):
             retrying(exc)

@@ -16,11 +16,10 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.calls.home import OwnCallHome
 from agentq.orchestrator.core.envelopes import TOOLS_QUEUE, JobEnvelope, JobKind
 from agentq.orchestrator.redis.faults import is_transient_redis
-from agentq.workers.jobs.base import deps_of, release_not_served, retrying
+from agentq.workers.jobs.base import deps_of, retrying
 from agentq.workers.jobs.registry import handles
 from agentq.workers.jobs.tool_call import execute_call
 from agentq.workers.queue.liveness import OUTAGE
-from agentq.workers.tools.base import ToolNotServed
 
 log = logging.getLogger("agentq.worker")
 
@@ -35,9 +34,6 @@ async def call_job(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     with tracing.process_span(envelope, queue, ctx["job_id"], parent=parent):
         try:
             await execute_call(ctx, deps, home)
-        except ToolNotServed as exc:
-            log.warning("call %s: %s; released for another worker", envelope.run_id, exc.message)
-            release_not_served(ctx, exc)
         except Exception as exc:
             if not is_transient_redis(exc):
                 raise

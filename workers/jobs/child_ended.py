@@ -19,4 +19,4 @@ async def child_ended(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     deps = deps_of(ctx)
     work = answered(deps, envelope, sub_agents.child_ended(deps.store, envelope))
     with tracing.process_span(envelope, MODEL_QUEUE, ctx.get("job_id") or job_id(envelope)):
-        await guarded(deps, envelope, work, ctx)
+        await guarded(deps, envelope, work)

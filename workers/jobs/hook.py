@@ -2,8 +2,9 @@
 
 A model step whose worker lacks a hook the run names (`prepare_step`, a `@stop_when`
 stop condition, a tool's `@needs_approval` rule) writes the request beside the run,
-enqueues this job on a queue of a worker that announced the hook, and waits for the
-reply pushed here: the hook's answer as JSON, or its error (workers/steps/hook_calls.py).
+enqueues this job on a queue of a worker that announced the hook (needing the hook's
+registry key, so only workers that registered it claim it), and waits for the reply
+pushed here: the hook's answer as JSON, or its error (workers/steps/hook_calls.py).
 The job never changes the run: the model step that asked records the answer or fails
 the run with the error.
 """
@@ -13,11 +14,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from arq import Retry
-
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind
-from agentq.workers.jobs.base import deps_of
+from agentq.workers.jobs.base import WorkerDeps, deps_of
 from agentq.workers.jobs.registry import handles
 from agentq.workers.steps import hook_calls
 
@@ -32,18 +31,20 @@ async def hook_job(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     request = await hook_calls.read_request(deps.store, run_id, step, request_id)
     if request is None:
         return  # the step stopped waiting (or the run expired): nobody wants the answer
-    if not hook_calls.registered(request):
-        # Announced by another worker of this queue: leave the job to it.
-        not_served = ctx.get("not_served")
-        if not_served is not None:
-            not_served(ctx["job_id"])
-        raise Retry(defer=0)
     with tracing.process_span(envelope, ctx.get("queue", "tools"), ctx["job_id"]):
-        try:
-            reply: dict[str, Any] = {
-                "value": await hook_calls.invoke(deps.store, run_id, step, request)
-            }
-        except Exception as exc:
-            log.info("%s failed: %s", request.label, exc)
-            reply = {"error": hook_calls.failure(request, exc)}
+        reply = await _answer(deps, envelope, request)
         await hook_calls.push_reply(deps.store, run_id, step, request_id, reply)
+
+
+async def _answer(
+    deps: WorkerDeps, envelope: JobEnvelope, request: hook_calls.HookRequest
+) -> dict[str, Any]:
+    """The hook's answer, or its error, as the step that asked reads them."""
+    if not hook_calls.registered(request):  # the job needs the hook: only a misrouted one
+        return {"error": f"{request.label} is not registered on this worker"}
+    try:
+        value = await hook_calls.invoke(deps.store, envelope.run_id, envelope.step, request)
+    except Exception as exc:
+        log.info("%s failed: %s", request.label, exc)
+        return {"error": hook_calls.failure(request, exc)}
+    return {"value": value}

@@ -29,9 +29,9 @@ async def model_step(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     deps = deps_of(ctx)
     with tracing.process_span(envelope, MODEL_QUEUE, ctx["job_id"]):
         if exhausted(ctx, deps):
-            await guarded(deps, envelope, _poisoned_step(deps, envelope), ctx)
+            await guarded(deps, envelope, _poisoned_step(deps, envelope))
             return
-        await guarded(deps, envelope, _model_step(ctx, deps, envelope), ctx)
+        await guarded(deps, envelope, _model_step(ctx, deps, envelope))
 
 
 async def _poisoned_step(deps: WorkerDeps, envelope: JobEnvelope) -> None:

@@ -26,7 +26,7 @@ async def park_expiry(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = deps_of(ctx)
     with tracing.process_span(envelope, MODEL_QUEUE, ctx.get("job_id") or job_id(envelope)):
-        await guarded(deps, envelope, _park_expiry(deps, envelope), ctx)
+        await guarded(deps, envelope, _park_expiry(deps, envelope))
 
 
 async def _park_expiry(deps: WorkerDeps, envelope: JobEnvelope) -> None:

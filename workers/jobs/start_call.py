@@ -22,7 +22,7 @@ async def start_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = deps_of(ctx)
     with tracing.process_span(envelope, MODEL_QUEUE, ctx.get("job_id") or job_id(envelope)):
-        await guarded(deps, envelope, answered(deps, envelope, _start_call(deps, envelope)), ctx)
+        await guarded(deps, envelope, answered(deps, envelope, _start_call(deps, envelope)))
 
 
 async def _start_call(deps: WorkerDeps, envelope: JobEnvelope) -> Reply | None:

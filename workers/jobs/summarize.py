@@ -30,7 +30,7 @@ async def summarize_job(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = deps_of(ctx)
     with tracing.process_span(envelope, MODEL_QUEUE, ctx["job_id"]):
-        await guarded(deps, envelope, _summarize(deps, envelope), ctx)
+        await guarded(deps, envelope, _summarize(deps, envelope))
 
 
 async def _summarize(deps: WorkerDeps, envelope: JobEnvelope) -> None:

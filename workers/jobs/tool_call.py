@@ -30,7 +30,7 @@ async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     queue = ctx.get("queue", TOOLS_QUEUE)
     home = RunCallHome(deps.store, envelope.run_id, envelope.step, envelope.call_id or "")
     with tracing.process_span(envelope, queue, ctx["job_id"]):
-        await guarded(deps, envelope, execute_call(ctx, deps, home), ctx)
+        await guarded(deps, envelope, execute_call(ctx, deps, home))
 
 
 async def execute_call(ctx: dict[str, Any], deps: WorkerDeps, home: CallHome) -> None:

@@ -20,4 +20,4 @@ async def workflow_node(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     queue = ctx.get("queue", MODEL_QUEUE)
     work = workflows.run_node(deps.store, deps.models, deps.executors, envelope, attempt_of(ctx))
     with tracing.process_span(envelope, queue, ctx.get("job_id") or job_id(envelope)):
-        await guarded(deps, envelope, answered(deps, envelope, work), ctx)
+        await guarded(deps, envelope, answered(deps, envelope, work))

@@ -79,8 +79,6 @@ ABORT_KEEP_MS = 60_000
 # A job whose in-progress key outlives every worker record (lost by a crash of
 # Redis itself) is freed after this long anyway.
 BACKSTOP_MS = ARQ_FUNCTION_TIMEOUT_S * 1000
-# A call this worker cannot serve is left for others for this long.
-_NOT_SERVED_S = 5.0
 # How often a worker looks for jobs it holds from claims whose reply was lost: at every
 # chores pass for this long after a claim call failed, and this often otherwise (a lost
 # reply can also come from a request a broken network delivers late).
@@ -128,10 +126,8 @@ class WakeableWorker(Worker):
         self._claims = ClaimLedger()
         self._give_back_due = 0.0  # monotonic: when the chores next look for lost claims
         self._give_back_until = 0.0  # ... and until when at every pass
-        self._not_served: dict[str, float] = {}
         self._next_abort_prune_ms = 0
         self._context = contextvars.copy_context()
-        self.ctx["not_served"] = self.not_served
 
     async def main(self) -> None:
         # arq's main, less its INFO call (the embedded Redis has none) and its polling.
@@ -262,7 +258,7 @@ class WakeableWorker(Worker):
         claimed: list[Claimed] = []
         claim = self._claims.open()
         try:
-            args = taker.args(free, skipped=self._skipping(), claim=claim)
+            args = taker.args(free, claim=claim)
             if block:
                 more, claimed = await taker.wait_and_take(max(1, int(self.idle_poll_s)), args)
             else:
@@ -343,18 +339,6 @@ class WakeableWorker(Worker):
                 "worker %s: gave back %d job(s) whose claim's reply was lost", self.worker_id, given
             )
 
-    def not_served(self, job_id: str) -> None:
-        """This worker lacks the job's tool: leave it to other workers for a while."""
-        self._not_served[job_id] = time.monotonic() + _NOT_SERVED_S
-
-    def _skipping(self) -> list[str]:
-        if not self._not_served:
-            return []
-        now = time.monotonic()
-        for job_id in [j for j, until in self._not_served.items() if until < now]:
-            del self._not_served[job_id]
-        return list(self._not_served)
-
     # -- running a job: arq's run_job, fed by the claim ------------------------------
 
     async def _run(self, job: Claimed) -> None:
@@ -365,7 +349,7 @@ class WakeableWorker(Worker):
             if end.ended:  # in its last transition's round trip
                 return
             # A job cancelled by a stop or a lapsed lease hands its slot to nobody.
-            claim = how == "done" or defer_ms > 0 or job.job_id in self._not_served
+            claim = how == "done" or defer_ms > 0
         except Exception as exc:
             if not is_transient(exc):
                 log.exception("job %s failed in the worker", job.job_id)
@@ -470,9 +454,7 @@ class WakeableWorker(Worker):
             claimed: list[Claimed] = []
             number = self._claims.open()
             try:
-                _, claimed = await taker.take(
-                    taker.args(n, job_id, how, defer_ms, self._skipping(), claim=number)
-                )
+                _, claimed = await taker.take(taker.args(n, job_id, how, defer_ms, claim=number))
             except Exception as exc:
                 self._claim_failed()
                 if not is_transient(exc):
@@ -500,7 +482,7 @@ class WakeableWorker(Worker):
         try:
             # The job's partition: the same slot as its run's transition.
             taker = self.taker_of(end.job_id)
-            take = taker.args(n, end.job_id, "done", 0, self._skipping(), riding=True, claim=claim)
+            take = taker.args(n, end.job_id, "done", 0, riding=True, claim=claim)
             async with pipeline_to(self.pool, keys[0]) as (pipe, acks):
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
                 pipe.evalsha(taker.sha, len(taker.keys), *taker.keys, *take)

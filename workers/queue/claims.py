@@ -40,8 +40,11 @@ a number from the worker's `ClaimLedger`, kept in its lease records; `Taker.give
 returns the jobs of settled claims the worker is not running.
 
 Wake-up tokens stay a hint of ready work: a claim that leaves ready jobs behind
-(the worker is full) makes sure a token is there for other workers; a claim that
-finds the ready range empty drops the tokens, so no worker wakes for nothing.
+(the worker is full) makes sure a token is there for other workers; so does one that
+passes over jobs for tools it lacks, since the token it popped may have been theirs
+(but only for jobs it had not passed over before: a worker alone awake does not spin
+on its own token); a claim that finds the ready range empty drops the tokens, so no
+worker wakes for nothing.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
 TAKE = scripts.script("agentq.workers.queue", "take")
 # How many ready jobs a claim may pass over (jobs for tools the worker lacks) in one call.
 LOOKAHEAD = 64
+# How long a worker's set of jobs it passed over is kept (it only spares wake-ups).
+PASSED_KEEP_S = 600
 CLAIM_ONE = scripts.script("agentq.workers.queue", "claim_one")
 GIVE_BACK = scripts.script("agentq.workers.queue", "give_back")
 
@@ -197,10 +202,14 @@ class Taker:
             state_keys.timers(queue, partition),
             # What the worker serves on this queue: jobs needing anything else are left.
             state_keys.tool_set(tool_set_digest(tools), partition),
+            # What its last claim left for others: leaving them again wakes nobody.
+            state_keys.worker_passed(worker_id, queue, partition),
         ]
         self._record_head = record_head(queue_key, wake_key)
         self._backstop_ms = backstop_ms
         self.leased = leased
+        # Claims made at the fallback poll's timeout rather than at a wake-up token.
+        self.backstop_wakes = 0
 
     def args(
         self,
@@ -208,7 +217,6 @@ class Taker:
         ended: str = "",
         how: str = "done",
         defer_ms: int = 0,
-        skipped: Iterable[str] = (),
         *,
         riding: bool = False,
         claim: int = 0,
@@ -229,7 +237,7 @@ class Taker:
             defer_ms,
             "1" if riding else "",
             LOOKAHEAD,
-            *skipped,
+            PASSED_KEEP_S,
         ]
 
     async def take(self, args: list[Any]) -> tuple[bool, list[Claimed]]:
@@ -244,7 +252,9 @@ class Taker:
             pipe.blpop([self.wake_key], timeout=timeout_s)
             pipe.evalsha(self.sha, len(self.keys), *self.keys, *args)
             waited, role = acks.add(pipe, self.wake_key)
-            _, reply, *acked = await pipe.execute(raise_on_error=False)
+            popped, reply, *acked = await pipe.execute(raise_on_error=False)
+        if popped is None:
+            self.backstop_wakes += 1
         if isinstance(reply, NoScriptError):
             return await self.take(args)
         if isinstance(reply, BaseException):

@@ -122,17 +122,21 @@ async def _remote(
     store: RunStore, run_id: str, step: int, request: HookRequest, timeout_s: float
 ) -> Any:
     live = live_registry(await store.registry(), time.time())
-    queues = sorted(
-        a.queue for a in live.values() if a.kind == request.kind and a.name == request.name
+    served = sorted(
+        (a.queue, key)
+        for key, a in live.items()
+        if a.kind == request.kind and a.name == request.name
     )
-    if not queues:
+    if not served:
         raise HookFailed(f"{request.label} is served by no live worker")
-    # The job's call_id names this request.
+    queue, needs = served[0]
+    # The job's call_id names this request. It needs the hook's registry key: only
+    # workers that registered the hook claim it (workers/queue/lua/take.lua).
     request_id = uuid.uuid4().hex[:16]
-    job = queued_job(
-        JobEnvelope(kind=JobKind.HOOK, run_id=run_id, step=step, call_id=request_id),
-        queues[0],
+    envelope = JobEnvelope(
+        kind=JobKind.HOOK, run_id=run_id, step=step, call_id=request_id, needs=needs
     )
+    job = queued_job(envelope, queue)
     redis: Redis = store.redis
     asked = keys.hook_request(run_id, step, request_id)
     with redis_errors_mapped():

@@ -160,6 +160,11 @@ async def prepare(
         await fail(deps, begun.run_id, failure)
         return None
     if begun.parent:
+        # The child says it started itself, before its first step: the job that created
+        # it may be overtaken by this one, and the parent's call shows them in order.
+        if begun.step == 0:
+            started = {"status": "started"}
+            await sub_agents.forward_step(deps.store, begun.parent, begun.run_id, started)
         await sub_agents.forward_step(deps.store, begun.parent, begun.run_id, {"step": begun.step})
     return prepared
 
@@ -322,6 +327,12 @@ async def commit(
         )
         await fail(deps, run_id, failure)
         return
+    if begun.parent:
+        # Before the commit: a commit that ends the child enqueues the job that shows its
+        # end on the parent's call, which must come after this step.
+        await sub_agents.forward_step(
+            deps.store, begun.parent, run_id, sub_agents.step_shown(planned)
+        )
     hops = tracing.Hops(run_id)
     args = hops.stamp(commit_args(run_id, planned))
     if batched:
@@ -330,9 +341,5 @@ async def commit(
     hops.sent(enqueued_job_ids(args, committed.outcome))
     if committed.outcome == Outcome.FINISHED:
         deps.histories.drop(run_id)  # no step of the run comes next
-    if begun.parent:
-        await sub_agents.forward_step(
-            deps.store, begun.parent, run_id, sub_agents.step_shown(planned)
-        )
     if committed.outcome in (Outcome.FINISHED, Outcome.FAILED):
         await run_ended(deps.store, run_id)

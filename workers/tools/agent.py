@@ -124,7 +124,7 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
         return await _refuse(store, run_id, step, call, refusal)
     try:
         spec = child_spec(tool.config.spec, call.input, limits)
-        child_id, created = await client.runs.create(
+        child_id, _ = await client.runs.create(
             spec,
             tenant=meta.get("tenant"),
             child_of=ChildOf(parent=link, depth=depth),
@@ -139,8 +139,6 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
         )
     except SpecError as exc:
         return await _refuse(store, run_id, step, call, f"was refused: {exc.message}")
-    if created:
-        await progress(store, link, call.name, {"child_run_id": child_id, "status": "started"})
     if (await store.meta(run_id))[MetaField.STATUS] in TERMINAL_STATUSES:
         await client.runs.cancel(child_id, f"its parent run {run_id} has ended")
     return None

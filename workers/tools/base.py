@@ -13,15 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from agentq.orchestrator.core.errors import ToolError
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.tools.context import ToolContext
-
-
-class ToolNotServed(ToolError):
-    """This worker cannot run the tool (another worker of the fleet may): the job is
-    released for another worker rather than failed."""
 
 
 @dataclass(frozen=True)

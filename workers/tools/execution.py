@@ -18,7 +18,7 @@ from agentq.orchestrator.loop.plan import CallPlan, error_result
 from agentq.orchestrator.loop.tool_retry import retry_delay_s
 from agentq.orchestrator.redis.faults import is_transient_redis
 from agentq.orchestrator.tools import ToolDef
-from agentq.workers.tools.base import ToolExecutor, ToolNotServed
+from agentq.workers.tools.base import ToolExecutor
 from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.input_requests import InputRequests
 
@@ -88,8 +88,6 @@ async def _run_executor(
         try:
             output = await executor.execute(tool, call.input, context)
             break
-        except ToolNotServed:
-            raise  # another worker may serve it: not the model's business
         except ToolError as exc:
             # Every failed execution is an exception event on the call's span.
             tracing.record_exception(exc)

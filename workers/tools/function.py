@@ -7,9 +7,9 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from agentq.orchestrator.core.errors import ToolTimeoutError
+from agentq.orchestrator.core.errors import ToolError, ToolTimeoutError
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
-from agentq.workers.tools.base import ToolNotServed, WorkerServices
+from agentq.workers.tools.base import WorkerServices
 from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.function_tools import FunctionTool
 
@@ -39,7 +39,10 @@ class FunctionExecutor:
     async def execute(self, tool: ToolDef, input: Any, ctx: ToolContext) -> Any:
         fn = self.tools.get(tool.served_name)
         if fn is None:
-            raise ToolNotServed(f"tool {tool.served_name!r} is not registered on this worker")
+            # Its job needs the tool (routing by tool set): only a misrouted call gets here.
+            raise ToolError(
+                f"tool {tool.served_name!r} is not registered on this worker (misrouted call)"
+            )
         kwargs = fn.bind(input)
         if fn.context_param is not None:
             kwargs[fn.context_param] = await ctx.with_owner()

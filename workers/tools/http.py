@@ -22,6 +22,7 @@ from agentq.orchestrator.policy.endpoints import Resolver
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.orchestrator.tools.http import (
     HTTP_EXECUTOR_KIND,
+    HTTP_EXECUTOR_NAME,
     QUERY_METHODS,
     HttpToolConfig,
     allowed_envs,
@@ -65,7 +66,10 @@ class HttpExecutor:
     async def announcements(self, queue: str) -> list[ToolAnnouncement]:
         return [
             ToolAnnouncement(
-                name="http", kind=HTTP_EXECUTOR_KIND, queue=queue, description="HTTP tools"
+                name=HTTP_EXECUTOR_NAME,
+                kind=HTTP_EXECUTOR_KIND,
+                queue=queue,
+                description="HTTP tools",
             )
         ]
 

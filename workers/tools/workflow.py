@@ -46,7 +46,7 @@ from agentq.orchestrator.tools.workflow_graph import (
 )
 from agentq.workers.models import ModelRequest, OfferedTool
 from agentq.workers.models.model_client import ModelClient
-from agentq.workers.tools.base import ToolExecutor, ToolNotServed
+from agentq.workers.tools.base import ToolExecutor
 from agentq.workers.tools.context import ToolContext
 
 # The tool an llm node with an output schema offers: its input is the structured output.
@@ -195,8 +195,6 @@ async def _outcome(
             output, usage = await _call_model(wf, node, values(outcomes), models)
             return NodeOutcome(status="done", output=output, usage=usage)
         output = await _execute(wf, node, outcomes, executors, attempt)
-    except ToolNotServed:
-        raise  # another worker of the fleet runs this node's tool
     except Exception as exc:
         if is_transient_redis(exc):
             raise
@@ -235,7 +233,7 @@ async def _run_tool(
     validate_input(tool, tool_input)
     executor = executors.get(tool.kind)
     if executor is None:
-        raise ToolNotServed(f"this worker cannot run {tool.kind} tools")
+        raise ValueError(f"this worker cannot run {tool.kind} tools (misrouted node)")
     context = ToolContext(
         run_id=wf.run_id,
         step=wf.step,

@@ -31,12 +31,14 @@ from agentq.workers.queue.claims import (
     Claimed,
     ClaimLedger,
     Taker,
+    publish_tool_set,
 )
 from agentq.workers.queue.liveness import Cadence, holders_key, jobs_key, liveness_key, reap_lapsed
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.sample_tools import add
 from tests.support.specs import scripted
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -51,11 +53,13 @@ async def redis(redis_url: str) -> AsyncIterator[Redis]:
     await client.aclose()
 
 
-async def enqueue(redis: Redis, n: int, *, run: str = "r", defer_s: float = 0.0) -> list[str]:
+async def enqueue(
+    redis: Redis, n: int, *, run: str = "r", defer_s: float = 0.0, needs: str = ""
+) -> list[str]:
     """n tool-call jobs in arq's layout, as a transition enqueues them (with a token each)."""
     ids = []
     for i in range(n):
-        env = JobEnvelope(kind="tool_call", run_id=run, step=0, call_id=f"c{i}")
+        env = JobEnvelope(kind="tool_call", run_id=run, step=0, call_id=f"c{i}", needs=needs)
         job = queued_job(env, QUEUE, defer_s=defer_s)
         async with redis.pipeline(transaction=True) as pipe:
             pipe.set(ARQ_JOB_PREFIX + job.job_id, job.payload, px=job.expires_ms)
@@ -69,10 +73,11 @@ async def enqueue(redis: Redis, n: int, *, run: str = "r", defer_s: float = 0.0)
     return ids
 
 
-async def worker(redis: Redis, name: str) -> Taker:
-    """A worker's taker, with the worker's lease taken."""
+async def worker(redis: Redis, name: str, tools: list[str] | None = None) -> Taker:
+    """A worker's taker, with the worker's lease taken (and its tool set published)."""
     await redis.set(liveness_key(name), name, px=60_000)
-    return Taker(redis, name, QUEUE, 0, BACKSTOP_MS)
+    await publish_tool_set(redis, tools or [])
+    return Taker(redis, name, QUEUE, 0, BACKSTOP_MS, tools=tools or [])
 
 
 async def ready(redis: Redis, taker: Taker) -> list[str]:
@@ -182,13 +187,12 @@ async def test_a_release_hands_the_job_back_at_once_and_is_not_counted(redis: Re
     first, second = await worker(redis, "w1"), await worker(redis, "w2")
     _, (claimed,) = await first.take(first.args(1))
 
-    # One call ends the job (a release) and claims again; the worker leaves the job to
-    # others (it lacks its tool), so it takes nothing back itself.
-    _, mine = await first.take(first.args(4, claimed.job_id, "release", 0, [job]))
+    # One call ends the job (a release; a draining worker claims nothing more).
+    _, mine = await first.take(first.args(0, claimed.job_id, "release", 0))
 
     assert mine == []
     assert await redis.zscore(first.keys[0], job) == score
-    assert await cast(Any, redis.llen(first.wake_key)) > 0  # a skipped job keeps its wake-up token
+    assert await cast(Any, redis.llen(first.wake_key)) > 0  # other workers are woken for it
     assert not await cast(Any, redis.hexists(jobs_key("w1"), job))
     _, (again,) = await second.take(second.args(4))
     assert again.job_id == job
@@ -373,3 +377,49 @@ async def test_a_worker_gives_back_and_runs_a_job_a_lost_claim_left_held(
         finally:
             await runtime.stop()
     assert result.status == "succeeded", result.error
+
+
+# -- wake-up tokens and jobs left for other tool sets ----------------------------------------
+
+
+async def blocked_clients(redis: Redis) -> int:
+    return int((await redis.info("clients"))["blocked_clients"])
+
+
+async def test_a_token_popped_for_another_tool_sets_job_reaches_a_worker_that_serves_it(
+    redis: Redis,
+) -> None:
+    a = await worker(redis, "A", ["a"])
+    b = await worker(redis, "B", ["b"])
+    # A falls asleep first, so Redis hands the next token to A.
+    before = await blocked_clients(redis)
+    a_waits = asyncio.create_task(a.wait_and_take(10, a.args(1)))
+    await eventually_async(lambda: blocked_clients(redis), "A asleep", until=before.__lt__)
+    b_waits = asyncio.create_task(b.wait_and_take(10, b.args(1)))
+    await eventually_async(
+        lambda: blocked_clients(redis), "B asleep", until=lambda n: n == before + 2
+    )
+
+    (job,) = await enqueue(redis, 1, needs="b")  # one token
+
+    _, by_a = await a_waits
+    assert by_a == []  # A popped the token and left the job...
+    _, (by_b,) = await b_waits
+    assert by_b.job_id == job  # ... and B took it, woken by a token, not by its timeout
+    assert (a.backstop_wakes, b.backstop_wakes) == (0, 0)
+
+
+async def test_a_worker_alone_awake_passes_a_token_on_once_per_job_it_leaves(
+    redis: Redis,
+) -> None:
+    a = await worker(redis, "A", ["a"])
+    await enqueue(redis, 1, needs="b")  # for a worker that is busy elsewhere
+
+    assert await a.wait_and_take(10, a.args(1)) == (False, [])
+    assert await cast(Any, redis.llen(a.wake_key)) == 1  # passed on, to nobody but A...
+    assert await a.wait_and_take(10, a.args(1)) == (False, [])
+    assert await cast(Any, redis.llen(a.wake_key)) == 0  # ... which does not spin on it
+    await enqueue(redis, 1, run="r2", needs="b")
+    assert await a.wait_and_take(10, a.args(1)) == (False, [])
+    assert await cast(Any, redis.llen(a.wake_key)) == 1  # a new job left: passed on again
+    assert a.backstop_wakes == 0

@@ -14,7 +14,7 @@ from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.policy.endpoints import non_public
 from agentq.orchestrator.spec.resolution import resolve_tools
 from agentq.orchestrator.spec.run import RunSpec
-from agentq.orchestrator.tools import ToolAnnouncement, ToolDef, registry_key
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef, registry_key, tool_needs
 from agentq.orchestrator.tools.http import HTTP_EXECUTOR_KIND
 from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.http import HttpExecutor
@@ -51,6 +51,13 @@ async def call(
 
 LOOPBACK = Settings(allow_http_hosts="127.0.0.1", allow_http_envs="TOKEN")
 PUBLIC = Settings(allow_http_hosts="*")
+
+
+async def test_its_calls_go_only_to_workers_that_run_http_tools() -> None:
+    # A call's job needs what the claim finds in the tool set of a worker with the
+    # executor (its announcements' registry keys), and nothing a worker without has.
+    (served,) = await HttpExecutor(PUBLIC, {}).announcements("tools")
+    assert tool_needs(http_tool(PUBLIC, url="https://example.com/x")) == registry_key(served)
 
 
 async def test_inputs_fill_the_url_query_and_body_and_headers_read_allowed_env(

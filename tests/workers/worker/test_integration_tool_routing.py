@@ -11,11 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.runs.result import RunResult
-from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
+from tests.support.infra import TOOLS, WorkerProcess, free_port, run_cli, wait_ready
 from tests.support.specs import scripted
 
 pytestmark = pytest.mark.integration
@@ -140,3 +142,77 @@ async def test_a_pool_restarted_beside_another_pool_on_its_queue_gets_its_calls(
     assert not any(sign in shouters.log() for sign in WRONG_WORKER), shouters.log()
     for worker in fleet:
         assert worker.proc.poll() in (None, 0), worker.log()
+
+
+# -- jobs that run a hook or a workflow node route the same way -----------------------------
+
+HOOKS = "tests/support/loop_hooks.py"
+
+
+def shout_workflow(i: int) -> dict[str, Any]:
+    """A run calling a workflow whose tool node runs `shout`."""
+    workflow = {
+        "type": "workflow",
+        "name": "shouter",
+        "description": "Shouts the text",
+        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}},
+        "graph": {
+            "nodes": [
+                {"id": "in", "kind": "input"},
+                {
+                    "id": "loud",
+                    "kind": "tool",
+                    "tool": {"type": "function", "name": "shout"},
+                    "input": {"text": "{{in.text}}"},
+                },
+                {"id": "out", "kind": "output", "value": "{{loud}}"},
+            ],
+            "edges": [["in", "loud"], ["loud", "out"]],
+        },
+    }
+    step = {"tool_calls": [{"name": "shouter", "input": {"text": f"hi {i}"}}]}
+    return scripted(step, {"text": f"shouted {i}"}, tools=[workflow])
+
+
+def hooked_spec(i: int) -> dict[str, Any]:
+    return {**scripted({"text": f"hooked {i}"}), "prepare_step": "numbered_system"}
+
+
+def job_counts(metrics_url: str) -> dict[tuple[str, str], float]:
+    """A worker's ended jobs by (kind, outcome), scraped from its /metrics."""
+    counts: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(httpx.get(metrics_url, timeout=10).text):
+        for sample in family.samples:
+            if sample.name == "agentq_jobs_ended_total":
+                key = (sample.labels["kind"], sample.labels["outcome"])
+                counts[key] = counts.get(key, 0) + sample.value
+    return counts
+
+
+async def test_hook_and_workflow_node_jobs_go_only_to_workers_that_serve_them(
+    redis_url: str, fleet: list[WorkerProcess], shout_tools: str
+) -> None:
+    start(fleet, redis_url, "--queue", "model")
+    # Two workers on the tools queue: only one has the hook and `shout`.
+    serving_port, lacking_port = free_port(), free_port()
+    metrics = ("--metrics-port", str(serving_port), "--queue", "tools", "--tools", TOOLS)
+    start(fleet, redis_url, *metrics, "--tools", HOOKS, "--tools", shout_tools)
+    lacking = start(
+        fleet, redis_url, "--queue", "tools", "--tools", TOOLS, "--metrics-port", str(lacking_port)
+    )
+    async with Client(redis_url) as client:
+        runs = [await client.runs.submit(hooked_spec(i)) for i in range(8)]
+        runs += [await client.runs.submit(shout_workflow(i)) for i in range(8)]
+        results = [await client.runs.wait(run_id, timeout_s=120) for run_id in runs]
+
+    for result in results[:8]:
+        assert result.status == "succeeded", result.error
+    for i, result in enumerate(results[8:]):
+        assert outputs(result) == [(False, f"HI {i}")]
+    served = job_counts(f"http://127.0.0.1:{serving_port}/metrics")
+    assert served[("hook_job", "succeeded")] == 8
+    assert served[("workflow_node", "succeeded")] >= 8  # (a lapsed lease may run one twice)
+    assert not [k for k in served if k[1] == "released"], served
+    # The lacking worker never took one of those jobs (so never gave one back).
+    assert job_counts(f"http://127.0.0.1:{lacking_port}/metrics") == {}, lacking.log()
+    assert not any(sign in lacking.log() for sign in WRONG_WORKER), lacking.log()

@@ -1,22 +1,23 @@
 -- take: a worker's whole per-job bookkeeping in one round trip (workers/queue/claims.py):
 --   end the job it just ran, then claim up to its free slots.
 -- KEYS    queue, wake-up list, worker's jobs hash, holders set, abort set, the queue's
---         timer set, the worker's tool set (one partition's: one slot).
+--         timer set, the worker's tool set, the jobs its last claim passed over (one
+--         partition's: one slot).
 -- ARGV    [1] '1' when the worker's lease is held (else it claims nothing), [2] worker id,
 --         [3] how many to claim, [4] in-progress backstop ms, [5] in-progress prefix,
 --         [6] job prefix, [7] retry prefix, [8] retry keep s, [9] lease record prefix,
 --         [10] ended job id ('' for none), [11] 'done' | 'release', [12] defer ms (a
 --         release due that much later), [13] '1' when the call rides behind the job's
 --         last transition, [14] how many ready jobs it may pass over (jobs needing a
---         tool its set lacks), [15...] the ids of jobs this worker leaves to others (a
---         run found it lacks their tool).
+--         tool its set lacks), [15] how long the passed-over set is kept (s).
 -- Replies {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
 --         jobs were left behind for want of slots.
 -- Effects a job whose payload `needs` what the tool set lacks is left ready, untouched;
 --         the ended job: done (arq's cleanup) or released (back into the ready range at
 --         its score, or deferred; its delivery taken back); each claimed job: its
 --         in-progress key, score +inf, a lease record, a delivery counted; the wake-up
---         list kept a hint of ready work; timers fallen due (up to a bound per call)
+--         list kept a hint of ready work (a token passed on when the claim newly
+--         passed over jobs for others: the one it popped may have been theirs); timers fallen due (up to a bound per call)
 --         moved into the queue first, at the time they fell due.
 -- @include clock
 -- @include wake
@@ -73,11 +74,6 @@ for i = 1, #fallen, 2 do
   redis.call('ZADD', queue, fallen[i + 1], fallen[i])
   redis.call('ZREM', timers, fallen[i])
 end
-local skip, skipping = {}, 0
-for i = 15, #ARGV do
-  skip[ARGV[i]] = true
-  skipping = skipping + 1
-end
 local tool_set = KEYS[7]
 
 -- What a job needs a worker to serve ('' for any worker of its queue): its envelope's
@@ -95,17 +91,16 @@ end
 -- Pages through the ready range: a job claimed or dropped leaves it, one passed over
 -- stays, so the next page starts past those passed over. At most n + lookahead jobs
 -- are looked at, however many for other tools wait at its head.
-local budget = n + tonumber(ARGV[14]) + skipping
-local claimed, passed, skipped, more = 0, 0, false, false
+local budget = n + tonumber(ARGV[14])
+local claimed, passed, more = 0, 0, false
+local left = {}  -- the jobs passed over, for workers that serve them
 while claimed < n and budget > 0 do
   local want = math.min(n - claimed + 1, budget)
   local due = redis.call('ZRANGEBYSCORE', queue, '-inf', now, 'WITHSCORES', 'LIMIT', passed, want)
   budget = budget - #due / 2
   for i = 1, #due, 2 do
     local id, score = due[i], due[i + 1]
-    if skip[id] then
-      skipped, passed = true, passed + 1
-    elseif claimed >= n then
+    if claimed >= n then
       more = true
     else
       local progress = progress_prefix .. id
@@ -123,7 +118,8 @@ while claimed < n and budget > 0 do
         else
           local needs = needs_of(payload)
           if needs ~= '' and redis.call('SISMEMBER', tool_set, needs) == 0 then
-            skipped, passed = true, passed + 1  -- for workers that serve it
+            passed = passed + 1  -- for workers that serve it
+            left[#left + 1] = id
           else
             redis.call('SET', progress, me, 'PX', ARGV[4])
             redis.call('ZADD', queue, '+inf', id)
@@ -146,10 +142,23 @@ if claimed >= n and not more then  -- the last page ended on a job it took
   more = #redis.call('ZRANGEBYSCORE', queue, '-inf', now, 'LIMIT', passed, 1) > 0
 end
 if claimed > 0 then redis.call('SADD', holders, me) end
-if more then
-  out[1] = 1
+-- The token this claim popped may have been for a job it left: pass it on (Redis hands
+-- it to the worker asleep longest) when it left a job it had not left before. The same
+-- jobs left again wake nobody, so a worker alone awake never spins on its own token.
+local woken = more
+if #left > 0 then
+  local passed_key = KEYS[8]
+  for _, id in ipairs(left) do
+    if not woken and redis.call('SISMEMBER', passed_key, id) == 0 then woken = true end
+  end
+  redis.call('DEL', passed_key)
+  redis.call('SADD', passed_key, unpack(left))
+  redis.call('EXPIRE', passed_key, ARGV[15])
+end
+if more then out[1] = 1 end
+if woken then
   if redis.call('LLEN', wake_list) == 0 then redis.call('LPUSH', wake_list, '1') end
-elseif not skipped then
+elseif #left == 0 then
   redis.call('DEL', wake_list)
 end
 return out
