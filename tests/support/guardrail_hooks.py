@@ -1,0 +1,18 @@
+"""Guardrails the end-to-end tests load into `agentq worker --tools`."""
+
+from __future__ import annotations
+
+from agentq import GuardCheck, guardrail
+
+
+@guardrail
+def no_secrets(check: GuardCheck) -> str | None:
+    """The input may not carry an API key."""
+    said = " ".join(str(m.content) for m in check.value)
+    return "the input carries an API key" if "sk-" in said else None
+
+
+@guardrail
+def no_refunds(check: GuardCheck) -> str | None:
+    """The answer may not promise a refund."""
+    return "promises a refund" if "refund" in str(check.value) else None
