@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.cli.test_e2e_cli import submit
+from tests.cli.test_e2e_cli import events_until, submit
 from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.specs import calls, scripted
 
@@ -75,3 +75,31 @@ def test_guards_registered_on_another_worker(
         "step": step,
         "status": None,
     }
+
+
+def test_tool_guards_registered_on_another_worker(
+    redis_url: str, split_workers: None, tmp_path: Path
+) -> None:
+    """The tool_input guard is asked through a `hook` job (the model worker lacks it);
+    the tool_output guard where the call ran."""
+    spec = scripted(
+        calls(("add", {"a": 1, "b": 2}), ("add", {"a": 100, "b": 1}), ("add", {"a": 6, "b": 7})),
+        {"text": "done"},
+        tools=["add"],
+        guardrails={"tool_input": ["small_sums"], "tool_output": ["not_thirteen"]},
+    )
+    run_id = submit(tmp_path, spec, redis_url)
+    code, result = wait_json(run_id, redis_url)
+    assert code == 0, result
+    assert [(r["output"], r["is_error"]) for r in result["steps"][0]["tool_results"]] == [
+        (3.0, False),
+        ("tool_input guardrail 'small_sums' tripped: too large", True),
+        ("tool_output guardrail 'not_thirteen' tripped: an unlucky number", True),
+    ]
+    trips = [
+        e for e in events_until(run_id, redis_url, "finish") if e["type"] == "guardrail-tripped"
+    ]
+    assert sorted((e["stage"], e["guardrail"], e["reason"]) for e in trips) == [
+        ("tool_input", "small_sums", "too large"),
+        ("tool_output", "not_thirteen", "an unlucky number"),
+    ]

@@ -142,3 +142,111 @@ async def test_a_guard_no_live_worker_registered_is_refused_at_submit(
     async with start([search]) as client:
         with pytest.raises(SpecError, match="guardrails: 'missing' is not a guardrail"):
             await client.runs.submit(scripted({"text": "x"}, guardrails={"input": ["missing"]}))
+
+
+# -- tool guards: a trip is a tool error the model sees --------------------------------
+
+
+@pytest.fixture
+def tool_checks() -> Iterator[list[GuardCheck]]:
+    """Tool guards for the test only: no deleting anything, no leaking a password."""
+    asked: list[GuardCheck] = []
+
+    def no_deletes(check: GuardCheck) -> str | None:
+        asked.append(check)
+        return "deletes are not allowed" if "delete" in str(check.value) else None
+
+    def no_passwords(check: GuardCheck) -> str | None:
+        asked.append(check)
+        return "the output shows a password" if "password" in str(check.value) else None
+
+    before = dict(step_hooks._RULE_HOOKS)
+    guardrail(no_deletes)
+    guardrail(no_passwords)
+    yield asked
+    step_hooks._RULE_HOOKS.clear()
+    step_hooks._RULE_HOOKS.update(before)
+
+
+RAN: list[str] = []
+
+
+@tool
+def shell(cmd: str) -> str:
+    """Run cmd."""
+    RAN.append(cmd)
+    return f"ran {cmd}; password=hunter2" if cmd == "cat secrets" else f"ran {cmd}"
+
+
+TOOL_GUARDS = {"tool_input": ["no_deletes"], "tool_output": ["no_passwords"]}
+
+
+async def test_tool_guards_turn_a_trip_into_a_tool_error(
+    start: Start, tool_checks: list[GuardCheck]
+) -> None:
+    RAN.clear()
+    spec = scripted(
+        calls(("shell", {"cmd": "ls"}), ("shell", {"cmd": "delete all"})),
+        calls(("shell", {"cmd": "cat secrets"})),
+        {"text": "done"},
+        tools=["shell"],
+        guardrails=TOOL_GUARDS,
+    )
+    async with start([shell]) as client:
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+        events = await all_events(client, result.id)
+    assert result.succeeded, result.error
+    # The tripped input was never run; the tripped output never reached the model.
+    assert RAN == ["ls", "cat secrets"]
+    assert [[(r.output, r.is_error) for r in s.tool_results] for s in result.steps[:2]] == [
+        [
+            ("ran ls", False),
+            ("tool_input guardrail 'no_deletes' tripped: deletes are not allowed", True),
+        ],
+        [("tool_output guardrail 'no_passwords' tripped: the output shows a password", True)],
+    ]
+    trips = [e.model_dump(exclude={"seq", "at", "run_id"}) for e in events]
+    trips = [e for e in trips if e["type"] == "guardrail-tripped"]
+    assert trips == [
+        {
+            "type": "guardrail-tripped",
+            "step": 0,
+            "tool_call_id": result.steps[0].tool_calls[1].id,
+            "tool_name": "shell",
+            "stage": "tool_input",
+            "guardrail": "no_deletes",
+            "reason": "deletes are not allowed",
+        },
+        {
+            "type": "guardrail-tripped",
+            "step": 1,
+            "tool_call_id": result.steps[1].tool_calls[0].id,
+            "tool_name": "shell",
+            "stage": "tool_output",
+            "guardrail": "no_passwords",
+            "reason": "the output shows a password",
+        },
+    ]
+    assert {(c.stage, c.tool_name) for c in tool_checks} == {
+        ("tool_input", "shell"),
+        ("tool_output", "shell"),
+    }
+
+
+async def test_a_tool_input_trip_is_replayed_from_the_step(
+    start: Start, tool_checks: list[GuardCheck]
+) -> None:
+    """Which calls tripped is stored with the step: a replay, which calls no guard, plans
+    the same tool errors."""
+    spec = scripted(
+        calls(("shell", {"cmd": "delete all"})),
+        {"text": "done"},
+        tools=["shell"],
+        guardrails=TOOL_GUARDS,
+    )
+    async with start([shell]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        replayed = await client.runs.replay(run_id)
+    assert result.succeeded, result.error
+    assert replayed.divergences == []
