@@ -27,9 +27,10 @@ if TYPE_CHECKING:
         ToolError,
     )
     from agentq.orchestrator.core.events import Event
+    from agentq.orchestrator.policy.guardrails import GuardCheck
     from agentq.orchestrator.runs.result import RunResult, StepResult
     from agentq.orchestrator.spec.run import RunSpec
-    from agentq.workers.steps.hooks import needs_approval, prepare_step, stop_when
+    from agentq.workers.steps.hooks import guardrail, needs_approval, prepare_step, stop_when
     from agentq.workers.tools.context import ToolContext
     from agentq.workers.tools.function_tools import FunctionTool, tool
     from agentq.workers.worker.embedded import embedded
@@ -41,6 +42,7 @@ _EXPORTS = {
     "Client": "agentq.orchestrator.client",
     "Event": "agentq.orchestrator.core.events",
     "FunctionTool": "agentq.workers.tools.function_tools",
+    "GuardCheck": "agentq.orchestrator.policy.guardrails",
     "InfrastructureError": "agentq.orchestrator.core.errors",
     "ProviderError": "agentq.orchestrator.core.errors",
     "RunError": "agentq.orchestrator.core.errors",
@@ -54,6 +56,7 @@ _EXPORTS = {
     "ToolContext": "agentq.workers.tools.context",
     "ToolError": "agentq.orchestrator.core.errors",
     "embedded": "agentq.workers.worker.embedded",
+    "guardrail": "agentq.workers.steps.hooks",
     "needs_approval": "agentq.workers.steps.hooks",
     "prepare_step": "agentq.workers.steps.hooks",
     "stop_when": "agentq.workers.steps.hooks",
@@ -65,6 +68,7 @@ __all__ = [
     "Client",
     "Event",
     "FunctionTool",
+    "GuardCheck",
     "InfrastructureError",
     "ProviderError",
     "RunError",
@@ -79,6 +83,7 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "embedded",
+    "guardrail",
     "needs_approval",
     "prepare_step",
     "stop_when",

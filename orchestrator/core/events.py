@@ -42,6 +42,7 @@ EventType = Literal[
     "tool-log",
     "tool-result",
     "tool-error",
+    "guardrail-tripped",
     "finish-step",
     "context-compacted",
     "finish",
@@ -250,6 +251,20 @@ class ToolError(_Event):
     error: Any = None
 
 
+class GuardrailTripped(_Event):
+    """A tool guardrail tripped: the call was not run (`tool_input`) or its output was
+    withheld (`tool_output`); the model sees a tool error naming the guard. (A trip of
+    the run's input or output fails the run: its `error` event says so.)"""
+
+    type: Literal["guardrail-tripped"]
+    step: int
+    tool_call_id: str
+    tool_name: str
+    stage: str
+    guardrail: str
+    reason: str
+
+
 # -- the run's end (written by `finish_run` in the runs' Lua prelude) -------------
 
 
@@ -307,6 +322,7 @@ Event = Annotated[
     | ToolLog
     | ToolResult
     | ToolError
+    | GuardrailTripped
     | FinishStep
     | ContextCompacted
     | Finish

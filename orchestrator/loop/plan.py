@@ -40,6 +40,7 @@ from agentq.orchestrator.output.judge import (
 )
 from agentq.orchestrator.output.spec import EffectiveMode
 from agentq.orchestrator.policy.approval_rules import asks
+from agentq.orchestrator.policy.guardrails import Trip
 from agentq.orchestrator.policy.stop_conditions import StepFacts, stop_reason
 from agentq.orchestrator.runs.state import CallStatus, StepAfter
 from agentq.orchestrator.spec.run import RunSpec
@@ -73,8 +74,9 @@ class CallPlan(BaseModel):
 class Answers(BaseModel):
     """What the worker gathered before planning, for the decisions that are not the
     response's alone: the run's tokens before this step, what the `@stop_when` hooks the
-    spec names and the `@needs_approval` hooks of the calls' tools answered. Stored with
-    the step, so a replay plans as the run did."""
+    spec names and the `@needs_approval` hooks of the calls' tools answered, which calls
+    a `tool_input` guardrail tripped on. Stored with the step, so a replay plans as the
+    run did."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -82,6 +84,8 @@ class Answers(BaseModel):
     stop_hooks: dict[str, bool] = Field(default_factory=dict)
     # Call id -> what its tool's `@needs_approval` hook answered.
     approvals: dict[str, bool] = Field(default_factory=dict)
+    # Call id -> the `tool_input` guardrail that tripped on its input (it is not run).
+    tool_trips: dict[str, Trip] = Field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -168,6 +172,10 @@ def plan_step(
     by_name = {t.name: t for t in offered_tools(spec, tools)}
     calls = [
         _plan_call(call_id, raw, by_name, answers.approvals.get(call_id))
+        if call_id not in answers.tool_trips
+        else _error_call(
+            call_id, raw.name, lenient_parse(raw.arguments), answers.tool_trips[call_id].message
+        )
         for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
     ]
     facts = StepFacts(

@@ -26,12 +26,13 @@ from agentq.orchestrator.policy.stop_conditions import hook_names
 from agentq.orchestrator.spec.run import RunSpec, StepRule, ToolChoice, ToolChoiceTool
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 
-# The registry kinds a worker announces its `@prepare_step`, `@stop_when` and
-# `@needs_approval` hooks under.
+# The registry kinds a worker announces its `@prepare_step`, `@stop_when`,
+# `@needs_approval` and `@guardrail` hooks under.
 PREPARE_STEP_KIND = "prepare-step"
 STOP_WHEN_KIND = "stop-when"
 NEEDS_APPROVAL_KIND = "needs-approval"
-HOOK_KINDS = (PREPARE_STEP_KIND, STOP_WHEN_KIND, NEEDS_APPROVAL_KIND)
+GUARDRAIL_KIND = "guardrail"
+HOOK_KINDS = (PREPARE_STEP_KIND, STOP_WHEN_KIND, NEEDS_APPROVAL_KIND, GUARDRAIL_KIND)
 
 
 class StepOverrides(BaseModel):
@@ -208,6 +209,12 @@ async def checked_preparation(
             raise SpecError(
                 f"stop_when: hook {name!r} is not a hook any live worker registered "
                 "(@stop_when in a module loaded with --tools)"
+            )
+    for name in spec.guardrails.names() if spec.guardrails is not None else ():
+        if name not in hooks.get(GUARDRAIL_KIND, ()):
+            raise SpecError(
+                f"guardrails: {name!r} is not a guardrail any live worker registered "
+                "(@guardrail in a module loaded with --tools)"
             )
     update: dict[str, Any] = {}
     if spec.steps:

@@ -100,6 +100,9 @@ class RunCreation:
             hooks=announced_hooks(live_registry(registry, now)),
             resolve=lambda ref: self._resolve_ref(ref, registry, now),
         )
+        if run_spec.guardrails is not None and run_spec.guardrails.tool_output:
+            guards = run_spec.guardrails.tool_output
+            tools = [t.model_copy(update={"output_guards": guards}) for t in tools]
         if run_id is None:
             run_id = tenant_run_id(tenant, run_spec.id) if run_spec.id else _new_run_id(traceparent)
         if run_spec.webhooks:

@@ -18,6 +18,7 @@ from agentq.orchestrator.core.events import OUTPUT_REF, event_json
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import Message, ToolResultPart
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan
+from agentq.orchestrator.policy.guardrails import Trip
 from agentq.orchestrator.runs.children import ChildOf, parent_job
 from agentq.orchestrator.runs.state import (
     PARKED_CALL_STATUSES,
@@ -177,6 +178,20 @@ def result_events(
     ]
 
 
+def trip_event(run_id: str, step: int, call_id: str, tool_name: str, trip: Trip) -> str:
+    """A tool guardrail's trip, before the tool error the model sees."""
+    return event_json(
+        "guardrail-tripped",
+        run_id,
+        step=step,
+        tool_call_id=call_id,
+        tool_name=tool_name,
+        stage=trip.stage,
+        guardrail=trip.guardrail,
+        reason=trip.reason,
+    )
+
+
 def step_record(plan: StepPlan) -> dict[str, Any]:
     """The step as stored once (the `resp` field) and shown in a RunResult."""
     return {
@@ -248,6 +263,9 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
                 )
             )
         elif call.status == CallStatus.DONE and call.result is not None:
+            trip = plan.answers.tool_trips.get(call.id)
+            if trip is not None:
+                events.append(trip_event(run_id, plan.step, call.id, call.name, trip))
             events.extend(result_events(run_id, plan.step, call.result))
         elif call.status == CallStatus.QUEUED:
             jobs.append(tool_job(run_id, plan.step, call))

@@ -19,6 +19,7 @@ from agentq.orchestrator.core.messages import Message, UserMessage, normalize_me
 from agentq.orchestrator.core.run_ids import CHILD_RUN_ID, TENANT_RUN_ID
 from agentq.orchestrator.core.spec_model import SpecModel as _Spec
 from agentq.orchestrator.output.spec import OutputSpec
+from agentq.orchestrator.policy.guardrails import Guardrails
 from agentq.orchestrator.policy.model_ref import ModelRef, parse_model
 from agentq.orchestrator.policy.stop_conditions import StopCondition
 from agentq.orchestrator.policy.webhooks import WebhookSpec
@@ -107,6 +108,9 @@ class RunSpec(_Spec):
     limits: RunLimits = Field(default_factory=RunLimits)
     # Structured output: the answer is a JSON value matching a schema (orchestrator/output/).
     output: OutputSpec | None = None
+    # Registered @guardrail functions asked about the input and the final answer
+    # (orchestrator/policy/guardrails.py).
+    guardrails: Guardrails | None = None
 
     @field_validator("id")
     @classmethod

@@ -149,6 +149,9 @@ class ToolDef(BaseModel):
     retry: ToolRetry | None = None  # None: a failing call is not executed again
     coerce: bool = True  # lossless coercion of the input before validation
     max_output_bytes: int | None = None  # None: the worker's setting
+    # The run's `tool_output` guardrails, asked about each result a worker's call of the
+    # tool gives (stamped at submit: the worker that runs the call reads only the tool).
+    output_guards: list[str] = Field(default_factory=list, exclude_if=lambda names: not names)
     # The tool's own name where it is served, when the run exposes it as another.
     source_name: str | None = None
     config: SerializeAsAny[KindConfig] | None = None

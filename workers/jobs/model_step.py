@@ -50,7 +50,7 @@ async def _poisoned_step(deps: WorkerDeps, envelope: JobEnvelope) -> None:
 async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelope) -> None:
     run_id, step, attempt = envelope.run_id, envelope.step, attempt_of(ctx)
     begun = await phases.begin(deps, run_id, step, attempt)
-    if begun is None:
+    if begun is None or not await phases.guard_input(deps, begun):
         return
     prepared = await phases.prepare(deps, begun, resumed=envelope.call_id == RESUMED_STEP)
     if prepared is None:

@@ -2,8 +2,9 @@
 
 The body (`execute_call`) is the one path every worker-executed call takes, whichever
 its home (orchestrator/calls/home.py): a run's step here, a call's own hash for a call
-without a run (workers/jobs/call.py). Claim, execute within the call's span, bound the
-output, record once; a re-delivered job whose call has its result does nothing.
+without a run (workers/jobs/call.py). Claim, execute within the call's span, guard the
+output (the run's `tool_output` guardrails), bound it, record once; a re-delivered job
+whose call has its result does nothing.
 """
 
 from __future__ import annotations
@@ -13,13 +14,17 @@ from typing import Any
 from agentq.orchestrator import tracing
 from agentq.orchestrator.calls.home import CallHome, RunCallHome
 from agentq.orchestrator.core.envelopes import TOOLS_QUEUE, JobEnvelope, JobKind
+from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.tool_output import bounded_result
 from agentq.orchestrator.loop.plan import error_result
+from agentq.orchestrator.tools import ToolDef
 from agentq.workers.jobs.base import WorkerDeps, attempt_of, deps_of, exhausted, guarded
 from agentq.workers.jobs.registry import handles
 from agentq.workers.queue.claims import job_ride
 from agentq.workers.queue.outcome import JobOutcome, report
+from agentq.workers.steps import guards
 from agentq.workers.steps.genai_spans import tool_attributes, tool_result_attributes
+from agentq.workers.steps.hook_calls import HookFailed
 from agentq.workers.tools.execution import execute
 
 
@@ -57,6 +62,7 @@ async def execute_call(ctx: dict[str, Any], deps: WorkerDeps, home: CallHome) ->
             )
         else:
             result = await execute(home, deps.executors.get(tool.kind), tool, call, attempt)
+            result = await _guarded_output(deps, home, tool, result)
         limit = (tool.max_output_bytes if tool else None) or deps.max_output_bytes
         result = bounded_result(result, limit)
         tracing.annotate(tool_span, lambda: tool_result_attributes(result))
@@ -64,3 +70,27 @@ async def execute_call(ctx: dict[str, Any], deps: WorkerDeps, home: CallHome) ->
             tracing.mark_error(tool_span, "tool_error", str(result.output))
             report(JobOutcome.TOOL_ERROR)
     await home.record(result, ride=job_ride(ctx))
+
+
+async def _guarded_output(
+    deps: WorkerDeps, home: CallHome, tool: ToolDef, result: ToolResultPart
+) -> ToolResultPart:
+    """The result, or a tool error in its place when a `tool_output` guardrail trips on
+    it (or cannot answer: an output nobody could check is not passed on)."""
+    if not tool.output_guards or home.step is None:
+        return result  # only a run's tools have guards
+    try:
+        trip = await guards.tool_output_trip(deps.store, home.stream_id, home.step, tool, result)
+    except HookFailed as exc:
+        return error_result(result.tool_call_id, result.tool_name, exc.message)
+    if trip is None:
+        return result
+    await home.emit(
+        "guardrail-tripped",
+        tool_call_id=result.tool_call_id,
+        tool_name=result.tool_name,
+        stage=trip.stage,
+        guardrail=trip.guardrail,
+        reason=trip.reason,
+    )
+    return error_result(result.tool_call_id, result.tool_name, trip.message)

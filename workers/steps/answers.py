@@ -3,15 +3,17 @@
 The stop conditions and approval rules are judged purely (orchestrator/policy/) on
 facts some of which only a worker can get: the run's token total (read from the
 run only when a `usage_exceeds` asks), what the `@stop_when` hooks the spec names
-answer when called with the step's result, and what a tool's `@needs_approval`
-hook answers for each valid call of it. They are gathered here, before
+answer when called with the step's result, which valid calls a `tool_input`
+guardrail trips on, and what a tool's `@needs_approval` hook answers for each other
+valid call of it. They are gathered here, before
 `plan_step`, and stored with the step (`Answers`), so a replay plans the same.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
 
 from agentq.orchestrator.core.errors import ToolInputError
 from agentq.orchestrator.loop.plan import (
@@ -24,6 +26,7 @@ from agentq.orchestrator.loop.plan import (
 )
 from agentq.orchestrator.loop.prepare import NEEDS_APPROVAL_KIND, STOP_WHEN_KIND
 from agentq.orchestrator.policy.approval_rules import ApprovalHook
+from agentq.orchestrator.policy.guardrails import GuardCheck, Trip
 from agentq.orchestrator.policy.stop_conditions import hook_names, needs_usage
 from agentq.orchestrator.runs.result import StepResult, ToolCallRecord
 from agentq.orchestrator.runs.state import MetaField
@@ -31,7 +34,7 @@ from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.workers.models import ModelResponse
-from agentq.workers.steps import hook_calls
+from agentq.workers.steps import guards, hook_calls
 from agentq.workers.steps.hook_calls import HookFailed, HookRequest
 from agentq.workers.steps.prepare import StepPreparationFailed
 
@@ -58,32 +61,59 @@ async def gather(
         result = step_result(step, response).model_dump(mode="json")
         for name in names:
             stop_hooks[name] = await ask(HookRequest(kind=STOP_WHEN_KIND, name=name, args=[result]))
+    calls = list(_valid_calls(spec, tools, step, response))
+    trips = await _tool_trips(store, run_id, step, spec, calls)
     return Answers(
         run_tokens=run_tokens,
         stop_hooks=stop_hooks,
-        approvals=await _approvals(ask, spec, tools, step, response),
+        # A call a guard tripped on is not run: nothing to approve.
+        approvals=await _approvals(ask, [c for c in calls if c[0] not in trips]),
+        tool_trips=trips,
     )
 
 
-async def _approvals(
-    ask: Callable[[HookRequest], Awaitable[bool]],
-    spec: RunSpec,
-    tools: list[ToolDef],
-    step: int,
-    response: ModelResponse,
-) -> dict[str, bool]:
-    """Each valid call of a tool with an approval hook: whether it waits (an invalid
-    call is answered with a tool error at once: nothing to approve)."""
+def _valid_calls(
+    spec: RunSpec, tools: list[ToolDef], step: int, response: ModelResponse
+) -> Iterator[tuple[str, ToolDef, Any]]:
+    """Each call of an offered tool whose input is valid, with its id and input (an
+    invalid call is answered with a tool error at once: nothing to guard or approve)."""
     by_name = {t.name: t for t in offered_tools(spec, tools)}
-    out: dict[str, bool] = {}
     for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True):
         tool = by_name.get(raw.name)
-        if tool is None or not isinstance(tool.approval_rule, ApprovalHook):
+        if tool is None or raw.provider_executed:
             continue
         try:
             value = parse_arguments(raw.arguments)
             validate_input(tool, value)
         except ToolInputError:
+            continue
+        yield call_id, tool, value
+
+
+async def _tool_trips(
+    store: RunStore, run_id: str, step: int, spec: RunSpec, calls: list[tuple[str, ToolDef, Any]]
+) -> dict[str, Trip]:
+    """The calls a `tool_input` guardrail trips on (they are not run)."""
+    names = spec.guardrails.tool_input if spec.guardrails is not None else []
+    trips: dict[str, Trip] = {}
+    for call_id, tool, value in calls if names else ():
+        check = GuardCheck(stage="tool_input", value=value, tool_name=tool.name)
+        try:
+            trip = await guards.first_trip(store, run_id, step, names, check, spec.model.timeout_s)
+        except HookFailed as exc:
+            raise StepPreparationFailed(exc.message) from exc
+        if trip is not None:
+            trips[call_id] = trip
+    return trips
+
+
+async def _approvals(
+    ask: Callable[[HookRequest], Awaitable[bool]], calls: list[tuple[str, ToolDef, Any]]
+) -> dict[str, bool]:
+    """Each call of a tool with an approval hook: whether it waits."""
+    out: dict[str, bool] = {}
+    for call_id, tool, value in calls:
+        if not isinstance(tool.approval_rule, ApprovalHook):
             continue
         hook = tool.approval_rule.hook
         out[call_id] = await ask(

@@ -1,8 +1,8 @@
 """A registered hook called for a step: here, or as a `hook` job where it is registered.
 
-Every hook kind (`@prepare_step`, `@stop_when`, `@needs_approval`) is called the same
-way: when this process registered it, at once; else the request (kind, name, JSON
-arguments) is written beside the run, a `hook` job is enqueued on a queue of a worker
+Every hook kind (`@prepare_step`, `@stop_when`, `@needs_approval`, `@guardrail`) is
+called the same way: when this process registered it, at once; else the request (kind,
+name, JSON arguments) is written beside the run, a `hook` job is enqueued on a queue of a worker
 that announced it (workers/jobs/hook.py), and the step waits for the reply pushed
 back (the hook's JSON answer, or its error) within the step's deadline. The job's
 payload stays a reference; what the hook is asked lives in the request key.
@@ -24,7 +24,13 @@ from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind, QueuedJob
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
-from agentq.orchestrator.loop.prepare import NEEDS_APPROVAL_KIND, PREPARE_STEP_KIND, STOP_WHEN_KIND
+from agentq.orchestrator.loop.prepare import (
+    GUARDRAIL_KIND,
+    NEEDS_APPROVAL_KIND,
+    PREPARE_STEP_KIND,
+    STOP_WHEN_KIND,
+)
+from agentq.orchestrator.policy.guardrails import check_from_json
 from agentq.orchestrator.redis.connect import MAX_BLOCK_S
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.result import StepResult, assemble
@@ -40,6 +46,7 @@ LABELS = {
     PREPARE_STEP_KIND: "prepare_step",
     STOP_WHEN_KIND: "stop_when",
     NEEDS_APPROVAL_KIND: "needs_approval",
+    GUARDRAIL_KIND: "guardrail",
 }
 
 
@@ -105,6 +112,7 @@ async def invoke(store: RunStore, run_id: str, step: int, request: HookRequest) 
 _ARGS: dict[str, Callable[[list[Any]], list[Any]]] = {
     STOP_WHEN_KIND: lambda args: [StepResult.model_validate(args[0])],
     NEEDS_APPROVAL_KIND: lambda args: list(args),
+    GUARDRAIL_KIND: lambda args: [check_from_json(args[0])],
 }
 
 

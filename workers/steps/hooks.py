@@ -1,4 +1,5 @@
-"""Hooks a worker registers: `@prepare_step`, `@stop_when`, `@needs_approval`.
+"""Hooks a worker registers: `@prepare_step`, `@stop_when`, `@needs_approval`,
+`@guardrail`.
 
 `@prepare_step`: a function that changes a step before it runs.
 
@@ -19,6 +20,10 @@ with a call's input and its tool's name and returns whether the call waits for
 approval. Both answer a bool, sync or async, and are called as prepare_step
 hooks are (workers/steps/hook_calls.py: in the model step when its worker
 registered them, else as a job on a queue of a worker that announced them).
+
+`@guardrail` (named in a run's `guardrails`) is called with a `GuardCheck` (the
+stage and what is checked) and answers None to pass or a reason to trip; it is
+called the same way (orchestrator/policy/guardrails.py).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any, overload
 
 from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.loop.prepare import (
+    GUARDRAIL_KIND,
     NEEDS_APPROVAL_KIND,
     PREPARE_STEP_KIND,
     STOP_WHEN_KIND,
@@ -85,32 +91,48 @@ def registered_hooks() -> dict[str, PrepareStepHook]:
     return dict(_HOOKS)
 
 
+def _a_bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"returned {type(value).__name__}, not a bool")
+    return value
+
+
+def _a_reason(value: Any) -> str | None:
+    """A guardrail's answer: None (pass) or why it trips."""
+    if value is not None and not (isinstance(value, str) and value):
+        raise TypeError(f"returned {value!r}, not None (pass) or a reason (trip)")
+    return value
+
+
 @dataclass(frozen=True)
 class RuleHook:
-    """A hook that answers a yes/no question of the loop (`@stop_when`, `@needs_approval`)."""
+    """A hook that answers a question of the loop: yes/no (`@stop_when`,
+    `@needs_approval`), or pass/why not (`@guardrail`); `answer` checks what it returned."""
 
     kind: str
     name: str
     fn: Callable[..., Any]
+    answer: Callable[[Any], Any] = _a_bool
 
-    async def __call__(self, *args: Any) -> bool:
+    async def __call__(self, *args: Any) -> Any:
         if inspect.iscoroutinefunction(self.fn):
             value = await self.fn(*args)
         else:
             value = await asyncio.to_thread(self.fn, *args)
-        if not isinstance(value, bool):
-            raise TypeError(f"returned {type(value).__name__}, not a bool")
-        return value
+        return self.answer(value)
 
 
 _RULE_HOOKS: dict[tuple[str, str], RuleHook] = {}
 
 
 def _rule_decorator(
-    kind: str, fn: Callable[..., Any] | None, name: str | None
+    kind: str,
+    fn: Callable[..., Any] | None,
+    name: str | None,
+    answer: Callable[[Any], Any] = _a_bool,
 ) -> RuleHook | Callable[[Callable[..., Any]], RuleHook]:
     def register(f: Callable[..., Any]) -> RuleHook:
-        hook = RuleHook(kind=kind, name=name or f.__name__, fn=f)
+        hook = RuleHook(kind=kind, name=name or f.__name__, fn=f, answer=answer)
         _RULE_HOOKS[(kind, hook.name)] = hook
         return hook
 
@@ -149,8 +171,28 @@ def needs_approval(
     return _rule_decorator(NEEDS_APPROVAL_KIND, fn, name)
 
 
+@overload
+def guardrail(fn: Callable[..., Any], /) -> RuleHook: ...
+
+
+@overload
+def guardrail(*, name: str | None = None) -> Callable[[Callable[..., Any]], RuleHook]: ...
+
+
+def guardrail(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None
+) -> RuleHook | Callable[[Callable[..., Any]], RuleHook]:
+    """Register a guardrail: `@guardrail` or `@guardrail(name=...)`; called with a
+    `GuardCheck`, it returns None to let the run go on or a reason to trip."""
+    return _rule_decorator(GUARDRAIL_KIND, fn, name, _a_reason)
+
+
 def rule_hook(kind: str, name: str) -> RuleHook | None:
     return _RULE_HOOKS.get((kind, name))
+
+
+def registered_rule_hooks() -> dict[tuple[str, str], RuleHook]:
+    return dict(_RULE_HOOKS)
 
 
 def hook_announcements(queue: str) -> list[ToolAnnouncement]:

@@ -1,5 +1,6 @@
 """The worker side of a model step, in named phases (workers/jobs/model_step.py runs them
-in order): begin, prepare, request, generate, repair, plan, commit.
+in order): begin, guard the input (step 0), prepare, request, generate, repair, plan
+(the output guarded when the run ends), commit.
 
 A phase that ends the step early (skipped, deferred for a summary, parked for a
 provider batch, failed) returns None; the job stops there. Every phase is idempotent
@@ -29,6 +30,7 @@ from agentq.orchestrator.output.instructions import (
 )
 from agentq.orchestrator.output.judge import StepOutput, attempts_in
 from agentq.orchestrator.output.spec import effective_mode
+from agentq.orchestrator.policy.guardrails import Trip
 from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
@@ -42,7 +44,7 @@ from agentq.workers.models.batch.step import Route, batch_answer
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.queue.outcome import JobOutcome, report
-from agentq.workers.steps import answers
+from agentq.workers.steps import answers, guards
 from agentq.workers.steps import prepare as preparation
 from agentq.workers.steps.history_cache import HistoryCache, asking, completed
 from agentq.workers.steps.repair import repair_calls
@@ -308,7 +310,33 @@ async def plan(
         return None
     planned = plan_step(spec, begun.tools, begun.step, response, gathered, output)
     planned.prepared = prepared.record
+    if not await _passes(deps, begun, guards.output_trip(deps.store, begun.run_id, spec, planned)):
+        return None
     return planned
+
+
+async def guard_input(deps: StepDeps, begun: Begun) -> bool:
+    """The run's input guards, before step 0's model call (workers/steps/guards.py);
+    False when the run failed instead."""
+    trip = guards.input_trip(deps.store, begun.run_id, begun.step, begun.spec, begun.messages)
+    return await _passes(deps, begun, trip)
+
+
+async def _passes(deps: StepDeps, begun: Begun, asked: Awaitable[Trip | None]) -> bool:
+    """Whether the guards let the run go on; a trip fails it `guardrail-tripped`, a
+    guard that cannot answer as any hook (`hook`)."""
+    try:
+        trip = await asked
+    except preparation.StepPreparationFailed as exc:
+        failure = RunFailure(kind=exc.kind, message=exc.message, step=begun.step)
+    else:
+        if trip is None:
+            return True
+        failure = RunFailure(
+            kind=FailureKind.GUARDRAIL_TRIPPED, message=trip.message, step=begun.step
+        )
+    await fail(deps, begun.run_id, failure)
+    return False
 
 
 async def commit(

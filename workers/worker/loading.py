@@ -81,7 +81,7 @@ def registrations() -> tuple[int, ...]:
     """How many plugins are registered: a module that adds one is a plugin module."""
     from agentq.orchestrator.tools import tool_kinds
     from agentq.workers.models import registered_providers
-    from agentq.workers.steps.hooks import registered_hooks
+    from agentq.workers.steps.hooks import registered_hooks, registered_rule_hooks
     from agentq.workers.tools.assemble import registered_executors
 
     return (
@@ -89,6 +89,7 @@ def registrations() -> tuple[int, ...]:
         len(registered_executors()),
         len(registered_providers()),
         len(registered_hooks()),
+        len(registered_rule_hooks()),
     )
 
 

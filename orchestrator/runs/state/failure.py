@@ -14,6 +14,7 @@ class FailureKind(StrEnum):
     HOOK = "hook"  # the step could not be prepared: its prepare_step hook raised
     LIMIT = "limit"  # a limit of the deployment or the spec (its run tree's steps) was reached
     OUTPUT_INVALID = "output-invalid"  # no valid structured output within its retries
+    GUARDRAIL_TRIPPED = "guardrail-tripped"  # an input or output guardrail tripped
 
 
 class RunFailure(BaseModel):

@@ -100,6 +100,16 @@ STORED: dict[str, str] = {
     "tool-error": event_json(
         "tool-error", "r", step=0, tool_call_id="c", tool_name="add", error="boom"
     ),
+    "guardrail-tripped": event_json(
+        "guardrail-tripped",
+        "r",
+        step=0,
+        tool_call_id="c",
+        tool_name="add",
+        stage="tool_input",
+        guardrail="no_deletes",
+        reason="deletes are not allowed",
+    ),
     "finish-step": event_json(
         "finish-step", "r", step=0, finish_reason="stop", usage=USAGE, text="3"
     ),
