@@ -104,6 +104,15 @@ class _CountingSink:
             self.emitted = True
         await self.inner.reasoning_delta(delta)
 
+    async def tool_input_start(self, call_id: str, tool_name: str) -> None:
+        self.emitted = True
+        await self.inner.tool_input_start(call_id, tool_name)
+
+    async def tool_input_delta(self, call_id: str, delta: str) -> None:
+        if delta:
+            self.emitted = True
+        await self.inner.tool_input_delta(call_id, delta)
+
 
 async def generate_with_retries(
     provider: Provider,

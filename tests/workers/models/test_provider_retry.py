@@ -14,6 +14,7 @@ from agentq.workers.models.retry import (
     parse_retry_after,
     retryable_status,
 )
+from tests.support.sinks import ListSink
 
 pytestmark = pytest.mark.unit
 
@@ -138,17 +139,6 @@ class Clock:
         self.now += seconds
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.deltas: list[str] = []
-
-    async def text_delta(self, delta: str) -> None:
-        self.deltas.append(delta)
-
-    async def reasoning_delta(self, delta: str) -> None:
-        self.deltas.append(delta)
-
-
 def request(timeout_s: float = 30.0) -> ModelRequest:
     return ModelRequest(
         model=ModelRef(provider="openai", name="m"), messages=[], timeout_s=timeout_s
@@ -161,7 +151,7 @@ async def test_retries_then_succeeds_with_backoff_and_retry_after() -> None:
         [ProviderError("busy", status=503), ProviderError("slow", status=429, retry_after_s=5)]
     )
     response = await generate_with_retries(
-        provider, request(), Sink(), policy(), None, clock=clock, sleep=clock.sleep
+        provider, request(), ListSink(), policy(), None, clock=clock, sleep=clock.sleep
     )
     assert response.text == "ok"
     assert clock.slept == [0.5, 5.0]
@@ -172,7 +162,7 @@ async def test_final_error_is_raised_at_once() -> None:
     provider = Flaky([ProviderError("bad request", status=400)])
     with pytest.raises(ProviderError, match="bad request"):
         await generate_with_retries(
-            provider, request(), Sink(), policy(), None, clock=clock, sleep=clock.sleep
+            provider, request(), ListSink(), policy(), None, clock=clock, sleep=clock.sleep
         )
     assert clock.slept == []
 
@@ -182,7 +172,7 @@ async def test_never_sleeps_past_the_deadline() -> None:
     provider = Flaky([ProviderError("slow", status=429, retry_after_s=20)])
     with pytest.raises(ProviderError, match="slow"):
         await generate_with_retries(
-            provider, request(), Sink(), policy(), clock() + 10, clock=clock, sleep=clock.sleep
+            provider, request(), ListSink(), policy(), clock() + 10, clock=clock, sleep=clock.sleep
         )
     assert clock.slept == []
 
@@ -191,7 +181,7 @@ async def test_each_attempt_gets_only_the_time_left() -> None:
     clock = Clock()
     provider = Flaky([ProviderError("a", status=500), ProviderError("b", status=500)])
     await generate_with_retries(
-        provider, request(30.0), Sink(), policy(), clock() + 10, clock=clock, sleep=clock.sleep
+        provider, request(30.0), ListSink(), policy(), clock() + 10, clock=clock, sleep=clock.sleep
     )
     assert provider.timeouts == [10.0, 9.5, 8.5]
 
@@ -203,7 +193,7 @@ async def test_gives_up_after_max_attempts() -> None:
         await generate_with_retries(
             provider,
             request(),
-            Sink(),
+            ListSink(),
             policy(max_attempts=3),
             None,
             clock=clock,
@@ -214,7 +204,7 @@ async def test_gives_up_after_max_attempts() -> None:
 
 async def test_no_retry_once_text_was_streamed() -> None:
     clock = Clock()
-    sink = Sink()
+    sink = ListSink()
     provider = Flaky([ProviderError("cut", retryable=True)], stream_first=True)
     with pytest.raises(ProviderError, match="cut"):
         await generate_with_retries(
