@@ -28,7 +28,7 @@ KEYS = {
     "ANTHROPIC_API_KEY": "sk-ant-test",
     "GEMINI_API_KEY": "AIza-test",
 }
-ARGS = [{"a": 12.5, "b": 30}, {"a": 1, "b": 2}]
+ARGS: list[dict[str, Any]] = [{"a": 12.5, "b": 30}, {"a": 1, "b": 2}]
 FAKES: dict[str, tuple[Callable[[list[Any]], Any], Callable[..., Any]]] = {
     "openai": (fake_openai.FakeOpenAI, fake_openai.Turn),
     "openai-responses": (fake_responses.FakeResponses, fake_responses.Turn),
