@@ -169,6 +169,28 @@ def test_a_replaced_attempt_s_tool_input_is_not_sent() -> None:
     assert out[-1]["inputTextDelta"] == "{}"
 
 
+def test_a_call_streamed_again_starts_over() -> None:
+    """A cut-off answer asked for again streams its calls again: the client resets the
+    call's input on its second start."""
+    chunks = UIChunks("r")
+    out: list[dict[str, Any]] = []
+    for event in [
+        ev(1, "tool-input-start", step=0, tool_call_id="c", tool_name="add"),
+        ev(2, "tool-input-delta", step=0, tool_call_id="c", delta='{"a":'),
+        ev(3, "tool-input-start", step=0, tool_call_id="c", tool_name="add"),
+        ev(4, "tool-input-delta", step=0, tool_call_id="c", delta='{"a":1}'),
+        ev(5, "tool-call", step=0, tool_call_id="c", tool_name="add", input={"a": 1}),
+    ]:
+        out += chunks.feed(event)
+    assert [c["type"] for c in out] == [
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-available",
+    ]
+
+
 def test_a_chat_request_says_only_what_a_user_may() -> None:
     ask = UIMessage(id="u1", role="user", parts=[{"type": "text", "text": "add"}])
     made_up = {"type": "tool-add", "toolCallId": "c9", "state": "output-available", "output": 2}

@@ -112,15 +112,21 @@ def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> N
 class Flaky:
     """Fails with the given errors, then answers."""
 
-    def __init__(self, errors: list[ProviderError], stream_first: bool = False) -> None:
+    def __init__(
+        self, errors: list[ProviderError], stream_first: bool = False, stream_call: bool = False
+    ) -> None:
         self.errors = errors
         self.timeouts: list[float] = []
         self.stream_first = stream_first
+        self.stream_call = stream_call
 
     async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
         self.timeouts.append(request.timeout_s)
         if self.stream_first:
             await sink.text_delta("partial")
+        if self.stream_call:
+            await sink.tool_input_start("c1", "add")
+            await sink.tool_input_delta("c1", '{"a":')
         if self.errors:
             raise self.errors.pop(0)
         return ModelResponse(text="ok")
@@ -211,3 +217,15 @@ async def test_no_retry_once_text_was_streamed() -> None:
             provider, request(), sink, policy(), None, clock=clock, sleep=clock.sleep
         )
     assert sink.deltas == ["partial"]
+
+
+async def test_a_cut_off_stream_of_tool_input_is_retried() -> None:
+    """Only a committed call is acted on: the retry streams the call again from its start."""
+    clock = Clock()
+    sink = ListSink()
+    provider = Flaky([ProviderError("cut", retryable=True)], stream_call=True)
+    answer = await generate_with_retries(
+        provider, request(), sink, policy(), None, clock=clock, sleep=clock.sleep
+    )
+    assert answer.text == "ok"
+    assert [kind for kind, _, _ in sink.tool_inputs] == ["start", "delta", "start", "delta"]
