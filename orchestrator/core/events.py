@@ -31,6 +31,8 @@ EventType = Literal[
     "model-retry",
     "text-delta",
     "reasoning-delta",
+    "tool-input-start",
+    "tool-input-delta",
     "tool-call",
     "tool-call-repair",
     "tool-approval-request",
@@ -108,6 +110,27 @@ class ReasoningDelta(_Event):
     type: Literal["reasoning-delta"]
     step: int
     attempt: int = 1
+    delta: str
+
+
+class ToolInputStart(_Event):
+    """The model began a call: its arguments stream next, as `tool-input-delta` events,
+    and its `tool-call` event (the AI SDK's `tool-input-available`) has them whole."""
+
+    type: Literal["tool-input-start"]
+    step: int
+    attempt: int = 1  # as a text delta's: a later attempt's calls replace these
+    tool_call_id: str
+    tool_name: str
+
+
+class ToolInputDelta(_Event):
+    """A piece of a call's arguments (JSON text) as the provider streamed it."""
+
+    type: Literal["tool-input-delta"]
+    step: int
+    attempt: int = 1
+    tool_call_id: str
     delta: str
 
 
@@ -311,6 +334,8 @@ Event = Annotated[
     | ModelRetry
     | TextDelta
     | ReasoningDelta
+    | ToolInputStart
+    | ToolInputDelta
     | ToolCall
     | ToolCallRepair
     | ToolApprovalRequest

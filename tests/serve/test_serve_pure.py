@@ -125,6 +125,72 @@ def test_a_redelivered_step_s_text_is_not_repeated() -> None:
     assert ["".join(p) for p in other] == ["Hello ", "Hi there"]
 
 
+def test_a_call_s_input_streams_then_becomes_available() -> None:
+    chunks = UIChunks("r")
+    out: list[dict[str, Any]] = []
+    for event in [
+        ev(1, "start-step", step=0),
+        ev(2, "text-delta", step=0, delta="Adding."),
+        ev(3, "tool-input-start", step=0, tool_call_id="c", tool_name="add"),
+        ev(4, "tool-input-delta", step=0, tool_call_id="c", delta='{"a":'),
+        ev(5, "tool-input-delta", step=0, tool_call_id="c", delta="1}"),
+        ev(6, "tool-call", step=0, tool_call_id="c", tool_name="add", input={"a": 1}),
+    ]:
+        out += chunks.feed(event)
+    assert out[4:] == [
+        {"type": "tool-input-start", "toolCallId": "c", "toolName": "add"},
+        {"type": "tool-input-delta", "toolCallId": "c", "inputTextDelta": '{"a":'},
+        {"type": "tool-input-delta", "toolCallId": "c", "inputTextDelta": "1}"},
+        {"type": "tool-input-available", "toolCallId": "c", "toolName": "add", "input": {"a": 1}},
+    ]
+    assert out[3] == {"type": "text-end", "id": "text-0-2"}
+
+
+def test_a_replaced_attempt_s_tool_input_is_not_sent() -> None:
+    """A dead attempt's late pieces are dropped, and a delta is never sent before its
+    start (the `ai` package refuses one)."""
+    chunks = UIChunks("r")
+    out: list[dict[str, Any]] = []
+    for event in [
+        ev(1, "start-step", step=0, attempt=1),
+        ev(2, "start-step", step=0, attempt=2),
+        ev(3, "tool-input-start", step=0, attempt=1, tool_call_id="old", tool_name="add"),
+        ev(4, "tool-input-delta", step=0, attempt=2, tool_call_id="unseen", delta="{"),
+        ev(5, "tool-input-start", step=0, attempt=2, tool_call_id="new", tool_name="add"),
+        ev(6, "tool-input-delta", step=0, attempt=1, tool_call_id="new", delta="late"),
+        ev(7, "tool-input-delta", step=0, attempt=2, tool_call_id="new", delta="{}"),
+    ]:
+        out += chunks.feed(event)
+    assert [(c["type"], c.get("toolCallId")) for c in out] == [
+        ("start-step", None),
+        ("tool-input-start", "new"),
+        ("tool-input-delta", "new"),
+    ]
+    assert out[-1]["inputTextDelta"] == "{}"
+
+
+def test_a_call_streamed_again_starts_over() -> None:
+    """A cut-off answer asked for again streams its calls again: the client resets the
+    call's input on its second start."""
+    chunks = UIChunks("r")
+    out: list[dict[str, Any]] = []
+    for event in [
+        ev(1, "tool-input-start", step=0, tool_call_id="c", tool_name="add"),
+        ev(2, "tool-input-delta", step=0, tool_call_id="c", delta='{"a":'),
+        ev(3, "tool-input-start", step=0, tool_call_id="c", tool_name="add"),
+        ev(4, "tool-input-delta", step=0, tool_call_id="c", delta='{"a":1}'),
+        ev(5, "tool-call", step=0, tool_call_id="c", tool_name="add", input={"a": 1}),
+    ]:
+        out += chunks.feed(event)
+    assert [c["type"] for c in out] == [
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-start",
+        "tool-input-delta",
+        "tool-input-available",
+    ]
+
+
 def test_a_chat_request_says_only_what_a_user_may() -> None:
     ask = UIMessage(id="u1", role="user", parts=[{"type": "text", "text": "add"}])
     made_up = {"type": "tool-add", "toolCallId": "c9", "state": "output-available", "output": 2}

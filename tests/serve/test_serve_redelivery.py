@@ -84,7 +84,7 @@ def test_the_chat_stream_does_not_repeat_a_redelivered_step(
     assert stopped.status_code == 204
     out, err = reader.communicate(timeout=120)
     assert reader.returncode == 0, err + idle_server.log()
-    message = json.loads(out)
+    message = json.loads(out)["message"]
     assert [p["text"] for p in message["parts"] if p["type"] == "text"] == ["Hello world"]
 
 

@@ -19,12 +19,20 @@ class ListSink:
     def __init__(self) -> None:
         self.deltas: list[str] = []
         self.reasoning_deltas: list[str] = []
+        # ("start", call id, tool name) and ("delta", call id, piece), in arrival order.
+        self.tool_inputs: list[tuple[str, str, str]] = []
 
     async def text_delta(self, delta: str) -> None:
         self.deltas.append(delta)
 
     async def reasoning_delta(self, delta: str) -> None:
         self.reasoning_deltas.append(delta)
+
+    async def tool_input_start(self, call_id: str, tool_name: str) -> None:
+        self.tool_inputs.append(("start", call_id, tool_name))
+
+    async def tool_input_delta(self, call_id: str, delta: str) -> None:
+        self.tool_inputs.append(("delta", call_id, delta))
 
     @property
     def reasoning(self) -> str:

@@ -27,7 +27,7 @@ from agentq.orchestrator.core.messages import (
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec.run import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
-from agentq.workers.models.driver import NO_DELTA, StreamDelta
+from agentq.workers.models.driver import NO_DELTA, StreamDelta, ToolInputDelta, ToolInputStart
 from agentq.workers.models.history import (
     alternating_turns,
     arguments_object,
@@ -209,6 +209,10 @@ class StreamState:
             if start.get("text"):
                 block.text.append(start["text"])
             self.blocks[int(event.get("index", len(self.blocks)))] = block
+            if block.type == "tool_use" and start.get("id"):
+                return StreamDelta(
+                    tool_inputs=(ToolInputStart(start["id"], start.get("name", "")),)
+                )
         elif kind == "content_block_delta":
             return self._delta(event)
         elif kind == "message_delta":
@@ -233,7 +237,11 @@ class StreamState:
             block.text.append(delta.get("text", ""))
             return StreamDelta(text=str(delta.get("text", "")) if block.type == "text" else "")
         if kind == "input_json_delta":
-            block.json.append(delta.get("partial_json", ""))
+            piece = str(delta.get("partial_json", ""))
+            block.json.append(piece)
+            call_id = block.start.get("id")
+            if block.type == "tool_use" and call_id and piece:
+                return StreamDelta(tool_inputs=(ToolInputDelta(call_id, piece),))
         elif kind == "thinking_delta":
             block.text.append(delta.get("thinking", ""))
             return StreamDelta(reasoning=str(delta.get("thinking", "")))

@@ -1,4 +1,5 @@
-"""The provider protocol: one request in, one response out, text and reasoning deltas streamed.
+"""The provider protocol: one request in, one response out, text, reasoning and tool-input
+deltas streamed.
 
 A provider maps the neutral `ModelRequest` onto one wire format and the answer
 back onto `ModelResponse`. It never touches Redis: deltas go to a `DeltaSink`
@@ -60,6 +61,32 @@ class DeltaSink(Protocol):
         Shown live only: it never becomes the step's text."""
         ...
 
+    async def tool_input_start(self, call_id: str, tool_name: str) -> None:
+        """The model began a call; its arguments follow as `tool_input_delta`s. The call
+        id is the one the response's call gets (the provider's, or the fallback ids)."""
+        ...
+
+    async def tool_input_delta(self, call_id: str, delta: str) -> None:
+        """A piece of the call's arguments (JSON text), as the provider streamed it."""
+        ...
+
+
+class DiscardDeltas:
+    """A DeltaSink for a model call whose answer is not the run's to show (a repair, a
+    summary, an llm node, MCP sampling): every delta is dropped."""
+
+    async def text_delta(self, delta: str) -> None:
+        return None
+
+    async def reasoning_delta(self, delta: str) -> None:
+        return None
+
+    async def tool_input_start(self, call_id: str, tool_name: str) -> None:
+        return None
+
+    async def tool_input_delta(self, call_id: str, delta: str) -> None:
+        return None
+
 
 class Provider(Protocol):
     """One wire format. `generate` raises `ProviderError` (retryable or not)."""
@@ -91,6 +118,7 @@ ToolDefinition = OfferedTool
 
 __all__ = [
     "DeltaSink",
+    "DiscardDeltas",
     "FinishReason",
     "HeaderObserver",
     "ModelRequest",

@@ -24,11 +24,26 @@ from agentq.workers.models.redact import key_scrubbed
 from agentq.workers.models.sse import SSEEvent, iter_sse
 
 
+class ToolInputStart(NamedTuple):
+    call_id: str
+    tool_name: str
+
+
+class ToolInputDelta(NamedTuple):
+    call_id: str
+    delta: str
+
+
+ToolInput = ToolInputStart | ToolInputDelta
+
+
 class StreamDelta(NamedTuple):
-    """What one stream event adds: answer text, and reasoning the model shows."""
+    """What one stream event adds: answer text, reasoning the model shows, and the calls
+    it begins and the pieces of their arguments, in order."""
 
     text: str = ""
     reasoning: str = ""
+    tool_inputs: tuple[ToolInput, ...] = ()
 
 
 NO_DELTA = StreamDelta()
@@ -174,6 +189,16 @@ class HttpProvider:
                     await sink.reasoning_delta(delta.reasoning)
                 if delta.text:
                     await sink.text_delta(delta.text)
+                await _tool_inputs(delta.tool_inputs, sink)
                 if fold.ended:
                     break
             return fold.result(label)
+
+
+async def _tool_inputs(parts: tuple[ToolInput, ...], sink: DeltaSink) -> None:
+    for part in parts:
+        match part:
+            case ToolInputStart(call_id, tool_name):
+                await sink.tool_input_start(call_id, tool_name)
+            case ToolInputDelta(call_id, delta):
+                await sink.tool_input_delta(call_id, delta)

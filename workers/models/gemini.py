@@ -28,7 +28,7 @@ from agentq.orchestrator.core.messages import (
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
 from agentq.orchestrator.spec.run import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
-from agentq.workers.models.driver import StreamDelta
+from agentq.workers.models.driver import StreamDelta, ToolInput, ToolInputDelta, ToolInputStart
 from agentq.workers.models.history import (
     alternating_turns,
     arguments_object,
@@ -198,34 +198,31 @@ class StreamState:
         self.blocked = (chunk.get("promptFeedback") or {}).get("blockReason") or self.blocked
         delta: list[str] = []
         thoughts: list[str] = []
+        inputs: list[ToolInput] = []
         candidates = chunk.get("candidates") or []
         for candidate in candidates[:1]:
             for part in (candidate.get("content") or {}).get("parts") or []:
-                if part.get("thought") and "functionCall" not in part:
+                if "functionCall" in part:
+                    inputs += self._call(part)
+                elif part.get("thought"):
                     thoughts.append(str(part.get("text") or ""))  # a thought summary
                 else:
-                    delta.append(self._part(part))
+                    delta.append(str(part.get("text") or ""))
             self.finish_reason = candidate.get("finishReason") or self.finish_reason
         text = "".join(delta)
         if text:
             self.text.append(text)
-        return StreamDelta(text=text, reasoning="".join(thoughts))
+        return StreamDelta(text=text, reasoning="".join(thoughts), tool_inputs=tuple(inputs))
 
-    def _part(self, part: dict[str, Any]) -> str:
-        if "functionCall" in part:
-            call = part["functionCall"]
-            call_id = str(call.get("id") or f"call_{self.step}_{len(self.calls)}")
-            self.calls.append(
-                ProviderToolCall(
-                    id=call_id,
-                    name=str(call.get("name", "")),
-                    arguments=json.dumps(call.get("args") or {}),
-                )
-            )
-            if part.get("thoughtSignature"):
-                self.signatures[call_id] = part["thoughtSignature"]
-            return ""
-        return str(part.get("text") or "")
+    def _call(self, part: dict[str, Any]) -> list[ToolInput]:
+        """A functionCall part comes whole: its start and its arguments in one piece."""
+        call = part["functionCall"]
+        call_id = str(call.get("id") or f"call_{self.step}_{len(self.calls)}")
+        name, arguments = str(call.get("name", "")), json.dumps(call.get("args") or {})
+        self.calls.append(ProviderToolCall(id=call_id, name=name, arguments=arguments))
+        if part.get("thoughtSignature"):
+            self.signatures[call_id] = part["thoughtSignature"]
+        return [ToolInputStart(call_id, name), ToolInputDelta(call_id, arguments)]
 
     @property
     def finished(self) -> bool:

@@ -27,7 +27,14 @@ from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, Provi
 from agentq.orchestrator.output.instructions import OUTPUT_TOOL
 from agentq.orchestrator.spec.run import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
-from agentq.workers.models.driver import NO_DELTA, BearerAuthWire, StreamDelta
+from agentq.workers.models.driver import (
+    NO_DELTA,
+    BearerAuthWire,
+    StreamDelta,
+    ToolInput,
+    ToolInputDelta,
+    ToolInputStart,
+)
 from agentq.workers.models.history import arguments_text, finish_body
 from agentq.workers.models.sse import SSEEvent
 
@@ -166,12 +173,18 @@ class _CallAccumulator:
     id: str | None = None
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    started: bool = False  # its tool-input start was streamed
+
+
+def fallback_call_id(step: int, index: int) -> str:
+    return f"call_{step}_{index}"
 
 
 @dataclass
 class StreamState:
     """Folds chunks into a response; pure, so chunk sequences are unit-testable."""
 
+    step: int = 0  # names a call the server gave no id
     text: list[str] = field(default_factory=list)
     calls: dict[int, _CallAccumulator] = field(default_factory=dict)
     finish_reason: str | None = None
@@ -190,6 +203,7 @@ class StreamState:
             if chunk.get(key) and key not in self.meta:
                 self.meta[key] = chunk[key]
         delta_text = reasoning = ""
+        inputs: list[ToolInput] = []
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:
                 continue  # n > 1 is not part of an agent loop
@@ -198,14 +212,14 @@ class StreamState:
             # Not OpenAI's own API: servers that show reasoning name it one of these.
             reasoning += delta.get("reasoning_content") or delta.get("reasoning") or ""
             for position, fragment in enumerate(delta.get("tool_calls") or []):
-                self._add_call_fragment(fragment, position)
+                inputs += self._add_call_fragment(fragment, position)
             if choice.get("finish_reason"):
                 self.finish_reason = choice["finish_reason"]
         if delta_text:
             self.text.append(delta_text)
-        return StreamDelta(text=delta_text, reasoning=reasoning)
+        return StreamDelta(text=delta_text, reasoning=reasoning, tool_inputs=tuple(inputs))
 
-    def _add_call_fragment(self, fragment: dict[str, Any], position: int) -> None:
+    def _add_call_fragment(self, fragment: dict[str, Any], position: int) -> list[ToolInput]:
         index = fragment.get("index", position)
         call = self.calls.setdefault(index, _CallAccumulator())
         if fragment.get("id"):
@@ -216,11 +230,25 @@ class StreamState:
             call.name = function["name"]
         if function.get("arguments"):
             call.arguments.append(function["arguments"])
+        return self._tool_input(call, index, str(function.get("arguments") or ""))
 
-    def response(self, step: int) -> ModelResponse:
+    def _tool_input(self, call: _CallAccumulator, index: int, piece: str) -> list[ToolInput]:
+        """The call's start once its name is known (with what came before it), then each
+        piece of its arguments as it comes."""
+        call_id = call.id or fallback_call_id(self.step, index)
+        if call.started:
+            return [ToolInputDelta(call_id, piece)] if piece else []
+        if not call.name:
+            return []
+        call.started = True
+        so_far = "".join(call.arguments)
+        start = ToolInputStart(call_id, call.name)
+        return [start, ToolInputDelta(call_id, so_far)] if so_far else [start]
+
+    def response(self) -> ModelResponse:
         calls = [
             ProviderToolCall(
-                id=acc.id or f"call_{step}_{index}",
+                id=acc.id or fallback_call_id(self.step, index),
                 name=acc.name,
                 arguments="".join(acc.arguments),
             )
@@ -237,7 +265,7 @@ class StreamState:
 
 def parse_completion(data: dict[str, Any], step: int, label: str) -> ModelResponse:
     """A non-streamed answer is one big chunk whose `message` plays the `delta`."""
-    state = StreamState()
+    state = StreamState(step=step)
     choices = data.get("choices") or []
     if not choices and not data.get("error"):
         raise ProviderError(f"{label}: the answer has no choices", retryable=True)
@@ -253,14 +281,13 @@ def parse_completion(data: dict[str, Any], step: int, label: str) -> ModelRespon
         ],
     }
     state.add(chunk, label)
-    return state.response(step)
+    return state.response()
 
 
 @dataclass
 class _Fold:
-    state: StreamState = field(default_factory=StreamState)
+    state: StreamState
     done: bool = False
-    step: int = 0
 
     @property
     def ended(self) -> bool:
@@ -276,7 +303,7 @@ class _Fold:
         if not self.done and self.state.finish_reason is None:
             # Cut off mid-answer: the calls' arguments may be truncated.
             raise ProviderError(f"{label}: the stream ended before [DONE]", retryable=True)
-        return self.state.response(self.step)
+        return self.state.response()
 
 
 class OpenAIChatWire(BearerAuthWire):
@@ -300,7 +327,7 @@ class OpenAIChatWire(BearerAuthWire):
         return body
 
     def fold(self, request: ModelRequest) -> _Fold:
-        return _Fold(step=request.step)
+        return _Fold(StreamState(step=request.step))
 
     def parse(self, data: dict[str, Any], request: ModelRequest, label: str) -> ModelResponse:
         return parse_completion(data, request.step, label)

@@ -28,7 +28,13 @@ from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, Provi
 from agentq.orchestrator.output.instructions import OUTPUT_TOOL
 from agentq.orchestrator.spec.run import ToolChoice, ToolChoiceTool
 from agentq.workers.models.base import ModelRequest, OfferedTool
-from agentq.workers.models.driver import NO_DELTA, BearerAuthWire, StreamDelta
+from agentq.workers.models.driver import (
+    NO_DELTA,
+    BearerAuthWire,
+    StreamDelta,
+    ToolInputDelta,
+    ToolInputStart,
+)
 from agentq.workers.models.history import (
     arguments_text,
     assistant_metadata,
@@ -246,9 +252,16 @@ class StreamState:
         if kind == "response.reasoning_summary_text.delta":
             return StreamDelta(reasoning=str(event.get("delta", "")))
         if kind == "response.output_item.added":
-            self.items.setdefault(index, dict(event.get("item") or {}))
+            item = self.items.setdefault(index, dict(event.get("item") or {}))
+            if item.get("type") == "function_call" and item.get("call_id"):
+                start = ToolInputStart(item["call_id"], str(item.get("name", "")))
+                return StreamDelta(tool_inputs=(start,))
         elif kind == "response.function_call_arguments.delta":
-            self.arguments.setdefault(index, []).append(str(event.get("delta", "")))
+            piece = str(event.get("delta", ""))
+            self.arguments.setdefault(index, []).append(piece)
+            call_id = self.items.get(index, {}).get("call_id")
+            if call_id and piece:
+                return StreamDelta(tool_inputs=(ToolInputDelta(call_id, piece),))
         elif kind == "response.output_item.done":
             self.items[index] = dict(event.get("item") or {})
             self.arguments.pop(index, None)

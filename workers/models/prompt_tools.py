@@ -229,6 +229,12 @@ class HoldBackSink:
     async def reasoning_delta(self, delta: str) -> None:
         await self.inner.reasoning_delta(delta)  # never holds a tool call
 
+    async def tool_input_start(self, call_id: str, tool_name: str) -> None:
+        await self.inner.tool_input_start(call_id, tool_name)
+
+    async def tool_input_delta(self, call_id: str, delta: str) -> None:
+        await self.inner.tool_input_delta(call_id, delta)
+
     async def flush(self) -> None:
         if not self.stopped:
             await self._emit(self.buffer)

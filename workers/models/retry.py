@@ -104,6 +104,16 @@ class _CountingSink:
             self.emitted = True
         await self.inner.reasoning_delta(delta)
 
+    # Streamed tool input does not count: a call's input is acted on only once the step
+    # commits it, and a retry streams its calls again (a start again for the same id
+    # starts that call's input over), so a cut-off stream of arguments is retried as
+    # before rather than failing the run.
+    async def tool_input_start(self, call_id: str, tool_name: str) -> None:
+        await self.inner.tool_input_start(call_id, tool_name)
+
+    async def tool_input_delta(self, call_id: str, delta: str) -> None:
+        await self.inner.tool_input_delta(call_id, delta)
+
 
 async def generate_with_retries(
     provider: Provider,

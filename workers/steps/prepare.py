@@ -49,6 +49,7 @@ from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.workers.models import ModelRequest
+from agentq.workers.models.base import DiscardDeltas
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.steps import hook_calls
 from agentq.workers.steps.hook_calls import HookFailed, HookRequest, enqueue_now
@@ -240,16 +241,6 @@ async def load_summary(store: RunStore, run_id: str) -> StoredSummary | None:
     return StoredSummary.model_validate_json(raw) if raw else None
 
 
-class _Silent:
-    """The summary model's deltas are not the run's text."""
-
-    async def text_delta(self, delta: str) -> None:
-        return None
-
-    async def reasoning_delta(self, delta: str) -> None:
-        return None
-
-
 async def write_summary(
     store: RunStore,
     models: ModelClient,
@@ -283,7 +274,7 @@ async def write_summary(
         },
     ):
         try:
-            response = await models.generate_within(request, _Silent(), model.timeout_s)
+            response = await models.generate_within(request, DiscardDeltas(), model.timeout_s)
         except ProviderError as exc:
             raise StepPreparationFailed(
                 f"the summary model failed: {exc.message}", FailureKind.PROVIDER

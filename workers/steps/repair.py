@@ -31,21 +31,11 @@ from agentq.orchestrator.loop.repair import (
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.spec.run import RunSpec, ToolChoiceTool
 from agentq.orchestrator.tools import ToolDef
-from agentq.workers.models.base import DeltaSink, ModelRequest, OfferedTool
+from agentq.workers.models.base import DeltaSink, DiscardDeltas, ModelRequest, OfferedTool
 
 log = logging.getLogger("agentq.worker")
 
 Generate = Callable[[ModelRequest, DeltaSink], Awaitable[ModelResponse]]
-
-
-class _Discard:
-    """The repair answer is not part of the run's text: its deltas are dropped."""
-
-    async def text_delta(self, delta: str) -> None:
-        return None
-
-    async def reasoning_delta(self, delta: str) -> None:
-        return None
 
 
 def _repair_request(request: ModelRequest, need: RepairNeed, index: int) -> ModelRequest:
@@ -90,7 +80,7 @@ async def repair_calls(
         while attempts < policy.max_attempts and repaired is None:
             attempts += 1
             try:
-                answer = await generate(_repair_request(request, current, asked), _Discard())
+                answer = await generate(_repair_request(request, current, asked), DiscardDeltas())
             except ProviderError as exc:
                 log.info("repair of %s in run %s: %s", need.call_id, run_id, exc.message)
                 break

@@ -1,10 +1,12 @@
-"""Text and reasoning deltas from a streaming model, appended to the run's events in batches.
+"""Text, reasoning and tool-input deltas from a streaming model, appended to the run's
+events in batches.
 
 Reasoning (thinking, a reasoning summary) is shown live only: it is an event,
-never part of the step's text. Each delta carries the delivery attempt of its
-model step: a step re-delivered after its worker died streams its text again,
-and a reader keeps only the deltas of the step's latest attempt (`agentq run`'s
-live view does).
+never part of the step's text. A call's arguments stream as `tool-input-start` and
+`tool-input-delta` events before the step commits its `tool-call` event. Each delta
+carries the delivery attempt of its model step: a step re-delivered after its worker
+died streams again, and a reader keeps only the deltas of the step's latest attempt
+(`agentq run`'s live view does).
 
 Each append is a round trip to Redis; coalescing the deltas that arrive within
 a few milliseconds keeps a fast stream from costing one round trip per token.
@@ -13,10 +15,24 @@ a few milliseconds keeps a fast stream from costing one round trip per token.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import EventType, event_json
 from agentq.orchestrator.runs.store import RunStore
+
+
+@dataclass
+class _Pending:
+    """One event to write; a run of deltas of one kind (and one call) is one."""
+
+    kind: EventType
+    delta: str = ""
+    call_id: str | None = None  # the call a tool-input event is about
+    tool_name: str | None = None
+
+    def extends(self, kind: EventType, call_id: str | None) -> bool:
+        return kind == self.kind and call_id == self.call_id and kind != "tool-input-start"
 
 
 class DeltaEvents:
@@ -34,9 +50,9 @@ class DeltaEvents:
         self.run_id = run_id
         self.step = step
         self.flush_after_s = flush_after_s
-        # Pending deltas in arrival order, as (event type, text); a run of one type is one
-        # entry, so the flushed events keep the order reasoning and text arrived in.
-        self._buffer: list[tuple[EventType, str]] = []
+        # Pending events in arrival order, so the flushed ones keep the order reasoning,
+        # text and tool input arrived in.
+        self._buffer: list[_Pending] = []
         self._last_flush = time.monotonic()
 
     async def text_delta(self, delta: str) -> None:
@@ -45,27 +61,53 @@ class DeltaEvents:
     async def reasoning_delta(self, delta: str) -> None:
         await self._add("reasoning-delta", delta)
 
-    async def _add(self, kind: EventType, delta: str) -> None:
+    async def tool_input_start(self, call_id: str, tool_name: str) -> None:
+        self._buffer.append(_Pending("tool-input-start", call_id=call_id, tool_name=tool_name))
+        await self._due()
+
+    async def tool_input_delta(self, call_id: str, delta: str) -> None:
+        await self._add("tool-input-delta", delta, call_id)
+
+    async def _add(self, kind: EventType, delta: str, call_id: str | None = None) -> None:
         if not delta:
             return
-        if self._buffer and self._buffer[-1][0] == kind:
-            self._buffer[-1] = (kind, self._buffer[-1][1] + delta)
+        if self._buffer and self._buffer[-1].extends(kind, call_id):
+            self._buffer[-1].delta += delta
         else:
-            self._buffer.append((kind, delta))
+            self._buffer.append(_Pending(kind, delta, call_id))
+        await self._due()
+
+    async def _due(self) -> None:
         if time.monotonic() - self._last_flush >= self.flush_after_s:
             await self.flush()
 
     async def flush(self) -> None:
         if self._buffer:
             pending, self._buffer = self._buffer, []
-            await self.store.emit(
-                self.run_id,
-                [
-                    event_json(kind, self.run_id, step=self.step, attempt=self.attempt, delta=text)
-                    for kind, text in pending
-                ],
-            )
+            await self.store.emit(self.run_id, [self._event(p) for p in pending])
         self._last_flush = time.monotonic()
+
+    def _event(self, p: _Pending) -> str:
+        run, step, attempt = self.run_id, self.step, self.attempt
+        if p.kind == "tool-input-start":
+            return event_json(
+                "tool-input-start",
+                run,
+                step=step,
+                attempt=attempt,
+                tool_call_id=p.call_id,
+                tool_name=p.tool_name,
+            )
+        if p.kind == "tool-input-delta":
+            return event_json(
+                "tool-input-delta",
+                run,
+                step=step,
+                attempt=attempt,
+                tool_call_id=p.call_id,
+                delta=p.delta,
+            )
+        return event_json(p.kind, run, step=step, attempt=attempt, delta=p.delta)
 
     async def retrying(
         self, error: ProviderError, delay_s: float, attempt: int, max_attempts: int

@@ -45,22 +45,13 @@ from agentq.orchestrator.tools.workflow_graph import (
     values,
 )
 from agentq.workers.models import ModelRequest, OfferedTool
+from agentq.workers.models.base import DiscardDeltas
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.tools.base import ToolExecutor
 from agentq.workers.tools.context import ToolContext
 
 # The tool an llm node with an output schema offers: its input is the structured output.
 RESPOND_TOOL = "respond"
-
-
-class _NoDeltas:
-    """An llm node's text is its output, not the run's text: its deltas are not shown."""
-
-    async def text_delta(self, delta: str) -> None:
-        return None
-
-    async def reasoning_delta(self, delta: str) -> None:
-        return None
 
 
 class WorkflowCall:
@@ -266,7 +257,7 @@ async def _call_model(
         tool_choice=ToolChoiceTool(tool=RESPOND_TOOL) if offered else "auto",
         timeout_s=model.timeout_s,
     )
-    response = await models.generate(request, _NoDeltas())
+    response = await models.generate(request, DiscardDeltas())
     if node.output_schema is None:
         return response.text, response.usage
     answer = next((c for c in response.tool_calls if c.name == RESPOND_TOOL), None)

@@ -55,6 +55,9 @@ UI_STREAM_HEADERS = {
     "Cache-Control": "no-cache",
     "X-Accel-Buffering": "no",
 }
+# Events streamed while a model step runs: none of them can have parked the run, so the
+# stream does not ask Redis after each.
+STREAMED = (ev.TextDelta, ev.ReasoningDelta, ev.ToolInputStart, ev.ToolInputDelta)
 
 
 def chat_key(tenant: str, agent: str, chat_id: str) -> str:
@@ -356,7 +359,7 @@ def _ui_stream(
                         yield _data(chunk)
                     if isinstance(event, ev.TERMINAL):
                         break
-                    if isinstance(event, ev.TextDelta | ev.ReasoningDelta):
+                    if isinstance(event, STREAMED):
                         continue
                 if await _parked(client, following, seen):
                     for chunk in adapter.park():

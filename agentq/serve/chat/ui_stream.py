@@ -4,6 +4,8 @@ Chunk names and fields follow the `ai` package's `uiMessageChunkSchema` (v5 and 
 the Node test validates every chunk against that schema. The message id is the run id,
 tool approvals use the call id as their approval id. Text and reasoning stream as parts:
 one part is open at a time, and a delta of the other kind (or anything else) closes it.
+A call's arguments stream as `tool-input-start` and `tool-input-delta` chunks, and its
+`tool-call` event is `tool-input-available`.
 """
 
 from __future__ import annotations
@@ -54,6 +56,11 @@ class UIChunks:
         self._attempt: dict[tuple[str, int], int] = {}
         self._shown: dict[tuple[str, int], str] = {}
         self._said: dict[tuple[str, int], str] = {}
+        # The latest attempt of each step seen: an earlier attempt's tool input is stale.
+        self._latest: dict[int, int] = {}
+        # The calls whose `tool-input-start` the client has: the schema refuses a delta
+        # before its start, and `tool-input-available` needs no second start.
+        self._started: set[str] = set()
 
     def start(self) -> Chunk:
         return {"type": "start", "messageId": self.run_id}
@@ -90,6 +97,30 @@ class UIChunks:
         delta = said if fresh else said[len(shown) :]
         return [*opened, {"type": f"{kind}-delta", "id": self._open[1], "delta": delta}]
 
+    def _tool_input(self, event: ev.ToolInputStart | ev.ToolInputDelta) -> list[Chunk]:
+        latest = self._latest.setdefault(event.step, event.attempt)
+        if event.attempt < latest:  # a late piece of an attempt a later one replaced
+            return []
+        self._latest[event.step] = event.attempt
+        call_id = event.tool_call_id
+        if isinstance(event, ev.ToolInputStart):
+            self._started.add(call_id)
+            start = {"type": "tool-input-start", "toolCallId": call_id, "toolName": event.tool_name}
+            return [*self._close_part(), start]
+        if call_id not in self._started:
+            return []
+        return [{"type": "tool-input-delta", "toolCallId": call_id, "inputTextDelta": event.delta}]
+
+    def _tool_call(self, event: ev.ToolCall) -> list[Chunk]:
+        provider = _provider(event.provider_executed)
+        call_id, name = event.tool_call_id, event.tool_name
+        start: list[Chunk] = []
+        if call_id not in self._started:  # not streamed (scripted, unstreamed, provider's)
+            start = [{"type": "tool-input-start", "toolCallId": call_id, "toolName": name}]
+            start[0].update(provider)
+        available = {"type": "tool-input-available", "toolCallId": call_id, "toolName": name}
+        return [*self._close_part(), *start, {**available, "input": event.input, **provider}]
+
     def recall(self, step: StepResult) -> list[Chunk]:
         """A new message that goes on from a step an earlier response showed (the user
         answered its calls and wrote a new message at once): the step's calls again,
@@ -122,7 +153,8 @@ class UIChunks:
 
     def feed(self, event: Event) -> list[Chunk]:
         match event:
-            case ev.StartStep(step=step):
+            case ev.StartStep(step=step, attempt=attempt):
+                self._latest[step] = max(attempt, self._latest.get(step, attempt))
                 if step in self._steps:  # a retried attempt of the same step
                     return []
                 self._steps.add(step)
@@ -131,24 +163,10 @@ class UIChunks:
                 return self._delta("text", event)
             case ev.ReasoningDelta():
                 return self._delta("reasoning", event)
-            case ev.ToolCall(tool_call_id=call_id, tool_name=name):
-                provider = _provider(event.provider_executed)
-                return [
-                    *self._close_part(),
-                    {
-                        "type": "tool-input-start",
-                        "toolCallId": call_id,
-                        "toolName": name,
-                        **provider,
-                    },
-                    {
-                        "type": "tool-input-available",
-                        "toolCallId": call_id,
-                        "toolName": name,
-                        "input": event.input,
-                        **provider,
-                    },
-                ]
+            case ev.ToolInputStart() | ev.ToolInputDelta():
+                return self._tool_input(event)
+            case ev.ToolCall():
+                return self._tool_call(event)
             case ev.ToolApprovalRequest(tool_call_id=call_id):
                 return [
                     {"type": "tool-approval-request", "approvalId": call_id, "toolCallId": call_id}

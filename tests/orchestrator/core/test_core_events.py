@@ -41,6 +41,12 @@ STORED: dict[str, str] = {
     ),
     "text-delta": event_json("text-delta", "r", step=0, attempt=1, delta="Hé"),
     "reasoning-delta": event_json("reasoning-delta", "r", step=0, attempt=1, delta="hm"),
+    "tool-input-start": event_json(
+        "tool-input-start", "r", step=0, attempt=1, tool_call_id="c", tool_name="add"
+    ),
+    "tool-input-delta": event_json(
+        "tool-input-delta", "r", step=0, attempt=1, tool_call_id="c", delta='{"a":'
+    ),
     "tool-call": event_json(
         "tool-call", "r", step=0, tool_call_id="c", tool_name="add", input={"a": 1}
     ),

@@ -1,4 +1,4 @@
-"""DeltaEvents coalesces text and reasoning deltas into events in arrival order."""
+"""DeltaEvents coalesces text, reasoning and tool-input deltas into events in arrival order."""
 
 from __future__ import annotations
 
@@ -35,4 +35,27 @@ async def test_runs_of_one_kind_coalesce_and_keep_their_order() -> None:
         ("reasoning-delta", "Let me see.", 3, 2),
         ("text-delta", "It is 3.", 3, 2),
         ("reasoning-delta", "!", 3, 2),
+    ]
+
+
+async def test_a_call_s_input_pieces_coalesce_per_call_after_its_start() -> None:
+    store = RecordingStore()
+    sink = DeltaEvents(cast(RunStore, store), "r", 1, attempt=3, flush_after_s=3600)
+    await sink.text_delta("Adding.")
+    await sink.tool_input_start("c1", "add")
+    await sink.tool_input_delta("c1", '{"a":')
+    await sink.tool_input_delta("c1", "1}")
+    await sink.tool_input_start("c2", "add")
+    await sink.tool_input_delta("c2", '{"a":2}')
+    await sink.flush()
+    (batch,) = store.batches
+    assert [
+        (e["type"], e.get("tool_call_id"), e.get("tool_name"), e.get("delta"), e["attempt"])
+        for e in batch
+    ] == [
+        ("text-delta", None, None, "Adding.", 3),
+        ("tool-input-start", "c1", "add", None, 3),
+        ("tool-input-delta", "c1", None, '{"a":1}', 3),
+        ("tool-input-start", "c2", "add", None, 3),
+        ("tool-input-delta", "c2", None, '{"a":2}', 3),
     ]

@@ -17,6 +17,7 @@ from agentq.workers.models.prompt_tools import (
     parse_calls,
     render_history,
 )
+from tests.support.sinks import ListSink
 
 pytestmark = pytest.mark.unit
 
@@ -126,17 +127,6 @@ def test_history_is_rendered_as_text() -> None:
     )
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.deltas: list[str] = []
-
-    async def text_delta(self, delta: str) -> None:
-        self.deltas.append(delta)
-
-    async def reasoning_delta(self, delta: str) -> None:
-        self.deltas.append(delta)
-
-
 @pytest.mark.parametrize(
     ("deltas", "shown"),
     [
@@ -148,7 +138,7 @@ class Sink:
     ],
 )
 async def test_tool_blocks_are_not_streamed(deltas: list[str], shown: str) -> None:
-    sink = Sink()
+    sink = ListSink()
     held = HoldBackSink(sink, XML)
     for delta in deltas:
         await held.text_delta(delta)

@@ -106,4 +106,4 @@ def test_openai_compatible_servers_may_name_it_reasoning() -> None:
     state = OpenAIChatStreamState()
     delta = state.add({"choices": [{"index": 0, "delta": {"reasoning": "hm", "content": ""}}]}, "t")
     assert (delta.reasoning, delta.text) == ("hm", "")
-    assert state.response(0).text == ""
+    assert state.response().text == ""

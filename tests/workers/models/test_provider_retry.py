@@ -14,6 +14,7 @@ from agentq.workers.models.retry import (
     parse_retry_after,
     retryable_status,
 )
+from tests.support.sinks import ListSink
 
 pytestmark = pytest.mark.unit
 
@@ -111,15 +112,21 @@ def test_parse_retry_after(headers: dict[str, str], expected: float | None) -> N
 class Flaky:
     """Fails with the given errors, then answers."""
 
-    def __init__(self, errors: list[ProviderError], stream_first: bool = False) -> None:
+    def __init__(
+        self, errors: list[ProviderError], stream_first: bool = False, stream_call: bool = False
+    ) -> None:
         self.errors = errors
         self.timeouts: list[float] = []
         self.stream_first = stream_first
+        self.stream_call = stream_call
 
     async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
         self.timeouts.append(request.timeout_s)
         if self.stream_first:
             await sink.text_delta("partial")
+        if self.stream_call:
+            await sink.tool_input_start("c1", "add")
+            await sink.tool_input_delta("c1", '{"a":')
         if self.errors:
             raise self.errors.pop(0)
         return ModelResponse(text="ok")
@@ -138,17 +145,6 @@ class Clock:
         self.now += seconds
 
 
-class Sink:
-    def __init__(self) -> None:
-        self.deltas: list[str] = []
-
-    async def text_delta(self, delta: str) -> None:
-        self.deltas.append(delta)
-
-    async def reasoning_delta(self, delta: str) -> None:
-        self.deltas.append(delta)
-
-
 def request(timeout_s: float = 30.0) -> ModelRequest:
     return ModelRequest(
         model=ModelRef(provider="openai", name="m"), messages=[], timeout_s=timeout_s
@@ -161,7 +157,7 @@ async def test_retries_then_succeeds_with_backoff_and_retry_after() -> None:
         [ProviderError("busy", status=503), ProviderError("slow", status=429, retry_after_s=5)]
     )
     response = await generate_with_retries(
-        provider, request(), Sink(), policy(), None, clock=clock, sleep=clock.sleep
+        provider, request(), ListSink(), policy(), None, clock=clock, sleep=clock.sleep
     )
     assert response.text == "ok"
     assert clock.slept == [0.5, 5.0]
@@ -172,7 +168,7 @@ async def test_final_error_is_raised_at_once() -> None:
     provider = Flaky([ProviderError("bad request", status=400)])
     with pytest.raises(ProviderError, match="bad request"):
         await generate_with_retries(
-            provider, request(), Sink(), policy(), None, clock=clock, sleep=clock.sleep
+            provider, request(), ListSink(), policy(), None, clock=clock, sleep=clock.sleep
         )
     assert clock.slept == []
 
@@ -182,7 +178,7 @@ async def test_never_sleeps_past_the_deadline() -> None:
     provider = Flaky([ProviderError("slow", status=429, retry_after_s=20)])
     with pytest.raises(ProviderError, match="slow"):
         await generate_with_retries(
-            provider, request(), Sink(), policy(), clock() + 10, clock=clock, sleep=clock.sleep
+            provider, request(), ListSink(), policy(), clock() + 10, clock=clock, sleep=clock.sleep
         )
     assert clock.slept == []
 
@@ -191,7 +187,7 @@ async def test_each_attempt_gets_only_the_time_left() -> None:
     clock = Clock()
     provider = Flaky([ProviderError("a", status=500), ProviderError("b", status=500)])
     await generate_with_retries(
-        provider, request(30.0), Sink(), policy(), clock() + 10, clock=clock, sleep=clock.sleep
+        provider, request(30.0), ListSink(), policy(), clock() + 10, clock=clock, sleep=clock.sleep
     )
     assert provider.timeouts == [10.0, 9.5, 8.5]
 
@@ -203,7 +199,7 @@ async def test_gives_up_after_max_attempts() -> None:
         await generate_with_retries(
             provider,
             request(),
-            Sink(),
+            ListSink(),
             policy(max_attempts=3),
             None,
             clock=clock,
@@ -214,10 +210,22 @@ async def test_gives_up_after_max_attempts() -> None:
 
 async def test_no_retry_once_text_was_streamed() -> None:
     clock = Clock()
-    sink = Sink()
+    sink = ListSink()
     provider = Flaky([ProviderError("cut", retryable=True)], stream_first=True)
     with pytest.raises(ProviderError, match="cut"):
         await generate_with_retries(
             provider, request(), sink, policy(), None, clock=clock, sleep=clock.sleep
         )
     assert sink.deltas == ["partial"]
+
+
+async def test_a_cut_off_stream_of_tool_input_is_retried() -> None:
+    """Only a committed call is acted on: the retry streams the call again from its start."""
+    clock = Clock()
+    sink = ListSink()
+    provider = Flaky([ProviderError("cut", retryable=True)], stream_call=True)
+    answer = await generate_with_retries(
+        provider, request(), sink, policy(), None, clock=clock, sleep=clock.sleep
+    )
+    assert answer.text == "ok"
+    assert [kind for kind, _, _ in sink.tool_inputs] == ["start", "delta", "start", "delta"]

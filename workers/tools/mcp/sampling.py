@@ -35,6 +35,7 @@ from agentq.orchestrator.core.messages import (
 from agentq.orchestrator.core.model_io import FinishReason
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models import ModelRequest, ModelResponse, providers
+from agentq.workers.models.base import DiscardDeltas
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.tools.context import ToolContext
 from agentq.workers.tools.mcp.config import SamplingRoute
@@ -131,14 +132,6 @@ def to_result(response: ModelResponse, ref: ModelRef) -> types.CreateMessageResu
     )
 
 
-class _NoDeltas:
-    async def text_delta(self, delta: str) -> None:
-        return None
-
-    async def reasoning_delta(self, delta: str) -> None:
-        return None
-
-
 class Sampler:
     """Calls the routed model for every server of one executor, through the worker's
     model client: its endpoints, keys, fleet-wide rate limit, retries and deadlines."""
@@ -166,7 +159,7 @@ class Sampler:
         try:
             # The route is the deployment's (its MCP config), not a spec's: trusted.
             response = await self.models.generate_within(
-                request, _NoDeltas(), timeout_s, trusted=True
+                request, DiscardDeltas(), timeout_s, trusted=True
             )
         except ProviderError as exc:
             log.warning(
