@@ -28,6 +28,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.loop.coercion import coerce_input
 from agentq.orchestrator.output.instructions import OUTPUT_TOOL
 from agentq.orchestrator.output.judge import (
@@ -174,7 +175,11 @@ def plan_step(
         _plan_call(call_id, raw, by_name, answers.approvals.get(call_id))
         if call_id not in answers.tool_trips
         else _error_call(
-            call_id, raw.name, lenient_parse(raw.arguments), answers.tool_trips[call_id].message
+            call_id,
+            raw.name,
+            lenient_parse(raw.arguments),
+            answers.tool_trips[call_id].message,
+            ToolErrorKind.DENIED,
         )
         for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
     ]
@@ -235,7 +240,10 @@ def _answer_output_call(
     not run, the run ends), or refused with what is wrong, as any invalid input is."""
     if not verdict.valid:
         text = verdict.retry(output.mode)
-        answer.status, answer.result = CallStatus.DONE, error_result(answer.id, OUTPUT_TOOL, text)
+        answer.status, answer.result = (
+            CallStatus.DONE,
+            error_result(answer.id, OUTPUT_TOOL, text, ToolErrorKind.INVALID_INPUT),
+        )
         answer.queue = None
         return
     for call in planned.local_calls:
@@ -244,7 +252,12 @@ def _answer_output_call(
                 tool_call_id=call.id, tool_name=OUTPUT_TOOL, output="Final result accepted."
             )
         else:
-            result = error_result(call.id, call.name, "Not run: the final answer came first.")
+            result = error_result(
+                call.id,
+                call.name,
+                "Not run: the final answer came first.",
+                ToolErrorKind.CANCELLED,
+            )
         call.status, call.result, call.queue = CallStatus.DONE, result, None
 
 
@@ -305,7 +318,13 @@ def _plan_call(
             ),
         )
     if raw.parse_error is not None:
-        return _error_call(call_id, raw.name, lenient_parse(raw.arguments), raw.parse_error)
+        return _error_call(
+            call_id,
+            raw.name,
+            lenient_parse(raw.arguments),
+            raw.parse_error,
+            ToolErrorKind.INVALID_INPUT,
+        )
     tool = by_name.get(raw.name)
     if tool is None:
         available = ", ".join(sorted(by_name)) or "none"
@@ -314,11 +333,12 @@ def _plan_call(
             raw.name,
             lenient_parse(raw.arguments),
             f"Model tried to call unavailable tool {raw.name!r}. Available tools: {available}.",
+            ToolErrorKind.NO_SUCH_TOOL,
         )
     try:
         value, coerced = checked_input(tool, raw.arguments)
     except ToolInputError as exc:
-        return _error_call(call_id, raw.name, lenient_parse(raw.arguments), exc.message)
+        return _error_call(call_id, raw.name, lenient_parse(raw.arguments), exc.message, exc.kind)
     return CallPlan(
         id=call_id,
         name=tool.name,
@@ -348,18 +368,20 @@ def status_after_approval(tool: ToolDef) -> CallStatus:
     return CallStatus.AWAITING_RESULT if tool.queue is None else CallStatus.QUEUED
 
 
-def _error_call(call_id: str, name: str, value: Any, message: str) -> CallPlan:
+def _error_call(call_id: str, name: str, value: Any, message: str, kind: ToolErrorKind) -> CallPlan:
     return CallPlan(
         id=call_id,
         name=name,
         input=value,
         status=CallStatus.DONE,
-        result=error_result(call_id, name, message),
+        result=error_result(call_id, name, message, kind),
     )
 
 
-def error_result(call_id: str, name: str, message: str) -> ToolResultPart:
-    return ToolResultPart(tool_call_id=call_id, tool_name=name, output=message, is_error=True)
+def error_result(call_id: str, name: str, message: str, kind: ToolErrorKind) -> ToolResultPart:
+    return ToolResultPart(
+        tool_call_id=call_id, tool_name=name, output=message, is_error=True, error_kind=kind
+    )
 
 
 def parse_arguments(arguments: str | dict[str, Any] | list[Any] | None) -> Any:

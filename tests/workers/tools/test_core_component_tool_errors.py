@@ -10,13 +10,16 @@ import pytest
 
 from agentq import tool
 from agentq.orchestrator.core.errors import ToolError
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.workers.tools.function_tools import FunctionTool
 from tests.support.embedded_runs import (
     TIMEOUT_S,
     Embedded,
     ModelLog,
     all_events,
+    of_type,
     tool_message_parts,
+    wait_event,
 )
 from tests.support.specs import calls, scripted
 
@@ -65,13 +68,14 @@ def refuse(executed: Executed) -> FunctionTool:
 
 
 @pytest.mark.parametrize(
-    ("call", "tools", "fragments", "ran"),
+    ("call", "tools", "fragments", "ran", "kind"),
     [
         pytest.param(
             ("add", {"a": "one", "b": 2}),
             ["add"],
             ["Invalid input for tool 'add'", "a: 'one' is not of type 'number'"],
             [],
+            ToolErrorKind.INVALID_INPUT,
             id="schema-violation",
         ),
         pytest.param(
@@ -79,6 +83,7 @@ def refuse(executed: Executed) -> FunctionTool:
             ["add"],
             ["Invalid input for tool 'add'", "'b' is a required property"],
             [],
+            ToolErrorKind.INVALID_INPUT,
             id="missing-field",
         ),
         pytest.param(
@@ -86,6 +91,7 @@ def refuse(executed: Executed) -> FunctionTool:
             ["add", "explode"],
             ["unavailable tool 'nope'", "Available tools: add, explode."],
             [],
+            ToolErrorKind.NO_SUCH_TOOL,
             id="unknown-tool",
         ),
         pytest.param(
@@ -93,6 +99,7 @@ def refuse(executed: Executed) -> FunctionTool:
             ["explode"],
             ["ValueError: kaboom"],
             [("explode", "kaboom")],
+            ToolErrorKind.EXECUTION,
             id="exception",
         ),
         pytest.param(
@@ -100,6 +107,7 @@ def refuse(executed: Executed) -> FunctionTool:
             ["refuse"],
             ["refused: no"],
             [("refuse", "no")],
+            ToolErrorKind.EXECUTION,
             id="tool-error",
         ),
     ],
@@ -111,6 +119,7 @@ async def test_tool_error_reaches_the_model_and_the_run_goes_on(
     tools: list[str],
     fragments: list[str],
     ran: list[Any],
+    kind: ToolErrorKind,
     add: FunctionTool,
     explode: FunctionTool,
     refuse: FunctionTool,
@@ -126,22 +135,23 @@ async def test_tool_error_reaches_the_model_and_the_run_goes_on(
     assert result.text == "recovered"
     assert executed == ran
     (res,) = result.steps[0].tool_results
-    assert res.is_error
+    assert (res.is_error, res.error_kind) == (True, kind)
     assert res.name == call[0]
     for fragment in fragments:
         assert fragment in res.output
     # The error is in the history the model got at the next step, as a tool result.
     (part,) = tool_message_parts(model_log.request(1).messages)
-    assert part.is_error
+    assert (part.is_error, part.error_kind) == (True, kind)
     assert part.output == res.output
     assert part.tool_call_id == result.steps[0].tool_calls[0].id
     assert tool_message_parts(result.messages) == [part]
     # And in a tool-error event.
     (err,) = [e.model_dump() for e in events if e.type == "tool-error"]
-    assert (err["tool_call_id"], err["tool_name"], err["error"]) == (
+    assert (err["tool_call_id"], err["tool_name"], err["error"], err["kind"]) == (
         part.tool_call_id,
         call[0],
         res.output,
+        kind,
     )
     assert not any(e.type == "tool-result" for e in events)
 
@@ -175,7 +185,7 @@ async def test_a_timeout_is_a_tool_error_and_stops_the_tool(
     assert cancelled.is_set()
     assert result.status == "succeeded", result.error
     (res,) = result.steps[0].tool_results
-    assert res.is_error
+    assert (res.is_error, res.error_kind) == (True, ToolErrorKind.TIMEOUT)
     assert res.output == "tool 'hang' timed out after 0.2 s"
     (part,) = tool_message_parts(model_log.request(1).messages)
     assert part.output == res.output
@@ -240,3 +250,44 @@ async def test_only_errors_in_a_step_still_continue(
     assert [len(s.tool_results) for s in result.steps] == [2, 1, 0]
     assert executed == [("add", (1.0, 1.0))]
     assert [c.step for c in model_log.calls] == [0, 1, 2]
+
+
+async def test_an_output_nested_past_the_limit_is_too_large(start: Start) -> None:
+    @tool
+    def burrow() -> Any:
+        value: Any = "bottom"
+        for _ in range(200):
+            value = [value]
+        return value
+
+    spec = scripted(calls(("burrow", {})), {"text": "ok"}, tools=["burrow"])
+    async with start([burrow]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        events = await all_events(client, run_id)
+    assert result.status == "succeeded", result.error
+    (res,) = result.steps[0].tool_results
+    assert (res.is_error, res.error_kind) == (True, ToolErrorKind.OUTPUT_TOO_LARGE)
+    assert "nests deeper than 64 levels" in res.output
+    (err,) = [e for e in events if e.type == "tool-error"]
+    assert err.model_dump()["kind"] == ToolErrorKind.OUTPUT_TOO_LARGE
+
+
+async def test_a_denied_call_is_a_denied_error(start: Start, add: FunctionTool) -> None:
+    spec = scripted(
+        {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}, "id": "c1"}]},
+        {"text": "understood"},
+        tools=[{"type": "function", "name": "add", "needs_approval": True}],
+    )
+    async with start([add]) as client:
+        run_id = await client.runs.submit(spec)
+        await wait_event(client, run_id, of_type("tool-approval-request"))
+        await client.runs.approve(run_id, "c1", approved=False, reason="not today")
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        events = await all_events(client, run_id)
+    assert result.status == "succeeded", result.error
+    (res,) = result.steps[0].tool_results
+    assert (res.is_error, res.error_kind) == (True, ToolErrorKind.DENIED)
+    assert res.output == "The user denied the call to 'add': not today"
+    (err,) = [e for e in events if e.type == "tool-error"]
+    assert err.model_dump()["kind"] == ToolErrorKind.DENIED
