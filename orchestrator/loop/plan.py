@@ -28,7 +28,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
-from agentq.orchestrator.core.tool_errors import ToolErrorKind
+from agentq.orchestrator.core.tool_errors import OnError, ToolErrorKind
 from agentq.orchestrator.loop.coercion import coerce_input
 from agentq.orchestrator.output.instructions import OUTPUT_TOOL
 from agentq.orchestrator.output.judge import (
@@ -70,6 +70,8 @@ class CallPlan(BaseModel):
     result: ToolResultPart | None = None
     # Where its input was coerced to the schema (orchestrator/loop/coercion.py), if anywhere.
     coerced: list[str] = Field(default_factory=list)
+    # Read by the result's transition (prelude.lua: tool_failure): fail-run ends the run.
+    on_error: OnError = OnError.MODEL
 
 
 class Answers(BaseModel):
@@ -174,13 +176,7 @@ def plan_step(
     calls = [
         _plan_call(call_id, raw, by_name, answers.approvals.get(call_id))
         if call_id not in answers.tool_trips
-        else _error_call(
-            call_id,
-            raw.name,
-            lenient_parse(raw.arguments),
-            answers.tool_trips[call_id].message,
-            ToolErrorKind.DENIED,
-        )
+        else _tripped_call(call_id, raw, by_name.get(raw.name), answers.tool_trips[call_id])
         for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
     ]
     facts = StepFacts(
@@ -259,6 +255,8 @@ def _answer_output_call(
                 ToolErrorKind.CANCELLED,
             )
         call.status, call.result, call.queue = CallStatus.DONE, result, None
+        # Not run is not a failure of the tool: the run ends with the answer.
+        call.on_error = OnError.MODEL
 
 
 def call_ids(step: int, response: ModelResponse) -> list[str]:
@@ -338,7 +336,8 @@ def _plan_call(
     try:
         value, coerced = checked_input(tool, raw.arguments)
     except ToolInputError as exc:
-        return _error_call(call_id, raw.name, lenient_parse(raw.arguments), exc.message, exc.kind)
+        refused = lenient_parse(raw.arguments)
+        return _error_call(call_id, raw.name, refused, exc.message, exc.kind, tool.on_error)
     return CallPlan(
         id=call_id,
         name=tool.name,
@@ -350,6 +349,7 @@ def _plan_call(
         timeout_s=tool.timeout_s,
         park_timeout_s=tool.park_timeout_s,
         start_queue=tool.start_queue,
+        on_error=tool.on_error,
     )
 
 
@@ -368,13 +368,31 @@ def status_after_approval(tool: ToolDef) -> CallStatus:
     return CallStatus.AWAITING_RESULT if tool.queue is None else CallStatus.QUEUED
 
 
-def _error_call(call_id: str, name: str, value: Any, message: str, kind: ToolErrorKind) -> CallPlan:
+def _tripped_call(
+    call_id: str, raw: ProviderToolCall, tool: ToolDef | None, trip: Trip
+) -> CallPlan:
+    """A call a `tool_input` guardrail refused: not run, a denial its tool's on_error
+    treats as any other error."""
+    on_error = tool.on_error if tool is not None else OnError.MODEL
+    value = lenient_parse(raw.arguments)
+    return _error_call(call_id, raw.name, value, trip.message, ToolErrorKind.DENIED, on_error)
+
+
+def _error_call(
+    call_id: str,
+    name: str,
+    value: Any,
+    message: str,
+    kind: ToolErrorKind,
+    on_error: OnError = OnError.MODEL,
+) -> CallPlan:
     return CallPlan(
         id=call_id,
         name=name,
         input=value,
         status=CallStatus.DONE,
         result=error_result(call_id, name, message, kind),
+        on_error=on_error,
     )
 
 

@@ -656,7 +656,7 @@ class Runs:
 
     async def _after(self, outcome: Outcome, args: TransitionInput, hops: tracing.Hops) -> None:
         hops.sent(enqueued_job_ids(args, outcome))
-        if outcome == Outcome.FINISHED:
+        if outcome in (Outcome.FINISHED, Outcome.FAILED):
             await run_ended(self.store, args.run_id)
 
 

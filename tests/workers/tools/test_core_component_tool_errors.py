@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from agentq import tool
 from agentq.orchestrator.core.errors import ToolError
@@ -291,3 +292,89 @@ async def test_a_denied_call_is_a_denied_error(start: Start, add: FunctionTool) 
     assert res.output == "The user denied the call to 'add': not today"
     (err,) = [e for e in events if e.type == "tool-error"]
     assert err.model_dump()["kind"] == ToolErrorKind.DENIED
+
+
+FAIL_RUN = {"on_error": "fail-run"}
+
+
+@pytest.mark.parametrize(
+    ("call", "kind", "ran"),
+    [
+        pytest.param(("explode", {"why": "kaboom"}), "execution", True, id="execution"),
+        pytest.param(("explode", {"why": 3}), "invalid-input", False, id="invalid-input"),
+    ],
+)
+async def test_a_fail_run_tool_error_ends_the_run_failed(
+    start: Start,
+    model_log: ModelLog,
+    explode: FunctionTool,
+    executed: Executed,
+    call: tuple[str, dict[str, Any]],
+    kind: str,
+    ran: bool,
+) -> None:
+    spec = scripted(
+        {"tool_calls": [{"name": call[0], "input": call[1], "id": "c1"}]},
+        {"text": "never asked"},
+        tools=[{"type": "function", "name": "explode", **FAIL_RUN}],
+    )
+    async with start([explode]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        events = await all_events(client, run_id)
+    assert result.status == "failed"
+    assert result.error is not None
+    failure = result.error.model_dump(mode="json", by_alias=True)
+    assert {k: failure[k] for k in ("type", "tool", "call_id", "error_kind", "step")} == {
+        "type": "tool",
+        "tool": "explode",
+        "call_id": "c1",
+        "error_kind": kind,
+        "step": 0,
+    }
+    assert failure["message"].startswith(f'the call c1 to tool "explode" failed ({kind}): ')
+    assert bool(executed) == ran
+    # The model never saw the error: the run ended instead of going back to it.
+    assert [c.step for c in model_log.calls] == [0]
+    types = [e.type for e in events]
+    assert types.index("tool-error") < types.index("error")
+    assert types[-1] == "error"
+
+
+async def test_a_denial_of_a_fail_run_tool_ends_the_run(start: Start, add: FunctionTool) -> None:
+    spec = scripted(
+        {"tool_calls": [{"name": "add", "input": {"a": 1, "b": 2}, "id": "c1"}]},
+        {"text": "never asked"},
+        tools=[{"type": "function", "name": "add", "needs_approval": True, **FAIL_RUN}],
+    )
+    async with start([add]) as client:
+        run_id = await client.runs.submit(spec)
+        await wait_event(client, run_id, of_type("tool-approval-request"))
+        await client.runs.approve(run_id, "c1", approved=False)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert (result.error.kind, result.error.error_kind) == ("tool", ToolErrorKind.DENIED)
+
+
+async def test_a_fail_run_tool_that_succeeds_changes_nothing(
+    start: Start, add: FunctionTool
+) -> None:
+    spec = scripted(
+        calls(("add", {"a": 1, "b": 2})),
+        {"text": "3"},
+        tools=[{"type": "function", "name": "add", **FAIL_RUN}],
+    )
+    async with start([add]) as client:
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+    assert result.status == "succeeded", result.error
+    assert result.text == "3"
+
+
+async def test_an_unknown_on_error_is_refused_at_submit(start: Start, add: FunctionTool) -> None:
+    spec = scripted(
+        {"text": "never"}, tools=[{"type": "function", "name": "add", "on_error": "ignore"}]
+    )
+    async with start([add]) as client:
+        with pytest.raises(ValidationError, match="on_error"):
+            await client.runs.submit(spec)
