@@ -83,6 +83,15 @@ def test_a_call_answered_at_planning_names_its_kind(
     assert (call.result.is_error, call.result.error_kind) == (True, kind)
 
 
+def test_a_malformed_call_block_is_invalid_input() -> None:
+    spec = RunSpec.model_validate({"model": "openai:gpt-x", "prompt": "hi"})
+    malformed = ProviderToolCall(id="c1", name="add", arguments="<x", parse_error="unclosed")
+    response = ModelResponse(text="", tool_calls=[malformed], finish_reason="tool-calls")
+    (call,) = plan_step(spec, [ADD], 0, response).calls
+    assert call.result is not None
+    assert call.result.error_kind == ToolErrorKind.INVALID_INPUT
+
+
 @pytest.mark.parametrize(
     ("output", "kind"),
     [
