@@ -131,8 +131,9 @@ class ProgressPrinter:
                 return f"  [dim]… {_call(name, call_id)} {_e(short(output))}[/]"
             case ev.ToolResult(tool_name=name, tool_call_id=call_id, output=output):
                 return f"  [green]←[/] {_call(name, call_id)} {_e(short(output))}"
-            case ev.ToolError(tool_name=name, tool_call_id=call_id, error=error):
-                return f"  [red]✗[/] {_call(name, call_id)} {_e(short(error))}"
+            case ev.ToolError(tool_name=name, tool_call_id=call_id, error=error, kind=kind):
+                shown = f"[dim]({_e(kind)})[/] " if kind is not None else ""
+                return f"  [red]✗[/] {_call(name, call_id)} {shown}{_e(short(error))}"
             case ev.FinishStep(step=step, finish_reason=reason, usage=usage):
                 return f"  [dim]step {step} done: {_e(reason)}, {usage.total_tokens} tokens[/]"
             case ev.ContextCompacted():

@@ -35,6 +35,7 @@ from agentq.orchestrator.core.keys import RUN_ID_PATTERN, call_job_id
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.loop.plan import CallPlan, error_result
 from agentq.orchestrator.runs.state import CallStatus
 from agentq.orchestrator.spec.resolution import child_spec_check
@@ -249,6 +250,7 @@ def _result_event(call_id: str, result: ToolResultPart) -> str:
             tool_call_id=call_id,
             tool_name=result.tool_name,
             error=result.output,
+            kind=result.error_kind,
         )
     return event_json(
         "tool-result",
@@ -266,7 +268,7 @@ def finish_call_args(call_id: str, result: ToolResultPart) -> FinishCall:
 
 
 def cancel_call_args(call_id: str, tool_name: str, reason: str) -> CancelCall:
-    result = error_result(call_id, tool_name, reason)
+    result = error_result(call_id, tool_name, reason, ToolErrorKind.CANCELLED)
     return CancelCall(
         call_id=call_id,
         result=result.model_dump_json(),
@@ -284,6 +286,7 @@ class ToolCallResult(BaseModel):
     output: Any = None
     is_error: bool = False
     error: str | None = None
+    error_kind: ToolErrorKind | None = None
     duration_s: float = 0.0
     # Images and other media in the output, as `{"media_type", "data"}` (base64).
     media: list[dict[str, str]] = Field(default_factory=list)
@@ -324,6 +327,7 @@ def call_result(call_id: str, fields: Mapping[str, str]) -> ToolCallResult | Non
         output=result.output,
         is_error=result.is_error,
         error=error,
+        error_kind=result.error_kind,
         duration_s=max(0.0, finished - created),
         media=media_parts(result.output),
         cancelled=fields.get(CallField.CANCELLED) == "1",

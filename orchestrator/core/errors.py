@@ -6,7 +6,8 @@
     │   └── RunConflictError     the run id is taken by a run of another spec
     ├── ToolError            the model: becomes a tool-error result it sees next step
     │   ├── ToolInputError       unparseable or schema-violating arguments
-    │   └── ToolTimeoutError     the call ran past its deadline
+    │   ├── ToolTimeoutError     the call ran past its deadline
+    │   └── ToolOutputTooLargeError  an output over a limit it cannot be cut to
     ├── RunError             the caller of the client API
     │   ├── RunNotFoundError
     │   ├── RunStateError        e.g. approving a call that is not awaiting approval
@@ -23,6 +24,10 @@ that a retry policy is a pure function of the error.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
+
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 
 
 class AgentqError(Exception):
@@ -50,15 +55,28 @@ class RunConflictError(SpecError):
 
 
 class ToolError(AgentqError):
-    """A tool call failed in a way the model should see and may recover from."""
+    """A tool call failed in a way the model should see and may recover from. Its
+    `kind` is the result's `error_kind`."""
+
+    kind: ClassVar[ToolErrorKind] = ToolErrorKind.EXECUTION
 
 
 class ToolInputError(ToolError):
     """The model's arguments could not be parsed or violate the tool's schema."""
 
+    kind = ToolErrorKind.INVALID_INPUT
+
 
 class ToolTimeoutError(ToolError):
     """The call did not finish before its deadline."""
+
+    kind = ToolErrorKind.TIMEOUT
+
+
+class ToolOutputTooLargeError(ToolError):
+    """The tool's output is over a limit and has no shorter faithful form."""
+
+    kind = ToolErrorKind.OUTPUT_TOO_LARGE
 
 
 class RunError(AgentqError):

@@ -24,6 +24,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from agentq.orchestrator.core.messages import Usage
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 
 EventType = Literal[
     "start",
@@ -272,6 +273,8 @@ class ToolError(_Event):
     tool_call_id: str
     tool_name: str
     error: Any = None
+    # None only for an error posted with a conversation's history, never for our calls.
+    kind: ToolErrorKind | None = None
 
 
 class GuardrailTripped(_Event):

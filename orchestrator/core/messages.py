@@ -13,6 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -45,6 +47,9 @@ class ToolResultPart(_Model):
     tool_name: str
     output: Any = None
     is_error: bool = False
+    # What kind of failure an error is (None on a success, and on an error result that
+    # came in with a conversation's history rather than from a call of ours).
+    error_kind: ToolErrorKind | None = None
     provider_executed: bool = False
 
 

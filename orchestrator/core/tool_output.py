@@ -17,6 +17,7 @@ from typing import Any
 from pydantic_core import to_jsonable_python
 
 from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 
 DEFAULT_MAX_OUTPUT_BYTES = 1_000_000
 # Deeper than any honest result; far below the recursion limits of the JSON
@@ -29,6 +30,10 @@ MAX_PROGRESS_BYTES = 16_000
 class UnusableOutput(Exception):
     """The output has no faithful JSON form; the message is for the model."""
 
+    def __init__(self, message: str, kind: ToolErrorKind = ToolErrorKind.EXECUTION) -> None:
+        super().__init__(message)
+        self.kind = kind
+
 
 def jsonable(value: Any, depth: int = 0) -> Any:
     """Plain JSON data for `value`, or UnusableOutput.
@@ -37,7 +42,9 @@ def jsonable(value: Any, depth: int = 0) -> Any:
     become text, other objects their pydantic serialization or `str()`.
     """
     if depth > MAX_DEPTH:
-        raise UnusableOutput(f"the output nests deeper than {MAX_DEPTH} levels")
+        raise UnusableOutput(
+            f"the output nests deeper than {MAX_DEPTH} levels", ToolErrorKind.OUTPUT_TOO_LARGE
+        )
     if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
@@ -102,14 +109,16 @@ def capped(output: Any, max_bytes: int) -> tuple[Any, bool]:
 
 
 def bounded_result(part: ToolResultPart, max_bytes: int) -> ToolResultPart:
-    """The result as stored and sent: plain JSON, capped; unusable output is a tool error."""
+    """The result as stored and sent: plain JSON, capped; unusable output is a tool error.
+    An output over `max_bytes` is cut, not refused: the model still reads its head."""
+    update: dict[str, Any] = {}
     try:
         output = jsonable(part.output)
-        is_error = part.is_error
     except UnusableOutput as exc:
-        output, is_error = f"the tool {part.tool_name!r} returned an unusable result: {exc}", True
+        output = f"the tool {part.tool_name!r} returned an unusable result: {exc}"
+        update = {"is_error": True, "error_kind": exc.kind}
     output, _ = capped(output, max_bytes)
-    return part.model_copy(update={"output": output, "is_error": is_error})
+    return part.model_copy(update={**update, "output": output})
 
 
 def progress_value(value: Any) -> Any:

@@ -28,6 +28,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.core.tool_errors import OnError, ToolErrorKind
 from agentq.orchestrator.loop.coercion import coerce_input
 from agentq.orchestrator.output.instructions import OUTPUT_TOOL
 from agentq.orchestrator.output.judge import (
@@ -69,6 +70,8 @@ class CallPlan(BaseModel):
     result: ToolResultPart | None = None
     # Where its input was coerced to the schema (orchestrator/loop/coercion.py), if anywhere.
     coerced: list[str] = Field(default_factory=list)
+    # Read by the result's transition (prelude.lua: tool_failure): fail-run ends the run.
+    on_error: OnError = OnError.MODEL
 
 
 class Answers(BaseModel):
@@ -173,9 +176,7 @@ def plan_step(
     calls = [
         _plan_call(call_id, raw, by_name, answers.approvals.get(call_id))
         if call_id not in answers.tool_trips
-        else _error_call(
-            call_id, raw.name, lenient_parse(raw.arguments), answers.tool_trips[call_id].message
-        )
+        else _tripped_call(call_id, raw, by_name.get(raw.name), answers.tool_trips[call_id])
         for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
     ]
     facts = StepFacts(
@@ -235,7 +236,10 @@ def _answer_output_call(
     not run, the run ends), or refused with what is wrong, as any invalid input is."""
     if not verdict.valid:
         text = verdict.retry(output.mode)
-        answer.status, answer.result = CallStatus.DONE, error_result(answer.id, OUTPUT_TOOL, text)
+        answer.status, answer.result = (
+            CallStatus.DONE,
+            error_result(answer.id, OUTPUT_TOOL, text, ToolErrorKind.INVALID_INPUT),
+        )
         answer.queue = None
         return
     for call in planned.local_calls:
@@ -244,8 +248,15 @@ def _answer_output_call(
                 tool_call_id=call.id, tool_name=OUTPUT_TOOL, output="Final result accepted."
             )
         else:
-            result = error_result(call.id, call.name, "Not run: the final answer came first.")
+            result = error_result(
+                call.id,
+                call.name,
+                "Not run: the final answer came first.",
+                ToolErrorKind.CANCELLED,
+            )
         call.status, call.result, call.queue = CallStatus.DONE, result, None
+        # Not run is not a failure of the tool: the run ends with the answer.
+        call.on_error = OnError.MODEL
 
 
 def call_ids(step: int, response: ModelResponse) -> list[str]:
@@ -305,7 +316,13 @@ def _plan_call(
             ),
         )
     if raw.parse_error is not None:
-        return _error_call(call_id, raw.name, lenient_parse(raw.arguments), raw.parse_error)
+        return _error_call(
+            call_id,
+            raw.name,
+            lenient_parse(raw.arguments),
+            raw.parse_error,
+            ToolErrorKind.INVALID_INPUT,
+        )
     tool = by_name.get(raw.name)
     if tool is None:
         available = ", ".join(sorted(by_name)) or "none"
@@ -314,11 +331,13 @@ def _plan_call(
             raw.name,
             lenient_parse(raw.arguments),
             f"Model tried to call unavailable tool {raw.name!r}. Available tools: {available}.",
+            ToolErrorKind.NO_SUCH_TOOL,
         )
     try:
         value, coerced = checked_input(tool, raw.arguments)
     except ToolInputError as exc:
-        return _error_call(call_id, raw.name, lenient_parse(raw.arguments), exc.message)
+        refused = lenient_parse(raw.arguments)
+        return _error_call(call_id, raw.name, refused, exc.message, exc.kind, tool.on_error)
     return CallPlan(
         id=call_id,
         name=tool.name,
@@ -330,6 +349,7 @@ def _plan_call(
         timeout_s=tool.timeout_s,
         park_timeout_s=tool.park_timeout_s,
         start_queue=tool.start_queue,
+        on_error=tool.on_error,
     )
 
 
@@ -348,18 +368,38 @@ def status_after_approval(tool: ToolDef) -> CallStatus:
     return CallStatus.AWAITING_RESULT if tool.queue is None else CallStatus.QUEUED
 
 
-def _error_call(call_id: str, name: str, value: Any, message: str) -> CallPlan:
+def _tripped_call(
+    call_id: str, raw: ProviderToolCall, tool: ToolDef | None, trip: Trip
+) -> CallPlan:
+    """A call a `tool_input` guardrail refused: not run, a denial its tool's on_error
+    treats as any other error."""
+    on_error = tool.on_error if tool is not None else OnError.MODEL
+    value = lenient_parse(raw.arguments)
+    return _error_call(call_id, raw.name, value, trip.message, ToolErrorKind.DENIED, on_error)
+
+
+def _error_call(
+    call_id: str,
+    name: str,
+    value: Any,
+    message: str,
+    kind: ToolErrorKind,
+    on_error: OnError = OnError.MODEL,
+) -> CallPlan:
     return CallPlan(
         id=call_id,
         name=name,
         input=value,
         status=CallStatus.DONE,
-        result=error_result(call_id, name, message),
+        result=error_result(call_id, name, message, kind),
+        on_error=on_error,
     )
 
 
-def error_result(call_id: str, name: str, message: str) -> ToolResultPart:
-    return ToolResultPart(tool_call_id=call_id, tool_name=name, output=message, is_error=True)
+def error_result(call_id: str, name: str, message: str, kind: ToolErrorKind) -> ToolResultPart:
+    return ToolResultPart(
+        tool_call_id=call_id, tool_name=name, output=message, is_error=True, error_kind=kind
+    )
 
 
 def parse_arguments(arguments: str | dict[str, Any] | list[Any] | None) -> Any:

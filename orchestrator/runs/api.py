@@ -38,6 +38,7 @@ from agentq.orchestrator.core.events import Event, event_json
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, child_run_id
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.core.tool_output import bounded_result
 from agentq.orchestrator.loop.plan import (
     CallPlan,
@@ -567,7 +568,9 @@ class Runs:
             denial = f"The user denied the call to {call.name!r}" + (
                 f": {reason}" if reason else "."
             )
-            completion = result_args(run_id, step, error_result(call_id, call.name, denial))
+            completion = result_args(
+                run_id, step, error_result(call_id, call.name, denial, ToolErrorKind.DENIED)
+            )
             transition = ResolveApproval(
                 run_id=run_id,
                 step=step,
@@ -595,6 +598,7 @@ class Runs:
                 call_id,
                 call.name,
                 output if isinstance(output, str) else json.dumps(output, default=str),
+                ToolErrorKind.EXECUTION,
             )
             if is_error
             else ToolResultPart(tool_call_id=call_id, tool_name=call.name, output=output)
@@ -652,7 +656,7 @@ class Runs:
 
     async def _after(self, outcome: Outcome, args: TransitionInput, hops: tracing.Hops) -> None:
         hops.sent(enqueued_job_ids(args, outcome))
-        if outcome == Outcome.FINISHED:
+        if outcome in (Outcome.FINISHED, Outcome.FAILED):
             await run_ended(self.store, args.run_id)
 
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart, Usage
 from agentq.orchestrator.core.run_ids import ParentLink, child_run_id
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.runs.state import (
     CHILD_USAGE_FIELDS,
     TERMINAL_STATUSES,
@@ -35,6 +36,7 @@ class ToolResultRecord(BaseModel):
     name: str
     output: Any = None
     is_error: bool = False
+    error_kind: ToolErrorKind | None = None
     provider_executed: bool = False
 
 
@@ -88,6 +90,7 @@ def _result_record(part: ToolResultPart) -> ToolResultRecord:
         name=part.tool_name,
         output=part.output,
         is_error=part.is_error,
+        error_kind=part.error_kind,
         provider_executed=part.provider_executed,
     )
 

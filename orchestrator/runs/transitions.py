@@ -162,6 +162,7 @@ def result_events(
                 step=step,
                 tool_call_id=result.tool_call_id,
                 tool_name=result.tool_name,
+                kind=result.error_kind,
                 **shown,
             )
         ]

@@ -117,6 +117,7 @@ def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -
             "retry": entry.retry,
             "coerce": entry.coerce,
             "max_output_bytes": entry.max_output_bytes,
+            "on_error": entry.on_error,
         }
         if name != own:
             update["source_name"] = tool.served_name

@@ -46,6 +46,7 @@ from pydantic import (
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec_model import SpecModel
+from agentq.orchestrator.core.tool_errors import OnError
 from agentq.orchestrator.policy.approval_rules import ApprovalRule, NeedsApproval
 from agentq.orchestrator.policy.providers import ProviderInfo
 
@@ -95,6 +96,7 @@ class ToolSpecBase(SpecModel):
     # Larger outputs are cut, with a marker the model sees (default: the worker's
     # AGENTQ_MAX_TOOL_OUTPUT_BYTES).
     max_output_bytes: int | None = Field(default=None, gt=0)
+    on_error: OnError = OnError.MODEL
     # Wrappers any kind gets: keep only these tools (by their own names) …
     tools: list[str] | None = None
     # … and expose them as prefix + own name.
@@ -152,6 +154,7 @@ class ToolDef(BaseModel):
     # The run's `tool_output` guardrails, asked about each result a worker's call of the
     # tool gives (stamped at submit: the worker that runs the call reads only the tool).
     output_guards: list[str] = Field(default_factory=list, exclude_if=lambda names: not names)
+    on_error: OnError = OnError.MODEL
     # The tool's own name where it is served, when the run exposes it as another.
     source_name: str | None = None
     config: SerializeAsAny[KindConfig] | None = None

@@ -140,3 +140,12 @@ def test_a_stale_attempts_reasoning_is_dropped() -> None:
     show.show(event(3, "reasoning-delta", step=0, attempt=2, delta="fresh"))
     assert "stale" not in out.getvalue()
     assert "fresh" in out.getvalue()
+
+
+def test_a_tool_error_shows_its_kind() -> None:
+    show, out = printer()
+    show.show(event(1, "tool-error", step=0, tool_call_id="c1", tool_name="t", error="slow"))
+    show.show(
+        event(2, "tool-error", step=0, tool_call_id="c2", tool_name="t", error="x", kind="timeout")
+    )
+    assert out.getvalue().splitlines() == ["  ✗ t#c1 slow", "  ✗ t#c2 (timeout) x"]

@@ -81,6 +81,9 @@ def test_useChat_transport_reads_a_durable_run(chat_server: ServeProcess) -> Non
         "tool-fail": "output-error",
         "tool-pick_color": "output-available",
     }
+    # The error's kind rides where the client keeps it on the part.
+    (failed,) = [p for p in parts if p["type"] == "tool-fail"]
+    assert failed["resultProviderMetadata"] == {"agentq": {"errorKind": "execution"}}
     assert report["message"]["id"]
     reasoning = [p for p in parts if p["type"] == "reasoning"]
     assert [(p["text"], p.get("state")) for p in reasoning] == [

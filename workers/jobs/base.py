@@ -132,7 +132,7 @@ async def _fail_internal(deps: WorkerDeps, envelope: JobEnvelope, exc: Exception
 async def answered(deps: WorkerDeps, envelope: JobEnvelope, work: Awaitable[Reply | None]) -> None:
     """End the parent run's span when the answer a job posted finished it."""
     reply = await work
-    if reply is not None and reply.outcome == Outcome.FINISHED:
+    if reply is not None and reply.outcome in (Outcome.FINISHED, Outcome.FAILED):
         parent = envelope.run_id
         if envelope.kind == JobKind.CHILD_ENDED:
             meta = await deps.store.meta(envelope.run_id)

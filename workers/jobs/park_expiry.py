@@ -12,6 +12,7 @@ from typing import Any
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, JobKind
 from agentq.orchestrator.core.jobs import job_id
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.loop.plan import CallPlan, error_result
 from agentq.orchestrator.runs.state import CallStatus, ExpireParked
 from agentq.orchestrator.runs.transitions import enqueued_job_ids, result_args
@@ -38,7 +39,10 @@ async def _park_expiry(deps: WorkerDeps, envelope: JobEnvelope) -> None:
     within = f"within {call.park_timeout_s:g} s" if call.park_timeout_s is not None else "in time"
     wanted = "approved" if status == CallStatus.AWAITING_APPROVAL else "given a result"
     result = error_result(
-        call.id, call.name, f"The call to {call.name!r} was not {wanted} {within}."
+        call.id,
+        call.name,
+        f"The call to {call.name!r} was not {wanted} {within}.",
+        ToolErrorKind.TIMEOUT,
     )
     hops = tracing.Hops(run_id)
     args = hops.stamp(result_args(run_id, step, result, completion=ExpireParked))

@@ -15,6 +15,7 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.calls.home import CallHome, RunCallHome
 from agentq.orchestrator.core.envelopes import TOOLS_QUEUE, JobEnvelope, JobKind
 from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.core.tool_output import bounded_result
 from agentq.orchestrator.loop.plan import error_result
 from agentq.orchestrator.tools import ToolDef
@@ -55,10 +56,14 @@ async def execute_call(ctx: dict[str, Any], deps: WorkerDeps, home: CallHome) ->
                 call.name,
                 f"the call to {call.name!r} was attempted {deps.max_deliveries} times "
                 "and its worker died each time",
+                ToolErrorKind.EXECUTION,
             )
         elif tool is None:
             result = error_result(
-                call.id, call.name, f"tool {call.name!r} is not defined in this run"
+                call.id,
+                call.name,
+                f"tool {call.name!r} is not defined in this run",
+                ToolErrorKind.NO_SUCH_TOOL,
             )
         else:
             result = await execute(home, deps.executors.get(tool.kind), tool, call, attempt)
@@ -82,7 +87,9 @@ async def _guarded_output(
     try:
         trip = await guards.tool_output_trip(deps.store, home.stream_id, home.step, tool, result)
     except HookFailed as exc:
-        return error_result(result.tool_call_id, result.tool_name, exc.message)
+        return error_result(
+            result.tool_call_id, result.tool_name, exc.message, ToolErrorKind.EXECUTION
+        )
     if trip is None:
         return result
     await home.emit(
@@ -93,4 +100,4 @@ async def _guarded_output(
         guardrail=trip.guardrail,
         reason=trip.reason,
     )
-    return error_result(result.tool_call_id, result.tool_name, trip.message)
+    return error_result(result.tool_call_id, result.tool_name, trip.message, ToolErrorKind.DENIED)

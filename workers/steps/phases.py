@@ -367,7 +367,7 @@ async def commit(
         args = args.model_copy(update={"batch": True})
     committed = await deps.store.commit_step(args, ride=ride)
     hops.sent(enqueued_job_ids(args, committed.outcome))
-    if committed.outcome == Outcome.FINISHED:
+    if committed.outcome in (Outcome.FINISHED, Outcome.FAILED):
         deps.histories.drop(run_id)  # no step of the run comes next
     if committed.outcome in (Outcome.FINISHED, Outcome.FAILED):
         await run_ended(deps.store, run_id)

@@ -24,6 +24,7 @@ from agentq.orchestrator.core.messages import ToolResultPart, Usage
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, ParentLink, child_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.templating import TemplateError
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan, error_result
 from agentq.orchestrator.runs.children import ChildOf, child_spec
 from agentq.orchestrator.runs.state import (
@@ -185,7 +186,9 @@ async def _over_submit_rate(
 
 async def _refuse(store: RunStore, run_id: str, step: int, call: CallPlan, why: str) -> Reply:
     message = f"The sub-agent {call.name!r} {why}."
-    return await answer_parked(store, run_id, step, error_result(call.id, call.name, message))
+    return await answer_parked(
+        store, run_id, step, error_result(call.id, call.name, message, ToolErrorKind.EXECUTION)
+    )
 
 
 async def _agent_call_rank(store: RunStore, run_id: str, step: int, call_id: str) -> int:
@@ -214,10 +217,10 @@ def child_result(
         return ToolResultPart(tool_call_id=link.call_id, tool_name=tool_name, output=text)
     if status == "failed":
         failure = RunFailure.model_validate_json(meta[MetaField.ERROR])
-        why = f"failed: {failure.message}"
+        why, kind = f"failed: {failure.message}", ToolErrorKind.EXECUTION
     else:
-        why = "was cancelled"
-    return error_result(link.call_id, tool_name, f"The sub-agent run {child_id} {why}.")
+        why, kind = "was cancelled", ToolErrorKind.CANCELLED
+    return error_result(link.call_id, tool_name, f"The sub-agent run {child_id} {why}.", kind)
 
 
 async def child_ended(store: RunStore, envelope: JobEnvelope) -> Reply | None:

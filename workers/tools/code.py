@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from agentq.orchestrator.core.envelopes import SANDBOX_QUEUE
-from agentq.orchestrator.core.errors import ToolError
+from agentq.orchestrator.core.errors import ToolError, ToolOutputTooLargeError
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.orchestrator.tools.code import CodeToolConfig
 from agentq.sandbox import (
@@ -184,7 +184,9 @@ class CodeExecutor:
         output = result_output(result, request.limits.output_bytes)
         size = len(json.dumps(output))
         if size > MAX_RESULT_BYTES:
-            raise ToolError(f"the code's result is {size} bytes, over {MAX_RESULT_BYTES}")
+            raise ToolOutputTooLargeError(
+                f"the code's result is {size} bytes, over {MAX_RESULT_BYTES}"
+            )
         return output
 
     async def release_run(self, run_id: str) -> None:

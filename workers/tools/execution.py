@@ -13,6 +13,7 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.calls.home import CallHome
 from agentq.orchestrator.core.errors import ToolError
 from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.core.tool_output import progress_value
 from agentq.orchestrator.loop.plan import CallPlan, error_result
 from agentq.orchestrator.loop.tool_retry import retry_delay_s
@@ -35,7 +36,10 @@ async def execute(
     """Execute a claimed call with the worker's executor of its tool's kind."""
     if executor is None:
         return error_result(
-            call.id, call.name, f"this worker cannot run {tool.kind} tools (misrouted call)"
+            call.id,
+            call.name,
+            f"this worker cannot run {tool.kind} tools (misrouted call)",
+            ToolErrorKind.EXECUTION,
         )
 
     async def progress(value: Any) -> None:
@@ -95,7 +99,7 @@ async def _run_executor(
                 tool.retry, executions, exc.retryable, deadline_at - time.time()
             )
             if delay_s is None:
-                return error_result(call.id, call.name, exc.message)
+                return error_result(call.id, call.name, exc.message, exc.kind)
             log.info(
                 "tool %s failed (%s); execution %d in %g s", call.name, exc, executions + 1, delay_s
             )
@@ -105,7 +109,9 @@ async def _run_executor(
             if is_transient_redis(exc):
                 raise  # Redis failed under the tool (progress, elicitation): run it again
             tracing.record_exception(exc)
-            return error_result(call.id, call.name, f"{type(exc).__name__}: {exc}")
+            return error_result(
+                call.id, call.name, f"{type(exc).__name__}: {exc}", ToolErrorKind.EXECUTION
+            )
     return ToolResultPart(
         tool_call_id=call.id,
         tool_name=call.name,

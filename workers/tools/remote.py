@@ -42,6 +42,7 @@ from agentq.orchestrator.core.envelopes import (
 from agentq.orchestrator.core.keys import lease_deadline, lease_done
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.run_ids import call_idempotency_key
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.core.tool_output import bounded_result, progress_value
 from agentq.orchestrator.loop.plan import error_result
 from agentq.orchestrator.redis.connect import is_cluster
@@ -332,6 +333,7 @@ class RemoteLeases:
                 call.name,
                 f"the call to {call.name!r} was leased {self.max_deliveries} times "
                 "and each lease lapsed",
+                ToolErrorKind.EXECUTION,
             )
             await self._record(held, crashed)
             await self._end(lease_id, held.job_id, held.queue)
@@ -416,7 +418,13 @@ class RemoteLeases:
         call = await self._home(held).call()
         if call is not None:
             await self._record(
-                held, error_result(call.id, call.name, f"the call to {call.name!r} timed out")
+                held,
+                error_result(
+                    call.id,
+                    call.name,
+                    f"the call to {call.name!r} timed out",
+                    ToolErrorKind.TIMEOUT,
+                ),
             )
         await self._end(lease_id, held.job_id, held.queue, _ended(_TIMED_OUT, held.holder_id))
         raise CallTimedOut(lease_id)
@@ -455,7 +463,11 @@ class RemoteLeases:
             await self._end(lease_id, held.job_id, held.queue, _ended(_ANSWERED, held.holder_id))
             return False
         result = ToolResultPart(
-            tool_call_id=call.id, tool_name=call.name, output=output, is_error=is_error
+            tool_call_id=call.id,
+            tool_name=call.name,
+            output=output,
+            is_error=is_error,
+            error_kind=ToolErrorKind.EXECUTION if is_error else None,
         )
         recorded = await self._record(held, result)
         await self._end(lease_id, held.job_id, held.queue, _ended(_ANSWERED, held.holder_id))

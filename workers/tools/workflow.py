@@ -18,6 +18,7 @@ from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
 from agentq.orchestrator.core.templating import render
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.loop.plan import CallPlan, error_result, parse_arguments, validate_input
 from agentq.orchestrator.output.validation import schema_problems
 from agentq.orchestrator.policy.model_ref import ModelRef
@@ -103,11 +104,11 @@ class WorkflowCall:
         name, call_id = self.call.name, self.call.id
         if outcome.status == "failed":
             message = f"The workflow node {node!r} failed: {outcome.error}"
-            result = error_result(call_id, name, message)
+            result = error_result(call_id, name, message, ToolErrorKind.EXECUTION)
         elif node == self.graph.output_node.id:
             if outcome.status == "skipped":
                 message = f"The workflow ended without reaching its output node {node!r}."
-                result = error_result(call_id, name, message)
+                result = error_result(call_id, name, message, ToolErrorKind.EXECUTION)
             else:
                 result = ToolResultPart(tool_call_id=call_id, tool_name=name, output=outcome.output)
         if result is None:

@@ -15,6 +15,7 @@ from typing import Any
 
 from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core.events import Event
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.runs.result import StepResult
 
 Chunk = dict[str, Any]
@@ -38,6 +39,13 @@ def _error_text(value: Any) -> str:
     if isinstance(value, dict) and isinstance(value.get("message"), str):
         return str(value["message"])
     return json.dumps(value, default=str)
+
+
+def _error_kind(kind: ToolErrorKind | None) -> Chunk:
+    """The error's kind where the `ai` client keeps it on the tool part: the chunk schema
+    has no field of its own for it, and `providerMetadata` is the namespaced map it
+    keeps on the part (`part.resultProviderMetadata.agentq.errorKind`)."""
+    return {} if kind is None else {"providerMetadata": {"agentq": {"errorKind": kind.value}}}
 
 
 class UIChunks:
@@ -140,7 +148,11 @@ class UIChunks:
             if result is None:
                 continue
             chunks.append(
-                {"type": "tool-output-error", "errorText": _error_text(result.output)}
+                {
+                    "type": "tool-output-error",
+                    "errorText": _error_text(result.output),
+                    **_error_kind(result.error_kind),
+                }
                 if result.is_error
                 else {"type": "tool-output-available", "output": result.output}
             )
@@ -202,6 +214,7 @@ class UIChunks:
                         "type": "tool-output-error",
                         "toolCallId": call_id,
                         "errorText": _error_text(error),
+                        **_error_kind(event.kind),
                     }
                 ]
             case ev.FinishStep():

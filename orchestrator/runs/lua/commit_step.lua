@@ -5,6 +5,7 @@
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
 --         finishes_now, next_job, batch, output?, follow
 -- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once)
+--         FAILED (a call answered at once with an error its tool's on_error fail-run ends the run on)
 --         UNKNOWN_RUN | CLOSED | STALE | DUPLICATE (committed before)
 -- Effects the step hash (resp written once; the structured output the step gave), usage
 --         totals (batch-priced ones apart), the assistant message and the messages that
@@ -33,6 +34,11 @@ for _, c in ipairs(A.calls) do
   if c.result then redis.call('HSET', step, S.RESULT .. c.id, c.result) end
 end
 emit_all(A.events)
+-- A call refused at once (its input) whose tool says on_error fail-run: nothing runs.
+for _, c in ipairs(A.calls) do
+  local failure = c.result and tool_failure(A.step, c.call, c.result)
+  if failure then return reply(fail(failure)) end
+end
 for _, job in ipairs(A.jobs) do enqueue_run_job(job) end
 if A.finishes_now then return reply(succeed(step)) end
 if A.parked > 0 then redis.call('HSET', meta, F.STATUS, RUN.AWAITING) end

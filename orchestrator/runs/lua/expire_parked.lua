@@ -2,7 +2,7 @@
 -- gets its error result, the model sees it, the run goes on. A no-op once resolved.
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    ExpireParked: step, call_id, result, events, next_job
--- Replies RECORDED | CONTINUED | FINISHED
+-- Replies RECORDED | CONTINUED | FINISHED | FAILED (on_error fail-run, as record_result)
 --         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
 --         WRONG_STATE {call_status}  the call is no longer parked (resolved in time)
 -- Effects parked - 1, then as record_result.

@@ -6,6 +6,4 @@
 local status = redis.call('HGET', meta, F.STATUS)
 if not status then return reply(OUT.UNKNOWN_RUN) end
 if is_terminal(status) then return reply(OUT.CLOSED) end
-redis.call('HSET', meta, F.ERROR, cjson.encode(A.error))
-finish_run(RUN.FAILED, 'error', {error = A.error})
-return reply(OUT.FAILED)
+return reply(fail(A.error))

@@ -1,7 +1,7 @@
 -- post_result: the result of a call awaiting one (a client tool) is posted from outside.
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    PostResult: step, call_id, result, events, next_job, child_usage (a sub-agent's)
--- Replies RECORDED | CONTINUED | FINISHED
+-- Replies RECORDED | CONTINUED | FINISHED | FAILED (on_error fail-run, as record_result)
 --         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
 --         WRONG_STATE {call_status}  the call does not await a result (e.g. posted twice)
 -- Effects parked - 1 (status running when none is left), the child's usage added to the

@@ -123,6 +123,28 @@ local function finish_run(status, ev_type, fields, output)
   redis.call('PUBLISH', K.RUN_ENDED, A.run_id)
 end
 
+-- The run cannot go on: record why (a RunFailure), once.
+local function fail(failure)
+  redis.call('HSET', meta, F.ERROR, cjson.encode(failure))
+  finish_run(RUN.FAILED, 'error', {error = failure})
+  return OUT.FAILED
+end
+
+-- The failure a call's result ends the run with, or nil: an error of a call whose tool
+-- says on_error fail-run (the call's record, `call`, is CallPlan JSON; `result`
+-- ToolResultPart JSON). The result itself is kept and its event sent first.
+local function tool_failure(n, call, result)
+  if cjson.decode(call).on_error ~= ON_ERROR.FAIL_RUN then return nil end
+  local part = cjson.decode(result)
+  if not part.is_error then return nil end
+  local kind = part.error_kind ~= cjson.null and part.error_kind or nil
+  local said = type(part.output) == "string" and part.output or cjson.encode(part.output)
+  return {type = FAILURE.TOOL, step = n, tool = part.tool_name, call_id = part.tool_call_id,
+          error_kind = kind,
+          message = string.format("the call %s to tool %q failed (%s): %s", part.tool_call_id,
+                                  part.tool_name, kind or "error", said)}
+end
+
 local function succeed(step)
   local text = redis.call('HGET', step, S.TEXT) or ''
   local reason = redis.call('HGET', step, S.FINISH_REASON) or 'stop'
@@ -178,6 +200,8 @@ local function record(n, id, result, result_events, next_job)
   moved()
   redis.call('HSET', step, S.CALL_STATUS .. id, CALL.DONE)
   emit_all(result_events)
+  local failure = tool_failure(n, redis.call('HGET', step, S.CALL .. id), result)
+  if failure then return fail(failure) end
   if redis.call('HINCRBY', step, S.PENDING, -1) > 0 then return OUT.RECORDED end
   return join(n, next_job)
 end

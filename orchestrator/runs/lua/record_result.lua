@@ -2,6 +2,7 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    RecordResult: step, call_id, result, events, next_job
 -- Replies RECORDED (others pending) | CONTINUED | FINISHED (this one joined)
+--         FAILED        an error of a call whose tool says on_error fail-run
 --         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
 --         DUPLICATE     the call has its result (a re-delivered job)
 --         WRONG_STATE {call_status}  the call is parked: only its resolution records it

@@ -6,7 +6,8 @@
 --         a sub-agent's child run, a workflow's nodes), call (its record with an edited
 --         input, when the approver edited it);
 --         denied: result, events, next_job
--- Replies APPROVED | RECORDED | CONTINUED | FINISHED (a denial recorded)
+-- Replies APPROVED | RECORDED | CONTINUED | FINISHED | FAILED (a denial recorded; FAILED:
+--         on_error fail-run, as record_result)
 --         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
 --         WRONG_STATE {call_status}  the call does not await approval (e.g. resolved twice)
 -- Effects a `tool-approval-response` event; approved: the call's record (edited), its next

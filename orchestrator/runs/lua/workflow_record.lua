@@ -7,7 +7,7 @@
 --         the call's result, with result events and next_job as record_result, and
 --         usage (its llm nodes'), added to the run's children's usage.
 -- Replies RECORDED    the outcome is written (or was: DUPLICATE); ready successors queued
---         CONTINUED | FINISHED  with `final`: the call is answered, as record_result
+--         CONTINUED | FINISHED | FAILED  with `final`: the call is answered, as record_result
 --         DUPLICATE   the outcome was written before (a re-delivered job): its
 --                     successors are queued again (a no-op when they were)
 --         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL

@@ -7,6 +7,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
+
 
 class FailureKind(StrEnum):
     PROVIDER = "provider"  # the model provider refused or kept failing
@@ -15,6 +17,7 @@ class FailureKind(StrEnum):
     LIMIT = "limit"  # a limit of the deployment or the spec (its run tree's steps) was reached
     OUTPUT_INVALID = "output-invalid"  # no valid structured output within its retries
     GUARDRAIL_TRIPPED = "guardrail-tripped"  # an input or output guardrail tripped
+    TOOL = "tool"  # a tool whose on_error is fail-run failed (prelude.lua: tool_failure)
 
 
 class RunFailure(BaseModel):
@@ -32,3 +35,7 @@ class RunFailure(BaseModel):
     # output-invalid: the model's last attempt (parsed when it parsed, else its text); left
     # out of the JSON of every other failure.
     attempt: Any = Field(default=None, exclude_if=lambda value: value is None)
+    # tool: the call that failed, its tool and its error's kind.
+    tool: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    call_id: str | None = Field(default=None, exclude_if=lambda value: value is None)
+    error_kind: ToolErrorKind | None = Field(default=None, exclude_if=lambda value: value is None)

@@ -12,7 +12,9 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.tool_errors import OnError
 from agentq.orchestrator.runs.state import status
+from agentq.orchestrator.runs.state.failure import FailureKind
 from agentq.orchestrator.runs.state.history import (
     HISTORY_INLINE_MAX,
     TOOL_RESULTS_REF,
@@ -31,6 +33,8 @@ ENUM_TABLES: dict[str, type[StrEnum]] = {
     "OUT": status.Outcome,
     "F": status.MetaField,
     "S": status.StepField,
+    "ON_ERROR": OnError,
+    "FAILURE": FailureKind,
 }
 
 KEY_CONSTANTS: dict[str, str] = {

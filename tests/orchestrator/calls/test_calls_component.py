@@ -21,6 +21,7 @@ from agentq.orchestrator.calls.store import CallStore
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunConflictError, UnknownToolError
 from agentq.orchestrator.core.messages import ToolResultPart
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.loop.plan import error_result
 from agentq.orchestrator.runs.state import CallStatus, Outcome
 from agentq.orchestrator.tools import ToolDef
@@ -175,7 +176,7 @@ async def test_call_transitions_are_write_once() -> None:
         assert ToolDef.model_validate_json(claimed.tool).name == "add"
 
         first = ToolResultPart(tool_call_id="c1", tool_name="add", output=1)
-        second = error_result("c1", "add", "late")
+        second = error_result("c1", "add", "late", ToolErrorKind.EXECUTION)
         assert (await store.finish(finish_call_args("c1", first))).outcome == Outcome.RECORDED
         assert (await store.finish(finish_call_args("c1", second))).outcome == Outcome.DUPLICATE
         # A re-delivered job finds the result and does not execute.

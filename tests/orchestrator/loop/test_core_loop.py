@@ -9,6 +9,7 @@ import pytest
 from agentq.orchestrator.core.errors import ToolInputError
 from agentq.orchestrator.core.messages import TextPart, ToolCallPart, ToolResultPart, Usage
 from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.loop.plan import (
     StepPlan,
     error_result,
@@ -427,8 +428,12 @@ def test_status_after_approval(tool: ToolDef, status: str) -> None:
 
 
 def test_error_result() -> None:
-    assert error_result("c1", "add", "boom") == ToolResultPart(
-        tool_call_id="c1", tool_name="add", output="boom", is_error=True
+    assert error_result("c1", "add", "boom", ToolErrorKind.EXECUTION) == ToolResultPart(
+        tool_call_id="c1",
+        tool_name="add",
+        output="boom",
+        is_error=True,
+        error_kind=ToolErrorKind.EXECUTION,
     )
 
 

@@ -83,6 +83,21 @@ async def test_tool_mode_ends_when_the_final_answer_tool_is_called_validly(
     assert [s.index for s in result.steps] == [0, 1, 2]
 
 
+async def test_a_fail_run_call_the_final_answer_came_before_does_not_fail_the_run(
+    client: Client,
+) -> None:
+    spec = scripted(
+        calls((OUTPUT_TOOL, GOOD), ("add", {"a": 1, "b": 2})),
+        tools=[{"type": "function", "name": "add", "on_error": "fail-run"}],
+        output={"schema": INVOICE, "mode": "tool"},
+    )
+    result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+    assert result.succeeded, result.error
+    assert result.output == GOOD
+    skipped = result.steps[0].tool_results[1]
+    assert (skipped.name, skipped.error_kind) == ("add", "cancelled")
+
+
 async def test_retries_spent_fail_the_run_as_output_invalid_with_the_last_attempt(
     client: Client,
 ) -> None:

@@ -17,6 +17,7 @@ from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError, ToolError
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools import ToolAnnouncement
@@ -109,7 +110,7 @@ async def test_a_client_tool_nobody_answers_becomes_a_tool_error(start: Start) -
         events = await all_events(client, run_id)
     assert result.status == "succeeded", result.error
     (part,) = tool_message_parts(result.messages)
-    assert part.is_error
+    assert (part.is_error, part.error_kind) == (True, ToolErrorKind.TIMEOUT)
     assert part.output == "The call to 'ask_user' was not given a result within 0.2 s."
     assert [e.type for e in events].count("tool-error") == 1
 
@@ -126,7 +127,7 @@ async def test_an_approval_nobody_gives_becomes_a_tool_error(start: Start) -> No
         result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
     assert result.status == "succeeded", result.error
     (part,) = tool_message_parts(result.messages)
-    assert part.is_error
+    assert (part.is_error, part.error_kind) == (True, ToolErrorKind.TIMEOUT)
     assert part.output == "The call to 'transfer' was not approved within 0.2 s."
 
 

@@ -105,4 +105,5 @@ def test_a_stored_spec_parses_where_the_kind_is_not_loaded() -> None:
         "names": ["x"],
         "needs_approval": False,
         "coerce": True,
+        "on_error": "model",
     }

@@ -198,12 +198,20 @@ async def test_tool_guards_turn_a_trip_into_a_tool_error(
     assert result.succeeded, result.error
     # The tripped input was never run; the tripped output never reached the model.
     assert RAN == ["ls", "cat secrets"]
-    assert [[(r.output, r.is_error) for r in s.tool_results] for s in result.steps[:2]] == [
+    assert [
+        [(r.output, r.is_error, r.error_kind) for r in s.tool_results] for s in result.steps[:2]
+    ] == [
         [
-            ("ran ls", False),
-            ("tool_input guardrail 'no_deletes' tripped: deletes are not allowed", True),
+            ("ran ls", False, None),
+            ("tool_input guardrail 'no_deletes' tripped: deletes are not allowed", True, "denied"),
         ],
-        [("tool_output guardrail 'no_passwords' tripped: the output shows a password", True)],
+        [
+            (
+                "tool_output guardrail 'no_passwords' tripped: the output shows a password",
+                True,
+                "denied",
+            )
+        ],
     ]
     trips = [e.model_dump(exclude={"seq", "at", "run_id"}) for e in events]
     trips = [e for e in trips if e["type"] == "guardrail-tripped"]
@@ -231,6 +239,27 @@ async def test_tool_guards_turn_a_trip_into_a_tool_error(
         ("tool_input", "shell"),
         ("tool_output", "shell"),
     }
+
+
+@pytest.mark.parametrize("cmd", ["delete all", "cat secrets"], ids=["tool_input", "tool_output"])
+async def test_a_trip_on_a_fail_run_tool_ends_the_run(
+    start: Start, tool_checks: list[GuardCheck], cmd: str
+) -> None:
+    spec = scripted(
+        calls(("shell", {"cmd": cmd})),
+        {"text": "never asked"},
+        tools=[{"type": "function", "name": "shell", "on_error": "fail-run"}],
+        guardrails=TOOL_GUARDS,
+    )
+    async with start([shell]) as client:
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert (result.error.kind, result.error.tool, result.error.error_kind) == (
+        "tool",
+        "shell",
+        "denied",
+    )
 
 
 async def test_a_tool_input_trip_is_replayed_from_the_step(
