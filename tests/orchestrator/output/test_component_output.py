@@ -177,3 +177,20 @@ async def test_output_valid_without_an_output_is_refused_at_submit(client: Clien
     spec = scripted({"text": "x"}, stop_when=[{"output_valid": True}])
     with pytest.raises(SpecError, match=r"stop_when\[0\]\.output_valid: the run has no 'output'"):
         await client.runs.submit(spec)
+
+
+async def test_a_sub_agent_with_an_output_answers_its_parent_with_it(client: Client) -> None:
+    child = {
+        "model": {"provider": "scripted", "script": [{"text": json.dumps(GOOD)}]},
+        "output": {"schema": INVOICE, "mode": "prompted"},
+    }
+    extractor = {"type": "agent", "name": "extract", "description": "Reads one", "spec": child}
+    ask = {"tool_calls": [{"name": "extract", "input": {"prompt": "invoice A-1"}}]}
+    spec = scripted(ask, {"text": "done"}, tools=[extractor])
+    result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+    assert result.succeeded, result.error
+    (answer,) = result.steps[0].tool_results
+    assert not answer.is_error
+    assert answer.output == GOOD  # the value itself, not its JSON text
+    (told,) = [m for m in result.messages if isinstance(m, ToolMessage)]
+    assert told.content[0].output == GOOD
