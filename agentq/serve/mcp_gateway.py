@@ -19,7 +19,9 @@ it runs on the tool's queue on whichever worker serves it. The gateway adds:
   it declared sampling (the server's config says `"sampling": "forward"`);
 - logging: an upstream MCP server's log messages during a call go to the client as
   `notifications/message`, at or above the level it set (`logging/setLevel`);
-- media: image and audio parts of a tool's output as MCP image/audio content.
+- media: image and audio parts of a tool's output as MCP image/audio content;
+- error kinds: an error result names its kind (`no-such-tool`, `invalid-input`,
+  `execution`, `timeout`, ...) in its `_meta` as `agentq/error_kind`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from agentq.orchestrator.calls.api import (
 )
 from agentq.orchestrator.calls.catalogue import CallInputError, ToolCallResult
 from agentq.orchestrator.core.errors import AgentqError, UnknownToolError
+from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.serve.auth import KeyRing, Principal
 from agentq.serve.deps import client_of, look_up_token, principal_of, signer_of
 from agentq.serve.errors import ApiError, error_body
@@ -94,12 +97,25 @@ class _GatewayServer(Server[Any]):
         )
 
 
+# Where an error result names its kind: MCP leaves `_meta` to implementations, under a
+# prefix of their own, and a client can tell a bad input from a broken tool without
+# parsing the text the model reads.
+ERROR_KIND_META = "agentq/error_kind"
+
+
+def error_content(text: str, kind: ToolErrorKind | None) -> types.CallToolResult:
+    """A tool error as MCP's error result (`isError`), its kind in `_meta`."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        is_error=True,
+        meta={ERROR_KIND_META: kind.value} if kind is not None else None,
+    )
+
+
 def mcp_content(result: ToolCallResult) -> types.CallToolResult:
     """A call's result as MCP content: text, images and audio, resources, structured."""
     if result.is_error:
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=result.error or "error")], is_error=True
-        )
+        return error_content(result.error or "error", result.error_kind)
     output = result.output
     if isinstance(output, str):
         return types.CallToolResult(content=[types.TextContent(type="text", text=output)])
@@ -336,13 +352,9 @@ class McpGateway:
             raise MCPError(INVALID_PARAMS, f"Unknown tool: {params.name}") from None
         except CallInputError as exc:
             # A tool execution error, so that the model can correct its input.
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=exc.message)], is_error=True
-            )
+            return error_content(exc.message, ToolErrorKind.INVALID_INPUT)
         except AgentqError as exc:
-            return types.CallToolResult(
-                content=[types.TextContent(type="text", text=exc.message)], is_error=True
-            )
+            return error_content(exc.message, None)
         token = _progress_token(ctx)
         count = 0
 

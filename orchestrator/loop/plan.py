@@ -179,12 +179,15 @@ def plan_step(
         else _tripped_call(call_id, raw, by_name.get(raw.name), answers.tool_trips[call_id])
         for call_id, raw in zip(call_ids(step, response), response.tool_calls, strict=True)
     ]
+    # Judged first: whether the output is valid is a fact the stop conditions read.
+    verdict = None if output is None else _judge_output(calls, response.text, output)
     facts = StepFacts(
         step=step,
         call_names=frozenset(c.name for c in calls),
         text=response.text,
         run_tokens=answers.run_tokens + response.usage.total_tokens,
         hooks=answers.stop_hooks,
+        output_valid=verdict is not None and verdict.valid,
     )
     last, reason = step_end(spec, facts)
     planned = StepPlan(
@@ -198,24 +201,35 @@ def plan_step(
         answers=answers,
         provider_metadata=response.provider_metadata,
     )
-    return planned if output is None else _with_output(planned, output)
+    return planned if output is None else _with_output(planned, output, verdict)
 
 
-def _with_output(planned: StepPlan, output: StepOutput) -> StepPlan:
+def _judge_output(calls: list[CallPlan], text: str, output: StepOutput) -> Verdict | None:
+    """The step's answer judged for the run's output; None while the model is still at
+    work (calls of its own tools, and no final-answer call)."""
+    local = [c for c in calls if not _provider_executed(c)]
+    if output.mode == "tool":
+        answer = _output_call(local)
+        if answer is not None:
+            return judge_value(output.spec, answer.input)
+        if not local:
+            return Verdict(text, [f"(root): the answer did not call {OUTPUT_TOOL}"])
+        return None
+    return None if local else judge_text(output.spec, text)
+
+
+def _output_call(calls: list[CallPlan]) -> CallPlan | None:
+    return next((c for c in calls if c.name == OUTPUT_TOOL), None)
+
+
+def _with_output(planned: StepPlan, output: StepOutput, verdict: Verdict | None) -> StepPlan:
     """The step judged for the run's output: a valid one ends the run with it; an invalid
     one goes back to the model (tool mode: as the final-answer tool's error; otherwise as
     a user message after the answer) until the retries are spent, then the run fails."""
     planned.output_mode = output.mode
-    verdict: Verdict | None = None
-    if output.mode == "tool":
-        answer = next((c for c in planned.local_calls if c.name == OUTPUT_TOOL), None)
-        if answer is not None:
-            verdict = judge_value(output.spec, answer.input)
-            _answer_output_call(planned, answer, verdict, output)
-        elif not planned.local_calls:
-            verdict = Verdict(planned.text, [f"(root): the answer did not call {OUTPUT_TOOL}"])
-    elif not planned.local_calls:
-        verdict = judge_text(output.spec, planned.text)
+    answer = _output_call(planned.local_calls) if output.mode == "tool" else None
+    if answer is not None and verdict is not None:
+        _answer_output_call(planned, answer, verdict, output)
     if verdict is not None and verdict.valid:
         planned.output = verdict.value
         planned.after = StepAfter.FINISH

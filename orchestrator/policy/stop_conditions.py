@@ -2,8 +2,8 @@
 
 `stop_when` is a list; any element that holds ends the run once the step's tool
 results are in. An element is a leaf (`has_tool_call`, `step_count_is`,
-`has_text_matching`, `usage_exceeds`, `hook`) or a group (`all`, `any`) of
-elements. Evaluation is pure: the worker gathers the facts (the run's token
+`has_text_matching`, `usage_exceeds`, `output_valid`, `hook`) or a group (`all`,
+`any`) of elements. Evaluation is pure: the worker gathers the facts (the run's token
 total, what the named `@stop_when` hooks answered) and `stop_reason` decides,
 naming the element that matched so the run's `finish_reason` says why it ended.
 """
@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Union
+from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
@@ -52,6 +52,14 @@ class UsageExceeds(SpecModel):
     usage_exceeds: int = Field(ge=0)
 
 
+class OutputValid(SpecModel):
+    """The step gave a valid structured output (a spec with `output` only: checked at
+    submit). A valid output ends the run anyway; naming it says so in `finish_reason`
+    and lets a group combine it with other conditions."""
+
+    output_valid: Literal[True]
+
+
 class StopHook(SpecModel):
     """A `@stop_when` function a worker registered, called with the step's result."""
 
@@ -71,6 +79,7 @@ _KINDS = (
     "step_count_is",
     "has_text_matching",
     "usage_exceeds",
+    "output_valid",
     "hook",
     "all",
     "any",
@@ -94,6 +103,7 @@ StopCondition = Annotated[
         Annotated[StepCountIs, Tag("step_count_is")],
         Annotated[HasTextMatching, Tag("has_text_matching")],
         Annotated[UsageExceeds, Tag("usage_exceeds")],
+        Annotated[OutputValid, Tag("output_valid")],
         Annotated[StopHook, Tag("hook")],
         Annotated[AllOf, Tag("all")],
         Annotated[AnyOf, Tag("any")],
@@ -117,6 +127,8 @@ class StepFacts:
     text: str = ""
     # The run's tokens with this step's (read only when a condition asks: see needs_usage).
     run_tokens: int = 0
+    # Whether the step's answer is a valid structured output (orchestrator/output/judge.py).
+    output_valid: bool = False
     # What each named hook answered (hook_names); a hook not asked counts as False.
     hooks: Mapping[str, bool] = field(default_factory=dict)
 
@@ -131,6 +143,8 @@ def holds(cond: StopCondition, facts: StepFacts) -> bool:
             return re.search(pattern, facts.text) is not None
         case UsageExceeds(usage_exceeds=limit):
             return facts.run_tokens > limit
+        case OutputValid():
+            return facts.output_valid
         case StopHook(hook=name):
             return facts.hooks.get(name, False)
         case AllOf(all=group):
@@ -151,6 +165,8 @@ def describe(cond: StopCondition) -> str:
             return f"has_text_matching {pattern!r}"
         case UsageExceeds(usage_exceeds=limit):
             return f"usage_exceeds {limit}"
+        case OutputValid():
+            return "output_valid"
         case StopHook(hook=name):
             return f"hook {name!r}"
         case AllOf(all=group):

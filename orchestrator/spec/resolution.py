@@ -18,7 +18,7 @@ from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.output.instructions import OUTPUT_TOOL
 from agentq.orchestrator.policy.approval_rules import ApprovalHook, ApprovalWhen
 from agentq.orchestrator.policy.providers import ProviderInfo, provider_table
-from agentq.orchestrator.policy.stop_conditions import HasToolCall, leaves
+from agentq.orchestrator.policy.stop_conditions import HasToolCall, OutputValid, leaves
 from agentq.orchestrator.spec.limits import check_limits
 from agentq.orchestrator.spec.run import RunSpec, ToolChoiceTool
 from agentq.orchestrator.tools import (
@@ -131,7 +131,8 @@ def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -
 
 
 def check_tool_references(spec: RunSpec, tools: list[ToolDef]) -> None:
-    """Names used by tool_choice, active_tools and stop_when must be tools of the run."""
+    """Names used by tool_choice, active_tools and stop_when must be tools of the run (and
+    the output `output_valid` names, the run's)."""
     names = [t.name for t in tools]
     seen: set[str] = set()
     for name in names:
@@ -152,3 +153,5 @@ def check_tool_references(spec: RunSpec, tools: list[ToolDef]) -> None:
             raise SpecError(
                 f"{where}.has_tool_call: {cond.has_tool_call!r} is not a tool of this run"
             )
+        if isinstance(cond, OutputValid) and spec.output is None:
+            raise SpecError(f"{where}.output_valid: the run has no 'output' to be valid")

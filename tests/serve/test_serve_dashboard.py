@@ -214,3 +214,33 @@ def test_follow_a_batch_to_its_failed_lines_run(server: ServeProcess, browser: o
     wait.until(when.text_to_be_present_in_element((By.ID, "run-id"), run_id))
     wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "failed"))
     wait.until(when.text_to_be_present_in_element((By.ID, "run-error"), "scripted model"))
+
+
+def test_a_tool_error_shows_its_kind(server: ServeProcess, browser: object) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support import expected_conditions as when
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    wait = WebDriverWait(browser, 60)
+    spec = scripted(
+        {
+            "tool_calls": [
+                {"id": "call-fail", "name": "fail", "input": {"message": "boom"}},
+                {"id": "call-ghost", "name": "ghost", "input": {}},
+            ]
+        },
+        {"text": "Both went wrong."},
+        tools=["fail"],
+        id="tool-errors",
+    )
+    assert httpx.post(f"{server.url}/v1/runs", json=spec, timeout=30).status_code == 201
+    browser.get(server.url + "/#/runs/tool-errors")
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
+    for call_id, kind in (("call-fail", "execution"), ("call-ghost", "no-such-tool")):
+        badge = (By.CSS_SELECTOR, f'.call[data-call-id="{call_id}"] .error .error-kind')
+        wait.until(when.text_to_be_present_in_element(badge, kind))
+    ghost = browser.find_element(By.CSS_SELECTOR, '.call[data-call-id="call-ghost"] .error')
+    assert ghost.get_attribute("data-error-kind") == "no-such-tool"
+    assert "unavailable tool 'ghost'" in ghost.text

@@ -88,8 +88,12 @@ async def test_tools_are_listed_per_key_and_called_as_jobs(gateway: ServeProcess
     assert failed.is_error
     assert isinstance(failed.content[0], types.TextContent)
     assert "on purpose" in failed.content[0].text
+    assert added.meta is None
+    # An error result names its kind where MCP leaves room for an implementation's own.
+    assert failed.meta == {"agentq/error_kind": "execution"}
     assert isinstance(invalid, types.CallToolResult)
     assert invalid.is_error
+    assert invalid.meta == {"agentq/error_kind": "invalid-input"}
     async with mcp_session(gateway, "narrow") as session:
         narrow = sorted(t.name for t in (await session.list_tools()).tools)
         with pytest.raises(MCPError, match="echo"):

@@ -75,6 +75,20 @@ def test_events_become_ui_chunks() -> None:
     assert out[-1]["finishReason"] == "tool-calls"
 
 
+def test_a_run_s_output_is_a_data_part_before_its_finish() -> None:
+    chunks = UIChunks("r")
+    output = {"number": "A-1", "total": 12.5}
+    done = ev(2, "finish", status="succeeded", usage={}, text="{}", output=output)
+    out = chunks.feed(ev(1, "text-delta", step=0, delta="{}")) + chunks.feed(done)
+    assert out[-3:] == [
+        {"type": "text-end", "id": "text-0-1"},
+        {"type": "data-output", "id": "r", "data": output},
+        {"type": "finish", "finishReason": "stop"},
+    ]
+    plain = ev(1, "finish", status="succeeded", usage={}, text="hi")
+    assert UIChunks("r").feed(plain) == [{"type": "finish", "finishReason": "stop"}]
+
+
 def test_reasoning_and_text_stream_as_separate_parts() -> None:
     chunks = UIChunks("r")
     out: list[dict[str, Any]] = []

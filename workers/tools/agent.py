@@ -211,10 +211,17 @@ def rolled_up_usage(meta: dict[str, str]) -> Usage:
 def child_result(
     child_id: str, meta: dict[str, str], link: ParentLink, tool_name: str
 ) -> ToolResultPart:
+    """The parent's call's answer: a child that asked for a structured output answers
+    with it (the parent's model gets the typed value, not the JSON's text), else with
+    its final text; a failed or cancelled child is a tool error."""
     status = meta[MetaField.STATUS]
     if status == "succeeded":
-        text = meta.get(MetaField.TEXT, "")
-        return ToolResultPart(tool_call_id=link.call_id, tool_name=tool_name, output=text)
+        answer = (
+            json.loads(meta[MetaField.OUTPUT])
+            if MetaField.OUTPUT in meta
+            else meta.get(MetaField.TEXT, "")
+        )
+        return ToolResultPart(tool_call_id=link.call_id, tool_name=tool_name, output=answer)
     if status == "failed":
         failure = RunFailure.model_validate_json(meta[MetaField.ERROR])
         why, kind = f"failed: {failure.message}", ToolErrorKind.EXECUTION

@@ -351,7 +351,7 @@ def _ui_stream(
                     if isinstance(event, ev.Finish) and follow_up is not None:
                         leg = await follow_up(following)
                         if leg is not None:  # not the message's end: the next run goes on
-                            for chunk in adapter.close():
+                            for chunk in adapter.close(event):
                                 yield _data(chunk)
                             adapter, seen = UIChunks(run_id), 0
                             break

@@ -5,7 +5,8 @@ the Node test validates every chunk against that schema. The message id is the r
 tool approvals use the call id as their approval id. Text and reasoning stream as parts:
 one part is open at a time, and a delta of the other kind (or anything else) closes it.
 A call's arguments stream as `tool-input-start` and `tool-input-delta` chunks, and its
-`tool-call` event is `tool-input-available`.
+`tool-call` event is `tool-input-available`. A run's structured output ends its part of
+the message as a `data-output` chunk (a data part the client keeps on the message).
 """
 
 from __future__ import annotations
@@ -73,9 +74,10 @@ class UIChunks:
     def start(self) -> Chunk:
         return {"type": "start", "messageId": self.run_id}
 
-    def close(self) -> list[Chunk]:
-        """Close the open part: this run ends, but the message goes on with another."""
-        return self._close_part()
+    def close(self, finish: ev.Finish) -> list[Chunk]:
+        """This run ended (`finish`): close the open part and add its output, if any. The
+        message may go on with another run (a held turn) or end with `finish`."""
+        return [*self._close_part(), *_output(finish)]
 
     def _close_part(self) -> list[Chunk]:
         if self._open is None:
@@ -221,7 +223,7 @@ class UIChunks:
                 return [*self._close_part(), {"type": "finish-step"}]
             case ev.Finish(finish_reason=reason):
                 return [
-                    *self._close_part(),
+                    *self.close(event),
                     {"type": "finish", "finishReason": finish_reason(reason)},
                 ]
             case ev.Error(error=error):
@@ -233,6 +235,14 @@ class UIChunks:
                 ]
             case _:
                 return []
+
+
+def _output(finish: ev.Finish) -> list[Chunk]:
+    """The run's structured output as a data part, named by the run (a held turn's
+    message may hold two runs' outputs); none when the spec asked for none."""
+    if finish.output is None:
+        return []
+    return [{"type": "data-output", "id": finish.run_id, "data": finish.output}]
 
 
 def _provider(executed: bool | None) -> Chunk:

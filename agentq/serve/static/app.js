@@ -104,7 +104,7 @@ class RunState {
     this.id = id;
     this.events = [];
     this.steps = new Map(); // step -> {start, end, text, calls: [ids]}
-    this.calls = new Map(); // call id -> {name, step, input, start, end, output, error, waits: []}
+    this.calls = new Map(); // call id -> {name, step, input, start, end, output, error, errorKind, waits: []}
     this.status = "running";
     this.ended = null;
   }
@@ -143,7 +143,7 @@ class RunState {
       case "tool-running": this.call(ev).running = ev.at; break;
       case "tool-progress": this.call(ev).progress.push(ev.output); break;
       case "tool-result": { const c = this.call(ev); c.output = ev.output; c.end = ev.at; break; }
-      case "tool-error": { const c = this.call(ev); c.error = ev.error; c.end = ev.at; break; }
+      case "tool-error": { const c = this.call(ev); c.error = ev.error; c.errorKind = ev.kind; c.end = ev.at; break; }
       case "finish": this.ended = ev.at; this.status = "succeeded"; break;
       case "error": this.ended = ev.at; this.status = "failed"; this.error = ev.error; break;
       case "abort": this.ended = ev.at; this.status = "cancelled"; break;
@@ -193,7 +193,9 @@ function renderSteps(state) {
         el("pre", {}, `input: ${json(c.input)}`),
         c.progress.length ? el("pre", {}, `progress: ${json(c.progress[c.progress.length - 1])}`) : null,
         c.output !== undefined ? el("pre", { class: "output" }, `output: ${json(c.output)}`) : null,
-        c.error !== undefined ? el("pre", { class: "error" }, `error: ${json(c.error)}`) : null);
+        // The kind says who must act (no-such-tool, invalid-input, timeout, denied, ...).
+        c.error !== undefined ? el("pre", { class: "error", "data-error-kind": c.errorKind },
+          c.errorKind ? el("span", { class: "error-kind" }, c.errorKind) : null, `error: ${json(c.error)}`) : null);
     });
     blocks.push(el("div", { class: "step", "data-step": n }, el("h3", {}, `step ${n}`),
       step.text ? el("p", { class: "text" }, step.text) : null, ...calls));

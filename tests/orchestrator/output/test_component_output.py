@@ -12,6 +12,7 @@ from pydantic import ValidationError
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import events as ev
+from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.messages import ToolMessage, UserMessage
 from agentq.orchestrator.output.instructions import OUTPUT_TOOL, RETRY_PREFIX
 from agentq.orchestrator.runs.state import FailureKind
@@ -153,3 +154,43 @@ async def test_a_replay_of_a_run_with_retries_finds_nothing_changed(
     assert report.divergences == []
     stricter = {"output": {"schema": {**INVOICE, "required": ["currency"]}, "mode": mode}}
     assert (await client.runs.replay(run_id, stricter)).divergences != []
+
+
+async def test_output_valid_ends_the_run_naming_itself(client: Client) -> None:
+    spec = scripted(
+        calls(("add", {"a": 10, "b": 2.5})),
+        {"text": json.dumps(GOOD)},
+        tools=["add"],
+        output={"schema": INVOICE, "mode": "prompted"},
+        stop_when=[{"any": [{"output_valid": True}, {"step_count_is": 5}]}],
+    )
+    run_id = await client.runs.submit(spec)
+    result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+    assert result.succeeded, result.error
+    assert result.output == GOOD
+    reason = "stop_when: any [output_valid, step_count_is 5]"
+    assert result.finish_reason == reason
+    assert (await finish_of(client, run_id)).finish_reason == reason
+
+
+async def test_output_valid_without_an_output_is_refused_at_submit(client: Client) -> None:
+    spec = scripted({"text": "x"}, stop_when=[{"output_valid": True}])
+    with pytest.raises(SpecError, match=r"stop_when\[0\]\.output_valid: the run has no 'output'"):
+        await client.runs.submit(spec)
+
+
+async def test_a_sub_agent_with_an_output_answers_its_parent_with_it(client: Client) -> None:
+    child = {
+        "model": {"provider": "scripted", "script": [{"text": json.dumps(GOOD)}]},
+        "output": {"schema": INVOICE, "mode": "prompted"},
+    }
+    extractor = {"type": "agent", "name": "extract", "description": "Reads one", "spec": child}
+    ask = {"tool_calls": [{"name": "extract", "input": {"prompt": "invoice A-1"}}]}
+    spec = scripted(ask, {"text": "done"}, tools=[extractor])
+    result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+    assert result.succeeded, result.error
+    (answer,) = result.steps[0].tool_results
+    assert not answer.is_error
+    assert answer.output == GOOD  # the value itself, not its JSON text
+    (told,) = [m for m in result.messages if isinstance(m, ToolMessage)]
+    assert told.content[0].output == GOOD

@@ -37,9 +37,14 @@ INVOICE: dict[str, Any] = {
 ADD = ToolDef(name="add", kind="function", queue="tools", input_schema={"type": "object"})
 
 
-def spec(**output: Any) -> RunSpec:
+def spec(stop_when: list[Any] | None = None, **output: Any) -> RunSpec:
     return RunSpec.model_validate(
-        {"model": "openai:gpt-x", "prompt": "hi", "output": {"schema": INVOICE, **output}}
+        {
+            "model": "openai:gpt-x",
+            "prompt": "hi",
+            "output": {"schema": INVOICE, **output},
+            "stop_when": stop_when or [],
+        }
     )
 
 
@@ -108,9 +113,10 @@ def planned(
     calls: list[tuple[str, Any]] = (),  # type: ignore[assignment]
     attempts: int = 0,
     step: int = 0,
+    stop_when: list[Any] | None = None,
     **output: Any,
 ) -> StepPlan:
-    run = spec(**output)
+    run = spec(stop_when, **output)
     assert run.output is not None
     response = ModelResponse(
         text=text,
@@ -200,6 +206,51 @@ def test_a_run_ending_without_an_output_fails() -> None:
     plan = planned("tool", calls=[("add", "{}")], step=9)  # max_steps is 10
     assert plan.output_failure is not None
     assert "max_steps" in plan.output_failure.message
+
+
+OUTPUT_VALID = [{"any": [{"output_valid": True}, {"step_count_is": 5}]}]
+
+
+@pytest.mark.parametrize(
+    ("mode", "text", "calls"),
+    [
+        ("prompted", '{"number": "A-1", "total": 12.5}', []),
+        ("native", '{"number": "A-1", "total": 12.5}', []),
+        ("tool", "", [("add", "{}"), (OUTPUT_TOOL, '{"number": "A-1", "total": 12.5}')]),
+    ],
+)
+def test_output_valid_names_the_valid_output_that_ends_the_run(
+    mode: EffectiveMode, text: str, calls: list[tuple[str, Any]]
+) -> None:
+    plan = planned(mode, text=text, calls=calls, stop_when=OUTPUT_VALID)
+    assert plan.output == GOOD
+    assert plan.stop_reason == "stop_when: any [output_valid, step_count_is 5]"
+
+
+@pytest.mark.parametrize(
+    ("mode", "text", "calls"),
+    [
+        ("prompted", '{"number": "A-1"}', []),
+        ("prompted", '{"number": "A-1", "total": 12.5}', [("add", "{}")]),  # not judged
+        ("tool", "", [(OUTPUT_TOOL, '{"number": 7, "total": 1}')]),
+    ],
+)
+def test_output_valid_does_not_hold_without_a_valid_output(
+    mode: EffectiveMode, text: str, calls: list[tuple[str, Any]]
+) -> None:
+    plan = planned(mode, text=text, calls=calls, stop_when=OUTPUT_VALID)
+    assert plan.output is None
+    assert plan.stop_reason is None
+    assert plan.after == StepAfter.CONTINUE
+
+
+def test_output_valid_needs_an_output() -> None:
+    plain = RunSpec.model_validate(
+        {"model": "openai:gpt-x", "prompt": "hi", "stop_when": [{"all": [{"output_valid": True}]}]}
+    )
+    with pytest.raises(SpecError, match=r"stop_when\[0\].all\[0\].output_valid: the run has no"):
+        check_tool_references(plain, [])
+    check_tool_references(spec(OUTPUT_VALID), [])
 
 
 def test_the_attempts_are_counted_from_the_history() -> None:

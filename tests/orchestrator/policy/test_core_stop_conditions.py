@@ -32,6 +32,7 @@ FACTS = StepFacts(
     text="All DONE here",
     run_tokens=500,
     hooks={"yes": True, "no": False},
+    output_valid=True,
 )
 
 
@@ -50,6 +51,11 @@ FACTS = StepFacts(
         ([{"hook": "yes"}], "stop_when: hook 'yes'"),
         ([{"hook": "no"}], None),
         ([{"hook": "never-asked"}], None),
+        ([{"output_valid": True}], "stop_when: output_valid"),
+        (
+            [{"all": [{"output_valid": True}, {"step_count_is": 3}]}],
+            "stop_when: all [output_valid, step_count_is 3]",
+        ),
         (
             [{"all": [{"has_tool_call": "search"}, {"has_text_matching": "DONE"}]}],
             "stop_when: all [has_tool_call 'search', has_text_matching 'DONE']",
@@ -85,6 +91,7 @@ def test_stop_reason_names_the_first_element_that_holds(raw: list[Any], reason: 
         ([{"all": []}], (0, "all", "all"), "at least 1 item"),
         ([{"hook": "no spaces"}], (0, "hook", "hook"), "should match pattern"),
         ([{"usage_exceeds": -1}], (0, "usage_exceeds"), "greater than or equal to 0"),
+        ([{"output_valid": False}], (0, "output_valid"), "Input should be True"),
     ],
 )
 def test_a_bad_condition_is_one_error_where_it_is(
@@ -96,6 +103,13 @@ def test_a_bad_condition_is_one_error_where_it_is(
     error = info.value.errors()[0]
     assert error["loc"][: len(loc)] == loc
     assert message in error["msg"]
+
+
+def test_output_valid_holds_only_on_a_valid_output() -> None:
+    invalid = StepFacts(step=2, text="All DONE here")
+    conds = parsed([{"any": [{"output_valid": True}, {"hook": "no"}]}])
+    assert stop_reason(conds, invalid) is None
+    assert stop_reason(conds, FACTS) == "stop_when: any [output_valid, hook 'no']"
 
 
 def test_walking_the_conditions() -> None:
