@@ -39,6 +39,17 @@ def _call(tool_name: str | None, call_id: str) -> str:
     return f"{_e(tool_name or '')}[dim]#{_e(call_id)}[/]"
 
 
+def node_progress(progress: dict[str, Any]) -> str:
+    """A workflow node's progress (`{"node", "status", "output"?, "error"?}`, see
+    workers/tools/workflow.py) as a phrase: `node sum done: 5.0`."""
+    phrase = f"node {progress['node']} {progress['status']}"
+    if "error" in progress:
+        return f"{phrase}: {short(progress['error'], 120)}"
+    if "output" in progress:
+        return f"{phrase}: {short(progress['output'], 120)}"
+    return phrase
+
+
 class ProgressPrinter:
     """Prints events as they come. A step's text shows once: the deltas of an attempt
     that a later attempt of the same step replaced are dropped. Reasoning the model
@@ -127,6 +138,10 @@ class ProgressPrinter:
             case ev.ToolInputResponse(tool_call_id=call_id, outcome=outcome):
                 # The response names no tool: its request did.
                 return f"    {_call(self._tool_names.get(call_id), call_id)} {_e(outcome)}"
+            case ev.ToolProgress(
+                tool_name=name, tool_call_id=call_id, output={"node": str(), "status": str()}
+            ):
+                return f"  [dim]… {_call(name, call_id)} {_e(node_progress(event.output))}[/]"
             case ev.ToolProgress(tool_name=name, tool_call_id=call_id, output=output):
                 return f"  [dim]… {_call(name, call_id)} {_e(short(output))}[/]"
             case ev.ToolResult(tool_name=name, tool_call_id=call_id, output=output):
