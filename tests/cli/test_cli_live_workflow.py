@@ -1,6 +1,6 @@
-"""A workflow call's nodes in `agentq run`'s live view, on the embedded runtime: each
-node's progress carries its output (or error) when it ends, capped like any progress
-value, and the view shows `node X done: <output>`."""
+"""A workflow call's nodes in `agentq run`'s live view, on the embedded runtime: the
+graph's outline leads the call's progress, each node's end carries its output (or error),
+capped like any progress value, and the view shows `node X done: <output>`."""
 
 from __future__ import annotations
 
@@ -23,6 +23,10 @@ pytestmark = pytest.mark.component
 FAST = Settings(idle_poll_s=0.1, lease_s=5.0)
 
 
+KINDS = [("in", "input"), ("mid", "tool"), ("out", "output")]
+EDGES = [["in", "mid"], ["mid", "out"]]
+
+
 def workflow(name: str, middle: dict[str, Any]) -> dict[str, Any]:
     """in → `middle` (a node with id "mid") → out, whose value is mid's."""
     return {
@@ -34,7 +38,7 @@ def workflow(name: str, middle: dict[str, Any]) -> dict[str, Any]:
                 {"id": "mid", **middle},
                 {"id": "out", "kind": "output", "value": "{{mid}}"},
             ],
-            "edges": [["in", "mid"], ["mid", "out"]],
+            "edges": EDGES,
         },
     }
 
@@ -76,11 +80,14 @@ async def test_each_node_ends_with_its_output_or_error_shown_live() -> None:
         ]
     }
     progress, text, _ = await follow(scripted(step, {"text": "ok"}, tools=[ADDER, BROKEN]))
-    ended = [p for p in progress if p["status"] != "running"]
+    outline = {"nodes": [{"id": n, "kind": k} for n, k in KINDS], "edges": EDGES}
+    assert progress.count(outline) == 2  # one per call, before its nodes
+    ended = [p for p in progress if p.get("status") not in (None, "running")]
     assert {"node": "in", "status": "done", "output": {}} in ended
     assert {"node": "mid", "status": "done", "output": 5.0} in ended
     assert {"node": "out", "status": "done", "output": 5.0} in ended
     assert {"node": "mid", "status": "failed", "error": "RuntimeError: no luck"} in ended
+    assert "adder#w1 workflow of 3 nodes: in, mid, out" in text
     assert "adder#w1 node mid running" in text
     assert "adder#w1 node mid done: 5.0" in text
     assert "broken#w2 node mid failed: RuntimeError: no luck" in text
@@ -90,7 +97,7 @@ async def test_a_large_node_output_is_capped_in_progress_not_in_the_result() -> 
     big = "x" * (2 * MAX_PROGRESS_BYTES)
     step = {"tool_calls": [{"id": "w1", "name": "echo", "input": {"text": big}}]}
     progress, text, result = await follow(scripted(step, {"text": "ok"}, tools=[ECHO]))
-    shown = next(p["output"] for p in progress if p["node"] == "mid" and p["status"] == "done")
+    shown = next(p["output"] for p in progress if p.get("node") == "mid" and p["status"] == "done")
     assert len(shown.encode()) <= MAX_PROGRESS_BYTES
     assert shown.endswith(f"the limit is {MAX_PROGRESS_BYTES:,}]")
     assert result.steps[0].tool_results[0].output == big

@@ -149,9 +149,12 @@ async def start_workflow(store: RunStore, envelope: JobEnvelope) -> Reply | None
     wf = await load_call(store, envelope)
     if wf is None:
         return None
-    start = wf.graph.input_node.id
+    record = wf.record(wf.graph.input_node.id, NodeOutcome(status="done", output=wf.call.input))
+    # The graph's outline leads the call's progress (written once, with the input node's
+    # outcome), so a viewer draws every node, waiting, before any of them runs.
+    outline = wf.progress(wf.graph.outline())
     return await store.workflow_record(
-        wf.record(start, NodeOutcome(status="done", output=wf.call.input))
+        record.model_copy(update={"events": [outline, *record.events]})
     )
 
 
