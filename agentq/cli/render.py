@@ -39,6 +39,23 @@ def _call(tool_name: str | None, call_id: str) -> str:
     return f"{_e(tool_name or '')}[dim]#{_e(call_id)}[/]"
 
 
+def workflow_progress(output: Any) -> str | None:
+    """A workflow call's progress (workers/tools/workflow.py) as a phrase: its graph's
+    outline first (`workflow of 3 nodes: in, sum, out`), then each node's start and end
+    (`node sum done: 5.0`). None: the progress is not a workflow's."""
+    match output:
+        case {"nodes": list(nodes), "edges": list()}:
+            ids = [str(n.get("id")) for n in nodes if isinstance(n, dict)]
+            return f"workflow of {len(ids)} nodes: {', '.join(ids)}"
+        case {"node": str(node), "status": str(status), "error": error}:
+            return f"node {node} {status}: {short(error, 120)}"
+        case {"node": str(node), "status": str(status), "output": value}:
+            return f"node {node} {status}: {short(value, 120)}"
+        case {"node": str(node), "status": str(status)}:
+            return f"node {node} {status}"
+    return None
+
+
 class ProgressPrinter:
     """Prints events as they come. A step's text shows once: the deltas of an attempt
     that a later attempt of the same step replaced are dropped. Reasoning the model
@@ -128,7 +145,8 @@ class ProgressPrinter:
                 # The response names no tool: its request did.
                 return f"    {_call(self._tool_names.get(call_id), call_id)} {_e(outcome)}"
             case ev.ToolProgress(tool_name=name, tool_call_id=call_id, output=output):
-                return f"  [dim]… {_call(name, call_id)} {_e(short(output))}[/]"
+                shown = workflow_progress(output) or short(output)
+                return f"  [dim]… {_call(name, call_id)} {_e(shown)}[/]"
             case ev.ToolResult(tool_name=name, tool_call_id=call_id, output=output):
                 return f"  [green]←[/] {_call(name, call_id)} {_e(short(output))}"
             case ev.ToolError(tool_name=name, tool_call_id=call_id, error=error, kind=kind):

@@ -121,6 +121,19 @@ class WorkflowGraph(BaseModel):
                 todo += [e.source for e in self.preds(current)]
         return seen
 
+    def outline(self) -> dict[str, Any]:
+        """What a viewer needs to draw the graph before any node runs: each node's id and
+        kind, predecessors first (a valid graph has no cycle), and the edges as written,
+        `[source, target]` or, out of a condition, `[source, target, branch]`."""
+        order = graphlib.TopologicalSorter(
+            {n.id: [e.source for e in self.preds(n.id)] for n in self.nodes}
+        )
+        kinds = {n.id: n.kind for n in self.nodes}
+        return {
+            "nodes": [{"id": n, "kind": kinds[n]} for n in order.static_order()],
+            "edges": [[e.source, e.target, *([e.branch] if e.branch else [])] for e in self.edges],
+        }
+
 
 def _refuse(where: str, message: str) -> SpecError:
     return SpecError(f"{where}: {message}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -244,3 +245,113 @@ def test_a_tool_error_shows_its_kind(server: ServeProcess, browser: object) -> N
     ghost = browser.find_element(By.CSS_SELECTOR, '.call[data-call-id="call-ghost"] .error')
     assert ghost.get_attribute("data-error-kind") == "no-such-tool"
     assert "unavailable tool 'ghost'" in ghost.text
+
+
+def _workflow(name: str, nodes: list[dict[str, Any]], edges: list[list[str]]) -> dict[str, Any]:
+    return {"type": "workflow", "name": name, "graph": {"nodes": nodes, "edges": edges}}
+
+
+def _tool_node(node_id: str, tool: str, tool_input: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": node_id,
+        "kind": "tool",
+        "tool": {"type": "function", "name": tool},
+        "input": tool_input,
+    }
+
+
+PIPELINE = _workflow(
+    "pipeline",
+    [
+        {"id": "in", "kind": "input"},
+        _tool_node("held", "hold_until", {"started": "{{in.started}}", "gate": "{{in.gate}}"}),
+        _tool_node("double", "add", {"a": "{{in.x}}", "b": "{{in.x}}"}),
+        {"id": "big", "kind": "condition", "if": "double > `10`"},
+        {"id": "yes", "kind": "template", "template": "big: {{double}}"},
+        {"id": "no", "kind": "template", "template": "small"},
+        {"id": "out", "kind": "output", "value": {"held": "{{held}}", "yes": "{{yes}}"}},
+    ],
+    [
+        ["in", "held"], ["in", "double"], ["double", "big"], ["big", "yes", "true"],
+        ["big", "no", "false"], ["held", "out"], ["yes", "out"], ["no", "out"],
+    ],
+)  # fmt: skip
+BROKEN = _workflow(
+    "broken",
+    [
+        {"id": "in", "kind": "input"},
+        _tool_node("boom", "fail", {"message": "no luck"}),
+        {"id": "out", "kind": "output", "value": "{{boom}}"},
+    ],
+    [["in", "boom"], ["boom", "out"]],
+)
+
+
+def test_a_workflow_calls_nodes_are_drawn_live_with_their_results(
+    server: ServeProcess, browser: object, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support import expected_conditions as when
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    wait = WebDriverWait(browser, 60)
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    held = {"x": 6, "started": str(started), "gate": str(gate)}
+    spec = scripted(
+        {
+            "tool_calls": [
+                {"id": "wf-ok", "name": "pipeline", "input": held},
+                {"id": "wf-bad", "name": "broken", "input": {}},
+            ]
+        },
+        {"text": "One workflow gave its output, the other failed."},
+        tools=[PIPELINE, BROKEN],
+        id="workflows",
+    )
+    assert httpx.post(f"{server.url}/v1/runs", json=spec, timeout=30).status_code == 201
+    browser.get(server.url + "/#/runs/workflows")
+
+    def node_state(call: str, node: str, state: str) -> None:
+        css = f'.call[data-call-id="{call}"] .node[data-node="{node}"]'
+        wait.until(
+            when.text_to_be_present_in_element_attribute(
+                (By.CSS_SELECTOR, css), "data-state", state
+            )
+        )
+
+    def node_text(call: str, node: str, text: str) -> None:
+        css = f'.call[data-call-id="{call}"] .node[data-node="{node}"]'
+        wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, css), text))
+
+    # Held in flight by the test: its node runs and the output node waits for it.
+    wait.until(lambda _: started.exists())
+    node_state("wf-ok", "held", "running")
+    node_state("wf-ok", "out", "waiting")
+    node_state("wf-ok", "yes", "done")
+    gate.touch()
+
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
+    for node, text in [
+        ("in", '"x":6'),
+        ("held", "released"),
+        ("double", "12"),
+        ("big", "true"),
+        ("yes", "big: 12.0"),
+        ("out", '"yes":"big: 12.0"'),
+    ]:
+        node_state("wf-ok", node, "done")
+        node_text("wf-ok", node, text)
+    node_state("wf-ok", "no", "skipped")
+    node_text("wf-ok", "no", "← big (false)")
+    node_state("wf-bad", "in", "done")
+    node_state("wf-bad", "boom", "failed")
+    node_text("wf-bad", "boom", "RuntimeError: no luck")
+    node_state("wf-bad", "out", "not-run")
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / "dashboard-workflow.png"
+    browser.set_window_size(1280, 1600)  # the whole step, both calls' graphs, in view
+    assert browser.find_element(By.ID, "steps").screenshot(str(shot))
+    assert shot.stat().st_size > 10_000

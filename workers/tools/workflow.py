@@ -19,6 +19,7 @@ from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
 from agentq.orchestrator.core.templating import render
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
+from agentq.orchestrator.core.tool_output import progress_value
 from agentq.orchestrator.loop.plan import CallPlan, error_result, parse_arguments, validate_input
 from agentq.orchestrator.output.validation import schema_problems
 from agentq.orchestrator.policy.model_ref import ModelRef
@@ -80,8 +81,13 @@ class WorkflowCall:
     ) -> WorkflowRecord:
         """The transition writing the node's outcome; `known`: the outcomes before it."""
         shown: dict[str, Any] = {"node": node, "status": outcome.status}
+        # What the node gave, as better-chatbot's NODE_END carries it, so a viewer shows
+        # each node's value as it lands; capped as any progress value (the stored outcome
+        # keeps the whole of it).
+        if outcome.status == "done":
+            shown["output"] = progress_value(outcome.output)
         if outcome.error is not None:
-            shown["error"] = outcome.error
+            shown["error"] = progress_value(outcome.error)
         candidates = [
             NodeCandidate(job=self.node_job(succ), needs=[e.source for e in self.graph.preds(succ)])
             for succ in self.graph.succs(node)
@@ -143,9 +149,12 @@ async def start_workflow(store: RunStore, envelope: JobEnvelope) -> Reply | None
     wf = await load_call(store, envelope)
     if wf is None:
         return None
-    start = wf.graph.input_node.id
+    record = wf.record(wf.graph.input_node.id, NodeOutcome(status="done", output=wf.call.input))
+    # The graph's outline leads the call's progress (written once, with the input node's
+    # outcome), so a viewer draws every node, waiting, before any of them runs.
+    outline = wf.progress(wf.graph.outline())
     return await store.workflow_record(
-        wf.record(start, NodeOutcome(status="done", output=wf.call.input))
+        record.model_copy(update={"events": [outline, *record.events]})
     )
 
 

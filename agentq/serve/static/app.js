@@ -141,7 +141,7 @@ class RunState {
         break;
       }
       case "tool-running": this.call(ev).running = ev.at; break;
-      case "tool-progress": this.call(ev).progress.push(ev.output); break;
+      case "tool-progress": { const c = this.call(ev); c.progress.push(ev.output); workflowProgress(c, ev.output); break; }
       case "tool-result": { const c = this.call(ev); c.output = ev.output; c.end = ev.at; break; }
       case "tool-error": { const c = this.call(ev); c.error = ev.error; c.errorKind = ev.kind; c.end = ev.at; break; }
       case "finish": this.ended = ev.at; this.status = "succeeded"; break;
@@ -149,6 +149,53 @@ class RunState {
       case "abort": this.ended = ev.at; this.status = "cancelled"; break;
     }
   }
+}
+
+// -- a workflow call's nodes ---------------------------------------------------
+
+// A workflow call's progress (workers/tools/workflow.py): its graph's outline first (every
+// node waits), then each node's start ("running") and end ("done" with its output,
+// "failed" with its error, or "skipped").
+function workflowProgress(call, p) {
+  if (!p || typeof p !== "object") return;
+  if (Array.isArray(p.nodes) && Array.isArray(p.edges)) {
+    call.workflow = { edges: p.edges, nodes: new Map(p.nodes.map((n) => [n.id, { kind: n.kind, status: "waiting" }])) };
+  } else if (typeof p.node === "string" && typeof p.status === "string") {
+    call.workflow = call.workflow || { edges: [], nodes: new Map() }; // a run from before outlines
+    const node = call.workflow.nodes.get(p.node) || { kind: "" };
+    call.workflow.nodes.set(p.node, { ...node, status: p.status, output: p.output, error: p.error });
+  }
+}
+
+// The nodes in layers, each one below its deepest predecessor (the outline lists
+// predecessors first), so the graph reads top to bottom and parallel branches side by side.
+function layers(workflow) {
+  const depth = new Map();
+  const rows = [];
+  for (const id of workflow.nodes.keys()) {
+    const d = Math.max(-1, ...workflow.edges.filter((e) => e[1] === id).map((e) => depth.get(e[0]) ?? -1)) + 1;
+    depth.set(id, d);
+    (rows[d] = rows[d] || []).push(id);
+  }
+  return rows.filter(Boolean);
+}
+
+function renderWorkflow(call) {
+  const ended = call.end !== null;
+  return el("div", { class: "workflow" }, layers(call.workflow).map((ids) => el("div", { class: "layer" }, ids.map((id) => {
+    const node = call.workflow.nodes.get(id);
+    // Once the call has answered (a node failed, or the output is in), nothing more runs.
+    const state = !ended ? node.status : node.status === "waiting" ? "not-run" : node.status === "running" ? "stopped" : node.status;
+    const from = call.workflow.edges.filter((e) => e[1] === id).map((e) => (e[2] ? `${e[0]} (${e[2]})` : e[0]));
+    return el("div", { class: `node ${state}`, "data-node": id, "data-state": state },
+      el("div", {}, el("span", { class: "node-id" }, id), " ", el("span", { class: "muted" }, node.kind),
+        el("span", { class: "node-state" }, state.replace("-", " "))),
+      from.length ? el("div", { class: "muted from" }, `← ${from.join(", ")}`) : null,
+      // On one line where it fits: a box is narrow, and a graph reads better short.
+      node.status === "done" ? el("pre", { class: "output" }, typeof node.output === "string" ? node.output
+        : JSON.stringify(node.output === undefined ? null : node.output)) : null,
+      node.error !== undefined ? el("pre", { class: "error" }, node.error) : null);
+  }))));
 }
 
 function renderTimeline(state) {
@@ -191,7 +238,8 @@ function renderSteps(state) {
       return el("div", { class: "call", "data-call-id": id },
         el("span", { class: "name" }, c.name), " ", el("span", { class: "muted" }, id),
         el("pre", {}, `input: ${json(c.input)}`),
-        c.progress.length ? el("pre", {}, `progress: ${json(c.progress[c.progress.length - 1])}`) : null,
+        c.workflow ? renderWorkflow(c)
+          : c.progress.length ? el("pre", {}, `progress: ${json(c.progress[c.progress.length - 1])}`) : null,
         c.output !== undefined ? el("pre", { class: "output" }, `output: ${json(c.output)}`) : null,
         // The kind says who must act (no-such-tool, invalid-input, timeout, denied, ...).
         c.error !== undefined ? el("pre", { class: "error", "data-error-kind": c.errorKind },

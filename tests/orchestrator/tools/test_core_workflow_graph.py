@@ -219,3 +219,25 @@ def test_the_nodes_in_flight_are_those_enqueued_and_unrecorded(
     recorded: set[str], in_flight: list[str]
 ) -> None:
     assert WorkflowGraph.model_validate(JOIN).in_flight(recorded) == in_flight
+
+
+def test_the_outline_lists_predecessors_first_and_keeps_branches() -> None:
+    declared = {
+        "nodes": [
+            {"id": "out", "kind": "output", "value": "{{yes}}"},
+            {"id": "yes", "kind": "template", "template": "y"},
+            {"id": "c", "kind": "condition", "if": "in.x"},
+            {"id": "in", "kind": "input"},
+        ],
+        "edges": [["in", "c"], ["c", "yes", True], ["yes", "out"]],
+    }
+    outline = WorkflowGraph.model_validate(declared).outline()
+    assert outline == {
+        "nodes": [
+            {"id": "in", "kind": "input"},
+            {"id": "c", "kind": "condition"},
+            {"id": "yes", "kind": "template"},
+            {"id": "out", "kind": "output"},
+        ],
+        "edges": [["in", "c"], ["c", "yes", "true"], ["yes", "out"]],
+    }

@@ -42,6 +42,13 @@ ADDER: dict[str, Any] = {
 }
 
 
+def nodes_shown(events: list[Any]) -> list[dict[str, Any]]:
+    """The call's node progress values, after the graph's outline that leads them."""
+    shown = [e.model_dump()["output"] for e in events if e.type == "tool-progress"]
+    assert set(shown[0]) == {"nodes", "edges"}
+    return shown[1:]
+
+
 def call(name: str, tool_input: dict[str, Any]) -> dict[str, Any]:
     return {"tool_calls": [{"name": name, "input": tool_input, "id": "w1"}]}
 
@@ -62,7 +69,7 @@ async def test_the_readme_adder(redis_url: str, workers: list[WorkerProcess]) ->
     answer, events = await run(redis_url, ADDER, {"x": 2, "y": 3})
     assert answer.output == 5.0
     assert not answer.is_error
-    shown = [e.model_dump()["output"] for e in events if e.type == "tool-progress"]
+    shown = nodes_shown(events)
     assert [p["node"] for p in shown if p["status"] == "done"] == ["in", "sum", "out"]
     assert {"node": "sum", "status": "running"} in shown
 
@@ -118,11 +125,7 @@ async def test_branches_run_in_parallel_and_a_condition_picks_one(
     tool = {**ADDER, "name": "branchy", "graph": graph}
     answer, events = await run(redis_url, tool, {"x": 6})
     assert answer.output == {"yes": "big: 12.0 and 7.0", "no": None}
-    statuses = {
-        e.model_dump()["output"]["node"]: e.model_dump()["output"]["status"]
-        for e in events
-        if e.type == "tool-progress" and e.model_dump()["output"]["status"] != "running"
-    }
+    statuses = {p["node"]: p["status"] for p in nodes_shown(events) if p["status"] != "running"}
     assert statuses["no"] == "skipped"
     assert statuses["yes"] == "done"
 
@@ -160,11 +163,7 @@ async def test_a_worker_killed_mid_node_costs_a_redelivery_not_the_workflow(
     pids = [int(p) for p in marker.read_text().split()]
     assert len(pids) == 2
     assert result.steps[0].tool_results[0].output == pids[1]
-    ends = [
-        e.model_dump()["output"]
-        for e in events
-        if e.type == "tool-progress" and e.model_dump()["output"]["status"] == "done"
-    ]
+    ends = [p for p in nodes_shown(events) if p["status"] == "done"]
     assert [p["node"] for p in ends] == ["in", "slow", "out"]  # each outcome recorded once
 
 

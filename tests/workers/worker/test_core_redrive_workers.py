@@ -251,4 +251,4 @@ async def test_a_lost_workflow_node_job_is_driven_again(
     (answer,) = result.steps[0].tool_results
     assert (answer.output, answer.is_error) == (3.0, False)
     done = [e.model_dump()["output"] for e in events if e.type == "tool-progress"]
-    assert [p["node"] for p in done if p["status"] == "done"] == ["in", "sum", "out"]
+    assert [p["node"] for p in done if p.get("status") == "done"] == ["in", "sum", "out"]
