@@ -88,7 +88,7 @@ def assistant_items(message: AssistantMessage) -> list[dict[str, Any]]:
 
 
 def media_item(media: Media) -> dict[str, Any]:
-    url = f"data:{media.media_type};base64,{media.data}"
+    url = media.data_url
     if media.is_image:
         return {"type": "input_image", "image_url": url}
     if media.media_type == "application/pdf":

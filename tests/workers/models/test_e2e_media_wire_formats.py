@@ -1,0 +1,59 @@
+"""A tool's image reaches the model on the wire formats whose tool results are text: an
+`agentq worker` process runs `tiny_image` (tests/support/call_tools.py) for a run on a
+real redis-server, and the local fake of each API, which checks the request as the API
+does, echoes what it saw of the image in its answer (tests/support/fake_media.py): the
+run's text then holds the image's size and digest. Chat Completions carries it in a
+user message after the tool message, Gemini as an inlineData part in the function
+response turn."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support import fake_gemini, fake_media, fake_openai
+from tests.support.call_tools import TINY_PNG
+from tests.support.fake_openai import ToolCall
+from tests.support.infra import WorkerProcess, run_cli, wait_ready
+
+pytestmark = pytest.mark.e2e
+
+KEYS = {"OPENAI_API_KEY": "sk-test", "GEMINI_API_KEY": "AIza-test"}
+FAKES: dict[str, tuple[Callable[[list[Any]], Any], Callable[..., Any]]] = {
+    "openai": (fake_openai.FakeOpenAI, fake_openai.Turn),
+    "gemini": (fake_gemini.FakeGemini, fake_gemini.Turn),
+}
+
+
+@pytest.fixture
+def worker(redis_url: str, allow_loopback_specs: None) -> Iterator[WorkerProcess]:
+    process = WorkerProcess(redis_url, "--tools", "tests/support/call_tools.py", env=KEYS)
+    wait_ready(process)
+    yield process
+    process.stop()
+
+
+@pytest.mark.parametrize("provider", list(FAKES))
+def test_the_model_sees_the_image_a_tool_returned(
+    provider: str, redis_url: str, worker: WorkerProcess, tmp_path: Path
+) -> None:
+    fake, turn = FAKES[provider]
+    turns = [turn(tool_calls=[ToolCall("tiny_image")]), turn(text="I see:", echo_media=True)]
+    with fake(turns) as server:
+        spec = {
+            "model": {"provider": provider, "name": "m-test", "base_url": server.base_url},
+            "prompt": "Show me the image.",
+            "tools": [{"type": "function", "name": "tiny_image"}],
+        }
+        path = tmp_path / "spec.json"
+        path.write_text(json.dumps(spec))
+        submitted = run_cli("submit", str(path), redis_url=redis_url)
+        assert submitted.returncode == 0, submitted.stderr
+        done = run_cli("wait", submitted.stdout.strip(), "--timeout", "60", redis_url=redis_url)
+    result = json.loads(done.stdout)
+    assert result["status"] == "succeeded", (done.stdout, worker.log())
+    assert result["text"] == f"I see:\n{fake_media.seen('image/png', TINY_PNG)}"
