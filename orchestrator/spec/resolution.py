@@ -118,6 +118,7 @@ def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -
             "coerce": entry.coerce,
             "max_output_bytes": entry.max_output_bytes,
             "on_error": entry.on_error,
+            "to_model_output": entry.to_model_output or tool.to_model_output,
         }
         if name != own:
             update["source_name"] = tool.served_name

@@ -106,7 +106,7 @@ def tool_turn(message: ToolMessage, media: MediaLimits | None) -> list[dict[str,
     inline: list[dict[str, Any]] = []
     for part in message.content:
         shown: list[Media] = []
-        output = part.output
+        output = part.for_model
         if has_media(output):
             output, shown = text_and_media(output, part.tool_call_id, _inline, media)
         responses.append(function_response(part, output))

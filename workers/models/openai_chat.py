@@ -92,7 +92,7 @@ def tool_messages(message: ToolMessage, media: MediaLimits | None) -> list[dict[
     out: list[dict[str, Any]] = []
     images: list[dict[str, Any]] = []
     for part in message.content:
-        text, shown = text_and_media(part.output, part.tool_call_id, _is_image, media)
+        text, shown = text_and_media(part.for_model, part.tool_call_id, _is_image, media)
         out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": text})
         for image in shown:
             images.append({"type": "text", "text": image.describe()})
