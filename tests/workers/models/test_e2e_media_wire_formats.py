@@ -1,11 +1,13 @@
-"""A tool's image reaches the model on the wire formats whose tool results are text: an
-`agentq worker` process runs `tiny_image` (tests/support/call_tools.py) for a run on a
-real redis-server, and the local fake of each API, which checks the request as the API
-does, echoes what it saw of the image in its answer (tests/support/fake_media.py): the
-run's text then holds the image's size and digest. Chat Completions carries it in a
-user message after the tool message, Gemini as an inlineData part in the function
-response turn. A `to_model_output` hook registered on another worker process turns a
-tool's number into an image the model sees, while the run records the number."""
+"""A tool's image reaches the model on every wire format: an `agentq worker` process
+runs `tiny_image` (tests/support/call_tools.py) for a run on a real redis-server, and
+the local fake of each API echoes what it saw of the image in its answer
+(tests/support/fake_media.py): the run's text then holds the image's size and digest.
+Anthropic and the Responses API carry it in the tool result; Chat Completions, whose
+tool messages are text, in a user message after them (the fake refuses it elsewhere, as
+the API does), Gemini as an inlineData part in the function response turn.
+
+A `to_model_output` hook registered on another worker process turns a tool's number into
+an image the model sees, while the run records the number."""
 
 from __future__ import annotations
 
@@ -16,16 +18,22 @@ from typing import Any
 
 import pytest
 
-from tests.support import fake_gemini, fake_media, fake_openai
+from tests.support import fake_anthropic, fake_gemini, fake_media, fake_openai, fake_responses
 from tests.support.call_tools import TINY_PNG
 from tests.support.fake_openai import ToolCall
 from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
 
 pytestmark = pytest.mark.e2e
 
-KEYS = {"OPENAI_API_KEY": "sk-test", "GEMINI_API_KEY": "AIza-test"}
+KEYS = {
+    "OPENAI_API_KEY": "sk-test",
+    "ANTHROPIC_API_KEY": "sk-ant-test",
+    "GEMINI_API_KEY": "AIza-test",
+}
 FAKES: dict[str, tuple[Callable[[list[Any]], Any], Callable[..., Any]]] = {
     "openai": (fake_openai.FakeOpenAI, fake_openai.Turn),
+    "openai-responses": (fake_responses.FakeResponses, fake_responses.Turn),
+    "anthropic": (fake_anthropic.FakeAnthropic, fake_anthropic.Turn),
     "gemini": (fake_gemini.FakeGemini, fake_gemini.Turn),
 }
 
