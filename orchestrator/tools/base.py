@@ -210,6 +210,10 @@ class ToolKindPlugin(ABC):
     # False when the tool's name means something to whoever runs it (a provider's
     # built-in tool): then `prefix` is refused.
     renamable: ClassVar[bool] = True
+    # False when a call's result does not come from a worker executing it (it is posted,
+    # a child run's, the provider's): no worker sees the output before it is recorded, so
+    # `to_model_output` is refused.
+    executed_by_worker: ClassVar[bool] = True
 
     @abstractmethod
     def offer(self, entry: Any, ctx: ResolveContext) -> list[ToolDef]:

@@ -147,3 +147,15 @@ async def test_a_hook_no_live_worker_registered_is_refused_at_submit(start: Star
         "tool 'chart': to_model_output hook 'nowhere' is not a hook any live worker "
         "registered (@to_model_output in a module loaded with --tools)"
     )
+
+
+async def test_tools_whose_results_no_worker_sees_are_refused(start: Start) -> None:
+    to_model_output(name="as_is")(lambda output: None)
+    entry = {"type": "client", "name": "ask_user", "to_model_output": "as_is"}
+    async with start([]) as client:
+        with pytest.raises(SpecError) as raised:
+            await client.runs.submit(scripted({"text": "done"}, tools=[entry]))
+    assert str(raised.value) == (
+        "tools[0].to_model_output: client tools' results do not pass through a worker, "
+        "so nothing converts them"
+    )
