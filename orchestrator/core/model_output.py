@@ -9,8 +9,9 @@ output as it was (`ToolResultPart.model_output` beside `output`). It may answer:
 - `{"content": [parts]}`, the shape media-bearing tool outputs already have;
 - None: no conversion, the model sees the output itself.
 
-Parts become `{"content": [parts]}`, which `media.tool_content` renders on every wire
-format; anything else is a TypeError naming what came back.
+Parts with media become `{"content": [parts]}`, which `media.tool_content` renders on
+every wire format; text parts alone become their text, one part a line. Anything else
+is a TypeError naming what came back.
 """
 
 from __future__ import annotations
@@ -29,7 +30,11 @@ def model_output(value: Any) -> Any:
         raise TypeError(
             f"returned {type(value).__name__}, not text, a list of text and media parts, or None"
         )
-    return {"content": [_part(p, i) for i, p in enumerate(value)]}
+    parts = [_part(p, i) for i, p in enumerate(value)]
+    if all(p["type"] == "text" for p in parts):
+        # Text alone reads as text on every wire format (a content list would be JSON).
+        return "\n".join(p["text"] for p in parts)
+    return {"content": parts}
 
 
 def _part(part: Any, index: int) -> dict[str, Any]:

@@ -4,8 +4,8 @@ The body (`execute_call`) is the one path every worker-executed call takes, whic
 its home (orchestrator/calls/home.py): a run's step here, a call's own hash for a call
 without a run (workers/jobs/call.py). Claim, execute within the call's span, guard the
 output (the run's `tool_output` guardrails), convert it for the model (the tool's
-`to_model_output` hook), bound it, record once; a re-delivered job
-whose call has its result does nothing.
+`to_model_output` hook), bound it, record once; a re-delivered job whose call has its
+result does nothing.
 """
 
 from __future__ import annotations

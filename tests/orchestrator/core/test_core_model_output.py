@@ -19,10 +19,8 @@ IMAGE = {"type": "media", "media_type": "image/png", "data": "iVBO"}
     [
         (None, None),
         ("text", "text"),
-        (
-            ["a", {"type": "text", "text": "b"}],
-            {"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]},
-        ),
+        (["a", {"type": "text", "text": "b"}], "a\nb"),
+        (["a", IMAGE], {"content": [{"type": "text", "text": "a"}, IMAGE]}),
         ({"content": [IMAGE]}, {"content": [IMAGE]}),
         ([{**IMAGE, "data": b"\x89PNG"}], {"content": [{**IMAGE, "data": "iVBORw=="}]}),
     ],
