@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from agentq.workers.steps.hooks import guardrail, needs_approval, prepare_step, stop_when
     from agentq.workers.tools.context import ToolContext
     from agentq.workers.tools.function_tools import FunctionTool, tool
+    from agentq.workers.tools.model_output import to_model_output
     from agentq.workers.worker.embedded import embedded
 
 _EXPORTS = {
@@ -60,6 +61,7 @@ _EXPORTS = {
     "needs_approval": "agentq.workers.steps.hooks",
     "prepare_step": "agentq.workers.steps.hooks",
     "stop_when": "agentq.workers.steps.hooks",
+    "to_model_output": "agentq.workers.tools.model_output",
     "tool": "agentq.workers.tools.function_tools",
 }
 __all__ = [
@@ -87,6 +89,7 @@ __all__ = [
     "needs_approval",
     "prepare_step",
     "stop_when",
+    "to_model_output",
     "tool",
 ]
 

@@ -5,7 +5,9 @@ either in `{"content": [parts]}` (MCP results, function tools that return parts)
 `{"artifacts": [...]}` (the code tool's files). `tool_content` turns such an output into
 an ordered list of text and `Media` items that a wire format renders: as images where
 the API accepts images in tool results, else as `Media.describe()` text, a description
-and a reference (`call_0_1#0`), never the base64 itself. Media over the caps is
+and a reference (`call_0_1#0`), never the base64 itself; `text_and_media` serves the
+APIs that take media beside a text result (Chat Completions in a following user
+message, Gemini in the function response turn). Media over the caps is
 replaced by a note. Data only, pure.
 """
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +53,10 @@ class Media:
     @property
     def is_image(self) -> bool:
         return self.media_type.startswith("image/")
+
+    @property
+    def data_url(self) -> str:
+        return f"data:{self.media_type};base64,{self.data}"
 
     def describe(self) -> str:
         return (
@@ -189,3 +196,13 @@ def as_text(items: list[ContentItem]) -> str:
 def result_text(output: Any, call_id: str, limits: MediaLimits | None = None) -> str:
     """A tool output as text for a model that takes no media in tool results."""
     return as_text(tool_content(output, call_id, limits))
+
+
+def text_and_media(
+    output: Any, call_id: str, accepts: Callable[[Media], bool], limits: MediaLimits | None = None
+) -> tuple[str, list[Media]]:
+    """For wire formats whose tool results are text but whose turns take media beside
+    them (Chat Completions, Gemini): the result as text, each media item described in its
+    place (so its reference ties it to what follows), and the media `accepts` lets go."""
+    items = tool_content(output, call_id, limits)
+    return as_text(items), [i for i in items if isinstance(i, Media) and accepts(i)]

@@ -51,6 +51,14 @@ class ToolResultPart(_Model):
     # came in with a conversation's history rather than from a call of ours).
     error_kind: ToolErrorKind | None = None
     provider_executed: bool = False
+    # What the model sees instead of `output`, when the tool's `to_model_output` hook
+    # converted it (orchestrator/core/model_output.py); `output` stays what the tool gave.
+    model_output: Any = Field(default=None, exclude_if=lambda value: value is None)
+
+    @property
+    def for_model(self) -> Any:
+        """The result as the model reads it."""
+        return self.output if self.model_output is None else self.model_output
 
 
 UserPart = Annotated[TextPart | MediaPart, Field(discriminator="type")]

@@ -114,11 +114,16 @@ def bounded_result(part: ToolResultPart, max_bytes: int) -> ToolResultPart:
     update: dict[str, Any] = {}
     try:
         output = jsonable(part.output)
+        # What a to_model_output hook made of it is bounded the same way.
+        seen = None if part.model_output is None else jsonable(part.model_output)
     except UnusableOutput as exc:
         output = f"the tool {part.tool_name!r} returned an unusable result: {exc}"
+        seen = None
         update = {"is_error": True, "error_kind": exc.kind}
     output, _ = capped(output, max_bytes)
-    return part.model_copy(update={**update, "output": output})
+    if seen is not None:
+        seen, _ = capped(seen, max_bytes)
+    return part.model_copy(update={**update, "output": output, "model_output": seen})
 
 
 def progress_value(value: Any) -> Any:

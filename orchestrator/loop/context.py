@@ -105,7 +105,7 @@ def drop_tool_results(messages: Sequence[Message], head: int, tail: int) -> list
         if isinstance(message, ToolMessage):
             out[i] = ToolMessage(
                 content=[
-                    part.model_copy(update={"output": DROPPED_RESULT})
+                    part.model_copy(update={"output": DROPPED_RESULT, "model_output": None})
                     if isinstance(part, ToolResultPart)
                     else part
                     for part in message.content

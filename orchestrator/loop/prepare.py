@@ -27,12 +27,19 @@ from agentq.orchestrator.spec.run import RunSpec, StepRule, ToolChoice, ToolChoi
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 
 # The registry kinds a worker announces its `@prepare_step`, `@stop_when`,
-# `@needs_approval` and `@guardrail` hooks under.
+# `@needs_approval`, `@guardrail` and `@to_model_output` hooks under.
 PREPARE_STEP_KIND = "prepare-step"
 STOP_WHEN_KIND = "stop-when"
 NEEDS_APPROVAL_KIND = "needs-approval"
 GUARDRAIL_KIND = "guardrail"
-HOOK_KINDS = (PREPARE_STEP_KIND, STOP_WHEN_KIND, NEEDS_APPROVAL_KIND, GUARDRAIL_KIND)
+TO_MODEL_OUTPUT_KIND = "to-model-output"
+HOOK_KINDS = (
+    PREPARE_STEP_KIND,
+    STOP_WHEN_KIND,
+    NEEDS_APPROVAL_KIND,
+    GUARDRAIL_KIND,
+    TO_MODEL_OUTPUT_KIND,
+)
 
 
 class StepOverrides(BaseModel):
@@ -198,6 +205,12 @@ async def checked_preparation(
             raise SpecError(
                 f"tool {tool.name!r}: needs_approval hook {asker.hook!r} is not a hook any live "
                 "worker registered (@needs_approval in a module loaded with --tools)"
+            )
+        converter = tool.to_model_output
+        if converter is not None and converter not in hooks.get(TO_MODEL_OUTPUT_KIND, ()):
+            raise SpecError(
+                f"tool {tool.name!r}: to_model_output hook {converter!r} is not a hook any live "
+                "worker registered (@to_model_output in a module loaded with --tools)"
             )
     if spec.prepare_step is not None and spec.prepare_step not in hooks.get(PREPARE_STEP_KIND, ()):
         raise SpecError(

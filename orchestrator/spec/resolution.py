@@ -95,6 +95,11 @@ def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -
         chosen = [offered[name] for name in entry.tools]
     if entry.prefix is not None and not plugin.renamable:
         raise SpecError(f"{ctx.where}.prefix: {plugin.kind} tools keep their own names")
+    if entry.to_model_output is not None and not plugin.executed_by_worker:
+        raise SpecError(
+            f"{ctx.where}.to_model_output: {plugin.kind} tools' results do not pass through "
+            "a worker, so nothing converts them"
+        )
     out: list[ToolDef] = []
     for tool in chosen:
         own = tool.name
@@ -118,6 +123,7 @@ def _wrapped(plugin: ToolKindPlugin, entry: ToolSpecBase, ctx: ResolveContext) -
             "coerce": entry.coerce,
             "max_output_bytes": entry.max_output_bytes,
             "on_error": entry.on_error,
+            "to_model_output": entry.to_model_output or tool.to_model_output,
         }
         if name != own:
             update["source_name"] = tool.served_name

@@ -84,6 +84,7 @@ class AgentKind(ToolKindPlugin):
     kind = "agent"
     spec_model = AgentToolSpec
     config_model = AgentToolConfig
+    executed_by_worker = False  # a child run answers it
 
     def offer(self, entry: Any, ctx: ResolveContext) -> list[ToolDef]:
         template = entry.spec

@@ -97,6 +97,9 @@ class ToolSpecBase(SpecModel):
     # AGENTQ_MAX_TOOL_OUTPUT_BYTES).
     max_output_bytes: int | None = Field(default=None, gt=0)
     on_error: OnError = OnError.MODEL
+    # A registered `@to_model_output` hook converting each output for the model (the run
+    # records the output as it was); default: the tool's own, if it has one.
+    to_model_output: str | None = None
     # Wrappers any kind gets: keep only these tools (by their own names) …
     tools: list[str] | None = None
     # … and expose them as prefix + own name.
@@ -126,6 +129,8 @@ class ToolAnnouncement(BaseModel):
     # Set on a provider a worker registered (kind "model-provider"), so that submit
     # knows it.
     model_provider: ProviderInfo | None = None
+    # The tool's own to_model_output hook (`@tool(to_model_output=fn)`), by name.
+    to_model_output: str | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class ToolDef(BaseModel):
@@ -155,6 +160,8 @@ class ToolDef(BaseModel):
     # tool gives (stamped at submit: the worker that runs the call reads only the tool).
     output_guards: list[str] = Field(default_factory=list, exclude_if=lambda names: not names)
     on_error: OnError = OnError.MODEL
+    # The to_model_output hook each result is converted by for the model (its name).
+    to_model_output: str | None = Field(default=None, exclude_if=lambda value: value is None)
     # The tool's own name where it is served, when the run exposes it as another.
     source_name: str | None = None
     config: SerializeAsAny[KindConfig] | None = None
@@ -203,6 +210,10 @@ class ToolKindPlugin(ABC):
     # False when the tool's name means something to whoever runs it (a provider's
     # built-in tool): then `prefix` is refused.
     renamable: ClassVar[bool] = True
+    # False when a call's result does not come from a worker executing it (it is posted,
+    # a child run's, the provider's): no worker sees the output before it is recorded, so
+    # `to_model_output` is refused.
+    executed_by_worker: ClassVar[bool] = True
 
     @abstractmethod
     def offer(self, entry: Any, ctx: ResolveContext) -> list[ToolDef]:

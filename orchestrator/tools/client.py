@@ -25,6 +25,7 @@ class ClientToolSpec(ToolSpecBase):
 class ClientKind(ToolKindPlugin):
     kind = "client"
     spec_model = ClientToolSpec
+    executed_by_worker = False  # its result is posted from outside
 
     def offer(self, entry: Any, ctx: ResolveContext) -> list[ToolDef]:
         return [self.described_tool(entry, ctx, entry.name)]

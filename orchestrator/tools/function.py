@@ -30,7 +30,11 @@ class FunctionKind(ToolKindPlugin):
                 f"{ctx.where}: no worker serves the function tool {entry.name!r} "
                 "(start one with `agentq worker --tools MODULE`)"
             )
-        return [self.described_tool(found, ctx, entry.name, queue=found.queue)]
+        return [
+            self.described_tool(
+                found, ctx, entry.name, queue=found.queue, to_model_output=found.to_model_output
+            )
+        ]
 
     def call_entries(self, ann: ToolAnnouncement) -> list[tuple[str, dict[str, Any]]]:
         return [(ann.name, {"type": "function", "name": ann.name})]

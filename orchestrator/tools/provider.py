@@ -33,6 +33,7 @@ class ProviderKind(ToolKindPlugin):
     spec_model = ProviderToolSpec
     config_model = ProviderToolConfig
     renamable = False  # the provider knows its tools by their own names
+    executed_by_worker = False  # the provider runs it
 
     def offer(self, entry: Any, ctx: ResolveContext) -> list[ToolDef]:
         provider = ctx.model_provider

@@ -109,6 +109,7 @@ def load_remote_tools(path: str | None) -> RemoteTools:
 class RemoteKind(ToolKindPlugin):
     kind = "remote"
     spec_model = RemoteToolSpec
+    executed_by_worker = False  # a service posts its result
 
     def offer(self, entry: Any, ctx: ResolveContext) -> list[ToolDef]:
         found = ctx.registry.get(remote_registry_key(entry.name))

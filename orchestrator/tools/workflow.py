@@ -123,6 +123,7 @@ class WorkflowKind(ToolKindPlugin):
     kind = "workflow"
     spec_model = WorkflowToolSpec
     config_model = WorkflowToolConfig
+    executed_by_worker = False  # its graph's end answers it
 
     def offer(self, entry: Any, ctx: ResolveContext) -> list[ToolDef]:
         graph: WorkflowGraph = entry.graph

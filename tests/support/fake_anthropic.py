@@ -8,15 +8,18 @@
 `input_json_delta` / `thinking_delta` / `signature_delta`, `content_block_stop`,
 `message_delta` with `stop_reason` and usage, `message_stop`, plus a `ping`)
 when the request says `stream: true`, one message object otherwise. Errors use
-the API's `{"type": "error", "error": {"type", "message"}}` body.
+the API's `{"type": "error", "error": {"type", "message"}}` body. A turn with
+`echo_media` appends what it saw of the request's image blocks
+(tests/support/fake_media.py).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tests.support import fake_media
 from tests.support.fake_batches import AnthropicBatches, line_request
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 from tests.support.fake_openai import ToolCall
@@ -68,6 +71,9 @@ class Turn:
     truncate: bool = False  # stream: stop before message_stop, as a cut connection does
     byte_split: int | None = None
     model: str = "claude-fake"
+    # Append a line per image block of the request's user turns, tool results included
+    # (fake_media.py).
+    echo_media: bool = False
 
 
 def _cut(text: str, size: int) -> list[str]:
@@ -178,11 +184,36 @@ def stream_events(turn: Turn, index: int) -> list[tuple[str | None, Any]]:
     return events
 
 
+def _image_blocks(blocks: Any) -> list[dict[str, Any]]:
+    """The image blocks among `blocks`, and among those of the tool results in them."""
+    found: list[dict[str, Any]] = []
+    for block in blocks if isinstance(blocks, list) else []:
+        if isinstance(block, dict) and block.get("type") == "image":
+            found.append(block)
+        elif isinstance(block, dict) and block.get("type") == "tool_result":
+            found += _image_blocks(block.get("content"))
+    return found
+
+
+def seen_images(messages: Any) -> list[str]:
+    """The echo line of each base64 image block of the request's user turns, in order."""
+    return [
+        fake_media.seen(str(block["source"]["media_type"]), str(block["source"]["data"]))
+        for message in messages or []
+        if message.get("role") == "user"
+        for block in _image_blocks(message.get("content"))
+        if (block.get("source") or {}).get("type") == "base64"
+    ]
+
+
 def render(turn: Turn, index: int, request: Recorded) -> Reply:
     if turn.status >= 400:
         error_type = ERROR_TYPES.get(turn.status, "api_error")
         body = {"type": "error", "error": {"type": error_type, "message": turn.error}}
         return Reply.json(body, status=turn.status, headers=turn.headers)
+    if turn.echo_media:
+        messages = request.body.get("messages") if isinstance(request.body, dict) else None
+        turn = replace(turn, text=fake_media.echoed(turn.text, seen_images(messages)))
     wants_stream = isinstance(request.body, dict) and request.body.get("stream")
     if not wants_stream:
         return Reply.json(message(turn, index), headers=turn.headers)

@@ -4,14 +4,19 @@
 `:streamGenerateContent?alt=sse` answers a series of them as `data:` events (text
 in pieces, each functionCall whole, `finishReason` and `usageMetadata` on the
 last). Errors use Google's `{"error": {"code", "message", "status"}}` body.
+Requests the API refuses are refused with its 400 (a malformed response schema; a
+function call turn not answered by as many functionResponse parts; unreadable
+`inlineData`); a turn with `echo_media` appends what it saw of the request's
+`inlineData` parts (tests/support/fake_media.py).
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tests.support import fake_media
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 from tests.support.fake_openai import ToolCall
 
@@ -45,6 +50,8 @@ class Turn:
     headers: dict[str, str] = field(default_factory=dict)
     truncate: bool = False
     byte_split: int | None = None
+    # Append a line per inlineData part of the request's user turns (fake_media.py).
+    echo_media: bool = False
 
 
 def _cut(text: str, size: int) -> list[str]:
@@ -93,11 +100,60 @@ def output_config_problem(config: dict[str, Any]) -> str | None:
     return None
 
 
+def _parts(content: dict[str, Any]) -> list[dict[str, Any]]:
+    return [p for p in content.get("parts") or [] if isinstance(p, dict)]
+
+
+def _count(content: dict[str, Any], kind: str) -> int:
+    return sum(1 for p in _parts(content) if kind in p)
+
+
+def contents_problem(contents: Any) -> str | None:
+    """What the API says of contents it refuses (None: acceptable)."""
+    if not isinstance(contents, list):
+        return None
+    for i, content in enumerate(contents):
+        calls = _count(content, "functionCall") if content.get("role") == "model" else 0
+        answer = contents[i + 1] if i + 1 < len(contents) else None
+        if calls and answer is not None and _count(answer, "functionResponse") != calls:
+            return (
+                "Please ensure that the number of function response parts is equal to the "
+                "number of function call parts of the function call turn."
+            )
+        for part in _parts(content):
+            if "inlineData" in part:
+                try:
+                    _seen(part["inlineData"])
+                except ValueError as exc:
+                    return f"Invalid value at 'contents[{i}].parts.inline_data': {exc}"
+    return None
+
+
+def _seen(inline: Any) -> str:
+    if not isinstance(inline, dict) or not inline.get("mimeType"):
+        raise ValueError("inlineData needs a mimeType and data")
+    return fake_media.seen(str(inline["mimeType"]), str(inline.get("data", "")))
+
+
+def seen_media(contents: Any) -> list[str]:
+    """The echo line of each inlineData part in the request's user turns, in order."""
+    return [
+        _seen(part["inlineData"])
+        for content in contents or []
+        if content.get("role") == "user"
+        for part in _parts(content)
+        if "inlineData" in part
+    ]
+
+
 def render(turn: Turn, request: Recorded) -> Reply:
     if turn.status >= 400:
         status = STATUSES.get(turn.status, "UNKNOWN")
         body = {"error": {"code": turn.status, "message": turn.error, "status": status}}
         return Reply.json(body, status=turn.status, headers=turn.headers)
+    if turn.echo_media:
+        contents = request.body.get("contents") if isinstance(request.body, dict) else None
+        turn = replace(turn, text=fake_media.echoed(turn.text, seen_media(contents)))
     if request.path.endswith(":generateContent"):
         thought = [{"text": turn.thoughts, "thought": True}] if turn.thoughts else []
         parts = thought + ([{"text": turn.text}] if turn.text else []) + call_parts(turn)
@@ -120,7 +176,9 @@ class FakeGemini(ScriptedFake[Turn]):
         if request.path.endswith(":streamGenerateContent") and request.query.get("alt") != ["sse"]:
             return Reply.json({"error": {"code": 400, "message": "fake: only alt=sse"}}, status=400)
         body = request.body if isinstance(request.body, dict) else {}
-        problem = output_config_problem(body.get("generationConfig") or {})
+        problem = output_config_problem(body.get("generationConfig") or {}) or contents_problem(
+            body.get("contents")
+        )
         if problem is not None:
             error = {"code": 400, "message": problem, "status": "INVALID_ARGUMENT"}
             return Reply.json({"error": error}, status=400)

@@ -14,7 +14,10 @@ fragments across chunks; a usage chunk when `stream_options.include_usage`),
 one JSON object otherwise. A turn with `status >= 400` answers with an OpenAI
 error body and its headers (e.g. 429 with `Retry-After`). When the script is
 exhausted the server answers 400 (final, so a test fails fast rather than
-retrying).
+retrying). Requests the API refuses are refused with its 400 (a malformed
+`response_format`; an image outside a user message or unreadable; a call not
+answered by a tool message before the next message); a turn with `echo_media`
+appends what it saw of the request's images (tests/support/fake_media.py).
 
 As a separate process, for end-to-end tests of worker processes:
 
@@ -34,9 +37,10 @@ import json
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tests.support import fake_media
 from tests.support.fake_batches import OpenAIBatches, line_request
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 
@@ -78,6 +82,8 @@ class Turn:
     interleave: bool = False
     byte_split: int | None = None
     model: str = "fake-model"
+    # Append a line per image the request's user messages carry (fake_media.py).
+    echo_media: bool = False
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Turn:
@@ -115,6 +121,56 @@ def response_format_problem(response_format: Any) -> str | None:
             response_format.get("json_schema"), "response_format.json_schema"
         )
     return None
+
+
+def _parts(message: dict[str, Any]) -> list[dict[str, Any]]:
+    content = message.get("content")
+    return [p for p in content if isinstance(p, dict)] if isinstance(content, list) else []
+
+
+def messages_problem(messages: Any) -> str | None:
+    """What the API says of a conversation it refuses (None: acceptable): images outside
+    user messages, unreadable images, and calls left unanswered before the next message."""
+    if not isinstance(messages, list):
+        return None
+    waiting: list[str] = []  # the calls of the last assistant message not answered yet
+    for i, message in enumerate(messages):
+        role = message.get("role")
+        if waiting and role != "tool":
+            return (
+                "An assistant message with 'tool_calls' must be followed by tool messages "
+                "responding to each 'tool_call_id'. The following tool_call_ids did not "
+                f"have response messages: {', '.join(waiting)}"
+            )
+        for part in _parts(message):
+            if part.get("type") != "image_url":
+                continue
+            if role != "user":
+                return (
+                    f"Invalid 'messages[{i}]'. Image URLs are only allowed for messages "
+                    f"with role 'user', but this message with role '{role}' contains an image URL."
+                )
+            try:
+                fake_media.seen_data_url(str((part.get("image_url") or {}).get("url", "")))
+            except ValueError as exc:
+                return f"Invalid 'messages[{i}]' image_url: {exc}"
+        if role == "assistant":
+            waiting = [c.get("id") for c in message.get("tool_calls") or []]
+        elif role == "tool" and message.get("tool_call_id") in waiting:
+            waiting.remove(message["tool_call_id"])
+    return None
+
+
+def seen_images(messages: Any) -> list[str]:
+    """The echo line of each image in the request's user messages, in order."""
+    lines = [
+        fake_media.seen_data_url(str(part["image_url"]["url"]))
+        for message in messages or []
+        if message.get("role") == "user"
+        for part in _parts(message)
+        if part.get("type") == "image_url"
+    ]
+    return [line for line in lines if line is not None]
 
 
 def rate_limited(retry_after: str = "0", **headers: str) -> Turn:
@@ -231,6 +287,8 @@ def render(turn: Turn, index: int, request: Recorded) -> Reply:
     if turn.status >= 400:
         return error_reply(turn)
     body = request.body if isinstance(request.body, dict) else {}
+    if turn.echo_media:
+        turn = replace(turn, text=fake_media.echoed(turn.text, seen_images(body.get("messages"))))
     if not body.get("stream"):
         return Reply.json(completion(turn, index), headers=turn.headers)
     include_usage = bool((body.get("stream_options") or {}).get("include_usage"))
@@ -265,14 +323,13 @@ class FakeOpenAI(ScriptedFake[Turn]):
         if request.path != "/v1/chat/completions":
             return Reply.json({"error": {"message": f"no route {request.path}"}}, status=404)
         body = request.body if isinstance(request.body, dict) else {}
-        problem = response_format_problem(body.get("response_format"))
-        if problem is not None:
-            error = {
-                "message": problem,
-                "type": "invalid_request_error",
-                "param": "response_format",
-            }
-            return Reply.json({"error": error}, status=400)
+        for param, problem in (
+            ("response_format", response_format_problem(body.get("response_format"))),
+            ("messages", messages_problem(body.get("messages"))),
+        ):
+            if problem is not None:
+                error = {"message": problem, "type": "invalid_request_error", "param": param}
+                return Reply.json({"error": error}, status=400)
         return None
 
     def render(self, turn: Turn, index: int, request: Recorded) -> Reply:

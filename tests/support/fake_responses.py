@@ -5,14 +5,17 @@ events (`response.created`, `response.output_item.added`,
 `response.output_text.delta`, `response.function_call_arguments.delta`,
 `response.reasoning_summary_text.delta`,
 `response.output_item.done`, `response.completed` / `response.incomplete`),
-each with `type` and `sequence_number`; otherwise one response object.
+each with `type` and `sequence_number`; otherwise one response object. A turn with
+`echo_media` appends what it saw of the request's input images
+(tests/support/fake_media.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from tests.support import fake_media
 from tests.support.fake_batches import OpenAIBatches, line_request
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 from tests.support.fake_openai import ToolCall, json_schema_problem
@@ -42,6 +45,9 @@ class Turn:
     byte_split: int | None = None
     # Stream: leave `output` out of the terminal event (clients must use the item events).
     terse_completed: bool = False
+    # Append a line per input_image of the request's user messages and function call
+    # outputs (fake_media.py).
+    echo_media: bool = False
 
 
 def _cut(text: str, size: int) -> list[str]:
@@ -217,7 +223,32 @@ def text_format_problem(body: dict[str, Any]) -> str | None:
     return json_schema_problem(fmt, "text.format") if kind == "json_schema" else None
 
 
+def _content(item: dict[str, Any]) -> list[Any]:
+    if item.get("type") == "function_call_output":
+        output = item.get("output")
+    elif item.get("role") == "user":
+        output = item.get("content")
+    else:
+        return []
+    return output if isinstance(output, list) else []
+
+
+def seen_images(items: Any) -> list[str]:
+    """The echo line of each inline input_image of the request's input, in order."""
+    lines = [
+        fake_media.seen_data_url(str(part.get("image_url", "")))
+        for item in (items if isinstance(items, list) else [])
+        if isinstance(item, dict)
+        for part in _content(item)
+        if isinstance(part, dict) and part.get("type") == "input_image"
+    ]
+    return [line for line in lines if line is not None]
+
+
 def render(turn: Turn, index: int, request: Recorded) -> Reply:
+    if turn.echo_media:
+        items = request.body.get("input") if isinstance(request.body, dict) else None
+        turn = replace(turn, text=fake_media.echoed(turn.text, seen_images(items)))
     if turn.status >= 400:
         body = {
             "error": {

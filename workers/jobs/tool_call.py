@@ -3,8 +3,9 @@
 The body (`execute_call`) is the one path every worker-executed call takes, whichever
 its home (orchestrator/calls/home.py): a run's step here, a call's own hash for a call
 without a run (workers/jobs/call.py). Claim, execute within the call's span, guard the
-output (the run's `tool_output` guardrails), bound it, record once; a re-delivered job
-whose call has its result does nothing.
+output (the run's `tool_output` guardrails), convert it for the model (the tool's
+`to_model_output` hook), bound it, record once; a re-delivered job whose call has its
+result does nothing.
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ from agentq.orchestrator.calls.home import CallHome, RunCallHome
 from agentq.orchestrator.core.envelopes import TOOLS_QUEUE, JobEnvelope, JobKind
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
-from agentq.orchestrator.core.tool_output import bounded_result
+from agentq.orchestrator.core.tool_output import UnusableOutput, bounded_result, jsonable
 from agentq.orchestrator.loop.plan import error_result
+from agentq.orchestrator.loop.prepare import TO_MODEL_OUTPUT_KIND
 from agentq.orchestrator.tools import ToolDef
 from agentq.workers.jobs.base import WorkerDeps, attempt_of, deps_of, exhausted, guarded
 from agentq.workers.jobs.registry import handles
 from agentq.workers.queue.claims import job_ride
 from agentq.workers.queue.outcome import JobOutcome, report
-from agentq.workers.steps import guards
+from agentq.workers.steps import guards, hook_calls
 from agentq.workers.steps.genai_spans import tool_attributes, tool_result_attributes
-from agentq.workers.steps.hook_calls import HookFailed
+from agentq.workers.steps.hook_calls import HookFailed, HookRequest
 from agentq.workers.tools.execution import execute
 
 
@@ -68,6 +70,7 @@ async def execute_call(ctx: dict[str, Any], deps: WorkerDeps, home: CallHome) ->
         else:
             result = await execute(home, deps.executors.get(tool.kind), tool, call, attempt)
             result = await _guarded_output(deps, home, tool, result)
+            result = await _for_model(deps, home, tool, result)
         limit = (tool.max_output_bytes if tool else None) or deps.max_output_bytes
         result = bounded_result(result, limit)
         tracing.annotate(tool_span, lambda: tool_result_attributes(result))
@@ -101,3 +104,25 @@ async def _guarded_output(
         reason=trip.reason,
     )
     return error_result(result.tool_call_id, result.tool_name, trip.message, ToolErrorKind.DENIED)
+
+
+async def _for_model(
+    deps: WorkerDeps, home: CallHome, tool: ToolDef, result: ToolResultPart
+) -> ToolResultPart:
+    """The result with what the model sees of it, when its tool has a `to_model_output`
+    hook; the output stays as the tool gave it. Only a run's results reach a model, and
+    an error is for the model already. A hook that fails is a tool error, as a guard is."""
+    if tool.to_model_output is None or home.step is None or result.is_error:
+        return result
+    try:
+        output = jsonable(result.output)
+    except UnusableOutput:
+        return result  # bounded_result makes it the tool error it is
+    request = HookRequest(kind=TO_MODEL_OUTPUT_KIND, name=tool.to_model_output, args=[output])
+    try:
+        seen = await hook_calls.call(deps.store, home.stream_id, home.step, request, tool.timeout_s)
+    except HookFailed as exc:
+        return error_result(
+            result.tool_call_id, result.tool_name, exc.message, ToolErrorKind.EXECUTION
+        )
+    return result.model_copy(update={"model_output": seen})

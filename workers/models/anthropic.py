@@ -105,7 +105,7 @@ def assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
 
 def tool_result_content(part: ToolResultPart, media: MediaLimits | None) -> Any:
     """A string, or text and image blocks when the tool returned images."""
-    items = tool_content(part.output, part.tool_call_id, media)
+    items = tool_content(part.for_model, part.tool_call_id, media)
     if all(isinstance(i, str) for i in items):
         return "\n".join(str(i) for i in items)
     return [

@@ -15,12 +15,13 @@ from typing import Any
 from urllib.parse import quote
 
 from agentq.orchestrator.core.errors import ProviderError
-from agentq.orchestrator.core.media import MediaLimits, has_media, result_text
+from agentq.orchestrator.core.media import Media, MediaLimits, has_media, text_and_media
 from agentq.orchestrator.core.messages import (
     AssistantMessage,
     Message,
     TextPart,
     ToolCallPart,
+    ToolMessage,
     ToolResultPart,
     Usage,
     UserMessage,
@@ -42,6 +43,8 @@ KEY = "gemini"
 FILTERED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY"}
 # JSON Schema keywords the Gemini schema subset rejects.
 UNSUPPORTED_SCHEMA_KEYS = frozenset({"$schema", "additionalProperties", "$id"})
+# The media Gemini reads inline (images, audio, video, PDF); others are only described.
+INLINE_MEDIA = ("image/", "audio/", "video/", "application/pdf")
 SERVER_TOOLS = {"web_search": "google_search", "google_search": "google_search"}
 
 
@@ -81,11 +84,6 @@ def model_parts(message: AssistantMessage) -> list[dict[str, Any]]:
     return parts
 
 
-def _result(output: Any, call_id: str, media: MediaLimits | None) -> Any:
-    # functionResponse takes JSON; media goes as a description, never as base64 text.
-    return result_text(output, call_id, media) if has_media(output) else output
-
-
 def to_contents(
     messages: list[Message], media: MediaLimits | None = None
 ) -> tuple[list[str], list[dict[str, Any]]]:
@@ -96,17 +94,33 @@ def to_contents(
         assistant_role="model",
         user=user_parts,
         assistant=model_parts,
-        tool=lambda message: [function_response(p, media) for p in message.content],
+        tool=lambda message: tool_turn(message, media),
     )
 
 
-def function_response(part: ToolResultPart, media: MediaLimits | None) -> dict[str, Any]:
+def tool_turn(message: ToolMessage, media: MediaLimits | None) -> list[dict[str, Any]]:
+    """A functionResponse part per result, then an inlineData part per medium they returned:
+    functionResponse takes JSON only, and the turn that carries it takes media beside it.
+    Each medium is described in its result (with its reference), in the order sent."""
+    responses: list[dict[str, Any]] = []
+    inline: list[dict[str, Any]] = []
+    for part in message.content:
+        shown: list[Media] = []
+        output = part.for_model
+        if has_media(output):
+            output, shown = text_and_media(output, part.tool_call_id, _inline, media)
+        responses.append(function_response(part, output))
+        inline += [{"inlineData": {"mimeType": m.media_type, "data": m.data}} for m in shown]
+    return responses + inline
+
+
+def _inline(media: Media) -> bool:
+    return media.media_type.startswith(INLINE_MEDIA)
+
+
+def function_response(part: ToolResultPart, output: Any) -> dict[str, Any]:
     # Gemini matches a response to its call by function name (calls have no ids).
-    response = (
-        {"error": part.output}
-        if part.is_error
-        else {"result": _result(part.output, part.tool_call_id, media)}
-    )
+    response = {"error": output} if part.is_error else {"result": output}
     return {"functionResponse": {"name": part.tool_name, "response": response}}
 
 

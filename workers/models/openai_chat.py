@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentq.orchestrator.core.errors import ProviderError
-from agentq.orchestrator.core.media import MediaLimits, result_text
+from agentq.orchestrator.core.media import Media, MediaLimits, text_and_media
 from agentq.orchestrator.core.messages import (
     AssistantMessage,
     MediaPart,
@@ -79,16 +79,31 @@ def to_messages(
         elif isinstance(message, AssistantMessage):
             out.append(assistant_message(message))
         elif isinstance(message, ToolMessage):
-            out.extend(
-                {
-                    "role": "tool",
-                    "tool_call_id": part.tool_call_id,
-                    # Tool messages take text only: media goes as a description.
-                    "content": result_text(part.output, part.tool_call_id, media),
-                }
-                for part in message.content
-            )
+            out.extend(tool_messages(message, media))
     return out
+
+
+def tool_messages(message: ToolMessage, media: MediaLimits | None) -> list[dict[str, Any]]:
+    """One `tool` message per result, then one `user` message with the images they returned.
+
+    Tool messages take text only, so each image is described there (with its reference)
+    and sent in the user message after the last of them: the API wants every call of the
+    assistant message answered before any other message, as OpenAI's guides do it."""
+    out: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
+    for part in message.content:
+        text, shown = text_and_media(part.for_model, part.tool_call_id, _is_image, media)
+        out.append({"role": "tool", "tool_call_id": part.tool_call_id, "content": text})
+        for image in shown:
+            images.append({"type": "text", "text": image.describe()})
+            images.append({"type": "image_url", "image_url": {"url": image.data_url}})
+    if images:
+        out.append({"role": "user", "content": images})
+    return out
+
+
+def _is_image(media: Media) -> bool:
+    return media.is_image
 
 
 def assistant_message(message: AssistantMessage) -> dict[str, Any]:

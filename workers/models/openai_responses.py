@@ -88,7 +88,7 @@ def assistant_items(message: AssistantMessage) -> list[dict[str, Any]]:
 
 
 def media_item(media: Media) -> dict[str, Any]:
-    url = f"data:{media.media_type};base64,{media.data}"
+    url = media.data_url
     if media.is_image:
         return {"type": "input_image", "image_url": url}
     if media.media_type == "application/pdf":
@@ -98,7 +98,7 @@ def media_item(media: Media) -> dict[str, Any]:
 
 def function_output(part: ToolResultPart, media: MediaLimits | None) -> str | list[dict[str, Any]]:
     """A string, or an array of input_text / input_image items when the tool returned media."""
-    items = tool_content(part.output, part.tool_call_id, media)
+    items = tool_content(part.for_model, part.tool_call_id, media)
     if all(isinstance(i, str) for i in items):
         return "\n".join(str(i) for i in items)
     return [

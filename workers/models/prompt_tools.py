@@ -119,7 +119,7 @@ def render_history(
             out.append(AssistantMessage(content="\n".join(pieces)))
         elif isinstance(message, ToolMessage):
             blocks = [
-                fmt.render_result(part, result_text(part.output, part.tool_call_id, media))
+                fmt.render_result(part, result_text(part.for_model, part.tool_call_id, media))
                 for part in message.content
             ]
             out.append(UserMessage(content="\n".join(blocks)))

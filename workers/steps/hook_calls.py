@@ -1,10 +1,11 @@
 """A registered hook called for a step: here, or as a `hook` job where it is registered.
 
-Every hook kind (`@prepare_step`, `@stop_when`, `@needs_approval`, `@guardrail`) is
-called the same way: when this process registered it, at once; else the request (kind,
-name, JSON arguments) is written beside the run, a `hook` job is enqueued on a queue of a worker
-that announced it (workers/jobs/hook.py), and the step waits for the reply pushed
-back (the hook's JSON answer, or its error) within the step's deadline. The job's
+Every hook kind (`@prepare_step`, `@stop_when`, `@needs_approval`, `@guardrail`,
+`@to_model_output`) is called the same way: when this process registered it, at once;
+else the request (kind, name, JSON arguments) is written beside the run, a `hook` job is
+enqueued on a queue of a worker that announced it (workers/jobs/hook.py), and the step
+waits for the reply pushed back (the hook's JSON answer, or its error) within the step's
+deadline. The job's
 payload stays a reference; what the hook is asked lives in the request key.
 """
 
@@ -29,6 +30,7 @@ from agentq.orchestrator.loop.prepare import (
     NEEDS_APPROVAL_KIND,
     PREPARE_STEP_KIND,
     STOP_WHEN_KIND,
+    TO_MODEL_OUTPUT_KIND,
 )
 from agentq.orchestrator.policy.guardrails import check_from_json
 from agentq.orchestrator.redis.connect import MAX_BLOCK_S
@@ -47,6 +49,7 @@ LABELS = {
     STOP_WHEN_KIND: "stop_when",
     NEEDS_APPROVAL_KIND: "needs_approval",
     GUARDRAIL_KIND: "guardrail",
+    TO_MODEL_OUTPUT_KIND: "to_model_output",
 }
 
 
@@ -113,6 +116,7 @@ _ARGS: dict[str, Callable[[list[Any]], list[Any]]] = {
     STOP_WHEN_KIND: lambda args: [StepResult.model_validate(args[0])],
     NEEDS_APPROVAL_KIND: lambda args: list(args),
     GUARDRAIL_KIND: lambda args: [check_from_json(args[0])],
+    TO_MODEL_OUTPUT_KIND: lambda args: list(args),
 }
 
 

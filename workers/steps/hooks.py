@@ -1,5 +1,5 @@
 """Hooks a worker registers: `@prepare_step`, `@stop_when`, `@needs_approval`,
-`@guardrail`.
+`@guardrail`, `@to_model_output`.
 
 `@prepare_step`: a function that changes a step before it runs.
 
@@ -24,6 +24,11 @@ registered them, else as a job on a queue of a worker that announced them).
 `@guardrail` (named in a run's `guardrails`) is called with a `GuardCheck` (the
 stage and what is checked) and answers None to pass or a reason to trip; it is
 called the same way (orchestrator/policy/guardrails.py).
+
+`@to_model_output` (a tool's `"to_model_output": NAME`, or `@tool(to_model_output=fn)`)
+is called with a call's output and answers what the model sees of it
+(orchestrator/core/model_output.py); its registry is the tools layer's
+(workers/tools/model_output.py), listed here with the others.
 """
 
 from __future__ import annotations
@@ -35,16 +40,19 @@ from dataclasses import dataclass
 from typing import Any, overload
 
 from agentq.orchestrator.core.messages import Message
+from agentq.orchestrator.core.model_output import model_output
 from agentq.orchestrator.loop.prepare import (
     GUARDRAIL_KIND,
     NEEDS_APPROVAL_KIND,
     PREPARE_STEP_KIND,
     STOP_WHEN_KIND,
+    TO_MODEL_OUTPUT_KIND,
     StepOverrides,
     parse_overrides,
 )
 from agentq.orchestrator.runs.result import StepResult
 from agentq.orchestrator.tools import ToolAnnouncement
+from agentq.workers.tools.model_output import registered_converters
 
 
 @dataclass(frozen=True)
@@ -188,11 +196,17 @@ def guardrail(
 
 
 def rule_hook(kind: str, name: str) -> RuleHook | None:
-    return _RULE_HOOKS.get((kind, name))
+    return registered_rule_hooks().get((kind, name))
 
 
 def registered_rule_hooks() -> dict[tuple[str, str], RuleHook]:
-    return dict(_RULE_HOOKS)
+    """The rule hooks, and the `to_model_output` converters (registered in the tools
+    layer, which `@tool` belongs to), which answer their normalized output."""
+    converters = {
+        (TO_MODEL_OUTPUT_KIND, name): RuleHook(TO_MODEL_OUTPUT_KIND, name, fn, model_output)
+        for name, fn in registered_converters().items()
+    }
+    return {**_RULE_HOOKS, **converters}
 
 
 def hook_announcements(queue: str) -> list[ToolAnnouncement]:
@@ -205,5 +219,5 @@ def hook_announcements(queue: str) -> list[ToolAnnouncement]:
     ]
     return prepare + [
         ToolAnnouncement(name=name, kind=kind, queue=queue, description=f"{kind} hook")
-        for kind, name in sorted(_RULE_HOOKS)
+        for kind, name in sorted(registered_rule_hooks())
     ]

@@ -32,6 +32,7 @@ class FunctionExecutor:
                 queue=queue,
                 description=t.description,
                 input_schema=t.input_schema,
+                to_model_output=t.to_model_output,
             )
             for t in self.tools.values()
         ]

@@ -5,6 +5,8 @@ JSON schema from its type hints (pydantic models allowed). A sync function
 runs in a thread; an async generator's yielded values are progress updates,
 each shown as it is yielded, and its last one is also the result. A parameter
 annotated `ToolContext` receives the call's context and is not in the schema.
+`to_model_output=fn` converts each output into what the model sees (the run records
+the output as it was).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from agentq.orchestrator.core.errors import ToolInputError
 from agentq.workers.tools.context import ToolContext
+from agentq.workers.tools.model_output import register_converter
 
 FunctionKind = Literal["sync", "async", "asyncgen"]
 
@@ -33,6 +36,8 @@ class FunctionTool:
     arguments: type[BaseModel]
     # The parameter the call's ToolContext is passed as (None: the function takes none).
     context_param: str | None = None
+    # The to_model_output hook converting its outputs for the model (None: shown as is).
+    to_model_output: str | None = None
 
     def bind(self, value: Any) -> dict[str, Any]:
         """Validate and coerce the model's input into keyword arguments."""
@@ -92,11 +97,19 @@ def _schema(model: type[BaseModel]) -> dict[str, Any]:
 
 
 def make_tool(
-    fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    to_model_output: Callable[..., Any] | None = None,
 ) -> FunctionTool:
     tool_name = name or fn.__name__
     context_param = _context_param(fn, tool_name)
     arguments = _arguments_model(fn, tool_name, context_param)
+    if to_model_output is not None:
+        # A hook like any other, under the tool's name: the worker that runs the tool
+        # registered it, so its calls convert their outputs where they ran.
+        register_converter(tool_name, to_model_output)
     return FunctionTool(
         name=tool_name,
         description=description or inspect.cleandoc(fn.__doc__ or ""),
@@ -105,6 +118,7 @@ def make_tool(
         kind=_kind(fn),
         arguments=arguments,
         context_param=context_param,
+        to_model_output=tool_name if to_model_output is not None else None,
     )
 
 
@@ -114,7 +128,10 @@ def tool(fn: Callable[..., Any], /) -> FunctionTool: ...
 
 @overload
 def tool(
-    *, name: str | None = None, description: str | None = None
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    to_model_output: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -124,11 +141,15 @@ def tool(
     *,
     name: str | None = None,
     description: str | None = None,
+    to_model_output: Callable[..., Any] | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """Declare a tool: `@tool` or `@tool(name=..., description=...)`."""
+    """Declare a tool: `@tool` or `@tool(name=..., description=..., to_model_output=fn)`
+    (`fn` converts each output into what the model sees: workers/tools/model_output.py)."""
     if fn is not None:
         return make_tool(fn)
-    return lambda f: make_tool(f, name=name, description=description)
+    return lambda f: make_tool(
+        f, name=name, description=description, to_model_output=to_model_output
+    )
 
 
 def tools_in(module: types.ModuleType) -> list[FunctionTool]:

@@ -15,6 +15,7 @@ from agentq.orchestrator.core.media import (
     decoded_size,
     has_media,
     result_text,
+    text_and_media,
     tool_content,
 )
 
@@ -140,3 +141,19 @@ def test_describe_sizes() -> None:
     assert (
         Media("r", "audio/wav", "", 3 * 1024 * 1024).describe() == "[audio: audio/wav, 3.0 MB, r]"
     )
+
+
+def test_text_and_media_describes_each_item_and_keeps_what_the_api_takes() -> None:
+    output = {
+        "content": [
+            {"type": "text", "text": "two files"},
+            media(),
+            media(BIG, "application/zip"),
+        ]
+    }
+    text, kept = text_and_media(output, "c1", lambda m: m.is_image)
+    assert text == (
+        "two files\n[image: image/png, 2 kB, c1#0]\n[application: application/zip, 6 kB, c1#1]"
+    )
+    assert [(m.ref, m.media_type, m.data) for m in kept] == [("c1#0", "image/png", PNG)]
+    assert text_and_media("plain", "c1", lambda m: True) == ("plain", [])

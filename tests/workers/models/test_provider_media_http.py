@@ -1,5 +1,7 @@
-"""Images in tool results over real HTTP: Anthropic and the Responses API get them as
-images; Chat Completions, Gemini and prompt mode get a description and a reference."""
+"""Images in tool results over real HTTP: Anthropic and the Responses API get them in the
+result; Chat Completions in a user message after the tool messages, Gemini as inlineData
+parts in the function response turn, each described in its result by its reference;
+prompt mode gets the description and the reference only."""
 
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from agentq.orchestrator.core.messages import (
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models import ProviderContext, make_provider
 from agentq.workers.models.base import ModelRequest, OfferedTool
-from tests.support import fake_anthropic, fake_gemini, fake_openai, fake_responses
+from tests.support import fake_anthropic, fake_gemini, fake_media, fake_openai, fake_responses
 from tests.support.sinks import ListSink
 
 # Specs here name the loopback fakes as endpoints (a deployment must allow it).
@@ -108,25 +110,91 @@ async def test_responses_gets_input_image_items_in_the_output(http: httpx.AsyncC
     }
 
 
-async def test_chat_completions_gets_a_description(http: httpx.AsyncClient) -> None:
+async def test_chat_completions_gets_the_images_in_a_following_user_message(
+    http: httpx.AsyncClient,
+) -> None:
     with fake_openai.FakeOpenAI([fake_openai.Turn(text="ok")]) as server:
         ref = ModelRef(provider="openai", name="m", base_url=server.base_url, options=CAP)
         await send(http, ref, history())
         body = server.requests[0].body
-    assert PNG not in body_without_base64(body)
-    assert body["messages"][2] == {"role": "tool", "tool_call_id": "call_1", "content": DESCRIBED}
+    body_without_base64(body)
+    assert body["messages"][2:] == [
+        {"role": "tool", "tool_call_id": "call_1", "content": DESCRIBED},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "[image: image/png, 3 kB, call_1#0]"},
+                {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}},
+            ],
+        },
+    ]
 
 
-async def test_gemini_gets_a_description(http: httpx.AsyncClient) -> None:
+async def test_chat_completions_answers_every_call_before_the_images(
+    http: httpx.AsyncClient,
+) -> None:
+    shot = {"content": [{"type": "media", "media_type": "image/png", "data": PNG}]}
+    messages: list[Message] = [
+        UserMessage(content="plot both"),
+        AssistantMessage(
+            content=[
+                ToolCallPart(tool_call_id="call_1", tool_name="shot"),
+                ToolCallPart(tool_call_id="call_2", tool_name="shot"),
+            ]
+        ),
+        ToolMessage(
+            content=[
+                ToolResultPart(tool_call_id="call_1", tool_name="shot", output=shot),
+                ToolResultPart(tool_call_id="call_2", tool_name="shot", output=shot),
+            ]
+        ),
+    ]
+    # The fake refuses a user message between the tool messages, as the API does.
+    with fake_openai.FakeOpenAI([fake_openai.Turn(text="ok", echo_media=True)]) as server:
+        ref = ModelRef(provider="openai", name="m", base_url=server.base_url)
+        provider = make_provider(ref, ProviderContext(http=http, env={}))
+        request = ModelRequest(model=ref, messages=messages, tools=[SHOT], step=1, timeout_s=10)
+        response = await provider.generate(request, ListSink())
+        body = server.requests[0].body
+    assert [m["role"] for m in body["messages"]] == ["user", "assistant", "tool", "tool", "user"]
+    labels = [p["text"] for p in body["messages"][4]["content"] if p["type"] == "text"]
+    assert labels == ["[image: image/png, 3 kB, call_1#0]", "[image: image/png, 3 kB, call_2#0]"]
+    assert response.text.splitlines()[1:] == [fake_media.seen("image/png", PNG)] * 2
+
+
+async def test_gemini_gets_inline_data_in_the_function_response_turn(
+    http: httpx.AsyncClient,
+) -> None:
     with fake_gemini.FakeGemini([fake_gemini.Turn(text="ok")]) as server:
         ref = ModelRef(provider="gemini", name="g", base_url=server.base_url, options=CAP)
         await send(http, ref, history())
         body = server.requests[0].body
-    assert PNG not in body_without_base64(body)
+    body_without_base64(body)
     assert body["contents"][2] == {
         "role": "user",
-        "parts": [{"functionResponse": {"name": "shot", "response": {"result": DESCRIBED}}}],
+        "parts": [
+            {"functionResponse": {"name": "shot", "response": {"result": DESCRIBED}}},
+            {"inlineData": {"mimeType": "image/png", "data": PNG}},
+        ],
     }
+
+
+def test_the_fakes_refuse_what_the_apis_refuse() -> None:
+    image = {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{PNG}"}}
+    chat = [{"role": "tool", "tool_call_id": "c", "content": [image]}]
+    assert "only allowed for messages with role 'user'" in str(fake_openai.messages_problem(chat))
+    unanswered = [
+        {"role": "assistant", "tool_calls": [{"id": "c"}]},
+        {"role": "user", "content": [image]},
+    ]
+    assert "did not have response messages: c" in str(fake_openai.messages_problem(unanswered))
+    calls = {"role": "model", "parts": [{"functionCall": {"name": "shot"}}] * 2}
+    one_answer = {"role": "user", "parts": [{"functionResponse": {"name": "shot"}}]}
+    assert "number of function response parts" in str(
+        fake_gemini.contents_problem([calls, one_answer])
+    )
+    unreadable = {"role": "user", "parts": [{"inlineData": {"mimeType": "image/png", "data": "?"}}]}
+    assert "invalid base64" in str(fake_gemini.contents_problem([unreadable]))
 
 
 async def test_prompt_mode_gets_a_description(http: httpx.AsyncClient) -> None:
