@@ -155,7 +155,7 @@ async def main(args: argparse.Namespace) -> None:
         redis_server.url,
         env={
             "AGENTQ_SERVE_EVENTS_PER_SECOND": "1000000000",
-            "AGENTQ_SERVE_SUBMITS_PER_MINUTE": "1000000",
+            "AGENTQ_SUBMITS_PER_MINUTE": "1000000",
         },
     )
     try:
