@@ -10,14 +10,13 @@ results are all in (`after`). No I/O: the store applies the plan atomically.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.orchestrator.core.errors import ToolInputError
+from agentq.orchestrator.core.json_schema import validator_for
 from agentq.orchestrator.core.messages import (
     AssistantMessage,
     AssistantPart,
@@ -438,22 +437,10 @@ def lenient_parse(arguments: str | dict[str, Any] | list[Any] | None) -> Any:
         return arguments
 
 
-def check_schema(schema: dict[str, Any]) -> None:
-    """Raise SchemaError if `schema` is not a valid JSON Schema (2020-12)."""
-    Draft202012Validator.check_schema(schema)
-
-
-@lru_cache(maxsize=512)
-def _validator(schema_json: str) -> Draft202012Validator:
-    schema = json.loads(schema_json)
-    check_schema(schema)
-    return Draft202012Validator(schema)
-
-
 def validate_input(tool: ToolDef, value: Any) -> None:
     """Raise ToolInputError naming every violation of the tool's input schema."""
     try:
-        validator = _validator(json.dumps(tool.input_schema, sort_keys=True))
+        validator = validator_for(tool.input_schema)
         errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
     except SchemaError as exc:
         raise ToolInputError(f"Tool {tool.name!r} has an invalid schema: {exc.message}") from None

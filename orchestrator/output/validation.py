@@ -4,24 +4,18 @@ from __future__ import annotations
 
 import json
 import re
-from functools import lru_cache
 from typing import Any
 
-from jsonschema import Draft202012Validator
+from agentq.orchestrator.core.json_schema import validator_for
 
 # Models wrap JSON in a Markdown fence however firmly they are told not to.
 _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\s*\n(?P<body>.*?)\n?```$", re.DOTALL)
 
 
-@lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Draft202012Validator:
-    return Draft202012Validator(json.loads(schema_json))
-
-
 def schema_problems(schema: dict[str, Any], value: Any, *, limit: int = 5) -> list[str]:
     """Every way `value` violates `schema` (at most `limit`), each as `path: message`;
     empty when it matches. The schema was checked when the spec was."""
-    validator = _validator(json.dumps(schema, sort_keys=True))
+    validator = validator_for(schema)
     errors = sorted(validator.iter_errors(value), key=lambda e: [str(p) for p in e.path])
     return [f"{'/'.join(str(p) for p in e.path) or '(root)'}: {e.message}" for e in errors[:limit]]
 
