@@ -67,7 +67,10 @@ def create_app(config: ServeConfig) -> FastAPI:
     )
     app.state.config = config
     metrics = app.state.metrics = ServeMetrics()
-    app.state.streams = OpenStreams(config.limits.max_streams, config.limits.streams_per_tenant)
+    streams = app.state.streams = OpenStreams(
+        config.limits.max_streams, config.limits.streams_per_tenant
+    )
+    metrics.held.set_function(streams.held_total)
     gateway = None
     if config.mcp:
         from starlette.routing import Route

@@ -135,7 +135,7 @@ class OpenStreams:
                 limit="streams_per_tenant",
                 headers={"Retry-After": "1"},
             )
-        if sum(self._held.values()) >= self.total:
+        if self.held_total() >= self.total:
             raise ApiError(
                 429,
                 "rate_limited",
@@ -144,6 +144,9 @@ class OpenStreams:
                 headers={"Retry-After": "1"},
             )
         self._held[tenant] += 1
+
+    def held_total(self) -> int:
+        return sum(self._held.values())
 
     def close(self, tenant: str) -> None:
         self._held[tenant] -= 1

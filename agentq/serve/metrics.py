@@ -70,6 +70,12 @@ class ServeMetrics:
         self.streams = Gauge(
             "agentq_sse_streams_open", "Server-sent event streams open.", ["route"], registry=r
         )
+        # Set from the process's OpenStreams (app.py): how close it is to its limits.
+        self.held = Gauge(
+            "agentq_streams_held",
+            "Event streams, `?wait=` requests and lease long-polls this process holds open.",
+            registry=r,
+        )
         self.submits = Counter(
             "agentq_submits",
             "Submissions by door (runs, batches, tool_calls, chat), tenant and outcome.",
