@@ -107,20 +107,22 @@ MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
 class Usage(_Model):
+    """Tokens a step (or a run, summed) used. `input_tokens` is the whole prompt on every
+    wire format; `cached_input_tokens` (read from the provider's prompt cache) and
+    `cache_write_tokens` (written to it) are parts of it, billed at their own prices."""
+
     input_tokens: int = 0
     output_tokens: int = 0
     total_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_tokens: int = 0
     reasoning_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            total_tokens=self.total_tokens + other.total_tokens,
-            cached_input_tokens=self.cached_input_tokens + other.cached_input_tokens,
-            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
-        )
+        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in _USAGE_NAMES})
+
+
+_USAGE_NAMES = tuple(Usage.model_fields)
 
 
 def normalize_message(raw: Any) -> Any:

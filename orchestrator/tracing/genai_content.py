@@ -188,6 +188,12 @@ def _prompt(spec: Mapping[str, Any]) -> str:
     return ""
 
 
+_CACHE_USAGE = {
+    "gen_ai.usage.cache_read.input_tokens": "u_cached",
+    "gen_ai.usage.cache_creation.input_tokens": "u_cwrite",
+}
+
+
 def run_attributes(run_id: str, spec: Mapping[str, Any], meta: Mapping[str, str]) -> dict[str, Any]:
     """The `invoke_agent` span's attributes, from the run's spec and final meta."""
     model = spec.get("model") or {}
@@ -206,6 +212,10 @@ def run_attributes(run_id: str, spec: Mapping[str, Any], meta: Mapping[str, str]
         "agentq.run.status": meta.get("status", ""),
         "agentq.steps": int(meta.get("step", 0) or 0) + 1,
     }
+    # The run's prompt-cache totals (runs/state/status.py: USAGE_FIELDS), as the steps' spans.
+    for attribute, field in _CACHE_USAGE.items():
+        if tokens := int(meta.get(field, 0) or 0):
+            attributes[attribute] = tokens
     if metadata.get("agent_id"):
         attributes["gen_ai.agent.id"] = str(metadata["agent_id"])
     if capture_content():

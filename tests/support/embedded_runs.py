@@ -31,8 +31,16 @@ TIMEOUT_S = 10.0
 
 
 def usage_for(step: int) -> Usage:
-    """What the recording provider reports for a step."""
-    return Usage(input_tokens=100 + step, output_tokens=10 + step, total_tokens=110 + 2 * step)
+    """What the recording provider reports for a step: every field apart, so a total that
+    drops or mixes one shows."""
+    return Usage(
+        input_tokens=100 + step,
+        output_tokens=10 + step,
+        total_tokens=110 + 2 * step,
+        cached_input_tokens=60 + step,
+        cache_write_tokens=20 + step,
+        reasoning_tokens=3 + step,
+    )
 
 
 @dataclass

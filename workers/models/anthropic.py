@@ -177,6 +177,7 @@ def to_usage(raw: dict[str, Any]) -> Usage:
         output_tokens=output,
         total_tokens=fresh + read + written + output,
         cached_input_tokens=read,
+        cache_write_tokens=written,
     )
 
 
@@ -271,9 +272,6 @@ class StreamState:
         metadata: dict[str, Any] = dict(self.meta)
         if thinking:
             metadata["thinking"] = thinking
-        written = self.usage.get("cache_creation_input_tokens")
-        if written:
-            metadata["cache_creation_input_tokens"] = written
         local_calls = any(not c.provider_executed for c in calls)
         finish = STOP_REASONS.get(self.stop_reason or "", "other")
         if local_calls:

@@ -96,6 +96,8 @@ def chat_result_attributes(response: ModelResponse) -> dict[str, Any]:
     }
     if usage.cached_input_tokens:
         attributes["gen_ai.usage.cache_read.input_tokens"] = usage.cached_input_tokens
+    if usage.cache_write_tokens:
+        attributes["gen_ai.usage.cache_creation.input_tokens"] = usage.cache_write_tokens
     if usage.reasoning_tokens:
         attributes["gen_ai.usage.reasoning.output_tokens"] = usage.reasoning_tokens
     # The wire formats keep the response's id and model under their own key.

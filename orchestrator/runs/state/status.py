@@ -109,6 +109,7 @@ class MetaField(StrEnum):
     USAGE_OUTPUT = "u_out"
     USAGE_TOTAL = "u_total"
     USAGE_CACHED = "u_cached"
+    USAGE_CACHE_WRITE = "u_cwrite"
     USAGE_REASONING = "u_reason"
     # A child run (a sub-agent's): its parent's call as JSON {run_id, step, call_id}, the
     # job its end enqueues to hand the parent its result (a QueuedJob), and how deep it is.
@@ -120,6 +121,7 @@ class MetaField(StrEnum):
     CHILD_USAGE_OUTPUT = "cu_out"
     CHILD_USAGE_TOTAL = "cu_total"
     CHILD_USAGE_CACHED = "cu_cached"
+    CHILD_USAGE_CACHE_WRITE = "cu_cwrite"
     CHILD_USAGE_REASONING = "cu_reason"
     ORIGIN = "origin"  # a fork's {run_id, step} as JSON (orchestrator/runs/fork.py)
     # Steps answered through a provider batch API (batch-priced), and their tokens.
@@ -135,6 +137,7 @@ USAGE_FIELDS: dict[str, MetaField] = {
     "output_tokens": MetaField.USAGE_OUTPUT,
     "total_tokens": MetaField.USAGE_TOTAL,
     "cached_input_tokens": MetaField.USAGE_CACHED,
+    "cache_write_tokens": MetaField.USAGE_CACHE_WRITE,
     "reasoning_tokens": MetaField.USAGE_REASONING,
 }
 
@@ -144,6 +147,7 @@ CHILD_USAGE_FIELDS: dict[str, MetaField] = {
     "output_tokens": MetaField.CHILD_USAGE_OUTPUT,
     "total_tokens": MetaField.CHILD_USAGE_TOTAL,
     "cached_input_tokens": MetaField.CHILD_USAGE_CACHED,
+    "cache_write_tokens": MetaField.CHILD_USAGE_CACHE_WRITE,
     "reasoning_tokens": MetaField.CHILD_USAGE_REASONING,
 }
 

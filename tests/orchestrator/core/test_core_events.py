@@ -23,6 +23,7 @@ USAGE = {
     "output_tokens": 3,
     "total_tokens": 15,
     "cached_input_tokens": 0,
+    "cache_write_tokens": 0,
     "reasoning_tokens": 0,
 }
 

@@ -211,6 +211,7 @@ def test_usage_adds_up() -> None:
         output_tokens=20,
         total_tokens=30,
         cached_input_tokens=4,
+        cache_write_tokens=6,
         reasoning_tokens=5,
     )
     assert total == Usage(
@@ -218,5 +219,6 @@ def test_usage_adds_up() -> None:
         output_tokens=22,
         total_tokens=33,
         cached_input_tokens=4,
+        cache_write_tokens=6,
         reasoning_tokens=5,
     )

@@ -20,7 +20,7 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan
-from agentq.orchestrator.runs.state import CallStatus, Outcome, StepAfter
+from agentq.orchestrator.runs.state import CallStatus, MetaField, Outcome, StepAfter
 from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids, result_args
 from agentq.orchestrator.tracing import genai_content as content
 
@@ -140,3 +140,15 @@ def test_jobs_a_transition_enqueued_by_outcome() -> None:
     assert '"trace":{}' in args.next_job.payload
     # Without a tracer provider, stamping is free: the input comes back as it was.
     assert tracing.Hops("r").stamp(args) is args
+
+
+def test_the_run_span_carries_cache_reads_and_writes_apart() -> None:
+    meta: dict[str, str] = {
+        MetaField.USAGE_INPUT: "125",
+        MetaField.USAGE_CACHED: "100",
+        MetaField.USAGE_CACHE_WRITE: "5",
+    }
+    attributes = content.run_attributes("r1", {"model": "openai:m"}, meta)
+    assert attributes["gen_ai.usage.input_tokens"] == 125
+    assert attributes["gen_ai.usage.cache_read.input_tokens"] == 100
+    assert attributes["gen_ai.usage.cache_creation.input_tokens"] == 5
