@@ -4,6 +4,7 @@ of this one's; never more than the API's 4 marks, moving as the history grows.""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from agentq.orchestrator.core.messages import (
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models.anthropic import AnthropicWire
 from agentq.workers.models.base import ModelRequest, OfferedTool
+from agentq.workers.models.gemini import GeminiWire
 from agentq.workers.models.openai_chat import OpenAIChatWire
 from agentq.workers.models.openai_responses import OpenAIResponsesWire
 
@@ -118,3 +120,17 @@ def test_openai_formats_send_one_key_per_run_unless_off() -> None:
         off = ModelRef(provider="openai", name="m", options={"cache": "off"})
         request = ModelRequest(model=off, messages=history(1), cache_scope="r1")
         assert "prompt_cache_key" not in wire.body(request, stream=False)
+
+
+def test_gemini_keeps_its_prefix_stable_for_implicit_caching() -> None:
+    model = ModelRef(provider="gemini", name="g")
+    bodies = [
+        GeminiWire().body(
+            ModelRequest(model=model, system="S", messages=history(step), tools=TOOLS), False
+        )
+        for step in range(4)
+    ]
+    for before, after in itertools.pairwise(bodies):
+        assert after["systemInstruction"] == before["systemInstruction"]
+        assert after["tools"] == before["tools"]
+        assert after["contents"][: len(before["contents"])] == before["contents"]
