@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.policy.caching import cache_policy
 from agentq.orchestrator.policy.egress import UNSAFE_CHARS, split_url
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.policy.providers import PROVIDER_NAME, ProviderInfo, lookup
@@ -252,6 +253,7 @@ class EndpointPolicy:
         else:
             endpoint = self._from_provider(ref, providers, trusted)
         tool_mode(endpoint.options)
+        cache_policy(endpoint.options)
         return endpoint
 
     def _from_provider(

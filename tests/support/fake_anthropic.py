@@ -21,6 +21,7 @@ from typing import Any
 
 from tests.support import fake_media
 from tests.support.fake_batches import AnthropicBatches, line_request
+from tests.support.fake_cache import AnthropicCache
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 from tests.support.fake_openai import ToolCall
 
@@ -221,10 +222,16 @@ def render(turn: Turn, index: int, request: Recorded) -> Reply:
 
 
 class FakeAnthropic(ScriptedFake[Turn]):
-    """`with FakeAnthropic(turns) as server:` — `server.base_url` ends in /v1."""
+    """`with FakeAnthropic(turns) as server:` — `server.base_url` ends in /v1.
 
-    def __init__(self, script: Any = (), port: int = 0) -> None:
+    With `cache`, a turn's input usage is what the API's prompt cache would report for the
+    request (tests/support/fake_cache.py); more than 4 breakpoints are refused either way."""
+
+    def __init__(
+        self, script: Any = (), port: int = 0, cache: AnthropicCache | None = None
+    ) -> None:
         super().__init__(script, port=port)
+        self.cache = cache
         # Message Batches, answered by this script (see fake_batches.py).
         self.batches = AnthropicBatches(
             lambda body: self._respond(line_request("/v1/messages", body)),
@@ -235,9 +242,15 @@ class FakeAnthropic(ScriptedFake[Turn]):
     def refuse(self, request: Recorded) -> Reply | None:
         if request.path != "/v1/messages":
             return Reply.json({"type": "error", "error": {"message": "no route"}}, status=404)
+        problem = AnthropicCache.refusal(request.body) if isinstance(request.body, dict) else None
+        if problem is not None:
+            error = {"type": "invalid_request_error", "message": problem}
+            return Reply.json({"type": "error", "error": error}, status=400)
         return None
 
     def render(self, turn: Turn, index: int, request: Recorded) -> Reply:
+        if self.cache is not None and turn.status < 400 and isinstance(request.body, dict):
+            turn = replace(turn, usage={**turn.usage, **self.cache.usage(request.body)})
         return render(turn, index, request)
 
     def exhausted(self, index: int) -> Turn:

@@ -42,6 +42,7 @@ from typing import Any
 
 from tests.support import fake_media
 from tests.support.fake_batches import OpenAIBatches, line_request
+from tests.support.fake_cache import OpenAICache
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 
 CREATED = 1_700_000_000
@@ -305,9 +306,14 @@ Script = Sequence[Turn | dict[str, Any]] | Callable[[Recorded], Turn | dict[str,
 class FakeOpenAI(ScriptedFake[Turn]):
     """`with FakeOpenAI(turns) as server:` — `server.base_url` ends in /v1.
 
-    Turns may also be given as dicts (the fields of `Turn`), as in a script file."""
+    Turns may also be given as dicts (the fields of `Turn`), as in a script file. With
+    `cache`, a turn's prompt usage is what the API's automatic prompt cache would report
+    for the request (tests/support/fake_cache.py)."""
 
-    def __init__(self, script: Script = (), port: int = 0) -> None:
+    def __init__(
+        self, script: Script = (), port: int = 0, cache: OpenAICache | None = None
+    ) -> None:
+        self.cache = cache
         if callable(script):
             responder = script
             super().__init__(lambda request: _as_turn(responder(request)), port=port)
@@ -333,6 +339,17 @@ class FakeOpenAI(ScriptedFake[Turn]):
         return None
 
     def render(self, turn: Turn, index: int, request: Recorded) -> Reply:
+        if self.cache is not None and turn.status < 400 and isinstance(request.body, dict):
+            prompt, cached = self.cache.cached_tokens(request.body)
+            usage = turn.usage or default_usage()
+            completion = int(usage["completion_tokens"])
+            usage = {
+                **usage,
+                "prompt_tokens": prompt,
+                "total_tokens": prompt + completion,
+                "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
+            }
+            turn = replace(turn, usage=usage)
         return render(turn, index, request)
 
     def exhausted(self, index: int) -> Turn:

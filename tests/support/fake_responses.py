@@ -17,6 +17,7 @@ from typing import Any
 
 from tests.support import fake_media
 from tests.support.fake_batches import OpenAIBatches, line_request
+from tests.support.fake_cache import OpenAICache
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 from tests.support.fake_openai import ToolCall, json_schema_problem
 
@@ -265,10 +266,13 @@ def render(turn: Turn, index: int, request: Recorded) -> Reply:
 
 
 class FakeResponses(ScriptedFake[Turn]):
-    """`with FakeResponses(turns) as server:` — `server.base_url` ends in /v1."""
+    """`with FakeResponses(turns) as server:` — `server.base_url` ends in /v1. With
+    `cache`, a turn's input usage is what the API's automatic prompt cache would report
+    for the request (tests/support/fake_cache.py)."""
 
-    def __init__(self, script: Any = (), port: int = 0) -> None:
+    def __init__(self, script: Any = (), port: int = 0, cache: OpenAICache | None = None) -> None:
         super().__init__(script, port=port)
+        self.cache = cache
         # The Files + Batch API over the responses endpoint (see fake_batches.py).
         self.batches = OpenAIBatches(
             lambda body: self._respond(line_request("/v1/responses", body))
@@ -285,6 +289,16 @@ class FakeResponses(ScriptedFake[Turn]):
         return None
 
     def render(self, turn: Turn, index: int, request: Recorded) -> Reply:
+        if self.cache is not None and turn.status < 400 and isinstance(request.body, dict):
+            prompt, cached = self.cache.cached_tokens(request.body)
+            output = int(turn.usage["output_tokens"])
+            usage = {
+                **turn.usage,
+                "input_tokens": prompt,
+                "input_tokens_details": {"cached_tokens": cached},
+                "total_tokens": prompt + output,
+            }
+            turn = replace(turn, usage=usage)
         return render(turn, index, request)
 
     def exhausted(self, index: int) -> Turn:

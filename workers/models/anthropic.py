@@ -25,7 +25,9 @@ from agentq.orchestrator.core.messages import (
     UserMessage,
 )
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.policy.caching import cache_policy
 from agentq.orchestrator.spec.run import ToolChoice, ToolChoiceTool
+from agentq.workers.models.anthropic_cache import place_breakpoints
 from agentq.workers.models.base import ModelRequest, OfferedTool
 from agentq.workers.models.driver import NO_DELTA, StreamDelta, ToolInputDelta, ToolInputStart
 from agentq.workers.models.history import (
@@ -348,7 +350,8 @@ class AnthropicWire:
         }
         if system:
             body["system"] = "\n\n".join(system)
-        return finish_body(body, request, stream, to_tools, to_tool_choice)
+        finish_body(body, request, stream, to_tools, to_tool_choice)
+        return place_breakpoints(body, cache_policy(ref.options))
 
     def fold(self, request: ModelRequest) -> _Fold:
         return _Fold()

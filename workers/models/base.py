@@ -51,6 +51,9 @@ class ModelRequest(BaseModel):
     # Structured output in native mode: the JSON Schema the provider's response format
     # holds the answer to (only wire formats with `ProviderInfo.native_output` get one).
     output_schema: dict[str, Any] | None = None
+    # What the request's prefix is shared by (a run's steps: its id), for the providers
+    # that route on a cache key (orchestrator/policy/caching.py: prompt_cache_key).
+    cache_scope: str | None = None
 
 
 class DeltaSink(Protocol):

@@ -14,15 +14,24 @@ from agentq.orchestrator.core.messages import (
     ToolMessage,
     UserMessage,
 )
+from agentq.orchestrator.policy.caching import cache_policy, prompt_cache_key
 from agentq.orchestrator.spec.run import ToolChoice
 from agentq.workers.models.base import ModelRequest, OfferedTool
 
 # Model options that steer agentq rather than the API; the rest go into request bodies.
-AGENTQ_OPTIONS = frozenset({"stream", "tool_mode", "rate_limit", "repair", "headers", "media"})
+AGENTQ_OPTIONS = frozenset(
+    {"stream", "tool_mode", "rate_limit", "repair", "headers", "media", "cache"}
+)
 
 
 def passthrough_options(options: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in options.items() if k not in AGENTQ_OPTIONS}
+
+
+def cache_key_field(request: ModelRequest) -> dict[str, str]:
+    """`prompt_cache_key` for the OpenAI formats, when caching is on and a key applies."""
+    key = prompt_cache_key(cache_policy(request.model.options), request.cache_scope)
+    return {"prompt_cache_key": key} if key is not None else {}
 
 
 def extra_headers(options: dict[str, Any]) -> dict[str, str]:

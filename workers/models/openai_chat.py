@@ -35,7 +35,7 @@ from agentq.workers.models.driver import (
     ToolInputDelta,
     ToolInputStart,
 )
-from agentq.workers.models.history import arguments_text, finish_body
+from agentq.workers.models.history import arguments_text, cache_key_field, finish_body
 from agentq.workers.models.sse import SSEEvent
 
 FINISH_REASONS: dict[str, FinishReason] = {
@@ -332,6 +332,7 @@ class OpenAIChatWire(BearerAuthWire):
             "messages": to_messages(
                 request.system, request.messages, MediaLimits.from_options(ref.options)
             ),
+            **cache_key_field(request),
         }
         if request.output_schema is not None:
             body["response_format"] = to_response_format(request.output_schema)

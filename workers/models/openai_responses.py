@@ -38,6 +38,7 @@ from agentq.workers.models.driver import (
 from agentq.workers.models.history import (
     arguments_text,
     assistant_metadata,
+    cache_key_field,
     finish_body,
     unknown_server_tool,
 )
@@ -309,7 +310,11 @@ class OpenAIResponsesWire(BearerAuthWire):
     def body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
         ref = request.model
         media = MediaLimits.from_options(ref.options)
-        body: dict[str, Any] = {"model": ref.name, "input": to_input(request.messages, media)}
+        body: dict[str, Any] = {
+            "model": ref.name,
+            "input": to_input(request.messages, media),
+            **cache_key_field(request),
+        }
         if request.system:
             body["instructions"] = request.system
         if request.output_schema is not None:

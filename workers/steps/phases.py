@@ -221,6 +221,7 @@ def request(
         step=begun.step,
         timeout_s=spec.model.timeout_s,
         output_schema=output.native_schema if output is not None else None,
+        cache_scope=begun.run_id,
     )
 
 

@@ -117,7 +117,8 @@ async def test_request_shape_system_history_and_tool_results(http: httpx.AsyncCl
     with FakeAnthropic([Turn(text="ok")]) as server:
         await generate(
             http,
-            model(server.base_url, max_tokens=100, temperature=0),
+            # The shape without cache marks (test_provider_cache_breakpoints.py: with them).
+            model(server.base_url, max_tokens=100, temperature=0, cache="off"),
             messages=history,
             system="top",
             tools=[ADD],
@@ -200,7 +201,7 @@ async def test_web_search_is_provider_executed(http: httpx.AsyncClient) -> None:
     )
     search = OfferedTool(name="web_search", provider_executed=True, options={"max_uses": 2})
     with FakeAnthropic([turn]) as server:
-        response, _ = await generate(http, model(server.base_url), tools=[search])
+        response, _ = await generate(http, model(server.base_url, cache="off"), tools=[search])
         tools = server.requests[0].body["tools"]
     assert tools == [{"type": "web_search_20250305", "name": "web_search", "max_uses": 2}]
     call = response.tool_calls[0]

@@ -38,7 +38,8 @@ OUTPUT = {
         {"type": "media", "media_type": "image/png", "data": HUGE},
     ]
 }
-CAP = {"media": {"max_item_bytes": 10_000}}
+# Without cache marks: the bodies compared here are the media's shape alone.
+CAP = {"media": {"max_item_bytes": 10_000}, "cache": "off"}
 NOTE = "[image omitted: image/png, 20 kB over the 10 kB cap, call_1#1]"
 DESCRIBED = f"the chart\n[image: image/png, 3 kB, call_1#0]\n{NOTE}"
 SHOT = OfferedTool(name="shot", input_schema={"type": "object"})

@@ -1,0 +1,73 @@
+"""Prompt caching: `model.options.cache` (in a spec or a models-file endpoint).
+
+- `"auto"` (the default): cache what the provider lets a request cache. Anthropic gets
+  rolling `cache_control` breakpoints (workers/models/anthropic_cache.py); OpenAI Chat
+  Completions and Responses get a `prompt_cache_key`, one per run; Gemini caches a stable
+  prefix implicitly.
+- `"off"`: no breakpoints and no key.
+- `{"ttl": "5m" | "1h", "key": "..."}`: on, with Anthropic's cache lifetime (a write to the
+  1-hour cache costs more: worth it only when steps are minutes apart), and the key
+  shared by every run that names it (an agent template in a batch, whose runs share a
+  long prefix) instead of one per run.
+
+Checked at submit on the options a step will use, as the tool mode is, so a typo fails
+there rather than silently leaving a long loop uncached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from agentq.orchestrator.core.errors import SpecError
+
+CacheTTL = Literal["5m", "1h"]
+
+
+class CachePolicy(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = True
+    ttl: CacheTTL = "5m"
+    key: str | None = Field(default=None, min_length=1, max_length=256)
+
+
+AUTO = CachePolicy()
+OFF = CachePolicy(enabled=False)
+_NAMED = {"auto": AUTO, "off": OFF}
+
+
+def cache_policy(options: Mapping[str, Any]) -> CachePolicy:
+    """What the options ask for, or a SpecError naming the accepted forms."""
+    value = options.get("cache", "auto")
+    if isinstance(value, str) and value in _NAMED:
+        return _NAMED[value]
+    if isinstance(value, dict):
+        try:
+            return CachePolicy.model_validate(value)
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            where = ".".join(str(p) for p in error["loc"])
+            raise SpecError(f"model.options.cache.{where}: {error['msg']}") from None
+    raise SpecError(
+        f"model.options.cache: {value!r} is not a cache setting "
+        '(use "auto", "off" or {"ttl": "5m" | "1h", "key": "..."})'
+    )
+
+
+def prompt_cache_key(policy: CachePolicy, scope: str | None) -> str | None:
+    """The key that keeps requests sharing a prefix on the provider's cache of it: the
+    policy's shared key, else the scope's (a run's id), hashed so neither leaves the
+    deployment as is and every key is within the providers' length limit."""
+    if not policy.enabled:
+        return None
+    if policy.key is not None:
+        source = f"key:{policy.key}"
+    elif scope is not None:
+        source = f"scope:{scope}"
+    else:
+        return None
+    return "aq-" + hashlib.sha256(source.encode()).hexdigest()[:32]

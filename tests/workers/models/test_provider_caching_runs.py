@@ -1,0 +1,62 @@
+"""A 5-step run with a growing history against the caching-aware fakes (real HTTP, the
+embedded runtime): from step 2 on, each step reads from the cache everything the step
+before it sent, and the usage says so per step and in total."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from tests.support.caching_loop import PROVIDERS, Loop, fake_for, run_loop
+
+pytestmark = pytest.mark.integration
+
+
+async def test_anthropic_reads_the_whole_previous_request_from_cache() -> None:
+    loop = Loop("anthropic", steps=5)
+    with fake_for(loop) as server:
+        result = await run_loop(loop, server.base_url)
+    assert result.status == "succeeded", result.error
+    usage = [s.usage for s in result.steps]
+    assert len(usage) == 5
+    # Step 1 writes its whole prompt (system, tools, the question); nothing to read yet.
+    assert (usage[0].cached_input_tokens, usage[0].cache_write_tokens) == (0, usage[0].input_tokens)
+    for before, step in itertools.pairwise(usage):
+        assert step.cached_input_tokens == before.input_tokens
+        assert step.cache_write_tokens == step.input_tokens - before.input_tokens
+    assert result.usage.cached_input_tokens == sum(u.input_tokens for u in usage[:-1])
+
+
+@pytest.mark.parametrize("provider", ["openai", "openai-responses"])
+async def test_openai_reads_the_previous_request_from_cache(provider: str) -> None:
+    loop = Loop(provider, steps=5)
+    with fake_for(loop) as server:
+        result = await run_loop(loop, server.base_url)
+        keys = {r.body.get("prompt_cache_key") for r in server.requests}
+    assert result.status == "succeeded", result.error
+    assert len(keys) == 1
+    assert None not in keys
+    usage = [s.usage for s in result.steps]
+    assert usage[0].cached_input_tokens == 0
+    for before, step in itertools.pairwise(usage):
+        # The cache answers in steps of 128 tokens: all but the last, partial, step.
+        assert before.input_tokens - 128 < step.cached_input_tokens <= before.input_tokens
+
+
+@pytest.mark.parametrize("provider", PROVIDERS)
+async def test_the_system_prompt_and_tools_are_sent_byte_identical(provider: str) -> None:
+    loop = Loop(provider, steps=3)
+    with fake_for(loop) as server:
+        await run_loop(loop, server.base_url)
+        bodies = [r.body for r in server.requests]
+    for field in ("tools", "system", "instructions"):
+        assert len({repr(b.get(field)) for b in bodies}) == 1, field
+
+
+async def test_off_caches_nothing_on_anthropic() -> None:
+    loop = Loop("anthropic", steps=3, cache="off")
+    with fake_for(loop) as server:
+        result = await run_loop(loop, server.base_url)
+    assert result.status == "succeeded", result.error
+    assert (result.usage.cached_input_tokens, result.usage.cache_write_tokens) == (0, 0)
