@@ -16,6 +16,7 @@ process the batch depends on.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -23,7 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agentq.orchestrator.batches.state import Admission, BatchSettle, LineStatus, RecordField
+from agentq.orchestrator.batches.state import (
+    Admission,
+    BatchField,
+    BatchSettle,
+    BatchStatus,
+    LineStatus,
+    RecordField,
+)
 from agentq.orchestrator.core.envelopes import BatchJobEnvelope, QueuedJob
 from agentq.orchestrator.core.errors import AgentqError, InfrastructureError, RunNotFoundError
 from agentq.orchestrator.core.jobs import queued_job
@@ -139,7 +147,7 @@ async def settle_and_admit(client: Client, tenant: str, settle: BatchSettle) -> 
     while work:
         reply = await client.batches.store.settle(tenant, work.pop(0))
         for admission in reply.admitted:
-            error = await _create(client, tenant, admission)
+            error = await create_line_run(client, tenant, admission)
             if error is None:
                 created += 1
                 continue
@@ -158,8 +166,13 @@ async def settle_and_admit(client: Client, tenant: str, settle: BatchSettle) -> 
     return created
 
 
-async def _create(client: Client, tenant: str, admission: Admission) -> str | None:
-    """Create the admitted line's run; the error message when the line cannot run."""
+async def create_line_run(client: Client, tenant: str, admission: Admission) -> str | None:
+    """Create the admitted line's run; the error message when the line cannot run.
+
+    A cancel of the batch between the admission and this create found no run to cancel
+    (`Batches.cancel` passes over it), so the create looks at the batch after the run
+    exists: the cancel marked the batch before it looked for the run, so one of the two
+    always sees the other."""
     try:
         spec = RunSpec.model_validate_json(admission.spec)
         await client.runs.create(
@@ -174,4 +187,10 @@ async def _create(client: Client, tenant: str, admission: Admission) -> str | No
         raise
     except AgentqError as exc:
         return exc.message if hasattr(exc, "message") else str(exc)
+    status = await client.batches.store.field(tenant, admission.batch_id, BatchField.STATUS)
+    if status == BatchStatus.CANCELLED:
+        with contextlib.suppress(RunNotFoundError):
+            await client.runs.cancel(
+                admission.run_id, reason=f"batch {admission.batch_id} cancelled"
+            )
     return None

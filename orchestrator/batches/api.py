@@ -382,7 +382,7 @@ class Batches:
             try:
                 await self.runs.cancel(run_id, reason=f"batch {batch_id} cancelled")
             except RunNotFoundError:
-                continue  # admitted, its run not created yet: the creator finds it
+                continue  # admitted, its run not created yet: its creator cancels it
         return await self.status(batch_id, tenant)
 
     @maps_redis_errors

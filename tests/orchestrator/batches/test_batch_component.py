@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from agentq.orchestrator.batches.admission import create_line_run
 from agentq.orchestrator.batches.api import BatchInfo, LineResult
 from agentq.orchestrator.batches.input import BatchInputError
 from agentq.orchestrator.batches.state import BatchSettle
@@ -153,6 +154,28 @@ async def test_cancel_stops_admissions_and_cancels_the_runs_in_flight(client: Cl
     assert (info.counts.cancelled, info.counts.queued, info.counts.running) == (12, 0, 0)
     rows = await results(client, "c1")
     assert sum(1 for r in rows if r.run_id) == 3  # only the admitted lines ever ran
+
+
+async def test_a_line_admitted_before_a_cancel_and_created_after_it_is_cancelled(
+    redis_url: str,
+) -> None:
+    """No workers: the test plays the admission job, with the batch's cancel landing
+    between its settle (the lines are admitted) and the creation of their runs."""
+    async with Client(redis_url, settings=FAST) as client:
+        await client.batches.submit(
+            ({"custom_id": str(i)} for i in range(5)),
+            template=scripted({"text": "done"}),
+            batch_id="late",
+            concurrency=2,
+        )
+        settled = await client.batches.store.settle(
+            "default", BatchSettle(batch_id="late", token="kick")
+        )
+        assert len(settled.admitted) == 2
+        await client.batches.cancel("late")  # finds no run to cancel yet
+        for admission in settled.admitted:
+            assert await create_line_run(client, "default", admission) is None
+            assert (await client.runs.status(admission.run_id)).status == "cancelled"
 
 
 async def test_retry_gives_failed_and_cancelled_lines_new_runs(client: Client) -> None:
