@@ -2,6 +2,9 @@
 parks, holding no worker, while its nodes run as jobs (independent branches in
 parallel, each node's outcome written once); the output node's value is the result.
 
+The graph is the entry's own (`graph`), or a published workflow's
+(`workflow`, optionally `version`; orchestrator/tools/workflow_catalogue.py).
+
 Everything a node may reach is fixed at submit: the graph is validated, each tool
 node's tool is resolved by its own kind (as a run's tools are), each llm node's model
 is checked against the deployment's endpoint policy.
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope
 from agentq.orchestrator.core.errors import SpecError
@@ -33,19 +36,38 @@ from agentq.orchestrator.tools.base import (
     tool_kind,
     tool_needs,
 )
+from agentq.orchestrator.tools.workflow_catalogue import WorkflowDefinition, published
 from agentq.orchestrator.tools.workflow_graph import WorkflowGraph, WorkflowNode, validate_graph
 
 
 class WorkflowToolSpec(ToolSpecBase):
     type: Literal["workflow"] = "workflow"
-    name: ToolName
+    # Default for a published workflow: its name.
+    name: ToolName | None = None
     description: str = ""
-    input_schema: InputSchema = Field(default_factory=lambda: {"type": "object"})
-    graph: WorkflowGraph
+    input_schema: InputSchema | None = None  # default: any object
+    graph: WorkflowGraph | None = None
+    workflow: str | None = None  # a published workflow's name
+    version: int | None = Field(default=None, ge=1)  # None: the latest
+
+    @model_validator(mode="after")
+    def _one_source(self) -> WorkflowToolSpec:
+        if (self.graph is None) == (self.workflow is None):
+            raise ValueError("a workflow tool needs exactly one of 'graph' or 'workflow'")
+        if self.graph is not None and self.name is None:
+            raise ValueError("a workflow tool with a 'graph' needs a 'name'")
+        if self.version is not None and self.workflow is None:
+            raise ValueError("'version' picks a version of a published 'workflow'")
+        if self.workflow is not None and self.input_schema is not None:
+            raise ValueError("a published workflow's input_schema is its own")
+        return self
 
 
 class WorkflowToolConfig(KindConfig):
     graph: WorkflowGraph
+    # The published workflow and version the graph is, when the entry named one.
+    workflow: str | None = None
+    version: int | None = None
     # Resolved at submit: each tool node's tool, each llm node's model (a ModelRef dict).
     tools: dict[str, ToolDef] = Field(default_factory=dict)
     models: dict[str, dict[str, Any]] = Field(default_factory=dict)
@@ -74,22 +96,41 @@ def node_job(
 _PARKED_KINDS = ("client", "provider", "agent", "workflow", "remote")
 
 
-def node_tool(node: WorkflowNode, ctx: ResolveContext, at: str) -> ToolDef:
+def node_entry(node: WorkflowNode, at: str) -> tuple[ToolKindPlugin, ToolSpecBase]:
+    """A tool node's entry, parsed by its kind (SpecError naming the node otherwise)."""
     entry_json = node.tool or {}
     if node.kind == "http":
         entry_json = {"type": "http", "name": node.id, **entry_json}
     kind = str(entry_json.get("type", ""))
     plugin = tool_kind(kind)
     if plugin is None:
-        raise refuse(ctx, f"{at}.tool: unknown tool type {kind!r}")
+        raise SpecError(f"{at}.tool: unknown tool type {kind!r}")
     if kind in _PARKED_KINDS:
-        raise refuse(ctx, f"{at}.tool: a workflow node cannot run {kind} tools")
+        raise SpecError(f"{at}.tool: a workflow node cannot run {kind} tools")
     try:
-        entry = plugin.spec_model.model_validate(entry_json)
+        return plugin, plugin.spec_model.model_validate(entry_json)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"])
-        raise refuse(ctx, f"{at}.tool.{loc}: {first['msg']}") from None
+        raise SpecError(f"{at}.tool.{loc}: {first['msg']}") from None
+
+
+def check_definition(definition: WorkflowDefinition) -> None:
+    """What publishing checks of a workflow, offline: its graph and each tool node's
+    entry (whether the deployment serves the tools and models is judged at submit, as
+    for any spec). A SpecError names the workflow and the bad node or edge."""
+    where = f"workflow {definition.name!r}: graph"
+    validate_graph(definition.graph, where)
+    for node in definition.graph.nodes:
+        if node.kind in ("tool", "http"):
+            node_entry(node, f"{where}.nodes[{node.id}]")
+
+
+def node_tool(node: WorkflowNode, ctx: ResolveContext, at: str) -> ToolDef:
+    try:
+        plugin, entry = node_entry(node, at)
+    except SpecError as exc:
+        raise refuse(ctx, exc.message) from None
     try:
         offered = {t.name: t for t in plugin.offer(entry, ctx)}
     except SpecError as exc:
@@ -126,6 +167,24 @@ class WorkflowKind(ToolKindPlugin):
     executed_by_worker = False  # its graph's end answers it
 
     def offer(self, entry: Any, ctx: ResolveContext) -> list[ToolDef]:
+        version: int | None = None
+        if entry.workflow is not None:
+            try:
+                version, found = published(ctx.workflows, entry.workflow, entry.version)
+            except SpecError as exc:
+                raise type(exc)(f"{ctx.where}.workflow: {exc.message}") from None
+            # The published definition stands in for the entry's own fields; the run
+            # freezes it, so a later version leaves this run's calls alone.
+            entry = entry.model_copy(
+                update={
+                    "name": entry.name or found.name,
+                    "description": entry.description or found.description,
+                    "input_schema": found.input_schema,
+                    "graph": found.graph,
+                }
+            )
+        elif entry.input_schema is None:
+            entry = entry.model_copy(update={"input_schema": {"type": "object"}})
         graph: WorkflowGraph = entry.graph
         try:
             validate_graph(graph, "graph")
@@ -145,6 +204,12 @@ class WorkflowKind(ToolKindPlugin):
                 ctx,
                 entry.name,
                 start_queue=MODEL_QUEUE,
-                config=WorkflowToolConfig(graph=graph, tools=tools, models=models),
+                config=WorkflowToolConfig(
+                    graph=graph,
+                    workflow=entry.workflow,
+                    version=version,
+                    tools=tools,
+                    models=models,
+                ),
             )
         ]
