@@ -56,3 +56,21 @@ def child_spec(template: dict[str, Any], tool_input: Any, limits: RunLimits) -> 
         prompt = values.get("prompt")
         spec["prompt"] = prompt if isinstance(prompt, str) else json.dumps(values)
     return spec
+
+
+def node_child_spec(
+    template: dict[str, Any], prompt: str, system: str | None, limits: RunLimits
+) -> dict[str, Any]:
+    """A workflow node's child spec: its template (orchestrator/tools/workflow.py:
+    child_template) with the node's prompt and system as rendered, and limits at most its
+    parent's. (Not rendered as a whole: the template's tools may hold templates of their
+    own, a sub-agent's.)"""
+    own = RunLimits.model_validate(template.get("limits") or {})
+    spec = {
+        **template,
+        "prompt": prompt,
+        "limits": inherited(limits, own).model_dump(exclude_none=True),
+    }
+    if system:
+        spec["system"] = system
+    return spec

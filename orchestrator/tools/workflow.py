@@ -7,7 +7,8 @@ The graph is the entry's own (`graph`), or a published workflow's
 
 Everything a node may reach is fixed at submit: the graph is validated, each tool
 node's tool is resolved by its own kind (as a run's tools are), each llm node's model
-is checked against the deployment's endpoint policy.
+is checked against the deployment's endpoint policy, and an llm node with tools is a
+child run whose spec is checked as a sub-agent's.
 """
 
 from __future__ import annotations
@@ -71,6 +72,9 @@ class WorkflowToolConfig(KindConfig):
     # Resolved at submit: each tool node's tool, each llm node's model (a ModelRef dict).
     tools: dict[str, ToolDef] = Field(default_factory=dict)
     models: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    # The run spec template of each node that runs as a child run (its prompt and system
+    # filled in when it runs), checked at submit as a sub-agent's is.
+    children: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
 def node_job(
@@ -160,6 +164,27 @@ def node_model(node: WorkflowNode, ctx: ResolveContext, at: str) -> dict[str, An
     return ref.model_dump(mode="json", exclude_none=True)
 
 
+def child_template(
+    node: WorkflowNode, model: dict[str, Any], ctx: ResolveContext, at: str
+) -> dict[str, Any]:
+    """The child run an llm node with tools is: its model, its tools, its step budget and
+    its output schema; checked as a top-level spec's would be (its tools resolved)."""
+    template: dict[str, Any] = {"model": model, "tools": node.tools or []}
+    if node.max_steps is not None:
+        template["max_steps"] = node.max_steps
+    if node.output_schema is not None:
+        template["output"] = {"schema": node.output_schema}
+    try:
+        ctx.check_child_spec({**template, "prompt": "(the node's prompt)"})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in first["loc"])
+        raise refuse(ctx, f"{at}.{loc}: {first['msg']}") from None
+    except SpecError as exc:
+        raise refuse(ctx, f"{at}: {exc.message}") from None
+    return template
+
+
 class WorkflowKind(ToolKindPlugin):
     kind = "workflow"
     spec_model = WorkflowToolSpec
@@ -192,12 +217,15 @@ class WorkflowKind(ToolKindPlugin):
             raise refuse(ctx, exc.message) from None
         tools: dict[str, ToolDef] = {}
         models: dict[str, dict[str, Any]] = {}
+        children: dict[str, dict[str, Any]] = {}
         for node in graph.nodes:
             at = f"graph.nodes[{node.id}]"
             if node.kind in ("tool", "http"):
                 tools[node.id] = node_tool(node, ctx, at)
             elif node.kind == "llm":
                 models[node.id] = node_model(node, ctx, at)
+                if node.runs_as_child:
+                    children[node.id] = child_template(node, models[node.id], ctx, at)
         return [
             self.described_tool(
                 entry,
@@ -210,6 +238,7 @@ class WorkflowKind(ToolKindPlugin):
                     version=version,
                     tools=tools,
                     models=models,
+                    children=children,
                 ),
             )
         ]

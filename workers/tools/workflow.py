@@ -7,6 +7,11 @@ on any workers and a join node runs once. A node job that finds its outcome writ
 re-delivery) records it again: the transition answers DUPLICATE and re-enqueues the
 successors, a no-op when they were. The output node's value, or the first failing
 node's error (naming the node), answers the call.
+
+An llm node with tools is a child run of the call's run (the run's own loop: each model
+step and tool call a job, parked calls, limits, cancellation): its job starts the child
+and records nothing; the child's end (`child_ended`, or the node's job again, as the
+sweeper re-sends it) records its answer as the node's outcome.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ from typing import Any
 from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
+from agentq.orchestrator.core.run_ids import ParentLink
+from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.templating import render
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.core.tool_output import progress_value
@@ -24,6 +31,7 @@ from agentq.orchestrator.loop.plan import CallPlan, error_result, parse_argument
 from agentq.orchestrator.output.validation import schema_problems
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.redis.faults import is_transient_redis
+from agentq.orchestrator.runs.children import node_child_spec
 from agentq.orchestrator.runs.state import (
     TERMINAL_STATUSES,
     CallStatus,
@@ -49,6 +57,7 @@ from agentq.orchestrator.tools.workflow_graph import (
 from agentq.workers.models import ModelRequest, OfferedTool
 from agentq.workers.models.base import DiscardDeltas
 from agentq.workers.models.model_client import ModelClient
+from agentq.workers.tools import agent as sub_agents
 from agentq.workers.tools.base import ToolExecutor
 from agentq.workers.tools.context import ToolContext
 
@@ -158,10 +167,16 @@ async def start_workflow(store: RunStore, envelope: JobEnvelope) -> Reply | None
     )
 
 
+async def _outcomes(store: RunStore, wf: WorkflowCall) -> dict[str, NodeOutcome]:
+    raw = await store.workflow_outcomes(wf.run_id, wf.step, wf.call.id)
+    return {k: NodeOutcome.model_validate_json(v) for k, v in raw.items()}
+
+
 async def run_node(
     store: RunStore,
     models: ModelClient,
     executors: dict[str, ToolExecutor],
+    settings: Settings,
     envelope: JobEnvelope,
     attempt: int,
 ) -> Reply | None:
@@ -169,18 +184,85 @@ async def run_node(
     node_id = envelope.node or ""
     if wf is None or node_id not in wf.graph.by_id:
         return None
-    raw = await store.workflow_outcomes(wf.run_id, wf.step, wf.call.id)
-    outcomes = {k: NodeOutcome.model_validate_json(v) for k, v in raw.items()}
+    outcomes = await _outcomes(store, wf)
     outcome = outcomes.get(node_id)
     if outcome is None:
+        node = wf.graph.by_id[node_id]
         if not is_active(wf.graph, node_id, outcomes):
             outcome = NodeOutcome(status="skipped")
+        elif node.runs_as_child:
+            outcome = await _child_node(store, settings, wf, node, outcomes)
+            if outcome is None:
+                return None  # its child run's end records it
         else:
             await store.emit(wf.run_id, [wf.progress({"node": node_id, "status": "running"})])
-            outcome = await _outcome(
-                wf, wf.graph.by_id[node_id], outcomes, models, executors, attempt
-            )
+            outcome = await _outcome(wf, node, outcomes, models, executors, attempt)
     return await store.workflow_record(wf.record(node_id, outcome, outcomes))
+
+
+async def _child_node(
+    store: RunStore,
+    settings: Settings,
+    wf: WorkflowCall,
+    node: WorkflowNode,
+    outcomes: dict[str, NodeOutcome],
+) -> NodeOutcome | None:
+    """Start the node's child run; its outcome when the child has ended already (a job
+    sent again after the child's end), else None (the child's end gives it)."""
+    link = ParentLink(run_id=wf.run_id, step=wf.step, call_id=wf.call.id, node=node.id)
+    if await store.exists(link.child_id):
+        meta = await store.meta(link.child_id)
+        ended = meta[MetaField.STATUS] in TERMINAL_STATUSES
+        return child_outcome(link.child_id, meta, link, wf.call.name) if ended else None
+    await store.emit(wf.run_id, [wf.progress({"node": node.id, "status": "running"})])
+    try:
+        known = values(outcomes)
+        prompt = str(render(node.prompt or "", known))
+        system = str(render(node.system, known)) if node.system else None
+    except Exception as exc:
+        return NodeOutcome(status="failed", error=f"{type(exc).__name__}: {exc}")
+    template = wf.config.children[node.id]
+    refusal = await sub_agents.open_child(
+        store,
+        settings,
+        await store.meta(wf.run_id),
+        link,
+        lambda limits: node_child_spec(template, prompt, system, limits),
+    )
+    if refusal is not None:
+        return NodeOutcome(status="failed", error=f"its child run {refusal}")
+    return None
+
+
+def child_outcome(
+    child_id: str, meta: dict[str, str], link: ParentLink, tool_name: str
+) -> NodeOutcome:
+    """A node's outcome from its ended child run: its answer (its structured output, else
+    its text), or its failure; what the child's tree used, either way."""
+    answer = sub_agents.child_result(child_id, meta, link, tool_name)
+    usage = sub_agents.rolled_up_usage(meta)
+    if answer.is_error:
+        return NodeOutcome(status="failed", error=str(answer.output), usage=usage)
+    return NodeOutcome(status="done", output=answer.output, usage=usage)
+
+
+async def node_child_ended(
+    store: RunStore, child_id: str, meta: dict[str, str], link: ParentLink
+) -> Reply | None:
+    """A node's child run has ended: record its outcome (a no-op when recorded)."""
+    envelope = JobEnvelope(
+        kind="workflow_node",
+        run_id=link.run_id,
+        step=link.step,
+        call_id=link.call_id,
+        node=link.node,
+    )
+    wf = await load_call(store, envelope)
+    if wf is None or link.node not in wf.graph.by_id:
+        return None
+    outcomes = await _outcomes(store, wf)
+    outcome = outcomes.get(link.node) or child_outcome(child_id, meta, link, wf.call.name)
+    return await store.workflow_record(wf.record(link.node, outcome, outcomes))
 
 
 async def _outcome(
