@@ -49,7 +49,7 @@ def workflow(node_tools: list[dict[str, Any]], script: list[dict[str, Any]]) -> 
     }
 
 
-THINK = [
+THINK: list[dict[str, Any]] = [
     {"tool_calls": [{"name": "add", "input": {"a": 2, "b": 3}, "id": "a1"}]},
     {"text": "the sum is 5"},
 ]
