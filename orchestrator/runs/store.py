@@ -238,6 +238,14 @@ class RunStore(Store):
             call, status = await resolved(self.redis.hmget(keys.step(run_id, step), fields))
         return (text(call) if call else None, text(status) if status else None)
 
+    async def call_result(self, run_id: str, step: int, call_id: str) -> str | None:
+        """The call's recorded result (a ToolResultPart's JSON), or None while it has none."""
+        with redis_errors_mapped():
+            found = await resolved(
+                self.redis.hget(keys.step(run_id, step), call_field(StepField.RESULT, call_id))
+            )
+        return text(found) if found is not None else None
+
     async def agent_children(self, run_id: str) -> list[str]:
         """The ids of the child runs the run's current step started or is starting (its
         calls of `agent` tools, and the nodes of its workflow calls that run as child

@@ -72,8 +72,8 @@ class WorkflowToolConfig(KindConfig):
     # Resolved at submit: each tool node's tool, each llm node's model (a ModelRef dict).
     tools: dict[str, ToolDef] = Field(default_factory=dict)
     models: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    # The run spec template of each node that runs as a child run (its prompt and system
-    # filled in when it runs), checked at submit as a sub-agent's is.
+    # The run spec template of each node that runs as a child run (its prompt and system,
+    # or its tool's input, filled in when it runs), checked at submit as a sub-agent's is.
     children: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
@@ -95,9 +95,11 @@ def node_job(
     return queued_job(envelope, queue)
 
 
-# Kinds a tool node cannot use: nothing on a queue executes them.
-# (A remote tool's service reads its own jobs, not a workflow node's.)
-_PARKED_KINDS = ("client", "provider", "agent", "workflow", "remote")
+# Kinds a tool node cannot use: a client tool's result comes from whoever submitted the
+# run, a provider's from inside a model step.
+_PARKED_KINDS = ("client", "provider")
+# The id of the one call of a tool node's child run.
+NODE_CALL_ID = "node"
 
 
 def node_entry(node: WorkflowNode, at: str) -> tuple[ToolKindPlugin, ToolSpecBase]:
@@ -174,6 +176,32 @@ def child_template(
         template["max_steps"] = node.max_steps
     if node.output_schema is not None:
         template["output"] = {"schema": node.output_schema}
+    _check_child(template, ctx, at)
+    return template
+
+
+def call_template(
+    node: WorkflowNode, tool: ToolDef, ctx: ResolveContext, at: str
+) -> dict[str, Any]:
+    """The child run a tool node of an agent, workflow or remote tool is: one scripted
+    step calling the tool (its input filled in when the node runs, as `agentq workflow
+    run` runs a workflow), so the run's own machinery starts, parks or leases the call.
+    A published workflow is pinned to the version resolved now: a version published
+    later leaves this run alone."""
+    entry = dict(node.tool or {})
+    if isinstance(tool.config, WorkflowToolConfig) and tool.config.version is not None:
+        entry["version"] = tool.config.version
+    call = {"name": tool.name, "input": {}, "id": NODE_CALL_ID}
+    template: dict[str, Any] = {
+        "model": {"provider": "scripted", "script": [{"tool_calls": [call]}]},
+        "tools": [entry],
+        "max_steps": 1,
+    }
+    _check_child(template, ctx, at)
+    return template
+
+
+def _check_child(template: dict[str, Any], ctx: ResolveContext, at: str) -> None:
     try:
         ctx.check_child_spec({**template, "prompt": "(the node's prompt)"})
     except ValidationError as exc:
@@ -182,7 +210,6 @@ def child_template(
         raise refuse(ctx, f"{at}.{loc}: {first['msg']}") from None
     except SpecError as exc:
         raise refuse(ctx, f"{at}: {exc.message}") from None
-    return template
 
 
 class WorkflowKind(ToolKindPlugin):
@@ -221,7 +248,11 @@ class WorkflowKind(ToolKindPlugin):
         for node in graph.nodes:
             at = f"graph.nodes[{node.id}]"
             if node.kind in ("tool", "http"):
-                tools[node.id] = node_tool(node, ctx, at)
+                tool = node_tool(node, ctx, at)
+                if node.runs_as_child:
+                    children[node.id] = call_template(node, tool, ctx, at)
+                else:
+                    tools[node.id] = tool
             elif node.kind == "llm":
                 models[node.id] = node_model(node, ctx, at)
                 if node.runs_as_child:

@@ -26,6 +26,9 @@ from agentq.orchestrator.core.templating import references, root
 
 NodeKind = Literal["input", "llm", "tool", "http", "template", "condition", "output"]
 Branch = Literal["true", "false"]
+# Tool kinds no worker executes in place (a child run answers them, or a service that
+# leases them): a tool node of one runs as a one-call child run of the call's run.
+CALLED_IN_A_CHILD = ("agent", "workflow", "remote")
 NODE_ID = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 
@@ -56,9 +59,12 @@ class WorkflowNode(BaseModel):
 
     @property
     def runs_as_child(self) -> bool:
-        """Whether the node's work is a child run of the call's run (an llm node that
-        calls tools: the run's loop, not a second one), whose end gives its outcome."""
-        return self.kind == "llm" and bool(self.tools)
+        """Whether the node's work is a child run of the call's run, whose end gives its
+        outcome: an llm node that calls tools (the run's loop, not a second one), or a
+        tool node calling an agent, workflow or remote tool (the run's parking)."""
+        if self.kind == "llm":
+            return bool(self.tools)
+        return self.kind == "tool" and (self.tool or {}).get("type") in CALLED_IN_A_CHILD
 
     def templates(self) -> list[Any]:
         """The parts of the node whose references are filled in when it runs."""

@@ -17,6 +17,8 @@ sweeper re-sends it) records its answer as the node's outcome.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from agentq.orchestrator.core.envelopes import JobEnvelope
@@ -24,14 +26,14 @@ from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
 from agentq.orchestrator.core.run_ids import ParentLink
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.core.templating import render
+from agentq.orchestrator.core.templating import TemplateError, render
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.core.tool_output import progress_value
 from agentq.orchestrator.loop.plan import CallPlan, error_result, parse_arguments, validate_input
 from agentq.orchestrator.output.validation import schema_problems
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.redis.faults import is_transient_redis
-from agentq.orchestrator.runs.children import node_child_spec
+from agentq.orchestrator.runs.children import node_call_spec, node_child_spec
 from agentq.orchestrator.runs.state import (
     TERMINAL_STATUSES,
     CallStatus,
@@ -44,9 +46,10 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, result_events
+from agentq.orchestrator.spec.limits import RunLimits
 from agentq.orchestrator.spec.run import ToolChoiceTool
 from agentq.orchestrator.tools import ToolDef
-from agentq.orchestrator.tools.workflow import WorkflowToolConfig, node_job
+from agentq.orchestrator.tools.workflow import NODE_CALL_ID, WorkflowToolConfig, node_job
 from agentq.orchestrator.tools.workflow_graph import (
     NodeOutcome,
     WorkflowNode,
@@ -213,33 +216,43 @@ async def _child_node(
     if await store.exists(link.child_id):
         meta = await store.meta(link.child_id)
         ended = meta[MetaField.STATUS] in TERMINAL_STATUSES
-        return child_outcome(link.child_id, meta, link, wf.call.name) if ended else None
+        return await child_outcome(store, wf, link.child_id, meta, link) if ended else None
     await store.emit(wf.run_id, [wf.progress({"node": node.id, "status": "running"})])
-    try:
-        known = values(outcomes)
-        prompt = str(render(node.prompt or "", known))
-        system = str(render(node.system, known)) if node.system else None
-    except Exception as exc:
-        return NodeOutcome(status="failed", error=f"{type(exc).__name__}: {exc}")
     template = wf.config.children[node.id]
-    refusal = await sub_agents.open_child(
-        store,
-        settings,
-        await store.meta(wf.run_id),
-        link,
-        lambda limits: node_child_spec(template, prompt, system, limits),
-    )
+    known = values(outcomes)
+    spec_of: Callable[[RunLimits], dict[str, Any]]
+    try:
+        if node.kind == "llm":
+            prompt = str(render(node.prompt or "", known))
+            system = str(render(node.system, known)) if node.system else None
+            spec_of = partial(node_child_spec, template, prompt, system)
+        else:
+            spec_of = partial(node_call_spec, template, render(node.input or {}, known))
+    except TemplateError as exc:
+        return NodeOutcome(status="failed", error=f"TemplateError: {exc}")
+    meta = await store.meta(wf.run_id)
+    refusal = await sub_agents.open_child(store, settings, meta, link, spec_of)
     if refusal is not None:
         return NodeOutcome(status="failed", error=f"its child run {refusal}")
     return None
 
 
-def child_outcome(
-    child_id: str, meta: dict[str, str], link: ParentLink, tool_name: str
+async def child_outcome(
+    store: RunStore, wf: WorkflowCall, child_id: str, meta: dict[str, str], link: ParentLink
 ) -> NodeOutcome:
-    """A node's outcome from its ended child run: its answer (its structured output, else
-    its text), or its failure; what the child's tree used, either way."""
-    answer = sub_agents.child_result(child_id, meta, link, tool_name)
+    """A node's outcome from its ended child run: an llm node's answer (its structured
+    output, else its text), a tool node's call's result; or the child's failure. What the
+    child's tree used counts either way."""
+    answer = sub_agents.child_result(child_id, meta, link, wf.call.name)
+    if not answer.is_error and wf.graph.by_id[link.node or ""].kind != "llm":
+        recorded = await store.call_result(child_id, 0, NODE_CALL_ID)
+        answer = (
+            ToolResultPart.model_validate_json(recorded)
+            if recorded is not None
+            else error_result(
+                link.call_id, wf.call.name, "its call has no result", ToolErrorKind.EXECUTION
+            )
+        )
     usage = sub_agents.rolled_up_usage(meta)
     if answer.is_error:
         return NodeOutcome(status="failed", error=str(answer.output), usage=usage)
@@ -261,7 +274,7 @@ async def node_child_ended(
     if wf is None or link.node not in wf.graph.by_id:
         return None
     outcomes = await _outcomes(store, wf)
-    outcome = outcomes.get(link.node) or child_outcome(child_id, meta, link, wf.call.name)
+    outcome = outcomes.get(link.node) or await child_outcome(store, wf, child_id, meta, link)
     return await store.workflow_record(wf.record(link.node, outcome, outcomes))
 
 
