@@ -63,10 +63,11 @@ def _read_workflow(path: str) -> dict[str, Any]:
         raise SpecError(f"workflow {path!r} must be a JSON object (a workflow tool)")
     entry.setdefault("type", "workflow")
     try:
-        WorkflowToolSpec.model_validate(entry)
+        parsed = WorkflowToolSpec.model_validate(entry)
     except ValidationError as exc:
         raise SpecError(f"workflow {path!r}: {spec_error(exc)}") from None
-    return entry
+    # A published workflow named by reference is called by its own name.
+    return {**entry, "name": parsed.name or parsed.workflow}
 
 
 def read_definitions(folder: str) -> list[WorkflowDefinition]:

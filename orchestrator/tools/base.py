@@ -198,8 +198,10 @@ class ResolveContext:
     # module sits above the kinds, so it hands its check down (a RunSpec holds tool
     # entries; an agent entry holds a RunSpec). Raises ValidationError or SpecError.
     check_child_spec: Callable[[dict[str, Any]], None]
-    # The deployment's published workflows, which a workflow entry may name.
+    # The deployment's published workflows, which a workflow entry may name, and those
+    # being resolved around this entry (a workflow whose nodes call workflows).
     workflows: PublishedWorkflows = field(default_factory=dict)
+    resolving: tuple[str, ...] = ()
 
     @property
     def where(self) -> str:

@@ -13,6 +13,7 @@ child run whose spec is checked as a sub-agent's.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError, model_validator
@@ -225,6 +226,10 @@ class WorkflowKind(ToolKindPlugin):
                 version, found = published(ctx.workflows, entry.workflow, entry.version)
             except SpecError as exc:
                 raise type(exc)(f"{ctx.where}.workflow: {exc.message}") from None
+            if entry.workflow in ctx.resolving:
+                chain = " -> ".join((*ctx.resolving, entry.workflow))
+                raise refuse(ctx, f"workflow: the published workflows call each other: {chain}")
+            ctx = replace(ctx, resolving=(*ctx.resolving, entry.workflow))
             # The published definition stands in for the entry's own fields; the run
             # freezes it, so a later version leaves this run's calls alone.
             entry = entry.model_copy(

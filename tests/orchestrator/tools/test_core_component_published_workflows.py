@@ -118,3 +118,31 @@ async def test_a_bad_definition_is_refused_at_publish_naming_its_node(start: Sta
         with pytest.raises(SpecError, match=r"workflow 'adder': graph\.nodes\[out\]"):
             await client.fleet.publish_workflows([bad])
         assert await client.fleet.workflows() == {}
+
+
+async def test_published_workflows_calling_each_other_are_refused_at_submit(
+    start: Start,
+) -> None:
+    def calling(name: str, other: str) -> WorkflowDefinition:
+        return WorkflowDefinition.model_validate(
+            {
+                "name": name,
+                "graph": {
+                    "nodes": [
+                        {"id": "in", "kind": "input"},
+                        {
+                            "id": "call",
+                            "kind": "tool",
+                            "tool": {"type": "workflow", "workflow": other},
+                        },
+                        {"id": "out", "kind": "output", "value": "{{call}}"},
+                    ],
+                    "edges": [["in", "call"], ["call", "out"]],
+                },
+            }
+        )
+
+    async with start([add]) as client:
+        await client.fleet.publish_workflows([calling("ping", "pong"), calling("pong", "ping")])
+        with pytest.raises(SpecError, match="call each other: ping -> pong -> ping"):
+            await client.runs.submit(using({"workflow": "ping", "name": "adder"}))

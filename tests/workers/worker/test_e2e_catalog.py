@@ -215,6 +215,10 @@ def test_published_workflows_are_named_by_specs_and_checked_at_publish(
     done = run_cli("wait", submitted.stdout.strip(), "--timeout", "60", redis_url=redis_url)
     assert done.returncode == 0, done.stdout + done.stderr + worker.log()
     assert json.loads(done.stdout)["steps"][0]["tool_results"][0]["output"] == 5.0
+    reference = write(tmp_path, "ref.json", {"workflow": "adder"})
+    ran = run_cli("workflow", "run", reference, "--input", '{"x": 1, "y": 2}', redis_url=redis_url)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == 3.0
 
     unknown = scripted({"text": "x"}, tools=[{"type": "workflow", "workflow": "triage"}])
     refused = run_cli("submit", write(tmp_path, "unknown.json", unknown), redis_url=redis_url)
