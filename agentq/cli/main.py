@@ -954,6 +954,13 @@ def catalog() -> None:
     show_default=True,
     help="The queue the function and MCP tools are served on.",
 )
+@click.option(
+    "--workflows",
+    "workflows_dir",
+    default=None,
+    metavar="DIR",
+    help="Publish the workflows of DIR (*.json), each by name; a changed one gets a new version.",
+)
 def catalog_publish(
     redis_url: str | None,
     tool_modules: Sequence[str],
@@ -961,17 +968,25 @@ def catalog_publish(
     sandbox: bool,
     models_path: str | None,
     tool_queue: str,
+    workflows_dir: str | None,
 ) -> None:
     """Replace the catalogue with what workers with these options serve (no expiry).
 
     Each MCP server of --mcp-config is connected to for its tools; one that cannot be
-    is an error (exit 3) and the previous catalogue stays."""
+    is an error (exit 3) and the previous catalogue stays. The workflows of --workflows
+    are checked first (a bad one: exit 2, nothing published) and add versions: a publish
+    never removes one."""
 
     async def go() -> None:
+        from agentq.cli.workflow import read_definitions
         from agentq.orchestrator.core.errors import InfrastructureError
         from agentq.orchestrator.core.settings import Settings
+        from agentq.orchestrator.tools.workflow import check_definition
         from agentq.workers.worker.catalog import build_catalog
 
+        definitions = read_definitions(workflows_dir) if workflows_dir else []
+        for definition in definitions:
+            check_definition(definition)
         entries, failures = await build_catalog(
             tool_modules,
             mcp_config=_mcp_config_path(mcp_config),
@@ -984,11 +999,15 @@ def catalog_publish(
             raise InfrastructureError(f"catalog not published: MCP server {server!r}: {why}")
         async with open_client(redis_url, "catalog publish") as client:
             await client.fleet.publish_catalog(entries)
+            versions = await client.fleet.publish_workflows(definitions)
         kinds: dict[str, int] = {}
         for entry in entries:
             kinds[entry.kind] = kinds.get(entry.kind, 0) + 1
         summary = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) or "nothing"
         click.echo(f"catalog published: {summary}", err=True)
+        for v in versions:
+            state = "new" if v.new else "unchanged"
+            click.echo(f"workflow {v.name} version {v.version} ({state})", err=True)
 
     guarded(go)()
 
@@ -1025,6 +1044,8 @@ def catalog_show(redis_url: str | None, as_json: bool) -> None:
         for row in table:
             cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=False)]
             click.echo("  ".join([*cells, row[3]]))
+        for name, versions in sorted((await client.fleet.workflows()).items()):
+            click.echo(f"workflow  {name}  version {max(versions)} (of {len(versions)})")
 
     with_client(redis_url, "catalog show", go)
 

@@ -1,4 +1,5 @@
-"""`agentq workflow run FILE --input JSON`: a workflow tool run on its own.
+"""`agentq workflow run FILE --input JSON`: a workflow tool run on its own; and the
+workflow files `agentq catalog publish --workflows DIR` reads.
 
 The workflow runs exactly as it does as a tool of a run, durably, each node a job: as
 the one call of a one-step run whose scripted model calls it with the input (so the
@@ -28,6 +29,7 @@ from agentq.cli.options import redis_option, timeout_option, tools_option
 
 if TYPE_CHECKING:
     from agentq.orchestrator.runs.result import RunResult
+    from agentq.orchestrator.tools.workflow_catalogue import WorkflowDefinition
 
 # The call id of the workflow's one call in its run.
 CALL_ID = "workflow"
@@ -61,10 +63,47 @@ def _read_workflow(path: str) -> dict[str, Any]:
         raise SpecError(f"workflow {path!r} must be a JSON object (a workflow tool)")
     entry.setdefault("type", "workflow")
     try:
-        WorkflowToolSpec.model_validate(entry)
+        parsed = WorkflowToolSpec.model_validate(entry)
     except ValidationError as exc:
         raise SpecError(f"workflow {path!r}: {spec_error(exc)}") from None
-    return entry
+    # A published workflow named by reference is called by its own name.
+    return {**entry, "name": parsed.name or parsed.workflow}
+
+
+def read_definitions(folder: str) -> list[WorkflowDefinition]:
+    """The workflows of a folder: each `*.json` file one definition (the file of a
+    workflow tool, `type` optional), named by its `name` or else its file's stem; a
+    SpecError naming the file (or a name two files claim)."""
+    from pydantic import ValidationError
+
+    from agentq.orchestrator.core.errors import SpecError
+    from agentq.orchestrator.tools.workflow_catalogue import WorkflowDefinition
+
+    root = Path(folder)
+    if not root.is_dir():
+        raise SpecError(f"--workflows {folder!r} is not a folder")
+    found: dict[str, WorkflowDefinition] = {}
+    for path in sorted(root.glob("*.json")):
+        try:
+            body = json.loads(path.read_text())
+        except OSError as exc:
+            raise SpecError(f"cannot read workflow {str(path)!r}: {exc.strerror}") from None
+        except ValueError as exc:
+            raise SpecError(f"workflow {str(path)!r} is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise SpecError(f"workflow {str(path)!r} must be a JSON object")
+        if body.get("type") == "workflow":  # a workflow tool's file (`agentq workflow run`)
+            del body["type"]
+        try:
+            definition = WorkflowDefinition.model_validate({"name": path.stem, **body})
+        except ValidationError as exc:
+            raise SpecError(f"workflow {str(path)!r}: {spec_error(exc)}") from None
+        if definition.name in found:
+            raise SpecError(f"two files of {folder!r} define the workflow {definition.name!r}")
+        found[definition.name] = definition
+    if not found:
+        raise SpecError(f"--workflows {folder!r} holds no *.json workflow")
+    return list(found.values())
 
 
 def _read_input(text: str) -> Any:

@@ -47,6 +47,9 @@ WEBHOOKS_LOCK_SUFFIX = ":webhooks:lock"  # the worker delivering the run's webho
 REGISTRY = "aq:registry"  # hash: registry key -> ToolAnnouncement JSON
 # hash: registry key -> ToolAnnouncement JSON, what the deployment serves (no expiry)
 CATALOG = "aq:catalog"
+# hash: the published workflows, `<name>` -> its latest version, `<name>@<version>` -> that
+# version's definition JSON (every version kept, so a spec may still pin one)
+WORKFLOWS = "aq:workflows"
 RUN_ENDED = "aq:run-ended"  # pub/sub channel: the id of every run that ends
 # sorted set: ids of runs with webhooks whose events are still to be delivered (score:
 # when the run was added), for any worker's webhook dispatcher to take up

@@ -12,7 +12,7 @@ import hashlib
 import re
 import secrets
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 # The tenant of a run submitted without one (no API keys, the CLI, the Python API).
 DEFAULT_TENANT = "default"
@@ -33,13 +33,21 @@ def tenant_run_id(tenant: str | None, chosen: str) -> str:
 
 
 class ParentLink(BaseModel):
-    """The parent's call a child run answers."""
+    """The parent's call a child run answers (or, with `node`, the node of the parent's
+    workflow call whose outcome it gives)."""
 
     model_config = ConfigDict(extra="forbid")
 
     run_id: str
     step: int
     call_id: str
+    node: str | None = Field(default=None, exclude_if=lambda value: value is None)
+
+    @property
+    def child_id(self) -> str:
+        """The id of the child run it links (a node's: one per node of the call)."""
+        call = self.call_id if self.node is None else f"{self.call_id}\0{self.node}"
+        return child_run_id(self.run_id, self.step, call)
 
 
 # A child run's id: `t<its trace id>.<digest of the parent's call>`. Its trace id is its

@@ -1,5 +1,6 @@
 """The fleet through `Client` (`client.fleet`): the workers alive, the tools they
-serve (announced, or published in the deployment's catalogue), their queues' depths.
+serve (announced, or published in the deployment's catalogue), the workflows it
+publishes, their queues' depths.
 """
 
 from __future__ import annotations
@@ -11,13 +12,17 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.fleet import listings
 from agentq.orchestrator.fleet.listings import WorkerRecord
 from agentq.orchestrator.fleet.queues import QueueStats, known_queues, queue_stats
 from agentq.orchestrator.redis.faults import maps_redis_errors
+from agentq.orchestrator.runs.published_workflows import PublishedVersion, WorkflowCatalogue
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools.announcements import live_registry
 from agentq.orchestrator.tools.base import ToolAnnouncement
+from agentq.orchestrator.tools.workflow import check_definition
+from agentq.orchestrator.tools.workflow_catalogue import PublishedWorkflows, WorkflowDefinition
 
 
 class FleetStatus(BaseModel):
@@ -35,6 +40,7 @@ class Fleet:
     def __init__(self, redis: Redis, store: RunStore) -> None:
         self.redis = redis
         self.store = store
+        self._workflows = WorkflowCatalogue(redis)
 
     # -- workers and queues ------------------------------------------------------
 
@@ -81,6 +87,24 @@ class Fleet:
     async def catalog(self) -> dict[str, ToolAnnouncement]:
         """The published catalogue, by registry key."""
         return await self.store.catalog()
+
+    async def publish_workflows(
+        self, definitions: Sequence[WorkflowDefinition]
+    ) -> list[PublishedVersion]:
+        """Publish workflows by name: each whose definition changed becomes its next
+        version (the older ones stay, for runs that resolved them and specs that pin
+        them). All are checked before any is written (a SpecError naming the workflow
+        and its bad node or edge)."""
+        names = [d.name for d in definitions]
+        for definition in definitions:
+            if names.count(definition.name) > 1:
+                raise SpecError(f"workflow {definition.name!r} is given twice")
+            check_definition(definition)
+        return await self._workflows.publish(definitions)
+
+    async def workflows(self) -> PublishedWorkflows:
+        """Every version of every published workflow, by name."""
+        return await self._workflows.read()
 
     @maps_redis_errors
     async def live_tools(self) -> dict[str, ToolAnnouncement]:

@@ -36,7 +36,7 @@ from agentq.orchestrator.core.errors import (
 )
 from agentq.orchestrator.core.events import Event, event_json
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart
-from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, child_run_id
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.core.tool_output import bounded_result
@@ -217,7 +217,7 @@ class Runs:
         run_spec = _as_spec(spec)
         if child_of is not None:
             link = child_of.parent
-            run_id = child_run_id(link.run_id, link.step, link.call_id)
+            run_id = link.child_id
             run_spec = run_spec.model_copy(update={"id": run_id})
         with redis_errors_mapped():
             return await self._creation.create(

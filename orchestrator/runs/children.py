@@ -56,3 +56,29 @@ def child_spec(template: dict[str, Any], tool_input: Any, limits: RunLimits) -> 
         prompt = values.get("prompt")
         spec["prompt"] = prompt if isinstance(prompt, str) else json.dumps(values)
     return spec
+
+
+def _within(spec: dict[str, Any], limits: RunLimits) -> dict[str, Any]:
+    own = RunLimits.model_validate(spec.get("limits") or {})
+    return {**spec, "limits": inherited(limits, own).model_dump(exclude_none=True)}
+
+
+def node_call_spec(template: dict[str, Any], tool_input: Any, limits: RunLimits) -> dict[str, Any]:
+    """A tool node's one-call child spec (orchestrator/tools/workflow.py: call_template):
+    its scripted step calls the tool with the node's input."""
+    (step,) = template["model"]["script"]
+    (call,) = step["tool_calls"]
+    script = [{"tool_calls": [{**call, "input": tool_input}]}]
+    spec = {**template, "model": {**template["model"], "script": script}}
+    return _within({**spec, "prompt": f"call {call['name']}"}, limits)
+
+
+def node_child_spec(
+    template: dict[str, Any], prompt: str, system: str | None, limits: RunLimits
+) -> dict[str, Any]:
+    """A workflow node's child spec: its template (orchestrator/tools/workflow.py:
+    child_template) with the node's prompt and system as rendered, and limits at most its
+    parent's. (Not rendered as a whole: the template's tools may hold templates of their
+    own, a sub-agent's.)"""
+    spec = {**template, "prompt": prompt, **({"system": system} if system else {})}
+    return _within(spec, limits)

@@ -26,6 +26,7 @@ from agentq.orchestrator.policy.webhooks import check_webhooks
 from agentq.orchestrator.runs.children import ChildOf
 from agentq.orchestrator.runs.fork import ForkCopy
 from agentq.orchestrator.runs.index import RunIndex
+from agentq.orchestrator.runs.published_workflows import WorkflowCatalogue
 from agentq.orchestrator.runs.state import Outcome, QueuedJob
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import create_args, enqueued_job_ids
@@ -48,6 +49,7 @@ class RunCreation:
         self.settings = settings
         self.store = store
         self.index = index
+        self.workflows = WorkflowCatalogue(redis)
         self._admission = redis.register_script(scripts.script("agentq.orchestrator.runs", "admit"))
 
     async def admit(self) -> None:
@@ -85,13 +87,19 @@ class RunCreation:
         await self.admit()
         now = time.time()
         registry = await self.store.registry()
+        workflows = await self.workflows.read()
         run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
         tools = [
             t
             if t.park_timeout_s is not None
             else t.model_copy(update={"park_timeout_s": self.settings.park_timeout_s})
             for t in resolve_tools(
-                run_spec, registry, now, model_provider=endpoint.provider, settings=self.settings
+                run_spec,
+                registry,
+                now,
+                model_provider=endpoint.provider,
+                settings=self.settings,
+                workflows=workflows,
             )
         ]
         run_spec = await checked_preparation(

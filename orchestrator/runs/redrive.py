@@ -16,7 +16,8 @@ run that waits for a human, a client or a child run is not woken.
 A parked run stays watched, `PARKED_RECHECK` thresholds apart, while a parked call has
 a job of its own that ends its wait: its deadline (`park_expiry`), the `start_call` of
 its child run or workflow while neither exists, a workflow's node jobs in flight (those
-its records enqueued whose node has recorded nothing), and the child's end
+its records enqueued whose node has recorded nothing; a node run as a child run, while
+its child does not exist yet), and the child's end (a node's child's too)
 (`child_ended`, enqueued on the child's own slot: the sweeper asks the ended child to
 enqueue it again, as a batch's sweeper asks an ended run for its line's end job). A
 wait on a human alone has none, and leaves the index until the run moves again.
@@ -29,7 +30,7 @@ import json
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX
 from agentq.orchestrator.core.queued_job import QueuedJob
-from agentq.orchestrator.core.run_ids import child_run_id
+from agentq.orchestrator.core.run_ids import ParentLink, child_run_id
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.machine.store import resolved, text
 from agentq.orchestrator.machine.sweeper import Sweeper
@@ -159,23 +160,35 @@ class Redriver(Sweeper):
                 # Nothing it starts exists yet (no child run, no workflow node recorded).
                 owned.append(RedriveCall(id=plan.id, job=start_job(run_id, n, plan)))
                 continue
-            nodes = await self._nodes_in_flight(run_id, n, plan, {text(r) for r in recorded})
+            nodes, ended_nodes = await self._nodes_in_flight(
+                run_id, n, plan, {text(r) for r in recorded}
+            )
             owned += [RedriveCall(id=plan.id, job=job) for job in nodes]
+            ended += ended_nodes
         return owned, ended
 
     async def _nodes_in_flight(
         self, run_id: str, n: int, plan: CallPlan, recorded: set[str]
-    ) -> list[QueuedJob]:
+    ) -> tuple[list[QueuedJob], list[str]]:
         """A workflow call's node jobs that its records enqueued and that have recorded
-        nothing yet."""
+        nothing yet; and the ended child runs of its nodes that run as one, whose end may
+        have lost its job (a node whose child still runs waits on that child alone)."""
         raw = await self.store.tool_def(run_id, plan.name)
         tool = ToolDef.model_validate_json(raw) if raw else None
         if tool is None or not isinstance(tool.config, WorkflowToolConfig):
-            return []
-        graph = tool.config.graph
-        return [
-            node_job(run_id, n, plan.id, node, tool.config) for node in graph.in_flight(recorded)
-        ]
+            return [], []
+        jobs: list[QueuedJob] = []
+        ended: list[str] = []
+        for node in tool.config.graph.in_flight(recorded):
+            if node in tool.config.children:
+                link = ParentLink(run_id=run_id, step=n, call_id=plan.id, node=node)
+                status = await resolved(self.redis.hget(keys.meta(link.child_id), MetaField.STATUS))
+                if status is not None:
+                    if text(status) in TERMINAL_STATUSES:
+                        ended.append(link.child_id)
+                    continue
+            jobs.append(node_job(run_id, n, plan.id, node, tool.config))
+        return jobs, ended
 
 
 def _held(job_id: str) -> list[str]:

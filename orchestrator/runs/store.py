@@ -19,7 +19,7 @@ from redis.asyncio import Redis
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event, stored_output, with_output
-from agentq.orchestrator.core.run_ids import child_run_id, run_trace_id
+from agentq.orchestrator.core.run_ids import ParentLink, child_run_id, run_trace_id
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, Store, resolved, text, texts
 from agentq.orchestrator.redis.faults import redis_errors_mapped
@@ -57,8 +57,9 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.state.history import referenced_step, resolve_messages
 from agentq.orchestrator.runs.state.inputs import DEFAULT_RETENTION_S
-from agentq.orchestrator.tools import ToolAnnouncement, registry_key
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef, registry_key
 from agentq.orchestrator.tools.announcements import ANNOUNCEMENT_TTL_S
+from agentq.orchestrator.tools.workflow import WorkflowToolConfig
 
 __all__ = ["DEFAULT_RETENTION_S", "RunStore", "load_scripts"]
 
@@ -237,23 +238,44 @@ class RunStore(Store):
             call, status = await resolved(self.redis.hmget(keys.step(run_id, step), fields))
         return (text(call) if call else None, text(status) if status else None)
 
+    async def call_result(self, run_id: str, step: int, call_id: str) -> str | None:
+        """The call's recorded result (a ToolResultPart's JSON), or None while it has none."""
+        with redis_errors_mapped():
+            found = await resolved(
+                self.redis.hget(keys.step(run_id, step), call_field(StepField.RESULT, call_id))
+            )
+        return text(found) if found is not None else None
+
     async def agent_children(self, run_id: str) -> list[str]:
         """The ids of the child runs the run's current step started or is starting (its
-        calls of `agent` tools that still await their result)."""
+        calls of `agent` tools, and the nodes of its workflow calls that run as child
+        runs: a workflow's llm nodes with tools)."""
         meta = await self.meta(run_id)
         step = int(meta.get(MetaField.STEP, "0"))
         with redis_errors_mapped():
             raw = await resolved(self.redis.hgetall(keys.step(run_id, step)))
             tools = await resolved(self.redis.hgetall(keys.tools(run_id)))
         fields = texts(raw)
-        agents = {
-            text(name) for name, tool in tools.items() if json.loads(tool).get("kind") == "agent"
-        }
+        # Per tool name: None for an agent (the call's child), else the nodes run as children.
+        starts: dict[str, list[str] | None] = {}
+        for name, tool_json in tools.items():
+            tool = ToolDef.model_validate_json(tool_json)
+            if tool.kind == "agent":
+                starts[text(name)] = None
+            elif isinstance(tool.config, WorkflowToolConfig) and tool.config.children:
+                starts[text(name)] = sorted(tool.config.children)
         children: list[str] = []
         for call_id in json.loads(fields.get(StepField.ORDER, "[]")):
             call = json.loads(fields.get(call_field(StepField.CALL, call_id), "{}"))
-            if call.get("name") in agents:
+            name = call.get("name")
+            if name not in starts:
+                continue
+            nodes = starts[name]
+            if nodes is None:
                 children.append(child_run_id(run_id, step, call_id))
+            else:
+                link = ParentLink(run_id=run_id, step=step, call_id=call_id)
+                children += [link.model_copy(update={"node": n}).child_id for n in nodes]
         return children
 
     async def exists(self, run_id: str) -> bool:

@@ -30,6 +30,7 @@ from agentq.orchestrator.tools import (
 )
 from agentq.orchestrator.tools.announcements import announced_providers, live_registry
 from agentq.orchestrator.tools.base import ToolSpecBase
+from agentq.orchestrator.tools.workflow_catalogue import PublishedWorkflows
 
 
 def resolve_tools(
@@ -39,12 +40,15 @@ def resolve_tools(
     *,
     model_provider: ProviderInfo | None = None,
     settings: Settings | None = None,
+    workflows: PublishedWorkflows | None = None,
 ) -> list[ToolDef]:
     """Resolve the spec's tools against the live registry, or raise a SpecError.
 
     `model_provider`: where the run's model goes (default: the provider the spec
     names, from the built-in and announced providers). `settings`: the deployment's,
-    for what it lets a spec choose (default: read from the environment)."""
+    for what it lets a spec choose (default: read from the environment). `workflows`:
+    the published workflows a workflow entry may name (default: none)."""
+    published = workflows or {}
     deployment = settings or Settings()
     live = live_registry(registry, now)
     if model_provider is None:
@@ -61,7 +65,8 @@ def resolve_tools(
             model_provider=model_provider,
             timeout_s=entry.timeout_s or spec.tool_timeout_s,
             settings=deployment,
-            check_child_spec=child_spec_check(registry, now, deployment),
+            check_child_spec=child_spec_check(registry, now, deployment, published),
+            workflows=published,
         )
         resolved.extend(_wrapped(plugin, entry, ctx))
     check_tool_references(spec, resolved)
@@ -69,7 +74,10 @@ def resolve_tools(
 
 
 def child_spec_check(
-    registry: Mapping[str, ToolAnnouncement], now: float, settings: Settings
+    registry: Mapping[str, ToolAnnouncement],
+    now: float,
+    settings: Settings,
+    workflows: PublishedWorkflows | None = None,
 ) -> Callable[[dict[str, Any]], None]:
     """The check a sub-agent's child spec gets: a valid RunSpec whose tools resolve
     against the same registry (ValidationError or SpecError otherwise)."""
@@ -77,7 +85,7 @@ def child_spec_check(
     def check(template: dict[str, Any]) -> None:
         spec = RunSpec.model_validate(template)
         check_limits(spec.limits, settings)
-        resolve_tools(spec, registry, now, settings=settings)
+        resolve_tools(spec, registry, now, settings=settings, workflows=workflows)
 
     return check
 

@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Any, ClassVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
@@ -49,6 +49,9 @@ from agentq.orchestrator.core.spec_model import SpecModel
 from agentq.orchestrator.core.tool_errors import OnError
 from agentq.orchestrator.policy.approval_rules import ApprovalRule, NeedsApproval
 from agentq.orchestrator.policy.providers import ProviderInfo
+
+if TYPE_CHECKING:
+    from agentq.orchestrator.tools.workflow_catalogue import PublishedWorkflows
 
 
 def _valid_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -195,6 +198,10 @@ class ResolveContext:
     # module sits above the kinds, so it hands its check down (a RunSpec holds tool
     # entries; an agent entry holds a RunSpec). Raises ValidationError or SpecError.
     check_child_spec: Callable[[dict[str, Any]], None]
+    # The deployment's published workflows, which a workflow entry may name, and those
+    # being resolved around this entry (a workflow whose nodes call workflows).
+    workflows: PublishedWorkflows = field(default_factory=dict)
+    resolving: tuple[str, ...] = ()
 
     @property
     def where(self) -> str:

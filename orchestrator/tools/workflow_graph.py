@@ -2,9 +2,10 @@
 its durable execution follows (which nodes a finished node makes ready, whether a node
 runs or is skipped, what its template values are).
 
-Node kinds: `input` (the call's input), `llm` (a model call), `tool` (any tool a worker
-executes; `http`, an HTTP request, is a tool node of the http kind), `template` (text
-over earlier outputs), `condition` (a JMESPath expression
+Node kinds: `input` (the call's input), `llm` (a model call; with `tools`, a small agent
+loop run as a child run of the call's run, each step a job as the run's own), `tool`
+(any tool a worker executes; `http`, an HTTP request, is a tool node of the http kind),
+`template` (text over earlier outputs), `condition` (a JMESPath expression
 over earlier outputs, never Python's eval: its edges carry "true" or "false"),
 `output` (the call's result). Templates use `{{node.path}}` (orchestrator/core/templating.py).
 """
@@ -25,6 +26,9 @@ from agentq.orchestrator.core.templating import references, root
 
 NodeKind = Literal["input", "llm", "tool", "http", "template", "condition", "output"]
 Branch = Literal["true", "false"]
+# Tool kinds no worker executes in place (a child run answers them, or a service that
+# leases them): a tool node of one runs as a one-call child run of the call's run.
+CALLED_IN_A_CHILD = ("agent", "workflow", "remote")
 NODE_ID = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 
 
@@ -38,6 +42,10 @@ class WorkflowNode(BaseModel):
     prompt: str | None = None
     system: str | None = None
     output_schema: dict[str, Any] | None = None
+    # llm: tool entries (as a RunSpec's `tools`) the model may call, in a loop of at most
+    # `max_steps` model steps
+    tools: list[dict[str, Any]] | None = None
+    max_steps: int | None = Field(default=None, ge=1, le=100)
     # tool: a tool entry of any kind, and its input template; http: an http tool entry
     # (its `type` and `name` may be left out)
     tool: dict[str, Any] | None = None
@@ -48,6 +56,15 @@ class WorkflowNode(BaseModel):
     condition: str | None = Field(default=None, alias="if")
     # output
     value: Any = None
+
+    @property
+    def runs_as_child(self) -> bool:
+        """Whether the node's work is a child run of the call's run, whose end gives its
+        outcome: an llm node that calls tools (the run's loop, not a second one), or a
+        tool node calling an agent, workflow or remote tool (the run's parking)."""
+        if self.kind == "llm":
+            return bool(self.tools)
+        return self.kind == "tool" and (self.tool or {}).get("type") in CALLED_IN_A_CHILD
 
     def templates(self) -> list[Any]:
         """The parts of the node whose references are filled in when it runs."""
@@ -203,6 +220,8 @@ def _check_fields(node: WorkflowNode, at: str) -> None:
         if getattr(node, name) is None:
             label = "if" if name == "condition" else name
             raise _refuse(at, f"a {node.kind} node needs {label!r}")
+    if node.kind != "llm" and (node.tools is not None or node.max_steps is not None):
+        raise _refuse(at, "only an llm node takes 'tools' and 'max_steps'")
     if node.condition is not None:
         try:
             jmespath.compile(node.condition)

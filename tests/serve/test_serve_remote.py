@@ -128,6 +128,37 @@ def test_a_node_worker_leases_heartbeats_reports_progress_and_the_result(
         node.kill()
 
 
+def test_a_workflow_tool_node_calls_a_remote_tool_the_node_worker_leases(
+    remote_server: ServeProcess,
+) -> None:
+    caller = {
+        "type": "workflow",
+        "name": "caller",
+        "graph": {
+            "nodes": [
+                {"id": "in", "kind": "input"},
+                {
+                    "id": "call",
+                    "kind": "tool",
+                    "tool": {"type": "remote", "name": "shout"},
+                    "input": {"text": "{{in.t}}"},
+                },
+                {"id": "out", "kind": "output", "value": {"shouted": "{{call.upper}}"}},
+            ],
+            "edges": [["in", "call"], ["call", "out"]],
+        },
+    }
+    spec = scripted(calls(("caller", {"t": "hi"})), {"text": "done"}, tools=[caller])
+    node = NodeWorker(remote_server)
+    try:
+        run = finished(remote_server, submit(remote_server, spec))
+        assert run["status"] == "succeeded", run
+        assert run["steps"][0]["tool_results"][0]["output"] == {"shouted": "HI"}
+        assert any(line.get("recorded") is True for line in node.lines())
+    finally:
+        node.kill()
+
+
 def test_a_call_whose_node_worker_dies_is_re_delivered_and_completes(
     remote_server: ServeProcess,
 ) -> None:

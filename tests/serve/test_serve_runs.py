@@ -11,6 +11,9 @@ import httpx
 import pytest
 from httpx_sse import connect_sse
 
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.tools.workflow_catalogue import WorkflowDefinition
+from tests.support.infra import REPO
 from tests.support.serve import ServeProcess
 from tests.support.specs import scripted
 from tests.support.waiting import eventually
@@ -120,6 +123,28 @@ def test_refused_specs_name_the_field(server: ServeProcess) -> None:
     missing = get(server, "/v1/runs/no-such-run")
     assert missing.status_code == 404
     assert missing.json()["error"]["type"] == "not_found"
+
+
+async def test_a_run_over_http_names_a_published_workflow(
+    redis_url: str, server: ServeProcess
+) -> None:
+    workflow = {"type": "workflow", "workflow": "adder"}
+    call = {"tool_calls": [{"name": "adder", "input": {"x": 2, "y": 3}}]}
+    unknown = post(server, "/v1/runs", scripted(call, {"text": "5"}, tools=[workflow]))
+    assert unknown.status_code == 422
+    assert "no workflow named 'adder' is published" in unknown.json()["error"]["message"]
+
+    adder = json.loads((REPO / "examples" / "adder_workflow.json").read_text())
+    del adder["type"]
+    async with Client(redis_url) as client:
+        await client.fleet.publish_workflows([WorkflowDefinition.model_validate(adder)])
+    created = post(server, "/v1/runs", scripted(call, {"text": "5"}, tools=[workflow]))
+    assert created.status_code == 201, created.text
+    run_id = created.json()["id"]
+    ended = wait_for_event(server, run_id, "finish")
+    assert ended["type"] == "finish"
+    result = get(server, f"/v1/runs/{run_id}").json()
+    assert result["steps"][0]["tool_results"][0]["output"] == 5.0
 
 
 def test_idempotency_key_returns_the_same_run(server: ServeProcess) -> None:

@@ -18,6 +18,8 @@ async def workflow_node(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = deps_of(ctx)
     queue = ctx.get("queue", MODEL_QUEUE)
-    work = workflows.run_node(deps.store, deps.models, deps.executors, envelope, attempt_of(ctx))
+    work = workflows.run_node(
+        deps.store, deps.models, deps.executors, deps.settings, envelope, attempt_of(ctx)
+    )
     with tracing.process_span(envelope, queue, ctx.get("job_id") or job_id(envelope)):
         await guarded(deps, envelope, answered(deps, envelope, work))

@@ -11,6 +11,7 @@ child spec the deployment rejects) are tool errors the parent's model sees.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import ValidationError
@@ -42,6 +43,7 @@ from agentq.orchestrator.runs.transitions import result_args
 from agentq.orchestrator.spec.limits import Limit, RunLimits, limit_in_force
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.agent import AgentToolConfig
+from agentq.orchestrator.tools.workflow import WorkflowToolConfig
 
 
 async def answer_parked(
@@ -90,16 +92,7 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
     tool = ToolDef.model_validate_json(tool_json) if tool_json else None
     if tool is None or not isinstance(tool.config, AgentToolConfig):
         return await _refuse(store, run_id, step, call, "is not an agent tool of this run")
-    depth = int(meta.get(MetaField.DEPTH, "0")) + 1
-    if depth > settings.max_agent_depth:
-        return await _refuse(
-            store,
-            run_id,
-            step,
-            call,
-            f"would nest sub-agents {depth} deep; this deployment allows "
-            f"{settings.max_agent_depth} (AGENTQ_MAX_AGENT_DEPTH)",
-        )
+    link = ParentLink(run_id=run_id, step=step, call_id=call_id)
     rank = await _agent_call_rank(store, run_id, step, call_id)
     if rank >= settings.max_agent_fanout:
         return await _refuse(
@@ -110,38 +103,56 @@ async def start_child(store: RunStore, settings: Settings, envelope: JobEnvelope
             f"is sub-agent call number {rank + 1} of this step; this deployment allows "
             f"{settings.max_agent_fanout} per step (AGENTQ_MAX_AGENT_FANOUT)",
         )
-    link = ParentLink(run_id=run_id, step=step, call_id=call_id)
+    template = tool.config.spec
+    refusal = await open_child(
+        store, settings, meta, link, lambda limits: child_spec(template, call.input, limits)
+    )
+    return None if refusal is None else await _refuse(store, run_id, step, call, refusal)
+
+
+async def open_child(
+    store: RunStore,
+    settings: Settings,
+    meta: dict[str, str],
+    link: ParentLink,
+    spec_of: Callable[[RunLimits], dict[str, Any]],
+) -> str | None:
+    """Create the child run `link` names (its parent's `meta`; `spec_of` builds its spec
+    from the limits it inherits) within the deployment's depth, tree and submit-rate
+    limits; why it was not, or None. A child created already (a re-delivered job) is
+    not created twice; one whose parent ended meanwhile is cancelled."""
+    depth = int(meta.get(MetaField.DEPTH, "0")) + 1
+    if depth > settings.max_agent_depth:
+        return (
+            f"would nest sub-agents {depth} deep; this deployment allows "
+            f"{settings.max_agent_depth} (AGENTQ_MAX_AGENT_DEPTH)"
+        )
     limits = RunLimits.model_validate(json.loads(meta[MetaField.SPEC]).get("limits") or {})
-    tree_runs = await store.join_tree(child_run_id(run_id, step, call_id))
+    tree_runs = await store.join_tree(link.child_id)
     most = limit_in_force(limits, settings, "max_tree_runs")
     if tree_runs > most.value:
-        return await _refuse(
-            store, run_id, step, call, f"would make its run tree {tree_runs} runs; {most.allows()}"
-        )
+        return f"would make its run tree {tree_runs} runs; {most.allows()}"
     client = Client(redis=store.redis, settings=settings)
     tenant = meta.get("tenant") or DEFAULT_TENANT
-    refusal = await _over_submit_rate(client, store, child_run_id(run_id, step, call_id), tenant)
+    refusal = await _over_submit_rate(client, store, link.child_id, tenant)
     if refusal is not None:
-        return await _refuse(store, run_id, step, call, refusal)
+        return refusal
     try:
-        spec = child_spec(tool.config.spec, call.input, limits)
         child_id, _ = await client.runs.create(
-            spec,
+            spec_of(limits),
             tenant=meta.get("tenant"),
             child_of=ChildOf(parent=link, depth=depth),
         )
     except TemplateError as exc:
-        return await _refuse(store, run_id, step, call, f"cannot fill in its spec: {exc}")
+        return f"cannot fill in its spec: {exc}"
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "(spec)"
-        return await _refuse(
-            store, run_id, step, call, f"has an invalid spec: {where}: {first['msg']}"
-        )
+        return f"has an invalid spec: {where}: {first['msg']}"
     except SpecError as exc:
-        return await _refuse(store, run_id, step, call, f"was refused: {exc.message}")
-    if (await store.meta(run_id))[MetaField.STATUS] in TERMINAL_STATUSES:
-        await client.runs.cancel(child_id, f"its parent run {run_id} has ended")
+        return f"was refused: {exc.message}"
+    if (await store.meta(link.run_id))[MetaField.STATUS] in TERMINAL_STATUSES:
+        await client.runs.cancel(child_id, f"its parent run {link.run_id} has ended")
     return None
 
 
@@ -155,15 +166,23 @@ async def tree_step_refusal(
 ) -> str | None:
     """Count a model step in its run tree; why it may not be taken, past `most`.
 
-    A run with no parent and no agent tool is a tree of one: its steps so far are its
-    own, so it is checked without a round trip to Redis."""
-    if parent is None and not any(isinstance(t.config, AgentToolConfig) for t in tools):
+    A run with no parent and no tool that starts child runs (an agent, a workflow with
+    llm nodes that use tools) is a tree of one: its steps so far are its own, so it is
+    checked without a round trip to Redis."""
+    if parent is None and not any(_starts_children(t) for t in tools):
         steps = step + 1
     else:
         steps = await store.count_tree_step(run_id, step)
     if steps <= most.value:
         return None
     return f"its run tree would take {steps} model steps; {most.allows()}"
+
+
+def _starts_children(tool: ToolDef) -> bool:
+    config = tool.config
+    return isinstance(config, AgentToolConfig) or (
+        isinstance(config, WorkflowToolConfig) and bool(config.children)
+    )
 
 
 async def _over_submit_rate(
@@ -230,13 +249,17 @@ def child_result(
     return error_result(link.call_id, tool_name, f"The sub-agent run {child_id} {why}.", kind)
 
 
-async def child_ended(store: RunStore, envelope: JobEnvelope) -> Reply | None:
-    """The child run has ended: answer its parent's call (a no-op when answered)."""
-    child_id = envelope.run_id
-    meta = await store.meta(child_id)
+def parent_of(meta: dict[str, str]) -> ParentLink | None:
+    """The parent's call (or workflow node) a child run answers; None: not a child."""
     if MetaField.PARENT not in meta:
         return None
-    link = ParentLink.model_validate_json(meta[MetaField.PARENT])
+    return ParentLink.model_validate_json(meta[MetaField.PARENT])
+
+
+async def child_ended(
+    store: RunStore, child_id: str, meta: dict[str, str], link: ParentLink
+) -> Reply | None:
+    """The child run has ended: answer its parent's call (a no-op when answered)."""
     call_json, _ = await store.call_state(link.run_id, link.step, link.call_id)
     if call_json is None:
         return None
@@ -272,4 +295,5 @@ async def forward_step(
     if call_json is None:
         return
     name = CallPlan.model_validate_json(call_json).name
-    await progress(store, link, name, {"child_run_id": child_id, **data})
+    node = {"node": link.node} if link.node is not None else {}
+    await progress(store, link, name, {**node, "child_run_id": child_id, **data})

@@ -7,23 +7,33 @@ on any workers and a join node runs once. A node job that finds its outcome writ
 re-delivery) records it again: the transition answers DUPLICATE and re-enqueues the
 successors, a no-op when they were. The output node's value, or the first failing
 node's error (naming the node), answers the call.
+
+An llm node with tools is a child run of the call's run (the run's own loop: each model
+step and tool call a job, parked calls, limits, cancellation): its job starts the child
+and records nothing; the child's end (`child_ended`, or the node's job again, as the
+sweeper re-sends it) records its answer as the node's outcome.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import ToolResultPart, Usage, UserMessage
-from agentq.orchestrator.core.templating import render
+from agentq.orchestrator.core.run_ids import ParentLink
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.templating import TemplateError, render
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.core.tool_output import progress_value
 from agentq.orchestrator.loop.plan import CallPlan, error_result, parse_arguments, validate_input
 from agentq.orchestrator.output.validation import schema_problems
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.redis.faults import is_transient_redis
+from agentq.orchestrator.runs.children import node_call_spec, node_child_spec
 from agentq.orchestrator.runs.state import (
     TERMINAL_STATUSES,
     CallStatus,
@@ -36,9 +46,10 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, result_events
+from agentq.orchestrator.spec.limits import RunLimits
 from agentq.orchestrator.spec.run import ToolChoiceTool
 from agentq.orchestrator.tools import ToolDef
-from agentq.orchestrator.tools.workflow import WorkflowToolConfig, node_job
+from agentq.orchestrator.tools.workflow import NODE_CALL_ID, WorkflowToolConfig, node_job
 from agentq.orchestrator.tools.workflow_graph import (
     NodeOutcome,
     WorkflowNode,
@@ -49,6 +60,7 @@ from agentq.orchestrator.tools.workflow_graph import (
 from agentq.workers.models import ModelRequest, OfferedTool
 from agentq.workers.models.base import DiscardDeltas
 from agentq.workers.models.model_client import ModelClient
+from agentq.workers.tools import agent as sub_agents
 from agentq.workers.tools.base import ToolExecutor
 from agentq.workers.tools.context import ToolContext
 
@@ -158,10 +170,16 @@ async def start_workflow(store: RunStore, envelope: JobEnvelope) -> Reply | None
     )
 
 
+async def _outcomes(store: RunStore, wf: WorkflowCall) -> dict[str, NodeOutcome]:
+    raw = await store.workflow_outcomes(wf.run_id, wf.step, wf.call.id)
+    return {k: NodeOutcome.model_validate_json(v) for k, v in raw.items()}
+
+
 async def run_node(
     store: RunStore,
     models: ModelClient,
     executors: dict[str, ToolExecutor],
+    settings: Settings,
     envelope: JobEnvelope,
     attempt: int,
 ) -> Reply | None:
@@ -169,18 +187,95 @@ async def run_node(
     node_id = envelope.node or ""
     if wf is None or node_id not in wf.graph.by_id:
         return None
-    raw = await store.workflow_outcomes(wf.run_id, wf.step, wf.call.id)
-    outcomes = {k: NodeOutcome.model_validate_json(v) for k, v in raw.items()}
+    outcomes = await _outcomes(store, wf)
     outcome = outcomes.get(node_id)
     if outcome is None:
+        node = wf.graph.by_id[node_id]
         if not is_active(wf.graph, node_id, outcomes):
             outcome = NodeOutcome(status="skipped")
+        elif node.runs_as_child:
+            outcome = await _child_node(store, settings, wf, node, outcomes)
+            if outcome is None:
+                return None  # its child run's end records it
         else:
             await store.emit(wf.run_id, [wf.progress({"node": node_id, "status": "running"})])
-            outcome = await _outcome(
-                wf, wf.graph.by_id[node_id], outcomes, models, executors, attempt
-            )
+            outcome = await _outcome(wf, node, outcomes, models, executors, attempt)
     return await store.workflow_record(wf.record(node_id, outcome, outcomes))
+
+
+async def _child_node(
+    store: RunStore,
+    settings: Settings,
+    wf: WorkflowCall,
+    node: WorkflowNode,
+    outcomes: dict[str, NodeOutcome],
+) -> NodeOutcome | None:
+    """Start the node's child run; its outcome when the child has ended already (a job
+    sent again after the child's end), else None (the child's end gives it)."""
+    link = ParentLink(run_id=wf.run_id, step=wf.step, call_id=wf.call.id, node=node.id)
+    if await store.exists(link.child_id):
+        meta = await store.meta(link.child_id)
+        ended = meta[MetaField.STATUS] in TERMINAL_STATUSES
+        return await child_outcome(store, wf, link.child_id, meta, link) if ended else None
+    await store.emit(wf.run_id, [wf.progress({"node": node.id, "status": "running"})])
+    template = wf.config.children[node.id]
+    known = values(outcomes)
+    spec_of: Callable[[RunLimits], dict[str, Any]]
+    try:
+        if node.kind == "llm":
+            prompt = str(render(node.prompt or "", known))
+            system = str(render(node.system, known)) if node.system else None
+            spec_of = partial(node_child_spec, template, prompt, system)
+        else:
+            spec_of = partial(node_call_spec, template, render(node.input or {}, known))
+    except TemplateError as exc:
+        return NodeOutcome(status="failed", error=f"TemplateError: {exc}")
+    meta = await store.meta(wf.run_id)
+    refusal = await sub_agents.open_child(store, settings, meta, link, spec_of)
+    if refusal is not None:
+        return NodeOutcome(status="failed", error=f"its child run {refusal}")
+    return None
+
+
+async def child_outcome(
+    store: RunStore, wf: WorkflowCall, child_id: str, meta: dict[str, str], link: ParentLink
+) -> NodeOutcome:
+    """A node's outcome from its ended child run: an llm node's answer (its structured
+    output, else its text), a tool node's call's result; or the child's failure. What the
+    child's tree used counts either way."""
+    answer = sub_agents.child_result(child_id, meta, link, wf.call.name)
+    if not answer.is_error and wf.graph.by_id[link.node or ""].kind != "llm":
+        recorded = await store.call_result(child_id, 0, NODE_CALL_ID)
+        answer = (
+            ToolResultPart.model_validate_json(recorded)
+            if recorded is not None
+            else error_result(
+                link.call_id, wf.call.name, "its call has no result", ToolErrorKind.EXECUTION
+            )
+        )
+    usage = sub_agents.rolled_up_usage(meta)
+    if answer.is_error:
+        return NodeOutcome(status="failed", error=str(answer.output), usage=usage)
+    return NodeOutcome(status="done", output=answer.output, usage=usage)
+
+
+async def node_child_ended(
+    store: RunStore, child_id: str, meta: dict[str, str], link: ParentLink
+) -> Reply | None:
+    """A node's child run has ended: record its outcome (a no-op when recorded)."""
+    envelope = JobEnvelope(
+        kind="workflow_node",
+        run_id=link.run_id,
+        step=link.step,
+        call_id=link.call_id,
+        node=link.node,
+    )
+    wf = await load_call(store, envelope)
+    if wf is None or link.node not in wf.graph.by_id:
+        return None
+    outcomes = await _outcomes(store, wf)
+    outcome = outcomes.get(link.node) or await child_outcome(store, wf, child_id, meta, link)
+    return await store.workflow_record(wf.record(link.node, outcome, outcomes))
 
 
 async def _outcome(

@@ -44,6 +44,10 @@ from agentq.orchestrator.runs.transitions import (
     start_job,
     tool_job,
 )
+from agentq.orchestrator.tools import ToolDef
+from agentq.orchestrator.tools.workflow import WorkflowToolConfig
+from agentq.orchestrator.tools.workflow_graph import NodeOutcome, WorkflowGraph
+from agentq.workers.tools.workflow import WorkflowCall
 
 pytestmark = pytest.mark.component
 
@@ -76,14 +80,20 @@ def _call(call_id: str, status: CallStatus) -> CallPlan:
     return CallPlan(id=call_id, name="t", input={}, status=status, queue="tools")
 
 
-async def _create(store: RunStore, run_id: str, parent: ParentLink | None = None) -> None:
+T_TOOL = json.dumps({"name": "t", "kind": "function", "queue": "tools"})
+
+
+async def _create(
+    store: RunStore, run_id: str, parent: ParentLink | None = None, tool: str = T_TOOL
+) -> None:
+    name = json.loads(tool)["name"]
     await store.create(
         CreateRun(
             run_id=run_id,
             spec=SPEC,
             spec_hash="h",
-            tools={"t": json.dumps({"name": "t", "kind": "function", "queue": "tools"})},
-            tool_order=["t"],
+            tools={name: tool},
+            tool_order=[name],
             messages=[UserMessage(content="go").model_dump_json()],
             trace="{}",
             event=json.dumps({"type": "start", "run_id": run_id, "at": 0}),
@@ -338,3 +348,57 @@ async def test_a_pass_reads_only_the_stale_window(redis: Redis) -> None:
     assert first.redriven + second.redriven == 1
     assert await _queued(redis, keys.model_job_id(stale[1], 0), "model")
     assert {r: await _index(redis, r) for r in healthy[3:]} == others  # never read
+
+
+def _workflow_with_a_child_node() -> WorkflowToolConfig:
+    """A workflow whose `think` node (an llm node with tools) runs as a child run."""
+    graph = WorkflowGraph.model_validate(
+        {
+            "nodes": [
+                {"id": "in", "kind": "input"},
+                {
+                    "id": "think",
+                    "kind": "llm",
+                    "model": "scripted:x",
+                    "prompt": "go",
+                    "tools": [{"type": "function", "name": "t"}],
+                },
+                {"id": "out", "kind": "output", "value": "{{think}}"},
+            ],
+            "edges": [["in", "think"], ["think", "out"]],
+        }
+    )
+    return WorkflowToolConfig(graph=graph, children={"think": {"model": "scripted:x"}})
+
+
+async def test_a_child_nodes_job_then_its_childs_lost_end_are_enqueued_again(
+    redis: Redis,
+) -> None:
+    store = RunStore(redis)
+    config = _workflow_with_a_child_node()
+    tool = ToolDef(name="w", kind="workflow", start_queue="model", config=config)
+    await _create(store, "r1", tool=tool.model_dump_json())
+    plan = CallPlan(
+        id="c1", name="w", input={}, status=CallStatus.AWAITING_RESULT, start_queue="model"
+    )
+    await _commit_plans(store, "r1", [plan], [])
+    await store.workflow_record(
+        WorkflowCall("r1", 0, plan, config).record("in", NodeOutcome(status="done"))
+    )
+    node_job = keys.node_job_id("r1", 0, "c1", "think")
+    await _lose(redis, node_job, "model")
+    assert await _redriver(store).redrive("r1") == 1  # the node's job, which starts its child
+    assert await _queued(redis, node_job, "model")
+
+    await _lose(redis, node_job, "model")
+    link = ParentLink(run_id="r1", step=0, call_id="c1", node="think")
+    await _create(store, link.child_id, link)
+    assert await _redriver(store).redrive("r1") == 0  # the child runs: nothing lost
+
+    await store.fail_run(link.child_id, RunFailure(kind=FailureKind.PROVIDER, message="boom"))
+    end_job = keys.parent_job_id(link.child_id)
+    assert await _redriver(store).redrive("r1") == 0  # its end is in hand
+    await _lose(redis, end_job, "model")
+    assert await _redriver(store).redrive("r1") == 1
+    assert await _queued(redis, end_job, "model")
+    assert not await _queued(redis, node_job, "model")

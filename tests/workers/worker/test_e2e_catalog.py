@@ -190,3 +190,46 @@ async def test_submit_sees_the_catalogue_under_live_announcements(redis_url: str
         assert await store.catalog() == {}
     finally:
         await redis_.aclose()
+
+
+def test_published_workflows_are_named_by_specs_and_checked_at_publish(
+    redis_url: str, tmp_path: Path, worker_slot: list[WorkerProcess]
+) -> None:
+    folder = tmp_path / "workflows"
+    folder.mkdir()
+    adder = json.loads((REPO / "examples" / "adder_workflow.json").read_text())
+    (folder / "adder.json").write_text(json.dumps(adder))
+    published = run_cli(
+        "catalog", "publish", "--tools", TOOLS, "--workflows", str(folder), redis_url=redis_url
+    )
+    assert published.returncode == 0, published.stderr
+    assert "workflow adder version 1 (new)" in published.stderr
+
+    call = {"tool_calls": [{"name": "adder", "input": {"x": 2, "y": 3}}]}
+    spec = scripted(call, {"text": "5"}, tools=[{"type": "workflow", "workflow": "adder"}])
+    submitted = run_cli("submit", write(tmp_path, "spec.json", spec), redis_url=redis_url)
+    assert submitted.returncode == 0, submitted.stderr
+    worker = WorkerProcess(redis_url, "--tools", TOOLS)
+    worker_slot.append(worker)
+    wait_ready(worker)
+    done = run_cli("wait", submitted.stdout.strip(), "--timeout", "60", redis_url=redis_url)
+    assert done.returncode == 0, done.stdout + done.stderr + worker.log()
+    assert json.loads(done.stdout)["steps"][0]["tool_results"][0]["output"] == 5.0
+    reference = write(tmp_path, "ref.json", {"workflow": "adder"})
+    ran = run_cli("workflow", "run", reference, "--input", '{"x": 1, "y": 2}', redis_url=redis_url)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == 3.0
+
+    unknown = scripted({"text": "x"}, tools=[{"type": "workflow", "workflow": "triage"}])
+    refused = run_cli("submit", write(tmp_path, "unknown.json", unknown), redis_url=redis_url)
+    assert refused.returncode == 2
+    assert "tools[0].workflow: no workflow named 'triage' is published" in refused.stderr
+
+    adder["graph"]["edges"].append(["out", "sum"])
+    (folder / "adder.json").write_text(json.dumps(adder))
+    bad = run_cli("catalog", "publish", "--workflows", str(folder), redis_url=redis_url)
+    assert bad.returncode == 2, bad.stderr
+    assert bad.stderr.strip().splitlines() == [
+        "agentq: workflow 'adder': graph.edges: the graph has a cycle: sum -> out -> sum"
+    ]
+    assert shown(redis_url)["function:add"]["live"] is True  # nothing was replaced
