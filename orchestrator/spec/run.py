@@ -100,6 +100,9 @@ class RunSpec(_Spec):
     webhooks: list[WebhookSpec] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     id: str | None = None
+    # The conversation this run continues (orchestrator/threads/): it starts from the
+    # thread's history, then its own messages; an unknown thread is created by its run.
+    thread_id: str | None = None
     # Per-step preparation and context management (orchestrator/loop/prepare.py).
     steps: list[StepRule] | None = None
     prepare_step: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
@@ -112,7 +115,7 @@ class RunSpec(_Spec):
     # (orchestrator/policy/guardrails.py).
     guardrails: Guardrails | None = None
 
-    @field_validator("id")
+    @field_validator("id", "thread_id")
     @classmethod
     def _check_id(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and not RUN_ID.match(value):
