@@ -4,7 +4,7 @@ A run joins a thread with `agentq submit|run --thread ID`."""
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import click
 
@@ -14,6 +14,7 @@ from agentq.cli.options import CONTEXT, JSON_OPTION, REDIS_OPTION, TIMEOUT_OPTIO
 if TYPE_CHECKING:
     from agentq.orchestrator.client import Client
     from agentq.orchestrator.core.messages import Message
+    from agentq.orchestrator.spec.run import DoubleTexting
 
 
 @click.group(context_settings=CONTEXT)
@@ -40,6 +41,29 @@ def _said(message: Message) -> str:
     return " ".join(shown)
 
 
+@thread.command("create", context_settings=CONTEXT)
+@click.argument("thread_id", required=False)
+@click.option(
+    "--double-texting",
+    type=click.Choice(["reject", "enqueue", "interrupt", "rollback"]),
+    default="reject",
+    show_default=True,
+    help="What a new run does while the thread's run goes on (a spec may override it).",
+)
+@REDIS_OPTION
+@TIMEOUT_OPTION
+def create(
+    thread_id: str | None, double_texting: str, redis_url: str | None, timeout_s: float | None
+) -> None:
+    """Create a thread (THREAD_ID, or a new id) and print its id."""
+
+    async def go(client: Client) -> None:
+        policy = cast("DoubleTexting", double_texting)  # one of click's choices
+        click.echo(await client.threads.create(thread_id, double_texting=policy))
+
+    with_client(redis_url, "thread create", go, timeout_s)
+
+
 @thread.command("show", context_settings=CONTEXT)
 @click.argument("thread_id")
 @REDIS_OPTION
@@ -56,6 +80,8 @@ def show(thread_id: str, redis_url: str | None, timeout_s: float | None, as_json
         click.echo(f"thread {view.id}: {view.status}")
         for run in view.runs:
             click.echo(f"  run {run.id}  {run.status}")
+        for run_id in view.queued:
+            click.echo(f"  run {run_id}  queued")
         for message in view.messages:
             click.echo(f"{message.role}: {_said(message)}")
 

@@ -13,6 +13,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from agentq.orchestrator.spec.run import DoubleTexting
 from agentq.orchestrator.threads.api import ThreadSummary, ThreadView
 from agentq.serve.deps import caller, client_of
 
@@ -22,6 +23,8 @@ router = APIRouter(prefix="/v1/threads", tags=["threads"])
 class NewThread(BaseModel):
     id: str | None = Field(default=None, max_length=128)
     metadata: dict[str, Any] = Field(default_factory=dict)
+    # What a new run does while the thread's run goes on (a run's spec may override it).
+    double_texting: DoubleTexting = "reject"
 
 
 class ThreadList(BaseModel):
@@ -34,7 +37,10 @@ async def create(request: Request, body: NewThread | None = None) -> Any:
     principal = caller(request, "runs:write")
     given = body or NewThread()
     thread_id = await client_of(request).threads.create(
-        given.id, tenant=principal.tenant, metadata=given.metadata
+        given.id,
+        tenant=principal.tenant,
+        metadata=given.metadata,
+        double_texting=given.double_texting,
     )
     return JSONResponse({"id": thread_id}, status_code=201)
 

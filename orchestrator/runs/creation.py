@@ -82,6 +82,7 @@ class RunCreation:
         `id` is the tenant's choice, in its namespace; `run_id`, an id already derived
         (a child's, a batch line's). A run without either, submitted with a
         `traceparent`, gets one in that trace."""
+        submitted = run_spec  # as given: what a queued run on a thread is created from
         check_webhooks(run_spec.webhooks, self.settings)
         check_limits(run_spec.limits, self.settings)
         await self.admit()
@@ -110,7 +111,11 @@ class RunCreation:
         if run_spec.webhooks:
             # Listed first: a worker takes the run up once it exists (at least once).
             await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
-        turn = await self._take_turn(run_spec, tenant, run_id)
+        turn = await self._take_turn(submitted, tenant, run_id)
+        if turn is not None and turn.queued:
+            return run_id, False  # created when the thread's turn comes
+        if turn is not None and end_job is None:
+            end_job = turn.end_job
         try:
             hops = tracing.Hops(run_id)
             # A thread's run starts from the thread's history; its spec keeps only its own.
@@ -151,7 +156,7 @@ class RunCreation:
     async def _take_turn(self, spec: RunSpec, tenant: str | None, run_id: str) -> Turn | None:
         if spec.thread_id is None:
             return None
-        return await self.turns_of().take(spec.thread_id, tenant, run_id)
+        return await self.turns_of().take(spec, tenant, run_id)
 
     @functools.cached_property
     def endpoint_policy(self) -> EndpointPolicy:

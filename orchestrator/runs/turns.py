@@ -11,6 +11,8 @@ from typing import Protocol
 from pydantic import BaseModel, ConfigDict
 
 from agentq.orchestrator.core.messages import Message
+from agentq.orchestrator.core.queued_job import QueuedJob
+from agentq.orchestrator.spec.run import RunSpec
 
 
 class Turn(BaseModel):
@@ -22,12 +24,17 @@ class Turn(BaseModel):
     run_id: str
     history: tuple[Message, ...] = ()
     taken: bool = True  # False: the run had the turn already (the same run again)
+    # The run waits in the thread's queue (enqueue): it is created when its turn comes.
+    queued: bool = False
+    # What the run's end enqueues: the thread's next queued run starts.
+    end_job: QueuedJob | None = None
 
 
 class ThreadTurns(Protocol):
-    async def take(self, thread_id: str, tenant: str | None, run_id: str) -> Turn:
-        """Take the thread's turn for `run_id` (creating the thread on its first run);
-        ThreadBusyError while the thread's run is still going."""
+    async def take(self, spec: RunSpec, tenant: str | None, run_id: str) -> Turn:
+        """Take the turn of the spec's thread for `run_id` (creating the thread on its
+        first run), as the thread's double-texting policy says while its run goes on:
+        ThreadBusyError (reject), a queued turn (enqueue), or the running one cancelled."""
         ...
 
     async def give_back(self, turn: Turn) -> None:

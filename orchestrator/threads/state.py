@@ -1,6 +1,7 @@
 """A thread's state: its stored fields, the inputs of its two transitions and their reply.
 
-A thread is a hash (`core/keys.py: thread`) and the list of its runs, oldest first. Its
+A thread is a hash (`core/keys.py: thread`), the list of its runs, oldest first, and
+the runs queued for its turn (`QueuedRun`, enqueued while its run goes on). Its
 history is not copied anywhere: it is its current run's conversation, which started
 from the run before it (references, as a run's jobs carry its id, not its messages).
 """
@@ -8,7 +9,7 @@ from the run before it (references, as a run's jobs carry its id, not its messag
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from pydantic import BaseModel
 
@@ -23,6 +24,7 @@ class ThreadField(StrEnum):
     UPDATED_AT = "updated_at"
     CURRENT = "current"  # the run that has the turn: the last one started
     METADATA = "metadata"  # JSON, given when the thread was created by `create`
+    DOUBLE_TEXTING = "double_texting"  # the thread's policy, given to `create`
 
 
 class TurnOutcome(StrEnum):
@@ -39,12 +41,22 @@ class ThreadTurn(Transition):
     tenant: str
     run_id: str
     expected: str  # the current run the caller saw ended ('' for none)
+    discard: bool = False  # rollback: the expected run leaves the thread
+    queued: str | None = None  # the run's entry in the queued list, when it waited there
 
 
 class ThreadRelease(Transition):
     script: ClassVar[str] = "thread_release"
 
     run_id: str
+
+
+class QueuedRun(BaseModel):
+    """A run waiting for its thread's turn (enqueue): its id, already answered to its
+    submitter, and its spec as submitted; it is created when the turn comes."""
+
+    run_id: str
+    spec: dict[str, Any]
 
 
 class TurnReply(BaseModel):

@@ -39,7 +39,27 @@ class ThreadStore(Store):
         with redis_errors_mapped():
             return [text(r) for r in await resolved(self.redis.lrange(_keys(thread_id)[1], 0, -1))]
 
-    async def open(self, thread_id: str, tenant: str, metadata_json: str) -> bool:
+    async def queued(self, thread_id: str) -> list[str]:
+        """The runs waiting for the thread's turn, first in line first (`QueuedRun` JSON)."""
+        with redis_errors_mapped():
+            found = await resolved(self.redis.lrange(keys.thread_queued(thread_id), 0, -1))
+        return [text(q) for q in found]
+
+    async def enqueue(self, thread_id: str, entry: str) -> None:
+        key = keys.thread_queued(thread_id)
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.rpush(key, entry)
+                pipe.expire(key, self.retention)
+                await pipe.execute()
+
+    async def drop_queued(self, thread_id: str, entry: str) -> None:
+        with redis_errors_mapped():
+            await resolved(self.redis.lrem(keys.thread_queued(thread_id), 1, entry))
+
+    async def open(
+        self, thread_id: str, tenant: str, metadata_json: str, double_texting: str
+    ) -> bool:
         """Create the thread unless it exists; whether it is new."""
         now = time.time()
         key = keys.thread(thread_id)
@@ -49,6 +69,7 @@ class ThreadStore(Store):
                 pipe.hsetnx(key, ThreadField.CREATED_AT, str(now))
                 pipe.hsetnx(key, ThreadField.UPDATED_AT, str(now))
                 pipe.hsetnx(key, ThreadField.METADATA, metadata_json)
+                pipe.hsetnx(key, ThreadField.DOUBLE_TEXTING, double_texting)
                 pipe.expire(key, self.retention)
                 created, *_ = await pipe.execute()
         return bool(created)
@@ -79,4 +100,4 @@ class ThreadStore(Store):
 
 
 def _keys(thread_id: str) -> list[str]:
-    return [keys.thread(thread_id), keys.thread_runs(thread_id)]
+    return [keys.thread(thread_id), keys.thread_runs(thread_id), keys.thread_queued(thread_id)]

@@ -181,6 +181,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.machine",
         "orchestrator.redis",
         "orchestrator.runs",
+        "orchestrator.spec",
     },
     "orchestrator.fleet": {
         "orchestrator.core",

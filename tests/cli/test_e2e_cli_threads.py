@@ -54,6 +54,11 @@ def test_runs_on_a_thread_continue_it(
     listed = run_cli("thread", "list", redis_url=redis_url)
     assert listed.stdout.split("\t")[:2] == ["chat-1", "idle"]
 
+    made = run_cli("thread", "create", "chat-2", "--double-texting", "enqueue", redis_url=redis_url)
+    assert made.stdout.strip() == "chat-2", made.stderr
+    view = json.loads(run_cli("thread", "show", "chat-2", "--json", redis_url=redis_url).stdout)
+    assert view["double_texting"] == "enqueue"
+
     missing = run_cli("thread", "show", "nope", redis_url=redis_url)
     assert missing.returncode == 2
     assert "no thread with id 'nope'" in missing.stderr

@@ -14,6 +14,7 @@ from agentq.serve.auth import hash_key
 from tests.support.infra import WorkerProcess
 from tests.support.serve import ServeProcess
 from tests.support.specs import scripted
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -106,3 +107,39 @@ def test_a_new_run_while_the_threads_run_goes_on_is_a_409(keyed: ServeProcess) -
     assert "in progress" in refused.json()["error"]["message"]
     view = call(keyed, "GET", "/v1/threads/busy", "acme").json()
     assert [r["id"] for r in view["runs"]] == [busy]
+
+
+def test_a_thread_that_enqueues_answers_202_and_runs_it_after(keyed: ServeProcess) -> None:
+    made = call(keyed, "POST", "/v1/threads", "acme", json={"id": "q", "double_texting": "enqueue"})
+    assert made.status_code == 201
+    parked = scripted(
+        {"tool_calls": [{"name": "ask_user", "input": {}, "id": "c1"}]},
+        {"text": "done"},
+        tools=[{"type": "client", "name": "ask_user"}],
+        thread_id="q",
+    )
+    first = call(keyed, "POST", "/v1/runs", "acme", json=parked).json()["id"]
+    queued = call(keyed, "POST", "/v1/runs", "acme", json=scripted({"text": "next"}, thread_id="q"))
+    assert queued.status_code == 202, queued.text
+    assert queued.json()["queued"] is True
+    second = queued.json()["id"]
+    view = call(keyed, "GET", "/v1/threads/q", "acme").json()
+    assert view["queued"] == [second]
+    assert view["double_texting"] == "enqueue"
+    assert call(keyed, "GET", "/v1/threads/q", "globex").status_code == 404
+    eventually(
+        lambda: call(keyed, "GET", f"/v1/runs/{first}", "acme").json()["status"] == "awaiting",
+        "the first run parks",
+    )
+    posted = call(keyed, "POST", f"/v1/runs/{first}/calls/c1/result", "acme", json={"output": 1})
+    assert posted.status_code == 200, posted.text
+    eventually(
+        lambda: call(keyed, "GET", f"/v1/runs/{second}", "acme").status_code == 200,
+        "the queued run starts when the first one ends",
+    )
+    done = call(keyed, "GET", f"/v1/runs/{second}", "acme", params={"wait": 30}).json()
+    assert done["status"] == "succeeded"
+    assert [r["id"] for r in call(keyed, "GET", "/v1/threads/q", "acme").json()["runs"]] == [
+        first,
+        second,
+    ]

@@ -1,5 +1,5 @@
 -- thread_release: a run that took its thread's turn but was not created gives it back.
--- KEYS    the thread's hash, its runs list
+-- KEYS    the thread's hash, its runs list, its queued list
 -- ARGV    ThreadRelease as JSON (orchestrator/threads/state.py): run_id, at
 -- Replies RELEASED      the run left the thread
 --         NOT_CURRENT   another run has the turn (nothing changes)
