@@ -158,6 +158,11 @@ class Threads:
             metadata=json.loads(record.get(ThreadField.METADATA) or "{}"),
         )
 
+    async def current(self, thread_id: str, *, tenant: str | None = None) -> str | None:
+        """The id of the thread's run that has the turn (its last started), or None."""
+        record = await self.store.record(tenant_run_id(tenant or DEFAULT_TENANT, thread_id))
+        return record.get(ThreadField.CURRENT) or None
+
     async def list(
         self, tenant: str | None = None, *, limit: int = 50
     ) -> builtins.list[ThreadSummary]:
