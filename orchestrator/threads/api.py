@@ -22,7 +22,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core.envelopes import ThreadJobEnvelope
@@ -54,6 +54,8 @@ from agentq.orchestrator.threads.store import ThreadStore
 log = logging.getLogger("agentq.threads")
 
 IDLE = "idle"  # a thread whose last run ended (or that has none yet)
+EXPIRED = "expired"  # a run of the thread whose keys went with their retention
+_POLICY: TypeAdapter[DoubleTexting] = TypeAdapter(DoubleTexting)
 # Taking a turn is judged, then checked in one transition; another run taking it in
 # between sends the judgment round again, at most this many times.
 TURN_ATTEMPTS = 5
@@ -73,7 +75,7 @@ class ThreadView(BaseModel):
     current_run: str | None = None
     runs: list[ThreadRun] = Field(default_factory=list)
     queued: list[str] = Field(default_factory=list)  # runs waiting for the turn, in order
-    double_texting: str = "reject"
+    double_texting: DoubleTexting = "reject"
     messages: list[Message] = Field(default_factory=list)
     created_at: float = 0.0
     updated_at: float = 0.0
@@ -136,7 +138,8 @@ class Threads:
         if not record:
             raise ThreadNotFoundError(f"no thread with id {thread_id!r}")
         run_ids = await self.store.runs(key)
-        runs = [ThreadRun(id=r, status=await self._status(r)) for r in run_ids]
+        statuses = await self.runs.store.statuses(run_ids)
+        runs = [ThreadRun(id=r, status=statuses.get(r, EXPIRED)) for r in run_ids]
         current = record.get(ThreadField.CURRENT)
         messages: builtins.list[Message] = []
         if current:
@@ -151,7 +154,7 @@ class Threads:
             current_run=current,
             runs=runs,
             queued=[_queued_id(q) for q in await self.store.queued(key)],
-            double_texting=record.get(ThreadField.DOUBLE_TEXTING) or "reject",
+            double_texting=_policy(record.get(ThreadField.DOUBLE_TEXTING)),
             messages=messages,
             created_at=float(record.get(ThreadField.CREATED_AT, 0)),
             updated_at=float(record.get(ThreadField.UPDATED_AT, 0)),
@@ -170,15 +173,16 @@ class Threads:
         owner = tenant or DEFAULT_TENANT
         chosen = await self.store.listed(owner, limit)
         records = await self.store.records([tenant_run_id(owner, t) for t in chosen])
+        currents = [r.get(ThreadField.CURRENT) for r in records]
+        statuses = await self.runs.store.statuses(c for c in currents if c)
         found = []
-        for thread_id, record in zip(chosen, records, strict=True):
+        for thread_id, record, current in zip(chosen, records, currents, strict=True):
             if not record:
                 continue  # expired with its retention
-            current = record.get(ThreadField.CURRENT)
             found.append(
                 ThreadSummary(
                     id=thread_id,
-                    status=_thread_status(await self._status(current) if current else None),
+                    status=_thread_status(statuses.get(current, EXPIRED) if current else None),
                     current_run=current,
                     created_at=float(record.get(ThreadField.CREATED_AT, 0)),
                     updated_at=float(record.get(ThreadField.UPDATED_AT, 0)),
@@ -208,7 +212,7 @@ class Threads:
             going = await self._going(current)
             if mine is not None and (going or waits):
                 return Turn(thread_id=key, run_id=run_id, taken=False, queued=True)
-            policy = spec.double_texting or record.get(ThreadField.DOUBLE_TEXTING) or "reject"
+            policy = spec.double_texting or _policy(record.get(ThreadField.DOUBLE_TEXTING))
             if (going or waits) and mine is None and policy in ("reject", "enqueue"):
                 if policy == "reject":
                     raise ThreadBusyError(
@@ -289,7 +293,7 @@ class Threads:
             runs = await self.store.runs(key)
             before = runs[:-1] if runs and runs[-1] == current else runs
             current = before[-1] if before else ""
-        if not current or await self._status(current) == "expired":
+        if not current or await self._status(current) == EXPIRED:
             return []
         if await self._going(current):
             raise ThreadBusyError(f"thread {thread_id!r} has a run in progress ({current})")
@@ -300,13 +304,15 @@ class Threads:
         if not run_id:
             return False
         status = await self._status(run_id)
-        return status != "expired" and status not in TERMINAL_STATUSES
+        return status != EXPIRED and status not in TERMINAL_STATUSES
 
     async def _status(self, run_id: str) -> str:
-        try:
-            return (await self.runs.status(run_id)).status
-        except RunNotFoundError:
-            return "expired"
+        return (await self.runs.store.statuses([run_id])).get(run_id, EXPIRED)
+
+
+def _policy(stored: str | None) -> DoubleTexting:
+    """The thread's stored policy (a thread made by its first run has none: reject)."""
+    return _POLICY.validate_python(stored or "reject")
 
 
 def _queued_id(entry: str) -> str:
@@ -316,6 +322,6 @@ def _queued_id(entry: str) -> str:
 def _thread_status(last_run_status: str | None) -> str:
     if last_run_status is None or last_run_status in TERMINAL_STATUSES:
         return IDLE
-    if last_run_status == "expired":
+    if last_run_status == EXPIRED:
         return IDLE
     return last_run_status
