@@ -9,6 +9,7 @@ async with Client("redis://localhost:6379") as client:
 - `client.runs`: submit, read, list, follow, approve, answer, cancel, fork, replay;
 - `client.calls`: the fleet's tools called without a run;
 - `client.batches`: many runs from lines of JSON, admitted by the fleet;
+- `client.threads`: conversations whose runs continue one another;
 - `client.fleet`: the workers alive, the tools they serve, their queues' depths;
 - `client.credentials`: which tokens the doors issued are live (revoking one).
 
@@ -32,6 +33,7 @@ from agentq.orchestrator.fleet.api import Fleet
 from agentq.orchestrator.redis.connect import connect
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.api import Runs
+from agentq.orchestrator.threads.api import Threads
 
 
 class Client(AsyncResource):
@@ -50,6 +52,8 @@ class Client(AsyncResource):
         )
         self._owns_redis = redis is None
         self.runs = Runs(self.redis, self.settings)
+        self.threads = Threads(self.redis, self.settings, self.runs)
+        self.runs.turns = self.threads  # a run naming a thread takes the thread's turn
         self.calls = ToolCalls(self.runs.store, self.redis, self.settings)
         self.batches = Batches(self.redis, self.settings, self.runs)
         self.fleet = Fleet(self.redis, self.runs.store)

@@ -41,6 +41,7 @@ from agentq.cli.options import (
     MCP_OPTION,
     MODELS_OPTION,
     REDIS_OPTION,
+    THREAD_OPTION,
     TIMEOUT_OPTION,
     TOOLS_OPTION,
     json_option,
@@ -91,6 +92,11 @@ def _read_spec(path: str) -> RunSpec:
         raise
 
 
+def _on_thread(spec: RunSpec, thread_id: str | None) -> RunSpec:
+    """The spec with --thread's thread (its id is checked when the run takes its turn)."""
+    return spec if thread_id is None else spec.model_copy(update={"thread_id": thread_id})
+
+
 def _echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
@@ -128,6 +134,7 @@ def main() -> None:
 @TOOLS_OPTION
 @MCP_OPTION
 @MODELS_OPTION
+@THREAD_OPTION
 @json_option("Print only the RunResult, as JSON.")
 @timeout_option("Cancel the run after S seconds (exit 4).")
 def run(
@@ -136,6 +143,7 @@ def run(
     tool_modules: Sequence[str],
     mcp_config: str | None,
     models_path: str | None,
+    thread_id: str | None,
     as_json: bool,
     timeout_s: float | None,
 ) -> None:
@@ -147,7 +155,15 @@ def run(
     source = click.get_current_context().get_parameter_source("redis_url")
     from_env = source == ParameterSource.ENVIRONMENT
     result = guarded(_run)(
-        spec_path, redis_url, from_env, tool_modules, mcp_config, models_path, as_json, timeout_s
+        spec_path,
+        redis_url,
+        from_env,
+        tool_modules,
+        mcp_config,
+        models_path,
+        as_json,
+        timeout_s,
+        thread_id,
     )
     _exit_for(result)
 
@@ -161,6 +177,7 @@ async def _run(
     models_path: str | None,
     as_json: bool,
     timeout_s: float | None,
+    thread_id: str | None,
 ) -> RunResult:
     from agentq.cli.live import RunTimedOut, drive
     from agentq.cli.render import ProgressPrinter, make_console
@@ -180,7 +197,7 @@ async def _run(
     tracing.setup_tracing("agentq")
     # Tool modules first: one may register a tool kind or a provider the spec uses.
     tools = load_tool_modules(tool_modules)
-    spec = _read_spec(spec_path)
+    spec = _on_thread(_read_spec(spec_path), thread_id)
     console = make_console(stderr=as_json, quiet=as_json)
     shared = bool(redis_url) and not is_memory_url(redis_url or "")
     if shared and from_env:
@@ -538,18 +555,20 @@ class _Probes:
 @REDIS_OPTION
 @TIMEOUT_OPTION
 @MODELS_OPTION
+@THREAD_OPTION
 @JSON_OPTION
 def submit(
     spec_path: str,
     redis_url: str | None,
     timeout_s: float | None,
     models_path: str | None,
+    thread_id: str | None,
     as_json: bool,
 ) -> None:
     """Submit SPEC (a JSON file, or - for stdin) and print the run id."""
 
     async def go() -> None:
-        spec = _read_spec(spec_path)
+        spec = _on_thread(_read_spec(spec_path), thread_id)
         async with open_client(redis_url, "submit", _settings(models_path)) as client:
             run_id = await client.runs.submit(spec)
         _echo_json({"run_id": run_id}) if as_json else click.echo(run_id)
@@ -1159,3 +1178,9 @@ main.add_command(_call_command)
 from agentq.cli.batch import batch  # noqa: E402  (after main: the module extends it)
 
 main.add_command(batch)
+
+# -- thread (agentq/cli/thread.py) -----------------------------------------------
+
+from agentq.cli.thread import thread  # noqa: E402
+
+main.add_command(thread)

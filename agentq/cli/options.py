@@ -81,3 +81,10 @@ def mcp_option(
 
 
 MCP_OPTION = mcp_option()
+THREAD_OPTION = click.option(
+    "--thread",
+    "thread_id",
+    default=None,
+    metavar="ID",
+    help="Continue thread ID: the run starts from its history (created by its first run).",
+)

@@ -69,7 +69,10 @@ def _idempotent_id(key: str) -> str:
     "",
     status_code=201,
     response_model=Created,
-    responses={200: {"model": Created, "description": "The run existed already"}},
+    responses={
+        200: {"model": Created, "description": "The run existed already"},
+        202: {"description": "{id, queued}: queued on its thread until the turn comes"},
+    },
 )
 async def submit(
     request: Request,
@@ -96,6 +99,9 @@ async def submit(
     run_id, created = await client.runs.create(
         spec, tenant=principal.tenant, traceparent=traceparent
     )
+    if not created and spec.thread_id is not None and await run_owner(request, run_id) is None:
+        # Queued on its thread (double_texting enqueue): it starts when the turn comes.
+        return JSONResponse({"id": run_id, "queued": True}, status_code=202)
     return JSONResponse({"id": run_id}, status_code=201 if created else 200)
 
 

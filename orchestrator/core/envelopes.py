@@ -39,6 +39,7 @@ __all__ = [
     "JobEnvelope",
     "JobKind",
     "QueuedJob",
+    "ThreadJobEnvelope",
     "deserialize",
     "serialize",
 ]
@@ -67,6 +68,8 @@ class JobKind(StrEnum):
     WORKFLOW_NODE = "workflow_node"
     # A batch's admission, with its own payload (BatchJobEnvelope).
     BATCH_ADMIT = "batch_admit"
+    # The end of a thread's run: the thread's next queued run starts (ThreadJobEnvelope).
+    THREAD_NEXT = "thread_next"
 
 
 # The call_id of a model step run again after its context summary was stored.
@@ -115,6 +118,18 @@ class BatchJobEnvelope(BaseModel):
     line: int | None = None
     run_id: str | None = None
     nonce: str | None = None
+    enqueued_at: float = Field(default_factory=time.time)
+
+
+class ThreadJobEnvelope(BaseModel):
+    """A thread's advance: the run of the thread that ended (its end enqueued the job)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["thread_next"] = "thread_next"
+    tenant: str
+    thread_id: str  # as the tenant names it
+    run_id: str
     enqueued_at: float = Field(default_factory=time.time)
 
 

@@ -10,7 +10,9 @@
     │   └── ToolOutputTooLargeError  an output over a limit it cannot be cut to
     ├── RunError             the caller of the client API
     │   ├── RunNotFoundError
+    │   │   └── ThreadNotFoundError
     │   ├── RunStateError        e.g. approving a call that is not awaiting approval
+    │   │   └── ThreadBusyError      a new run on a thread whose run is still going
     │   └── RunTimeoutError      `wait` gave up before the run finished
     ├── ProviderError        a model provider refused or failed (retryable or not)
     └── InfrastructureError  the operator: Redis, Docker, a worker pool missing (CLI exit 3)
@@ -88,6 +90,14 @@ class RunNotFoundError(RunError):
 
 
 class RunStateError(RunError):
+    pass
+
+
+class ThreadNotFoundError(RunNotFoundError):
+    pass
+
+
+class ThreadBusyError(RunStateError):
     pass
 
 

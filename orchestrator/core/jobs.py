@@ -29,11 +29,12 @@ from agentq.orchestrator.core.envelopes import (
     JobEnvelope,
     JobKind,
     QueuedJob,
+    ThreadJobEnvelope,
 )
 
 P = TypeVar("P", bound=BaseModel)
 
-Payload = JobEnvelope | BatchJobEnvelope
+Payload = JobEnvelope | BatchJobEnvelope | ThreadJobEnvelope
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,12 @@ JOBS: Mapping[JobKind, JobDef[Any]] = _defs(
     JobDef(JobKind.CHILD_ENDED, JobEnvelope, lambda e: keys.parent_job_id(e.run_id), MODEL_QUEUE),
     JobDef(JobKind.WORKFLOW_NODE, JobEnvelope, _node_id, None),
     JobDef(JobKind.BATCH_ADMIT, BatchJobEnvelope, _batch_id, MODEL_QUEUE),
+    JobDef(
+        JobKind.THREAD_NEXT,
+        ThreadJobEnvelope,
+        lambda e: keys.thread_end_job_id(e.run_id),
+        MODEL_QUEUE,
+    ),
 )
 
 

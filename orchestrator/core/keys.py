@@ -284,6 +284,37 @@ def tree_steps(trace_id: int) -> str:
     return f"{tree(trace_id)}:steps"
 
 
+# A thread (a conversation whose runs continue one another): its hash and its runs list
+# share the thread's tag (one slot); a thread id is in its tenant's namespace
+# (`tenant_run_id`), as a chosen run id is. Each tenant's threads are listed apart.
+THREAD_PREFIX = "aq:thread:"
+THREAD_RUNS_SUFFIX = ":runs"
+THREAD_QUEUED_SUFFIX = ":queued"  # list: runs waiting for the turn (their requests' JSON)
+THREAD_END_JOB_SUFFIX = ":thread-end"
+THREAD_INDEX_PREFIX = "aq:threads:"
+
+
+def thread(thread_id: str) -> str:
+    return THREAD_PREFIX + tag(thread_id)
+
+
+def thread_runs(thread_id: str) -> str:
+    return thread(thread_id) + THREAD_RUNS_SUFFIX
+
+
+def thread_queued(thread_id: str) -> str:
+    return thread(thread_id) + THREAD_QUEUED_SUFFIX
+
+
+def thread_end_job_id(run_id: str) -> str:
+    """The job the end of a thread's run enqueues (in the run's slot, once per run)."""
+    return JOB_PREFIX + tag(run_id) + THREAD_END_JOB_SUFFIX
+
+
+def thread_index(tenant: str) -> str:
+    return THREAD_INDEX_PREFIX + tenant
+
+
 def webhook_cursors(run_id: str) -> str:
     return meta(run_id) + WEBHOOKS_SUFFIX
 

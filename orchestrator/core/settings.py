@@ -138,3 +138,7 @@ class Settings(BaseSettings):
     redrive_batch: int = Field(default=100, ge=1)
     # An upload never sealed (`agentq batch`) expires this long after its last chunk.
     batch_upload_ttl_s: int = Field(default=24 * 3600, gt=0)
+    # A thread's next run starts from at most this many of its history's messages: the
+    # oldest turns beyond it are left out (the `drop_oldest` context strategy; the first
+    # message, the thread's task, stays), so a long conversation stays bounded.
+    thread_max_messages: int = Field(default=500, ge=2)

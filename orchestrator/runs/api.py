@@ -87,6 +87,7 @@ from agentq.orchestrator.runs.transitions import (
     start_job,
     tool_job,
 )
+from agentq.orchestrator.runs.turns import ThreadTurns
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.base import STORED_SPEC
@@ -167,6 +168,15 @@ class Runs:
         self.store = RunStore(redis, retention_s=settings.retention_s)
         self.index = RunIndex(redis, retention_s=settings.retention_s)
         self._creation = RunCreation(redis, settings, self.store, self.index)
+
+    @property
+    def turns(self) -> ThreadTurns | None:
+        """The threads a run's `thread_id` names (`Client` hands its `Threads` here)."""
+        return self._creation.turns
+
+    @turns.setter
+    def turns(self, turns: ThreadTurns | None) -> None:
+        self._creation.turns = turns
 
     async def submit(
         self,

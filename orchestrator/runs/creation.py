@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, ResponseError
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError
+from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError, SpecError
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
 from agentq.orchestrator.core.run_ids import tenant_run_id, traced_run_id
 from agentq.orchestrator.core.settings import Settings
@@ -30,6 +30,7 @@ from agentq.orchestrator.runs.published_workflows import WorkflowCatalogue
 from agentq.orchestrator.runs.state import Outcome, QueuedJob
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import create_args, enqueued_job_ids
+from agentq.orchestrator.runs.turns import ThreadTurns, Turn
 from agentq.orchestrator.spec.limits import check_limits
 from agentq.orchestrator.spec.resolution import resolve_tools
 from agentq.orchestrator.spec.run import RunSpec
@@ -50,6 +51,7 @@ class RunCreation:
         self.store = store
         self.index = index
         self.workflows = WorkflowCatalogue(redis)
+        self.turns: ThreadTurns | None = None
         self._admission = redis.register_script(scripts.script("agentq.orchestrator.runs", "admit"))
 
     async def admit(self) -> None:
@@ -82,6 +84,7 @@ class RunCreation:
         `id` is the tenant's choice, in its namespace; `run_id`, an id already derived
         (a child's, a batch line's). A run without either, submitted with a
         `traceparent`, gets one in that trace."""
+        submitted = run_spec  # as given: what a queued run on a thread is created from
         check_webhooks(run_spec.webhooks, self.settings)
         check_limits(run_spec.limits, self.settings)
         await self.admit()
@@ -116,15 +119,34 @@ class RunCreation:
         if run_spec.webhooks:
             # Listed first: a worker takes the run up once it exists (at least once).
             await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
-        hops = tracing.Hops(run_id)
-        args = create_args(
-            run_id, run_spec, tools, run_spec.initial_messages(), child_of, traceparent
-        )
-        args = hops.stamp(fork.applied(args) if fork is not None else args)
-        if end_job is not None:
-            args = args.model_copy(update={"end_job": end_job})
-        reply = await self.store.create(args)
+        turn = await self._take_turn(submitted, tenant, run_id)
+        if turn is not None and turn.queued:
+            return run_id, False  # created when the thread's turn comes
+        if turn is not None and end_job is None:
+            end_job = turn.end_job
+        try:
+            hops = tracing.Hops(run_id)
+            # A thread's run starts from the thread's history; its spec keeps only its own.
+            history = list(turn.history) if turn is not None else []
+            args = create_args(
+                run_id,
+                run_spec,
+                tools,
+                [*history, *run_spec.initial_messages()],
+                child_of,
+                traceparent,
+            )
+            args = hops.stamp(fork.applied(args) if fork is not None else args)
+            if end_job is not None:
+                args = args.model_copy(update={"end_job": end_job})
+            reply = await self.store.create(args)
+        except BaseException:
+            if turn is not None:
+                await self.turns_of().give_back(turn)
+            raise
         hops.sent(enqueued_job_ids(args, reply.outcome))
+        if turn is not None and reply.outcome != Outcome.CREATED:
+            await self.turns_of().give_back(turn)
         if reply.outcome == Outcome.CONFLICT:
             raise RunConflictError(
                 f"run id {run_id!r} is taken by a run of another spec (resubmit the same "
@@ -133,6 +155,16 @@ class RunCreation:
         if reply.outcome == Outcome.CREATED:
             await self.index.add(run_id, tenant)
         return run_id, reply.outcome == Outcome.CREATED
+
+    def turns_of(self) -> ThreadTurns:
+        if self.turns is None:
+            raise SpecError("a run on a thread ('thread_id') is submitted through a Client")
+        return self.turns
+
+    async def _take_turn(self, spec: RunSpec, tenant: str | None, run_id: str) -> Turn | None:
+        if spec.thread_id is None:
+            return None
+        return await self.turns_of().take(spec, tenant, run_id)
 
     @functools.cached_property
     def endpoint_policy(self) -> EndpointPolicy:

@@ -97,6 +97,7 @@ class RunSummary(BaseModel):
     finished_at: float | None = None
     total_tokens: int = 0
     metadata: dict[str, Any] = Field(default_factory=dict)
+    thread_id: str | None = None  # the thread it continues (orchestrator/threads/)
 
 
 class RunPage(BaseModel):
@@ -117,6 +118,7 @@ def summarize(run_id: str, meta: dict[str, str]) -> RunSummary:
         finished_at=float(meta["finished_at"]) if "finished_at" in meta else None,
         total_tokens=int(meta.get("u_total", 0)),
         metadata=spec.get("metadata") or {},
+        thread_id=spec.get("thread_id"),
     )
 
 

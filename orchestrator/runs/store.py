@@ -292,6 +292,16 @@ class RunStore(Store):
                 found = await pipe.execute()
         return {run_id for run_id, n in zip(wanted, found, strict=True) if n}
 
+    async def statuses(self, run_ids: Iterable[str]) -> dict[str, str]:
+        """The status of each of `run_ids` that is a run (one round trip)."""
+        wanted = list(run_ids)
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for run_id in wanted:
+                    pipe.hget(keys.meta(run_id), MetaField.STATUS)
+                found = await pipe.execute()
+        return {r: text(st) for r, st in zip(wanted, found, strict=True) if st is not None}
+
     async def tool_def(self, run_id: str, name: str) -> str | None:
         with redis_errors_mapped():
             raw = await resolved(self.redis.hget(keys.tools(run_id), name))

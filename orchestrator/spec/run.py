@@ -81,6 +81,11 @@ class ContextPolicy(_Spec):
         return self
 
 
+# What a new run on a thread does while the thread's run is still going (threads.md):
+# refused (409), queued after it, or started at once, the running one cancelled (and,
+# with rollback, dropped from the thread).
+DoubleTexting = Literal["reject", "enqueue", "interrupt", "rollback"]
+
 RUN_ID = RUN_ID_PATTERN  # no ':' or braces: an id can never name another run's keys
 
 
@@ -100,6 +105,11 @@ class RunSpec(_Spec):
     webhooks: list[WebhookSpec] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     id: str | None = None
+    # The conversation this run continues (orchestrator/threads/): it starts from the
+    # thread's history, then its own messages; an unknown thread is created by its run.
+    thread_id: str | None = None
+    # This request's double-texting policy (default: the thread's, else reject).
+    double_texting: DoubleTexting | None = None
     # Per-step preparation and context management (orchestrator/loop/prepare.py).
     steps: list[StepRule] | None = None
     prepare_step: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
@@ -112,7 +122,7 @@ class RunSpec(_Spec):
     # (orchestrator/policy/guardrails.py).
     guardrails: Guardrails | None = None
 
-    @field_validator("id")
+    @field_validator("id", "thread_id")
     @classmethod
     def _check_id(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is not None and not RUN_ID.match(value):
@@ -126,6 +136,8 @@ class RunSpec(_Spec):
 
     @model_validator(mode="after")
     def _check_input(self) -> RunSpec:
+        if self.double_texting is not None and self.thread_id is None:
+            raise ValueError("'double_texting' is a policy of runs on a thread ('thread_id')")
         if self.prompt is None and not self.messages:
             raise ValueError("a run needs a 'prompt' or a non-empty 'messages' list")
         if self.prompt is not None and self.messages:

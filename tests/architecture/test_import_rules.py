@@ -97,6 +97,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.redis",
         "orchestrator.runs",
         "orchestrator.spec",
+        "orchestrator.threads",
         "orchestrator.tracing",  # the doors' spans, and the process's tracing set up
         # The config holds the deployment's remote tools, read before serving.
         "orchestrator.tools",
@@ -117,6 +118,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.fleet",
         "orchestrator.redis",
         "orchestrator.runs",
+        "orchestrator.threads",
     },
     "orchestrator.core": set(),
     "orchestrator.redis": {"orchestrator.core"},
@@ -169,6 +171,16 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.redis",
         "orchestrator.runs",
         "orchestrator.runs.state",
+        "orchestrator.spec",
+    },
+    # Threads stand above runs: a thread's turn is judged on its runs (runs name threads
+    # by a protocol only, runs/turns.py).
+    "orchestrator.threads": {
+        "orchestrator.core",
+        "orchestrator.loop",
+        "orchestrator.machine",
+        "orchestrator.redis",
+        "orchestrator.runs",
         "orchestrator.spec",
     },
     "orchestrator.fleet": {

@@ -1,18 +1,22 @@
 """The AI SDK chat endpoint: `useChat` (DefaultChatTransport) talks to a durable run.
 
-A chat id maps to its current run; what a request may say is messages.py's rule
-(the user's messages and answers to the calls the run waits for; the history is the
-server's). A POST that answers what the run waits for (an approval response, a client
-tool's output) resolves the parked calls and streams on from there. A new user message
-starts a new run from the conversation so far: while the run is still working it stops
-it first (what the AI SDK's `stop()` then a message means); while the run waits on the
-answers sent with it, the message is held and starts the next run when this one ends
-(in the same response). `GET …/chat/{id}/stream` replays the current run's stream while
-it is active (the AI SDK's resume convention; 204 when there is nothing to resume).
+A chat is a thread (orchestrator/threads/): each turn is a run on it, which starts from
+the thread's history, so the history is the server's: a client may send only its new
+message (the AI SDK persistence guide's `prepareSendMessagesRequest`) or the whole
+conversation, and what a request may say is messages.py's rule (the user's messages and
+answers to the calls the run waits for). A POST that answers what the run waits for (an
+approval response, a client tool's output) resolves the parked calls and streams on
+from there. A new user message while the run is still working interrupts it (the
+thread's `interrupt` policy: what the AI SDK's `stop()` then a message means); while
+the run waits on the answers sent with it, the message is held and starts the next run
+when this one ends (in the same response). `POST …/chat/{id}/stop` cancels the run.
+`GET …/chat/{id}/stream` replays the current run's stream while it is active (the AI
+SDK's resume convention; 204 when there is nothing to resume).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -33,7 +37,6 @@ from agentq.serve.chat.messages import (
     ChatInputError,
     ChatRequest,
     UIMessage,
-    answered,
     check_request,
     known_calls,
     new_turn,
@@ -64,6 +67,13 @@ def chat_key(tenant: str, agent: str, chat_id: str) -> str:
     return f"aq:chat:{tenant}:{agent}:{chat_id}"
 
 
+def chat_thread(agent: str, chat_id: str) -> str:
+    """The thread of an agent's chat (in the tenant's namespace, as every thread): a
+    digest, since a chat id (a user's, `subject:USER/ID`) may hold what a thread id may
+    not."""
+    return "chat-" + hashlib.sha256(f"{agent}\0{chat_id}".encode()).hexdigest()[:32]
+
+
 def chat_of(request: Request, chat_id: str, scope: str) -> tuple[Principal, str]:
     """The caller and the chat's id in its namespace. A `chat:ID` token reaches that one
     chat; a `subject:USER` token reaches USER's chats only (their ids live apart, so two
@@ -85,14 +95,12 @@ def _template(request: Request, name: str) -> dict[str, Any]:
     return template
 
 
-async def _current_run(client: Client, key: str) -> RunResult | None:
-    run_id = await client.redis.get(key)
+async def _current_run(client: Client, thread_id: str, tenant: str) -> RunResult | None:
+    run_id = await client.threads.current(thread_id, tenant=tenant)
     if run_id is None:
         return None
     try:
-        return await client.runs.result(
-            run_id.decode() if isinstance(run_id, bytes) else str(run_id)
-        )
+        return await client.runs.result(run_id)
     except RunNotFoundError:
         return None
 
@@ -130,16 +138,18 @@ async def _resolve(client: Client, run_id: str, answers: dict[str, dict[str, Any
 
 
 class _Turns:
-    """Starting a chat's runs: one per turn, from the conversation so far. A message
-    sent with the answers a run waits for is held (in Redis, beside the chat's key)
-    until that run ends."""
+    """Starting a chat's runs: one per turn, on the chat's thread. A message sent with
+    the answers a run waits for is held (in Redis, beside the chat's key) until that run
+    ends."""
 
     def __init__(
-        self, request: Request, name: str, template: dict[str, Any], tenant: str, key: str
+        self, request: Request, name: str, template: dict[str, Any], tenant: str, chat_id: str
     ) -> None:
         self.client = client_of(request)
         self.config = config_of(request)
-        self.name, self.template, self.tenant, self.key = name, template, tenant, key
+        self.name, self.template, self.tenant = name, template, tenant
+        self.thread = chat_thread(name, chat_id)
+        key = chat_key(tenant, name, chat_id)
         self.held_key = f"{key}:held"
         self.said_key = f"{key}:said"  # the id of the user message the last turn answers
 
@@ -163,9 +173,10 @@ class _Turns:
                 self.said_key, turn[-1].id, ex=self.client.settings.retention_s
             )
 
-    async def start(self, chat_id: str, history: list[Message], said: list[Message]) -> str:
-        """A new run: the conversation so far, what was held, then what the user says."""
-        messages = [*answered(history), *await self.take_held(), *said]
+    async def start(self, chat_id: str, said: list[Message], *, interrupt: bool = False) -> str:
+        """A new run on the chat's thread: its history, what was held, then what the user
+        says; with `interrupt`, the thread's run still working is cancelled first."""
+        messages = [*await self.take_held(), *said]
         try:
             spec = RunSpec.model_validate(
                 {
@@ -176,6 +187,8 @@ class _Turns:
                         "chat_id": chat_id,
                         "agent": self.name,
                     },
+                    "thread_id": self.thread,
+                    "double_texting": "interrupt" if interrupt else "reject",
                 }
             )
         except ValidationError as exc:
@@ -183,15 +196,14 @@ class _Turns:
         limits = self.config.limits
         check_spec_size(spec.model_dump_json(exclude_none=True).encode(), limits.max_spec_bytes)
         await check_submit_rate(self.client.runs, self.tenant)
-        run_id = await self.client.runs.submit(spec, tenant=self.tenant)
-        await self.client.redis.set(self.key, run_id, ex=self.client.settings.retention_s)
-        return run_id
+        return await self.client.runs.submit(spec, tenant=self.tenant)
 
-    async def next_after(self, run_id: str, chat_id: str) -> str | None:
-        """The held turn's run, once `run_id` has ended; None when nothing is held."""
+    async def next_after(self, chat_id: str) -> str | None:
+        """The held turn's run, once the thread's run has ended; None when nothing is
+        held."""
         if not await self.client.redis.exists(self.held_key):
             return None
-        return await self.start(chat_id, await self.client.runs.conversation(run_id), [])
+        return await self.start(chat_id, [])
 
 
 @router.post(
@@ -211,15 +223,9 @@ async def chat(request: Request, name: str, body: ChatRequest) -> Response:
 async def _turn(
     request: Request, name: str, body: ChatRequest, principal: Principal, chat_id: str, slot: Slot
 ) -> Response:
-    turns = _Turns(
-        request,
-        name,
-        _template(request, name),
-        principal.tenant,
-        chat_key(principal.tenant, name, chat_id),
-    )
+    turns = _Turns(request, name, _template(request, name), principal.tenant, chat_id)
     client = turns.client
-    current = await _current_run(client, turns.key)
+    current = await _current_run(client, turns.thread, principal.tenant)
     history = await client.runs.conversation(current.id) if current else []
     made = known_calls(history)
     if current is not None:
@@ -237,7 +243,7 @@ async def _turn(
                 422, "invalid_request", "a new turn ends with the user's message", field="messages"
             )
         await turns.said(turn)
-        run_id = await turns.start(body.id, history, said)
+        run_id = await turns.start(body.id, said)
         return _ui_stream(slot, client, feeds_of(request), run_id, 0)
     reply = next((m for m in reversed(body.messages) if m.role == "assistant"), None)
     answers = _answers(current, reply)
@@ -266,14 +272,13 @@ async def _turn(
             feeds_of(request),
             current.id,
             after,
-            follow_up=lambda run_id: turns.next_after(run_id, body.id),
+            follow_up=lambda _ended: turns.next_after(body.id),
             recall=current.steps[-1],  # a new message: the answered step's calls again
         )
     # A message while the run works and waits on no one: the user moved on (`stop()`).
-    await client.runs.cancel(current.id, "the user sent a new message")
-    history = await client.runs.conversation(current.id)
     await turns.said(turn)
-    return _ui_stream(slot, client, feeds_of(request), await turns.start(body.id, history, said), 0)
+    run_id = await turns.start(body.id, said, interrupt=True)
+    return _ui_stream(slot, client, feeds_of(request), run_id, 0)
 
 
 @router.post("/{name}/chat/{chat_id}/stop", status_code=204)
@@ -282,7 +287,7 @@ async def stop(request: Request, name: str, chat_id: str) -> Response:
     principal, scoped_id = chat_of(request, chat_id, "runs:write")
     _template(request, name)
     client = client_of(request)
-    current = await _current_run(client, chat_key(principal.tenant, name, scoped_id))
+    current = await _current_run(client, chat_thread(name, scoped_id), principal.tenant)
     if current is not None and current.status not in TERMINAL_STATUSES:
         await client.runs.cancel(current.id, "stopped by the user")
     return Response(status_code=204)
@@ -299,7 +304,7 @@ async def resume(request: Request, name: str, chat_id: str) -> Response:
     _template(request, name)
     client = client_of(request)
     with streams_of(request).slot(principal.tenant) as slot:
-        current = await _current_run(client, chat_key(principal.tenant, name, chat_id))
+        current = await _current_run(client, chat_thread(name, chat_id), principal.tenant)
         if current is None or current.status in TERMINAL_STATUSES:
             return Response(status_code=204)
         return _ui_stream(slot, client, feeds_of(request), current.id, 0)

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentq.orchestrator.core.messages import (
     AssistantMessage,
     MediaPart,
     Message,
     TextPart,
-    ToolMessage,
     UserMessage,
 )
 
@@ -40,14 +39,25 @@ class UIMessage(BaseModel):
 
 
 class ChatRequest(BaseModel):
-    """The body `DefaultChatTransport` posts."""
+    """The body `DefaultChatTransport` posts: the chat's messages (the whole conversation,
+    or only its last ones), or the last `message` alone (the AI SDK persistence guide's
+    `prepareSendMessagesRequest`): the history is the server's either way."""
 
     model_config = ConfigDict(extra="allow")
 
     id: str = Field(min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
-    messages: list[UIMessage] = Field(min_length=1)
+    messages: list[UIMessage] = Field(default_factory=list)
+    message: UIMessage | None = None
     trigger: str = "submit-message"
     message_id: str | None = Field(default=None, alias="messageId")
+
+    @model_validator(mode="after")
+    def _one_form(self) -> ChatRequest:
+        if (self.message is None) == (not self.messages):
+            raise ValueError("give 'messages' (a non-empty list) or 'message', not both")
+        if self.message is not None:
+            self.messages = [self.message]
+        return self
 
 
 class ChatInputError(ValueError):
@@ -137,28 +147,6 @@ def known_calls(conversation: list[Message]) -> set[str]:
         if isinstance(message, AssistantMessage)
         for call in message.tool_calls()
     }
-
-
-def answered(conversation: list[Message]) -> list[Message]:
-    """The conversation without a last step whose calls did not all get results (its run
-    was stopped while they ran): a model cannot continue from a call left open."""
-    results = {
-        part.tool_call_id
-        for message in conversation
-        if isinstance(message, ToolMessage)
-        for part in message.content
-    }
-    asked = max(
-        (n for n, m in enumerate(conversation) if isinstance(m, AssistantMessage)), default=-1
-    )
-    if asked < 0:
-        return conversation
-    last = conversation[asked]
-    assert isinstance(last, AssistantMessage)
-    open_calls = [
-        c for c in last.tool_calls() if c.tool_call_id not in results and not c.provider_executed
-    ]
-    return conversation[:asked] if open_calls else conversation
 
 
 def user_messages(messages: list[UIMessage]) -> list[Message]:

@@ -1,0 +1,1 @@
+"""Threads: conversations whose runs continue one another (`client.threads`)."""
