@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator import tracing
@@ -250,15 +250,3 @@ async def answer(request: Request, run_id: str, request_id: str, body: Answer) -
         raise not_found(f"run {run_id!r} has no open input request {request_id!r}")
     await client_of(request).runs.answer(run_id, request_id, None if body.decline else body.answer)
     return Outcome(id=request_id, outcome="declined" if body.decline else "answered")
-
-
-class CancelBody(BaseModel):
-    reason: str | None = Field(default=None, max_length=1000)
-
-
-@router.post("/{run_id}/cancel", response_model=Outcome)
-async def cancel(request: Request, run_id: str, body: CancelBody | None = None) -> Outcome:
-    """Cancel the run (a finished run stays as it ended)."""
-    await own_run(request, run_id, "runs:write")
-    outcome = await client_of(request).runs.cancel(run_id, reason=body.reason if body else None)
-    return Outcome(id=run_id, outcome=outcome)

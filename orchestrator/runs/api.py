@@ -251,6 +251,11 @@ class Runs:
             new_id, _ = await self._creation.create(spec, tenant or meta.get("tenant"), fork=copy)
         return new_id
 
+    async def retry(self, run_id: str, *, tenant: str | None = None) -> str:
+        """A new run with `run_id`'s spec, from the start: a fork at step 0 (it records its
+        original the same way). Returns the new run id."""
+        return await self.fork(run_id, 0, tenant=tenant)
+
     async def replay(self, run_id: str, patch: Mapping[str, Any] | None = None) -> ReplayReport:
         """Today's loop over the run's recorded responses and results (no provider, no
         tool called): every step where it would send something else or take another
