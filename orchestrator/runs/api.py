@@ -61,10 +61,10 @@ from agentq.orchestrator.runs.ended import RunEndListener, run_ended
 from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.runs.index import (
     Cursor,
+    RunFilter,
     RunIndex,
     RunPage,
     RunSummary,
-    matches,
     summarize,
 )
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, assemble
@@ -312,22 +312,38 @@ class Runs:
         *,
         status: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        model: str | None = None,
+        error_kind: str | None = None,
+        search: str | None = None,
         created_after: float | None = None,
+        created_before: float | None = None,
         limit: int = 50,
         cursor: str | None = None,
         scan_limit: int = 2000,
     ) -> RunPage:
-        """A tenant's runs, newest first, filtered; `next_cursor` continues the list.
+        """A tenant's runs, newest first, filtered (`RunFilter`: `model` and `search`
+        match substrings, `search` of the id, custom id and metadata values), created in
+        (created_after, created_before]; `next_cursor` continues the list.
 
         Filters are applied to the index's pages as they are read, scanning at most
         `scan_limit` runs per call (a page may come back short, with a cursor)."""
         after = Cursor.decode(cursor) if cursor else None
-        wanted = dict(metadata or {})
+        wanted = RunFilter(
+            status=status,
+            metadata=dict(metadata or {}),
+            model=model,
+            error_kind=error_kind,
+            search=search,
+        )
         page: RunPage = RunPage(runs=[])
         scanned = 0
         while len(page.runs) < limit and scanned < scan_limit:
             batch = await self.index.page(
-                tenant, after=after, created_after=created_after, count=min(200, scan_limit)
+                tenant,
+                after=after,
+                created_after=created_after,
+                created_before=created_before,
+                count=min(200, scan_limit),
             )
             if not batch:
                 return page
@@ -342,7 +358,7 @@ class Runs:
                     continue  # expired with its retention
                 meta = {_text(k): _text(v) for k, v in raw.items()}
                 summary = summarize(run_id, meta)
-                if matches(summary, status, wanted):
+                if wanted.admits(summary):
                     page.runs.append(summary)
                     if len(page.runs) == limit:
                         break
