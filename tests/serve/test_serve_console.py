@@ -179,8 +179,12 @@ def test_cancel_replay_fork_and_retry_from_the_run_page(
     fork_id = page.run_shown()
     page.until(status_is(page, "succeeded"))
     page.text("#run-links .origin-link", "forked from two-steps at step 1")
-    # Its events start at step 1: step 0 is the original's (the origin link says so).
     page.text('.step[data-step="1"] .text', "1+2=3")
+    # Step 0 is the original's, as recorded (its events are the original's): drawn copied.
+    copied = '.step.copied[data-step="0"]'
+    page.text(f"{copied} h3", "step 0 · copied from two-steps")
+    page.text(f'{copied} .call[data-call-id="call-add"] .output', "3")
+    assert not page.driver.find_elements("css selector", '#timeline .row[data-step="0"]')
     fork = ended(server, fork_id)
     assert fork["origin"] == {"run_id": "two-steps", "step": 1}
     assert fork["steps"][0]["tool_results"][0]["output"] == 3

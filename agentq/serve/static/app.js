@@ -153,7 +153,7 @@ class RunState {
   }
   step(n) {
     if (!this.steps.has(n)) {
-      this.steps.set(n, { start: null, end: null, text: "", reasoning: "", failed: null, attempt: 1, calls: [] });
+      this.steps.set(n, { start: null, end: null, text: "", reasoning: "", failed: null, copied: false, attempt: 1, calls: [] });
     }
     this.lastStep = Math.max(this.lastStep, n);
     return this.steps.get(n);
@@ -171,6 +171,21 @@ class RunState {
       this.step(ev.step).calls.push(ev.tool_call_id);
     }
     return this.calls.get(ev.tool_call_id);
+  }
+  // A fork's steps before its fork step are the original's, recorded: they have no events
+  // here, so they are drawn from the result (in the steps, not on the timeline).
+  copied(result) {
+    for (const recorded of result.steps.filter((r) => r.index < result.origin.step)) {
+      const s = this.step(recorded.index);
+      if (s.copied) continue;
+      Object.assign(s, { copied: true, text: recorded.text });
+      for (const call of recorded.tool_calls) {
+        const c = this.call({ tool_call_id: call.id, tool_name: call.name, step: recorded.index, at: null });
+        c.input = call.input;
+        const out = recorded.tool_results.find((r) => r.tool_call_id === call.id);
+        if (out && out.is_error) { c.error = out.output; c.errorKind = out.error_kind; } else if (out) c.output = out.output;
+      }
+    }
   }
   add(ev) {
     this.events.push(ev);
@@ -306,7 +321,8 @@ function renderSteps(state) {
         c.error !== undefined ? el("pre", { class: "error", "data-error-kind": c.errorKind },
           c.errorKind ? el("span", { class: "error-kind" }, c.errorKind) : null, `error: ${json(c.error)}`) : null);
     });
-    blocks.push(el("div", { class: `step${step.failed ? " failed" : ""}`, "data-step": n }, el("h3", {}, `step ${n}`),
+    const title = step.copied ? `step ${n} · copied from ${state.origin}` : `step ${n}`;
+    blocks.push(el("div", { class: `step${step.failed ? " failed" : ""}${step.copied ? " copied" : ""}`, "data-step": n }, el("h3", {}, title),
       step.reasoning ? el("details", { class: "reasoning", open: "" }, el("summary", {}, "reasoning"),
         el("pre", {}, step.reasoning)) : null,
       step.text ? el("p", { class: "text" }, step.text) : null, ...calls,
@@ -467,6 +483,7 @@ function runView(runId) {
       renderLinks(result);
       renderForkSteps(result);
       state.children = result.children || {};
+      if (result.origin && result.origin.step > 0) { state.origin = result.origin.run_id; state.copied(result); }
       renderPending(state, result);
       schedule();
     } catch (err) {
