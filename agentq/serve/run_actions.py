@@ -7,14 +7,15 @@ start a run, so they count against the tenant's submit rate like a submission do
 
 from __future__ import annotations
 
+import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, Field
 
 from agentq.orchestrator.loop.replay import ReplayReport
-from agentq.serve.deps import client_of, own_run
-from agentq.serve.limits import check_submit_rate
+from agentq.serve.deps import client_of, config_of, own_run
+from agentq.serve.limits import check_spec_size, check_submit_rate
 from agentq.serve.runs import Outcome
 
 router = APIRouter(prefix="/v1/runs", tags=["runs"])
@@ -67,6 +68,10 @@ async def fork(request: Request, run_id: str, body: Annotated[ForkBody, Body()])
     results) and the rest live, its spec merge-patched. 422 when the run has not reached
     that step or the patched spec is not one the deployment runs."""
     principal = await own_run(request, run_id, "runs:write")
+    if body.patch:
+        # What a patch adds is held to a spec's size, as a submitted spec is.
+        raw = json.dumps(body.patch, separators=(",", ":")).encode()
+        check_spec_size(raw, config_of(request).limits.max_spec_bytes)
     client = client_of(request)
     await check_submit_rate(client.runs, principal.tenant)
     new_id = await client.runs.fork(run_id, body.at_step, body.patch, tenant=principal.tenant)

@@ -272,6 +272,15 @@ def test_parent_to_child_and_back_paging_and_search(server: ServeProcess, browse
     page.click_until("#page-newer", lambda _: page.find("#page-number").text == "page 1")
     page.until(lambda _: len(page.rows()) == 100)
 
+    # Filtered by failure kind: the one failed run.
+    from selenium.webdriver.support.ui import Select
+
+    kind = ended(server, broken_id)["error"]["type"]
+    Select(page.find("#filter-error-kind")).select_by_visible_text(kind)
+    page.until(lambda _: page.rows() == [broken_id])
+    Select(page.find("#filter-error-kind")).select_by_value("")
+    page.until(lambda _: len(page.rows()) == 100)
+
     # Found by its id, then opened from the list.
     search = page.find("#filter-q")
     search.send_keys("bulk-042\n")

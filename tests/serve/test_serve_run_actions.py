@@ -30,7 +30,9 @@ ADD = scripted(
 @pytest.fixture
 def keyed(redis_url: str, worker: WorkerProcess) -> Iterator[ServeProcess]:
     lines = "; ".join(f"{hash_key(key)} {tenant}" for tenant, key in KEYS.items())
-    process = ServeProcess(redis_url, env={"AGENTQ_API_KEYS": lines})
+    process = ServeProcess(
+        redis_url, env={"AGENTQ_API_KEYS": lines, "AGENTQ_SERVE_MAX_SPEC_BYTES": "4000"}
+    )
     yield process
     process.stop()
 
@@ -69,6 +71,10 @@ def test_retry_fork_and_replay_a_finished_run(keyed: ServeProcess) -> None:
     # Step 0 is the original's, copied: its call's result was not asked for again.
     assert fork["steps"][0]["tool_results"] == original["steps"][0]["tool_results"]
 
+    big = {"at_step": 1, "patch": {"system": "x" * 5000}}
+    too_big = call(keyed, "acme", "POST", f"/v1/runs/{run_id}/fork", json=big)
+    assert too_big.status_code == 413
+    assert too_big.json()["error"]["limit"] == "max_spec_bytes"
     past = call(keyed, "acme", "POST", f"/v1/runs/{run_id}/fork", json={"at_step": 9})
     assert past.status_code == 422
     assert "between 0 and 1" in past.json()["error"]["message"]
