@@ -6,7 +6,7 @@ async with Client("redis://localhost:6379") as client:
         ...
     result = await client.runs.wait(run_id)
 
-- `client.runs`: submit, read, list, follow, approve, answer, cancel, fork, replay;
+- `client.runs`: submit, read, list, follow, approve, answer, cancel, retry, fork, replay;
 - `client.calls`: the fleet's tools called without a run;
 - `client.batches`: many runs from lines of JSON, admitted by the fleet;
 - `client.threads`: conversations whose runs continue one another;

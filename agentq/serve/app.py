@@ -13,7 +13,16 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
-from agentq.serve import batches, credentials, errors, meta, remote, runs, threads
+from agentq.serve import (
+    batches,
+    credentials,
+    errors,
+    meta,
+    remote,
+    run_actions,
+    runs,
+    threads,
+)
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
 from agentq.serve.deps import look_up_token
@@ -84,6 +93,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     app.include_router(serve_metrics.router)
     app.include_router(credentials.router)
     app.include_router(runs.router)
+    app.include_router(run_actions.router)
     app.include_router(batches.router)
     app.include_router(threads.router)
     app.include_router(remote.router)

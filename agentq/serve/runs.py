@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Query, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator import tracing
@@ -16,6 +16,7 @@ from agentq.orchestrator.core.run_ids import tenant_run_id
 from agentq.orchestrator.runs.index import RunPage
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
 from agentq.orchestrator.spec.run import RunSpec
+from agentq.serve.auth import ADMIN, require
 from agentq.serve.deps import (
     MAX_SEQ,
     caller,
@@ -109,13 +110,23 @@ async def submit(
 async def list_runs(
     request: Request,
     status: str | None = None,
+    model: Annotated[str | None, Query(max_length=200)] = None,
+    error_kind: Annotated[str | None, Query(max_length=100)] = None,
+    q: Annotated[str | None, Query(max_length=200)] = None,
+    tenant: Annotated[str | None, Query(max_length=200)] = None,
     created_after: float | None = None,
+    created_before: float | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
     cursor: str | None = None,
 ) -> RunPage:
-    """The caller's runs, newest first. Filter with `status`, `metadata.KEY=VALUE`
-    (any number) and `created_after` (Unix seconds); `next_cursor` continues the list."""
+    """The caller's runs, newest first. Filter with `status`, `model` (a substring of
+    `provider:name`), `error_kind` (a failed run's kind), `metadata.KEY=VALUE` (any
+    number), `q` (a substring of the id, the custom id or a metadata value) and
+    `created_after` / `created_before` (Unix seconds); `next_cursor` continues the list.
+    `tenant` lists another tenant's runs, for a key with the `admin` scope."""
     principal = caller(request, "runs:read")
+    if tenant is not None and tenant != principal.tenant:
+        require(principal, ADMIN)
     metadata = {
         k.removeprefix("metadata."): v
         for k, v in request.query_params.items()
@@ -123,10 +134,14 @@ async def list_runs(
     }
     try:
         return await client_of(request).runs.list(
-            principal.tenant,
-            status=status,
+            tenant or principal.tenant,
+            status=status or None,
             metadata=metadata,
+            model=model or None,
+            error_kind=error_kind or None,
+            search=q or None,
             created_after=created_after,
+            created_before=created_before,
             limit=limit,
             cursor=cursor,
         )
@@ -256,15 +271,3 @@ async def answer(request: Request, run_id: str, request_id: str, body: Answer) -
         raise not_found(f"run {run_id!r} has no open input request {request_id!r}")
     await client_of(request).runs.answer(run_id, request_id, None if body.decline else body.answer)
     return Outcome(id=request_id, outcome="declined" if body.decline else "answered")
-
-
-class CancelBody(BaseModel):
-    reason: str | None = Field(default=None, max_length=1000)
-
-
-@router.post("/{run_id}/cancel", response_model=Outcome)
-async def cancel(request: Request, run_id: str, body: CancelBody | None = None) -> Outcome:
-    """Cancel the run (a finished run stays as it ended)."""
-    await own_run(request, run_id, "runs:write")
-    outcome = await client_of(request).runs.cancel(run_id, reason=body.reason if body else None)
-    return Outcome(id=run_id, outcome=outcome)

@@ -17,7 +17,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
 
 from agentq.orchestrator.core.messages import (
     MESSAGE_ADAPTER,
@@ -74,6 +74,7 @@ class ReplayReport(BaseModel):
     steps: int
     divergences: list[Divergence] = Field(default_factory=list)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def diverged(self) -> bool:
         return bool(self.divergences)

@@ -61,10 +61,10 @@ from agentq.orchestrator.runs.ended import RunEndListener, run_ended
 from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.runs.index import (
     Cursor,
+    RunFilter,
     RunIndex,
     RunPage,
     RunSummary,
-    matches,
     summarize,
 )
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, assemble
@@ -261,6 +261,11 @@ class Runs:
             new_id, _ = await self._creation.create(spec, tenant or meta.get("tenant"), fork=copy)
         return new_id
 
+    async def retry(self, run_id: str, *, tenant: str | None = None) -> str:
+        """A new run with `run_id`'s spec, from the start: a fork at step 0 (it records its
+        original the same way). Returns the new run id."""
+        return await self.fork(run_id, 0, tenant=tenant)
+
     async def replay(self, run_id: str, patch: Mapping[str, Any] | None = None) -> ReplayReport:
         """Today's loop over the run's recorded responses and results (no provider, no
         tool called): every step where it would send something else or take another
@@ -317,22 +322,38 @@ class Runs:
         *,
         status: str | None = None,
         metadata: Mapping[str, str] | None = None,
+        model: str | None = None,
+        error_kind: str | None = None,
+        search: str | None = None,
         created_after: float | None = None,
+        created_before: float | None = None,
         limit: int = 50,
         cursor: str | None = None,
         scan_limit: int = 2000,
     ) -> RunPage:
-        """A tenant's runs, newest first, filtered; `next_cursor` continues the list.
+        """A tenant's runs, newest first, filtered (`RunFilter`: `model` and `search`
+        match substrings, `search` of the id, custom id and metadata values), created in
+        (created_after, created_before]; `next_cursor` continues the list.
 
         Filters are applied to the index's pages as they are read, scanning at most
         `scan_limit` runs per call (a page may come back short, with a cursor)."""
         after = Cursor.decode(cursor) if cursor else None
-        wanted = dict(metadata or {})
+        wanted = RunFilter(
+            status=status,
+            metadata=dict(metadata or {}),
+            model=model,
+            error_kind=error_kind,
+            search=search,
+        )
         page: RunPage = RunPage(runs=[])
         scanned = 0
         while len(page.runs) < limit and scanned < scan_limit:
             batch = await self.index.page(
-                tenant, after=after, created_after=created_after, count=min(200, scan_limit)
+                tenant,
+                after=after,
+                created_after=created_after,
+                created_before=created_before,
+                count=min(200, scan_limit),
             )
             if not batch:
                 return page
@@ -347,7 +368,7 @@ class Runs:
                     continue  # expired with its retention
                 meta = {_text(k): _text(v) for k, v in raw.items()}
                 summary = summarize(run_id, meta)
-                if matches(summary, status, wanted):
+                if wanted.admits(summary):
                     page.runs.append(summary)
                     if len(page.runs) == limit:
                         break

@@ -153,7 +153,8 @@ class RunCreation:
                 "spec, or choose another id)"
             )
         if reply.outcome == Outcome.CREATED:
-            await self.index.add(run_id, tenant)
+            # Scored by the run's own `created_at`: a list's time range is the one it shows.
+            await self.index.add(run_id, tenant, args.at)
         return run_id, reply.outcome == Outcome.CREATED
 
     def turns_of(self) -> ThreadTurns:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -63,13 +64,19 @@ class RunIndex:
             await pipe.execute()
 
     async def page(
-        self, tenant: str | None, *, after: Cursor | None, created_after: float | None, count: int
+        self,
+        tenant: str | None,
+        *,
+        after: Cursor | None,
+        created_after: float | None,
+        count: int,
+        created_before: float | None = None,
     ) -> list[tuple[str, float]]:
-        """Up to `count` (run id, created at) pairs older than the cursor, newest first."""
-        high: Any = after.created_at if after else "+inf"
-        low: Any = created_after if created_after is not None else "-inf"
-        if created_after is not None:
-            low = f"({created_after}"
+        """Up to `count` (run id, created at) pairs older than the cursor and created in
+        (created_after, created_before], newest first."""
+        bounds = [t for t in (after.created_at if after else None, created_before) if t is not None]
+        high: Any = min(bounds) if bounds else "+inf"
+        low: Any = f"({created_after}" if created_after is not None else "-inf"
         # Ties at the cursor's time come in descending member order: skip the ones shown.
         fetched = await self.redis.zrevrangebyscore(
             index_key(tenant or DEFAULT_TENANT), high, low, start=0, num=count + 64, withscores=True
@@ -98,6 +105,12 @@ class RunSummary(BaseModel):
     total_tokens: int = 0
     metadata: dict[str, Any] = Field(default_factory=dict)
     thread_id: str | None = None  # the thread it continues (orchestrator/threads/)
+    # The id the spec chose (in its tenant's namespace the run's id ends with it).
+    custom_id: str | None = None
+    # A failed run's failure kind (`provider`, `tool`, `limit`, ...: RunFailure.kind).
+    error_kind: str | None = None
+    # A sub-agent's run: the run whose call started it.
+    parent: str | None = None
 
 
 class RunPage(BaseModel):
@@ -119,16 +132,44 @@ def summarize(run_id: str, meta: dict[str, str]) -> RunSummary:
         total_tokens=int(meta.get("u_total", 0)),
         metadata=spec.get("metadata") or {},
         thread_id=spec.get("thread_id"),
+        custom_id=spec.get("id"),
+        error_kind=json.loads(meta["error"]).get("type") if "error" in meta else None,
+        parent=json.loads(meta["parent"])["run_id"] if "parent" in meta else None,
     )
 
 
-def matches(summary: RunSummary, status: str | None, metadata: dict[str, str]) -> bool:
-    """Metadata values compare as text, the way they arrive in a query string."""
-    if status is not None and summary.status != status:
-        return False
-    for key, wanted in metadata.items():
-        value = summary.metadata.get(key)
-        shown = value if isinstance(value, str) else json.dumps(value)
-        if key not in summary.metadata or shown != wanted:
+def _text(value: Any) -> str:
+    """A metadata value as text, the way it arrives in a query string."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """Which runs a list shows: every field given must hold (the time range is the
+    index's, applied before a run is read)."""
+
+    status: str | None = None
+    metadata: Mapping[str, str] = field(default_factory=dict)
+    # A substring of the provider:model, case-insensitive ("gpt-4o" finds openai:gpt-4o-mini).
+    model: str | None = None
+    error_kind: str | None = None
+    # A substring of the run's id, its custom id or any metadata value, case-insensitive.
+    search: str | None = None
+
+    def admits(self, run: RunSummary) -> bool:
+        if self.status is not None and run.status != self.status:
             return False
-    return True
+        if self.error_kind is not None and run.error_kind != self.error_kind:
+            return False
+        if self.model is not None and self.model.lower() not in run.model.lower():
+            return False
+        for key, wanted in self.metadata.items():
+            if key not in run.metadata or _text(run.metadata[key]) != wanted:
+                return False
+        return self.search is None or self._found(run)
+
+    def _found(self, run: RunSummary) -> bool:
+        assert self.search is not None
+        needle = self.search.lower()
+        texts = [run.id, run.custom_id or "", *map(_text, run.metadata.values())]
+        return any(needle in text.lower() for text in texts)

@@ -93,6 +93,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.calls",
         "orchestrator.core",
         "orchestrator.fleet",
+        "orchestrator.loop",  # the replay report `client.runs.replay` answers, as the schema
         # the one Redis error mapper: a Redis error no sub-client mapped is still a 503
         "orchestrator.redis",
         "orchestrator.runs",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar, Generic, Self, TypeVar
@@ -45,8 +45,9 @@ class Reply:
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
-    # When set, the body is streamed: each piece is one HTTP chunk.
-    pieces: list[bytes] | None = None
+    # When set, the body is streamed: each piece is one HTTP chunk, written as the
+    # iterable yields it (a generator may hold the stream open mid-way).
+    pieces: Iterable[bytes] | None = None
     content_type: str = "application/json"
 
     @classmethod

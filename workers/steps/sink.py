@@ -9,11 +9,15 @@ died streams again, and a reader keeps only the deltas of the step's latest atte
 (`agentq run`'s live view does).
 
 Each append is a round trip to Redis; coalescing the deltas that arrive within
-a few milliseconds keeps a fast stream from costing one round trip per token.
+a few milliseconds keeps a fast stream from costing one round trip per token. What
+a stream sent before it stalls (a model thinking over a call's next argument) is
+written when its window ends, not held until the next delta.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import time
 from dataclasses import dataclass
 
@@ -54,6 +58,10 @@ class DeltaEvents:
         # text and tool input arrived in.
         self._buffer: list[_Pending] = []
         self._last_flush = time.monotonic()
+        # One flush at a time, so batches reach the stream in the order they were cut.
+        self._lock = asyncio.Lock()
+        self._timer: asyncio.TimerHandle | None = None
+        self._late: asyncio.Task[None] | None = None
 
     async def text_delta(self, delta: str) -> None:
         await self._add("text-delta", delta)
@@ -80,12 +88,33 @@ class DeltaEvents:
     async def _due(self) -> None:
         if time.monotonic() - self._last_flush >= self.flush_after_s:
             await self.flush()
+        elif self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(
+                self.flush_after_s, self._flush_late
+            )
+
+    def _flush_late(self) -> None:
+        self._timer = None
+        self._late = asyncio.ensure_future(self._flush_quietly())
+
+    async def _flush_quietly(self) -> None:
+        # A failed write puts its events back: the step's own flush writes them or raises.
+        with contextlib.suppress(Exception):
+            await self.flush()
 
     async def flush(self) -> None:
-        if self._buffer:
-            pending, self._buffer = self._buffer, []
-            await self.store.emit(self.run_id, [self._event(p) for p in pending])
-        self._last_flush = time.monotonic()
+        async with self._lock:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            if self._buffer:
+                pending, self._buffer = self._buffer, []
+                try:
+                    await self.store.emit(self.run_id, [self._event(p) for p in pending])
+                except BaseException:
+                    self._buffer[:0] = pending
+                    raise
+            self._last_flush = time.monotonic()
 
     def _event(self, p: _Pending) -> str:
         run, step, attempt = self.run_id, self.step, self.attempt

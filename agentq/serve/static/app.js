@@ -61,37 +61,78 @@ async function refreshFleet() {
 
 // -- runs list -----------------------------------------------------------------
 
+// The list's filters, kept for the tab (sessionStorage): a run page and back keeps them.
+const FILTERS = { q: "filter-q", status: "filter-status", error_kind: "filter-error-kind", model: "filter-model",
+  meta: "filter-meta", tenant: "filter-tenant", from: "filter-from", to: "filter-to" };
+const PAGE_SIZE = 100;
+
+function listQuery(values) {
+  const params = new URLSearchParams({ limit: String(PAGE_SIZE) });
+  for (const name of ["q", "status", "error_kind", "model", "tenant"]) {
+    if (values[name].trim()) params.set(name, values[name].trim());
+  }
+  const [k, ...rest] = values.meta.split("=");
+  if (k.trim() && rest.length) params.set(`metadata.${k.trim()}`, rest.join("=").trim());
+  // datetime-local is the browser's local time; the API takes Unix seconds.
+  if (values.from) params.set("created_after", String(new Date(values.from).getTime() / 1000));
+  if (values.to) params.set("created_before", String(new Date(values.to).getTime() / 1000));
+  return params;
+}
+
+function statusBadge(run) {
+  return el("span", {}, el("span", { class: `status ${run.status}` }, run.status),
+    run.error_kind ? el("span", { class: "error-kind", title: "failure kind" }, run.error_kind) : null);
+}
+
 function listView() {
   const view = $("#view");
   view.replaceChildren($("#list-view").content.cloneNode(true));
-  const status = $("#filter-status");
-  const meta = $("#filter-meta");
-  status.value = sessionStorage.getItem("agentq.status") || "";
-  meta.value = sessionStorage.getItem("agentq.meta") || "";
+  const saved = JSON.parse(sessionStorage.getItem("agentq.filters") || "{}");
+  const inputs = Object.fromEntries(Object.entries(FILTERS).map(([name, id]) => [name, $(`#${id}`)]));
+  for (const [name, input] of Object.entries(inputs)) input.value = saved[name] || "";
+  // The cursors of the pages before this one: "newer" goes back one, a filter starts over.
+  let cursors = [];
+  let cursor = null;
+  let next = null;
   async function refresh() {
-    const params = new URLSearchParams({ limit: "100" });
-    if (status.value) params.set("status", status.value);
-    const [k, ...rest] = meta.value.split("=");
-    if (k && rest.length) params.set(`metadata.${k.trim()}`, rest.join("=").trim());
+    const values = Object.fromEntries(Object.entries(inputs).map(([name, input]) => [name, input.value]));
+    const params = listQuery(values);
+    if (cursor) params.set("cursor", cursor);
     try {
       const page = await api(`/v1/runs?${params}`);
       const rows = page.runs.map((run) =>
-        el("tr", { "data-run-id": run.id, onclick: () => { location.hash = `#/runs/${encodeURIComponent(run.id)}`; } },
-          el("td", { class: "id" }, run.id),
-          el("td", {}, el("span", { class: `status ${run.status}` }, run.status)),
+        el("tr", { "data-run-id": run.id, tabindex: "0",
+          onclick: () => { location.hash = `#/runs/${encodeURIComponent(run.id)}`; },
+          onkeydown: (e) => { if (e.key === "Enter") location.hash = `#/runs/${encodeURIComponent(run.id)}`; } },
+          el("td", { class: "id" }, run.id,
+            run.parent ? el("span", { class: "muted", title: "a sub-agent's run" }, ` ↰ ${run.parent}`) : null),
+          el("td", {}, statusBadge(run)),
           el("td", {}, run.model),
           el("td", {}, run.step + (run.status === "running" || run.status === "awaiting" ? "…" : "")),
           el("td", {}, run.total_tokens),
           el("td", {}, age(run.created_at))));
       $("#runs tbody").replaceChildren(...rows);
+      next = page.next_cursor;
       $("#runs-empty").hidden = rows.length > 0;
+      $("#runs-empty").textContent = cursor || next ? "No runs here match: try older ones." : "No runs yet.";
+      $("#page-older").disabled = !next;
+      $("#page-newer").disabled = cursors.length === 0;
+      $("#page-number").textContent = `page ${cursors.length + 1}`;
     } catch (err) {
       $("#runs-empty").hidden = false;
       $("#runs-empty").textContent = err.message;
     }
   }
-  status.onchange = () => { sessionStorage.setItem("agentq.status", status.value); refresh(); };
-  meta.onchange = () => { sessionStorage.setItem("agentq.meta", meta.value); refresh(); };
+  const restart = () => {
+    sessionStorage.setItem("agentq.filters",
+      JSON.stringify(Object.fromEntries(Object.entries(inputs).map(([name, input]) => [name, input.value]))));
+    cursors = []; cursor = null;
+    refresh();
+  };
+  for (const input of Object.values(inputs)) input.onchange = restart;
+  $("#filters").onsubmit = (e) => { e.preventDefault(); restart(); };
+  $("#page-older").onclick = () => { if (next) { cursors.push(cursor); cursor = next; refresh(); } };
+  $("#page-newer").onclick = () => { if (cursors.length) { cursor = cursors.pop(); refresh(); } };
   refresh();
   const timer = setInterval(refresh, 2000);
   return () => clearInterval(timer);
@@ -103,28 +144,48 @@ class RunState {
   constructor(id) {
     this.id = id;
     this.events = [];
-    this.steps = new Map(); // step -> {start, end, text, calls: [ids]}
-    this.calls = new Map(); // call id -> {name, step, input, start, end, output, error, errorKind, waits: []}
+    this.steps = new Map(); // step -> {start, end, text, reasoning, failed, calls: [ids]}
+    this.calls = new Map(); // call id -> {name, step, input, inputText, start, end, output, error, errorKind, waits: []}
+    this.children = {}; // call id -> child run id (the run's result)
     this.status = "running";
     this.ended = null;
+    this.lastStep = 0;
   }
   step(n) {
-    if (!this.steps.has(n)) this.steps.set(n, { start: null, end: null, text: "", attempt: 1, calls: [] });
+    if (!this.steps.has(n)) {
+      this.steps.set(n, { start: null, end: null, text: "", reasoning: "", failed: null, copied: false, attempt: 1, calls: [] });
+    }
+    this.lastStep = Math.max(this.lastStep, n);
     return this.steps.get(n);
   }
   // A step re-delivered after its worker died streams its text again as a later attempt:
   // the step's text starts over, and a late delta of the attempt it replaced is dropped.
   attempt(s, n = 1) {
-    if (n > s.attempt) { s.attempt = n; s.text = ""; }
+    if (n > s.attempt) { s.attempt = n; s.text = ""; s.reasoning = ""; }
     return n === s.attempt;
   }
   call(ev) {
     if (!this.calls.has(ev.tool_call_id)) {
-      this.calls.set(ev.tool_call_id, { name: ev.tool_name, step: ev.step, input: null, start: ev.at, end: null,
-        output: undefined, error: undefined, progress: [], waits: [] });
+      this.calls.set(ev.tool_call_id, { name: ev.tool_name, step: ev.step, input: null, inputText: "", start: ev.at,
+        end: null, output: undefined, error: undefined, progress: [], waits: [] });
       this.step(ev.step).calls.push(ev.tool_call_id);
     }
     return this.calls.get(ev.tool_call_id);
+  }
+  // A fork's steps before its fork step are the original's, recorded: they have no events
+  // here, so they are drawn from the result (in the steps, not on the timeline).
+  copied(result) {
+    for (const recorded of result.steps.filter((r) => r.index < result.origin.step)) {
+      const s = this.step(recorded.index);
+      if (s.copied) continue;
+      Object.assign(s, { copied: true, text: recorded.text });
+      for (const call of recorded.tool_calls) {
+        const c = this.call({ tool_call_id: call.id, tool_name: call.name, step: recorded.index, at: null });
+        c.input = call.input;
+        const out = recorded.tool_results.find((r) => r.tool_call_id === call.id);
+        if (out && out.is_error) { c.error = out.output; c.errorKind = out.error_kind; } else if (out) c.output = out.output;
+      }
+    }
   }
   add(ev) {
     this.events.push(ev);
@@ -132,6 +193,10 @@ class RunState {
       case "start": this.model = ev.model; this.startAt = ev.at; break;
       case "start-step": { const s = this.step(ev.step); if (s.start === null) s.start = ev.at; this.attempt(s, ev.attempt); break; }
       case "text-delta": { const s = this.step(ev.step); if (this.attempt(s, ev.attempt)) s.text += ev.delta; break; }
+      case "reasoning-delta": { const s = this.step(ev.step); if (this.attempt(s, ev.attempt)) s.reasoning += ev.delta; break; }
+      // The call's arguments as the model writes them, before its tool-call event.
+      case "tool-input-start": this.call(ev); break;
+      case "tool-input-delta": { const c = this.calls.get(ev.tool_call_id); if (c) c.inputText += ev.delta; break; }
       case "finish-step": { const s = this.step(ev.step); s.end = ev.at; if (typeof ev.text === "string") s.text = ev.text; break; }
       case "tool-call": { const c = this.call(ev); c.input = ev.input; c.start = ev.at; c.provider = !!ev.provider_executed; break; }
       case "tool-approval-request": case "tool-input-request": this.call(ev).waits.push({ start: ev.at, end: null }); break;
@@ -145,7 +210,14 @@ class RunState {
       case "tool-result": { const c = this.call(ev); c.output = ev.output; c.end = ev.at; break; }
       case "tool-error": { const c = this.call(ev); c.error = ev.error; c.errorKind = ev.kind; c.end = ev.at; break; }
       case "finish": this.ended = ev.at; this.status = "succeeded"; break;
-      case "error": this.ended = ev.at; this.status = "failed"; this.error = ev.error; break;
+      case "error": {
+        this.ended = ev.at; this.status = "failed"; this.error = ev.error;
+        // The step the run failed in ends there, failed (a failure before any step has none).
+        const n = ev.error && Number.isInteger(ev.error.step) ? ev.error.step : this.lastStep;
+        const s = this.steps.get(n);
+        if (s) { s.failed = { kind: ev.error && ev.error.type, message: ev.error && ev.error.message }; s.end = s.end || ev.at; }
+        break;
+      }
       case "abort": this.ended = ev.at; this.status = "cancelled"; break;
     }
   }
@@ -209,9 +281,10 @@ function renderTimeline(state) {
   for (const [n, step] of [...state.steps.entries()].sort((a, b) => a[0] - b[0])) {
     if (step.start === null) continue;
     const end = step.end || (state.ended || now);
-    rows.push(el("div", { class: "row", "data-kind": "model", "data-step": n },
-      el("span", { class: "label" }, `step ${n} · ${(end - step.start).toFixed(2)} s`),
-      el("div", { class: `bar model${step.end ? "" : " open"}`, style: `left:${pct(step.start)};width:${width(step.start, end)}` })));
+    const failed = step.failed ? ` · failed (${step.failed.kind})` : "";
+    rows.push(el("div", { class: "row", "data-kind": "model", "data-step": n, "data-state": step.failed ? "failed" : step.end ? "done" : "running" },
+      el("span", { class: "label" }, `step ${n} · ${(end - step.start).toFixed(2)} s${failed}`),
+      el("div", { class: `bar ${step.failed ? "error" : "model"}${step.end ? "" : " open"}`, style: `left:${pct(step.start)};width:${width(step.start, end)}` })));
     for (const id of step.calls) {
       const call = state.calls.get(id);
       const end = call.end || (state.ended || now);
@@ -235,9 +308,12 @@ function renderSteps(state) {
   for (const [n, step] of [...state.steps.entries()].sort((a, b) => a[0] - b[0])) {
     const calls = step.calls.map((id) => {
       const c = state.calls.get(id);
+      const child = state.children[id];
       return el("div", { class: "call", "data-call-id": id },
         el("span", { class: "name" }, c.name), " ", el("span", { class: "muted" }, id),
-        el("pre", {}, `input: ${json(c.input)}`),
+        child ? el("a", { class: "child-link", href: `#/runs/${encodeURIComponent(child)}`, "data-child": child }, ` → child run ${child}`) : null,
+        c.input === null && c.inputText ? el("pre", { class: "streaming" }, `input (streaming): ${c.inputText}`)
+          : el("pre", {}, `input: ${json(c.input)}`),
         c.workflow ? renderWorkflow(c)
           : c.progress.length ? el("pre", {}, `progress: ${json(c.progress[c.progress.length - 1])}`) : null,
         c.output !== undefined ? el("pre", { class: "output" }, `output: ${json(c.output)}`) : null,
@@ -245,8 +321,13 @@ function renderSteps(state) {
         c.error !== undefined ? el("pre", { class: "error", "data-error-kind": c.errorKind },
           c.errorKind ? el("span", { class: "error-kind" }, c.errorKind) : null, `error: ${json(c.error)}`) : null);
     });
-    blocks.push(el("div", { class: "step", "data-step": n }, el("h3", {}, `step ${n}`),
-      step.text ? el("p", { class: "text" }, step.text) : null, ...calls));
+    const title = step.copied ? `step ${n} · copied from ${state.origin}` : `step ${n}`;
+    blocks.push(el("div", { class: `step${step.failed ? " failed" : ""}${step.copied ? " copied" : ""}`, "data-step": n }, el("h3", {}, title),
+      step.reasoning ? el("details", { class: "reasoning", open: "" }, el("summary", {}, "reasoning"),
+        el("pre", {}, step.reasoning)) : null,
+      step.text ? el("p", { class: "text" }, step.text) : null, ...calls,
+      step.failed ? el("pre", { class: "error step-error", "data-error-kind": step.failed.kind },
+        el("span", { class: "error-kind" }, step.failed.kind), step.failed.message) : null));
   }
   $("#steps").replaceChildren(...blocks);
 }
@@ -298,6 +379,75 @@ function renderPending(state, result) {
 
 let refreshResult = () => {};
 
+const EVENT_TYPES = ["start", "start-step", "model-retry", "text-delta", "reasoning-delta", "tool-input-start",
+  "tool-input-delta", "finish-step", "context-compacted", "tool-call", "tool-call-repair", "tool-approval-request",
+  "tool-approval-response", "tool-input-request", "tool-input-response", "tool-running", "tool-progress", "tool-log",
+  "tool-result", "tool-error", "guardrail-tripped", "finish", "error", "abort", "webhook-failed"];
+const DELTAS = new Set(["text-delta", "reasoning-delta", "tool-input-delta"]);
+
+function runLink(runId, text) {
+  return el("a", { href: `#/runs/${encodeURIComponent(runId)}` }, text);
+}
+
+// Where the run comes from: the parent run whose call started it, the run it forks or retries.
+function renderLinks(result) {
+  const links = [];
+  if (result.parent) {
+    links.push(el("span", { class: "parent-link" }, "sub-agent of ", runLink(result.parent.run_id, result.parent.run_id),
+      ` (step ${result.parent.step}, call ${result.parent.call_id})`));
+  }
+  if (result.origin) {
+    links.push(el("span", { class: "origin-link" }, result.origin.step ? "forked from " : "retry of ",
+      runLink(result.origin.run_id, result.origin.run_id), result.origin.step ? ` at step ${result.origin.step}` : ""));
+  }
+  $("#run-links").replaceChildren(...links.flatMap((l, i) => (i ? [" · ", l] : [l])));
+  $("#run-links").hidden = links.length === 0;
+}
+
+function renderForkSteps(result) {
+  // A fork at step N copies steps 0..N-1 as recorded: any step the run has recorded.
+  const select = $("#fork-step");
+  const last = Math.max(0, result.steps.length - 1);
+  if (select.options.length === last + 1) return;
+  const chosen = select.value;
+  select.replaceChildren(...Array.from({ length: last + 1 }, (_, n) => el("option", { value: String(n) }, String(n))));
+  select.value = chosen && Number(chosen) <= last ? chosen : String(last);
+}
+
+function renderReplay(report) {
+  const box = $("#replay-report");
+  box.hidden = false;
+  box.dataset.diverged = String(report.diverged);
+  box.replaceChildren(
+    el("div", {}, report.diverged ? `${report.divergences.length} divergence(s) over ${report.steps} steps`
+      : `${report.steps} steps replayed: same messages and path`),
+    ...report.divergences.map((d) => el("div", { class: "divergence", "data-step": String(d.step) },
+      el("b", {}, `step ${d.step}: ${d.what}`), el("pre", {}, `recorded: ${json(d.recorded)}\ntoday:    ${json(d.today)}`))));
+}
+
+function runActions(runId) {
+  const base = `/v1/runs/${encodeURIComponent(runId)}`;
+  const note = (text) => { $("#action-note").textContent = text; };
+  const start = (path, body) => api(`${base}/${path}`, { method: "POST", body: JSON.stringify(body) })
+    .then((started) => { location.hash = `#/runs/${encodeURIComponent(started.id)}`; }, (err) => note(err.message));
+  $("#run-cancel").onclick = () => api(`${base}/cancel`, { method: "POST", body: "{}" })
+    .then((r) => { note(r.outcome); refreshResult(); }, (err) => note(err.message));
+  $("#run-retry").onclick = () => start("retry", {});
+  $("#run-fork").onclick = () => { $("#fork-form").hidden = false; $("#fork-patch").focus(); };
+  $("#fork-close").onclick = () => { $("#fork-form").hidden = true; };
+  $("#fork-start").onclick = () => {
+    let patch = null;
+    const text = $("#fork-patch").value.trim();
+    try { if (text) patch = JSON.parse(text); } catch (err) { note(`patch is not JSON: ${err.message}`); return; }
+    start("fork", { at_step: Number($("#fork-step").value || 0), patch });
+  };
+  $("#run-replay").onclick = () => {
+    note("replaying…");
+    api(`${base}/replay`, { method: "POST", body: "{}" }).then((report) => { note(""); renderReplay(report); },
+      (err) => note(err.message));
+  };
+}
+
 function runView(runId) {
   const view = $("#view");
   view.replaceChildren($("#run-view").content.cloneNode(true));
@@ -309,8 +459,15 @@ function runView(runId) {
     frame = 0;
     renderTimeline(state);
     renderSteps(state);
+    if (!$("#raw").hidden) $("#raw-events").textContent = state.events.map((e) => JSON.stringify(e)).join("\n");
   };
   const schedule = () => { if (!frame) frame = requestAnimationFrame(draw); };
+  runActions(runId);
+  $("#run-raw").onclick = () => {
+    $("#raw").hidden = !$("#raw").hidden;
+    $("#run-raw").setAttribute("aria-expanded", String(!$("#raw").hidden));
+    schedule();
+  };
   let pendingTimer = 0;
   refreshResult = async () => {
     try {
@@ -318,8 +475,17 @@ function runView(runId) {
       $("#run-status").textContent = result.status;
       $("#run-status").className = `status ${result.status}`;
       $("#run-usage").textContent = `${result.usage.total_tokens} tokens · ${result.steps.length} steps`;
-      if (result.error) { $("#run-error").hidden = false; $("#run-error").textContent = json(result.error); }
+      if (result.error) {
+        $("#run-error").hidden = false;
+        $("#run-error").replaceChildren(el("span", { class: "error-kind" }, result.error.type), result.error.message);
+      }
+      $("#run-cancel").hidden = !(result.status === "running" || result.status === "awaiting");
+      renderLinks(result);
+      renderForkSteps(result);
+      state.children = result.children || {};
+      if (result.origin && result.origin.step > 0) { state.origin = result.origin.run_id; state.copied(result); }
       renderPending(state, result);
+      schedule();
     } catch (err) {
       $("#run-status").textContent = err.message;
     }
@@ -332,15 +498,11 @@ function runView(runId) {
     const ev = JSON.parse(msg.data);
     state.add(ev);
     if (ev.type === "start") $("#run-model").textContent = ev.model;
-    if (ev.type !== "text-delta") soon();
+    if (!DELTAS.has(ev.type)) soon();
     if (TERMINAL.has(ev.type)) { closed = true; source.close(); }
     schedule();
   };
-  for (const type of ["start", "start-step", "text-delta", "tool-call", "tool-call-repair", "tool-approval-request",
-    "tool-approval-response", "tool-input-request", "tool-input-response", "tool-running", "tool-progress",
-    "tool-result", "tool-error", "finish-step", "finish", "error", "abort"]) {
-    source.addEventListener(type, onEvent);
-  }
+  for (const type of EVENT_TYPES) source.addEventListener(type, onEvent);
   source.onerror = () => { if (closed) source.close(); };
   refreshResult();
   const ticker = setInterval(() => { if (!state.ended) schedule(); }, 500);

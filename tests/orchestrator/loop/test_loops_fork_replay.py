@@ -81,6 +81,24 @@ async def test_a_fork_past_the_run_is_refused(start: Start) -> None:
             await client.runs.fork(run_id, 3)
 
 
+async def test_a_retry_is_a_new_run_of_the_same_spec_from_the_start(
+    start: Start, model_log: ModelLog
+) -> None:
+    spec = scripted(calls(("add", {"a": 1, "b": 2})), {"text": "3"}, tools=["add"], id="mine")
+    async with start([add]) as client:
+        original = await client.runs.submit(spec)
+        done = await client.runs.wait(original, timeout_s=TIMEOUT_S)
+        before = len(model_log.calls)
+        retried = await client.runs.retry(original)
+        result = await asyncio.wait_for(client.runs.wait(retried), TIMEOUT_S)
+
+    assert retried != original  # the spec's id is the original's, not the retry's
+    assert result.status == "succeeded", result.error
+    assert result.origin == {"run_id": original, "step": 0}
+    assert [c.step for c in model_log.calls[before:]] == [0, 1]  # every step asked again
+    assert (result.text, result.usage) == (done.text, done.usage)
+
+
 async def test_replay_finds_nothing_unless_the_system_prompt_changed(start: Start) -> None:
     spec = scripted(
         calls(("add", {"a": 1, "b": 2})),
