@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Annotated, Any, ClassVar
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import (
     AfterValidator,
@@ -44,6 +43,7 @@ from pydantic import (
 )
 
 from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.json_schema import validator_for
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec_model import SpecModel
 from agentq.orchestrator.core.tool_errors import OnError
@@ -53,7 +53,7 @@ from agentq.orchestrator.policy.providers import ProviderInfo
 
 def _valid_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
     try:
-        Draft202012Validator.check_schema(schema)
+        validator_for(schema)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise ValueError(f"not a valid JSON Schema at {where}: {exc.message}") from None
