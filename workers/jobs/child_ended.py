@@ -10,6 +10,7 @@ from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope, JobKind
 from agentq.orchestrator.core.jobs import job_id
 from agentq.workers.jobs.base import answered, deps_of, guarded
 from agentq.workers.jobs.registry import handles
+from agentq.workers.steps import hook_calls
 from agentq.workers.tools import agent as sub_agents
 
 
@@ -17,6 +18,6 @@ from agentq.workers.tools import agent as sub_agents
 async def child_ended(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = deps_of(ctx)
-    work = answered(deps, envelope, sub_agents.child_ended(deps.store, envelope))
+    work = answered(deps, envelope, sub_agents.child_ended(deps.store, envelope, hook_calls.call))
     with tracing.process_span(envelope, MODEL_QUEUE, ctx.get("job_id") or job_id(envelope)):
         await guarded(deps, envelope, work)

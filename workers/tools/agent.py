@@ -27,6 +27,7 @@ from agentq.orchestrator.core.templating import TemplateError
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan, error_result
 from agentq.orchestrator.runs.children import ChildOf, child_spec
+from agentq.orchestrator.runs.result_guards import Ask, guarded_result
 from agentq.orchestrator.runs.state import (
     CHILD_USAGE_FIELDS,
     TERMINAL_STATUSES,
@@ -230,8 +231,9 @@ def child_result(
     return error_result(link.call_id, tool_name, f"The sub-agent run {child_id} {why}.", kind)
 
 
-async def child_ended(store: RunStore, envelope: JobEnvelope) -> Reply | None:
-    """The child run has ended: answer its parent's call (a no-op when answered)."""
+async def child_ended(store: RunStore, envelope: JobEnvelope, ask: Ask) -> Reply | None:
+    """The child run has ended: answer its parent's call (a no-op when answered), its
+    answer guarded as any tool's result is (`ask`: how this worker calls a guard)."""
     child_id = envelope.run_id
     meta = await store.meta(child_id)
     if MetaField.PARENT not in meta:
@@ -250,6 +252,9 @@ async def child_ended(store: RunStore, envelope: JobEnvelope) -> Reply | None:
         str(result.output) if result.is_error else None,
     )
     await progress(store, link, name, {"child_run_id": child_id, "status": meta[MetaField.STATUS]})
+    tool_json = await store.tool_def(link.run_id, name)
+    tool = ToolDef.model_validate_json(tool_json) if tool_json else None
+    result = await guarded_result(store, link.run_id, link.step, tool, result, ask)
     return await answer_parked(store, link.run_id, link.step, result, rolled_up_usage(meta))
 
 

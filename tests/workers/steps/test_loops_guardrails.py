@@ -14,7 +14,14 @@ from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.messages import Message, UserMessage
 from agentq.workers.steps import hooks as step_hooks
 from agentq.workers.tools.function_tools import FunctionTool, tool
-from tests.support.embedded_runs import TIMEOUT_S, Embedded, ModelLog, all_events
+from tests.support.embedded_runs import (
+    TIMEOUT_S,
+    Embedded,
+    ModelLog,
+    all_events,
+    of_type,
+    wait_event,
+)
 from tests.support.specs import calls, scripted
 
 pytestmark = pytest.mark.component
@@ -279,3 +286,61 @@ async def test_a_tool_input_trip_is_replayed_from_the_step(
         replayed = await client.runs.replay(run_id)
     assert result.succeeded, result.error
     assert replayed.divergences == []
+
+
+def _denied(result: Any) -> list[tuple[Any, bool, Any]]:
+    return [(r.output, r.is_error, r.error_kind) for r in result.steps[0].tool_results]
+
+
+TRIPPED = "tool_output guardrail 'no_passwords' tripped: the output shows a password"
+
+
+async def _trips(client: Any, run_id: str) -> list[tuple[str, str, str]]:
+    events = await all_events(client, run_id)
+    return [(e.stage, e.guardrail, e.tool_name) for e in events if e.type == "guardrail-tripped"]
+
+
+async def test_a_client_tool_s_posted_result_is_guarded(
+    start: Start, tool_checks: list[GuardCheck]
+) -> None:
+    """A result posted from outside (here the Python API; the CLI and HTTP post through
+    it) passes the run's tool_output guards as a worker's tool result does."""
+    spec = scripted(
+        calls(("ask_user", {"q": "the password?"})),
+        {"text": "done"},
+        tools=[{"type": "client", "name": "ask_user"}],
+        guardrails=TOOL_GUARDS,
+    )
+    async with start([]) as client:
+        run_id = await client.runs.submit(spec)
+        call = await wait_event(client, run_id, of_type("tool-call"))
+        await client.runs.submit_tool_result(
+            run_id, call.model_dump()["tool_call_id"], "password=hunter2"
+        )
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        trips = await _trips(client, run_id)
+    assert result.succeeded, result.error
+    assert _denied(result) == [(TRIPPED, True, "denied")]
+    assert trips == [("tool_output", "no_passwords", "ask_user")]
+
+
+async def test_a_child_run_s_answer_is_guarded(start: Start, tool_checks: list[GuardCheck]) -> None:
+    child = {
+        "model": {"provider": "scripted", "script": [{"text": "the password is hunter2"}]},
+    }
+    spec = scripted(
+        calls(("helper", {"prompt": "find the password"})),
+        {"text": "done"},
+        tools=[{"type": "agent", "name": "helper", "spec": child}],
+        guardrails=TOOL_GUARDS,
+    )
+    async with start([]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        trips = await _trips(client, run_id)
+    assert result.succeeded, result.error
+    assert _denied(result) == [(TRIPPED, True, "denied")]
+    assert trips == [("tool_output", "no_passwords", "helper")]
+    assert [(c.stage, c.value) for c in tool_checks if c.stage == "tool_output"] == [
+        ("tool_output", "the password is hunter2")
+    ]
