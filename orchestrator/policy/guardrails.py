@@ -5,7 +5,8 @@
 run's input messages before step 0's model call; an `output` guard about the run's
 final answer (the text, or the structured output) before the run finishes; a
 `tool_input` guard about each valid call's input before it is run (or waits for
-approval); a `tool_output` guard about each result a worker's tool gave. A guard
+approval); a `tool_output` guard about each tool's result, wherever it came from
+(orchestrator/runs/result_guards.py). A guard
 answers None (pass) or a reason (it trips); the first that trips decides: the run
 fails `guardrail-tripped` (input, output), or the call's result is a tool error the
 model sees (tool guards). The guards are called as every hook is
