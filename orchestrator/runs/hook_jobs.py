@@ -25,6 +25,7 @@ from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind, QueuedJob
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.loop.prepare import (
     GUARDRAIL_KIND,
+    LLM_GUARDRAIL_KIND,
     NEEDS_APPROVAL_KIND,
     PREPARE_STEP_KIND,
     STOP_WHEN_KIND,
@@ -45,6 +46,7 @@ LABELS = {
     NEEDS_APPROVAL_KIND: "needs_approval",
     GUARDRAIL_KIND: "guardrail",
     TO_MODEL_OUTPUT_KIND: "to_model_output",
+    LLM_GUARDRAIL_KIND: "llm guardrail",
 }
 
 

@@ -20,8 +20,14 @@ from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.loop.plan import error_result
-from agentq.orchestrator.loop.prepare import GUARDRAIL_KIND
-from agentq.orchestrator.policy.guardrails import GuardCheck, Trip
+from agentq.orchestrator.loop.prepare import GUARDRAIL_KIND, LLM_GUARDRAIL_KIND
+from agentq.orchestrator.policy.guardrails import (
+    LLM_GUARD_LABEL,
+    GuardCheck,
+    GuardEntry,
+    Trip,
+    guard_label,
+)
 from agentq.orchestrator.runs import hook_jobs
 from agentq.orchestrator.runs.hook_jobs import HookFailed, HookRequest
 from agentq.orchestrator.runs.store import RunStore
@@ -35,21 +41,30 @@ async def first_trip(
     store: RunStore,
     run_id: str,
     step: int,
-    names: Sequence[str],
+    guards: Sequence[GuardEntry],
     check: GuardCheck,
     timeout_s: float,
     ask: Ask = hook_jobs.ask,
 ) -> Trip | None:
-    """The first of the guards `names` that trips on `check`, asked in order; raises
-    HookFailed when one cannot answer."""
+    """The first of `guards` that trips on `check`, asked in order; raises HookFailed
+    when one cannot answer. An llm check is the built-in llm guardrail hook, asked with
+    its prompt and model as any `@guardrail` is."""
     args = [check.model_dump(mode="json")]
-    for name in names:
-        request = HookRequest(kind=GUARDRAIL_KIND, name=name, args=args)
+    for guard in guards:
+        request = (
+            HookRequest(kind=GUARDRAIL_KIND, name=guard, args=args)
+            if isinstance(guard, str)
+            else HookRequest(
+                kind=LLM_GUARDRAIL_KIND,
+                name=LLM_GUARD_LABEL,
+                args=[*args, guard.llm.model_dump(mode="json")],
+            )
+        )
         reason = await ask(store, run_id, step, request, timeout_s)
         if reason is not None:
             if not isinstance(reason, str) or not reason:
                 raise HookFailed(f"{request.label} answered {reason!r}")
-            return Trip(guardrail=name, stage=check.stage, reason=reason)
+            return Trip(guardrail=guard_label(guard), stage=check.stage, reason=reason)
     return None
 
 

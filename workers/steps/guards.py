@@ -16,7 +16,7 @@ from typing import Any
 
 from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.loop.plan import StepPlan
-from agentq.orchestrator.policy.guardrails import GuardCheck, Stage, Trip
+from agentq.orchestrator.policy.guardrails import GuardCheck, GuardEntry, Stage, Trip
 from agentq.orchestrator.runs import result_guards
 from agentq.orchestrator.runs.hook_jobs import HookFailed
 from agentq.orchestrator.runs.state import StepAfter
@@ -61,7 +61,7 @@ async def _first_trip(
     step: int,
     spec: RunSpec,
     stage: Stage,
-    names: Sequence[str],
+    names: Sequence[GuardEntry],
     value: Any,
 ) -> Trip | None:
     """Raises StepPreparationFailed when a guard cannot answer."""

@@ -15,12 +15,13 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.loop.prepare import (
     GUARDRAIL_KIND,
+    LLM_GUARDRAIL_KIND,
     NEEDS_APPROVAL_KIND,
     PREPARE_STEP_KIND,
     STOP_WHEN_KIND,
     TO_MODEL_OUTPUT_KIND,
 )
-from agentq.orchestrator.policy.guardrails import check_from_json
+from agentq.orchestrator.policy.guardrails import LlmCheck, check_from_json
 from agentq.orchestrator.runs import hook_jobs
 from agentq.orchestrator.runs.hook_jobs import LABELS, HookFailed, HookRequest
 from agentq.orchestrator.runs.result import StepResult, assemble
@@ -69,6 +70,7 @@ _ARGS: dict[str, Callable[[list[Any]], list[Any]]] = {
     STOP_WHEN_KIND: lambda args: [StepResult.model_validate(args[0])],
     NEEDS_APPROVAL_KIND: lambda args: list(args),
     GUARDRAIL_KIND: lambda args: [check_from_json(args[0])],
+    LLM_GUARDRAIL_KIND: lambda args: [check_from_json(args[0]), LlmCheck.model_validate(args[1])],
     TO_MODEL_OUTPUT_KIND: lambda args: list(args),
 }
 
