@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, Field
 
@@ -31,6 +30,7 @@ from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.jobs import queued_job
+from agentq.orchestrator.core.json_schema import validator_for
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN, call_job_id
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.queued_job import QueuedJob
@@ -159,12 +159,10 @@ def validate_call_input(tool: ToolDef, value: Any) -> None:
     """Raise CallInputError naming each violation of the tool's input schema (the same
     JSON Schema 2020-12 check a run's calls get)."""
     try:
-        Draft202012Validator.check_schema(tool.input_schema)
+        validator = validator_for(tool.input_schema)
     except SchemaError as exc:
         raise SpecError(f"tool {tool.name!r} has an invalid schema: {exc.message}") from None
-    errors = sorted(
-        Draft202012Validator(tool.input_schema).iter_errors(value), key=lambda e: list(e.path)
-    )
+    errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))
     if not errors:
         return
     violations = [

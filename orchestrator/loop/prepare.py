@@ -15,11 +15,12 @@ import json
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from typing import Annotated, Any, Protocol
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.messages import AssistantMessage, Message, normalize_message
 from agentq.orchestrator.policy.approval_rules import ApprovalHook
+from agentq.orchestrator.policy.guardrails import GuardEntry, Guardrails, LlmGuard
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.policy.model_ref import parse_model as _parse_model
 from agentq.orchestrator.policy.stop_conditions import hook_names
@@ -33,12 +34,16 @@ STOP_WHEN_KIND = "stop-when"
 NEEDS_APPROVAL_KIND = "needs-approval"
 GUARDRAIL_KIND = "guardrail"
 TO_MODEL_OUTPUT_KIND = "to-model-output"
+# The built-in hook that asks a model for an llm guardrail's verdict (every worker
+# serves it, with its own model client: workers/steps/llm_guard.py).
+LLM_GUARDRAIL_KIND = "llm-guardrail"
 HOOK_KINDS = (
     PREPARE_STEP_KIND,
     STOP_WHEN_KIND,
     NEEDS_APPROVAL_KIND,
     GUARDRAIL_KIND,
     TO_MODEL_OUTPUT_KIND,
+    LLM_GUARDRAIL_KIND,
 )
 
 
@@ -240,7 +245,44 @@ async def checked_preparation(
     if spec.context is not None and spec.context.summary_model is not None:
         summary = await resolve(spec.context.summary_model)
         update["context"] = spec.context.model_copy(update={"summary_model": summary})
+    if spec.guardrails is not None and any(
+        isinstance(e, LlmGuard) for e in spec.guardrails.entries()
+    ):
+        update["guardrails"] = await _resolved_llm_guards(spec.guardrails, resolve)
     return spec.model_copy(update=update) if update else spec
+
+
+async def _resolved_llm_guards(
+    guardrails: Guardrails, resolve: Callable[[ModelRef], Awaitable[ModelRef]]
+) -> Guardrails:
+    """Each llm check's model, one the deployment offers, resolved as the main model is
+    (stored resolved: a worker calls it as given)."""
+
+    async def one(entry: GuardEntry, where: str) -> GuardEntry:
+        if isinstance(entry, str):
+            return entry
+        try:
+            ref = ModelRef.model_validate(_parse_model(entry.llm.model))
+        except ValidationError as exc:
+            raise SpecError(f"{where}.llm.model: {exc.errors()[0]['msg']}") from None
+        except ValueError as exc:
+            raise SpecError(f"{where}.llm.model: {exc}".splitlines()[0]) from None
+        try:
+            resolved = (await resolve(ref)).model_dump(mode="json", exclude_none=True)
+        except SpecError as exc:
+            raise SpecError(f"{where}.llm.{exc.message}") from None
+        return entry.model_copy(update={"llm": entry.llm.model_copy(update={"model": resolved})})
+
+    update = {
+        stage: [await one(e, f"guardrails.{stage}[{i}]") for i, e in enumerate(entries)]
+        for stage, entries in (
+            ("input", guardrails.input),
+            ("output", guardrails.output),
+            ("tool_input", guardrails.tool_input),
+            ("tool_output", guardrails.tool_output),
+        )
+    }
+    return guardrails.model_copy(update=update)
 
 
 def announced_hooks(registry: Mapping[str, ToolAnnouncement]) -> dict[str, set[str]]:

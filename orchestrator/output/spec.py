@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import Field, field_validator
 
+from agentq.orchestrator.core.json_schema import validator_for
 from agentq.orchestrator.core.spec_model import SpecModel
 
 # As Pydantic AI names them: `native` the provider's JSON-schema response format, `tool`
@@ -29,7 +29,7 @@ class OutputSpec(SpecModel):
     @classmethod
     def _check_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
         try:
-            Draft202012Validator.check_schema(schema)
+            validator_for(schema)
         except SchemaError as exc:
             raise ValueError(f"not a valid JSON Schema: {exc.message}") from None
         # A tool's input and every provider's response format are objects: the root is one.

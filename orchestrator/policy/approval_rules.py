@@ -2,21 +2,19 @@
 
 A tool entry's `needs_approval` is `true`/`false`, a list of its tools' names, or a
 rule: `{"when": "<JMESPath over the call's input>"}` (e.g. ``amount > `100` ``,
-compiled when the spec is read) or `{"hook": NAME}`, a `@needs_approval` function a
-worker registered (asked by the model step, its answer passed in here). Pure.
+checked when the spec is read, evaluated within the bounds of spec_jmespath.py) or
+`{"hook": NAME}`, a `@needs_approval` function a worker registered (asked by the model
+step, its answer passed in here). Pure.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Annotated, Any, Union
 
-import jmespath
-from jmespath.exceptions import JMESPathError
-from jmespath.parser import ParsedResult
 from pydantic import Discriminator, Field, Tag, field_validator
 
 from agentq.orchestrator.core.spec_model import SpecModel
+from agentq.orchestrator.policy import spec_jmespath
 from agentq.orchestrator.policy.stop_conditions import HOOK_NAME
 
 
@@ -24,15 +22,12 @@ class ApprovalWhen(SpecModel):
     """The call waits when the expression, over its input, is true (JMESPath truthiness:
     false, null, "", [] and {} are false)."""
 
-    when: str = Field(min_length=1, max_length=1000)
+    when: str = Field(min_length=1)
 
     @field_validator("when")
     @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            _compiled(value)
-        except JMESPathError as exc:
-            raise ValueError(f"not a valid JMESPath expression: {_one_line(exc)}") from None
+    def _bounded(cls, value: str) -> str:
+        spec_jmespath.check_expression(value)
         return value
 
 
@@ -76,27 +71,10 @@ NeedsApproval = Annotated[
 ]
 
 
-def _one_line(exc: JMESPathError) -> str:
-    """jmespath's message is the expression drawn over lines; its first line and where."""
-    first = str(exc).splitlines()[0].rstrip(":")
-    where = getattr(exc, "lex_position", None)
-    return first if where is None else f"{first} at position {where}"
-
-
-@lru_cache(maxsize=256)
-def _compiled(expression: str) -> ParsedResult:
-    return jmespath.compile(expression)
-
-
 def asks(rule: ApprovalRule, value: Any, hook_answer: bool | None = None) -> bool:
     """Whether a call with this input waits for approval. `hook_answer`: what the
-    rule's hook said (None: not asked, e.g. the input was invalid: no approval)."""
+    rule's hook said (None: not asked, e.g. the input was invalid: no approval). Raises
+    ExpressionLimitError when the rule runs past its bounds."""
     if isinstance(rule, ApprovalHook):
         return bool(hook_answer)
-    return _truthy(_compiled(rule.when).search(value))
-
-
-def _truthy(value: Any) -> bool:
-    if value is None or value is False:
-        return False
-    return not (isinstance(value, str | list | dict) and len(value) == 0)
+    return spec_jmespath.truthy(spec_jmespath.search(rule.when, value))

@@ -1,16 +1,18 @@
-"""Guardrails: registered `@guardrail` functions a run names, asked at fixed points.
+"""Guardrails: registered `@guardrail` functions or llm checks a run names, asked at
+fixed points.
 
 `guardrails: {"input": [...], "output": [...], "tool_input": [...], "tool_output":
-[...]}` on a run spec, each a list of names. An `input` guard is asked about the
-run's input messages before step 0's model call; an `output` guard about the run's
-final answer (the text, or the structured output) before the run finishes; a
-`tool_input` guard about each valid call's input before it is run (or waits for
-approval); a `tool_output` guard about each result a worker's tool gave. A guard
-answers None (pass) or a reason (it trips); the first that trips decides: the run
-fails `guardrail-tripped` (input, output), or the call's result is a tool error the
-model sees (tool guards). The guards are called as every hook is
-(workers/steps/hook_calls.py); what they are asked and what a trip says are
-declared here.
+[...]}` on a run spec, each a list of guards: the name of a `@guardrail` function, or
+`{"llm": {"prompt", "model"}}`, a model's structured verdict (workers/steps/llm_guard.py).
+An `input` guard is asked about the run's input messages before step 0's model call;
+an `output` guard about the run's final answer (the text, or the structured output)
+before the run finishes; a `tool_input` guard about each valid call's input before it
+is run (or waits for approval); a `tool_output` guard about each tool's result,
+wherever it came from (orchestrator/runs/result_guards.py). A guard answers None (pass)
+or a reason (it trips); the first that trips decides: the run fails `guardrail-tripped`
+(input, output), or the call's result is a tool error the model sees (tool guards).
+The guards are called as every hook is (workers/steps/hook_calls.py); what they are
+asked and what a trip says are declared here.
 """
 
 from __future__ import annotations
@@ -26,19 +28,56 @@ from agentq.orchestrator.policy.stop_conditions import HOOK_NAME
 GuardName = Annotated[str, Field(pattern=HOOK_NAME)]
 Stage = Literal["input", "output", "tool_input", "tool_output"]
 
+# How a trip names an llm check (a `@guardrail` trip names its function).
+LLM_GUARD_LABEL = "llm"
+
+
+class LlmCheck(SpecModel):
+    """A model asked whether what is checked trips: `prompt` says what to look for,
+    `model` is a model reference as a run's `model` is (only one the deployment offers:
+    resolved at submit, as a workflow's llm node's is)."""
+
+    prompt: str = Field(min_length=1, max_length=8000)
+    model: Any
+
+
+class LlmGuard(SpecModel):
+    """`{"llm": {"prompt": ..., "model": ...}}`: a guard that is a model's verdict."""
+
+    llm: LlmCheck
+
+
+# A guard: the name of a `@guardrail` function, or an llm check.
+GuardEntry = GuardName | LlmGuard
+
+
+def guard_label(entry: GuardEntry) -> str:
+    return entry if isinstance(entry, str) else LLM_GUARD_LABEL
+
 
 class Guardrails(SpecModel):
     """The guards of each stage, asked in order; the first that trips decides."""
 
-    input: list[GuardName] = Field(default_factory=list)
-    output: list[GuardName] = Field(default_factory=list)
-    tool_input: list[GuardName] = Field(default_factory=list)
-    tool_output: list[GuardName] = Field(default_factory=list)
+    input: list[GuardEntry] = Field(default_factory=list)
+    output: list[GuardEntry] = Field(default_factory=list)
+    tool_input: list[GuardEntry] = Field(default_factory=list)
+    tool_output: list[GuardEntry] = Field(default_factory=list)
+
+    def entries(self) -> list[GuardEntry]:
+        return [*self.input, *self.output, *self.tool_input, *self.tool_output]
 
     def names(self) -> list[str]:
-        """Every guard named, once (each must be announced by a live worker)."""
-        named = [*self.input, *self.output, *self.tool_input, *self.tool_output]
-        return list(dict.fromkeys(named))
+        """Every `@guardrail` named, once (each must be announced by a live worker)."""
+        return list(dict.fromkeys(e for e in self.entries() if isinstance(e, str)))
+
+
+class Verdict(BaseModel):
+    """What an llm check's model answers (the input of the one tool it must call)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tripped: bool
+    reason: str = ""
 
 
 class GuardCheck(BaseModel):

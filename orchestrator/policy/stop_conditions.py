@@ -10,13 +10,13 @@ naming the element that matched so the run's `finish_reason` says why it ended.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, field_validator
 
+from agentq.orchestrator.core import spec_regex
 from agentq.orchestrator.core.spec_model import SpecModel
 
 # A registered hook's name (as `prepare_step`'s).
@@ -32,17 +32,15 @@ class StepCountIs(SpecModel):
 
 
 class HasTextMatching(SpecModel):
-    """The step's text matches this regular expression (`re.search`)."""
+    """The step's text matches this regular expression (searched for, as `re.search`
+    does), within the bounds of orchestrator/core/spec_regex.py."""
 
-    has_text_matching: str = Field(min_length=1, max_length=1000)
+    has_text_matching: str = Field(min_length=1)
 
     @field_validator("has_text_matching")
     @classmethod
-    def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"not a valid regular expression: {exc}") from None
+    def _bounded(cls, value: str) -> str:
+        spec_regex.check_pattern(value)
         return value
 
 
@@ -140,7 +138,7 @@ def holds(cond: StopCondition, facts: StepFacts) -> bool:
         case StepCountIs(step_count_is=n):
             return facts.step + 1 >= n
         case HasTextMatching(has_text_matching=pattern):
-            return re.search(pattern, facts.text) is not None
+            return spec_regex.search(pattern, facts.text)
         case UsageExceeds(usage_exceeds=limit):
             return facts.run_tokens > limit
         case OutputValid():
@@ -177,7 +175,8 @@ def describe(cond: StopCondition) -> str:
 
 
 def stop_reason(conditions: Sequence[StopCondition], facts: StepFacts) -> str | None:
-    """`stop_when: <the first element that holds>`, or None: the run goes on."""
+    """`stop_when: <the first element that holds>`, or None: the run goes on. Raises
+    ExpressionLimitError when a pattern runs past its time."""
     for cond in conditions:
         if holds(cond, facts):
             return f"stop_when: {describe(cond)}"

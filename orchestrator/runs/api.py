@@ -68,6 +68,7 @@ from agentq.orchestrator.runs.index import (
     summarize,
 )
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, assemble
+from agentq.orchestrator.runs.result_guards import guarded_result
 from agentq.orchestrator.runs.state import (
     CallStatus,
     InputStatus,
@@ -622,7 +623,9 @@ class Runs:
     async def submit_tool_result(
         self, run_id: str, call_id: str, output: Any, is_error: bool = False
     ) -> None:
-        """Post the result of a call that waits for one (a client tool)."""
+        """Post the result of a call that waits for one (a client tool). The run's
+        `tool_output` guardrails are asked first (runs/result_guards.py): a trip posts a
+        `denied` tool error instead."""
         step, call = await self._parked(run_id, call_id)
         result = (
             error_result(
@@ -635,7 +638,10 @@ class Runs:
             else ToolResultPart(tool_call_id=call_id, tool_name=call.name, output=output)
         )
         tool_json = await self.store.tool_def(run_id, call.name)
-        limit = ToolDef.model_validate_json(tool_json).max_output_bytes if tool_json else None
+        tool = ToolDef.model_validate_json(tool_json) if tool_json else None
+        # Guarded as a worker's tool result is, by the workers that announced the guards.
+        result = await guarded_result(self.store, run_id, step, tool, result)
+        limit = tool.max_output_bytes if tool else None
         result = bounded_result(result, limit or self.settings.max_tool_output_bytes)
         hops = tracing.Hops(run_id)
         args = hops.stamp(result_args(run_id, step, result, completion=PostResult))

@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import (
     AfterValidator,
@@ -44,10 +43,12 @@ from pydantic import (
 )
 
 from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.json_schema import validator_for
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.spec_model import SpecModel
 from agentq.orchestrator.core.tool_errors import OnError
 from agentq.orchestrator.policy.approval_rules import ApprovalRule, NeedsApproval
+from agentq.orchestrator.policy.guardrails import GuardEntry
 from agentq.orchestrator.policy.providers import ProviderInfo
 
 if TYPE_CHECKING:
@@ -56,7 +57,7 @@ if TYPE_CHECKING:
 
 def _valid_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
     try:
-        Draft202012Validator.check_schema(schema)
+        validator_for(schema)
     except SchemaError as exc:
         where = "/".join(str(p) for p in exc.path) or "(root)"
         raise ValueError(f"not a valid JSON Schema at {where}: {exc.message}") from None
@@ -159,9 +160,11 @@ class ToolDef(BaseModel):
     retry: ToolRetry | None = None  # None: a failing call is not executed again
     coerce: bool = True  # lossless coercion of the input before validation
     max_output_bytes: int | None = None  # None: the worker's setting
-    # The run's `tool_output` guardrails, asked about each result a worker's call of the
-    # tool gives (stamped at submit: the worker that runs the call reads only the tool).
-    output_guards: list[str] = Field(default_factory=list, exclude_if=lambda names: not names)
+    # The run's `tool_output` guardrails, asked about each result of the tool (stamped at
+    # submit, llm checks' models resolved: whoever records a result reads only the tool).
+    output_guards: list[GuardEntry] = Field(
+        default_factory=list, exclude_if=lambda names: not names
+    )
     on_error: OnError = OnError.MODEL
     # The to_model_output hook each result is converted by for the model (its name).
     to_model_output: str | None = Field(default=None, exclude_if=lambda value: value is None)

@@ -16,13 +16,12 @@ import graphlib
 from collections.abc import Collection, Mapping
 from typing import Any, Literal
 
-import jmespath
-from jmespath.exceptions import JMESPathError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.templating import references, root
+from agentq.orchestrator.policy import spec_jmespath
 
 NodeKind = Literal["input", "llm", "tool", "http", "template", "condition", "output"]
 Branch = Literal["true", "false"]
@@ -224,9 +223,9 @@ def _check_fields(node: WorkflowNode, at: str) -> None:
         raise _refuse(at, "only an llm node takes 'tools' and 'max_steps'")
     if node.condition is not None:
         try:
-            jmespath.compile(node.condition)
-        except JMESPathError as exc:
-            raise _refuse(at, f"'if' is not a valid JMESPath expression: {exc}") from None
+            spec_jmespath.check_expression(node.condition)
+        except ValueError as exc:
+            raise _refuse(at, f"'if': {exc}") from None
 
 
 # -- execution rules (pure) ---------------------------------------------------------
@@ -263,11 +262,6 @@ def values(outcomes: Mapping[str, NodeOutcome]) -> dict[str, Any]:
 
 
 def evaluate_condition(expression: str, outcomes: Mapping[str, NodeOutcome]) -> bool:
-    """JMESPath truthiness: false, null, "", [] and {} are false."""
-    return _truthy(jmespath.search(expression, values(outcomes)))
-
-
-def _truthy(value: Any) -> bool:
-    if value is None or value is False:
-        return False
-    return not (isinstance(value, str | list | dict) and len(value) == 0)
+    """JMESPath truthiness: false, null, "", [] and {} are false. Raises
+    ExpressionLimitError (the node fails) when the condition runs past its bounds."""
+    return spec_jmespath.truthy(spec_jmespath.search(expression, values(outcomes)))

@@ -12,6 +12,7 @@ from agentq.orchestrator.runs.state import Reply
 from agentq.orchestrator.runs.store import RunStore
 from agentq.workers.jobs.base import answered, deps_of, guarded
 from agentq.workers.jobs.registry import handles
+from agentq.workers.steps import hook_calls
 from agentq.workers.tools import agent as sub_agents
 from agentq.workers.tools import workflow as workflows
 
@@ -32,4 +33,4 @@ async def _ended(store: RunStore, child_id: str) -> Reply | None:
         return None
     if link.node is not None:
         return await workflows.node_child_ended(store, child_id, meta, link)
-    return await sub_agents.child_ended(store, child_id, meta, link)
+    return await sub_agents.child_ended(store, child_id, meta, link, hook_calls.call)

@@ -15,12 +15,12 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, RESUMED_STEP, JobEnvelope, JobKind
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER
+from agentq.orchestrator.runs.hook_jobs import enqueue_now
 from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField, RunFailure
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools.base import STORED_SPEC
 from agentq.workers.jobs.base import WorkerDeps, deps_of, guarded
 from agentq.workers.jobs.registry import handles
-from agentq.workers.steps.hook_calls import enqueue_now
 from agentq.workers.steps.phases import fail
 from agentq.workers.steps.prepare import StepPreparationFailed, ensure_summary
 

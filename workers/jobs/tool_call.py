@@ -20,14 +20,15 @@ from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.core.tool_output import UnusableOutput, bounded_result, jsonable
 from agentq.orchestrator.loop.plan import error_result
 from agentq.orchestrator.loop.prepare import TO_MODEL_OUTPUT_KIND
+from agentq.orchestrator.runs.hook_jobs import HookFailed, HookRequest
+from agentq.orchestrator.runs.result_guards import guarded_result
 from agentq.orchestrator.tools import ToolDef
 from agentq.workers.jobs.base import WorkerDeps, attempt_of, deps_of, exhausted, guarded
 from agentq.workers.jobs.registry import handles
 from agentq.workers.queue.claims import job_ride
 from agentq.workers.queue.outcome import JobOutcome, report
-from agentq.workers.steps import guards, hook_calls
+from agentq.workers.steps import hook_calls
 from agentq.workers.steps.genai_spans import tool_attributes, tool_result_attributes
-from agentq.workers.steps.hook_calls import HookFailed, HookRequest
 from agentq.workers.tools.execution import execute
 
 
@@ -83,27 +84,13 @@ async def execute_call(ctx: dict[str, Any], deps: WorkerDeps, home: CallHome) ->
 async def _guarded_output(
     deps: WorkerDeps, home: CallHome, tool: ToolDef, result: ToolResultPart
 ) -> ToolResultPart:
-    """The result, or a tool error in its place when a `tool_output` guardrail trips on
-    it (or cannot answer: an output nobody could check is not passed on)."""
-    if not tool.output_guards or home.step is None:
-        return result  # only a run's tools have guards
-    try:
-        trip = await guards.tool_output_trip(deps.store, home.stream_id, home.step, tool, result)
-    except HookFailed as exc:
-        return error_result(
-            result.tool_call_id, result.tool_name, exc.message, ToolErrorKind.EXECUTION
-        )
-    if trip is None:
+    """The result as the run's `tool_output` guards let it through (only a run's tools
+    have guards), the guards this worker registered called here."""
+    if home.step is None:
         return result
-    await home.emit(
-        "guardrail-tripped",
-        tool_call_id=result.tool_call_id,
-        tool_name=result.tool_name,
-        stage=trip.stage,
-        guardrail=trip.guardrail,
-        reason=trip.reason,
+    return await guarded_result(
+        deps.store, home.stream_id, home.step, tool, result, hook_calls.call
     )
-    return error_result(result.tool_call_id, result.tool_name, trip.message, ToolErrorKind.DENIED)
 
 
 async def _for_model(

@@ -28,14 +28,15 @@ from agentq.orchestrator.loop.prepare import NEEDS_APPROVAL_KIND, STOP_WHEN_KIND
 from agentq.orchestrator.policy.approval_rules import ApprovalHook
 from agentq.orchestrator.policy.guardrails import GuardCheck, Trip
 from agentq.orchestrator.policy.stop_conditions import hook_names, needs_usage
+from agentq.orchestrator.runs import result_guards
+from agentq.orchestrator.runs.hook_jobs import HookFailed, HookRequest
 from agentq.orchestrator.runs.result import StepResult, ToolCallRecord
 from agentq.orchestrator.runs.state import MetaField
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.workers.models import ModelResponse
-from agentq.workers.steps import guards, hook_calls
-from agentq.workers.steps.hook_calls import HookFailed, HookRequest
+from agentq.workers.steps import hook_calls
 from agentq.workers.steps.prepare import StepPreparationFailed
 
 
@@ -99,7 +100,9 @@ async def _tool_trips(
     for call_id, tool, value in calls if names else ():
         check = GuardCheck(stage="tool_input", value=value, tool_name=tool.name)
         try:
-            trip = await guards.first_trip(store, run_id, step, names, check, spec.model.timeout_s)
+            trip = await result_guards.first_trip(
+                store, run_id, step, names, check, spec.model.timeout_s, hook_calls.call
+            )
         except HookFailed as exc:
             raise StepPreparationFailed(exc.message) from exc
         if trip is not None:

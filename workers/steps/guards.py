@@ -1,5 +1,6 @@
-"""A run's guardrails asked: its input before step 0 and its answer at the end (by the
-model step), a call's input (answers.py) and a tool's output (the tool_call job).
+"""A run's guardrails asked by the model step: its input before step 0 and its answer at
+the end, and a call's input (answers.py); a tool's output is guarded wherever it comes
+from (orchestrator/runs/result_guards.py).
 
 Each guard is a `@guardrail` hook, called as every hook is (hook_calls.py: here when
 this worker registered it, else as a `hook` job); the first that trips decides. At the
@@ -13,16 +14,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from agentq.orchestrator.core.messages import Message, ToolResultPart
+from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.loop.plan import StepPlan
-from agentq.orchestrator.loop.prepare import GUARDRAIL_KIND
-from agentq.orchestrator.policy.guardrails import GuardCheck, Stage, Trip
+from agentq.orchestrator.policy.guardrails import GuardCheck, GuardEntry, Stage, Trip
+from agentq.orchestrator.runs import result_guards
+from agentq.orchestrator.runs.hook_jobs import HookFailed
 from agentq.orchestrator.runs.state import StepAfter
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.spec.run import RunSpec
-from agentq.orchestrator.tools import ToolDef
 from agentq.workers.steps import hook_calls
-from agentq.workers.steps.hook_calls import HookFailed, HookRequest
 from agentq.workers.steps.prepare import StepPreparationFailed
 
 
@@ -61,44 +61,14 @@ async def _first_trip(
     step: int,
     spec: RunSpec,
     stage: Stage,
-    names: Sequence[str],
+    names: Sequence[GuardEntry],
     value: Any,
 ) -> Trip | None:
     """Raises StepPreparationFailed when a guard cannot answer."""
     check = GuardCheck(stage=stage, value=value)
     try:
-        return await first_trip(store, run_id, step, names, check, spec.model.timeout_s)
+        return await result_guards.first_trip(
+            store, run_id, step, names, check, spec.model.timeout_s, hook_calls.call
+        )
     except HookFailed as exc:
         raise StepPreparationFailed(exc.message) from exc
-
-
-async def first_trip(
-    store: RunStore,
-    run_id: str,
-    step: int,
-    names: Sequence[str],
-    check: GuardCheck,
-    timeout_s: float,
-) -> Trip | None:
-    """The first of the guards `names` that trips on `check`, asked in order; raises
-    HookFailed when one cannot answer."""
-    args = [check.model_dump(mode="json")]
-    for name in names:
-        request = HookRequest(kind=GUARDRAIL_KIND, name=name, args=args)
-        reason = await hook_calls.call(store, run_id, step, request, timeout_s)
-        if reason is not None:
-            if not isinstance(reason, str) or not reason:
-                raise HookFailed(f"{request.label} answered {reason!r}")
-            return Trip(guardrail=name, stage=check.stage, reason=reason)
-    return None
-
-
-async def tool_output_trip(
-    store: RunStore, run_id: str, step: int, tool: ToolDef, result: ToolResultPart
-) -> Trip | None:
-    """The run's `tool_output` guards (stamped on the tool), asked about a result the
-    tool gave (an error is not guarded: it says nothing of the tool's). Raises HookFailed."""
-    if not tool.output_guards or result.is_error:
-        return None
-    check = GuardCheck(stage="tool_output", value=result.output, tool_name=tool.name)
-    return await first_trip(store, run_id, step, tool.output_guards, check, tool.timeout_s)

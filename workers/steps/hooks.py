@@ -43,6 +43,7 @@ from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.core.model_output import model_output
 from agentq.orchestrator.loop.prepare import (
     GUARDRAIL_KIND,
+    LLM_GUARDRAIL_KIND,
     NEEDS_APPROVAL_KIND,
     PREPARE_STEP_KIND,
     STOP_WHEN_KIND,
@@ -50,6 +51,7 @@ from agentq.orchestrator.loop.prepare import (
     StepOverrides,
     parse_overrides,
 )
+from agentq.orchestrator.policy.guardrails import LLM_GUARD_LABEL
 from agentq.orchestrator.runs.result import StepResult
 from agentq.orchestrator.tools import ToolAnnouncement
 from agentq.workers.tools.model_output import registered_converters
@@ -193,6 +195,14 @@ def guardrail(
     """Register a guardrail: `@guardrail` or `@guardrail(name=...)`; called with a
     `GuardCheck`, it returns None to let the run go on or a reason to trip."""
     return _rule_decorator(GUARDRAIL_KIND, fn, name, _a_reason)
+
+
+def llm_guardrail(fn: Callable[..., Any]) -> RuleHook:
+    """Serve the built-in llm guardrail (workers/steps/llm_guard.py) with `fn`, called
+    with a `GuardCheck` and the entry's `LlmCheck`; it answers as a `@guardrail` does."""
+    hook = _rule_decorator(LLM_GUARDRAIL_KIND, fn, LLM_GUARD_LABEL, _a_reason)
+    assert isinstance(hook, RuleHook)
+    return hook
 
 
 def rule_hook(kind: str, name: str) -> RuleHook | None:

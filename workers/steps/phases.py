@@ -19,6 +19,7 @@ from opentelemetry.trace import Span
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.expression_limits import ExpressionLimitError
 from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
@@ -309,7 +310,14 @@ async def plan(
         failure = RunFailure(kind=exc.kind, message=exc.message, step=begun.step)
         await fail(deps, begun.run_id, failure)
         return None
-    planned = plan_step(spec, begun.tools, begun.step, response, gathered, output)
+    try:
+        planned = plan_step(spec, begun.tools, begun.step, response, gathered, output)
+    except ExpressionLimitError as exc:
+        # The spec's own pattern or rule (a stop condition, an approval rule) ran past
+        # its bounds: the spec's limit is reached, the worker moves on.
+        failure = RunFailure(kind=FailureKind.LIMIT, message=exc.message, step=begun.step)
+        await fail(deps, begun.run_id, failure)
+        return None
     planned.prepared = prepared.record
     if not await _passes(deps, begun, guards.output_trip(deps.store, begun.run_id, spec, planned)):
         return None

@@ -44,6 +44,7 @@ from agentq.orchestrator.loop.prepare import (
     sent_record,
 )
 from agentq.orchestrator.redis.faults import redis_errors_mapped
+from agentq.orchestrator.runs.hook_jobs import HookFailed, HookRequest, enqueue_now
 from agentq.orchestrator.runs.state import FailureKind, StepField
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.spec.run import RunSpec
@@ -52,7 +53,6 @@ from agentq.workers.models import ModelRequest
 from agentq.workers.models.base import DiscardDeltas
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.steps import hook_calls
-from agentq.workers.steps.hook_calls import HookFailed, HookRequest, enqueue_now
 
 
 class StepPreparationFailed(Exception):

@@ -28,6 +28,7 @@ from agentq.orchestrator.core.templating import TemplateError
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan, error_result
 from agentq.orchestrator.runs.children import ChildOf, child_spec
+from agentq.orchestrator.runs.result_guards import Ask, guarded_result
 from agentq.orchestrator.runs.state import (
     CHILD_USAGE_FIELDS,
     TERMINAL_STATUSES,
@@ -257,9 +258,10 @@ def parent_of(meta: dict[str, str]) -> ParentLink | None:
 
 
 async def child_ended(
-    store: RunStore, child_id: str, meta: dict[str, str], link: ParentLink
+    store: RunStore, child_id: str, meta: dict[str, str], link: ParentLink, ask: Ask
 ) -> Reply | None:
-    """The child run has ended: answer its parent's call (a no-op when answered)."""
+    """The child run has ended: answer its parent's call (a no-op when answered), its
+    answer guarded as any tool's result is (`ask`: how this worker calls a guard)."""
     call_json, _ = await store.call_state(link.run_id, link.step, link.call_id)
     if call_json is None:
         return None
@@ -273,6 +275,9 @@ async def child_ended(
         str(result.output) if result.is_error else None,
     )
     await progress(store, link, name, {"child_run_id": child_id, "status": meta[MetaField.STATUS]})
+    tool_json = await store.tool_def(link.run_id, name)
+    tool = ToolDef.model_validate_json(tool_json) if tool_json else None
+    result = await guarded_result(store, link.run_id, link.step, tool, result, ask)
     return await answer_parked(store, link.run_id, link.step, result, rolled_up_usage(meta))
 
 

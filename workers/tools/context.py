@@ -9,11 +9,13 @@ annotated `ToolContext` (left out of the tool's schema: the model never fills it
         return "charged"
 
 What costs a read is read when asked: the run's history (`await ctx.messages()`), and
-the tenant and metadata, read only for a function that declares the context.
+the tenant and metadata, read only for a function that declares the context. A sync
+tool, which runs in a thread, reports progress with `ctx.progress_sync(value)`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 import threading
@@ -47,6 +49,13 @@ async def _no_progress(_: Any) -> None:
     return None
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 @dataclass(frozen=True)
 class ToolContext:
     """What a running call knows about itself."""
@@ -70,6 +79,9 @@ class ToolContext:
     # Set when the call is cancelled or times out: a thread cannot be interrupted, so
     # a sync tool polls `cancelled` (an async one gets CancelledError as well).
     cancellation: threading.Event = field(default_factory=threading.Event, repr=False)
+    # The event loop the call's executor runs on (the one `progress` must run on): a sync
+    # tool, in a thread of its own, reports through it (`progress_sync`).
+    loop: asyncio.AbstractEventLoop | None = field(default_factory=_running_loop, repr=False)
 
     @property
     def idempotency_key(self) -> str:
@@ -84,6 +96,20 @@ class ToolContext:
     @property
     def cancelled(self) -> bool:
         return self.cancellation.is_set()
+
+    def progress_sync(self, value: Any) -> None:
+        """`progress` for a sync tool, which runs in a worker thread: the event is emitted
+        on the call's event loop, and this returns once it is (so a tool's progress
+        events keep their order). An async tool awaits `progress` instead."""
+        if self.loop is None:
+            raise RuntimeError("this call has no event loop to report progress on")
+        if _running_loop() is self.loop:
+            raise RuntimeError("progress_sync is for a sync tool: await ctx.progress(value)")
+
+        async def emit() -> None:
+            await self.progress(value)
+
+        asyncio.run_coroutine_threadsafe(emit(), self.loop).result()
 
     @cached_property
     def logger(self) -> logging.LoggerAdapter[logging.Logger]:

@@ -46,6 +46,7 @@ from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.core.tool_output import bounded_result, progress_value
 from agentq.orchestrator.loop.plan import error_result
 from agentq.orchestrator.redis.connect import is_cluster
+from agentq.orchestrator.runs.result_guards import guarded_result
 from agentq.orchestrator.runs.store import RunStore
 from agentq.workers.queue.arq_worker import BACKSTOP_MS
 from agentq.workers.queue.claims import (
@@ -474,8 +475,12 @@ class RemoteLeases:
         return recorded
 
     async def _record(self, held: _Held, result: ToolResultPart) -> bool:
+        """The result, guarded as any tool's is (a run's `tool_output` guardrails, asked
+        of a worker that announced them: this process registers none), bounded, recorded."""
         home = self._home(held)
         tool = await home.tool(result.tool_name)
+        if home.step is not None:
+            result = await guarded_result(self.store, home.stream_id, home.step, tool, result)
         limit = (tool.max_output_bytes if tool else None) or self.max_output_bytes
         return await home.record(bounded_result(result, limit))
 

@@ -95,6 +95,7 @@ from agentq.workers.queue.liveness import (
     reap_lapsed,
 )
 from agentq.workers.steps.hooks import hook_announcements
+from agentq.workers.steps.llm_guard import serve_llm_guard
 from agentq.workers.tools.base import ToolExecutor, WorkerServices
 from agentq.workers.worker.catalog import served_announcements
 from agentq.workers.worker.metrics import TimedRateLimiter, WorkerMetrics, instrument
@@ -198,6 +199,8 @@ class WorkerRuntime:
                 cast(RedisLike, self.redis), self._rate_limits(), metrics=self.metrics
             ),
         )
+        # Served by every worker, with its model client: a spec's llm guardrails.
+        serve_llm_guard(models)
         await self._start_executors(WorkerServices(models=models))
         deps = WorkerDeps(
             store=store,

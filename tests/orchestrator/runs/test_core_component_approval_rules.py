@@ -116,3 +116,20 @@ async def test_bad_rules_are_refused_at_submit(start: Start, pay: FunctionTool) 
             await client.runs.submit(pay_spec({"when": "amount >"}))
         with pytest.raises(SpecError, match="needs_approval hook 'nobody' is not a hook"):
             await client.runs.submit(pay_spec({"hook": "nobody"}))
+
+
+async def test_a_rule_that_copies_without_end_fails_the_run_limit(
+    start: Start, pay: FunctionTool, paid: Paid
+) -> None:
+    """A hostile rule (each `[@,@]` doubles the value, to_string walks it) stops at its
+    bounds: the run fails `limit`, no call runs, and the worker is free again."""
+    evil = "[@,@]" + "|[@,@]" * 79 + "|to_string(@)"
+    async with start([pay]) as client:
+        result = await client.runs.wait(
+            await client.runs.submit(pay_spec({"when": evil})), timeout_s=TIMEOUT_S
+        )
+    assert result.status == "failed"
+    assert result.error is not None
+    assert (result.error.kind, result.error.step) == ("limit", 0)
+    assert result.error.message.startswith("the expression '[@,@]|[@,@]")
+    assert paid == []

@@ -124,7 +124,7 @@ BAD: list[tuple[str, Any, str]] = [
             g["edges"].__setitem__(1, ["sum", "c"]),
             g["edges"].append(["c", "out", True]),
         ),
-        "graph.nodes[c]: 'if' is not a valid JMESPath expression",
+        "graph.nodes[c]: 'if': not a valid JMESPath expression",
     ),
     (
         "an llm node with a model the deployment refuses",

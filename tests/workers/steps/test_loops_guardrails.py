@@ -14,7 +14,14 @@ from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.messages import Message, UserMessage
 from agentq.workers.steps import hooks as step_hooks
 from agentq.workers.tools.function_tools import FunctionTool, tool
-from tests.support.embedded_runs import TIMEOUT_S, Embedded, ModelLog, all_events
+from tests.support.embedded_runs import (
+    TIMEOUT_S,
+    Embedded,
+    ModelLog,
+    all_events,
+    of_type,
+    wait_event,
+)
 from tests.support.specs import calls, scripted
 
 pytestmark = pytest.mark.component
@@ -279,3 +286,130 @@ async def test_a_tool_input_trip_is_replayed_from_the_step(
         replayed = await client.runs.replay(run_id)
     assert result.succeeded, result.error
     assert replayed.divergences == []
+
+
+def _denied(result: Any) -> list[tuple[Any, bool, Any]]:
+    return [(r.output, r.is_error, r.error_kind) for r in result.steps[0].tool_results]
+
+
+TRIPPED = "tool_output guardrail 'no_passwords' tripped: the output shows a password"
+
+
+async def _trips(client: Any, run_id: str) -> list[tuple[str, str, str]]:
+    events = await all_events(client, run_id)
+    return [(e.stage, e.guardrail, e.tool_name) for e in events if e.type == "guardrail-tripped"]
+
+
+async def test_a_client_tool_s_posted_result_is_guarded(
+    start: Start, tool_checks: list[GuardCheck]
+) -> None:
+    """A result posted from outside (here the Python API; the CLI and HTTP post through
+    it) passes the run's tool_output guards as a worker's tool result does."""
+    spec = scripted(
+        calls(("ask_user", {"q": "the password?"})),
+        {"text": "done"},
+        tools=[{"type": "client", "name": "ask_user"}],
+        guardrails=TOOL_GUARDS,
+    )
+    async with start([]) as client:
+        run_id = await client.runs.submit(spec)
+        call = await wait_event(client, run_id, of_type("tool-call"))
+        await client.runs.submit_tool_result(
+            run_id, call.model_dump()["tool_call_id"], "password=hunter2"
+        )
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        trips = await _trips(client, run_id)
+    assert result.succeeded, result.error
+    assert _denied(result) == [(TRIPPED, True, "denied")]
+    assert trips == [("tool_output", "no_passwords", "ask_user")]
+
+
+async def test_a_child_run_s_answer_is_guarded(start: Start, tool_checks: list[GuardCheck]) -> None:
+    child = {
+        "model": {"provider": "scripted", "script": [{"text": "the password is hunter2"}]},
+    }
+    spec = scripted(
+        calls(("helper", {"prompt": "find the password"})),
+        {"text": "done"},
+        tools=[{"type": "agent", "name": "helper", "spec": child}],
+        guardrails=TOOL_GUARDS,
+    )
+    async with start([]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        trips = await _trips(client, run_id)
+    assert result.succeeded, result.error
+    assert _denied(result) == [(TRIPPED, True, "denied")]
+    assert trips == [("tool_output", "no_passwords", "helper")]
+    assert [(c.stage, c.value) for c in tool_checks if c.stage == "tool_output"] == [
+        ("tool_output", "the password is hunter2")
+    ]
+
+
+def llm_guard(tripped: bool, reason: str = "") -> dict[str, Any]:
+    """An llm check whose (scripted) model gives this verdict."""
+    verdict = {"tool_calls": [{"name": "verdict", "input": {"tripped": tripped, "reason": reason}}]}
+    model = {"provider": "scripted", "script": [verdict]}
+    return {"llm": {"prompt": "Does the text promise a refund?", "model": model}}
+
+
+@pytest.mark.parametrize("tripped", [True, False])
+async def test_an_llm_guard_is_a_model_s_verdict(
+    start: Start, model_log: ModelLog, tripped: bool
+) -> None:
+    spec = scripted(
+        {"text": "you get a refund"},
+        guardrails={"output": [llm_guard(tripped, "promises a refund")]},
+    )
+    async with start([]) as client:
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+    if not tripped:
+        assert result.succeeded, result.error
+        return
+    assert result.status == "failed"
+    assert result.error is not None
+    assert (result.error.kind, result.error.message) == (
+        "guardrail-tripped",
+        "output guardrail 'llm' tripped: promises a refund",
+    )
+
+
+async def test_an_llm_guard_asks_its_model_with_the_prompt_and_the_checked_value(
+    start: Start, model_log: ModelLog
+) -> None:
+    """The check goes through the worker's model client, as a step's call does: the
+    prompt is the system message, the checked value the user's, the verdict a tool call."""
+    spec = scripted(
+        calls(("ask_user", {"q": "refund?"})),
+        {"text": "done"},
+        tools=[{"type": "client", "name": "ask_user"}],
+        guardrails={"tool_output": [llm_guard(True, "promises a refund")]},
+    )
+    async with start([]) as client:
+        run_id = await client.runs.submit(spec)
+        call = await wait_event(client, run_id, of_type("tool-call"))
+        await client.runs.submit_tool_result(run_id, call.model_dump()["tool_call_id"], "yes")
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+    assert result.succeeded, result.error
+    assert _denied(result) == [
+        ("tool_output guardrail 'llm' tripped: promises a refund", True, "denied")
+    ]
+    (asked,) = [
+        c.request for c in model_log.calls if c.request.system == "Does the text promise a refund?"
+    ]
+    assert [m.content for m in asked.messages] == [
+        '{"stage": "tool_output", "checked": "yes", "tool": "ask_user"}'
+    ]
+    assert [t.name for t in asked.tools] == ["verdict"]
+
+
+async def test_an_llm_guard_names_only_a_model_the_deployment_offers(start: Start) -> None:
+    model = {"provider": "openai", "name": "gpt-4o", "base_url": "http://203.0.113.9/v1"}
+    guard = {"llm": {"prompt": "Is it rude?", "model": model}}
+    async with start([]) as client:
+        with pytest.raises(SpecError) as refused:
+            await client.runs.submit(scripted({"text": "hi"}, guardrails={"input": [guard]}))
+    assert refused.value.message == (
+        "guardrails.input[0].llm.model.base_url: this deployment does not let specs choose a URL; "
+        "name an endpoint of its models file (or a provider) instead"
+    )

@@ -143,6 +143,34 @@ async def test_bad_conditions_are_refused_at_submit(start: Start, seen: list[Ste
             )
 
 
+async def test_a_backtracking_pattern_fails_the_run_limit(
+    start: Start, seen: list[StepResult]
+) -> None:
+    """`(a|aa)+$` on a line of a's ending in b would keep Python's `re` busy for ever: the
+    match stops at its timeout, and the run fails `limit` naming the pattern."""
+    spec = scripted({"text": "a" * 64 + "b"}, stop_when=[{"has_text_matching": r"(a|aa)+$"}])
+    async with start([search]) as client:
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+    assert result.status == "failed"
+    assert result.error is not None
+    assert (result.error.kind, result.error.step) == ("limit", 0)
+    assert result.error.message == ("the pattern '(a|aa)+$' did not finish matching within 0.25 s")
+
+
+async def test_patterns_past_their_bounds_are_refused_at_submit(
+    start: Start, seen: list[StepResult]
+) -> None:
+    async with start([search]) as client:
+        for pattern, message in [
+            ("x" * 501, "a pattern is at most 500 characters"),
+            ("((a{1000}){1000}){1000}", "multiply to at most 10,000"),
+        ]:
+            with pytest.raises(ValidationError, match=message):
+                await client.runs.submit(
+                    scripted(*SCRIPT, tools=["search"], stop_when=[{"has_text_matching": pattern}])
+                )
+
+
 async def test_a_replay_plans_with_what_the_step_gathered(
     start: Start, seen: list[StepResult]
 ) -> None:

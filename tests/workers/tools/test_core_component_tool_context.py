@@ -16,6 +16,7 @@ import pytest
 
 from agentq import ToolContext, tool
 from agentq.orchestrator.core.run_ids import call_idempotency_key
+from agentq.orchestrator.tools import ToolDef
 from tests.support.embedded_runs import TIMEOUT_S, Embedded, of_type, wait_event
 from tests.support.specs import calls, scripted
 
@@ -150,3 +151,49 @@ async def test_a_sync_tool_polling_cancelled_stops_when_its_call_times_out(
     (outcome,) = result.steps[0].tool_results
     assert outcome.is_error
     assert "timed out" in str(outcome.output)
+
+
+@tool
+def count_to(n: int, ctx: ToolContext) -> str:
+    """Count to n, reporting each number (a sync tool: it runs in a thread)."""
+    for i in range(1, n + 1):
+        ctx.progress_sync({"counted": i})
+    return f"counted to {n}"
+
+
+async def test_a_sync_tool_reports_progress_from_its_thread(start: Start) -> None:
+    spec = scripted(
+        calls(("count_to", {"n": 3})),
+        {"text": "done"},
+        tools=[{"type": "function", "name": "count_to"}],
+    )
+    async with start([count_to]) as client:
+        run_id = await client.runs.submit(spec)
+        result = await client.runs.wait(run_id, timeout_s=TIMEOUT_S)
+        events = [e.model_dump() async for e in client.runs.events(run_id)]
+    assert result.status == "succeeded", result.error
+    shown = [
+        (e["type"], e.get("output"))
+        for e in events
+        if e["type"] in ("tool-progress", "tool-result")
+    ]
+    assert shown == [
+        ("tool-progress", {"counted": 1}),
+        ("tool-progress", {"counted": 2}),
+        ("tool-progress", {"counted": 3}),
+        ("tool-result", "counted to 3"),
+    ]
+
+
+async def test_progress_sync_in_the_event_loop_is_refused() -> None:
+    """Called on the loop it would wait on, it would never return: refused, one line."""
+    ctx = ToolContext(
+        run_id="r",
+        step=0,
+        call_id="c",
+        tool=ToolDef(name="t", kind="function"),
+        attempt=1,
+        deadline_at=time.time() + 60,
+    )
+    with pytest.raises(RuntimeError, match=r"await ctx.progress\(value\)"):
+        ctx.progress_sync(1)
