@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentq.orchestrator.core.fairness import Fairness, Priority
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.messages import Message, UserMessage, normalize_message
 from agentq.orchestrator.core.run_ids import CHILD_RUN_ID, TENANT_RUN_ID
@@ -100,6 +101,9 @@ class RunSpec(_Spec):
     webhooks: list[WebhookSpec] = Field(default_factory=list)
     metadata: dict[str, Any] = Field(default_factory=dict)
     id: str | None = None
+    # Whose turn its jobs wait for and how urgent they are (core/fairness.py).
+    priority: Priority | None = None
+    fairness: Fairness | None = None
     # Per-step preparation and context management (orchestrator/loop/prepare.py).
     steps: list[StepRule] | None = None
     prepare_step: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
