@@ -22,9 +22,10 @@ import json
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 
 PRIORITY_NAMES: dict[str, int] = {"low": 2, "normal": 5, "high": 8}
@@ -84,7 +85,10 @@ def checked_priority(value: object) -> Priority:
     a digit string is its number (a command line's)."""
     if isinstance(value, str) and value.isdigit():
         value = int(value)
-    return _PRIORITY.validate_python(value)
+    try:
+        return _PRIORITY.validate_python(value)
+    except ValidationError:
+        raise SpecError(f"priority: {value!r} is not low, normal, high or 0-9") from None
 
 
 def priority_value(priority: Priority | None) -> int:

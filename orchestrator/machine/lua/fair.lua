@@ -1,6 +1,8 @@
 -- fair: a ready job into its lane (orchestrator/core/fairness.py).
 -- Needs: FAIR (the constants `fairness.lua_chunk()` renders).
 -- Defines: fair_keys(queue_key) -> {ring, turns, weights, lane = prefix of a lane's key};
+--   fair_run_meta(queue_key, run_id) -> the run's meta key in the queue's partition;
+--   fair_lane_of(queue_key, payload) -> lane, weight, rank offset ms;
 --   fair_index(queue_key, id, due, payload): the job ready in its lane.
 -- Every key derives from the queue's, so it is in the queue's partition (its slot); a
 -- job's lane is its run's (the run's meta hash, in the same partition since the job's

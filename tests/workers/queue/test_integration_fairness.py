@@ -51,11 +51,15 @@ class Scenario:
                 return chosen
         raise AssertionError("no id in the partition")
 
-    async def submit(self, tenant: str, tag: str, **extra: Any) -> None:
+    async def submit(
+        self, tenant: str, tag: str, partition: int | None = None, **extra: Any
+    ) -> None:
         args = {"marker": str(self.marker), "tag": tag, "gate": str(self.gate)}
         spec = scripted(
             calls(("log_and_hold", args)), {"text": "done"}, tools=["log_and_hold"], **extra
         )
+        if partition is not None:
+            self.partition = partition
         chosen = self._id(tenant, tag)
         if chosen is not None:
             spec["id"] = chosen
@@ -79,13 +83,15 @@ class Scenario:
         return self.marker.read_text().split()
 
 
-async def one_run_after_a_flood(url: str, tmp: Path, partition: int | None = None) -> list[str]:
+async def one_run_after_a_flood(
+    url: str, tmp: Path, partition: int | None = None, b_partition: int | None = None
+) -> list[str]:
     async with Client(url) as client:
         scenario = Scenario(client, tmp, partition)
         for i in range(20):
             await scenario.submit("tenant-a", f"a{i}")
         await scenario.backlog(19)
-        await scenario.submit("tenant-b", "b")
+        await scenario.submit("tenant-b", "b", b_partition)
         await scenario.backlog(20)
         return await scenario.release()
 
