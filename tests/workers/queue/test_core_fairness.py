@@ -12,19 +12,21 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from agentq.orchestrator.core import keys
-from agentq.orchestrator.core.envelopes import MODEL_QUEUE
+from agentq.orchestrator.core import fairness, keys
+from agentq.orchestrator.core.envelopes import ARQ_JOB_PREFIX, MODEL_QUEUE, JobEnvelope
 from agentq.orchestrator.core.fairness import Fairness, Lane, Priority, lane_of
+from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import create_args
 from agentq.orchestrator.spec.run import RunSpec
-from agentq.workers.queue.claims import Taker
+from agentq.workers.queue.claims import Taker, publish_tool_set
 from agentq.workers.queue.liveness import liveness_key
 from tests.support.specs import scripted
 
 pytestmark = pytest.mark.integration
 
 AGING_S = 10.0
+QUEUE = "fairness-test"
 T0_MS = 1_700_000_000_000
 
 
@@ -136,3 +138,40 @@ def test_a_runs_lane_is_its_tenants_key_never_another_tenants() -> None:
         name="acme/user-42", weight=2, rank_ms=30_000
     )
     assert lane_of("acme", None, 0, 1.0).rank_ms == -5_000
+
+
+async def test_a_worker_passes_a_lane_it_cannot_serve_without_turning_the_ring(
+    redis: Redis,
+) -> None:
+    """Lane A's jobs need a tool this worker lacks: it takes lane B's, A keeps the head
+    and its jobs wait, ready, for a worker that serves them."""
+    for run_id, lane in (("ra", "A"), ("rb", "B")):
+        await redis.hset(keys.meta(run_id), mapping={fairness.LANE_FIELD: lane})  # type: ignore[misc]
+    needing = [
+        queued_job(
+            JobEnvelope(kind="tool_call", run_id="ra", step=0, call_id=f"c{i}", needs="x"), QUEUE
+        )
+        for i in range(3)
+    ]
+    plain = queued_job(JobEnvelope(kind="tool_call", run_id="rb", step=0, call_id="c0"), QUEUE)
+    for job in [*needing, plain]:  # put back at their due time: the claim indexes them
+        await redis.set(ARQ_JOB_PREFIX + job.job_id, job.payload)
+        await redis.zadd(job.queue_key, {job.job_id: job.score_ms})
+    await redis.set(liveness_key("w1"), "w1", px=60_000)
+    t = Taker(redis, "w1", QUEUE, 0, 60_000)
+
+    _, claimed = await t.take(t.args(4))
+
+    assert [c.job_id for c in claimed] == [plain.job_id]
+    ring = keys.fair(QUEUE) + keys.FAIR_RING_SUFFIX
+    # B, drained past the head, leaves the ring when it reaches the head.
+    assert await redis.lrange(ring, 0, -1) == [b"A", b"B"]  # type: ignore[misc]
+    assert await redis.zcard(keys.fair_lane(QUEUE, "A")) == 3
+
+    await publish_tool_set(redis, ["x"])
+    await redis.set(liveness_key("w2"), "w2", px=60_000)
+    serving = Taker(redis, "w2", QUEUE, 0, 60_000, tools=["x"])
+    _, rest = await serving.take(serving.args(4))
+    assert sorted(c.job_id for c in rest) == sorted(j.job_id for j in needing)
+    await serving.take(serving.args(4))  # finds nothing: the drained lanes are gone
+    assert await redis.keys(keys.FAIR_PREFIX + "*") == []

@@ -173,6 +173,7 @@ while claimed < n and budget > 0 do
       redis.call('HDEL', fk.weights, lane)
     else  -- nothing here for this worker: the next lane (a drained one leaves at the head)
       pos, skip = pos + 1, 0
+      budget = budget - 1  -- the walk past the head is bounded like the jobs it looks at
     end
   else
     local id = head[1]
