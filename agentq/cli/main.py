@@ -557,6 +557,12 @@ class _Probes:
 @MODELS_OPTION
 @THREAD_OPTION
 @JSON_OPTION
+@click.option("--tenant", help="Whose run it is (default: the spec's metadata.tenant).")
+@click.option(
+    "--priority",
+    metavar="low|normal|high|0-9",
+    help="Overrides the spec's priority: taken before lower ones of its fairness key.",
+)
 def submit(
     spec_path: str,
     redis_url: str | None,
@@ -564,13 +570,15 @@ def submit(
     models_path: str | None,
     thread_id: str | None,
     as_json: bool,
+    tenant: str | None,
+    priority: str | None,
 ) -> None:
     """Submit SPEC (a JSON file, or - for stdin) and print the run id."""
 
     async def go() -> None:
         spec = _on_thread(_read_spec(spec_path), thread_id)
         async with open_client(redis_url, "submit", _settings(models_path)) as client:
-            run_id = await client.runs.submit(spec)
+            run_id = await client.runs.submit(spec, tenant=tenant, priority=priority)
         _echo_json({"run_id": run_id}) if as_json else click.echo(run_id)
 
     guarded(go, timeout_s)()

@@ -69,6 +69,15 @@ MOVING_CALLS = "calls"
 MOVING_BATCHES = "batches"
 # A queue's timers (jobs due later: a parked call's deadline), apart from its ready jobs.
 TIMERS_PREFIX = "aq:timers:"
+# A queue's lanes (core/fairness.py), per partition: the ring of lanes with ready work
+# (a list), each lane's turn (a hash: lane -> jobs left in its turn; its presence is
+# the lane's place in the ring), their weights (a hash) and each lane's ready jobs
+# (a sorted set by rank).
+FAIR_PREFIX = "aq:fair:"
+FAIR_RING_SUFFIX = ":ring"
+FAIR_TURNS_SUFFIX = ":turns"
+FAIR_WEIGHTS_SUFFIX = ":weights"
+FAIR_LANE_INFIX = ":lane:"
 
 # arq's key layout (arq.constants), which the Lua transitions write directly.
 ARQ_JOB_PREFIX = "arq:job:"
@@ -342,6 +351,17 @@ def timers(name: str, partition: int = 0) -> str:
     """A queue's timers in one partition: a sorted set of job ids by when each falls
     due, moved into the queue by the claim (workers/queue/lua/take.lua) when due."""
     return _partitioned(TIMERS_PREFIX, partition, name)
+
+
+def fair(name: str, partition: int = 0) -> str:
+    """What a queue's lane keys start with, in one partition (`aq:fair:model` with one):
+    the claim and the enqueue derive them from the queue's key (machine/lua/fair.lua)."""
+    return _partitioned(FAIR_PREFIX, partition, name)
+
+
+def fair_lane(name: str, lane: str, partition: int = 0) -> str:
+    """The sorted set of one lane's ready jobs of a queue, in one partition."""
+    return fair(name, partition) + FAIR_LANE_INFIX + lane
 
 
 def run_timers(run_id: str) -> str:

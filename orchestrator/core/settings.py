@@ -25,6 +25,9 @@ class Settings(BaseSettings):
     # A worker sleeps on its wake-up list; this is only the fallback poll.
     idle_poll_s: float = Field(default=1.0, gt=0)
     concurrency: int = Field(default=16, ge=1)
+    # One step of a run's priority is worth this much waiting in its lane (core/fairness.py):
+    # a `low` job is overtaken only by `high` jobs due less than 6 steps after it.
+    priority_aging_s: float = Field(default=10.0, ge=0)
     # On SIGTERM a worker stops claiming and lets its running jobs finish for this long;
     # what is still running then is released for another worker (not counted as a death).
     drain_timeout_s: float = Field(default=30.0, ge=0)

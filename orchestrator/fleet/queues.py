@@ -23,6 +23,7 @@ from arq.constants import health_check_key_suffix
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.fairness import due_of
 
 QUEUE_KEY_PREFIX = keys.QUEUE_PREFIX
 
@@ -65,7 +66,7 @@ async def queue_stats(
         mine = replies[per_queue * i : per_queue * (i + 1)]
         ready = sum(int(r) for r in mine[0::_READS]) + sum(int(r) for r in mine[3::_READS])
         running = sum(int(r) for r in mine[1::_READS])
-        firsts = [first[0][1] for first in mine[2::_READS] + mine[5::_READS] if first]
+        firsts = [due_of(first[0][1]) for first in mine[2::_READS] + mine[5::_READS] if first]
         first_due_ms = min(firsts) if firsts else now_ms
         stats[name] = QueueStats(
             queue=name,

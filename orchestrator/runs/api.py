@@ -35,6 +35,7 @@ from agentq.orchestrator.core.errors import (
     ToolInputError,
 )
 from agentq.orchestrator.core.events import Event, event_json
+from agentq.orchestrator.core.fairness import Priority, checked_priority
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
@@ -184,9 +185,14 @@ class Runs:
         spec: RunSpec | Mapping[str, Any] | str,
         *,
         tenant: str | None = None,
+        priority: Priority | str | None = None,
         output_type: type[BaseModel] | None = None,
     ) -> str:
         """Validate the spec, resolve its tools, and start the run. Returns its id.
+
+        `tenant`: whose run it is (default: the spec's `metadata.tenant`, else the
+        default tenant); its jobs take turns with other tenants' (core/fairness.py).
+        `priority` (`low`, `normal`, `high` or 0-9) overrides the spec's.
 
         `output_type`: a pydantic model the run's structured output must be (its JSON
         Schema becomes the spec's `output.schema`; `wait(..., output_type=)` parses the
@@ -198,11 +204,16 @@ class Runs:
         run of another spec (of the same tenant: ids live in the tenant's namespace).
         Submitting the same spec with its id again is a no-op.
         """
+        run_spec = _as_spec(spec)
         if output_type is not None:
-            run_spec = _as_spec(spec)
             output = typed_output(run_spec.output, output_type)
-            spec = run_spec.model_copy(update={"output": output})
-        run_id, _ = await self.create(spec, tenant=tenant)
+            run_spec = run_spec.model_copy(update={"output": output})
+        if priority is not None:
+            run_spec = run_spec.model_copy(update={"priority": checked_priority(priority)})
+        named = run_spec.metadata.get("tenant")
+        if tenant is None and isinstance(named, str):
+            tenant = named
+        run_id, _ = await self.create(run_spec, tenant=tenant)
         return run_id
 
     async def create(

@@ -14,6 +14,7 @@ from redis.exceptions import OutOfMemoryError, ResponseError
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError, SpecError
+from agentq.orchestrator.core.fairness import lane_of
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
 from agentq.orchestrator.core.run_ids import tenant_run_id, traced_run_id
 from agentq.orchestrator.core.settings import Settings
@@ -137,6 +138,10 @@ class RunCreation:
                 traceparent,
             )
             args = hops.stamp(fork.applied(args) if fork is not None else args)
+            lane = lane_of(
+                tenant, run_spec.fairness, run_spec.priority, self.settings.priority_aging_s
+            )
+            args = args.model_copy(update={"lane": lane})
             if end_job is not None:
                 args = args.model_copy(update={"end_job": end_job})
             reply = await self.store.create(args)

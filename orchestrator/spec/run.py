@@ -14,6 +14,7 @@ from pydantic import (
     model_validator,
 )
 
+from agentq.orchestrator.core.fairness import Fairness, Priority
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.messages import Message, UserMessage, normalize_message
 from agentq.orchestrator.core.run_ids import CHILD_RUN_ID, TENANT_RUN_ID
@@ -110,6 +111,9 @@ class RunSpec(_Spec):
     thread_id: str | None = None
     # This request's double-texting policy (default: the thread's, else reject).
     double_texting: DoubleTexting | None = None
+    # Whose turn its jobs wait for and how urgent they are (core/fairness.py).
+    priority: Priority | None = None
+    fairness: Fairness | None = None
     # Per-step preparation and context management (orchestrator/loop/prepare.py).
     steps: list[StepRule] | None = None
     prepare_step: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")

@@ -97,3 +97,18 @@ async def hold_until(started: str, gate: str) -> str:
             return "released"
         await asyncio.sleep(0.01)
     raise TimeoutError("the gate was never opened")
+
+
+@tool
+async def log_and_hold(marker: str, tag: str, gate: str) -> str:
+    """Append `tag` to the marker file as the call starts, then wait until `gate` exists
+    (the marker's lines are the order in which the claim took the calls)."""
+    import asyncio
+
+    with Path(marker).open("a") as f:  # noqa: ASYNC230 (a test's marker file)
+        f.write(f"{tag}\n")
+    for _ in range(30_000):  # at most ~5 minutes: a test that forgot the gate fails
+        if Path(gate).exists():  # noqa: ASYNC240
+            return tag
+        await asyncio.sleep(0.01)
+    raise TimeoutError("the gate was never opened")

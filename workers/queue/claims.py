@@ -19,6 +19,15 @@ Timers (jobs due later: a parked call's deadline) wait in the queue's timer set,
 the queue (`core/queued_job.py`); TAKE moves those fallen due into the queue before it
 claims, so no sweeper is needed and the queue holds only ready and running work.
 
+Fairness (orchestrator/core/fairness.py): a ready job also waits in its lane, a sorted
+set per fairness key of a tenant, by rank (its due time less what its run's priority is
+worth), and the queue's ring lists the lanes with ready work. TAKE takes round-robin
+over the ring, `weight` jobs per lane per turn, each lane's best-ranked job first; the
+enqueue puts a job in its lane (and scores it below every due time in the queue:
+`INDEXED_OFFSET_MS`), and TAKE indexes the jobs put back at their due time by anything
+else (a release, a reaper, a give-back, a timer). A lane entry whose job is no longer
+ready is dropped when the claim meets it, so nothing else needs to know about lanes.
+
 Routing by tool: a job's payload says what a worker must serve to run it (its
 `needs`, a registry key: `ToolKindPlugin.needs`), and TAKE claims only jobs whose needs
 are in the worker's tool set (a set key named by the set's digest, in the partition:
@@ -58,6 +67,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
+from agentq.orchestrator.core import fairness
 from agentq.orchestrator.core import keys as state_keys
 from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
 from agentq.orchestrator.machine import scripts
@@ -68,11 +78,14 @@ from agentq.workers.queue.liveness import holders_key, jobs_key
 ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
 RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
 
-TAKE = scripts.script("agentq.workers.queue", "take")
+TAKE = scripts.load("agentq.workers.queue", ["take"], constants=fairness.lua_chunk())["take"]
 # How many ready jobs a claim may pass over (jobs for tools the worker lacks) in one call.
 LOOKAHEAD = 64
 # How long a worker's set of jobs it passed over is kept (it only spares wake-ups).
 PASSED_KEEP_S = 600
+# How many jobs put back at their due time (released, reaped, given back, timers) one
+# claim moves into their lanes; an enqueue puts its job in its lane itself.
+INDEX_PER_CLAIM = 256
 CLAIM_ONE = scripts.script("agentq.workers.queue", "claim_one")
 GIVE_BACK = scripts.script("agentq.workers.queue", "give_back")
 
@@ -238,6 +251,7 @@ class Taker:
             "1" if riding else "",
             LOOKAHEAD,
             PASSED_KEEP_S,
+            INDEX_PER_CLAIM,
         ]
 
     async def take(self, args: list[Any]) -> tuple[bool, list[Claimed]]:

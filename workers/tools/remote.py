@@ -39,6 +39,7 @@ from agentq.orchestrator.core.envelopes import (
     JobKind,
     deserialize,
 )
+from agentq.orchestrator.core.fairness import INDEXED_OFFSET_MS
 from agentq.orchestrator.core.keys import lease_deadline, lease_done
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.run_ids import call_idempotency_key
@@ -304,6 +305,7 @@ class RemoteLeases:
                 lease_id,
                 record_prefix(keys.queue(queue, p), keys.wake(queue, p)),
                 BACKSTOP_MS,
+                INDEXED_OFFSET_MS,
             ],
         )
         if score is None:  # leased by another, finished, or deferred meanwhile

@@ -1,12 +1,13 @@
 -- enqueue: a job in arq's own layout, atomically with the transition that causes it.
--- Needs: K.ARQ_JOB (the constants chunk).
+-- Needs: K.ARQ_JOB (the constants chunk), FAIR (fair.lua's).
 -- Defines: is_timer(job); enqueue(job) -> 1, or 0 when the job exists already; `job` is a QueuedJob
 --   (orchestrator/core/queued_job.py) decoded.
--- The job key with its payload, its score in the queue, then a token that wakes a
--- sleeping worker; a timer (a job due later) goes to its timer set instead, and wakes
--- nobody (the claim moves it into the queue when due). Job ids are derived from what
+-- The job key with its payload, the job ready in its queue and its lane (fair.lua),
+-- then a token that wakes a sleeping worker; a timer (a job due later) goes to its
+-- timer set instead, and wakes nobody (the claim moves it into the queue when due). Job ids are derived from what
 -- they do: enqueueing twice is a no-op.
 -- @include wake
+-- @include fair
 local function is_timer(job)
   -- A job stored before timers existed (a run's end job) has no such field: nil.
   return job.timers_key ~= nil and job.timers_key ~= ''
@@ -20,7 +21,7 @@ local function enqueue(job)
     redis.call('ZADD', job.timers_key, job.score_ms, job.job_id)
     return 1
   end
-  redis.call('ZADD', job.queue_key, job.score_ms, job.job_id)
+  fair_index(job.queue_key, job.job_id, job.score_ms, job.payload)
   wake(job.wake_key)
   return 1
 end

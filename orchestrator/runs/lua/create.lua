@@ -2,12 +2,12 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job,
 --         end_job (optional: enqueued when the run ends, see finish_run in the prelude),
---         depth; a fork also: start_step, steps (its first steps' hashes), usage, n_initial,
+--         depth, lane; a fork also: start_step, steps (its first steps' hashes), usage, n_initial,
 --         origin; a child run also: parent, parent_job
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
--- Effects meta hash (status running, step 0, usage 0), tools hash, the initial
+-- Effects meta hash (status running, step 0, usage 0, lane), tools hash, the initial
 --         messages, a `start` event, the model job of step 0 (a fork: of start_step,
 --         with the copied step hashes, usage totals and origin); a child run also keeps its
 --         parent link and the job its end enqueues (see finish_run in the prelude).
@@ -32,6 +32,9 @@ end
 if A.origin then redis.call('HSET', meta, F.ORIGIN, A.origin) end
 if A.end_job then redis.call('HSET', meta, F.END_JOB, cjson.encode(A.end_job)) end
 redis.call('HSET', meta, F.DEPTH, A.depth)
+-- Read by every enqueue of the run's jobs (machine/lua/fair.lua), the first one below.
+redis.call('HSET', meta, F.FAIR_LANE, A.lane.name, F.FAIR_WEIGHT, A.lane.weight,
+           F.FAIR_RANK, A.lane.rank_ms)
 if A.parent then
   redis.call('HSET', meta, F.PARENT, A.parent, F.PARENT_JOB, cjson.encode(A.parent_job))
 end

@@ -10,8 +10,10 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.fairness import Lane
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.queued_job import QueuedJob
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.machine.transition import Transition
 from agentq.orchestrator.runs.state.failure import RunFailure
 from agentq.orchestrator.runs.state.status import CallStatus, InputStatus, StepAfter
@@ -40,6 +42,8 @@ class CreateRun(TransitionInput):
     trace: str
     event: str
     next_job: QueuedJob
+    # Where its jobs wait their turn (core/fairness.py): written before its first job.
+    lane: Lane = Field(default_factory=lambda: Lane(name=DEFAULT_TENANT))
     # Enqueued when the run ends, however it ends (a batch admits its next line from it).
     end_job: QueuedJob | None = None
     # A child run (a sub-agent's): its parent's call (JSON {run_id, step, call_id}), the

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-from agentq.orchestrator.core import keys
+from agentq.orchestrator.core import fairness, keys
 from agentq.orchestrator.core.tool_errors import OnError
 from agentq.orchestrator.runs.state import status
 from agentq.orchestrator.runs.state.failure import FailureKind
@@ -106,4 +106,5 @@ def render(
     # The finish event's structured output, spliced in as stored (prelude.lua: finish_run).
     lines.append(f"local OUTPUT_MEMBER = {_lua_str(',' + json.dumps(FINISH_OUTPUT) + ':')}")
     lines.append(f"local HISTORY_INLINE_MAX = {int(HISTORY_INLINE_MAX)}")
+    lines.append(fairness.lua_chunk().rstrip("\n"))
     return "\n".join(lines) + "\n"

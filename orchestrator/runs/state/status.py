@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from agentq.orchestrator.core import fairness
+
 
 class RunStatus(StrEnum):
     RUNNING = "running"  # a model step or tool call is queued or executing
@@ -129,6 +131,10 @@ class MetaField(StrEnum):
     BATCH_INPUT = "b_in"
     BATCH_OUTPUT = "b_out"
     END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
+    # Its lane (core/fairness.py): the enqueue and the claim read these by the job's run id.
+    FAIR_LANE = fairness.LANE_FIELD
+    FAIR_WEIGHT = fairness.WEIGHT_FIELD
+    FAIR_RANK = fairness.RANK_FIELD
 
 
 # The usage totals kept in the meta hash, by `Usage` field.

@@ -1,12 +1,16 @@
 -- claim_one: one given job, for a holder that picks its job itself (a remote service's
 --   lease, which sets its liveness key just before).
 -- KEYS    in-progress key, queue, holder's jobs hash, holders set (the job's partition's).
--- ARGV    [1] job id, [2] now ms, [3] holder id, [4] lease record prefix, [5] backstop ms.
+-- ARGV    [1] job id, [2] now ms, [3] holder id, [4] lease record prefix, [5] backstop ms,
+--         [6] the offset of a job's score in its lane (fairness.INDEXED_OFFSET_MS).
 -- Replies the job's score, or nil when it is held, gone or not due.
--- Effects the job's in-progress key, its score +inf, its lease record, the holder listed.
+-- Effects the job's in-progress key, its score +inf, its lease record (the time it was
+--         due, not its lane's score: core/fairness.py), the holder listed; its lane
+--         entry is left for the claim to drop.
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not score or tonumber(score) > tonumber(ARGV[2]) then return false end
+if tonumber(score) < 0 then score = string.format('%.17g', tonumber(score) + ARGV[6]) end
 redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[5])
 redis.call('ZADD', KEYS[2], '+inf', ARGV[1])
 redis.call('HSET', KEYS[3], ARGV[1], ARGV[4] .. score .. '}')

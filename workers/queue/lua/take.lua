@@ -9,18 +9,23 @@
 --         [10] ended job id ('' for none), [11] 'done' | 'release', [12] defer ms (a
 --         release due that much later), [13] '1' when the call rides behind the job's
 --         last transition, [14] how many ready jobs it may pass over (jobs needing a
---         tool its set lacks), [15] how long the passed-over set is kept (s).
+--         tool its set lacks), [15] how long the passed-over set is kept (s), [16] how
+--         many jobs put back at their due time it moves into their lanes.
 -- Replies {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
 --         jobs were left behind for want of slots.
--- Effects a job whose payload `needs` what the tool set lacks is left ready, untouched;
+-- Effects the jobs it claims: round-robin over the queue's lanes with ready work
+--         (weighted), within a lane by rank (core/fairness.py); a job whose payload
+--         `needs` what the tool set lacks is left ready, untouched;
 --         the ended job: done (arq's cleanup) or released (back into the ready range at
 --         its score, or deferred; its delivery taken back); each claimed job: its
 --         in-progress key, score +inf, a lease record, a delivery counted; the wake-up
 --         list kept a hint of ready work (a token passed on when the claim newly
---         passed over jobs for others: the one it popped may have been theirs); timers fallen due (up to a bound per call)
---         moved into the queue first, at the time they fell due.
+--         passed over jobs for others: the one it popped may have been theirs); timers
+--         fallen due (up to a bound per call) moved into the queue first, at the time
+--         they fell due, then the jobs put back at their due time into their lanes.
 -- @include clock
 -- @include wake
+-- @include fair
 
 -- Redis's clock, not the caller's: a claim sent behind a BLPOP runs when a token comes.
 local now = now_ms()
@@ -74,7 +79,20 @@ for i = 1, #fallen, 2 do
   redis.call('ZADD', queue, fallen[i + 1], fallen[i])
   redis.call('ZREM', timers, fallen[i])
 end
+-- Jobs put back at their due time by anything but an enqueue (a release, a reaper, a
+-- give-back, a timer fallen due) join their lanes here, a bounded number per call.
+local fresh = redis.call('ZRANGEBYSCORE', queue, '(0', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[16]))
+for i = 1, #fresh, 2 do
+  local payload = redis.call('GET', job_prefix .. fresh[i])
+  if payload then
+    fair_index(queue, fresh[i], fresh[i + 1], payload)
+  else  -- expired before anyone ran it
+    redis.call('ZREM', queue, fresh[i])
+    redis.call('DEL', retry_prefix .. fresh[i])
+  end
+end
 local tool_set = KEYS[7]
+local fk = fair_keys(queue)
 
 -- What a job needs a worker to serve ('' for any worker of its queue): its envelope's
 -- `needs` (orchestrator/core/envelopes.py), read from the payload the claim fetches.
@@ -88,58 +106,108 @@ local function needs_of(payload)
   return ''
 end
 
--- Pages through the ready range: a job claimed or dropped leaves it, one passed over
--- stays, so the next page starts past those passed over. At most n + lookahead jobs
--- are looked at, however many for other tools wait at its head.
+-- A lane's head job: 'gone' (no longer ready in the queue: claimed, ended, cancelled,
+-- expired, put back to be indexed again), 'pass' (for a tool this worker lacks) or
+-- 'take', with its payload and when it was due.
+local function look(id)
+  local score = tonumber(redis.call('ZSCORE', queue, id) or '0')
+  if score >= 0 then return 'gone' end
+  if redis.call('EXISTS', progress_prefix .. id) == 1 then
+    redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
+    return 'gone'
+  end
+  if redis.call('ZREM', aborts, id) == 1 then
+    -- its run was cancelled before it started: it never runs
+    redis.call('ZREM', queue, id)
+    redis.call('DEL', job_prefix .. id, retry_prefix .. id)
+    return 'gone'
+  end
+  local payload = redis.call('GET', job_prefix .. id)
+  if not payload then  -- expired before anyone ran it
+    redis.call('ZREM', queue, id)
+    redis.call('DEL', retry_prefix .. id)
+    return 'gone'
+  end
+  local needs = needs_of(payload)
+  if needs ~= '' and redis.call('SISMEMBER', tool_set, needs) == 0 then return 'pass' end
+  return 'take', payload, string.format('%.17g', score + FAIR.OFFSET)
+end
+
+-- The lane at the ring's head has taken a job: its turn is `weight` jobs (a deficit
+-- round-robin with a job as the unit, the deficit kept between claims); a lane whose
+-- turn is over goes to the ring's tail, a drained one leaves the ring.
+local function charge(lane)
+  local left = tonumber(redis.call('HGET', fk.turns, lane) or '0')
+  if left < 1 then left = left + tonumber(redis.call('HGET', fk.weights, lane) or '1') end
+  left = left - 1
+  if redis.call('ZCARD', fk.lane .. lane) == 0 then
+    redis.call('LPOP', fk.ring)
+    redis.call('HDEL', fk.turns, lane)
+    redis.call('HDEL', fk.weights, lane)
+  elseif left < 1 then
+    redis.call('HSET', fk.turns, lane, 0)
+    redis.call('RPUSH', fk.ring, redis.call('LPOP', fk.ring))
+  else
+    redis.call('HSET', fk.turns, lane, left)
+  end
+end
+
+-- Walks the ring from its head: the head lane's jobs by rank, then, when this worker
+-- can take none of them (they need tools it lacks), the next lane's, and so on; the
+-- round-robin turns only at the head. At most n + lookahead jobs are looked at, and
+-- the walk reads one lane at a time: its cost grows with neither the number of lanes
+-- nor of tools nor of workers.
 local budget = n + tonumber(ARGV[14])
-local claimed, passed, more = 0, 0, false
+local claimed, more = 0, false
 local left = {}  -- the jobs passed over, for workers that serve them
+local pos, skip = 0, 0  -- the ring position looked at, and its jobs passed over
 while claimed < n and budget > 0 do
-  local want = math.min(n - claimed + 1, budget)
-  local due = redis.call('ZRANGEBYSCORE', queue, '-inf', now, 'WITHSCORES', 'LIMIT', passed, want)
-  budget = budget - #due / 2
-  for i = 1, #due, 2 do
-    local id, score = due[i], due[i + 1]
-    if claimed >= n then
-      more = true
+  local lane = redis.call('LINDEX', fk.ring, pos)
+  if not lane then break end
+  local lane_key = fk.lane .. lane
+  local head = redis.call('ZRANGE', lane_key, skip, skip)
+  if #head == 0 then
+    if pos == 0 and skip == 0 then  -- drained at the head: it leaves the ring
+      redis.call('LPOP', fk.ring)
+      redis.call('HDEL', fk.turns, lane)
+      redis.call('HDEL', fk.weights, lane)
+    else  -- nothing here for this worker: the next lane (a drained one leaves at the head)
+      pos, skip = pos + 1, 0
+      budget = budget - 1  -- the walk past the head is bounded like the jobs it looks at
+    end
+  else
+    local id = head[1]
+    local verdict, payload, due = look(id)
+    -- A job gone leaves its lane for good: it costs once, not from the budget.
+    if verdict ~= 'gone' then budget = budget - 1 end
+    if verdict == 'pass' then
+      skip = skip + 1
+      left[#left + 1] = id
     else
-      local progress = progress_prefix .. id
-      if redis.call('EXISTS', progress) == 1 then
-        redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
-      elseif redis.call('ZREM', aborts, id) == 1 then
-        -- its run was cancelled before it started: it never runs
-        redis.call('ZREM', queue, id)
-        redis.call('DEL', job_prefix .. id, retry_prefix .. id)
-      else
-        local payload = redis.call('GET', job_prefix .. id)
-        if not payload then  -- expired before anyone ran it
-          redis.call('ZREM', queue, id)
-          redis.call('DEL', retry_prefix .. id)
-        else
-          local needs = needs_of(payload)
-          if needs ~= '' and redis.call('SISMEMBER', tool_set, needs) == 0 then
-            passed = passed + 1  -- for workers that serve it
-            left[#left + 1] = id
-          else
-            redis.call('SET', progress, me, 'PX', ARGV[4])
-            redis.call('ZADD', queue, '+inf', id)
-            redis.call('HSET', jobs, id, ARGV[9] .. score .. '}')
-            local tries = redis.call('INCR', retry_prefix .. id)
-            redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
-            claimed = claimed + 1
-            out[#out + 1] = id
-            out[#out + 1] = score
-            out[#out + 1] = payload
-            out[#out + 1] = tries
-          end
+      redis.call('ZREM', lane_key, id)
+      if verdict == 'take' then
+        local progress = progress_prefix .. id
+        redis.call('SET', progress, me, 'PX', ARGV[4])
+        redis.call('ZADD', queue, '+inf', id)
+        redis.call('HSET', jobs, id, ARGV[9] .. due .. '}')
+        local tries = redis.call('INCR', retry_prefix .. id)
+        redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
+        claimed = claimed + 1
+        out[#out + 1] = id
+        out[#out + 1] = due
+        out[#out + 1] = payload
+        out[#out + 1] = tries
+        if pos == 0 then
+          charge(lane)
+          skip = 0  -- the head may be another lane now
         end
       end
     end
   end
-  if #due / 2 < want then break end  -- the ready range is exhausted
 end
-if claimed >= n and not more then  -- the last page ended on a job it took
-  more = #redis.call('ZRANGEBYSCORE', queue, '-inf', now, 'LIMIT', passed, 1) > 0
+if claimed >= n then  -- ready work left for want of slots?
+  more = redis.call('LLEN', fk.ring) > 1
+    or redis.call('ZCARD', fk.lane .. (redis.call('LINDEX', fk.ring, 0) or '')) > 0
 end
 if claimed > 0 then redis.call('SADD', holders, me) end
 -- The token this claim popped may have been for a job it left: pass it on (Redis hands

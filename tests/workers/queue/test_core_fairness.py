@@ -1,0 +1,177 @@
+"""The claim as the scheduler (workers/queue/lua/take.lua, core/fairness.py) on a real
+redis-server: round-robin across lanes with ready work, weighted, then by priority and
+age within a lane, aging bounding how long `low` waits behind `high`; runs created by
+the real `create` transition (their lanes in their meta, their first job enqueued into
+its lane), claimed by a worker's Taker."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator
+
+import pytest
+from redis.asyncio import Redis
+
+from agentq.orchestrator.core import fairness, keys
+from agentq.orchestrator.core.envelopes import ARQ_JOB_PREFIX, MODEL_QUEUE, JobEnvelope
+from agentq.orchestrator.core.fairness import Fairness, Lane, Priority, lane_of
+from agentq.orchestrator.core.jobs import queued_job
+from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.transitions import create_args
+from agentq.orchestrator.spec.run import RunSpec
+from agentq.workers.queue.claims import Taker, publish_tool_set
+from agentq.workers.queue.liveness import liveness_key
+from tests.support.specs import scripted
+
+pytestmark = pytest.mark.integration
+
+AGING_S = 10.0
+QUEUE = "fairness-test"
+T0_MS = 1_700_000_000_000
+
+
+@pytest.fixture
+async def redis(redis_url: str) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_url)
+    yield client
+    await client.aclose()
+
+
+async def create(
+    redis: Redis,
+    run_id: str,
+    tenant: str,
+    *,
+    fairness: Fairness | None = None,
+    priority: Priority | None = None,
+    due_ms: int | None = None,
+) -> str:
+    """A run created as `RunCreation` creates it; its first job due at `due_ms`."""
+    spec = RunSpec.model_validate(scripted({"text": "hi"}))
+    args = create_args(run_id, spec, [], spec.initial_messages())
+    lane = lane_of(tenant, fairness, priority, AGING_S)
+    update: dict[str, object] = {"lane": lane}
+    if due_ms is not None:
+        update["next_job"] = args.next_job.model_copy(update={"score_ms": due_ms})
+    await RunStore(redis).create(args.model_copy(update=update))
+    return keys.model_job_id(run_id, 0)
+
+
+async def taker(redis: Redis, name: str = "w1") -> Taker:
+    await redis.set(liveness_key(name), name, px=60_000)
+    return Taker(redis, name, MODEL_QUEUE, 0, 60_000)
+
+
+async def claim_one_by_one(t: Taker, count: int) -> list[str]:
+    order = []
+    for _ in range(count):
+        _, claimed = await t.take(t.args(1))
+        order += [c.job_id for c in claimed]
+    return order
+
+
+def run_of(job_id: str) -> str:
+    return job_id.split("{", 1)[1].split("}", 1)[0]
+
+
+async def test_one_run_of_another_tenant_is_taken_next_after_a_flood(redis: Redis) -> None:
+    flood = [await create(redis, f"a{i}", "tenant-a", due_ms=T0_MS + i) for i in range(40)]
+    late = await create(redis, "b0", "tenant-b", due_ms=T0_MS + 40)
+    t = await taker(redis)
+
+    order = await claim_one_by_one(t, 41)
+
+    # Round-robin over the two lanes: B's one run is at most one of A's behind.
+    assert order.index(late) <= 1
+    assert sorted(order) == sorted([*flood, late])
+    assert order[2:] == [j for j in flood if j in order[2:]]  # A's own, oldest first
+
+
+async def test_weights_share_the_claims_in_their_ratio(redis: Redis) -> None:
+    for i in range(60):
+        await create(redis, f"a{i}", "tenant-a", fairness=Fairness(key="bulk", weight=3))
+        await create(redis, f"b{i}", "tenant-b")
+    t = await taker(redis)
+
+    first = await claim_one_by_one(t, 40)
+    _, batch = await t.take(t.args(8))  # several per call take turns the same way
+
+    by_tenant = Counter(run_of(j)[0] for j in [*first, *(c.job_id for c in batch)])
+    assert by_tenant == {"a": 36, "b": 12}
+
+
+async def test_priority_orders_a_lane_and_aging_bounds_how_long_low_waits(
+    redis: Redis,
+) -> None:
+    step_ms = int(AGING_S * 1000)
+    normal = await create(redis, "normal", "t", due_ms=T0_MS)
+    high = await create(redis, "high", "t", priority="high", due_ms=T0_MS + 2 * step_ms)
+    low = await create(redis, "low", "t", priority="low", due_ms=T0_MS - 1000)
+    # `low` is overtaken by `high` (8 - 2 = 6 steps ahead) due up to 6 steps after it...
+    high2 = await create(redis, "high2", "t", priority="high", due_ms=T0_MS + 5 * step_ms)
+    # ...and by 9 up to 7 steps after it: this one is due later than that.
+    later = await create(redis, "later", "t", priority=9, due_ms=T0_MS + 7 * step_ms)
+    t = await taker(redis)
+
+    assert await claim_one_by_one(t, 5) == [high, normal, high2, low, later]
+
+
+async def test_a_drained_lane_leaves_the_ring_and_its_keys_go(redis: Redis) -> None:
+    for i in range(3):
+        await create(redis, f"a{i}", "tenant-a")
+    await create(redis, "b0", "tenant-b", fairness=Fairness(key="k", weight=2))
+    t = await taker(redis)
+    ring = keys.fair(MODEL_QUEUE) + keys.FAIR_RING_SUFFIX
+    assert await redis.lrange(ring, 0, -1) == [  # type: ignore[misc]
+        b"tenant-a",
+        b"tenant-b/k",
+    ]
+
+    assert len(await claim_one_by_one(t, 5)) == 4
+
+    assert await redis.keys(keys.FAIR_PREFIX + "*") == []
+
+
+def test_a_runs_lane_is_its_tenants_key_never_another_tenants() -> None:
+    assert lane_of(None, None, None, AGING_S) == Lane(name="default")
+    assert lane_of("acme", Fairness(key="user-42", weight=2), "high", AGING_S) == Lane(
+        name="acme/user-42", weight=2, rank_ms=30_000
+    )
+    assert lane_of("acme", None, 0, 1.0).rank_ms == -5_000
+
+
+async def test_a_worker_passes_a_lane_it_cannot_serve_without_turning_the_ring(
+    redis: Redis,
+) -> None:
+    """Lane A's jobs need a tool this worker lacks: it takes lane B's, A keeps the head
+    and its jobs wait, ready, for a worker that serves them."""
+    for run_id, lane in (("ra", "A"), ("rb", "B")):
+        await redis.hset(keys.meta(run_id), mapping={fairness.LANE_FIELD: lane})  # type: ignore[misc]
+    needing = [
+        queued_job(
+            JobEnvelope(kind="tool_call", run_id="ra", step=0, call_id=f"c{i}", needs="x"), QUEUE
+        )
+        for i in range(3)
+    ]
+    plain = queued_job(JobEnvelope(kind="tool_call", run_id="rb", step=0, call_id="c0"), QUEUE)
+    for job in [*needing, plain]:  # put back at their due time: the claim indexes them
+        await redis.set(ARQ_JOB_PREFIX + job.job_id, job.payload)
+        await redis.zadd(job.queue_key, {job.job_id: job.score_ms})
+    await redis.set(liveness_key("w1"), "w1", px=60_000)
+    t = Taker(redis, "w1", QUEUE, 0, 60_000)
+
+    _, claimed = await t.take(t.args(4))
+
+    assert [c.job_id for c in claimed] == [plain.job_id]
+    ring = keys.fair(QUEUE) + keys.FAIR_RING_SUFFIX
+    # B, drained past the head, leaves the ring when it reaches the head.
+    assert await redis.lrange(ring, 0, -1) == [b"A", b"B"]  # type: ignore[misc]
+    assert await redis.zcard(keys.fair_lane(QUEUE, "A")) == 3
+
+    await publish_tool_set(redis, ["x"])
+    await redis.set(liveness_key("w2"), "w2", px=60_000)
+    serving = Taker(redis, "w2", QUEUE, 0, 60_000, tools=["x"])
+    _, rest = await serving.take(serving.args(4))
+    assert sorted(c.job_id for c in rest) == sorted(j.job_id for j in needing)
+    await serving.take(serving.args(4))  # finds nothing: the drained lanes are gone
+    assert await redis.keys(keys.FAIR_PREFIX + "*") == []
