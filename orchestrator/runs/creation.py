@@ -18,6 +18,7 @@ from agentq.orchestrator.core.fairness import lane_of
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
 from agentq.orchestrator.core.run_ids import tenant_run_id, traced_run_id
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.start_times import check_future
 from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.policy.endpoints import Endpoint, EndpointPolicy
@@ -80,16 +81,19 @@ class RunCreation:
         end_job: QueuedJob | None = None,
         traceparent: str | None = None,
         run_id: str | None = None,
+        start_at: float | None = None,
     ) -> tuple[str, bool]:
         """Check, resolve and create the run; its id and whether it is new. The spec's
         `id` is the tenant's choice, in its namespace; `run_id`, an id already derived
         (a child's, a batch line's). A run without either, submitted with a
-        `traceparent`, gets one in that trace."""
+        `traceparent`, gets one in that trace. `start_at` (seconds since the epoch): a
+        delayed run, checked like the spec before anything is written."""
         submitted = run_spec  # as given: what a queued run on a thread is created from
         check_webhooks(run_spec.webhooks, self.settings)
         check_limits(run_spec.limits, self.settings)
-        await self.admit()
         now = time.time()
+        start_at_ms = None if start_at is None else int(check_future(start_at, now) * 1000)
+        await self.admit()
         registry = await self.store.registry()
         workflows = await self.workflows.read()
         run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
@@ -136,6 +140,7 @@ class RunCreation:
                 [*history, *run_spec.initial_messages()],
                 child_of,
                 traceparent,
+                start_at_ms=start_at_ms,
             )
             args = hops.stamp(fork.applied(args) if fork is not None else args)
             lane = lane_of(
