@@ -30,11 +30,12 @@ from agentq.orchestrator.core.envelopes import (
     JobKind,
     QueuedJob,
     ThreadJobEnvelope,
+    ScheduleJobEnvelope,
 )
 
 P = TypeVar("P", bound=BaseModel)
 
-Payload = JobEnvelope | BatchJobEnvelope | ThreadJobEnvelope
+Payload = JobEnvelope | BatchJobEnvelope | ThreadJobEnvelope | ScheduleJobEnvelope
 
 
 @dataclass(frozen=True)
@@ -116,6 +117,12 @@ JOBS: Mapping[JobKind, JobDef[Any]] = _defs(
         JobKind.THREAD_NEXT,
         ThreadJobEnvelope,
         lambda e: keys.thread_end_job_id(e.run_id),
+        MODEL_QUEUE,
+    ),
+    JobDef(
+        JobKind.SCHEDULE_TICK,
+        ScheduleJobEnvelope,
+        lambda e: keys.schedule_tick_job_id(e.tenant, e.name, e.generation, e.tick_ms),
         MODEL_QUEUE,
     ),
 )

@@ -271,6 +271,14 @@ class Runs:
                 start_at=_epoch_s(start_at),
             )
 
+    async def check(self, spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
+        """The spec checked as `submit` checks it (a ValidationError, SpecError), nothing
+        created: what a schedule stores to create each tick's run from."""
+        run_spec = _as_spec(spec)
+        with redis_errors_mapped():
+            await self._creation.checked(run_spec, time.time())
+        return run_spec
+
     async def fork(
         self,
         run_id: str,

@@ -120,6 +120,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.redis",
         "orchestrator.runs",
         "orchestrator.threads",
+        "orchestrator.schedules",
     },
     "orchestrator.core": set(),
     "orchestrator.redis": {"orchestrator.core"},
@@ -182,6 +183,15 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.machine",
         "orchestrator.redis",
         "orchestrator.runs",
+        "orchestrator.spec",
+    },
+    # A tick creates a run and reads the previous one's status through `Runs`.
+    "orchestrator.schedules": {
+        "orchestrator.core",
+        "orchestrator.machine",
+        "orchestrator.redis",
+        "orchestrator.runs",
+        "orchestrator.runs.state",
         "orchestrator.spec",
     },
     "orchestrator.fleet": {
