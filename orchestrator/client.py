@@ -34,8 +34,8 @@ from agentq.orchestrator.fleet.api import Fleet
 from agentq.orchestrator.redis.connect import connect
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.api import Runs
-from agentq.orchestrator.threads.api import Threads
 from agentq.orchestrator.schedules.api import Schedules
+from agentq.orchestrator.threads.api import Threads
 
 
 class Client(AsyncResource):

@@ -592,9 +592,11 @@ def submit(
 
         from agentq.orchestrator.core.start_times import start_time
 
-        when = start_time(at=start_at, delay=delay, now=time.time())
+        start_time(at=start_at, delay=delay, now=time.time())  # judged before connecting
         spec = _on_thread(_read_spec(spec_path), thread_id)
         async with open_client(redis_url, "submit", _settings(models_path)) as client:
+            # A delay counts from the submit itself, not from before the client loaded.
+            when = start_time(at=start_at, delay=delay, now=time.time())
             run_id = await client.runs.submit(spec, tenant=tenant, priority=priority, start_at=when)
         _echo_json({"run_id": run_id}) if as_json else click.echo(run_id)
 
@@ -1209,3 +1211,9 @@ main.add_command(batch)
 from agentq.cli.thread import thread  # noqa: E402
 
 main.add_command(thread)
+
+# -- schedule (agentq/cli/schedule.py) ----------------------------------------------
+
+from agentq.cli.schedule import schedule  # noqa: E402
+
+main.add_command(schedule)

@@ -39,8 +39,8 @@ __all__ = [
     "JobEnvelope",
     "JobKind",
     "QueuedJob",
-    "ThreadJobEnvelope",
     "ScheduleJobEnvelope",
+    "ThreadJobEnvelope",
     "deserialize",
     "serialize",
 ]

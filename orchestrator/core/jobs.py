@@ -29,8 +29,8 @@ from agentq.orchestrator.core.envelopes import (
     JobEnvelope,
     JobKind,
     QueuedJob,
-    ThreadJobEnvelope,
     ScheduleJobEnvelope,
+    ThreadJobEnvelope,
 )
 
 P = TypeVar("P", bound=BaseModel)

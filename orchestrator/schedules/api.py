@@ -29,7 +29,7 @@ from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, ScheduleJobEnvelope
-from agentq.orchestrator.core.errors import RunNotFoundError, SpecError
+from agentq.orchestrator.core.errors import RunConflictError, RunNotFoundError, SpecError
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, tenant_run_id
@@ -65,6 +65,10 @@ log = logging.getLogger("agentq.schedules")
 
 class ScheduleNotFoundError(RunNotFoundError):
     """No schedule by that name in the tenant's namespace."""
+
+
+class ScheduleConflictError(RunConflictError):
+    """The name holds another schedule (the same one again is a no-op)."""
 
 
 class ScheduleInfo(BaseModel):
@@ -175,7 +179,9 @@ class Schedules:
             ),
         )
         if reply.outcome == ScheduleOutcome.CONFLICT:
-            raise SpecError(f"schedule {name!r} exists with another definition (delete it first)")
+            raise ScheduleConflictError(
+                f"schedule {name!r} exists with another definition (delete it first)"
+            )
         return await self.get(name, tenant=owner)
 
     async def get(self, name: str, *, tenant: str | None = None) -> ScheduleInfo:
