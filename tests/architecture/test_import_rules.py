@@ -97,6 +97,7 @@ ALLOWED: dict[str, set[str]] = {
         # the one Redis error mapper: a Redis error no sub-client mapped is still a 503
         "orchestrator.redis",
         "orchestrator.runs",
+        "orchestrator.schedules",  # the schedules API's models (ScheduleInfo, TickRecord)
         "orchestrator.spec",
         "orchestrator.threads",
         "orchestrator.tracing",  # the doors' spans, and the process's tracing set up
