@@ -63,26 +63,21 @@ async def tick_under_kills(
             await client.schedules.create(
                 "pulse", cron="* * * * * *", spec=SPEC, overlap="allow", tenant=tenant
             )
+
+        async def fired(tenant: str, n: int, timeout_s: float) -> None:
+            async def enough() -> bool:
+                return (await client.schedules.get("pulse", tenant=tenant)).fired >= n
+
+            await eventually_async(enough, f"{n} ticks of {tenant}", timeout_s, interval_s=0.1)
+
         kills = 0
         for threshold in kill_at:
-            await eventually_async(
-                lambda: client.schedules.get("pulse", tenant=tenants[0]),
-                f"{threshold} ticks fired",
-                120,
-                interval_s=0.1,
-                until=lambda info, n=threshold: info.fired >= n,
-            )
+            await fired(tenants[0], threshold, 120)
             await asyncio.to_thread(replace, fleet, url, rng)
             kills += 1
         figures = Figures(0, 0, kills, 0.0)
         for tenant in tenants:
-            await eventually_async(
-                lambda t=tenant: client.schedules.get("pulse", tenant=t),
-                f"{ticks} ticks of {tenant}",
-                180,
-                interval_s=0.2,
-                until=lambda info: info.fired >= ticks,
-            )
+            await fired(tenant, ticks, 180)
             await client.schedules.pause("pulse", tenant=tenant)
             records = await client.schedules.runs("pulse", tenant=tenant, limit=1000)
             figures.runs += await judge(client, tenant, records)
