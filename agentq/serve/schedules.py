@@ -10,7 +10,7 @@ from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, ConfigDict
 
-from agentq.orchestrator.schedules.api import ScheduleInfo
+from agentq.orchestrator.schedules.api import ScheduleInfo, ScheduleNotFoundError
 from agentq.orchestrator.schedules.cron import Catchup, Overlap
 from agentq.orchestrator.schedules.state import TickRecord
 from agentq.orchestrator.spec.run import RunSpec
@@ -39,7 +39,11 @@ async def create(request: Request, body: Annotated[NewSchedule, Body()]) -> Any:
     spec = body.spec.model_dump_json(exclude_none=True).encode()
     check_spec_size(spec, config_of(request).limits.max_spec_bytes)
     schedules = client_of(request).schedules
-    existed = body.name in {s.name for s in await schedules.list(tenant=principal.tenant)}
+    try:
+        await schedules.get(body.name, tenant=principal.tenant)
+        existed = True
+    except ScheduleNotFoundError:
+        existed = False
     info = await schedules.create(
         body.name,
         cron=body.cron,

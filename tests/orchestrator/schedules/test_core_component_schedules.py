@@ -13,7 +13,8 @@ import pytest
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, ScheduleJobEnvelope
 from agentq.orchestrator.core.errors import SpecError, UnknownToolError
-from agentq.orchestrator.schedules.api import ScheduleNotFoundError, tick_run_id
+from agentq.orchestrator.schedules.api import ScheduleNotFoundError, tick_job, tick_run_id
+from agentq.orchestrator.schedules.state import ScheduleOutcome, ScheduleTick
 from tests.support.embedded_runs import Embedded
 from tests.support.specs import scripted
 from tests.support.waiting import eventually_async
@@ -167,3 +168,40 @@ async def test_overlap_with_a_run_still_going(start: Start, overlap: str) -> Non
         assert [t.previous for t in later] == [t.run_id for t in [first, *later][:-1]]
         assert statuses[:-1] == ["cancelled"] * (len(statuses) - 1)
         assert statuses[-1] in LIVE
+
+
+async def test_a_worker_that_died_after_the_claim_leaves_the_run_to_the_redelivery(
+    start: Start,
+) -> None:
+    async with start() as client:
+        client.schedules.clock = lambda: time.time() + YEAR_S
+        info = await client.schedules.create("crash", cron="0 9 * * *", spec=SPEC)
+        assert info.next_tick_at is not None
+        tick_ms = round(info.next_tick_at * 1000)
+        run_id = tick_run_id("default", "crash", info.generation, tick_ms)
+        next_ms = tick_ms + 86_400_000
+        # The dying worker's half: the tick claimed (and the next one set), no run yet.
+        claimed = await client.schedules.store.apply(
+            "default",
+            ScheduleTick(
+                name="crash",
+                generation=info.generation,
+                tick=str(tick_ms),
+                run_id=run_id,
+                next_tick=str(next_ms),
+                next_job=tick_job("default", "crash", info.generation, next_ms),
+            ),
+        )
+        assert claimed.outcome == ScheduleOutcome.FIRED
+        assert (await client.runs.list()).runs == []
+        tick = ScheduleJobEnvelope(
+            tenant="default", name="crash", generation=info.generation, tick_ms=tick_ms
+        )
+        redelivered = await client.schedules.fire(tick)
+        await client.schedules.fire(tick)
+        runs = (await client.runs.list()).runs
+        after = await client.schedules.get("crash")
+    assert redelivered is not None
+    assert redelivered.run_id == run_id
+    assert [r.id for r in runs] == [run_id]
+    assert after.fired == 1
