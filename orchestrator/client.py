@@ -10,6 +10,7 @@ async with Client("redis://localhost:6379") as client:
 - `client.calls`: the fleet's tools called without a run;
 - `client.batches`: many runs from lines of JSON, admitted by the fleet;
 - `client.threads`: conversations whose runs continue one another;
+- `client.schedules`: cron schedules, a run per tick, fired by the fleet;
 - `client.fleet`: the workers alive, the tools they serve, their queues' depths;
 - `client.credentials`: which tokens the doors issued are live (revoking one).
 
@@ -33,6 +34,7 @@ from agentq.orchestrator.fleet.api import Fleet
 from agentq.orchestrator.redis.connect import connect
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.api import Runs
+from agentq.orchestrator.schedules.api import Schedules
 from agentq.orchestrator.threads.api import Threads
 
 
@@ -56,6 +58,7 @@ class Client(AsyncResource):
         self.runs.turns = self.threads  # a run naming a thread takes the thread's turn
         self.calls = ToolCalls(self.runs.store, self.redis, self.settings)
         self.batches = Batches(self.redis, self.settings, self.runs)
+        self.schedules = Schedules(self.redis, self.settings, self.runs)
         self.fleet = Fleet(self.redis, self.runs.store)
         self.credentials = Credentials(self.redis)
 

@@ -552,6 +552,15 @@ class _Probes:
 
 @main.command(context_settings=CONTEXT)
 @click.argument("spec_path", metavar="SPEC")
+@click.option(
+    "--at",
+    "start_at",
+    metavar="TIME",
+    help="Start the run at TIME (ISO 8601 with a zone, e.g. 2026-12-01T09:00Z).",
+)
+@click.option(
+    "--in", "delay", metavar="DURATION", help="Start the run after DURATION (30s, 10m, 2h)."
+)
 @REDIS_OPTION
 @TIMEOUT_OPTION
 @MODELS_OPTION
@@ -565,6 +574,8 @@ class _Probes:
 )
 def submit(
     spec_path: str,
+    start_at: str | None,
+    delay: str | None,
     redis_url: str | None,
     timeout_s: float | None,
     models_path: str | None,
@@ -573,12 +584,20 @@ def submit(
     tenant: str | None,
     priority: str | None,
 ) -> None:
-    """Submit SPEC (a JSON file, or - for stdin) and print the run id."""
+    """Submit SPEC (a JSON file, or - for stdin) and print the run id. With --at or
+    --in the run is created `scheduled` and starts then (`agentq cancel` stops it)."""
 
     async def go() -> None:
+        import time
+
+        from agentq.orchestrator.core.start_times import start_time
+
+        start_time(at=start_at, delay=delay, now=time.time())  # judged before connecting
         spec = _on_thread(_read_spec(spec_path), thread_id)
         async with open_client(redis_url, "submit", _settings(models_path)) as client:
-            run_id = await client.runs.submit(spec, tenant=tenant, priority=priority)
+            # A delay counts from the submit itself, not from before the client loaded.
+            when = start_time(at=start_at, delay=delay, now=time.time())
+            run_id = await client.runs.submit(spec, tenant=tenant, priority=priority, start_at=when)
         _echo_json({"run_id": run_id}) if as_json else click.echo(run_id)
 
     guarded(go, timeout_s)()
@@ -1192,3 +1211,9 @@ main.add_command(batch)
 from agentq.cli.thread import thread  # noqa: E402
 
 main.add_command(thread)
+
+# -- schedule (agentq/cli/schedule.py) ----------------------------------------------
+
+from agentq.cli.schedule import schedule  # noqa: E402
+
+main.add_command(schedule)

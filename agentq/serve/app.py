@@ -21,6 +21,7 @@ from agentq.serve import (
     remote,
     run_actions,
     runs,
+    schedules,
     threads,
 )
 from agentq.serve import metrics as serve_metrics
@@ -96,6 +97,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     app.include_router(run_actions.router)
     app.include_router(batches.router)
     app.include_router(threads.router)
+    app.include_router(schedules.router)
     app.include_router(remote.router)
     from agentq.serve.chat import door as chat
 

@@ -18,6 +18,7 @@ from agentq.orchestrator.core.errors import (
     RunStateError,
     RunTimeoutError,
     SpecError,
+    StartTimeError,
 )
 from agentq.orchestrator.redis.faults import infrastructure_error
 
@@ -119,6 +120,8 @@ def install(app: FastAPI) -> None:
             return _respond(408, "timeout", exc.message)
         if isinstance(exc, RunConflictError):
             return _respond(409, "conflict", exc.message, "id")
+        if isinstance(exc, StartTimeError):
+            return _respond(400, "invalid_request", exc.message, "start_at")
         if isinstance(exc, SpecError):
             return _respond(422, "invalid_request", exc.message, "spec")
         return _respond(503, "unavailable", exc.message)

@@ -13,6 +13,7 @@ from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.run_ids import tenant_run_id
+from agentq.orchestrator.core.start_times import parse_instant
 from agentq.orchestrator.runs.index import RunPage
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
 from agentq.orchestrator.spec.run import RunSpec
@@ -79,10 +80,14 @@ async def submit(
     request: Request,
     spec: Annotated[RunSpec, Body()],
     idempotency_key: Annotated[str | None, Header(max_length=200)] = None,
+    start_at: Annotated[str | None, Query(max_length=64)] = None,
 ) -> Any:
     """Start a run. The same `id` (or `Idempotency-Key`) twice returns the existing run.
-    Both are the caller's tenant's (the run's id, answered, is in its namespace)."""
+    Both are the caller's tenant's (the run's id, answered, is in its namespace).
+    `?start_at=` (ISO 8601 with a zone, or Unix seconds) delays it: the run is created
+    `scheduled` and starts then; a malformed or past time is a 400."""
     principal = caller(request, "runs:write")
+    when = None if start_at is None else parse_instant(start_at)
     config = config_of(request)
     check_spec_size(spec.model_dump_json(exclude_none=True).encode(), config.limits.max_spec_bytes)
     client = client_of(request)
@@ -98,7 +103,7 @@ async def submit(
     # when this process does not trace).
     traceparent = tracing.current_carrier().get("traceparent") or request.headers.get("traceparent")
     run_id, created = await client.runs.create(
-        spec, tenant=principal.tenant, traceparent=traceparent
+        spec, tenant=principal.tenant, traceparent=traceparent, start_at=when
     )
     if not created and spec.thread_id is not None and await run_owner(request, run_id) is None:
         # Queued on its thread (double_texting enqueue): it starts when the turn comes.

@@ -39,6 +39,7 @@ __all__ = [
     "JobEnvelope",
     "JobKind",
     "QueuedJob",
+    "ScheduleJobEnvelope",
     "ThreadJobEnvelope",
     "deserialize",
     "serialize",
@@ -70,6 +71,8 @@ class JobKind(StrEnum):
     BATCH_ADMIT = "batch_admit"
     # The end of a thread's run: the thread's next queued run starts (ThreadJobEnvelope).
     THREAD_NEXT = "thread_next"
+    # One tick of a cron schedule (ScheduleJobEnvelope): a timer until the tick is due.
+    SCHEDULE_TICK = "schedule_tick"
 
 
 # The call_id of a model step run again after its context summary was stored.
@@ -130,6 +133,20 @@ class ThreadJobEnvelope(BaseModel):
     tenant: str
     thread_id: str  # as the tenant names it
     run_id: str
+    enqueued_at: float = Field(default_factory=time.time)
+
+
+class ScheduleJobEnvelope(BaseModel):
+    """A tick job's payload: which schedule (its generation: a schedule deleted and
+    created again under its name is another) and which tick, in ms since the epoch."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    kind: Literal["schedule_tick"] = "schedule_tick"
+    tenant: str
+    name: str
+    generation: int
+    tick_ms: int
     enqueued_at: float = Field(default_factory=time.time)
 
 

@@ -3,7 +3,8 @@
     AgentqError
     ├── SpecError            the spec's author: a bad run spec or request (CLI exit 2)
     │   ├── UnknownToolError     a tool no worker serves, an unknown MCP server, …
-    │   └── RunConflictError     the run id is taken by a run of another spec
+    │   ├── RunConflictError     the run id is taken by a run of another spec
+    │   └── StartTimeError       a start time or duration that cannot be, or is past
     ├── ToolError            the model: becomes a tool-error result it sees next step
     │   ├── ToolInputError       unparseable or schema-violating arguments
     │   ├── ToolTimeoutError     the call ran past its deadline
@@ -54,6 +55,10 @@ class UnknownToolError(SpecError):
 
 class RunConflictError(SpecError):
     """A run id is resubmitted with a different spec (the same spec is a no-op)."""
+
+
+class StartTimeError(SpecError):
+    """A run's start time (`--at`, `--in`, `start_at`) is malformed or in the past."""
 
 
 class ToolError(AgentqError):

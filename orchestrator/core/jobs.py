@@ -29,12 +29,13 @@ from agentq.orchestrator.core.envelopes import (
     JobEnvelope,
     JobKind,
     QueuedJob,
+    ScheduleJobEnvelope,
     ThreadJobEnvelope,
 )
 
 P = TypeVar("P", bound=BaseModel)
 
-Payload = JobEnvelope | BatchJobEnvelope | ThreadJobEnvelope
+Payload = JobEnvelope | BatchJobEnvelope | ThreadJobEnvelope | ScheduleJobEnvelope
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,12 @@ JOBS: Mapping[JobKind, JobDef[Any]] = _defs(
         lambda e: keys.thread_end_job_id(e.run_id),
         MODEL_QUEUE,
     ),
+    JobDef(
+        JobKind.SCHEDULE_TICK,
+        ScheduleJobEnvelope,
+        lambda e: keys.schedule_tick_job_id(e.tenant, e.name, e.generation, e.tick_ms),
+        MODEL_QUEUE,
+    ),
 )
 
 
@@ -130,9 +137,12 @@ def job_id(payload: Payload) -> str:
     return job_def(payload.kind).job_id(payload)
 
 
-def queued_job(payload: Payload, queue: str | None = None, *, defer_s: float = 0.0) -> QueuedJob:
+def queued_job(
+    payload: Payload, queue: str | None = None, *, defer_s: float = 0.0, due_ms: int | None = None
+) -> QueuedJob:
     """The job in arq's layout, on its kind's queue unless `queue` names one; `defer_s`
-    makes it a timer, due that much later."""
+    makes it a timer, due that much later, and `due_ms` one due then (ms since the epoch;
+    a time already past is a job ready at once)."""
     definition = job_def(payload.kind)
     on = queue or definition.queue
     if on is None:
@@ -146,12 +156,14 @@ def queued_job(payload: Payload, queue: str | None = None, *, defer_s: float = 0
         "et": now_ms,
     }
     id_ = definition.job_id(payload)
+    due = now_ms + int(defer_s * 1000) if due_ms is None else max(now_ms, due_ms)
+    defer_s = (due - now_ms) / 1000
     return QueuedJob(
         job_id=id_,
         queue_key=keys.job_queue(on, id_),
         wake_key=keys.job_wake(on, id_),
         payload=json.dumps(body, separators=(",", ":")),
-        score_ms=now_ms + int(defer_s * 1000),
+        score_ms=due,
         # A deferred job must outlive its wait, or arq finds it gone when it falls due.
         expires_ms=JOB_EXPIRES_MS + int(defer_s * 1000),
         timers_key=keys.job_timers(on, id_) if defer_s > 0 else "",

@@ -594,6 +594,47 @@ def batch_kick_job_id(tenant: str, batch_id: str, nonce: str) -> str:
     return f"{JOB_PREFIX}{tag(BATCH_TAG_PREFIX + tenant)}{BATCH_KICK_INFIX}{batch_id}:{nonce}"
 
 
+# -- schedules ------------------------------------------------------------------------
+# A tenant's schedules share one hash tag, `{s.<tenant>}`, and so do their tick jobs: a
+# tick's transition records it and enqueues the next tick's timer in one slot. A
+# schedule's keys derive from (tenant, name): `aq:sched:{s.<tenant>}:<name>` and suffixes.
+SCHEDULE_PREFIX = "aq:sched:"
+SCHEDULE_TAG_PREFIX = "s."
+SCHEDULE_INDEX_SUFFIX = ":index"  # zset: the tenant's schedule names, by creation time
+SCHEDULE_TICKS_SUFFIX = ":ticks"  # hash: tick (ms) -> what it did, JSON
+SCHEDULE_ORDER_SUFFIX = ":order"  # zset: the recorded ticks, by tick time
+SCHEDULE_TICK_INFIX = ":tick:"
+
+
+def schedule_base(tenant: str) -> str:
+    return SCHEDULE_PREFIX + tag(SCHEDULE_TAG_PREFIX + tenant)
+
+
+def schedule_index(tenant: str) -> str:
+    return schedule_base(tenant) + SCHEDULE_INDEX_SUFFIX
+
+
+def schedule_meta(tenant: str, name: str) -> str:
+    return f"{schedule_base(tenant)}{JOB_SEPARATOR}{name}"
+
+
+def schedule_keys(tenant: str, name: str) -> list[str]:
+    """The KEYS every schedule transition declares (one slot: the tenant's tag)."""
+    meta = schedule_meta(tenant, name)
+    return [
+        schedule_index(tenant),
+        meta,
+        meta + SCHEDULE_TICKS_SUFFIX,
+        meta + SCHEDULE_ORDER_SUFFIX,
+    ]
+
+
+def schedule_tick_job_id(tenant: str, name: str, generation: int, tick_ms: int) -> str:
+    """The job that fires one tick of one schedule: once per (schedule, tick)."""
+    owner = tag(SCHEDULE_TAG_PREFIX + tenant)
+    return f"{JOB_PREFIX}{owner}{SCHEDULE_TICK_INFIX}{name}:{generation}:{tick_ms}"
+
+
 # -- tool calls without a run -------------------------------------------------------
 # A call's id has a run id's alphabet; its keys and its job carry it as their hash tag.
 

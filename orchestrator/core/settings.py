@@ -139,6 +139,9 @@ class Settings(BaseSettings):
     # each.
     redrive_after_s: float = Field(default=30.0, gt=0)
     redrive_batch: int = Field(default=100, ge=1)
+    # A schedule's tick claimed later than this after its time was missed (the fleet was
+    # down): it fires once on recovery or not at all, per the schedule's `catchup`.
+    schedule_grace_s: float = Field(default=10.0, ge=0)
     # An upload never sealed (`agentq batch`) expires this long after its last chunk.
     batch_upload_ttl_s: int = Field(default=24 * 3600, gt=0)
     # A thread's next run starts from at most this many of its history's messages: the

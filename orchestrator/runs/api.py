@@ -18,6 +18,7 @@ import contextlib
 import json
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
@@ -32,6 +33,7 @@ from agentq.orchestrator.core.errors import (
     RunStateError,
     RunTimeoutError,
     SpecError,
+    StartTimeError,
     ToolInputError,
 )
 from agentq.orchestrator.core.events import Event, event_json
@@ -131,6 +133,17 @@ class _Reconnect:
         self.backoff.reset()
 
 
+def _epoch_s(when: datetime | float | None) -> float | None:
+    """A start time as seconds since the epoch; a datetime must say its zone."""
+    if when is None or not isinstance(when, datetime):
+        return when
+    if when.tzinfo is None:
+        raise StartTimeError(
+            f"start_at {when.isoformat()} has no time zone: give an aware datetime"
+        )
+    return when.timestamp()
+
+
 def _as_spec(spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
     if isinstance(spec, RunSpec):
         return spec
@@ -187,12 +200,17 @@ class Runs:
         tenant: str | None = None,
         priority: Priority | str | None = None,
         output_type: type[BaseModel] | None = None,
+        start_at: datetime | float | None = None,
     ) -> str:
         """Validate the spec, resolve its tools, and start the run. Returns its id.
 
         `tenant`: whose run it is (default: the spec's `metadata.tenant`, else the
         default tenant); its jobs take turns with other tenants' (core/fairness.py).
         `priority` (`low`, `normal`, `high` or 0-9) overrides the spec's.
+
+        `start_at`: a delayed run's start (an aware datetime, or seconds since the
+        epoch): the run is created `scheduled` and its first step waits until then; a
+        time in the past is a StartTimeError. `cancel` stops it before it starts.
 
         `output_type`: a pydantic model the run's structured output must be (its JSON
         Schema becomes the spec's `output.schema`; `wait(..., output_type=)` parses the
@@ -213,7 +231,7 @@ class Runs:
         named = run_spec.metadata.get("tenant")
         if tenant is None and isinstance(named, str):
             tenant = named
-        run_id, _ = await self.create(run_spec, tenant=tenant)
+        run_id, _ = await self.create(run_spec, tenant=tenant, start_at=start_at)
         return run_id
 
     async def create(
@@ -225,6 +243,7 @@ class Runs:
         child_of: ChildOf | None = None,
         traceparent: str | None = None,
         run_id: str | None = None,
+        start_at: datetime | float | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
@@ -235,7 +254,7 @@ class Runs:
         run is a sub-agent's child (its id derives from the parent's call).
         `traceparent`: the span of the request that submits it (W3C), the parent of the
         run's span when the run has no id of its own (it gets one in that trace), else
-        a link from it."""
+        a link from it. `start_at`: as `submit`'s."""
         run_spec = _as_spec(spec)
         if child_of is not None:
             link = child_of.parent
@@ -249,7 +268,16 @@ class Runs:
                 end_job=end_job,
                 traceparent=traceparent,
                 run_id=run_id,
+                start_at=_epoch_s(start_at),
             )
+
+    async def check(self, spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
+        """The spec checked as `submit` checks it (a ValidationError, SpecError), nothing
+        created: what a schedule stores to create each tick's run from."""
+        run_spec = _as_spec(spec)
+        with redis_errors_mapped():
+            await self._creation.checked(run_spec, time.time())
+        return run_spec
 
     async def fork(
         self,

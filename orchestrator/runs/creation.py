@@ -18,6 +18,7 @@ from agentq.orchestrator.core.fairness import lane_of
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
 from agentq.orchestrator.core.run_ids import tenant_run_id, traced_run_id
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.start_times import check_future
 from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.policy.endpoints import Endpoint, EndpointPolicy
@@ -35,7 +36,7 @@ from agentq.orchestrator.runs.turns import ThreadTurns, Turn
 from agentq.orchestrator.spec.limits import check_limits
 from agentq.orchestrator.spec.resolution import resolve_tools
 from agentq.orchestrator.spec.run import RunSpec
-from agentq.orchestrator.tools import ToolAnnouncement
+from agentq.orchestrator.tools import ToolAnnouncement, ToolDef
 from agentq.orchestrator.tools.announcements import (
     announced_providers,
     check_endpoint_announced,
@@ -80,41 +81,17 @@ class RunCreation:
         end_job: QueuedJob | None = None,
         traceparent: str | None = None,
         run_id: str | None = None,
+        start_at: float | None = None,
     ) -> tuple[str, bool]:
         """Check, resolve and create the run; its id and whether it is new. The spec's
         `id` is the tenant's choice, in its namespace; `run_id`, an id already derived
         (a child's, a batch line's). A run without either, submitted with a
-        `traceparent`, gets one in that trace."""
+        `traceparent`, gets one in that trace. `start_at` (seconds since the epoch): a
+        delayed run, checked like the spec before anything is written."""
         submitted = run_spec  # as given: what a queued run on a thread is created from
-        check_webhooks(run_spec.webhooks, self.settings)
-        check_limits(run_spec.limits, self.settings)
-        await self.admit()
         now = time.time()
-        registry = await self.store.registry()
-        workflows = await self.workflows.read()
-        run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
-        tools = [
-            t
-            if t.park_timeout_s is not None
-            else t.model_copy(update={"park_timeout_s": self.settings.park_timeout_s})
-            for t in resolve_tools(
-                run_spec,
-                registry,
-                now,
-                model_provider=endpoint.provider,
-                settings=self.settings,
-                workflows=workflows,
-            )
-        ]
-        run_spec = await checked_preparation(
-            run_spec,
-            tools,
-            hooks=announced_hooks(live_registry(registry, now)),
-            resolve=lambda ref: self._resolve_ref(ref, registry, now),
-        )
-        if run_spec.guardrails is not None and run_spec.guardrails.tool_output:
-            guards = run_spec.guardrails.tool_output
-            tools = [t.model_copy(update={"output_guards": guards}) for t in tools]
+        start_at_ms = None if start_at is None else int(check_future(start_at, now) * 1000)
+        run_spec, tools = await self.checked(run_spec, now)
         if run_id is None:
             run_id = tenant_run_id(tenant, run_spec.id) if run_spec.id else _new_run_id(traceparent)
         if run_spec.webhooks:
@@ -136,6 +113,7 @@ class RunCreation:
                 [*history, *run_spec.initial_messages()],
                 child_of,
                 traceparent,
+                start_at_ms=start_at_ms,
             )
             args = hops.stamp(fork.applied(args) if fork is not None else args)
             lane = lane_of(
@@ -171,6 +149,40 @@ class RunCreation:
         if spec.thread_id is None:
             return None
         return await self.turns_of().take(spec, tenant, run_id)
+
+    async def checked(self, run_spec: RunSpec, now: float) -> tuple[RunSpec, list[ToolDef]]:
+        """The spec checked against the deployment and its workers as a submit checks it
+        (webhooks, limits, model endpoints, tools, step preparation), and resolved: the
+        spec as it is stored, and its tools."""
+        check_webhooks(run_spec.webhooks, self.settings)
+        check_limits(run_spec.limits, self.settings)
+        await self.admit()
+        registry = await self.store.registry()
+        workflows = await self.workflows.read()
+        run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
+        tools = [
+            t
+            if t.park_timeout_s is not None
+            else t.model_copy(update={"park_timeout_s": self.settings.park_timeout_s})
+            for t in resolve_tools(
+                run_spec,
+                registry,
+                now,
+                model_provider=endpoint.provider,
+                settings=self.settings,
+                workflows=workflows,
+            )
+        ]
+        run_spec = await checked_preparation(
+            run_spec,
+            tools,
+            hooks=announced_hooks(live_registry(registry, now)),
+            resolve=lambda ref: self._resolve_ref(ref, registry, now),
+        )
+        if run_spec.guardrails is not None and run_spec.guardrails.tool_output:
+            guards = run_spec.guardrails.tool_output
+            tools = [t.model_copy(update={"output_guards": guards}) for t in tools]
+        return run_spec, tools
 
     @functools.cached_property
     def endpoint_policy(self) -> EndpointPolicy:

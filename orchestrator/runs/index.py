@@ -102,6 +102,7 @@ class RunSummary(BaseModel):
     step: int = 0
     created_at: float = 0.0
     finished_at: float | None = None
+    start_at: float | None = None  # a delayed run's start
     total_tokens: int = 0
     metadata: dict[str, Any] = Field(default_factory=dict)
     thread_id: str | None = None  # the thread it continues (orchestrator/threads/)
@@ -129,6 +130,7 @@ def summarize(run_id: str, meta: dict[str, str]) -> RunSummary:
         step=int(meta.get("step", 0)),
         created_at=float(meta.get("created_at", 0)),
         finished_at=float(meta["finished_at"]) if "finished_at" in meta else None,
+        start_at=float(meta["start_at"]) if "start_at" in meta else None,
         total_tokens=int(meta.get("u_total", 0)),
         metadata=spec.get("metadata") or {},
         thread_id=spec.get("thread_id"),

@@ -78,6 +78,8 @@ class RunResult(BaseModel):
     child_usage: Usage = Field(default_factory=Usage)
     # A fork's original: {"run_id", "step"} (orchestrator/runs/fork.py).
     origin: dict[str, Any] | None = None
+    # A delayed run's start time (seconds since the epoch); status `scheduled` until then.
+    start_at: float | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -189,4 +191,5 @@ def assemble(
             **{name: int(meta.get(field, 0)) for name, field in CHILD_USAGE_FIELDS.items()}
         ),
         origin=json.loads(meta[MetaField.ORIGIN]) if MetaField.ORIGIN in meta else None,
+        start_at=float(meta[MetaField.START_AT]) if MetaField.START_AT in meta else None,
     )

@@ -55,7 +55,9 @@ def create_args(
     messages: Sequence[Message],
     child_of: ChildOf | None = None,
     submitted_by: str | None = None,
+    start_at_ms: int | None = None,
 ) -> CreateRun:
+    """`start_at_ms`: a delayed run's start; its first model step is a timer due then."""
     parent = child_of.parent if child_of is not None else None
     return CreateRun(
         run_id=run_id,
@@ -74,16 +76,17 @@ def create_args(
             metadata=spec.metadata or None,
             parent=parent.model_dump() if parent is not None else None,
         ),
-        next_job=model_job(run_id, 0),
+        next_job=model_job(run_id, 0, due_ms=start_at_ms),
+        start_at_ms=start_at_ms,
         parent=parent.model_dump_json() if parent is not None else None,
         parent_job=parent_job(run_id, parent) if parent is not None else None,
         depth=child_of.depth if child_of is not None else 0,
     )
 
 
-def model_job(run_id: str, step: int) -> QueuedJob:
+def model_job(run_id: str, step: int, *, due_ms: int | None = None) -> QueuedJob:
     envelope = JobEnvelope(kind="model_step", run_id=run_id, step=step)
-    return queued_job(envelope)
+    return queued_job(envelope, due_ms=due_ms)
 
 
 def expiry_job(run_id: str, step: int, call: CallPlan) -> QueuedJob:

@@ -97,6 +97,7 @@ ALLOWED: dict[str, set[str]] = {
         # the one Redis error mapper: a Redis error no sub-client mapped is still a 503
         "orchestrator.redis",
         "orchestrator.runs",
+        "orchestrator.schedules",  # the schedules API's models (ScheduleInfo, TickRecord)
         "orchestrator.spec",
         "orchestrator.threads",
         "orchestrator.tracing",  # the doors' spans, and the process's tracing set up
@@ -120,6 +121,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.redis",
         "orchestrator.runs",
         "orchestrator.threads",
+        "orchestrator.schedules",
     },
     "orchestrator.core": set(),
     "orchestrator.redis": {"orchestrator.core"},
@@ -182,6 +184,15 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.machine",
         "orchestrator.redis",
         "orchestrator.runs",
+        "orchestrator.spec",
+    },
+    # A tick creates a run and reads the previous one's status through `Runs`.
+    "orchestrator.schedules": {
+        "orchestrator.core",
+        "orchestrator.machine",
+        "orchestrator.redis",
+        "orchestrator.runs",
+        "orchestrator.runs.state",
         "orchestrator.spec",
     },
     "orchestrator.fleet": {

@@ -355,3 +355,58 @@ def test_a_workflow_calls_nodes_are_drawn_live_with_their_results(
     browser.set_window_size(1280, 1600)  # the whole step, both calls' graphs, in view
     assert browser.find_element(By.ID, "steps").screenshot(str(shot))
     assert shot.stat().st_size > 10_000
+
+
+def test_schedules_are_listed_paused_and_followed_to_their_runs(
+    server: ServeProcess, browser: object
+) -> None:
+    from selenium.common.exceptions import (
+        ElementNotInteractableException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support import expected_conditions as when
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    wait = WebDriverWait(browser, 60)
+
+    def click_until(css: str, arrived: Callable[[WebDriver], bool]) -> None:
+        """Click an element of a page that redraws every second until its effect shows."""
+
+        def attempt(driver: WebDriver) -> bool:
+            if not arrived(driver):
+                driver.find_element(By.CSS_SELECTOR, css).click()
+            return arrived(driver)
+
+        WebDriverWait(
+            browser,
+            60,
+            poll_frequency=0.2,
+            ignored_exceptions=(
+                StaleElementReferenceException,
+                NoSuchElementException,
+                ElementNotInteractableException,
+            ),
+        ).until(attempt)
+
+    body = {"name": "pulse", "cron": "* * * * * *", "spec": scripted({"text": "tick"})}
+    created = httpx.post(f"{server.url}/v1/schedules", json=body, timeout=30)
+    assert created.status_code == 201, created.text
+
+    browser.get(server.url + "/#/schedules")
+    row = 'tr[data-schedule="pulse"]'
+    wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, f"{row} .cron"), "* * * * * *"))
+    wait.until(lambda driver: int(driver.find_element(By.CSS_SELECTOR, f"{row} .fired").text) >= 1)
+
+    def paused(driver: WebDriver) -> bool:
+        return bool(driver.find_element(By.CSS_SELECTOR, f"{row} .next").text == "paused")
+
+    click_until(f"{row} button.pause", paused)
+    assert httpx.get(f"{server.url}/v1/schedules/pulse", timeout=30).json()["paused"] is True
+    run_id = wait.until(when.presence_of_element_located((By.CSS_SELECTOR, f"{row} a"))).text
+    click_until(f"{row} a", lambda driver: driver.current_url.endswith(f"#/runs/{run_id}"))
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-id"), run_id))
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -368,3 +370,27 @@ def events_of_until(server: ServeProcess, run_id: str, event_type: str) -> list[
             if message.event == event_type:
                 return out
     raise AssertionError(f"no {event_type} event")
+
+
+def test_a_delayed_run_over_http(server: ServeProcess) -> None:
+    later = datetime.fromtimestamp(time.time() + 3600, UTC).isoformat(timespec="seconds")
+    created = httpx.post(
+        f"{server.url}/v1/runs", params={"start_at": later}, json=scripted({"text": "x"})
+    )
+    assert created.status_code == 201, created.text
+    run_id = created.json()["id"]
+    run = get(server, f"/v1/runs/{run_id}").json()
+    assert run["status"] == "scheduled"
+    assert run["start_at"] == datetime.fromisoformat(later).timestamp()
+    assert post(server, f"/v1/runs/{run_id}/cancel").json()["outcome"] == "cancelled"
+    assert get(server, f"/v1/runs/{run_id}").json()["status"] == "cancelled"
+
+    for bad, says in [("tomorrow", "ISO 8601"), ("2020-01-01T00:00Z", "in the past")]:
+        refused = httpx.post(
+            f"{server.url}/v1/runs", params={"start_at": bad}, json=scripted({"text": "x"})
+        )
+        assert refused.status_code == 400
+        error = refused.json()["error"]
+        assert (error["type"], error["field"]) == ("invalid_request", "start_at")
+        assert says in error["message"]
+        assert "\n" not in error["message"]

@@ -19,6 +19,7 @@ from arq import Retry
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.calls.store import CallStore
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind
 from agentq.orchestrator.core.run_ids import ParentLink
 from agentq.orchestrator.core.settings import Settings
@@ -40,6 +41,20 @@ log = logging.getLogger("agentq.worker")
 # A job that meets a Redis outage is released and tried again this much later; the
 # process's one outage log (OUTAGE) says so once per outage, not once per job.
 REDIS_RETRY_S = 1.0
+# The ctx entry holding the worker's Client (client_of).
+_CLIENT = "agentq_client"
+
+
+def client_of(ctx: dict[str, Any]) -> Client:
+    """One Client per worker on the worker's own connection and settings: the jobs that
+    drive the fleet's own objects through it (batch admission, schedule ticks) share it."""
+    client: Client | None = ctx.get(_CLIENT)
+    if client is None:
+        deps = ctx["agentq"]
+        settings = getattr(deps, "settings", None) or Settings()
+        client = Client(redis=deps.store.redis, settings=settings)
+        ctx[_CLIENT] = client
+    return client
 
 
 @dataclass

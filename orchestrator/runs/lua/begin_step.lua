@@ -9,10 +9,14 @@
 --            parent: a child run's parent call, for its progress)
 --         UNKNOWN_RUN | CLOSED | STALE (not the current step)
 --         DUPLICATE  the step was committed already (a re-delivered job)
--- Effects a `start-step` event (again on each delivery before the commit: the attempt).
+-- Effects a `start-step` event (again on each delivery before the commit: the attempt);
+--         a delayed run's first step makes it running.
 local err = run_guard(A.step)
 if err then return reply(err) end
 if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
+if redis.call('HGET', meta, F.STATUS) == RUN.SCHEDULED then
+  redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
+end
 emit(A.event)
 moved()
 -- The message list only grows (an entry is never rewritten), so what the worker holds

@@ -2,8 +2,9 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job,
 --         end_job (optional: enqueued when the run ends, see finish_run in the prelude),
---         depth, lane; a fork also: start_step, steps (its first steps' hashes), usage, n_initial,
---         origin; a child run also: parent, parent_job
+--         depth, lane; a fork also: start_step, steps (its first steps' hashes), usage,
+--         n_initial, origin; a child run also: parent, parent_job; a delayed run also:
+--         start_at_ms
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
@@ -11,6 +12,9 @@
 --         messages, a `start` event, the model job of step 0 (a fork: of start_step,
 --         with the copied step hashes, usage totals and origin); a child run also keeps its
 --         parent link and the job its end enqueues (see finish_run in the prelude).
+--         A delayed run is created `scheduled`: its first model job is one of its timers
+--         (a cancel drops it; begin_step makes it running), and it is scored in the
+--         moving index at its start, so the sweeper leaves it alone until then.
 if redis.call('EXISTS', meta) == 1 then
   local stored = redis.call('HGET', meta, F.SPEC_HASH)
   if stored and stored ~= A.spec_hash then return reply(OUT.CONFLICT) end
@@ -18,7 +22,8 @@ if redis.call('EXISTS', meta) == 1 then
 end
 -- Without a meta hash, any other key of the id is a leftover: start clean.
 redis.call('DEL', msgs, events, tools_key())
-redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, RUN.RUNNING,
+local status = A.start_at_ms and RUN.SCHEDULED or RUN.RUNNING
+redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, status,
            F.STEP, A.start_step, F.SEQ, 0, F.CREATED_AT, A.at,
            F.N_INITIAL, A.n_initial or #A.messages,
            F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order))
@@ -29,6 +34,7 @@ end
 for i, fields in ipairs(A.steps) do
   for field, value in pairs(fields) do redis.call('HSET', step_key(i - 1), field, value) end
 end
+if A.start_at_ms then redis.call('HSET', meta, F.START_AT, A.start_at_ms / 1000) end
 if A.origin then redis.call('HSET', meta, F.ORIGIN, A.origin) end
 if A.end_job then redis.call('HSET', meta, F.END_JOB, cjson.encode(A.end_job)) end
 redis.call('HSET', meta, F.DEPTH, A.depth)
@@ -44,6 +50,10 @@ for _, name in ipairs(A.tool_order) do
 end
 for _, m in ipairs(A.messages) do redis.call('RPUSH', msgs, m) end
 emit(A.event)
-enqueue(A.next_job)
-moved()
+enqueue_run_job(A.next_job)
+if A.start_at_ms then
+  redis.call('ZADD', moving_key, A.start_at_ms, A.run_id)
+else
+  moved()
+end
 return reply(OUT.CREATED)

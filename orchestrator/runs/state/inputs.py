@@ -58,6 +58,9 @@ class CreateRun(TransitionInput):
     usage: Usage | None = None
     n_initial: int | None = None
     origin: str | None = None
+    # A delayed run: when it starts (ms since the epoch). It is created `scheduled`, its
+    # first model job a timer due then (one of the run's timers: a cancel drops it).
+    start_at_ms: int | None = None
 
 
 class BeginStep(TransitionInput):

@@ -12,6 +12,8 @@ from agentq.orchestrator.core import fairness
 
 
 class RunStatus(StrEnum):
+    # a delayed run before its start time: its first model step waits as a timer
+    SCHEDULED = "scheduled"
     RUNNING = "running"  # a model step or tool call is queued or executing
     AWAITING = "awaiting"  # at least one call waits on a human or an outside result
     SUCCEEDED = "succeeded"  # terminal: the model answered and nothing is left to run
@@ -101,6 +103,7 @@ class MetaField(StrEnum):
     SEQ = "seq"  # the last event's sequence number
     CREATED_AT = "created_at"
     FINISHED_AT = "finished_at"
+    START_AT = "start_at"  # a delayed run's start time (seconds since the epoch)
     N_INITIAL = "n_initial"  # how many messages came with the spec
     TRACE = "trace"
     TOOL_ORDER = "tool_order"
