@@ -145,3 +145,6 @@ class Settings(BaseSettings):
     # oldest turns beyond it are left out (the `drop_oldest` context strategy; the first
     # message, the thread's task, stays), so a long conversation stays bounded.
     thread_max_messages: int = Field(default=500, ge=2)
+    # The price table, a JSON file: USD per million tokens by "provider:model" or
+    # "endpoint:model" (orchestrator/cost/prices.py), over built-in list prices.
+    prices: str | None = None

@@ -127,6 +127,7 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrator.machine": {"orchestrator.core", "orchestrator.redis"},
     "orchestrator.tools": {"orchestrator.core", "orchestrator.policy"},
     "orchestrator.output": {"orchestrator.core"},
+    "orchestrator.cost": {"orchestrator.core"},
     "orchestrator.spec": {
         "orchestrator.core",
         "orchestrator.output",
