@@ -16,7 +16,7 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError, SpecError
 from agentq.orchestrator.core.fairness import lane_of
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
-from agentq.orchestrator.core.run_ids import tenant_run_id, traced_run_id
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, tenant_run_id, traced_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
 from agentq.orchestrator.machine import scripts
@@ -136,6 +136,7 @@ class RunCreation:
                 [*history, *run_spec.initial_messages()],
                 child_of,
                 traceparent,
+                tenant or DEFAULT_TENANT,
             )
             args = hops.stamp(fork.applied(args) if fork is not None else args)
             lane = lane_of(

@@ -55,6 +55,7 @@ def create_args(
     messages: Sequence[Message],
     child_of: ChildOf | None = None,
     submitted_by: str | None = None,
+    tenant: str | None = None,
 ) -> CreateRun:
     parent = child_of.parent if child_of is not None else None
     return CreateRun(
@@ -78,6 +79,7 @@ def create_args(
         parent=parent.model_dump_json() if parent is not None else None,
         parent_job=parent_job(run_id, parent) if parent is not None else None,
         depth=child_of.depth if child_of is not None else 0,
+        tenant=tenant,
     )
 
 

@@ -196,6 +196,7 @@ ALLOWED: dict[str, set[str]] = {
     "workers.queue": {"orchestrator.core", "orchestrator.machine", "orchestrator.redis"},
     "workers.models": {
         "orchestrator.core",
+        "orchestrator.cost",  # pricing an answer's usage
         "orchestrator.machine",
         "orchestrator.output",
         "orchestrator.policy",
@@ -275,6 +276,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.batches",  # the sweeper of lost admission jobs, beside the runs'
         "orchestrator.calls",  # the sweeper of calls whose job was lost, beside the runs'
         "orchestrator.core",
+        "orchestrator.cost",  # the price table, read at the start
         "orchestrator.fleet",
         "orchestrator.loop",
         "orchestrator.machine",

@@ -20,7 +20,8 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.expression_limits import ExpressionLimitError
-from agentq.orchestrator.core.messages import Message
+from agentq.orchestrator.core.messages import Message, Usage
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
 from agentq.orchestrator.machine.store import Ride
@@ -32,6 +33,7 @@ from agentq.orchestrator.output.instructions import (
 from agentq.orchestrator.output.judge import StepOutput, attempts_in
 from agentq.orchestrator.output.spec import effective_mode
 from agentq.orchestrator.policy.guardrails import Trip
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
@@ -62,6 +64,8 @@ class ModelCallMetrics(Protocol):
         self, provider: str, model: str, call: Awaitable[ModelResponse]
     ) -> Awaitable[ModelResponse]: ...
 
+    def observe_cost(self, tenant: str, provider: str, model: str, usage: Usage) -> None: ...
+
 
 class StepDeps(Protocol):
     """What the phases use of the worker (workers/jobs/base.py's WorkerDeps)."""
@@ -91,6 +95,7 @@ class Begun:
     messages: list[Message]
     digest: str
     parent: str | None  # a sub-agent's child run: its parent's call shows its progress
+    tenant: str  # whose run it is (what its cost counts to)
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,7 @@ async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun |
         messages=list(whole.messages),
         digest=whole.digest,
         parent=begun.parent,
+        tenant=begun.tenant or DEFAULT_TENANT,
     )
 
 
@@ -272,6 +278,13 @@ async def _batch_route(
     return await batch_answer(deps.batches, deps.models, request, sink.run_id, sink.step, sink)
 
 
+def price(
+    deps: StepDeps, spec: RunSpec, response: ModelResponse, *, batched: bool
+) -> ModelResponse:
+    """The answer's usage with its cost at the deployment's prices."""
+    return deps.models.priced(spec.model, response, batch=batched)
+
+
 async def repair(
     deps: StepDeps,
     begun: Begun,
@@ -348,11 +361,22 @@ async def _passes(deps: StepDeps, begun: Begun, asked: Awaitable[Trip | None]) -
     return False
 
 
+# The commit outcomes that recorded the step (and added its usage to the totals).
+_RECORDED = frozenset({Outcome.COMMITTED, Outcome.CONTINUED, Outcome.FINISHED, Outcome.FAILED})
+
+
 async def commit(
-    deps: StepDeps, begun: Begun, planned: StepPlan, *, batched: bool, ride: Ride | None
+    deps: StepDeps,
+    begun: Begun,
+    planned: StepPlan,
+    *,
+    model: ModelRef,
+    batched: bool,
+    ride: Ride | None,
 ) -> None:
-    """Record the step and enqueue what comes next (commit_step.lua); `ride`: the job's
-    end, sent in the same round trip."""
+    """Record the step and enqueue what comes next (commit_step.lua); `model`: the one the
+    step asked (its cost is counted under it); `ride`: the job's end, sent in the same
+    round trip."""
     run_id = begun.run_id
     if planned.output_failure is not None:
         invalid = planned.output_failure
@@ -376,6 +400,8 @@ async def commit(
         args = args.model_copy(update={"batch": True})
     committed = await deps.store.commit_step(args, ride=ride)
     hops.sent(enqueued_job_ids(args, committed.outcome))
+    if deps.metrics is not None and committed.outcome in _RECORDED:
+        deps.metrics.observe_cost(begun.tenant, model.provider, model.name, planned.usage)
     if committed.outcome in (Outcome.FINISHED, Outcome.FAILED):
         deps.histories.drop(run_id)  # no step of the run comes next
     if committed.outcome in (Outcome.FINISHED, Outcome.FAILED):

@@ -362,7 +362,7 @@ async def _call_model(
         tool_choice=ToolChoiceTool(tool=RESPOND_TOOL) if offered else "auto",
         timeout_s=model.timeout_s,
     )
-    response = await models.generate(request, DiscardDeltas())
+    response = models.priced(model, await models.generate(request, DiscardDeltas()), batch=False)
     if node.output_schema is None:
         return response.text, response.usage
     answer = next((c for c in response.tool_calls if c.name == RESPOND_TOOL), None)

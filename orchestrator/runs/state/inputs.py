@@ -51,6 +51,7 @@ class CreateRun(TransitionInput):
     parent: str | None = None
     parent_job: QueuedJob | None = None
     depth: int = 0
+    tenant: str | None = None  # whose run it is: its steps' usage counts to that tenant
     # A fork starts at `start_step` with the original's first steps copied (their step
     # hashes, field -> value), its usage so far, and where it came from (JSON).
     start_step: int = 0
