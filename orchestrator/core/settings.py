@@ -82,6 +82,14 @@ class Settings(BaseSettings):
     # 100 runs of the default 10 steps.
     max_tree_steps: int = Field(default=1000, ge=1)
     agents: str | None = None
+    # Ceilings on each run's budgets (unset: none): a spec's `limits` may be lower, never
+    # higher (refused at submit); a spec without one gets the ceiling
+    # (orchestrator/policy/budgets.py).
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tool_calls: int | None = Field(default=None, ge=0)
     # Each tenant's submissions a minute, counted in Redis across the fleet: what
     # `agentq serve` admits (runs, tool calls, chat turns, batches; past it a 429) and the
     # sub-agents workers start for the tenant's runs (past it a tool error the parent sees).

@@ -306,6 +306,7 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
         next_job=model_job(run_id, plan.step + 1),
         output=_output_json(plan),
         follow=[plan.retry.model_dump_json()] if plan.retry is not None else [],
+        failure=plan.budget_failure,
     )
 
 

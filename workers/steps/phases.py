@@ -9,6 +9,7 @@ under re-delivery: `begin` and `commit` are transitions a second delivery finds 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from agentq.orchestrator.core.expression_limits import ExpressionLimitError
 from agentq.orchestrator.core.messages import Message, Usage
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.loop.budget import budget_failure, over_budget
 from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
 from agentq.orchestrator.machine.store import Ride
 from agentq.orchestrator.output.instructions import (
@@ -32,13 +34,14 @@ from agentq.orchestrator.output.instructions import (
 )
 from agentq.orchestrator.output.judge import StepOutput, attempts_in
 from agentq.orchestrator.output.spec import effective_mode
+from agentq.orchestrator.policy.budgets import Budget, Reached, Spent
 from agentq.orchestrator.policy.guardrails import Trip
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids
-from agentq.orchestrator.spec.limits import limit_in_force
+from agentq.orchestrator.spec.limits import budget_in_force, limit_in_force
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.provider import ProviderToolConfig
@@ -47,7 +50,7 @@ from agentq.workers.models.batch.step import Route, batch_answer
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.queue.outcome import JobOutcome, report
-from agentq.workers.steps import answers, guards
+from agentq.workers.steps import answers, budgets, guards
 from agentq.workers.steps import prepare as preparation
 from agentq.workers.steps.history_cache import HistoryCache, asking, completed
 from agentq.workers.steps.repair import repair_calls
@@ -96,6 +99,11 @@ class Begun:
     digest: str
     parent: str | None  # a sub-agent's child run: its parent's call shows its progress
     tenant: str  # whose run it is (what its cost counts to)
+    # The run's budgets in force and what it had spent before this step (None: no
+    # budget); `last`: the budget reached that makes this its last step, tools disabled.
+    budget: Budget | None = None
+    spent: Spent | None = None
+    last: Reached | None = None
 
 
 @dataclass(frozen=True)
@@ -134,6 +142,14 @@ async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun |
     if refusal is not None:
         await fail(deps, run_id, RunFailure(kind=FailureKind.LIMIT, message=refusal, step=step))
         return None
+    budget = budget_in_force(whole.spec.limits, deps.settings)
+    spent = last = None
+    if not budget.empty:
+        spent = await budgets.run_spent(deps.store, run_id)
+        last = budget.before_step(spent)
+        if last is not None and whole.spec.limits.on_limit == "fail":
+            await fail(deps, run_id, budget_failure(last, step))
+            return None
     return Begun(
         run_id=run_id,
         step=step,
@@ -143,6 +159,9 @@ async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun |
         digest=whole.digest,
         parent=begun.parent,
         tenant=begun.tenant or DEFAULT_TENANT,
+        budget=None if budget.empty else budget,
+        spent=spent,
+        last=last,
     )
 
 
@@ -175,6 +194,10 @@ async def prepare(
             started = {"status": "started"}
             await sub_agents.forward_step(deps.store, begun.parent, begun.run_id, started)
         await sub_agents.forward_step(deps.store, begun.parent, begun.run_id, {"step": begun.step})
+    if begun.last is not None:
+        # The budget's last step: the model answers with what it has, no tool offered.
+        last = prepared.spec.model_copy(update={"tool_choice": "none"})
+        return dataclasses.replace(prepared, spec=last)
     return prepared
 
 
@@ -332,6 +355,13 @@ async def plan(
         await fail(deps, begun.run_id, failure)
         return None
     planned.prepared = prepared.record
+    if begun.budget is not None and begun.spent is not None:
+        reached = begun.last or begun.budget.after_step(begun.spent, budgets.step_spent(planned))
+        if reached is not None:
+            on_limit = spec.limits.on_limit
+            planned.budget_failure = over_budget(
+                planned, reached, on_limit, last=begun.last is not None
+            )
     if not await _passes(deps, begun, guards.output_trip(deps.store, begun.run_id, spec, planned)):
         return None
     return planned

@@ -3,8 +3,10 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CommitStep: step, resp, assistant, text, finish_reason, usage, after, order,
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
---         finishes_now, next_job, batch, output?, follow
+--         finishes_now, next_job, batch, output?, follow, failure? (a RunFailure: the run
+--         fails once the step is recorded)
 -- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once)
+--         FAILED (the input's failure: a budget the step went over)
 --         FAILED (a call answered at once with an error its tool's on_error fail-run ends the run on)
 --         UNKNOWN_RUN | CLOSED | STALE | DUPLICATE (committed before)
 -- Effects the step hash (resp written once; the structured output the step gave), usage
@@ -39,7 +41,10 @@ for _, c in ipairs(A.calls) do
   redis.call('HSET', step, S.CALL .. c.id, c.call, S.CALL_STATUS .. c.id, c.status)
   if c.result then redis.call('HSET', step, S.RESULT .. c.id, c.result) end
 end
+redis.call('HINCRBY', meta, F.TOOL_CALLS, #A.calls)
 emit_all(A.events)
+-- A step that went over the run's budget: recorded (its usage counts), then the end.
+if A.failure then return reply(fail(A.failure)) end
 -- A call refused at once (its input) whose tool says on_error fail-run: nothing runs.
 for _, c in ipairs(A.calls) do
   local failure = c.result and tool_failure(A.step, c.call, c.result)

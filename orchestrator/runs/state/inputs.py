@@ -109,6 +109,8 @@ class CommitStep(TransitionInput):
     # that follow the assistant's (an invalid output sent back to the model).
     output: str | None = None
     follow: list[str] = Field(default_factory=list)
+    # The run fails once the step is recorded (a budget the step went over: RunFailure).
+    failure: RunFailure | None = None
 
     def idle_job_fields(self) -> frozenset[str]:
         # commit_step.lua joins (sends next_job) only when the step finishes nothing

@@ -121,6 +121,7 @@ class MetaField(StrEnum):
     COST_OUTPUT = "c_out"
     COST_REASONING = "c_reason"
     UNPRICED = "unpriced"
+    TOOL_CALLS = "tool_calls"  # how many tool calls its steps asked for (its budget's)
     TENANT = "tenant"  # whose run it is (DEFAULT_TENANT when none was named)
     # A child run (a sub-agent's): its parent's call as JSON {run_id, step, call_id}, the
     # job its end enqueues to hand the parent its result (a QueuedJob), and how deep it is.
