@@ -135,10 +135,6 @@ class Settings(BaseSettings):
     provider_batch_max_age_s: float = Field(default=60.0, ge=0)
     provider_batch_poll_s: float = Field(default=10.0, gt=0)
     provider_batch_lease_s: float = Field(default=30.0, gt=0)
-    # Direct prices, USD per million tokens [input, output], by "provider:model" (or
-    # "provider:*"), and the batch discount: what `batch status` estimates was saved.
-    provider_batch_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
-    provider_batch_discount: float = Field(default=0.5, ge=0, le=1)
     # Every worker sweeps for runs that have not moved for this long and whose current step
     # has no job queued or held and nothing recorded (a failover dropped the job): their
     # step's jobs are enqueued again (orchestrator/runs/redrive.py); likewise calls without

@@ -169,6 +169,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "orchestrator.batches": {
         "orchestrator.core",
+        "orchestrator.cost",  # the saving of batch-priced steps, at the price table
         "orchestrator.machine",
         "orchestrator.redis",
         "orchestrator.runs",
