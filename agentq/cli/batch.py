@@ -165,8 +165,13 @@ def summary_line(info: BatchInfo) -> str:
     return (
         f"{info.id} {info.status}: {c.succeeded} succeeded, {c.failed} failed, "
         f"{c.cancelled} cancelled, {c.running} running, {c.queued} queued of {info.lines}; "
-        f"{rate}, ETA {eta}, {info.usage['total_tokens']} tokens"
+        f"{rate}, ETA {eta}, {info.usage['total_tokens']} tokens, {cost_text(info.cost_usd)}"
     )
+
+
+def cost_text(usd: float | None) -> str:
+    """A cost as the CLI shows it: unknown when a model had no price (never $0)."""
+    return "cost unknown" if usd is None else f"${usd:,.4f}"
 
 
 @batch.command("status", context_settings=CONTEXT)
@@ -224,7 +229,7 @@ class ProgressView:
             counts=counts.markup,
             rate=f"{info.runs_per_s:.1f} runs/s" if info.runs_per_s else "- runs/s",
             eta=_duration(info.eta_s),
-            tokens=f"{info.usage['total_tokens']:,} tok",
+            tokens=f"{info.usage['total_tokens']:,} tok, {cost_text(info.cost_usd)}",
         )
 
 
@@ -246,6 +251,7 @@ def _progress_json(info: BatchInfo) -> str:
             "runs_per_s": info.runs_per_s,
             "eta_s": info.eta_s,
             "total_tokens": info.usage["total_tokens"],
+            "cost_usd": info.cost_usd,
         }
     )
 

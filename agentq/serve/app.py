@@ -23,6 +23,7 @@ from agentq.serve import (
     runs,
     schedules,
     threads,
+    usage,
 )
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
@@ -95,6 +96,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     app.include_router(credentials.router)
     app.include_router(runs.router)
     app.include_router(run_actions.router)
+    app.include_router(usage.router)
     app.include_router(batches.router)
     app.include_router(threads.router)
     app.include_router(schedules.router)

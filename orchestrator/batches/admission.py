@@ -35,7 +35,7 @@ from agentq.orchestrator.batches.state import (
 from agentq.orchestrator.core.envelopes import BatchJobEnvelope, QueuedJob
 from agentq.orchestrator.core.errors import AgentqError, InfrastructureError, RunNotFoundError
 from agentq.orchestrator.core.jobs import queued_job
-from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField
+from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField, rolled_up_usage
 from agentq.orchestrator.spec.run import RunSpec
 
 if TYPE_CHECKING:
@@ -53,14 +53,6 @@ def kick_job(tenant: str, batch_id: str, nonce: str) -> QueuedJob:
     return queued_job(BatchJobEnvelope(tenant=tenant, batch_id=batch_id, nonce=nonce))
 
 
-def _usage(meta: dict[str, str]) -> dict[str, int]:
-    return {
-        "input_tokens": int(meta.get(MetaField.USAGE_INPUT, 0)),
-        "output_tokens": int(meta.get(MetaField.USAGE_OUTPUT, 0)),
-        "total_tokens": int(meta.get(MetaField.USAGE_TOTAL, 0)),
-    }
-
-
 def _error_message(raw: str | None) -> str | None:
     if not raw:
         return None
@@ -74,7 +66,9 @@ def line_record(meta: dict[str, str]) -> dict[str, Any]:
     """A finished run's compact record: what `batch results` shows once the run's own
     keys are gone."""
     status = meta.get(MetaField.STATUS, LineStatus.FAILED)
-    record: dict[str, Any] = {RecordField.STATUS: status, RecordField.USAGE: _usage(meta)}
+    # What the line cost: its run's and its run's sub-agents'.
+    usage = rolled_up_usage(meta).model_dump()
+    record: dict[str, Any] = {RecordField.STATUS: status, RecordField.USAGE: usage}
     if meta.get(MetaField.TEXT):
         record[RecordField.TEXT] = meta[MetaField.TEXT]
     if MetaField.OUTPUT in meta:

@@ -42,6 +42,7 @@ from agentq.orchestrator.batches.state import (
 from agentq.orchestrator.batches.store import BatchStore
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.core.messages import Usage, round_usd
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.faults import maps_redis_errors, redis_errors_mapped
@@ -82,6 +83,8 @@ class BatchInfo(BaseModel):
     priority: int
     counts: BatchCounts
     usage: dict[str, int]
+    # USD, the ended lines' at the deployment's prices; None: a line's model had no price.
+    cost_usd: float | None = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)
     created_at: float
     sealed_at: float | None = None
@@ -108,7 +111,8 @@ class LineResult(BaseModel):
     text: str | None = None
     # The run's structured output, when its spec asked for one (orchestrator/output/).
     output: Any = None
-    usage: dict[str, int] | None = None
+    # Tokens and cost (its run's and their sub-agents'), as `RunResult.usage` shows them.
+    usage: Usage | None = None
     error: str | None = None
 
 
@@ -145,6 +149,9 @@ def _info(meta: Mapping[str, str], now: float) -> BatchInfo:
             "output_tokens": int(meta.get(BatchField.USAGE_OUTPUT, 0)),
             "total_tokens": int(meta.get(BatchField.USAGE_TOTAL, 0)),
         },
+        cost_usd=None
+        if int(meta.get(BatchField.UNPRICED, 0))
+        else round_usd(float(meta.get(BatchField.COST, 0))),
         metadata=json.loads(meta.get(BatchField.METADATA) or "{}"),
         created_at=float(meta.get(BatchField.CREATED_AT, 0)),
         sealed_at=sealed,

@@ -89,6 +89,8 @@ class BatchField(StrEnum):
     USAGE_INPUT = "u_in"
     USAGE_OUTPUT = "u_out"
     USAGE_TOTAL = "u_total"
+    COST = "cost"  # USD, the ended lines' (their sub-agents' included)
+    UNPRICED = "unpriced"  # ended lines whose cost is unknown (a model without a price)
 
 
 class SchedField(StrEnum):

@@ -2,10 +2,9 @@
 
 `commit_step` counts a step answered through a provider batch apart in the run's
 meta hash (steps, input and output tokens). `batch_priced_usage(redis, run_ids,
-settings)` sums that over runs (what `agentq batch status` reports), with an
-estimated saving when the deployment configured direct prices
-(`AGENTQ_PROVIDER_BATCH_PRICES`, USD per million tokens, and
-`AGENTQ_PROVIDER_BATCH_DISCOUNT`, 0.5 by default).
+settings)` sums that over runs, with an estimated saving: those tokens at the price
+table's direct prices (`AGENTQ_PRICES`, orchestrator/cost/) times the model's
+`batch_discount`.
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.cost.compute import PER_TOKENS
+from agentq.orchestrator.cost.prices import Prices, load_prices
 from agentq.orchestrator.runs.state import MetaField
 
 T = TypeVar("T")
@@ -47,15 +48,7 @@ class BatchPricedUsage(BaseModel):
         )
 
 
-def price_of(
-    prices: Mapping[str, tuple[float, float]], provider: str, model: str
-) -> tuple[float, float] | None:
-    return prices.get(f"{provider}:{model}") or prices.get(f"{provider}:*")
-
-
-def run_usage(
-    meta: Mapping[str, str], prices: Mapping[str, tuple[float, float]], discount: float
-) -> BatchPricedUsage:
+def run_usage(meta: Mapping[str, str], prices: Prices) -> BatchPricedUsage:
     """One run's batch-priced usage from its meta fields (pure)."""
     steps = int(meta.get(MetaField.BATCH_STEPS) or 0)
     tokens_in = int(meta.get(MetaField.BATCH_INPUT) or 0)
@@ -63,17 +56,16 @@ def run_usage(
     saving: float | None = 0.0
     if steps:
         model: dict[str, Any] = json.loads(meta.get(MetaField.SPEC) or "{}").get("model") or {}
-        price = price_of(prices, str(model.get("provider")), str(model.get("name")))
+        price = prices.lookup([str(model.get("provider"))], str(model.get("name")))
         saving = (
             None
             if price is None
-            else (tokens_in * price[0] + tokens_out * price[1]) / 1e6 * discount
+            else (tokens_in * price.input + tokens_out * price.output)
+            / PER_TOKENS
+            * price.batch_discount
         )
     return BatchPricedUsage(
-        steps=steps,
-        input_tokens=tokens_in,
-        output_tokens=tokens_out,
-        estimated_saving_usd=saving if prices else None,
+        steps=steps, input_tokens=tokens_in, output_tokens=tokens_out, estimated_saving_usd=saving
     )
 
 
@@ -81,8 +73,8 @@ async def batch_priced_usage(
     redis: Redis, run_ids: Iterable[str], settings: Settings | None = None
 ) -> BatchPricedUsage:
     """The batch-priced usage of these runs, summed (runs whose keys expired count 0)."""
-    settings = settings or Settings()
-    total = BatchPricedUsage(estimated_saving_usd=0.0 if settings.provider_batch_prices else None)
+    prices = load_prices((settings or Settings()).prices)
+    total = BatchPricedUsage(estimated_saving_usd=0.0)
     ids = list(run_ids)
     async with redis.pipeline(transaction=False) as pipe:
         for run_id in ids:
@@ -94,5 +86,5 @@ async def batch_priced_usage(
             for f, v in zip(_FIELDS, row, strict=True)
             if v is not None
         }
-        total += run_usage(meta, settings.provider_batch_prices, settings.provider_batch_discount)
+        total += run_usage(meta, prices)
     return total

@@ -409,6 +409,17 @@ def moving_calls(partition: int = 0) -> str:
     return _partitioned(MOVING_PREFIX, partition, MOVING_CALLS)
 
 
+USAGE_PREFIX = "aq:usage:"
+USAGE_TENANTS = "tenants"
+
+
+def tenant_usage(partition: int = 0) -> str:
+    """Hash: a partition's usage totals by tenant, `<tenant>:<Usage field>` (tokens) and
+    `<tenant>:<CostBreakdown field>` / `<tenant>:unpriced` (cost), written by
+    `commit_step` in the run's slot; a tenant's total sums the partitions."""
+    return _partitioned(USAGE_PREFIX, partition, USAGE_TENANTS)
+
+
 def moving_batches(partition: int = 0) -> str:
     """Zset: a partition's batches with lines to admit and its admitted lines not ended,
     by when each last moved (the batch transitions write it in their tenant's slot)."""

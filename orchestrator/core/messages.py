@@ -106,6 +106,41 @@ MESSAGE_ADAPTER: TypeAdapter[Message] = TypeAdapter(Message)
 MESSAGES_ADAPTER: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
 
 
+class CostBreakdown(_Model):
+    """What tokens cost, USD, by kind (priced by orchestrator/cost/): input neither read
+    from nor written to a cache, cache reads, cache writes, output other than reasoning,
+    reasoning."""
+
+    input_usd: float = 0.0
+    cached_input_usd: float = 0.0
+    cache_write_usd: float = 0.0
+    output_usd: float = 0.0
+    reasoning_usd: float = 0.0
+
+    @property
+    def total_usd(self) -> float:
+        return round_usd(
+            self.input_usd
+            + self.cached_input_usd
+            + self.cache_write_usd
+            + self.output_usd
+            + self.reasoning_usd
+        )
+
+    def __add__(self, other: CostBreakdown) -> CostBreakdown:
+        return CostBreakdown(
+            **{
+                name: round_usd(getattr(self, name) + getattr(other, name))
+                for name in CostBreakdown.model_fields
+            }
+        )
+
+
+def round_usd(value: float) -> float:
+    """To the nano-dollar: sums of float prices stay free of binary noise."""
+    return round(value, 9)
+
+
 class Usage(_Model):
     """Tokens a step (or a run, summed) used. `input_tokens` is the whole prompt on every
     wire format; `cached_input_tokens` (read from the provider's prompt cache) and
@@ -117,12 +152,26 @@ class Usage(_Model):
     cached_input_tokens: int = 0
     cache_write_tokens: int = 0
     reasoning_tokens: int = 0
+    # USD at the deployment's prices (orchestrator/cost/). None: a model without a price
+    # took part (its tokens still count); no sum makes that known again, so a run's cost
+    # is never an undercount shown as a figure.
+    cost_usd: float | None = 0.0
+    cost_breakdown: CostBreakdown | None = Field(default_factory=CostBreakdown)
 
     def __add__(self, other: Usage) -> Usage:
-        return Usage(**{name: getattr(self, name) + getattr(other, name) for name in _USAGE_NAMES})
+        breakdown = (
+            None
+            if self.cost_breakdown is None or other.cost_breakdown is None
+            else self.cost_breakdown + other.cost_breakdown
+        )
+        return Usage(
+            **{name: getattr(self, name) + getattr(other, name) for name in _TOKEN_NAMES},
+            cost_usd=None if breakdown is None else breakdown.total_usd,
+            cost_breakdown=breakdown,
+        )
 
 
-_USAGE_NAMES = tuple(Usage.model_fields)
+_TOKEN_NAMES = tuple(name for name in Usage.model_fields if name.endswith("_tokens"))
 
 
 def normalize_message(raw: Any) -> Any:

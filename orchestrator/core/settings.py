@@ -82,6 +82,14 @@ class Settings(BaseSettings):
     # 100 runs of the default 10 steps.
     max_tree_steps: int = Field(default=1000, ge=1)
     agents: str | None = None
+    # Ceilings on each run's budgets (unset: none): a spec's `limits` may be lower, never
+    # higher (refused at submit); a spec without one gets the ceiling
+    # (orchestrator/policy/budgets.py).
+    max_input_tokens: int | None = Field(default=None, ge=1)
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    max_total_tokens: int | None = Field(default=None, ge=1)
+    max_cost_usd: float | None = Field(default=None, gt=0)
+    max_tool_calls: int | None = Field(default=None, ge=0)
     # Each tenant's submissions a minute, counted in Redis across the fleet: what
     # `agentq serve` admits (runs, tool calls, chat turns, batches; past it a 429) and the
     # sub-agents workers start for the tenant's runs (past it a tool error the parent sees).
@@ -127,10 +135,6 @@ class Settings(BaseSettings):
     provider_batch_max_age_s: float = Field(default=60.0, ge=0)
     provider_batch_poll_s: float = Field(default=10.0, gt=0)
     provider_batch_lease_s: float = Field(default=30.0, gt=0)
-    # Direct prices, USD per million tokens [input, output], by "provider:model" (or
-    # "provider:*"), and the batch discount: what `batch status` estimates was saved.
-    provider_batch_prices: dict[str, tuple[float, float]] = Field(default_factory=dict)
-    provider_batch_discount: float = Field(default=0.5, ge=0, le=1)
     # Every worker sweeps for runs that have not moved for this long and whose current step
     # has no job queued or held and nothing recorded (a failover dropped the job): their
     # step's jobs are enqueued again (orchestrator/runs/redrive.py); likewise calls without
@@ -148,3 +152,6 @@ class Settings(BaseSettings):
     # oldest turns beyond it are left out (the `drop_oldest` context strategy; the first
     # message, the thread's task, stays), so a long conversation stays bounded.
     thread_max_messages: int = Field(default=500, ge=2)
+    # The price table, a JSON file: USD per million tokens by "provider:model" or
+    # "endpoint:model" (orchestrator/cost/prices.py), over built-in list prices.
+    prices: str | None = None

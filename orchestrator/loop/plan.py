@@ -42,7 +42,7 @@ from agentq.orchestrator.output.spec import EffectiveMode
 from agentq.orchestrator.policy.approval_rules import asks
 from agentq.orchestrator.policy.guardrails import Trip
 from agentq.orchestrator.policy.stop_conditions import StepFacts, stop_reason
-from agentq.orchestrator.runs.state import CallStatus, StepAfter
+from agentq.orchestrator.runs.state import CallStatus, RunFailure, StepAfter
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef, tool_needs
 
@@ -116,6 +116,8 @@ class StepPlan(BaseModel):
     output_failure: OutputFailure | None = None
     # The mode the step asked in (recorded: a replay judges the answer as it was asked).
     output_mode: EffectiveMode | None = None
+    # The run fails once this step is recorded: it went over a budget (loop/budget.py).
+    budget_failure: RunFailure | None = None
 
     @property
     def local_calls(self) -> list[CallPlan]:

@@ -18,6 +18,16 @@ class ScriptedToolCall(_Spec):
     id: str | None = None
 
 
+class ScriptedUsage(_Spec):
+    """The tokens a scripted answer reports (as a provider would), for tests and demos of
+    usage, cost and budgets."""
+
+    input_tokens: int = Field(default=0, ge=0)
+    cached_input_tokens: int = Field(default=0, ge=0)
+    output_tokens: int = Field(default=0, ge=0)
+    reasoning_tokens: int = Field(default=0, ge=0)
+
+
 class ScriptedStep(_Spec):
     """One answer of the scripted provider: text, tool calls, or both."""
 
@@ -28,6 +38,7 @@ class ScriptedStep(_Spec):
     finish_reason: str | None = None
     # Answers to repair requests in this step (see `RepairPolicy`), in the order asked.
     repair: list[ScriptedToolCall] = Field(default_factory=list)
+    usage: ScriptedUsage | None = None
 
 
 class RepairPolicy(_Spec):

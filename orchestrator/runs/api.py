@@ -38,7 +38,7 @@ from agentq.orchestrator.core.errors import (
 )
 from agentq.orchestrator.core.events import Event, event_json
 from agentq.orchestrator.core.fairness import Priority, checked_priority
-from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart
+from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart, Usage
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
@@ -84,6 +84,7 @@ from agentq.orchestrator.runs.state import (
     TransitionInput,
 )
 from agentq.orchestrator.runs.store import RunStore
+from agentq.orchestrator.runs.tenant_usage import tenant_usage
 from agentq.orchestrator.runs.transitions import (
     enqueued_job_ids,
     input_answer_args,
@@ -414,6 +415,12 @@ class Runs:
                         break
         page.next_cursor = after.encode() if after else None
         return page
+
+    async def usage(self, tenant: str | None = None) -> Usage:
+        """Everything a tenant's runs used and cost, so far (the default tenant's by
+        default): every recorded model step, its runs' sub-agents included."""
+        with redis_errors_mapped():
+            return await tenant_usage(self.store.redis, tenant or DEFAULT_TENANT)
 
     async def result(self, run_id: str) -> RunResult:
         """The run as it stands now (finished or not)."""

@@ -51,7 +51,7 @@ def child_spec(template: dict[str, Any], tool_input: Any, limits: RunLimits) -> 
     spec: dict[str, Any] = render(template, values)
     spec.pop("id", None)  # a child's id is derived from its parent's call
     own = RunLimits.model_validate(spec.get("limits") or {})
-    spec["limits"] = inherited(limits, own).model_dump(exclude_none=True)
+    spec["limits"] = inherited(limits, own).model_dump(exclude_none=True, exclude_defaults=True)
     if spec.get("prompt") is None and not spec.get("messages"):
         prompt = values.get("prompt")
         spec["prompt"] = prompt if isinstance(prompt, str) else json.dumps(values)

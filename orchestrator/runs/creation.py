@@ -16,7 +16,7 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError, SpecError
 from agentq.orchestrator.core.fairness import lane_of
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
-from agentq.orchestrator.core.run_ids import tenant_run_id, traced_run_id
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, tenant_run_id, traced_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.start_times import check_future
 from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
@@ -114,6 +114,7 @@ class RunCreation:
                 child_of,
                 traceparent,
                 start_at_ms=start_at_ms,
+                tenant=tenant or DEFAULT_TENANT,
             )
             args = hops.stamp(fork.applied(args) if fork is not None else args)
             lane = lane_of(

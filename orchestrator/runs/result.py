@@ -11,15 +11,14 @@ from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResu
 from agentq.orchestrator.core.run_ids import ParentLink, child_run_id
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
 from agentq.orchestrator.runs.state import (
-    CHILD_USAGE_FIELDS,
     TERMINAL_STATUSES,
-    USAGE_FIELDS,
     CallStatus,
     InputStatus,
     MetaField,
     RunFailure,
     RunStatus,
     StepField,
+    stored_usage,
 )
 
 __all__ = ["TERMINAL_STATUSES", "RunResult", "RunStatus", "StepResult", "assemble"]
@@ -174,7 +173,7 @@ def assemble(
         text=meta.get(MetaField.TEXT, step_results[-1].text if step_results else ""),
         output=json.loads(meta[MetaField.OUTPUT]) if MetaField.OUTPUT in meta else None,
         steps=step_results,
-        usage=Usage(**{name: int(meta.get(field, 0)) for name, field in USAGE_FIELDS.items()}),
+        usage=stored_usage(meta),
         messages=[MESSAGE_ADAPTER.validate_json(m) for m in messages[n_initial:]],
         error=RunFailure.model_validate_json(meta[MetaField.ERROR])
         if MetaField.ERROR in meta
@@ -187,9 +186,7 @@ def assemble(
         if MetaField.PARENT in meta
         else None,
         children=_children(run_id, step_results, agent_tools),
-        child_usage=Usage(
-            **{name: int(meta.get(field, 0)) for name, field in CHILD_USAGE_FIELDS.items()}
-        ),
+        child_usage=stored_usage(meta, children=True),
         origin=json.loads(meta[MetaField.ORIGIN]) if MetaField.ORIGIN in meta else None,
         start_at=float(meta[MetaField.START_AT]) if MetaField.START_AT in meta else None,
     )

@@ -56,6 +56,7 @@ def create_args(
     child_of: ChildOf | None = None,
     submitted_by: str | None = None,
     start_at_ms: int | None = None,
+    tenant: str | None = None,
 ) -> CreateRun:
     """`start_at_ms`: a delayed run's start; its first model step is a timer due then."""
     parent = child_of.parent if child_of is not None else None
@@ -81,6 +82,7 @@ def create_args(
         parent=parent.model_dump_json() if parent is not None else None,
         parent_job=parent_job(run_id, parent) if parent is not None else None,
         depth=child_of.depth if child_of is not None else 0,
+        tenant=tenant,
     )
 
 
@@ -307,6 +309,7 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
         next_job=model_job(run_id, plan.step + 1),
         output=_output_json(plan),
         follow=[plan.retry.model_dump_json()] if plan.retry is not None else [],
+        failure=plan.budget_failure,
     )
 
 

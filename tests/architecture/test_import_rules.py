@@ -129,6 +129,7 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrator.machine": {"orchestrator.core", "orchestrator.redis"},
     "orchestrator.tools": {"orchestrator.core", "orchestrator.policy"},
     "orchestrator.output": {"orchestrator.core"},
+    "orchestrator.cost": {"orchestrator.core"},
     "orchestrator.spec": {
         "orchestrator.core",
         "orchestrator.output",
@@ -170,6 +171,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "orchestrator.batches": {
         "orchestrator.core",
+        "orchestrator.cost",  # the saving of batch-priced steps, at the price table
         "orchestrator.machine",
         "orchestrator.redis",
         "orchestrator.runs",
@@ -206,6 +208,7 @@ ALLOWED: dict[str, set[str]] = {
     "workers.queue": {"orchestrator.core", "orchestrator.machine", "orchestrator.redis"},
     "workers.models": {
         "orchestrator.core",
+        "orchestrator.cost",  # pricing an answer's usage
         "orchestrator.machine",
         "orchestrator.output",
         "orchestrator.policy",
@@ -285,6 +288,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.batches",  # the sweeper of lost admission jobs, beside the runs'
         "orchestrator.calls",  # the sweeper of calls whose job was lost, beside the runs'
         "orchestrator.core",
+        "orchestrator.cost",  # the price table, read at the start
         "orchestrator.fleet",
         "orchestrator.loop",
         "orchestrator.machine",

@@ -69,7 +69,10 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
             return
         tracing.annotate(chat_span, lambda: chat_result_attributes(generated.response))
         response = await phases.repair(deps, begun, spec, request, generated.response)
+    response = phases.price(deps, spec, response, batched=generated.batched)
     plan = await phases.plan(deps, begun, prepared, response, output)
     if plan is None:
         return
-    await phases.commit(deps, begun, plan, batched=generated.batched, ride=job_ride(ctx))
+    await phases.commit(
+        deps, begun, plan, model=spec.model, batched=generated.batched, ride=job_ride(ctx)
+    )

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 import httpx
 
 from agentq.orchestrator.core.errors import ProviderError, SpecError
+from agentq.orchestrator.cost.prices import Prices, load_prices
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models import ProviderContext, make_provider, providers
@@ -28,6 +29,7 @@ from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse, P
 from agentq.workers.models.batch_api import BATCH_WIRES
 from agentq.workers.models.driver import HttpProvider
 from agentq.workers.models.http import HEADERS_EXTENSION
+from agentq.workers.models.pricing import priced_response
 from agentq.workers.models.ratelimit import RateLimitedProvider, RateLimiter, limit_key
 from agentq.workers.models.redact import key_scrubbed
 from agentq.workers.models.retry import RetryPolicy, generate_with_retries
@@ -54,10 +56,13 @@ class ModelClient:
         policy: EndpointPolicy | None = None,
         limiter: RateLimiter | None = None,
         retry: RetryPolicy | None = None,
+        prices: Prices | None = None,
     ) -> None:
         self.http = http
         self.env = env
         self.policy = policy or EndpointPolicy()
+        # What answers cost (None: the built-in list prices alone).
+        self.prices = prices or load_prices(None)
         self.limiter = limiter
         self.retry = retry
         # Where each endpoint's calls go (see base_url): the policy does not change
@@ -122,6 +127,11 @@ class ModelClient:
             except SpecError:
                 known[key] = None
         return known[key]
+
+    def priced(self, ref: ModelRef, response: ModelResponse, *, batch: bool) -> ModelResponse:
+        """The answer with its usage's cost (workers/models/pricing.py); `batch`: answered
+        through the provider's batch API."""
+        return priced_response(self.prices, self.policy, ref, response, batch=batch)
 
     async def generate(
         self,

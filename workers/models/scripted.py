@@ -1,7 +1,8 @@
 """The scripted provider: deterministic answers for tests and the offline demo.
 
-Step k of a run answers `script[k]`; the i-th repair request of step k answers
-with the call `script[k].repair[i]`. It calls no model, and says so: every
+Step k of a run answers `script[k]` (reporting its `usage`, if given); the i-th repair
+request of step k answers with the call `script[k].repair[i]`. It calls no model, and
+says so: every
 response carries `provider_metadata["scripted"] = True`, which the CLI shows.
 """
 
@@ -10,7 +11,8 @@ from __future__ import annotations
 import json
 
 from agentq.orchestrator.core.errors import ProviderError
-from agentq.orchestrator.policy.model_ref import ScriptedToolCall
+from agentq.orchestrator.core.messages import Usage
+from agentq.orchestrator.policy.model_ref import ScriptedToolCall, ScriptedUsage
 from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse, ProviderToolCall
 
 
@@ -41,8 +43,15 @@ class ScriptedProvider:
             text=answer.text,
             tool_calls=calls,
             finish_reason=finish,
+            usage=_usage(answer.usage),
             provider_metadata={"scripted": True},
         )
+
+
+def _usage(given: ScriptedUsage | None) -> Usage:
+    if given is None:
+        return Usage()
+    return Usage(**given.model_dump(), total_tokens=given.input_tokens + given.output_tokens)
 
 
 def _repair_answer(repairs: list[ScriptedToolCall], request: ModelRequest) -> ModelResponse:

@@ -9,6 +9,7 @@ under re-delivery: `begin` and `commit` are transitions a second delivery finds 
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -20,8 +21,10 @@ from agentq.orchestrator import tracing
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.expression_limits import ExpressionLimitError
-from agentq.orchestrator.core.messages import Message
+from agentq.orchestrator.core.messages import Message, Usage
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.loop.budget import budget_failure, over_budget
 from agentq.orchestrator.loop.plan import StepPlan, offered_tools, plan_step
 from agentq.orchestrator.machine.store import Ride
 from agentq.orchestrator.output.instructions import (
@@ -31,12 +34,14 @@ from agentq.orchestrator.output.instructions import (
 )
 from agentq.orchestrator.output.judge import StepOutput, attempts_in
 from agentq.orchestrator.output.spec import effective_mode
+from agentq.orchestrator.policy.budgets import Budget, Reached, Spent
 from agentq.orchestrator.policy.guardrails import Trip
+from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import BeginStep, FailureKind, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import commit_args, enqueued_job_ids
-from agentq.orchestrator.spec.limits import limit_in_force
+from agentq.orchestrator.spec.limits import budget_in_force, limit_in_force
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.provider import ProviderToolConfig
@@ -45,7 +50,7 @@ from agentq.workers.models.batch.step import Route, batch_answer
 from agentq.workers.models.batch.store import ProviderBatchStore
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.queue.outcome import JobOutcome, report
-from agentq.workers.steps import answers, guards
+from agentq.workers.steps import answers, budgets, guards
 from agentq.workers.steps import prepare as preparation
 from agentq.workers.steps.history_cache import HistoryCache, asking, completed
 from agentq.workers.steps.repair import repair_calls
@@ -61,6 +66,8 @@ class ModelCallMetrics(Protocol):
     def observe_model_call(
         self, provider: str, model: str, call: Awaitable[ModelResponse]
     ) -> Awaitable[ModelResponse]: ...
+
+    def observe_cost(self, tenant: str, provider: str, model: str, usage: Usage) -> None: ...
 
 
 class StepDeps(Protocol):
@@ -91,6 +98,12 @@ class Begun:
     messages: list[Message]
     digest: str
     parent: str | None  # a sub-agent's child run: its parent's call shows its progress
+    tenant: str  # whose run it is (what its cost counts to)
+    # The run's budgets in force and what it had spent before this step (None: no
+    # budget); `last`: the budget reached that makes this its last step, tools disabled.
+    budget: Budget | None = None
+    spent: Spent | None = None
+    last: Reached | None = None
 
 
 @dataclass(frozen=True)
@@ -129,6 +142,14 @@ async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun |
     if refusal is not None:
         await fail(deps, run_id, RunFailure(kind=FailureKind.LIMIT, message=refusal, step=step))
         return None
+    budget = budget_in_force(whole.spec.limits, deps.settings)
+    spent = last = None
+    if not budget.empty:
+        spent = await budgets.run_spent(deps.store, run_id)
+        last = budget.before_step(spent)
+        if last is not None and whole.spec.limits.on_limit == "fail":
+            await fail(deps, run_id, budget_failure(last, step))
+            return None
     return Begun(
         run_id=run_id,
         step=step,
@@ -137,6 +158,10 @@ async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun |
         messages=list(whole.messages),
         digest=whole.digest,
         parent=begun.parent,
+        tenant=begun.tenant or DEFAULT_TENANT,
+        budget=None if budget.empty else budget,
+        spent=spent,
+        last=last,
     )
 
 
@@ -169,6 +194,10 @@ async def prepare(
             started = {"status": "started"}
             await sub_agents.forward_step(deps.store, begun.parent, begun.run_id, started)
         await sub_agents.forward_step(deps.store, begun.parent, begun.run_id, {"step": begun.step})
+    if begun.last is not None:
+        # The budget's last step: the model answers with what it has, no tool offered.
+        last = prepared.spec.model_copy(update={"tool_choice": "none"})
+        return dataclasses.replace(prepared, spec=last)
     return prepared
 
 
@@ -272,6 +301,13 @@ async def _batch_route(
     return await batch_answer(deps.batches, deps.models, request, sink.run_id, sink.step, sink)
 
 
+def price(
+    deps: StepDeps, spec: RunSpec, response: ModelResponse, *, batched: bool
+) -> ModelResponse:
+    """The answer's usage with its cost at the deployment's prices."""
+    return deps.models.priced(spec.model, response, batch=batched)
+
+
 async def repair(
     deps: StepDeps,
     begun: Begun,
@@ -319,6 +355,13 @@ async def plan(
         await fail(deps, begun.run_id, failure)
         return None
     planned.prepared = prepared.record
+    if begun.budget is not None and begun.spent is not None:
+        reached = begun.last or begun.budget.after_step(begun.spent, budgets.step_spent(planned))
+        if reached is not None:
+            on_limit = spec.limits.on_limit
+            planned.budget_failure = over_budget(
+                planned, reached, on_limit, last=begun.last is not None
+            )
     if not await _passes(deps, begun, guards.output_trip(deps.store, begun.run_id, spec, planned)):
         return None
     return planned
@@ -348,11 +391,22 @@ async def _passes(deps: StepDeps, begun: Begun, asked: Awaitable[Trip | None]) -
     return False
 
 
+# The commit outcomes that recorded the step (and added its usage to the totals).
+_RECORDED = frozenset({Outcome.COMMITTED, Outcome.CONTINUED, Outcome.FINISHED, Outcome.FAILED})
+
+
 async def commit(
-    deps: StepDeps, begun: Begun, planned: StepPlan, *, batched: bool, ride: Ride | None
+    deps: StepDeps,
+    begun: Begun,
+    planned: StepPlan,
+    *,
+    model: ModelRef,
+    batched: bool,
+    ride: Ride | None,
 ) -> None:
-    """Record the step and enqueue what comes next (commit_step.lua); `ride`: the job's
-    end, sent in the same round trip."""
+    """Record the step and enqueue what comes next (commit_step.lua); `model`: the one the
+    step asked (its cost is counted under it); `ride`: the job's end, sent in the same
+    round trip."""
     run_id = begun.run_id
     if planned.output_failure is not None:
         invalid = planned.output_failure
@@ -376,6 +430,8 @@ async def commit(
         args = args.model_copy(update={"batch": True})
     committed = await deps.store.commit_step(args, ride=ride)
     hops.sent(enqueued_job_ids(args, committed.outcome))
+    if deps.metrics is not None and committed.outcome in _RECORDED:
+        deps.metrics.observe_cost(begun.tenant, model.provider, model.name, planned.usage)
     if committed.outcome in (Outcome.FINISHED, Outcome.FAILED):
         deps.histories.drop(run_id)  # no step of the run comes next
     if committed.outcome in (Outcome.FINISHED, Outcome.FAILED):

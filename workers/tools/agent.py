@@ -30,14 +30,13 @@ from agentq.orchestrator.loop.plan import CallPlan, StepPlan, error_result
 from agentq.orchestrator.runs.children import ChildOf, child_spec
 from agentq.orchestrator.runs.result_guards import Ask, guarded_result
 from agentq.orchestrator.runs.state import (
-    CHILD_USAGE_FIELDS,
     TERMINAL_STATUSES,
-    USAGE_FIELDS,
     CallStatus,
     MetaField,
     PostResult,
     Reply,
     RunFailure,
+    rolled_up_usage,
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import result_args
@@ -216,16 +215,6 @@ async def _agent_call_rank(store: RunStore, run_id: str, step: int, call_id: str
     children = await store.agent_children(run_id)
     mine = child_run_id(run_id, step, call_id)
     return children.index(mine) if mine in children else 0
-
-
-def _usage(meta: dict[str, str], fields: dict[str, MetaField]) -> Usage:
-    return Usage(**{name: int(meta.get(field, 0)) for name, field in fields.items()})
-
-
-def rolled_up_usage(meta: dict[str, str]) -> Usage:
-    """A run's usage and its children's, together (what its parent is charged)."""
-    own, children = _usage(meta, USAGE_FIELDS), _usage(meta, CHILD_USAGE_FIELDS)
-    return Usage(**{name: getattr(own, name) + getattr(children, name) for name in USAGE_FIELDS})
 
 
 def child_result(

@@ -43,6 +43,7 @@ from agentq.orchestrator.runs.state import (
     Reply,
     WorkflowFinal,
     WorkflowRecord,
+    rolled_up_usage,
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, result_events
@@ -253,7 +254,7 @@ async def child_outcome(
                 link.call_id, wf.call.name, "its call has no result", ToolErrorKind.EXECUTION
             )
         )
-    usage = sub_agents.rolled_up_usage(meta)
+    usage = rolled_up_usage(meta)
     if answer.is_error:
         return NodeOutcome(status="failed", error=str(answer.output), usage=usage)
     return NodeOutcome(status="done", output=answer.output, usage=usage)
@@ -362,7 +363,7 @@ async def _call_model(
         tool_choice=ToolChoiceTool(tool=RESPOND_TOOL) if offered else "auto",
         timeout_s=model.timeout_s,
     )
-    response = await models.generate(request, DiscardDeltas())
+    response = models.priced(model, await models.generate(request, DiscardDeltas()), batch=False)
     if node.output_schema is None:
         return response.text, response.usage
     answer = next((c for c in response.tool_calls if c.name == RESPOND_TOOL), None)

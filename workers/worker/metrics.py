@@ -1,9 +1,10 @@
 """Prometheus metrics of a worker process (`agentq worker --metrics-port P`).
 
-Counters and histograms are fed by four hooks: `instrument` wraps the job functions
+Counters and histograms are fed by five hooks: `instrument` wraps the job functions
 (started, ended by outcome as users mean it, redelivered, queue wait, execution time),
 `run_ended` hears each run this process ended (by tenant, status and failure kind),
-`observe_model_call` wraps a model call (requests, tokens), and `TimedRateLimiter`
+`observe_model_call` wraps a model call (requests, tokens), `observe_cost` counts a
+recorded step's cost (by tenant, provider and model), and `TimedRateLimiter`
 times the fleet's shared rate limit. Gauges are read when Prometheus scrapes:
 queue depth and oldest job age from Redis (on the worker's own event loop, so
 the scrape thread never shares a connection), sandbox containers and MCP
@@ -27,6 +28,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 
+from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.fleet.queues import queue_stats
 from agentq.orchestrator.runs.ended import EndedRuns
 from agentq.workers.models.ratelimit import LimitKey, RateLimiter
@@ -89,6 +91,19 @@ class WorkerMetrics:
             [*model, "direction"],
             registry=r,
         )
+        self.cost = Counter(
+            "agentq_cost_usd",
+            "What model steps recorded in this process cost, USD at the price table (steps "
+            "without a price count in agentq_unpriced_steps instead).",
+            ["tenant", *model],
+            registry=r,
+        )
+        self.unpriced = Counter(
+            "agentq_unpriced_steps",
+            "Model steps whose model has no price (their tokens count, their cost is unknown).",
+            ["tenant", *model],
+            registry=r,
+        )
         self.run_ended = EndedRuns(r)
         self.rate_limit_wait = Histogram(
             "agentq_rate_limit_wait_seconds",
@@ -113,6 +128,13 @@ class WorkerMetrics:
         self.model_tokens.labels(provider, model, "input").inc(response.usage.input_tokens)
         self.model_tokens.labels(provider, model, "output").inc(response.usage.output_tokens)
         return response
+
+    def observe_cost(self, tenant: str, provider: str, model: str, usage: Usage) -> None:
+        """Count a recorded step's cost (once: only the commit that recorded it calls this)."""
+        if usage.cost_usd is None:
+            self.unpriced.labels(tenant, provider, model).inc()
+        else:
+            self.cost.labels(tenant, provider, model).inc(usage.cost_usd)
 
     def job_started(self, queue: str, kind: str, job_try: int, enqueued_at: float | None) -> None:
         self.jobs_started.labels(queue, kind).inc()

@@ -53,6 +53,7 @@ from agentq.orchestrator.core.envelopes import (
 from agentq.orchestrator.core.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.core.keys import job_prefix
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.cost.prices import load_prices
 from agentq.orchestrator.fleet import listings
 from agentq.orchestrator.loop.prepare import HOOK_KINDS
 from agentq.orchestrator.machine.sweeper import Sweeper
@@ -155,6 +156,7 @@ class WorkerRuntime:
         self.announced = False  # readiness: the tools are in the registry
         # The models file its model steps resolve against (its endpoints are announced).
         self.endpoint_policy = EndpointPolicy.from_settings(self.settings)
+        self.prices = load_prices(self.settings.prices)  # a bad file stops the start here
         self.redis_url = redis_url
         self.queues = list(queues)
         self.tool_queue = tool_queue
@@ -193,6 +195,7 @@ class WorkerRuntime:
             http,
             self.env,
             policy=self.endpoint_policy,
+            prices=self.prices,
             # redis-py types its async commands as `Awaitable[X] | X`, which no
             # protocol of awaitables matches; the client is the limiter's RedisLike.
             limiter=TimedRateLimiter(

@@ -39,6 +39,12 @@ else
         redis.call('HINCRBY', m, BF.USAGE_INPUT, num(u.input_tokens))
         redis.call('HINCRBY', m, BF.USAGE_OUTPUT, num(u.output_tokens))
         redis.call('HINCRBY', m, BF.USAGE_TOTAL, num(u.total_tokens))
+        -- A line whose cost is unknown (a model without a price) makes the batch's so.
+        if u.cost_usd == nil or u.cost_usd == cjson.null then
+          redis.call('HINCRBY', m, BF.UNPRICED, 1)
+        elseif num(u.cost_usd) ~= 0 then
+          redis.call('HINCRBYFLOAT', m, BF.COST, tostring(u.cost_usd))
+        end
       end
       redis.call('HSET', m, BF.LAST_END_AT, A.at)
       finish_if_done(A.batch_id)

@@ -36,7 +36,8 @@ if length - start <= HISTORY_INLINE_MAX then
   for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
 end
 local out = {messages = messages, start = start, length = length, stamp = stamp,
-             parent = redis.call('HGET', meta, F.PARENT) or nil}
+             parent = redis.call('HGET', meta, F.PARENT) or nil,
+             tenant = redis.call('HGET', meta, F.TENANT) or nil}
 -- The spec and tools are written once, at create: a worker holding the history holds them.
 if start == 0 then
   out.spec = redis.call('HGET', meta, F.SPEC)

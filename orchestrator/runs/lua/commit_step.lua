@@ -3,12 +3,14 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CommitStep: step, resp, assistant, text, finish_reason, usage, after, order,
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
---         finishes_now, next_job, batch, output?, follow
+--         finishes_now, next_job, batch, output?, follow, failure? (a RunFailure: the run
+--         fails once the step is recorded)
 -- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once)
+--         FAILED (the input's failure: a budget the step went over)
 --         FAILED (a call answered at once with an error its tool's on_error fail-run ends the run on)
 --         UNKNOWN_RUN | CLOSED | STALE | DUPLICATE (committed before)
 -- Effects the step hash (resp written once; the structured output the step gave), usage
---         totals (batch-priced ones apart), the assistant message and the messages that
+--         and cost totals (batch-priced ones apart; the tenant's in its partition's hash), the assistant message and the messages that
 --         follow it (an invalid output sent back), each
 --         call's record and status, the step's events, tool jobs and expiry timers
 --         (remembered in the run's timers hash); status awaiting if a call parked; the join if nothing is pending.
@@ -19,7 +21,13 @@ if redis.call('HSETNX', step, S.RESP, A.resp) == 0 then return reply(OUT.DUPLICA
 moved()
 redis.call('HSET', step, S.TEXT, A.text, S.FINISH_REASON, A.finish_reason, S.AFTER, A.after,
            S.ORDER, A.order, S.PENDING, A.pending, S.PARKED, A.parked)
-for _, pair in ipairs(USAGE) do redis.call('HINCRBY', meta, pair[2], A.usage[pair[1]]) end
+add_usage(meta, A.usage, USAGE, COST, F.UNPRICED)
+local tenant = redis.call('HGET', meta, F.TENANT) or K.DEFAULT_TENANT
+local by_name = {}
+for i, pair in ipairs(USAGE) do by_name[i] = {pair[1], pair[1]} end
+local cost_by_name = {}
+for i, pair in ipairs(COST) do cost_by_name[i] = {pair[1], pair[1]} end
+add_usage(tenant_usage_key(), A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
 if A.batch then
   redis.call('HSET', step, S.BATCH, '1')
   redis.call('HINCRBY', meta, F.BATCH_STEPS, 1)
@@ -33,7 +41,10 @@ for _, c in ipairs(A.calls) do
   redis.call('HSET', step, S.CALL .. c.id, c.call, S.CALL_STATUS .. c.id, c.status)
   if c.result then redis.call('HSET', step, S.RESULT .. c.id, c.result) end
 end
+redis.call('HINCRBY', meta, F.TOOL_CALLS, #A.calls)
 emit_all(A.events)
+-- A step that went over the run's budget: recorded (its usage counts), then the end.
+if A.failure then return reply(fail(A.failure)) end
 -- A call refused at once (its input) whose tool says on_error fail-run: nothing runs.
 for _, c in ipairs(A.calls) do
   local failure = c.result and tool_failure(A.step, c.call, c.result)

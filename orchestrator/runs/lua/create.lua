@@ -4,7 +4,7 @@
 --         end_job (optional: enqueued when the run ends, see finish_run in the prelude),
 --         depth, lane; a fork also: start_step, steps (its first steps' hashes), usage,
 --         n_initial, origin; a child run also: parent, parent_job; a delayed run also:
---         start_at_ms
+--         start_at_ms; tenant (whose run it is)
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
@@ -27,9 +27,9 @@ redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, sta
            F.STEP, A.start_step, F.SEQ, 0, F.CREATED_AT, A.at,
            F.N_INITIAL, A.n_initial or #A.messages,
            F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order))
-for _, pair in ipairs(USAGE) do
-  redis.call('HSET', meta, pair[2], A.usage and A.usage[pair[1]] or 0)
-end
+for _, pair in ipairs(USAGE) do redis.call('HSET', meta, pair[2], 0) end
+if A.usage then add_usage(meta, A.usage, USAGE, COST, F.UNPRICED) end
+if A.tenant then redis.call('HSET', meta, F.TENANT, A.tenant) end
 -- A fork: the original's first steps, as they were recorded.
 for i, fields in ipairs(A.steps) do
   for field, value in pairs(fields) do redis.call('HSET', step_key(i - 1), field, value) end

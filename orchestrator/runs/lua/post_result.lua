@@ -10,9 +10,5 @@ local refused, st = call_guard(A.step, A.call_id)
 if refused then return refused end
 if st ~= CALL.AWAITING_RESULT then return reply(OUT.WRONG_STATE, {call_status = st}) end
 unpark(A.step)
-if A.child_usage then
-  for _, pair in ipairs(CHILD_USAGE) do
-    redis.call('HINCRBY', meta, pair[2], tonumber(A.child_usage[pair[1]]) or 0)
-  end
-end
+if A.child_usage then add_usage(meta, A.child_usage, CHILD_USAGE, CHILD_COST, F.CHILD_UNPRICED) end
 return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))

@@ -1,5 +1,6 @@
 -- prelude: shared by every run transition; the generated constants chunk
 -- (orchestrator/runs/state/lua_constants.py: RUN, CALL, AFTER, INPUT, OUT, F, S, K, USAGE,
+-- CHILD_USAGE, COST, CHILD_COST,
 -- TOOL_MESSAGE_OPEN/CLOSE) comes first.
 --
 -- KEYS[1] the run's meta hash, KEYS[2] its message list, KEYS[3] its event stream.
@@ -55,12 +56,50 @@ local function is_parked(call_status)
   return call_status == CALL.AWAITING_APPROVAL or call_status == CALL.AWAITING_RESULT
 end
 
+-- Adds a Usage to a hash's totals: its tokens and its cost by kind ({Usage field, hash
+-- field} pairs), or one more step without a price (`unpriced`) when it has no cost. A
+-- field prefix (a tenant's) goes before each hash field.
+local function add_usage(key, usage, tokens, costs, unpriced, prefix)
+  prefix = prefix or ''
+  for _, pair in ipairs(tokens) do
+    local n = tonumber(usage[pair[1]]) or 0
+    if n ~= 0 then redis.call('HINCRBY', key, prefix .. pair[2], n) end
+  end
+  local breakdown = usage.cost_breakdown
+  if breakdown == nil or breakdown == cjson.null then
+    redis.call('HINCRBY', key, prefix .. unpriced, 1)
+    return
+  end
+  for _, pair in ipairs(costs) do
+    local usd = tonumber(breakdown[pair[1]]) or 0
+    if usd ~= 0 then redis.call('HINCRBYFLOAT', key, prefix .. pair[2], tostring(usd)) end
+  end
+end
+
+-- The partition's totals by tenant (keys.py: tenant_usage), in the run's slot.
+local function tenant_usage_key()
+  return partition_key(run_name, K.USAGE_PREFIX, K.USAGE_TENANTS)
+end
+
+-- The run's own usage totals as a Usage (tokens, and the cost unless a step had no price).
 local function usage_totals()
   local fields = {}
   for i, pair in ipairs(USAGE) do fields[i] = pair[2] end
+  for _, pair in ipairs(COST) do fields[#fields + 1] = pair[2] end
+  fields[#fields + 1] = F.UNPRICED
   local values = redis.call('HMGET', meta, unpack(fields))
   local usage = {}
   for i, pair in ipairs(USAGE) do usage[pair[1]] = tonumber(values[i]) or 0 end
+  if (tonumber(values[#values]) or 0) > 0 then
+    usage.cost_usd, usage.cost_breakdown = cjson.null, cjson.null
+    return usage
+  end
+  local breakdown, total = {}, 0
+  for i, pair in ipairs(COST) do
+    local usd = tonumber(values[#USAGE + i]) or 0
+    breakdown[pair[1]], total = usd, total + usd
+  end
+  usage.cost_usd, usage.cost_breakdown = total, breakdown
   return usage
 end
 

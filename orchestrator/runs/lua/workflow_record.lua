@@ -33,11 +33,7 @@ for _, c in ipairs(A.candidates or {}) do
 end
 if A.final and fresh then
   unpark(A.step)
-  if A.final.usage then
-    for _, pair in ipairs(CHILD_USAGE) do
-      redis.call('HINCRBY', meta, pair[2], tonumber(A.final.usage[pair[1]]) or 0)
-    end
-  end
+  if A.final.usage then add_usage(meta, A.final.usage, CHILD_USAGE, CHILD_COST, F.CHILD_UNPRICED) end
   return reply(record(A.step, A.call_id, A.final.result, A.final.events, A.final.next_job))
 end
 return reply(fresh and OUT.RECORDED or OUT.DUPLICATE)

@@ -7,6 +7,7 @@ queued jobs are vocabulary every layer names: `core/keys.py`, `core/queued_job.p
     inputs.py         one pydantic model per transition input
     replies.py        one pydantic model per transition reply
     failure.py        RunFailure, why a run failed
+    usage.py          a run's usage and cost as its meta hash keeps them
     lua_constants.py  the constants chunk every script starts with
 """
 
@@ -46,6 +47,7 @@ from agentq.orchestrator.runs.state.replies import (
 )
 from agentq.orchestrator.runs.state.status import (
     CHILD_USAGE_FIELDS,
+    COST_FIELDS,
     PARKED_CALL_STATUSES,
     TERMINAL_STATUSES,
     USAGE_FIELDS,
@@ -58,9 +60,11 @@ from agentq.orchestrator.runs.state.status import (
     StepField,
     call_field,
 )
+from agentq.orchestrator.runs.state.usage import rolled_up_usage, stored_usage
 
 __all__ = [
     "CHILD_USAGE_FIELDS",
+    "COST_FIELDS",
     "INPUTS",
     "JOB_EXPIRES_MS",
     "PARKED_CALL_STATUSES",
@@ -104,4 +108,6 @@ __all__ = [
     "WorkflowRecord",
     "call_field",
     "keys",
+    "rolled_up_usage",
+    "stored_usage",
 ]

@@ -18,6 +18,7 @@ class FailureKind(StrEnum):
     OUTPUT_INVALID = "output-invalid"  # no valid structured output within its retries
     GUARDRAIL_TRIPPED = "guardrail-tripped"  # an input or output guardrail tripped
     TOOL = "tool"  # a tool whose on_error is fail-run failed (prelude.lua: tool_failure)
+    BUDGET_EXCEEDED = "budget-exceeded"  # a budget of its `limits` was reached (`limit` names it)
 
 
 class RunFailure(BaseModel):
@@ -39,3 +40,5 @@ class RunFailure(BaseModel):
     tool: str | None = Field(default=None, exclude_if=lambda value: value is None)
     call_id: str | None = Field(default=None, exclude_if=lambda value: value is None)
     error_kind: ToolErrorKind | None = Field(default=None, exclude_if=lambda value: value is None)
+    # budget-exceeded: the limit reached (`max_cost_usd`, …).
+    limit: str | None = Field(default=None, exclude_if=lambda value: value is None)

@@ -51,6 +51,7 @@ class CreateRun(TransitionInput):
     parent: str | None = None
     parent_job: QueuedJob | None = None
     depth: int = 0
+    tenant: str | None = None  # whose run it is: its steps' usage counts to that tenant
     # A fork starts at `start_step` with the original's first steps copied (their step
     # hashes, field -> value), its usage so far, and where it came from (JSON).
     start_step: int = 0
@@ -111,6 +112,8 @@ class CommitStep(TransitionInput):
     # that follow the assistant's (an invalid output sent back to the model).
     output: str | None = None
     follow: list[str] = Field(default_factory=list)
+    # The run fails once the step is recorded (a budget the step went over: RunFailure).
+    failure: RunFailure | None = None
 
     def idle_job_fields(self) -> frozenset[str]:
         # commit_step.lua joins (sends next_job) only when the step finishes nothing

@@ -12,6 +12,7 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
 from agentq.orchestrator.core import fairness, keys
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.tool_errors import OnError
 from agentq.orchestrator.runs.state import status
 from agentq.orchestrator.runs.state.failure import FailureKind
@@ -53,6 +54,9 @@ KEY_CONSTANTS: dict[str, str] = {
     "MOVING_RUNS": keys.MOVING_RUNS,
     "MOVING_CALLS": keys.MOVING_CALLS,
     "MOVING_BATCHES": keys.MOVING_BATCHES,
+    "USAGE_PREFIX": keys.USAGE_PREFIX,
+    "DEFAULT_TENANT": DEFAULT_TENANT,
+    "USAGE_TENANTS": keys.USAGE_TENANTS,
     "CALL_PREFIX": keys.CALL_PREFIX,
     "TAG_CLOSE": keys.TAG_CLOSE,
     "RUN_PREFIX": keys.RUN_PREFIX,
@@ -89,15 +93,14 @@ def render(
     lines += [_table(name, _enum_items(enum)) for name, enum in enums.items()]
     lines.append(_table("K", KEY_CONSTANTS.items()))
     lines += [_table(name, table.items()) for name, table in (key_tables or {}).items()]
-    usage = ", ".join(
-        f"{{{_lua_str(field)}, {_lua_str(meta)}}}" for field, meta in status.USAGE_FIELDS.items()
-    )
-    lines.append(f"local USAGE = {{{usage}}}  -- {{Usage field, meta field}}")
-    child = ", ".join(
-        f"{{{_lua_str(field)}, {_lua_str(meta)}}}"
-        for field, meta in status.CHILD_USAGE_FIELDS.items()
-    )
-    lines.append(f"local CHILD_USAGE = {{{child}}}  -- {{Usage field, meta field}}")
+    for name, table in (
+        ("USAGE", status.USAGE_FIELDS),
+        ("CHILD_USAGE", status.CHILD_USAGE_FIELDS),
+        ("COST", status.COST_FIELDS),
+        ("CHILD_COST", status.CHILD_COST_FIELDS),
+    ):
+        pairs = ", ".join(f"{{{_lua_str(k)}, {_lua_str(v)}}}" for k, v in table.items())
+        lines.append(f"local {name} = {{{pairs}}}  -- {{Usage field, meta field}}")
     open_, close = tool_message_frame()
     lines.append(
         f"local TOOL_MESSAGE_OPEN, TOOL_MESSAGE_CLOSE = {_lua_str(open_)}, {_lua_str(close)}"

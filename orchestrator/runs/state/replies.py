@@ -44,6 +44,7 @@ class BeginStepReply(Reply):
     stamp: str = ""
     # A child run's parent call (JSON {run_id, step, call_id}): its progress goes there.
     parent: str | None = None
+    tenant: str | None = None  # whose run it is (its cost counts to that tenant)
 
 
 class ClaimCallReply(Reply):

@@ -116,6 +116,16 @@ class MetaField(StrEnum):
     USAGE_CACHED = "u_cached"
     USAGE_CACHE_WRITE = "u_cwrite"
     USAGE_REASONING = "u_reason"
+    # The cost, USD by kind (CostBreakdown), and how many steps had no price (then the
+    # cost is unknown: None).
+    COST_INPUT = "c_in"
+    COST_CACHED = "c_cached"
+    COST_WRITE = "c_write"
+    COST_OUTPUT = "c_out"
+    COST_REASONING = "c_reason"
+    UNPRICED = "unpriced"
+    TOOL_CALLS = "tool_calls"  # how many tool calls its steps asked for (its budget's)
+    TENANT = "tenant"  # whose run it is (DEFAULT_TENANT when none was named)
     # A child run (a sub-agent's): its parent's call as JSON {run_id, step, call_id}, the
     # job its end enqueues to hand the parent its result (a QueuedJob), and how deep it is.
     PARENT = "parent"
@@ -128,6 +138,12 @@ class MetaField(StrEnum):
     CHILD_USAGE_CACHED = "cu_cached"
     CHILD_USAGE_CACHE_WRITE = "cu_cwrite"
     CHILD_USAGE_REASONING = "cu_reason"
+    CHILD_COST_INPUT = "cc_in"
+    CHILD_COST_CACHED = "cc_cached"
+    CHILD_COST_WRITE = "cc_write"
+    CHILD_COST_OUTPUT = "cc_out"
+    CHILD_COST_REASONING = "cc_reason"
+    CHILD_UNPRICED = "c_unpriced"
     ORIGIN = "origin"  # a fork's {run_id, step} as JSON (orchestrator/runs/fork.py)
     # Steps answered through a provider batch API (batch-priced), and their tokens.
     BATCH_STEPS = "b_steps"
@@ -158,6 +174,23 @@ CHILD_USAGE_FIELDS: dict[str, MetaField] = {
     "cached_input_tokens": MetaField.CHILD_USAGE_CACHED,
     "cache_write_tokens": MetaField.CHILD_USAGE_CACHE_WRITE,
     "reasoning_tokens": MetaField.CHILD_USAGE_REASONING,
+}
+
+
+# The cost totals (HINCRBYFLOAT), by `CostBreakdown` field; and the children's.
+COST_FIELDS: dict[str, MetaField] = {
+    "input_usd": MetaField.COST_INPUT,
+    "cached_input_usd": MetaField.COST_CACHED,
+    "cache_write_usd": MetaField.COST_WRITE,
+    "output_usd": MetaField.COST_OUTPUT,
+    "reasoning_usd": MetaField.COST_REASONING,
+}
+CHILD_COST_FIELDS: dict[str, MetaField] = {
+    "input_usd": MetaField.CHILD_COST_INPUT,
+    "cached_input_usd": MetaField.CHILD_COST_CACHED,
+    "cache_write_usd": MetaField.CHILD_COST_WRITE,
+    "output_usd": MetaField.CHILD_COST_OUTPUT,
+    "reasoning_usd": MetaField.CHILD_COST_REASONING,
 }
 
 

@@ -12,7 +12,13 @@ from importlib import resources
 
 import pytest
 
-from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, ToolMessage, ToolResultPart, Usage
+from agentq.orchestrator.core.messages import (
+    MESSAGE_ADAPTER,
+    CostBreakdown,
+    ToolMessage,
+    ToolResultPart,
+    Usage,
+)
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.runs.state import (
     INPUTS,
@@ -23,6 +29,7 @@ from agentq.orchestrator.runs.state import (
     history,
     lua_constants,
 )
+from agentq.orchestrator.runs.state.status import CHILD_COST_FIELDS, COST_FIELDS
 from agentq.orchestrator.runs.store import load_scripts
 
 pytestmark = pytest.mark.unit
@@ -103,7 +110,9 @@ def test_every_transition_loads_with_the_constants_first() -> None:
 
 
 def test_the_usage_lua_keeps_is_the_usage_model() -> None:
-    assert set(USAGE_FIELDS) == set(Usage.model_fields)
+    # Tokens are counted field by field; the cost by kind, its total derived on reading.
+    assert set(USAGE_FIELDS) | {"cost_usd", "cost_breakdown"} == set(Usage.model_fields)
+    assert set(COST_FIELDS) == set(CHILD_COST_FIELDS) == set(CostBreakdown.model_fields)
 
 
 def test_the_tool_message_the_join_writes_is_a_tool_message() -> None:

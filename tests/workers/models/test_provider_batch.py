@@ -8,8 +8,10 @@ direct; a collector killed mid-poll is replaced and nothing is submitted twice.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -92,7 +94,7 @@ def two_turns_openai() -> list[Turn]:
 
 
 async def test_openai_batch_run_finishes_as_the_direct_run(
-    redis_url: str, workers: list[WorkerProcess]
+    redis_url: str, workers: list[WorkerProcess], tmp_path: Path
 ) -> None:
     start(redis_url, workers)
     with FakeOpenAI(two_turns_openai()) as direct, FakeOpenAI(two_turns_openai()) as batched:
@@ -112,8 +114,9 @@ async def test_openai_batch_run_finishes_as_the_direct_run(
 
     redis = Redis.from_url(redis_url)
     try:
-        priced = Settings(provider_batch_prices={"openai:m-1": (2.0, 8.0)})
-        usage = await batch_priced_usage(redis, [run_id], priced)
+        prices = tmp_path / "prices.json"
+        prices.write_text(json.dumps({"openai:m-1": {"input": 2.0, "output": 8.0}}))
+        usage = await batch_priced_usage(redis, [run_id], Settings(prices=str(prices)))
         step_marks = [await redis.hget(keys.step(run_id, n), "batch") for n in range(2)]
     finally:
         await redis.aclose()

@@ -9,6 +9,7 @@ import pytest
 
 from agentq.orchestrator.batches.usage import run_usage
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.cost.prices import Prices, PriceTable, parse_table
 from agentq.orchestrator.runs.state import MetaField
 from agentq.workers.models.batch_api import (
     BatchLine,
@@ -94,25 +95,29 @@ def _meta(steps: int, tokens_in: int, tokens_out: int) -> dict[str, str]:
     }
 
 
+def _prices(table: dict[str, Any]) -> Prices:
+    return Prices(parse_table(table, "test"), PriceTable({}))
+
+
 @pytest.mark.parametrize(
     ("prices", "saving"),
     [
-        ({}, None),  # no price table: no estimate
-        ({"openai:gpt-x": (2.0, 8.0)}, (1_000_000 * 2.0 + 500_000 * 8.0) / 1e6 * 0.5),
-        ({"openai:*": (1.0, 1.0)}, 1.5 * 0.5),
-        ({"anthropic:*": (1.0, 1.0)}, None),  # no price for this model
+        (
+            {"openai:gpt-x": {"input": 2, "output": 8}},
+            (1_000_000 * 2.0 + 500_000 * 8.0) / 1e6 * 0.5,
+        ),
+        ({"openai:*": {"input": 1, "output": 1, "batch_discount": 0.4}}, 1.5 * 0.4),
+        ({"anthropic:*": {"input": 1, "output": 1}}, None),  # no price for this model
     ],
 )
-def test_batch_priced_usage_and_saving(
-    prices: dict[str, tuple[float, float]], saving: float | None
-) -> None:
-    usage = run_usage(_meta(2, 1_000_000, 500_000), prices, 0.5)
+def test_batch_priced_usage_and_saving(prices: dict[str, Any], saving: float | None) -> None:
+    usage = run_usage(_meta(2, 1_000_000, 500_000), _prices(prices))
     assert (usage.steps, usage.input_tokens, usage.output_tokens) == (2, 1_000_000, 500_000)
     assert usage.estimated_saving_usd == (pytest.approx(saving) if saving is not None else None)
 
 
 def test_a_run_without_batch_steps_saves_nothing() -> None:
-    usage = run_usage({}, {"openai:*": (1.0, 1.0)}, 0.5)
+    usage = run_usage({}, _prices({"openai:*": {"input": 1, "output": 1}}))
     assert usage.steps == 0
     assert usage.estimated_saving_usd == 0.0
 
