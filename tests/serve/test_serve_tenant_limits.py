@@ -26,9 +26,7 @@ LIMITS = json.dumps({"acme": {"max_in_flight": 1}})
 @pytest.fixture
 def limited(redis_url: str, worker: WorkerProcess) -> Iterator[ServeProcess]:
     keys = "; ".join(f"{hash_key(key)} {tenant}" for tenant, key in KEYS.items())
-    process = ServeProcess(
-        redis_url, env={"AGENTQ_API_KEYS": keys, "AGENTQ_TENANT_LIMITS": LIMITS}
-    )
+    process = ServeProcess(redis_url, env={"AGENTQ_API_KEYS": keys, "AGENTQ_TENANT_LIMITS": LIMITS})
     yield process
     process.stop()
 
