@@ -26,9 +26,11 @@ the counts themselves are exact, and the next create sees the truth.
 
 Who is refused: a run submitted by the tenant (Python API, CLI, HTTP, a thread's turn)
 gets `TenantLimitError` (HTTP 429 naming `tenant_max_in_flight` or `tenant_max_queued`).
-A batch's lines and sub-agents' child runs are counted but never refused: a batch's
-admission already holds its lines back (within the batch's and the tenant's concurrency),
-and a child's parent is already in flight.
+A batch's lines, sub-agents' child runs, a thread's queued run and a schedule's tick (any
+run created under an id already derived) are counted but never refused: a batch's
+admission already holds its lines back (within the batch's concurrency and the tenant's
+max_in_flight), a child's parent is already in flight, and the others were accepted
+before (refusing them now would lose them). A delayed run counts as queued until it starts.
 """
 
 from __future__ import annotations

@@ -96,9 +96,9 @@ class RunCreation:
         `traceparent`, gets one in that trace. `start_at` (seconds since the epoch): a
         delayed run, checked like the spec before anything is written."""
         submitted = run_spec  # as given: what a queued run on a thread is created from
-        # A run the tenant submits may be refused at its caps; a batch's line (its
-        # admission holds lines back), a child run and a thread's queued run (accepted
-        # when it was queued) are counted, never refused (core/tenant_limits.py).
+        # A run the tenant submits may be refused at its caps; a run under an id already
+        # derived (a batch's line, a child, a thread's queued run, a schedule's tick) is
+        # counted, never refused (core/tenant_limits.py).
         enforce = run_id is None and child_of is None and end_job is None
         now = time.time()
         start_at_ms = None if start_at is None else int(check_future(start_at, now) * 1000)
