@@ -132,7 +132,10 @@ def load_settings() -> Settings:
         first = exc.errors()[0]
         name = "AGENTQ_" + "_".join(str(p) for p in first["loc"][:1]).upper()
         value = first.get("input")
-        return _bad_env(f"{name}={value!r}: {first['msg']}")
+        # Within a structured variable (a JSON object), where: `acme.max_in_flight`.
+        inner = ".".join(str(p) for p in first["loc"][1:])
+        where = f" ({inner})" if inner else ""
+        return _bad_env(f"{name}{where}={value!r}: {first['msg']}")
     except SettingsError as exc:
         found = re.search(r'field "(\w+)"', str(exc))
         name = f"AGENTQ_{found.group(1).upper()}" if found else "an AGENTQ_ variable"

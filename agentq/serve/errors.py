@@ -19,6 +19,7 @@ from agentq.orchestrator.core.errors import (
     RunTimeoutError,
     SpecError,
     StartTimeError,
+    TenantLimitError,
 )
 from agentq.orchestrator.redis.faults import infrastructure_error
 
@@ -118,6 +119,9 @@ def install(app: FastAPI) -> None:
             return _respond(409, "conflict", exc.message)
         if isinstance(exc, RunTimeoutError):
             return _respond(408, "timeout", exc.message)
+        if isinstance(exc, TenantLimitError):
+            retry_after = {"Retry-After": str(max(1, round(exc.retry_after_s)))}
+            return _respond(429, "rate_limited", exc.message, headers=retry_after, limit=exc.limit)
         if isinstance(exc, RunConflictError):
             return _respond(409, "conflict", exc.message, "id")
         if isinstance(exc, StartTimeError):

@@ -213,7 +213,7 @@ class Batches:
         self.redis = redis
         self.settings = settings
         self.runs = runs
-        self.store = BatchStore(redis)
+        self.store = BatchStore(redis, settings.tenant_limits)
 
     @maps_redis_errors
     async def submit(

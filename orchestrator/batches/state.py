@@ -97,7 +97,6 @@ class SchedField(StrEnum):
     """Fields of a tenant's scheduler hash."""
 
     INFLIGHT = "inflight"
-    CAP = "cap"  # the tenant's in-flight cap across its batches (0: none)
 
 
 class RecordField(StrEnum):
@@ -199,6 +198,9 @@ class BatchSettle(BatchInput):
     run_id: str | None = None
     record: dict[str, Any] | None = None  # the ended line's compact record
     ended_at: float | None = None
+    # The tenant's max_in_flight (AGENTQ_TENANT_LIMITS, 0: none): its batches' lines in
+    # flight together stay under it, the rest wait (the store sets it).
+    tenant_cap: int = 0
 
 
 class BatchCancel(BatchInput):
@@ -223,6 +225,7 @@ class BatchRedrive(BatchInput):
     script = "batch_redrive"
 
     entry: str  # the entry as the index holds it
+    tenant_cap: int = 0  # as BatchSettle's: a batch at it has no room for a kick
     line: int | None = None
     run_id: str | None = None
     # A batch: a new kick, enqueued if the batch could admit and nothing admits it. A

@@ -10,7 +10,7 @@ end enqueues (in the run's own end transition), or the kick a seal or retry enqu
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar
 
 from redis.asyncio import Redis
@@ -32,11 +32,11 @@ from agentq.orchestrator.batches.state import (
     CancelBatchReply,
     RedriveBatchReply,
     RetryReply,
-    SchedField,
     SettleReply,
     UploadReply,
 )
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.tenant_limits import TenantLimit, limit_for
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Store, resolved, text
 from agentq.orchestrator.redis.faults import redis_errors_mapped
@@ -59,8 +59,17 @@ _SCRIPTS = scripts.load(
 
 
 class BatchStore(Store):
-    def __init__(self, redis: Redis) -> None:
+    def __init__(self, redis: Redis, tenant_limits: Mapping[str, TenantLimit]) -> None:
         super().__init__(redis, _SCRIPTS)
+        self.tenant_limits = tenant_limits
+
+    def tenant_cap(self, tenant: str) -> int:
+        """The in-flight cap of the tenant's batches together: its max_in_flight (0: none),
+        the one AGENTQ_TENANT_LIMITS its own runs are refused at (core/tenant_limits.py)."""
+        limit = limit_for(self.tenant_limits, tenant)
+        if limit is None or limit.max_in_flight is None:
+            return 0
+        return limit.max_in_flight
 
     async def _apply(self, tenant: str, transition: BatchInput, reply: type[R]) -> R:
         return await self._send(
@@ -79,7 +88,8 @@ class BatchStore(Store):
         return await self._apply(tenant, transition, BatchReply)
 
     async def settle(self, tenant: str, transition: BatchSettle) -> SettleReply:
-        return await self._apply(tenant, transition, SettleReply)
+        capped = transition.model_copy(update={"tenant_cap": self.tenant_cap(tenant)})
+        return await self._apply(tenant, capped, SettleReply)
 
     async def cancel(self, tenant: str, transition: BatchCancel) -> CancelBatchReply:
         return await self._apply(tenant, transition, CancelBatchReply)
@@ -88,7 +98,8 @@ class BatchStore(Store):
         return await self._apply(tenant, transition, RetryReply)
 
     async def redrive(self, tenant: str, transition: BatchRedrive) -> RedriveBatchReply:
-        return await self._apply(tenant, transition, RedriveBatchReply)
+        capped = transition.model_copy(update={"tenant_cap": self.tenant_cap(tenant)})
+        return await self._apply(tenant, capped, RedriveBatchReply)
 
     # -- reads ---------------------------------------------------------------
 
@@ -125,11 +136,6 @@ class BatchStore(Store):
             if gone:
                 await resolved(self.redis.zrem(index, *gone))
         return [b for b, a in zip(ids, alive, strict=True) if a][:limit]
-
-    async def set_tenant_cap(self, tenant: str, cap: int) -> None:
-        """Bound the in-flight runs of all the tenant's batches together (0: no bound)."""
-        with redis_errors_mapped():
-            await resolved(self.redis.hset(keys.batch_sched(tenant), SchedField.CAP, str(cap)))
 
     async def field(self, tenant: str, batch_id: str, name: BatchField) -> str | None:
         with redis_errors_mapped():

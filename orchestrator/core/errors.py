@@ -4,7 +4,8 @@
     ├── SpecError            the spec's author: a bad run spec or request (CLI exit 2)
     │   ├── UnknownToolError     a tool no worker serves, an unknown MCP server, …
     │   ├── RunConflictError     the run id is taken by a run of another spec
-    │   └── StartTimeError       a start time or duration that cannot be, or is past
+    │   ├── StartTimeError       a start time or duration that cannot be, or is past
+    │   └── TenantLimitError     the tenant is at a cap (AGENTQ_TENANT_LIMITS): retry later
     ├── ToolError            the model: becomes a tool-error result it sees next step
     │   ├── ToolInputError       unparseable or schema-violating arguments
     │   ├── ToolTimeoutError     the call ran past its deadline
@@ -59,6 +60,16 @@ class RunConflictError(SpecError):
 
 class StartTimeError(SpecError):
     """A run's start time (`--at`, `--in`, `start_at`) is malformed or in the past."""
+
+
+class TenantLimitError(SpecError):
+    """The tenant is at one of its caps (core/tenant_limits.py): nothing was started.
+    `limit` names the cap (the 429's `limit`); trying again after `retry_after_s` may help."""
+
+    def __init__(self, message: str, *, limit: str, retry_after_s: float) -> None:
+        super().__init__(message, retryable=True)
+        self.limit = limit
+        self.retry_after_s = retry_after_s
 
 
 class ToolError(AgentqError):

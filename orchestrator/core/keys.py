@@ -67,6 +67,12 @@ MOVING_PREFIX = "aq:moving:"
 MOVING_RUNS = "runs"
 MOVING_CALLS = "calls"
 MOVING_BATCHES = "batches"
+# Hash per partition: each limited tenant's runs in flight (`i:<tenant>`) and queued
+# (`q:<tenant>`) in the partition, kept by the run transitions (core/tenant_limits.py).
+TENANTS_PREFIX = "aq:tenants:"
+TENANT_LOAD = "load"
+TENANT_IN_FLIGHT = "i:"
+TENANT_QUEUED = "q:"
 # A queue's timers (jobs due later: a parked call's deadline), apart from its ready jobs.
 TIMERS_PREFIX = "aq:timers:"
 # A queue's lanes (core/fairness.py), per partition: the ring of lanes with ready work
@@ -401,6 +407,12 @@ def moving_runs(partition: int = 0) -> str:
     """Zset: a partition's live runs by when each last moved (`aq:moving:runs` with one
     partition; in the partition's slot otherwise, so a run transition writes it)."""
     return _partitioned(MOVING_PREFIX, partition, MOVING_RUNS)
+
+
+def tenant_load(partition: int = 0) -> str:
+    """Hash: a partition's counts of its limited tenants' runs (core/tenant_limits.py), in
+    the partition's slot, so a run's create and end transitions write it."""
+    return _partitioned(TENANTS_PREFIX, partition, TENANT_LOAD)
 
 
 def moving_calls(partition: int = 0) -> str:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agentq.orchestrator.core.tenant_limits import TenantLimit
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="AGENTQ_", extra="ignore")
@@ -94,6 +96,10 @@ class Settings(BaseSettings):
     # `agentq serve` admits (runs, tool calls, chat turns, batches; past it a 429) and the
     # sub-agents workers start for the tenant's runs (past it a tool error the parent sees).
     submits_per_minute: int = Field(default=600, ge=1)
+    # Each tenant's runs in flight and queued at once, by tenant or `*` (JSON, see
+    # core/tenant_limits.py): {"*": {"max_in_flight": 50, "max_queued": 200}}. A run past
+    # a cap is refused (TenantLimitError, HTTP 429); a batch's lines wait instead.
+    tenant_limits: dict[str, TenantLimit] = Field(default_factory=dict)
     # The remote-tools file: tools served by services in any language, their queues and
     # the queues' push webhooks (orchestrator/tools/remote.py). `agentq serve` reads it.
     remote_tools: str | None = None

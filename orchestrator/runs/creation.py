@@ -13,12 +13,19 @@ from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, ResponseError
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.core.errors import InfrastructureError, RunConflictError, SpecError
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.errors import (
+    InfrastructureError,
+    RunConflictError,
+    SpecError,
+    TenantLimitError,
+)
 from agentq.orchestrator.core.fairness import lane_of
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, tenant_run_id, traced_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.start_times import check_future
+from agentq.orchestrator.core.tenant_limits import RETRY_AFTER_S, TenantLoad, limit_for
 from agentq.orchestrator.loop.prepare import announced_hooks, checked_preparation
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.policy.endpoints import Endpoint, EndpointPolicy
@@ -89,6 +96,10 @@ class RunCreation:
         `traceparent`, gets one in that trace. `start_at` (seconds since the epoch): a
         delayed run, checked like the spec before anything is written."""
         submitted = run_spec  # as given: what a queued run on a thread is created from
+        # A run the tenant submits may be refused at its caps; a run under an id already
+        # derived (a batch's line, a child, a thread's queued run, a schedule's tick) is
+        # counted, never refused (core/tenant_limits.py).
+        enforce = run_id is None and child_of is None and end_job is None
         now = time.time()
         start_at_ms = None if start_at is None else int(check_future(start_at, now) * 1000)
         run_spec, tools = await self.checked(run_spec, now)
@@ -123,6 +134,9 @@ class RunCreation:
             args = args.model_copy(update={"lane": lane})
             if end_job is not None:
                 args = args.model_copy(update={"end_job": end_job})
+            load = await self._tenant_load(tenant or DEFAULT_TENANT, run_id, enforce=enforce)
+            if load is not None:
+                args = args.model_copy(update={"tenant_load": load})
             reply = await self.store.create(args)
         except BaseException:
             if turn is not None:
@@ -131,6 +145,13 @@ class RunCreation:
         hops.sent(enqueued_job_ids(args, reply.outcome))
         if turn is not None and reply.outcome != Outcome.CREATED:
             await self.turns_of().give_back(turn)
+        if reply.outcome == Outcome.OVER_LIMIT:
+            raise TenantLimitError(
+                f"tenant {tenant or DEFAULT_TENANT!r} is at its {reply.limit} of {reply.cap} "
+                f"runs (AGENTQ_TENANT_LIMITS): try again in {RETRY_AFTER_S} s",
+                limit=reply.limit or "",
+                retry_after_s=RETRY_AFTER_S,
+            )
         if reply.outcome == Outcome.CONFLICT:
             raise RunConflictError(
                 f"run id {run_id!r} is taken by a run of another spec (resubmit the same "
@@ -140,6 +161,25 @@ class RunCreation:
             # Scored by the run's own `created_at`: a list's time range is the one it shows.
             await self.index.add(run_id, tenant, args.at)
         return run_id, reply.outcome == Outcome.CREATED
+
+    async def _tenant_load(self, tenant: str, run_id: str, *, enforce: bool) -> TenantLoad | None:
+        """What the create counts the run under, for a limited tenant: with the counts
+        of the partitions other than the run's (the transition reads its own)."""
+        limit = limit_for(self.settings.tenant_limits, tenant)
+        if limit is None:
+            return None
+        others: list[tuple[int, int]] = []
+        if keys.partition_count() > 1:
+            own = keys.partition_of(run_id)
+            others = [n for p, n in (await self.store.tenant_load(tenant)).items() if p != own]
+        return TenantLoad(
+            tenant=tenant,
+            max_in_flight=limit.max_in_flight,
+            max_queued=limit.max_queued,
+            others_in_flight=sum(in_flight for in_flight, _ in others),
+            others_queued=sum(queued for _, queued in others),
+            enforce=enforce,
+        )
 
     def turns_of(self) -> ThreadTurns:
         if self.turns is None:

@@ -226,6 +226,20 @@ class RunStore(Store):
 
     # -- reads ---------------------------------------------------------------
 
+    async def tenant_load(self, tenant: str) -> dict[int, tuple[int, int]]:
+        """A limited tenant's runs (in flight, queued) in each partition (one round trip;
+        core/tenant_limits.py)."""
+        fields = [keys.TENANT_IN_FLIGHT + tenant, keys.TENANT_QUEUED + tenant]
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for partition in keys.partitions():
+                    pipe.hmget(keys.tenant_load(partition), fields)
+                counts = await pipe.execute()
+        return {
+            partition: (int(in_flight or 0), int(queued or 0))
+            for partition, (in_flight, queued) in zip(keys.partitions(), counts, strict=True)
+        }
+
     async def meta(self, run_id: str) -> dict[str, str]:
         return await self._record(keys.meta(run_id), RunNotFoundError(f"no run with id {run_id!r}"))
 

@@ -41,7 +41,7 @@ if v[1] ~= BATCH.RUNNING or num(v[2]) == 0 then
   redis.call('ZREM', moving_key, A.entry)
   return reply(BOUT.CLOSED)
 end
-local cap = num(redis.call('HGET', sched, SF.CAP))
+local cap = A.tenant_cap
 local room = num(v[3]) < num(v[4])
   and (cap <= 0 or num(redis.call('HGET', sched, SF.INFLIGHT)) < cap)
 if not room or (v[5] and held(cjson.decode(v[5]).job_id)) then return rescored(0) end

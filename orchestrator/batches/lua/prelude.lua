@@ -80,11 +80,12 @@ end
 
 -- Admit lines across the tenant's batches: the batch with the lowest pass that is
 -- below its concurrency goes next, and its pass moves on by its stride (1 / priority),
--- so batches take turns, a batch of priority 2 twice as often. The tenant's cap, when
--- set, bounds the in-flight runs of all its batches together.
+-- so batches take turns, a batch of priority 2 twice as often. The tenant's cap
+-- (its max_in_flight, AGENTQ_TENANT_LIMITS), when set, bounds the in-flight runs of all
+-- its batches together: the lines past it wait here rather than being refused.
 local function admit()
   local out = {}
-  local cap = num(redis.call('HGET', sched, SF.CAP))
+  local cap = A.tenant_cap
   local inflight = num(redis.call('HGET', sched, SF.INFLIGHT))
   while cap <= 0 or inflight < cap do
     local picked = nil

@@ -11,6 +11,7 @@
 --         DUPLICATE  the step was committed already (a re-delivered job)
 -- Effects a `start-step` event (again on each delivery before the commit: the attempt);
 --         a delayed run's first step makes it running.
+--         a limited tenant's run, the first time, no longer counted as queued.
 local err = run_guard(A.step)
 if err then return reply(err) end
 if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
@@ -19,6 +20,7 @@ if redis.call('HGET', meta, F.STATUS) == RUN.SCHEDULED then
 end
 emit(A.event)
 moved()
+load_started()
 -- The message list only grows (an entry is never rewritten), so what the worker holds
 -- of this run is still its first `known` messages.
 local stamp = redis.call('HGET', meta, F.CREATED_AT) or ''

@@ -4,14 +4,16 @@
 --         end_job (optional: enqueued when the run ends, see finish_run in the prelude),
 --         depth, lane; a fork also: start_step, steps (its first steps' hashes), usage,
 --         n_initial, origin; a child run also: parent, parent_job; a delayed run also:
---         start_at_ms; tenant (whose run it is)
+--         start_at_ms; tenant (whose run it is); a limited tenant's: tenant_load
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
+--         OVER_LIMIT {limit, cap}  the tenant is at a cap: nothing is written
 -- Effects meta hash (status running, step 0, usage 0, lane), tools hash, the initial
 --         messages, a `start` event, the model job of step 0 (a fork: of start_step,
 --         with the copied step hashes, usage totals and origin); a child run also keeps its
---         parent link and the job its end enqueues (see finish_run in the prelude).
+--         parent link and the job its end enqueues (see finish_run in the prelude); a
+--         limited tenant's run is counted in flight and queued (the tenant load hash).
 --         A delayed run is created `scheduled`: its first model job is one of its timers
 --         (a cancel drops it; begin_step makes it running), and it is scored in the
 --         moving index at its start, so the sweeper leaves it alone until then.
@@ -19,6 +21,26 @@ if redis.call('EXISTS', meta) == 1 then
   local stored = redis.call('HGET', meta, F.SPEC_HASH)
   if stored and stored ~= A.spec_hash then return reply(OUT.CONFLICT) end
   return reply(OUT.EXISTS)
+end
+-- A limited tenant's run (core/tenant_limits.py): refused at its tenant's caps (counting
+-- the other partitions' runs, read just before), else counted until it starts and ends.
+local load = A.tenant_load
+if load then
+  local in_flight_field = K.TENANT_IN_FLIGHT .. load.tenant
+  local queued_field = K.TENANT_QUEUED .. load.tenant
+  if load.enforce then
+    local counts = redis.call('HMGET', tenant_load_key, in_flight_field, queued_field)
+    local in_flight = (tonumber(counts[1]) or 0) + load.others_in_flight
+    local queued = (tonumber(counts[2]) or 0) + load.others_queued
+    if load.max_in_flight and in_flight >= load.max_in_flight then
+      return reply(OUT.OVER_LIMIT, {limit = LIMIT.MAX_IN_FLIGHT, cap = load.max_in_flight})
+    end
+    if load.max_queued and queued >= load.max_queued then
+      return reply(OUT.OVER_LIMIT, {limit = LIMIT.MAX_QUEUED, cap = load.max_queued})
+    end
+  end
+  redis.call('HINCRBY', tenant_load_key, in_flight_field, 1)
+  redis.call('HINCRBY', tenant_load_key, queued_field, 1)
 end
 -- Without a meta hash, any other key of the id is a leftover: start clean.
 redis.call('DEL', msgs, events, tools_key())
@@ -36,6 +58,7 @@ for i, fields in ipairs(A.steps) do
 end
 if A.start_at_ms then redis.call('HSET', meta, F.START_AT, A.start_at_ms / 1000) end
 if A.origin then redis.call('HSET', meta, F.ORIGIN, A.origin) end
+if load then redis.call('HSET', meta, F.LOAD_TENANT, load.tenant, F.LOAD_QUEUED, 1) end
 if A.end_job then redis.call('HSET', meta, F.END_JOB, cjson.encode(A.end_job)) end
 redis.call('HSET', meta, F.DEPTH, A.depth)
 -- Read by every enqueue of the run's jobs (machine/lua/fair.lua), the first one below.

@@ -48,6 +48,27 @@ local function moved()
   redis.call('ZADD', moving_key, now_ms(), A.run_id)
 end
 
+-- A limited tenant's runs, counted in the run's partition (core/tenant_limits.py): the
+-- create that counts a run records its tenant in the meta, and its end uncounts it.
+local tenant_load_key = partition_key(run_name, K.TENANTS_PREFIX, K.TENANT_LOAD)
+
+-- The run's first step begins: no longer queued (it stays in flight until its end).
+local function load_started()
+  local tenant = redis.call('HGET', meta, F.LOAD_TENANT)
+  if tenant and redis.call('HDEL', meta, F.LOAD_QUEUED) == 1 then
+    redis.call('HINCRBY', tenant_load_key, K.TENANT_QUEUED .. tenant, -1)
+  end
+end
+
+local function load_ended()
+  load_started()
+  local tenant = redis.call('HGET', meta, F.LOAD_TENANT)
+  if tenant then
+    redis.call('HINCRBY', tenant_load_key, K.TENANT_IN_FLIGHT .. tenant, -1)
+    redis.call('HDEL', meta, F.LOAD_TENANT)
+  end
+end
+
 local function is_terminal(status)
   return status == RUN.SUCCEEDED or status == RUN.FAILED or status == RUN.CANCELLED
 end
@@ -138,6 +159,7 @@ end
 -- array into an object).
 local function finish_run(status, ev_type, fields, output)
   redis.call('HSET', meta, F.STATUS, status, F.FINISHED_AT, A.at)
+  load_ended()
   local ev = {type = ev_type, run_id = A.run_id, at = A.at, status = status,
               usage = usage_totals()}
   for k, v in pairs(fields) do ev[k] = v end

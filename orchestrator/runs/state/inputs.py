@@ -14,6 +14,7 @@ from agentq.orchestrator.core.fairness import Lane
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
+from agentq.orchestrator.core.tenant_limits import TenantLoad
 from agentq.orchestrator.machine.transition import Transition
 from agentq.orchestrator.runs.state.failure import RunFailure
 from agentq.orchestrator.runs.state.status import CallStatus, InputStatus, StepAfter
@@ -62,6 +63,8 @@ class CreateRun(TransitionInput):
     # A delayed run: when it starts (ms since the epoch). It is created `scheduled`, its
     # first model job a timer due then (one of the run's timers: a cancel drops it).
     start_at_ms: int | None = None
+    # A limited tenant's run: counted (and maybe refused) under its tenant's caps.
+    tenant_load: TenantLoad | None = None
 
 
 class BeginStep(TransitionInput):

@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 
-from agentq.orchestrator.core import fairness, keys
+from agentq.orchestrator.core import fairness, keys, tenant_limits
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.tool_errors import OnError
 from agentq.orchestrator.runs.state import status
@@ -57,6 +57,10 @@ KEY_CONSTANTS: dict[str, str] = {
     "USAGE_PREFIX": keys.USAGE_PREFIX,
     "DEFAULT_TENANT": DEFAULT_TENANT,
     "USAGE_TENANTS": keys.USAGE_TENANTS,
+    "TENANTS_PREFIX": keys.TENANTS_PREFIX,
+    "TENANT_LOAD": keys.TENANT_LOAD,
+    "TENANT_IN_FLIGHT": keys.TENANT_IN_FLIGHT,
+    "TENANT_QUEUED": keys.TENANT_QUEUED,
     "CALL_PREFIX": keys.CALL_PREFIX,
     "TAG_CLOSE": keys.TAG_CLOSE,
     "RUN_PREFIX": keys.RUN_PREFIX,
@@ -109,5 +113,7 @@ def render(
     # The finish event's structured output, spliced in as stored (prelude.lua: finish_run).
     lines.append(f"local OUTPUT_MEMBER = {_lua_str(',' + json.dumps(FINISH_OUTPUT) + ':')}")
     lines.append(f"local HISTORY_INLINE_MAX = {int(HISTORY_INLINE_MAX)}")
+    limits = {"MAX_IN_FLIGHT": tenant_limits.MAX_IN_FLIGHT, "MAX_QUEUED": tenant_limits.MAX_QUEUED}
+    lines.append(_table("LIMIT", limits.items()))
     lines.append(fairness.lua_chunk().rstrip("\n"))
     return "\n".join(lines) + "\n"

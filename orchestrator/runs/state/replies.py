@@ -24,6 +24,9 @@ class Reply(BaseModel):
     outcome: Outcome
     # With WRONG_STATE / NOT_RUNNABLE: the state the call (or request) was in instead.
     call_status: str | None = None
+    # With OVER_LIMIT: the cap the tenant is at (core/tenant_limits.py) and its value.
+    limit: str | None = None
+    cap: int | None = None
 
 
 class BeginStepReply(Reply):

@@ -62,6 +62,7 @@ class Outcome(StrEnum):
     CREATED = "created"
     EXISTS = "exists"  # the same spec was submitted before: an idempotent no-op
     CONFLICT = "conflict"  # the id is taken by a run with a different spec
+    OVER_LIMIT = "over-limit"  # the tenant is at a cap (core/tenant_limits.py): not created
     # guards shared by many transitions
     UNKNOWN_RUN = "unknown-run"
     UNKNOWN_CALL = "unknown-call"
@@ -151,6 +152,10 @@ class MetaField(StrEnum):
     BATCH_OUTPUT = "b_out"
     END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
     # Its lane (core/fairness.py): the enqueue and the claim read these by the job's run id.
+    # The tenant a limited tenant's run is counted under (core/tenant_limits.py), and
+    # whether it is still counted as queued (until its first step begins).
+    LOAD_TENANT = "load_tenant"
+    LOAD_QUEUED = "load_queued"
     FAIR_LANE = fairness.LANE_FIELD
     FAIR_WEIGHT = fairness.WEIGHT_FIELD
     FAIR_RANK = fairness.RANK_FIELD

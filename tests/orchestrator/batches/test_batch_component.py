@@ -16,6 +16,7 @@ from agentq.orchestrator.batches.state import BatchSettle
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.core.tenant_limits import TenantLimit
 from agentq.orchestrator.runs.state import MetaField
 from agentq.workers.worker.embedded import embedded
 from tests.support.redis_fixtures import redis_server, redis_url
@@ -231,8 +232,10 @@ async def test_admission_goes_round_robin_across_a_tenants_batches_by_priority(
     redis_url: str,
 ) -> None:
     """No workers: the test plays them, settling each admitted line's end in turn."""
-    async with Client(redis_url, settings=FAST) as client:
-        await client.batches.store.set_tenant_cap("default", 1)
+    limits = {"default": TenantLimit(max_in_flight=1)}
+    async with Client(
+        redis_url, settings=FAST.model_copy(update={"tenant_limits": limits})
+    ) as client:
         for name, priority in (("a", 1), ("b", 2)):
             await client.batches.submit(
                 lines(20), template=TEMPLATE, batch_id=name, priority=priority, concurrency=8
