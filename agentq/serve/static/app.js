@@ -631,6 +631,35 @@ function batchView(batchId) {
   return () => clearInterval(ticker);
 }
 
+// -- workers -------------------------------------------------------------------
+
+function workersView() {
+  const view = $("#view");
+  view.replaceChildren($("#workers-view").content.cloneNode(true));
+  async function refresh() {
+    try {
+      const workers = await api("/v1/workers");
+      $("#workers-empty").hidden = workers.length > 0;
+      $("#workers-empty").textContent = "No worker alive.";
+      $("#workers tbody").replaceChildren(...workers.map((w) => el("tr", { "data-worker-id": w.id },
+        el("td", { class: "host" }, w.host),
+        el("td", { class: "pid" }, String(w.pid)),
+        el("td", { class: "queues" }, w.queues.join(", ")),
+        el("td", { class: "tools" }, w.tools.join(", ") || "-"),
+        // As of its last beat: a worker reports what it runs only when it beats.
+        el("td", { class: "in-flight" }, `${w.jobs_in_flight} / ${w.concurrency}`),
+        el("td", { class: "seen" }, `${age(w.seen_at)} ago`),
+        el("td", { class: "up" }, age(w.started_at)))));
+    } catch (err) {
+      $("#workers-empty").hidden = false;
+      $("#workers-empty").textContent = err.message;
+    }
+  }
+  refresh();
+  const ticker = setInterval(refresh, 2000);
+  return () => clearInterval(ticker);
+}
+
 // -- routing -------------------------------------------------------------------
 
 function route() {
@@ -641,6 +670,7 @@ function route() {
   else if (batch) stopView = batchView(decodeURIComponent(batch[1]));
   else if (location.hash === "#/batches") stopView = batchesView();
   else if (location.hash === "#/schedules") stopView = schedulesView();
+  else if (location.hash === "#/workers") stopView = workersView();
   else stopView = listView();
 }
 
