@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
 from agentq.serve import (
+    api_docs,
     batches,
     credentials,
     errors,
@@ -75,6 +76,10 @@ def create_app(config: ServeConfig) -> FastAPI:
         # FastAPI's own OpenTelemetry SERVER spans, on the provider `agentq serve` set up
         # (server.py): the doors that act, not the reads (door_spans.py).
         telemetry=door_spans(),
+        # FastAPI's /docs and /redoc load their assets from a CDN: /docs is ours
+        # (api_docs.py), served from the wheel.
+        docs_url=None,
+        redoc_url=None,
     )
     app.state.config = config
     metrics = app.state.metrics = ServeMetrics()
@@ -92,6 +97,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.router.routes.append(Route(MCP_PATH, endpoint=gateway))
     errors.install(app)
     app.include_router(meta.router)
+    app.include_router(api_docs.router)
     app.include_router(serve_metrics.router)
     app.include_router(credentials.router)
     app.include_router(runs.router)

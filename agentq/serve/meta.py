@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 
+from agentq.orchestrator.fleet.listings import WorkerRecord
 from agentq.orchestrator.fleet.queues import queues_document
 from agentq.serve.auth import ADMIN
 from agentq.serve.deps import caller, client_of
@@ -39,6 +40,15 @@ async def fleet_status(request: Request) -> dict[str, Any]:
     and the workers' ids: the operator's view (scope `admin`)."""
     caller(request, ADMIN)
     return (await client_of(request).fleet.status()).model_dump()
+
+
+@router.get("/v1/workers", response_model=list[WorkerRecord])
+async def workers(request: Request) -> list[WorkerRecord]:
+    """The workers alive, by host and pid: the queues and tools each serves, its
+    concurrency, when it started, its last beat (`seen_at`) and the jobs it was running
+    then. The operator's view (scope `admin`), as `/v1/fleet`."""
+    caller(request, ADMIN)
+    return await client_of(request).fleet.workers()
 
 
 @router.get("/v1/queues")

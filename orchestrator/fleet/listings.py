@@ -34,6 +34,7 @@ class WorkerRecord(BaseModel):
     concurrency: int
     started_at: float
     seen_at: float = 0.0
+    jobs_in_flight: int = 0  # the jobs it was running at its last beat (`seen_at`)
 
 
 async def heartbeat(redis: Redis, record: WorkerRecord) -> None:

@@ -40,8 +40,8 @@ def test_queue_depth_for_a_pool_scaled_to_zero(redis_url: str, keyed: ServeProce
     published = run_cli("catalog", "publish", "--tools", TOOLS, redis_url=redis_url)
     assert published.returncode == 0, published.stderr
     assert httpx.get(f"{keyed.url}/v1/queues", timeout=30).status_code == 401
-    # Depths and worker ids are every tenant's: a tenant key sees neither.
-    for path in ("/v1/queues", "/v1/fleet"):
+    # Depths and workers are every tenant's: a tenant key sees neither.
+    for path in ("/v1/queues", "/v1/fleet", "/v1/workers"):
         tenant = httpx.get(
             f"{keyed.url}{path}", headers={"Authorization": f"Bearer {SUBMITTER}"}, timeout=30
         )

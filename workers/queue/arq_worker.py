@@ -290,6 +290,11 @@ class WakeableWorker(Worker):
             self.tasks[job.job_id] = task
             task.add_done_callback(partial(self._ended, job.job_id))
 
+    @property
+    def in_flight(self) -> int:
+        """The jobs running now (claimed and started, not yet ended)."""
+        return len(self.tasks)
+
     def _ended(self, job_id: str, task: asyncio.Task[None]) -> None:
         if self.tasks.get(job_id) is task:
             del self.tasks[job_id]

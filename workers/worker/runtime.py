@@ -454,6 +454,7 @@ class WorkerRuntime:
             serves=sorted({registry_key(a) for a in self._announced}),
             concurrency=self.settings.concurrency,
             started_at=self.started_at,
+            jobs_in_flight=sum(worker.in_flight for worker in self._workers),
         )
 
     async def _release_ended_runs(self) -> None:

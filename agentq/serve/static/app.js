@@ -511,11 +511,22 @@ function runView(runId) {
 
 // -- batches -------------------------------------------------------------------
 
-function progressBar(info) {
+// The ended lines' share of the bar, split by outcome: succeeded, failed, cancelled.
+function paintFill(fill, info) {
   const c = info.counts;
   const ended = c.succeeded + c.failed + c.cancelled;
-  const fill = el("div", { class: "fill", style: `width:${info.lines ? (100 * ended) / info.lines : 0}%` });
-  return el("div", { class: "progress" }, fill);
+  const ok = ended ? (100 * c.succeeded) / ended : 0;
+  const bad = ended ? ok + (100 * c.failed) / ended : 0;
+  fill.style.width = `${info.lines ? (100 * ended) / info.lines : 0}%`;
+  fill.style.background = `linear-gradient(to right, var(--done) 0 ${ok}%, var(--error) ${ok}% ${bad}%, var(--muted) ${bad}% 100%)`;
+  fill.parentElement.setAttribute("aria-valuenow", String(Math.round(info.lines ? (100 * ended) / info.lines : 0)));
+}
+
+function progressBar(info) {
+  const fill = el("div", { class: "fill" });
+  const bar = el("div", { class: "progress", role: "progressbar", "aria-valuemin": "0", "aria-valuemax": "100" }, fill);
+  paintFill(fill, info);
+  return bar;
 }
 
 function batchesView() {
@@ -581,8 +592,11 @@ function batchView(batchId) {
   view.replaceChildren($("#batch-view").content.cloneNode(true));
   const path = `/v1/batches/${encodeURIComponent(batchId)}`;
   $("#batch-id").textContent = batchId;
-  $("#batch-cancel").onclick = () => api(`${path}/cancel`, { method: "POST" }).then(refresh);
-  $("#batch-retry").onclick = () => api(`${path}/retry`, { method: "POST" }).then(refresh);
+  const note = (text) => { $("#batch-note").textContent = text; };
+  $("#batch-cancel").onclick = () => api(`${path}/cancel`, { method: "POST" })
+    .then((b) => { note(`cancelled: ${b.counts.running} running line(s) being cancelled`); refresh(); }, (err) => note(err.message));
+  $("#batch-retry").onclick = () => api(`${path}/retry?failed=true`, { method: "POST" })
+    .then((r) => { note(`${r.requeued} failed line(s) requeued as new runs`); refresh(); }, (err) => note(err.message));
   async function failures() {
     const response = await fetch(`${path}/results?failed=true`);
     const rows = (await response.text()).split("\n").filter(Boolean).slice(0, 200).map((l) => JSON.parse(l));
@@ -599,7 +613,10 @@ function batchView(batchId) {
       const c = b.counts;
       $("#batch-status").textContent = b.status;
       $("#batch-status").className = `status ${b.status}`;
-      $("#batch-bar").style.width = `${b.lines ? (100 * (c.succeeded + c.failed + c.cancelled)) / b.lines : 0}%`;
+      paintFill($("#batch-bar"), b);
+      // Only a batch still admitting can be cancelled; only failed lines can be retried.
+      $("#batch-cancel").hidden = !(b.status === "running" || b.status === "uploading");
+      $("#batch-retry").disabled = c.failed === 0;
       const eta = b.eta_s === null ? "-" : `${Math.round(b.eta_s)} s`;
       $("#batch-counts").textContent = `${c.succeeded} succeeded · ${c.failed} failed · ${c.cancelled} cancelled · ` +
         `${c.running} running · ${c.queued} queued of ${b.lines} · ${b.runs_per_s ? b.runs_per_s.toFixed(1) : "-"} runs/s · ` +
@@ -614,6 +631,35 @@ function batchView(batchId) {
   return () => clearInterval(ticker);
 }
 
+// -- workers -------------------------------------------------------------------
+
+function workersView() {
+  const view = $("#view");
+  view.replaceChildren($("#workers-view").content.cloneNode(true));
+  async function refresh() {
+    try {
+      const workers = await api("/v1/workers");
+      $("#workers-empty").hidden = workers.length > 0;
+      $("#workers-empty").textContent = "No worker alive.";
+      $("#workers tbody").replaceChildren(...workers.map((w) => el("tr", { "data-worker-id": w.id },
+        el("td", { class: "host" }, w.host),
+        el("td", { class: "pid" }, String(w.pid)),
+        el("td", { class: "queues" }, w.queues.join(", ")),
+        el("td", { class: "tools" }, w.tools.join(", ") || "-"),
+        // As of its last beat: a worker reports what it runs only when it beats.
+        el("td", { class: "in-flight" }, `${w.jobs_in_flight} / ${w.concurrency}`),
+        el("td", { class: "seen" }, `${age(w.seen_at)} ago`),
+        el("td", { class: "up" }, age(w.started_at)))));
+    } catch (err) {
+      $("#workers-empty").hidden = false;
+      $("#workers-empty").textContent = err.message;
+    }
+  }
+  refresh();
+  const ticker = setInterval(refresh, 2000);
+  return () => clearInterval(ticker);
+}
+
 // -- routing -------------------------------------------------------------------
 
 function route() {
@@ -624,6 +670,7 @@ function route() {
   else if (batch) stopView = batchView(decodeURIComponent(batch[1]));
   else if (location.hash === "#/batches") stopView = batchesView();
   else if (location.hash === "#/schedules") stopView = schedulesView();
+  else if (location.hash === "#/workers") stopView = workersView();
   else stopView = listView();
 }
 
