@@ -710,7 +710,8 @@ def runs(
 @click.option("--tool", default=None, metavar="TOOL", help="With --wait: a worker serving TOOL.")
 @JSON_OPTION
 def workers(redis_url: str | None, wait_s: float | None, tool: str | None, as_json: bool) -> None:
-    """List live workers: host, pid, queues, tools, concurrency, last seen."""
+    """List live workers: host, pid, queues, tools, jobs in flight of their concurrency,
+    last seen."""
     from agentq.cli.render import make_console, print_workers
 
     async def go(client: Client) -> None:

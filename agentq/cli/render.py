@@ -273,9 +273,9 @@ def print_workers(console: Console, workers: list[WorkerRecord]) -> None:
             str(w.pid),
             ",".join(w.queues),
             ",".join(w.tools) or "-",
-            str(w.concurrency),
+            f"{w.jobs_in_flight}/{w.concurrency}",
             _ago(w.seen_at, now),
         ]
         for w in workers
     ]
-    _table(console, ["HOST", "PID", "QUEUES", "TOOLS", "CONCURRENCY", "LAST SEEN"], rows)
+    _table(console, ["HOST", "PID", "QUEUES", "TOOLS", "JOBS", "LAST SEEN"], rows)

@@ -68,6 +68,8 @@ def test_status_runs_and_workers(redis_url: str, worker: WorkerProcess, tmp_path
     table = run_cli("workers", redis_url=redis_url).stdout
     assert "LAST SEEN" in table
     assert str(worker.pid) in table
+    # Jobs in flight at its last beat (a step of `other` may be), of its concurrency.
+    assert re.search(r"\s[0-4]/4\s", table), table
 
     cancelled = json.loads(run_cli("cancel", other, "--json", redis_url=redis_url).stdout)
     assert cancelled == {"run_id": other, "outcome": "cancelled"}
