@@ -97,6 +97,16 @@ def priority_value(priority: Priority | None) -> int:
     return PRIORITY_NAMES[priority] if isinstance(priority, str) else priority
 
 
+def check_spec_fairness(fairness: Fairness | None, allowed: bool) -> None:
+    """A spec's `fairness` where the deployment lets specs choose their lane; else refused,
+    so each tenant keeps one lane of weight 1 beside the others."""
+    if fairness is not None and not allowed:
+        raise SpecError(
+            "fairness: this deployment gives each tenant one lane; a spec may choose its "
+            "key and weight only where AGENTQ_SPEC_FAIRNESS is on"
+        )
+
+
 def lane_of(
     tenant: str | None, fairness: Fairness | None, priority: Priority | None, aging_s: float
 ) -> Lane:

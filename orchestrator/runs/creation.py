@@ -20,7 +20,7 @@ from agentq.orchestrator.core.errors import (
     SpecError,
     TenantLimitError,
 )
-from agentq.orchestrator.core.fairness import lane_of
+from agentq.orchestrator.core.fairness import check_spec_fairness, lane_of
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, tenant_run_id, traced_run_id
 from agentq.orchestrator.core.settings import Settings
@@ -197,6 +197,7 @@ class RunCreation:
         spec as it is stored, and its tools."""
         check_webhooks(run_spec.webhooks, self.settings)
         check_limits(run_spec.limits, self.settings)
+        check_spec_fairness(run_spec.fairness, self.settings.spec_fairness)
         await self.admit()
         registry = await self.store.registry()
         workflows = await self.workflows.read()

@@ -24,9 +24,27 @@ KEY = "key-acme-secret"
 
 @pytest.fixture
 def keyed(redis_url: str, worker: WorkerProcess) -> Iterator[ServeProcess]:
-    process = ServeProcess(redis_url, env={"AGENTQ_API_KEYS": f"{hash_key(KEY)} acme"})
+    process = ServeProcess(
+        redis_url,
+        env={"AGENTQ_API_KEYS": f"{hash_key(KEY)} acme", "AGENTQ_SPEC_FAIRNESS": "on"},
+    )
     yield process
     process.stop()
+
+
+def test_a_tenant_names_no_lane_where_the_deployment_does_not_let_it(
+    redis_url: str, worker: WorkerProcess
+) -> None:
+    process = ServeProcess(redis_url, env={"AGENTQ_API_KEYS": f"{hash_key(KEY)} acme"})
+    try:
+        headers = {"Authorization": f"Bearer {KEY}"}
+        for fairness in ({"key": "mine"}, {"weight": 1000}):
+            spec = {**scripted({"text": "hello"}), "fairness": fairness}
+            refused = httpx.post(f"{process.url}/v1/runs", json=spec, headers=headers, timeout=30)
+            assert refused.status_code == 422, refused.text
+            assert "AGENTQ_SPEC_FAIRNESS" in refused.text
+    finally:
+        process.stop()
 
 
 def test_the_spec_body_chooses_priority_and_key_within_the_keys_tenant(

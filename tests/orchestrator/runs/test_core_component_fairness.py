@@ -13,7 +13,8 @@ from pydantic import ValidationError
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.fairness import LANE_FIELD, RANK_FIELD, WEIGHT_FIELD
-from tests.support.embedded_runs import Embedded
+from agentq.workers.worker.embedded import embedded
+from tests.support.embedded_runs import FAST, Embedded
 from tests.support.specs import scripted
 
 pytestmark = pytest.mark.component
@@ -27,10 +28,9 @@ async def lane(client: Any, run_id: str) -> tuple[str, int, int]:
     return name, int(weight), int(rank)
 
 
-async def test_the_python_api_and_the_spec_choose_the_lane(
-    start: Callable[[list[Any]], Embedded],
-) -> None:
-    async with start([]) as client:
+async def test_the_python_api_and_the_spec_choose_the_lane() -> None:
+    lanes_chosen = FAST.model_copy(update={"spec_fairness": True})
+    async with embedded(tools=[], settings=lanes_chosen) as client:
         plain = await client.runs.submit(SPEC)
         high = await client.runs.submit(SPEC, tenant="acme", priority="high")
         named = await client.runs.submit(
@@ -49,3 +49,16 @@ async def test_the_python_api_and_the_spec_choose_the_lane(
             await client.runs.submit(SPEC, priority="urgent")
         with pytest.raises(ValidationError):
             await client.runs.submit({**SPEC, "fairness": {"key": "a/b", "weight": 0}})
+
+
+async def test_a_spec_chooses_no_lane_unless_the_deployment_lets_it(
+    start: Callable[[list[Any]], Embedded],
+) -> None:
+    # Lanes share the claim flat: a tenant free to name keys and weights could take as
+    # many turns as it liked beside another tenant's one.
+    async with start([]) as client:
+        for fairness in ({"key": "mine"}, {"weight": 1000}):
+            with pytest.raises(SpecError, match="AGENTQ_SPEC_FAIRNESS"):
+                await client.runs.submit({**SPEC, "fairness": fairness}, tenant="acme")
+        plain = await client.runs.submit({**SPEC, "priority": "high"}, tenant="acme")
+        assert await lane(client, plain) == ("acme", 1, 30_000)

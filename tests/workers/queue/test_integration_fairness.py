@@ -17,6 +17,7 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import TOOLS_QUEUE
 from agentq.orchestrator.core.run_ids import tenant_run_id
+from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.fleet.queues import queue_stats
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.redis_cluster import LocalCluster
@@ -97,7 +98,8 @@ async def one_run_after_a_flood(
 
 
 async def weighted(url: str, tmp: Path, a: int, b: int, partition: int | None = None) -> list[str]:
-    async with Client(url) as client:
+    # Weights are a spec's to choose only where the deployment lets specs pick lanes.
+    async with Client(url, settings=Settings(spec_fairness=True)) as client:
         scenario = Scenario(client, tmp, partition)
         for i in range(max(a, b)):
             if i < a:
