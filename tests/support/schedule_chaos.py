@@ -9,8 +9,10 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass
+from functools import partial
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.schedules.state import TickRecord
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
@@ -92,6 +94,14 @@ async def judge(client: Client, tenant: str, records: list[TickRecord]) -> int:
     ticks = sorted(int(r.tick) for r in records)
     # Not one second of the span left out: every tick fired, each under its own record.
     assert ticks == list(range(ticks[0], ticks[-1] + 1)), ticks
+    # A tick is claimed before its run is created: a worker killed between the two
+    # leaves the run to the tick job's re-delivery, once its lease lapses. Every
+    # recorded run is waited for (created, then ended) before the runs are counted.
+    for record in records:
+        assert record.run_id is not None
+        await eventually_async(partial(_exists, client, record.run_id), f"the run of {record}", 120)
+        result = await client.runs.wait(record.run_id, timeout_s=120)
+        assert result.status == "succeeded", (record, result.error)
     # Count the runs per tick among everything the tenant has: one each, no more.
     page = await client.runs.list(tenant, limit=len(records) + 50)
     per_tick = Counter(
@@ -99,10 +109,14 @@ async def judge(client: Client, tenant: str, records: list[TickRecord]) -> int:
         for run in page.runs
         if (found := TICK_IN_RUN_ID.search(run.id)) is not None
     )
-    assert set(per_tick) == set(ticks)
+    assert set(per_tick) == set(ticks), sorted(set(per_tick) ^ set(ticks))
     assert set(per_tick.values()) == {1}, per_tick
-    for record in records:
-        assert record.run_id is not None
-        result = await client.runs.wait(record.run_id, timeout_s=120)
-        assert result.status == "succeeded", (record, result.error)
     return sum(per_tick.values())
+
+
+async def _exists(client: Client, run_id: str) -> bool:
+    try:
+        await client.runs.status(run_id)
+    except RunNotFoundError:
+        return False
+    return True

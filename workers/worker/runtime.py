@@ -31,7 +31,7 @@ import os
 import socket
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, cast
 
@@ -278,10 +278,17 @@ class WorkerRuntime:
         """A worker process started while Redis is down or full waits for it as a running
         worker does (one line per outage) instead of exiting: pods and hosts start in
         any order."""
-        assert self.redis is not None
+        redis = self.redis
+        assert redis is not None
+        await self._until_redis_answers(lambda: check_partitions(redis))
+
+    async def _until_redis_answers(self, command: Callable[[], Awaitable[object]]) -> None:
+        """Run a start-up command (idempotent) until Redis answers it, as `_first_contact`
+        waits: a Redis slow to answer one command (an fsync on every write, a loaded
+        host) is an outage to ride out, not a reason to exit."""
         while True:
             try:
-                await check_partitions(self.redis)
+                await command()
             except Exception as exc:
                 if not (self._wait_for_redis and is_transient(exc)):
                     raise
@@ -312,7 +319,11 @@ class WorkerRuntime:
             lease_s,
             on_lapse=lambda why: loop.call_soon_threadsafe(self._lease_lost, why),
         )
-        await asyncio.to_thread(self._renewer.register)
+        # The lease's client times out after a fifth of a lease (0.2 s by default), so
+        # that a renewal fails in time to cancel jobs; a registration that outlasts it
+        # is tried again rather than ending the start.
+        renewer = self._renewer
+        await self._until_redis_answers(lambda: asyncio.to_thread(renewer.register))
         self._leased = True
         self._renewer.start()
 

@@ -4,13 +4,19 @@ while Redis is down waits for it, then serves."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 
+import agentq.workers.worker.runtime as runtime_module
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.redis.connect import check_partitions
+from agentq.workers.tools.function import FunctionExecutor
+from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.infra import TOOLS, RedisServer, WorkerProcess, free_port, wait_ready
 from tests.support.specs import scripted
 from tests.support.waiting import eventually
@@ -90,3 +96,29 @@ async def test_a_worker_started_while_redis_is_down_waits_and_serves(
     finally:
         server.stop()
     assert worker.log().count("redis unavailable") == 1, worker.log()
+
+
+async def test_a_lease_slower_than_its_timeout_is_waited_for_not_fatal(
+    own_redis: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The lease's client gives up after a fifth of a lease (0.2 s), so that a renewal
+    fails in time; a Redis slow to take the first lease (an fsync on every write on a
+    loaded host) is ridden out as an outage, where the worker used to exit at start."""
+    admin = redis.asyncio.Redis.from_url(own_redis.url)
+
+    async def then_writes_held(client: Any) -> None:
+        await check_partitions(client)
+        # Every write waits for a second from here (reads go on): the lease's next.
+        await admin.execute_command("CLIENT", "PAUSE", "1000", "WRITE")
+
+    monkeypatch.setattr(runtime_module, "check_partitions", then_writes_held)
+    caplog.set_level(logging.WARNING, logger="agentq")
+    runtime = WorkerRuntime(own_redis.url, executors=[FunctionExecutor([])], wait_for_redis=True)
+    await runtime.start()
+    try:
+        assert runtime.announced
+    finally:
+        await runtime.stop()
+        await admin.aclose()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("redis unavailable (TimeoutError" in m for m in messages), messages
