@@ -410,3 +410,73 @@ def test_schedules_are_listed_paused_and_followed_to_their_runs(
     click_until(f"{row} a", lambda driver: driver.current_url.endswith(f"#/runs/{run_id}"))
     wait.until(when.text_to_be_present_in_element((By.ID, "run-id"), run_id))
     wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))
+
+
+# Holds the page's GETs of one run until the test releases them; each released answer's
+# body is read by a json() that marks, in a task after the page's own continuations (which
+# are microtasks), that the page has done with it.
+HOLD_RUN = """
+(() => {
+  const held = [];
+  window.__held = 0;
+  window.__consumed = 0;
+  const realFetch = window.fetch.bind(window);
+  window.fetch = async (path, options = {}) => {
+    if (path !== "/v1/runs/left-behind" || (options.method || "GET") !== "GET") {
+      return realFetch(path, options);
+    }
+    const real = await realFetch(path, options);
+    const text = await real.text();
+    window.__held += 1;
+    await new Promise((resolve) => held.push(resolve));
+    const answer = new Response(text, { status: real.status, headers: real.headers });
+    answer.json = async () => {
+      setTimeout(() => { window.__consumed += 1; }, 0);
+      return JSON.parse(text);
+    };
+    return answer;
+  };
+  window.__release = () => { for (const resolve of held.splice(0)) resolve(); };
+})();
+"""
+
+
+def test_a_run_page_left_while_its_request_was_out_does_not_draw_into_the_next(
+    server: ServeProcess, browser: object
+) -> None:
+    """Run pages share their elements' ids: an answer for the page left behind (a
+    finished run) used to write its status and pending calls into the next run's page,
+    which then showed `succeeded` and no call to answer."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.remote.webdriver import WebDriver
+    from selenium.webdriver.support import expected_conditions as when
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    assert isinstance(browser, WebDriver)
+    wait = WebDriverWait(browser, 60)
+    finished = scripted({"text": "done"}, tools=[], id="left-behind")
+    assert httpx.post(f"{server.url}/v1/runs", json=finished, timeout=30).status_code == 201
+    ended = httpx.get(f"{server.url}/v1/runs/left-behind?wait=30", timeout=40).json()
+    assert ended["status"] == "succeeded", ended
+    awaiting = scripted(
+        {"tool_calls": [{"id": "call-pick", "name": "pick_color", "input": {}}]},
+        {"text": "Teal it is."},
+        tools=[{"type": "client", "name": "pick_color"}],
+        id="next-page",
+        prompt="pick a color",
+    )
+    assert httpx.post(f"{server.url}/v1/runs", json=awaiting, timeout=30).status_code == 201
+
+    browser.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": HOLD_RUN})
+    browser.get(server.url + "/#/runs/left-behind")
+    wait.until(lambda driver: driver.execute_script("return window.__held") >= 1)
+    browser.execute_script("location.hash = '#/runs/next-page'")
+    pending_call = (By.CSS_SELECTOR, '.item[data-call-id="call-pick"]')
+    wait.until(when.presence_of_element_located(pending_call))
+    wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "awaiting"))
+
+    held = browser.execute_script("const n = window.__held; window.__release(); return n;")
+    wait.until(lambda driver: driver.execute_script("return window.__consumed") >= held)
+    assert browser.find_element(By.ID, "run-id").text == "next-page"
+    assert browser.find_element(By.ID, "run-status").text == "awaiting"
+    assert browser.find_elements(*pending_call)

@@ -455,8 +455,12 @@ function runView(runId) {
   const state = new RunState(runId);
   let frame = 0;
   let closed = false;
+  // Left for another view: a request or a frame still out must not draw into the next
+  // view, whose elements have the same ids (another run's page above all).
+  let left = false;
   const draw = () => {
     frame = 0;
+    if (left) return;
     renderTimeline(state);
     renderSteps(state);
     if (!$("#raw").hidden) $("#raw-events").textContent = state.events.map((e) => JSON.stringify(e)).join("\n");
@@ -472,6 +476,7 @@ function runView(runId) {
   refreshResult = async () => {
     try {
       const result = await api(`/v1/runs/${encodeURIComponent(runId)}`);
+      if (left) return;
       $("#run-status").textContent = result.status;
       $("#run-status").className = `status ${result.status}`;
       $("#run-usage").textContent = `${result.usage.total_tokens} tokens · ${result.steps.length} steps`;
@@ -487,7 +492,7 @@ function runView(runId) {
       renderPending(state, result);
       schedule();
     } catch (err) {
-      $("#run-status").textContent = err.message;
+      if (!left) $("#run-status").textContent = err.message;
     }
   };
   const soon = () => { clearTimeout(pendingTimer); pendingTimer = setTimeout(refreshResult, 150); };
@@ -495,6 +500,9 @@ function runView(runId) {
   // session cookie authenticates it (it cannot send headers).
   const source = new EventSource(`/v1/runs/${encodeURIComponent(runId)}/events`);
   const onEvent = (msg) => {
+    // The browser's own `error` (a dropped connection) carries no data; the run's
+    // `error` event does.
+    if (msg.data === undefined) return;
     const ev = JSON.parse(msg.data);
     state.add(ev);
     if (ev.type === "start") $("#run-model").textContent = ev.model;
@@ -506,7 +514,14 @@ function runView(runId) {
   source.onerror = () => { if (closed) source.close(); };
   refreshResult();
   const ticker = setInterval(() => { if (!state.ended) schedule(); }, 500);
-  return () => { closed = true; source.close(); clearInterval(ticker); clearTimeout(pendingTimer); };
+  return () => {
+    left = true;
+    closed = true;
+    source.close();
+    cancelAnimationFrame(frame);
+    clearInterval(ticker);
+    clearTimeout(pendingTimer);
+  };
 }
 
 // -- batches -------------------------------------------------------------------
@@ -592,6 +607,8 @@ function batchView(batchId) {
   view.replaceChildren($("#batch-view").content.cloneNode(true));
   const path = `/v1/batches/${encodeURIComponent(batchId)}`;
   $("#batch-id").textContent = batchId;
+  // As in runView: a response after leaving must not draw into the next view.
+  let left = false;
   const note = (text) => { $("#batch-note").textContent = text; };
   $("#batch-cancel").onclick = () => api(`${path}/cancel`, { method: "POST" })
     .then((b) => { note(`cancelled: ${b.counts.running} running line(s) being cancelled`); refresh(); }, (err) => note(err.message));
@@ -599,7 +616,9 @@ function batchView(batchId) {
     .then((r) => { note(`${r.requeued} failed line(s) requeued as new runs`); refresh(); }, (err) => note(err.message));
   async function failures() {
     const response = await fetch(`${path}/results?failed=true`);
-    const rows = (await response.text()).split("\n").filter(Boolean).slice(0, 200).map((l) => JSON.parse(l));
+    const text = await response.text();
+    if (left) return;
+    const rows = text.split("\n").filter(Boolean).slice(0, 200).map((l) => JSON.parse(l));
     $("#failures-empty").hidden = rows.length > 0;
     $("#batch-failures tbody").replaceChildren(...rows.map((r) => el("tr", { "data-line": String(r.line) },
       el("td", {}, String(r.line)),
@@ -610,6 +629,7 @@ function batchView(batchId) {
   async function refresh() {
     try {
       const b = await api(path);
+      if (left) return;
       const c = b.counts;
       $("#batch-status").textContent = b.status;
       $("#batch-status").className = `status ${b.status}`;
@@ -623,12 +643,12 @@ function batchView(batchId) {
         `ETA ${eta} · ${b.usage.total_tokens} tokens`;
       await failures();
     } catch (err) {
-      $("#batch-counts").textContent = err.message;
+      if (!left) $("#batch-counts").textContent = err.message;
     }
   }
   refresh();
   const ticker = setInterval(refresh, 1500);
-  return () => clearInterval(ticker);
+  return () => { left = true; clearInterval(ticker); };
 }
 
 // -- workers -------------------------------------------------------------------
