@@ -18,8 +18,8 @@ from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.redis_cluster import LocalCluster
+from tests.support.replica_acks import run_through_silent_replicas
 from tests.support.specs import calls, scripted
-from tests.support.waiting import eventually_async
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 
@@ -96,33 +96,7 @@ def test_a_worker_waits_out_silent_replicas_and_the_run_goes_on(
 ) -> None:
     """A job's transitions and claims are not acknowledged while the replicas are paused:
     the worker says so, retries, and the run finishes once they are back."""
-    marker = tmp_path / "started"
-    spec = scripted(
-        calls(("mark_and_sleep", {"marker": str(marker), "seconds": 0.5})),
-        {"text": "done"},
-        tools=["mark_and_sleep"],
+    status, log = run_through_silent_replicas(
+        cluster.url, cluster.pause_replicas, cluster.resume_replicas, tmp_path
     )
-    strict = {"AGENTQ_REDIS_REPLICA_ACKS": "1", "AGENTQ_REDIS_REPLICA_ACK_TIMEOUT_S": "0.1"}
-    worker = WorkerProcess(cluster.url, "--tools", TOOLS, env={**strict, "AGENTQ_LEASE_S": "5"})
-    try:
-        wait_ready(worker)
-
-        async def run() -> str:
-            async with Client(cluster.url) as client:
-                run_id = await client.runs.submit(spec)
-                await eventually_async(marker.exists, "the call to start", 30)
-                cluster.pause_replicas()
-                try:
-                    await eventually_async(
-                        lambda: "replica(s) acknowledged" in worker.log(),
-                        "the worker to meet the silent replicas",
-                        30,
-                    )
-                finally:
-                    cluster.resume_replicas()
-                result = await client.runs.wait(run_id, timeout_s=60)
-                return str(result.status)
-
-        assert asyncio.run(run()) == "succeeded", worker.log()
-    finally:
-        worker.stop()
+    assert status == "succeeded", log

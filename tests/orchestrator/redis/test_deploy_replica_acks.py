@@ -17,8 +17,9 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
 from tests.support.infra import TOOLS, RedisServer, WorkerProcess, wait_ready
+from tests.support.replica_acks import run_through_silent_replicas
 from tests.support.specs import calls, scripted
-from tests.support.waiting import eventually, eventually_async
+from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
 
@@ -111,33 +112,5 @@ def test_a_worker_waits_out_a_silent_replica_and_the_run_goes_on(
     with it) is not acknowledged while the replica is paused: the worker says so, retries,
     and the run finishes once the replica is back."""
     primary, replica = primary_and_replica
-    marker = tmp_path / "started"
-    spec = scripted(
-        calls(("mark_and_sleep", {"marker": str(marker), "seconds": 0.5})),
-        {"text": "done"},
-        tools=["mark_and_sleep"],
-    )
-    strict = {"AGENTQ_REDIS_REPLICA_ACKS": "1", "AGENTQ_REDIS_REPLICA_ACK_TIMEOUT_S": "0.1"}
-    worker = WorkerProcess(primary.url, "--tools", TOOLS, env={**strict, "AGENTQ_LEASE_S": "5"})
-    try:
-        wait_ready(worker)
-
-        async def run() -> str:
-            async with Client(primary.url) as client:
-                run_id = await client.runs.submit(spec)
-                await eventually_async(marker.exists, "the call to start", 30)
-                replica.pause()
-                try:
-                    await eventually_async(
-                        lambda: "replica(s) acknowledged" in worker.log(),
-                        "the worker to meet the silent replica",
-                        30,
-                    )
-                finally:
-                    replica.resume()
-                result = await client.runs.wait(run_id, timeout_s=60)
-                return str(result.status)
-
-        assert asyncio.run(run()) == "succeeded", worker.log()
-    finally:
-        worker.stop()
+    status, log = run_through_silent_replicas(primary.url, replica.pause, replica.resume, tmp_path)
+    assert status == "succeeded", log

@@ -14,9 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import sys
-import threading
-import time
-from collections import Counter
 from collections.abc import Iterator
 
 import httpx
@@ -24,14 +21,11 @@ import pytest
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
-from agentq.orchestrator.core.errors import InfrastructureError
-from agentq.orchestrator.redis.faults import is_transient
+from tests.support.failover import Failover, judge, spec, submit_until_accepted
 from tests.support.fleet import start_workers
 from tests.support.infra import WorkerProcess
 from tests.support.redis_cluster import LocalCluster
 from tests.support.serve import ServeProcess
-from tests.support.specs import calls, scripted
-from tests.support.waiting import eventually
 
 pytestmark = [pytest.mark.faults, pytest.mark.cluster]
 
@@ -39,15 +33,7 @@ RUNS = 100
 # From the promotion, the runs left need their own work (a second or two on two workers)
 # plus a lease or two of recovery: this bound is many times that, never a race.
 AFTER_PROMOTION_S = 60.0
-
-
-def spec(i: int) -> dict[str, object]:
-    return scripted(
-        calls(("nap", {"seconds": 0.05, "tag": f"r{i}"})),
-        {"text": f"done {i}"},
-        tools=["nap"],
-        id=f"shard-failover-{i}",
-    )
+PREFIX = "shard-failover"
 
 
 @pytest.fixture
@@ -68,30 +54,10 @@ def server(cluster: LocalCluster) -> Iterator[ServeProcess]:
     process.stop()
 
 
-@pytest.fixture
-def fleet() -> Iterator[list[WorkerProcess]]:
-    workers: list[WorkerProcess] = []
-    yield workers
-    for worker in workers:
-        worker.stop()
-
-
-async def submit(client: Client, i: int) -> str:
-    """Submit run i until it is accepted: a submit cut by the failover is retried (the
-    run's id makes it idempotent)."""
-    while True:
-        try:
-            return await client.runs.submit(spec(i))
-        except InfrastructureError as exc:
-            if not is_transient(exc):
-                raise
-            await asyncio.sleep(0.1)
-
-
 async def submit_http(http: httpx.AsyncClient, i: int) -> str:
     """The same through serve: a 503 (Redis unavailable) is retried."""
     while True:
-        response = await http.post("/v1/runs", json=spec(i))
+        response = await http.post("/v1/runs", json=spec(PREFIX, i))
         if response.status_code in (200, 201):
             return str(response.json()["id"])
         assert response.status_code == 503, response.text
@@ -99,65 +65,46 @@ async def submit_http(http: httpx.AsyncClient, i: int) -> str:
 
 
 async def test_sigkill_a_shards_primary_halfway_through_100_runs(
-    cluster: LocalCluster, server: ServeProcess, fleet: list[WorkerProcess]
+    cluster: LocalCluster, server: ServeProcess, workers: list[WorkerProcess]
 ) -> None:
-    fleet += start_workers(cluster.url, 2)
+    workers += start_workers(cluster.url, 2)
     victim = next(p for p in cluster.ports if p not in cluster.replica_ports())
     heir = cluster.replica_of(victim)
-    killed_at = promoted_at = 0.0
-    promoted = threading.Event()
-
-    def watch() -> None:
-        nonlocal promoted_at
-        eventually(lambda: cluster.is_primary(heir), "the replica to be promoted", 60, 0.02)
-        promoted_at = time.monotonic()
-        promoted.set()
+    failover = Failover()
 
     http = httpx.AsyncClient(base_url=server.url, timeout=30)
     async with Client(cluster.url) as client, http:
         gate = asyncio.Semaphore(16)
 
         async def one(i: int) -> str:
-            nonlocal killed_at
             async with gate:
                 if i == RUNS // 2:
-                    cluster.kill(victim)
-                    killed_at = time.monotonic()
-                    threading.Thread(target=watch, daemon=True).start()
-                return await (submit_http(http, i) if i % 4 == 0 else submit(client, i))
+                    failover.kill(lambda: cluster.kill(victim), lambda: cluster.is_primary(heir))
+                if i % 4 == 0:
+                    return await submit_http(http, i)
+                return await submit_until_accepted(client, spec(PREFIX, i))
 
         ids = await asyncio.gather(*(one(i) for i in range(RUNS)))
-        assert await asyncio.to_thread(promoted.wait, 60)
-        results = await asyncio.gather(
-            *(client.runs.wait(run_id, timeout_s=AFTER_PROMOTION_S + 30) for run_id in ids)
-        )
-        last_done = time.monotonic()
-        duplicates = 0
-        wrong = []
-        for i, (run_id, result) in enumerate(zip(ids, results, strict=True)):
-            events = [e async for e in client.runs.events(run_id)]
-            per_call = Counter(e.tool_call_id for e in events if e.type == "tool-result")
-            duplicates += sum(n - 1 for n in per_call.values())
-            if result.status != "succeeded" or result.text != f"done {i}" or not per_call:
-                wrong.append(f"{run_id}: {result.status} {result.text!r} {result.error}")
+        assert await asyncio.to_thread(failover.promoted.wait, 60)
+        verdict = await judge(client, ids, AFTER_PROMOTION_S + 30)
         # The killed primary's slots are its heir's now.
         on_victim = sum(cluster.owner(keys.meta(run_id)) == heir for run_id in ids)
 
     figures = {
         "runs": RUNS,
-        "succeeded": RUNS - len(wrong),
+        "succeeded": RUNS - len(verdict.wrong),
         "on_killed_shard": on_victim,
-        "duplicate_results": duplicates,
-        "promotion_s": round(promoted_at - killed_at, 2),
-        "last_done_after_promotion_s": round(last_done - promoted_at, 2),
+        "duplicate_results": verdict.duplicate_results,
+        "promotion_s": failover.promotion_s(),
+        "last_done_after_promotion_s": round(verdict.last_done - failover.promoted_at, 2),
     }
     print(
         "FAULTS cluster-failover: " + " ".join(f"{k}={v}" for k, v in figures.items()),
         file=sys.stderr,
     )
     assert on_victim > 0  # the killed shard held some of the runs
-    assert not wrong, wrong[:5]
-    assert duplicates == 0
-    assert last_done - promoted_at < AFTER_PROMOTION_S
-    assert all(w.proc.poll() is None for w in fleet), [w.log() for w in fleet]
+    assert not verdict.wrong, verdict.wrong[:5]
+    assert verdict.duplicate_results == 0
+    assert verdict.last_done - failover.promoted_at < AFTER_PROMOTION_S
+    assert all(w.proc.poll() is None for w in workers), [w.log() for w in workers]
     assert server.proc.poll() is None, server.log()
