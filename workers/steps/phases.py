@@ -35,6 +35,7 @@ from agentq.orchestrator.output.instructions import (
 from agentq.orchestrator.output.judge import StepOutput, attempts_in
 from agentq.orchestrator.output.spec import effective_mode
 from agentq.orchestrator.policy.budgets import Budget, Reached, Spent
+from agentq.orchestrator.policy.caching import CacheScope
 from agentq.orchestrator.policy.guardrails import Trip
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.runs.ended import run_ended
@@ -251,7 +252,7 @@ def request(
         step=begun.step,
         timeout_s=spec.model.timeout_s,
         output_schema=output.native_schema if output is not None else None,
-        cache_scope=begun.run_id,
+        cache_scope=CacheScope(tenant=begun.tenant, run=begun.run_id),
     )
 
 
