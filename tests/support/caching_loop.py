@@ -30,6 +30,7 @@ SETTINGS = Settings(
     allow_spec_key_envs="OPENAI_API_KEY,ANTHROPIC_API_KEY",
 )
 PROVIDERS = ("anthropic", "openai", "openai-responses")
+ANTHROPIC_MODEL, OPENAI_MODEL = "claude-sonnet-4-5", "gpt-4o"
 
 
 @tool
@@ -54,7 +55,7 @@ class Loop:
         return {
             "model": {
                 "provider": self.provider,
-                "name": "claude-sonnet-4-5" if self.provider == "anthropic" else "gpt-4o",
+                "name": ANTHROPIC_MODEL if self.provider == "anthropic" else OPENAI_MODEL,
                 "base_url": base_url,
                 "options": {"cache": self.cache, "stream": False},
             },
