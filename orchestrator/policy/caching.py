@@ -3,10 +3,13 @@
 - `"auto"` (the default): cache what the provider lets a request cache. Anthropic gets
   rolling `cache_control` breakpoints (workers/models/anthropic_cache.py); OpenAI Chat
   Completions and Responses get a `prompt_cache_key`, one per run, in the run's tenant's
-  namespace; Gemini caches a stable prefix implicitly.
+  namespace; Gemini caches a stable prefix implicitly, and a batch's lines share one
+  explicit cached content of their system instruction and tools
+  (workers/models/gemini_cache/).
 - `"off"`: no breakpoints and no key.
 - `{"ttl": "5m" | "1h", "key": "..."}`: on, with Anthropic's cache lifetime (a write to the
-  1-hour cache costs more: worth it only when steps are minutes apart), and the key
+  1-hour cache costs more: worth it only when steps are minutes apart) and a Gemini
+  cached content's, and the key
   shared by every run that names it (an agent template in a batch, whose runs share a
   long prefix) instead of one per run.
 
@@ -60,12 +63,14 @@ def cache_policy(options: Mapping[str, Any]) -> CachePolicy:
 
 
 class CacheScope(BaseModel):
-    """Who shares a request's prefix: a run's steps, in its tenant's namespace."""
+    """Who shares a request's prefix: a run's steps, in its tenant's namespace, and the
+    lines of its batch (a template's system prompt and tools) when it is a batch's."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     tenant: str
     run: str
+    batch: str | None = None
 
 
 def prompt_cache_key(policy: CachePolicy, scope: CacheScope | None) -> str | None:

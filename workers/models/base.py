@@ -55,6 +55,9 @@ class ModelRequest(BaseModel):
     # What the request's prefix is shared by (a run's steps, in its tenant's namespace),
     # for the providers that route on a cache key (orchestrator/policy/caching.py).
     cache_scope: CacheScope | None = None
+    # A Gemini cached content that holds this request's system instruction and tools (a
+    # batch's shared prefix: workers/models/gemini_cache/), sent in their place.
+    cached_content: str | None = None
 
 
 class DeltaSink(Protocol):

@@ -5,6 +5,7 @@ before it sent, and the usage says so per step and in total."""
 from __future__ import annotations
 
 import itertools
+import json
 
 import pytest
 
@@ -53,8 +54,22 @@ async def test_the_system_prompt_and_tools_are_sent_byte_identical(provider: str
     with fake_for(loop) as server:
         await run_loop(loop, server.base_url)
         bodies = [r.body for r in server.requests]
-    for field in ("tools", "system", "instructions"):
-        assert len({repr(b.get(field)) for b in bodies}) == 1, field
+    for field in ("tools", "system", "instructions", "systemInstruction", "toolConfig"):
+        assert len({json.dumps(b.get(field)) for b in bodies}) == 1, field
+
+
+async def test_gemini_reads_the_previous_request_from_its_implicit_cache() -> None:
+    """A stable prefix keeps the implicit cache effective: each step's request repeats the
+    one before it, so all of that is reported cached."""
+    loop = Loop("gemini", steps=5)
+    with fake_for(loop) as server:
+        result = await run_loop(loop, server.base_url)
+    assert result.status == "succeeded", result.error
+    usage = [s.usage for s in result.steps]
+    assert usage[0].cached_input_tokens == 0
+    for before, step in itertools.pairwise(usage):
+        # The previous prompt, less its last content's closing characters.
+        assert before.input_tokens - 2 <= step.cached_input_tokens <= before.input_tokens
 
 
 async def test_off_caches_nothing_on_anthropic() -> None:
