@@ -55,10 +55,19 @@ def gemini() -> Iterator[tuple[FakeGemini, GeminiCache]]:
         yield server, cache
 
 
+@pytest.fixture(params=["embedded", "redis-server"])
+def redis_at(request: pytest.FixtureRequest) -> str | None:
+    """The embedded Redis, or a real redis-server (its BLPOP and Lua for real)."""
+    return None if request.param == "embedded" else str(request.getfixturevalue("redis_url"))
+
+
 @asynccontextmanager
-async def batch_run(base_url: str, system: str) -> AsyncIterator[tuple[Client, str]]:
+async def batch_run(
+    base_url: str, system: str, redis_url: str | None
+) -> AsyncIterator[tuple[Client, str]]:
     """A batch of LINES lines of the template, run to its end."""
-    async with embedded(tools=[fetch], settings=SETTINGS, env=KEYS) as client:
+    started = embedded(tools=[fetch], settings=SETTINGS, env=KEYS, redis_url=redis_url)
+    async with started as client:
         lines = [{"vars": {"n": str(n)}} for n in range(LINES)]
         batch = await client.batches.submit(lines, template=template(base_url, system))
         await eventually_async(
@@ -73,9 +82,11 @@ def generations(server: FakeGemini) -> list[dict[str, Any]]:
     return [r.body for r in server.requests if r.path.endswith(":generateContent")]
 
 
-async def test_a_batch_creates_one_cached_content_names_it_everywhere_and_deletes_it() -> None:
+async def test_a_batch_creates_one_cached_content_names_it_everywhere_and_deletes_it(
+    redis_at: str | None,
+) -> None:
     with gemini() as (server, cache):
-        async with batch_run(server.base_url, LONG) as (client, batch_id):
+        async with batch_run(server.base_url, LONG, redis_at) as (client, batch_id):
             results = [r async for r in client.batches.results(batch_id)]
             await eventually_async(
                 lambda: cache.deleted, "the batch's end to delete its cached content"
@@ -103,7 +114,8 @@ async def test_a_batch_creates_one_cached_content_names_it_everywhere_and_delete
 
 async def test_a_prefix_under_the_minimum_gets_no_cached_content() -> None:
     with gemini() as (server, cache):
-        async with batch_run(server.base_url, "You are the support agent.") as (client, batch_id):
+        short = "You are the support agent."
+        async with batch_run(server.base_url, short, None) as (client, batch_id):
             results = [r async for r in client.batches.results(batch_id)]
     assert [r.status for r in results] == ["succeeded"] * LINES
     assert cache.created == []
