@@ -588,6 +588,23 @@ def batch_running(tenant: str, batch_id: str) -> str:
     return batch_meta(tenant, batch_id) + BATCH_RUNNING_SUFFIX
 
 
+# A batch's Gemini cached contents (workers/models/gemini_cache/), one per shared prefix,
+# by the prefix's digest: the resource's name (or "-": none), the claim of the one worker
+# creating it, the list its waiters block on, and the batch's hash of what to delete.
+BATCH_CACHED_INFIX = ":cached:"
+BATCH_CACHED_CLAIM_SUFFIX = ":claim"
+BATCH_CACHED_READY_SUFFIX = ":ready"
+BATCH_CACHED_ALL_SUFFIX = ":cached"
+
+
+def batch_cached_content(tenant: str, batch_id: str, digest: str) -> str:
+    return batch_meta(tenant, batch_id) + BATCH_CACHED_INFIX + digest
+
+
+def batch_cached_contents(tenant: str, batch_id: str) -> str:
+    return batch_meta(tenant, batch_id) + BATCH_CACHED_ALL_SUFFIX
+
+
 def batch_keys(tenant: str, batch_id: str) -> list[str]:
     """Every key one batch owns (what its retention expires)."""
     return [

@@ -2,11 +2,14 @@
 
 - `"auto"` (the default): cache what the provider lets a request cache. Anthropic gets
   rolling `cache_control` breakpoints (workers/models/anthropic_cache.py); OpenAI Chat
-  Completions and Responses get a `prompt_cache_key`, one per run; Gemini caches a stable
-  prefix implicitly.
+  Completions and Responses get a `prompt_cache_key`, one per run, in the run's tenant's
+  namespace; Gemini caches a stable prefix implicitly, and a batch's lines share one
+  explicit cached content of their system instruction and tools
+  (workers/models/gemini_cache/).
 - `"off"`: no breakpoints and no key.
 - `{"ttl": "5m" | "1h", "key": "..."}`: on, with Anthropic's cache lifetime (a write to the
-  1-hour cache costs more: worth it only when steps are minutes apart), and the key
+  1-hour cache costs more: worth it only when steps are minutes apart) and a Gemini
+  cached content's, and the key
   shared by every run that names it (an agent template in a batch, whose runs share a
   long prefix) instead of one per run.
 
@@ -17,6 +20,7 @@ there rather than silently leaving a long loop uncached.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -58,16 +62,26 @@ def cache_policy(options: Mapping[str, Any]) -> CachePolicy:
     )
 
 
-def prompt_cache_key(policy: CachePolicy, scope: str | None) -> str | None:
+class CacheScope(BaseModel):
+    """Who shares a request's prefix: a run's steps, in its tenant's namespace, and the
+    lines of its batch (a template's system prompt and tools) when it is a batch's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tenant: str
+    run: str
+    batch: str | None = None
+
+
+def prompt_cache_key(policy: CachePolicy, scope: CacheScope | None) -> str | None:
     """The key that keeps requests sharing a prefix on the provider's cache of it: the
-    policy's shared key, else the scope's (a run's id), hashed so neither leaves the
-    deployment as is and every key is within the providers' length limit."""
-    if not policy.enabled:
+    policy's shared key, else the run's, within the tenant's namespace. Two tenants naming
+    the same key (one agent template) must not share a cache: which prompts a cache holds
+    is visible in its timing. Hashed, so neither the tenant nor the key leaves the
+    deployment as is, and every key is within the providers' length limit."""
+    if not policy.enabled or scope is None:
         return None
-    if policy.key is not None:
-        source = f"key:{policy.key}"
-    elif scope is not None:
-        source = f"scope:{scope}"
-    else:
-        return None
+    shared = ["key", policy.key] if policy.key is not None else ["run", scope.run]
+    # A JSON array: no tenant and key can be chosen to spell another pair's source.
+    source = json.dumps([scope.tenant, *shared])
     return "aq-" + hashlib.sha256(source.encode()).hexdigest()[:32]

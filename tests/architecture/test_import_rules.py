@@ -223,6 +223,13 @@ ALLOWED: dict[str, set[str]] = {
         "workers.models",
         "workers.queue",
     },
+    "workers.models.gemini_cache": {
+        "orchestrator.batches",  # batches/state.py: whether the batch runs
+        "orchestrator.core",
+        "orchestrator.machine",
+        "orchestrator.policy",
+        "workers.models",
+    },
     "workers.tools": {
         "orchestrator",
         "orchestrator.calls",
@@ -262,6 +269,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.tracing",
         "workers.models",
         "workers.models.batch",
+        "workers.models.gemini_cache",  # a batch line's cached content
         "workers.queue",  # queue/outcome.py: a step reports that it failed its run
         "workers.tools",
     },
@@ -279,6 +287,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.tracing",
         "workers.models",
         "workers.models.batch",
+        "workers.models.gemini_cache",  # a batch's end deletes its cached contents
         "workers.queue",
         "workers.steps",
         "workers.tools",

@@ -18,18 +18,21 @@ from agentq import tool
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.runs.result import RunResult
 from agentq.workers.worker.embedded import embedded
-from tests.support import fake_anthropic, fake_openai, fake_responses
+from tests.support import fake_anthropic, fake_gemini, fake_openai, fake_responses
 from tests.support.fake_cache import CHARS_PER_TOKEN, AnthropicCache, Clock, OpenAICache
+from tests.support.fake_gemini_cache import GeminiCache
 from tests.support.fake_openai import ToolCall
 
-KEYS = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test"}
+KEYS = {"OPENAI_API_KEY": "sk-test", "ANTHROPIC_API_KEY": "sk-ant-test", "GEMINI_API_KEY": "g-test"}
 SETTINGS = Settings(
     idle_poll_s=0.1,
     lease_s=5.0,
     allow_spec_endpoints="http://127.0.0.1:",
-    allow_spec_key_envs="OPENAI_API_KEY,ANTHROPIC_API_KEY",
+    allow_spec_key_envs="OPENAI_API_KEY,ANTHROPIC_API_KEY,GEMINI_API_KEY",
 )
-PROVIDERS = ("anthropic", "openai", "openai-responses")
+PROVIDERS = ("anthropic", "openai", "openai-responses", "gemini")
+ANTHROPIC_MODEL, OPENAI_MODEL, GEMINI_MODEL = "claude-sonnet-4-5", "gpt-4o", "gemini-2.5-flash"
+MODELS = {"anthropic": ANTHROPIC_MODEL, "gemini": GEMINI_MODEL}
 
 
 @tool
@@ -54,7 +57,7 @@ class Loop:
         return {
             "model": {
                 "provider": self.provider,
-                "name": "claude-sonnet-4-5" if self.provider == "anthropic" else "gpt-4o",
+                "name": MODELS.get(self.provider, OPENAI_MODEL),
                 "base_url": base_url,
                 "options": {"cache": self.cache, "stream": False},
             },
@@ -84,6 +87,11 @@ def fake_for(loop: Loop, clock: Clock | None = None) -> Iterator[Any]:
     elif loop.provider == "openai":
         with fake_openai.FakeOpenAI(
             loop.turns(fake_openai.Turn), cache=OpenAICache(clock=clock)
+        ) as server:
+            yield server
+    elif loop.provider == "gemini":
+        with fake_gemini.FakeGemini(
+            loop.turns(fake_gemini.Turn), cache=GeminiCache(clock=clock)
         ) as server:
             yield server
     else:

@@ -13,10 +13,12 @@ function call turn not answered by as many functionResponse parts; unreadable
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from tests.support import fake_media
+from tests.support.fake_gemini_cache import GeminiCache
 from tests.support.fake_http import Recorded, Reply, ScriptedFake
 from tests.support.fake_openai import ToolCall
 
@@ -166,11 +168,28 @@ def render(turn: Turn, request: Recorded) -> Reply:
 
 
 class FakeGemini(ScriptedFake[Turn]):
-    """`with FakeGemini(turns) as server:` — `server.base_url` ends in /v1beta."""
+    """`with FakeGemini(turns) as server:` — `server.base_url` ends in /v1beta.
+
+    With `cache`, the API's context caching (tests/support/fake_gemini_cache.py): the
+    cachedContents resource, the requests that name one, and a turn's prompt usage as
+    the implicit or explicit cache would report it."""
 
     api_root = "/v1beta"
 
+    def __init__(
+        self,
+        script: Sequence[Turn] | Callable[[Recorded], Turn] = (),
+        port: int = 0,
+        cache: GeminiCache | None = None,
+    ) -> None:
+        super().__init__(script, port=port)
+        self.cache = cache
+        if cache is not None:
+            self.routes.append(cache.route)
+
     def refuse(self, request: Recorded) -> Reply | None:
+        if self.cache is not None and (refused := self.cache.refusal(request)) is not None:
+            return refused
         if not request.path.startswith("/v1beta/models/"):
             return Reply.json({"error": {"code": 404, "message": "no route"}}, status=404)
         if request.path.endswith(":streamGenerateContent") and request.query.get("alt") != ["sse"]:
@@ -185,6 +204,17 @@ class FakeGemini(ScriptedFake[Turn]):
         return None
 
     def render(self, turn: Turn, index: int, request: Recorded) -> Reply:
+        if self.cache is not None and turn.status < 400:
+            prompt, cached = self.cache.usage(request)
+            answer = int(turn.usage.get("candidatesTokenCount", 0))
+            thoughts = int(turn.usage.get("thoughtsTokenCount", 0))
+            usage = {
+                **turn.usage,
+                "promptTokenCount": prompt,
+                "cachedContentTokenCount": cached,
+                "totalTokenCount": prompt + answer + thoughts,
+            }
+            turn = replace(turn, usage=usage)
         return render(turn, request)
 
     def exhausted(self, index: int) -> Turn:

@@ -140,6 +140,9 @@ def _handler_for(fake: FakeHTTPServer) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             self._serve()
 
+        def do_DELETE(self) -> None:
+            self._serve()
+
         def log_message(self, format: str, *args: Any) -> None:
             pass  # quiet: tests assert on `requests`, not on logs
 

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.core.model_io import FinishReason, ModelResponse, ProviderToolCall
+from agentq.orchestrator.policy.caching import CacheScope
 from agentq.orchestrator.policy.endpoints import Endpoint
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.spec.run import ToolChoice
@@ -51,9 +52,12 @@ class ModelRequest(BaseModel):
     # Structured output in native mode: the JSON Schema the provider's response format
     # holds the answer to (only wire formats with `ProviderInfo.native_output` get one).
     output_schema: dict[str, Any] | None = None
-    # What the request's prefix is shared by (a run's steps: its id), for the providers
-    # that route on a cache key (orchestrator/policy/caching.py: prompt_cache_key).
-    cache_scope: str | None = None
+    # What the request's prefix is shared by (a run's steps, in its tenant's namespace),
+    # for the providers that route on a cache key (orchestrator/policy/caching.py).
+    cache_scope: CacheScope | None = None
+    # A Gemini cached content that holds this request's system instruction and tools (a
+    # batch's shared prefix: workers/models/gemini_cache/), sent in their place.
+    cached_content: str | None = None
 
 
 class DeltaSink(Protocol):

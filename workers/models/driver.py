@@ -100,7 +100,7 @@ class HttpProvider:
         self.endpoint: Endpoint = ctx.endpoint
         self.ctx = ctx
 
-    def _request(self, request: ModelRequest) -> ModelRequest:
+    def served(self, request: ModelRequest) -> ModelRequest:
         """The request as the endpoint serves it: its model name and merged options."""
         model = request.model.model_copy(
             update={"name": self.endpoint.model, "options": self.endpoint.options}
@@ -110,7 +110,7 @@ class HttpProvider:
     def batch_request(self, request: ModelRequest) -> tuple[str, dict[str, Any]]:
         """The (path, body) this provider would POST for `request`, unstreamed: what a
         provider batch API takes as one line (workers/models/batch/)."""
-        request = self._request(request)
+        request = self.served(request)
         return self.wire.path(request, False), self.wire.body(request, False)
 
     def batch_group(self) -> str:
@@ -121,7 +121,7 @@ class HttpProvider:
 
     def batch_api(self, request: ModelRequest) -> BatchApi:
         """The endpoint's batch API, with the key read from the environment now."""
-        label = self._request(request).model.label
+        label = self.served(request).model.label
         if self.endpoint.base_url is None:
             raise ProviderError(f"{label}: the endpoint has no base URL", retryable=False)
         key = read_key(self.endpoint, self.ctx.env, label)
@@ -139,14 +139,14 @@ class HttpProvider:
         self, data: dict[str, Any], request: ModelRequest, sink: DeltaSink
     ) -> ModelResponse:
         """A batch line's answer body, parsed as a direct unstreamed answer is."""
-        request = self._request(request)
+        request = self.served(request)
         result = self.wire.parse(data, request, request.model.label)
         if result.text:
             await sink.text_delta(result.text)
         return result
 
     async def generate(self, request: ModelRequest, sink: DeltaSink) -> ModelResponse:
-        request = self._request(request)
+        request = self.served(request)
         label = request.model.label
         key = read_key(self.endpoint, self.ctx.env, label)
         with key_scrubbed(key):

@@ -280,6 +280,21 @@ class _Fold:
         return self.state.response()
 
 
+def _prefix(request: ModelRequest, system: list[str]) -> dict[str, Any]:
+    """The request's fields before its contents: the same on every step of a run (and of
+    every run of one agent), so the API's implicit cache reads them back."""
+    if request.system:
+        system = [request.system, *system]
+    prefix: dict[str, Any] = {}
+    if system:
+        prefix["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
+    if request.tools:
+        prefix["tools"] = to_tools(request.tools, request.model.label)
+        if any(not t.provider_executed for t in request.tools):
+            prefix["toolConfig"] = to_tool_config(request.tool_choice)
+    return prefix
+
+
 class GeminiWire:
     def path(self, request: ModelRequest, stream: bool) -> str:
         method = "streamGenerateContent?alt=sse" if stream else "generateContent"
@@ -292,21 +307,25 @@ class GeminiWire:
     def body(self, request: ModelRequest, stream: bool) -> dict[str, Any]:
         ref = request.model
         system, contents = to_contents(request.messages, MediaLimits.from_options(ref.options))
-        if request.system:
-            system.insert(0, request.system)
         body: dict[str, Any] = {"contents": contents}
-        if system:
-            body["systemInstruction"] = {"parts": [{"text": "\n\n".join(system)}]}
-        if request.tools:
-            body["tools"] = to_tools(request.tools, ref.label)
-            if any(not t.provider_executed for t in request.tools):
-                body["toolConfig"] = to_tool_config(request.tool_choice)
+        if request.cached_content is None:
+            body.update(_prefix(request, system))
+        else:
+            # The API refuses a request that names a cached content and sets any of the
+            # fields it holds (they are the cache's: gemini_cache/).
+            body["cachedContent"] = request.cached_content
         body.update(passthrough_options(ref.options))
         if request.output_schema is not None:
             # Merged into the sampling options' generationConfig, not in their place.
             config = body.setdefault("generationConfig", {})
             config.update(to_output_config(request.output_schema))
         return body
+
+    def cached_prefix(self, request: ModelRequest) -> dict[str, Any]:
+        """What a cached content for `request` holds: its system instruction, tools and
+        tool config, exactly as `body` sends them without one."""
+        system, _ = to_contents(request.messages, MediaLimits.from_options(request.model.options))
+        return _prefix(request, system)
 
     def fold(self, request: ModelRequest) -> _Fold:
         return _Fold(StreamState(step=request.step))

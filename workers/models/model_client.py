@@ -93,16 +93,30 @@ class ModelClient:
     async def batch_provider(self, request: ModelRequest) -> HttpProvider | None:
         """The provider for `request` if its endpoint has a batch API (checked as a direct
         call is checked); None: the step calls the model directly."""
+        provider = await self.http_provider(request)
+        if provider is None or provider.endpoint.provider.wire not in BATCH_WIRES:
+            return None
+        return provider if provider.endpoint.base_url is not None else None
+
+    async def http_provider(self, request: ModelRequest) -> HttpProvider | None:
+        """The provider for `request` when it speaks a wire format over HTTP, for the calls
+        beside a model call (a batch API, cached contents), checked as a direct call is."""
         try:
             endpoint = self.policy.resolve(request.model, providers())
             await self.policy.check_addresses(endpoint)
         except SpecError as exc:
             raise ProviderError(f"{request.model.label}: {exc.message}", retryable=False) from None
-        if endpoint.provider.wire not in BATCH_WIRES or endpoint.base_url is None:
-            return None
         ctx = ProviderContext(http=self.http, env=dict(self.env), endpoint=endpoint)
         provider = make_provider(request.model, ctx)
         return provider if isinstance(provider, HttpProvider) else None
+
+    def wire(self, ref: ModelRef) -> str | None:
+        """The wire format the reference's endpoint speaks; None if it resolves nowhere
+        (its call fails on its own). No address check: for choosing, not for calling."""
+        try:
+            return self.policy.resolve(ref, providers()).provider.wire
+        except SpecError:
+            return None
 
     def native_output(self, ref: ModelRef) -> bool:
         """Whether the endpoint's wire format takes a JSON-schema response format; a

@@ -35,6 +35,7 @@ from agentq.orchestrator.output.instructions import (
 from agentq.orchestrator.output.judge import StepOutput, attempts_in
 from agentq.orchestrator.output.spec import effective_mode
 from agentq.orchestrator.policy.budgets import Budget, Reached, Spent
+from agentq.orchestrator.policy.caching import CacheScope
 from agentq.orchestrator.policy.guardrails import Trip
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.orchestrator.runs.ended import run_ended
@@ -48,6 +49,7 @@ from agentq.orchestrator.tools.provider import ProviderToolConfig
 from agentq.workers.models import ModelRequest, ModelResponse, OfferedTool
 from agentq.workers.models.batch.step import Route, batch_answer
 from agentq.workers.models.batch.store import ProviderBatchStore
+from agentq.workers.models.gemini_cache import explicit as gemini_cache
 from agentq.workers.models.model_client import ModelClient
 from agentq.workers.queue.outcome import JobOutcome, report
 from agentq.workers.steps import answers, budgets, guards
@@ -212,6 +214,13 @@ def output(deps: StepDeps, begun: Begun, prepared: preparation.PreparedStep) -> 
     )
 
 
+def batch_of(spec: RunSpec) -> str | None:
+    """The batch the run is a line of: its upload sets `metadata.batch` over the line's own
+    (a lone run naming one shares nothing beyond its tenant's namespace)."""
+    batch = spec.metadata.get("batch")
+    return batch if isinstance(batch, str) else None
+
+
 def request(
     begun: Begun, prepared: preparation.PreparedStep, output: StepOutput | None = None
 ) -> ModelRequest:
@@ -251,7 +260,7 @@ def request(
         step=begun.step,
         timeout_s=spec.model.timeout_s,
         output_schema=output.native_schema if output is not None else None,
-        cache_scope=begun.run_id,
+        cache_scope=CacheScope(tenant=begun.tenant, run=begun.run_id, batch=batch_of(spec)),
     )
 
 
@@ -271,11 +280,14 @@ async def generate(
             tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "parked"})
             return None
         if batched is Route.DIRECT:
-            call: Awaitable[ModelResponse] = deps.models.generate(request, sink)
+            # A batch's line may name its batch's Gemini cached content (gemini_cache/).
+            attached = await gemini_cache.attach(deps.models, deps.store.redis, request)
+            call: Awaitable[ModelResponse] = deps.models.generate(attached.request, sink)
             metrics = deps.metrics
             if metrics is not None:
                 call = metrics.observe_model_call(request.model.provider, request.model.name, call)
             response = await call
+            response = response.model_copy(update={"usage": attached.charged(response.usage)})
         else:
             response = batched
             tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "answered"})

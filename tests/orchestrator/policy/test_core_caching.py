@@ -1,6 +1,7 @@
 """`model.options.cache`: "auto" (the default), "off", or {"ttl", "key"}; anything else is
 refused at submit with one line, as a tool mode is. The OpenAI key is one per run, or one
-per shared key, and never the run id or the key as given."""
+per shared key, in the tenant's namespace, and never the run id, the key or the tenant as
+given."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from agentq.orchestrator.policy.caching import (
     AUTO,
     OFF,
     CachePolicy,
+    CacheScope,
     cache_policy,
     prompt_cache_key,
 )
@@ -57,14 +59,29 @@ def test_anything_else_is_refused_at_submit(cache: Any, message: str) -> None:
         EndpointPolicy().resolve(ref({"cache": cache}), BUILTIN_PROVIDERS)
 
 
+def scope(run: str, tenant: str = "acme") -> CacheScope:
+    return CacheScope(tenant=tenant, run=run)
+
+
 def test_one_key_per_run_or_per_shared_key() -> None:
-    one, other = prompt_cache_key(AUTO, "run-1"), prompt_cache_key(AUTO, "run-2")
-    assert one == prompt_cache_key(AUTO, "run-1")
+    one, other = prompt_cache_key(AUTO, scope("run-1")), prompt_cache_key(AUTO, scope("run-2"))
+    assert one == prompt_cache_key(AUTO, scope("run-1"))
     assert one is not None
     assert other not in (None, one)
     assert "run-1" not in one
     assert len(one) <= 64
     shared = CachePolicy(key="support-agent")
-    assert prompt_cache_key(shared, "run-1") == prompt_cache_key(shared, "run-2") != one
-    assert prompt_cache_key(OFF, "run-1") is None
+    assert prompt_cache_key(shared, scope("run-1")) == prompt_cache_key(shared, scope("run-2"))
+    assert prompt_cache_key(shared, scope("run-1")) != one
+    assert prompt_cache_key(OFF, scope("run-1")) is None
     assert prompt_cache_key(AUTO, None) is None
+
+
+def test_the_key_is_in_the_tenants_namespace() -> None:
+    shared = CachePolicy(key="support-agent")
+    acme, globex = (prompt_cache_key(shared, scope("r", tenant)) for tenant in ("acme", "globex"))
+    assert acme is not None
+    assert globex is not None
+    assert acme != globex
+    assert prompt_cache_key(AUTO, scope("r", "acme")) != prompt_cache_key(AUTO, scope("r", "b"))
+    assert "acme" not in acme  # the provider never sees the tenant's name

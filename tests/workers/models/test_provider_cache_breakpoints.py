@@ -17,6 +17,7 @@ from agentq.orchestrator.core.messages import (
     ToolResultPart,
     UserMessage,
 )
+from agentq.orchestrator.policy.caching import CacheScope
 from agentq.orchestrator.policy.model_ref import ModelRef
 from agentq.workers.models.anthropic import AnthropicWire
 from agentq.workers.models.base import ModelRequest, OfferedTool
@@ -107,18 +108,21 @@ def test_the_ttl_option_and_off() -> None:
     assert body(history(2), cache="off")["system"] == "S"
 
 
+SCOPE = CacheScope(tenant="acme", run="r1")
+
+
 def test_openai_formats_send_one_key_per_run_unless_off() -> None:
     for wire in (OpenAIChatWire(), OpenAIResponsesWire()):
         keys = set()
         for step in range(3):
             model = ModelRef(provider="openai", name="m")
             request = ModelRequest(
-                model=model, system="S", messages=history(step), tools=TOOLS, cache_scope="r1"
+                model=model, system="S", messages=history(step), tools=TOOLS, cache_scope=SCOPE
             )
             keys.add(wire.body(request, stream=False)["prompt_cache_key"])
         assert len(keys) == 1
         off = ModelRef(provider="openai", name="m", options={"cache": "off"})
-        request = ModelRequest(model=off, messages=history(1), cache_scope="r1")
+        request = ModelRequest(model=off, messages=history(1), cache_scope=SCOPE)
         assert "prompt_cache_key" not in wire.body(request, stream=False)
 
 
