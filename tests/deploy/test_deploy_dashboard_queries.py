@@ -1,8 +1,9 @@
 """Every panel of the Grafana dashboard asks Prometheus something real: Debian's
 Prometheus scrapes a real `agentq serve` and a real worker on loopback while a few real
 runs go through them (a tool call, a tool error, a failed run, a remote tool leased over
-HTTP, an event stream), then each panel's PromQL, Grafana's variables filled in, is
-evaluated through Prometheus's HTTP API: it parses and returns at least one series."""
+HTTP, an event stream, a rate-limited OpenAI-compatible model), then each panel's PromQL,
+Grafana's variables filled in, is evaluated through Prometheus's HTTP API: it parses and
+returns at least one series."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import pytest
 
 from agentq.serve.auth import hash_key
 from tests.support.dashboard import queries
+from tests.support.fake_openai import FakeOpenAI, Turn
 from tests.support.infra import TOOLS, WorkerProcess, free_port, wait_ready
 from tests.support.prometheus import PrometheusProcess, require_prometheus
 from tests.support.remote_tools import remote_tools_file
@@ -30,8 +32,17 @@ ENDED = ("succeeded", "failed", "cancelled")
 
 
 @pytest.fixture
-def monitored(redis_url: str, tmp_path: Path) -> Iterator[tuple[ServeProcess, PrometheusProcess]]:
+def model() -> Iterator[FakeOpenAI]:
+    with FakeOpenAI([Turn(text="limited")]) as server:
+        yield server
+
+
+@pytest.fixture
+def monitored(
+    redis_url: str, tmp_path: Path, model: FakeOpenAI
+) -> Iterator[tuple[ServeProcess, PrometheusProcess]]:
     require_prometheus()  # before starting anything
+    endpoints = {"AGENTQ_ALLOW_SPEC_ENDPOINTS": model.base_url}
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"scripted:*": {"input": 1.0, "output": 2.0}}))
     metrics_port = free_port()
@@ -43,7 +54,13 @@ def monitored(redis_url: str, tmp_path: Path) -> Iterator[tuple[ServeProcess, Pr
         str(metrics_port),
         "--probe-host",
         "127.0.0.1",
-        env={"AGENTQ_PRICES": str(prices)},
+        env={
+            **endpoints,
+            "OPENAI_API_KEY": "sk-test",
+            "AGENTQ_PRICES": str(prices),
+            # The rate limit panel's: HTTP providers wait for the fleet's limits.
+            "AGENTQ_RATE_LIMITS": json.dumps({"openai:*": [100000, None]}),
+        },
     )
     serve: ServeProcess | None = None
     prometheus: PrometheusProcess | None = None
@@ -56,7 +73,11 @@ def monitored(redis_url: str, tmp_path: Path) -> Iterator[tuple[ServeProcess, Pr
         ]
         serve = ServeProcess(
             redis_url,
-            env={"AGENTQ_API_KEYS": "; ".join(keys), "AGENTQ_REMOTE_TOOLS": remote_tools_file()},
+            env={
+                **endpoints,
+                "AGENTQ_API_KEYS": "; ".join(keys),
+                "AGENTQ_REMOTE_TOOLS": remote_tools_file(),
+            },
         )
         credentials = tmp_path / "metrics-key"
         credentials.write_text(OPS_KEY)
@@ -89,7 +110,7 @@ def _finished(api: httpx.Client, run_id: str) -> dict[str, Any]:
     )
 
 
-def _runs(serve: ServeProcess) -> None:
+def _runs(serve: ServeProcess, model: FakeOpenAI) -> None:
     tenant = {"authorization": f"Bearer {TENANT_KEY}"}
     node = {"authorization": f"Bearer {NODE_KEY}"}
     fail_run = {"type": "function", "name": "fail", "on_error": "fail-run"}
@@ -102,6 +123,10 @@ def _runs(serve: ServeProcess) -> None:
             {"text": "done"},
             tools=[{"type": "remote", "name": "shout"}],
         ),
+        "limited": {
+            "model": {"provider": "openai", "name": "m", "base_url": model.base_url},
+            "prompt": "go",
+        },
     }
     with httpx.Client(base_url=serve.url, headers=tenant, timeout=60) as api:
         ids = {}
@@ -130,6 +155,7 @@ def _runs(serve: ServeProcess) -> None:
             "tool error": "succeeded",
             "failed": "failed",
             "remote": "succeeded",
+            "limited": "succeeded",
         }
         # An event stream, held until its (ended) run's events are all sent.
         with api.stream(
@@ -141,12 +167,12 @@ def _runs(serve: ServeProcess) -> None:
 
 
 def test_every_panel_query_parses_and_returns_a_series(
-    monitored: tuple[ServeProcess, PrometheusProcess],
+    monitored: tuple[ServeProcess, PrometheusProcess], model: FakeOpenAI
 ) -> None:
     serve, prometheus = monitored
-    _runs(serve)
+    _runs(serve, model)
     wanted = queries()
-    assert len(wanted) >= 19
+    assert len(wanted) >= 20
 
     # A query that does not parse never will: said at once, with Prometheus's error.
     refused = {
