@@ -1,7 +1,8 @@
 """Every panel of the Grafana dashboard asks Prometheus something real: Debian's
-Prometheus scrapes a real `agentq serve` and a real worker on loopback while a few real
-runs go through them (a tool call, a tool error, a failed run, a remote tool leased over
-HTTP, an event stream, a rate-limited OpenAI-compatible model), then each panel's PromQL,
+Prometheus scrapes a real `agentq serve`, a real worker and a real sandbox worker (Docker)
+on loopback while a few real runs go through them (a tool call, a tool error, a failed
+run, a remote tool leased over HTTP, an event stream, a rate-limited OpenAI-compatible
+model, code in a sandbox), then each panel's PromQL,
 Grafana's variables filled in, is evaluated through Prometheus's HTTP API: it parses and
 returns at least one series."""
 
@@ -18,7 +19,7 @@ import pytest
 from agentq.serve.auth import hash_key
 from tests.support.dashboard import queries
 from tests.support.fake_openai import FakeOpenAI, Turn
-from tests.support.infra import TOOLS, WorkerProcess, free_port, wait_ready
+from tests.support.infra import TOOLS, WorkerProcess, free_port, missing, wait_ready
 from tests.support.prometheus import PrometheusProcess, require_prometheus
 from tests.support.remote_tools import remote_tools_file
 from tests.support.serve import ServeProcess
@@ -29,6 +30,17 @@ pytestmark = pytest.mark.integration
 
 TENANT_KEY, OPS_KEY, NODE_KEY = "key-acme", "key-ops", "key-node"
 ENDED = ("succeeded", "failed", "cancelled")
+
+
+def require_sandbox() -> None:
+    try:
+        import docker
+
+        engine = docker.from_env()
+        engine.ping()
+        engine.images.get("agentq-sandbox-python:v1")
+    except Exception as exc:
+        missing(f"Docker with the sandbox images ({exc})", "run `bash .ci/sandbox-setup`")
 
 
 @pytest.fixture
@@ -42,6 +54,7 @@ def monitored(
     redis_url: str, tmp_path: Path, model: FakeOpenAI
 ) -> Iterator[tuple[ServeProcess, PrometheusProcess]]:
     require_prometheus()  # before starting anything
+    require_sandbox()
     endpoints = {"AGENTQ_ALLOW_SPEC_ENDPOINTS": model.base_url}
     prices = tmp_path / "prices.json"
     prices.write_text(json.dumps({"scripted:*": {"input": 1.0, "output": 2.0}}))
@@ -62,10 +75,17 @@ def monitored(
             "AGENTQ_RATE_LIMITS": json.dumps({"openai:*": [100000, None]}),
         },
     )
+    sandbox_port = free_port()
+    sandbox = WorkerProcess(
+        redis_url,
+        *("--sandbox", "--queue", "sandbox", "--metrics-port", str(sandbox_port)),
+        *("--probe-host", "127.0.0.1"),
+    )
     serve: ServeProcess | None = None
     prometheus: PrometheusProcess | None = None
     try:
         wait_ready(worker)
+        wait_ready(sandbox, timeout_s=60)
         keys = [
             f"{hash_key(TENANT_KEY)} acme",
             f"{hash_key(OPS_KEY)} ops metrics",
@@ -90,13 +110,15 @@ def monitored(
                 },
                 {
                     "job_name": "agentq-workers",
-                    "static_configs": [{"targets": [f"127.0.0.1:{metrics_port}"]}],
+                    "static_configs": [
+                        {"targets": [f"127.0.0.1:{metrics_port}", f"127.0.0.1:{sandbox_port}"]}
+                    ],
                 },
             ]
         )
         yield serve, prometheus
     finally:
-        for process in (prometheus, serve, worker):
+        for process in (prometheus, serve, worker, sandbox):
             if process is not None:
                 process.stop()
 
@@ -122,6 +144,11 @@ def _runs(serve: ServeProcess, model: FakeOpenAI) -> None:
             calls(("shout", {"text": "hi"})),
             {"text": "done"},
             tools=[{"type": "remote", "name": "shout"}],
+        ),
+        "code": scripted(
+            calls(("run_python", {"code": "6 * 7"})),
+            {"text": "42"},
+            tools=[{"type": "code", "language": "python"}],
         ),
         "limited": {
             "model": {"provider": "openai", "name": "m", "base_url": model.base_url},
@@ -155,6 +182,7 @@ def _runs(serve: ServeProcess, model: FakeOpenAI) -> None:
             "tool error": "succeeded",
             "failed": "failed",
             "remote": "succeeded",
+            "code": "succeeded",
             "limited": "succeeded",
         }
         # An event stream, held until its (ended) run's events are all sent.
@@ -172,7 +200,7 @@ def test_every_panel_query_parses_and_returns_a_series(
     serve, prometheus = monitored
     _runs(serve, model)
     wanted = queries()
-    assert len(wanted) >= 20
+    assert len(wanted) >= 22
 
     # A query that does not parse never will: said at once, with Prometheus's error.
     refused = {
