@@ -11,6 +11,8 @@ the host's Python must match Debian's (3.11 for bookworm) so the wheels fit.
     agentq-redis  Debian's redis-server (the compose file's Redis)
     agentq-dind   Debian's docker.io: the sandbox pool's own Docker engine
     agentq-phoenix  Arize Phoenix from PyPI: the compose file's trace viewer
+    agentq-prometheus  Debian's prometheus: the compose file's metrics store (profile
+                  monitoring), its scrape config mounted from deploy/monitoring/
 
 Image names live here and nowhere else; docker-compose.yml's defaults repeat them.
 """
@@ -180,7 +182,25 @@ def recipes(tag: str | None = None, source: str = "") -> dict[str, Recipe]:
                 'CMD ["serve"]',
             ),
         ),
+        "prometheus": Recipe(
+            name="agentq-prometheus:2",
+            packages=("prometheus",),
+            home="/prometheus",
+            owned_dirs=("/prometheus",),
+            changes=(
+                f"ENV PATH={BASE_PATH}",
+                f"USER {AGENTQ_UID}:{AGENTQ_UID}",
+                "WORKDIR /prometheus",
+                "VOLUME /prometheus",
+                'ENTRYPOINT ["prometheus"]',
+                f'CMD ["--config.file={PROMETHEUS_CONFIG}", "--storage.tsdb.path=/prometheus", '
+                '"--web.listen-address=:9090"]',
+            ),
+        ),
     }
+
+
+PROMETHEUS_CONFIG = "/etc/agentq/prometheus.yml"
 
 
 def source_dir() -> Path:

@@ -1138,7 +1138,7 @@ def images() -> None:
 
 
 @images.command("build", context_settings=CONTEXT)
-@click.argument("names", nargs=-1, metavar="[agentq|redis|dind|phoenix]...")
+@click.argument("names", nargs=-1, metavar="[agentq|redis|dind|phoenix|prometheus]...")
 @click.option("--mirror", default=None, help="Debian mirror (default: the machine's apt source).")
 @click.option("--tag", default=None, help="Tag of the agentq image (default: its version).")
 @click.option("--source", default=None, help="Checkout or wheel to install (default: this one).")

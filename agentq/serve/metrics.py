@@ -2,10 +2,11 @@
 
 One ASGI middleware sees every request: how long until its response started (an SSE
 stream counts until its headers, not while it stays open), the SSE streams open, and
-the submissions at each door by tenant and outcome. The tenant is the one its key
-named (`deps.caller` leaves it in the request's state); a request refused before its
-key was read has none. Runs this process ended (a cancel) are counted by the same
-listener the workers use (orchestrator/runs/ended.py).
+the submissions at each door by tenant and outcome; the remote tools' lease route
+counts the calls it leased. The tenant is the one its key named (`deps.caller` leaves
+it in the request's state); a request refused before its key was read has none. Runs
+this process ended (a cancel) are counted by the same listener the workers use
+(orchestrator/runs/ended.py).
 """
 
 from __future__ import annotations
@@ -80,6 +81,12 @@ class ServeMetrics:
             "agentq_submits",
             "Submissions by door (runs, batches, tool_calls, chat), tenant and outcome.",
             ["door", "tenant", "outcome"],
+            registry=r,
+        )
+        self.remote_leases = Counter(
+            "agentq_remote_leases",
+            "Tool calls remote services leased from this process, by queue.",
+            ["queue"],
             registry=r,
         )
         self.run_ended = EndedRuns(r)

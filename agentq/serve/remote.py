@@ -123,6 +123,7 @@ async def lease(request: Request, queue: str, body: LeaseRequest) -> dict[str, A
         leases = await service.leases.lease(
             queue, body.max, body.wait_s, body.lease_s, holder=principal
         )
+    request.app.state.metrics.remote_leases.labels(queue).inc(len(leases))
     return {"calls": [lease.document() for lease in leases]}
 
 

@@ -173,6 +173,7 @@ class Outage:
         self.what = what
         self.log = log
         self.since: float | None = None
+        self.started = 0  # outages begun in this process's life (its metrics count them)
         self.backoff = Backoff()
         # Above the backoff's ceiling: a loop still failing has failed again by then.
         self.quiet_s = quiet_s
@@ -201,6 +202,7 @@ class Outage:
             self._last_failed = self.clock()
             if self.since is None:
                 self.since = self._last_failed
+                self.started += 1
                 self.log.warning("%s: redis unavailable (%s); retrying", self.what, describe(exc))
             return self.backoff.next_delay()
 

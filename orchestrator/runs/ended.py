@@ -8,7 +8,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
@@ -40,9 +40,15 @@ async def run_ended(store: RunStore, run_id: str) -> None:
         listener(run_id, meta)
 
 
+# Runs last from a scripted step (milliseconds) to agents that work for hours.
+_RUN_BUCKETS_S = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 14400)
+
+
 class EndedRuns:
     """A listener counting ended runs, `agentq_runs_ended_total{tenant, status,
-    failure_kind}`, into a process's registry (a worker's and `agentq serve`'s)."""
+    failure_kind}`, and timing them from creation to end,
+    `agentq_run_duration_seconds{tenant, status}`, into a process's registry (a
+    worker's and `agentq serve`'s)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
         self.counter = Counter(
@@ -51,11 +57,19 @@ class EndedRuns:
             ["tenant", "status", "failure_kind"],
             registry=registry,
         )
+        self.duration = Histogram(
+            "agentq_run_duration_seconds",
+            "From a run's creation to its end (a delayed run's wait included).",
+            ["tenant", "status"],
+            buckets=_RUN_BUCKETS_S,
+            registry=registry,
+        )
 
     def __call__(self, run_id: str, meta: Mapping[str, str]) -> None:
         failure = json.loads(meta.get(MetaField.ERROR) or "{}")
-        self.counter.labels(
-            meta.get("tenant", DEFAULT_TENANT),
-            meta.get(MetaField.STATUS, ""),
-            str(failure.get("type", "")),
-        ).inc()
+        tenant = meta.get("tenant", DEFAULT_TENANT)
+        status = meta.get(MetaField.STATUS, "")
+        self.counter.labels(tenant, status, str(failure.get("type", ""))).inc()
+        created, finished = meta.get(MetaField.CREATED_AT), meta.get(MetaField.FINISHED_AT)
+        if created and finished:
+            self.duration.labels(tenant, status).observe(max(0.0, float(finished) - float(created)))

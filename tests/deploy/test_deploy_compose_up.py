@@ -1,7 +1,8 @@
 """docker-compose.yml brought up for real: the images `agentq images build` makes (no
-registry), the whole stack with the trace profile, a run through the HTTP API with a
-function tool and a code tool, the tools container killed mid-call and started again,
-the run's trace in Phoenix, and nothing left behind.
+registry), the whole stack with the trace and monitoring profiles (Grafana left out: it
+comes from Docker Hub), a run through the HTTP API with a function tool and a code tool,
+the tools container killed mid-call and started again, the run's trace in Phoenix,
+Prometheus scraping the API and every pool, and nothing left behind.
 
 The sandbox pool's code runs in the stack's own Docker engine (Docker-in-Docker), not
 the host's. Long the first time (images: ~10 min on 2 cores); a few minutes once they
@@ -63,7 +64,7 @@ def test_the_compose_stack_runs_an_agent_through_a_tools_restart(tmp_path: Path)
         began = time.monotonic()
         stack.up()
         # Phoenix too: spans exported before it listens are lost.
-        stack.wait_healthy(("redis", "engine", "api", *WORKERS, "phoenix"))
+        stack.wait_healthy(("redis", "engine", "api", *WORKERS, "phoenix", "prometheus"))
         times["up to healthy"] = time.monotonic() - began
 
         began = time.monotonic()
@@ -137,6 +138,29 @@ def test_the_compose_stack_runs_an_agent_through_a_tools_restart(tmp_path: Path)
             until=lambda found: wanted <= {x["name"] for x in found},
         )
         times["trace"] = time.monotonic() - began
+
+        # Prometheus finds every agentq process by its service's name and scrapes it (the
+        # API with the metrics key); the restarted tools container is found again.
+        began = time.monotonic()
+
+        def targets() -> dict[str, str]:
+            try:
+                reply = httpx.get(f"{stack.prometheus}/api/v1/targets", timeout=10)
+            except httpx.HTTPError:
+                return {}
+            return {
+                t["discoveredLabels"]["__meta_dns_name"]: t["health"]
+                for t in reply.json()["data"]["activeTargets"]
+            }
+
+        eventually(
+            targets,
+            "prometheus to scrape every agentq process",
+            120,
+            1,
+            until=lambda found: found == {name: "up" for name in ("api", *WORKERS)},
+        )
+        times["scraped"] = time.monotonic() - began
     finally:
         began = time.monotonic()
         stack.down()

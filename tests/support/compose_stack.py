@@ -36,7 +36,11 @@ CI_TOOLS = REPO / "tests/support/compose/ci_tools.py"
 # Survives between CI runs on the same machine (the saved sandbox images).
 CACHE = Path(os.environ.get("AGENTQ_CI_CACHE", "/var/tmp/agentq-ci"))
 API_KEY = "aq-compose-test-key"
+METRICS_KEY = "aq-compose-test-metrics-key"
 SERVICES = ("redis", "engine", "engine-images", "api", "model", "tools", "sandbox", "catalog")
+PROFILES = ("trace", "monitoring")
+# In the monitoring profile, but from Docker Hub, which this machine cannot reach.
+NOT_PULLABLE = ("grafana",)
 
 
 def require_docker_compose() -> str:
@@ -64,7 +68,7 @@ class Images:
 
 def prepare_images() -> Images:
     seconds: dict[str, float] = {}
-    for built in build_images(["redis", "dind", "phoenix", "agentq"]):
+    for built in build_images(["redis", "dind", "phoenix", "prometheus", "agentq"]):
         seconds[built.name] = built.seconds
     started = time.monotonic()
     names = build_sandbox_images()
@@ -96,13 +100,14 @@ def save_once(names: Sequence[str], target: Path) -> None:
 
 
 class Stack:
-    """The compose project: up, HTTP to the API and Phoenix, kill/start, down."""
+    """The compose project: up, HTTP to the API, Phoenix and Prometheus, kill/start, down."""
 
     def __init__(self, binary: str, images: Images, workdir: Path, script: list[Any]) -> None:
         self.binary = binary
         self.workdir = workdir
         self.api_port = free_port()
         self.phoenix_port = free_port()
+        self.prometheus_port = free_port()
         state = workdir / "state"
         state.mkdir(parents=True)
         tools = workdir / "tools"
@@ -119,9 +124,11 @@ class Stack:
             **clean,
             "COMPOSE_PROJECT_NAME": PROJECT,
             "AGENTQ_IMAGE": images.agentq,
-            "AGENTQ_API_KEYS": f"{hash_key(API_KEY)} ci",
+            "AGENTQ_API_KEYS": f"{hash_key(API_KEY)} ci; {hash_key(METRICS_KEY)} ops metrics",
+            "AGENTQ_METRICS_KEY": METRICS_KEY,
             "AGENTQ_API_PORT": str(self.api_port),
             "AGENTQ_PHOENIX_PORT": str(self.phoenix_port),
+            "AGENTQ_PROMETHEUS_PORT": str(self.prometheus_port),
             "AGENTQ_OTLP_ENDPOINT": "http://phoenix:6006",
             "AGENTQ_IMAGES_DIR": str(images.sandbox_dir),
             "AGENTQ_TOOLS_DIR": str(tools),
@@ -133,8 +140,9 @@ class Stack:
 
     def compose(self, *args: str, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
         files = [arg for path in COMPOSE_FILES for arg in ("-f", str(path))]
+        profiles = [arg for profile in PROFILES for arg in ("--profile", profile)]
         return subprocess.run(
-            [self.binary, "--project-directory", str(REPO), *files, "--profile", "trace", *args],
+            [self.binary, "--project-directory", str(REPO), *files, *profiles, *args],
             capture_output=True,
             text=True,
             env=self.env,
@@ -143,7 +151,11 @@ class Stack:
         )
 
     def up(self) -> None:
-        done = self.compose("up", "-d")
+        """Every service of the file and the profiles but those no registry here serves."""
+        listed = self.compose("config", "--services")
+        assert listed.returncode == 0, listed.stderr
+        services = [s for s in listed.stdout.split() if s not in NOT_PULLABLE]
+        done = self.compose("up", "-d", *services)
         assert done.returncode == 0, done.stderr[-4000:] + self.logs()
 
     def down(self) -> None:
@@ -188,6 +200,10 @@ class Stack:
     @property
     def phoenix(self) -> str:
         return f"http://127.0.0.1:{self.phoenix_port}"
+
+    @property
+    def prometheus(self) -> str:
+        return f"http://127.0.0.1:{self.prometheus_port}"
 
     def http(self) -> httpx.Client:
         return httpx.Client(

@@ -63,13 +63,15 @@ log = logging.getLogger("agentq.worker")
 
 
 class ModelCallMetrics(Protocol):
-    """What a step reports of its model calls (the worker's Prometheus metrics)."""
+    """What a step reports of its run and model calls (the worker's Prometheus metrics)."""
 
     def observe_model_call(
         self, provider: str, model: str, call: Awaitable[ModelResponse]
     ) -> Awaitable[ModelResponse]: ...
 
     def observe_cost(self, tenant: str, provider: str, model: str, usage: Usage) -> None: ...
+
+    def observe_run_started(self, tenant: str) -> None: ...
 
 
 class StepDeps(Protocol):
@@ -135,6 +137,8 @@ async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun |
     if begun.outcome != Outcome.OK:
         log.debug("model step %s/%d skipped: %s", run_id, step, begun.outcome)
         return None
+    if step == 0 and attempt == 1 and deps.metrics is not None:
+        deps.metrics.observe_run_started(begun.tenant or DEFAULT_TENANT)
     whole = completed(held, begun)
     deps.histories.put(run_id, whole)
     most = limit_in_force(whole.spec.limits, deps.settings, "max_tree_steps")

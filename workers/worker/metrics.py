@@ -1,15 +1,18 @@
 """Prometheus metrics of a worker process (`agentq worker --metrics-port P`).
 
-Counters and histograms are fed by five hooks: `instrument` wraps the job functions
-(started, ended by outcome as users mean it, redelivered, queue wait, execution time),
+Counters and histograms are fed by six hooks: `instrument` wraps the job functions
+(started, in flight, ended by outcome as users mean it, redelivered, queue wait,
+execution time), `observe_run_started` counts the runs whose first step began here,
 `run_ended` hears each run this process ended (by tenant, status and failure kind),
 `observe_model_call` wraps a model call (requests, tokens), `observe_cost` counts a
 recorded step's cost (by tenant, provider and model), and `TimedRateLimiter`
 times the fleet's shared rate limit. Gauges are read when Prometheus scrapes:
 queue depth and oldest job age from Redis (on the worker's own event loop, so
-the scrape thread never shares a connection), sandbox containers and MCP
-sessions from the executors. Each `WorkerMetrics` has a registry of its own, so
-several runtimes in one process (tests, the embedded mode) never collide.
+the scrape thread never shares a connection), the process's job slots per queue
+(counting them counts the workers), whether it is riding out a Redis outage,
+sandbox containers and MCP sessions from the executors. Each `WorkerMetrics` has a
+registry of its own, so several runtimes in one process (tests, the embedded mode)
+never collide.
 """
 
 from __future__ import annotations
@@ -23,15 +26,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from arq import Retry
 from arq.typing import WorkerCoroutine
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core.messages import Usage
+from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.fleet.queues import queue_stats
 from agentq.orchestrator.runs.ended import EndedRuns
 from agentq.workers.models.ratelimit import LimitKey, RateLimiter
+from agentq.workers.queue.liveness import OUTAGE
 from agentq.workers.queue.outcome import JobOutcome, reporting, returned
 
 if TYPE_CHECKING:
@@ -57,6 +62,16 @@ class WorkerMetrics:
             "agentq_jobs_ended",
             "Jobs by how they ended (succeeded, tool_error, failed, cancelled, released).",
             [*job, "outcome"],
+            registry=r,
+        )
+        self.jobs_in_flight = Gauge(
+            "agentq_jobs_in_flight", "Jobs running in this process.", ["queue"], registry=r
+        )
+        self.runs_started = Counter(
+            "agentq_runs_started",
+            "Runs whose first model step began in this process, by tenant (a fork, which "
+            "continues from a later step, is not counted).",
+            ["tenant"],
             registry=r,
         )
         self.jobs_redelivered = Counter(
@@ -136,8 +151,12 @@ class WorkerMetrics:
         else:
             self.cost.labels(tenant, provider, model).inc(usage.cost_usd)
 
+    def observe_run_started(self, tenant: str) -> None:
+        self.runs_started.labels(tenant).inc()
+
     def job_started(self, queue: str, kind: str, job_try: int, enqueued_at: float | None) -> None:
         self.jobs_started.labels(queue, kind).inc()
+        self.jobs_in_flight.labels(queue).inc()
         if job_try > 1:
             self.jobs_redelivered.labels(queue, kind).inc()
         elif enqueued_at is not None:
@@ -145,6 +164,7 @@ class WorkerMetrics:
 
     def job_ended(self, queue: str, kind: str, elapsed_s: float, outcome: JobOutcome) -> None:
         self.jobs_ended.labels(queue, kind, outcome.value).inc()
+        self.jobs_in_flight.labels(queue).dec()
         self.execution.labels(queue, kind).observe(elapsed_s)
 
     def watch(self, runtime: Watched, loop: asyncio.AbstractEventLoop) -> None:
@@ -219,6 +239,7 @@ class Watched(Protocol):
     redis: Redis | None
     queues: list[str]
     executors: list[Any]
+    settings: Settings
 
 
 class _RuntimeCollector(Collector):
@@ -227,10 +248,30 @@ class _RuntimeCollector(Collector):
         self.loop = loop
 
     def collect(self) -> Iterator[Any]:
+        yield from self._process()
         yield from self._queues()
         for executor in self.runtime.executors:
             yield from _sandbox_metrics(executor)
             yield from _mcp_metrics(executor)
+
+    def _process(self) -> Iterator[Any]:
+        slots = GaugeMetricFamily(
+            "agentq_worker_slots",
+            "Jobs this process runs at once per queue (one series per worker and queue: "
+            "count them to count the workers).",
+            labels=["queue"],
+        )
+        for queue in self.runtime.queues:
+            slots.add_metric([queue], self.runtime.settings.concurrency)
+        down = GaugeMetricFamily(
+            "agentq_redis_outage", "1 while this process rides out a Redis outage, else 0."
+        )
+        down.add_metric([], 0 if OUTAGE.since is None else 1)
+        outages = CounterMetricFamily(
+            "agentq_redis_outages", "Redis outages this process rode out (or is riding out)."
+        )
+        outages.add_metric([], OUTAGE.started)
+        yield from (slots, down, outages)
 
     def _queues(self) -> Iterator[Any]:
         redis = self.runtime.redis
