@@ -1,0 +1,38 @@
+// What every page of the dashboard uses: the API over fetch, DOM building, times.
+
+export const $ = (sel, root = document) => root.querySelector(sel);
+
+export async function api(path, options = {}) {
+  const headers = { "content-type": "application/json", ...(options.headers || {}) };
+  const response = await fetch(path, { ...options, headers });
+  const body = response.status === 204 ? null : await response.json();
+  if (!response.ok) throw new Error((body && body.error && body.error.message) || response.statusText);
+  return body;
+}
+
+export function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") node.className = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null) node.setAttribute(k, v);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+export function age(seconds) {
+  const s = Math.max(0, Date.now() / 1000 - seconds);
+  if (s < 60) return `${Math.floor(s)}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+export function json(value) { return typeof value === "string" ? value : JSON.stringify(value, null, 2); }
+
+export function runLink(runId, text) {
+  return el("a", { href: `#/runs/${encodeURIComponent(runId)}` }, text);
+}

@@ -1,0 +1,30 @@
+// The workers page: each live worker as of its last heartbeat.
+
+import { $, age, api, el } from "./shared.js";
+
+export function workersView() {
+  const view = $("#view");
+  view.replaceChildren($("#workers-view").content.cloneNode(true));
+  async function refresh() {
+    try {
+      const workers = await api("/v1/workers");
+      $("#workers-empty").hidden = workers.length > 0;
+      $("#workers-empty").textContent = "No worker alive.";
+      $("#workers tbody").replaceChildren(...workers.map((w) => el("tr", { "data-worker-id": w.id },
+        el("td", { class: "host" }, w.host),
+        el("td", { class: "pid" }, String(w.pid)),
+        el("td", { class: "queues" }, w.queues.join(", ")),
+        el("td", { class: "tools" }, w.tools.join(", ") || "-"),
+        // As of its last beat: a worker reports what it runs only when it beats.
+        el("td", { class: "in-flight" }, `${w.jobs_in_flight} / ${w.concurrency}`),
+        el("td", { class: "seen" }, `${age(w.seen_at)} ago`),
+        el("td", { class: "up" }, age(w.started_at)))));
+    } catch (err) {
+      $("#workers-empty").hidden = false;
+      $("#workers-empty").textContent = err.message;
+    }
+  }
+  refresh();
+  const ticker = setInterval(refresh, 2000);
+  return () => clearInterval(ticker);
+}
