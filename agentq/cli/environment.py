@@ -66,6 +66,7 @@ SERVE_LIMITS = (
     "redis_connections",
     "max_streams",
     "streams_per_tenant",
+    "list_scan_runs",
 )
 
 

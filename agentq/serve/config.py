@@ -33,6 +33,7 @@ class Limits:
     redis_connections: int = 32
     max_streams: int = 10_000  # event streams, `?wait=` and long-polls held by the process
     streams_per_tenant: int = 1_000  # ... and by one tenant
+    list_scan_runs: int = 2_000  # the runs one filtered `GET /v1/runs` reads at most
 
 
 @dataclass(frozen=True)

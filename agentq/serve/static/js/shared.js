@@ -31,6 +31,19 @@ export function age(seconds) {
   return `${Math.floor(s / 86400)}d`;
 }
 
+// A span of time, short: "0.42 s", "3m 5s", "2h 10m".
+export function seconds(s) {
+  if (s < 60) return `${s.toFixed(s < 10 ? 2 : 1)} s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m ${Math.floor(s % 60)}s`;
+  return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
+}
+
+// USD at the deployment's prices; null: a model without a price took part.
+export function usd(cost) {
+  if (cost === null || cost === undefined) return "unpriced";
+  return `$${cost < 0.01 && cost > 0 ? cost.toFixed(6) : cost.toFixed(4)}`;
+}
+
 export function json(value) { return typeof value === "string" ? value : JSON.stringify(value, null, 2); }
 
 export function runLink(runId, text) {
