@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,5 +85,9 @@ def test_each_page_loads_with_no_script_error(
     for fragment, (css, wanted) in pages.items():
         page.open(fragment)
         page.text(css, wanted)
-        errors = [e for e in page.driver.get_log("browser") if e["level"] == "SEVERE"]
-        assert errors == [], (fragment, errors)
+        assert severe(page.driver) == [], fragment
+
+
+def severe(driver: Any) -> list[dict[str, Any]]:
+    """The page's console errors since the last call (chromium's browser log)."""
+    return [entry for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]

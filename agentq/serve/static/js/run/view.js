@@ -2,54 +2,10 @@
 
 import { $, api, el, json, runLink } from "../shared.js";
 import { renderSteps, renderTimeline } from "./draw.js";
+import { drawPending } from "./pending.js";
 import { RunState } from "./state.js";
 
 const TERMINAL = new Set(["finish", "error", "abort"]);
-
-function renderPending(state, result) {
-  const items = (result.pending || []).map((p) => {
-    const base = `/v1/runs/${encodeURIComponent(state.id)}`;
-    if (p.status === "awaiting-approval") {
-      const reason = el("input", { class: "reason", placeholder: "reason (shown to the model on a denial)" });
-      const send = (approved) => api(`${base}/calls/${encodeURIComponent(p.tool_call_id)}/approval`,
-        { method: "POST", body: JSON.stringify({ approved, reason: reason.value || null }) }).then(refreshResult, alert);
-      return el("div", { class: "item", "data-call-id": p.tool_call_id },
-        el("div", {}, "Approve ", el("b", {}, p.tool_name), "?"), el("pre", {}, json(p.input)),
-        el("button", { class: "approve", "data-call-id": p.tool_call_id, onclick: () => send(true) }, "Approve"), " ",
-        el("button", { class: "deny", "data-call-id": p.tool_call_id, onclick: () => send(false) }, "Deny"), " ", reason);
-    }
-    if (p.status === "awaiting-result") {
-      const output = el("textarea", { placeholder: "output as JSON" });
-      const post = (is_error) => {
-        let value = output.value;
-        try { value = JSON.parse(value); } catch (_) { /* plain text */ }
-        api(`${base}/calls/${encodeURIComponent(p.tool_call_id)}/result`,
-          { method: "POST", body: JSON.stringify({ output: value, is_error }) }).then(refreshResult, alert);
-      };
-      return el("div", { class: "item", "data-call-id": p.tool_call_id },
-        el("div", {}, "Client tool ", el("b", {}, p.tool_name), " waits for its output"), el("pre", {}, json(p.input)),
-        output, el("button", { class: "post-result", onclick: () => post(false) }, "Send output"), " ",
-        el("button", { onclick: () => post(true) }, "Send as error"));
-    }
-    if (p.status === "awaiting-input") {
-      const answer = el("textarea", { placeholder: "answer as a JSON object" });
-      const send = (decline) => {
-        let body;
-        try { body = decline ? { decline: true } : { answer: JSON.parse(answer.value || "{}") }; }
-        catch (err) { alert(`not JSON: ${err.message}`); return; }
-        api(`${base}/input-requests/${encodeURIComponent(p.request_id)}`, { method: "POST", body: JSON.stringify(body) })
-          .then(refreshResult, alert);
-      };
-      return el("div", { class: "item", "data-request-id": p.request_id },
-        el("div", {}, el("b", {}, p.tool_name), " asks: ", p.message), el("pre", {}, json(p.schema)),
-        answer, el("button", { class: "answer", onclick: () => send(false) }, "Answer"), " ",
-        el("button", { onclick: () => send(true) }, "Decline"));
-    }
-    return el("div", { class: "item" }, json(p));
-  });
-  $("#pending").hidden = items.length === 0;
-  $("#pending-items").replaceChildren(...items);
-}
 
 let refreshResult = () => {};
 
@@ -159,7 +115,7 @@ export function runView(runId) {
       renderForkSteps(result);
       state.children = result.children || {};
       if (result.origin && result.origin.step > 0) { state.origin = result.origin.run_id; state.copied(result); }
-      renderPending(state, result);
+      drawPending(state, result, refreshResult);
       schedule();
     } catch (err) {
       if (!left) $("#run-status").textContent = err.message;
