@@ -6,6 +6,7 @@ import { runView } from "./run/view.js";
 import { listView } from "./runs.js";
 import { schedulesView } from "./schedules.js";
 import { $, api } from "./shared.js";
+import { threadView, threadsView } from "./threads.js";
 import { workersView } from "./workers.js";
 
 let stopView = () => {};
@@ -39,8 +40,11 @@ function route() {
   stopView();
   const run = location.hash.match(/^#\/runs\/(.+)$/);
   const batch = location.hash.match(/^#\/batches\/(.+)$/);
+  const thread = location.hash.match(/^#\/threads\/(.+)$/);
   if (run) stopView = runView(decodeURIComponent(run[1]));
   else if (batch) stopView = batchView(decodeURIComponent(batch[1]));
+  else if (thread) stopView = threadView(decodeURIComponent(thread[1]));
+  else if (location.hash === "#/threads") stopView = threadsView();
   else if (location.hash === "#/batches") stopView = batchesView();
   else if (location.hash === "#/schedules") stopView = schedulesView();
   else if (location.hash === "#/workers") stopView = workersView();
