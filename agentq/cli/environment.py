@@ -67,6 +67,7 @@ SERVE_LIMITS = (
     "max_streams",
     "streams_per_tenant",
     "list_scan_runs",
+    "depth_sample_s",
 )
 
 

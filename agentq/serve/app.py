@@ -28,6 +28,8 @@ from agentq.serve import (
 )
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
+from agentq.serve.console import depths
+from agentq.serve.console.depths import DepthSampler
 from agentq.serve.deps import look_up_token
 from agentq.serve.door_spans import door_spans
 from agentq.serve.feeds import CallFeeds, RunFeeds
@@ -53,8 +55,10 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.state.call_feeds = CallFeeds(client)
         app.state.remote = RemoteService(client, config.remote_tools)
         await app.state.remote.start()
+        app.state.depths = DepthSampler(client.fleet, config.limits.depth_sample_s)
         try:
             async with contextlib.AsyncExitStack() as stack:
+                await stack.enter_async_context(app.state.depths.running())
                 if gateway is not None:
                     await stack.enter_async_context(
                         gateway.running(client.calls, app.state.call_feeds)
@@ -97,6 +101,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.router.routes.append(Route(MCP_PATH, endpoint=gateway))
     errors.install(app)
     app.include_router(meta.router)
+    app.include_router(depths.router)
     app.include_router(api_docs.router)
     app.include_router(serve_metrics.router)
     app.include_router(credentials.router)

@@ -131,7 +131,8 @@ async def list_runs(
     `created_after` / `created_before` (Unix seconds), `tool` (a tool the run called);
     `next_cursor` continues the list. A request reads at most `AGENTQ_SERVE_LIST_SCAN_RUNS`
     runs: a filtered page may come back short (even empty) with a cursor, `scanned` saying
-    how many runs it read. `tenant` lists another tenant's runs, for a key with the `admin` scope."""
+    how many runs it read. `tenant` lists another tenant's runs, for a key with the `admin`
+    scope."""
     principal = caller(request, "runs:read")
     if tenant is not None and tenant != principal.tenant:
         require(principal, ADMIN)

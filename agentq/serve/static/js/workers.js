@@ -1,11 +1,14 @@
-// The workers page: each live worker as of its last heartbeat.
+// The workers page: each live worker as of its last heartbeat, and the queue depths over time.
 
+import { depthChart } from "./depths.js";
 import { $, age, api, el } from "./shared.js";
 
 export function workersView() {
   const view = $("#view");
   view.replaceChildren($("#workers-view").content.cloneNode(true));
   async function refresh() {
+    api("/v1/queues/history").then((history) => { $("#depths").replaceChildren(depthChart(history)); },
+      (err) => { $("#depths").textContent = err.message; });
     try {
       const workers = await api("/v1/workers");
       $("#workers-empty").hidden = workers.length > 0;
