@@ -28,8 +28,6 @@ from agentq.serve import (
 )
 from agentq.serve import metrics as serve_metrics
 from agentq.serve.config import ServeConfig
-from agentq.serve.console import depths
-from agentq.serve.console.depths import DepthSampler
 from agentq.serve.deps import look_up_token
 from agentq.serve.door_spans import door_spans
 from agentq.serve.feeds import CallFeeds, RunFeeds
@@ -42,6 +40,9 @@ STATIC = resources.files("agentq.serve") / "static"
 
 
 def create_app(config: ServeConfig) -> FastAPI:
+    # The console's own routes stand on the rest of serve, as the chat door does.
+    from agentq.serve.console import depths
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings = config.settings.model_copy(
@@ -55,7 +56,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.state.call_feeds = CallFeeds(client)
         app.state.remote = RemoteService(client, config.remote_tools)
         await app.state.remote.start()
-        app.state.depths = DepthSampler(client.fleet, config.limits.depth_sample_s)
+        app.state.depths = depths.DepthSampler(client.fleet, config.limits.depth_sample_s)
         try:
             async with contextlib.AsyncExitStack() as stack:
                 await stack.enter_async_context(app.state.depths.running())
