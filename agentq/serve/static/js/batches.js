@@ -1,6 +1,6 @@
 // The batches list and a batch's page: progress by outcome, failures, cancel and retry.
 
-import { $, age, api, el } from "./shared.js";
+import { $, age, api, el, usd } from "./shared.js";
 
 // The ended lines' share of the bar, split by outcome: succeeded, failed, cancelled.
 function paintFill(fill, info) {
@@ -11,6 +11,15 @@ function paintFill(fill, info) {
   fill.style.width = `${info.lines ? (100 * ended) / info.lines : 0}%`;
   fill.style.background = `linear-gradient(to right, var(--done) 0 ${ok}%, var(--error) ${ok}% ${bad}%, var(--muted) ${bad}% 100%)`;
   fill.parentElement.setAttribute("aria-valuenow", String(Math.round(info.lines ? (100 * ended) / info.lines : 0)));
+}
+
+// What the ended lines cost, and while lines remain, the whole batch at that rate.
+function costLine(b) {
+  const c = b.counts;
+  const ended = c.succeeded + c.failed + c.cancelled;
+  const spent = `${usd(b.cost_usd)} for ${ended} ended line${ended === 1 ? "" : "s"}`;
+  if (b.cost_usd === null || ended === 0 || ended >= b.lines) return spent;
+  return `${spent} · ≈ ${usd((b.cost_usd / ended) * b.lines)} for all ${b.lines} at that rate`;
 }
 
 function progressBar(info) {
@@ -36,6 +45,7 @@ export function batchesView() {
           el("td", { class: "ended" }, `${c.succeeded + c.failed + c.cancelled} / ${b.lines}`),
           el("td", { class: "failed" }, String(c.failed)),
           el("td", {}, b.runs_per_s ? b.runs_per_s.toFixed(1) : "-"),
+          el("td", { class: "cost" }, usd(b.cost_usd)),
           el("td", {}, age(b.created_at)));
       }));
     } catch (err) {
@@ -87,6 +97,7 @@ export function batchView(batchId) {
       $("#batch-counts").textContent = `${c.succeeded} succeeded · ${c.failed} failed · ${c.cancelled} cancelled · ` +
         `${c.running} running · ${c.queued} queued of ${b.lines} · ${b.runs_per_s ? b.runs_per_s.toFixed(1) : "-"} runs/s · ` +
         `ETA ${eta} · ${b.usage.total_tokens} tokens`;
+      $("#batch-cost").textContent = costLine(b);
       await failures();
     } catch (err) {
       if (!left) $("#batch-counts").textContent = err.message;

@@ -38,10 +38,11 @@ export function seconds(s) {
   return `${Math.floor(s / 3600)}h ${Math.floor((s % 3600) / 60)}m`;
 }
 
-// USD at the deployment's prices; null: a model without a price took part.
+// USD at the deployment's prices (to a millionth below a dollar: a step costs fractions of
+// a cent); null: a model without a price took part.
 export function usd(cost) {
   if (cost === null || cost === undefined) return "unpriced";
-  return `$${cost < 0.01 && cost > 0 ? cost.toFixed(6) : cost.toFixed(4)}`;
+  return `$${cost.toFixed(cost < 1 ? 6 : 4)}`;
 }
 
 export function json(value) { return typeof value === "string" ? value : JSON.stringify(value, null, 2); }

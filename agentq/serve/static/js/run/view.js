@@ -1,11 +1,19 @@
 // The run page: its live events, what it waits for, its links and actions.
 
-import { $, api, el, json, runLink } from "../shared.js";
+import { $, api, el, json, runLink, usd } from "../shared.js";
 import { renderSteps, renderTimeline } from "./draw.js";
 import { drawPending } from "./pending.js";
 import { RunState } from "./state.js";
 
 const TERMINAL = new Set(["finish", "error", "abort"]);
+
+// Tokens and cost: the run's own steps', then its sub-agents' (their runs' own pages).
+function usageLine(result) {
+  const own = `${result.usage.total_tokens} tokens · ${usd(result.usage.cost_usd)} · ${result.steps.length} steps`;
+  const kids = result.child_usage;
+  if (!kids || kids.total_tokens === 0) return own;
+  return `${own} · sub-agents: ${kids.total_tokens} tokens · ${usd(kids.cost_usd)}`;
+}
 
 let refreshResult = () => {};
 
@@ -105,7 +113,7 @@ export function runView(runId) {
       if (left) return;
       $("#run-status").textContent = result.status;
       $("#run-status").className = `status ${result.status}`;
-      $("#run-usage").textContent = `${result.usage.total_tokens} tokens · ${result.steps.length} steps`;
+      $("#run-usage").textContent = usageLine(result);
       if (result.error) {
         $("#run-error").hidden = false;
         $("#run-error").replaceChildren(el("span", { class: "error-kind" }, result.error.type), result.error.message);
