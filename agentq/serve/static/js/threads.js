@@ -6,9 +6,12 @@ import { $, age, api, el, json, runLink, usd } from "./shared.js";
 export function threadsView() {
   const view = $("#view");
   view.replaceChildren($("#threads-view").content.cloneNode(true));
+  // As in runView: a response after leaving must not draw into the next view.
+  let left = false;
   async function refresh() {
     try {
       const { threads } = await api("/v1/threads?limit=200");
+      if (left) return;
       $("#threads-empty").hidden = threads.length > 0;
       $("#threads-empty").textContent = "No threads yet.";
       $("#threads tbody").replaceChildren(...threads.map((t) => {
@@ -21,13 +24,14 @@ export function threadsView() {
           el("td", {}, `${age(t.created_at)} ago`));
       }));
     } catch (err) {
+      if (left) return;
       $("#threads-empty").hidden = false;
       $("#threads-empty").textContent = err.message;
     }
   }
   refresh();
   const ticker = setInterval(refresh, 2000);
-  return () => clearInterval(ticker);
+  return () => { left = true; clearInterval(ticker); };
 }
 
 // One part of a message as a line: text as it is, a call and a result by their tool.
@@ -55,9 +59,11 @@ export function threadView(threadId) {
   view.replaceChildren($("#thread-view").content.cloneNode(true));
   $("#thread-id").textContent = threadId;
   let drawn = "";
+  let left = false;
   async function refresh() {
     try {
       const t = await api(`/v1/threads/${encodeURIComponent(threadId)}`);
+      if (left) return;
       $("#thread-status").textContent = t.status;
       $("#thread-status").className = `status ${t.status}`;
       const tokens = t.runs.reduce((sum, r) => sum + r.total_tokens, 0);
@@ -74,11 +80,12 @@ export function threadView(threadId) {
       if (text !== drawn) { drawn = text; $("#thread-messages").replaceChildren(...t.messages.map(message)); }
       $("#thread-error").hidden = true;
     } catch (err) {
+      if (left) return;
       $("#thread-error").hidden = false;
       $("#thread-error").textContent = err.message;
     }
   }
   refresh();
   const ticker = setInterval(refresh, 2000);
-  return () => clearInterval(ticker);
+  return () => { left = true; clearInterval(ticker); };
 }

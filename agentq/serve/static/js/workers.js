@@ -6,11 +6,14 @@ import { $, age, api, el } from "./shared.js";
 export function workersView() {
   const view = $("#view");
   view.replaceChildren($("#workers-view").content.cloneNode(true));
+  // As in runView: a response after leaving must not draw into the next view.
+  let left = false;
   async function refresh() {
-    api("/v1/queues/history").then((history) => { $("#depths").replaceChildren(depthChart(history)); },
-      (err) => { $("#depths").textContent = err.message; });
+    api("/v1/queues/history").then((history) => { if (!left) $("#depths").replaceChildren(depthChart(history)); },
+      (err) => { if (!left) $("#depths").textContent = err.message; });
     try {
       const workers = await api("/v1/workers");
+      if (left) return;
       $("#workers-empty").hidden = workers.length > 0;
       $("#workers-empty").textContent = "No worker alive.";
       $("#workers tbody").replaceChildren(...workers.map((w) => el("tr", { "data-worker-id": w.id },
@@ -23,11 +26,12 @@ export function workersView() {
         el("td", { class: "seen" }, `${age(w.seen_at)} ago`),
         el("td", { class: "up" }, age(w.started_at)))));
     } catch (err) {
+      if (left) return;
       $("#workers-empty").hidden = false;
       $("#workers-empty").textContent = err.message;
     }
   }
   refresh();
   const ticker = setInterval(refresh, 2000);
-  return () => clearInterval(ticker);
+  return () => { left = true; clearInterval(ticker); };
 }
