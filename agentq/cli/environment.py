@@ -66,6 +66,8 @@ SERVE_LIMITS = (
     "redis_connections",
     "max_streams",
     "streams_per_tenant",
+    "list_scan_runs",
+    "depth_sample_s",
 )
 
 

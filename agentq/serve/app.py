@@ -40,6 +40,9 @@ STATIC = resources.files("agentq.serve") / "static"
 
 
 def create_app(config: ServeConfig) -> FastAPI:
+    # The console's own routes stand on the rest of serve, as the chat door does.
+    from agentq.serve.console import depths
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings = config.settings.model_copy(
@@ -53,8 +56,10 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.state.call_feeds = CallFeeds(client)
         app.state.remote = RemoteService(client, config.remote_tools)
         await app.state.remote.start()
+        app.state.depths = depths.DepthSampler(client.fleet, config.limits.depth_sample_s)
         try:
             async with contextlib.AsyncExitStack() as stack:
+                await stack.enter_async_context(app.state.depths.running())
                 if gateway is not None:
                     await stack.enter_async_context(
                         gateway.running(client.calls, app.state.call_feeds)
@@ -97,6 +102,7 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.router.routes.append(Route(MCP_PATH, endpoint=gateway))
     errors.install(app)
     app.include_router(meta.router)
+    app.include_router(depths.router)
     app.include_router(api_docs.router)
     app.include_router(serve_metrics.router)
     app.include_router(credentials.router)

@@ -33,6 +33,8 @@ class Limits:
     redis_connections: int = 32
     max_streams: int = 10_000  # event streams, `?wait=` and long-polls held by the process
     streams_per_tenant: int = 1_000  # ... and by one tenant
+    list_scan_runs: int = 2_000  # the runs one filtered `GET /v1/runs` reads at most
+    depth_sample_s: float = 5.0  # how often the console's queue depths are sampled
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,7 @@ async def list_runs(
     error_kind: Annotated[str | None, Query(max_length=100)] = None,
     q: Annotated[str | None, Query(max_length=200)] = None,
     tenant: Annotated[str | None, Query(max_length=200)] = None,
+    tool: Annotated[str | None, Query(max_length=200)] = None,
     created_after: float | None = None,
     created_before: float | None = None,
     limit: Annotated[int, Query(ge=1, le=500)] = 50,
@@ -127,8 +128,11 @@ async def list_runs(
     """The caller's runs, newest first. Filter with `status`, `model` (a substring of
     `provider:name`), `error_kind` (a failed run's kind), `metadata.KEY=VALUE` (any
     number), `q` (a substring of the id, the custom id or a metadata value) and
-    `created_after` / `created_before` (Unix seconds); `next_cursor` continues the list.
-    `tenant` lists another tenant's runs, for a key with the `admin` scope."""
+    `created_after` / `created_before` (Unix seconds), `tool` (a tool the run called);
+    `next_cursor` continues the list. A request reads at most `AGENTQ_SERVE_LIST_SCAN_RUNS`
+    runs: a filtered page may come back short (even empty) with a cursor, `scanned` saying
+    how many runs it read. `tenant` lists another tenant's runs, for a key with the `admin`
+    scope."""
     principal = caller(request, "runs:read")
     if tenant is not None and tenant != principal.tenant:
         require(principal, ADMIN)
@@ -145,10 +149,12 @@ async def list_runs(
             model=model or None,
             error_kind=error_kind or None,
             search=q or None,
+            tool=tool or None,
             created_after=created_after,
             created_before=created_before,
             limit=limit,
             cursor=cursor,
+            scan_limit=config_of(request).limits.list_scan_runs,
         )
     except ValueError as exc:
         raise ApiError(422, "invalid_request", f"cursor: {exc}", field="cursor") from None

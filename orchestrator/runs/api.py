@@ -68,8 +68,8 @@ from agentq.orchestrator.runs.index import (
     RunIndex,
     RunPage,
     RunSummary,
-    summarize,
 )
+from agentq.orchestrator.runs.listing import list_runs
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, assemble
 from agentq.orchestrator.runs.result_guards import guarded_result
 from agentq.orchestrator.runs.state import (
@@ -366,6 +366,7 @@ class Runs:
         model: str | None = None,
         error_kind: str | None = None,
         search: str | None = None,
+        tool: str | None = None,
         created_after: float | None = None,
         created_before: float | None = None,
         limit: int = 50,
@@ -373,48 +374,33 @@ class Runs:
         scan_limit: int = 2000,
     ) -> RunPage:
         """A tenant's runs, newest first, filtered (`RunFilter`: `model` and `search`
-        match substrings, `search` of the id, custom id and metadata values), created in
-        (created_after, created_before]; `next_cursor` continues the list.
+        match substrings, `search` of the id, custom id and metadata values, `tool` a tool
+        the run called), created in (created_after, created_before]; `next_cursor`
+        continues the list.
 
-        Filters are applied to the index's pages as they are read, scanning at most
-        `scan_limit` runs per call (a page may come back short, with a cursor)."""
-        after = Cursor.decode(cursor) if cursor else None
+        Filters are applied to the index's pages as they are read, reading at most
+        `scan_limit` runs per call (`listing.py`): a page may come back short, with a
+        cursor, and says how many runs it read (`scanned`)."""
         wanted = RunFilter(
             status=status,
             metadata=dict(metadata or {}),
             model=model,
             error_kind=error_kind,
             search=search,
+            tool=tool,
         )
-        page: RunPage = RunPage(runs=[])
-        scanned = 0
-        while len(page.runs) < limit and scanned < scan_limit:
-            batch = await self.index.page(
+        with redis_errors_mapped():
+            return await list_runs(
+                self.redis,
+                self.index,
                 tenant,
-                after=after,
+                wanted,
+                after=Cursor.decode(cursor) if cursor else None,
                 created_after=created_after,
                 created_before=created_before,
-                count=min(200, scan_limit),
+                limit=limit,
+                scan_limit=scan_limit,
             )
-            if not batch:
-                return page
-            async with self.redis.pipeline(transaction=False) as pipe:
-                for run_id, _ in batch:
-                    pipe.hgetall(keys.meta(run_id))
-                metas = await pipe.execute()
-            for (run_id, created_at), raw in zip(batch, metas, strict=True):
-                scanned += 1
-                after = Cursor(created_at, run_id)
-                if not raw:
-                    continue  # expired with its retention
-                meta = {_text(k): _text(v) for k, v in raw.items()}
-                summary = summarize(run_id, meta)
-                if wanted.admits(summary):
-                    page.runs.append(summary)
-                    if len(page.runs) == limit:
-                        break
-        page.next_cursor = after.encode() if after else None
-        return page
 
     async def usage(self, tenant: str | None = None) -> Usage:
         """Everything a tenant's runs used and cost, so far (the default tenant's by

@@ -20,6 +20,7 @@ from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
+from agentq.orchestrator.runs.state.usage import stored_usage
 
 
 def index_key(tenant: str) -> str:
@@ -104,6 +105,9 @@ class RunSummary(BaseModel):
     finished_at: float | None = None
     start_at: float | None = None  # a delayed run's start
     total_tokens: int = 0
+    # What its own steps cost in USD (its sub-agents' runs are listed with their own);
+    # None: a step's model had no price.
+    cost_usd: float | None = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)
     thread_id: str | None = None  # the thread it continues (orchestrator/threads/)
     # The id the spec chose (in its tenant's namespace the run's id ends with it).
@@ -117,6 +121,8 @@ class RunSummary(BaseModel):
 class RunPage(BaseModel):
     runs: list[RunSummary]
     next_cursor: str | None = None
+    # How many runs this page read to find its runs (a filtered page may read many).
+    scanned: int = 0
 
 
 def summarize(run_id: str, meta: dict[str, str]) -> RunSummary:
@@ -132,6 +138,7 @@ def summarize(run_id: str, meta: dict[str, str]) -> RunSummary:
         finished_at=float(meta["finished_at"]) if "finished_at" in meta else None,
         start_at=float(meta["start_at"]) if "start_at" in meta else None,
         total_tokens=int(meta.get("u_total", 0)),
+        cost_usd=stored_usage(meta).cost_usd,
         metadata=spec.get("metadata") or {},
         thread_id=spec.get("thread_id"),
         custom_id=spec.get("id"),
@@ -157,6 +164,8 @@ class RunFilter:
     error_kind: str | None = None
     # A substring of the run's id, its custom id or any metadata value, case-insensitive.
     search: str | None = None
+    # A tool the run called (by name): not a summary's, read from its steps (listing.py).
+    tool: str | None = None
 
     def admits(self, run: RunSummary) -> bool:
         if self.status is not None and run.status != self.status:

@@ -23,6 +23,7 @@ from agentq.orchestrator.core.run_ids import ParentLink, child_run_id, run_trace
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, Store, resolved, text, texts
 from agentq.orchestrator.redis.faults import redis_errors_mapped
+from agentq.orchestrator.runs.index import RunSummary, summarize
 from agentq.orchestrator.runs.state import (
     INPUTS,
     TERMINAL_STATUSES,
@@ -315,6 +316,20 @@ class RunStore(Store):
                     pipe.hget(keys.meta(run_id), MetaField.STATUS)
                 found = await pipe.execute()
         return {r: text(st) for r, st in zip(wanted, found, strict=True) if st is not None}
+
+    async def summaries(self, run_ids: Iterable[str]) -> dict[str, RunSummary]:
+        """A list's line for each of `run_ids` that is a run (one round trip)."""
+        wanted = list(run_ids)
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for run_id in wanted:
+                    pipe.hgetall(keys.meta(run_id))
+                found = await pipe.execute()
+        return {
+            run_id: summarize(run_id, {text(k): text(v) for k, v in raw.items()})
+            for run_id, raw in zip(wanted, found, strict=True)
+            if raw
+        }
 
     async def tool_def(self, run_id: str, name: str) -> str | None:
         with redis_errors_mapped():

@@ -64,6 +64,9 @@ TURN_ATTEMPTS = 5
 class ThreadRun(BaseModel):
     id: str
     status: str  # "expired" once the run's keys went with its retention
+    created_at: float = 0.0
+    total_tokens: int = 0
+    cost_usd: float | None = 0.0  # its own steps' (None: a model without a price)
 
 
 class ThreadView(BaseModel):
@@ -138,8 +141,19 @@ class Threads:
         if not record:
             raise ThreadNotFoundError(f"no thread with id {thread_id!r}")
         run_ids = await self.store.runs(key)
-        statuses = await self.runs.store.statuses(run_ids)
-        runs = [ThreadRun(id=r, status=statuses.get(r, EXPIRED)) for r in run_ids]
+        found = await self.runs.store.summaries(run_ids)
+        runs = [
+            ThreadRun(
+                id=r,
+                status=found[r].status,
+                created_at=found[r].created_at,
+                total_tokens=found[r].total_tokens,
+                cost_usd=found[r].cost_usd,
+            )
+            if r in found
+            else ThreadRun(id=r, status=EXPIRED)
+            for r in run_ids
+        ]
         current = record.get(ThreadField.CURRENT)
         messages: builtins.list[Message] = []
         if current:

@@ -113,6 +113,8 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.spec",
         "serve",
     },
+    # The console's routes (queue depths over time), mounted as the chat door is.
+    "serve.console": {"orchestrator.fleet", "serve"},
     "orchestrator": {
         "orchestrator.batches",
         "orchestrator.calls",

@@ -58,3 +58,47 @@ def test_the_workers_page_shows_each_worker_and_its_jobs_in_flight(
     listed = httpx.get(f"{server.url}/v1/workers", timeout=30).json()
     assert [w["pid"] for w in listed] == [worker.proc.pid]
     assert "add" in listed[0]["tools"]
+
+
+def test_the_workers_page_charts_queue_depths_over_time(
+    redis_url: str, worker: WorkerProcess, browser: object, tmp_path: Path
+) -> None:
+    server = ServeProcess(redis_url, env={"AGENTQ_SERVE_DEPTH_SAMPLE_S": "0.5"})
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    try:
+        page = Page(browser, server.url)
+        page.driver.set_window_size(390, 844)  # a phone's width
+        page.open("#/workers")
+        tools = '#depths li[data-queue="tools"]'
+        page.text(f"{tools} .now", "0")
+        held = scripted(
+            {
+                "tool_calls": [
+                    {"name": "hold_until", "input": {"started": str(started), "gate": str(gate)}}
+                ]
+            },
+            {"text": "released"},
+            tools=["hold_until"],
+            id="held",
+        )
+        submit(server, held)
+        page.until(lambda _: started.exists())
+        # The call runs: the tools queue's depth is 1 in a later sample, then 0 again.
+        page.text(f"{tools} .now", "1")
+        gate.touch()
+        page.text(f"{tools} .now", "0")
+        page.text(tools, "(peak 1)")
+        line = page.find('#depths polyline[data-queue="tools"]')
+        assert len(str(line.get_attribute("points")).split()) >= 3
+        label = str(page.attribute("#depths svg", "aria-label"))
+        assert "tools 0" in label
+        assert "peak 1" in label
+        wide = "return [document.documentElement.scrollWidth, window.innerWidth]"
+        scroll, width = page.driver.execute_script(wide)
+        assert scroll <= width
+        history = httpx.get(f"{server.url}/v1/queues/history", timeout=30).json()
+        assert history["interval_s"] == 0.5
+        assert max(s["queues"]["tools"] for s in history["samples"]) == 1
+    finally:
+        gate.touch()
+        server.stop()

@@ -406,7 +406,11 @@ def test_schedules_are_listed_paused_and_followed_to_their_runs(
 
     click_until(f"{row} button.pause", paused)
     assert httpx.get(f"{server.url}/v1/schedules/pulse", timeout=30).json()["paused"] is True
-    run_id = wait.until(when.presence_of_element_located((By.CSS_SELECTOR, f"{row} a"))).text
+    # Read in the wait: the row is redrawn every second, and a link found a moment ago goes
+    # stale under a later read.
+    run_id = WebDriverWait(
+        browser, 60, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)
+    ).until(lambda driver: driver.find_element(By.CSS_SELECTOR, f"{row} a").text)
     click_until(f"{row} a", lambda driver: driver.current_url.endswith(f"#/runs/{run_id}"))
     wait.until(when.text_to_be_present_in_element((By.ID, "run-id"), run_id))
     wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))

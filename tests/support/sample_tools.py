@@ -112,3 +112,13 @@ async def log_and_hold(marker: str, tag: str, gate: str) -> str:
             return tag
         await asyncio.sleep(0.01)
     raise TimeoutError("the gate was never opened")
+
+
+@tool
+async def ask_name(greeting: str, ctx: ToolContext) -> str:
+    """Ask whoever drives the run for a name (an input request, as an MCP elicitation
+    is forwarded), then greet it."""
+    assert ctx.elicit is not None, "a call in a run can ask"
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+    answer = await ctx.elicit("What is your name?", schema)
+    return f"{greeting}, {answer['name'] if answer else 'nobody'}"

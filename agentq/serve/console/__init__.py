@@ -1,0 +1,1 @@
+"""What the dashboard reads that no other door needs: the queue depths over time."""
