@@ -99,3 +99,17 @@ def test_approve_with_edited_input_answer_a_question_and_a_client_tool(
     page.driver.switch_to.active_element.send_keys(Keys.ENTER)
     page.until(status_is(page, "succeeded"))
     page.text('.call[data-call-id="call-pick"] .output', "teal")
+
+
+def test_a_run_page_opened_before_its_run_exists_follows_it_once_it_does(
+    server: ServeProcess, browser: object
+) -> None:
+    """A schedule's tick names its run before the run is created (and a thread names its
+    queued turn): a page opened on such an id used to keep the 404 (the browser does not
+    retry a refused event stream) and never showed the run."""
+    page = Page(browser, server.url)
+    page.open("#/runs/not-yet")
+    page.text("#run-status", "no run")
+    submit(server, scripted({"text": "here at last"}, tools=[], id="not-yet"))
+    page.until(status_is(page, "succeeded"))
+    page.text("#steps", "here at last")  # drawn from the event stream, followed again

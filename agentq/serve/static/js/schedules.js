@@ -5,9 +5,12 @@ import { $, api, el } from "./shared.js";
 export function schedulesView() {
   const view = $("#view");
   view.replaceChildren($("#schedules-view").content.cloneNode(true));
+  // As on the run page: an answer after leaving must not draw into the next page.
+  let left = false;
   async function refresh() {
     try {
       const schedules = await api("/v1/schedules");
+      if (left) return;
       $("#schedules-empty").hidden = schedules.length > 0;
       $("#schedules tbody").replaceChildren(...schedules.map((s) => {
         const path = `/v1/schedules/${encodeURIComponent(s.name)}`;
@@ -23,11 +26,12 @@ export function schedulesView() {
           el("td", {}, el("button", { class: toggle, onclick: () => api(`${path}/${toggle}`, { method: "POST" }).then(refresh) }, toggle)));
       }));
     } catch (err) {
+      if (left) return;
       $("#schedules-empty").hidden = false;
       $("#schedules-empty").textContent = err.message;
     }
   }
   refresh();
   const ticker = setInterval(refresh, 1000);
-  return () => clearInterval(ticker);
+  return () => { left = true; clearInterval(ticker); };
 }

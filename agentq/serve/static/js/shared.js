@@ -6,7 +6,11 @@ export async function api(path, options = {}) {
   const headers = { "content-type": "application/json", ...(options.headers || {}) };
   const response = await fetch(path, { ...options, headers });
   const body = response.status === 204 ? null : await response.json();
-  if (!response.ok) throw new Error((body && body.error && body.error.message) || response.statusText);
+  if (!response.ok) {
+    const error = new Error((body && body.error && body.error.message) || response.statusText);
+    error.status = response.status;
+    throw error;
+  }
   return body;
 }
 

@@ -126,26 +126,43 @@ export function runView(runId) {
       drawPending(state, result, refreshResult);
       schedule();
     } catch (err) {
-      if (!left) $("#run-status").textContent = err.message;
+      if (left) return;
+      $("#run-status").textContent = err.message;
+      // A run named before it exists (a schedule's tick records its run first, a thread
+      // queues its next turn) is looked up again until it does.
+      if (err.status === 404) { clearTimeout(pendingTimer); pendingTimer = setTimeout(refreshResult, 1000); }
     }
   };
   const soon = () => { clearTimeout(pendingTimer); pendingTimer = setTimeout(refreshResult, 150); };
   // EventSource resumes with Last-Event-ID on its own after a dropped connection; the
-  // session cookie authenticates it (it cannot send headers).
-  const source = new EventSource(`/v1/runs/${encodeURIComponent(runId)}/events`);
+  // session cookie authenticates it (it cannot send headers). A stream refused outright
+  // (the run does not exist yet) is not retried by the browser: it is followed again
+  // shortly, from the last event seen.
+  let source = null;
+  let lastSeq = null;
+  let followTimer = 0;
   const onEvent = (msg) => {
     // The browser's own `error` (a dropped connection) carries no data; the run's
     // `error` event does.
     if (msg.data === undefined) return;
     const ev = JSON.parse(msg.data);
+    if (msg.lastEventId) lastSeq = msg.lastEventId;
     state.add(ev);
     if (ev.type === "start") $("#run-model").textContent = ev.model;
     if (!DELTAS.has(ev.type)) soon();
     if (TERMINAL.has(ev.type)) { closed = true; source.close(); }
     schedule();
   };
-  for (const type of EVENT_TYPES) source.addEventListener(type, onEvent);
-  source.onerror = () => { if (closed) source.close(); };
+  const follow = () => {
+    const after = lastSeq === null ? "" : `?after=${lastSeq}`;
+    source = new EventSource(`/v1/runs/${encodeURIComponent(runId)}/events${after}`);
+    for (const type of EVENT_TYPES) source.addEventListener(type, onEvent);
+    source.onerror = () => {
+      if (closed) source.close();
+      else if (source.readyState === EventSource.CLOSED) followTimer = setTimeout(follow, 1000);
+    };
+  };
+  follow();
   refreshResult();
   const ticker = setInterval(() => { if (!state.ended) schedule(); }, 500);
   return () => {
@@ -155,5 +172,6 @@ export function runView(runId) {
     cancelAnimationFrame(frame);
     clearInterval(ticker);
     clearTimeout(pendingTimer);
+    clearTimeout(followTimer);
   };
 }
