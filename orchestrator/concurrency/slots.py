@@ -21,6 +21,15 @@ KEY_FIELD = "conc_key"  # the key as the spec gave it (or key_from found it)
 PUT_BACK_PER_RELEASE = 8
 
 
+class KeyLimit(BaseModel):
+    """What a run shows of its concurrency key: the key (its tenant's) and its max."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str
+    max: int
+
+
 class Slot(BaseModel):
     """A run's concurrency key, resolved at submit: the key, its max, and its counter."""
 
