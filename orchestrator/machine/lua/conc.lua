@@ -2,13 +2,15 @@
 -- Needs: CONC (the constants `concurrency.slots.lua_chunk()` renders).
 -- Defines: conc_of(meta_key) -> counter, max (nil when the run has no key);
 --   conc_admit(counter, max, run) -> true when the run holds a slot (one more job counted);
---   conc_hold(counter, queue_key, id, due): the job waits for a slot, out of its lane;
---   conc_put_back(counter, n): the key's n oldest held jobs back into their queues;
+--   conc_hold(counter, queue_key, id, due, meta_key): the job waits for a slot, out of
+--   its lane;
+--   conc_put_back(counter, n): the key's oldest held jobs back into their queues, until
+--   n of live runs are (a cancelled run's go back too, for the claim to drop);
 --   conc_release(record): a lease record's job ended: its run's count lowered, and its
 --   slot freed (and held jobs put back) once the run has no job running.
 -- A key's counter is a hash, run id -> its jobs running: a run holds one slot however
 -- many of its jobs run (parallel tool calls). Its held jobs are a sorted set by due
--- time of [queue, job] (JSON). Both are in the run's slot (its runs are placed there),
+-- time of [queue, job, its run's meta key] (JSON). Both are in the run's slot (its runs are placed there),
 -- as is every queue its jobs go to.
 -- @include wake
 
@@ -26,21 +28,27 @@ local function conc_admit(counter, max, run)
   return true
 end
 
-local function conc_hold(counter, queue_key, id, due)
-  redis.call('ZADD', counter .. CONC.WAIT, due, cjson.encode({queue_key, id}))
+local function conc_hold(counter, queue_key, id, due, meta_key)
+  redis.call('ZADD', counter .. CONC.WAIT, due, cjson.encode({queue_key, id, meta_key}))
 end
 
 -- A held job goes back into its queue at its due time: the next claim's sweep of jobs
 -- put back at their due time puts it in its lane again (take.lua), and its queue is woken.
+-- A job of a run that ended meanwhile (cancelled) goes back too, for that claim to drop,
+-- but does not count: a freed slot never sits beside held work of live runs. Each held
+-- job is popped once, so the cost is bounded by the jobs held.
 local function conc_put_back(counter, n)
-  local held = redis.call('ZPOPMIN', counter .. CONC.WAIT, n)
-  for i = 1, #held, 2 do
-    local entry = cjson.decode(held[i])
-    local queue_key, id = entry[1], entry[2]
+  local wait = counter .. CONC.WAIT
+  while n > 0 do
+    local held = redis.call('ZPOPMIN', wait)
+    if #held == 0 then return end
+    local entry = cjson.decode(held[1])
+    local queue_key, id, meta_key = entry[1], entry[2], entry[3]
     local score = redis.call('ZSCORE', queue_key, id)
     if score and tonumber(score) < 0 then  -- still ready: not claimed, ended or gone
-      redis.call('ZADD', queue_key, held[i + 1], id)
+      redis.call('ZADD', queue_key, held[2], id)
       wake(CONC.WAKE_PREFIX .. string.sub(queue_key, #CONC.QUEUE_PREFIX + 1))
+      if redis.call('HEXISTS', meta_key, CONC.COUNTER_FIELD) == 1 then n = n - 1 end
     end
   end
 end

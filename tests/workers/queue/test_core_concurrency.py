@@ -143,6 +143,27 @@ async def test_a_dead_workers_slots_come_back_when_its_lease_lapses(redis: Redis
     assert await take(alive, 8, ended=taken[0]) == [job(runs[2])]
 
 
+async def test_a_freed_slot_passes_cancelled_runs_held_jobs_to_a_live_one(
+    redis: Redis,
+) -> None:
+    """Held jobs of runs cancelled meanwhile go back for the claim to drop, but the slot
+    is not left beside the live run's held job: it is put back too, and taken."""
+    holder = await create(redis, "h0", "acme", "k", 1)
+    cancelled = [await create(redis, f"c{i}", "acme", "k", 1) for i in range(1, 11)]
+    live = await create(redis, "l20", "acme", "k", 1)
+    t = await taker(redis, "w1")
+    assert await take(t, 16) == [job(holder)]
+    for run_id in cancelled:
+        await RunStore(redis).cancel(run_id, "test")
+
+    assert await take(t, 16, ended=job(holder)) == [job(live)]
+    # The cancelled runs' jobs were dropped by that claim: nothing of them is left.
+    stats = (await queue_stats(redis, [MODEL_QUEUE]))[MODEL_QUEUE]
+    assert (stats.ready, stats.running) == (0, 1)
+    counter = slot_of(live, "acme", "k", 1).counter
+    assert await redis.exists(counter + keys.CONCURRENCY_WAIT_SUFFIX) == 0
+
+
 async def test_two_tenants_keys_of_one_name_are_two_keys(redis: Redis) -> None:
     a = await create(redis, "a1", "tenant-a", "user-42", 1)
     b = await create(redis, "b2", "tenant-b", "user-42", 1)

@@ -141,11 +141,14 @@ local function look(id)
   if needs ~= '' and redis.call('SISMEMBER', tool_set, needs) == 0 then return 'pass' end
   local due = string.format('%.17g', score + FAIR.OFFSET)
   local run = string.match(payload, '"run_id":%s*"([^"]+)"')
-  local counter, max
-  if run then counter, max = conc_of(fair_run_meta(queue, run)) end
+  local counter, max, meta_key
+  if run then
+    meta_key = fair_run_meta(queue, run)
+    counter, max = conc_of(meta_key)
+  end
   if not counter then return 'take', payload, due, '' end
   if not conc_admit(counter, max, run) then  -- still ready: a queue's depth counts it
-    conc_hold(counter, queue, id, due)
+    conc_hold(counter, queue, id, due, meta_key)
     return 'held'
   end
   -- Room left (a slot freed while its jobs were put back, and one of them was gone):
