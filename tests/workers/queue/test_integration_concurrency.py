@@ -65,7 +65,8 @@ async def keyed_runs_wait_and_others_pass(url: str, tmp: Path) -> None:
         for run_id in others:
             assert (await client.runs.wait(run_id, 120)).status == "succeeded"
         # Every other slot of the fleet was free: user-42's four others waited for the key.
-        assert sorted(line for line in marker_lines(tmp) if "a" in line) == ["+a0", "+a1"]
+        started = [line for line in marker_lines(tmp) if line.startswith("+a")]
+        assert len(started) == 2, marker_lines(tmp)
         assert (await client.runs.result(held[0])).concurrency is not None
 
         (tmp / "gate-user-42").touch()
