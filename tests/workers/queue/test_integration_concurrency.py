@@ -100,36 +100,43 @@ def test_at_most_max_runs_of_a_key_run_while_another_keys_runs_pass(
     asyncio.run(keyed_runs_wait_and_others_pass(redis_url, tmp_path))
 
 
-async def test_a_killed_workers_slot_comes_back_when_its_lease_lapses(
-    redis_url: str, tmp_path: Path, fleet: list[WorkerProcess]
+async def killed_holder_gives_its_slot_back(
+    url: str, tmp: Path, fleet: list[WorkerProcess]
 ) -> None:
-    dying = start_worker(redis_url, fleet)
-    async with Client(redis_url) as client:
+    """Three runs of a key of max 1; the only worker is SIGKILLed while its call holds the
+    key's one slot, another starts: the slot comes back when the dead lease lapses."""
+    dying = start_worker(url, fleet)
+    async with Client(url) as client:
         runs = [
-            await client.runs.submit(held_spec(tmp_path, f"k{i}", "solo", 1), tenant="acme")
+            await client.runs.submit(held_spec(tmp, f"k{i}", "solo", 1), tenant="acme")
             for i in range(3)
         ]
-        await eventually_async(lambda: marker_lines(tmp_path) == ["+k0"], "k0's call started")
-        dying.kill()  # holding the key's one slot
-        start_worker(redis_url, fleet)
-        (tmp_path / "gate-solo").touch()
+        await eventually_async(lambda: marker_lines(tmp) == ["+k0"], "k0's call started")
+        dying.kill()
+        start_worker(url, fleet)
+        (tmp / "gate-solo").touch()
         for run_id in runs:
             assert (await client.runs.wait(run_id, 120)).status == "succeeded"
         counter = keys.concurrency(runs[0], "acme/solo")
-        assert await client.redis.exists(counter, counter + keys.CONCURRENCY_WAIT_SUFFIX) == 0
+        assert await client.redis.exists(counter) == 0
+        assert await client.redis.exists(counter + keys.CONCURRENCY_WAIT_SUFFIX) == 0
     # k0's call ran again after its worker died; the others, one at a time, after it.
-    lines = marker_lines(tmp_path)
+    lines = marker_lines(tmp)
     assert lines[0] == "+k0", lines
     assert lines.count("+k0") == 2, lines
     assert most_at_once(lines[1:], "k") == 1, lines
 
 
+def test_a_killed_workers_slot_comes_back_when_its_lease_lapses(
+    redis_url: str, tmp_path: Path, fleet: list[WorkerProcess]
+) -> None:
+    asyncio.run(killed_holder_gives_its_slot_back(redis_url, tmp_path, fleet))
+
+
 @pytest.fixture
-def cluster_fleet(fleet: list[WorkerProcess]) -> Iterator[str]:
+def cluster(fleet: list[WorkerProcess]) -> Iterator[str]:
     local = LocalCluster(3)
     try:
-        start_worker(local.url, fleet)
-        start_worker(local.url, fleet)
         yield local.url
     finally:
         for started in fleet:
@@ -141,8 +148,17 @@ def cluster_fleet(fleet: list[WorkerProcess]) -> Iterator[str]:
 
 @pytest.mark.cluster
 def test_a_keys_max_holds_across_a_three_primary_cluster(
-    cluster_fleet: str, tmp_path: Path
+    cluster: str, tmp_path: Path, fleet: list[WorkerProcess]
 ) -> None:
     """A key's runs are placed in its partition, beside its counter: every claim checks
     it in the slot it takes the job from."""
-    asyncio.run(keyed_runs_wait_and_others_pass(cluster_fleet, tmp_path))
+    start_worker(cluster, fleet)
+    start_worker(cluster, fleet)
+    asyncio.run(keyed_runs_wait_and_others_pass(cluster, tmp_path))
+
+
+@pytest.mark.cluster
+def test_a_killed_workers_slot_comes_back_on_a_three_primary_cluster(
+    cluster: str, tmp_path: Path, fleet: list[WorkerProcess]
+) -> None:
+    asyncio.run(killed_holder_gives_its_slot_back(cluster, tmp_path, fleet))
