@@ -272,6 +272,17 @@ class RunCreation:
         return ref
 
 
+def chosen_run_id(spec: RunSpec, tenant: str | None) -> str | None:
+    """The id of the run the spec's `id` names for `tenant` (in the tenant's namespace,
+    placed by its concurrency key), or None when the spec chooses none."""
+    if spec.id is None:
+        return None
+    run_id = tenant_run_id(tenant, spec.id)
+    if spec.concurrency is None:
+        return run_id
+    return placed_id(run_id, tenant, spec.concurrency.resolved(spec.metadata))
+
+
 def _placed(run_id: str, ours: bool, tenant: str | None, spec: RunSpec) -> tuple[str, Slot]:
     """The run's id placed beside its concurrency key's counter, and its slot. An id this
     creation chose is placed; an id derived elsewhere (a batch's line, a sub-agent, a

@@ -66,3 +66,27 @@ def test_a_bad_concurrency_is_refused_with_one_line(
     assert refused.status_code == 422, refused.text
     assert names in refused.text
     assert redis.Redis.from_url(redis_url).keys(keys.RUN_PREFIX + "*") == []
+
+
+def test_a_keyed_resubmission_by_id_is_the_same_run_and_costs_no_submit(
+    redis_url: str, worker: WorkerProcess
+) -> None:
+    """The door finds the run its `id` names where the key placed it: the same spec again
+    answers that run (200), not a 429 of a window that has room for one submit."""
+    process = ServeProcess(
+        redis_url,
+        env={"AGENTQ_API_KEYS": f"{hash_key(KEY)} acme", "AGENTQ_SUBMITS_PER_MINUTE": "1"},
+    )
+    try:
+        spec = {
+            **scripted({"text": "hello"}),
+            "id": "mine",
+            "concurrency": {"key": "user-42", "max": 2},
+        }
+        first = httpx.post(f"{process.url}/v1/runs", json=spec, headers=HEADERS, timeout=30)
+        assert first.status_code == 201, first.text
+        again = httpx.post(f"{process.url}/v1/runs", json=spec, headers=HEADERS, timeout=30)
+        assert again.status_code == 200, again.text
+        assert again.json()["id"] == first.json()["id"]
+    finally:
+        process.stop()
