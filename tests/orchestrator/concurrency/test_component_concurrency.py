@@ -66,3 +66,19 @@ async def test_a_key_from_that_finds_no_key_is_refused_at_submit() -> None:
             "(1-128 letters, digits, '_', '.', ':', '@' or '-')"
         )
         assert await client.redis.keys(keys.RUN_PREFIX + "*") == []
+
+
+async def test_a_derived_id_with_a_key_is_refused_where_partitions_would_split_it() -> None:
+    """A batch's line, a sub-agent or a schedule's tick keeps the id derived for it, so it
+    cannot be placed by its key: counted with one partition, refused with more."""
+    spec = {**SPEC, "concurrency": {"key": "user-42", "max": 2}}
+    async with embedded(tools=[], settings=FAST) as client:
+        keys.use_partitions(keys.CLUSTER_PARTITIONS)
+        try:
+            with pytest.raises(SpecError, match=r"AGENTQ_PARTITIONS=1\)$"):
+                await client.runs.create(spec, tenant="acme", run_id="line-7")
+        finally:
+            keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
+        run_id, created = await client.runs.create(spec, tenant="acme", run_id="line-7")
+        assert (run_id, created) == ("line-7", True)
+        assert (await client.runs.wait(run_id, timeout_s=30)).status == "succeeded"
