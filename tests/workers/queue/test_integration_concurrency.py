@@ -111,7 +111,10 @@ async def killed_holder_gives_its_slot_back(
             await client.runs.submit(held_spec(tmp, f"k{i}", "solo", 1), tenant="acme")
             for i in range(3)
         ]
-        await eventually_async(lambda: marker_lines(tmp) == ["+k0"], "k0's call started")
+        # Which run's call comes first is the claim's to choose: between one run's model
+        # step and its call (no job running) another run may take the slot.
+        await eventually_async(lambda: len(marker_lines(tmp)) == 1, "one call started")
+        (first,) = marker_lines(tmp)
         dying.kill()
         start_worker(url, fleet)
         (tmp / "gate-solo").touch()
@@ -120,10 +123,9 @@ async def killed_holder_gives_its_slot_back(
         counter = keys.concurrency(runs[0], "acme/solo")
         assert await client.redis.exists(counter) == 0
         assert await client.redis.exists(counter + keys.CONCURRENCY_WAIT_SUFFIX) == 0
-    # k0's call ran again after its worker died; the others, one at a time, after it.
+    # The held call ran again after its worker died; the others, one at a time.
     lines = marker_lines(tmp)
-    assert lines[0] == "+k0", lines
-    assert lines.count("+k0") == 2, lines
+    assert lines.count(first) == 2, lines
     assert most_at_once(lines[1:], "k") == 1, lines
 
 
