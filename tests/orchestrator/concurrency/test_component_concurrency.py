@@ -14,6 +14,7 @@ from agentq.orchestrator.core.run_ids import placement, tenant_run_id
 from agentq.workers.worker.embedded import embedded
 from tests.support.embedded_runs import FAST
 from tests.support.specs import scripted
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.component
 
@@ -41,12 +42,12 @@ async def test_the_spec_names_a_key_and_the_run_counts_under_its_tenants() -> No
             assert result.status == "succeeded"
             assert result.concurrency is not None
             assert (result.concurrency.key, result.concurrency.max) == ("user-42", 2)
-        # Each tenant's user-42 is its own key; both counters are empty once the runs end.
-        assert (
-            await client.redis.exists(
-                keys.concurrency(given, "acme/user-42"), keys.concurrency(found, "beta/user-42")
-            )
-            == 0
+        # Each tenant's user-42 is its own key; both counters empty once the runs' last
+        # jobs end (just after their last transitions).
+        counters = (keys.concurrency(given, "acme/user-42"), keys.concurrency(found, "beta/user-42"))
+        assert counters[0] != counters[1]
+        await eventually_async(
+            lambda: client.redis.exists(*counters), "the slots freed", until=lambda n: n == 0
         )
         # The same id and spec again: the same run, not a second one.
         again = await client.runs.submit(

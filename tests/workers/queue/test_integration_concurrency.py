@@ -120,8 +120,11 @@ async def killed_holder_gives_its_slot_back(
         (tmp / "gate-solo").touch()
         for run_id in runs:
             assert (await client.runs.wait(run_id, 120)).status == "succeeded"
+        # A run has ended once its last transition is in; its job ends just after it.
         counter = keys.concurrency(runs[0], "acme/solo")
-        assert await client.redis.exists(counter) == 0
+        await eventually_async(
+            lambda: client.redis.exists(counter), "the slot freed", until=lambda n: n == 0
+        )
         assert await client.redis.exists(counter + keys.CONCURRENCY_WAIT_SUFFIX) == 0
     # The held call ran again after its worker died; the others, one at a time.
     lines = marker_lines(tmp)
