@@ -44,7 +44,10 @@ async def test_the_spec_names_a_key_and_the_run_counts_under_its_tenants() -> No
             assert (result.concurrency.key, result.concurrency.max) == ("user-42", 2)
         # Each tenant's user-42 is its own key; both counters empty once the runs' last
         # jobs end (just after their last transitions).
-        counters = (keys.concurrency(given, "acme/user-42"), keys.concurrency(found, "beta/user-42"))
+        counters = (
+            keys.concurrency(given, "acme/user-42"),
+            keys.concurrency(found, "beta/user-42"),
+        )
         assert counters[0] != counters[1]
         await eventually_async(
             lambda: client.redis.exists(*counters), "the slots freed", until=lambda n: n == 0
