@@ -12,6 +12,10 @@
 4. The claim's cost per job with 1, 100 and 10,000 lanes holding KEY_JOBS ready jobs in
    all (claims of 16): Redis's own time in the script (INFO commandstats) and the
    caller's wall time, medians of 3 rounds; it must not grow with the number of lanes.
+5. The same claim with concurrency keys (orchestrator/concurrency/): a saturated
+   one-slot worker (each claim ends the job before it, so each frees and takes a slot)
+   over 5,000 runs spread over 1, 100 and 10,000 keys of max 1, against the same runs
+   without a key; Redis's time per job, medians of 3 rounds.
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ sys.path.insert(0, str(HERE))
 from core_bench import redis_server  # noqa: E402
 
 from agentq.orchestrator.client import Client  # noqa: E402
+from agentq.orchestrator.concurrency import slots  # noqa: E402
+from agentq.orchestrator.concurrency.slots import slot_of  # noqa: E402
 from agentq.orchestrator.core import fairness, keys  # noqa: E402
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope  # noqa: E402
 from agentq.orchestrator.core.jobs import queued_job  # noqa: E402
@@ -118,10 +124,11 @@ async def end_to_end(flood: int, fifo: bool) -> tuple[float, float, int]:
 
 
 async def enqueue_runs(
-    redis: Redis, lanes: list[tuple[str, int, int]], first: int = 0
+    redis: Redis, lanes: list[tuple[str, int, int]], first: int = 0, conc_keys: int = 0
 ) -> list[str]:
     """One model job per run (ids r<first>, r<first+1>, ...), through the real enqueue,
-    the run's lane as the create transition stores it. `lanes`: (lane, weight, runs)."""
+    the run's lane as the create transition stores it. `lanes`: (lane, weight, runs);
+    with `conc_keys`, run i counts under key i mod conc_keys, max 1."""
     script = redis.register_script(ENQUEUE)
     ids: list[str] = []
     order = [(lane, w) for lane, w, n in lanes for _ in range(n)]
@@ -137,6 +144,12 @@ async def enqueue_runs(
                         fairness.RANK_FIELD: 0,
                     },
                 )
+                if conc_keys:
+                    slot = slot_of(run_id, "t", f"k{i % conc_keys}", 1)
+                    pipe.hset(
+                        keys.meta(run_id),
+                        mapping={slots.COUNTER_FIELD: slot.counter, slots.MAX_FIELD: 1},
+                    )
                 job = queued_job(JobEnvelope(kind="model_step", run_id=run_id, step=0))
                 await script(keys=[], args=[job.model_dump_json()], client=pipe)
                 ids.append(job.job_id)
@@ -204,6 +217,21 @@ async def claim_us_per_job(redis: Redis, lanes: int, jobs: int) -> tuple[float, 
     return server_us / claimed, wall / claimed * 1e6
 
 
+async def keyed_us_per_job(redis: Redis, conc_keys: int, jobs: int) -> float:
+    """Redis's own time per job of a saturated one-slot worker's claims, µs."""
+    await enqueue_runs(redis, [("t", 1, jobs)], conc_keys=conc_keys)
+    t = await taker(redis)
+    await redis.config_resetstat()
+    ended, claimed = "", 0
+    while True:
+        _, got = await t.take(t.args(1, ended))
+        if not got:
+            break
+        claimed, ended = claimed + 1, got[0].job_id
+    stats = await redis.info("commandstats")
+    return float(stats["cmdstat_evalsha"]["usec"]) / claimed
+
+
 async def at_the_claim(url: str, flood: int, key_jobs: int, rounds: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     costs: dict[str, list[tuple[float, float]]] = {}
@@ -219,6 +247,15 @@ async def at_the_claim(url: str, flood: int, key_jobs: int, rounds: int) -> dict
                     url, take, lambda r, k=lanes: claim_us_per_job(r, k, key_jobs)
                 )
                 costs.setdefault(f"{lanes}_keys_{name}", []).append(cost)
+    keyed: dict[int, list[float]] = {}
+    for _ in range(rounds):
+        for conc_keys in (0, 1, 100, 10_000):
+            cost = await with_claim(
+                url, FAIR_TAKE, lambda r, k=conc_keys: keyed_us_per_job(r, k, 5000)
+            )
+            keyed.setdefault(conc_keys, []).append(cost)
+    for conc_keys, samples in keyed.items():
+        out[f"claim_redis_us_per_job_conc_{conc_keys}_keys"] = statistics.median(samples)
     for key, samples in costs.items():
         out[f"claim_redis_us_per_job_{key}"] = statistics.median(s[0] for s in samples)
         out[f"claim_wall_us_per_job_{key}"] = statistics.median(s[1] for s in samples)
@@ -252,6 +289,9 @@ def main() -> None:
             + "/".join(str(f[f"claim_redis_us_per_job_{k}_keys_{name}"]) for k in (1, 100, 10_000))
             for name in ("fair", "fifo")
         )
+        + ". One-slot claim us/job in Redis without a concurrency key "
+        + f"{f['claim_redis_us_per_job_conc_0_keys']}, with 1/100/10,000 keys: "
+        + "/".join(str(f[f"claim_redis_us_per_job_conc_{k}_keys"]) for k in (1, 100, 10_000))
     )
 
 

@@ -97,6 +97,25 @@ def _on_thread(spec: RunSpec, thread_id: str | None) -> RunSpec:
     return spec if thread_id is None else spec.model_copy(update={"thread_id": thread_id})
 
 
+def _with_concurrency(spec: RunSpec, key: str | None, max_running: int | None) -> RunSpec:
+    """The spec with --concurrency-key/--concurrency-max's key (both or neither)."""
+    from pydantic import ValidationError
+
+    from agentq.orchestrator.concurrency.spec import Concurrency
+    from agentq.orchestrator.core.errors import SpecError
+
+    if key is None and max_running is None:
+        return spec
+    if key is None or max_running is None:
+        raise SpecError("--concurrency-key and --concurrency-max go together")
+    try:
+        concurrency = Concurrency(key=key, max=max_running)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise SpecError(f"concurrency.{error['loc'][0]}: {error['msg']}") from None
+    return spec.model_copy(update={"concurrency": concurrency})
+
+
 def _echo_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
@@ -572,6 +591,14 @@ class _Probes:
     metavar="low|normal|high|0-9",
     help="Overrides the spec's priority: taken before lower ones of its fairness key.",
 )
+@click.option(
+    "--concurrency-key",
+    metavar="KEY",
+    help="At most --concurrency-max runs of the tenant's KEY run at once (overrides the spec's).",
+)
+@click.option(
+    "--concurrency-max", type=int, metavar="N", help="How many runs of --concurrency-key at once."
+)
 def submit(
     spec_path: str,
     start_at: str | None,
@@ -583,6 +610,8 @@ def submit(
     as_json: bool,
     tenant: str | None,
     priority: str | None,
+    concurrency_key: str | None,
+    concurrency_max: int | None,
 ) -> None:
     """Submit SPEC (a JSON file, or - for stdin) and print the run id. With --at or
     --in the run is created `scheduled` and starts then (`agentq cancel` stops it)."""
@@ -594,6 +623,7 @@ def submit(
 
         start_time(at=start_at, delay=delay, now=time.time())  # judged before connecting
         spec = _on_thread(_read_spec(spec_path), thread_id)
+        spec = _with_concurrency(spec, concurrency_key, concurrency_max)
         async with open_client(redis_url, "submit", _settings(models_path)) as client:
             # A delay counts from the submit itself, not from before the client loaded.
             when = start_time(at=start_at, delay=delay, now=time.time())
@@ -651,6 +681,7 @@ def status(run_id: str, redis_url: str | None, timeout_s: float | None, as_json:
                     "usage": result.usage.model_dump(),
                     "text": result.text if result.status in TERMINAL_STATUSES else None,
                     "output": result.output,
+                    "concurrency": result.concurrency.model_dump() if result.concurrency else None,
                 }
             )
         else:

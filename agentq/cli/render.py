@@ -220,6 +220,9 @@ def print_status(console: Console, result: RunResult, step: int) -> None:
     console.print(f"[bold]run[/] {_e(result.id)}  status [bold]{_e(result.status)}[/]  step {step}")
     u = result.usage
     console.print(f"  {len(result.steps)} steps done, {u.input_tokens} in / {u.output_tokens} out")
+    if result.concurrency is not None:
+        c = result.concurrency
+        console.print(f"  concurrency key {_e(c.key)}: at most {c.max} runs at once")
     for item in result.pending:
         console.print(f"  [magenta]waiting:[/] {_e(pending_line(result.id, item))}")
         console.print(f"    [dim]answer with: {_e(how_to_answer(result.id, item))}[/]")

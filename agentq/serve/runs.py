@@ -12,7 +12,6 @@ from pydantic import BaseModel
 from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.core.run_ids import tenant_run_id
 from agentq.orchestrator.core.start_times import parse_instant
 from agentq.orchestrator.runs.index import RunPage
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
@@ -93,7 +92,7 @@ async def submit(
     client = client_of(request)
     if spec.id is None and idempotency_key:
         spec = spec.model_copy(update={"id": _idempotent_id(idempotency_key)})
-    chosen = tenant_run_id(principal.tenant, spec.id) if spec.id is not None else None
+    chosen = client.runs.chosen_id(spec, principal.tenant)
     if chosen is None or await run_owner(request, chosen) is None:
         # A resubmission costs no submit budget.
         await check_submit_rate(client.runs, principal.tenant)

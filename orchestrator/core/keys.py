@@ -24,7 +24,7 @@ import string
 
 from redis.crc import REDIS_CLUSTER_HASH_SLOTS, key_slot
 
-from agentq.orchestrator.core.run_ids import tenant_run_id
+from agentq.orchestrator.core.run_ids import PLACED_RUN_ID, tenant_run_id
 
 # A run id: what `RunSpec.id` accepts. No `:` (key separators) and no braces (hash tags).
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
@@ -84,6 +84,11 @@ FAIR_RING_SUFFIX = ":ring"
 FAIR_TURNS_SUFFIX = ":turns"
 FAIR_WEIGHTS_SUFFIX = ":weights"
 FAIR_LANE_INFIX = ":lane:"
+# A concurrency key's state (orchestrator/concurrency/), in the partition its runs are
+# placed in: a hash of the runs holding a running job (run id -> its jobs running), and
+# the key's jobs held back while it is at its max (a sorted set of [queue, job] by due).
+CONCURRENCY_PREFIX = "aq:conc:"
+CONCURRENCY_WAIT_SUFFIX = ":wait"
 
 # arq's key layout (arq.constants), which the Lua transitions write directly.
 ARQ_JOB_PREFIX = "arq:job:"
@@ -170,10 +175,13 @@ def _tag_index(count: int) -> dict[str, int]:
 
 
 def partition_of(owner: str) -> int:
-    """The partition of a run, a call or a batch tenant: a stable hash of its id."""
+    """The partition of a run, a call or a batch tenant: a stable hash of its id (of a
+    placed run's id, its placement prefix: core/run_ids.py PLACED_RUN_ID)."""
     if _partitions == 1:
         return 0
-    return key_slot(owner.encode()) * _partitions // REDIS_CLUSTER_HASH_SLOTS
+    placed = PLACED_RUN_ID.match(owner)
+    hashed = owner if placed is None else placed.group(0)
+    return key_slot(hashed.encode()) * _partitions // REDIS_CLUSTER_HASH_SLOTS
 
 
 def partition_tag(partition: int) -> str:
@@ -200,6 +208,12 @@ def _partitioned(prefix: str, partition: int, name: str) -> str:
     if _partitions == 1:
         return prefix + name
     return prefix + partition_tag(partition) + JOB_SEPARATOR + name
+
+
+def concurrency(run_id: str, name: str) -> str:
+    """The counter of concurrency key `name` (`<tenant>/<key>`), in `run_id`'s partition
+    (a placed run's: the key's)."""
+    return _partitioned(CONCURRENCY_PREFIX, partition_of(run_id), name)
 
 
 def meta(run_id: str) -> str:

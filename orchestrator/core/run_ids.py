@@ -25,6 +25,20 @@ DEFAULT_TENANT = "default"
 TENANT_RUN_ID = re.compile(r"^n[0-9a-f]{12}\.")
 
 
+# A run with a concurrency key (orchestrator/concurrency/) is placed beside the key's
+# counter: its id starts `c<12 hex of the tenant and key>.`, and the partition of such an
+# id is that prefix's (`keys.partition_of`), so all runs of one key share a partition
+# and the claim checks the key in the slot it takes the job from. A spec may not choose
+# this shape either.
+PLACED_RUN_ID = re.compile(r"^c[0-9a-f]{12}\.")
+
+
+def placement(tenant: str | None, key: str) -> str:
+    """The prefix of the ids of `tenant`'s runs under concurrency key `key`."""
+    owned = f"{tenant or DEFAULT_TENANT}\0{key}"
+    return f"c{hashlib.sha256(owned.encode()).hexdigest()[:12]}."
+
+
 def tenant_run_id(tenant: str | None, chosen: str) -> str:
     """The run id of the id `chosen` by `tenant`."""
     if tenant is None or tenant == DEFAULT_TENANT:

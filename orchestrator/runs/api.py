@@ -59,7 +59,7 @@ from agentq.orchestrator.redis.faults import (
     redis_errors_mapped,
 )
 from agentq.orchestrator.runs.children import ChildOf
-from agentq.orchestrator.runs.creation import RunCreation
+from agentq.orchestrator.runs.creation import RunCreation, chosen_run_id
 from agentq.orchestrator.runs.ended import RunEndListener, run_ended
 from agentq.orchestrator.runs.fork import fork_copy, merge_patch, patched_spec
 from agentq.orchestrator.runs.index import (
@@ -271,6 +271,11 @@ class Runs:
                 run_id=run_id,
                 start_at=_epoch_s(start_at),
             )
+
+    def chosen_id(self, spec: RunSpec, tenant: str | None) -> str | None:
+        """The id of the run `spec`'s own `id` names for `tenant` (None: it names none):
+        what a door looks up before it submits."""
+        return chosen_run_id(spec, tenant)
 
     async def check(self, spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
         """The spec checked as `submit` checks it (a ValidationError, SpecError), nothing

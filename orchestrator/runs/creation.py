@@ -13,6 +13,7 @@ from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, ResponseError
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.concurrency.slots import Slot, is_placed, placed_id, slot_of
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import (
     InfrastructureError,
@@ -103,8 +104,12 @@ class RunCreation:
         now = time.time()
         start_at_ms = None if start_at is None else int(check_future(start_at, now) * 1000)
         run_spec, tools = await self.checked(run_spec, now)
+        given = run_id
         if run_id is None:
             run_id = tenant_run_id(tenant, run_spec.id) if run_spec.id else _new_run_id(traceparent)
+        slot = None
+        if run_spec.concurrency is not None:
+            run_id, slot = _placed(run_id, given is None, tenant, run_spec)
         if run_spec.webhooks:
             # Listed first: a worker takes the run up once it exists (at least once).
             await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
@@ -131,7 +136,7 @@ class RunCreation:
             lane = lane_of(
                 tenant, run_spec.fairness, run_spec.priority, self.settings.priority_aging_s
             )
-            args = args.model_copy(update={"lane": lane})
+            args = args.model_copy(update={"lane": lane, "slot": slot})
             if end_job is not None:
                 args = args.model_copy(update={"end_job": end_job})
             load = await self._tenant_load(tenant or DEFAULT_TENANT, run_id, enforce=enforce)
@@ -198,6 +203,8 @@ class RunCreation:
         check_webhooks(run_spec.webhooks, self.settings)
         check_limits(run_spec.limits, self.settings)
         check_spec_fairness(run_spec.fairness, self.settings.spec_fairness)
+        if run_spec.concurrency is not None:
+            run_spec.concurrency.resolved(run_spec.metadata)  # a key_from that finds no key
         await self.admit()
         registry = await self.store.registry()
         workflows = await self.workflows.read()
@@ -263,6 +270,34 @@ class RunCreation:
                 update={"endpoint": endpoint.endpoint, "provider": endpoint.provider.name}
             )
         return ref
+
+
+def chosen_run_id(spec: RunSpec, tenant: str | None) -> str | None:
+    """The id of the run the spec's `id` names for `tenant` (in the tenant's namespace,
+    placed by its concurrency key), or None when the spec chooses none."""
+    if spec.id is None:
+        return None
+    run_id = tenant_run_id(tenant, spec.id)
+    if spec.concurrency is None:
+        return run_id
+    return placed_id(run_id, tenant, spec.concurrency.resolved(spec.metadata))
+
+
+def _placed(run_id: str, ours: bool, tenant: str | None, spec: RunSpec) -> tuple[str, Slot]:
+    """The run's id placed beside its concurrency key's counter, and its slot. An id this
+    creation chose is placed; an id derived elsewhere (a batch's line, a sub-agent, a
+    schedule's tick) is kept, which only a deployment of one partition can count."""
+    assert spec.concurrency is not None
+    key = spec.concurrency.resolved(spec.metadata)
+    if ours:
+        run_id = placed_id(run_id, tenant, key)
+    elif not is_placed(run_id, tenant, key) and keys.partition_count() > 1:
+        raise SpecError(
+            "concurrency: a batch's line, a sub-agent or a schedule's tick keeps its derived "
+            "id, so its key is counted only on a deployment of one partition "
+            "(AGENTQ_PARTITIONS=1)"
+        )
+    return run_id, slot_of(run_id, tenant, key, spec.concurrency.max)
 
 
 def _new_run_id(traceparent: str | None) -> str:

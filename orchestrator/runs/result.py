@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentq.orchestrator.concurrency.slots import KeyLimit
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message, ToolResultPart, Usage
 from agentq.orchestrator.core.run_ids import ParentLink, child_run_id
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
@@ -79,6 +80,8 @@ class RunResult(BaseModel):
     origin: dict[str, Any] | None = None
     # A delayed run's start time (seconds since the epoch); status `scheduled` until then.
     start_at: float | None = None
+    # Its concurrency key and max (orchestrator/concurrency/), when the spec named one.
+    concurrency: KeyLimit | None = None
 
     @property
     def succeeded(self) -> bool:
@@ -189,4 +192,7 @@ def assemble(
         child_usage=stored_usage(meta, children=True),
         origin=json.loads(meta[MetaField.ORIGIN]) if MetaField.ORIGIN in meta else None,
         start_at=float(meta[MetaField.START_AT]) if MetaField.START_AT in meta else None,
+        concurrency=KeyLimit(key=meta[MetaField.CONC_KEY], max=int(meta[MetaField.CONC_MAX]))
+        if MetaField.CONC_KEY in meta
+        else None,
     )

@@ -14,10 +14,11 @@ from pydantic import (
     model_validator,
 )
 
+from agentq.orchestrator.concurrency.spec import Concurrency
 from agentq.orchestrator.core.fairness import Fairness, Priority
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.messages import Message, UserMessage, normalize_message
-from agentq.orchestrator.core.run_ids import CHILD_RUN_ID, TENANT_RUN_ID
+from agentq.orchestrator.core.run_ids import CHILD_RUN_ID, PLACED_RUN_ID, TENANT_RUN_ID
 from agentq.orchestrator.core.spec_model import SpecModel as _Spec
 from agentq.orchestrator.output.spec import OutputSpec
 from agentq.orchestrator.policy.guardrails import Guardrails
@@ -114,6 +115,8 @@ class RunSpec(_Spec):
     # Whose turn its jobs wait for and how urgent they are (core/fairness.py).
     priority: Priority | None = None
     fairness: Fairness | None = None
+    # At most `max` runs of its key hold a running job at once (orchestrator/concurrency/).
+    concurrency: Concurrency | None = None
     # Per-step preparation and context management (orchestrator/loop/prepare.py).
     steps: list[StepRule] | None = None
     prepare_step: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
@@ -136,6 +139,8 @@ class RunSpec(_Spec):
             raise ValueError("ids of the form t<32 hex>.<16 hex> are sub-agents' child runs'")
         if value is not None and TENANT_RUN_ID.match(value) and not stored:
             raise ValueError("ids starting n<12 hex>. are the tenants' namespaces")
+        if value is not None and PLACED_RUN_ID.match(value) and not stored:
+            raise ValueError("ids starting c<12 hex>. are runs placed by a concurrency key")
         return value
 
     @model_validator(mode="after")

@@ -133,12 +133,18 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrator.output": {"orchestrator.core"},
     "orchestrator.cost": {"orchestrator.core"},
     "orchestrator.spec": {
+        "orchestrator.concurrency",  # a spec's `concurrency`
         "orchestrator.core",
         "orchestrator.output",
         "orchestrator.policy",
         "orchestrator.tools",
     },
-    "orchestrator.runs.state": {"orchestrator.core", "orchestrator.machine"},
+    "orchestrator.concurrency": {"orchestrator.core", "orchestrator.policy"},
+    "orchestrator.runs.state": {
+        "orchestrator.concurrency",  # a run's concurrency slot, stored at create
+        "orchestrator.core",
+        "orchestrator.machine",
+    },
     "orchestrator.loop": {
         "orchestrator.core",
         "orchestrator.output",
@@ -149,6 +155,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "orchestrator.tracing": {"orchestrator.core"},
     "orchestrator.runs": {
+        "orchestrator.concurrency",  # a run's key resolved, placed and stored at create
         "orchestrator.core",
         "orchestrator.loop",
         "orchestrator.output",
@@ -207,7 +214,12 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.tools",
     },
     "sandbox": set(),
-    "workers.queue": {"orchestrator.core", "orchestrator.machine", "orchestrator.redis"},
+    "workers.queue": {
+        "orchestrator.concurrency",  # the claim's concurrency keys (its Lua constants)
+        "orchestrator.core",
+        "orchestrator.machine",
+        "orchestrator.redis",
+    },
     "workers.models": {
         "orchestrator.core",
         "orchestrator.cost",  # pricing an answer's usage

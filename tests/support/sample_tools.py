@@ -122,3 +122,20 @@ async def ask_name(greeting: str, ctx: ToolContext) -> str:
     schema = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
     answer = await ctx.elicit("What is your name?", schema)
     return f"{greeting}, {answer['name'] if answer else 'nobody'}"
+
+
+@tool
+async def enter_hold_leave(marker: str, tag: str, gate: str) -> str:
+    """Append `+tag` to the marker file as the call starts, wait until `gate` exists, then
+    append `-tag` (the marker's lines show which calls ran at the same time, in order)."""
+    import asyncio
+
+    with Path(marker).open("a") as f:  # noqa: ASYNC230 (a test's marker file)
+        f.write(f"+{tag}\n")
+    for _ in range(30_000):  # at most ~5 minutes: a test that forgot the gate fails
+        if Path(gate).exists():  # noqa: ASYNC240
+            with Path(marker).open("a") as f:  # noqa: ASYNC230
+                f.write(f"-{tag}\n")
+            return tag
+        await asyncio.sleep(0.01)
+    raise TimeoutError("the gate was never opened")

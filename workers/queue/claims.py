@@ -67,6 +67,7 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
+from agentq.orchestrator.concurrency import slots
 from agentq.orchestrator.core import fairness
 from agentq.orchestrator.core import keys as state_keys
 from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
@@ -78,7 +79,8 @@ from agentq.workers.queue.liveness import holders_key, jobs_key
 ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
 RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
 
-TAKE = scripts.load("agentq.workers.queue", ["take"], constants=fairness.lua_chunk())["take"]
+_CONSTANTS = fairness.lua_chunk() + slots.lua_chunk()
+TAKE = scripts.load("agentq.workers.queue", ["take"], constants=_CONSTANTS)["take"]
 # How many ready jobs a claim may pass over (jobs for tools the worker lacks) in one call.
 LOOKAHEAD = 64
 # How long a worker's set of jobs it passed over is kept (it only spares wake-ups).
@@ -87,7 +89,7 @@ PASSED_KEEP_S = 600
 # claim moves into their lanes; an enqueue puts its job in its lane itself.
 INDEX_PER_CLAIM = 256
 CLAIM_ONE = scripts.script("agentq.workers.queue", "claim_one")
-GIVE_BACK = scripts.script("agentq.workers.queue", "give_back")
+GIVE_BACK = scripts.load("agentq.workers.queue", ["give_back"], constants=_CONSTANTS)["give_back"]
 
 
 def record_head(queue_key: str, wake_key: str) -> str:

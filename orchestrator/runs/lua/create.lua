@@ -2,7 +2,7 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job,
 --         end_job (optional: enqueued when the run ends, see finish_run in the prelude),
---         depth, lane; a fork also: start_step, steps (its first steps' hashes), usage,
+--         depth, lane, slot (a concurrency key's, optional); a fork also: start_step, steps (its first steps' hashes), usage,
 --         n_initial, origin; a child run also: parent, parent_job; a delayed run also:
 --         start_at_ms; tenant (whose run it is); a limited tenant's: tenant_load
 -- Replies CREATED
@@ -64,6 +64,10 @@ redis.call('HSET', meta, F.DEPTH, A.depth)
 -- Read by every enqueue of the run's jobs (machine/lua/fair.lua), the first one below.
 redis.call('HSET', meta, F.FAIR_LANE, A.lane.name, F.FAIR_WEIGHT, A.lane.weight,
            F.FAIR_RANK, A.lane.rank_ms)
+if A.slot then
+  redis.call('HSET', meta, F.CONC_COUNTER, A.slot.counter, F.CONC_MAX, A.slot.max,
+             F.CONC_KEY, A.slot.key)
+end
 if A.parent then
   redis.call('HSET', meta, F.PARENT, A.parent, F.PARENT_JOB, cjson.encode(A.parent_job))
 end

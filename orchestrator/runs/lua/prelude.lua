@@ -159,6 +159,8 @@ end
 -- array into an object).
 local function finish_run(status, ev_type, fields, output)
   redis.call('HSET', meta, F.STATUS, status, F.FINISHED_AT, A.at)
+  -- Its end jobs (a batch's admission, a thread's next run) hold no concurrency slot.
+  redis.call('HDEL', meta, F.CONC_COUNTER)
   load_ended()
   local ev = {type = ev_type, run_id = A.run_id, at = A.at, status = status,
               usage = usage_totals()}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from agentq.orchestrator.concurrency.slots import Slot
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.fairness import Lane
 from agentq.orchestrator.core.messages import Usage
@@ -45,6 +46,8 @@ class CreateRun(TransitionInput):
     next_job: QueuedJob
     # Where its jobs wait their turn (core/fairness.py): written before its first job.
     lane: Lane = Field(default_factory=lambda: Lane(name=DEFAULT_TENANT))
+    # Its concurrency key's slot (orchestrator/concurrency/), read by the claim.
+    slot: Slot | None = None
     # Enqueued when the run ends, however it ends (a batch admits its next line from it).
     end_job: QueuedJob | None = None
     # A child run (a sub-agent's): its parent's call (JSON {run_id, step, call_id}), the

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+from agentq.orchestrator.concurrency import slots
 from agentq.orchestrator.core import fairness
 
 
@@ -159,6 +160,11 @@ class MetaField(StrEnum):
     FAIR_LANE = fairness.LANE_FIELD
     FAIR_WEIGHT = fairness.WEIGHT_FIELD
     FAIR_RANK = fairness.RANK_FIELD
+    # Its concurrency key (orchestrator/concurrency/): the claim reads the counter and max
+    # by the job's run id; the counter goes when the run ends (its end jobs hold no slot).
+    CONC_COUNTER = slots.COUNTER_FIELD
+    CONC_MAX = slots.MAX_FIELD
+    CONC_KEY = slots.KEY_FIELD
 
 
 # The usage totals kept in the meta hash, by `Usage` field.

@@ -12,8 +12,10 @@
 -- Effects each such job released as a release does (back at its score, its queue
 --         woken, the delivery the lost claim counted taken back), its lease record gone.
 --         A job's first write is one a full Redis refuses (ZADD, DECR): refused, the
---         job is left as it was (a script is not rolled back).
+--         job is left as it was (a script is not rolled back). A record's concurrency
+--         slot is released with it.
 -- @include wake
+-- @include conc
 
 local me, progress_prefix, retry_prefix, queue = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local settled = tonumber(ARGV[5])
@@ -38,6 +40,7 @@ for i = 1, #held, 2 do
       given = given + 1
     end
     redis.call('HDEL', KEYS[1], id)
+    conc_release(held[i + 1])
   end
 end
 return given

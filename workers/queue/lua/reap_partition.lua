@@ -5,8 +5,10 @@
 -- ARGV    [1] the worker id, [2] arq's in-progress key prefix.
 -- Replies how many jobs it re-delivered.
 -- Effects its jobs re-delivered (their in-progress keys go, only those it still holds,
---         each back at the score it had, their queues woken); it leaves the holders.
+--         each back at the score it had, their queues woken); it leaves the holders;
+--         every record's concurrency slot released (the records all go).
 -- @include wake
+-- @include conc
 
 local id = ARGV[1]
 local reaped = 0
@@ -23,6 +25,7 @@ for i = 1, #jobs, 2 do
     wake(rec.w)
     reaped = reaped + 1
   end
+  conc_release(jobs[i + 1])
 end
 redis.call('DEL', KEYS[2])
 redis.call('SREM', KEYS[1], id)

@@ -23,9 +23,15 @@
 --         passed over jobs for others: the one it popped may have been theirs); timers
 --         fallen due (up to a bound per call) moved into the queue first, at the time
 --         they fell due, then the jobs put back at their due time into their lanes.
+--         Concurrency keys (orchestrator/concurrency/): a job of a run with a key is
+--         taken only while its run holds a slot or the key has one free (counted in the
+--         key's counter, named in the lease record); else it leaves its lane for the
+--         key's held jobs, costing a look, and the walk goes on. An ended job's record
+--         lowers its run's count; a slot freed puts held jobs back.
 -- @include clock
 -- @include wake
 -- @include fair
+-- @include conc
 
 -- Redis's clock, not the caller's: a claim sent behind a BLPOP runs when a token comes.
 local now = now_ms()
@@ -46,6 +52,8 @@ if ended ~= '' then
   local record = redis.call('HGET', jobs, ended)
   local ours = holder == me or (not holder and record ~= false)
   redis.call('HDEL', jobs, ended)
+  -- The record goes once (a reaper that took it first released the slot itself).
+  if record then conc_release(record) end
   if ARGV[11] == 'done' then
     if ours then redis.call('DEL', progress) end
     redis.call('DEL', retry_prefix .. ended, job_prefix .. ended)
@@ -107,8 +115,9 @@ local function needs_of(payload)
 end
 
 -- A lane's head job: 'gone' (no longer ready in the queue: claimed, ended, cancelled,
--- expired, put back to be indexed again), 'pass' (for a tool this worker lacks) or
--- 'take', with its payload and when it was due.
+-- expired, put back to be indexed again), 'held' (its key is at its max: moved to the
+-- key's held jobs), 'pass' (for a tool this worker lacks) or 'take', with its payload,
+-- when it was due and what its lease record adds (its key's counter and run).
 local function look(id)
   local score = tonumber(redis.call('ZSCORE', queue, id) or '0')
   if score >= 0 then return 'gone' end
@@ -130,7 +139,22 @@ local function look(id)
   end
   local needs = needs_of(payload)
   if needs ~= '' and redis.call('SISMEMBER', tool_set, needs) == 0 then return 'pass' end
-  return 'take', payload, string.format('%.17g', score + FAIR.OFFSET)
+  local due = string.format('%.17g', score + FAIR.OFFSET)
+  local run = string.match(payload, '"run_id":%s*"([^"]+)"')
+  local counter, max, meta_key
+  if run then
+    meta_key = fair_run_meta(queue, run)
+    counter, max = conc_of(meta_key)
+  end
+  if not counter then return 'take', payload, due, '' end
+  if not conc_admit(counter, max, run) then  -- still ready: a queue's depth counts it
+    conc_hold(counter, queue, id, due, meta_key)
+    return 'held'
+  end
+  -- Room left (a slot freed while its jobs were put back, and one of them was gone):
+  -- the next held job comes back too, so a free slot never sits beside held work.
+  if redis.call('HLEN', counter) < max then conc_put_back(counter, 1) end
+  return 'take', payload, due, ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
 end
 
 -- The lane at the ring's head has taken a job: its turn is `weight` jobs (a deficit
@@ -177,7 +201,7 @@ while claimed < n and budget > 0 do
     end
   else
     local id = head[1]
-    local verdict, payload, due = look(id)
+    local verdict, payload, due, lease = look(id)
     -- A job gone leaves its lane for good: it costs once, not from the budget.
     if verdict ~= 'gone' then budget = budget - 1 end
     if verdict == 'pass' then
@@ -189,7 +213,7 @@ while claimed < n and budget > 0 do
         local progress = progress_prefix .. id
         redis.call('SET', progress, me, 'PX', ARGV[4])
         redis.call('ZADD', queue, '+inf', id)
-        redis.call('HSET', jobs, id, ARGV[9] .. due .. '}')
+        redis.call('HSET', jobs, id, ARGV[9] .. due .. lease .. '}')
         local tries = redis.call('INCR', retry_prefix .. id)
         redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
         claimed = claimed + 1

@@ -1,0 +1,63 @@
+-- conc: concurrency keys in the claim (orchestrator/concurrency/).
+-- Needs: CONC (the constants `concurrency.slots.lua_chunk()` renders).
+-- Defines: conc_of(meta_key) -> counter, max (nil when the run has no key);
+--   conc_admit(counter, max, run) -> true when the run holds a slot (one more job counted);
+--   conc_hold(counter, queue_key, id, due, meta_key): the job waits for a slot, out of
+--   its lane;
+--   conc_put_back(counter, n): the key's oldest held jobs back into their queues, until
+--   n of live runs are (a cancelled run's go back too, for the claim to drop);
+--   conc_release(record): a lease record's job ended: its run's count lowered, and its
+--   slot freed (and held jobs put back) once the run has no job running.
+-- A key's counter is a hash, run id -> its jobs running: a run holds one slot however
+-- many of its jobs run (parallel tool calls). Its held jobs are a sorted set by due
+-- time of [queue, job, its run's meta key] (JSON). Both are in the run's slot (its runs are placed there),
+-- as is every queue its jobs go to.
+-- @include wake
+
+local function conc_of(meta_key)
+  local conc = redis.call('HMGET', meta_key, CONC.COUNTER_FIELD, CONC.MAX_FIELD)
+  if not conc[1] then return nil end
+  return conc[1], tonumber(conc[2])
+end
+
+local function conc_admit(counter, max, run)
+  if redis.call('HEXISTS', counter, run) == 0 and redis.call('HLEN', counter) >= max then
+    return false
+  end
+  redis.call('HINCRBY', counter, run, 1)
+  return true
+end
+
+local function conc_hold(counter, queue_key, id, due, meta_key)
+  redis.call('ZADD', counter .. CONC.WAIT, due, cjson.encode({queue_key, id, meta_key}))
+end
+
+-- A held job goes back into its queue at its due time: the next claim's sweep of jobs
+-- put back at their due time puts it in its lane again (take.lua), and its queue is woken.
+-- A job of a run that ended meanwhile (cancelled) goes back too, for that claim to drop,
+-- but does not count: a freed slot never sits beside held work of live runs. Each held
+-- job is popped once, so the cost is bounded by the jobs held.
+local function conc_put_back(counter, n)
+  local wait = counter .. CONC.WAIT
+  while n > 0 do
+    local held = redis.call('ZPOPMIN', wait)
+    if #held == 0 then return end
+    local entry = cjson.decode(held[1])
+    local queue_key, id, meta_key = entry[1], entry[2], entry[3]
+    local score = redis.call('ZSCORE', queue_key, id)
+    if score and tonumber(score) < 0 then  -- still ready: not claimed, ended or gone
+      redis.call('ZADD', queue_key, held[2], id)
+      wake(CONC.WAKE_PREFIX .. string.sub(queue_key, #CONC.QUEUE_PREFIX + 1))
+      if redis.call('HEXISTS', meta_key, CONC.COUNTER_FIELD) == 1 then n = n - 1 end
+    end
+  end
+end
+
+local function conc_release(record)
+  local ok, rec = pcall(cjson.decode, record)
+  if not ok or type(rec) ~= 'table' or type(rec.k) ~= 'string' then return end
+  if redis.call('HINCRBY', rec.k, rec.r, -1) <= 0 then
+    redis.call('HDEL', rec.k, rec.r)
+    conc_put_back(rec.k, CONC.PUT_BACK)
+  end
+end

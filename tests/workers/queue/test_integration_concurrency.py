@@ -1,0 +1,169 @@
+"""Concurrency keys with real worker processes on a real redis-server, and on the
+3-primary Redis Cluster: each keyed run's one call logs `+tag` as it starts, waits at
+its key's gate, and logs `-tag` as it ends, so the marker file shows which calls ran at
+once, in order. Nothing here is timed: each phase waits on what it observes."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
+from tests.support.infra import TOOLS, WorkerProcess, wait_ready
+from tests.support.redis_cluster import LocalCluster
+from tests.support.specs import calls, scripted
+from tests.support.waiting import eventually_async
+
+pytestmark = pytest.mark.integration
+
+
+def held_spec(tmp: Path, tag: str, key: str, max_running: int) -> dict[str, object]:
+    args = {"marker": str(tmp / "marker"), "tag": tag, "gate": str(tmp / f"gate-{key}")}
+    return scripted(
+        calls(("enter_hold_leave", args)),
+        {"text": "done"},
+        tools=["enter_hold_leave"],
+        concurrency={"key": key, "max": max_running},
+    )
+
+
+def marker_lines(tmp: Path) -> list[str]:
+    marker = tmp / "marker"
+    return marker.read_text().split() if marker.exists() else []
+
+
+def most_at_once(lines: list[str], prefix: str) -> int:
+    """The most calls of tags starting with `prefix` between their + and - at once."""
+    running, most = 0, 0
+    for line in lines:
+        if line[1:].startswith(prefix):
+            running += 1 if line[0] == "+" else -1
+            most = max(most, running)
+    return most
+
+
+async def keyed_runs_wait_and_others_pass(url: str, tmp: Path) -> None:
+    """Six runs of acme's user-42 (max 2), then three of user-7 (max 2, its gate open):
+    user-7's runs all finish while user-42 holds exactly two calls and four wait."""
+    async with Client(url) as client:
+        held = [
+            await client.runs.submit(held_spec(tmp, f"a{i}", "user-42", 2), tenant="acme")
+            for i in range(6)
+        ]
+        await eventually_async(
+            lambda: len(marker_lines(tmp)) == 2, "two of user-42's calls started", 120
+        )
+        (tmp / "gate-user-7").touch()
+        others = [
+            await client.runs.submit(held_spec(tmp, f"b{i}", "user-7", 2), tenant="acme")
+            for i in range(3)
+        ]
+        for run_id in others:
+            assert (await client.runs.wait(run_id, 120)).status == "succeeded"
+        # Every other slot of the fleet was free: user-42's four others waited for the key.
+        started = [line for line in marker_lines(tmp) if line.startswith("+a")]
+        assert len(started) == 2, marker_lines(tmp)
+        assert (await client.runs.result(held[0])).concurrency is not None
+
+        (tmp / "gate-user-42").touch()
+        for run_id in held:
+            assert (await client.runs.wait(run_id, 120)).status == "succeeded"
+    lines = marker_lines(tmp)
+    assert len([line for line in lines if line.startswith("+a")]) == 6
+    assert most_at_once(lines, "a") == 2, lines
+
+
+@pytest.fixture
+def fleet() -> Iterator[list[WorkerProcess]]:
+    workers: list[WorkerProcess] = []
+    yield workers
+    for worker in workers:
+        worker.stop()
+
+
+def start_worker(url: str, fleet: list[WorkerProcess]) -> WorkerProcess:
+    worker = WorkerProcess(url, "--tools", TOOLS)
+    fleet.append(worker)
+    wait_ready(worker)
+    return worker
+
+
+def test_at_most_max_runs_of_a_key_run_while_another_keys_runs_pass(
+    redis_url: str, tmp_path: Path, fleet: list[WorkerProcess]
+) -> None:
+    start_worker(redis_url, fleet)
+    start_worker(redis_url, fleet)
+    asyncio.run(keyed_runs_wait_and_others_pass(redis_url, tmp_path))
+
+
+async def killed_holder_gives_its_slot_back(
+    url: str, tmp: Path, fleet: list[WorkerProcess]
+) -> None:
+    """Three runs of a key of max 1; the only worker is SIGKILLed while its call holds the
+    key's one slot, another starts: the slot comes back when the dead lease lapses."""
+    dying = start_worker(url, fleet)
+    async with Client(url) as client:
+        runs = [
+            await client.runs.submit(held_spec(tmp, f"k{i}", "solo", 1), tenant="acme")
+            for i in range(3)
+        ]
+        # Which run's call comes first is the claim's to choose: between one run's model
+        # step and its call (no job running) another run may take the slot.
+        await eventually_async(lambda: len(marker_lines(tmp)) == 1, "one call started")
+        (first,) = marker_lines(tmp)
+        dying.kill()
+        start_worker(url, fleet)
+        (tmp / "gate-solo").touch()
+        for run_id in runs:
+            assert (await client.runs.wait(run_id, 120)).status == "succeeded"
+        # A run has ended once its last transition is in; its job ends just after it.
+        counter = keys.concurrency(runs[0], "acme/solo")
+        await eventually_async(
+            lambda: client.redis.exists(counter), "the slot freed", until=lambda n: n == 0
+        )
+        assert await client.redis.exists(counter + keys.CONCURRENCY_WAIT_SUFFIX) == 0
+    # The held call ran again after its worker died; the others, one at a time.
+    lines = marker_lines(tmp)
+    assert lines.count(first) == 2, lines
+    assert most_at_once(lines[1:], "k") == 1, lines
+
+
+def test_a_killed_workers_slot_comes_back_when_its_lease_lapses(
+    redis_url: str, tmp_path: Path, fleet: list[WorkerProcess]
+) -> None:
+    asyncio.run(killed_holder_gives_its_slot_back(redis_url, tmp_path, fleet))
+
+
+@pytest.fixture
+def cluster(fleet: list[WorkerProcess]) -> Iterator[str]:
+    local = LocalCluster(3)
+    try:
+        yield local.url
+    finally:
+        for started in fleet:
+            started.stop()
+        local.stop()
+        # A client on the cluster set this process's partition count (connect does).
+        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
+
+
+@pytest.mark.cluster
+def test_a_keys_max_holds_across_a_three_primary_cluster(
+    cluster: str, tmp_path: Path, fleet: list[WorkerProcess]
+) -> None:
+    """A key's runs are placed in its partition, beside its counter: every claim checks
+    it in the slot it takes the job from."""
+    start_worker(cluster, fleet)
+    start_worker(cluster, fleet)
+    asyncio.run(keyed_runs_wait_and_others_pass(cluster, tmp_path))
+
+
+@pytest.mark.cluster
+def test_a_killed_workers_slot_comes_back_on_a_three_primary_cluster(
+    cluster: str, tmp_path: Path, fleet: list[WorkerProcess]
+) -> None:
+    asyncio.run(killed_holder_gives_its_slot_back(cluster, tmp_path, fleet))
