@@ -81,6 +81,7 @@ from agentq.orchestrator.runs.state import (
     QueuedJob,
     Reply,
     ResolveApproval,
+    StartQueued,
     TransitionInput,
 )
 from agentq.orchestrator.runs.store import RunStore
@@ -271,6 +272,14 @@ class Runs:
                 run_id=run_id,
                 start_at=_epoch_s(start_at),
             )
+
+    async def start_queued(self, run_id: str, history: Sequence[Message]) -> bool:
+        """Start a run queued on its thread from the thread's `history`; whether it started
+        now (False: it had started already, or ended while it waited)."""
+        args = StartQueued(run_id=run_id, history=[m.model_dump_json() for m in history])
+        with redis_errors_mapped():
+            reply = await self.store.start_queued(args)
+        return reply.outcome == Outcome.STARTED
 
     async def check(self, spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
         """The spec checked as `submit` checks it (a ValidationError, SpecError), nothing

@@ -109,8 +109,6 @@ class RunCreation:
             # Listed first: a worker takes the run up once it exists (at least once).
             await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
         turn = await self._take_turn(submitted, tenant, run_id)
-        if turn is not None and turn.queued:
-            return run_id, False  # created when the thread's turn comes
         if turn is not None and end_job is None:
             end_job = turn.end_job
         try:
@@ -134,6 +132,9 @@ class RunCreation:
             args = args.model_copy(update={"lane": lane})
             if end_job is not None:
                 args = args.model_copy(update={"end_job": end_job})
+            if turn is not None and turn.queued:
+                # Visible at once (status, events, cancel), it starts when its turn comes.
+                args = args.model_copy(update={"hold": True})
             load = await self._tenant_load(tenant or DEFAULT_TENANT, run_id, enforce=enforce)
             if load is not None:
                 args = args.model_copy(update={"tenant_load": load})
@@ -142,7 +143,8 @@ class RunCreation:
             if turn is not None:
                 await self.turns_of().give_back(turn)
             raise
-        hops.sent(enqueued_job_ids(args, reply.outcome))
+        if not args.hold:
+            hops.sent(enqueued_job_ids(args, reply.outcome))
         if turn is not None and reply.outcome != Outcome.CREATED:
             await self.turns_of().give_back(turn)
         if reply.outcome == Outcome.OVER_LIMIT:
@@ -160,6 +162,8 @@ class RunCreation:
         if reply.outcome == Outcome.CREATED:
             # Scored by the run's own `created_at`: a list's time range is the one it shows.
             await self.index.add(run_id, tenant, args.at)
+            if turn is not None and turn.queued:
+                await self.turns_of().queued(submitted, tenant, turn)
         return run_id, reply.outcome == Outcome.CREATED
 
     async def _tenant_load(self, tenant: str, run_id: str, *, enforce: bool) -> TenantLoad | None:

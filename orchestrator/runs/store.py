@@ -49,6 +49,7 @@ from agentq.orchestrator.runs.state import (
     Reply,
     ResolveApproval,
     RunFailure,
+    StartQueued,
     StepField,
     TransitionInput,
     WorkflowRecord,
@@ -117,6 +118,9 @@ class RunStore(Store):
     # -- transitions (see orchestrator/runs/lua/*.lua for each one's replies) -----------
 
     async def create(self, transition: CreateRun) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def start_queued(self, transition: StartQueued) -> Reply:
         return await self._apply(transition, Reply)
 
     async def begin_step(self, transition: BeginStep) -> BeginStepReply:

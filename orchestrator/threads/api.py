@@ -7,7 +7,9 @@
 A run whose spec names a `thread_id` takes the thread's turn (creating the thread on its
 first run) and starts from the thread's history, then its own messages. One run holds
 the turn at a time: a new run while the current one is still going is refused
-(ThreadBusyError). A thread id is a name in its tenant's namespace, as a chosen run id
+(ThreadBusyError), or queued (`enqueue`: created `queued` at once, its first step held
+until the runs before it end), or it interrupts the current one (`interrupt`,
+`rollback`). A thread id is a name in its tenant's namespace, as a chosen run id
 is: another tenant's thread of the same name is another thread. A thread expires a
 retention after its last run started.
 """
@@ -22,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core.envelopes import ThreadJobEnvelope
@@ -38,7 +40,7 @@ from agentq.orchestrator.core.messages import Message
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, TENANT_RUN_ID, tenant_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.runs.api import Runs
-from agentq.orchestrator.runs.result import TERMINAL_STATUSES
+from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunStatus
 from agentq.orchestrator.runs.turns import Turn
 from agentq.orchestrator.spec.run import DoubleTexting, RunSpec
 from agentq.orchestrator.threads.history import continued
@@ -198,85 +200,92 @@ class Threads:
         _check_id(thread_id)  # a spec's was; a door's copy of one may not have been
         owner = tenant or DEFAULT_TENANT
         key = tenant_run_id(owner, thread_id)
+        end = queued_job(ThreadJobEnvelope(tenant=owner, thread_id=thread_id, run_id=run_id))
         for _ in range(TURN_ATTEMPTS):
             record = await self.store.record(key)
             current = record.get(ThreadField.CURRENT) or ""
             if current == run_id:
                 return Turn(thread_id=key, run_id=run_id, taken=False)
-            queued = await self.store.queued(key)
-            mine = next(
-                (q for q in queued if QueuedRun.model_validate_json(q).run_id == run_id), None
-            )
-            # A queued run waits for the run that goes on, and for the runs queued before it.
-            waits = bool(queued) and mine != queued[0]
+            # A new run waits for the run that goes on, and for the runs queued before it.
+            waits = bool(await self.store.queued(key))
             going = await self._going(current)
-            if mine is not None and (going or waits):
-                return Turn(thread_id=key, run_id=run_id, taken=False, queued=True)
             policy = spec.double_texting or _policy(record.get(ThreadField.DOUBLE_TEXTING))
-            if (going or waits) and mine is None and policy in ("reject", "enqueue"):
+            if (going or waits) and policy in ("reject", "enqueue"):
                 if policy == "reject":
                     raise ThreadBusyError(
                         f"thread {thread_id!r} has a run in progress ({current}): wait for "
                         "it to end, cancel it, or send with another double_texting policy"
                     )
-                await self._enqueue(spec, owner, key, run_id)
-                return Turn(thread_id=key, run_id=run_id, taken=False, queued=True)
+                await self.store.enqueue(key, QueuedRun(run_id=run_id).model_dump_json())
+                return Turn(thread_id=key, run_id=run_id, taken=False, queued=True, end_job=end)
             if going:  # interrupt, rollback
                 await self._interrupt(current, thread_id, policy)
             discard = going and policy == "rollback"
             history = await self._history(key, thread_id, current, discard)
-            turn = ThreadTurn(
-                tenant=owner, run_id=run_id, expected=current, discard=discard, queued=mine
-            )
+            turn = ThreadTurn(tenant=owner, run_id=run_id, expected=current, discard=discard)
             reply = await self.store.turn(key, turn)
             if reply.outcome == TurnOutcome.SAME:
                 return Turn(thread_id=key, run_id=run_id, taken=False)
             if reply.outcome == TurnOutcome.TAKEN:
                 await self.store.list_under(owner, thread_id)
-                end = ThreadJobEnvelope(tenant=owner, thread_id=thread_id, run_id=run_id)
-                return Turn(
-                    thread_id=key,
-                    run_id=run_id,
-                    history=tuple(history),
-                    end_job=queued_job(end),
-                )
+                return Turn(thread_id=key, run_id=run_id, history=tuple(history), end_job=end)
         raise ThreadBusyError(f"thread {thread_id!r}: other runs keep taking its turn; try again")
 
     async def give_back(self, turn: Turn) -> None:
-        if turn.taken:
+        if turn.queued:
+            entry = QueuedRun(run_id=turn.run_id).model_dump_json()
+            await self.store.drop_queued(turn.thread_id, entry)
+        elif turn.taken:
             await self.store.release(turn.thread_id, ThreadRelease(run_id=turn.run_id))
+
+    async def queued(self, spec: RunSpec, tenant: str | None, turn: Turn) -> None:
+        assert spec.thread_id is not None
+        await self.advance(tenant or DEFAULT_TENANT, spec.thread_id)
 
     async def advance(self, tenant: str, thread_id: str) -> str | None:
         """Start the run first in the thread's queue, unless the thread's run goes on (its
-        end advances the queue then). Its id, or None. Idempotent: the run's id was fixed
-        when it was queued. A queued run the deployment now refuses is dropped."""
+        end advances the queue then). Its id, or None. Idempotent: a queued run starts
+        once (`start_queued`), and runs cancelled while they waited leave the queue."""
         key = tenant_run_id(tenant, thread_id)
-        queued = await self.store.queued(key)
-        if not queued:
-            return None
-        head = QueuedRun.model_validate_json(queued[0])
-        try:
-            await self.runs.create(head.spec, tenant=tenant, run_id=head.run_id)
-        except ThreadBusyError:
-            return None
-        except (SpecError, ValidationError) as exc:
-            log.warning("thread %s: queued run %s refused: %s", thread_id, head.run_id, exc)
-            await self.store.drop_queued(key, queued[0])
-            return None
-        return head.run_id
+        for _ in range(TURN_ATTEMPTS):
+            current = (await self.store.record(key)).get(ThreadField.CURRENT) or ""
+            if current and await self._status(current) == RunStatus.QUEUED:
+                # Its turn was taken, and the start was lost (a worker died in between).
+                await self._start(key, current)
+                return current
+            if await self._going(current):
+                return None
+            head = await self._head(key)
+            if head is None:
+                return None
+            turn = ThreadTurn(tenant=tenant, run_id=_queued_id(head), expected=current, queued=head)
+            reply = await self.store.turn(key, turn)
+            if reply.outcome in (TurnOutcome.TAKEN, TurnOutcome.SAME):
+                await self.store.list_under(tenant, thread_id)
+                await self._start(key, turn.run_id)
+                return turn.run_id
+        return None
 
-    async def _enqueue(self, spec: RunSpec, tenant: str, key: str, run_id: str) -> None:
-        entry = QueuedRun(
-            run_id=run_id,
-            spec=spec.model_dump(mode="json", exclude_none=True, exclude={"double_texting"}),
-        )
-        await self.store.enqueue(key, entry.model_dump_json())
-        # The run it waits for may have ended before it was queued, its end finding no one
-        # to start: look once more, now that it is in line.
-        current = (await self.store.record(key)).get(ThreadField.CURRENT) or ""
-        if not await self._going(current):
-            assert spec.thread_id is not None
-            await self.advance(tenant, spec.thread_id)
+    async def _head(self, key: str) -> str | None:
+        """The queued run first in line; runs that ended while they waited (cancelled,
+        expired) leave the queue on the way."""
+        for entry in await self.store.queued(key):
+            if await self._status(_queued_id(entry)) == RunStatus.QUEUED:
+                return entry
+            await self.store.drop_queued(key, entry)
+        return None
+
+    async def _start(self, key: str, run_id: str) -> None:
+        """Start a queued run that has the turn, from the history of the run before it."""
+        runs = await self.store.runs(key)
+        before = runs[: runs.index(run_id)] if run_id in runs else runs
+        previous = before[-1] if before else ""
+        history: builtins.list[Message] = []
+        if previous and await self._status(previous) != EXPIRED:
+            history = continued(
+                await self.runs.conversation(previous), self.settings.thread_max_messages
+            )
+        await self.runs.start_queued(run_id, history)
 
     async def _interrupt(self, current: str, thread_id: str, policy: str) -> None:
         """Cancel the thread's run for a new message (its step in flight is dropped)."""

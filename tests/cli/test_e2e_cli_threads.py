@@ -58,6 +58,27 @@ def test_runs_on_a_thread_continue_it(
     assert made.stdout.strip() == "chat-2", made.stderr
     view = json.loads(run_cli("thread", "show", "chat-2", "--json", redis_url=redis_url).stdout)
     assert view["double_texting"] == "enqueue"
+    # A run queued behind the thread's run is there at once, and can be cancelled.
+    parks = tmp_path / "parks.json"
+    parks.write_text(
+        json.dumps(
+            scripted(
+                {"tool_calls": [{"name": "ask_user", "input": {}, "id": "c1"}]},
+                {"text": "done"},
+                tools=[{"type": "client", "name": "ask_user"}],
+            )
+        )
+    )
+    going = run_cli("submit", str(parks), "--thread", "chat-2", redis_url=redis_url)
+    assert going.returncode == 0, going.stderr
+    queued = run_cli("submit", str(spec), "--thread", "chat-2", redis_url=redis_url)
+    assert queued.returncode == 0, queued.stderr
+    queued_id = queued.stdout.strip()
+    status = run_cli("status", queued_id, "--json", redis_url=redis_url)
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["status"] == "queued"
+    cancelled = run_cli("cancel", queued_id, redis_url=redis_url)
+    assert cancelled.stdout.strip() == "cancelled", cancelled.stderr
 
     missing = run_cli("thread", "show", "nope", redis_url=redis_url)
     assert missing.returncode == 2

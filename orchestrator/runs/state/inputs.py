@@ -65,6 +65,15 @@ class CreateRun(TransitionInput):
     start_at_ms: int | None = None
     # A limited tenant's run: counted (and maybe refused) under its tenant's caps.
     tenant_load: TenantLoad | None = None
+    # A run queued on its thread: created `queued`, its first model job held until
+    # `start_queued` hands it the thread's history.
+    hold: bool = False
+
+
+class StartQueued(TransitionInput):
+    script = "start_queued"
+
+    history: list[str]  # the thread's history (message JSON), before the run's own
 
 
 class BeginStep(TransitionInput):
@@ -313,6 +322,7 @@ class Redrive(TransitionInput):
 
 INPUTS: tuple[type[TransitionInput], ...] = (
     CreateRun,
+    StartQueued,
     BeginStep,
     CommitStep,
     ClaimCall,

@@ -14,6 +14,9 @@ from agentq.orchestrator.core import fairness
 class RunStatus(StrEnum):
     # a delayed run before its start time: its first model step waits as a timer
     SCHEDULED = "scheduled"
+    # a run on a thread waiting for its turn (enqueue): its first model step is held
+    # until the run before it ends (start_queued)
+    QUEUED = "queued"
     RUNNING = "running"  # a model step or tool call is queued or executing
     AWAITING = "awaiting"  # at least one call waits on a human or an outside result
     SUCCEEDED = "succeeded"  # terminal: the model answered and nothing is left to run
@@ -89,6 +92,8 @@ class Outcome(StrEnum):
     # redrive
     REDRIVEN = "redriven"  # the step's lost jobs were enqueued again
     IN_HAND = "in-hand"  # every job the step waits for is queued or held
+    # start_queued
+    STARTED = "started"
     # emit, fail_run, cancel
     EMITTED = "emitted"
     FAILED = "failed"
@@ -150,6 +155,7 @@ class MetaField(StrEnum):
     BATCH_STEPS = "b_steps"
     BATCH_INPUT = "b_in"
     BATCH_OUTPUT = "b_out"
+    HELD_JOB = "held_job"  # a queued run's first model job (QueuedJob JSON) until it starts
     END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
     # Its lane (core/fairness.py): the enqueue and the claim read these by the job's run id.
     # The tenant a limited tenant's run is counted under (core/tenant_limits.py), and

@@ -47,6 +47,7 @@ from agentq.orchestrator.runs.state import (
     ResolveApproval,
     RunFailure,
     RunStatus,
+    StartQueued,
     StepAfter,
     StepField,
     WorkflowFinal,
@@ -138,6 +139,10 @@ def expect(probe: str, m: Model, call: str) -> Effect:
             created = Model(RunStatus.RUNNING, spec_hash=spec_hash)
             return Effect(Outcome.CREATED, created, events=1, jobs=1)
         return Effect(Outcome.EXISTS if spec_hash == m.spec_hash else Outcome.CONFLICT, m)
+    if probe == "start_queued":  # no state of the table is queued: started, or ended
+        if m.status is None:
+            return Effect(Outcome.UNKNOWN_RUN, m)
+        return Effect(Outcome.CLOSED if m.status in TERMINAL_STATUSES else Outcome.DUPLICATE, m)
     if probe in ("emit", "fail_run", "cancel"):
         if m.status is None:
             return Effect(Outcome.UNKNOWN_RUN, m)
@@ -446,6 +451,7 @@ def _probe(name: str, call: str) -> Callable[[RunStore], Awaitable[Reply]]:
                 calls=[RedriveCall(id=i, job=tool_job(RUN, 0, _call(i, Q))) for i in ("c1", "c2")],
             )
         ),
+        "start_queued": lambda s: s.start_queued(StartQueued(run_id=RUN, history=[])),
         "emit": lambda s: s.append(Emit(run_id=RUN, events=[_event("tool-progress")])),
         "fail_run": lambda s: s.fail_run(RUN, FAILURE),
         "cancel": lambda s: s.cancel(RUN, "stop"),
@@ -470,6 +476,7 @@ RUN_PROBES = (
     "commit_step",
     "input_answer",
     "redrive",
+    "start_queued",
     "emit",
     "fail_run",
     "cancel",
@@ -584,6 +591,6 @@ def test_the_table_covers_every_transition() -> None:
     probed = {"create", "emit", "fail_run", "cancel", "begin_step", "commit_step"}
     probed |= {"claim_call", "record_result", "post_result", "expire_parked"}
     probed |= {"resolve_approval", "input_request", "input_answer", "workflow_record"}
-    probed |= {"redrive"}
+    probed |= {"redrive", "start_queued"}
     assert scripts == probed
     assert len(TABLE) == len(STATES) * len(PROBES)

@@ -5,13 +5,14 @@ thread or the request says."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.core.errors import RunNotFoundError, ThreadBusyError
+from agentq.orchestrator.core.errors import ThreadBusyError
 from agentq.orchestrator.core.messages import Message, ToolMessage
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
@@ -84,26 +85,50 @@ async def test_enqueue_runs_after_the_current_one(client: Client) -> None:
     second = await client.runs.submit(says("queued answer", "q", "second"))
     view = await client.threads.show("q")
     assert view.queued == [second]
-    with pytest.raises(RunNotFoundError):
-        await client.runs.status(second)  # created when its turn comes
+    # Visible at once, waiting for its turn; a follower waits with it.
+    assert (await client.runs.status(second)).status == "queued"
+    followed = asyncio.create_task(_types(client, second))
     await client.runs.submit_tool_result(first, "q1", "Ada")
     assert (await client.runs.wait(first, WAIT_S)).status == "succeeded"
-
-    async def started() -> bool:
-        try:
-            await client.runs.status(second)
-        except RunNotFoundError:
-            return False
-        return True
-
-    await eventually_async(started, "the queued run starts when the first one ends")
     assert (await client.runs.wait(second, WAIT_S)).text == "queued answer"
+    assert await asyncio.wait_for(followed, WAIT_S) == ["start", "start-step", "finish-step"]
     view = await client.threads.show("q")
     assert view.queued == []
     assert [r.id for r in view.runs] == [first, second]
     # It started from the first run's whole conversation, its client tool's answer too.
     assert "Ada" in shown(view.messages)
     assert "first" in shown(view.messages)
+    # Its result holds its own messages only, the thread's history before them.
+    result = await client.runs.wait(second, WAIT_S)
+    assert "Ada" not in shown(result.messages)
+
+
+async def _types(client: Client, run_id: str) -> list[str]:
+    """The types of the run's events, followed to its end (text deltas and the end left
+    out: what is asserted is that the follower saw the start it waited for)."""
+    seen: list[str] = []
+    async for event in client.runs.events(run_id, follow=True):
+        if event.type in ("start", "start-step", "finish-step"):
+            seen.append(event.type)
+    return seen
+
+
+async def test_a_queued_run_can_be_cancelled_before_its_turn(client: Client) -> None:
+    await client.threads.create("qc", double_texting="enqueue")
+    first = await client.runs.submit(parks("qc"))
+    await parked(client, first)
+    dropped = await client.runs.submit(says("never said", "qc", "second"))
+    third = await client.runs.submit(says("third answer", "qc", "third"))
+    assert (await client.threads.show("qc")).queued == [dropped, third]
+    await client.runs.cancel(dropped, "changed my mind")
+    assert (await client.runs.status(dropped)).status == "cancelled"
+    await client.runs.submit_tool_result(first, "q1", "Ada")
+    assert (await client.runs.wait(third, WAIT_S)).text == "third answer"
+    view = await client.threads.show("qc")
+    assert view.queued == []
+    assert [r.id for r in view.runs] == [first, third]
+    assert "never said" not in shown(view.messages)
+    assert (await client.runs.status(dropped)).status == "cancelled"
 
 
 async def test_interrupt_cancels_the_run_and_starts_from_its_history(client: Client) -> None:
