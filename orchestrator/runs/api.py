@@ -570,15 +570,22 @@ class Runs:
         one hash slot on a cluster)."""
         return keys.partition_of(run_id)
 
-    async def cancel(self, run_id: str, reason: str | None = None) -> str:
-        """Cancel the run. Returns its status afterwards (a finished run stays finished)."""
+    async def cancel(
+        self, run_id: str, reason: str | None = None, *, at_step_end: bool = False
+    ) -> str:
+        """Cancel the run. Returns its status afterwards (a finished run stays finished).
+        `at_step_end`: a running run is cancelled at its step's end instead (the model
+        step or tool calls in flight finish and are recorded, no new step starts): it
+        stays `running` until then."""
         with redis_errors_mapped():
-            return await self._cancel(run_id, reason)
+            return await self._cancel(run_id, reason, at_step_end=at_step_end)
 
-    async def _cancel(self, run_id: str, reason: str | None) -> str:
-        reply = await self.store.cancel(run_id, reason)
+    async def _cancel(self, run_id: str, reason: str | None, *, at_step_end: bool = False) -> str:
+        reply = await self.store.cancel(run_id, reason, at_step_end=at_step_end)
         if reply.outcome == Outcome.UNKNOWN_RUN or reply.status is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
+        if reply.outcome == Outcome.STOPPING:
+            return str(reply.status)  # its children end with its step, which joins on them
         if reply.outcome == Outcome.CANCELLED:
             await run_ended(self.store, run_id)
         await self._cancel_children(run_id, reason)

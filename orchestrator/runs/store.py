@@ -192,8 +192,11 @@ class RunStore(Store):
     async def fail_run(self, run_id: str, failure: RunFailure) -> Reply:
         return await self._apply(FailRun(run_id=run_id, error=failure), Reply)
 
-    async def cancel(self, run_id: str, reason: str | None) -> CancelReply:
-        return await self._apply(Cancel(run_id=run_id, reason=reason), CancelReply)
+    async def cancel(
+        self, run_id: str, reason: str | None, *, at_step_end: bool = False
+    ) -> CancelReply:
+        cancel = Cancel(run_id=run_id, reason=reason, at_step_end=at_step_end)
+        return await self._apply(cancel, CancelReply)
 
     async def join_tree(self, child_id: str) -> int:
         """Count a child run in its run tree (idempotent: a re-delivered start counts it

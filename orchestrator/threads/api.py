@@ -218,7 +218,14 @@ class Threads:
                     )
                 await self.store.enqueue(key, QueuedRun(run_id=run_id).model_dump_json())
                 return Turn(thread_id=key, run_id=run_id, taken=False, queued=True, end_job=end)
-            if going:  # interrupt, rollback
+            if going and policy == "interrupt":
+                # The run ends at its step's end; the new one, first in line, starts from
+                # its history then, that last step included.
+                await self._interrupt(current, thread_id, policy)
+                entry = QueuedRun(run_id=run_id).model_dump_json()
+                await self.store.enqueue(key, entry, first=True)
+                return Turn(thread_id=key, run_id=run_id, taken=False, queued=True, end_job=end)
+            if going:  # rollback
                 await self._interrupt(current, thread_id, policy)
             discard = going and policy == "rollback"
             history = await self._history(key, thread_id, current, discard)
@@ -267,11 +274,15 @@ class Threads:
         return None
 
     async def _head(self, key: str) -> str | None:
-        """The queued run first in line; runs that ended while they waited (cancelled,
-        expired) leave the queue on the way."""
+        """The queued run first in line; runs that ended while they waited (cancelled)
+        leave the queue on the way. None also while the first is not created yet: its
+        creation advances the thread then (`queued`)."""
         for entry in await self.store.queued(key):
-            if await self._status(_queued_id(entry)) == RunStatus.QUEUED:
+            status = await self._status(_queued_id(entry))
+            if status == RunStatus.QUEUED:
                 return entry
+            if status == EXPIRED:
+                return None
             await self.store.drop_queued(key, entry)
         return None
 
@@ -288,10 +299,15 @@ class Threads:
         await self.runs.start_queued(run_id, history)
 
     async def _interrupt(self, current: str, thread_id: str, policy: str) -> None:
-        """Cancel the thread's run for a new message (its step in flight is dropped)."""
+        """Cancel the thread's run for a new message: at its step's end (interrupt), or
+        now, its step in flight dropped (rollback: the run leaves the thread anyway)."""
         why = "discarded" if policy == "rollback" else "interrupted"
         with contextlib.suppress(RunNotFoundError):
-            await self.runs.cancel(current, f"{why} by a new run on thread {thread_id}")
+            await self.runs.cancel(
+                current,
+                f"{why} by a new run on thread {thread_id}",
+                at_step_end=policy == "interrupt",
+            )
 
     async def _history(
         self, key: str, thread_id: str, current: str, discard: bool

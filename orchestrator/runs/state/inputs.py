@@ -244,6 +244,9 @@ class Cancel(TransitionInput):
     reason: str | None = None
     # The abort set of the run's partition (its jobs' slot), from the key builders.
     abort_key: str = ""
+    # A running run ends at its step's end instead (its model step or tool calls in
+    # flight finish and are recorded; no new step starts); any other run ends now.
+    at_step_end: bool = False
 
     @model_validator(mode="after")
     def _abort_key_of_run(self) -> Cancel:

@@ -98,6 +98,7 @@ class Outcome(StrEnum):
     EMITTED = "emitted"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    STOPPING = "stopping"  # cancel at_step_end: the run ends when its step does
 
 
 # Fields of the meta hash `aq:run:{id}`.
@@ -155,6 +156,9 @@ class MetaField(StrEnum):
     BATCH_STEPS = "b_steps"
     BATCH_INPUT = "b_in"
     BATCH_OUTPUT = "b_out"
+    # A cancel's reason, asked to take effect at the step's end (cancel at_step_end): the
+    # join ends the run instead of starting the next step, and a step not begun never is.
+    STOP_AT_STEP_END = "stop_at_step_end"
     HELD_JOB = "held_job"  # a queued run's first model job (QueuedJob JSON) until it starts
     END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
     # Its lane (core/fairness.py): the enqueue and the claim read these by the job's run id.

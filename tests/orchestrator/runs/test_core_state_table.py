@@ -143,6 +143,10 @@ def expect(probe: str, m: Model, call: str) -> Effect:
         if m.status is None:
             return Effect(Outcome.UNKNOWN_RUN, m)
         return Effect(Outcome.CLOSED if m.status in TERMINAL_STATUSES else Outcome.DUPLICATE, m)
+    if probe == "cancel_at_step_end" and m.status == RunStatus.RUNNING:
+        return Effect(Outcome.STOPPING, m)  # it ends when its step does
+    if probe == "cancel_at_step_end":
+        probe = "cancel"
     if probe in ("emit", "fail_run", "cancel"):
         if m.status is None:
             return Effect(Outcome.UNKNOWN_RUN, m)
@@ -455,6 +459,7 @@ def _probe(name: str, call: str) -> Callable[[RunStore], Awaitable[Reply]]:
         "emit": lambda s: s.append(Emit(run_id=RUN, events=[_event("tool-progress")])),
         "fail_run": lambda s: s.fail_run(RUN, FAILURE),
         "cancel": lambda s: s.cancel(RUN, "stop"),
+        "cancel_at_step_end": lambda s: s.cancel(RUN, "stop", at_step_end=True),
     }
     return probes[name]
 
@@ -480,6 +485,7 @@ RUN_PROBES = (
     "emit",
     "fail_run",
     "cancel",
+    "cancel_at_step_end",
 )
 # (probe, call id): the call probes also name a call the step does not have.
 PROBES = [(p, "c1") for p in RUN_PROBES + CALL_PROBES] + [(p, "c9") for p in CALL_PROBES]
@@ -594,3 +600,31 @@ def test_the_table_covers_every_transition() -> None:
     probed |= {"redrive", "start_queued"}
     assert scripts == probed
     assert len(TABLE) == len(STATES) * len(PROBES)
+
+
+# -- a cancel at the step's end ---------------------------------------------------------
+
+
+async def test_a_cancel_at_step_end_lets_the_step_finish_and_starts_no_other(
+    redis: Redis,
+) -> None:
+    store = RunStore(redis)
+    for transition in _with_calls([("c1", Q), ("c2", Q)]):
+        await transition(store)
+    assert (await store.cancel(RUN, "new message", at_step_end=True)).outcome == Outcome.STOPPING
+    assert (await store.record_result(_record("c1"))).outcome == Outcome.RECORDED
+    # The last result joins the step: recorded, and the run ends instead of step 1.
+    assert (await store.record_result(_record("c2"))).outcome == Outcome.FINISHED
+    meta = await store.meta(RUN)
+    assert meta[MetaField.STATUS] == RunStatus.CANCELLED
+    assert meta[MetaField.STEP] == "0"
+    assert await redis.hexists(keys.step(RUN, 0), StepField.RESULT + "c2")  # type: ignore[misc]
+
+
+async def test_a_step_queued_before_a_cancel_at_step_end_never_begins(redis: Redis) -> None:
+    store = RunStore(redis)
+    await store.create(_create())
+    assert (await store.cancel(RUN, "new message", at_step_end=True)).outcome == Outcome.STOPPING
+    begun = await store.begin_step(BeginStep(run_id=RUN, step=0, event=_event("start-step")))
+    assert begun.outcome == Outcome.CLOSED
+    assert (await store.meta(RUN))[MetaField.STATUS] == RunStatus.CANCELLED

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -131,16 +132,55 @@ async def test_a_queued_run_can_be_cancelled_before_its_turn(client: Client) -> 
     assert (await client.runs.status(dropped)).status == "cancelled"
 
 
-async def test_interrupt_cancels_the_run_and_starts_from_its_history(client: Client) -> None:
-    first = await client.runs.submit(parks("i"))
-    await parked(client, first)
+async def test_interrupt_ends_the_run_at_its_step_end_and_continues_it(
+    client: Client, tmp_path: Path
+) -> None:
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    first = await client.runs.submit(
+        scripted(
+            {"tool_calls": [{"name": "hold_until", "input": held(started, gate), "id": "h1"}]},
+            {"text": "never said"},
+            tools=["hold_until"],
+            prompt="first",
+            thread_id="i",
+        )
+    )
+    await eventually_async(started.exists, "the first run's tool call is in flight")
     second = await client.runs.submit(
         says("moved on", "i", "never mind", double_texting="interrupt")
     )
-    assert (await client.runs.status(first)).status == "cancelled"
+    # The first run's call goes on; the new run waits for its step to end.
+    assert (await client.runs.status(first)).status == "running"
+    assert (await client.runs.status(second)).status == "queued"
+    gate.touch()
     assert (await client.runs.wait(second, WAIT_S)).text == "moved on"
+    ended = await client.runs.wait(first, WAIT_S)
+    assert ended.status == "cancelled"
+    # Its call finished and was recorded; no step began after it.
+    assert len(ended.steps) == 1
     view = await client.threads.show("i")
     assert [r.id for r in view.runs] == [first, second]
+    assert [r.status for r in view.runs] == ["cancelled", "succeeded"]
+    results = [p.output for m in view.messages if isinstance(m, ToolMessage) for p in m.content]
+    assert results == ["released"]
+    history = shown(view.messages)
+    assert "never said" not in history
+    assert history.index("first") < history.index("released") < history.index("never mind")
+
+
+def held(started: Path, gate: Path) -> dict[str, str]:
+    return {"started": str(started), "gate": str(gate)}
+
+
+async def test_interrupt_ends_a_run_waiting_on_the_outside_at_once(client: Client) -> None:
+    first = await client.runs.submit(parks("w"))
+    await parked(client, first)
+    second = await client.runs.submit(
+        says("moved on", "w", "never mind", double_texting="interrupt")
+    )
+    assert (await client.runs.status(first)).status == "cancelled"
+    assert (await client.runs.wait(second, WAIT_S)).text == "moved on"
+    view = await client.threads.show("w")
     assert [r.status for r in view.runs] == ["cancelled", "succeeded"]
     history = shown(view.messages)
     # The interrupted run's steps so far (its add and result), not the call left open.
