@@ -135,6 +135,8 @@ class RunCreation:
             if turn is not None and turn.queued:
                 # Visible at once (status, events, cancel), it starts when its turn comes.
                 args = args.model_copy(update={"hold": True})
+            if turn is not None and turn.replacing:
+                enforce = False
             load = await self._tenant_load(tenant or DEFAULT_TENANT, run_id, enforce=enforce)
             if load is not None:
                 args = args.model_copy(update={"tenant_load": load})

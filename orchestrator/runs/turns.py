@@ -27,6 +27,9 @@ class Turn(BaseModel):
     # The run waits in the thread's queue (enqueue): it is created `queued`, its first
     # step held until its turn comes (Runs.start_queued).
     queued: bool = False
+    # It replaces the thread's run, which ends at its step's end (interrupt): counted at
+    # the tenant's caps, never refused for the run it replaces.
+    replacing: bool = False
     # What the run's end enqueues: the thread's next queued run starts.
     end_job: QueuedJob | None = None
 
