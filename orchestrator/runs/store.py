@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event, stored_output, with_output
+from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.run_ids import ParentLink, child_run_id, run_trace_id
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, Store, resolved, text, texts
@@ -58,6 +59,13 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.state.history import referenced_step, resolve_messages
 from agentq.orchestrator.runs.state.inputs import DEFAULT_RETENTION_S
+from agentq.orchestrator.runs.state.status import (
+    CHILD_COST_FIELDS,
+    CHILD_USAGE_FIELDS,
+    COST_FIELDS,
+    USAGE_FIELDS,
+)
+from agentq.orchestrator.runs.state.usage import rolled_up_usage
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef, registry_key
 from agentq.orchestrator.tools.announcements import ANNOUNCEMENT_TTL_S
 from agentq.orchestrator.tools.workflow import WorkflowToolConfig
@@ -76,6 +84,17 @@ def load_scripts() -> dict[str, str]:
 
 
 _SCRIPTS = load_scripts()
+
+# The meta fields a run's rolled-up usage is read from (the status first: whether it is).
+_USAGE_READ: tuple[str, ...] = (
+    MetaField.STATUS,
+    *USAGE_FIELDS.values(),
+    *COST_FIELDS.values(),
+    *CHILD_USAGE_FIELDS.values(),
+    *CHILD_COST_FIELDS.values(),
+    MetaField.UNPRICED,
+    MetaField.CHILD_UNPRICED,
+)
 
 R = TypeVar("R", bound=Reply)
 
@@ -322,6 +341,24 @@ class RunStore(Store):
                     pipe.hget(keys.meta(run_id), MetaField.STATUS)
                 found = await pipe.execute()
         return {r: text(st) for r, st in zip(wanted, found, strict=True) if st is not None}
+
+    async def usages(self, run_ids: Iterable[str]) -> dict[str, Usage]:
+        """What each of `run_ids` that is a run used, its sub-agents' and workflows'
+        included (`rolled_up_usage`, as its parent is charged), in one round trip."""
+        wanted = list(run_ids)
+        fields = list(_USAGE_READ)
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for run_id in wanted:
+                    pipe.hmget(keys.meta(run_id), fields)
+                found = await pipe.execute()
+        usages: dict[str, Usage] = {}
+        for run_id, values in zip(wanted, found, strict=True):
+            if values[0] is None:
+                continue  # no such run (expired with its retention)
+            meta = {f: text(v) for f, v in zip(fields, values, strict=True) if v is not None}
+            usages[run_id] = rolled_up_usage(meta)
+        return usages
 
     async def tool_def(self, run_id: str, name: str) -> str | None:
         with redis_errors_mapped():

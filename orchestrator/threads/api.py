@@ -2,7 +2,7 @@
 
     thread_id = await client.threads.create()
     run_id = await client.runs.submit({**spec, "thread_id": thread_id})
-    view = await client.threads.show(thread_id)   # messages, runs, status
+    view = await client.threads.get(thread_id)   # messages, runs, status
 
 A run whose spec names a `thread_id` takes the thread's turn (creating the thread on its
 first run) and starts from the thread's history, then its own messages. One run holds
@@ -36,7 +36,7 @@ from agentq.orchestrator.core.errors import (
 )
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN
-from agentq.orchestrator.core.messages import Message
+from agentq.orchestrator.core.messages import Message, Usage
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, TENANT_RUN_ID, tenant_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.runs.api import Runs
@@ -79,6 +79,9 @@ class ThreadView(BaseModel):
     queued: list[str] = Field(default_factory=list)  # runs waiting for the turn, in order
     double_texting: DoubleTexting = "reject"
     messages: list[Message] = Field(default_factory=list)
+    # What its runs used, summed, their sub-agents' and workflows' included (as a run's
+    # parent is charged); the cost is None when a model without a price took part.
+    usage: Usage = Field(default_factory=Usage)
     created_at: float = 0.0
     updated_at: float = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -131,7 +134,7 @@ class Threads:
         await self.store.list_under(owner, chosen)
         return chosen
 
-    async def show(self, thread_id: str, *, tenant: str | None = None) -> ThreadView:
+    async def get(self, thread_id: str, *, tenant: str | None = None) -> ThreadView:
         """The thread: its status, its runs, oldest first, and its messages (its current
         run's conversation). ThreadNotFoundError when the tenant has no such thread."""
         owner = tenant or DEFAULT_TENANT
@@ -141,6 +144,11 @@ class Threads:
             raise ThreadNotFoundError(f"no thread with id {thread_id!r}")
         run_ids = await self.store.runs(key)
         statuses = await self.runs.store.statuses(run_ids)
+        queued = [_queued_id(q) for q in await self.store.queued(key)]
+        # Its runs, queued ones too (nothing used yet, unless they started meanwhile); a
+        # run rollback dropped left the thread, its usage with it, and an expired run's
+        # keys are gone (it counts nothing).
+        usages = await self.runs.store.usages([*run_ids, *queued])
         runs = [ThreadRun(id=r, status=statuses.get(r, EXPIRED)) for r in run_ids]
         current = record.get(ThreadField.CURRENT)
         messages: builtins.list[Message] = []
@@ -155,7 +163,8 @@ class Threads:
             status=_thread_status(runs[-1].status if runs else None),
             current_run=current,
             runs=runs,
-            queued=[_queued_id(q) for q in await self.store.queued(key)],
+            queued=queued,
+            usage=sum(usages.values(), Usage()),
             double_texting=_policy(record.get(ThreadField.DOUBLE_TEXTING)),
             messages=messages,
             created_at=float(record.get(ThreadField.CREATED_AT, 0)),
@@ -224,7 +233,14 @@ class Threads:
                 await self._interrupt(current, thread_id, policy)
                 entry = QueuedRun(run_id=run_id).model_dump_json()
                 await self.store.enqueue(key, entry, first=True)
-                return Turn(thread_id=key, run_id=run_id, taken=False, queued=True, end_job=end)
+                return Turn(
+                    thread_id=key,
+                    run_id=run_id,
+                    taken=False,
+                    queued=True,
+                    replacing=True,
+                    end_job=end,
+                )
             if going:  # rollback
                 await self._interrupt(current, thread_id, policy)
             discard = going and policy == "rollback"

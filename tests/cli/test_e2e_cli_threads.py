@@ -37,13 +37,22 @@ def test_runs_on_a_thread_continue_it(
         assert waited.returncode == 0, waited.stderr + worker.log()
     shown = run_cli("thread", "show", "chat-1", redis_url=redis_url)
     assert shown.returncode == 0, shown.stderr
-    assert shown.stdout.splitlines()[:3] == [
+    # The thread's usage: its runs' summed (the scripted provider is free).
+    tokens = sum(
+        json.loads(run_cli("status", r, "--json", redis_url=redis_url).stdout)["usage"][
+            "total_tokens"
+        ]
+        for r in run_ids
+    )
+    assert tokens > 0
+    assert shown.stdout.splitlines()[:4] == [
         "thread chat-1: idle",
+        f"  usage {tokens} tokens, $0.0000",
         f"  run {run_ids[0]}  succeeded",
         f"  run {run_ids[1]}  succeeded",
     ]
     # The thread's messages are its second run's: it started from the first one's.
-    assert shown.stdout.splitlines()[3:] == [
+    assert shown.stdout.splitlines()[4:] == [
         "user: my name is Ada",
         "assistant: hello Ada",
         "user: what is my name?",
@@ -51,6 +60,8 @@ def test_runs_on_a_thread_continue_it(
     ]
     view = json.loads(run_cli("thread", "show", "chat-1", "--json", redis_url=redis_url).stdout)
     assert [r["id"] for r in view["runs"]] == run_ids
+    assert view["usage"]["total_tokens"] == tokens
+    assert view["usage"]["cost_usd"] == 0
     listed = run_cli("thread", "list", redis_url=redis_url)
     assert listed.stdout.split("\t")[:2] == ["chat-1", "idle"]
 

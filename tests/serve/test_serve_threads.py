@@ -61,6 +61,10 @@ def test_a_thread_continues_and_is_its_tenants_alone(keyed: ServeProcess) -> Non
     assert [r["id"] for r in view["runs"]] == [first["id"], second["id"]]
     assert SECRET in said(view["messages"])
     assert "and?" in said(view["messages"])
+    # Its usage: its two runs', summed.
+    tokens = first["usage"]["total_tokens"] + second["usage"]["total_tokens"]
+    assert tokens > 0
+    assert view["usage"]["total_tokens"] == tokens
 
     # Another tenant: no thread of that name, nor under acme's namespaced name.
     for path in ["/v1/threads/support", f"/v1/threads/{tenant_run_id('acme', 'support')}"]:

@@ -76,7 +76,7 @@ async def test_reject_is_the_default_and_a_request_may_ask_for_it(client: Client
     await parked(client, going)
     with pytest.raises(ThreadBusyError):
         await client.runs.submit(says("x", "r2", "second", double_texting="reject"))
-    assert [r.id for r in (await client.threads.show("r2")).runs] == [going]
+    assert [r.id for r in (await client.threads.get("r2")).runs] == [going]
 
 
 async def test_enqueue_runs_after_the_current_one(client: Client) -> None:
@@ -84,7 +84,7 @@ async def test_enqueue_runs_after_the_current_one(client: Client) -> None:
     first = await client.runs.submit(parks("q"))
     await parked(client, first)
     second = await client.runs.submit(says("queued answer", "q", "second"))
-    view = await client.threads.show("q")
+    view = await client.threads.get("q")
     assert view.queued == [second]
     # Visible at once, waiting for its turn; a follower waits with it.
     assert (await client.runs.status(second)).status == "queued"
@@ -93,7 +93,7 @@ async def test_enqueue_runs_after_the_current_one(client: Client) -> None:
     assert (await client.runs.wait(first, WAIT_S)).status == "succeeded"
     assert (await client.runs.wait(second, WAIT_S)).text == "queued answer"
     assert await asyncio.wait_for(followed, WAIT_S) == ["start", "start-step", "finish-step"]
-    view = await client.threads.show("q")
+    view = await client.threads.get("q")
     assert view.queued == []
     assert [r.id for r in view.runs] == [first, second]
     # It started from the first run's whole conversation, its client tool's answer too.
@@ -120,12 +120,12 @@ async def test_a_queued_run_can_be_cancelled_before_its_turn(client: Client) -> 
     await parked(client, first)
     dropped = await client.runs.submit(says("never said", "qc", "second"))
     third = await client.runs.submit(says("third answer", "qc", "third"))
-    assert (await client.threads.show("qc")).queued == [dropped, third]
+    assert (await client.threads.get("qc")).queued == [dropped, third]
     await client.runs.cancel(dropped, "changed my mind")
     assert (await client.runs.status(dropped)).status == "cancelled"
     await client.runs.submit_tool_result(first, "q1", "Ada")
     assert (await client.runs.wait(third, WAIT_S)).text == "third answer"
-    view = await client.threads.show("qc")
+    view = await client.threads.get("qc")
     assert view.queued == []
     assert [r.id for r in view.runs] == [first, third]
     assert "never said" not in shown(view.messages)
@@ -158,7 +158,7 @@ async def test_interrupt_ends_the_run_at_its_step_end_and_continues_it(
     assert ended.status == "cancelled"
     # Its call finished and was recorded; no step began after it.
     assert len(ended.steps) == 1
-    view = await client.threads.show("i")
+    view = await client.threads.get("i")
     assert [r.id for r in view.runs] == [first, second]
     assert [r.status for r in view.runs] == ["cancelled", "succeeded"]
     results = [p.output for m in view.messages if isinstance(m, ToolMessage) for p in m.content]
@@ -180,7 +180,7 @@ async def test_interrupt_ends_a_run_waiting_on_the_outside_at_once(client: Clien
     )
     assert (await client.runs.status(first)).status == "cancelled"
     assert (await client.runs.wait(second, WAIT_S)).text == "moved on"
-    view = await client.threads.show("w")
+    view = await client.threads.get("w")
     assert [r.status for r in view.runs] == ["cancelled", "succeeded"]
     history = shown(view.messages)
     # The interrupted run's steps so far (its add and result), not the call left open.
@@ -198,7 +198,7 @@ async def test_rollback_cancels_the_run_and_drops_it_from_the_thread(client: Cli
     third = await client.runs.submit(says("again", "b", "instead", double_texting="rollback"))
     assert (await client.runs.status(dropped)).status == "cancelled"
     await client.runs.wait(third, WAIT_S)
-    view = await client.threads.show("b")
+    view = await client.threads.get("b")
     assert [r.id for r in view.runs] == [kept, third]
     history = shown(view.messages)
     assert "kept" in history
