@@ -73,6 +73,11 @@ class TenantLoad(BaseModel):
     tenant: str
     max_in_flight: int | None = None
     max_queued: int | None = None
+    # The tenant's other runs in flight: other partitions', and its batches' lines (the
+    # batch admission counts those, `keys.batch_sched`), read just before.
     others_in_flight: int = 0
     others_queued: int = 0
     enforce: bool = True
+    # A batch's line: in flight in its batches' count (admitted there), so not counted in
+    # flight here again; queued here as any run.
+    batch_line: bool = False

@@ -246,6 +246,7 @@ class Runs:
         traceparent: str | None = None,
         run_id: str | None = None,
         start_at: datetime | float | None = None,
+        batch_line: bool = False,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
@@ -256,7 +257,8 @@ class Runs:
         run is a sub-agent's child (its id derives from the parent's call).
         `traceparent`: the span of the request that submits it (W3C), the parent of the
         run's span when the run has no id of its own (it gets one in that trace), else
-        a link from it. `start_at`: as `submit`'s."""
+        a link from it. `start_at`: as `submit`'s. `batch_line`: the run is a batch's
+        line, in flight in its batch admission's count (core/tenant_limits.py)."""
         run_spec = _as_spec(spec)
         if child_of is not None:
             link = child_of.parent
@@ -271,6 +273,7 @@ class Runs:
                 traceparent=traceparent,
                 run_id=run_id,
                 start_at=_epoch_s(start_at),
+                batch_line=batch_line,
             )
 
     async def start_queued(self, run_id: str, history: Sequence[Message]) -> bool:

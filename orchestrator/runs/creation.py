@@ -89,6 +89,7 @@ class RunCreation:
         traceparent: str | None = None,
         run_id: str | None = None,
         start_at: float | None = None,
+        batch_line: bool = False,
     ) -> tuple[str, bool]:
         """Check, resolve and create the run; its id and whether it is new. The spec's
         `id` is the tenant's choice, in its namespace; `run_id`, an id already derived
@@ -137,7 +138,9 @@ class RunCreation:
                 args = args.model_copy(update={"hold": True})
             if turn is not None and turn.replacing:
                 enforce = False
-            load = await self._tenant_load(tenant or DEFAULT_TENANT, run_id, enforce=enforce)
+            load = await self._tenant_load(
+                tenant or DEFAULT_TENANT, run_id, enforce=enforce, batch_line=batch_line
+            )
             if load is not None:
                 args = args.model_copy(update={"tenant_load": load})
             reply = await self.store.create(args)
@@ -168,9 +171,12 @@ class RunCreation:
                 await self.turns_of().queued(submitted, tenant, turn)
         return run_id, reply.outcome == Outcome.CREATED
 
-    async def _tenant_load(self, tenant: str, run_id: str, *, enforce: bool) -> TenantLoad | None:
+    async def _tenant_load(
+        self, tenant: str, run_id: str, *, enforce: bool, batch_line: bool
+    ) -> TenantLoad | None:
         """What the create counts the run under, for a limited tenant: with the counts
-        of the partitions other than the run's (the transition reads its own)."""
+        of the partitions other than the run's (the transition reads its own) and the
+        tenant's batch lines in flight (the batch admission counts them)."""
         limit = limit_for(self.settings.tenant_limits, tenant)
         if limit is None:
             return None
@@ -182,9 +188,11 @@ class RunCreation:
             tenant=tenant,
             max_in_flight=limit.max_in_flight,
             max_queued=limit.max_queued,
-            others_in_flight=sum(in_flight for in_flight, _ in others),
+            others_in_flight=sum(in_flight for in_flight, _ in others)
+            + await self.store.batch_lines_in_flight(tenant),
             others_queued=sum(queued for _, queued in others),
             enforce=enforce,
+            batch_line=batch_line,
         )
 
     def turns_of(self) -> ThreadTurns:

@@ -266,6 +266,15 @@ class RunStore(Store):
             for partition, (in_flight, queued) in zip(keys.partitions(), counts, strict=True)
         }
 
+    async def batch_lines_in_flight(self, tenant: str) -> int:
+        """The tenant's batch lines admitted and not ended (the batch admission's count:
+        its share of the tenant's max_in_flight)."""
+        with redis_errors_mapped():
+            count = await resolved(
+                self.redis.hget(keys.batch_sched(tenant), keys.BATCH_SCHED_IN_FLIGHT)
+            )
+        return int(count or 0)
+
     async def meta(self, run_id: str) -> dict[str, str]:
         return await self._record(keys.meta(run_id), RunNotFoundError(f"no run with id {run_id!r}"))
 

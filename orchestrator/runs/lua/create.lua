@@ -14,7 +14,8 @@
 --         messages, a `start` event, the model job of step 0 (a fork: of start_step,
 --         with the copied step hashes, usage totals and origin); a child run also keeps its
 --         parent link and the job its end enqueues (see finish_run in the prelude); a
---         limited tenant's run is counted in flight and queued (the tenant load hash).
+--         limited tenant's run is counted in flight (a batch's line: in its batches'
+--         count instead) and queued (the tenant load hash).
 --         A delayed run is created `scheduled`: its first model job is one of its timers
 --         (a cancel drops it; begin_step makes it running), and it is scored in the
 --         moving index at its start, so the sweeper leaves it alone until then.
@@ -43,7 +44,7 @@ if load then
       return reply(OUT.OVER_LIMIT, {limit = LIMIT.MAX_QUEUED, cap = load.max_queued})
     end
   end
-  redis.call('HINCRBY', tenant_load_key, in_flight_field, 1)
+  if not load.batch_line then redis.call('HINCRBY', tenant_load_key, in_flight_field, 1) end
   redis.call('HINCRBY', tenant_load_key, queued_field, 1)
 end
 -- Without a meta hash, any other key of the id is a leftover: start clean.
@@ -65,6 +66,7 @@ end
 if A.start_at_ms then redis.call('HSET', meta, F.START_AT, A.start_at_ms / 1000) end
 if A.origin then redis.call('HSET', meta, F.ORIGIN, A.origin) end
 if load then redis.call('HSET', meta, F.LOAD_TENANT, load.tenant, F.LOAD_QUEUED, 1) end
+if load and not load.batch_line then redis.call('HSET', meta, F.LOAD_IN_FLIGHT, 1) end
 if A.end_job then redis.call('HSET', meta, F.END_JOB, cjson.encode(A.end_job)) end
 redis.call('HSET', meta, F.DEPTH, A.depth)
 -- Read by every enqueue of the run's jobs (machine/lua/fair.lua), the first one below.

@@ -63,10 +63,10 @@ end
 local function load_ended()
   load_started()
   local tenant = redis.call('HGET', meta, F.LOAD_TENANT)
-  if tenant then
+  if tenant and redis.call('HDEL', meta, F.LOAD_IN_FLIGHT) == 1 then
     redis.call('HINCRBY', tenant_load_key, K.TENANT_IN_FLIGHT .. tenant, -1)
-    redis.call('HDEL', meta, F.LOAD_TENANT)
   end
+  redis.call('HDEL', meta, F.LOAD_TENANT)
 end
 
 local function is_terminal(status)

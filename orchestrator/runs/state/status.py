@@ -162,10 +162,11 @@ class MetaField(StrEnum):
     HELD_JOB = "held_job"  # a queued run's first model job (QueuedJob JSON) until it starts
     END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
     # Its lane (core/fairness.py): the enqueue and the claim read these by the job's run id.
-    # The tenant a limited tenant's run is counted under (core/tenant_limits.py), and
-    # whether it is still counted as queued (until its first step begins).
+    # The tenant a limited tenant's run is counted under (core/tenant_limits.py), whether
+    # it is still counted as queued (until its first step begins), and in flight.
     LOAD_TENANT = "load_tenant"
     LOAD_QUEUED = "load_queued"
+    LOAD_IN_FLIGHT = "load_in_flight"  # counted in flight there (not a batch's line)
     FAIR_LANE = fairness.LANE_FIELD
     FAIR_WEIGHT = fairness.WEIGHT_FIELD
     FAIR_RANK = fairness.RANK_FIELD
