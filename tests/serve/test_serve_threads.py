@@ -30,6 +30,10 @@ def keyed(redis_url: str, worker: WorkerProcess) -> Iterator[ServeProcess]:
     process.stop()
 
 
+# What each model step reports (the scripted provider reports none unless told).
+USAGE = {"input_tokens": 30, "output_tokens": 12}  # 42 tokens a step
+
+
 def call(server: ServeProcess, method: str, path: str, who: str, **kw: Any) -> httpx.Response:
     headers = {"Authorization": f"Bearer {KEYS[who]}"}
     return httpx.request(method, f"{server.url}{path}", headers=headers, timeout=30, **kw)
@@ -53,18 +57,21 @@ def test_a_thread_continues_and_is_its_tenants_alone(keyed: ServeProcess) -> Non
     assert made.status_code == 201
     assert made.json() == {"id": "support"}
     first = run_to_end(
-        keyed, "acme", scripted({"text": "noted"}, prompt=SECRET, thread_id="support")
+        keyed,
+        "acme",
+        scripted({"text": "noted", "usage": USAGE}, prompt=SECRET, thread_id="support"),
     )
-    second = run_to_end(keyed, "acme", scripted({"text": "ok"}, prompt="and?", thread_id="support"))
+    second = run_to_end(
+        keyed, "acme", scripted({"text": "ok", "usage": USAGE}, prompt="and?", thread_id="support")
+    )
     view = call(keyed, "GET", "/v1/threads/support", "acme").json()
     assert view["status"] == "idle"
     assert [r["id"] for r in view["runs"]] == [first["id"], second["id"]]
     assert SECRET in said(view["messages"])
     assert "and?" in said(view["messages"])
     # Its usage: its two runs', summed.
-    tokens = first["usage"]["total_tokens"] + second["usage"]["total_tokens"]
-    assert tokens > 0
-    assert view["usage"]["total_tokens"] == tokens
+    assert view["usage"]["total_tokens"] == 2 * 42
+    assert view["usage"]["input_tokens"] == first["usage"]["input_tokens"] * 2
 
     # Another tenant: no thread of that name, nor under acme's namespaced name.
     for path in ["/v1/threads/support", f"/v1/threads/{tenant_run_id('acme', 'support')}"]:
