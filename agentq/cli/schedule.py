@@ -16,6 +16,7 @@ from agentq.cli.options import CONTEXT, JSON_OPTION, REDIS_OPTION
 if TYPE_CHECKING:
     from agentq.orchestrator.client import Client
     from agentq.orchestrator.schedules.api import ScheduleInfo
+    from agentq.orchestrator.schedules.state import TickRecord
 
 TENANT_OPTION = click.option(
     "--tenant", default=None, metavar="NAME", help="The tenant whose schedule it is."
@@ -34,6 +35,12 @@ def summary_line(info: ScheduleInfo) -> str:
         f"{info.name}  {info.cron!r} {info.tz}  {state}  "
         f"fired {info.fired}, skipped {info.skipped}  overlap {info.overlap}"
     )
+
+
+def _skipped(record: TickRecord) -> str:
+    """Why a tick fired no run (a refusal with its one line)."""
+    why = f"skipped: {record.skipped}"
+    return f"{why}: {record.error}" if record.error else why
 
 
 @click.group(context_settings=CONTEXT)
@@ -163,8 +170,6 @@ def runs(name: str, limit: int, tenant: str | None, redis_url: str | None, as_js
             if as_json:
                 click.echo(json.dumps(record.model_dump(exclude_none=True)))
             else:
-                click.echo(
-                    f"{_when(record.tick)}  {record.run_id or 'skipped: ' + str(record.skipped)}"
-                )
+                click.echo(f"{_when(record.tick)}  {record.run_id or _skipped(record)}")
 
     with_client(redis_url, "schedule runs", go)

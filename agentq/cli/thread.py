@@ -72,12 +72,16 @@ def create(
 def show(thread_id: str, redis_url: str | None, timeout_s: float | None, as_json: bool) -> None:
     """Show THREAD_ID: its status, its runs (oldest first) and its messages."""
 
+    from agentq.cli.batch import cost_text
+
     async def go(client: Client) -> None:
-        view = await client.threads.show(thread_id)
+        view = await client.threads.get(thread_id)
         if as_json:
             click.echo(view.model_dump_json(indent=2))
             return
         click.echo(f"thread {view.id}: {view.status}")
+        u = view.usage
+        click.echo(f"  usage {u.total_tokens} tokens, {cost_text(u.cost_usd)}")
         for run in view.runs:
             click.echo(f"  run {run.id}  {run.status}")
         for run_id in view.queued:

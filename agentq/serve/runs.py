@@ -14,7 +14,7 @@ from sse_starlette import EventSourceResponse
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.start_times import parse_instant
 from agentq.orchestrator.runs.index import RunPage
-from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult
+from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, RunStatus
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.serve.auth import ADMIN, require
 from agentq.serve.deps import (
@@ -72,7 +72,10 @@ def _idempotent_id(key: str) -> str:
     response_model=Created,
     responses={
         200: {"model": Created, "description": "The run existed already"},
-        202: {"description": "{id, queued}: queued on its thread until the turn comes"},
+        202: {
+            "description": "{id, queued}: created `queued` on its thread, it starts when "
+            "the turn comes"
+        },
     },
 )
 async def submit(
@@ -104,7 +107,8 @@ async def submit(
     run_id, created = await client.runs.create(
         spec, tenant=principal.tenant, traceparent=traceparent, start_at=when
     )
-    if not created and spec.thread_id is not None and await run_owner(request, run_id) is None:
+    queued = created and spec.thread_id is not None
+    if queued and (await client.runs.status(run_id)).status == RunStatus.QUEUED:
         # Queued on its thread (double_texting enqueue): it starts when the turn comes.
         return JSONResponse({"id": run_id, "queued": True}, status_code=202)
     return JSONResponse({"id": run_id}, status_code=201 if created else 200)

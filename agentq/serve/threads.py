@@ -58,4 +58,4 @@ async def list_threads(
 async def show(request: Request, thread_id: str) -> ThreadView:
     """The thread: its status, its runs (oldest first) and its messages."""
     principal = caller(request, "runs:read")
-    return await client_of(request).threads.show(thread_id, tenant=principal.tenant)
+    return await client_of(request).threads.get(thread_id, tenant=principal.tenant)

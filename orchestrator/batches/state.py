@@ -96,7 +96,7 @@ class BatchField(StrEnum):
 class SchedField(StrEnum):
     """Fields of a tenant's scheduler hash."""
 
-    INFLIGHT = "inflight"
+    INFLIGHT = keys.BATCH_SCHED_IN_FLIGHT
 
 
 class RecordField(StrEnum):
@@ -199,8 +199,10 @@ class BatchSettle(BatchInput):
     record: dict[str, Any] | None = None  # the ended line's compact record
     ended_at: float | None = None
     # The tenant's max_in_flight (AGENTQ_TENANT_LIMITS, 0: none): its batches' lines in
-    # flight together stay under it, the rest wait (the store sets it).
+    # flight, with its other runs in flight (`others_in_flight`, read just before), stay
+    # under it, the rest wait (the store sets both).
     tenant_cap: int = 0
+    others_in_flight: int = 0
 
 
 class BatchCancel(BatchInput):
@@ -226,6 +228,7 @@ class BatchRedrive(BatchInput):
 
     entry: str  # the entry as the index holds it
     tenant_cap: int = 0  # as BatchSettle's: a batch at it has no room for a kick
+    others_in_flight: int = 0  # as BatchSettle's
     line: int | None = None
     run_id: str | None = None
     # A batch: a new kick, enqueued if the batch could admit and nothing admits it. A

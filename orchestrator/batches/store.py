@@ -88,7 +88,7 @@ class BatchStore(Store):
         return await self._apply(tenant, transition, BatchReply)
 
     async def settle(self, tenant: str, transition: BatchSettle) -> SettleReply:
-        capped = transition.model_copy(update={"tenant_cap": self.tenant_cap(tenant)})
+        capped = transition.model_copy(update=await self._capped(tenant))
         return await self._apply(tenant, capped, SettleReply)
 
     async def cancel(self, tenant: str, transition: BatchCancel) -> CancelBatchReply:
@@ -98,8 +98,21 @@ class BatchStore(Store):
         return await self._apply(tenant, transition, RetryReply)
 
     async def redrive(self, tenant: str, transition: BatchRedrive) -> RedriveBatchReply:
-        capped = transition.model_copy(update={"tenant_cap": self.tenant_cap(tenant)})
+        capped = transition.model_copy(update=await self._capped(tenant))
         return await self._apply(tenant, capped, RedriveBatchReply)
+
+    async def _capped(self, tenant: str) -> dict[str, int]:
+        """The tenant's cap for an admission, and its runs in flight that are not its
+        batches' lines (counted in each partition's load hash, `create` transition)."""
+        cap = self.tenant_cap(tenant)
+        if cap <= 0:
+            return {"tenant_cap": 0, "others_in_flight": 0}
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for partition in keys.partitions():
+                    pipe.hget(keys.tenant_load(partition), keys.TENANT_IN_FLIGHT + tenant)
+                counts = await pipe.execute()
+        return {"tenant_cap": cap, "others_in_flight": sum(int(c or 0) for c in counts)}
 
     # -- reads ---------------------------------------------------------------
 

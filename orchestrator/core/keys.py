@@ -544,6 +544,9 @@ def arq_job(job_id: str) -> str:
 BATCH_PREFIX = "aq:batch:"
 BATCH_TAG_PREFIX = "b."
 BATCH_SCHED_SUFFIX = ":sched"  # hash: the tenant's in-flight count and cap
+# The sched hash's field: the tenant's batch lines admitted and not ended (its share of the
+# tenant's max_in_flight, which a run's create reads too: core/tenant_limits.py).
+BATCH_SCHED_IN_FLIGHT = "inflight"
 BATCH_RING_SUFFIX = ":ring"  # zset: the tenant's admitting batches, by round-robin pass
 BATCH_INDEX_SUFFIX = ":index"  # zset: the tenant's batches, by creation time
 BATCH_TOKEN_INFIX = ":tok:"  # string: what one admission job admitted (idempotency)

@@ -24,13 +24,15 @@ Redis) the cap is exact; with N, two creates racing in different partitions may 
 room, so the cap can be overshot by the creates in flight at that instant, never drift:
 the counts themselves are exact, and the next create sees the truth.
 
-Who is refused: a run submitted by the tenant (Python API, CLI, HTTP, a thread's turn)
-gets `TenantLimitError` (HTTP 429 naming `tenant_max_in_flight` or `tenant_max_queued`).
-A batch's lines, sub-agents' child runs, a thread's queued run and a schedule's tick (any
-run created under an id already derived) are counted but never refused: a batch's
-admission already holds its lines back (within the batch's concurrency and the tenant's
-max_in_flight), a child's parent is already in flight, and the others were accepted
-before (refusing them now would lose them). A delayed run counts as queued until it starts.
+Who is refused: a run submitted by the tenant (Python API, CLI, HTTP, a thread's turn, a
+run queued on a thread: it is created, `queued`, when it is submitted) gets
+`TenantLimitError` (HTTP 429 naming `tenant_max_in_flight` or `tenant_max_queued`).
+A batch's lines, sub-agents' child runs, a thread's run that interrupts the one going on
+and a schedule's tick (any run created under an id already derived) are counted but never
+refused: a batch's admission already holds its lines back (within the batch's concurrency
+and the tenant's max_in_flight), a child's parent is already in flight, an interrupting
+run replaces one that ends at its step's end, and a tick was accepted with its schedule
+(refusing it now would lose it). A delayed run counts as queued until it starts.
 """
 
 from __future__ import annotations
@@ -71,6 +73,11 @@ class TenantLoad(BaseModel):
     tenant: str
     max_in_flight: int | None = None
     max_queued: int | None = None
+    # The tenant's other runs in flight: other partitions', and its batches' lines (the
+    # batch admission counts those, `keys.batch_sched`), read just before.
     others_in_flight: int = 0
     others_queued: int = 0
     enforce: bool = True
+    # A batch's line: in flight in its batches' count (admitted there), so not counted in
+    # flight here again; queued here as any run.
+    batch_line: bool = False

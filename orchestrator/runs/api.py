@@ -81,6 +81,7 @@ from agentq.orchestrator.runs.state import (
     QueuedJob,
     Reply,
     ResolveApproval,
+    StartQueued,
     TransitionInput,
 )
 from agentq.orchestrator.runs.store import RunStore
@@ -245,6 +246,7 @@ class Runs:
         traceparent: str | None = None,
         run_id: str | None = None,
         start_at: datetime | float | None = None,
+        batch_line: bool = False,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
@@ -255,7 +257,8 @@ class Runs:
         run is a sub-agent's child (its id derives from the parent's call).
         `traceparent`: the span of the request that submits it (W3C), the parent of the
         run's span when the run has no id of its own (it gets one in that trace), else
-        a link from it. `start_at`: as `submit`'s."""
+        a link from it. `start_at`: as `submit`'s. `batch_line`: the run is a batch's
+        line, in flight in its batch admission's count (core/tenant_limits.py)."""
         run_spec = _as_spec(spec)
         if child_of is not None:
             link = child_of.parent
@@ -270,12 +273,21 @@ class Runs:
                 traceparent=traceparent,
                 run_id=run_id,
                 start_at=_epoch_s(start_at),
+                batch_line=batch_line,
             )
 
     def chosen_id(self, spec: RunSpec, tenant: str | None) -> str | None:
         """The id of the run `spec`'s own `id` names for `tenant` (None: it names none):
         what a door looks up before it submits."""
         return chosen_run_id(spec, tenant)
+
+    async def start_queued(self, run_id: str, history: Sequence[Message]) -> bool:
+        """Start a run queued on its thread from the thread's `history`; whether it started
+        now (False: it had started already, or ended while it waited)."""
+        args = StartQueued(run_id=run_id, history=[m.model_dump_json() for m in history])
+        with redis_errors_mapped():
+            reply = await self.store.start_queued(args)
+        return reply.outcome == Outcome.STARTED
 
     async def check(self, spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
         """The spec checked as `submit` checks it (a ValidationError, SpecError), nothing
@@ -552,15 +564,22 @@ class Runs:
         one hash slot on a cluster)."""
         return keys.partition_of(run_id)
 
-    async def cancel(self, run_id: str, reason: str | None = None) -> str:
-        """Cancel the run. Returns its status afterwards (a finished run stays finished)."""
+    async def cancel(
+        self, run_id: str, reason: str | None = None, *, at_step_end: bool = False
+    ) -> str:
+        """Cancel the run. Returns its status afterwards (a finished run stays finished).
+        `at_step_end`: a running run is cancelled at its step's end instead (the model
+        step or tool calls in flight finish and are recorded, no new step starts): it
+        stays `running` until then."""
         with redis_errors_mapped():
-            return await self._cancel(run_id, reason)
+            return await self._cancel(run_id, reason, at_step_end=at_step_end)
 
-    async def _cancel(self, run_id: str, reason: str | None) -> str:
-        reply = await self.store.cancel(run_id, reason)
+    async def _cancel(self, run_id: str, reason: str | None, *, at_step_end: bool = False) -> str:
+        reply = await self.store.cancel(run_id, reason, at_step_end=at_step_end)
         if reply.outcome == Outcome.UNKNOWN_RUN or reply.status is None:
             raise RunNotFoundError(f"no run with id {run_id!r}")
+        if reply.outcome == Outcome.STOPPING:
+            return str(reply.status)  # its children end with its step, which joins on them
         if reply.outcome == Outcome.CANCELLED:
             await run_ended(self.store, run_id)
         await self._cancel_children(run_id, reason)

@@ -90,6 +90,7 @@ class RunCreation:
         traceparent: str | None = None,
         run_id: str | None = None,
         start_at: float | None = None,
+        batch_line: bool = False,
     ) -> tuple[str, bool]:
         """Check, resolve and create the run; its id and whether it is new. The spec's
         `id` is the tenant's choice, in its namespace; `run_id`, an id already derived
@@ -114,8 +115,6 @@ class RunCreation:
             # Listed first: a worker takes the run up once it exists (at least once).
             await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
         turn = await self._take_turn(submitted, tenant, run_id)
-        if turn is not None and turn.queued:
-            return run_id, False  # created when the thread's turn comes
         if turn is not None and end_job is None:
             end_job = turn.end_job
         try:
@@ -139,7 +138,14 @@ class RunCreation:
             args = args.model_copy(update={"lane": lane, "slot": slot})
             if end_job is not None:
                 args = args.model_copy(update={"end_job": end_job})
-            load = await self._tenant_load(tenant or DEFAULT_TENANT, run_id, enforce=enforce)
+            if turn is not None and turn.queued:
+                # Visible at once (status, events, cancel), it starts when its turn comes.
+                args = args.model_copy(update={"hold": True})
+            if turn is not None and turn.replacing:
+                enforce = False
+            load = await self._tenant_load(
+                tenant or DEFAULT_TENANT, run_id, enforce=enforce, batch_line=batch_line
+            )
             if load is not None:
                 args = args.model_copy(update={"tenant_load": load})
             reply = await self.store.create(args)
@@ -147,7 +153,8 @@ class RunCreation:
             if turn is not None:
                 await self.turns_of().give_back(turn)
             raise
-        hops.sent(enqueued_job_ids(args, reply.outcome))
+        if not args.hold:
+            hops.sent(enqueued_job_ids(args, reply.outcome))
         if turn is not None and reply.outcome != Outcome.CREATED:
             await self.turns_of().give_back(turn)
         if reply.outcome == Outcome.OVER_LIMIT:
@@ -165,11 +172,16 @@ class RunCreation:
         if reply.outcome == Outcome.CREATED:
             # Scored by the run's own `created_at`: a list's time range is the one it shows.
             await self.index.add(run_id, tenant, args.at)
+            if turn is not None and turn.queued:
+                await self.turns_of().queued(submitted, tenant, turn)
         return run_id, reply.outcome == Outcome.CREATED
 
-    async def _tenant_load(self, tenant: str, run_id: str, *, enforce: bool) -> TenantLoad | None:
+    async def _tenant_load(
+        self, tenant: str, run_id: str, *, enforce: bool, batch_line: bool
+    ) -> TenantLoad | None:
         """What the create counts the run under, for a limited tenant: with the counts
-        of the partitions other than the run's (the transition reads its own)."""
+        of the partitions other than the run's (the transition reads its own) and the
+        tenant's batch lines in flight (the batch admission counts them)."""
         limit = limit_for(self.settings.tenant_limits, tenant)
         if limit is None:
             return None
@@ -181,9 +193,11 @@ class RunCreation:
             tenant=tenant,
             max_in_flight=limit.max_in_flight,
             max_queued=limit.max_queued,
-            others_in_flight=sum(in_flight for in_flight, _ in others),
+            others_in_flight=sum(in_flight for in_flight, _ in others)
+            + await self.store.batch_lines_in_flight(tenant),
             others_queued=sum(queued for _, queued in others),
             enforce=enforce,
+            batch_line=batch_line,
         )
 
     def turns_of(self) -> ThreadTurns:

@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event, stored_output, with_output
+from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.run_ids import ParentLink, child_run_id, run_trace_id
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, Store, resolved, text, texts
@@ -50,6 +51,7 @@ from agentq.orchestrator.runs.state import (
     Reply,
     ResolveApproval,
     RunFailure,
+    StartQueued,
     StepField,
     TransitionInput,
     WorkflowRecord,
@@ -58,6 +60,13 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.state.history import referenced_step, resolve_messages
 from agentq.orchestrator.runs.state.inputs import DEFAULT_RETENTION_S
+from agentq.orchestrator.runs.state.status import (
+    CHILD_COST_FIELDS,
+    CHILD_USAGE_FIELDS,
+    COST_FIELDS,
+    USAGE_FIELDS,
+)
+from agentq.orchestrator.runs.state.usage import rolled_up_usage
 from agentq.orchestrator.tools import ToolAnnouncement, ToolDef, registry_key
 from agentq.orchestrator.tools.announcements import ANNOUNCEMENT_TTL_S
 from agentq.orchestrator.tools.workflow import WorkflowToolConfig
@@ -76,6 +85,17 @@ def load_scripts() -> dict[str, str]:
 
 
 _SCRIPTS = load_scripts()
+
+# The meta fields a run's rolled-up usage is read from (the status first: whether it is).
+_USAGE_READ: tuple[str, ...] = (
+    MetaField.STATUS,
+    *USAGE_FIELDS.values(),
+    *COST_FIELDS.values(),
+    *CHILD_USAGE_FIELDS.values(),
+    *CHILD_COST_FIELDS.values(),
+    MetaField.UNPRICED,
+    MetaField.CHILD_UNPRICED,
+)
 
 R = TypeVar("R", bound=Reply)
 
@@ -118,6 +138,9 @@ class RunStore(Store):
     # -- transitions (see orchestrator/runs/lua/*.lua for each one's replies) -----------
 
     async def create(self, transition: CreateRun) -> Reply:
+        return await self._apply(transition, Reply)
+
+    async def start_queued(self, transition: StartQueued) -> Reply:
         return await self._apply(transition, Reply)
 
     async def begin_step(self, transition: BeginStep) -> BeginStepReply:
@@ -189,8 +212,11 @@ class RunStore(Store):
     async def fail_run(self, run_id: str, failure: RunFailure) -> Reply:
         return await self._apply(FailRun(run_id=run_id, error=failure), Reply)
 
-    async def cancel(self, run_id: str, reason: str | None) -> CancelReply:
-        return await self._apply(Cancel(run_id=run_id, reason=reason), CancelReply)
+    async def cancel(
+        self, run_id: str, reason: str | None, *, at_step_end: bool = False
+    ) -> CancelReply:
+        cancel = Cancel(run_id=run_id, reason=reason, at_step_end=at_step_end)
+        return await self._apply(cancel, CancelReply)
 
     async def join_tree(self, child_id: str) -> int:
         """Count a child run in its run tree (idempotent: a re-delivered start counts it
@@ -240,6 +266,15 @@ class RunStore(Store):
             partition: (int(in_flight or 0), int(queued or 0))
             for partition, (in_flight, queued) in zip(keys.partitions(), counts, strict=True)
         }
+
+    async def batch_lines_in_flight(self, tenant: str) -> int:
+        """The tenant's batch lines admitted and not ended (the batch admission's count:
+        its share of the tenant's max_in_flight)."""
+        with redis_errors_mapped():
+            count = await resolved(
+                self.redis.hget(keys.batch_sched(tenant), keys.BATCH_SCHED_IN_FLIGHT)
+            )
+        return int(count or 0)
 
     async def meta(self, run_id: str) -> dict[str, str]:
         return await self._record(keys.meta(run_id), RunNotFoundError(f"no run with id {run_id!r}"))
@@ -330,6 +365,24 @@ class RunStore(Store):
             for run_id, raw in zip(wanted, found, strict=True)
             if raw
         }
+
+    async def usages(self, run_ids: Iterable[str]) -> dict[str, Usage]:
+        """What each of `run_ids` that is a run used, its sub-agents' and workflows'
+        included (`rolled_up_usage`, as its parent is charged), in one round trip."""
+        wanted = list(run_ids)
+        fields = list(_USAGE_READ)
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=False) as pipe:
+                for run_id in wanted:
+                    pipe.hmget(keys.meta(run_id), fields)
+                found = await pipe.execute()
+        usages: dict[str, Usage] = {}
+        for run_id, values in zip(wanted, found, strict=True):
+            if values[0] is None:
+                continue  # no such run (expired with its retention)
+            meta = {f: text(v) for f, v in zip(fields, values, strict=True) if v is not None}
+            usages[run_id] = rolled_up_usage(meta)
+        return usages
 
     async def tool_def(self, run_id: str, name: str) -> str | None:
         with redis_errors_mapped():

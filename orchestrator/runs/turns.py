@@ -24,8 +24,12 @@ class Turn(BaseModel):
     run_id: str
     history: tuple[Message, ...] = ()
     taken: bool = True  # False: the run had the turn already (the same run again)
-    # The run waits in the thread's queue (enqueue): it is created when its turn comes.
+    # The run waits in the thread's queue (enqueue): it is created `queued`, its first
+    # step held until its turn comes (Runs.start_queued).
     queued: bool = False
+    # It replaces the thread's run, which ends at its step's end (interrupt): counted at
+    # the tenant's caps, never refused for the run it replaces.
+    replacing: bool = False
     # What the run's end enqueues: the thread's next queued run starts.
     end_job: QueuedJob | None = None
 
@@ -39,4 +43,9 @@ class ThreadTurns(Protocol):
 
     async def give_back(self, turn: Turn) -> None:
         """The run was not created (or existed already): the thread is as it was."""
+        ...
+
+    async def queued(self, spec: RunSpec, tenant: str | None, turn: Turn) -> None:
+        """The queued run was created: it starts at once if the run it waited for ended
+        in the meantime (that run's end found no one to start)."""
         ...

@@ -274,7 +274,7 @@ class Schedules:
             self.settings.schedule_grace_s,
         )
         run_id = tick_run_id(tick.tenant, tick.name, tick.generation, tick.tick_ms)
-        previous, reason = None, None
+        previous, reason, error = None, None, None
         if not plan.fire:
             reason = "missed"
         elif await self._overlaps(info):
@@ -282,6 +282,8 @@ class Schedules:
                 reason = "overlap"
             else:
                 previous = info.last_run
+        if reason is None and (error := await self._refusal(raw[ScheduleField.SPEC])):
+            reason = "refused"
         reply = await self.store.apply(
             tick.tenant,
             ScheduleTick(
@@ -291,6 +293,7 @@ class Schedules:
                 run_id=None if reason else run_id,
                 previous=previous,
                 reason=reason,
+                error=error,
                 next_tick=str(plan.next_ms),
                 next_job=tick_job(tick.tenant, tick.name, tick.generation, plan.next_ms),
             ),
@@ -303,6 +306,7 @@ class Schedules:
                 run_id=None if reason else run_id,
                 previous=previous,
                 skipped=reason,
+                error=error,
                 at=time.time(),
             )
         else:
@@ -319,6 +323,16 @@ class Schedules:
             with contextlib.suppress(RunNotFoundError):
                 await self._runs.cancel(record.previous, f"schedule tick {record.tick:g}")
         await self._runs.create(spec, tenant=tenant, run_id=record.run_id)
+
+    async def _refusal(self, spec: str) -> str | None:
+        """Why a run of the schedule's spec would be refused now (the deployment no longer
+        offers what it names), in one line; None when it would be created. Judged before
+        the tick is claimed, so the tick records the refusal, not a run that never was."""
+        try:
+            await self._runs.check(spec)
+        except SpecError as exc:
+            return " ".join(str(exc).split())
+        return None
 
     async def _overlaps(self, info: ScheduleInfo) -> bool:
         """Whether the schedule's previous run is still going and its overlap policy

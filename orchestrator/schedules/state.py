@@ -83,6 +83,7 @@ class ScheduleTick(ScheduleInput):
     run_id: str | None = None  # the run it fires
     previous: str | None = None  # the run cancel-previous cancels
     reason: str | None = None  # why it fires none
+    error: str | None = None  # with reason `refused`: the refusal's one line
     next_tick: str
     next_job: QueuedJob
     keep: int = TICKS_KEPT
@@ -122,7 +123,8 @@ SCHEDULE_INPUTS: tuple[type[ScheduleInput], ...] = (
 
 
 class TickRecord(BaseModel):
-    """What one tick did: its run, or why it fired none (`overlap`, `missed`)."""
+    """What one tick did: its run, or why it fired none (`overlap`, `missed`, `refused`:
+    the deployment no longer offers what the spec names, `error` says what)."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -130,6 +132,7 @@ class TickRecord(BaseModel):
     run_id: str | None = None
     previous: str | None = None
     skipped: str | None = None
+    error: str | None = None
     at: float  # when a worker claimed it
 
 

@@ -2,12 +2,14 @@
 
     thread_id = await client.threads.create()
     run_id = await client.runs.submit({**spec, "thread_id": thread_id})
-    view = await client.threads.show(thread_id)   # messages, runs, status
+    view = await client.threads.get(thread_id)   # messages, runs, status
 
 A run whose spec names a `thread_id` takes the thread's turn (creating the thread on its
 first run) and starts from the thread's history, then its own messages. One run holds
 the turn at a time: a new run while the current one is still going is refused
-(ThreadBusyError). A thread id is a name in its tenant's namespace, as a chosen run id
+(ThreadBusyError), or queued (`enqueue`: created `queued` at once, its first step held
+until the runs before it end), or it interrupts the current one (`interrupt`,
+`rollback`). A thread id is a name in its tenant's namespace, as a chosen run id
 is: another tenant's thread of the same name is another thread. A thread expires a
 retention after its last run started.
 """
@@ -22,7 +24,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core.envelopes import ThreadJobEnvelope
@@ -34,11 +36,11 @@ from agentq.orchestrator.core.errors import (
 )
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN
-from agentq.orchestrator.core.messages import Message
+from agentq.orchestrator.core.messages import Message, Usage
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, TENANT_RUN_ID, tenant_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.runs.api import Runs
-from agentq.orchestrator.runs.result import TERMINAL_STATUSES
+from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunStatus
 from agentq.orchestrator.runs.turns import Turn
 from agentq.orchestrator.spec.run import DoubleTexting, RunSpec
 from agentq.orchestrator.threads.history import continued
@@ -80,6 +82,9 @@ class ThreadView(BaseModel):
     queued: list[str] = Field(default_factory=list)  # runs waiting for the turn, in order
     double_texting: DoubleTexting = "reject"
     messages: list[Message] = Field(default_factory=list)
+    # What its runs used, summed, their sub-agents' and workflows' included (as a run's
+    # parent is charged); the cost is None when a model without a price took part.
+    usage: Usage = Field(default_factory=Usage)
     created_at: float = 0.0
     updated_at: float = 0.0
     metadata: dict[str, Any] = Field(default_factory=dict)
@@ -132,7 +137,7 @@ class Threads:
         await self.store.list_under(owner, chosen)
         return chosen
 
-    async def show(self, thread_id: str, *, tenant: str | None = None) -> ThreadView:
+    async def get(self, thread_id: str, *, tenant: str | None = None) -> ThreadView:
         """The thread: its status, its runs, oldest first, and its messages (its current
         run's conversation). ThreadNotFoundError when the tenant has no such thread."""
         owner = tenant or DEFAULT_TENANT
@@ -154,6 +159,11 @@ class Threads:
             else ThreadRun(id=r, status=EXPIRED)
             for r in run_ids
         ]
+        queued = [_queued_id(q) for q in await self.store.queued(key)]
+        # Its runs, queued ones too (nothing used yet, unless they started meanwhile); a
+        # run rollback dropped left the thread, its usage with it, and an expired run's
+        # keys are gone (it counts nothing).
+        usages = await self.runs.store.usages([*run_ids, *queued])
         current = record.get(ThreadField.CURRENT)
         messages: builtins.list[Message] = []
         if current:
@@ -167,7 +177,8 @@ class Threads:
             status=_thread_status(runs[-1].status if runs else None),
             current_run=current,
             runs=runs,
-            queued=[_queued_id(q) for q in await self.store.queued(key)],
+            queued=queued,
+            usage=sum(usages.values(), Usage()),
             double_texting=_policy(record.get(ThreadField.DOUBLE_TEXTING)),
             messages=messages,
             created_at=float(record.get(ThreadField.CREATED_AT, 0)),
@@ -212,91 +223,121 @@ class Threads:
         _check_id(thread_id)  # a spec's was; a door's copy of one may not have been
         owner = tenant or DEFAULT_TENANT
         key = tenant_run_id(owner, thread_id)
+        end = queued_job(ThreadJobEnvelope(tenant=owner, thread_id=thread_id, run_id=run_id))
         for _ in range(TURN_ATTEMPTS):
             record = await self.store.record(key)
             current = record.get(ThreadField.CURRENT) or ""
             if current == run_id:
                 return Turn(thread_id=key, run_id=run_id, taken=False)
-            queued = await self.store.queued(key)
-            mine = next(
-                (q for q in queued if QueuedRun.model_validate_json(q).run_id == run_id), None
-            )
-            # A queued run waits for the run that goes on, and for the runs queued before it.
-            waits = bool(queued) and mine != queued[0]
+            # A new run waits for the run that goes on, and for the runs queued before it.
+            waits = bool(await self.store.queued(key))
             going = await self._going(current)
-            if mine is not None and (going or waits):
-                return Turn(thread_id=key, run_id=run_id, taken=False, queued=True)
             policy = spec.double_texting or _policy(record.get(ThreadField.DOUBLE_TEXTING))
-            if (going or waits) and mine is None and policy in ("reject", "enqueue"):
+            if (going or waits) and policy in ("reject", "enqueue"):
                 if policy == "reject":
                     raise ThreadBusyError(
                         f"thread {thread_id!r} has a run in progress ({current}): wait for "
                         "it to end, cancel it, or send with another double_texting policy"
                     )
-                await self._enqueue(spec, owner, key, run_id)
-                return Turn(thread_id=key, run_id=run_id, taken=False, queued=True)
-            if going:  # interrupt, rollback
+                await self.store.enqueue(key, QueuedRun(run_id=run_id).model_dump_json())
+                return Turn(thread_id=key, run_id=run_id, taken=False, queued=True, end_job=end)
+            if going and policy == "interrupt":
+                # The run ends at its step's end; the new one, first in line, starts from
+                # its history then, that last step included.
+                await self._interrupt(current, thread_id, policy)
+                entry = QueuedRun(run_id=run_id).model_dump_json()
+                await self.store.enqueue(key, entry, first=True)
+                return Turn(
+                    thread_id=key,
+                    run_id=run_id,
+                    taken=False,
+                    queued=True,
+                    replacing=True,
+                    end_job=end,
+                )
+            if going:  # rollback
                 await self._interrupt(current, thread_id, policy)
             discard = going and policy == "rollback"
             history = await self._history(key, thread_id, current, discard)
-            turn = ThreadTurn(
-                tenant=owner, run_id=run_id, expected=current, discard=discard, queued=mine
-            )
+            turn = ThreadTurn(tenant=owner, run_id=run_id, expected=current, discard=discard)
             reply = await self.store.turn(key, turn)
             if reply.outcome == TurnOutcome.SAME:
                 return Turn(thread_id=key, run_id=run_id, taken=False)
             if reply.outcome == TurnOutcome.TAKEN:
                 await self.store.list_under(owner, thread_id)
-                end = ThreadJobEnvelope(tenant=owner, thread_id=thread_id, run_id=run_id)
-                return Turn(
-                    thread_id=key,
-                    run_id=run_id,
-                    history=tuple(history),
-                    end_job=queued_job(end),
-                )
+                return Turn(thread_id=key, run_id=run_id, history=tuple(history), end_job=end)
         raise ThreadBusyError(f"thread {thread_id!r}: other runs keep taking its turn; try again")
 
     async def give_back(self, turn: Turn) -> None:
-        if turn.taken:
+        if turn.queued:
+            entry = QueuedRun(run_id=turn.run_id).model_dump_json()
+            await self.store.drop_queued(turn.thread_id, entry)
+        elif turn.taken:
             await self.store.release(turn.thread_id, ThreadRelease(run_id=turn.run_id))
+
+    async def queued(self, spec: RunSpec, tenant: str | None, turn: Turn) -> None:
+        assert spec.thread_id is not None
+        await self.advance(tenant or DEFAULT_TENANT, spec.thread_id)
 
     async def advance(self, tenant: str, thread_id: str) -> str | None:
         """Start the run first in the thread's queue, unless the thread's run goes on (its
-        end advances the queue then). Its id, or None. Idempotent: the run's id was fixed
-        when it was queued. A queued run the deployment now refuses is dropped."""
+        end advances the queue then). Its id, or None. Idempotent: a queued run starts
+        once (`start_queued`), and runs cancelled while they waited leave the queue."""
         key = tenant_run_id(tenant, thread_id)
-        queued = await self.store.queued(key)
-        if not queued:
-            return None
-        head = QueuedRun.model_validate_json(queued[0])
-        try:
-            await self.runs.create(head.spec, tenant=tenant, run_id=head.run_id)
-        except ThreadBusyError:
-            return None
-        except (SpecError, ValidationError) as exc:
-            log.warning("thread %s: queued run %s refused: %s", thread_id, head.run_id, exc)
-            await self.store.drop_queued(key, queued[0])
-            return None
-        return head.run_id
+        for _ in range(TURN_ATTEMPTS):
+            current = (await self.store.record(key)).get(ThreadField.CURRENT) or ""
+            if current and await self._status(current) == RunStatus.QUEUED:
+                # Its turn was taken, and the start was lost (a worker died in between).
+                await self._start(key, current)
+                return current
+            if await self._going(current):
+                return None
+            head = await self._head(key)
+            if head is None:
+                return None
+            turn = ThreadTurn(tenant=tenant, run_id=_queued_id(head), expected=current, queued=head)
+            reply = await self.store.turn(key, turn)
+            if reply.outcome in (TurnOutcome.TAKEN, TurnOutcome.SAME):
+                await self.store.list_under(tenant, thread_id)
+                await self._start(key, turn.run_id)
+                return turn.run_id
+        return None
 
-    async def _enqueue(self, spec: RunSpec, tenant: str, key: str, run_id: str) -> None:
-        entry = QueuedRun(
-            run_id=run_id,
-            spec=spec.model_dump(mode="json", exclude_none=True, exclude={"double_texting"}),
-        )
-        await self.store.enqueue(key, entry.model_dump_json())
-        # The run it waits for may have ended before it was queued, its end finding no one
-        # to start: look once more, now that it is in line.
-        current = (await self.store.record(key)).get(ThreadField.CURRENT) or ""
-        if not await self._going(current):
-            assert spec.thread_id is not None
-            await self.advance(tenant, spec.thread_id)
+    async def _head(self, key: str) -> str | None:
+        """The queued run first in line; runs that ended while they waited (cancelled)
+        leave the queue on the way. None also while the first is not created yet: its
+        creation advances the thread then (`queued`)."""
+        for entry in await self.store.queued(key):
+            status = await self._status(_queued_id(entry))
+            if status == RunStatus.QUEUED:
+                return entry
+            if status == EXPIRED:
+                return None
+            await self.store.drop_queued(key, entry)
+        return None
+
+    async def _start(self, key: str, run_id: str) -> None:
+        """Start a queued run that has the turn, from the history of the run before it."""
+        runs = await self.store.runs(key)
+        before = runs[: runs.index(run_id)] if run_id in runs else runs
+        previous = before[-1] if before else ""
+        history: builtins.list[Message] = []
+        if previous and await self._status(previous) != EXPIRED:
+            history = continued(
+                await self.runs.conversation(previous), self.settings.thread_max_messages
+            )
+        await self.runs.start_queued(run_id, history)
 
     async def _interrupt(self, current: str, thread_id: str, policy: str) -> None:
-        """Cancel the thread's run for a new message (its step in flight is dropped)."""
+        """Cancel the thread's run for a new message: at its step's end (interrupt), or
+        now, its step in flight dropped (rollback: the run leaves the thread anyway)."""
         why = "discarded" if policy == "rollback" else "interrupted"
         with contextlib.suppress(RunNotFoundError):
-            await self.runs.cancel(current, f"{why} by a new run on thread {thread_id}")
+            await self.runs.cancel(
+                current,
+                f"{why} by a new run on thread {thread_id}",
+                at_step_end=policy == "interrupt",
+            )
 
     async def _history(
         self, key: str, thread_id: str, current: str, discard: bool

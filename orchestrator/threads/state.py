@@ -9,7 +9,7 @@ from the run before it (references, as a run's jobs carry its id, not its messag
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from pydantic import BaseModel
 
@@ -52,11 +52,10 @@ class ThreadRelease(Transition):
 
 
 class QueuedRun(BaseModel):
-    """A run waiting for its thread's turn (enqueue): its id, already answered to its
-    submitter, and its spec as submitted; it is created when the turn comes."""
+    """A run waiting for its thread's turn (enqueue): created `queued` when it was
+    submitted, it starts when the turn comes (Runs.start_queued)."""
 
     run_id: str
-    spec: dict[str, Any]
 
 
 class TurnReply(BaseModel):

@@ -45,11 +45,15 @@ class ThreadStore(Store):
             found = await resolved(self.redis.lrange(keys.thread_queued(thread_id), 0, -1))
         return [text(q) for q in found]
 
-    async def enqueue(self, thread_id: str, entry: str) -> None:
+    async def enqueue(self, thread_id: str, entry: str, *, first: bool = False) -> None:
+        """Queue a run for the thread's turn: last in line, or `first` (an interrupt)."""
         key = keys.thread_queued(thread_id)
         with redis_errors_mapped():
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.rpush(key, entry)
+                if first:
+                    pipe.lpush(key, entry)
+                else:
+                    pipe.rpush(key, entry)
                 pipe.expire(key, self.retention)
                 await pipe.execute()
 

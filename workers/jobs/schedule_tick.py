@@ -27,8 +27,9 @@ async def schedule_tick(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     try:
         await client_of(ctx).schedules.fire(tick)
     except SpecError as exc:
-        # The deployment no longer offers what the spec names: this tick's run cannot
-        # be created (the next tick is set already, and tries again).
+        # Offered when the tick was checked, no longer when its run was created (a worker
+        # withdrew a tool in between): the next tick is set already, and tries again;
+        # a refusal found by the check is the tick's record (`refused`, Schedules.fire).
         log.error("schedule %s: the run of tick %d was refused: %s", tick.name, tick.tick_ms, exc)
     except Exception as exc:
         if is_transient_redis(exc) or (isinstance(exc, InfrastructureError) and exc.retryable):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -28,7 +29,7 @@ from sse_starlette import EventSourceResponse
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import events as ev
 from agentq.orchestrator.core import keys
-from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.core.errors import AgentqError, RunNotFoundError
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, StepResult
 from agentq.orchestrator.spec.run import RunSpec
@@ -52,6 +53,7 @@ from agentq.serve.limits import Slot, check_spec_size, check_submit_rate
 from agentq.serve.tokens import CHAT_SCOPE_PREFIX, SUBJECT_SCOPE_PREFIX
 
 router = APIRouter(prefix="/v1/agents", tags=["chat"])
+log = logging.getLogger("agentq.serve.chat")
 
 UI_STREAM_HEADERS = {
     "x-vercel-ai-ui-message-stream": "v1",
@@ -140,7 +142,9 @@ async def _resolve(client: Client, run_id: str, answers: dict[str, dict[str, Any
 class _Turns:
     """Starting a chat's runs: one per turn, on the chat's thread. A message sent with
     the answers a run waits for is held (in Redis, beside the chat's key) until that run
-    ends."""
+    ends. Nothing a client sends is lost to a refused turn (a 409, a tenant's cap): a
+    turn refused at once records nothing (the client sends it again), and a held message
+    whose run is refused stays held, for the chat's next turn."""
 
     def __init__(
         self, request: Request, name: str, template: dict[str, Any], tenant: str, chat_id: str
@@ -153,13 +157,30 @@ class _Turns:
         self.held_key = f"{key}:held"
         self.said_key = f"{key}:said"  # the id of the user message the last turn answers
 
-    async def hold(self, said: list[Message]) -> None:
-        data = json.dumps([m.model_dump(mode="json", exclude_none=True) for m in said])
+    async def hold(self, turn: list[UIMessage], said: list[Message]) -> None:
+        """Hold the user's messages (with their ids: a client that sends them again is
+        not heard twice), after any held before."""
+        held = [
+            {"id": ui.id, "message": m.model_dump(mode="json", exclude_none=True)}
+            for ui, m in zip(turn, said, strict=True)
+        ]
+        data = json.dumps([*await self._held_raw(), *held])
         await self.client.redis.set(self.held_key, data, ex=self.client.settings.retention_s)
 
-    async def take_held(self) -> list[Message]:
-        raw = await self.client.redis.getdel(self.held_key)
-        return [MESSAGE_ADAPTER.validate_python(m) for m in json.loads(raw)] if raw else []
+    async def _held_raw(self) -> list[dict[str, Any]]:
+        raw = await self.client.redis.get(self.held_key)
+        held: list[dict[str, Any]] = json.loads(raw) if raw else []
+        return held
+
+    async def held(self, turn: list[UIMessage]) -> list[Message]:
+        """The held messages, but those the client sends again with `turn` (a client that
+        sends the whole conversation resends what it has no answer to)."""
+        sent = {m.id for m in turn if m.id}
+        return [
+            MESSAGE_ADAPTER.validate_python(h["message"])
+            for h in await self._held_raw()
+            if not h["id"] or h["id"] not in sent
+        ]
 
     async def is_new(self, turn: list[UIMessage]) -> bool:
         """Whether the user's message is not the one a turn already started from (a POST
@@ -173,10 +194,19 @@ class _Turns:
                 self.said_key, turn[-1].id, ex=self.client.settings.retention_s
             )
 
-    async def start(self, chat_id: str, said: list[Message], *, interrupt: bool = False) -> str:
+    async def start(
+        self,
+        chat_id: str,
+        turn: list[UIMessage],
+        said: list[Message],
+        *,
+        interrupt: bool = False,
+    ) -> str:
         """A new run on the chat's thread: its history, what was held, then what the user
-        says; with `interrupt`, the thread's run still working is cancelled first."""
-        messages = [*await self.take_held(), *said]
+        says (`said`, from `turn`); with `interrupt`, the thread's run still working is
+        cancelled at its step's end. What was held is let go, and the turn recorded as
+        answered, only once the run is created: a refusal leaves both as they were."""
+        messages = [*await self.held(turn), *said]
         try:
             spec = RunSpec.model_validate(
                 {
@@ -196,14 +226,21 @@ class _Turns:
         limits = self.config.limits
         check_spec_size(spec.model_dump_json(exclude_none=True).encode(), limits.max_spec_bytes)
         await check_submit_rate(self.client.runs, self.tenant)
-        return await self.client.runs.submit(spec, tenant=self.tenant)
+        run_id = await self.client.runs.submit(spec, tenant=self.tenant)
+        await self.client.redis.delete(self.held_key)
+        await self.said(turn)
+        return run_id
 
     async def next_after(self, chat_id: str) -> str | None:
         """The held turn's run, once the thread's run has ended; None when nothing is
-        held."""
+        held, or when its run is refused (it stays held: the chat's next turn says it)."""
         if not await self.client.redis.exists(self.held_key):
             return None
-        return await self.start(chat_id, [])
+        try:
+            return await self.start(chat_id, [], [])
+        except (ApiError, AgentqError) as exc:
+            log.warning("chat %s: the held message's run was refused: %s", chat_id, exc)
+            return None
 
 
 @router.post(
@@ -242,8 +279,7 @@ async def _turn(
             raise ApiError(
                 422, "invalid_request", "a new turn ends with the user's message", field="messages"
             )
-        await turns.said(turn)
-        run_id = await turns.start(body.id, said)
+        run_id = await turns.start(body.id, turn, said)
         return _ui_stream(slot, client, feeds_of(request), run_id, 0)
     reply = next((m for m in reversed(body.messages) if m.role == "assistant"), None)
     answers = _answers(current, reply)
@@ -262,7 +298,7 @@ async def _turn(
     if answers:
         await _resolve(client, current.id, answers)
         if said:
-            await turns.hold(said)
+            await turns.hold(turn, said)
             await turns.said(turn)
         if not said:  # the client's assistant message goes on
             return _ui_stream(slot, client, feeds_of(request), current.id, after)
@@ -276,8 +312,7 @@ async def _turn(
             recall=current.steps[-1],  # a new message: the answered step's calls again
         )
     # A message while the run works and waits on no one: the user moved on (`stop()`).
-    await turns.said(turn)
-    run_id = await turns.start(body.id, said, interrupt=True)
+    run_id = await turns.start(body.id, turn, said, interrupt=True)
     return _ui_stream(slot, client, feeds_of(request), run_id, 0)
 
 

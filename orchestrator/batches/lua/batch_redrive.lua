@@ -43,7 +43,7 @@ if v[1] ~= BATCH.RUNNING or num(v[2]) == 0 then
 end
 local cap = A.tenant_cap
 local room = num(v[3]) < num(v[4])
-  and (cap <= 0 or num(redis.call('HGET', sched, SF.INFLIGHT)) < cap)
+  and (cap <= 0 or num(redis.call('HGET', sched, SF.INFLIGHT)) + A.others_in_flight < cap)
 if not room or (v[5] and held(cjson.decode(v[5]).job_id)) then return rescored(0) end
 redis.call('HSET', m, BF.KICK, cjson.encode(A.job))
 return rescored(enqueue(A.job))

@@ -81,12 +81,13 @@ end
 -- Admit lines across the tenant's batches: the batch with the lowest pass that is
 -- below its concurrency goes next, and its pass moves on by its stride (1 / priority),
 -- so batches take turns, a batch of priority 2 twice as often. The tenant's cap
--- (its max_in_flight, AGENTQ_TENANT_LIMITS), when set, bounds the in-flight runs of all
--- its batches together: the lines past it wait here rather than being refused.
+-- (its max_in_flight, AGENTQ_TENANT_LIMITS), when set, bounds its runs in flight: its
+-- batches' lines together and its other runs (A.others_in_flight, counted apart and read
+-- just before): the lines past it wait here rather than being refused.
 local function admit()
   local out = {}
   local cap = A.tenant_cap
-  local inflight = num(redis.call('HGET', sched, SF.INFLIGHT))
+  local inflight = num(redis.call('HGET', sched, SF.INFLIGHT)) + A.others_in_flight
   while cap <= 0 or inflight < cap do
     local picked = nil
     for _, id in ipairs(redis.call('ZRANGE', ring, 0, -1)) do

@@ -8,6 +8,7 @@
 --            spec and tools only with start 0 (a worker holding the history has them);
 --            parent: a child run's parent call, for its progress)
 --         UNKNOWN_RUN | CLOSED | STALE (not the current step)
+--         CLOSED     also a run asked to stop at its step's end: cancelled now, unbegun
 --         DUPLICATE  the step was committed already (a re-delivered job)
 -- Effects a `start-step` event (again on each delivery before the commit: the attempt);
 --         a delayed run's first step makes it running.
@@ -15,6 +16,8 @@
 local err = run_guard(A.step)
 if err then return reply(err) end
 if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
+-- Queued before a cancel at the step's end: the step is not begun, the run ends here.
+if stopped_at_step_end() then return reply(OUT.CLOSED) end
 if redis.call('HGET', meta, F.STATUS) == RUN.SCHEDULED then
   redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
 end

@@ -5,7 +5,8 @@
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
 --         finishes_now, next_job, batch, output?, follow, failure? (a RunFailure: the run
 --         fails once the step is recorded)
--- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once)
+-- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once; or a run asked
+--         to stop at its step's end cancelled, at the join or instead of parking)
 --         FAILED (the input's failure: a budget the step went over)
 --         FAILED (a call answered at once with an error its tool's on_error fail-run ends the run on)
 --         UNKNOWN_RUN | CLOSED | STALE | DUPLICATE (committed before)
@@ -52,6 +53,10 @@ for _, c in ipairs(A.calls) do
 end
 for _, job in ipairs(A.jobs) do enqueue_run_job(job) end
 if A.finishes_now then return reply(succeed(step)) end
-if A.parked > 0 then redis.call('HSET', meta, F.STATUS, RUN.AWAITING) end
+if A.parked > 0 then
+  -- A run asked to stop at its step's end does not wait on the outside: it ends here.
+  if stopped_at_step_end() then return reply(OUT.FINISHED) end
+  redis.call('HSET', meta, F.STATUS, RUN.AWAITING)
+end
 if A.pending == 0 then return reply(join(A.step, A.next_job)) end
 return reply(OUT.COMMITTED)

@@ -4,7 +4,8 @@
 --         end_job (optional: enqueued when the run ends, see finish_run in the prelude),
 --         depth, lane, slot (a concurrency key's, optional); a fork also: start_step, steps (its first steps' hashes), usage,
 --         n_initial, origin; a child run also: parent, parent_job; a delayed run also:
---         start_at_ms; tenant (whose run it is); a limited tenant's: tenant_load
+--         start_at_ms; tenant (whose run it is); a limited tenant's: tenant_load; a run
+--         queued on its thread: hold
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
@@ -13,10 +14,14 @@
 --         messages, a `start` event, the model job of step 0 (a fork: of start_step,
 --         with the copied step hashes, usage totals and origin); a child run also keeps its
 --         parent link and the job its end enqueues (see finish_run in the prelude); a
---         limited tenant's run is counted in flight and queued (the tenant load hash).
+--         limited tenant's run is counted in flight (a batch's line: in its batches'
+--         count instead) and queued (the tenant load hash).
 --         A delayed run is created `scheduled`: its first model job is one of its timers
 --         (a cancel drops it; begin_step makes it running), and it is scored in the
 --         moving index at its start, so the sweeper leaves it alone until then.
+--         A held run (queued on its thread) is created `queued`: its first model job is
+--         kept in the meta, not enqueued, and it is not in the moving index, until
+--         start_queued (its thread's turn; a cancel ends it while it waits).
 if redis.call('EXISTS', meta) == 1 then
   local stored = redis.call('HGET', meta, F.SPEC_HASH)
   if stored and stored ~= A.spec_hash then return reply(OUT.CONFLICT) end
@@ -39,12 +44,14 @@ if load then
       return reply(OUT.OVER_LIMIT, {limit = LIMIT.MAX_QUEUED, cap = load.max_queued})
     end
   end
-  redis.call('HINCRBY', tenant_load_key, in_flight_field, 1)
+  if not load.batch_line then redis.call('HINCRBY', tenant_load_key, in_flight_field, 1) end
   redis.call('HINCRBY', tenant_load_key, queued_field, 1)
 end
 -- Without a meta hash, any other key of the id is a leftover: start clean.
 redis.call('DEL', msgs, events, tools_key())
-local status = A.start_at_ms and RUN.SCHEDULED or RUN.RUNNING
+local status = RUN.RUNNING
+if A.start_at_ms then status = RUN.SCHEDULED end
+if A.hold then status = RUN.QUEUED end
 redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, status,
            F.STEP, A.start_step, F.SEQ, 0, F.CREATED_AT, A.at,
            F.N_INITIAL, A.n_initial or #A.messages,
@@ -59,6 +66,7 @@ end
 if A.start_at_ms then redis.call('HSET', meta, F.START_AT, A.start_at_ms / 1000) end
 if A.origin then redis.call('HSET', meta, F.ORIGIN, A.origin) end
 if load then redis.call('HSET', meta, F.LOAD_TENANT, load.tenant, F.LOAD_QUEUED, 1) end
+if load and not load.batch_line then redis.call('HSET', meta, F.LOAD_IN_FLIGHT, 1) end
 if A.end_job then redis.call('HSET', meta, F.END_JOB, cjson.encode(A.end_job)) end
 redis.call('HSET', meta, F.DEPTH, A.depth)
 -- Read by every enqueue of the run's jobs (machine/lua/fair.lua), the first one below.
@@ -77,6 +85,10 @@ for _, name in ipairs(A.tool_order) do
 end
 for _, m in ipairs(A.messages) do redis.call('RPUSH', msgs, m) end
 emit(A.event)
+if A.hold then
+  redis.call('HSET', meta, F.HELD_JOB, cjson.encode(A.next_job))
+  return reply(OUT.CREATED)
+end
 enqueue_run_job(A.next_job)
 if A.start_at_ms then
   redis.call('ZADD', moving_key, A.start_at_ms, A.run_id)

@@ -63,10 +63,10 @@ end
 local function load_ended()
   load_started()
   local tenant = redis.call('HGET', meta, F.LOAD_TENANT)
-  if tenant then
+  if tenant and redis.call('HDEL', meta, F.LOAD_IN_FLIGHT) == 1 then
     redis.call('HINCRBY', tenant_load_key, K.TENANT_IN_FLIGHT .. tenant, -1)
-    redis.call('HDEL', meta, F.LOAD_TENANT)
   end
+  redis.call('HDEL', meta, F.LOAD_TENANT)
 end
 
 local function is_terminal(status)
@@ -240,13 +240,26 @@ local function history_entry(entry)
   return entry
 end
 
+-- A run asked to stop at its step's end (cancel at_step_end) is cancelled at the step
+-- boundary: whether it was (then no new step starts).
+local function stopped_at_step_end()
+  local reason = redis.call('HGET', meta, F.STOP_AT_STEP_END)
+  if not reason then return false end
+  finish_run(RUN.CANCELLED, 'abort', {reason = reason ~= '' and reason or nil})
+  return true
+end
+
 -- All results of step n are in: the history gets its tool message (a reference to the
 -- results, which the step hash holds), then either step n+1 is scheduled (next_job) or
--- the run finishes, as decided when the step was planned.
+-- the run finishes, as decided when the step was planned (or as a cancel at the step's
+-- end asked: cancelled).
 local function join(n, next_job)
   local step = step_key(n)
   if #cjson.decode(redis.call('HGET', step, S.ORDER)) > 0 then
     redis.call('RPUSH', msgs, TOOL_RESULTS_REF .. n)
+  end
+  if redis.call('HGET', step, S.AFTER) == AFTER.CONTINUE and stopped_at_step_end() then
+    return OUT.FINISHED
   end
   if redis.call('HGET', step, S.AFTER) == AFTER.CONTINUE then
     redis.call('HSET', meta, F.STEP, n + 1, F.STATUS, RUN.RUNNING)

@@ -68,6 +68,15 @@ class CreateRun(TransitionInput):
     start_at_ms: int | None = None
     # A limited tenant's run: counted (and maybe refused) under its tenant's caps.
     tenant_load: TenantLoad | None = None
+    # A run queued on its thread: created `queued`, its first model job held until
+    # `start_queued` hands it the thread's history.
+    hold: bool = False
+
+
+class StartQueued(TransitionInput):
+    script = "start_queued"
+
+    history: list[str]  # the thread's history (message JSON), before the run's own
 
 
 class BeginStep(TransitionInput):
@@ -238,6 +247,9 @@ class Cancel(TransitionInput):
     reason: str | None = None
     # The abort set of the run's partition (its jobs' slot), from the key builders.
     abort_key: str = ""
+    # A running run ends at its step's end instead (its model step or tool calls in
+    # flight finish and are recorded; no new step starts); any other run ends now.
+    at_step_end: bool = False
 
     @model_validator(mode="after")
     def _abort_key_of_run(self) -> Cancel:
@@ -316,6 +328,7 @@ class Redrive(TransitionInput):
 
 INPUTS: tuple[type[TransitionInput], ...] = (
     CreateRun,
+    StartQueued,
     BeginStep,
     CommitStep,
     ClaimCall,

@@ -15,6 +15,9 @@ from agentq.orchestrator.core import fairness
 class RunStatus(StrEnum):
     # a delayed run before its start time: its first model step waits as a timer
     SCHEDULED = "scheduled"
+    # a run on a thread waiting for its turn (enqueue): its first model step is held
+    # until the run before it ends (start_queued)
+    QUEUED = "queued"
     RUNNING = "running"  # a model step or tool call is queued or executing
     AWAITING = "awaiting"  # at least one call waits on a human or an outside result
     SUCCEEDED = "succeeded"  # terminal: the model answered and nothing is left to run
@@ -90,10 +93,13 @@ class Outcome(StrEnum):
     # redrive
     REDRIVEN = "redriven"  # the step's lost jobs were enqueued again
     IN_HAND = "in-hand"  # every job the step waits for is queued or held
+    # start_queued
+    STARTED = "started"
     # emit, fail_run, cancel
     EMITTED = "emitted"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    STOPPING = "stopping"  # cancel at_step_end: the run ends when its step does
 
 
 # Fields of the meta hash `aq:run:{id}`.
@@ -151,12 +157,17 @@ class MetaField(StrEnum):
     BATCH_STEPS = "b_steps"
     BATCH_INPUT = "b_in"
     BATCH_OUTPUT = "b_out"
+    # A cancel's reason, asked to take effect at the step's end (cancel at_step_end): the
+    # join ends the run instead of starting the next step, and a step not begun never is.
+    STOP_AT_STEP_END = "stop_at_step_end"
+    HELD_JOB = "held_job"  # a queued run's first model job (QueuedJob JSON) until it starts
     END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
     # Its lane (core/fairness.py): the enqueue and the claim read these by the job's run id.
-    # The tenant a limited tenant's run is counted under (core/tenant_limits.py), and
-    # whether it is still counted as queued (until its first step begins).
+    # The tenant a limited tenant's run is counted under (core/tenant_limits.py), whether
+    # it is still counted as queued (until its first step begins), and in flight.
     LOAD_TENANT = "load_tenant"
     LOAD_QUEUED = "load_queued"
+    LOAD_IN_FLIGHT = "load_in_flight"  # counted in flight there (not a batch's line)
     FAIR_LANE = fairness.LANE_FIELD
     FAIR_WEIGHT = fairness.WEIGHT_FIELD
     FAIR_RANK = fairness.RANK_FIELD

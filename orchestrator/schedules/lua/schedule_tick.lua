@@ -1,7 +1,8 @@
 -- schedule_tick: a worker claimed a tick's job; the tick fires once, whoever claims it.
 -- KEYS    index, schedule, ticks, order (see prelude)
 -- ARGV    ScheduleTick: name, generation, tick, run_id (the run it fires) or reason (why
---         none), previous (the run cancel-previous cancels), next_tick, next_job, keep
+--         none; `refused` with the refusal's error), previous (the run cancel-previous
+--         cancels), next_tick, next_job, keep
 -- Replies FIRED | SKIPPED  the tick is claimed now, as the input says
 --         RECORDED {record}  it was claimed before (a re-delivered or doubled job): what
 --                   that claim recorded, for the worker to finish (its run is created
@@ -19,7 +20,7 @@ local known = redis.call('HGET', ticks, A.tick)
 if known then return reply(SOUT.RECORDED, {record = known}) end
 if redis.call('HGET', sched, SF.NEXT) ~= A.tick then return reply(SOUT.STALE) end
 local record = {tick = tonumber(A.tick) / 1000, at = A.at, run_id = A.run_id,
-                previous = A.previous, skipped = A.reason}
+                previous = A.previous, skipped = A.reason, error = A.error}
 redis.call('HSET', ticks, A.tick, cjson.encode(record))
 redis.call('ZADD', order, A.tick, A.tick)
 local over = redis.call('ZCARD', order) - A.keep

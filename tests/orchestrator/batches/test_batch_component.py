@@ -15,6 +15,7 @@ from agentq.orchestrator.batches.input import BatchInputError
 from agentq.orchestrator.batches.state import BatchSettle
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.errors import TenantLimitError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tenant_limits import TenantLimit
 from agentq.orchestrator.runs.state import MetaField
@@ -264,3 +265,33 @@ async def test_admission_goes_round_robin_across_a_tenants_batches_by_priority(
         # The cap holds: one line in flight across both batches.
         running = [int((await store.meta("default", b))["running"]) for b in ("a", "b")]
         assert running == [1, 0]
+
+
+async def test_batch_lines_and_direct_runs_share_one_in_flight_cap(redis_url: str) -> None:
+    """No workers: runs stay in flight until cancelled; the test plays the admissions."""
+    limits = {"default": TenantLimit(max_in_flight=2)}
+    async with Client(
+        redis_url, settings=FAST.model_copy(update={"tenant_limits": limits})
+    ) as client:
+        direct = [await client.runs.submit(scripted({"text": "x"})) for _ in range(2)]
+        await client.batches.submit(lines(3), template=TEMPLATE, batch_id="shared", concurrency=8)
+        store = client.batches.store
+        # The tenant's two direct runs fill its cap: no line is admitted beside them.
+        reply = await store.settle("default", BatchSettle(batch_id="shared", token="k1"))
+        assert reply.admitted == []
+        await client.runs.cancel(direct[0])
+        reply = await store.settle("default", BatchSettle(batch_id="shared", token="k2"))
+        (admitted,) = reply.admitted  # one place freed, one line
+        await client.runs.create(
+            scripted({"text": "line"}), run_id=admitted.run_id, batch_line=True
+        )
+        # One direct run and one line in flight: a direct run is refused at the cap.
+        with pytest.raises(TenantLimitError, match="tenant_max_in_flight of 2"):
+            await client.runs.submit(scripted({"text": "x"}))
+        # Each counted once: the line in its batches' count, the direct run in the load's.
+        (load,) = (await client.runs.store.tenant_load("default")).values()
+        assert load[0] == 1
+        assert await client.runs.store.batch_lines_in_flight("default") == 1
+        await client.runs.cancel(admitted.run_id)
+        await client.runs.cancel(direct[1])
+        assert (await client.runs.store.tenant_load("default")) == {0: (0, 0)}

@@ -89,6 +89,26 @@ async def test_a_sub_agents_cost_rolls_up_into_its_parent(
     assert result.child_usage.cost_breakdown == STEP
 
 
+async def test_a_threads_cost_is_its_runs_sub_agents_included(
+    redis_url: str, priced_worker: tuple[WorkerProcess, int]
+) -> None:
+    child = {"model": {"provider": "scripted", "script": [step(text="from the child")]}}
+    helper = {"type": "agent", "name": "helper", "description": "A helper", "spec": child}
+    ask = step(tool_calls=[{"name": "helper", "input": {"prompt": "go"}, "id": "a1"}])
+    async with Client(redis_url) as client:
+        first = await client.runs.submit(
+            scripted(ask, step(text="done"), tools=[helper], thread_id="priced")
+        )
+        await client.runs.wait(first, timeout_s=60)
+        second = await client.runs.submit(scripted(step(text="again"), thread_id="priced"))
+        await client.runs.wait(second, timeout_s=60)
+        view = await client.threads.get("priced")
+    # Two steps and a sub-agent's one in the first run, one step in the second.
+    assert view.usage.cost_usd == pytest.approx(4 * STEP_USD)
+    assert view.usage.cost_breakdown == STEP + STEP + STEP + STEP
+    assert view.usage.input_tokens == 4000
+
+
 async def test_a_batch_shows_its_lines_cost(
     redis_url: str, priced_worker: tuple[WorkerProcess, int]
 ) -> None:

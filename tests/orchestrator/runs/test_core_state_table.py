@@ -47,6 +47,7 @@ from agentq.orchestrator.runs.state import (
     ResolveApproval,
     RunFailure,
     RunStatus,
+    StartQueued,
     StepAfter,
     StepField,
     WorkflowFinal,
@@ -138,6 +139,14 @@ def expect(probe: str, m: Model, call: str) -> Effect:
             created = Model(RunStatus.RUNNING, spec_hash=spec_hash)
             return Effect(Outcome.CREATED, created, events=1, jobs=1)
         return Effect(Outcome.EXISTS if spec_hash == m.spec_hash else Outcome.CONFLICT, m)
+    if probe == "start_queued":  # no state of the table is queued: started, or ended
+        if m.status is None:
+            return Effect(Outcome.UNKNOWN_RUN, m)
+        return Effect(Outcome.CLOSED if m.status in TERMINAL_STATUSES else Outcome.DUPLICATE, m)
+    if probe == "cancel_at_step_end" and m.status == RunStatus.RUNNING:
+        return Effect(Outcome.STOPPING, m)  # it ends when its step does
+    if probe == "cancel_at_step_end":
+        probe = "cancel"
     if probe in ("emit", "fail_run", "cancel"):
         if m.status is None:
             return Effect(Outcome.UNKNOWN_RUN, m)
@@ -446,9 +455,11 @@ def _probe(name: str, call: str) -> Callable[[RunStore], Awaitable[Reply]]:
                 calls=[RedriveCall(id=i, job=tool_job(RUN, 0, _call(i, Q))) for i in ("c1", "c2")],
             )
         ),
+        "start_queued": lambda s: s.start_queued(StartQueued(run_id=RUN, history=[])),
         "emit": lambda s: s.append(Emit(run_id=RUN, events=[_event("tool-progress")])),
         "fail_run": lambda s: s.fail_run(RUN, FAILURE),
         "cancel": lambda s: s.cancel(RUN, "stop"),
+        "cancel_at_step_end": lambda s: s.cancel(RUN, "stop", at_step_end=True),
     }
     return probes[name]
 
@@ -470,9 +481,11 @@ RUN_PROBES = (
     "commit_step",
     "input_answer",
     "redrive",
+    "start_queued",
     "emit",
     "fail_run",
     "cancel",
+    "cancel_at_step_end",
 )
 # (probe, call id): the call probes also name a call the step does not have.
 PROBES = [(p, "c1") for p in RUN_PROBES + CALL_PROBES] + [(p, "c9") for p in CALL_PROBES]
@@ -584,6 +597,34 @@ def test_the_table_covers_every_transition() -> None:
     probed = {"create", "emit", "fail_run", "cancel", "begin_step", "commit_step"}
     probed |= {"claim_call", "record_result", "post_result", "expire_parked"}
     probed |= {"resolve_approval", "input_request", "input_answer", "workflow_record"}
-    probed |= {"redrive"}
+    probed |= {"redrive", "start_queued"}
     assert scripts == probed
     assert len(TABLE) == len(STATES) * len(PROBES)
+
+
+# -- a cancel at the step's end ---------------------------------------------------------
+
+
+async def test_a_cancel_at_step_end_lets_the_step_finish_and_starts_no_other(
+    redis: Redis,
+) -> None:
+    store = RunStore(redis)
+    for transition in _with_calls([("c1", Q), ("c2", Q)]):
+        await transition(store)
+    assert (await store.cancel(RUN, "new message", at_step_end=True)).outcome == Outcome.STOPPING
+    assert (await store.record_result(_record("c1"))).outcome == Outcome.RECORDED
+    # The last result joins the step: recorded, and the run ends instead of step 1.
+    assert (await store.record_result(_record("c2"))).outcome == Outcome.FINISHED
+    meta = await store.meta(RUN)
+    assert meta[MetaField.STATUS] == RunStatus.CANCELLED
+    assert meta[MetaField.STEP] == "0"
+    assert await redis.hexists(keys.step(RUN, 0), StepField.RESULT + "c2")  # type: ignore[misc]
+
+
+async def test_a_step_queued_before_a_cancel_at_step_end_never_begins(redis: Redis) -> None:
+    store = RunStore(redis)
+    await store.create(_create())
+    assert (await store.cancel(RUN, "new message", at_step_end=True)).outcome == Outcome.STOPPING
+    begun = await store.begin_step(BeginStep(run_id=RUN, step=0, event=_event("start-step")))
+    assert begun.outcome == Outcome.CLOSED
+    assert (await store.meta(RUN))[MetaField.STATUS] == RunStatus.CANCELLED

@@ -5,6 +5,7 @@ resume and delete; the spec is checked at create."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import Callable
 
@@ -205,3 +206,34 @@ async def test_a_worker_that_died_after_the_claim_leaves_the_run_to_the_redelive
     assert redelivered.run_id == run_id
     assert [r.id for r in runs] == [run_id]
     assert after.fired == 1
+
+
+async def test_a_tick_whose_run_is_refused_is_skipped_as_refused(start: Start) -> None:
+    async with start() as client:
+        client.schedules.clock = lambda: time.time() + YEAR_S
+        info = await client.schedules.create("stale", cron="0 9 * * *", spec=SPEC)
+        assert info.next_tick_at is not None
+        # The deployment no longer offers what the stored spec names (a tool gone).
+        stored = json.dumps(scripted({"text": "tick"}, tools=["gone"]))
+        await client.redis.hset(keys.schedule_meta("default", "stale"), "spec", stored)  # type: ignore[misc]
+        tick = ScheduleJobEnvelope(
+            tenant="default",
+            name="stale",
+            generation=info.generation,
+            tick_ms=round(info.next_tick_at * 1000),
+        )
+        record = await client.schedules.fire(tick)
+        again = await client.schedules.fire(tick)  # a re-delivery finds it recorded
+        listed = await client.schedules.runs("stale")
+        after = await client.schedules.get("stale")
+        runs = (await client.runs.list()).runs
+    assert record is not None
+    assert (record.run_id, record.skipped) == (None, "refused")
+    assert record.error is not None
+    assert "gone" in record.error
+    assert "\n" not in record.error
+    assert again is not None
+    assert again.model_dump(exclude={"at"}) == record.model_dump(exclude={"at"})
+    assert [r.model_dump(exclude={"at"}) for r in listed] == [again.model_dump(exclude={"at"})]
+    assert (after.fired, after.skipped, after.last_run) == (0, 1, None)
+    assert runs == []

@@ -51,7 +51,7 @@ async def test_a_run_on_a_thread_starts_from_its_history(start: Start, model_log
             ("assistant", "hello"),
             ("user", "more"),
         ]
-        view = await client.threads.show("t1")
+        view = await client.threads.get("t1")
         assert view.status == "idle"
         assert [r.id for r in view.runs] == [first, second]
         assert view.current_run == second
@@ -78,7 +78,7 @@ async def test_one_run_holds_the_turn_and_a_refused_run_gives_it_back(start: Sta
         await wait_event(client, busy, of_type("tool-call"))
         with pytest.raises(ThreadBusyError, match="in progress"):
             await client.runs.submit(scripted({"text": "x"}, thread_id="t2"))
-        view = await client.threads.show("t2")
+        view = await client.threads.get("t2")
         assert view.status == "awaiting"
         assert view.metadata == {"user": "u1"}
         assert [r.id for r in view.runs] == [busy]
@@ -89,11 +89,11 @@ async def test_one_run_holds_the_turn_and_a_refused_run_gives_it_back(start: Sta
         await client.runs.wait("mine", TIMEOUT_S)
         with pytest.raises(RunConflictError):
             await client.runs.submit(scripted({"text": "b"}, id="mine", thread_id="t2"))
-        view = await client.threads.show("t2")
+        view = await client.threads.get("t2")
         assert [r.id for r in view.runs] == [busy, "mine"]
         # The same run submitted again is the same run, not a second turn.
         await client.runs.submit(scripted({"text": "a"}, id="mine", thread_id="t2"))
-        assert [r.id for r in (await client.threads.show("t2")).runs] == [busy, "mine"]
+        assert [r.id for r in (await client.threads.get("t2")).runs] == [busy, "mine"]
 
 
 async def test_a_thread_is_its_tenants_alone(start: Start, model_log: ModelLog) -> None:
@@ -104,7 +104,7 @@ async def test_a_thread_is_its_tenants_alone(start: Start, model_log: ModelLog) 
         )
         await client.runs.wait(run, TIMEOUT_S)
         with pytest.raises(ThreadNotFoundError):
-            await client.threads.show("t3", tenant="globex")
+            await client.threads.get("t3", tenant="globex")
         assert await client.threads.list("globex") == []
         # Another tenant's run on the same name starts a thread of its own.
         other = await client.runs.submit(
@@ -112,7 +112,7 @@ async def test_a_thread_is_its_tenants_alone(start: Start, model_log: ModelLog) 
         )
         await client.runs.wait(other, TIMEOUT_S)
         assert _texts(list(log.calls[-1].request.messages)) == [("user", "globex's words")]
-        assert [r.id for r in (await client.threads.show("t3", tenant="acme")).runs] == [run]
+        assert [r.id for r in (await client.threads.get("t3", tenant="acme")).runs] == [run]
         # Nor does naming acme's namespaced thread reach it.
         namespaced = scripted({"text": "x"}, thread_id=tenant_run_id("acme", "t3"))
         with pytest.raises(ValueError, match="namespaces"):

@@ -5,13 +5,15 @@ thread or the request says."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.core.errors import RunNotFoundError, ThreadBusyError
+from agentq.orchestrator.core.errors import ThreadBusyError
 from agentq.orchestrator.core.messages import Message, ToolMessage
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
@@ -74,7 +76,7 @@ async def test_reject_is_the_default_and_a_request_may_ask_for_it(client: Client
     await parked(client, going)
     with pytest.raises(ThreadBusyError):
         await client.runs.submit(says("x", "r2", "second", double_texting="reject"))
-    assert [r.id for r in (await client.threads.show("r2")).runs] == [going]
+    assert [r.id for r in (await client.threads.get("r2")).runs] == [going]
 
 
 async def test_enqueue_runs_after_the_current_one(client: Client) -> None:
@@ -82,40 +84,103 @@ async def test_enqueue_runs_after_the_current_one(client: Client) -> None:
     first = await client.runs.submit(parks("q"))
     await parked(client, first)
     second = await client.runs.submit(says("queued answer", "q", "second"))
-    view = await client.threads.show("q")
+    view = await client.threads.get("q")
     assert view.queued == [second]
-    with pytest.raises(RunNotFoundError):
-        await client.runs.status(second)  # created when its turn comes
+    # Visible at once, waiting for its turn; a follower waits with it.
+    assert (await client.runs.status(second)).status == "queued"
+    followed = asyncio.create_task(_types(client, second))
     await client.runs.submit_tool_result(first, "q1", "Ada")
     assert (await client.runs.wait(first, WAIT_S)).status == "succeeded"
-
-    async def started() -> bool:
-        try:
-            await client.runs.status(second)
-        except RunNotFoundError:
-            return False
-        return True
-
-    await eventually_async(started, "the queued run starts when the first one ends")
     assert (await client.runs.wait(second, WAIT_S)).text == "queued answer"
-    view = await client.threads.show("q")
+    assert await asyncio.wait_for(followed, WAIT_S) == ["start", "start-step", "finish-step"]
+    view = await client.threads.get("q")
     assert view.queued == []
     assert [r.id for r in view.runs] == [first, second]
     # It started from the first run's whole conversation, its client tool's answer too.
     assert "Ada" in shown(view.messages)
     assert "first" in shown(view.messages)
+    # Its result holds its own messages only, the thread's history before them.
+    result = await client.runs.wait(second, WAIT_S)
+    assert "Ada" not in shown(result.messages)
 
 
-async def test_interrupt_cancels_the_run_and_starts_from_its_history(client: Client) -> None:
-    first = await client.runs.submit(parks("i"))
+async def _types(client: Client, run_id: str) -> list[str]:
+    """The types of the run's events, followed to its end (text deltas and the end left
+    out: what is asserted is that the follower saw the start it waited for)."""
+    seen: list[str] = []
+    async for event in client.runs.events(run_id, follow=True):
+        if event.type in ("start", "start-step", "finish-step"):
+            seen.append(event.type)
+    return seen
+
+
+async def test_a_queued_run_can_be_cancelled_before_its_turn(client: Client) -> None:
+    await client.threads.create("qc", double_texting="enqueue")
+    first = await client.runs.submit(parks("qc"))
     await parked(client, first)
+    dropped = await client.runs.submit(says("never said", "qc", "second"))
+    third = await client.runs.submit(says("third answer", "qc", "third"))
+    assert (await client.threads.get("qc")).queued == [dropped, third]
+    await client.runs.cancel(dropped, "changed my mind")
+    assert (await client.runs.status(dropped)).status == "cancelled"
+    await client.runs.submit_tool_result(first, "q1", "Ada")
+    assert (await client.runs.wait(third, WAIT_S)).text == "third answer"
+    view = await client.threads.get("qc")
+    assert view.queued == []
+    assert [r.id for r in view.runs] == [first, third]
+    assert "never said" not in shown(view.messages)
+    assert (await client.runs.status(dropped)).status == "cancelled"
+
+
+async def test_interrupt_ends_the_run_at_its_step_end_and_continues_it(
+    client: Client, tmp_path: Path
+) -> None:
+    started, gate = tmp_path / "started", tmp_path / "gate"
+    first = await client.runs.submit(
+        scripted(
+            {"tool_calls": [{"name": "hold_until", "input": held(started, gate), "id": "h1"}]},
+            {"text": "never said"},
+            tools=["hold_until"],
+            prompt="first",
+            thread_id="i",
+        )
+    )
+    await eventually_async(started.exists, "the first run's tool call is in flight")
     second = await client.runs.submit(
         says("moved on", "i", "never mind", double_texting="interrupt")
     )
+    # The first run's call goes on; the new run waits for its step to end.
+    assert (await client.runs.status(first)).status == "running"
+    assert (await client.runs.status(second)).status == "queued"
+    gate.touch()
+    assert (await client.runs.wait(second, WAIT_S)).text == "moved on"
+    ended = await client.runs.wait(first, WAIT_S)
+    assert ended.status == "cancelled"
+    # Its call finished and was recorded; no step began after it.
+    assert len(ended.steps) == 1
+    view = await client.threads.get("i")
+    assert [r.id for r in view.runs] == [first, second]
+    assert [r.status for r in view.runs] == ["cancelled", "succeeded"]
+    results = [p.output for m in view.messages if isinstance(m, ToolMessage) for p in m.content]
+    assert results == ["released"]
+    history = shown(view.messages)
+    assert "never said" not in history
+    assert history.index("first") < history.index("released") < history.index("never mind")
+
+
+def held(started: Path, gate: Path) -> dict[str, str]:
+    return {"started": str(started), "gate": str(gate)}
+
+
+async def test_interrupt_ends_a_run_waiting_on_the_outside_at_once(client: Client) -> None:
+    first = await client.runs.submit(parks("w"))
+    await parked(client, first)
+    second = await client.runs.submit(
+        says("moved on", "w", "never mind", double_texting="interrupt")
+    )
     assert (await client.runs.status(first)).status == "cancelled"
     assert (await client.runs.wait(second, WAIT_S)).text == "moved on"
-    view = await client.threads.show("i")
-    assert [r.id for r in view.runs] == [first, second]
+    view = await client.threads.get("w")
     assert [r.status for r in view.runs] == ["cancelled", "succeeded"]
     history = shown(view.messages)
     # The interrupted run's steps so far (its add and result), not the call left open.
@@ -133,7 +198,7 @@ async def test_rollback_cancels_the_run_and_drops_it_from_the_thread(client: Cli
     third = await client.runs.submit(says("again", "b", "instead", double_texting="rollback"))
     assert (await client.runs.status(dropped)).status == "cancelled"
     await client.runs.wait(third, WAIT_S)
-    view = await client.threads.show("b")
+    view = await client.threads.get("b")
     assert [r.id for r in view.runs] == [kept, third]
     history = shown(view.messages)
     assert "kept" in history
