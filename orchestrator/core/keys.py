@@ -446,6 +446,34 @@ def tenant_usage(partition: int = 0) -> str:
     return _partitioned(USAGE_PREFIX, partition, USAGE_TENANTS)
 
 
+USAGE_BATCHES = "batches"
+
+
+def batch_usage(partition: int = 0) -> str:
+    """Hash: a partition's usage totals by batch, `<tenant>:<batch>:<field>` as
+    `tenant_usage` names them, written by `commit_step` in the run's slot as each step of a
+    batch's run is recorded (what the batch's budget is judged on, orchestrator/budgets/)."""
+    return _partitioned(USAGE_PREFIX, partition, USAGE_BATCHES)
+
+
+BUDGETS_PREFIX = "aq:budgets:"
+BUDGETS_HELD = "held"
+BUDGETS_TENANTS = "aq:budgets:tenants"
+
+
+def budgets_held(partition: int = 0) -> str:
+    """Hash: a partition's runs held at a step by a shared budget, run id -> the budget's
+    scope (orchestrator/budgets/); written by `hold_step`, cleared by the run's next
+    commit or its end, read when a budget is raised to send the held steps on."""
+    return _partitioned(BUDGETS_PREFIX, partition, BUDGETS_HELD)
+
+
+def tenant_budgets() -> str:
+    """Hash: the operator's tenant budgets, tenant -> a SharedBudget as JSON, over the
+    deployment's AGENTQ_TENANT_BUDGETS entry (`agentq budget tenant`)."""
+    return BUDGETS_TENANTS
+
+
 def moving_batches(partition: int = 0) -> str:
     """Zset: a partition's batches with lines to admit and its admitted lines not ended,
     by when each last moved (the batch transitions write it in their tenant's slot)."""
