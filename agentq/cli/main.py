@@ -1249,3 +1249,9 @@ main.add_command(thread)
 from agentq.cli.schedule import schedule  # noqa: E402
 
 main.add_command(schedule)
+
+# -- budget (agentq/cli/budget.py) ------------------------------------------------
+
+from agentq.cli.budget import budget  # noqa: E402
+
+main.add_command(budget)
