@@ -90,6 +90,7 @@ ALLOWED: dict[str, set[str]] = {
     "serve": {
         "orchestrator",
         "orchestrator.batches",
+        "orchestrator.budgets",  # a budget's body (SharedBudget)
         "orchestrator.calls",
         "orchestrator.core",
         "orchestrator.fleet",
