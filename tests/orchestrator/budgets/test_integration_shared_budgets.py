@@ -162,3 +162,21 @@ async def test_a_worker_killed_mid_batch_neither_loses_nor_doubles_a_charge(
     recorded = sum(r.usage.cost_usd or 0 for r in rows if r.usage)
     assert done.budget.spent_usd == pytest.approx(recorded)
     assert recorded == pytest.approx(n * 2 * STEP_USD)
+
+
+async def test_a_lines_sub_agent_spends_the_batchs_budget(
+    redis_url: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    start_worker(redis_url, workers, tmp_path)
+    child = {"model": {"provider": "scripted", "script": [{"text": "ok", "usage": USAGE}]}}
+    helper = {"type": "agent", "name": "helper", "description": "A helper", "spec": child}
+    ask = {"tool_calls": [{"name": "helper", "input": {"prompt": "go"}}], "usage": USAGE}
+    template = scripted(ask, {"text": "done", "usage": USAGE}, tools=[helper])
+    async with Client(redis_url) as client:
+        await client.batches.submit(lines(1), template=template, batch_id="sub", max_cost_usd=1.0)
+        done = await eventually_async(
+            lambda: client.batches.status("sub"), "the batch to end", until=lambda i: i.ended
+        )
+    assert done.counts.succeeded == 1
+    assert done.budget is not None
+    assert done.budget.spent_usd == pytest.approx(3 * STEP_USD)  # two steps and the child's
