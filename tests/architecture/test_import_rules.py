@@ -317,6 +317,7 @@ ALLOWED: dict[str, set[str]] = {
     "workers.worker": {
         "orchestrator",
         "orchestrator.batches",  # the sweeper of lost admission jobs, beside the runs'
+        "orchestrator.budgets",  # AGENTQ_TENANT_BUDGETS checked at start
         "orchestrator.calls",  # the sweeper of calls whose job was lost, beside the runs'
         "orchestrator.core",
         "orchestrator.cost",  # the price table, read at the start

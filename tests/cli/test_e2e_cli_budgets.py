@@ -77,3 +77,13 @@ def test_budget_tenant_shows_and_raises_only_a_budgeted_tenant(redis_url: str) -
         "agentq: tenant 'nobody' has no budget to raise: give it one in "
         "AGENTQ_TENANT_BUDGETS (its own entry or '*')"
     )
+
+
+@pytest.mark.parametrize("command", [["worker"], ["budget", "tenant", "acme"]])
+def test_a_bad_tenant_budget_is_one_line_and_exit_2(command: list[str]) -> None:
+    env = {"AGENTQ_TENANT_BUDGETS": json.dumps({"acme": {"max_cost": 1}})}
+    done = run_cli(*command, redis_url="redis://127.0.0.1:1/0", env=env)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        "agentq: AGENTQ_TENANT_BUDGETS['acme'].max_cost: Extra inputs are not permitted"
+    )
