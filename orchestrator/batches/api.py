@@ -397,6 +397,8 @@ class Batches:
         budget = SharedBudget(max_cost_usd=max_cost_usd, max_total_tokens=max_total_tokens)
         if budget.empty:
             raise BatchInputError("a budget needs max_cost_usd or max_total_tokens")
+        if budget.period is not None:
+            raise BatchInputError("a batch's budget is on all its spend: it has no period")
         if not await self.store.meta(tenant, batch_id):
             raise BatchNotFoundError(f"no batch with id {batch_id!r}")
         await self.budgets.set_budget(Scope("batch", tenant, batch_id), budget)

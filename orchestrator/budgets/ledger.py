@@ -8,12 +8,21 @@ is the deployment's entry (tenants.py) unless the operator raised it, in
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 from redis.asyncio import Redis
 
-from agentq.orchestrator.budgets.shared import Reached, Scope, SharedBudget, Spend, judge
+from agentq.orchestrator.budgets.shared import (
+    WINDOW_TTL_S,
+    Reached,
+    Scope,
+    SharedBudget,
+    Spend,
+    judge,
+    window,
+)
 from agentq.orchestrator.budgets.tenants import budget_for, tenant_budgets
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.messages import CostBreakdown
@@ -28,7 +37,11 @@ _SPEND_FIELDS = ("total_tokens", *CostBreakdown.model_fields)
 
 
 def _usage_key(scope: Scope, partition: int) -> str:
-    return keys.batch_usage(partition) if scope.kind == "batch" else keys.tenant_usage(partition)
+    if scope.kind == "batch":
+        return keys.batch_usage(partition)
+    if scope.window is not None:
+        return keys.tenant_window_usage(scope.window, partition)
+    return keys.tenant_usage(partition)
 
 
 def _prefix(scope: Scope) -> str:
@@ -60,16 +73,34 @@ def batch_budget(meta: Mapping[str, str]) -> SharedBudget | None:
 class BudgetLedger:
     """The shared budgets of one deployment (its settings' tenant budgets) on one Redis."""
 
-    def __init__(self, redis: Redis, settings: Settings) -> None:
+    def __init__(
+        self, redis: Redis, settings: Settings, *, clock: Callable[[], float] = time.time
+    ) -> None:
         self.redis = redis
         self.tenants = tenant_budgets(settings.tenant_budgets)
+        self.clock = clock
+
+    def tenant_scope(self, tenant: str) -> Scope:
+        """The tenant's budget's scope now: with the window its period counts in (the
+        deployment's entry decides the period; a raise changes only the limits)."""
+        entry = budget_for(self.tenants, tenant)
+        return Scope("tenant", tenant, window=window(entry.period if entry else None, self.clock()))
+
+    def windows(self, tenant: str) -> tuple[list[str], int]:
+        """The windows a step of the tenant's counts in now besides its total, and how long
+        their totals are kept: its budget's, when that has a period."""
+        entry = budget_for(self.tenants, tenant)
+        now = self.tenant_scope(tenant).window
+        if entry is None or entry.period is None or now is None:
+            return [], 0
+        return [now], WINDOW_TTL_S[entry.period]
 
     def scopes(self, tenant: str, batch: str | None) -> list[Scope]:
         """The budgets a run's step may be held by: its batch's (if any may be set) and its
         tenant's (if the deployment gives it one). Pure: a run with neither costs no read."""
         scopes = [Scope("batch", tenant, batch)] if batch else []
         if budget_for(self.tenants, tenant) is not None:
-            scopes.append(Scope("tenant", tenant))
+            scopes.append(self.tenant_scope(tenant))
         return scopes
 
     async def reached(self, tenant: str, batch: str | None) -> Reached | None:

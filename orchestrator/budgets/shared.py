@@ -4,11 +4,14 @@ a tenant), what the scope has spent, and whether another step may start."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 ScopeKind = Literal["batch", "tenant"]
+# A tenant's budget is on its spend in a window of time (UTC): a day, a month, or all of it.
+Period = Literal["day", "month", "total"]
 LimitName = Literal["max_cost_usd", "max_total_tokens"]
 LIMITS: tuple[LimitName, ...] = ("max_cost_usd", "max_total_tokens")
 
@@ -20,6 +23,8 @@ class SharedBudget(BaseModel):
 
     max_cost_usd: float | None = Field(default=None, gt=0)
     max_total_tokens: int | None = Field(default=None, ge=1)
+    # A tenant's (None: its total spend); a batch's budget is on all its spend.
+    period: Period | None = None
 
     @property
     def empty(self) -> bool:
@@ -37,6 +42,8 @@ class Scope:
     kind: ScopeKind
     tenant: str
     batch: str | None = None
+    # A tenant's budget with a period: the window its spend is counted in now.
+    window: str | None = None
 
     @property
     def id(self) -> str:
@@ -46,7 +53,9 @@ class Scope:
 
     @property
     def name(self) -> str:
-        return f"batch {self.batch!r}" if self.kind == "batch" else f"tenant {self.tenant!r}"
+        if self.kind == "batch":
+            return f"batch {self.batch!r}"
+        return f"tenant {self.tenant!r}" + (f" ({self.window})" if self.window else "")
 
     @property
     def raise_with(self) -> str:
@@ -85,6 +94,19 @@ class Reached:
     @property
     def flag(self) -> str:
         return self.limit.replace("_", "-")
+
+
+def window(period: Period | None, now_s: float) -> str | None:
+    """The window a periodic budget counts spend in at `now_s` (UTC): `2026-11-26`,
+    `2026-11`; None for a budget on the total."""
+    if period is None or period == "total":
+        return None
+    at = datetime.fromtimestamp(now_s, UTC)
+    return at.strftime("%Y-%m-%d" if period == "day" else "%Y-%m")
+
+
+# How long a window's totals are kept: past its end, for a late reader of its last spend.
+WINDOW_TTL_S: dict[Period, int] = {"day": 2 * 86400, "month": 32 * 86400, "total": 0}
 
 
 def judge(scope: Scope, budget: SharedBudget, spend: Spend) -> Reached | None:

@@ -1,11 +1,14 @@
 """The deployment's tenant budgets (`AGENTQ_TENANT_BUDGETS`), pure:
 
-    AGENTQ_TENANT_BUDGETS='{"*": {"max_cost_usd": 100}, "acme": {"max_cost_usd": 2500}}'
+    AGENTQ_TENANT_BUDGETS='{"*": {"max_cost_usd": 100, "period": "day"},
+                            "acme": {"max_cost_usd": 2500, "period": "month"}}'
 
 A tenant's own entry replaces `*` whole; a tenant with neither has no budget, and its
 steps are not checked against one. The operator raises a tenant's budget in Redis
-(`agentq budget tenant`, ledger.py), over the entry, for tenants that have one.
-A budget is on the tenant's spend since its usage began to be counted (its total).
+(`agentq budget tenant`, ledger.py), over the entry, for tenants that have one; the
+period stays the entry's. A budget with a `period` is on the tenant's spend in the
+current day or month (UTC: shared.py's `window`; each step is counted in its window's
+totals too, which expire after it); without one, on its total spend.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from agentq.orchestrator.core.errors import SpecError
 ANY_TENANT = "*"
 
 
-def tenant_budgets(raw: Mapping[str, Mapping[str, float]]) -> dict[str, SharedBudget]:
+def tenant_budgets(raw: Mapping[str, Mapping[str, float | str]]) -> dict[str, SharedBudget]:
     """The setting's entries, each checked (SpecError naming the tenant and the field)."""
     budgets: dict[str, SharedBudget] = {}
     for tenant, entry in raw.items():

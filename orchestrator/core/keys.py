@@ -449,6 +449,13 @@ def tenant_usage(partition: int = 0) -> str:
 USAGE_BATCHES = "batches"
 
 
+def tenant_window_usage(window: str, partition: int = 0) -> str:
+    """Hash: a partition's usage totals by tenant within one window of time (`2026-11-26`,
+    `2026-11`), named as `tenant_usage` names them, for tenants whose budget has a period
+    (orchestrator/budgets/); written by `commit_step`, expiring after the window."""
+    return _partitioned(USAGE_PREFIX, partition, f"{USAGE_TENANTS}{JOB_SEPARATOR}{window}")
+
+
 def batch_usage(partition: int = 0) -> str:
     """Hash: a partition's usage totals by batch, `<tenant>:<batch>:<field>` as
     `tenant_usage` names them, written by `commit_step` in the run's slot as each step of a

@@ -25,6 +25,7 @@ class BudgetStatus(BaseModel):
     """A scope's budget in force, what it spent, and the steps it holds."""
 
     scope: str
+    window: str | None = None  # a periodic tenant budget's window now (UTC)
     budget: SharedBudget | None = None
     spent_usd: float = 0.0
     spent_tokens: int = 0
@@ -44,6 +45,7 @@ class SharedBudgets:
         reached = judge(scope, budget, spend) if budget is not None else None
         return BudgetStatus(
             scope=scope.id,
+            window=scope.window,
             budget=budget,
             spent_usd=spend.cost_usd,
             spent_tokens=spend.total_tokens,
@@ -62,7 +64,7 @@ class SharedBudgets:
         return await self.status(scope)
 
     async def tenant(self, tenant: str) -> BudgetStatus:
-        return await self.status(Scope("tenant", tenant))
+        return await self.status(self.ledger.tenant_scope(tenant))
 
     async def set_tenant(
         self,
@@ -81,4 +83,4 @@ class SharedBudgets:
                 "AGENTQ_TENANT_BUDGETS (its own entry or '*')"
             )
         budget = SharedBudget(max_cost_usd=max_cost_usd, max_total_tokens=max_total_tokens)
-        return await self.set_budget(Scope("tenant", tenant), budget)
+        return await self.set_budget(self.ledger.tenant_scope(tenant), budget)

@@ -454,6 +454,9 @@ async def commit(
     args = hops.stamp(commit_args(run_id, planned))
     if batched:
         args = args.model_copy(update={"batch": True})
+    windows, window_ttl_s = deps.budgets.windows(begun.tenant)
+    if windows:
+        args = args.model_copy(update={"windows": windows, "window_ttl_s": window_ttl_s})
     committed = await deps.store.commit_step(args, ride=ride)
     hops.sent(enqueued_job_ids(args, committed.outcome))
     if deps.metrics is not None and committed.outcome in _RECORDED:

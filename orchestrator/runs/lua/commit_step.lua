@@ -4,7 +4,8 @@
 -- ARGV    CommitStep: step, resp, assistant, text, finish_reason, usage, after, order,
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
 --         finishes_now, next_job, batch, output?, follow, failure? (a RunFailure: the run
---         fails once the step is recorded)
+--         fails once the step is recorded), windows, window_ttl_s (a periodic tenant
+--         budget's windows the step counts in)
 -- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once; or a run asked
 --         to stop at its step's end cancelled, at the join or instead of parking)
 --         FAILED (the input's failure: a budget the step went over)
@@ -36,6 +37,12 @@ local batch = redis.call('HGET', meta, F.BATCH)
 if batch then
   add_usage(batch_usage_key(), A.usage, by_name, cost_by_name, F.UNPRICED,
             tenant .. K.JOB_SEPARATOR .. batch .. K.JOB_SEPARATOR)
+end
+-- A tenant's budget with a period: the step counts in its window's totals too.
+for _, window in ipairs(A.windows) do
+  local key = partition_key(run_name, K.USAGE_PREFIX, K.USAGE_TENANTS .. K.JOB_SEPARATOR .. window)
+  add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
+  redis.call('EXPIRE', key, A.window_ttl_s)
 end
 unhold()
 if A.batch then

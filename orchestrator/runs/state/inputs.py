@@ -143,6 +143,10 @@ class CommitStep(TransitionInput):
     follow: list[str] = Field(default_factory=list)
     # The run fails once the step is recorded (a budget the step went over: RunFailure).
     failure: RunFailure | None = None
+    # The windows of the tenant's periodic budget the step's usage counts in too (keys.py:
+    # tenant_window_usage), and how long their totals are kept.
+    windows: list[str] = Field(default_factory=list)
+    window_ttl_s: int = 0
 
     def idle_job_fields(self) -> frozenset[str]:
         # commit_step.lua joins (sends next_job) only when the step finishes nothing

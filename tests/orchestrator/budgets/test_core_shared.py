@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from agentq.orchestrator.budgets.ledger import spend_of
-from agentq.orchestrator.budgets.shared import Scope, SharedBudget, Spend, judge
+from agentq.orchestrator.budgets.ledger import BudgetLedger, spend_of
+from agentq.orchestrator.budgets.shared import Scope, SharedBudget, Spend, judge, window
 from agentq.orchestrator.budgets.tenants import budget_for, tenant_budgets
 from agentq.orchestrator.core.errors import SpecError
+from agentq.orchestrator.core.settings import Settings
 
 pytestmark = pytest.mark.unit
 
@@ -74,7 +75,31 @@ def test_a_tenants_own_entry_replaces_the_default() -> None:
         ({"*": {"max_cost_usd": 0}}, "AGENTQ_TENANT_BUDGETS['*'].max_cost_usd: Input should be"),
     ],
 )
-def test_a_bad_entry_is_one_line_naming_it(raw: dict[str, dict[str, float]], message: str) -> None:
+def test_a_bad_entry_is_one_line_naming_it(
+    raw: dict[str, dict[str, float | str]], message: str
+) -> None:
     with pytest.raises(SpecError) as refused:
         tenant_budgets(raw)
     assert refused.value.message.startswith(message)
+
+
+NOV_26 = 1795726800.0  # 2026-11-26 21:00 UTC
+
+
+@pytest.mark.parametrize(
+    ("period", "expected"),
+    [("day", "2026-11-26"), ("month", "2026-11"), ("total", None), (None, None)],
+)
+def test_a_period_counts_in_its_utc_window(period: str | None, expected: str | None) -> None:
+    assert window(period, NOV_26) == expected  # type: ignore[arg-type]
+
+
+def test_a_tenants_steps_count_in_its_budgets_window_only_when_it_has_a_period() -> None:
+    raw = {"acme": {"max_cost_usd": 5, "period": "month"}, "globex": {"max_cost_usd": 5}}
+    settings = Settings.model_validate({"tenant_budgets": raw})
+    ledger = BudgetLedger(None, settings, clock=lambda: NOV_26)  # type: ignore[arg-type]
+    assert ledger.windows("acme") == (["2026-11"], 32 * 86400)
+    assert ledger.windows("globex") == ([], 0)
+    assert ledger.windows("nobody") == ([], 0)
+    assert [s.id for s in ledger.scopes("acme", "b1")] == ["batch:acme:b1", "tenant:acme"]
+    assert ledger.scopes("nobody", None) == []  # nothing to read before its steps

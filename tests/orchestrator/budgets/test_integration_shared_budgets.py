@@ -15,6 +15,7 @@ import pytest
 from agentq.orchestrator.batches.api import BatchInfo
 from agentq.orchestrator.budgets.shared import Scope
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import BudgetReachedError
 from agentq.orchestrator.core.settings import Settings
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
@@ -180,3 +181,40 @@ async def test_a_lines_sub_agent_spends_the_batchs_budget(
     assert done.counts.succeeded == 1
     assert done.budget is not None
     assert done.budget.spent_usd == pytest.approx(3 * STEP_USD)  # two steps and the child's
+
+
+async def test_a_daily_tenant_budget_resumes_by_itself_in_a_new_window(
+    redis_url: str, workers: list[WorkerProcess], tmp_path: Path
+) -> None:
+    daily = {"acme": {"max_cost_usd": 2 * STEP_USD, "period": "day"}}
+    start_worker(
+        redis_url,
+        workers,
+        tmp_path,
+        AGENTQ_TENANT_BUDGETS=json.dumps(daily),
+        # The sweeper looks at a held run again soon: a new window needs no raise.
+        AGENTQ_BUDGET_RECHECK_S="0.2",
+        AGENTQ_REDRIVE_AFTER_S="0.5",
+    )
+    settings = Settings.model_validate({"tenant_budgets": daily})
+    long_run = scripted(
+        *({"tool_calls": [ADD], "usage": USAGE} for _ in range(3)),
+        {"text": "done", "usage": USAGE},
+        tools=["add"],
+    )
+    async with Client(redis_url, settings=settings) as client:
+        acme = await client.runs.submit(long_run, tenant="acme")
+        held = await eventually_async(
+            lambda: client.budgets.tenant("acme"), "acme held", until=lambda s: s.held_runs
+        )
+        assert held.window is not None
+        assert held.reached is not None
+        assert f"budget reached: tenant 'acme' ({held.window}) max_cost_usd" in held.reached
+        today = keys.tenant_window_usage(held.window)
+        assert 0 < await client.redis.ttl(today) <= 2 * 86400  # kept past its day only
+        # The day ends: today's spend is yesterday's, and the next window starts empty.
+        await client.redis.rename(today, keys.tenant_window_usage("1999-12-31"))
+        result = await client.runs.wait(acme, timeout_s=60)
+        assert result.status == "succeeded", result.error
+        assert (await client.budgets.tenant("acme")).spent_usd == pytest.approx(2 * STEP_USD)
+        assert (await client.runs.usage("acme")).cost_usd == pytest.approx(4 * STEP_USD)
