@@ -31,7 +31,8 @@ def status_line(status: BudgetStatus) -> str:
         if limits is None or limits.max_total_tokens is None
         else f" of {limits.max_total_tokens}"
     )
-    line = f"{status.scope}: ${status.spent_usd:,.4f}{usd}, {status.spent_tokens} tokens{tokens}"
+    scope = status.scope + (f" ({status.window})" if status.window else "")
+    line = f"{scope}: ${status.spent_usd:,.4f}{usd}, {status.spent_tokens} tokens{tokens}"
     if status.reached is not None:
         line += f"; {status.held_runs} runs held: {status.reached}"
     return line

@@ -110,8 +110,8 @@ class Settings(BaseSettings):
     # hold at their next step and its submits are refused (HTTP 402) until it is raised
     # (`agentq budget tenant`).
     tenant_budgets: dict[str, dict[str, float | str]] = Field(default_factory=dict)
-    # How long a step held by a shared budget waits before the sweeper sends it again to
-    # check (a raise sends it at once).
+    # How long a step held by a shared budget waits before the sweeper (redrive_after_s
+    # later) sends it again to check (a raise sends it at once).
     budget_recheck_s: float = Field(default=60.0, gt=0)
     # The remote-tools file: tools served by services in any language, their queues and
     # the queues' push webhooks (orchestrator/tools/remote.py). `agentq serve` reads it.
