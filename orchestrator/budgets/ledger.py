@@ -30,6 +30,12 @@ from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.machine.store import resolved, text
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 
+# How long a worker takes a batch without a budget to have none: every step of a batch's
+# run is checked, and most batches have no budget, so the read is skipped for this long
+# (a budget set later holds their steps this much later). A batch with one is read at
+# every step: its spend must be fresh.
+UNBUDGETED_TTL_S = 1.0
+_UNBUDGETED_MAX = 10_000
 # A batch's budget in its meta hash, by limit.
 BATCH_FIELDS = {"max_cost_usd": "budget_usd", "max_total_tokens": "budget_tokens"}
 # A scope's spend in the usage hashes, after its prefix: tokens, then cost by kind.
@@ -79,6 +85,7 @@ class BudgetLedger:
         self.redis = redis
         self.tenants = tenant_budgets(settings.tenant_budgets)
         self.clock = clock
+        self._unbudgeted: dict[str, float] = {}  # scope id -> until when (monotonic)
 
     def tenant_scope(self, tenant: str) -> Scope:
         """The tenant's budget's scope now: with the window its period counts in (the
@@ -106,15 +113,24 @@ class BudgetLedger:
     async def reached(self, tenant: str, batch: str | None) -> Reached | None:
         """The first of the run's budgets that lets no new step start, read in one round
         trip (each budget and its spend over every partition)."""
-        scopes = self.scopes(tenant, batch)
+        now = time.monotonic()
+        scopes = [s for s in self.scopes(tenant, batch) if self._unbudgeted.get(s.id, 0) < now]
         if not scopes:
             return None
         found = await self._read(scopes)
         for scope, (budget, spend) in zip(scopes, found, strict=True):
-            reached = judge(scope, budget, spend) if budget is not None else None
+            if budget is None:
+                self._remember_unbudgeted(scope, now)
+                continue
+            reached = judge(scope, budget, spend)
             if reached is not None:
                 return reached
         return None
+
+    def _remember_unbudgeted(self, scope: Scope, now: float) -> None:
+        if len(self._unbudgeted) >= _UNBUDGETED_MAX:
+            self._unbudgeted = {k: t for k, t in self._unbudgeted.items() if t > now}
+        self._unbudgeted[scope.id] = now + UNBUDGETED_TTL_S
 
     async def status(self, scope: Scope) -> tuple[SharedBudget | None, Spend]:
         """A scope's budget in force (None: none) and its spend."""
