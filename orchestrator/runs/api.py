@@ -162,6 +162,9 @@ class RunHead(BaseModel):
     status: str
     step: int  # the current step's index
     seq: int  # the last event's sequence number: following from here skips the past
+    # The shared budget whose limit holds its step (`batch:<tenant>:<id>`, `tenant:<tenant>`;
+    # orchestrator/budgets/): it goes on when that budget is raised.
+    held: str | None = None
 
 
 class SubmitWindow(BaseModel):
@@ -362,6 +365,7 @@ class Runs:
             status=meta[MetaField.STATUS],
             step=int(meta.get(MetaField.STEP, 0)),
             seq=int(meta.get(MetaField.SEQ, 0)),
+            held=meta.get(MetaField.HELD),
         )
 
     async def tools(self, run_id: str) -> builtins.list[ToolDef]:

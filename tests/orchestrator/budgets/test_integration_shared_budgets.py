@@ -120,6 +120,7 @@ async def test_a_tenant_budget_holds_that_tenant_while_another_goes_on(
         (event,) = await eventually_async(held, "acme's run to be held")
         assert event["budget"] == "tenant:acme"
         assert event["step"] == 2  # two steps spent $0.0032, the budget
+        assert (await client.runs.status(acme)).held == "tenant:acme"
 
         other = await client.runs.submit(long_run, tenant="other")
         assert (await client.runs.wait(other, timeout_s=60)).status == "succeeded"
@@ -134,6 +135,7 @@ async def test_a_tenant_budget_holds_that_tenant_while_another_goes_on(
         result = await client.runs.wait(acme, timeout_s=60)
         assert result.status == "succeeded", result.error
         assert result.usage.cost_usd == pytest.approx(4 * STEP_USD)
+        assert (await client.runs.status(acme)).held is None
         again = await client.runs.submit(scripted({"text": "hi"}), tenant="acme")
         assert (await client.runs.wait(again, timeout_s=60)).status == "succeeded"
 
