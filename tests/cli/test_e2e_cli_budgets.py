@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import cast
 
 import pytest
+import redis
 
+from agentq.orchestrator.core import keys
 from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.specs import scripted
 from tests.support.waiting import eventually
@@ -44,9 +47,17 @@ def test_a_batch_pauses_at_its_budget_and_the_cli_raises_it(
     def status() -> str:
         return run_cli("batch", "status", "cb", redis_url=redis_url).stdout
 
-    paused = eventually(status, "the batch to pause", until=lambda out: "cb paused:" in out)
+    def held(out: str) -> bool:  # paused, and a run's step held already
+        return "cb paused:" in out and "; 0 runs held" not in out
+
+    paused = eventually(status, "the batch to pause", until=held)
     assert "budget: $0.0" in paused
     assert "runs held: budget reached: batch 'cb' max_cost_usd 0.0048" in paused
+    (run_id, *_) = cast(list[bytes], redis.Redis.from_url(redis_url).hkeys(keys.budgets_held()))
+    shown = run_cli("status", run_id.decode(), "--json", redis_url=redis_url)
+    assert json.loads(shown.stdout)["held"] == "batch:default:cb"
+    text = run_cli("status", run_id.decode(), redis_url=redis_url).stdout
+    assert "held: budget batch:default:cb is reached (raising it sends the step on)" in text
 
     bare = run_cli("batch", "budget", "cb", redis_url=redis_url)
     assert (bare.returncode, bare.stderr.strip()) == (
