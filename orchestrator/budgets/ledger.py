@@ -44,16 +44,15 @@ _SPEND_FIELDS = ("total_tokens", *CostBreakdown.model_fields)
 
 def _usage_key(scope: Scope, partition: int) -> str:
     if scope.kind == "batch":
-        return keys.batch_usage(partition)
+        return keys.batch_usage(scope.tenant, str(scope.batch), partition)
     if scope.window is not None:
         return keys.tenant_window_usage(scope.window, partition)
     return keys.tenant_usage(partition)
 
 
 def _prefix(scope: Scope) -> str:
-    # As commit_step.lua names the fields (tenant, then batch, each with a separator).
-    parts = [scope.tenant] if scope.kind == "tenant" else [scope.tenant, str(scope.batch)]
-    return "".join(p + keys.JOB_SEPARATOR for p in parts)
+    # As commit_step.lua names the fields: a tenant's behind its name; a batch's key is its own.
+    return scope.tenant + keys.JOB_SEPARATOR if scope.kind == "tenant" else ""
 
 
 def spend_of(rows: Sequence[Sequence[Any]]) -> Spend:

@@ -456,11 +456,13 @@ def tenant_window_usage(window: str, partition: int = 0) -> str:
     return _partitioned(USAGE_PREFIX, partition, f"{USAGE_TENANTS}{JOB_SEPARATOR}{window}")
 
 
-def batch_usage(partition: int = 0) -> str:
-    """Hash: a partition's usage totals by batch, `<tenant>:<batch>:<field>` as
-    `tenant_usage` names them, written by `commit_step` in the run's slot as each step of a
-    batch's run is recorded (what the batch's budget is judged on, orchestrator/budgets/)."""
-    return _partitioned(USAGE_PREFIX, partition, USAGE_BATCHES)
+def batch_usage(tenant: str, batch_id: str, partition: int = 0) -> str:
+    """Hash: a batch's usage totals in one partition, by `Usage` / `CostBreakdown` field as
+    `tenant_usage` names them after its prefix, written by `commit_step` in the run's slot
+    as each step of the batch's runs is recorded (what the batch's budget is judged on,
+    orchestrator/budgets/); kept for the retention after the batch's last step."""
+    name = f"{USAGE_BATCHES}{JOB_SEPARATOR}{tenant}{JOB_SEPARATOR}{batch_id}"
+    return _partitioned(USAGE_PREFIX, partition, name)
 
 
 BUDGETS_PREFIX = "aq:budgets:"

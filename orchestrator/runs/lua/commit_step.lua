@@ -35,8 +35,9 @@ add_usage(tenant_usage_key(), A.usage, by_name, cost_by_name, F.UNPRICED, tenant
 -- re-delivered commit charges nothing twice and a recorded step is never left uncharged.
 local batch = redis.call('HGET', meta, F.BATCH)
 if batch then
-  add_usage(batch_usage_key(), A.usage, by_name, cost_by_name, F.UNPRICED,
-            tenant .. K.JOB_SEPARATOR .. batch .. K.JOB_SEPARATOR)
+  local key = batch_usage_key(tenant, batch)
+  add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED)
+  redis.call('EXPIRE', key, A.retention_s)
 end
 -- A tenant's budget with a period: the step counts in its window's totals too.
 for _, window in ipairs(A.windows) do

@@ -102,9 +102,10 @@ local function tenant_usage_key()
   return partition_key(run_name, K.USAGE_PREFIX, K.USAGE_TENANTS)
 end
 
--- The partition's totals by batch (keys.py: batch_usage): a batch's budget is judged on them.
-local function batch_usage_key()
-  return partition_key(run_name, K.USAGE_PREFIX, K.USAGE_BATCHES)
+-- A batch's totals in the run's partition (keys.py: batch_usage): its budget is judged on them.
+local function batch_usage_key(tenant, batch)
+  local name = K.USAGE_BATCHES .. K.JOB_SEPARATOR .. tenant .. K.JOB_SEPARATOR .. batch
+  return partition_key(run_name, K.USAGE_PREFIX, name)
 end
 
 -- The partition's runs held by a shared budget (keys.py: budgets_held).

@@ -92,6 +92,8 @@ async def test_a_batch_budget_pauses_the_batch_and_a_raise_finishes_every_run(
             lambda: client.batches.status("half"), "the batch to end", until=lambda i: i.ended
         )
         rows = [r async for r in client.batches.results("half")]
+        # Its spend is kept as long as the batch is, not for ever.
+        assert await client.redis.ttl(keys.batch_usage(done.tenant, "half")) > 0
     assert (done.counts.succeeded, done.counts.failed) == (RUNS, 0)
     assert done.status == "done"
     assert done.budget is not None
