@@ -29,6 +29,7 @@ USAGE = {"input_tokens": 1000, "output_tokens": 300}  # $0.0016 a step
 STEP_USD = 0.0016
 ADD = {"name": "add", "input": {"a": 1, "b": 2}}
 RUNS = 6
+CONCURRENCY = 2
 # Each line: a step that calls `add`, then a step that answers: $0.0032 a run.
 LINE = scripted(
     {"tool_calls": [ADD], "usage": USAGE}, {"text": "done", "usage": USAGE}, tools=["add"]
@@ -68,15 +69,17 @@ async def test_a_batch_budget_pauses_the_batch_and_a_raise_finishes_every_run(
     start_worker(redis_url, workers, tmp_path)
     half = RUNS * 2 * STEP_USD / 2
     async with Client(redis_url) as client:
-        await client.batches.submit(lines(RUNS), template=LINE, batch_id="half", max_cost_usd=half)
+        await client.batches.submit(
+            lines(RUNS), template=LINE, batch_id="half", max_cost_usd=half, concurrency=CONCURRENCY
+        )
         paused = await eventually_async(
             lambda: client.batches.status("half"), "the batch to pause", until=quiet
         )
         assert paused.budget is not None
         spent = paused.budget.spent_usd
         # Reached, and past it by at most the steps that were running when it was: one
-        # per running run.
-        assert half <= spent <= half + paused.counts.running * STEP_USD + 1e-9
+        # per running run (the batch runs CONCURRENCY at a time).
+        assert half <= spent <= half + CONCURRENCY * STEP_USD + 1e-9
         assert paused.counts.failed == 0
         assert paused.budget.reached is not None
         assert "budget reached: batch 'half' max_cost_usd 0.0096" in paused.budget.reached
