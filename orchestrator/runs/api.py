@@ -365,7 +365,7 @@ class Runs:
             status=meta[MetaField.STATUS],
             step=int(meta.get(MetaField.STEP, 0)),
             seq=int(meta.get(MetaField.SEQ, 0)),
-            held=meta.get(MetaField.HELD),
+            held=meta.get(MetaField.BUDGET_HELD),
         )
 
     async def tools(self, run_id: str) -> builtins.list[ToolDef]:

@@ -13,8 +13,8 @@
 local err = run_guard(A.step)
 if err then return reply(err) end
 if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
-if redis.call('HGET', meta, F.HELD) ~= A.scope then
-  redis.call('HSET', meta, F.HELD, A.scope)
+if redis.call('HGET', meta, F.BUDGET_HELD) ~= A.scope then
+  redis.call('HSET', meta, F.BUDGET_HELD, A.scope)
   redis.call('HSET', held_key(), A.run_id, A.scope)
   emit(A.event)
 end

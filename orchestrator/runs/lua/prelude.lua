@@ -115,7 +115,7 @@ end
 
 -- The run goes on past its hold (its step committed) or ended: no budget holds it now.
 local function unhold()
-  if redis.call('HDEL', meta, F.HELD) == 1 then redis.call('HDEL', held_key(), A.run_id) end
+  if redis.call('HDEL', meta, F.BUDGET_HELD) == 1 then redis.call('HDEL', held_key(), A.run_id) end
 end
 
 -- The run's own usage totals as a Usage (tokens, and the cost unless a step had no price).

@@ -166,8 +166,8 @@ class MetaField(StrEnum):
     END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
     BATCH = "batch"  # a batch line's run: its batch's id (its steps count to its budget)
     # A run held at a step by a shared budget (orchestrator/budgets/): the budget's scope,
-    # until its next commit or its end.
-    HELD = "held"
+    # until its next commit or its end (not a thread's queued run: HELD_JOB).
+    BUDGET_HELD = "budget_held"
     # Its lane (core/fairness.py): the enqueue and the claim read these by the job's run id.
     # The tenant a limited tenant's run is counted under (core/tenant_limits.py), whether
     # it is still counted as queued (until its first step begins), and in flight.
