@@ -60,6 +60,7 @@ class Client(AsyncResource):
         self.batches = Batches(self.redis, self.settings, self.runs)
         self.schedules = Schedules(self.redis, self.settings, self.runs)
         self.fleet = Fleet(self.redis, self.runs.store)
+        self.budgets = self.batches.budgets  # batches' and tenants' shared budgets
         self.credentials = Credentials(self.redis)
 
     async def ping(self) -> None:

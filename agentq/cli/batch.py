@@ -1,4 +1,4 @@
-"""`agentq batch submit|status|wait|results|cancel|retry|list`: thin layers over the
+"""`agentq batch submit|status|wait|results|cancel|retry|budget|list`: thin layers over the
 Client's batch methods. The batch lives in Redis: every command may exit at any time.
 """
 
@@ -111,6 +111,18 @@ def batch() -> None:
     is_flag=True,
     help="Route every line's model steps through the provider's batch API (model.batch).",
 )
+@click.option(
+    "--max-cost-usd",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="The batch's budget in USD: reached, its runs' next steps wait (`batch budget`).",
+)
+@click.option(
+    "--max-total-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="The batch's budget in tokens.",
+)
 @JSON_OPTION
 def submit(
     path: str,
@@ -123,6 +135,8 @@ def submit(
     priority: int,
     metadata: tuple[str, ...],
     provider_batch: bool,
+    max_cost_usd: float | None,
+    max_total_tokens: int | None,
     as_json: bool,
 ) -> None:
     """Store FILE.jsonl's lines as a batch and print its id. Each line is a RunSpec, or
@@ -144,6 +158,8 @@ def submit(
                 priority=priority,
                 metadata=_metadata(metadata),
                 provider_batch=provider_batch,
+                max_cost_usd=max_cost_usd,
+                max_total_tokens=max_total_tokens,
                 on_chunk=lambda n: click.echo(f"stored {n} lines", err=True),
             )
         if as_json:
@@ -162,11 +178,24 @@ def summary_line(info: BatchInfo) -> str:
     c = info.counts
     rate = f"{info.runs_per_s:.1f}/s" if info.runs_per_s else "-"
     eta = f"{info.eta_s:.0f}s" if info.eta_s is not None else "-"
-    return (
+    line = (
         f"{info.id} {info.status}: {c.succeeded} succeeded, {c.failed} failed, "
         f"{c.cancelled} cancelled, {c.running} running, {c.queued} queued of {info.lines}; "
         f"{rate}, ETA {eta}, {info.usage['total_tokens']} tokens, {cost_text(info.cost_usd)}"
     )
+    budget = info.budget
+    if budget is None or budget.budget is None:
+        return line
+    limits = budget.budget
+    line += f"\nbudget: ${budget.spent_usd:,.4f}"
+    if limits.max_cost_usd is not None:
+        line += f" of ${limits.max_cost_usd:,.4f}"
+    line += f", {budget.spent_tokens} tokens"
+    if limits.max_total_tokens is not None:
+        line += f" of {limits.max_total_tokens}"
+    if budget.reached is not None:
+        line += f"; {budget.held_runs} runs held: {budget.reached}"
+    return line
 
 
 def cost_text(usd: float | None) -> str:
@@ -377,6 +406,29 @@ def retry(batch_id: str, redis_url: str | None, failed: bool, cancelled: bool) -
         click.echo(f"{n} lines requeued")
 
     with_client(redis_url, "batch retry", go)
+
+
+@batch.command("budget", context_settings=CONTEXT)
+@click.argument("batch_id")
+@REDIS_OPTION
+@click.option(
+    "--max-cost-usd", type=click.FloatRange(min=0, min_open=True), default=None, help="USD."
+)
+@click.option("--max-total-tokens", type=click.IntRange(min=1), default=None, help="Tokens.")
+def budget(
+    batch_id: str, redis_url: str | None, max_cost_usd: float | None, max_total_tokens: int | None
+) -> None:
+    """Set or raise the batch's budget: the steps it held go on at once."""
+
+    async def go(client: Client) -> None:
+        if max_cost_usd is None and max_total_tokens is None:
+            raise CliError("give --max-cost-usd or --max-total-tokens", EXIT_BAD_INPUT)
+        info = await client.batches.set_budget(
+            batch_id, max_cost_usd=max_cost_usd, max_total_tokens=max_total_tokens
+        )
+        click.echo(summary_line(info))
+
+    with_client(redis_url, "batch budget", go)
 
 
 @batch.command("list", context_settings=CONTEXT)

@@ -675,6 +675,7 @@ def status(run_id: str, redis_url: str | None, timeout_s: float | None, as_json:
                     "id": result.id,
                     "status": result.status,
                     "step": head.step,
+                    "held": head.held,
                     "steps_done": len(result.steps),
                     "pending": result.pending,
                     "error": result.error.model_dump() if result.error else None,
@@ -685,7 +686,10 @@ def status(run_id: str, redis_url: str | None, timeout_s: float | None, as_json:
                 }
             )
         else:
-            print_status(make_console(), result, head.step)
+            console = make_console()
+            print_status(console, result, head.step)
+            if head.held is not None:
+                console.print(f"held: budget {head.held} is reached (raising it sends the step on)")
 
     with_client(redis_url, "status", go, timeout_s)
 
@@ -1249,3 +1253,9 @@ main.add_command(thread)
 from agentq.cli.schedule import schedule  # noqa: E402
 
 main.add_command(schedule)
+
+# -- budget (agentq/cli/budget.py) ------------------------------------------------
+
+from agentq.cli.budget import budget  # noqa: E402
+
+main.add_command(budget)

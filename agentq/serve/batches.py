@@ -1,6 +1,6 @@
 """The batches API: submit a JSONL body (or a multipart upload), read a batch's status,
-stream its results in input order, cancel, retry, list. A thin layer over the Client's
-batch methods; the caller's tenant owns its batches (another tenant's is a 404).
+stream its results in input order, cancel, retry, raise its budget, list. A thin layer
+over the Client's batch methods; the caller's tenant owns its batches (another tenant's is a 404).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from starlette.datastructures import UploadFile
 from agentq.orchestrator.batches.api import BatchInfo, BatchNotFoundError
 from agentq.orchestrator.batches.input import BatchInputError
 from agentq.orchestrator.batches.state import DEFAULT_BATCH_CONCURRENCY, LineStatus
+from agentq.orchestrator.budgets.shared import SharedBudget
 from agentq.serve.config import Limits
 from agentq.serve.deps import caller, client_of, config_of
 from agentq.serve.errors import ApiError, not_found
@@ -93,12 +94,16 @@ async def submit(
     priority: Annotated[int, Query(ge=1, le=100)] = 1,
     agent: str | None = None,
     provider_batch: bool = False,
+    max_cost_usd: Annotated[float | None, Query(gt=0)] = None,
+    max_total_tokens: Annotated[int | None, Query(ge=1)] = None,
 ) -> Any:
     """Start a batch from a JSONL body (or a multipart upload: a `file` part, an optional
     `spec` part with the template). Each line is a RunSpec or a line over the template
     (`agent=NAME` of the server's agents, or the `spec` part). `metadata.KEY=VALUE`
-    query parameters label the batch. The same `id` again resumes its upload (201) or,
-    once it was sealed, returns it as it is (200)."""
+    query parameters label the batch; `max_cost_usd` and `max_total_tokens` are its
+    shared budget (raised by POST /v1/batches/{id}/budget). The same `id` again resumes
+    its upload (201) or, once it was sealed, returns it as it is (200). A tenant whose
+    own budget is reached is refused (402, `budget_reached`)."""
     principal = caller(request, "runs:write")
     metadata = {
         k.removeprefix("metadata."): v
@@ -140,6 +145,8 @@ async def submit(
                 tenant=principal.tenant,
                 provider_batch=provider_batch,
                 max_line_bytes=limits.max_spec_bytes,
+                max_cost_usd=max_cost_usd,
+                max_total_tokens=max_total_tokens,
             )
         except (BatchInputError, UnicodeDecodeError) as exc:
             raise ApiError(422, "invalid_request", str(exc), field="body") from None
@@ -203,6 +210,21 @@ async def cancel(request: Request, batch_id: str) -> BatchInfo:
     """No new admissions; the runs in flight are cancelled."""
     tenant, _ = await _status(request, batch_id, "runs:write")
     return await client_of(request).batches.cancel(batch_id, tenant)
+
+
+@router.post("/{batch_id}/budget", response_model=BatchInfo)
+async def set_budget(request: Request, batch_id: str, budget: SharedBudget) -> BatchInfo:
+    """Set or raise the batch's budget (the limits given replace those in force): the
+    steps it held go on at once."""
+    tenant, _ = await _status(request, batch_id, "runs:write")
+    if budget.empty:
+        raise ApiError(422, "invalid_request", "give max_cost_usd or max_total_tokens")
+    return await client_of(request).batches.set_budget(
+        batch_id,
+        max_cost_usd=budget.max_cost_usd,
+        max_total_tokens=budget.max_total_tokens,
+        tenant=tenant,
+    )
 
 
 @router.post("/{batch_id}/retry", response_model=Requeued)

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentq.orchestrator.core.errors import (
     AgentqError,
+    BudgetReachedError,
     RunConflictError,
     RunNotFoundError,
     RunStateError,
@@ -122,6 +123,9 @@ def install(app: FastAPI) -> None:
         if isinstance(exc, TenantLimitError):
             retry_after = {"Retry-After": str(max(1, round(exc.retry_after_s)))}
             return _respond(429, "rate_limited", exc.message, headers=retry_after, limit=exc.limit)
+        if isinstance(exc, BudgetReachedError):
+            # 402, not 429: waiting does not help; the budget must be raised.
+            return _respond(402, "budget_reached", exc.message, limit=exc.limit)
         if isinstance(exc, RunConflictError):
             return _respond(409, "conflict", exc.message, "id")
         if isinstance(exc, StartTimeError):

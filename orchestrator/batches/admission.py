@@ -175,6 +175,7 @@ async def create_line_run(client: Client, tenant: str, admission: Admission) -> 
             end_job=end_job(tenant, admission.batch_id, admission.line, admission.run_id),
             run_id=admission.run_id,
             batch_line=True,
+            batch=admission.batch_id,
         )
     except ValidationError as exc:
         return f"invalid spec: {exc.errors()[0].get('msg', exc)}"

@@ -40,6 +40,8 @@ from agentq.orchestrator.batches.state import (
     UploadLine,
 )
 from agentq.orchestrator.batches.store import BatchStore
+from agentq.orchestrator.budgets.ledger import batch_budget
+from agentq.orchestrator.budgets.shared import Scope, SharedBudget
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.core.messages import Usage, round_usd
@@ -47,6 +49,7 @@ from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.faults import maps_redis_errors, redis_errors_mapped
 from agentq.orchestrator.runs.api import Runs
+from agentq.orchestrator.runs.shared_budgets import BudgetStatus, SharedBudgets
 
 UPLOAD_CHUNK = 500  # lines per upload transition
 RETRY_CHUNK = 2000  # lines per retry transition
@@ -93,6 +96,9 @@ class BatchInfo(BaseModel):
     eta_s: float | None = None
     admission_latency_avg_s: float | None = None
     admission_latency_max_s: float | None = None
+    # Its shared budget (orchestrator/budgets/), when one was set: the limits, what its
+    # runs' steps spent so far, and the steps it holds.
+    budget: BudgetStatus | None = None
 
     @property
     def ended(self) -> bool:
@@ -214,6 +220,7 @@ class Batches:
         self.settings = settings
         self.runs = runs
         self.store = BatchStore(redis, settings.tenant_limits)
+        self.budgets = SharedBudgets(runs.store, settings)
 
     @maps_redis_errors
     async def submit(
@@ -229,6 +236,8 @@ class Batches:
         provider_batch: bool = False,
         on_chunk: Callable[[int], None] | None = None,
         max_line_bytes: int | None = None,
+        max_cost_usd: float | None = None,
+        max_total_tokens: int | None = None,
     ) -> SubmitResult:
         """Store the lines (in chunks; a resubmission of the same id skips the lines
         stored already) and seal the batch, which starts its admission by the workers.
@@ -238,8 +247,13 @@ class Batches:
         partial upload (the chunks before the faulty line's) is discarded.
         `provider_batch` routes every line's model steps through the provider's batch
         API (`model.batch`). A line over `max_line_bytes` (the run spec size cap,
-        `settings.max_spec_bytes` by default) is a BatchInputError naming it."""
+        `settings.max_spec_bytes` by default) is a BatchInputError naming it.
+        `max_cost_usd`, `max_total_tokens`: the batch's shared budget (raised later by
+        `set_budget`); a tenant whose own budget is reached is refused
+        (BudgetReachedError)."""
         tenant = tenant or DEFAULT_TENANT
+        budget = SharedBudget(max_cost_usd=max_cost_usd, max_total_tokens=max_total_tokens)
+        await self.runs.check_budget(tenant)
         max_line = max_line_bytes or self.settings.max_spec_bytes
         batch_id = _check_batch_id(batch_id or uuid.uuid4().hex)
         if concurrency < 1 or priority < 1:
@@ -262,6 +276,9 @@ class Batches:
             return SubmitResult(
                 batch_id=batch_id, lines=opened.lines, stored=0, resumed=False, existed=True
             )
+        if not budget.empty:
+            # Before its first line is admitted: no step of it runs unbudgeted.
+            await self.budgets.ledger.set_budget(Scope("batch", tenant, batch_id), budget)
         line_meta = {"batch": batch_id}
         stored = read = 0
         duplicates: list[tuple[int, int, str]] = []
@@ -356,7 +373,36 @@ class Batches:
         meta = await self.store.meta(tenant or DEFAULT_TENANT, batch_id)
         if not meta:
             raise BatchNotFoundError(f"no batch with id {batch_id!r}")
-        return _info(meta, time.time())
+        info = _info(meta, time.time())
+        if batch_budget(meta) is None:
+            return info
+        budget = await self.budgets.status(Scope("batch", info.tenant, batch_id))
+        paused = budget.reached is not None and info.status == BatchStatus.RUNNING
+        return info.model_copy(
+            update={"budget": budget, "status": BatchStatus.PAUSED if paused else info.status}
+        )
+
+    @maps_redis_errors
+    async def set_budget(
+        self,
+        batch_id: str,
+        *,
+        max_cost_usd: float | None = None,
+        max_total_tokens: int | None = None,
+        tenant: str | None = None,
+    ) -> BatchInfo:
+        """Set or raise the batch's budget (the limits given replace those in force); the
+        steps it held go on at once."""
+        tenant = tenant or DEFAULT_TENANT
+        budget = SharedBudget(max_cost_usd=max_cost_usd, max_total_tokens=max_total_tokens)
+        if budget.empty:
+            raise BatchInputError("a budget needs max_cost_usd or max_total_tokens")
+        if budget.period is not None:
+            raise BatchInputError("a batch's budget is on all its spend: it has no period")
+        if not await self.store.meta(tenant, batch_id):
+            raise BatchNotFoundError(f"no batch with id {batch_id!r}")
+        await self.budgets.set_budget(Scope("batch", tenant, batch_id), budget)
+        return await self.status(batch_id, tenant)
 
     async def results(
         self,

@@ -29,6 +29,9 @@ class BatchStatus(StrEnum):
     RUNNING = "running"  # sealed: lines are admitted as runs end
     DONE = "done"  # terminal: every line ended
     CANCELLED = "cancelled"  # no new admissions; in-flight runs were cancelled
+    # Never stored: how a running batch shows while its budget is reached (its runs'
+    # next steps are held, orchestrator/budgets/); it runs again once the budget is raised.
+    PAUSED = "paused"
 
 
 class LineStatus(StrEnum):

@@ -5,7 +5,8 @@
     │   ├── UnknownToolError     a tool no worker serves, an unknown MCP server, …
     │   ├── RunConflictError     the run id is taken by a run of another spec
     │   ├── StartTimeError       a start time or duration that cannot be, or is past
-    │   └── TenantLimitError     the tenant is at a cap (AGENTQ_TENANT_LIMITS): retry later
+    │   ├── TenantLimitError     the tenant is at a cap (AGENTQ_TENANT_LIMITS): retry later
+    │   └── BudgetReachedError   the tenant's shared budget is spent (orchestrator/budgets/)
     ├── ToolError            the model: becomes a tool-error result it sees next step
     │   ├── ToolInputError       unparseable or schema-violating arguments
     │   ├── ToolTimeoutError     the call ran past its deadline
@@ -70,6 +71,16 @@ class TenantLimitError(SpecError):
         super().__init__(message, retryable=True)
         self.limit = limit
         self.retry_after_s = retry_after_s
+
+
+class BudgetReachedError(SpecError):
+    """The tenant's shared budget is reached (orchestrator/budgets/): nothing was started
+    until it is raised. `budget` names its scope, `limit` the limit reached (HTTP 402)."""
+
+    def __init__(self, message: str, *, budget: str, limit: str) -> None:
+        super().__init__(message)
+        self.budget = budget
+        self.limit = limit
 
 
 class ToolError(AgentqError):

@@ -29,6 +29,7 @@ from agentq.orchestrator.core.tool_errors import ToolErrorKind
 EventType = Literal[
     "start",
     "start-step",
+    "step-held",
     "model-retry",
     "text-delta",
     "reasoning-delta",
@@ -87,6 +88,17 @@ class StartStep(_Event):
     type: Literal["start-step"]
     step: int
     attempt: int = 1
+
+
+class StepHeld(_Event):
+    """A shared budget (a batch's or a tenant's, orchestrator/budgets/) is reached: the
+    step's model call did not start. It starts again (a new `start-step`) when the budget
+    is raised or its window rolls over."""
+
+    type: Literal["step-held"]
+    step: int
+    budget: str  # the budget's scope: `batch:<tenant>:<id>` or `tenant:<tenant>`
+    message: str
 
 
 class ModelRetry(_Event):
@@ -334,6 +346,7 @@ class WebhookFailed(_Event):
 Event = Annotated[
     Start
     | StartStep
+    | StepHeld
     | ModelRetry
     | TextDelta
     | ReasoningDelta

@@ -446,6 +446,43 @@ def tenant_usage(partition: int = 0) -> str:
     return _partitioned(USAGE_PREFIX, partition, USAGE_TENANTS)
 
 
+USAGE_BATCHES = "batches"
+
+
+def tenant_window_usage(window: str, partition: int = 0) -> str:
+    """Hash: a partition's usage totals by tenant within one window of time (`2026-11-26`,
+    `2026-11`), named as `tenant_usage` names them, for tenants whose budget has a period
+    (orchestrator/budgets/); written by `commit_step`, expiring after the window."""
+    return _partitioned(USAGE_PREFIX, partition, f"{USAGE_TENANTS}{JOB_SEPARATOR}{window}")
+
+
+def batch_usage(tenant: str, batch_id: str, partition: int = 0) -> str:
+    """Hash: a batch's usage totals in one partition, by `Usage` / `CostBreakdown` field as
+    `tenant_usage` names them after its prefix, written by `commit_step` in the run's slot
+    as each step of the batch's runs is recorded (what the batch's budget is judged on,
+    orchestrator/budgets/); kept for the retention after the batch's last step."""
+    name = f"{USAGE_BATCHES}{JOB_SEPARATOR}{tenant}{JOB_SEPARATOR}{batch_id}"
+    return _partitioned(USAGE_PREFIX, partition, name)
+
+
+BUDGETS_PREFIX = "aq:budgets:"
+BUDGETS_HELD = "held"
+BUDGETS_TENANTS = "aq:budgets:tenants"
+
+
+def budgets_held(partition: int = 0) -> str:
+    """Hash: a partition's runs held at a step by a shared budget, run id -> the budget's
+    scope (orchestrator/budgets/); written by `hold_step`, cleared by the run's next
+    commit or its end, read when a budget is raised to send the held steps on."""
+    return _partitioned(BUDGETS_PREFIX, partition, BUDGETS_HELD)
+
+
+def tenant_budgets() -> str:
+    """Hash: the operator's tenant budgets, tenant -> a SharedBudget as JSON, over the
+    deployment's AGENTQ_TENANT_BUDGETS entry (`agentq budget tenant`)."""
+    return BUDGETS_TENANTS
+
+
 def moving_batches(partition: int = 0) -> str:
     """Zset: a partition's batches with lines to admit and its admitted lines not ended,
     by when each last moved (the batch transitions write it in their tenant's slot)."""

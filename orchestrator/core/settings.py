@@ -104,6 +104,15 @@ class Settings(BaseSettings):
     # core/tenant_limits.py): {"*": {"max_in_flight": 50, "max_queued": 200}}. A run past
     # a cap is refused (TenantLimitError, HTTP 429); a batch's lines wait instead.
     tenant_limits: dict[str, TenantLimit] = Field(default_factory=dict)
+    # Each tenant's shared budget in USD and tokens, by tenant or `*` (JSON, read by
+    # orchestrator/budgets/tenants.py): {"*": {"max_cost_usd": 100, "period": "day"}}
+    # (period: day, month or, by default, total; UTC). Reached, its runs
+    # hold at their next step and its submits are refused (HTTP 402) until it is raised
+    # (`agentq budget tenant`).
+    tenant_budgets: dict[str, dict[str, float | str]] = Field(default_factory=dict)
+    # How long a step held by a shared budget waits before the sweeper (redrive_after_s
+    # later) sends it again to check (a raise sends it at once).
+    budget_recheck_s: float = Field(default=60.0, gt=0)
     # The remote-tools file: tools served by services in any language, their queues and
     # the queues' push webhooks (orchestrator/tools/remote.py). `agentq serve` reads it.
     remote_tools: str | None = None

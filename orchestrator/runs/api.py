@@ -162,6 +162,9 @@ class RunHead(BaseModel):
     status: str
     step: int  # the current step's index
     seq: int  # the last event's sequence number: following from here skips the past
+    # The shared budget whose limit holds its step (`batch:<tenant>:<id>`, `tenant:<tenant>`;
+    # orchestrator/budgets/): it goes on when that budget is raised.
+    held: str | None = None
 
 
 class SubmitWindow(BaseModel):
@@ -247,6 +250,7 @@ class Runs:
         run_id: str | None = None,
         start_at: datetime | float | None = None,
         batch_line: bool = False,
+        batch: str | None = None,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
@@ -258,7 +262,9 @@ class Runs:
         `traceparent`: the span of the request that submits it (W3C), the parent of the
         run's span when the run has no id of its own (it gets one in that trace), else
         a link from it. `start_at`: as `submit`'s. `batch_line`: the run is a batch's
-        line, in flight in its batch admission's count (core/tenant_limits.py)."""
+        line, in flight in its batch admission's count (core/tenant_limits.py). `batch`:
+        its batch's id (a batch line's run or its sub-agents': their steps count to the
+        batch's budget)."""
         run_spec = _as_spec(spec)
         if child_of is not None:
             link = child_of.parent
@@ -274,6 +280,7 @@ class Runs:
                 run_id=run_id,
                 start_at=_epoch_s(start_at),
                 batch_line=batch_line,
+                batch=batch,
             )
 
     def chosen_id(self, spec: RunSpec, tenant: str | None) -> str | None:
@@ -288,6 +295,12 @@ class Runs:
         with redis_errors_mapped():
             reply = await self.store.start_queued(args)
         return reply.outcome == Outcome.STARTED
+
+    async def check_budget(self, tenant: str) -> None:
+        """BudgetReachedError when the tenant's shared budget is reached (its submits are
+        refused until it is raised: orchestrator/budgets/)."""
+        with redis_errors_mapped():
+            await self._creation.check_budget(tenant)
 
     async def check(self, spec: RunSpec | Mapping[str, Any] | str) -> RunSpec:
         """The spec checked as `submit` checks it (a ValidationError, SpecError), nothing
@@ -352,6 +365,7 @@ class Runs:
             status=meta[MetaField.STATUS],
             step=int(meta.get(MetaField.STEP, 0)),
             seq=int(meta.get(MetaField.SEQ, 0)),
+            held=meta.get(MetaField.BUDGET_HELD),
         )
 
     async def tools(self, run_id: str) -> builtins.list[ToolDef]:

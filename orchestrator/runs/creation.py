@@ -13,9 +13,11 @@ from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, ResponseError
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.budgets.ledger import BudgetLedger
 from agentq.orchestrator.concurrency.slots import Slot, is_placed, placed_id, slot_of
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import (
+    BudgetReachedError,
     InfrastructureError,
     RunConflictError,
     SpecError,
@@ -61,6 +63,7 @@ class RunCreation:
         self.store = store
         self.index = index
         self.workflows = WorkflowCatalogue(redis)
+        self.budgets = BudgetLedger(redis, settings)
         self.turns: ThreadTurns | None = None
         self._admission = redis.register_script(scripts.script("agentq.orchestrator.runs", "admit"))
 
@@ -91,6 +94,7 @@ class RunCreation:
         run_id: str | None = None,
         start_at: float | None = None,
         batch_line: bool = False,
+        batch: str | None = None,
     ) -> tuple[str, bool]:
         """Check, resolve and create the run; its id and whether it is new. The spec's
         `id` is the tenant's choice, in its namespace; `run_id`, an id already derived
@@ -105,6 +109,8 @@ class RunCreation:
         now = time.time()
         start_at_ms = None if start_at is None else int(check_future(start_at, now) * 1000)
         run_spec, tools = await self.checked(run_spec, now)
+        if enforce:
+            await self.check_budget(tenant or DEFAULT_TENANT)
         given = run_id
         if run_id is None:
             run_id = tenant_run_id(tenant, run_spec.id) if run_spec.id else _new_run_id(traceparent)
@@ -138,6 +144,8 @@ class RunCreation:
             args = args.model_copy(update={"lane": lane, "slot": slot})
             if end_job is not None:
                 args = args.model_copy(update={"end_job": end_job})
+            if batch is not None:
+                args = args.model_copy(update={"batch": batch})
             if turn is not None and turn.queued:
                 # Visible at once (status, events, cancel), it starts when its turn comes.
                 args = args.model_copy(update={"hold": True})
@@ -175,6 +183,16 @@ class RunCreation:
             if turn is not None and turn.queued:
                 await self.turns_of().queued(submitted, tenant, turn)
         return run_id, reply.outcome == Outcome.CREATED
+
+    async def check_budget(self, tenant: str) -> None:
+        """Refuse a submit of a tenant whose shared budget is reached (BudgetReachedError);
+        a run created under an id already derived (a batch's line, a child, …) is held at
+        its step instead (orchestrator/budgets/)."""
+        reached = await self.budgets.reached(tenant, None)
+        if reached is not None:
+            raise BudgetReachedError(
+                reached.message(), budget=reached.scope.id, limit=reached.limit
+            )
 
     async def _tenant_load(
         self, tenant: str, run_id: str, *, enforce: bool, batch_line: bool

@@ -40,6 +40,7 @@ from agentq.orchestrator.runs.state import (
     EmitReply,
     ExpireParked,
     FailRun,
+    HoldStep,
     InputAnswer,
     InputRequest,
     MetaField,
@@ -208,6 +209,10 @@ class RunStore(Store):
     async def append(self, transition: Emit) -> EmitReply:
         """`emit` with its typed reply."""
         return await self._apply(transition, EmitReply)
+
+    async def hold_step(self, transition: HoldStep) -> Reply:
+        """A shared budget holds the begun step (hold_step.lua)."""
+        return await self._apply(transition, Reply)
 
     async def fail_run(self, run_id: str, failure: RunFailure) -> Reply:
         return await self._apply(FailRun(run_id=run_id, error=failure), Reply)

@@ -90,6 +90,7 @@ ALLOWED: dict[str, set[str]] = {
     "serve": {
         "orchestrator",
         "orchestrator.batches",
+        "orchestrator.budgets",  # a budget's body (SharedBudget)
         "orchestrator.calls",
         "orchestrator.core",
         "orchestrator.fleet",
@@ -132,6 +133,9 @@ ALLOWED: dict[str, set[str]] = {
     "orchestrator.tools": {"orchestrator.core", "orchestrator.policy"},
     "orchestrator.output": {"orchestrator.core"},
     "orchestrator.cost": {"orchestrator.core"},
+    # Shared budgets: their limits and spend as Redis keeps them (the run transitions
+    # write the spend; the runs' sub-client raises them).
+    "orchestrator.budgets": {"orchestrator.core", "orchestrator.machine", "orchestrator.redis"},
     "orchestrator.spec": {
         "orchestrator.concurrency",  # a spec's `concurrency`
         "orchestrator.core",
@@ -155,6 +159,7 @@ ALLOWED: dict[str, set[str]] = {
     },
     "orchestrator.tracing": {"orchestrator.core"},
     "orchestrator.runs": {
+        "orchestrator.budgets",  # a tenant's submit refused, a budget raised
         "orchestrator.concurrency",  # a run's key resolved, placed and stored at create
         "orchestrator.core",
         "orchestrator.loop",
@@ -179,6 +184,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.tracing",
     },
     "orchestrator.batches": {
+        "orchestrator.budgets",  # a batch's budget, set at submit and raised
         "orchestrator.core",
         "orchestrator.cost",  # the saving of batch-priced steps, at the price table
         "orchestrator.machine",
@@ -270,6 +276,7 @@ ALLOWED: dict[str, set[str]] = {
         "workers.tools",
     },
     "workers.steps": {
+        "orchestrator.budgets",  # a step held by its batch's or tenant's budget
         "orchestrator.core",
         "orchestrator.loop",
         "orchestrator.output",
@@ -290,6 +297,7 @@ ALLOWED: dict[str, set[str]] = {
     "workers.jobs": {
         "orchestrator",
         "orchestrator.batches",
+        "orchestrator.budgets",  # the shared budgets' ledger a step reads
         "orchestrator.calls",
         "orchestrator.core",
         "orchestrator.loop",
@@ -309,6 +317,7 @@ ALLOWED: dict[str, set[str]] = {
     "workers.worker": {
         "orchestrator",
         "orchestrator.batches",  # the sweeper of lost admission jobs, beside the runs'
+        "orchestrator.budgets",  # AGENTQ_TENANT_BUDGETS checked at start
         "orchestrator.calls",  # the sweeper of calls whose job was lost, beside the runs'
         "orchestrator.core",
         "orchestrator.cost",  # the price table, read at the start

@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 from arq import Retry
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.budgets.ledger import BudgetLedger
 from agentq.orchestrator.calls.store import CallStore
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import JobEnvelope, JobKind
@@ -79,6 +80,11 @@ class WorkerDeps:
     def histories(self) -> HistoryCache:
         assert self.history is not None
         return self.history
+
+    @cached_property
+    def budgets(self) -> BudgetLedger:
+        """The shared budgets a step may be held by, on the run store's connection."""
+        return BudgetLedger(self.store.redis, self.settings)
 
     @cached_property
     def calls(self) -> CallStore:

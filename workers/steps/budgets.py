@@ -1,14 +1,22 @@
 """A step's budgets at the I/O edge: what the run has spent, read from its meta hash
 only when a budget is in force (the judgement is pure: orchestrator/policy/budgets.py),
-and what the step itself spent."""
+and what the step itself spent; and the shared budgets of its batch and tenant
+(orchestrator/budgets/), which hold the step instead of failing the run."""
 
 from __future__ import annotations
 
+import logging
+
+from agentq.orchestrator.budgets.ledger import BudgetLedger
+from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.messages import Usage
+from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import StepPlan
 from agentq.orchestrator.policy.budgets import Spent
-from agentq.orchestrator.runs.state import MetaField, rolled_up_usage
+from agentq.orchestrator.runs.state import HoldStep, MetaField, rolled_up_usage
 from agentq.orchestrator.runs.store import RunStore
+
+log = logging.getLogger("agentq.worker")
 
 
 def spent_of(usage: Usage, tool_calls: int) -> Spent:
@@ -29,3 +37,27 @@ async def run_spent(store: RunStore, run_id: str) -> Spent:
 
 def step_spent(planned: StepPlan) -> Spent:
     return spent_of(planned.usage, len(planned.calls))
+
+
+async def held_by_shared(
+    ledger: BudgetLedger,
+    store: RunStore,
+    settings: Settings,
+    run_id: str,
+    step: int,
+    tenant: str,
+    batch: str | None,
+) -> bool:
+    """Whether a shared budget of the run's holds its begun step (then held: hold_step.lua,
+    a `step-held` event naming the budget, no model call)."""
+    reached = await ledger.reached(tenant, batch)
+    if reached is None:
+        return False
+    scope, message = reached.scope.id, reached.message()
+    log.info("model step %s/%d held: %s", run_id, step, message)
+    event = event_json("step-held", run_id, step=step, budget=scope, message=message)
+    recheck_ms = int(settings.budget_recheck_s * 1000)
+    await store.hold_step(
+        HoldStep(run_id=run_id, step=step, scope=scope, event=event, recheck_ms=recheck_ms)
+    )
+    return True

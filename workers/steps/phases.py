@@ -18,6 +18,7 @@ from typing import Protocol
 from opentelemetry.trace import Span
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.budgets.ledger import BudgetLedger
 from agentq.orchestrator.core.errors import ProviderError
 from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.core.expression_limits import ExpressionLimitError
@@ -89,6 +90,8 @@ class StepDeps(Protocol):
     def metrics(self) -> ModelCallMetrics | None: ...
     @property
     def settings(self) -> Settings: ...
+    @property
+    def budgets(self) -> BudgetLedger: ...
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,9 @@ async def fail(deps: StepDeps, run_id: str, failure: RunFailure) -> None:
 
 async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun | None:
     """Start the step (begin_step.lua), reading only the history this worker lacks; a
-    step past its run tree's limit fails the run instead, before the model is asked."""
+    step past its run tree's limit or its run's budget fails the run instead, and one
+    whose batch's or tenant's shared budget is reached is held, before the model is
+    asked."""
     held = deps.histories.get(run_id)
     start = BeginStep(
         run_id=run_id,
@@ -156,6 +161,11 @@ async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun |
         if last is not None and whole.spec.limits.on_limit == "fail":
             await fail(deps, run_id, budget_failure(last, step))
             return None
+    tenant = begun.tenant or DEFAULT_TENANT
+    if await budgets.held_by_shared(
+        deps.budgets, deps.store, deps.settings, run_id, step, tenant, begun.batch
+    ):
+        return None
     return Begun(
         run_id=run_id,
         step=step,
@@ -164,7 +174,7 @@ async def begin(deps: StepDeps, run_id: str, step: int, attempt: int) -> Begun |
         messages=list(whole.messages),
         digest=whole.digest,
         parent=begun.parent,
-        tenant=begun.tenant or DEFAULT_TENANT,
+        tenant=tenant,
         budget=None if budget.empty else budget,
         spent=spent,
         last=last,
@@ -444,6 +454,9 @@ async def commit(
     args = hops.stamp(commit_args(run_id, planned))
     if batched:
         args = args.model_copy(update={"batch": True})
+    windows, window_ttl_s = deps.budgets.windows(begun.tenant)
+    if windows:
+        args = args.model_copy(update={"windows": windows, "window_ttl_s": window_ttl_s})
     committed = await deps.store.commit_step(args, ride=ride)
     hops.sent(enqueued_job_ids(args, committed.outcome))
     if deps.metrics is not None and committed.outcome in _RECORDED:

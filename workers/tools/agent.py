@@ -142,6 +142,8 @@ async def open_child(
             spec_of(limits),
             tenant=meta.get("tenant"),
             child_of=ChildOf(parent=link, depth=depth),
+            # A batch line's sub-agents spend the batch's budget too.
+            batch=meta.get(MetaField.BATCH),
         )
     except TemplateError as exc:
         return f"cannot fill in its spec: {exc}"

@@ -40,6 +40,7 @@ from arq.worker import func
 from redis.asyncio import Redis
 
 from agentq.orchestrator.batches.redrive import BatchRedriver
+from agentq.orchestrator.budgets.tenants import tenant_budgets
 from agentq.orchestrator.calls.redrive import CallRedriver
 from agentq.orchestrator.calls.store import CallStore
 from agentq.orchestrator.client import Client
@@ -157,6 +158,7 @@ class WorkerRuntime:
         # The models file its model steps resolve against (its endpoints are announced).
         self.endpoint_policy = EndpointPolicy.from_settings(self.settings)
         self.prices = load_prices(self.settings.prices)  # a bad file stops the start here
+        tenant_budgets(self.settings.tenant_budgets)  # so does a bad AGENTQ_TENANT_BUDGETS
         self.redis_url = redis_url
         self.queues = list(queues)
         self.tool_queue = tool_queue

@@ -6,7 +6,8 @@
 --            `known` the worker holds when its `known_stamp` is the run's `stamp`, else
 --            all; none when they are more than HISTORY_INLINE_MAX (read outside);
 --            spec and tools only with start 0 (a worker holding the history has them);
---            parent: a child run's parent call, for its progress)
+--            parent: a child run's parent call, for its progress; tenant, batch: the
+--            shared budgets the worker checks before the model is asked)
 --         UNKNOWN_RUN | CLOSED | STALE (not the current step)
 --         CLOSED     also a run asked to stop at its step's end: cancelled now, unbegun
 --         DUPLICATE  the step was committed already (a re-delivered job)
@@ -42,7 +43,8 @@ if length - start <= HISTORY_INLINE_MAX then
 end
 local out = {messages = messages, start = start, length = length, stamp = stamp,
              parent = redis.call('HGET', meta, F.PARENT) or nil,
-             tenant = redis.call('HGET', meta, F.TENANT) or nil}
+             tenant = redis.call('HGET', meta, F.TENANT) or nil,
+             batch = redis.call('HGET', meta, F.BATCH) or nil}
 -- The spec and tools are written once, at create: a worker holding the history holds them.
 if start == 0 then
   out.spec = redis.call('HGET', meta, F.SPEC)

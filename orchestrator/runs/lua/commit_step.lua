@@ -4,14 +4,16 @@
 -- ARGV    CommitStep: step, resp, assistant, text, finish_reason, usage, after, order,
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
 --         finishes_now, next_job, batch, output?, follow, failure? (a RunFailure: the run
---         fails once the step is recorded)
+--         fails once the step is recorded), windows, window_ttl_s (a periodic tenant
+--         budget's windows the step counts in)
 -- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once; or a run asked
 --         to stop at its step's end cancelled, at the join or instead of parking)
 --         FAILED (the input's failure: a budget the step went over)
 --         FAILED (a call answered at once with an error its tool's on_error fail-run ends the run on)
 --         UNKNOWN_RUN | CLOSED | STALE | DUPLICATE (committed before)
 -- Effects the step hash (resp written once; the structured output the step gave), usage
---         and cost totals (batch-priced ones apart; the tenant's in its partition's hash), the assistant message and the messages that
+--         and cost totals (batch-priced ones apart; the tenant's and a batch line's batch's in
+--         their partition's hashes; a budget's hold cleared), the assistant message and the messages that
 --         follow it (an invalid output sent back), each
 --         call's record and status, the step's events, tool jobs and expiry timers
 --         (remembered in the run's timers hash); status awaiting if a call parked; the join if nothing is pending.
@@ -29,6 +31,21 @@ for i, pair in ipairs(USAGE) do by_name[i] = {pair[1], pair[1]} end
 local cost_by_name = {}
 for i, pair in ipairs(COST) do cost_by_name[i] = {pair[1], pair[1]} end
 add_usage(tenant_usage_key(), A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
+-- A batch's run: charged to its batch's budget here, with the step it pays for, so a
+-- re-delivered commit charges nothing twice and a recorded step is never left uncharged.
+local batch = redis.call('HGET', meta, F.BATCH)
+if batch then
+  local key = batch_usage_key(tenant, batch)
+  add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED)
+  redis.call('EXPIRE', key, A.retention_s)
+end
+-- A tenant's budget with a period: the step counts in its window's totals too.
+for _, window in ipairs(A.windows) do
+  local key = partition_key(run_name, K.USAGE_PREFIX, K.USAGE_TENANTS .. K.JOB_SEPARATOR .. window)
+  add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
+  redis.call('EXPIRE', key, A.window_ttl_s)
+end
+unhold()
 if A.batch then
   redis.call('HSET', step, S.BATCH, '1')
   redis.call('HINCRBY', meta, F.BATCH_STEPS, 1)

@@ -4,8 +4,8 @@
 --         end_job (optional: enqueued when the run ends, see finish_run in the prelude),
 --         depth, lane, slot (a concurrency key's, optional); a fork also: start_step, steps (its first steps' hashes), usage,
 --         n_initial, origin; a child run also: parent, parent_job; a delayed run also:
---         start_at_ms; tenant (whose run it is); a limited tenant's: tenant_load; a run
---         queued on its thread: hold
+--         start_at_ms; tenant (whose run it is); batch (a batch line's or its
+--         sub-agents'); a limited tenant's: tenant_load; a run queued on its thread: hold
 -- Replies CREATED
 --         EXISTS    the id holds a run of the same spec (an idempotent resubmission)
 --         CONFLICT  the id holds a run of another spec: nothing is written
@@ -59,6 +59,7 @@ redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, sta
 for _, pair in ipairs(USAGE) do redis.call('HSET', meta, pair[2], 0) end
 if A.usage then add_usage(meta, A.usage, USAGE, COST, F.UNPRICED) end
 if A.tenant then redis.call('HSET', meta, F.TENANT, A.tenant) end
+if A.batch then redis.call('HSET', meta, F.BATCH, A.batch) end
 -- A fork: the original's first steps, as they were recorded.
 for i, fields in ipairs(A.steps) do
   for field, value in pairs(fields) do redis.call('HSET', step_key(i - 1), field, value) end

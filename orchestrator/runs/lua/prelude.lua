@@ -102,6 +102,22 @@ local function tenant_usage_key()
   return partition_key(run_name, K.USAGE_PREFIX, K.USAGE_TENANTS)
 end
 
+-- A batch's totals in the run's partition (keys.py: batch_usage): its budget is judged on them.
+local function batch_usage_key(tenant, batch)
+  local name = K.USAGE_BATCHES .. K.JOB_SEPARATOR .. tenant .. K.JOB_SEPARATOR .. batch
+  return partition_key(run_name, K.USAGE_PREFIX, name)
+end
+
+-- The partition's runs held by a shared budget (keys.py: budgets_held).
+local function held_key()
+  return partition_key(run_name, K.BUDGETS_PREFIX, K.BUDGETS_HELD)
+end
+
+-- The run goes on past its hold (its step committed) or ended: no budget holds it now.
+local function unhold()
+  if redis.call('HDEL', meta, F.BUDGET_HELD) == 1 then redis.call('HDEL', held_key(), A.run_id) end
+end
+
 -- The run's own usage totals as a Usage (tokens, and the cost unless a step had no price).
 local function usage_totals()
   local fields = {}
@@ -162,6 +178,7 @@ local function finish_run(status, ev_type, fields, output)
   -- Its end jobs (a batch's admission, a thread's next run) hold no concurrency slot.
   redis.call('HDEL', meta, F.CONC_COUNTER)
   load_ended()
+  unhold()
   local ev = {type = ev_type, run_id = A.run_id, at = A.at, status = status,
               usage = usage_totals()}
   for k, v in pairs(fields) do ev[k] = v end

@@ -56,6 +56,8 @@ class CreateRun(TransitionInput):
     parent_job: QueuedJob | None = None
     depth: int = 0
     tenant: str | None = None  # whose run it is: its steps' usage counts to that tenant
+    # A batch line's run: its batch's id (its steps' usage counts to the batch's budget).
+    batch: str | None = None
     # A fork starts at `start_step` with the original's first steps copied (their step
     # hashes, field -> value), its usage so far, and where it came from (JSON).
     start_step: int = 0
@@ -90,6 +92,18 @@ class BeginStep(TransitionInput):
     # run of the same id) or more than the run has, it carries it all.
     known: int = Field(default=0, ge=0)
     known_stamp: str | None = None
+
+
+class HoldStep(TransitionInput):
+    """A begun step that a shared budget holds (orchestrator/budgets/): it starts no model
+    call; the budget's raise (or the sweeper, `recheck_ms` later) sends its job again."""
+
+    script = "hold_step"
+
+    step: int
+    scope: str  # the budget's scope id (budgets/shared.py: Scope.id)
+    event: str  # the `step-held` event, sent once per hold
+    recheck_ms: int = Field(ge=0)
 
 
 class CallRecord(BaseModel):
@@ -129,6 +143,10 @@ class CommitStep(TransitionInput):
     follow: list[str] = Field(default_factory=list)
     # The run fails once the step is recorded (a budget the step went over: RunFailure).
     failure: RunFailure | None = None
+    # The windows of the tenant's periodic budget the step's usage counts in too (keys.py:
+    # tenant_window_usage), and how long their totals are kept.
+    windows: list[str] = Field(default_factory=list)
+    window_ttl_s: int = 0
 
     def idle_job_fields(self) -> frozenset[str]:
         # commit_step.lua joins (sends next_job) only when the step finishes nothing
@@ -330,6 +348,7 @@ INPUTS: tuple[type[TransitionInput], ...] = (
     CreateRun,
     StartQueued,
     BeginStep,
+    HoldStep,
     CommitStep,
     ClaimCall,
     RecordResult,

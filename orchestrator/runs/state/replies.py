@@ -48,6 +48,7 @@ class BeginStepReply(Reply):
     # A child run's parent call (JSON {run_id, step, call_id}): its progress goes there.
     parent: str | None = None
     tenant: str | None = None  # whose run it is (its cost counts to that tenant)
+    batch: str | None = None  # a batch line's run: its batch (its budget holds the step)
 
 
 class ClaimCallReply(Reply):

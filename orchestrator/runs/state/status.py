@@ -76,6 +76,8 @@ class Outcome(StrEnum):
     WRONG_STATE = "wrong-state"  # the call (or input request) is not in the needed state
     # begin_step
     OK = "ok"
+    # hold_step: a shared budget is reached; the step waits for it to be raised
+    HELD = "held"
     # commit_step and the completions that feed the join
     COMMITTED = "committed"  # calls are out; the step waits for them
     RECORDED = "recorded"  # a result is in; others are still pending
@@ -162,6 +164,10 @@ class MetaField(StrEnum):
     STOP_AT_STEP_END = "stop_at_step_end"
     HELD_JOB = "held_job"  # a queued run's first model job (QueuedJob JSON) until it starts
     END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
+    BATCH = "batch"  # a batch line's run: its batch's id (its steps count to its budget)
+    # A run held at a step by a shared budget (orchestrator/budgets/): the budget's scope,
+    # until its next commit or its end (not a thread's queued run: HELD_JOB).
+    BUDGET_HELD = "budget_held"
     # Its lane (core/fairness.py): the enqueue and the claim read these by the job's run id.
     # The tenant a limited tenant's run is counted under (core/tenant_limits.py), whether
     # it is still counted as queued (until its first step begins), and in flight.

@@ -37,6 +37,9 @@ def _lua(type_: str, **fields: Any) -> str:
 STORED: dict[str, str] = {
     "start": event_json("start", "r", model="openai:gpt", metadata={"k": "v"}),
     "start-step": event_json("start-step", "r", step=0, attempt=1),
+    "step-held": event_json(
+        "step-held", "r", step=0, budget="batch:t:b", message="budget reached: batch 'b'"
+    ),
     "model-retry": event_json(
         "model-retry", "r", step=0, reason="429", delay_s=0.5, attempt=2, max_attempts=4
     ),

@@ -36,6 +36,7 @@ from agentq.orchestrator.runs.state import (
     Emit,
     ExpireParked,
     FailureKind,
+    HoldStep,
     InputStatus,
     MetaField,
     Outcome,
@@ -85,6 +86,7 @@ class Model:
     request: str | None = None  # c1's input request's status
     after: StepAfter = StepAfter.CONTINUE
     spec_hash: str = "h"  # the hash of the spec the run was created with
+    held: bool = False  # a shared budget holds its step (one step-held event per hold)
 
     @property
     def pending(self) -> int:
@@ -165,6 +167,10 @@ def expect(probe: str, m: Model, call: str) -> Effect:
             return Effect(Outcome.OK, m, events=1)
         committed = replace(m, committed=True, c1=CallStatus.QUEUED, sibling=True)
         return Effect(Outcome.COMMITTED, committed, events=3, jobs=2)
+    if probe == "hold_step":
+        if m.committed:
+            return Effect(Outcome.DUPLICATE, m)
+        return Effect(Outcome.HELD, replace(m, held=True), events=0 if m.held else 1)
     if probe == "redrive":  # every job the table's runs wait for is still queued
         if m.committed and m.c1 not in (CallStatus.QUEUED, CallStatus.RUNNING) and not m.sibling:
             return Effect(Outcome.PARKED, m)
@@ -456,6 +462,9 @@ def _probe(name: str, call: str) -> Callable[[RunStore], Awaitable[Reply]]:
             )
         ),
         "start_queued": lambda s: s.start_queued(StartQueued(run_id=RUN, history=[])),
+        "hold_step": lambda s: s.hold_step(
+            HoldStep(run_id=RUN, step=0, scope="batch:t:b", event=_event("step-held"), recheck_ms=0)
+        ),
         "emit": lambda s: s.append(Emit(run_id=RUN, events=[_event("tool-progress")])),
         "fail_run": lambda s: s.fail_run(RUN, FAILURE),
         "cancel": lambda s: s.cancel(RUN, "stop"),
@@ -482,6 +491,7 @@ RUN_PROBES = (
     "input_answer",
     "redrive",
     "start_queued",
+    "hold_step",
     "emit",
     "fail_run",
     "cancel",
@@ -597,7 +607,7 @@ def test_the_table_covers_every_transition() -> None:
     probed = {"create", "emit", "fail_run", "cancel", "begin_step", "commit_step"}
     probed |= {"claim_call", "record_result", "post_result", "expire_parked"}
     probed |= {"resolve_approval", "input_request", "input_answer", "workflow_record"}
-    probed |= {"redrive", "start_queued"}
+    probed |= {"redrive", "start_queued", "hold_step"}
     assert scripts == probed
     assert len(TABLE) == len(STATES) * len(PROBES)
 
