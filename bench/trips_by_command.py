@@ -146,10 +146,11 @@ def _worker(
 
 
 class Server:
-    """Redis's own counters at one moment: calls by command and the server's CPU."""
+    """Redis's own counters at one moment: calls and time (µs) by command, and the
+    server's CPU (s). A script's time includes its inner commands'."""
 
-    def __init__(self, calls: dict[str, int], cpu_s: float) -> None:
-        self.calls, self.cpu_s = calls, cpu_s
+    def __init__(self, calls: dict[str, int], usec: dict[str, int], cpu_s: float) -> None:
+        self.calls, self.usec, self.cpu_s = calls, usec, cpu_s
 
     @classmethod
     async def read(cls, url: str) -> Server:
@@ -159,24 +160,33 @@ class Server:
             cpu: dict[str, Any] = await raw.info("cpu")
         finally:
             await raw.aclose()
-        calls = {
-            name.removeprefix("cmdstat_"): int(value["calls"])
+        counted = {
+            name.removeprefix("cmdstat_"): value
             for name, value in stats.items()
             if isinstance(value, dict) and name not in ("cmdstat_info", "cmdstat_config")
         }
-        return cls(calls, float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]))
+        return cls(
+            {k: int(v["calls"]) for k, v in counted.items()},
+            {k: int(v["usec"]) for k, v in counted.items()},
+            float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
+        )
 
     def since(self, before: Server) -> Server:
         calls = {k: v - before.calls.get(k, 0) for k, v in self.calls.items()}
-        return Server({k: v for k, v in calls.items() if v}, self.cpu_s - before.cpu_s)
+        usec = {k: v - before.usec.get(k, 0) for k, v in self.usec.items()}
+        return Server(
+            {k: v for k, v in calls.items() if v},
+            {k: v for k, v in usec.items() if calls[k]},
+            self.cpu_s - before.cpu_s,
+        )
 
 
 class Measured:
     """The Redis side of the runs: CPU over the full runs, commands over the step runs."""
 
     def __init__(self) -> None:
-        self.full_runs = Server({}, 0.0)
-        self.steps = Server({}, 0.0)
+        self.full_runs = Server({}, {}, 0.0)
+        self.steps = Server({}, {}, 0.0)
 
 
 async def _measure(
@@ -309,8 +319,12 @@ def main(argv: list[str]) -> int:
         f"\nRedis commands per step ({args.step_runs} x {core_bench.RUN_STEPS}-step runs,"
         f" inside Lua included): {sum(per_step.values()):.1f} (goal <= 60)"
     )
+    print(
+        f"  {'calls':>6}  {'µs':>6}  command (µs: Redis's time in it, a script's inner ones"
+        " included)"
+    )
     for name, n in sorted(per_step.items(), key=lambda kv: -kv[1]):
-        print(f"  {n:6.2f}  {name}")
+        print(f"  {n:6.2f}  {measured.steps.usec[name] / steps:6.1f}  {name}")
     if profile:
         for order in ("tottime", "cumulative"):
             text = io.StringIO()
