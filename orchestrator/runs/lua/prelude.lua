@@ -53,16 +53,16 @@ end
 local tenant_load_key = partition_key(run_name, K.TENANTS_PREFIX, K.TENANT_LOAD)
 
 -- The run's first step begins: no longer queued (it stays in flight until its end).
-local function load_started()
-  local tenant = redis.call('HGET', meta, F.LOAD_TENANT)
+-- `tenant`: the meta's LOAD_TENANT, as the caller read it.
+local function load_started(tenant)
   if tenant and redis.call('HDEL', meta, F.LOAD_QUEUED) == 1 then
     redis.call('HINCRBY', tenant_load_key, K.TENANT_QUEUED .. tenant, -1)
   end
 end
 
 local function load_ended()
-  load_started()
   local tenant = redis.call('HGET', meta, F.LOAD_TENANT)
+  load_started(tenant)
   if tenant and redis.call('HDEL', meta, F.LOAD_IN_FLIGHT) == 1 then
     redis.call('HINCRBY', tenant_load_key, K.TENANT_IN_FLIGHT .. tenant, -1)
   end
@@ -138,6 +138,14 @@ local function usage_totals()
   end
   usage.cost_usd, usage.cost_breakdown = total, breakdown
   return usage
+end
+
+-- One HSET of a flat {field, value, ...} list, in slices Lua's unpack can take (a step
+-- of a thousand calls).
+local function hset_all(key, fields)
+  for i = 1, #fields, 1000 do
+    redis.call('HSET', key, unpack(fields, i, math.min(i + 999, #fields)))
+  end
 end
 
 local function timers_key()
@@ -272,13 +280,14 @@ end
 -- end asked: cancelled).
 local function join(n, next_job)
   local step = step_key(n)
-  if #cjson.decode(redis.call('HGET', step, S.ORDER)) > 0 then
+  local planned = redis.call('HMGET', step, S.ORDER, S.AFTER)
+  if #cjson.decode(planned[1]) > 0 then
     redis.call('RPUSH', msgs, TOOL_RESULTS_REF .. n)
   end
-  if redis.call('HGET', step, S.AFTER) == AFTER.CONTINUE and stopped_at_step_end() then
+  if planned[2] == AFTER.CONTINUE and stopped_at_step_end() then
     return OUT.FINISHED
   end
-  if redis.call('HGET', step, S.AFTER) == AFTER.CONTINUE then
+  if planned[2] == AFTER.CONTINUE then
     redis.call('HSET', meta, F.STEP, n + 1, F.STATUS, RUN.RUNNING)
     enqueue(next_job)
     return OUT.CONTINUED
@@ -287,13 +296,14 @@ local function join(n, next_job)
 end
 
 -- Write a call's result once; the completion that brings the count to zero joins.
-local function record(n, id, result, result_events, next_job)
+-- `call`: the call's record (CallPlan JSON) as call_guard read it.
+local function record(n, id, result, result_events, next_job, call)
   local step = step_key(n)
   if redis.call('HSETNX', step, S.RESULT .. id, result) == 0 then return OUT.DUPLICATE end
   moved()
   redis.call('HSET', step, S.CALL_STATUS .. id, CALL.DONE)
   emit_all(result_events)
-  local failure = tool_failure(n, redis.call('HGET', step, S.CALL .. id), result)
+  local failure = tool_failure(n, call, result)
   if failure then return fail(failure) end
   if redis.call('HINCRBY', step, S.PENDING, -1) > 0 then return OUT.RECORDED end
   return join(n, next_job)
@@ -308,20 +318,23 @@ local function unpark(n)
 end
 
 -- The guard of every step and call transition: the run exists, is live, and `n` is its step.
-local function run_guard(n)
-  local status = redis.call('HGET', meta, F.STATUS)
-  if not status then return OUT.UNKNOWN_RUN end
-  if is_terminal(status) then return OUT.CLOSED end
-  if tonumber(redis.call('HGET', meta, F.STEP)) ~= n then return OUT.STALE end
-  return nil
+-- One HMGET reads the status, the step and the other meta fields `...` the transition
+-- needs: the refusal (or nil), then what was read, in that order (false: unset).
+local function run_guard(n, ...)
+  local read = redis.call('HMGET', meta, F.STATUS, F.STEP, ...)
+  if not read[1] then return OUT.UNKNOWN_RUN, read end
+  if is_terminal(read[1]) then return OUT.CLOSED, read end
+  if tonumber(read[2]) ~= n then return OUT.STALE, read end
+  return nil, read
 end
 
 -- The guard of every call transition: run_guard, and the call is one of step n's.
--- Returns the refusal's reply, or nil and the call's status (the script checks it).
+-- Returns the refusal's reply, or nil, the call's status (the script checks it) and its
+-- record (CallPlan JSON), read together.
 local function call_guard(n, call_id)
   local err = run_guard(n)
   if err then return reply(err) end
-  local st = redis.call('HGET', step_key(n), S.CALL_STATUS .. call_id)
-  if not st then return reply(OUT.UNKNOWN_CALL) end
-  return nil, st
+  local call = redis.call('HMGET', step_key(n), S.CALL_STATUS .. call_id, S.CALL .. call_id)
+  if not call[1] then return reply(OUT.UNKNOWN_CALL) end
+  return nil, call[1], call[2]
 end
