@@ -41,7 +41,7 @@ async def nothing() -> str:
 
 
 def _watch(url: str, seen: list[dict[str, Any]], stop: str, ready: threading.Event) -> None:
-    with redis.Redis.from_url(url).monitor() as monitor:
+    with redis.Redis.from_url(url).monitor() as monitor:  # type: ignore[no-untyped-call]
         ready.set()
         for command in monitor.listen():
             seen.append(command)
