@@ -24,7 +24,6 @@ if run[1] == RUN.SCHEDULED then
   redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
 end
 emit(A.event)
-moved()
 load_started(run[3])
 -- The message list only grows (an entry is never rewritten), so what the worker holds
 -- of this run is still its first `known` messages.

@@ -15,7 +15,6 @@ if st ~= CALL.QUEUED and st ~= CALL.RUNNING then
 end
 local name = cjson.decode(call).name
 redis.call('HSET', step, S.CALL_STATUS .. A.call_id, CALL.RUNNING)
-moved()
 local ev = cjson.decode(A.event)
 ev.tool_name = name
 emit(cjson.encode(ev))

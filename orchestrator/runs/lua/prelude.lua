@@ -12,9 +12,12 @@
 -- Every script returns reply(...): one JSON object, {outcome = OUT.*, ...}. The helpers
 -- every machine shares (reply, emit, enqueue) are includes (orchestrator/machine/lua/).
 -- Every script checks before it writes, so a refused transition writes nothing.
--- A transition that moves the run (create, begin_step, commit_step, claim_call, a result
--- recorded, a call unparked) scores it in its partition's moving index (`moved`); its
--- end removes it. The sweeper re-drives runs that sit there unmoved (redrive.lua).
+-- A transition that hands the run's work on (create, commit_step, a result recorded, a
+-- call unparked, redrive) scores it in its partition's moving index (`moved`); its end
+-- removes it. The sweeper re-drives runs that sit there unmoved (redrive.lua). A job
+-- that starts (begin_step, claim_call) does not move the run: its job is in hand (its
+-- lease), which the sweeper checks before it enqueues anything, and the transition that
+-- handed it on moved the run a moment before.
 local meta, msgs, events = KEYS[1], KEYS[2], KEYS[3]
 local A = cjson.decode(ARGV[1])
 local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events in
@@ -41,8 +44,8 @@ local function job_prefix(n)
   return K.JOB_PREFIX .. run_name .. K.JOB_SEPARATOR .. n
 end
 
--- The run moved (created, a step begun or committed, a call claimed or answered): the
--- sweeper (runs/redrive.py) looks only at runs that have not moved for a while.
+-- The run moved (created, a step committed, a call answered or unparked): the sweeper
+-- (runs/redrive.py) looks only at runs that have not moved for a while.
 local moving_key = moving_index(run_name, K.MOVING_RUNS)
 local function moved()
   redis.call('ZADD', moving_key, now_ms(), A.run_id)
