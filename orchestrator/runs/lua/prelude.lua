@@ -143,12 +143,16 @@ local function usage_totals()
   return usage
 end
 
--- One HSET of a flat {field, value, ...} list, in slices Lua's unpack can take (a step
--- of a thousand calls).
-local function hset_all(key, fields)
-  for i = 1, #fields, 1000 do
-    redis.call('HSET', key, unpack(fields, i, math.min(i + 999, #fields)))
+-- One command over a list of arguments (HSET's field, value pairs; RPUSH's entries), in
+-- slices Lua's unpack can take (a step of a thousand calls); nothing for an empty list.
+local function in_slices(command, key, args)
+  for i = 1, #args, 1000 do
+    redis.call(command, key, unpack(args, i, math.min(i + 999, #args)))
   end
+end
+
+local function hset_all(key, fields)
+  in_slices('HSET', key, fields)
 end
 
 local function timers_key()
