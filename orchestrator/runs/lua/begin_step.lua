@@ -45,8 +45,9 @@ local out = {messages = messages, start = start, length = length, stamp = stamp,
              parent = run[5] or nil, tenant = run[6] or nil, batch = run[7] or nil}
 -- The spec and tools are written once, at create: a worker holding the history holds them.
 if start == 0 then
-  out.spec = redis.call('HGET', meta, F.SPEC)
-  local order = cjson.decode(redis.call('HGET', meta, F.TOOL_ORDER) or '[]')
+  local written = redis.call('HMGET', meta, F.SPEC, F.TOOL_ORDER)
+  out.spec = written[1]
+  local order = cjson.decode(written[2] or '[]')
   local tools = {}
   if #order > 0 then
     for _, tool in ipairs(redis.call('HMGET', tools_key(), unpack(order))) do
