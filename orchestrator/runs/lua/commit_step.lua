@@ -17,7 +17,7 @@
 --         follow it (an invalid output sent back), each
 --         call's record and status, the step's events, tool jobs and expiry timers
 --         (remembered in the run's timers hash); status awaiting if a call parked; the join if nothing is pending.
-local err, run = run_guard(A.step, F.TENANT)
+local err, run = run_guard(A.step, F.TENANT, F.BATCH)
 if err then return reply(err) end
 local step = step_key(A.step)
 if redis.call('HSETNX', step, S.RESP, A.resp) == 0 then return reply(OUT.DUPLICATE) end
@@ -44,7 +44,7 @@ for i, pair in ipairs(COST) do cost_by_name[i] = {pair[1], pair[1]} end
 add_usage(tenant_usage_key(), A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
 -- A batch's run: charged to its batch's budget here, with the step it pays for, so a
 -- re-delivered commit charges nothing twice and a recorded step is never left uncharged.
-local batch = redis.call('HGET', meta, F.BATCH)
+local batch = run[4]
 if batch then
   local key = batch_usage_key(tenant, batch)
   add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED)
