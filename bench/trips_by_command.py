@@ -1,19 +1,30 @@
-"""The worker's Redis round trips per job, by command: what issue 17's "round trips per
-job" row is made of.
+"""What a run costs Redis: the worker's round trips per job by command, Redis's own
+commands per step by command, and Redis's CPU per run against raw arq's.
 
-    python bench/trips_by_command.py [RUNS] [--profile] [--workers N]
+    python bench/trips_by_command.py [RUNS] [--profile] [--workers N] [--quick]
 
 Starts its own redis-server and one agentq worker process (as `core_bench.py` does),
 submits RUNS full runs (2 model steps + 2 parallel no-op calls, 4 jobs each) at once
-after a warm-up, and prints the round trips the worker sent per job, by command: a
-command sent alone is named by itself (EVALSHA by its script's name), a pipeline by
-the commands in it. `--workers N` runs N worker processes and sums their round trips
-(how claims behave when workers compete). `--profile` also cProfiles the (first) worker
-during those runs only and prints where its CPU goes (by own time, and cumulative).
+after a warm-up, and prints
+
+1. the round trips the worker sent per job, by command: a command sent alone is named
+   by itself (EVALSHA by its script's name), a pipeline by the commands in it;
+2. Redis's CPU per run over those runs (`INFO cpu`, the server's user + system time,
+   every client's commands included: the submits, the worker, the waits), against raw
+   arq's in the same run: RUNS x 4 no-op jobs enqueued with `ArqRedis.enqueue_job`
+   and run by one arq worker (poll 10 ms) on a redis-server of their own;
+3. Redis commands per step, by command (`INFO commandstats`: top-level and inside Lua),
+   of 20-step runs one after another (one no-op call per step), issue 31's figure.
+
+`--workers N` runs N worker processes and sums their round trips (how claims behave
+when workers compete). `--profile` also cProfiles the (first) worker during the full
+runs only and prints where its CPU goes (by own time, and cumulative). `--quick` is a
+smoke run (20 runs, one 20-step run).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import collections
 import cProfile
@@ -35,6 +46,8 @@ if str(_REPO) not in sys.path:
 
 import core_bench  # noqa: E402
 import hop_budget  # noqa: E402
+import redis.asyncio as aioredis  # noqa: E402
+from arq.connections import RedisSettings, create_pool  # noqa: E402
 
 from agentq.orchestrator.client import Client  # noqa: E402
 
@@ -102,7 +115,7 @@ def _tally(counts: dict[str, int], scripts: dict[str, str]) -> None:
 
 
 def _worker(
-    url: str, ready: MpEvent, reset: MpEvent, dump: MpEvent, out: str, profile: bool
+    url: str, ready: MpEvent, reset: MpEvent, dump: MpEvent, stop: MpEvent, out: str, profile: bool
 ) -> None:
     counts: dict[str, int] = collections.Counter()
     _tally(counts, _script_names())
@@ -126,12 +139,60 @@ def _worker(
             profiler.disable()
             profiler.dump_stats(out + ".prof")
         await asyncio.to_thread(Path(out).write_text, json.dumps(counts))
+        await asyncio.to_thread(stop.wait)  # the step runs still need the worker
         await runtime.stop()
 
     asyncio.run(main())
 
 
-async def _measure(url: str, runs: int, reset: MpEvent, dump: MpEvent, outs: list[str]) -> None:
+class Server:
+    """Redis's own counters at one moment: calls and time (µs) by command, and the
+    server's CPU (s). A script's time includes its inner commands'."""
+
+    def __init__(self, calls: dict[str, int], usec: dict[str, int], cpu_s: float) -> None:
+        self.calls, self.usec, self.cpu_s = calls, usec, cpu_s
+
+    @classmethod
+    async def read(cls, url: str) -> Server:
+        raw = aioredis.Redis.from_url(url)
+        try:
+            stats: dict[str, Any] = await raw.info("commandstats")
+            cpu: dict[str, Any] = await raw.info("cpu")
+        finally:
+            await raw.aclose()
+        counted = {
+            name.removeprefix("cmdstat_"): value
+            for name, value in stats.items()
+            if isinstance(value, dict) and name not in ("cmdstat_info", "cmdstat_config")
+        }
+        return cls(
+            {k: int(v["calls"]) for k, v in counted.items()},
+            {k: int(v["usec"]) for k, v in counted.items()},
+            float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"]),
+        )
+
+    def since(self, before: Server) -> Server:
+        calls = {k: v - before.calls.get(k, 0) for k, v in self.calls.items()}
+        usec = {k: v - before.usec.get(k, 0) for k, v in self.usec.items()}
+        return Server(
+            {k: v for k, v in calls.items() if v},
+            {k: v for k, v in usec.items() if calls[k]},
+            self.cpu_s - before.cpu_s,
+        )
+
+
+class Measured:
+    """The Redis side of the runs: CPU over the full runs, commands over the step runs."""
+
+    def __init__(self) -> None:
+        self.full_runs = Server({}, {}, 0.0)
+        self.steps = Server({}, {}, 0.0)
+
+
+async def _measure(
+    url: str, runs: int, step_runs: int, reset: MpEvent, dump: MpEvent, outs: list[str]
+) -> Measured:
+    measured = Measured()
     async with Client(url) as client:
         warm = await asyncio.gather(
             *(client.runs.submit(hop_budget.full_run_spec()) for _ in range(20))
@@ -140,52 +201,100 @@ async def _measure(url: str, runs: int, reset: MpEvent, dump: MpEvent, outs: lis
         await asyncio.sleep(1.5)  # the idle worker's polls settle
         reset.set()
         await asyncio.sleep(0.2)
+        before = await Server.read(url)
         run_ids = await asyncio.gather(
             *(client.runs.submit(hop_budget.full_run_spec()) for _ in range(runs))
         )
         await hop_budget.wait_all(client, list(run_ids))
+        measured.full_runs = (await Server.read(url)).since(before)
         dump.set()
+        before = await Server.read(url)
+        for _ in range(step_runs):  # one after another, as core_bench's step latency
+            await hop_budget.wait_all(
+                client, [await client.runs.submit(core_bench.step_spec(core_bench.RUN_STEPS))]
+            )
+        measured.steps = (await Server.read(url)).since(before)
         for _ in range(200):
             if all([await asyncio.to_thread(_written, out) for out in outs]):
-                return
+                break
             await asyncio.sleep(0.05)
+    return measured
+
+
+async def _arq_redis_cpu_s(url: str, runs: int) -> float:
+    """Redis's CPU for RUNS x 4 raw arq no-op jobs: enqueued, run by one arq worker."""
+    ctx = mp.get_context("spawn")
+    jobs = runs * hop_budget.FULL_RUN_JOBS
+    pool = await create_pool(RedisSettings.from_dsn(url))
+    try:
+        before = await Server.read(url)
+        for start in range(0, jobs, 100):
+            await asyncio.gather(
+                *(pool.enqueue_job("arq_noop") for _ in range(start, min(jobs, start + 100)))
+            )
+        sent = ctx.Value("q", 0, lock=False)
+        proc, stop = core_bench.start_arq_worker(ctx, url, 16, jobs, sent)
+        try:
+            if await core_bench.blpop(pool, core_bench.DONE, 120) is None:
+                raise RuntimeError("raw arq jobs did not finish in 120 s")
+            return (await Server.read(url)).since(before).cpu_s
+        finally:
+            core_bench._stop(proc, stop)
+    finally:
+        await pool.aclose()
 
 
 def _written(path: str) -> bool:
     return os.path.exists(path) and os.path.getsize(path) > 0
 
 
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="bench/trips_by_command.py",
+        description="Redis round trips per job, Redis commands per step and Redis CPU per"
+        " run (against raw arq's), on one agentq worker.",
+    )
+    parser.add_argument("runs", nargs="?", type=int, default=250, help="full runs (250)")
+    parser.add_argument("--workers", type=int, default=1, help="worker processes (1)")
+    parser.add_argument("--step-runs", type=int, default=5, help="20-step runs (5)")
+    parser.add_argument("--profile", action="store_true", help="cProfile the first worker")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 20 runs, 1 step run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.runs, args.step_runs = 20, 1
+    return args
+
+
 def main(argv: list[str]) -> int:
-    profile = "--profile" in argv
-    argv = [a for a in argv if a != "--profile"]
-    workers = 1
-    if "--workers" in argv:
-        at = argv.index("--workers")
-        workers = int(argv[at + 1])
-        del argv[at : at + 2]
-    runs = int(argv[0]) if argv else 250
+    args = _arguments(argv)
+    runs, workers, profile = args.runs, args.workers, args.profile
     ctx = mp.get_context("spawn")
     tmp = tempfile.mkdtemp(prefix="agentq-trips-")
     outs = [os.path.join(tmp, f"counts-{i}.json") for i in range(workers)]
     with core_bench.redis_server() as url:
-        reset, dump = ctx.Event(), ctx.Event()
+        reset, dump, stop = ctx.Event(), ctx.Event(), ctx.Event()
         procs = []
         for i, out in enumerate(outs):
             ready = ctx.Event()
             proc = ctx.Process(
-                target=_worker, args=(url, ready, reset, dump, out, profile and i == 0), daemon=True
+                target=_worker,
+                args=(url, ready, reset, dump, stop, out, profile and i == 0),
+                daemon=True,
             )
             proc.start()
             procs.append(proc)
             if not ready.wait(30):
                 raise RuntimeError("a worker did not start")
         try:
-            asyncio.run(_measure(url, runs, reset, dump, outs))
+            measured = asyncio.run(_measure(url, runs, args.step_runs, reset, dump, outs))
         finally:
+            stop.set()
             for proc in procs:
                 proc.join(timeout=20)
                 if proc.is_alive():
                     proc.terminate()
+    with core_bench.redis_server() as url:
+        arq_cpu_s = asyncio.run(_arq_redis_cpu_s(url, runs))
     counts: dict[str, int] = collections.Counter()
     for out in outs:
         counts.update(json.loads(Path(out).read_text()))
@@ -199,6 +308,23 @@ def main(argv: list[str]) -> int:
     print(f"worker round trips per job: {total / jobs:.2f}")
     for label, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"  {n / jobs:6.2f}  {label}")
+    agentq_ms, arq_ms = measured.full_runs.cpu_s * 1000 / runs, arq_cpu_s * 1000 / runs
+    print(
+        f"\nRedis CPU per run: {agentq_ms:.3f} ms; raw arq ({hop_budget.FULL_RUN_JOBS} no-op"
+        f" jobs) {arq_ms:.3f} ms: {agentq_ms / arq_ms:.2f}x (goal <= 1.0x)"
+    )
+    steps = args.step_runs * core_bench.RUN_STEPS
+    per_step = {k: v / steps for k, v in measured.steps.calls.items()}
+    print(
+        f"\nRedis commands per step ({args.step_runs} x {core_bench.RUN_STEPS}-step runs,"
+        f" inside Lua included): {sum(per_step.values()):.1f} (goal <= 60)"
+    )
+    print(
+        f"  {'calls':>6}  {'µs':>6}  command (µs: Redis's time in it, a script's inner ones"
+        " included)"
+    )
+    for name, n in sorted(per_step.items(), key=lambda kv: -kv[1]):
+        print(f"  {n:6.2f}  {measured.steps.usec[name] / steps:6.1f}  {name}")
     if profile:
         for order in ("tottime", "cumulative"):
             text = io.StringIO()

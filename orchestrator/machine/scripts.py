@@ -7,6 +7,12 @@ KEYS, ARGV, replies and effects. A helper written once for every machine (`reply
 `emit`, `enqueue`, `wake`) is an include in `orchestrator/machine/lua/`: a line
 `-- @include NAME` in a script or a prelude is replaced by that file, once per script
 (as BullMQ's `commands/includes/`), so each script still travels to Redis whole.
+
+The constants chunk's flat tables (`local F = {STATUS = "status", ...}`) are folded
+into the script when it is loaded: each `F.STATUS` becomes its literal and the table's
+line goes. Redis runs a script's whole body on every call, and building those tables
+(a few hundred entries) cost more than the commands of a short transition; a table a
+script still names as a whole (`ipairs(USAGE)`) is kept as written.
 """
 
 from __future__ import annotations
@@ -19,6 +25,15 @@ INCLUDES_PACKAGE = "agentq.orchestrator.machine"
 
 # `-- @include NAME` alone on its line.
 INCLUDE_LINE = re.compile(r"^-- @include (\w+)[ \t]*$", re.MULTILINE)
+
+# A flat table of constants as the chunks render it, alone on its line (lua_constants.py:
+# `_table`, fairness.py: `lua_chunk`), and one of its entries.
+_LITERAL = r'"(?:[^"\\]|\\.)*"|-?\d+'
+FLAT_TABLE = re.compile(
+    rf"^local ([A-Z][A-Z0-9_]*) = \{{((?:[A-Z][A-Z0-9_]* = (?:{_LITERAL})(?:, )?)*)\}}$",
+    re.MULTILINE,
+)
+_ENTRY = re.compile(rf"([A-Z][A-Z0-9_]*) = ({_LITERAL})")
 
 
 def read(package: str, name: str) -> str:
@@ -57,7 +72,41 @@ def load(
     """Each script's full source: `constants` (a chunk rendered from the declared
     state), then the prelude's file and the script's own, includes expanded."""
     head = constants + (read(package, prelude) + "\n" if prelude else "")
-    return {name: expand(head + read(package, name)) for name in sorted(set(names))}
+    return {name: fold(expand(head + read(package, name))) for name in sorted(set(names))}
+
+
+def _code(line: str) -> str:
+    """A line without its comment (a `--` outside a string literal)."""
+    at = 0
+    while (at := line.find("--", at)) >= 0:
+        before = line[:at]
+        if before.count('"') % 2 == 0 and before.count("'") % 2 == 0:
+            return before
+        at += 2
+    return line
+
+
+def fold(source: str) -> str:
+    """`source` with each flat constant table folded into its uses (see the top)."""
+    for table in FLAT_TABLE.finditer(source):
+        name, line = table.group(1), table.group(0)
+        values = dict(_ENTRY.findall(table.group(2)))
+        rest = source.replace(line + "\n", "", 1)
+
+        def _literal(use: re.Match[str], values: dict[str, str] = values) -> str:
+            value = values.get(use.group(1))
+            if value is None:
+                return use.group(0)
+            # A number in parentheses: `x -` before `-1` must not become a comment.
+            return value if value.startswith('"') else f"({value})"
+
+        folded = re.sub(rf"(?<![\w.]){name}\.(\w+)", _literal, rest)
+        bare = re.compile(rf"(?<![\w.]){name}\b")
+        # (another table's entries may share the name: `S = {CALL = "c:"}`)
+        code = (_code(line) for line in folded.splitlines() if not FLAT_TABLE.fullmatch(line))
+        if not any(bare.search(text) for text in code):
+            source = folded
+    return source
 
 
 def script(package: str, name: str) -> str:

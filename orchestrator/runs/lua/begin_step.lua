@@ -14,20 +14,20 @@
 -- Effects a `start-step` event (again on each delivery before the commit: the attempt);
 --         a delayed run's first step makes it running.
 --         a limited tenant's run, the first time, no longer counted as queued.
-local err = run_guard(A.step)
+local err, run = run_guard(A.step, F.LOAD_TENANT, F.CREATED_AT, F.PARENT, F.TENANT,
+                           F.BATCH)
 if err then return reply(err) end
 if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
 -- Queued before a cancel at the step's end: the step is not begun, the run ends here.
 if stopped_at_step_end() then return reply(OUT.CLOSED) end
-if redis.call('HGET', meta, F.STATUS) == RUN.SCHEDULED then
+if run[1] == RUN.SCHEDULED then
   redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
 end
 emit(A.event)
-moved()
-load_started()
+load_started(run[3])
 -- The message list only grows (an entry is never rewritten), so what the worker holds
 -- of this run is still its first `known` messages.
-local stamp = redis.call('HGET', meta, F.CREATED_AT) or ''
+local stamp = run[4] or ''
 local length = redis.call('LLEN', msgs)
 local start = 0
 if A.known > 0 and stamp ~= '' and A.known_stamp == stamp and A.known <= length then
@@ -42,13 +42,12 @@ if length - start <= HISTORY_INLINE_MAX then
   for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
 end
 local out = {messages = messages, start = start, length = length, stamp = stamp,
-             parent = redis.call('HGET', meta, F.PARENT) or nil,
-             tenant = redis.call('HGET', meta, F.TENANT) or nil,
-             batch = redis.call('HGET', meta, F.BATCH) or nil}
+             parent = run[5] or nil, tenant = run[6] or nil, batch = run[7] or nil}
 -- The spec and tools are written once, at create: a worker holding the history holds them.
 if start == 0 then
-  out.spec = redis.call('HGET', meta, F.SPEC)
-  local order = cjson.decode(redis.call('HGET', meta, F.TOOL_ORDER) or '[]')
+  local written = redis.call('HMGET', meta, F.SPEC, F.TOOL_ORDER)
+  out.spec = written[1]
+  local order = cjson.decode(written[2] or '[]')
   local tools = {}
   if #order > 0 then
     for _, tool in ipairs(redis.call('HMGET', tools_key(), unpack(order))) do

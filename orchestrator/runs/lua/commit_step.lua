@@ -17,15 +17,26 @@
 --         follow it (an invalid output sent back), each
 --         call's record and status, the step's events, tool jobs and expiry timers
 --         (remembered in the run's timers hash); status awaiting if a call parked; the join if nothing is pending.
-local err = run_guard(A.step)
+local err, run = run_guard(A.step, F.TENANT, F.BATCH)
 if err then return reply(err) end
 local step = step_key(A.step)
 if redis.call('HSETNX', step, S.RESP, A.resp) == 0 then return reply(OUT.DUPLICATE) end
 moved()
-redis.call('HSET', step, S.TEXT, A.text, S.FINISH_REASON, A.finish_reason, S.AFTER, A.after,
-           S.ORDER, A.order, S.PENDING, A.pending, S.PARKED, A.parked)
+-- The step's fields and each call's record, status and result at once, in one HSET.
+local fields = {S.TEXT, A.text, S.FINISH_REASON, A.finish_reason, S.AFTER, A.after,
+                S.ORDER, A.order, S.PENDING, A.pending, S.PARKED, A.parked}
+local function set(field, value)
+  fields[#fields + 1] = field
+  fields[#fields + 1] = value
+end
+for _, c in ipairs(A.calls) do
+  set(S.CALL .. c.id, c.call)
+  set(S.CALL_STATUS .. c.id, c.status)
+  if c.result then set(S.RESULT .. c.id, c.result) end
+end
+hset_all(step, fields)
 add_usage(meta, A.usage, USAGE, COST, F.UNPRICED)
-local tenant = redis.call('HGET', meta, F.TENANT) or K.DEFAULT_TENANT
+local tenant = run[3] or K.DEFAULT_TENANT
 local by_name = {}
 for i, pair in ipairs(USAGE) do by_name[i] = {pair[1], pair[1]} end
 local cost_by_name = {}
@@ -33,7 +44,7 @@ for i, pair in ipairs(COST) do cost_by_name[i] = {pair[1], pair[1]} end
 add_usage(tenant_usage_key(), A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
 -- A batch's run: charged to its batch's budget here, with the step it pays for, so a
 -- re-delivered commit charges nothing twice and a recorded step is never left uncharged.
-local batch = redis.call('HGET', meta, F.BATCH)
+local batch = run[4]
 if batch then
   local key = batch_usage_key(tenant, batch)
   add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED)
@@ -55,11 +66,7 @@ end
 if A.output then redis.call('HSET', step, S.OUTPUT, A.output) end
 redis.call('RPUSH', msgs, A.assistant)
 for _, message in ipairs(A.follow) do redis.call('RPUSH', msgs, message) end
-for _, c in ipairs(A.calls) do
-  redis.call('HSET', step, S.CALL .. c.id, c.call, S.CALL_STATUS .. c.id, c.status)
-  if c.result then redis.call('HSET', step, S.RESULT .. c.id, c.result) end
-end
-redis.call('HINCRBY', meta, F.TOOL_CALLS, #A.calls)
+if #A.calls > 0 then redis.call('HINCRBY', meta, F.TOOL_CALLS, #A.calls) end
 emit_all(A.events)
 -- A step that went over the run's budget: recorded (its usage counts), then the end.
 if A.failure then return reply(fail(A.failure)) end

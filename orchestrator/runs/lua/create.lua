@@ -52,39 +52,57 @@ redis.call('DEL', msgs, events, tools_key())
 local status = RUN.RUNNING
 if A.start_at_ms then status = RUN.SCHEDULED end
 if A.hold then status = RUN.QUEUED end
-redis.call('HSET', meta, F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, status,
-           F.STEP, A.start_step, F.SEQ, 0, F.CREATED_AT, A.at,
-           F.N_INITIAL, A.n_initial or #A.messages,
-           F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order))
-for _, pair in ipairs(USAGE) do redis.call('HSET', meta, pair[2], 0) end
-if A.usage then add_usage(meta, A.usage, USAGE, COST, F.UNPRICED) end
-if A.tenant then redis.call('HSET', meta, F.TENANT, A.tenant) end
-if A.batch then redis.call('HSET', meta, F.BATCH, A.batch) end
--- A fork: the original's first steps, as they were recorded.
-for i, fields in ipairs(A.steps) do
-  for field, value in pairs(fields) do redis.call('HSET', step_key(i - 1), field, value) end
+-- The meta hash in one HSET (its usage totals at 0 first, the fork's added after).
+local fields = {F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, status,
+                F.STEP, A.start_step, F.SEQ, 0, F.CREATED_AT, A.at,
+                F.N_INITIAL, A.n_initial or #A.messages,
+                F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order), F.DEPTH, A.depth,
+                -- Read by every enqueue of the run's jobs (machine/lua/fair.lua).
+                F.FAIR_LANE, A.lane.name, F.FAIR_WEIGHT, A.lane.weight,
+                F.FAIR_RANK, A.lane.rank_ms}
+local function set(field, value)
+  fields[#fields + 1] = field
+  fields[#fields + 1] = value
 end
-if A.start_at_ms then redis.call('HSET', meta, F.START_AT, A.start_at_ms / 1000) end
-if A.origin then redis.call('HSET', meta, F.ORIGIN, A.origin) end
-if load then redis.call('HSET', meta, F.LOAD_TENANT, load.tenant, F.LOAD_QUEUED, 1) end
-if load and not load.batch_line then redis.call('HSET', meta, F.LOAD_IN_FLIGHT, 1) end
-if A.end_job then redis.call('HSET', meta, F.END_JOB, cjson.encode(A.end_job)) end
-redis.call('HSET', meta, F.DEPTH, A.depth)
--- Read by every enqueue of the run's jobs (machine/lua/fair.lua), the first one below.
-redis.call('HSET', meta, F.FAIR_LANE, A.lane.name, F.FAIR_WEIGHT, A.lane.weight,
-           F.FAIR_RANK, A.lane.rank_ms)
+for _, pair in ipairs(USAGE) do set(pair[2], 0) end
+if A.tenant then set(F.TENANT, A.tenant) end
+if A.batch then set(F.BATCH, A.batch) end
+if A.start_at_ms then set(F.START_AT, A.start_at_ms / 1000) end
+if A.origin then set(F.ORIGIN, A.origin) end
+if load then
+  set(F.LOAD_TENANT, load.tenant)
+  set(F.LOAD_QUEUED, 1)
+  if not load.batch_line then set(F.LOAD_IN_FLIGHT, 1) end
+end
+if A.end_job then set(F.END_JOB, cjson.encode(A.end_job)) end
 if A.slot then
-  redis.call('HSET', meta, F.CONC_COUNTER, A.slot.counter, F.CONC_MAX, A.slot.max,
-             F.CONC_KEY, A.slot.key)
+  set(F.CONC_COUNTER, A.slot.counter)
+  set(F.CONC_MAX, A.slot.max)
+  set(F.CONC_KEY, A.slot.key)
 end
 if A.parent then
-  redis.call('HSET', meta, F.PARENT, A.parent, F.PARENT_JOB, cjson.encode(A.parent_job))
+  set(F.PARENT, A.parent)
+  set(F.PARENT_JOB, cjson.encode(A.parent_job))
+end
+hset_all(meta, fields)
+if A.usage then add_usage(meta, A.usage, USAGE, COST, F.UNPRICED) end
+-- A fork: the original's first steps, as they were recorded.
+for i, recorded in ipairs(A.steps) do
+  local step_fields = {}
+  for field, value in pairs(recorded) do
+    step_fields[#step_fields + 1] = field
+    step_fields[#step_fields + 1] = value
+  end
+  hset_all(step_key(i - 1), step_fields)
 end
 -- Tools are offered to the model in the spec's order (stable prompts cache better).
+local tools = {}
 for _, name in ipairs(A.tool_order) do
-  redis.call('HSET', tools_key(), name, A.tools[name])
+  tools[#tools + 1] = name
+  tools[#tools + 1] = A.tools[name]
 end
-for _, m in ipairs(A.messages) do redis.call('RPUSH', msgs, m) end
+hset_all(tools_key(), tools)
+in_slices('RPUSH', msgs, A.messages)
 emit(A.event)
 if A.hold then
   redis.call('HSET', meta, F.HELD_JOB, cjson.encode(A.next_job))

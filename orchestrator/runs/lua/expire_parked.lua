@@ -6,8 +6,8 @@
 --         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
 --         WRONG_STATE {call_status}  the call is no longer parked (resolved in time)
 -- Effects parked - 1, then as record_result.
-local refused, st = call_guard(A.step, A.call_id)
+local refused, st, call = call_guard(A.step, A.call_id)
 if refused then return refused end
 if not is_parked(st) then return reply(OUT.WRONG_STATE, {call_status = st}) end
 unpark(A.step)
-return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))
+return reply(record(A.step, A.call_id, A.result, A.events, A.next_job, call))

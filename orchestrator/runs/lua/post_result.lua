@@ -6,9 +6,9 @@
 --         WRONG_STATE {call_status}  the call does not await a result (e.g. posted twice)
 -- Effects parked - 1 (status running when none is left), the child's usage added to the
 --         children's totals, then as record_result.
-local refused, st = call_guard(A.step, A.call_id)
+local refused, st, call = call_guard(A.step, A.call_id)
 if refused then return refused end
 if st ~= CALL.AWAITING_RESULT then return reply(OUT.WRONG_STATE, {call_status = st}) end
 unpark(A.step)
 if A.child_usage then add_usage(meta, A.child_usage, CHILD_USAGE, CHILD_COST, F.CHILD_UNPRICED) end
-return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))
+return reply(record(A.step, A.call_id, A.result, A.events, A.next_job, call))

@@ -12,9 +12,12 @@
 -- Every script returns reply(...): one JSON object, {outcome = OUT.*, ...}. The helpers
 -- every machine shares (reply, emit, enqueue) are includes (orchestrator/machine/lua/).
 -- Every script checks before it writes, so a refused transition writes nothing.
--- A transition that moves the run (create, begin_step, commit_step, claim_call, a result
--- recorded, a call unparked) scores it in its partition's moving index (`moved`); its
--- end removes it. The sweeper re-drives runs that sit there unmoved (redrive.lua).
+-- A transition that hands the run's work on (create, commit_step, a result recorded, a
+-- call unparked, redrive) scores it in its partition's moving index (`moved`); its end
+-- removes it. The sweeper re-drives runs that sit there unmoved (redrive.lua). A job
+-- that starts (begin_step, claim_call) does not move the run: its job is in hand (its
+-- lease), which the sweeper checks before it enqueues anything, and the transition that
+-- handed it on moved the run a moment before.
 local meta, msgs, events = KEYS[1], KEYS[2], KEYS[3]
 local A = cjson.decode(ARGV[1])
 local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events in
@@ -41,8 +44,8 @@ local function job_prefix(n)
   return K.JOB_PREFIX .. run_name .. K.JOB_SEPARATOR .. n
 end
 
--- The run moved (created, a step begun or committed, a call claimed or answered): the
--- sweeper (runs/redrive.py) looks only at runs that have not moved for a while.
+-- The run moved (created, a step committed, a call answered or unparked): the sweeper
+-- (runs/redrive.py) looks only at runs that have not moved for a while.
 local moving_key = moving_index(run_name, K.MOVING_RUNS)
 local function moved()
   redis.call('ZADD', moving_key, now_ms(), A.run_id)
@@ -53,16 +56,16 @@ end
 local tenant_load_key = partition_key(run_name, K.TENANTS_PREFIX, K.TENANT_LOAD)
 
 -- The run's first step begins: no longer queued (it stays in flight until its end).
-local function load_started()
-  local tenant = redis.call('HGET', meta, F.LOAD_TENANT)
+-- `tenant`: the meta's LOAD_TENANT, as the caller read it.
+local function load_started(tenant)
   if tenant and redis.call('HDEL', meta, F.LOAD_QUEUED) == 1 then
     redis.call('HINCRBY', tenant_load_key, K.TENANT_QUEUED .. tenant, -1)
   end
 end
 
 local function load_ended()
-  load_started()
   local tenant = redis.call('HGET', meta, F.LOAD_TENANT)
+  load_started(tenant)
   if tenant and redis.call('HDEL', meta, F.LOAD_IN_FLIGHT) == 1 then
     redis.call('HINCRBY', tenant_load_key, K.TENANT_IN_FLIGHT .. tenant, -1)
   end
@@ -138,6 +141,18 @@ local function usage_totals()
   end
   usage.cost_usd, usage.cost_breakdown = total, breakdown
   return usage
+end
+
+-- One command over a list of arguments (HSET's field, value pairs; RPUSH's entries), in
+-- slices Lua's unpack can take (a step of a thousand calls); nothing for an empty list.
+local function in_slices(command, key, args)
+  for i = 1, #args, 1000 do
+    redis.call(command, key, unpack(args, i, math.min(i + 999, #args)))
+  end
+end
+
+local function hset_all(key, fields)
+  in_slices('HSET', key, fields)
 end
 
 local function timers_key()
@@ -272,13 +287,14 @@ end
 -- end asked: cancelled).
 local function join(n, next_job)
   local step = step_key(n)
-  if #cjson.decode(redis.call('HGET', step, S.ORDER)) > 0 then
+  local planned = redis.call('HMGET', step, S.ORDER, S.AFTER)
+  if #cjson.decode(planned[1]) > 0 then
     redis.call('RPUSH', msgs, TOOL_RESULTS_REF .. n)
   end
-  if redis.call('HGET', step, S.AFTER) == AFTER.CONTINUE and stopped_at_step_end() then
+  if planned[2] == AFTER.CONTINUE and stopped_at_step_end() then
     return OUT.FINISHED
   end
-  if redis.call('HGET', step, S.AFTER) == AFTER.CONTINUE then
+  if planned[2] == AFTER.CONTINUE then
     redis.call('HSET', meta, F.STEP, n + 1, F.STATUS, RUN.RUNNING)
     enqueue(next_job)
     return OUT.CONTINUED
@@ -287,13 +303,14 @@ local function join(n, next_job)
 end
 
 -- Write a call's result once; the completion that brings the count to zero joins.
-local function record(n, id, result, result_events, next_job)
+-- `call`: the call's record (CallPlan JSON) as call_guard read it.
+local function record(n, id, result, result_events, next_job, call)
   local step = step_key(n)
   if redis.call('HSETNX', step, S.RESULT .. id, result) == 0 then return OUT.DUPLICATE end
   moved()
   redis.call('HSET', step, S.CALL_STATUS .. id, CALL.DONE)
   emit_all(result_events)
-  local failure = tool_failure(n, redis.call('HGET', step, S.CALL .. id), result)
+  local failure = tool_failure(n, call, result)
   if failure then return fail(failure) end
   if redis.call('HINCRBY', step, S.PENDING, -1) > 0 then return OUT.RECORDED end
   return join(n, next_job)
@@ -308,20 +325,23 @@ local function unpark(n)
 end
 
 -- The guard of every step and call transition: the run exists, is live, and `n` is its step.
-local function run_guard(n)
-  local status = redis.call('HGET', meta, F.STATUS)
-  if not status then return OUT.UNKNOWN_RUN end
-  if is_terminal(status) then return OUT.CLOSED end
-  if tonumber(redis.call('HGET', meta, F.STEP)) ~= n then return OUT.STALE end
-  return nil
+-- One HMGET reads the status, the step and the other meta fields `...` the transition
+-- needs: the refusal (or nil), then what was read, in that order (false: unset).
+local function run_guard(n, ...)
+  local read = redis.call('HMGET', meta, F.STATUS, F.STEP, ...)
+  if not read[1] then return OUT.UNKNOWN_RUN, read end
+  if is_terminal(read[1]) then return OUT.CLOSED, read end
+  if tonumber(read[2]) ~= n then return OUT.STALE, read end
+  return nil, read
 end
 
 -- The guard of every call transition: run_guard, and the call is one of step n's.
--- Returns the refusal's reply, or nil and the call's status (the script checks it).
+-- Returns the refusal's reply, or nil, the call's status (the script checks it) and its
+-- record (CallPlan JSON), read together.
 local function call_guard(n, call_id)
   local err = run_guard(n)
   if err then return reply(err) end
-  local st = redis.call('HGET', step_key(n), S.CALL_STATUS .. call_id)
-  if not st then return reply(OUT.UNKNOWN_CALL) end
-  return nil, st
+  local call = redis.call('HMGET', step_key(n), S.CALL_STATUS .. call_id, S.CALL .. call_id)
+  if not call[1] then return reply(OUT.UNKNOWN_CALL) end
+  return nil, call[1], call[2]
 end

@@ -7,7 +7,7 @@
 --         DUPLICATE     the call has its result (a re-delivered job)
 --         WRONG_STATE {call_status}  the call is parked: only its resolution records it
 -- Effects the result (write-once), call status done, its events, pending - 1; the join.
-local refused, st = call_guard(A.step, A.call_id)
+local refused, st, call = call_guard(A.step, A.call_id)
 if refused then return refused end
 if is_parked(st) then return reply(OUT.WRONG_STATE, {call_status = st}) end
-return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))
+return reply(record(A.step, A.call_id, A.result, A.events, A.next_job, call))

@@ -14,7 +14,7 @@
 --         status, its job,
 --         parked - 1 if it runs now (a client tool stays parked, awaiting its result);
 --         denied: parked - 1, then as record_result.
-local refused, st = call_guard(A.step, A.call_id)
+local refused, st, call = call_guard(A.step, A.call_id)
 if refused then return refused end
 local step = step_key(A.step)
 if st ~= CALL.AWAITING_APPROVAL then return reply(OUT.WRONG_STATE, {call_status = st}) end
@@ -27,4 +27,4 @@ if A.approved then
   return reply(OUT.APPROVED)
 end
 unpark(A.step)
-return reply(record(A.step, A.call_id, A.result, A.events, A.next_job))
+return reply(record(A.step, A.call_id, A.result, A.events, A.next_job, call))

@@ -15,7 +15,7 @@
 -- Effects the node's outcome in the call's workflow hash (write-once, kept for the run's
 --         retention), its events, the ready successors' jobs; with `final`: parked - 1
 --         and the call's result (the join as record_result).
-local refused, st = call_guard(A.step, A.call_id)
+local refused, st, call = call_guard(A.step, A.call_id)
 if refused then return refused end
 if st ~= CALL.AWAITING_RESULT then return reply(OUT.WRONG_STATE, {call_status = st}) end
 local wf = meta .. K.WORKFLOW .. A.step .. K.WORKFLOW_SEPARATOR .. A.call_id
@@ -34,6 +34,7 @@ end
 if A.final and fresh then
   unpark(A.step)
   if A.final.usage then add_usage(meta, A.final.usage, CHILD_USAGE, CHILD_COST, F.CHILD_UNPRICED) end
-  return reply(record(A.step, A.call_id, A.final.result, A.final.events, A.final.next_job))
+  return reply(record(A.step, A.call_id, A.final.result, A.final.events, A.final.next_job,
+                      call))
 end
 return reply(fresh and OUT.RECORDED or OUT.DUPLICATE)

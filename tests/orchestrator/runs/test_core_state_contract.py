@@ -104,9 +104,20 @@ def test_every_script_opens_with_its_header(model: type[TransitionInput]) -> Non
 
 
 def test_every_transition_loads_with_the_constants_first() -> None:
-    scripts = load_scripts()
-    assert set(scripts) == {m.script for m in INPUTS}
-    assert all(s.startswith(lua_constants.render()) for s in scripts.values())
+    loaded = load_scripts()
+    assert set(loaded) == {m.script for m in INPUTS}
+    head = scripts.fold(lua_constants.render())
+    assert all(s.startswith(head) for s in loaded.values())
+
+
+def test_no_transition_builds_its_constant_tables_per_call() -> None:
+    # Redis runs a script's whole body on each call: the flat tables are folded into
+    # their uses at load time (machine/scripts.py: fold), so none is built per call.
+    for name, source in load_scripts().items():
+        built = [m.group(1) for m in scripts.FLAT_TABLE.finditer(source)]
+        assert built == [], f"{name} builds {built} on every call"
+        assert "F.STATUS" not in source
+        assert '"status"' in source
 
 
 def test_the_usage_lua_keeps_is_the_usage_model() -> None:

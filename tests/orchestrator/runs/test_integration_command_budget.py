@@ -1,0 +1,105 @@
+"""What a step costs Redis inside the run's transitions, on a real redis-server: the
+commands each hot transition's script runs (begin_step, commit_step, claim_call,
+record_result), per step of a run with one call per step, and the run's create, counted
+with MONITOR (a command a script runs is shown after the EVALSHA that ran it). Issue
+31's budget: the meta fields a transition needs read in one HMGET by its guard, a call's
+status and record in one, the join's plan in one, a step's fields and calls in one HSET,
+a list of events numbered in one count; a job that starts (begin_step, claim_call) does
+not move the run in the sweeper's index (the transition that handed it on did); create
+writes its meta, tools and messages each in one command. The claim's own script (TAKE)
+is not counted here."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import hashlib
+import threading
+from typing import Any
+
+import pytest
+import redis
+
+from agentq import tool
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
+from agentq.orchestrator.runs.store import load_scripts
+from agentq.workers.tools.function import FunctionExecutor
+from agentq.workers.worker.runtime import WorkerRuntime
+from tests.support.specs import calls, scripted
+
+pytestmark = pytest.mark.integration
+
+STEPS = 10
+HOT = ("begin_step", "commit_step", "claim_call", "record_result")
+# Inner commands of the four per step (a run of 10 steps, one call each; its creation and
+# end included): 82 before issue 31's cuts, 62 after them, 65 once a step-end cancel,
+# batch budgets and held runs added theirs (2 to spare).
+BUDGET = 67
+# Inner commands of the run's `create` (its meta, tools and messages each in one write):
+# 28 before, 19 after.
+CREATE_BUDGET = 20
+
+
+@tool
+async def nothing() -> str:
+    """Does nothing."""
+    return "ok"
+
+
+def _watch(url: str, seen: list[dict[str, Any]], stop: str, ready: threading.Event) -> None:
+    with redis.Redis.from_url(url).monitor() as monitor:  # type: ignore[no-untyped-call]
+        ready.set()
+        for command in monitor.listen():
+            seen.append(command)
+            if stop in command["command"]:
+                return
+
+
+def _inner_by_script(seen: list[dict[str, Any]]) -> collections.Counter[str]:
+    names = {hashlib.sha1(src.encode()).hexdigest(): name for name, src in load_scripts().items()}
+    counts: collections.Counter[str] = collections.Counter()
+    current = ""
+    for command in seen:
+        words = command["command"].split(" ")
+        if command.get("client_type") == "lua":
+            counts[current] += 1
+        elif words[0].upper() == "EVALSHA":
+            current = names.get(words[1], "other")
+        else:
+            current = ""
+    return counts
+
+
+async def test_a_step_runs_at_most_its_budget_of_commands_in_the_run_transitions(
+    redis_url: str,
+) -> None:
+    runtime = WorkerRuntime(
+        redis_url, executors=[FunctionExecutor([nothing])], queues=[MODEL_QUEUE, TOOLS_QUEUE]
+    )
+    await runtime.start()
+    seen: list[dict[str, Any]] = []
+    stop, ready = "budget-test-stop", threading.Event()
+    watcher = threading.Thread(target=_watch, args=(redis_url, seen, stop, ready), daemon=True)
+    try:
+        async with Client(redis_url) as client:
+            spec = scripted(
+                *[calls(("nothing", {})) for _ in range(STEPS)],
+                {"text": "done"},
+                tools=["nothing"],
+                max_steps=STEPS + 1,
+            )
+            watcher.start()
+            await asyncio.to_thread(ready.wait, 10)
+            run_id = await client.runs.submit(spec)
+            result = await client.runs.wait(run_id, timeout_s=60)
+            assert result.status == "succeeded"
+            await client.redis.get(stop)
+            await asyncio.to_thread(watcher.join, 10)
+    finally:
+        await runtime.stop()
+    counts = _inner_by_script(seen)
+    per_step = {name: counts[name] / STEPS for name in HOT}
+    assert all(per_step.values()), per_step  # each was seen
+    assert sum(per_step.values()) <= BUDGET, (sum(per_step.values()), per_step)
+    assert counts["create"] <= CREATE_BUDGET, counts["create"]
