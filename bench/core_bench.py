@@ -110,8 +110,8 @@ class Sizes:
     arq_chain: int
     embedded_runs: int
     idle_s: float  # how long the idle worker's CPU is read
-    # Recovery after SIGKILL, the upkeep of 1,000 calls in flight and the cluster row each
-    # start Redis servers and worker processes of their own: ~40 s together.
+    # Two worker processes, recovery after SIGKILL, the upkeep of 1,000 calls in flight and
+    # the cluster row each start worker processes (and Redis servers) of their own: ~45 s.
     slow_rows: bool
     quick: bool  # a smoke run: timed figures are noise and get no verdict
 
@@ -527,6 +527,35 @@ class Figures:
     budget: hop_budget.Budget = field(default_factory=hop_budget.Budget)
 
 
+async def _two_workers(
+    ctx: SpawnContext,
+    url: str,
+    sizes: Sizes,
+    sent: Counter,
+    worker_pid: int,
+    client: Client,
+    budget: hop_budget.Budget,
+) -> None:
+    """Full runs on the main worker and a second worker process together."""
+    ready, stop = ctx.Event(), ctx.Event()
+    second_sent = cast(Counter, ctx.Value("q", 0, lock=False))
+    second = ctx.Process(
+        target=_agentq_worker_child, args=(url, ready, stop, second_sent, None), daemon=True
+    )
+    second.start()
+    try:
+        if not await asyncio.to_thread(ready.wait, 30):
+            raise RuntimeError("the second agentq worker did not start")
+        for _ in range(sizes.throughput_pairs):
+            tp, _, cpu = await hop_budget.full_runs(
+                client, sizes.full_runs, [worker_pid, second.pid or 0], sent
+            )
+            budget.two_jobs_per_s.append(tp)
+            budget.two_cpu_ms_per_job.append(cpu)
+    finally:
+        _stop(second, stop)
+
+
 async def measure_budget(
     ctx: SpawnContext,
     url: str,
@@ -548,24 +577,9 @@ async def measure_budget(
         budget.full_jobs_per_s.append(tp)
         budget.full_trips_per_job.append(trips)
         budget.full_cpu_ms_per_job.append(cpu)
-    ready, stop = ctx.Event(), ctx.Event()
-    second_sent = cast(Counter, ctx.Value("q", 0, lock=False))
-    second = ctx.Process(
-        target=_agentq_worker_child, args=(url, ready, stop, second_sent, None), daemon=True
-    )
-    second.start()
-    try:
-        if not await asyncio.to_thread(ready.wait, 30):
-            raise RuntimeError("the second agentq worker did not start")
-        for _ in range(sizes.throughput_pairs):
-            tp, _, cpu = await hop_budget.full_runs(
-                client, sizes.full_runs, [worker_pid, second.pid or 0], sent
-            )
-            budget.two_jobs_per_s.append(tp)
-            budget.two_cpu_ms_per_job.append(cpu)
-    finally:
-        _stop(second, stop)
-    print("  full runs measured (1 and 2 workers)", flush=True)
+    if sizes.slow_rows:
+        await _two_workers(ctx, url, sizes, sent, worker_pid, client, budget)
+    print("  full runs measured", flush=True)
     budget.late_vs_early.append(await hop_budget.history_growth(client))
     budget.bytes_per_output_byte = await hop_budget.storage(client, url)
     print("  history measured", flush=True)
@@ -754,7 +768,7 @@ def main(argv: list[str] | None = None) -> int:
         "--quick",
         action="store_true",
         help="a smoke run in under 30 s: few samples (timed figures get no verdict), without"
-        " the recovery, upkeep and cluster rows",
+        " the two-worker, recovery, upkeep and cluster rows",
     )
     parser.add_argument("--profile", action="store_true", help="cProfile the agentq worker")
     args = parser.parse_args(argv)
