@@ -189,6 +189,8 @@ async def acknowledged_many(
     Redis), each closed by the WAIT the policy asks for: one WAIT covers every write
     its connection sent before it. The replies in order; an error reply is raised (the
     calls before it may have been applied: each is one idempotent transition)."""
+    if len(calls) == 1:  # alone, as `acknowledged` sends it: no pipeline when none is due
+        return [await acknowledged(redis, sha, source, *calls[0])]
     by_node: dict[Any, list[int]] = {}
     for i, (keys_, _) in enumerate(calls):
         node = redis.keyslot(keys_[0]) if isinstance(redis, ClusterRedis) else None
