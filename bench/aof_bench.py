@@ -1,7 +1,7 @@
 """Issue 26's "what survives what" figures for one Redis with AOF: what a SIGKILL of
 Redis costs with `appendfsync everysec` and `always`, and what `always` costs per step.
 
-    python bench/aof_bench.py [RUNS] [ROUNDS]
+    python bench/aof_bench.py [RUNS] [ROUNDS] [--submits N] [--quick]
 
 For each fsync policy: a redis-server with AOF on a free port; (1) RUNS runs of 20 steps
 on one agentq worker process (ms per step, median), ROUNDS times, alternating the
@@ -13,6 +13,7 @@ so this measures a Redis crash, not a power loss (which `everysec` may cost up t
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -68,7 +69,7 @@ def _until_up(port: int) -> None:
 def step_ms(url: str, runs: int) -> float:
     """Median ms per step, in a process of its own (replica_acks_bench's measure)."""
     done = subprocess.run(
-        [sys.executable, os.path.join(HERE, "replica_acks_bench.py"), "one", url, str(runs)],
+        [sys.executable, os.path.join(HERE, "replica_acks_bench.py"), str(runs), "--one", url],
         capture_output=True,
         text=True,
         timeout=600,
@@ -119,9 +120,14 @@ def lost_after_kill(policy: str, n: int) -> tuple[int, int]:
 
 
 def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="?", type=int, default=5, help="20-step runs per measure")
+    parser.add_argument("rounds", nargs="?", type=int, default=3, help="rounds of both policies")
+    parser.add_argument("--submits", type=int, default=2000, help="submits around each SIGKILL")
+    parser.add_argument("--quick", action="store_true", help="1 run, 1 round, 200 submits")
+    args = parser.parse_args(argv)
+    runs, rounds, submits = (1, 1, 200) if args.quick else (args.runs, args.rounds, args.submits)
     sys.path.insert(0, HERE)
-    runs = int(argv[0]) if argv else 5
-    rounds = int(argv[1]) if len(argv) > 1 else 3
     per_step: dict[str, list[float]] = {p: [] for p in POLICIES}
     for _ in range(rounds):
         for policy in POLICIES:
@@ -131,7 +137,7 @@ def main(argv: list[str]) -> None:
     a, b = (statistics.median(per_step[p]) for p in POLICIES)
     print(f"median ms/step: everysec {a:.2f}, always {b:.2f}: ratio {b / a:.2f}x")
     for policy in POLICIES:
-        acknowledged, lost = lost_after_kill(policy, 2000)
+        acknowledged, lost = lost_after_kill(policy, submits)
         print(f"SIGKILL with appendfsync {policy}: {lost} of {acknowledged} acknowledged runs lost")
 
 

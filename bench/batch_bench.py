@@ -1,6 +1,6 @@
 """A batch against the same runs submitted directly through Client, in one run.
 
-    python bench/batch_bench.py [--lines 10000] [--workers 2] [--concurrency 128]
+    python bench/batch_bench.py [--lines 10000] [--workers 2] [--concurrency 128] [--quick]
 
 Starts its own `redis-server` and `agentq worker` processes (the test tools: `noop`).
 Each line is a scripted run of two steps with one no-op tool call each, then a final
@@ -37,6 +37,7 @@ if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
 import redis  # noqa: E402
+from verdicts import verdict  # noqa: E402  (bench/)
 
 from agentq.orchestrator.client import Client  # noqa: E402
 from agentq.orchestrator.core import keys  # noqa: E402
@@ -153,7 +154,10 @@ def main() -> int:
     parser.add_argument("--lines", type=int, default=10_000)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--concurrency", type=int, default=128)
+    parser.add_argument("--quick", action="store_true", help="200 lines, 1 worker")
     args = parser.parse_args()
+    if args.quick:
+        args.lines, args.workers = 200, 1
     n = args.lines
     server = RedisServer()
     workers = [WorkerProcess(server.url, "--tools", TOOLS) for _ in range(args.workers)]
@@ -199,7 +203,8 @@ def main() -> int:
             + " MB"
         )
         ratio = rate / direct_rate
-        print(f"batch/direct throughput: {ratio:.2f} ({'PASS' if ratio >= 0.9 else 'MISS'} >= 0.9)")
+        mark = verdict(ratio >= 0.9, timed=True, quick=args.quick)
+        print(f"batch/direct throughput: {ratio:.2f} ({mark}; goal >= 0.9)")
     finally:
         for worker in workers:
             worker.stop()

@@ -2,7 +2,7 @@
 Cluster (3 primaries, one replica each, on loopback), and that its per-shard WAIT adds
 no client round trip.
 
-    PYTHONPATH=. python bench/cluster_acks_bench.py [SUBMITS] [ROUNDS]
+    python bench/cluster_acks_bench.py [SUBMITS] [ROUNDS] [--quick]
 
 Alternately with `AGENTQ_REDIS_REPLICA_ACKS=0` and `=1`, submits SUBMITS runs one after
 another (each submit is one creation transition) and prints the ms per submit and the
@@ -12,17 +12,24 @@ the WAIT rode in the transition's own pipeline.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
-from redis.asyncio.connection import Connection
+# `python bench/cluster_acks_bench.py` puts bench/ on the path; tests/support is one level up.
+_REPO = Path(__file__).resolve().parent.parent
+if str(_REPO) not in sys.path:
+    sys.path.insert(0, str(_REPO))
 
-from agentq.orchestrator.client import Client
-from agentq.orchestrator.core.settings import Settings
-from tests.support.redis_cluster import LocalCluster
-from tests.support.specs import scripted
+from redis.asyncio.connection import Connection  # noqa: E402
+
+from agentq.orchestrator.client import Client  # noqa: E402
+from agentq.orchestrator.core.settings import Settings  # noqa: E402
+from tests.support.redis_cluster import LocalCluster  # noqa: E402
+from tests.support.specs import scripted  # noqa: E402
 
 WRITES = 0
 _send = Connection.send_packed_command
@@ -51,8 +58,12 @@ async def measure(url: str, acks: int, submits: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    submits = int(sys.argv[1]) if len(sys.argv) > 1 else 300
-    rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("submits", nargs="?", type=int, default=300, help="submits per measure")
+    parser.add_argument("rounds", nargs="?", type=int, default=2, help="rounds of both settings")
+    parser.add_argument("--quick", action="store_true", help="50 submits, 1 round")
+    args = parser.parse_args()
+    submits, rounds = (50, 1) if args.quick else (args.submits, args.rounds)
     cluster = LocalCluster(3, replicas=1)
     try:
         for _ in range(rounds):

@@ -1,7 +1,7 @@
 """Issue 17's cluster row: full-run throughput on a local 3-primary Redis Cluster against
 one redis-server, measured in the same run.
 
-    python bench/cluster_bench.py [RUNS] [ROUNDS]
+    python bench/cluster_bench.py [RUNS] [ROUNDS] [--quick]
 
 Starts both (no persistence, free ports) and, ROUNDS times, alternately on each: one
 agentq worker process (`WorkerRuntime` serving model and tools, default settings: 1
@@ -13,6 +13,7 @@ one line each; `core_bench.py` reads them (`measure()`).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import multiprocessing as mp
@@ -124,9 +125,9 @@ async def _one(url: str, runs: int) -> float:
 
 
 def measure_one(url: str, runs: int, timeout_s: float = 300) -> float:
-    """`python bench/cluster_bench.py one URL RUNS` in a process of its own."""
+    """`python bench/cluster_bench.py RUNS --one URL` in a process of its own."""
     done = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "one", url, str(runs)],
+        [sys.executable, os.path.abspath(__file__), str(runs), "--one", url],
         capture_output=True,
         text=True,
         timeout=timeout_s,
@@ -147,12 +148,18 @@ def measure(runs: int, rounds: int) -> list[tuple[float, float]]:
 
 
 def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="?", type=int, default=250, help="full runs per measure")
+    parser.add_argument("rounds", nargs="?", type=int, default=3, help="rounds of both servers")
+    parser.add_argument("--quick", action="store_true", help="40 runs, 1 round")
+    # One measure in this process, on a Redis already up (how measure() runs each one).
+    parser.add_argument("--one", metavar="URL", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
     sys.path.insert(0, HERE)
-    if argv[:1] == ["one"]:
-        print(asyncio.run(_one(argv[1], int(argv[2]))))
+    if args.one:
+        print(asyncio.run(_one(args.one, args.runs)))
         return
-    runs = int(argv[0]) if argv else 250
-    rounds = int(argv[1]) if len(argv) > 1 else 3
+    runs, rounds = (40, 1) if args.quick else (args.runs, args.rounds)
     for single, cluster in measure(runs, rounds):
         print(f"{single!r} {cluster!r}")
 

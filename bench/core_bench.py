@@ -73,6 +73,7 @@ import redis.asyncio as aioredis  # noqa: E402
 from arq import Worker  # noqa: E402
 from arq.connections import ArqRedis, RedisSettings, create_pool  # noqa: E402
 from arq.worker import func  # noqa: E402
+from verdicts import verdict  # noqa: E402  (bench/)
 
 from agentq import tool  # noqa: E402
 from agentq.orchestrator.client import Client  # noqa: E402
@@ -107,13 +108,37 @@ class Sizes:
     calls: int  # fan-out width, and the number of raw arq jobs it is compared with
     throughput_pairs: int
     arq_chain: int
+    embedded_runs: int
+    idle_s: float  # how long the idle worker's CPU is read
+    # Two worker processes, recovery after SIGKILL, the upkeep of 1,000 calls in flight and
+    # the cluster row each start worker processes (and Redis servers) of their own: ~45 s.
+    slow_rows: bool
+    quick: bool  # a smoke run: timed figures are noise and get no verdict
 
 
 FULL = Sizes(
-    hop_round_trips=300, full_runs=250, step_runs=7, calls=1000, throughput_pairs=4, arq_chain=60
+    hop_round_trips=300,
+    full_runs=250,
+    step_runs=7,
+    calls=1000,
+    throughput_pairs=4,
+    arq_chain=60,
+    embedded_runs=7,
+    idle_s=3.0,
+    slow_rows=True,
+    quick=False,
 )
 QUICK = Sizes(
-    hop_round_trips=150, full_runs=100, step_runs=2, calls=200, throughput_pairs=1, arq_chain=15
+    hop_round_trips=100,
+    full_runs=50,
+    step_runs=2,
+    calls=200,
+    throughput_pairs=1,
+    arq_chain=15,
+    embedded_runs=1,
+    idle_s=1.0,
+    slow_rows=False,
+    quick=True,
 )
 
 
@@ -502,7 +527,7 @@ class Figures:
     budget: hop_budget.Budget = field(default_factory=hop_budget.Budget)
 
 
-async def measure_budget(
+async def _two_workers(
     ctx: SpawnContext,
     url: str,
     sizes: Sizes,
@@ -511,17 +536,7 @@ async def measure_budget(
     client: Client,
     budget: hop_budget.Budget,
 ) -> None:
-    """Issue 17's rows that the measures above do not give. A row that cannot finish
-    (a hung measure) is reported as nan rather than holding the whole bench."""
-    budget.cancel_ms += hop_budget.measure_alone("cancel", 120)
-    budget.recovery_s += hop_budget.measure_alone("recovery", 120)
-    budget.upkeep_pct = hop_budget.measure_alone("upkeep", 120)
-    print("  cancel and recovery measured", flush=True)
-    for _ in range(sizes.throughput_pairs):
-        tp, trips, cpu = await hop_budget.full_runs(client, sizes.full_runs, [worker_pid], sent)
-        budget.full_jobs_per_s.append(tp)
-        budget.full_trips_per_job.append(trips)
-        budget.full_cpu_ms_per_job.append(cpu)
+    """Full runs on the main worker and a second worker process together."""
     ready, stop = ctx.Event(), ctx.Event()
     second_sent = cast(Counter, ctx.Value("q", 0, lock=False))
     second = ctx.Process(
@@ -539,13 +554,40 @@ async def measure_budget(
             budget.two_cpu_ms_per_job.append(cpu)
     finally:
         _stop(second, stop)
-    print("  full runs measured (1 and 2 workers)", flush=True)
+
+
+async def measure_budget(
+    ctx: SpawnContext,
+    url: str,
+    sizes: Sizes,
+    sent: Counter,
+    worker_pid: int,
+    client: Client,
+    budget: hop_budget.Budget,
+) -> None:
+    """Issue 17's rows that the measures above do not give. A row that cannot finish
+    (a hung measure) is reported as nan rather than holding the whole bench."""
+    budget.cancel_ms += hop_budget.measure_alone("cancel", 120)
+    if sizes.slow_rows:
+        budget.recovery_s += hop_budget.measure_alone("recovery", 120)
+        budget.upkeep_pct = hop_budget.measure_alone("upkeep", 120)
+    print("  cancel and recovery measured", flush=True)
+    for _ in range(sizes.throughput_pairs):
+        tp, trips, cpu = await hop_budget.full_runs(client, sizes.full_runs, [worker_pid], sent)
+        budget.full_jobs_per_s.append(tp)
+        budget.full_trips_per_job.append(trips)
+        budget.full_cpu_ms_per_job.append(cpu)
+    if sizes.slow_rows:
+        await _two_workers(ctx, url, sizes, sent, worker_pid, client, budget)
+    print("  full runs measured", flush=True)
     budget.late_vs_early.append(await hop_budget.history_growth(client))
     budget.bytes_per_output_byte = await hop_budget.storage(client, url)
     print("  history measured", flush=True)
-    await hop_budget.embedded_vs_real(max(3, sizes.step_runs), budget)
+    await hop_budget.embedded_vs_real(sizes.embedded_runs, budget)
     print("  embedded measured", flush=True)
-    budget.idle_cpu_pct = await hop_budget.idle_cpu_pct(worker_pid)
+    budget.idle_cpu_pct = await hop_budget.idle_cpu_pct(worker_pid, sizes.idle_s)
+    if not sizes.slow_rows:
+        return
     try:
         pairs = await asyncio.to_thread(
             cluster_bench.measure, sizes.full_runs, sizes.throughput_pairs
@@ -616,17 +658,11 @@ async def measure(
 # -- report ---------------------------------------------------------------------------------------
 
 
-def _mark(ok: bool) -> str:
-    return "PASS" if ok else "MISS"
-
-
 def _runs(values: list[float], fmt: str) -> str:
     return ", ".join(format(v, fmt) for v in values)
 
 
-def report(
-    figures: Figures, sizes: Sizes, settings: Settings, elapsed_s: float, quick: bool
-) -> None:
+def report(figures: Figures, sizes: Sizes, settings: Settings, elapsed_s: float) -> None:
     med = statistics.median
     hop = med(figures.hop_us)
     step = med(figures.step_ms)
@@ -692,13 +728,13 @@ def report(
         f" (concurrency={settings.concurrency}, idle_poll_s={settings.idle_poll_s:g},"
         " woken by BLPOP; keep_result=0)"
     )
-    step_mark = _mark(step_hops <= STEP_GOAL_HOPS)
+    step_mark = verdict(step_hops <= STEP_GOAL_HOPS, timed=True, quick=sizes.quick)
     print(
         f"step cost      = {step_hops:6.1f} raw hops   goal <= {STEP_GOAL_HOPS:g}    {step_mark}"
         f"   (median of per-run ratios: {_runs(figures.step_hops, '.1f')}; "
         f"vs the sync-client hop: {step * 1000 / figures.sync_hop_us:.1f})"
     )
-    tp_mark = _mark(tp_ratio >= THROUGHPUT_GOAL)
+    tp_mark = verdict(tp_ratio >= THROUGHPUT_GOAL, timed=True, quick=sizes.quick)
     print(
         f"throughput     = {tp_ratio:6.2f} x raw arq    goal >= {THROUGHPUT_GOAL:g}   {tp_mark}"
         f"   (median of paired ratios: {_runs(figures.tp_ratios, '.2f')})"
@@ -710,9 +746,11 @@ def report(
             arq_jobs_per_s=arq_tp,
             arq_cpu_ms_per_job=med(figures.arq_cpu_ms_per_job),
             trips_per_call=med(figures.round_trips_per_call),
+            quick=sizes.quick,
         )
     )
-    print(f"(total {elapsed_s:.1f} s{'; --quick: few samples, indicative only' if quick else ''})")
+    note = "; --quick: few samples, a timed figure is noise and gets no verdict"
+    print(f"(total {elapsed_s:.1f} s{note if sizes.quick else ''})")
 
 
 def _profile_report(path: str) -> str:
@@ -726,7 +764,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="a smoke run in under 30 s: few samples (timed figures get no verdict), without"
+        " the two-worker, recovery, upkeep and cluster rows",
+    )
     parser.add_argument("--profile", action="store_true", help="cProfile the agentq worker")
     args = parser.parse_args(argv)
     sizes = QUICK if args.quick else FULL
@@ -765,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
             echo.join(timeout=5)
             if echo.is_alive():
                 echo.terminate()
-    report(figures, sizes, settings, time.monotonic() - started, args.quick)
+    report(figures, sizes, settings, time.monotonic() - started)
     if profile_to is not None:
         print()
         print("agentq worker profile (cProfile, whole worker lifetime, by own time):")

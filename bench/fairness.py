@@ -1,7 +1,7 @@
 """Issue 28's fairness figures, each against FIFO (the claim before lanes, kept here as
 `bench/fifo_take.lua`) measured in the same run, on a throwaway redis-server.
 
-    python bench/fairness.py [FLOOD] [KEY_JOBS]
+    python bench/fairness.py [FLOOD] [KEY_JOBS] [--rounds 3] [--quick]
 
 1. B's wait under A's flood, end to end: one worker process (16 slots) of each claim;
    tenant A submits FLOOD runs (one scripted step each), then tenant B submits one; B's
@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import multiprocessing
@@ -263,8 +264,15 @@ async def at_the_claim(url: str, flood: int, key_jobs: int, rounds: int) -> dict
 
 
 def main() -> None:
-    flood = int(sys.argv[1]) if len(sys.argv) > 1 else 5000
-    key_jobs = int(sys.argv[2]) if len(sys.argv) > 2 else 20_000
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("flood", nargs="?", type=int, default=5000, help="tenant A's runs")
+    parser.add_argument("key_jobs", nargs="?", type=int, default=20_000, help="ready jobs (4.)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the claim's cost (4.)")
+    parser.add_argument("--quick", action="store_true", help="a flood of 200, 2,000 jobs, 1 round")
+    args = parser.parse_args()
+    flood, key_jobs, rounds = (
+        (200, 2000, 1) if args.quick else (args.flood, args.key_jobs, args.rounds)
+    )
     figures: dict[str, Any] = {"flood": flood, "key_jobs": key_jobs, "cpus": os.cpu_count()}
     for name, fifo in (("fair", False), ("fifo", True)):
         empty, behind, queued = asyncio.run(end_to_end(flood, fifo))
@@ -272,7 +280,7 @@ def main() -> None:
         figures[f"b_wait_behind_flood_ms_{name}"] = round(behind * 1000, 1)
         figures[f"a_queued_at_b_submit_{name}"] = queued
     with redis_server() as url:
-        figures.update(asyncio.run(at_the_claim(url, flood, key_jobs, rounds=3)))
+        figures.update(asyncio.run(at_the_claim(url, flood, key_jobs, rounds)))
     for k, v in figures.items():
         figures[k] = round(v, 2) if isinstance(v, float) else v
     print(json.dumps(figures, indent=2))

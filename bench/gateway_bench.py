@@ -1,7 +1,7 @@
 """The MCP gateway's overhead: one no-op `tools/call` through `agentq serve --mcp`,
 against a direct `client.calls.call` and against a plain MCP server, measured in one run.
 
-    python bench/gateway_bench.py [--calls 200]
+    python bench/gateway_bench.py [--calls 200] [--quick]
 
 Starts its own redis-server, one `agentq worker` serving tests/support/call_tools.py's
 `echo` tool, one `agentq serve --mcp`, and a plain MCP server (the SDK's low-level
@@ -96,9 +96,11 @@ def show(name: str, samples: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=200)
-    n = parser.parse_args().calls
+    parser.add_argument("--quick", action="store_true", help="20 calls")
+    args = parser.parse_args()
+    n = 20 if args.quick else args.calls
     redis = RedisServer()
     worker = WorkerProcess(redis.url, "--tools", "tests/support/call_tools.py")
     port = free_port()

@@ -3,7 +3,7 @@
 command logged, with its server-side duration; a script's time includes the commands it
 calls), and the bytes the run stores.
 
-    python bench/history_profile.py [--steps 105] [--cold]
+    python bench/history_profile.py [--steps 105] [--cold] [--quick]
 
 `--cold` runs the worker without its history cache (as a worker that did not run the
 run's last step: every step reads the whole history). Prints the median server time of
@@ -121,6 +121,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=105)
     parser.add_argument("--cold", action="store_true", help="no history cache in the worker")
+    # One run of 105 steps is the least that reaches the late window: already quick.
+    parser.add_argument("--quick", action="store_true", help="the default (one 105-step run)")
     args = parser.parse_args()
     if args.cold:
         os.environ["AGENTQ_HISTORY_CACHE_BYTES"] = "0"

@@ -20,6 +20,7 @@ from typing import Any, cast
 
 import redis
 import redis.asyncio as aioredis
+from verdicts import verdict
 
 from agentq import tool
 from agentq.orchestrator.client import Client
@@ -446,6 +447,11 @@ def _med(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+QUICK_SKIPS = "not measured (--quick skips it, or it failed: see above)"
+# (measure, was, goal, measured, verdict): PASS, MISS, noise or skip (bench/verdicts.py).
+Row = tuple[str, str, str, str, str]
+
+
 def table(
     budget: Budget,
     *,
@@ -453,7 +459,8 @@ def table(
     arq_jobs_per_s: float,
     arq_cpu_ms_per_job: float,
     trips_per_call: float,
-) -> list[tuple[str, str, str, str, bool]]:
+    quick: bool,
+) -> list[Row]:
     """(measure, was, goal, measured, met) for every row of issue 17's table."""
     one = _med(budget.full_jobs_per_s)
     two = _med(budget.two_jobs_per_s)
@@ -477,43 +484,46 @@ def table(
             "~55",
             "<= 20",
             f"{step_sync_hops:.1f}",
-            step_sync_hops <= 20,
+            verdict(step_sync_hops <= 20, timed=True, quick=quick),
         ),
         (
             "full runs, 1 worker, jobs/s vs raw arq",
             "~0.5x",
             ">= 1.0x",
             f"{full_ratio:.2f}x ({one:.0f} vs {arq_jobs_per_s:.0f} jobs/s)",
-            full_ratio >= 1.0,
+            verdict(full_ratio >= 1.0, timed=True, quick=quick),
         ),
         (
             "full runs, 2 worker processes vs 1",
             "1.36x",
             ">= 1.7x",
-            f"{scale:.2f}x; worker CPU/job {_med(budget.full_cpu_ms_per_job):.2f} ms (1 worker),"
-            f" {_med(budget.two_cpu_ms_per_job):.2f} ms (2); raw arq {arq_cpu_ms_per_job:.2f} ms",
-            scale >= 1.7,
+            QUICK_SKIPS
+            if scale != scale
+            else f"{scale:.2f}x; worker CPU/job {_med(budget.full_cpu_ms_per_job):.2f} ms"
+            f" (1 worker), {_med(budget.two_cpu_ms_per_job):.2f} ms (2); raw arq"
+            f" {arq_cpu_ms_per_job:.2f} ms",
+            verdict(scale >= 1.7, timed=True, quick=quick, figure=scale),
         ),
         (
             "Redis round trips per job",
             "~8",
             "<= 3",
             f"{trips:.1f} (full runs, worker side); {trips_per_call:.1f} per fan-out call",
-            trips <= 3,
+            verdict(trips <= 3, timed=False, quick=quick),
         ),
         (
             "step latency at step 100 vs step 10 (1 KB)",
             "1.73x",
             "<= 1.1x",
             f"{growth:.2f}x",
-            growth <= 1.1,
+            verdict(growth <= 1.1, timed=True, quick=quick),
         ),
         (
             "bytes stored per tool-output byte",
             "3.2",
             "<= 1.2",
             f"{budget.bytes_per_output_byte:.2f}",
-            budget.bytes_per_output_byte <= 1.2,
+            verdict(budget.bytes_per_output_byte <= 1.2, timed=False, quick=quick),
         ),
         (
             "embedded step latency vs same process on Redis",
@@ -521,49 +531,53 @@ def table(
             "<= 1.0x",
             f"{embedded:.2f}x ({_med(budget.embedded_ms):.2f} vs"
             f" {_med(budget.inprocess_real_ms):.2f} ms)",
-            embedded <= 1.0,
+            verdict(embedded <= 1.0, timed=True, quick=quick),
         ),
         (
             "cancel to the running job's cancellation",
             "<= 1 s",
             "<= 50 ms",
             f"{cancel:.1f} ms",
-            cancel <= 50,
+            verdict(cancel <= 50, timed=True, quick=quick),
         ),
         (
             "recovery after SIGKILL mid-call",
             "~10 s",
             "<= 2 s",
-            f"{recovery_s:.2f} s (median of {len(budget.recovery_s)}); 1,000 calls in flight:"
+            QUICK_SKIPS
+            if recovery_s != recovery_s
+            else f"{recovery_s:.2f} s (median of {len(budget.recovery_s)}); 1,000 calls in flight:"
             f" worker {busy:.2f}% of a core (renewer thread {renewer:.2f}%, idle {idle:.2f}%)",
-            recovery_s <= 2 and busy <= 1,
+            verdict(recovery_s <= 2 and busy <= 1, timed=True, quick=quick, figure=recovery_s),
         ),
         (
             "full runs on a 3-primary cluster vs one node",
             "CROSSSLOT",
             "(report)",
-            f"{cluster:.2f}x ({_med(budget.cluster_jobs_per_s):.0f} vs"
+            QUICK_SKIPS
+            if cluster != cluster
+            else f"{cluster:.2f}x ({_med(budget.cluster_jobs_per_s):.0f} vs"
             f" {_med(budget.single_node_jobs_per_s):.0f} jobs/s, 1 worker)",
-            cluster == cluster,  # measured (not nan): it runs
+            verdict(True, timed=True, quick=quick, figure=cluster),  # measured: it runs
         ),
         (
             "idle worker CPU",
             "(report)",
             "< 1% core",
             f"{budget.idle_cpu_pct:.2f}%",
-            budget.idle_cpu_pct < 1,
+            verdict(budget.idle_cpu_pct < 1, timed=True, quick=quick),
         ),
     ]
 
 
-def print_table(rows: list[tuple[str, str, str, str, bool]]) -> None:
+def print_table(rows: list[Row]) -> None:
     width = max(len(r[0]) for r in rows)
     print()
     print("issue 17, the hop budget (baselines measured in this run)")
     print(f"{'measure':{width}}  {'was':>8}  {'goal':>9}  {'':4}  measured")
     print("-" * (width + 100))
     for name, was, goal, measured, met in rows:
-        print(f"{name:{width}}  {was:>8}  {goal:>9}  {'PASS' if met else 'MISS'}  {measured}")
+        print(f"{name:{width}}  {was:>8}  {goal:>9}  {met:5}  {measured}")
 
 
 # -- cancel and recovery, each in a process and on a Redis of its own -------------------------
@@ -601,25 +615,60 @@ def measure_alone(what: str, timeout_s: float) -> list[float]:
     return [float(v) for v in done.stdout.split()]
 
 
-def _main(what: str) -> None:
+def _figures(what: str, times: int) -> list[float]:
+    """One row's figures, each measure on a Redis (and workers) of its own."""
     import multiprocessing as mp
 
     from core_bench import redis_server
 
+    ctx = mp.get_context("spawn")
     if what == "recovery":
-        ctx = mp.get_context("spawn")
-        print(" ".join(repr(asyncio.run(recovery(ctx))) for _ in range(RECOVERY_KILLS)))
-        return
+        return [asyncio.run(recovery(ctx)) for _ in range(times)]
     if what == "upkeep":
-        print(" ".join(repr(v) for v in asyncio.run(upkeep(mp.get_context("spawn")))))
-        return
+        return list(asyncio.run(upkeep(ctx)))
     with redis_server() as url:
         os.environ[URL_ENV] = url
-        print(" ".join(repr(v) for v in asyncio.run(_cancel_alone(url, 3))))
+        return asyncio.run(_cancel_alone(url, times))
+
+
+def main(argv: list[str]) -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="The hop budget's rows that need a Redis and workers of their own: cancel"
+        " latency (ms), recovery after SIGKILL (s), the upkeep of 1,000 calls in flight"
+        " (worker %, renewer %, idle % of a core). The whole table: core_bench.py."
+    )
+    parser.add_argument(
+        "what",
+        nargs="?",
+        choices=ROWS,
+        help="one row, its bare figures on one line (what core_bench.py reads); default: all,"
+        " labelled",
+    )
+    parser.add_argument("--quick", action="store_true", help="one cancel and one kill, no upkeep")
+    args = parser.parse_args(argv)
+    if args.what:
+        times = 3 if args.what == "cancel" else RECOVERY_KILLS
+        print(" ".join(repr(v) for v in _figures(args.what, times)))
+        return
+    rows = {"cancel": 1, "recovery": 1} if args.quick else {"cancel": 3, "recovery": RECOVERY_KILLS}
+    if not args.quick:
+        rows["upkeep"] = 1
+    for what, times in rows.items():
+        figures = ", ".join(f"{v:.2f}" for v in _figures(what, times))
+        print(f"{what} ({ROWS[what]}): {figures}", flush=True)
+
+
+ROWS = {
+    "cancel": "ms until the running tool sees it",
+    "recovery": "s from SIGKILL to the call running again",
+    "upkeep": "% of a core: worker, its renewer thread, idle",
+}
 
 
 if __name__ == "__main__":
     import sys
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    _main(sys.argv[1])
+    main(sys.argv[1:])

@@ -2,7 +2,7 @@
 transition, claim and end) against none, on a primary and a replica on loopback,
 measured in the same run.
 
-    python bench/replica_acks_bench.py [RUNS] [ROUNDS]
+    python bench/replica_acks_bench.py [RUNS] [ROUNDS] [--quick]
 
 Starts a primary and a replica (no persistence, free ports) and, ROUNDS times,
 alternately with `AGENTQ_REDIS_REPLICA_ACKS=0` and `=1`: one agentq worker process and
@@ -12,6 +12,7 @@ of its own. Prints each round's ms per step, then the medians and their ratio.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import multiprocessing as mp
@@ -103,7 +104,7 @@ async def _one(url: str, runs: int) -> float:
 
 def measure_one(url: str, acks: int, runs: int) -> float:
     done = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "one", url, str(runs)],
+        [sys.executable, os.path.abspath(__file__), str(runs), "--one", url],
         capture_output=True,
         text=True,
         timeout=600,
@@ -114,12 +115,18 @@ def measure_one(url: str, acks: int, runs: int) -> float:
 
 
 def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="?", type=int, default=5, help="20-step runs per measure")
+    parser.add_argument("rounds", nargs="?", type=int, default=3, help="rounds of both settings")
+    parser.add_argument("--quick", action="store_true", help="1 run, 1 round")
+    # One measure in this process, on a Redis already up (how main() runs each measure).
+    parser.add_argument("--one", metavar="URL", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
     sys.path.insert(0, HERE)
-    if argv[:1] == ["one"]:
-        print(asyncio.run(_one(argv[1], int(argv[2]))))
+    if args.one:
+        print(asyncio.run(_one(args.one, args.runs)))
         return
-    runs = int(argv[0]) if argv else 5
-    rounds = int(argv[1]) if len(argv) > 1 else 3
+    runs, rounds = (1, 1) if args.quick else (args.runs, args.rounds)
     without: list[float] = []
     with_acks: list[float] = []
     with primary_and_replica() as url:

@@ -1,6 +1,6 @@
 """Sandbox call latency against raw Docker, measured in the same run.
 
-    python bench/sandbox_bench.py [--iterations N]
+    python bench/sandbox_bench.py [--iterations N] [--quick]
 
 Baselines (the same image, `python3 -c pass`):
 - raw run:  `docker run --rm --network none IMG python3 -c pass`, via the CLI
@@ -115,7 +115,10 @@ async def measure(iterations: int) -> dict[str, list[float]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--quick", action="store_true", help="2 iterations")
     args = parser.parse_args()
+    if args.quick:
+        args.iterations = 2
     build_images()
     samples = asyncio.run(measure(args.iterations))
     medians = {name: statistics.median(values) for name, values in samples.items()}

@@ -2,7 +2,7 @@
 latency it adds between an event's append and a client's receipt, against the raw Redis
 hop (XADD -> XREAD BLOCK) measured in the same run.
 
-    python bench/serve_bench.py [--clients 100] [--events 2000] [--samples 200]
+    python bench/serve_bench.py [--clients 100] [--events 2000] [--samples 200] [--quick]
 
 Starts its own redis-server and one `agentq serve` process (no workers: the bench
 appends events to a run itself, through the store's `emit` transition, the path a
@@ -94,7 +94,9 @@ async def throughput(serve: ServeProcess, client: Client, clients: int, events: 
         started = time.perf_counter()
         for first in range(0, events, 20):
             batch = [
-                event_json("tool-progress", run_id, step=0, tool_call_id="c", output=n)
+                event_json(
+                    "tool-progress", run_id, step=0, tool_call_id="c", tool_name="noop", output=n
+                )
                 for n in range(first, min(first + 20, events))
             ]
             await client.runs.store.emit(run_id, batch)
@@ -116,7 +118,17 @@ async def latency(serve: ServeProcess, client: Client, clients: int, samples: in
         await connected(ready, clients)
         for n in range(samples):
             await client.runs.store.emit(
-                run_id, [event_json("tool-progress", run_id, step=0, tool_call_id="c", output=n)]
+                run_id,
+                [
+                    event_json(
+                        "tool-progress",
+                        run_id,
+                        step=0,
+                        tool_call_id="c",
+                        tool_name="noop",
+                        output=n,
+                    )
+                ],
             )
             await asyncio.sleep(0.02)
         await client.runs.cancel(run_id, reason="bench over")
@@ -198,4 +210,8 @@ if __name__ == "__main__":
     parser.add_argument("--clients", type=int, default=100)
     parser.add_argument("--events", type=int, default=2000)
     parser.add_argument("--samples", type=int, default=200)
-    asyncio.run(main(parser.parse_args()))
+    parser.add_argument("--quick", action="store_true", help="10 clients, 200 events, 20 samples")
+    args = parser.parse_args()
+    if args.quick:
+        args.clients, args.events, args.samples = 10, 200, 20
+    asyncio.run(main(args))

@@ -1,6 +1,6 @@
 """Where a traced step's tracing CPU goes, measured inside a real worker.
 
-    python bench/tracing_in_situ.py [--runs 30] [--steps 100]
+    python bench/tracing_in_situ.py [--runs 30] [--steps 100] [--quick]
 
 A worker's tracing calls run between the rest of a job's work, with cold caches: in
 place they cost about three times what they cost in a loop, so a micro-benchmark of
@@ -139,7 +139,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--quick", action="store_true", help="2 runs of 10 steps")
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.steps = 2, 10
     results = {
         mode: asyncio.run(measure(mode, args.runs, args.steps)) for mode in ("none", "agentq")
     }

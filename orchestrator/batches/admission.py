@@ -35,6 +35,7 @@ from agentq.orchestrator.batches.state import (
 from agentq.orchestrator.core.envelopes import BatchJobEnvelope, QueuedJob
 from agentq.orchestrator.core.errors import AgentqError, InfrastructureError, RunNotFoundError
 from agentq.orchestrator.core.jobs import queued_job
+from agentq.orchestrator.runs.creation import CreateRequest
 from agentq.orchestrator.runs.state import TERMINAL_STATUSES, MetaField, rolled_up_usage
 from agentq.orchestrator.spec.run import RunSpec
 
@@ -140,8 +141,8 @@ async def settle_and_admit(client: Client, tenant: str, settle: BatchSettle) -> 
     work = [settle]
     while work:
         reply = await client.batches.store.settle(tenant, work.pop(0))
-        for admission in reply.admitted:
-            error = await create_line_run(client, tenant, admission)
+        errors = await create_line_runs(client, tenant, reply.admitted)
+        for admission, error in zip(reply.admitted, errors, strict=True):
             if error is None:
                 created += 1
                 continue
@@ -160,33 +161,46 @@ async def settle_and_admit(client: Client, tenant: str, settle: BatchSettle) -> 
     return created
 
 
-async def create_line_run(client: Client, tenant: str, admission: Admission) -> str | None:
-    """Create the admitted line's run; the error message when the line cannot run.
+async def create_line_runs(
+    client: Client, tenant: str, admissions: list[Admission]
+) -> list[str | None]:
+    """Create the admitted lines' runs (their creations in one round trip); for each
+    line, the error message when it cannot run, else None.
 
-    A cancel of the batch between the admission and this create found no run to cancel
-    (`Batches.cancel` passes over it), so the create looks at the batch after the run
-    exists: the cancel marked the batch before it looked for the run, so one of the two
+    A cancel of the batch between the admission and these creates found no run to
+    cancel (`Batches.cancel` passes over it), so each batch is looked at after its runs
+    exist: the cancel marked the batch before it looked for the runs, so one of the two
     always sees the other."""
-    try:
-        spec = RunSpec.model_validate_json(admission.spec)
-        await client.runs.create(
-            spec,
-            tenant=tenant,
-            end_job=end_job(tenant, admission.batch_id, admission.line, admission.run_id),
-            run_id=admission.run_id,
-            batch_line=True,
-            batch=admission.batch_id,
-        )
-    except ValidationError as exc:
-        return f"invalid spec: {exc.errors()[0].get('msg', exc)}"
-    except InfrastructureError:
-        raise
-    except AgentqError as exc:
-        return exc.message if hasattr(exc, "message") else str(exc)
-    status = await client.batches.store.field(tenant, admission.batch_id, BatchField.STATUS)
-    if status == BatchStatus.CANCELLED:
-        with contextlib.suppress(RunNotFoundError):
-            await client.runs.cancel(
-                admission.run_id, reason=f"batch {admission.batch_id} cancelled"
+    errors: list[str | None] = [None] * len(admissions)
+    requests: list[CreateRequest] = []
+    sent: list[int] = []  # the admissions whose run is asked for, in request order
+    for i, admission in enumerate(admissions):
+        try:
+            spec = RunSpec.model_validate_json(admission.spec)
+        except ValidationError as exc:
+            errors[i] = f"invalid spec: {exc.errors()[0].get('msg', exc)}"
+            continue
+        job = end_job(tenant, admission.batch_id, admission.line, admission.run_id)
+        requests.append(
+            CreateRequest(
+                spec=spec,
+                tenant=tenant,
+                end_job=job,
+                run_id=admission.run_id,
+                batch_line=True,
+                batch=admission.batch_id,
             )
-    return None
+        )
+        sent.append(i)
+    for i, outcome in zip(sent, await client.runs.create_many(requests), strict=True):
+        if isinstance(outcome, AgentqError):
+            errors[i] = outcome.message
+    created = [a for a, error in zip(admissions, errors, strict=True) if error is None]
+    for batch_id in dict.fromkeys(a.batch_id for a in created):
+        status = await client.batches.store.field(tenant, batch_id, BatchField.STATUS)
+        if status != BatchStatus.CANCELLED:
+            continue
+        for admission in (a for a in created if a.batch_id == batch_id):
+            with contextlib.suppress(RunNotFoundError):
+                await client.runs.cancel(admission.run_id, reason=f"batch {batch_id} cancelled")
+    return errors

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
+import orjson
 from jsonschema import Draft202012Validator, ValidationError, validators
 from jsonschema.exceptions import SchemaError
 from jsonschema.protocols import Validator
@@ -25,8 +26,13 @@ from agentq.orchestrator.core.expression_limits import ExpressionLimitError
 
 def validator_for(schema: dict[str, Any]) -> Validator:
     """The schema's validator; SchemaError if it is not a valid JSON Schema. Remote
-    `$ref`s are never fetched (jsonschema's default registry retrieves nothing)."""
-    return _compiled(json.dumps(schema, sort_keys=True))
+    `$ref`s are never fetched (jsonschema's default registry retrieves nothing).
+
+    Cached by the schema's content (its JSON, keys sorted), never by the dict's identity:
+    a schema changed in place gets its own validator. The key is made on every call (a
+    tool call's input is checked with it), so orjson makes it: a tenth of `json.dumps`'s
+    cost, which was as much as the validation of a small input itself."""
+    return _compiled(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS))
 
 
 def _matches(pattern: str, text: str) -> bool | str:
@@ -83,7 +89,7 @@ def _patterns(schema: Any) -> Iterator[str]:
 
 
 @lru_cache(maxsize=512)
-def _compiled(schema_json: str) -> Validator:
+def _compiled(schema_json: bytes) -> Validator:
     schema = json.loads(schema_json)
     Draft202012Validator.check_schema(schema)
     for pattern in _patterns(schema):

@@ -19,7 +19,7 @@ from redis.commands.core import AsyncScript
 
 from agentq.orchestrator.core.events import Event, parse_event
 from agentq.orchestrator.machine.transition import Transition
-from agentq.orchestrator.redis.acks import acknowledged
+from agentq.orchestrator.redis.acks import acknowledged, acknowledged_many
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 
 T = TypeVar("T")
@@ -81,10 +81,7 @@ class Store:
     ) -> R:
         """Apply one transition: its input as JSON to its script, sent in the caller's
         `ride` when it brings one; the script's reply parsed into `reply`."""
-        body = transition.model_dump(mode="json", exclude_none=True)
-        if self.retention_s is not None:
-            body["retention_s"] = self.retention_s
-        args = [json.dumps(body, separators=(",", ":"))]
+        args = [self._body(transition)]
         with redis_errors_mapped():
             if ride is not None:
                 raw = await ride(self._scripts[script], keys, args)
@@ -93,6 +90,26 @@ class Store:
                 source = self._scripts[script]
                 raw = await acknowledged(self.redis, source.sha, source.script, keys, args)
         return reply.model_validate_json(raw)
+
+    async def _send_many(
+        self, script: str, calls: list[tuple[list[str], Transition]], reply: type[R]
+    ) -> list[R]:
+        """Apply many transitions of one script in one round trip (one per Redis node of
+        a cluster), acknowledged as `_send`'s are; their replies in order."""
+        if not calls:
+            return []
+        source = self._scripts[script]
+        sent = [(keys, [self._body(transition)]) for keys, transition in calls]
+        with redis_errors_mapped():
+            raw = await acknowledged_many(self.redis, source.sha, source.script, sent)
+        return [reply.model_validate_json(r) for r in raw]
+
+    def _body(self, transition: Transition) -> str:
+        """A transition's input as its script reads it (ARGV[1])."""
+        body = transition.model_dump(mode="json", exclude_none=True)
+        if self.retention_s is not None:
+            body["retention_s"] = self.retention_s
+        return json.dumps(body, separators=(",", ":"))
 
     async def _hash(self, key: str) -> dict[str, str]:
         """A hash of the machine's, as text ({} when there is none)."""

@@ -182,6 +182,40 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+async def acknowledged_many(
+    redis: Any, sha: str, source: bytes | str | memoryview, calls: list[tuple[list[str], list[Any]]]
+) -> list[Any]:
+    """Run a script once per (keys, args), in one pipeline per Redis node (one on a lone
+    Redis), each closed by the WAIT the policy asks for: one WAIT covers every write
+    its connection sent before it. The replies in order; an error reply is raised (the
+    calls before it may have been applied: each is one idempotent transition)."""
+    if len(calls) == 1:  # alone, as `acknowledged` sends it: no pipeline when none is due
+        return [await acknowledged(redis, sha, source, *calls[0])]
+    by_node: dict[Any, list[int]] = {}
+    for i, (keys_, _) in enumerate(calls):
+        node = redis.keyslot(keys_[0]) if isinstance(redis, ClusterRedis) else None
+        by_node.setdefault(node, []).append(i)
+    replies: list[Any] = [None] * len(calls)
+    for indices in by_node.values():
+        first = calls[indices[0]][0][0]
+        for _ in range(2):
+            async with pipeline_to(redis, first) as (pipe, acks):
+                for i in indices:
+                    keys_, args = calls[i]
+                    pipe.evalsha(sha, len(keys_), *keys_, *args)
+                n, role = acks.add(pipe, first)
+                sent = await pipe.execute(raise_on_error=False)
+            if not any(isinstance(r, NoScriptError) for r in sent[: len(indices)]):
+                break
+            await redis.script_load(source)  # Redis lost its scripts (a restart)
+        for i, reply in zip(indices, sent, strict=False):
+            if isinstance(reply, BaseException):
+                raise reply
+            replies[i] = reply
+        acks.check(n, role, sent)
+    return replies
+
+
 async def acknowledged(
     redis: Any, sha: str, source: bytes | str | memoryview, keys: list[str], args: list[Any]
 ) -> Any:

@@ -5,10 +5,15 @@ What `Runs.submit`, `Runs.create` and `Runs.fork` share.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
 
+from pydantic import ValidationError
 from redis.asyncio import Redis
 from redis.exceptions import OutOfMemoryError, ResponseError
 
@@ -17,6 +22,7 @@ from agentq.orchestrator.budgets.ledger import BudgetLedger
 from agentq.orchestrator.concurrency.slots import Slot, is_placed, placed_id, slot_of
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import (
+    AgentqError,
     BudgetReachedError,
     InfrastructureError,
     RunConflictError,
@@ -39,7 +45,7 @@ from agentq.orchestrator.runs.children import ChildOf
 from agentq.orchestrator.runs.fork import ForkCopy
 from agentq.orchestrator.runs.index import RunIndex
 from agentq.orchestrator.runs.published_workflows import WorkflowCatalogue
-from agentq.orchestrator.runs.state import Outcome, QueuedJob
+from agentq.orchestrator.runs.state import CreateRun, Outcome, QueuedJob, Reply
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import create_args, enqueued_job_ids
 from agentq.orchestrator.runs.turns import ThreadTurns, Turn
@@ -52,6 +58,7 @@ from agentq.orchestrator.tools.announcements import (
     check_endpoint_announced,
     live_registry,
 )
+from agentq.orchestrator.tools.workflow_catalogue import PublishedWorkflows
 
 
 class RunCreation:
@@ -101,26 +108,105 @@ class RunCreation:
         (a child's, a batch line's). A run without either, submitted with a
         `traceparent`, gets one in that trace. `start_at` (seconds since the epoch): a
         delayed run, checked like the spec before anything is written."""
-        submitted = run_spec  # as given: what a queued run on a thread is created from
-        # A run the tenant submits may be refused at its caps; a run under an id already
-        # derived (a batch's line, a child, a thread's queued run, a schedule's tick) is
-        # counted, never refused (core/tenant_limits.py).
-        enforce = run_id is None and child_of is None and end_job is None
+        request = CreateRequest(
+            spec=run_spec,
+            tenant=tenant,
+            child_of=child_of,
+            fork=fork,
+            end_job=end_job,
+            traceparent=traceparent,
+            run_id=run_id,
+            start_at=start_at,
+            batch_line=batch_line,
+            batch=batch,
+        )
+        (created,) = await self.create_many([request])
+        if isinstance(created, AgentqError):
+            raise created
+        return created
+
+    async def create_many(
+        self, requests: Sequence[CreateRequest]
+    ) -> list[tuple[str, bool] | AgentqError]:
+        """`create` for many runs, each request's outcome in order: its (id, is new), or
+        the error that refused it (a bad spec, a conflict, a tenant's cap or budget, a
+        busy thread). The deployment is read once, each tenant's budget once, and the
+        creations go in one round trip (one per node of a cluster); an
+        InfrastructureError is raised."""
         now = time.time()
-        start_at_ms = None if start_at is None else int(check_future(start_at, now) * 1000)
-        run_spec, tools = await self.checked(run_spec, now)
-        if enforce:
-            await self.check_budget(tenant or DEFAULT_TENANT)
-        given = run_id
+        deployment = await self._deployment()
+        budgets: dict[str, AgentqError | None] = {}
+        # None: the outcome of a run prepared, known once the creations are back.
+        outcomes: list[tuple[str, bool] | AgentqError | None] = []
+        prepared: list[_Creating] = []
+        for request in requests:
+            try:
+                check_pure(request.spec, self.settings)
+                checked = await self._checked(request, now, deployment)
+                if request.enforce:
+                    await self._budget_allows(request.tenant or DEFAULT_TENANT, budgets)
+                prepared.append(await self._prepared(request, checked, now))
+            except InfrastructureError:
+                await self._give_back(prepared)
+                raise
+            except AgentqError as exc:  # this request's own: a bad spec, a busy thread
+                outcomes.append(exc)
+                continue
+            except ValidationError as exc:  # a spec that resolves to none valid
+                outcomes.append(SpecError(f"invalid spec: {exc.errors()[0].get('msg', exc)}"))
+                continue
+            except BaseException:
+                await self._give_back(prepared)
+                raise
+            outcomes.append(None)
+        created = iter(await self._create_all(prepared))
+        return [next(created) if o is None else o for o in outcomes]
+
+    async def check_many(self, specs: Sequence[RunSpec]) -> None:
+        """Every spec checked as `create` checks it, the deployment read once; the first
+        bad one raises its SpecError, its message led by its index ("spec 3: ...")."""
+        now = time.time()
+        for i, spec in enumerate(specs):
+            with indexed(i):
+                check_pure(spec, self.settings)
+        deployment = await self._deployment()
+        for i, spec in enumerate(specs):
+            with indexed(i):
+                await self._checked(CreateRequest(spec=spec), now, deployment)
+
+    async def _budget_allows(self, tenant: str, seen: dict[str, AgentqError | None]) -> None:
+        """`check_budget`, asked once per tenant of a call (`seen`: its answers so far)."""
+        if tenant not in seen:
+            try:
+                await self.check_budget(tenant)
+                seen[tenant] = None
+            except BudgetReachedError as exc:
+                seen[tenant] = exc
+        refusal = seen[tenant]
+        if refusal is not None:
+            raise refusal
+
+    async def _prepared(self, request: CreateRequest, checked: _Checked, now: float) -> _Creating:
+        """What the create transition of a checked request takes: its id, the thread's
+        turn it runs on, its input. Written ahead of it: the webhook index, the turn."""
+        run_spec, tools = checked
+        tenant, child_of, end_job = request.tenant, request.child_of, request.end_job
+        enforce = request.enforce
+        run_id = request.run_id
         if run_id is None:
-            run_id = tenant_run_id(tenant, run_spec.id) if run_spec.id else _new_run_id(traceparent)
+            run_id = (
+                tenant_run_id(tenant, run_spec.id)
+                if run_spec.id
+                else _new_run_id(request.traceparent)
+            )
         slot = None
         if run_spec.concurrency is not None:
-            run_id, slot = _placed(run_id, given is None, tenant, run_spec)
+            run_id, slot = _placed(run_id, request.run_id is None, tenant, run_spec)
         if run_spec.webhooks:
             # Listed first: a worker takes the run up once it exists (at least once).
             await self.redis.zadd(WEBHOOK_RUNS, {run_id: now}, nx=True)
-        turn = await self._take_turn(submitted, tenant, run_id)
+        # As given: what a queued run on a thread is created from.
+        turn = await self._take_turn(request.spec, tenant, run_id)
         if turn is not None and end_job is None:
             end_job = turn.end_job
         try:
@@ -133,56 +219,68 @@ class RunCreation:
                 tools,
                 [*history, *run_spec.initial_messages()],
                 child_of,
-                traceparent,
-                start_at_ms=start_at_ms,
+                request.traceparent,
+                start_at_ms=checked_start_ms(request.start_at, now),
                 tenant=tenant or DEFAULT_TENANT,
             )
-            args = hops.stamp(fork.applied(args) if fork is not None else args)
+            args = hops.stamp(request.fork.applied(args) if request.fork is not None else args)
             lane = lane_of(
                 tenant, run_spec.fairness, run_spec.priority, self.settings.priority_aging_s
             )
-            args = args.model_copy(update={"lane": lane, "slot": slot})
+            update: dict[str, object] = {"lane": lane, "slot": slot}
             if end_job is not None:
-                args = args.model_copy(update={"end_job": end_job})
-            if batch is not None:
-                args = args.model_copy(update={"batch": batch})
+                update["end_job"] = end_job
+            if request.batch is not None:
+                update["batch"] = request.batch
             if turn is not None and turn.queued:
                 # Visible at once (status, events, cancel), it starts when its turn comes.
-                args = args.model_copy(update={"hold": True})
+                update["hold"] = True
             if turn is not None and turn.replacing:
                 enforce = False
             load = await self._tenant_load(
-                tenant or DEFAULT_TENANT, run_id, enforce=enforce, batch_line=batch_line
+                tenant or DEFAULT_TENANT, run_id, enforce=enforce, batch_line=request.batch_line
             )
             if load is not None:
-                args = args.model_copy(update={"tenant_load": load})
-            reply = await self.store.create(args)
+                update["tenant_load"] = load
+            args = args.model_copy(update=update)
         except BaseException:
             if turn is not None:
                 await self.turns_of().give_back(turn)
             raise
-        if not args.hold:
-            hops.sent(enqueued_job_ids(args, reply.outcome))
-        if turn is not None and reply.outcome != Outcome.CREATED:
-            await self.turns_of().give_back(turn)
-        if reply.outcome == Outcome.OVER_LIMIT:
-            raise TenantLimitError(
-                f"tenant {tenant or DEFAULT_TENANT!r} is at its {reply.limit} of {reply.cap} "
-                f"runs (AGENTQ_TENANT_LIMITS): try again in {RETRY_AFTER_S} s",
-                limit=reply.limit or "",
-                retry_after_s=RETRY_AFTER_S,
-            )
-        if reply.outcome == Outcome.CONFLICT:
-            raise RunConflictError(
-                f"run id {run_id!r} is taken by a run of another spec (resubmit the same "
-                "spec, or choose another id)"
-            )
-        if reply.outcome == Outcome.CREATED:
-            # Scored by the run's own `created_at`: a list's time range is the one it shows.
-            await self.index.add(run_id, tenant, args.at)
-            if turn is not None and turn.queued:
-                await self.turns_of().queued(submitted, tenant, turn)
-        return run_id, reply.outcome == Outcome.CREATED
+        return _Creating(request.spec, run_id, tenant, args, turn, hops)
+
+    async def _create_all(self, runs: list[_Creating]) -> list[tuple[str, bool] | AgentqError]:
+        """Apply the create transitions of prepared runs in one round trip (per node), then
+        list the new ones; each run's (id, is new) or the error its reply means."""
+        try:
+            replies = await self.store.create_many([run.args for run in runs])
+        except BaseException:
+            await self._give_back(runs)
+            raise
+        outcomes: list[tuple[str, bool] | AgentqError] = []
+        listed: list[tuple[str, str | None, float | None]] = []
+        queued: list[_Creating] = []
+        for run, reply in zip(runs, replies, strict=True):
+            if not run.args.hold:
+                run.hops.sent(enqueued_job_ids(run.args, reply.outcome))
+            if run.turn is not None and reply.outcome != Outcome.CREATED:
+                await self.turns_of().give_back(run.turn)
+            if reply.outcome == Outcome.CREATED:
+                # Scored by the run's own `created_at`: a list's time range is the one it shows.
+                listed.append((run.run_id, run.tenant, run.args.at))
+                if run.turn is not None and run.turn.queued:
+                    queued.append(run)
+            outcomes.append(_refusal(run, reply) or (run.run_id, reply.outcome == Outcome.CREATED))
+        await self.index.add_many(listed)
+        for run in queued:
+            assert run.turn is not None
+            await self.turns_of().queued(run.submitted, run.tenant, run.turn)
+        return outcomes
+
+    async def _give_back(self, runs: list[_Creating]) -> None:
+        for run in runs:
+            if run.turn is not None:
+                await self.turns_of().give_back(run.turn)
 
     async def check_budget(self, tenant: str) -> None:
         """Refuse a submit of a tenant whose shared budget is reached (BudgetReachedError);
@@ -232,14 +330,22 @@ class RunCreation:
         """The spec checked against the deployment and its workers as a submit checks it
         (webhooks, limits, model endpoints, tools, step preparation), and resolved: the
         spec as it is stored, and its tools."""
-        check_webhooks(run_spec.webhooks, self.settings)
-        check_limits(run_spec.limits, self.settings)
-        check_spec_fairness(run_spec.fairness, self.settings.spec_fairness)
-        if run_spec.concurrency is not None:
-            run_spec.concurrency.resolved(run_spec.metadata)  # a key_from that finds no key
+        check_pure(run_spec, self.settings)
+        return await self._checked(CreateRequest(spec=run_spec), now, await self._deployment())
+
+    async def _deployment(self) -> _Deployment:
+        """What a spec is checked against, read once for every spec of a submit: Redis
+        has room for new runs, the workers' announcements, the published workflows."""
         await self.admit()
-        registry = await self.store.registry()
-        workflows = await self.workflows.read()
+        return _Deployment(await self.store.registry(), await self.workflows.read())
+
+    async def _checked(
+        self, request: CreateRequest, now: float, deployment: _Deployment
+    ) -> _Checked:
+        """The request's spec resolved against the deployment (its model endpoint, its
+        tools, its step preparation) and its start time judged."""
+        checked_start_ms(request.start_at, now)
+        run_spec, registry, workflows = request.spec, deployment.registry, deployment.workflows
         run_spec, endpoint = await self._resolve_model(run_spec, registry, now)
         tools = [
             t
@@ -330,6 +436,93 @@ def _placed(run_id: str, ours: bool, tenant: str | None, spec: RunSpec) -> tuple
             "(AGENTQ_PARTITIONS=1)"
         )
     return run_id, slot_of(run_id, tenant, key, spec.concurrency.max)
+
+
+@dataclass(frozen=True)
+class CreateRequest:
+    """One run to create (`Runs.create`'s arguments, `Runs.create_many`'s items)."""
+
+    spec: RunSpec
+    tenant: str | None = None
+    child_of: ChildOf | None = None
+    fork: ForkCopy | None = None
+    end_job: QueuedJob | None = None
+    traceparent: str | None = None
+    run_id: str | None = None
+    start_at: float | None = None  # seconds since the epoch: a delayed run
+    batch_line: bool = False  # a batch's line, in flight in its admission's count
+    batch: str | None = None  # its batch's id: its steps count to the batch's budget
+
+    @property
+    def enforce(self) -> bool:
+        """A run the tenant submits may be refused at its caps and its budget; a run
+        under an id already derived (a batch's line, a child, a thread's queued run, a
+        schedule's tick) is counted, never refused (core/tenant_limits.py)."""
+        return self.run_id is None and self.child_of is None and self.end_job is None
+
+
+class _Deployment(NamedTuple):
+    registry: dict[str, ToolAnnouncement]
+    workflows: PublishedWorkflows
+
+
+# A checked spec: as it is stored, and its tools.
+_Checked = tuple[RunSpec, list[ToolDef]]
+
+
+@dataclass
+class _Creating:
+    """A checked run on its way to its create transition."""
+
+    submitted: RunSpec  # as given: what a queued run on a thread is created from
+    run_id: str
+    tenant: str | None
+    args: CreateRun
+    turn: Turn | None
+    hops: tracing.Hops
+
+
+def check_pure(run_spec: RunSpec, settings: Settings) -> None:
+    """What a spec is judged on without Redis: its webhooks, limits, fairness and
+    concurrency key."""
+    check_webhooks(run_spec.webhooks, settings)
+    check_limits(run_spec.limits, settings)
+    check_spec_fairness(run_spec.fairness, settings.spec_fairness)
+    if run_spec.concurrency is not None:
+        run_spec.concurrency.resolved(run_spec.metadata)  # a key_from that finds no key
+
+
+def checked_start_ms(start_at: float | None, now: float) -> int | None:
+    return None if start_at is None else int(check_future(start_at, now) * 1000)
+
+
+@contextlib.contextmanager
+def indexed(i: int) -> Iterator[None]:
+    """A SpecError of the i-th spec of many says which one it is."""
+    try:
+        yield
+    except SpecError as exc:
+        exc.message = f"spec {i}: {exc.message}"
+        exc.args = (exc.message, *exc.args[1:])
+        raise
+
+
+def _refusal(run: _Creating, reply: Reply) -> AgentqError | None:
+    """The error a create transition's reply means, if it refused the run."""
+    tenant = run.tenant or DEFAULT_TENANT
+    if reply.outcome == Outcome.OVER_LIMIT:
+        return TenantLimitError(
+            f"tenant {tenant!r} is at its {reply.limit} of {reply.cap} "
+            f"runs (AGENTQ_TENANT_LIMITS): try again in {RETRY_AFTER_S} s",
+            limit=reply.limit or "",
+            retry_after_s=RETRY_AFTER_S,
+        )
+    if reply.outcome == Outcome.CONFLICT:
+        return RunConflictError(
+            f"run id {run.run_id!r} is taken by a run of another spec (resubmit the same "
+            "spec, or choose another id)"
+        )
+    return None
 
 
 def _new_run_id(traceparent: str | None) -> str:

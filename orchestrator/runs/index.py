@@ -54,14 +54,23 @@ class RunIndex:
 
     async def add(self, run_id: str, tenant: str | None, created_at: float | None = None) -> None:
         """Record the run's tenant on the run and list it under that tenant."""
-        tenant = tenant or DEFAULT_TENANT
+        await self.add_many([(run_id, tenant, created_at)])
+
+    async def add_many(self, runs: list[tuple[str, str | None, float | None]]) -> None:
+        """`add` for many (run id, tenant, created at), in one round trip."""
+        if not runs:
+            return
         now = time.time()
-        key = index_key(tenant)
+        indexes: set[str] = set()
         async with self.redis.pipeline(transaction=False) as pipe:
-            pipe.hsetnx(keys.meta(run_id), "tenant", tenant)
-            pipe.zadd(key, {run_id: created_at or now}, nx=True)
-            pipe.zremrangebyscore(key, "-inf", now - self.retention_s)
-            pipe.expire(key, self.retention_s)
+            for run_id, tenant, created_at in runs:
+                tenant = tenant or DEFAULT_TENANT
+                indexes.add(index_key(tenant))
+                pipe.hsetnx(keys.meta(run_id), "tenant", tenant)
+                pipe.zadd(index_key(tenant), {run_id: created_at or now}, nx=True)
+            for key in indexes:
+                pipe.zremrangebyscore(key, "-inf", now - self.retention_s)
+                pipe.expire(key, self.retention_s)
             await pipe.execute()
 
     async def page(

@@ -144,6 +144,12 @@ class RunStore(Store):
     async def start_queued(self, transition: StartQueued) -> Reply:
         return await self._apply(transition, Reply)
 
+    async def create_many(self, transitions: list[CreateRun]) -> list[Reply]:
+        """Create many runs in one round trip (one per node of a cluster)."""
+        return await self._send_many(
+            CreateRun.script, [(keys.run_keys(t.run_id), t) for t in transitions], Reply
+        )
+
     async def begin_step(self, transition: BeginStep) -> BeginStepReply:
         """The step begins; the reply carries the history from `start` on, whole."""
         begun = await self._apply(transition, BeginStepReply)

@@ -11,7 +11,7 @@ from tests.support.infra import REPO
 
 pytestmark = pytest.mark.unit
 
-TIERS = {"unit", "component", "integration", "e2e", "faults"}
+TIERS = {"unit", "component", "integration", "e2e", "faults", "benches"}
 PRODUCT = ("orchestrator", "workers", "sandbox", "cli", "serve")
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentq.orchestrator.batches.admission import create_line_run
+from agentq.orchestrator.batches.admission import create_line_runs
 from agentq.orchestrator.batches.api import BatchInfo, LineResult
 from agentq.orchestrator.batches.input import BatchInputError
 from agentq.orchestrator.batches.state import BatchSettle
@@ -175,8 +175,8 @@ async def test_a_line_admitted_before_a_cancel_and_created_after_it_is_cancelled
         )
         assert len(settled.admitted) == 2
         await client.batches.cancel("late")  # finds no run to cancel yet
+        assert await create_line_runs(client, "default", settled.admitted) == [None, None]
         for admission in settled.admitted:
-            assert await create_line_run(client, "default", admission) is None
             assert (await client.runs.status(admission.run_id)).status == "cancelled"
 
 

@@ -74,6 +74,27 @@ def test_every_transition_waits_for_its_own_shards_replica(cluster: LocalCluster
         worker.stop()
 
 
+def test_many_runs_submitted_at_once_wait_on_each_shard_that_holds_them(
+    cluster: LocalCluster,
+) -> None:
+    """submit_many pipelines the creations per slot: each pipeline goes to its slot's
+    primary and closes with that shard's WAIT."""
+    before = all_waits(cluster)
+
+    async def submit() -> list[tuple[str, str]]:
+        async with Client(cluster.url) as client:
+            ids = await client.runs.submit_many([NO_TOOLS] * 30, chunk=12)
+            return [(run_id, (await client.runs.status(run_id)).status) for run_id in ids]
+
+    runs = asyncio.run(submit())
+    assert len({run_id for run_id, _ in runs}) == 30
+    assert {status for _, status in runs} <= {"queued", "running"}
+    shards = {cluster.owner(keys.meta(run_id)) for run_id, _ in runs}
+    after = all_waits(cluster)
+    assert all(after[shard] > before[shard] for shard in shards)
+    assert all(after[p] == before[p] for p in cluster.replica_ports())
+
+
 def test_a_shard_whose_replica_is_silent_fails_the_transition(cluster: LocalCluster) -> None:
     settings = Settings(redis_replica_acks=1, redis_replica_ack_timeout_s=0.2)
 
