@@ -37,10 +37,21 @@ def missing(what: str, how: str) -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct free loopback ports. They are held open together while chosen:
+    ports chosen one at a time, none of them listened on yet, may repeat (the kernel
+    hands a just-closed port out again), and a server then fails to bind its own."""
+    held = [socket.socket() for _ in range(count)]
+    try:
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in held]
+    finally:
+        for s in held:
+            s.close()
 
 
 def listening(port: int) -> bool:

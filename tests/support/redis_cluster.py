@@ -16,7 +16,7 @@ from typing import Any
 import redis
 import redis.cluster
 
-from tests.support.infra import free_port, listening, missing
+from tests.support.infra import free_ports, listening, missing
 from tests.support.waiting import eventually
 
 
@@ -33,10 +33,13 @@ class LocalCluster:
         assert server is not None
         assert cli is not None
         self.dir = Path(tempfile.mkdtemp(prefix="agentq-cluster-"))
-        self.ports = [free_port() for _ in range(primaries * (1 + replicas))]
+        nodes = primaries * (1 + replicas)
+        # A node's port and its bus port, all distinct (see free_ports).
+        chosen = free_ports(2 * nodes)
+        self.ports, bus_ports = chosen[:nodes], chosen[nodes:]
         self.procs: list[subprocess.Popen[bytes]] = []
         try:
-            for port in self.ports:
+            for port, bus_port in zip(self.ports, bus_ports, strict=True):
                 node_dir = self.dir / str(port)
                 node_dir.mkdir()
                 self.procs.append(
@@ -45,7 +48,7 @@ class LocalCluster:
                             *(server, "--port", str(port), "--bind", "127.0.0.1"),
                             *("--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"),
                             # The bus port (port + 10000 by default) may be taken or > 65535.
-                            *("--cluster-port", str(free_port())),
+                            *("--cluster-port", str(bus_port)),
                             *("--save", "", "--appendonly", "no", "--dir", str(node_dir)),
                             *(
                                 ("--cluster-node-timeout", str(node_timeout_ms))

@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from tests.support.infra import RedisServer, free_port, listening, missing
+from tests.support.infra import RedisServer, free_ports, listening, missing
 from tests.support.waiting import eventually
 
 SERVICE = "aq"
@@ -35,7 +35,7 @@ class LocalSentinel:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.primary = RedisServer()
         self.replica = RedisServer(extra_args=["--replicaof", "127.0.0.1", str(self.primary.port)])
-        self.ports = [free_port() for _ in range(sentinels)]
+        self.ports = free_ports(sentinels)
         try:
             eventually(partial(self._linked, self.replica.port), "the replica to sync", 20)
             for port in self.ports:
