@@ -220,6 +220,14 @@ def wait_ready(*workers: WorkerProcess, timeout_s: float = 30) -> None:
             raise AssertionError(f"{gave_up}\n{worker.log()}") from None
 
 
+def start_worker(redis_url: str, workers: list[WorkerProcess]) -> WorkerProcess:
+    """An `agentq worker` serving the sample tools, ready, and stopped with `workers`."""
+    worker = WorkerProcess(redis_url, "--tools", TOOLS)
+    workers.append(worker)
+    wait_ready(worker)
+    return worker
+
+
 def run_cli(
     *args: str,
     redis_url: str | None = None,

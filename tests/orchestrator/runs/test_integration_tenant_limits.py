@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,7 +16,7 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.errors import TenantLimitError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tenant_limits import MAX_IN_FLIGHT, MAX_QUEUED
-from tests.support.infra import REPO, TOOLS, WorkerProcess, wait_ready
+from tests.support.infra import REPO, WorkerProcess, start_worker
 from tests.support.specs import calls, scripted
 from tests.support.waiting import eventually_async
 
@@ -31,21 +30,6 @@ def holding(tmp: Path, name: str) -> dict[str, object]:
     """A run whose one call waits until `tmp/gate` exists."""
     args = {"started": str(tmp / f"{name}.started"), "gate": str(tmp / "gate")}
     return scripted(calls(("hold_until", args)), {"text": "done"}, tools=["hold_until"])
-
-
-@pytest.fixture
-def fleet() -> Iterator[list[WorkerProcess]]:
-    workers: list[WorkerProcess] = []
-    yield workers
-    for worker in workers:
-        worker.stop()
-
-
-def start_worker(redis_url: str, fleet: list[WorkerProcess]) -> WorkerProcess:
-    worker = WorkerProcess(redis_url, "--tools", TOOLS)
-    fleet.append(worker)
-    wait_ready(worker)
-    return worker
 
 
 async def load(client: Client, tenant: str) -> tuple[int, int]:
@@ -63,9 +47,9 @@ def _zero(counts: tuple[int, int]) -> bool:
 
 
 async def test_a_tenant_at_its_cap_is_refused_while_another_is_not(
-    redis_url: str, tmp_path: Path, fleet: list[WorkerProcess]
+    redis_url: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    start_worker(redis_url, fleet)
+    start_worker(redis_url, workers)
     async with Client(redis_url, settings=SETTINGS) as client:
         held = [
             await client.runs.submit(holding(tmp_path, f"a{i}"), tenant="acme") for i in range(2)
@@ -94,10 +78,10 @@ async def test_a_tenant_at_its_cap_is_refused_while_another_is_not(
 
 
 async def test_queued_runs_are_capped_until_a_worker_starts_them(
-    redis_url: str, tmp_path: Path, fleet: list[WorkerProcess]
+    redis_url: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
     """The only worker is paused: every run stays queued (its first step not begun)."""
-    worker = start_worker(redis_url, fleet)
+    worker = start_worker(redis_url, workers)
     worker.pause()
     async with Client(redis_url, settings=SETTINGS) as client:
         spec = scripted({"text": "done"})
@@ -113,9 +97,9 @@ async def test_queued_runs_are_capped_until_a_worker_starts_them(
 
 
 async def test_counts_return_to_zero_after_failure_cancel_and_a_killed_worker(
-    redis_url: str, tmp_path: Path, fleet: list[WorkerProcess]
+    redis_url: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    start_worker(redis_url, fleet)
+    start_worker(redis_url, workers)
     async with Client(redis_url, settings=SETTINGS) as client:
         failing = scripted(
             calls(("fail", {"message": "no"})),
@@ -138,18 +122,18 @@ async def test_counts_return_to_zero_after_failure_cancel_and_a_killed_worker(
         )
         killed = await client.runs.submit(sleeper, tenant="acme")
         await eventually_async(marker.exists, "the call started on the worker")
-        fleet[0].kill()
-        start_worker(redis_url, fleet)
+        workers[0].kill()
+        start_worker(redis_url, workers)
         assert (await client.runs.wait(killed, 60)).status == "succeeded"
         assert len(marker.read_text().split()) == 2  # the call was re-delivered
         await settled(client, "acme")
 
 
 async def test_a_batchs_lines_are_not_refused(
-    redis_url: str, tmp_path: Path, fleet: list[WorkerProcess]
+    redis_url: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
     """acme's cap is full of held runs; its batch's lines are counted, not refused."""
-    start_worker(redis_url, fleet)
+    start_worker(redis_url, workers)
     async with Client(redis_url, settings=SETTINGS) as client:
         held = [
             await client.runs.submit(holding(tmp_path, f"h{i}"), tenant="acme") for i in range(2)

@@ -13,7 +13,7 @@ import pytest
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
-from tests.support.infra import TOOLS, WorkerProcess, wait_ready
+from tests.support.infra import WorkerProcess, start_worker
 from tests.support.redis_cluster import LocalCluster
 from tests.support.specs import calls, scripted
 from tests.support.waiting import eventually_async
@@ -77,35 +77,20 @@ async def keyed_runs_wait_and_others_pass(url: str, tmp: Path) -> None:
     assert most_at_once(lines, "a") == 2, lines
 
 
-@pytest.fixture
-def fleet() -> Iterator[list[WorkerProcess]]:
-    workers: list[WorkerProcess] = []
-    yield workers
-    for worker in workers:
-        worker.stop()
-
-
-def start_worker(url: str, fleet: list[WorkerProcess]) -> WorkerProcess:
-    worker = WorkerProcess(url, "--tools", TOOLS)
-    fleet.append(worker)
-    wait_ready(worker)
-    return worker
-
-
 def test_at_most_max_runs_of_a_key_run_while_another_keys_runs_pass(
-    redis_url: str, tmp_path: Path, fleet: list[WorkerProcess]
+    redis_url: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    start_worker(redis_url, fleet)
-    start_worker(redis_url, fleet)
+    start_worker(redis_url, workers)
+    start_worker(redis_url, workers)
     asyncio.run(keyed_runs_wait_and_others_pass(redis_url, tmp_path))
 
 
 async def killed_holder_gives_its_slot_back(
-    url: str, tmp: Path, fleet: list[WorkerProcess]
+    url: str, tmp: Path, workers: list[WorkerProcess]
 ) -> None:
     """Three runs of a key of max 1; the only worker is SIGKILLed while its call holds the
     key's one slot, another starts: the slot comes back when the dead lease lapses."""
-    dying = start_worker(url, fleet)
+    dying = start_worker(url, workers)
     async with Client(url) as client:
         runs = [
             await client.runs.submit(held_spec(tmp, f"k{i}", "solo", 1), tenant="acme")
@@ -116,7 +101,7 @@ async def killed_holder_gives_its_slot_back(
         await eventually_async(lambda: len(marker_lines(tmp)) == 1, "one call started")
         (first,) = marker_lines(tmp)
         dying.kill()
-        start_worker(url, fleet)
+        start_worker(url, workers)
         (tmp / "gate-solo").touch()
         for run_id in runs:
             assert (await client.runs.wait(run_id, 120)).status == "succeeded"
@@ -133,18 +118,18 @@ async def killed_holder_gives_its_slot_back(
 
 
 def test_a_killed_workers_slot_comes_back_when_its_lease_lapses(
-    redis_url: str, tmp_path: Path, fleet: list[WorkerProcess]
+    redis_url: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    asyncio.run(killed_holder_gives_its_slot_back(redis_url, tmp_path, fleet))
+    asyncio.run(killed_holder_gives_its_slot_back(redis_url, tmp_path, workers))
 
 
 @pytest.fixture
-def cluster(fleet: list[WorkerProcess]) -> Iterator[str]:
+def cluster(workers: list[WorkerProcess]) -> Iterator[str]:
     local = LocalCluster(3)
     try:
         yield local.url
     finally:
-        for started in fleet:
+        for started in workers:
             started.stop()
         local.stop()
         # A client on the cluster set this process's partition count (connect does).
@@ -153,17 +138,17 @@ def cluster(fleet: list[WorkerProcess]) -> Iterator[str]:
 
 @pytest.mark.cluster
 def test_a_keys_max_holds_across_a_three_primary_cluster(
-    cluster: str, tmp_path: Path, fleet: list[WorkerProcess]
+    cluster: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
     """A key's runs are placed in its partition, beside its counter: every claim checks
     it in the slot it takes the job from."""
-    start_worker(cluster, fleet)
-    start_worker(cluster, fleet)
+    start_worker(cluster, workers)
+    start_worker(cluster, workers)
     asyncio.run(keyed_runs_wait_and_others_pass(cluster, tmp_path))
 
 
 @pytest.mark.cluster
 def test_a_killed_workers_slot_comes_back_on_a_three_primary_cluster(
-    cluster: str, tmp_path: Path, fleet: list[WorkerProcess]
+    cluster: str, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    asyncio.run(killed_holder_gives_its_slot_back(cluster, tmp_path, fleet))
+    asyncio.run(killed_holder_gives_its_slot_back(cluster, tmp_path, workers))
