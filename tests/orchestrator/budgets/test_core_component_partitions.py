@@ -16,8 +16,8 @@ from redis.crc import key_slot
 from agentq import embedded
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
-from agentq.orchestrator.core.run_ids import tenant_run_id
 from agentq.orchestrator.core.settings import Settings
+from tests.support.partitions import spread_ids
 from tests.support.specs import scripted
 from tests.support.waiting import eventually_async
 
@@ -32,14 +32,6 @@ CLIENT_TOOL = {"type": "client", "name": "ask"}
 def partitioned() -> Iterator[None]:
     yield
     keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)  # the client set this process's count
-
-
-def spread_ids(n: int) -> list[str]:
-    """`n` of acme's ids whose runs fall in `n` different partitions."""
-    by_partition: dict[int, str] = {}
-    for i in range(1000):
-        by_partition.setdefault(keys.partition_of(tenant_run_id("acme", f"r{i}")), f"r{i}")
-    return list(by_partition.values())[:n]
 
 
 @pytest.mark.usefixtures("partitioned")
@@ -58,9 +50,8 @@ async def test_a_tenant_budget_holds_and_releases_runs_in_every_partition(
     spec = scripted(ask, ask, {"text": "done", "usage": USAGE}, tools=[CLIENT_TOOL])
     async with embedded(settings=settings) as client:
         assert keys.partition_count() == 4
-        run_ids = [
-            await client.runs.submit({**spec, "id": i}, tenant="acme") for i in spread_ids(4)
-        ]
+        spread = spread_ids("acme", 4)
+        run_ids = [await client.runs.submit({**spec, "id": i}, tenant="acme") for i in spread]
         assert len({keys.partition_of(r) for r in run_ids}) == 4
         for run_id in run_ids:  # what a step charges and holds shares the run's slot
             partition = keys.partition_of(run_id)

@@ -12,8 +12,8 @@ from redis.crc import key_slot
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import TenantLimitError
-from agentq.orchestrator.core.run_ids import tenant_run_id
 from agentq.orchestrator.core.settings import Settings
+from tests.support.partitions import spread_ids
 from tests.support.specs import scripted
 
 pytestmark = pytest.mark.component
@@ -29,21 +29,11 @@ def partitioned() -> Iterator[None]:
     keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)  # the client set this process's count
 
 
-def spread_ids(n: int) -> list[str]:
-    """`n` of acme's ids whose runs fall in `n` different partitions."""
-    by_partition: dict[int, str] = {}
-    for i in range(1000):
-        chosen = f"r{i}"
-        by_partition.setdefault(keys.partition_of(tenant_run_id("acme", chosen)), chosen)
-    assert len(by_partition) >= n
-    return list(by_partition.values())[:n]
-
-
 @pytest.mark.usefixtures("partitioned")
 async def test_the_cap_holds_across_partitions_and_the_counts_share_each_runs_slot() -> None:
     async with Client("memory://", settings=SETTINGS) as client:
         assert keys.partition_count() == 4
-        first, second, third, fourth = spread_ids(4)
+        first, second, third, fourth = spread_ids("acme", 4)
         spec = scripted({"text": "done"})
         runs = [
             await client.runs.submit({**spec, "id": i}, tenant="acme")
