@@ -119,6 +119,9 @@ class RecordField(StrEnum):
     # While the line runs: the envelope of the admission job that admitted it, which
     # creates its run (enqueued again by the sweeper if lost before that).
     ADMITTED_BY = "b"
+    # What its runs' ids start with: its concurrency key's placement (runs/creation.py:
+    # derived_placement), set at upload; absent for a line without a key.
+    PLACEMENT = "p"
 
 
 def _lua_list(value: Any) -> Any:
@@ -172,6 +175,7 @@ class UploadLine(BaseModel):
     line: int
     custom_id: str
     spec: str  # RunSpec JSON
+    placement: str  # its runs' id prefix: its concurrency key's placement, or ""
 
 
 class BatchUpload(BatchInput):

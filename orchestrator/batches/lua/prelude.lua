@@ -105,7 +105,9 @@ local function admit()
     local recs = bkey(picked, BK.RECORDS)
     local rec = cjson.decode(redis.call('HGET', recs, line))
     rec[RF.ATTEMPT] = num(rec[RF.ATTEMPT]) + 1
-    rec[RF.RUN_ID] = redis.call('HGET', m, BF.RUN_PREFIX) .. line .. '.' .. rec[RF.ATTEMPT]
+    -- Placed beside the line's concurrency key's counter, when it has one.
+    rec[RF.RUN_ID] = (rec[RF.PLACEMENT] or '') .. redis.call('HGET', m, BF.RUN_PREFIX)
+      .. line .. '.' .. rec[RF.ATTEMPT]
     rec[RF.STATUS] = LINE.RUNNING
     -- The job that admits it creates its run: if that job is lost, the sweeper enqueues
     -- it again (its settle answers with the same admissions).
