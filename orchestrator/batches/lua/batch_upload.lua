@@ -1,6 +1,6 @@
 -- batch_upload: store a chunk of lines; a line whose custom_id is stored is skipped
 -- (the same line: a resumed upload) or reported (another line: a duplicate).
--- KEYS    sched, ring, index (see batch/prelude)
+-- KEYS    sched, waiting, index (see batch/prelude)
 -- ARGV    BatchUpload: batch_id, lines[{line, custom_id, spec, placement}], upload_ttl_s
 -- Replies STORED {stored, duplicates[{line, first, custom_id}], lines}
 --         UNKNOWN_BATCH | CLOSED {status} (sealed or cancelled: nothing is stored)
