@@ -111,8 +111,8 @@ local function admit_line(picked, out)
 end
 
 -- Admit the settling batch's own lines, up to its concurrency. Batches take no turns
--- here: each admits its own, and the claim interleaves their runs (each batch's lines
--- are a lane of their tenant's). The one limit a tenant's batches share is its cap (its
+-- here: each admits its own, and the claim interleaves their runs as it does any of
+-- their tenant's (docs/fairness.md). The one limit a tenant's batches share is its cap (its
 -- max_in_flight, AGENTQ_TENANT_LIMITS), which bounds its batches' lines together with
 -- its other runs (A.others_in_flight, counted apart and read just before): lines past it
 -- wait here rather than being refused, and their batch waits for room. A place freed
