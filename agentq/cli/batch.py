@@ -103,7 +103,7 @@ def batch() -> None:
     type=click.IntRange(min=1, max=100),
     default=1,
     show_default=True,
-    help="Share of the tenant's admissions (2: twice as many as a batch of 1).",
+    help="Kept with the batch and shown by status; admission takes no turns by it.",
 )
 @click.option("--metadata", "metadata", multiple=True, metavar="K=V", help="Repeatable.")
 @click.option(

@@ -7,8 +7,9 @@ Two jobs drive it, both `batch_admit` on the model queue, both idempotent:
   without its end being recorded and the next line admitted;
 - the kick: enqueued by the seal of an upload (or by a retry) to admit the first lines.
 
-Whichever worker picks a job up settles it (`batch_settle`: record the end, admit lines
-across the tenant's batches) and creates the admitted runs with derived ids. A worker
+Whichever worker picks a job up settles it (`batch_settle`: record the end, admit the
+batch's next lines, or under the tenant's cap a waiting batch's) and creates the
+admitted runs with derived ids. A worker
 that dies in between leaves the job to be re-delivered: its settle answers with the same
 admissions (keyed by the job id) and the creates find the runs that exist. No single
 process the batch depends on.

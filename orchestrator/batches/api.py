@@ -49,6 +49,7 @@ from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.faults import maps_redis_errors, redis_errors_mapped
 from agentq.orchestrator.runs.api import Runs
+from agentq.orchestrator.runs.creation import derived_placement
 from agentq.orchestrator.runs.shared_budgets import BudgetStatus, SharedBudgets
 
 UPLOAD_CHUNK = 500  # lines per upload transition
@@ -342,6 +343,7 @@ class Batches:
                 line=b.line,
                 custom_id=b.custom_id,
                 spec=b.spec.model_dump_json(exclude_none=True),
+                placement=derived_placement(b.spec, tenant),
             )
             for b in chunk
         ]

@@ -2,9 +2,10 @@
 batch transition (`orchestrator/batches/lua/*.lua`, constants rendered from here).
 
 A batch lives in its tenant's hash tag (see `keys.batch_base`): the tenant's scheduler
-(in-flight count, the round-robin ring of admitting batches) and every batch of the
-tenant share one slot, so one transition can record a line's end and admit the next
-lines fairly across the tenant's batches.
+(its batch lines in flight, the batches waiting for room under its cap) and every batch
+of the tenant share one slot, so one transition can record a line's end and admit the
+next lines, the batch's own or, under the tenant's cap, a waiting batch's. Batches take
+no turns otherwise: the claim interleaves their runs.
 """
 
 from __future__ import annotations
@@ -73,7 +74,6 @@ class BatchField(StrEnum):
     STATUS = "status"
     CONCURRENCY = "concurrency"
     PRIORITY = "priority"
-    STRIDE = "stride"  # 1 / priority: how far one admission moves the batch in the ring
     RUN_PREFIX = "run_prefix"  # what its lines' run ids start with
     METADATA = "metadata"  # JSON object
     RETENTION_S = "retention_s"
@@ -100,6 +100,8 @@ class SchedField(StrEnum):
     """Fields of a tenant's scheduler hash."""
 
     INFLIGHT = keys.BATCH_SCHED_IN_FLIGHT
+    # The last place given in the order of the batches waiting for room under the cap.
+    WAIT_SEQ = "wait_seq"
 
 
 class RecordField(StrEnum):
@@ -119,6 +121,9 @@ class RecordField(StrEnum):
     # While the line runs: the envelope of the admission job that admitted it, which
     # creates its run (enqueued again by the sweeper if lost before that).
     ADMITTED_BY = "b"
+    # What its runs' ids start with: its concurrency key's placement (runs/creation.py:
+    # derived_placement), set at upload; absent for a line without a key.
+    PLACEMENT = "p"
 
 
 def _lua_list(value: Any) -> Any:
@@ -172,6 +177,7 @@ class UploadLine(BaseModel):
     line: int
     custom_id: str
     spec: str  # RunSpec JSON
+    placement: str  # its runs' id prefix: its concurrency key's placement, or ""
 
 
 class BatchUpload(BatchInput):
@@ -189,8 +195,9 @@ class BatchSeal(BatchInput):
 
 
 class BatchSettle(BatchInput):
-    """An admission job: record a line's end (when it carries one), then admit lines
-    across the tenant's batches up to their concurrency."""
+    """An admission job: record a line's end (when it carries one), then admit the
+    batch's lines up to its concurrency; under its tenant's cap, a place freed goes to
+    the batches waiting for one first."""
 
     script = "batch_settle"
 

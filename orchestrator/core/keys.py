@@ -576,7 +576,8 @@ def arq_job(job_id: str) -> str:
 
 # -- batches --------------------------------------------------------------------------
 # A tenant's batches share one hash tag, `{b.<tenant>}`, so that one admission (a Lua
-# transition) can go round-robin across them; a batch's own keys derive from
+# transition) can hand a place under the tenant's cap to another of its batches; a
+# batch's own keys derive from
 # (tenant, batch id): `aq:batch:{b.<tenant>}:<id>` and its suffixes.
 BATCH_PREFIX = "aq:batch:"
 BATCH_TAG_PREFIX = "b."
@@ -584,7 +585,8 @@ BATCH_SCHED_SUFFIX = ":sched"  # hash: the tenant's in-flight count and cap
 # The sched hash's field: the tenant's batch lines admitted and not ended (its share of the
 # tenant's max_in_flight, which a run's create reads too: core/tenant_limits.py).
 BATCH_SCHED_IN_FLIGHT = "inflight"
-BATCH_RING_SUFFIX = ":ring"  # zset: the tenant's admitting batches, by round-robin pass
+# zset: the tenant's batches waiting for room under its in-flight cap, in turn order
+BATCH_WAITING_SUFFIX = ":waiting"
 BATCH_INDEX_SUFFIX = ":index"  # zset: the tenant's batches, by creation time
 BATCH_TOKEN_INFIX = ":tok:"  # string: what one admission job admitted (idempotency)
 BATCH_IDS_SUFFIX = ":ids"  # hash: custom_id -> line number
@@ -605,8 +607,8 @@ def batch_sched(tenant: str) -> str:
     return batch_base(tenant) + BATCH_SCHED_SUFFIX
 
 
-def batch_ring(tenant: str) -> str:
-    return batch_base(tenant) + BATCH_RING_SUFFIX
+def batch_waiting(tenant: str) -> str:
+    return batch_base(tenant) + BATCH_WAITING_SUFFIX
 
 
 def batch_index(tenant: str) -> str:
@@ -615,7 +617,7 @@ def batch_index(tenant: str) -> str:
 
 def batch_tenant_keys(tenant: str) -> list[str]:
     """The KEYS every batch transition declares; a batch's own keys derive from them."""
-    return [batch_sched(tenant), batch_ring(tenant), batch_index(tenant)]
+    return [batch_sched(tenant), batch_waiting(tenant), batch_index(tenant)]
 
 
 def batch_meta(tenant: str, batch_id: str) -> str:

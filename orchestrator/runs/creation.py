@@ -31,7 +31,12 @@ from agentq.orchestrator.core.errors import (
 )
 from agentq.orchestrator.core.fairness import check_spec_fairness, lane_of
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
-from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, tenant_run_id, traced_run_id
+from agentq.orchestrator.core.run_ids import (
+    DEFAULT_TENANT,
+    placement,
+    tenant_run_id,
+    traced_run_id,
+)
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.start_times import check_future
 from agentq.orchestrator.core.tenant_limits import RETRY_AFTER_S, TenantLoad, limit_for
@@ -421,18 +426,34 @@ def chosen_run_id(spec: RunSpec, tenant: str | None) -> str | None:
     return placed_id(run_id, tenant, spec.concurrency.resolved(spec.metadata))
 
 
+def derived_placement(spec: RunSpec, tenant: str | None) -> str:
+    """What an id derived for a run elsewhere (a batch's line, a schedule's tick) starts
+    with, so that the run lands beside its concurrency key's counter: the key's placement,
+    or "" for a spec without a key. Pure: a re-delivered admission or tick derives the
+    same id and finds its run. A `key_from` that finds no key places nothing: the create
+    refuses that spec with the key's own error."""
+    if spec.concurrency is None:
+        return ""
+    try:
+        return placement(tenant, spec.concurrency.resolved(spec.metadata))
+    except SpecError:
+        return ""
+
+
 def _placed(run_id: str, ours: bool, tenant: str | None, spec: RunSpec) -> tuple[str, Slot]:
     """The run's id placed beside its concurrency key's counter, and its slot. An id this
-    creation chose is placed; an id derived elsewhere (a batch's line, a sub-agent, a
-    schedule's tick) is kept, which only a deployment of one partition can count."""
+    creation chose is placed here; a batch line's and a schedule tick's are derived placed
+    (`derived_placement`). A sub-agent's child keeps the id derived from its parent's
+    call, which the parent's side finds it by, so only a deployment of one partition can
+    count its key."""
     assert spec.concurrency is not None
     key = spec.concurrency.resolved(spec.metadata)
     if ours:
         run_id = placed_id(run_id, tenant, key)
     elif not is_placed(run_id, tenant, key) and keys.partition_count() > 1:
         raise SpecError(
-            "concurrency: a batch's line, a sub-agent or a schedule's tick keeps its derived "
-            "id, so its key is counted only on a deployment of one partition "
+            "concurrency: a sub-agent's child run keeps the id derived from its parent's "
+            "call, so its key is counted only on a deployment of one partition "
             "(AGENTQ_PARTITIONS=1)"
         )
     return run_id, slot_of(run_id, tenant, key, spec.concurrency.max)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
@@ -35,6 +35,7 @@ from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, tenant_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.runs.api import Runs
+from agentq.orchestrator.runs.creation import derived_placement
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES
 from agentq.orchestrator.schedules.cron import (
     Catchup,
@@ -121,6 +122,16 @@ def tick_run_id(tenant: str, name: str, generation: int, tick_ms: int) -> str:
     """The run a tick fires: one id per (schedule incarnation, tick), in the tenant's
     namespace, so creating it twice is the same run."""
     return tenant_run_id(tenant, f"sched.{name}.{generation}.{tick_ms}")
+
+
+def _placed(spec: str, tenant: str) -> str:
+    """Where a tick's run is placed: beside its concurrency key's counter when the spec
+    has one (runs/creation.py: derived_placement), so its key counts on every partition.
+    A spec this deployment no longer reads places nothing: the tick records its refusal."""
+    try:
+        return derived_placement(RunSpec.model_validate_json(spec), tenant)
+    except ValidationError:
+        return ""
 
 
 class Schedules:
@@ -273,7 +284,9 @@ class Schedules:
             info.catchup,
             self.settings.schedule_grace_s,
         )
-        run_id = tick_run_id(tick.tenant, tick.name, tick.generation, tick.tick_ms)
+        run_id = _placed(raw[ScheduleField.SPEC], tick.tenant) + tick_run_id(
+            tick.tenant, tick.name, tick.generation, tick.tick_ms
+        )
         previous, reason, error = None, None, None
         if not plan.fire:
             reason = "missed"

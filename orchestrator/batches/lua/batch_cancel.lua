@@ -1,11 +1,11 @@
 -- batch_cancel: no new admissions; the caller cancels the runs still in flight.
--- KEYS    sched, ring, index (see batch/prelude)
+-- KEYS    sched, waiting, index (see batch/prelude)
 -- ARGV    BatchCancel: batch_id
 -- Replies CANCELLED {status, running}  the run ids still in flight, to cancel
 --         CLOSED {status, running}     done or cancelled before (running: what is left)
 --         UNKNOWN_BATCH
 -- Effects status cancelled, every queued line's record cancelled, the pending list
---         emptied, the batch leaves the ring and the moving index (its running lines
+--         emptied, the batch leaves the waiting batches and the moving index (its running lines
 --         stay there until they end); done at once if nothing runs.
 local m = bkey(A.batch_id)
 local st = redis.call('HGET', m, BF.STATUS)
@@ -25,7 +25,7 @@ end
 redis.call('HINCRBY', m, LINE.QUEUED, -#lines)
 redis.call('HINCRBY', m, LINE.CANCELLED, #lines)
 redis.call('DEL', pending)
-redis.call('ZREM', ring, A.batch_id)
+redis.call('ZREM', waiting, A.batch_id)
 settled(A.batch_id)
 finish_if_done(A.batch_id)
 return reply(BOUT.CANCELLED, {status = BATCH.CANCELLED, running = running})

@@ -1,5 +1,5 @@
 -- batch_open: make a batch (uploading), or find the one an interrupted upload left.
--- KEYS    sched, ring, index (see batch/prelude)
+-- KEYS    sched, waiting, index (see batch/prelude)
 -- ARGV    BatchOpen: batch_id, tenant, run_prefix, concurrency, priority, metadata,
 --         retention_s, upload_ttl_s (an unsealed batch's expiry, refreshed by a resume)
 -- Replies OPENED {status}
@@ -19,7 +19,7 @@ if st then
 end
 redis.call('HSET', m, BF.ID, A.batch_id, BF.TENANT, A.tenant, BF.STATUS, BATCH.UPLOADING,
            BF.CONCURRENCY, A.concurrency, BF.PRIORITY, A.priority,
-           BF.STRIDE, 1.0 / A.priority, BF.RUN_PREFIX, A.run_prefix,
+           BF.RUN_PREFIX, A.run_prefix,
            BF.METADATA, A.metadata, BF.RETENTION_S, A.retention_s, BF.LINES, 0,
            BF.INFLIGHT, 0, BF.CREATED_AT, A.at,
            BF.USAGE_INPUT, 0, BF.USAGE_OUTPUT, 0, BF.USAGE_TOTAL, 0)

@@ -4,7 +4,7 @@
 -- hand, when its run was never created (the sweeper re-drives an admitting end job and a
 -- line's own end job in their runs' slots, runs/lua/redrive.lua). Job ids are fixed by
 -- what they do, so a job that survived is not doubled.
--- KEYS    sched, ring, index (see batch/prelude)
+-- KEYS    sched, waiting, index (see batch/prelude)
 -- ARGV    BatchRedrive: batch_id, entry, line, run_id (the line's run as the sweeper
 --         read it), job (a batch: the new kick; a line: its admitting kick)
 -- Replies REDRIVEN {jobs}  a job enqueued; the entry is scored as moved now

@@ -1,13 +1,12 @@
 -- batch_retry: requeue the lines in [first, last] that ended in one of `statuses`; each
 -- gets a new run (its attempt + 1) when admitted.
--- KEYS    sched, ring, index (see batch/prelude)
+-- KEYS    sched, waiting, index (see batch/prelude)
 -- ARGV    BatchRetry: batch_id, first, last, statuses, kick (optional QueuedJob)
 -- Replies REQUEUED {status, requeued}
 --         CLOSED {status}  the batch is still uploading
 --         UNKNOWN_BATCH
 -- Effects per requeued line: record queued (result cleared), counts, pending += line;
---         if any: status running, the retention lifted, the batch joins the ring; the
---         kick job (an admission) when given, kept as the batch's kick, and the batch
+--         if any: status running, the retention lifted; the kick job (an admission) when given, kept as the batch's kick, and the batch
 --         (re)enters the moving index.
 local m = bkey(A.batch_id)
 local st = redis.call('HGET', m, BF.STATUS)
@@ -36,7 +35,6 @@ if n > 0 then
   redis.call('HSET', m, BF.STATUS, BATCH.RUNNING)
   redis.call('HDEL', m, BF.FINISHED_AT)
   for _, key in ipairs(batch_keys(A.batch_id)) do redis.call('PERSIST', key) end
-  ring_join(A.batch_id)
 end
 if A.kick then
   enqueue(A.kick)

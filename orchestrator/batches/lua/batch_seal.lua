@@ -1,13 +1,13 @@
 -- batch_seal: the upload is complete: the batch starts admitting its lines.
--- KEYS    sched, ring, index (see batch/prelude)
+-- KEYS    sched, waiting, index (see batch/prelude)
 -- ARGV    BatchSeal: batch_id, lines (how many the submitter read), kick (a QueuedJob)
 -- Replies SEALED {status, lines}
 --         EXISTS {status, lines}      sealed before (a re-submission): nothing changes
 --         INCOMPLETE {status, lines}  the batch holds another number of lines
 --         UNKNOWN_BATCH
--- Effects status running, the upload's expiry removed, the batch joins the ring, the
---         kick job (an admission) is enqueued and kept as the batch's kick, the batch
---         enters the moving index; an empty batch is done at once.
+-- Effects status running, the upload's expiry removed, the kick job (an admission) is
+--         enqueued and kept as the batch's kick, the batch enters the moving index; an
+--         empty batch is done at once.
 local m = bkey(A.batch_id)
 local st = redis.call('HGET', m, BF.STATUS)
 if not st then return reply(BOUT.UNKNOWN_BATCH) end
@@ -16,7 +16,6 @@ if st ~= BATCH.UPLOADING then return reply(BOUT.EXISTS, {status = st, lines = n}
 if n ~= A.lines then return reply(BOUT.INCOMPLETE, {status = st, lines = n}) end
 redis.call('HSET', m, BF.STATUS, BATCH.RUNNING, BF.SEALED_AT, A.at)
 expire_upload(A.batch_id, nil)
-ring_join(A.batch_id)
 enqueue(A.kick)
 redis.call('HSET', m, BF.KICK, cjson.encode(A.kick))
 moved(A.batch_id)

@@ -1,6 +1,7 @@
 -- batch_settle: an admission job. Record the end of a line's run (when it carries one),
--- then admit lines across the tenant's batches up to their concurrency.
--- KEYS    sched, ring, index (see batch/prelude)
+-- then admit the batch's lines up to its concurrency and its tenant's cap (the cap's
+-- freed places first to the batches waiting for one: prelude admit).
+-- KEYS    sched, waiting, index (see batch/prelude)
 -- ARGV    BatchSettle: batch_id, token (the job's id), by (the job's envelope, none for
 --         a sweeper's own settle), token_ttl_s, line, run_id, record (the ended line's
 --         compact record), ended_at (when its run ended)

@@ -1,10 +1,11 @@
 -- batch_upload: store a chunk of lines; a line whose custom_id is stored is skipped
 -- (the same line: a resumed upload) or reported (another line: a duplicate).
--- KEYS    sched, ring, index (see batch/prelude)
--- ARGV    BatchUpload: batch_id, lines[{line, custom_id, spec}], upload_ttl_s
+-- KEYS    sched, waiting, index (see batch/prelude)
+-- ARGV    BatchUpload: batch_id, lines[{line, custom_id, spec, placement}], upload_ttl_s
 -- Replies STORED {stored, duplicates[{line, first, custom_id}], lines}
 --         UNKNOWN_BATCH | CLOSED {status} (sealed or cancelled: nothing is stored)
--- Effects per new line: ids[custom_id], specs[line], a queued record, pending += line;
+-- Effects per new line: ids[custom_id], specs[line], a queued record (with its runs'
+--         placement), pending += line;
 --         the batch's lines and queued counts, its last line number; its keys' expiry
 --         moves to upload_ttl_s from now.
 local m = bkey(A.batch_id)
@@ -26,6 +27,7 @@ for _, l in ipairs(A.lines) do
     redis.call('HSET', specs, l.line, l.spec)
     local rec = {}
     rec[RF.CUSTOM_ID], rec[RF.STATUS], rec[RF.ATTEMPT] = l.custom_id, LINE.QUEUED, 0
+    if l.placement ~= '' then rec[RF.PLACEMENT] = l.placement end
     redis.call('HSET', recs, l.line, cjson.encode(rec))
     redis.call('RPUSH', pending, l.line)
     stored = stored + 1

@@ -1,6 +1,7 @@
 """Batches against a real redis-server with in-process workers: admission within the
-concurrency, results in input order, resumed uploads, duplicates, cancel, retry, and
-the round-robin across a tenant's batches (the settle transition driven directly)."""
+concurrency, results in input order, resumed uploads, duplicates, cancel, retry, each
+batch admitting its own lines and, under a tenant's cap, the places handed to the
+batches waiting for one (the settle transition driven directly)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from agentq.orchestrator.batches.admission import create_line_runs
 from agentq.orchestrator.batches.api import BatchInfo, LineResult
 from agentq.orchestrator.batches.input import BatchInputError
-from agentq.orchestrator.batches.state import BatchSettle
+from agentq.orchestrator.batches.state import BatchSettle, SettleReply
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import TenantLimitError
@@ -229,42 +230,103 @@ async def test_listing_shows_the_tenants_batches_newest_first(client: Client) ->
         await finished(client, name)
 
 
-async def test_admission_goes_round_robin_across_a_tenants_batches_by_priority(
+async def play_ends(client: Client, reply: SettleReply, ends: int) -> list[str]:
+    """Play the workers: end each admitted line in turn (its end settles its batch); the
+    batches of the lines admitted, in order."""
+    order: list[str] = []
+    for n in range(ends):
+        (admitted,) = reply.admitted
+        order.append(admitted.batch_id)
+        reply = await client.batches.store.settle(
+            "default",
+            BatchSettle(
+                batch_id=admitted.batch_id,
+                token=f"end{n}",
+                line=admitted.line,
+                run_id=admitted.run_id,
+                record={"s": "succeeded", "u": {}},
+            ),
+        )
+    return order
+
+
+async def test_each_batch_admits_its_own_lines_without_turns(redis_url: str) -> None:
+    """No workers: the test plays the kicks. Without a tenant cap, a batch's kick admits
+    its own lines up to its concurrency, none of another batch's: the claim interleaves
+    the batches' runs, admission takes no turns."""
+    async with Client(redis_url, settings=FAST) as client:
+        for name in ("a", "b"):
+            await client.batches.submit(lines(5), template=TEMPLATE, batch_id=name, concurrency=3)
+        store = client.batches.store
+        kick_a = await store.settle("default", BatchSettle(batch_id="a", token="kick-a"))
+        kick_b = await store.settle("default", BatchSettle(batch_id="b", token="kick-b"))
+        assert [(a.batch_id, a.line) for a in kick_a.admitted] == [("a", 1), ("a", 2), ("a", 3)]
+        assert [(a.batch_id, a.line) for a in kick_b.admitted] == [("b", 1), ("b", 2), ("b", 3)]
+        # A line's end admits its own batch's next line.
+        first = kick_b.admitted[0]
+        ended = await store.settle(
+            "default",
+            BatchSettle(
+                batch_id="b",
+                token="end-b1",
+                line=first.line,
+                run_id=first.run_id,
+                record={"s": "succeeded", "u": {}},
+            ),
+        )
+        assert [(a.batch_id, a.line) for a in ended.admitted] == [("b", 4)]
+
+
+async def test_under_the_tenants_cap_two_batches_take_the_freed_places_in_turn(
     redis_url: str,
 ) -> None:
-    """No workers: the test plays them, settling each admitted line's end in turn."""
+    """No workers: the test plays them. A cap of one line in flight: the batch that began
+    waiting for room longest gets each freed place, so both batches progress, neither
+    waits for the other to finish."""
     limits = {"default": TenantLimit(max_in_flight=1)}
     async with Client(
         redis_url, settings=FAST.model_copy(update={"tenant_limits": limits})
     ) as client:
-        for name, priority in (("a", 1), ("b", 2)):
-            await client.batches.submit(
-                lines(20), template=TEMPLATE, batch_id=name, priority=priority, concurrency=8
-            )
+        for name in ("a", "b"):
+            await client.batches.submit(lines(20), template=TEMPLATE, batch_id=name, concurrency=8)
         store = client.batches.store
-        order: list[str] = []
-        reply = await store.settle("default", BatchSettle(batch_id="a", token="kick"))
-        for n in range(9):
-            (admitted,) = reply.admitted
-            order.append(admitted.batch_id)
-            ended = {"s": "succeeded", "u": {}}
-            reply = await store.settle(
-                "default",
-                BatchSettle(
-                    batch_id=admitted.batch_id,
-                    token=f"end{n}",
-                    line=admitted.line,
-                    run_id=admitted.run_id,
-                    record=ended,
-                ),
-            )
-        assert order == ["a", "b", "b", "a", "b", "b", "a", "b", "b"]
+        reply = await store.settle("default", BatchSettle(batch_id="a", token="kick-a"))
+        # b's kick finds no room: b waits, behind a (which waits for its next line).
+        assert (
+            await store.settle("default", BatchSettle(batch_id="b", token="kick-b"))
+        ).admitted == []
+        order = await play_ends(client, reply, 9)
+        assert order == ["a", "a", "b", "a", "b", "a", "b", "a", "b"]
         # A re-delivered admission job gets the same admissions again.
-        again = await store.settle("default", BatchSettle(batch_id="a", token="end8"))
-        assert [a.run_id for a in again.admitted] == [a.run_id for a in reply.admitted]
-        # The cap holds: one line in flight across both batches.
+        again = await store.settle("default", BatchSettle(batch_id="a", token="end7"))
+        assert [(a.batch_id, a.line) for a in again.admitted] == [("b", 4)]
+        # The cap holds: one line in flight across both batches (a's fifth, b's turn next).
         running = [int((await store.meta("default", b))["running"]) for b in ("a", "b")]
         assert running == [1, 0]
+
+
+async def test_two_batches_of_one_tenant_both_progress(redis_url: str) -> None:
+    """Real admissions by in-process workers: two batches of one tenant, each of 6
+    napping lines, with and without a tenant cap below their concurrency: the second
+    batch's first run is created before the first batch's last run ends."""
+    for limits in ({}, {"default": TenantLimit(max_in_flight=2)}):
+        settings = FAST.model_copy(update={"tenant_limits": limits})
+        async with embedded(tools=[noop, nap], redis_url=redis_url, settings=settings) as client:
+            spec = napping(0.2)
+            for name in ("first", "second"):
+                await client.batches.submit(lines(6), template=spec, batch_id=name, concurrency=2)
+            rows = {}
+            for name in ("first", "second"):
+                await finished(client, name)
+                rows[name] = [
+                    await client.runs.store.meta(r.run_id)
+                    for r in await results(client, name)
+                    if r.run_id is not None
+                ]
+            first_ends = max(float(m[MetaField.FINISHED_AT]) for m in rows["first"])
+            second_starts = min(float(m[MetaField.CREATED_AT]) for m in rows["second"])
+            assert second_starts < first_ends, limits
+            await client.redis.flushall()
 
 
 async def test_batch_lines_and_direct_runs_share_one_in_flight_cap(redis_url: str) -> None:

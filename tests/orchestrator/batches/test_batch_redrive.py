@@ -254,7 +254,7 @@ async def test_an_unsealed_upload_expires_unless_resumed_or_sealed(redis_url: st
             upload_ttl_s=100,
         )
         await store.open(tenant, opened)
-        line = UploadLine(line=1, custom_id="a", spec=json.dumps(TEMPLATE))
+        line = UploadLine(line=1, custom_id="a", spec=json.dumps(TEMPLATE), placement="")
         await store.upload(tenant, BatchUpload(batch_id="up1", lines=[line], upload_ttl_s=100))
         owned = keys.batch_keys(tenant, "up1")
 
@@ -264,7 +264,7 @@ async def test_an_unsealed_upload_expires_unless_resumed_or_sealed(redis_url: st
         assert all(0 < t <= 100 for t in await ttls())  # abandoned now, it would expire
         for key in owned:
             await client.redis.expire(key, 5)
-        line2 = UploadLine(line=2, custom_id="b", spec=json.dumps(TEMPLATE))
+        line2 = UploadLine(line=2, custom_id="b", spec=json.dumps(TEMPLATE), placement="")
         await store.upload(tenant, BatchUpload(batch_id="up1", lines=[line2], upload_ttl_s=100))
         assert all(t > 5 for t in await ttls())  # a resumed chunk pushes the expiry back
         kick = kick_job(tenant, "up1", "seal")

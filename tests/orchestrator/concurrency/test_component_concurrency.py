@@ -72,9 +72,10 @@ async def test_a_key_from_that_finds_no_key_is_refused_at_submit() -> None:
         assert await client.redis.keys(keys.RUN_PREFIX + "*") == []
 
 
-async def test_a_derived_id_with_a_key_is_refused_where_partitions_would_split_it() -> None:
-    """A batch's line, a sub-agent or a schedule's tick keeps the id derived for it, so it
-    cannot be placed by its key: counted with one partition, refused with more."""
+async def test_an_unplaced_derived_id_with_a_key_is_refused_where_partitions_split_it() -> None:
+    """A sub-agent's child keeps the id derived from its parent's call (a batch's line and
+    a schedule's tick are derived placed: tests/orchestrator/batches/
+    test_integration_batch_keys.py): counted with one partition, refused with more."""
     spec = {**SPEC, "concurrency": {"key": "user-42", "max": 2}}
     async with embedded(tools=[], settings=FAST) as client:
         keys.use_partitions(keys.CLUSTER_PARTITIONS)

@@ -13,37 +13,12 @@ import pytest
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
+from tests.support.held_calls import held_spec, marker_lines, most_at_once
 from tests.support.infra import WorkerProcess, start_worker
 from tests.support.redis_cluster import LocalCluster
-from tests.support.specs import calls, scripted
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
-
-
-def held_spec(tmp: Path, tag: str, key: str, max_running: int) -> dict[str, object]:
-    args = {"marker": str(tmp / "marker"), "tag": tag, "gate": str(tmp / f"gate-{key}")}
-    return scripted(
-        calls(("enter_hold_leave", args)),
-        {"text": "done"},
-        tools=["enter_hold_leave"],
-        concurrency={"key": key, "max": max_running},
-    )
-
-
-def marker_lines(tmp: Path) -> list[str]:
-    marker = tmp / "marker"
-    return marker.read_text().split() if marker.exists() else []
-
-
-def most_at_once(lines: list[str], prefix: str) -> int:
-    """The most calls of tags starting with `prefix` between their + and - at once."""
-    running, most = 0, 0
-    for line in lines:
-        if line[1:].startswith(prefix):
-            running += 1 if line[0] == "+" else -1
-            most = max(most, running)
-    return most
 
 
 async def keyed_runs_wait_and_others_pass(url: str, tmp: Path) -> None:
