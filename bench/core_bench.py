@@ -90,6 +90,7 @@ ARQ_POLL_DELAY_S = 0.01
 RUN_STEPS = 20
 WAIT_POLL_S = 0.02
 PING, PONG, DONE = "bench:ping", "bench:pong", "bench:done"
+ARQ_READY = "bench:arq-ready"  # a fleet's arq workers, each once it polls
 # A shared int: the Redis round trips a worker process has sent.
 Counter: TypeAlias = "Synchronized[int]"
 
@@ -290,8 +291,17 @@ async def arq_chain(ctx: dict[str, Any], i: int, n: int) -> None:
         await lpush(pool, DONE, json.dumps(time.time()))
 
 
-async def _arq_worker_main(url: str, concurrency: int, expected: int, stop: MpEvent) -> None:
+async def _arq_worker_main(
+    url: str, concurrency: int, expected: int, stop: MpEvent, ended: Counter | None = None
+) -> None:
+    """One arq worker; DONE gets [first start, last end, CPU s] when `expected` jobs have
+    ended here, or, given a counter shared by a fleet of workers, when the fleet's jobs
+    reach `expected` (the fleet's workers also say on ARQ_READY when they poll)."""
     seen = {"first": 0.0, "last": 0.0, "done": 0, "cpu0": 0.0}
+
+    async def on_startup(ctx: dict[str, Any]) -> None:
+        if ended is not None:
+            await ctx["redis"].rpush(ARQ_READY, "1")
 
     async def on_job_start(ctx: dict[str, Any]) -> None:
         if not seen["first"]:
@@ -301,7 +311,13 @@ async def _arq_worker_main(url: str, concurrency: int, expected: int, stop: MpEv
     async def after_job_end(ctx: dict[str, Any]) -> None:
         seen["done"] += 1
         seen["last"] = time.time()
-        if seen["done"] == expected:
+        if ended is None:
+            last = seen["done"] == expected
+        else:
+            with ended.get_lock():
+                ended.value += 1
+                last = ended.value == expected
+        if last:
             cpu = time.process_time() - seen["cpu0"]
             await ctx["redis"].rpush(DONE, json.dumps([seen["first"], seen["last"], cpu]))
 
@@ -309,6 +325,7 @@ async def _arq_worker_main(url: str, concurrency: int, expected: int, stop: MpEv
         functions=[func(arq_noop, name="arq_noop"), func(arq_chain, name="arq_chain")],
         redis_settings=RedisSettings.from_dsn(url),
         handle_signals=False,
+        on_startup=on_startup,
         on_job_start=on_job_start,
         after_job_end=after_job_end,
         **arq_settings(concurrency),
@@ -328,18 +345,25 @@ async def _arq_worker_main(url: str, concurrency: int, expected: int, stop: MpEv
 
 
 def _arq_worker_child(
-    url: str, concurrency: int, expected: int, stop: MpEvent, sent: Counter
+    url: str, concurrency: int, expected: int, stop: MpEvent, sent: Counter, ended: Counter | None
 ) -> None:
     count_round_trips(sent)
-    asyncio.run(_arq_worker_main(url, concurrency, expected, stop))
+    asyncio.run(_arq_worker_main(url, concurrency, expected, stop, ended))
 
 
 def start_arq_worker(
-    ctx: SpawnContext, url: str, concurrency: int, expected: int, sent: Counter
+    ctx: SpawnContext,
+    url: str,
+    concurrency: int,
+    expected: int,
+    sent: Counter,
+    ended: Counter | None = None,
 ) -> tuple[SpawnProcess, MpEvent]:
     stop = ctx.Event()
     proc = ctx.Process(
-        target=_arq_worker_child, args=(url, concurrency, expected, stop, sent), daemon=True
+        target=_arq_worker_child,
+        args=(url, concurrency, expected, stop, sent, ended),
+        daemon=True,
     )
     proc.start()
     return proc, stop

@@ -2,7 +2,7 @@
 fleet larger than this machine.
 
     python bench/scale_model.py [--claimers 1,4,16,64] [--processes 4] [--jobs 100]
-                                [--no-cluster] [--quick]
+                                [--no-cluster] [--run-cpu-ms MS] [--quick]
 
 N simulated workers (asyncio claimers spread over a few processes, one slot each, one
 taker per partition as a real worker has) drain N x JOBS no-op model jobs through the
@@ -14,8 +14,12 @@ every node, from INFO cpu, over the drain) and the claim contention: TAKE calls 
 
 A job's claim and end are one of the several Redis round trips a run costs; the closing
 note's projection of runs/s per primary divides one Redis core by the whole run's Redis
-CPU (core_bench.py measures it), and this program says whether that per-job cost stays
-flat as N grows to 64 and as the primaries are added.
+CPU (`trips_by_command.py` measures it), and this program says whether that per-job cost
+stays flat as N grows to 64 and as the primaries are added. Given that figure
+(`--run-cpu-ms`), it closes with the projection: one primary's core carries
+1 / (Redis CPU per run) runs/s, and a Cluster of P primaries P times that, each run
+charged the Cluster's extra claim cost measured here (its Redis CPU per job over one
+node's, at the last N, times the run's 4 jobs). A projection, not a measurement.
 """
 
 from __future__ import annotations
@@ -187,6 +191,33 @@ def drain(url: str, claimers: int, processes: int, jobs_each: int) -> Drain:
     )
 
 
+RUN_JOBS = 4  # a full run's jobs: 2 model steps + 2 tool calls (trips_by_command.py)
+PRIMARIES = (1, 3, 6, 12)
+
+
+def projection(run_cpu_ms: float, single: Drain, cluster: Drain | None) -> list[str]:
+    """Runs/s per Redis primary and per Cluster, from Redis CPU per run and the claim's
+    cost per job on one node and on the Cluster at the same N."""
+    extra_ms = 0.0
+    if cluster is not None:
+        per_job_s = cluster.redis_cpu_s / cluster.jobs - single.redis_cpu_s / single.jobs
+        extra_ms = max(0.0, per_job_s) * 1000 * RUN_JOBS
+    cost = (
+        "no Cluster measured: its extra claim cost is left out"
+        if cluster is None
+        else f"{run_cpu_ms + extra_ms:.2f} ms on a Cluster, whose claims cost {extra_ms:.2f} ms"
+        " more per run"
+    )
+    lines = [
+        f"projection (not a measurement): Redis CPU per run {run_cpu_ms:.2f} ms on one"
+        f" primary; {cost}"
+    ]
+    for primaries in PRIMARIES:
+        cost_ms = run_cpu_ms if primaries == 1 else run_cpu_ms + extra_ms
+        lines.append(f"  {primaries:2d} primaries: {primaries * 1000 / cost_ms:8.0f} runs/s")
+    return lines
+
+
 def topologies(cluster: bool) -> Iterator[tuple[str, AbstractContextManager[str]]]:
     yield "single", redis_server()
     if cluster:
@@ -199,16 +230,26 @@ def main() -> None:
     parser.add_argument("--processes", type=int, default=4, help="processes sharing the claimers")
     parser.add_argument("--jobs", type=int, default=100, help="jobs per claimer")
     parser.add_argument("--no-cluster", action="store_true", help="one redis-server only")
+    parser.add_argument(
+        "--run-cpu-ms",
+        type=float,
+        help="Redis CPU per full run (ms; `trips_by_command.py` prints it): close with the"
+        " projected runs/s per primary and per Cluster of 3, 6, 12 primaries",
+    )
     parser.add_argument("--quick", action="store_true", help="N = 1, 8; 20 jobs each; no cluster")
     args = parser.parse_args()
     counts = [int(n) for n in args.claimers.split(",")]
     jobs_each, cluster = args.jobs, not args.no_cluster
     if args.quick:
         counts, jobs_each, cluster = [1, 8], 20, False
+    last: dict[str, Drain] = {}  # each topology's drain at the last N
     for topology, server in topologies(cluster):
         with server as url:
             for n in counts:
-                print(drain(url, n, args.processes, jobs_each).line(topology, n), flush=True)
+                last[topology] = drain(url, n, args.processes, jobs_each)
+                print(last[topology].line(topology, n), flush=True)
+    if args.run_cpu_ms is not None:
+        print("\n".join(projection(args.run_cpu_ms, last["single"], last.get("cluster3"))))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """What a run costs Redis: the worker's round trips per job by command, Redis's own
 commands per step by command, and Redis's CPU per run against raw arq's.
 
-    python bench/trips_by_command.py [RUNS] [--profile] [--workers N] [--quick]
+    python bench/trips_by_command.py [RUNS] [--profile] [--workers N[,N...]] [--quick]
 
 Starts its own redis-server and one agentq worker process (as `core_bench.py` does),
 submits RUNS full runs (2 model steps + 2 parallel no-op calls, 4 jobs each) at once
@@ -12,12 +12,17 @@ after a warm-up, and prints
 2. Redis's CPU per run over those runs (`INFO cpu`, the server's user + system time,
    every client's commands included: the submits, the worker, the waits), against raw
    arq's in the same run: RUNS x 4 no-op jobs enqueued with `ArqRedis.enqueue_job`
-   and run by one arq worker (poll 10 ms) on a redis-server of their own;
+   and run by as many arq workers (16 jobs each, poll 10 ms) on a redis-server of
+   their own;
 3. Redis commands per step, by command (`INFO commandstats`: top-level and inside Lua),
    of 20-step runs one after another (one no-op call per step), issue 31's figure.
 
 `--workers N` runs N worker processes and sums their round trips (how claims behave
-when workers compete). `--profile` also cProfiles the (first) worker during the full
+when workers compete). With several counts (`--workers 1,2,4`) each is measured in turn,
+and a closing table gives, per count, runs/s and the workers' CPU per run (every worker
+process's user + system time over the full runs) for agentq and for raw arq on as many
+processes: issue 31's "worker processes add capacity" (CPU per run flat within 10 %).
+`--profile` also cProfiles the (first) worker during the full
 runs only and prints where its CPU goes (by own time, and cumulative). `--quick` is a
 smoke run (20 runs, one 20-step run).
 """
@@ -36,6 +41,8 @@ import os
 import pstats
 import sys
 import tempfile
+import time
+from dataclasses import dataclass
 from multiprocessing.synchronize import Event as MpEvent
 from pathlib import Path
 from typing import Any
@@ -182,30 +189,66 @@ class Server:
 
 
 class Measured:
-    """The Redis side of the runs: CPU over the full runs, commands over the step runs."""
+    """The Redis side of the runs: CPU over the full runs, commands over the step runs;
+    and the workers' side of the full runs: their wall time and CPU (all processes)."""
 
     def __init__(self) -> None:
         self.full_runs = Server({}, {}, 0.0)
         self.steps = Server({}, {}, 0.0)
+        self.full_runs_s = 0.0
+        self.worker_cpu_s = 0.0
+        self.worker_sleeps = 0
+
+
+WARM_UP = 40  # full runs per worker process before the measured ones
+
+
+def _cpu_s(pids: list[int]) -> float:
+    return sum(hop_budget.cpu_s(pid) for pid in pids)
+
+
+def _sleeps(pids: list[int]) -> int:
+    """How many times the processes went to sleep waiting (their voluntary context
+    switches, every thread's: an event loop's wait on its sockets is one)."""
+    total = 0
+    for pid in pids:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        total += int(line.split()[1])
+    return total
 
 
 async def _measure(
-    url: str, runs: int, step_runs: int, reset: MpEvent, dump: MpEvent, outs: list[str]
+    url: str,
+    runs: int,
+    step_runs: int,
+    reset: MpEvent,
+    dump: MpEvent,
+    outs: list[str],
+    pids: list[int],
 ) -> Measured:
     measured = Measured()
     async with Client(url) as client:
+        # As many warm-up runs per worker process as one worker gets: each process's
+        # connection pool grows to its concurrency before the clock starts, not during.
         warm = await asyncio.gather(
-            *(client.runs.submit(hop_budget.full_run_spec()) for _ in range(20))
+            *(client.runs.submit(hop_budget.full_run_spec()) for _ in range(WARM_UP * len(pids)))
         )
         await hop_budget.wait_all(client, list(warm))
         await asyncio.sleep(1.5)  # the idle worker's polls settle
         reset.set()
         await asyncio.sleep(0.2)
         before = await Server.read(url)
+        cpu0, sleeps0, t0 = _cpu_s(pids), _sleeps(pids), time.perf_counter()
         run_ids = await asyncio.gather(
             *(client.runs.submit(hop_budget.full_run_spec()) for _ in range(runs))
         )
         await hop_budget.wait_all(client, list(run_ids))
+        measured.full_runs_s = time.perf_counter() - t0
+        measured.worker_cpu_s = _cpu_s(pids) - cpu0
+        measured.worker_sleeps = _sleeps(pids) - sleeps0
         measured.full_runs = (await Server.read(url)).since(before)
         dump.set()
         before = await Server.read(url)
@@ -221,26 +264,43 @@ async def _measure(
     return measured
 
 
-async def _arq_redis_cpu_s(url: str, runs: int) -> float:
-    """Redis's CPU for RUNS x 4 raw arq no-op jobs: enqueued, run by one arq worker."""
+@dataclass(frozen=True)
+class Fleet:
+    """RUNS full runs (or RUNS x 4 raw arq jobs) on a number of worker processes."""
+
+    processes: int
+    runs_per_s: float
+    worker_cpu_ms_per_run: float
+    redis_cpu_ms_per_run: float
+
+
+async def _arq_fleet(url: str, runs: int, processes: int) -> Fleet:
+    """RUNS x 4 raw arq no-op jobs on `processes` arq workers (16 jobs each, poll 10 ms)
+    started first, as agentq's are: enqueued at once, timed until the last one ends."""
     ctx = mp.get_context("spawn")
     jobs = runs * hop_budget.FULL_RUN_JOBS
+    sent = ctx.Value("q", 0, lock=False)
+    ended = ctx.Value("q", 0)  # the fleet's jobs ended, shared
+    fleet = [core_bench.start_arq_worker(ctx, url, 16, jobs, sent, ended) for _ in range(processes)]
+    pids = [proc.pid or 0 for proc, _ in fleet]
     pool = await create_pool(RedisSettings.from_dsn(url))
     try:
-        before = await Server.read(url)
+        for _ in fleet:
+            if await pool.blpop([core_bench.ARQ_READY], 60) is None:
+                raise RuntimeError("a raw arq worker did not start in 60 s")
+        before, cpu0, t0 = await Server.read(url), _cpu_s(pids), time.perf_counter()
         for start in range(0, jobs, 100):
             await asyncio.gather(
                 *(pool.enqueue_job("arq_noop") for _ in range(start, min(jobs, start + 100)))
             )
-        sent = ctx.Value("q", 0, lock=False)
-        proc, stop = core_bench.start_arq_worker(ctx, url, 16, jobs, sent)
-        try:
-            if await core_bench.blpop(pool, core_bench.DONE, 120) is None:
-                raise RuntimeError("raw arq jobs did not finish in 120 s")
-            return (await Server.read(url)).since(before).cpu_s
-        finally:
-            core_bench._stop(proc, stop)
+        if await core_bench.blpop(pool, core_bench.DONE, 120) is None:
+            raise RuntimeError("raw arq jobs did not finish in 120 s")
+        seconds, cpu = time.perf_counter() - t0, _cpu_s(pids) - cpu0
+        redis_cpu = (await Server.read(url)).since(before).cpu_s
+        return Fleet(processes, runs / seconds, cpu * 1000 / runs, redis_cpu * 1000 / runs)
     finally:
+        for proc, stop in fleet:
+            core_bench._stop(proc, stop)
         await pool.aclose()
 
 
@@ -252,22 +312,35 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="bench/trips_by_command.py",
         description="Redis round trips per job, Redis commands per step and Redis CPU per"
-        " run (against raw arq's), on one agentq worker.",
+        " run (against raw arq's), on agentq worker processes; with several counts of"
+        " worker processes, how runs/s and worker CPU per run scale against raw arq's.",
     )
     parser.add_argument("runs", nargs="?", type=int, default=250, help="full runs (250)")
-    parser.add_argument("--workers", type=int, default=1, help="worker processes (1)")
+    parser.add_argument(
+        "--workers",
+        default="1",
+        help="worker processes, or several counts comma-separated, each measured in turn"
+        " against as many raw arq workers (1; e.g. 1,2,4)",
+    )
     parser.add_argument("--step-runs", type=int, default=5, help="20-step runs (5)")
     parser.add_argument("--profile", action="store_true", help="cProfile the first worker")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 20 runs, 1 step run")
     args = parser.parse_args(argv)
+    try:
+        args.workers = [int(n) for n in args.workers.split(",")]
+    except ValueError:
+        parser.error(f"--workers: counts of processes, comma-separated: {args.workers!r}")
     if args.quick:
         args.runs, args.step_runs = 20, 1
     return args
 
 
-def main(argv: list[str]) -> int:
-    args = _arguments(argv)
-    runs, workers, profile = args.runs, args.workers, args.profile
+def _agentq(
+    runs: int, workers: int, step_runs: int, profile: bool
+) -> tuple[Measured, dict[str, int], str]:
+    """The full and step runs on `workers` worker processes, on a Redis of their own:
+    what Redis and the workers spent, the workers' round trips by label, and the first
+    worker's counts file (its profile beside it)."""
     ctx = mp.get_context("spawn")
     tmp = tempfile.mkdtemp(prefix="agentq-trips-")
     outs = [os.path.join(tmp, f"counts-{i}.json") for i in range(workers)]
@@ -285,38 +358,45 @@ def main(argv: list[str]) -> int:
             procs.append(proc)
             if not ready.wait(30):
                 raise RuntimeError("a worker did not start")
+        pids = [proc.pid or 0 for proc in procs]
         try:
-            measured = asyncio.run(_measure(url, runs, args.step_runs, reset, dump, outs))
+            measured = asyncio.run(_measure(url, runs, step_runs, reset, dump, outs, pids))
         finally:
             stop.set()
             for proc in procs:
                 proc.join(timeout=20)
                 if proc.is_alive():
                     proc.terminate()
-    with core_bench.redis_server() as url:
-        arq_cpu_s = asyncio.run(_arq_redis_cpu_s(url, runs))
     counts: dict[str, int] = collections.Counter()
     for out in outs:
         counts.update(json.loads(Path(out).read_text()))
-    out = outs[0]
+    return measured, counts, outs[0]
+
+
+def _report(
+    runs: int, workers: int, step_runs: int, measured: Measured, counts: dict[str, int], arq: Fleet
+) -> None:
     jobs = runs * hop_budget.FULL_RUN_JOBS
     total = sum(counts.values())
     print(
         f"{runs} full runs ({jobs} jobs) on {workers} worker process(es);"
         f" load average {os.getloadavg()[0]:.1f}"
     )
-    print(f"worker round trips per job: {total / jobs:.2f}")
+    print(
+        f"worker round trips per job: {total / jobs:.2f}; the workers' sleeps per job"
+        f" (voluntary context switches: wake-ups): {measured.worker_sleeps / jobs:.2f}"
+    )
     for label, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"  {n / jobs:6.2f}  {label}")
-    agentq_ms, arq_ms = measured.full_runs.cpu_s * 1000 / runs, arq_cpu_s * 1000 / runs
+    agentq_ms, arq_ms = measured.full_runs.cpu_s * 1000 / runs, arq.redis_cpu_ms_per_run
     print(
         f"\nRedis CPU per run: {agentq_ms:.3f} ms; raw arq ({hop_budget.FULL_RUN_JOBS} no-op"
         f" jobs) {arq_ms:.3f} ms: {agentq_ms / arq_ms:.2f}x (goal <= 1.0x)"
     )
-    steps = args.step_runs * core_bench.RUN_STEPS
+    steps = step_runs * core_bench.RUN_STEPS
     per_step = {k: v / steps for k, v in measured.steps.calls.items()}
     print(
-        f"\nRedis commands per step ({args.step_runs} x {core_bench.RUN_STEPS}-step runs,"
+        f"\nRedis commands per step ({step_runs} x {core_bench.RUN_STEPS}-step runs,"
         f" inside Lua included): {sum(per_step.values()):.1f} (goal <= 60)"
     )
     print(
@@ -325,13 +405,54 @@ def main(argv: list[str]) -> int:
     )
     for name, n in sorted(per_step.items(), key=lambda kv: -kv[1]):
         print(f"  {n:6.2f}  {measured.steps.usec[name] / steps:6.1f}  {name}")
-    if profile:
-        for order in ("tottime", "cumulative"):
-            text = io.StringIO()
-            stats = pstats.Stats(out + ".prof", stream=text)
-            stats.sort_stats(order).print_stats(25)
-            print(f"\nworker profile during the runs, by {order}:")
-            print(text.getvalue())
+
+
+def _scaling(rows: list[tuple[Fleet, Fleet]]) -> None:
+    """Issue 31's goal: worker CPU per run flat (+-10 %) as worker processes are added."""
+    (one, arq_one) = rows[0]
+    print(
+        "\nworker processes: runs/s and worker CPU per run (all processes), agentq against"
+        " raw arq (4 no-op jobs a run) in the same run; goal: agentq's CPU per run within"
+        " +-10 % of its first row's"
+    )
+    print(
+        f"  {'procs':>5}  {'agentq runs/s':>13}  {'x first':>7}  {'CPU ms/run':>10}"
+        f"  {'x first':>7}  {'arq runs/s':>10}  {'x first':>7}  {'CPU ms/run':>10}"
+        f"  {'runs/s vs arq':>13}"
+    )
+    for agentq, arq in rows:
+        print(
+            f"  {agentq.processes:5d}  {agentq.runs_per_s:13.0f}"
+            f"  {agentq.runs_per_s / one.runs_per_s:6.2f}x  {agentq.worker_cpu_ms_per_run:10.2f}"
+            f"  {agentq.worker_cpu_ms_per_run / one.worker_cpu_ms_per_run:6.2f}x"
+            f"  {arq.runs_per_s:10.0f}  {arq.runs_per_s / arq_one.runs_per_s:6.2f}x"
+            f"  {arq.worker_cpu_ms_per_run:10.2f}  {agentq.runs_per_s / arq.runs_per_s:12.2f}x"
+        )
+
+
+def main(argv: list[str]) -> int:
+    args = _arguments(argv)
+    rows: list[tuple[Fleet, Fleet]] = []
+    for workers in args.workers:
+        measured, counts, first = _agentq(args.runs, workers, args.step_runs, args.profile)
+        with core_bench.redis_server() as url:
+            arq = asyncio.run(_arq_fleet(url, args.runs, workers))
+        _report(args.runs, workers, args.step_runs, measured, counts, arq)
+        agentq = Fleet(
+            workers,
+            args.runs / measured.full_runs_s,
+            measured.worker_cpu_s * 1000 / args.runs,
+            measured.full_runs.cpu_s * 1000 / args.runs,
+        )
+        rows.append((agentq, arq))
+        if args.profile:
+            for order in ("tottime", "cumulative"):
+                text = io.StringIO()
+                stats = pstats.Stats(first + ".prof", stream=text)
+                stats.sort_stats(order).print_stats(25)
+                print(f"\nworker profile during the runs, by {order}:")
+                print(text.getvalue())
+    _scaling(rows)
     return 0
 
 
