@@ -435,7 +435,10 @@ class WakeableWorker(Worker):
         else:
             self.jobs_complete += 1
         finally:
-            del self.job_tasks[job_id]
+            # A job whose lease lapsed here can be delivered here again while this run
+            # still unwinds: the entry is then the newer run's, and is its to remove.
+            if self.job_tasks.get(job_id) is task:
+                del self.job_tasks[job_id]
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "job %s (%s) %s in %d ms", job_id, function_name, how, timestamp_ms() - started_ms
