@@ -179,8 +179,6 @@ local function read(c)
   return c.entry
 end
 
-local function forget(c) c.entry = nil end
-
 local function advance(c)
   c.pos, c.entry = c.pos + 1, nil
 end
