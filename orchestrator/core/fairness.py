@@ -15,11 +15,11 @@ never queues the tenant's other runs behind it.
 A ring entry is `<jobs left in its turn>|<name>`: only the head of a ring is inside a
 turn, so its deficit travels with it and goes when it leaves, and an entry of weight 1
 never changes. A turn is as long as the weights of the run whose job starts it (the
-claim reads them with the run's concurrency key, in one read of its meta). A ring lists exactly the names with ready jobs (a lane with entries, a
-tenant with such a lane): the enqueue that makes a lane non-empty pushes it (and its
-tenant, if that was its first), the claim that empties it removes it, and nothing else
-touches the rings, so an enqueue into a live lane and a claim that leaves its lane
-non-empty write nothing but the lane.
+claim reads them with the run's concurrency key, in one read of its meta). A ring lists
+exactly the names with ready jobs (a lane with entries, a tenant with such a lane): the
+enqueue that makes a lane non-empty pushes it (and its tenant, if that was its first),
+the claim that empties it removes it, and nothing else touches the rings, so an enqueue
+into a live lane and a claim that leaves its lane non-empty write nothing but the lane.
 
 A rank is when the job was due less its run's priority times the aging step: a
 higher priority is worth that much waiting, so a `low` job is overtaken only by
