@@ -8,10 +8,14 @@
    submit-to-finish time against the same run on an empty fleet.
 2. The same at the claim: how many claims a saturated one-slot worker makes before it
    takes B's job (an empty fleet: 1).
-3. Weights 3:1 under saturation: the share of 4,000 claims, two lanes backlogged.
-4. The claim's cost per job with 1, 100 and 10,000 lanes holding KEY_JOBS ready jobs in
-   all (claims of 16): Redis's own time in the script (INFO commandstats) and the
-   caller's wall time, medians of 3 rounds; it must not grow with the number of lanes.
+3. Tenant weights 3:1 under saturation: the share of 4,000 claims, two tenants
+   backlogged. Then two-level shares (the fair claim only; FIFO has no tenants): a
+   tenant with 100 keys against a tenant with 1 (its share: 1:1), and two keys of one
+   tenant weighted 3:1 (3:1).
+4. The claim's cost per job with 1, 100 and 10,000 keys of one tenant holding KEY_JOBS
+   ready jobs in all (claims of 16): Redis's own time in the script (INFO commandstats)
+   and the caller's wall time, medians of 3 rounds; then the same jobs over 1, 100 and
+   10,000 tenants of one key each (the fair claim only). It must not grow with either.
 5. The same claim with concurrency keys (orchestrator/concurrency/): a saturated
    one-slot worker (each claim ends the job before it, so each frees and takes a slot)
    over 5,000 runs spread over 1, 100 and 10,000 keys of max 1, against the same runs
@@ -124,24 +128,36 @@ async def end_to_end(flood: int, fifo: bool) -> tuple[float, float, int]:
 # -- 2-4. at the claim -------------------------------------------------------------------
 
 
+# A lane's runs: (tenant, key, key weight, tenant weight, how many).
+Runs = tuple[str, str, int, int, int]
+
+
+def lane(tenant: str, runs: int, key: str = "", weight: int = 1, tenant_weight: int = 1) -> Runs:
+    return tenant, key, weight, tenant_weight, runs
+
+
 async def enqueue_runs(
-    redis: Redis, lanes: list[tuple[str, int, int]], first: int = 0, conc_keys: int = 0
+    redis: Redis, lanes: list[Runs], first: int = 0, conc_keys: int = 0
 ) -> list[str]:
     """One model job per run (ids r<first>, r<first+1>, ...), through the real enqueue,
-    the run's lane as the create transition stores it. `lanes`: (lane, weight, runs);
-    with `conc_keys`, run i counts under key i mod conc_keys, max 1."""
+    the run's lane as the create transition stores it; with `conc_keys`, run i counts
+    under key i mod conc_keys, max 1."""
     script = redis.register_script(ENQUEUE)
     ids: list[str] = []
-    order = [(lane, w) for lane, w, n in lanes for _ in range(n)]
+    order = [(t, k, w, tw) for t, k, w, tw, n in lanes for _ in range(n)]
     for start in range(0, len(order), 500):
         async with redis.pipeline(transaction=False) as pipe:
-            for i, (lane, weight) in enumerate(order[start : start + 500], start):
+            for i, (tenant, key, weight, tenant_weight) in enumerate(
+                order[start : start + 500], start
+            ):
                 run_id = f"r{first + i}"
                 pipe.hset(
                     keys.meta(run_id),
                     mapping={
-                        fairness.LANE_FIELD: lane,
+                        fairness.TENANT_FIELD: tenant,
+                        fairness.KEY_FIELD: key,
                         fairness.WEIGHT_FIELD: weight,
+                        fairness.TENANT_WEIGHT_FIELD: tenant_weight,
                         fairness.RANK_FIELD: 0,
                     },
                 )
@@ -175,8 +191,8 @@ async def with_claim(url: str, take: str, body: Callable[[Redis], Awaitable[Any]
 
 async def claims_before_b(redis: Redis, flood: int) -> int:
     """A saturated one-slot worker: each claim ends the job before it (done)."""
-    await enqueue_runs(redis, [("tenant-a", 1, flood)])
-    (late,) = await enqueue_runs(redis, [("tenant-b", 1, 1)], first=flood)
+    await enqueue_runs(redis, [lane("tenant-a", flood)])
+    (late,) = await enqueue_runs(redis, [lane("tenant-b", 1)], first=flood)
     t = await taker(redis)
     ended, n = "", 0
     while True:
@@ -187,9 +203,10 @@ async def claims_before_b(redis: Redis, flood: int) -> int:
         ended = got[0].job_id
 
 
-async def weighted_share(redis: Redis) -> float:
-    """A's and B's runs arrive alternately (even ids A's, odd B's)."""
-    await enqueue_runs(redis, [("a", 3, 1), ("b", 1, 1)] * 3000)
+async def alternate_share(redis: Redis, a: Callable[[int], Runs], b: Runs) -> float:
+    """Two lanes' runs arrive alternately (even ids `a(i)`'s, odd `b`'s); the ratio of
+    their shares of 4,000 claims of 16."""
+    await enqueue_runs(redis, [r for i in range(3000) for r in (a(i), b)])
     t = await taker(redis)
     taken: Counter[str] = Counter()
     for _ in range(4000 // 16):
@@ -200,10 +217,35 @@ async def weighted_share(redis: Redis) -> float:
     return taken["a"] / max(1, taken["b"])
 
 
-async def claim_us_per_job(redis: Redis, lanes: int, jobs: int) -> tuple[float, float]:
-    """(Redis's own time in the claim per job, the caller's wall time per job), µs."""
+async def weighted_share(redis: Redis) -> float:
+    """Tenants weighted 3:1 by the deployment."""
+    return await alternate_share(redis, lambda i: lane("a", 1, tenant_weight=3), lane("b", 1))
+
+
+async def many_keys_share(redis: Redis) -> float:
+    """Tenant A's runs over 100 keys of weight 9 (a spec names them) against B's one key."""
+    return await alternate_share(
+        redis, lambda i: lane("a", 1, key=f"user-{i % 100}", weight=9), lane("b", 1)
+    )
+
+
+async def key_weights_share(redis: Redis) -> float:
+    """Two keys of one tenant, weighted 3:1 by their specs."""
+    return await alternate_share(
+        redis, lambda i: lane("t", 1, key="bulk", weight=3), lane("t", 1, key="live")
+    )
+
+
+async def claim_us_per_job(
+    redis: Redis, lanes: int, jobs: int, by_tenant: bool = False
+) -> tuple[float, float]:
+    """(Redis's own time in the claim per job, the caller's wall time per job), µs; the
+    jobs spread over `lanes` keys of one tenant, or tenants of one key."""
     per = max(1, jobs // lanes)
-    await enqueue_runs(redis, [(f"k{i}", 1, per) for i in range(lanes)])
+    await enqueue_runs(
+        redis,
+        [lane(f"t{i}", per) if by_tenant else lane("t", per, key=f"k{i}") for i in range(lanes)],
+    )
     t = await taker(redis)
     await redis.config_resetstat()
     claimed, start = 0, time.perf_counter()
@@ -220,7 +262,7 @@ async def claim_us_per_job(redis: Redis, lanes: int, jobs: int) -> tuple[float, 
 
 async def keyed_us_per_job(redis: Redis, conc_keys: int, jobs: int) -> float:
     """Redis's own time per job of a saturated one-slot worker's claims, µs."""
-    await enqueue_runs(redis, [("t", 1, jobs)], conc_keys=conc_keys)
+    await enqueue_runs(redis, [lane("t", jobs)], conc_keys=conc_keys)
     t = await taker(redis)
     await redis.config_resetstat()
     ended, claimed = "", 0
@@ -241,6 +283,8 @@ async def at_the_claim(url: str, flood: int, key_jobs: int, rounds: int) -> dict
             url, take, lambda r: claims_before_b(r, flood)
         )
         out[f"weighted_a_per_b_{name}"] = await with_claim(url, take, weighted_share)
+    out["many_keys_a_per_b_fair"] = await with_claim(url, FAIR_TAKE, many_keys_share)
+    out["key_weights_bulk_per_live_fair"] = await with_claim(url, FAIR_TAKE, key_weights_share)
     for _ in range(rounds):  # the two claims alternate, so noise falls on both
         for lanes in (1, 100, 10_000):
             for name, take in (("fair", FAIR_TAKE), ("fifo", FIFO_TAKE)):
@@ -248,6 +292,10 @@ async def at_the_claim(url: str, flood: int, key_jobs: int, rounds: int) -> dict
                     url, take, lambda r, k=lanes: claim_us_per_job(r, k, key_jobs)
                 )
                 costs.setdefault(f"{lanes}_keys_{name}", []).append(cost)
+            cost = await with_claim(
+                url, FAIR_TAKE, lambda r, k=lanes: claim_us_per_job(r, k, key_jobs, True)
+            )
+            costs.setdefault(f"{lanes}_tenants_fair", []).append(cost)
     keyed: dict[int, list[float]] = {}
     for _ in range(rounds):
         for conc_keys in (0, 1, 100, 10_000):
@@ -290,13 +338,17 @@ def main() -> None:
         f"{f['b_wait_behind_flood_ms_fifo']} ms FIFO; empty fleet "
         f"{f['b_wait_empty_ms_fair']} / {f['b_wait_empty_ms_fifo']} ms. Claims before B: "
         f"{f['claims_before_b_fair']} fair, {f['claims_before_b_fifo']} FIFO. "
-        f"Weights 3:1 -> {f['weighted_a_per_b_fair']}:1 fair, {f['weighted_a_per_b_fifo']}:1 "
-        "FIFO. Claim us/job in Redis at 1/100/10,000 keys: "
+        f"Tenant weights 3:1 -> {f['weighted_a_per_b_fair']}:1 fair, "
+        f"{f['weighted_a_per_b_fifo']}:1 FIFO. A tenant of 100 keys per a tenant of 1: "
+        f"{f['many_keys_a_per_b_fair']}:1; a tenant's keys weighted 3:1 -> "
+        f"{f['key_weights_bulk_per_live_fair']}:1. Claim us/job in Redis at 1/100/10,000 keys: "
         + ", ".join(
             f"{name} "
             + "/".join(str(f[f"claim_redis_us_per_job_{k}_keys_{name}"]) for k in (1, 100, 10_000))
             for name in ("fair", "fifo")
         )
+        + "; at 1/100/10,000 tenants, fair "
+        + "/".join(str(f[f"claim_redis_us_per_job_{k}_tenants_fair"]) for k in (1, 100, 10_000))
         + ". One-slot claim us/job in Redis without a concurrency key "
         + f"{f['claim_redis_us_per_job_conc_0_keys']}, with 1/100/10,000 keys: "
         + "/".join(str(f[f"claim_redis_us_per_job_conc_{k}_keys"]) for k in (1, 100, 10_000))

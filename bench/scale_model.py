@@ -87,7 +87,7 @@ async def _enqueue(url: str, jobs: int) -> None:
             await redis.hset(  # type: ignore[misc]
                 keys.meta(run_id),
                 mapping={
-                    fairness.LANE_FIELD: "t",
+                    fairness.TENANT_FIELD: "t",
                     fairness.WEIGHT_FIELD: 1,
                     fairness.RANK_FIELD: 0,
                 },

@@ -1,18 +1,32 @@
-"""Who is served next: a run's lane (its tenant's fairness key and weight) and priority.
+"""Who is served next: a run's lane (its tenant, the tenant's fairness key, their weights)
+and priority.
 
-The claim is the scheduler (workers/queue/lua/take.lua): every queue partition keeps
-its ready jobs in one sorted set per lane and a ring of the lanes with ready work, and
-takes round-robin across the ring, `weight` jobs a turn (a deficit round-robin with a
-job as the unit), then within a lane by rank. A lane is a fairness key of one tenant:
-the tenant itself unless the spec names a key, so one tenant's flood never queues
-another tenant's run behind it.
+The claim is the scheduler (workers/queue/lua/take.lua), a two-level deficit round-robin
+with a job as the unit: every queue partition keeps a ring of the tenants with ready
+work, each tenant a ring of its keys with ready work, and each key (a lane) its ready
+jobs in a sorted set by rank. Tenants take turns, `tenant weight` jobs a turn (the
+deployment's `AGENTQ_TENANT_WEIGHTS`, default 1); within a tenant's turns its keys take
+turns, `weight` jobs a turn (the spec's). So a tenant's keys and weights only divide
+that tenant's own share: one with 1,000 keys still gets one tenant's turn, and a spec
+may name its key and weight whoever sent it. One tenant's flood never queues another
+tenant's run behind it; one batch of a tenant (its lines are the key `batch:<id>`)
+never queues the tenant's other runs behind it.
+
+A ring entry is `<jobs left in its turn>|<name>`: only the head of a ring is inside a
+turn, so its deficit travels with it and goes when it leaves, and an entry of weight 1
+never changes. A turn is as long as the weights of the run whose job starts it (the
+claim reads them with the run's concurrency key, in one read of its meta). A ring lists
+exactly the names with ready jobs (a lane with entries, a tenant with such a lane): the
+enqueue that makes a lane non-empty pushes it (and its tenant, if that was its first),
+the claim that empties it removes it, and nothing else touches the rings, so an enqueue
+into a live lane and a claim that leaves its lane non-empty write nothing but the lane.
 
 A rank is when the job was due less its run's priority times the aging step: a
 higher priority is worth that much waiting, so a `low` job is overtaken only by
 `high` jobs due less than (high - low) aging steps after it; steady `high` load
 cannot starve it beyond that.
 
-A run stores its lane once, in its meta hash (`LANE_FIELDS`); the enqueue and the claim
+A run stores its lane once, in its meta hash (the `*_FIELD`s); the enqueue and the claim
 read it by reference (the job's run id), so a job's payload does not grow.
 """
 
@@ -20,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
@@ -36,6 +51,16 @@ Priority = Literal["low", "normal", "high"] | Annotated[int, Field(ge=0, le=9)]
 
 FAIRNESS_KEY = re.compile(r"^[A-Za-z0-9_.:@-]{1,128}$")
 MAX_WEIGHT = 1000
+# A weight a spec or the deployment gives.
+Weight = Annotated[int, Field(ge=1, le=MAX_WEIGHT)]
+# The key of a tenant's runs that name none; no spec can name it (a key has a character).
+DEFAULT_KEY = ""
+# `AGENTQ_TENANT_WEIGHTS`' entry for every tenant without one of its own.
+ANY_TENANT = "*"
+# Between a ring entry's jobs left in its turn and its name, and a tenant's name and its
+# key in a lane's name (a key never holds it; a tenant may: the key is after the last).
+TURN_SEPARATOR = "|"
+LANE_SEPARATOR = "/"
 
 # A ready job's score in its queue once it is in its lane: its due time less this, so
 # indexed jobs sort below every due time (they stay in arq's ready range, oldest first)
@@ -44,19 +69,21 @@ MAX_WEIGHT = 1000
 INDEXED_OFFSET_MS = 2**50
 
 # The run meta fields that hold its lane (runs/state/status.py: MetaField).
-LANE_FIELD = "fair_lane"
+TENANT_FIELD = "fair_tenant"
+KEY_FIELD = "fair_key"
 WEIGHT_FIELD = "fair_weight"
+TENANT_WEIGHT_FIELD = "fair_tenant_weight"
 RANK_FIELD = "fair_rank"
 
 
 class Fairness(BaseModel):
     """A spec's `fairness`: the key its tenant's runs share a turn under, and its weight
-    (a key of weight 3 gets three jobs a turn for one of a key of weight 1)."""
+    (a key of weight 3 gets three of its tenant's jobs a turn for one of a key of weight 1)."""
 
     model_config = ConfigDict(extra="forbid")
 
     key: str | None = None
-    weight: int = Field(default=1, ge=1, le=MAX_WEIGHT)
+    weight: Weight = 1
 
     @field_validator("key")
     @classmethod
@@ -67,13 +94,15 @@ class Fairness(BaseModel):
 
 
 class Lane(BaseModel):
-    """Where a run's jobs wait: its lane's name, the lane's weight, and the rank offset
-    its priority is worth (ms)."""
+    """Where a run's jobs wait: its tenant and the tenant's key, their weights, and the
+    rank offset its priority is worth (ms)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    name: str
+    tenant: str = DEFAULT_TENANT
+    key: str = DEFAULT_KEY
     weight: int = 1
+    tenant_weight: int = 1
     rank_ms: int = 0
 
 
@@ -97,25 +126,31 @@ def priority_value(priority: Priority | None) -> int:
     return PRIORITY_NAMES[priority] if isinstance(priority, str) else priority
 
 
-def check_spec_fairness(fairness: Fairness | None, allowed: bool) -> None:
-    """A spec's `fairness` where the deployment lets specs choose their lane; else refused,
-    so each tenant keeps one lane of weight 1 beside the others."""
-    if fairness is not None and not allowed:
-        raise SpecError(
-            "fairness: this deployment gives each tenant one lane; a spec may choose its "
-            "key and weight only where AGENTQ_SPEC_FAIRNESS is on"
-        )
+def batch_key(batch_id: str) -> str:
+    """The key a batch's lines share a turn under, unless a line's spec names its own."""
+    return f"batch:{batch_id}"
 
 
 def lane_of(
-    tenant: str | None, fairness: Fairness | None, priority: Priority | None, aging_s: float
+    tenant: str | None,
+    fairness: Fairness | None,
+    priority: Priority | None,
+    aging_s: float,
+    tenant_weights: Mapping[str, int] | None = None,
+    batch_id: str | None = None,
 ) -> Lane:
-    """A run's lane: its tenant's, or the tenant's named key (never another tenant's)."""
+    """A run's lane: its tenant's default key, its batch's, or the key its spec names
+    (always the tenant's own), weighted by the spec and the deployment."""
     owner = tenant or DEFAULT_TENANT
+    weights = tenant_weights or {}
     key = fairness.key if fairness is not None else None
+    if key is None:
+        key = batch_key(batch_id) if batch_id is not None else DEFAULT_KEY
     return Lane(
-        name=owner if key is None else f"{owner}/{key}",
+        tenant=owner,
+        key=key,
         weight=fairness.weight if fairness is not None else 1,
+        tenant_weight=weights.get(owner, weights.get(ANY_TENANT, 1)),
         rank_ms=int((priority_value(priority) - NORMAL_PRIORITY) * aging_s * 1000),
     )
 
@@ -135,13 +170,17 @@ def lua_chunk() -> str:
         "TAG_CLOSE": keys.TAG_CLOSE,
         "SEPARATOR": keys.JOB_SEPARATOR,
         "RING": keys.FAIR_RING_SUFFIX,
-        "TURNS": keys.FAIR_TURNS_SUFFIX,
-        "WEIGHTS": keys.FAIR_WEIGHTS_SUFFIX,
+        "KEYS": keys.FAIR_KEYS_INFIX,
         "LANE": keys.FAIR_LANE_INFIX,
-        "LANE_FIELD": LANE_FIELD,
+        "TENANT_FIELD": TENANT_FIELD,
+        "KEY_FIELD": KEY_FIELD,
         "WEIGHT_FIELD": WEIGHT_FIELD,
+        "TENANT_WEIGHT_FIELD": TENANT_WEIGHT_FIELD,
         "RANK_FIELD": RANK_FIELD,
-        "DEFAULT_LANE": DEFAULT_TENANT,
+        "DEFAULT_TENANT": DEFAULT_TENANT,
+        "DEFAULT_KEY": DEFAULT_KEY,
+        "TURN_SEPARATOR": TURN_SEPARATOR,
+        "LANE_SEPARATOR": LANE_SEPARATOR,
     }
     body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in table.items())
     return f"local FAIR = {{{body}, OFFSET = {INDEXED_OFFSET_MS}}}\n"

@@ -75,14 +75,12 @@ TENANT_IN_FLIGHT = "i:"
 TENANT_QUEUED = "q:"
 # A queue's timers (jobs due later: a parked call's deadline), apart from its ready jobs.
 TIMERS_PREFIX = "aq:timers:"
-# A queue's lanes (core/fairness.py), per partition: the ring of lanes with ready work
-# (a list), each lane's turn (a hash: lane -> jobs left in its turn; its presence is
-# the lane's place in the ring), their weights (a hash) and each lane's ready jobs
-# (a sorted set by rank).
+# A queue's lanes (core/fairness.py), per partition: the ring of tenants with ready work
+# (a list), each tenant's ring of its keys with ready work (a list), and each lane's
+# (tenant and key's) ready jobs (a sorted set by rank).
 FAIR_PREFIX = "aq:fair:"
 FAIR_RING_SUFFIX = ":ring"
-FAIR_TURNS_SUFFIX = ":turns"
-FAIR_WEIGHTS_SUFFIX = ":weights"
+FAIR_KEYS_INFIX = ":keys:"
 FAIR_LANE_INFIX = ":lane:"
 # A concurrency key's state (orchestrator/concurrency/), in the partition its runs are
 # placed in: a hash of the runs holding a running job (run id -> its jobs running), and
@@ -379,9 +377,15 @@ def fair(name: str, partition: int = 0) -> str:
     return _partitioned(FAIR_PREFIX, partition, name)
 
 
-def fair_lane(name: str, lane: str, partition: int = 0) -> str:
-    """The sorted set of one lane's ready jobs of a queue, in one partition."""
-    return fair(name, partition) + FAIR_LANE_INFIX + lane
+def fair_keys(name: str, tenant: str, partition: int = 0) -> str:
+    """The ring of one tenant's keys with ready jobs in a queue, in one partition."""
+    return fair(name, partition) + FAIR_KEYS_INFIX + tenant
+
+
+def fair_lane(name: str, tenant: str, key: str, partition: int = 0) -> str:
+    """The sorted set of one lane's (a tenant's key's) ready jobs of a queue, in one
+    partition (a key holds no '/', so the name after the last is the key)."""
+    return f"{fair(name, partition)}{FAIR_LANE_INFIX}{tenant}/{key}"
 
 
 def run_timers(run_id: str) -> str:

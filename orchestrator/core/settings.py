@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from agentq.orchestrator.core.fairness import Weight
 from agentq.orchestrator.core.tenant_limits import TenantLimit
 
 
@@ -30,10 +31,9 @@ class Settings(BaseSettings):
     # One step of a run's priority is worth this much waiting in its lane (core/fairness.py):
     # a `low` job is overtaken only by `high` jobs due less than 6 steps after it.
     priority_aging_s: float = Field(default=10.0, ge=0)
-    # Whether a run spec may choose its fairness key and weight (core/fairness.py). Off,
-    # each tenant is one lane of weight 1: lanes share the claim flat, so a tenant free
-    # to name keys and weights could give itself as many turns as it liked.
-    spec_fairness: bool = False
+    # Each tenant's weight in the claim's round-robin over tenants, by tenant or `*`
+    # (JSON, core/fairness.py): {"acme": 3} gives acme three jobs a turn for another's one.
+    tenant_weights: dict[str, Weight] = Field(default_factory=dict)
     # On SIGTERM a worker stops claiming and lets its running jobs finish for this long;
     # what is still running then is released for another worker (not counted as a death).
     drain_timeout_s: float = Field(default=30.0, ge=0)

@@ -29,7 +29,7 @@ from agentq.orchestrator.core.errors import (
     SpecError,
     TenantLimitError,
 )
-from agentq.orchestrator.core.fairness import check_spec_fairness, lane_of
+from agentq.orchestrator.core.fairness import lane_of
 from agentq.orchestrator.core.keys import WEBHOOK_RUNS
 from agentq.orchestrator.core.run_ids import (
     DEFAULT_TENANT,
@@ -230,7 +230,12 @@ class RunCreation:
             )
             args = hops.stamp(request.fork.applied(args) if request.fork is not None else args)
             lane = lane_of(
-                tenant, run_spec.fairness, run_spec.priority, self.settings.priority_aging_s
+                tenant,
+                run_spec.fairness,
+                run_spec.priority,
+                self.settings.priority_aging_s,
+                self.settings.tenant_weights,
+                request.batch,
             )
             update: dict[str, object] = {"lane": lane, "slot": slot}
             if end_job is not None:
@@ -504,11 +509,9 @@ class _Creating:
 
 
 def check_pure(run_spec: RunSpec, settings: Settings) -> None:
-    """What a spec is judged on without Redis: its webhooks, limits, fairness and
-    concurrency key."""
+    """What a spec is judged on without Redis: its webhooks, limits and concurrency key."""
     check_webhooks(run_spec.webhooks, settings)
     check_limits(run_spec.limits, settings)
-    check_spec_fairness(run_spec.fairness, settings.spec_fairness)
     if run_spec.concurrency is not None:
         run_spec.concurrency.resolved(run_spec.metadata)  # a key_from that finds no key
 

@@ -21,12 +21,14 @@ claims, so no sweeper is needed and the queue holds only ready and running work.
 
 Fairness (orchestrator/core/fairness.py): a ready job also waits in its lane, a sorted
 set per fairness key of a tenant, by rank (its due time less what its run's priority is
-worth), and the queue's ring lists the lanes with ready work. TAKE takes round-robin
-over the ring, `weight` jobs per lane per turn, each lane's best-ranked job first; the
-enqueue puts a job in its lane (and scores it below every due time in the queue:
-`INDEXED_OFFSET_MS`), and TAKE indexes the jobs put back at their due time by anything
-else (a release, a reaper, a give-back, a timer). A lane entry whose job is no longer
-ready is dropped when the claim meets it, so nothing else needs to know about lanes.
+worth); the queue's ring lists the tenants with ready work and each tenant's ring its
+keys with ready work. TAKE takes round-robin over the tenants (their deployment weight
+in jobs a turn), within a tenant's turns round-robin over its keys (their spec weight),
+each lane's best-ranked job first; the enqueue puts a job in its lane (and scores it
+below every due time in the queue: `INDEXED_OFFSET_MS`), and TAKE indexes the jobs put
+back at their due time by anything else (a release, a reaper, a give-back, a timer). A
+lane entry whose job is no longer ready is dropped when the claim meets it, so nothing
+else needs to know about lanes.
 
 Routing by tool: a job's payload says what a worker must serve to run it (its
 `needs`, a registry key: `ToolKindPlugin.needs`), and TAKE claims only jobs whose needs

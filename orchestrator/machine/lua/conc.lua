@@ -1,24 +1,18 @@
 -- conc: concurrency keys in the claim (orchestrator/concurrency/).
 -- Needs: CONC (the constants `concurrency.slots.lua_chunk()` renders).
--- Defines: conc_of(meta_key) -> counter, max (nil when the run has no key);
---   conc_admit(counter, max, run) -> true when the run holds a slot (one more job counted);
+-- Defines: conc_admit(counter, max, run) -> true when the run holds a slot (one more job counted);
 --   conc_hold(counter, queue_key, id, due, meta_key): the job waits for a slot, out of
 --   its lane;
 --   conc_put_back(counter, n): the key's oldest held jobs back into their queues, until
 --   n of live runs are (a cancelled run's go back too, for the claim to drop);
 --   conc_release(record): a lease record's job ended: its run's count lowered, and its
 --   slot freed (and held jobs put back) once the run has no job running.
--- A key's counter is a hash, run id -> its jobs running: a run holds one slot however
+-- A run's key is its meta's CONC.COUNTER_FIELD and CONC.MAX_FIELD (the claim reads them
+-- with its lane's weights). A key's counter is a hash, run id -> its jobs running: a run holds one slot however
 -- many of its jobs run (parallel tool calls). Its held jobs are a sorted set by due
 -- time of [queue, job, its run's meta key] (JSON). Both are in the run's slot (its runs are placed there),
 -- as is every queue its jobs go to.
 -- @include wake
-
-local function conc_of(meta_key)
-  local conc = redis.call('HMGET', meta_key, CONC.COUNTER_FIELD, CONC.MAX_FIELD)
-  if not conc[1] then return nil end
-  return conc[1], tonumber(conc[2])
-end
 
 local function conc_admit(counter, max, run)
   if redis.call('HEXISTS', counter, run) == 0 and redis.call('HLEN', counter) >= max then

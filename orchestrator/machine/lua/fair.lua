@@ -1,22 +1,33 @@
 -- fair: a ready job into its lane (orchestrator/core/fairness.py).
 -- Needs: FAIR (the constants `fairness.lua_chunk()` renders).
--- Defines: fair_keys(queue_key) -> {ring, turns, weights, lane = prefix of a lane's key};
+-- Defines: fair_keys(queue_key) -> {ring, keys = prefix of a tenant's key ring,
+--   lane = prefix of a lane's key};
+--   fair_lane_key(fk, tenant, key) -> the lane's sorted set;
+--   fair_entry(left, name) -> a ring entry; fair_parse(entry) -> left, name;
 --   fair_run_meta(queue_key, run_id) -> the run's meta key in the queue's partition;
---   fair_lane_of(queue_key, payload) -> lane, weight, rank offset ms;
+--   fair_lane_of(queue_key, payload) -> tenant, key, rank offset ms;
 --   fair_index(queue_key, id, due, payload): the job ready in its lane.
 -- Every key derives from the queue's, so it is in the queue's partition (its slot); a
 -- job's lane is its run's (the run's meta hash, in the same partition since the job's
--- id carries its run's tag), or its payload's tenant's (a batch's admission), or the
--- default tenant's.
+-- id carries its run's tag), or its payload's tenant's default key (a batch's
+-- admission), or the default tenant's.
 
 local function fair_keys(queue_key)
   local base = FAIR.FAIR_PREFIX .. string.sub(queue_key, #FAIR.QUEUE_PREFIX + 1)
-  return {
-    ring = base .. FAIR.RING,
-    turns = base .. FAIR.TURNS,
-    weights = base .. FAIR.WEIGHTS,
-    lane = base .. FAIR.LANE,
-  }
+  return {ring = base .. FAIR.RING, keys = base .. FAIR.KEYS, lane = base .. FAIR.LANE}
+end
+
+local function fair_lane_key(fk, tenant, key)
+  return fk.lane .. tenant .. FAIR.LANE_SEPARATOR .. key
+end
+
+local function fair_entry(left, name)
+  return left .. FAIR.TURN_SEPARATOR .. name
+end
+
+local function fair_parse(entry)
+  local cut = string.find(entry, FAIR.TURN_SEPARATOR, 1, true)
+  return tonumber(string.sub(entry, 1, cut - 1)), string.sub(entry, cut + 1)
 end
 
 -- The meta key of `run_id` if it lives in `queue_key`'s partition (keys.meta): the
@@ -30,27 +41,34 @@ local function fair_run_meta(queue_key, run_id)
   return FAIR.RUN_PREFIX .. FAIR.TAG_OPEN .. run_id .. FAIR.TAG_CLOSE
 end
 
--- {lane, weight, rank offset ms} of a job, from its payload (arq's layout: a[1] is
--- the envelope).
+-- {tenant, key, rank offset ms} of a job, from its payload (arq's layout: a[1] is the
+-- envelope).
 local function fair_lane_of(queue_key, payload)
   local ok, body = pcall(cjson.decode, payload)
   local envelope = ok and type(body) == 'table' and type(body.a) == 'table' and body.a[1]
-  if type(envelope) ~= 'table' then return FAIR.DEFAULT_LANE, 1, 0 end
+  if type(envelope) ~= 'table' then return FAIR.DEFAULT_TENANT, FAIR.DEFAULT_KEY, 0 end
   if type(envelope.run_id) == 'string' then
     local lane = redis.call('HMGET', fair_run_meta(queue_key, envelope.run_id),
-                            FAIR.LANE_FIELD, FAIR.WEIGHT_FIELD, FAIR.RANK_FIELD)
-    if lane[1] then return lane[1], tonumber(lane[2]) or 1, tonumber(lane[3]) or 0 end
+                            FAIR.TENANT_FIELD, FAIR.KEY_FIELD, FAIR.RANK_FIELD)
+    if lane[1] then return lane[1], lane[2] or FAIR.DEFAULT_KEY, tonumber(lane[3]) or 0 end
   end
-  if type(envelope.tenant) == 'string' then return envelope.tenant, 1, 0 end
-  return FAIR.DEFAULT_LANE, 1, 0
+  if type(envelope.tenant) == 'string' then return envelope.tenant, FAIR.DEFAULT_KEY, 0 end
+  return FAIR.DEFAULT_TENANT, FAIR.DEFAULT_KEY, 0
 end
 
+-- A lane that gets its first job joins its tenant's ring at the tail, and the tenant
+-- the ring of tenants when it was its first lane with work: a ring lists exactly what
+-- has ready jobs (the claim removes what it empties), so a lane's size says whether it
+-- is listed. A job indexed again (a lease taken outside the claim left its entry) is no
+-- new member: its lane is listed already.
 local function fair_index(queue_key, id, due, payload)
-  local lane, weight, rank = fair_lane_of(queue_key, payload)
+  local tenant, key, rank = fair_lane_of(queue_key, payload)
   local fk = fair_keys(queue_key)
-  redis.call('ZADD', fk.lane .. lane, due - rank, id)
-  -- A lane joins the ring at its tail once: its turn entry is its place in the ring.
-  if redis.call('HSETNX', fk.turns, lane, 0) == 1 then redis.call('RPUSH', fk.ring, lane) end
-  redis.call('HSET', fk.weights, lane, weight)
+  local lane_key = fair_lane_key(fk, tenant, key)
+  if redis.call('ZADD', lane_key, due - rank, id) == 1
+      and redis.call('ZCARD', lane_key) == 1
+      and redis.call('RPUSH', fk.keys .. tenant, fair_entry(0, key)) == 1 then
+    redis.call('RPUSH', fk.ring, fair_entry(0, tenant))
+  end
   redis.call('ZADD', queue_key, due - FAIR.OFFSET, id)
 end

@@ -57,8 +57,10 @@ local fields = {F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, status,
                 F.STEP, A.start_step, F.SEQ, 0, F.CREATED_AT, A.at,
                 F.N_INITIAL, A.n_initial or #A.messages,
                 F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order), F.DEPTH, A.depth,
-                -- Read by every enqueue of the run's jobs (machine/lua/fair.lua).
-                F.FAIR_LANE, A.lane.name, F.FAIR_WEIGHT, A.lane.weight,
+                -- Read by every enqueue of the run's jobs (machine/lua/fair.lua) and
+                -- by the claim (its weights).
+                F.FAIR_TENANT, A.lane.tenant, F.FAIR_KEY, A.lane.key,
+                F.FAIR_WEIGHT, A.lane.weight, F.FAIR_TENANT_WEIGHT, A.lane.tenant_weight,
                 F.FAIR_RANK, A.lane.rank_ms}
 local function set(field, value)
   fields[#fields + 1] = field

@@ -14,7 +14,6 @@ from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.fairness import Lane
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.queued_job import QueuedJob
-from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.core.tenant_limits import TenantLoad
 from agentq.orchestrator.machine.transition import Transition
 from agentq.orchestrator.runs.state.failure import RunFailure
@@ -45,7 +44,7 @@ class CreateRun(TransitionInput):
     event: str
     next_job: QueuedJob
     # Where its jobs wait their turn (core/fairness.py): written before its first job.
-    lane: Lane = Field(default_factory=lambda: Lane(name=DEFAULT_TENANT))
+    lane: Lane = Field(default_factory=Lane)
     # Its concurrency key's slot (orchestrator/concurrency/), read by the claim.
     slot: Slot | None = None
     # Enqueued when the run ends, however it ends (a batch admits its next line from it).

@@ -174,8 +174,10 @@ class MetaField(StrEnum):
     LOAD_TENANT = "load_tenant"
     LOAD_QUEUED = "load_queued"
     LOAD_IN_FLIGHT = "load_in_flight"  # counted in flight there (not a batch's line)
-    FAIR_LANE = fairness.LANE_FIELD
+    FAIR_TENANT = fairness.TENANT_FIELD
+    FAIR_KEY = fairness.KEY_FIELD
     FAIR_WEIGHT = fairness.WEIGHT_FIELD
+    FAIR_TENANT_WEIGHT = fairness.TENANT_WEIGHT_FIELD
     FAIR_RANK = fairness.RANK_FIELD
     # Its concurrency key (orchestrator/concurrency/): the claim reads the counter and max
     # by the job's run id; the counter goes when the run ends (its end jobs hold no slot).

@@ -45,11 +45,12 @@ async def create(
     fairness: Fairness | None = None,
     priority: Priority | None = None,
     due_ms: int | None = None,
+    tenant_weights: dict[str, int] | None = None,
 ) -> str:
     """A run created as `RunCreation` creates it; its first job due at `due_ms`."""
     spec = RunSpec.model_validate(scripted({"text": "hi"}))
     args = create_args(run_id, spec, [], spec.initial_messages())
-    lane = lane_of(tenant, fairness, priority, AGING_S)
+    lane = lane_of(tenant, fairness, priority, AGING_S, tenant_weights)
     update: dict[str, object] = {"lane": lane}
     if due_ms is not None:
         update["next_job"] = args.next_job.model_copy(update={"score_ms": due_ms})
@@ -87,10 +88,11 @@ async def test_one_run_of_another_tenant_is_taken_next_after_a_flood(redis: Redi
     assert order[2:] == [j for j in flood if j in order[2:]]  # A's own, oldest first
 
 
-async def test_weights_share_the_claims_in_their_ratio(redis: Redis) -> None:
+async def test_tenant_weights_share_the_claims_in_their_ratio(redis: Redis) -> None:
+    weights = {"tenant-a": 3}  # the deployment's AGENTQ_TENANT_WEIGHTS
     for i in range(60):
-        await create(redis, f"a{i}", "tenant-a", fairness=Fairness(key="bulk", weight=3))
-        await create(redis, f"b{i}", "tenant-b")
+        await create(redis, f"a{i}", "tenant-a", tenant_weights=weights)
+        await create(redis, f"b{i}", "tenant-b", tenant_weights=weights)
     t = await taker(redis)
 
     first = await claim_one_by_one(t, 40)
@@ -98,6 +100,24 @@ async def test_weights_share_the_claims_in_their_ratio(redis: Redis) -> None:
 
     by_tenant = Counter(run_of(j)[0] for j in [*first, *(c.job_id for c in batch)])
     assert by_tenant == {"a": 36, "b": 12}
+
+
+async def test_a_tenants_keys_share_its_turns_by_weight_and_never_more_than_its_share(
+    redis: Redis,
+) -> None:
+    """Tenant A's keys (3:1 by weight) take turns within A's turns; A's many keys still
+    get one tenant's share beside B's one."""
+    for i in range(60):
+        await create(redis, f"x{i}", "tenant-a", fairness=Fairness(key="bulk", weight=3))
+        await create(redis, f"y{i}", "tenant-a", fairness=Fairness(key="live"))
+        await create(redis, f"b{i}", "tenant-b")
+    t = await taker(redis)
+
+    first = await claim_one_by_one(t, 40)
+    _, batch = await t.take(t.args(8))
+
+    by_key = Counter(run_of(j)[0] for j in [*first, *(c.job_id for c in batch)])
+    assert by_key == {"x": 18, "y": 6, "b": 24}
 
 
 async def test_priority_orders_a_lane_and_aging_bounds_how_long_low_waits(
@@ -123,9 +143,11 @@ async def test_a_drained_lane_leaves_the_ring_and_its_keys_go(redis: Redis) -> N
     t = await taker(redis)
     ring = keys.fair(MODEL_QUEUE) + keys.FAIR_RING_SUFFIX
     assert await redis.lrange(ring, 0, -1) == [  # type: ignore[misc]
-        b"tenant-a",
-        b"tenant-b/k",
+        b"0|tenant-a",
+        b"0|tenant-b",
     ]
+    tenant_b = keys.fair_keys(MODEL_QUEUE, "tenant-b")
+    assert await redis.lrange(tenant_b, 0, -1) == [b"0|k"]  # type: ignore[misc]
 
     assert len(await claim_one_by_one(t, 5)) == 4
 
@@ -133,10 +155,15 @@ async def test_a_drained_lane_leaves_the_ring_and_its_keys_go(redis: Redis) -> N
 
 
 def test_a_runs_lane_is_its_tenants_key_never_another_tenants() -> None:
-    assert lane_of(None, None, None, AGING_S) == Lane(name="default")
+    assert lane_of(None, None, None, AGING_S) == Lane(tenant="default", key="")
     assert lane_of("acme", Fairness(key="user-42", weight=2), "high", AGING_S) == Lane(
-        name="acme/user-42", weight=2, rank_ms=30_000
+        tenant="acme", key="user-42", weight=2, rank_ms=30_000
     )
+    assert lane_of("acme", None, None, AGING_S, {"acme": 3}, "b1") == Lane(
+        tenant="acme", key="batch:b1", tenant_weight=3
+    )
+    assert lane_of("beta", Fairness(key="mine"), None, AGING_S, {"*": 2}, "b1").key == "mine"
+    assert lane_of("beta", None, None, AGING_S, {"*": 2, "acme": 3}).tenant_weight == 2
     assert lane_of("acme", None, 0, 1.0).rank_ms == -5_000
 
 
@@ -146,7 +173,7 @@ async def test_a_worker_passes_a_lane_it_cannot_serve_without_turning_the_ring(
     """Lane A's jobs need a tool this worker lacks: it takes lane B's, A keeps the head
     and its jobs wait, ready, for a worker that serves them."""
     for run_id, lane in (("ra", "A"), ("rb", "B")):
-        await redis.hset(keys.meta(run_id), mapping={fairness.LANE_FIELD: lane})  # type: ignore[misc]
+        await redis.hset(keys.meta(run_id), mapping={fairness.TENANT_FIELD: lane})  # type: ignore[misc]
     needing = [
         queued_job(
             JobEnvelope(kind="tool_call", run_id="ra", step=0, call_id=f"c{i}", needs="x"), QUEUE
@@ -164,9 +191,9 @@ async def test_a_worker_passes_a_lane_it_cannot_serve_without_turning_the_ring(
 
     assert [c.job_id for c in claimed] == [plain.job_id]
     ring = keys.fair(QUEUE) + keys.FAIR_RING_SUFFIX
-    # B, drained past the head, leaves the ring when it reaches the head.
-    assert await redis.lrange(ring, 0, -1) == [b"A", b"B"]  # type: ignore[misc]
-    assert await redis.zcard(keys.fair_lane(QUEUE, "A")) == 3
+    # B, drained past the head, leaves the ring at once; A keeps the head.
+    assert await redis.lrange(ring, 0, -1) == [b"0|A"]  # type: ignore[misc]
+    assert await redis.zcard(keys.fair_lane(QUEUE, "A", "")) == 3
 
     await publish_tool_set(redis, ["x"])
     await redis.set(liveness_key("w2"), "w2", px=60_000)

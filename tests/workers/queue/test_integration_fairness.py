@@ -52,13 +52,16 @@ class Scenario:
                 return chosen
         raise AssertionError("no id in the partition")
 
+    def spec(self, tag: str, **extra: Any) -> dict[str, Any]:
+        args = {"marker": str(self.marker), "tag": tag, "gate": str(self.gate)}
+        return scripted(
+            calls(("log_and_hold", args)), {"text": "done"}, tools=["log_and_hold"], **extra
+        )
+
     async def submit(
         self, tenant: str, tag: str, partition: int | None = None, **extra: Any
     ) -> None:
-        args = {"marker": str(self.marker), "tag": tag, "gate": str(self.gate)}
-        spec = scripted(
-            calls(("log_and_hold", args)), {"text": "done"}, tools=["log_and_hold"], **extra
-        )
+        spec = self.spec(tag, **extra)
         if partition is not None:
             self.partition = partition
         chosen = self._id(tenant, tag)
@@ -98,21 +101,71 @@ async def one_run_after_a_flood(
 
 
 async def weighted(url: str, tmp: Path, a: int, b: int, partition: int | None = None) -> list[str]:
-    # Weights are a spec's to choose only where the deployment lets specs pick lanes.
-    async with Client(url, settings=Settings(spec_fairness=True)) as client:
+    # A tenant's weight is the deployment's, set where its runs are created.
+    weights = Settings(tenant_weights={"tenant-a": 3})
+    async with Client(url, settings=weights) as client:
         scenario = Scenario(client, tmp, partition)
         for i in range(max(a, b)):
             if i < a:
-                await scenario.submit("tenant-a", f"a{i}", fairness={"key": "bulk", "weight": 3})
+                await scenario.submit("tenant-a", f"a{i}")
             if i < b:
                 await scenario.submit("tenant-b", f"b{i}")
         await scenario.backlog(a + b - 1)
         return await scenario.release()
 
 
-def ratio(order: list[str]) -> float:
+async def many_keys(url: str, tmp: Path, runs: int) -> list[str]:
+    """Tenant A's runs each under a key of their own (as many keys as runs, named by the
+    spec), B's under its one; they arrive alternately."""
+    async with Client(url) as client:
+        scenario = Scenario(client, tmp)
+        for i in range(runs):
+            await scenario.submit("tenant-a", f"a{i}", fairness={"key": f"user-{i}", "weight": 9})
+            await scenario.submit("tenant-b", f"b{i}")
+        await scenario.backlog(2 * runs - 1)
+        return await scenario.release()
+
+
+async def batches_and_direct_runs(url: str, tmp: Path) -> list[str]:
+    """Tenant acme: a direct run holding the slot, two batches of 20 lines, then 5 more
+    direct runs, all of acme."""
+    async with Client(url) as client:
+        scenario = Scenario(client, tmp)
+        await scenario.submit("acme", "d0")
+        await scenario.backlog(0)
+        for name in ("x", "y"):
+            lines = [scenario.spec(f"{name}{i}") for i in range(20)]
+            await client.batches.submit(lines, batch_id=name, tenant="acme")
+        await scenario.backlog(40)
+        for i in range(1, 6):
+            await scenario.submit("acme", f"d{i}")
+        await scenario.backlog(45)
+        await scenario.release()
+        for name in ("x", "y"):
+            await eventually_async(
+                lambda n=name: client.batches.status(n, tenant="acme"),  # type: ignore[misc]
+                f"batch {name} done",
+                120,
+                until=lambda b: b.status == "done",
+            )
+        return scenario.marker.read_text().split()
+
+
+async def keys_of_one_tenant(url: str, tmp: Path, x: int, y: int) -> list[str]:
+    async with Client(url) as client:
+        scenario = Scenario(client, tmp)
+        for i in range(max(x, y)):
+            if i < x:
+                await scenario.submit("tenant-a", f"x{i}", fairness={"key": "bulk", "weight": 3})
+            if i < y:
+                await scenario.submit("tenant-a", f"y{i}", fairness={"key": "live"})
+        await scenario.backlog(x + y - 1)
+        return await scenario.release()
+
+
+def ratio(order: list[str], first: str = "a", second: str = "b") -> float:
     counts = Counter(tag[0] for tag in order)
-    return counts["a"] / counts["b"]
+    return counts[first] / counts[second]
 
 
 @pytest.fixture
@@ -132,11 +185,39 @@ def test_one_run_of_another_tenant_is_taken_in_the_first_turn_after_a_flood(
     assert len(order) == 21
 
 
-def test_weights_3_to_1_share_a_saturated_slot_3_to_1(worker: str, tmp_path: Path) -> None:
+def test_tenant_weights_3_to_1_share_a_saturated_slot_3_to_1(worker: str, tmp_path: Path) -> None:
     order = asyncio.run(weighted(worker, tmp_path, 80, 40))
 
     # While both have calls waiting (the first 80 taken after the held one).
     assert 2.7 <= ratio(order[1:81]) <= 3.3, Counter(t[0] for t in order[1:81])
+
+
+def test_a_tenant_with_100_keys_gets_one_tenants_share_beside_a_tenant_with_one(
+    worker: str, tmp_path: Path
+) -> None:
+    """Keys and weights a spec names divide only its tenant's own turns."""
+    order = asyncio.run(many_keys(worker, tmp_path, 100))
+
+    assert 0.9 <= ratio(order[1:101]) <= 1.1, Counter(t[0] for t in order[1:101])
+
+
+def test_a_tenants_batches_interleave_and_never_hold_back_its_direct_runs(
+    worker: str, tmp_path: Path
+) -> None:
+    """A batch's lines wait under its own key of the tenant (`batch:<id>`): the tenant's
+    keys (its direct runs', each batch's) take turns."""
+    order = asyncio.run(batches_and_direct_runs(worker, tmp_path))
+
+    assert len(order) == 46, order
+    assert max(order.index(f"d{i}") for i in range(1, 6)) <= 15, order
+    first = Counter(tag[0] for tag in order[1:31])
+    assert abs(first["x"] - first["y"]) <= 1, first
+
+
+def test_a_tenants_keys_share_its_slot_3_to_1_by_weight(worker: str, tmp_path: Path) -> None:
+    order = asyncio.run(keys_of_one_tenant(worker, tmp_path, 60, 30))
+
+    assert 2.7 <= ratio(order[1:61], "x", "y") <= 3.3, Counter(t[0] for t in order[1:61])
 
 
 @pytest.fixture

@@ -13,8 +13,10 @@
 --         many jobs put back at their due time it moves into their lanes.
 -- Replies {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
 --         jobs were left behind for want of slots.
--- Effects the jobs it claims: round-robin over the queue's lanes with ready work
---         (weighted), within a lane by rank (core/fairness.py); a job whose payload
+-- Effects the jobs it claims: round-robin over the queue's tenants with ready work,
+--         within a tenant over its keys (lanes), each weighted, within a lane by rank
+--         (core/fairness.py); a lane it empties leaves its tenant's ring, a tenant
+--         without a lane left the ring of tenants; a job whose payload
 --         `needs` what the tool set lacks is left ready, untouched;
 --         the ended job: done (arq's cleanup) or released (back into the ready range at
 --         its score, or deferred; its delivery taken back); each claimed job: its
@@ -55,8 +57,11 @@ if ended ~= '' then
   -- The record goes once (a reaper that took it first released the slot itself).
   if record then conc_release(record) end
   if ARGV[11] == 'done' then
-    if ours then redis.call('DEL', progress) end
-    redis.call('DEL', retry_prefix .. ended, job_prefix .. ended)
+    if ours then
+      redis.call('DEL', progress, retry_prefix .. ended, job_prefix .. ended)
+    else
+      redis.call('DEL', retry_prefix .. ended, job_prefix .. ended)
+    end
     redis.call('ZREM', queue, ended)
     redis.call('ZREM', aborts, ended)
   elseif ours then
@@ -117,7 +122,8 @@ end
 -- A lane's head job: 'gone' (no longer ready in the queue: claimed, ended, cancelled,
 -- expired, put back to be indexed again), 'held' (its key is at its max: moved to the
 -- key's held jobs), 'pass' (for a tool this worker lacks) or 'take', with its payload,
--- when it was due and what its lease record adds (its key's counter and run).
+-- when it was due, what its lease record adds (its key's counter and run) and its run's
+-- key and tenant weights (one read of the run's meta gives both its key and weights).
 local function look(id)
   local score = tonumber(redis.call('ZSCORE', queue, id) or '0')
   if score >= 0 then return 'gone' end
@@ -141,12 +147,13 @@ local function look(id)
   if needs ~= '' and redis.call('SISMEMBER', tool_set, needs) == 0 then return 'pass' end
   local due = string.format('%.17g', score + FAIR.OFFSET)
   local run = string.match(payload, '"run_id":%s*"([^"]+)"')
-  local counter, max, meta_key
-  if run then
-    meta_key = fair_run_meta(queue, run)
-    counter, max = conc_of(meta_key)
-  end
-  if not counter then return 'take', payload, due, '' end
+  if not run then return 'take', payload, due, '', 1, 1 end
+  local meta_key = fair_run_meta(queue, run)
+  local meta = redis.call('HMGET', meta_key, CONC.COUNTER_FIELD, CONC.MAX_FIELD,
+                          FAIR.WEIGHT_FIELD, FAIR.TENANT_WEIGHT_FIELD)
+  local counter, max = meta[1], tonumber(meta[2])
+  local weight, tenant_weight = tonumber(meta[3]) or 1, tonumber(meta[4]) or 1
+  if not counter then return 'take', payload, due, '', weight, tenant_weight end
   if not conc_admit(counter, max, run) then  -- still ready: a queue's depth counts it
     conc_hold(counter, queue, id, due, meta_key)
     return 'held'
@@ -154,85 +161,144 @@ local function look(id)
   -- Room left (a slot freed while its jobs were put back, and one of them was gone):
   -- the next held job comes back too, so a free slot never sits beside held work.
   if redis.call('HLEN', counter) < max then conc_put_back(counter, 1) end
-  return 'take', payload, due, ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
+  local lease = ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
+  return 'take', payload, due, lease, weight, tenant_weight
 end
 
--- The lane at the ring's head has taken a job: its turn is `weight` jobs (a deficit
--- round-robin with a job as the unit, the deficit kept between claims); a lane whose
--- turn is over goes to the ring's tail, a drained one leaves the ring.
-local function charge(lane)
-  local left = tonumber(redis.call('HGET', fk.turns, lane) or '0')
-  if left < 1 then left = left + tonumber(redis.call('HGET', fk.weights, lane) or '1') end
+-- The walk's place: a position in a ring (list) read two entries at a time, so the claim
+-- knows without another read whether anything follows the entry it looks at.
+local function cursor(list)
+  return {list = list, pos = 0}
+end
+
+local function read(c)
+  if c.entry == nil then
+    local got = redis.call('LRANGE', c.list, c.pos, c.pos + 1)
+    c.entry, c.more = got[1] or false, got[2] ~= nil
+  end
+  return c.entry
+end
+
+local function advance(c)
+  c.pos, c.entry = c.pos + 1, nil
+end
+
+-- The entry at the cursor leaves its ring (its lane or tenant has no ready job left).
+-- Off the head it is looked for from the head, at most as far as the walk went; the
+-- head alone leaves the ring empty, which needs no second look.
+local function remove(c)
+  if c.pos == 0 then redis.call('LPOP', c.list) else redis.call('LREM', c.list, 1, c.entry) end
+  if c.pos == 0 and not c.more then c.entry = false else c.entry = nil end
+end
+
+-- The head of a ring has taken a job: its turn is `weight` jobs, the deficit carried in
+-- its entry between claims; a head whose turn is over goes to the tail (unless alone).
+local function charge(c, weight)
+  local left, name = fair_parse(c.entry)
+  local was = left
+  if left < 1 then left = left + weight end
   left = left - 1
-  if redis.call('ZCARD', fk.lane .. lane) == 0 then
-    redis.call('LPOP', fk.ring)
-    redis.call('HDEL', fk.turns, lane)
-    redis.call('HDEL', fk.weights, lane)
-  elseif left < 1 then
-    redis.call('HSET', fk.turns, lane, 0)
-    redis.call('RPUSH', fk.ring, redis.call('LPOP', fk.ring))
+  if left >= 1 then
+    if left ~= was then
+      c.entry = fair_entry(left, name)
+      redis.call('LSET', c.list, 0, c.entry)
+    end
+    return
+  end
+  if was ~= 0 then redis.call('LSET', c.list, 0, fair_entry(0, name)) end
+  if c.more then
+    redis.call('LMOVE', c.list, c.list, 'LEFT', 'RIGHT')
+    c.entry = nil
   else
-    redis.call('HSET', fk.turns, lane, left)
+    c.entry = fair_entry(0, name)
   end
 end
 
--- Walks the ring from its head: the head lane's jobs by rank, then, when this worker
--- can take none of them (they need tools it lacks), the next lane's, and so on; the
--- round-robin turns only at the head. At most n + lookahead jobs are looked at, and
--- the walk reads one lane at a time: its cost grows with neither the number of lanes
--- nor of tools nor of workers.
+-- Walks the tenants' ring from its head, each tenant's keys from theirs, each lane's jobs
+-- by rank: the head lane's jobs first, then, when this worker can take none of them
+-- (they need tools it lacks), the next lane's, and so on; a ring turns only when its
+-- head takes a job. At most n + lookahead jobs and lanes are looked at, one at a time,
+-- so its cost grows with neither the number of lanes nor tenants nor tools nor workers.
 local budget = n + tonumber(ARGV[14])
-local claimed, more = 0, false
+local claimed = 0
 local left = {}  -- the jobs passed over, for workers that serve them
-local pos, skip = 0, 0  -- the ring position looked at, and its jobs passed over
+local tenants = cursor(fk.ring)
+local tenant, lanes, skip = nil, nil, 0  -- the tenant looked at, its keys' cursor, jobs passed
 while claimed < n and budget > 0 do
-  local lane = redis.call('LINDEX', fk.ring, pos)
-  if not lane then break end
-  local lane_key = fk.lane .. lane
-  local head = redis.call('ZRANGE', lane_key, skip, skip)
-  if #head == 0 then
-    if pos == 0 and skip == 0 then  -- drained at the head: it leaves the ring
-      redis.call('LPOP', fk.ring)
-      redis.call('HDEL', fk.turns, lane)
-      redis.call('HDEL', fk.weights, lane)
-    else  -- nothing here for this worker: the next lane (a drained one leaves at the head)
-      pos, skip = pos + 1, 0
-      budget = budget - 1  -- the walk past the head is bounded like the jobs it looks at
+  local t_entry = read(tenants)
+  if not t_entry then break end
+  local _, name = fair_parse(t_entry)
+  if name ~= tenant then
+    tenant, lanes, skip = name, cursor(fk.keys .. name), 0
+  end
+  local k_entry = read(lanes)
+  if not k_entry then
+    if lanes.pos == 0 then  -- listed with no key (never by the enqueue): it leaves
+      remove(tenants)
+    else  -- nothing here for this worker: the next tenant
+      advance(tenants)
+      budget = budget - 1
     end
+    tenant = nil
   else
-    local id = head[1]
-    local verdict, payload, due, lease = look(id)
-    -- A job gone leaves its lane for good: it costs once, not from the budget.
-    if verdict ~= 'gone' then budget = budget - 1 end
-    if verdict == 'pass' then
-      skip = skip + 1
-      left[#left + 1] = id
+    local _, key = fair_parse(k_entry)
+    local lane_key = fair_lane_key(fk, name, key)
+    local head = redis.call('ZRANGE', lane_key, skip, skip + 1)
+    if #head == 0 then
+      if skip == 0 then  -- listed while empty (never by the claim): it leaves
+        remove(lanes)
+      else  -- nothing here for this worker: the next lane
+        advance(lanes)
+        skip = 0
+        budget = budget - 1
+      end
     else
-      redis.call('ZREM', lane_key, id)
-      if verdict == 'take' then
-        local progress = progress_prefix .. id
-        redis.call('SET', progress, me, 'PX', ARGV[4])
-        redis.call('ZADD', queue, '+inf', id)
-        redis.call('HSET', jobs, id, ARGV[9] .. due .. lease .. '}')
-        local tries = redis.call('INCR', retry_prefix .. id)
-        redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
-        claimed = claimed + 1
-        out[#out + 1] = id
-        out[#out + 1] = due
-        out[#out + 1] = payload
-        out[#out + 1] = tries
-        if pos == 0 then
-          charge(lane)
-          skip = 0  -- the head may be another lane now
+      local id = head[1]
+      local verdict, payload, due, lease, weight, tenant_weight = look(id)
+      -- A job gone leaves its lane for good: it costs once, not from the budget.
+      if verdict ~= 'gone' then budget = budget - 1 end
+      if verdict == 'pass' then
+        skip = skip + 1
+        left[#left + 1] = id
+      else
+        redis.call('ZREM', lane_key, id)
+        local drained = skip == 0 and #head == 1
+        if verdict == 'take' then
+          local progress = progress_prefix .. id
+          redis.call('SET', progress, me, 'PX', ARGV[4])
+          redis.call('ZADD', queue, '+inf', id)
+          redis.call('HSET', jobs, id, ARGV[9] .. due .. lease .. '}')
+          local tries = redis.call('INCR', retry_prefix .. id)
+          redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
+          claimed = claimed + 1
+          out[#out + 1] = id
+          out[#out + 1] = due
+          out[#out + 1] = payload
+          out[#out + 1] = tries
+          if lanes.pos == 0 and not drained then
+            charge(lanes, weight)
+            if lanes.entry == nil then skip = 0 end  -- its turn is over: the next lane
+          end
+        end
+        local emptied = false  -- the tenant's last lane with work
+        if drained then
+          emptied = lanes.pos == 0 and not lanes.more
+          remove(lanes)
+          skip = 0
+        end
+        if emptied then
+          remove(tenants)
+          tenant = nil
+        elseif verdict == 'take' and tenants.pos == 0 then
+          charge(tenants, tenant_weight)
+          if tenants.entry == nil then tenant = nil end  -- its turn is over
         end
       end
     end
   end
 end
-if claimed >= n then  -- ready work left for want of slots?
-  more = redis.call('LLEN', fk.ring) > 1
-    or redis.call('ZCARD', fk.lane .. (redis.call('LINDEX', fk.ring, 0) or '')) > 0
-end
+-- Ready work left for want of slots? A ring lists only what has ready jobs.
+local more = claimed >= n and redis.call('EXISTS', fk.ring) == 1
 if claimed > 0 then redis.call('SADD', holders, me) end
 -- The token this claim popped may have been for a job it left: pass it on (Redis hands
 -- it to the worker asleep longest) when it left a job it had not left before. The same
