@@ -118,7 +118,8 @@ def fold(source: str) -> str:
 # first `end` at the start of a line, or a local on one line (a name and a value whose
 # brackets close on it). Its name and its text, the newline included.
 _DEFINITION = re.compile(
-    r"^local function (\w+)\(.*?^end[ \t]*\n|^local (\w+) = ([^\n]*)\n", re.MULTILINE | re.DOTALL
+    r"^local function (\w+)\(.*?^end[ \t]*(?:--[^\n]*)?\n|^local (\w+) = ([^\n]*)\n",
+    re.MULTILINE | re.DOTALL,
 )
 
 
@@ -138,7 +139,7 @@ def prune(source: str) -> str:
     left = [
         (found.group(1) or found.group(2), found.group(0), _names(found.group(0)))
         for found in _DEFINITION.finditer(source)
-        if found.group(1) or _pure(found.group(3))
+        if (found.group(1) and not _DEFINITION.search(found.group(0), 1)) or _pure(found.group(3))
     ]
     while unused := [d for d in left if uses[d[0]] == d[2][d[0]]]:
         for definition in unused:

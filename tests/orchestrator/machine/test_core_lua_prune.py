@@ -62,3 +62,12 @@ def test_a_short_transition_builds_only_the_helpers_it_calls() -> None:
         "emit",
         "is_terminal",
     ]
+
+
+def test_a_function_ends_at_its_own_end_a_comment_after_it_or_not() -> None:
+    source = (
+        "local function unused()\n  return 1\nend -- why\n"
+        "local function used()\n  return 2\nend\n"
+        "return used()\n"
+    )
+    assert scripts.prune(source) == "local function used()\n  return 2\nend\nreturn used()\n"
