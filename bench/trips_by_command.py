@@ -13,9 +13,11 @@ after a warm-up, and prints
    every client's commands included: the submits, the worker, the waits), against raw
    arq's in the same run: RUNS x 4 no-op jobs enqueued with `ArqRedis.enqueue_job`
    and run by as many arq workers (16 jobs each, poll 10 ms) on a redis-server of
-   their own;
+   their own; and the part of it Redis spent in scripts (`INFO commandstats`);
 3. Redis commands per step, by command (`INFO commandstats`: top-level and inside Lua),
-   of 20-step runs one after another (one no-op call per step), issue 31's figure.
+   of 20-step runs one after another (one no-op call per step), issue 31's figure;
+4. each hot transition's fixed cost: Redis's time per call of its script up to its own
+   body (the constants and the prelude it keeps), against a script that only returns.
 
 `--workers N` runs N worker processes and sums their round trips (how claims behave
 when workers compete). With several counts (`--workers 1,2,4`) each is measured in turn,
@@ -39,6 +41,7 @@ import json
 import multiprocessing as mp
 import os
 import pstats
+import statistics
 import sys
 import tempfile
 import time
@@ -53,6 +56,7 @@ if str(_REPO) not in sys.path:
 
 import core_bench  # noqa: E402
 import hop_budget  # noqa: E402
+import redis  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
 from arq.connections import RedisSettings, create_pool  # noqa: E402
 
@@ -304,6 +308,36 @@ async def _arq_fleet(url: str, runs: int, processes: int) -> Fleet:
         await pool.aclose()
 
 
+HOT = ("begin_step", "commit_step", "claim_call", "record_result", "emit")
+
+
+def _fixed_costs(url: str, rounds: int, calls: int) -> dict[str, float]:
+    """Redis's time (µs) per call of each HOT transition's script cut before its own body,
+    and of `return 1` ("none"): medians of `rounds` rounds of `calls` calls each."""
+    from agentq.orchestrator.runs.store import load_scripts
+
+    loaded = load_scripts()
+    sources = {n: loaded[n][: loaded[n].rindex(f"-- {n}: ")] + "\nreturn 1" for n in HOT}
+    sources["none"] = "return 1"
+    client = redis.Redis.from_url(url)
+    keys = ["aq:run:{x}", "aq:run:{x}:msgs", "aq:run:{x}:events"]
+    arg = json.dumps({"run_id": "x", "at": 0, "retention_s": 60})
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    try:
+        for _ in range(rounds):
+            for name, source in sources.items():
+                sha = client.script_load(source)
+                client.evalsha(sha, len(keys), *keys, arg)  # the stats have a row
+                before = client.info("commandstats")["cmdstat_evalsha"]
+                for _ in range(calls):
+                    client.evalsha(sha, len(keys), *keys, arg)
+                after = client.info("commandstats")["cmdstat_evalsha"]
+                times[name].append((after["usec"] - before["usec"]) / calls)
+    finally:
+        client.close()
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def _written(path: str) -> bool:
     return os.path.exists(path) and os.path.getsize(path) > 0
 
@@ -393,6 +427,13 @@ def _report(
         f"\nRedis CPU per run: {agentq_ms:.3f} ms; raw arq ({hop_budget.FULL_RUN_JOBS} no-op"
         f" jobs) {arq_ms:.3f} ms: {agentq_ms / arq_ms:.2f}x (goal <= 1.0x)"
     )
+    # Redis's own time in the scripts (their inner commands included), less noisy than its
+    # CPU on a loaded machine (no event loop, no sockets), and where a script's cost shows.
+    scripts_us = measured.full_runs.usec.get("evalsha", 0) / runs
+    print(
+        f"  of which in scripts: {scripts_us:.0f} µs per run"
+        f" ({measured.full_runs.calls.get('evalsha', 0) / runs:.1f} script calls)"
+    )
     steps = step_runs * core_bench.RUN_STEPS
     per_step = {k: v / steps for k, v in measured.steps.calls.items()}
     print(
@@ -453,6 +494,12 @@ def main(argv: list[str]) -> int:
                 print(f"\nworker profile during the runs, by {order}:")
                 print(text.getvalue())
     _scaling(rows)
+    with core_bench.redis_server() as url:
+        fixed = _fixed_costs(url, *((1, 200) if args.quick else (5, 3000)))
+    print("\na transition's fixed cost (its script before its own body), µs per call:")
+    for name in HOT:
+        print(f"  {fixed[name]:6.2f}  {name} ({fixed[name] / fixed['none']:.1f}x a bare return)")
+    print(f"  {fixed['none']:6.2f}  a script that only returns")
     return 0
 
 

@@ -13,10 +13,15 @@ into the script when it is loaded: each `F.STATUS` becomes its literal and the t
 line goes. Redis runs a script's whole body on every call, and building those tables
 (a few hundred entries) cost more than the commands of a short transition; a table a
 script still names as a whole (`ipairs(USAGE)`) is kept as written.
+
+For the same reason a definition the script never uses is dropped (`prune`): a prelude
+and its includes define every helper any transition needs (a closure or a table built
+on each call), and a short transition uses a few of them.
 """
 
 from __future__ import annotations
 
+import collections
 import re
 from collections.abc import Iterable
 from importlib import resources
@@ -72,7 +77,7 @@ def load(
     """Each script's full source: `constants` (a chunk rendered from the declared
     state), then the prelude's file and the script's own, includes expanded."""
     head = constants + (read(package, prelude) + "\n" if prelude else "")
-    return {name: fold(expand(head + read(package, name))) for name in sorted(set(names))}
+    return {name: prune(fold(expand(head + read(package, name)))) for name in sorted(set(names))}
 
 
 def _code(line: str) -> str:
@@ -107,6 +112,50 @@ def fold(source: str) -> str:
         if not any(bare.search(text) for text in code):
             source = folded
     return source
+
+
+# A top-level definition as the Lua files write them: a function from its line to the
+# first `end` at the start of a line, or a local on one line (a name and a value whose
+# brackets close on it). Its name and its text, the newline included.
+_DEFINITION = re.compile(
+    r"^local function (\w+)\(.*?^end[ \t]*(?:--[^\n]*)?\n|^local (\w+) = ([^\n]*)\n",
+    re.MULTILINE | re.DOTALL,
+)
+
+
+def _pure(value: str) -> bool:
+    """Whether a one-line local's value can be dropped unread: it calls no command and
+    its brackets close on its line (a table or a call spread over lines is kept)."""
+    code = _code(value)
+    return "redis." not in code and all(
+        code.count(a) == code.count(b) for a, b in ("()", "{}", "[]")
+    )
+
+
+def prune(source: str) -> str:
+    """`source` without the top-level definitions nothing else in it names (see the top),
+    until none is left; a name spelled in a string keeps its definition (kept is safe)."""
+    uses = _names(source)
+    left = [
+        (found.group(1) or found.group(2), found.group(0), _names(found.group(0)))
+        for found in _DEFINITION.finditer(source)
+        if (found.group(1) and not _DEFINITION.search(found.group(0), 1)) or _pure(found.group(3))
+    ]
+    while unused := [d for d in left if uses[d[0]] == d[2][d[0]]]:
+        for definition in unused:
+            left.remove(definition)
+            uses -= definition[2]
+            source = source.replace(definition[1], "", 1)
+    return source
+
+
+# A name as code uses it: not a table's field (`t.name`), not part of a longer name.
+_NAME = re.compile(r"(?<![\w.])[A-Za-z_]\w*")
+
+
+def _names(source: str) -> collections.Counter[str]:
+    """How often each name occurs in `source`'s code (its comments left out)."""
+    return collections.Counter(_NAME.findall("\n".join(map(_code, source.splitlines()))))
 
 
 def script(package: str, name: str) -> str:

@@ -68,11 +68,17 @@ async def _model_step(ctx: dict[str, Any], deps: WorkerDeps, envelope: JobEnvelo
         if generated is None:
             return
         tracing.annotate(chat_span, lambda: chat_result_attributes(generated.response))
-        response = await phases.repair(deps, begun, spec, request, generated.response)
+        response = await phases.repair(deps, begun, spec, request, generated.response, sink)
     response = phases.price(deps, spec, response, batched=generated.batched)
-    plan = await phases.plan(deps, begun, prepared, response, output)
+    plan = await phases.plan(deps, begun, prepared, response, sink, output)
     if plan is None:
         return
     await phases.commit(
-        deps, begun, plan, model=spec.model, batched=generated.batched, ride=job_ride(ctx)
+        deps,
+        begun,
+        plan,
+        model=spec.model,
+        batched=generated.batched,
+        ride=job_ride(ctx),
+        sink=sink,
     )

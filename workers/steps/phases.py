@@ -286,7 +286,9 @@ async def generate(
     chat_span: Span,
 ) -> Generated | None:
     """The model's answer: from the provider directly, or through a provider batch (the
-    step parks until a collector brings it). A provider's error fails the run."""
+    step parks until a collector brings it). A provider's error fails the run. The
+    stream's last deltas stay in `sink` (or go when its window ends): the commit writes
+    them with the step, and whatever writes to the run before it flushes them first."""
     try:
         batched = await _batch_route(deps, spec, request, sink)
         if batched is Route.PARK:
@@ -313,7 +315,6 @@ async def generate(
         )
         await fail(deps, sink.run_id, failure)
         return None
-    await sink.flush()
     return Generated(response, batched=not isinstance(batched, Route))
 
 
@@ -340,8 +341,11 @@ async def repair(
     spec: RunSpec,
     request: ModelRequest,
     response: ModelResponse,
+    sink: DeltaEvents,
 ) -> ModelResponse:
     """Calls the model got wrong, asked again (workers/steps/repair.py)."""
+    if spec.model.repair is not None:
+        await sink.flush()  # the deltas come before the repairs' events
     return await repair_calls(
         spec=spec,
         tools=begun.tools,
@@ -358,11 +362,13 @@ async def plan(
     begun: Begun,
     prepared: preparation.PreparedStep,
     response: ModelResponse,
+    sink: DeltaEvents,
     output: StepOutput | None = None,
 ) -> StepPlan | None:
     """What the answer means for the run (pure: orchestrator/loop/plan.py), with what the
     stop conditions need gathered first (workers/steps/answers.py). `output`: the
-    structured output the run asks for (None: its answer is its text)."""
+    structured output the run asks for (None: its answer is its text); `sink`: the
+    step's deltas not written yet, written before a failure."""
     spec = prepared.spec
     try:
         gathered = await answers.gather(
@@ -370,6 +376,7 @@ async def plan(
         )
     except preparation.StepPreparationFailed as exc:
         failure = RunFailure(kind=exc.kind, message=exc.message, step=begun.step)
+        await sink.flush()
         await fail(deps, begun.run_id, failure)
         return None
     try:
@@ -378,6 +385,7 @@ async def plan(
         # The spec's own pattern or rule (a stop condition, an approval rule) ran past
         # its bounds: the spec's limit is reached, the worker moves on.
         failure = RunFailure(kind=FailureKind.LIMIT, message=exc.message, step=begun.step)
+        await sink.flush()
         await fail(deps, begun.run_id, failure)
         return None
     planned.prepared = prepared.record
@@ -388,7 +396,8 @@ async def plan(
             planned.budget_failure = over_budget(
                 planned, reached, on_limit, last=begun.last is not None
             )
-    if not await _passes(deps, begun, guards.output_trip(deps.store, begun.run_id, spec, planned)):
+    trip = guards.output_trip(deps.store, begun.run_id, spec, planned)
+    if not await _passes(deps, begun, trip, sink):
         return None
     return planned
 
@@ -400,9 +409,11 @@ async def guard_input(deps: StepDeps, begun: Begun) -> bool:
     return await _passes(deps, begun, trip)
 
 
-async def _passes(deps: StepDeps, begun: Begun, asked: Awaitable[Trip | None]) -> bool:
+async def _passes(
+    deps: StepDeps, begun: Begun, asked: Awaitable[Trip | None], sink: DeltaEvents | None = None
+) -> bool:
     """Whether the guards let the run go on; a trip fails it `guardrail-tripped`, a
-    guard that cannot answer as any hook (`hook`)."""
+    guard that cannot answer as any hook (`hook`), after the step's deltas (`sink`)."""
     try:
         trip = await asked
     except preparation.StepPreparationFailed as exc:
@@ -413,6 +424,8 @@ async def _passes(deps: StepDeps, begun: Begun, asked: Awaitable[Trip | None]) -
         failure = RunFailure(
             kind=FailureKind.GUARDRAIL_TRIPPED, message=trip.message, step=begun.step
         )
+    if sink is not None:
+        await sink.flush()
     await fail(deps, begun.run_id, failure)
     return False
 
@@ -429,12 +442,15 @@ async def commit(
     model: ModelRef,
     batched: bool,
     ride: Ride | None,
+    sink: DeltaEvents,
 ) -> None:
     """Record the step and enqueue what comes next (commit_step.lua); `model`: the one the
     step asked (its cost is counted under it); `ride`: the job's end, sent in the same
-    round trip."""
+    round trip; `sink`: the step's last deltas, written by the commit before its events
+    (no round trip of their own)."""
     run_id = begun.run_id
     if planned.output_failure is not None:
+        await sink.flush()
         invalid = planned.output_failure
         failure = RunFailure(
             kind=FailureKind.OUTPUT_INVALID,
@@ -457,6 +473,9 @@ async def commit(
     windows, window_ttl_s = deps.budgets.windows(begun.tenant)
     if windows:
         args = args.model_copy(update={"windows": windows, "window_ttl_s": window_ttl_s})
+    # Taken last: a window that ends before this is written on its own, in its order.
+    if deltas := await sink.take():
+        args = args.model_copy(update={"events": deltas + args.events})
     committed = await deps.store.commit_step(args, ride=ride)
     hops.sent(enqueued_job_ids(args, committed.outcome))
     if deps.metrics is not None and committed.outcome in _RECORDED:

@@ -11,7 +11,9 @@ died streams again, and a reader keeps only the deltas of the step's latest atte
 Each append is a round trip to Redis; coalescing the deltas that arrive within
 a few milliseconds keeps a fast stream from costing one round trip per token. What
 a stream sent before it stalls (a model thinking over a call's next argument) is
-written when its window ends, not held until the next delta.
+written when its window ends, not held until the next delta. The last window of a
+step is not appended on its own: the step's commit takes it (`take`) and writes it
+before the step's own events, in the same transition.
 """
 
 from __future__ import annotations
@@ -102,11 +104,23 @@ class DeltaEvents:
         with contextlib.suppress(Exception):
             await self.flush()
 
+    async def take(self) -> list[str]:
+        """The events not written yet, for the caller to write in its own transition
+        (ahead of its events); they are the caller's to write from now on."""
+        async with self._lock:
+            self._cancel_timer()
+            pending, self._buffer = self._buffer, []
+            self._last_flush = time.monotonic()
+        return [self._event(p) for p in pending]
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
     async def flush(self) -> None:
         async with self._lock:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
+            self._cancel_timer()
             if self._buffer:
                 pending, self._buffer = self._buffer, []
                 try:

@@ -8,13 +8,19 @@ a list of events numbered in one count; a job that starts (begin_step, claim_cal
 not move the run in the sweeper's index (the transition that handed it on did); create
 writes its meta, tools and messages each in one command. The claim's own script (TAKE),
 counted apart: a lane with ready work stays listed in its rings, so an enqueue into it
-and a claim that leaves it non-empty write only the lane (core/fairness.py)."""
+and a claim that leaves it non-empty write only the lane (core/fairness.py).
+
+Redis's CPU goes per round trip and per script call more than per command inside one,
+so the script calls are held too: each job runs its start and its end transition once,
+and nothing else of the run's (a step's last text deltas ride in its commit, not in an
+`emit` of their own)."""
 
 from __future__ import annotations
 
 import asyncio
 import collections
 import hashlib
+import itertools
 import threading
 from typing import Any
 
@@ -60,6 +66,19 @@ def _watch(url: str, seen: list[dict[str, Any]], stop: str, ready: threading.Eve
             seen.append(command)
             if stop in command["command"]:
                 return
+
+
+def _script_calls(seen: list[dict[str, Any]]) -> collections.Counter[str]:
+    """The run transitions' scripts run (EVALSHA from a client), by name: a call refused
+    before it ran (NOSCRIPT, the first of each script on a fresh Redis) runs no command."""
+    names = {hashlib.sha1(src.encode()).hexdigest(): name for name, src in load_scripts().items()}
+    counts: collections.Counter[str] = collections.Counter()
+    for command, after in itertools.pairwise(seen):
+        words = command["command"].split(" ")
+        ran = after.get("client_type") == "lua"
+        if words[0].upper() == "EVALSHA" and words[1] in names and ran:
+            counts[names[words[1]]] += 1
+    return counts
 
 
 def _inner_by_script(seen: list[dict[str, Any]]) -> collections.Counter[str]:
@@ -111,3 +130,12 @@ async def test_a_step_runs_at_most_its_budget_of_commands_in_the_run_transitions
     assert sum(per_step.values()) <= BUDGET, (sum(per_step.values()), per_step)
     assert counts["create"] <= CREATE_BUDGET, counts["create"]
     assert counts["TAKE"] / STEPS <= TAKE_BUDGET, counts["TAKE"] / STEPS
+    # 11 model jobs (the last answers in text, streamed) and 10 tool jobs: 44 script calls
+    # (45 while the last step's deltas were an `emit` of their own).
+    assert _script_calls(seen) == {
+        "create": 1,
+        "begin_step": STEPS + 1,
+        "commit_step": STEPS + 1,
+        "claim_call": STEPS,
+        "record_result": STEPS,
+    }

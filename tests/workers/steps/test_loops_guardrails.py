@@ -104,6 +104,22 @@ async def test_an_output_guard_trips_on_the_final_answer(
     ]
 
 
+async def test_the_answer_an_output_guard_trips_on_was_streamed_before_the_error(
+    start: Start, checks: list[GuardCheck]
+) -> None:
+    # The step's last deltas ride in its commit; a step that fails instead writes them
+    # first, so the stream still shows what the model said, then why the run ended.
+    spec = guarded({"text": "you get a refund"})
+    async with start([search]) as client:
+        result = await client.runs.wait(await client.runs.submit(spec), timeout_s=TIMEOUT_S)
+        events = await all_events(client, result.id)
+    assert result.status == "failed"
+    types = [e.type for e in events]
+    said = "".join(getattr(e, "delta", "") for e in events if e.type == "text-delta")
+    assert said == "you get a refund"
+    assert types.index("text-delta") < types.index("error")
+
+
 async def test_guards_that_pass_let_the_run_finish(start: Start, checks: list[GuardCheck]) -> None:
     spec = guarded(calls(("search", {"q": "order"})), {"text": "shipped"})
     async with start([search]) as client:
