@@ -10,7 +10,7 @@ from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocket
 from redis.exceptions import DataError
 
 from agentq.orchestrator.redis.connect import connect
-from agentq.orchestrator.redis.packing import hiredis_packed
+from agentq.orchestrator.redis.lean import lean
 
 pytestmark = pytest.mark.unit
 
@@ -36,17 +36,17 @@ def test_connect_s_connections_pack_with_hiredis_over_the_url_s_transport(
     url: str, transport: type[Connection]
 ) -> None:
     connection_class = connect(url).connection_pool.connection_class
-    assert connection_class is hiredis_packed(transport)
+    assert connection_class is lean(transport)
     assert issubclass(connection_class, transport)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_the_bytes_are_redis_py_s(command: tuple[Any, ...]) -> None:
-    packed = hiredis_packed(Connection)()
+    packed = lean(Connection)()
     assert b"".join(packed.pack_command(*command)) == b"".join(Connection().pack_command(*command))
 
 
 @pytest.mark.parametrize("bad", [None, True])
 def test_an_argument_redis_cannot_take_is_a_data_error(bad: object) -> None:
     with pytest.raises(DataError):
-        hiredis_packed(Connection)().pack_command("SET", "k", bad)  # type: ignore[arg-type]
+        lean(Connection)().pack_command("SET", "k", bad)  # type: ignore[arg-type]
