@@ -31,7 +31,9 @@ from redis.typing import EncodableT
 _PACKER = HiredisRespSerializer()
 
 
-class _Lean(AbstractConnection):
+class LeanConnection(AbstractConnection):
+    """What `lean` adds to a transport's connection class."""
+
     def pack_command(self, *args: EncodableT) -> list[bytes]:
         # redis-py annotates each argument as a list; they are a command's arguments.
         return cast(list[bytes], _PACKER.pack(*cast(list[Any], args)))
@@ -77,6 +79,6 @@ def lean(connection_class: type[AbstractConnection]) -> type[AbstractConnection]
     made = _LEAN.get(connection_class)
     if made is None:
         made = _LEAN[connection_class] = type(
-            f"Lean{connection_class.__name__}", (_Lean, connection_class), {}
+            f"Lean{connection_class.__name__}", (LeanConnection, connection_class), {}
         )
     return made
