@@ -188,13 +188,22 @@ def count_round_trips(counter: Counter) -> None:
     """Count this process's Redis round trips (one per command or pipeline sent)."""
     from redis.asyncio.connection import AbstractConnection
 
-    original = AbstractConnection.send_packed_command
+    from agentq.orchestrator.redis.lean import LeanConnection
 
-    async def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
-        counter.value += 1
-        await original(self, command, check_health)
+    # agentq's connections send with their own method (orchestrator/redis/lean.py).
+    for cls in (AbstractConnection, LeanConnection):
+        original = cls.send_packed_command
 
-    setattr(AbstractConnection, "send_packed_command", counted)  # noqa: B010
+        async def counted(
+            self: AbstractConnection,
+            command: Any,
+            check_health: bool = True,
+            original: Any = original,
+        ) -> None:
+            counter.value += 1
+            await original(self, command, check_health)
+
+        setattr(cls, "send_packed_command", counted)  # noqa: B010
 
 
 def _stop(proc: SpawnProcess, stop: MpEvent) -> None:

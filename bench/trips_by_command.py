@@ -113,16 +113,25 @@ def _commands(packed: bytes, scripts: dict[str, str]) -> list[str]:
 def _tally(counts: dict[str, int], scripts: dict[str, str]) -> None:
     from redis.asyncio.connection import AbstractConnection
 
-    original = AbstractConnection.send_packed_command
+    from agentq.orchestrator.redis.lean import LeanConnection
 
-    async def counted(self: AbstractConnection, command: Any, check_health: bool = True) -> None:
-        packed = command if isinstance(command, bytes | bytearray) else b"".join(command)
-        names = [n for n in _commands(bytes(packed), scripts) if n not in ("MULTI", "EXEC")]
-        label = names[0] if len(names) == 1 else "pipeline(" + "+".join(names) + ")"
-        counts[label] += 1
-        await original(self, command, check_health)
+    # agentq's connections send with their own method (orchestrator/redis/lean.py).
+    for cls in (AbstractConnection, LeanConnection):
+        original = cls.send_packed_command
 
-    setattr(AbstractConnection, "send_packed_command", counted)  # noqa: B010
+        async def counted(
+            self: AbstractConnection,
+            command: Any,
+            check_health: bool = True,
+            original: Any = original,
+        ) -> None:
+            packed = command if isinstance(command, bytes | bytearray) else b"".join(command)
+            names = [n for n in _commands(bytes(packed), scripts) if n not in ("MULTI", "EXEC")]
+            label = names[0] if len(names) == 1 else "pipeline(" + "+".join(names) + ")"
+            counts[label] += 1
+            await original(self, command, check_health)
+
+        setattr(cls, "send_packed_command", counted)  # noqa: B010
 
 
 def _worker(

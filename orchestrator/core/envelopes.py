@@ -14,6 +14,7 @@ import time
 from enum import StrEnum
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.orchestrator.core import keys
@@ -156,5 +157,6 @@ def serialize(obj: dict[str, Any]) -> bytes:
 
 
 def deserialize(data: bytes) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(data)
+    """Every job a worker runs is read here: orjson, at a fraction of json's cost."""
+    result: dict[str, Any] = orjson.loads(data)
     return result

@@ -11,13 +11,13 @@ out in arq's format, for every kind.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
+import orjson
 from pydantic import BaseModel
 
 from agentq.orchestrator.core import keys
@@ -162,7 +162,8 @@ def queued_job(
         job_id=id_,
         queue_key=keys.job_queue(on, id_),
         wake_key=keys.job_wake(on, id_),
-        payload=json.dumps(body, separators=(",", ":")),
+        # orjson: every transition that hands work on lays out a job or two.
+        payload=orjson.dumps(body).decode(),
         score_ms=due,
         # A deferred job must outlive its wait, or arq finds it gone when it falls due.
         expires_ms=JOB_EXPIRES_MS + int(defer_s * 1000),

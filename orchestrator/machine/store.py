@@ -105,11 +105,13 @@ class Store:
         return [reply.model_validate_json(r) for r in raw]
 
     def _body(self, transition: Transition) -> str:
-        """A transition's input as its script reads it (ARGV[1])."""
-        body = transition.model_dump(mode="json", exclude_none=True)
-        if self.retention_s is not None:
-            body["retention_s"] = self.retention_s
-        return json.dumps(body, separators=(",", ":"))
+        """A transition's input as its script reads it (ARGV[1]): the model's own JSON,
+        written once by pydantic-core (not dumped to dicts and encoded again), and the
+        store's retention added to the object it closes (a transition has at least `at`)."""
+        body = transition.model_dump_json(exclude_none=True)
+        if self.retention_s is None:
+            return body
+        return f'{body[:-1]},"retention_s":{self.retention_s}}}'
 
     async def _hash(self, key: str) -> dict[str, str]:
         """A hash of the machine's, as text ({} when there is none)."""

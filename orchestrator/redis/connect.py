@@ -24,6 +24,7 @@ from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.acks import ReplicaAcks, use_acks
 from agentq.orchestrator.redis.cluster import cluster_client, is_cluster_url, sync_cluster_client
+from agentq.orchestrator.redis.lean import lean
 from agentq.orchestrator.redis.sentinel import (
     is_sentinel_url,
     sentinel_pool,
@@ -94,6 +95,7 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
             )
         else:
             pool = aioredis.ConnectionPool.from_url(url, **timeouts)
+        pool.connection_class = lean(pool.connection_class)
     client = ArqRedis(
         pool_or_conn=pool,
         job_serializer=serialize,

@@ -273,3 +273,31 @@ def test_every_type_and_field_the_python_emitters_write_has_its_model() -> None:
     assert literal_types | {"finish", "error", "abort", "text-delta", "reasoning-delta"} == set(
         EVENT_MODELS
     )
+
+
+def _strict(raw: str) -> Any:
+    """JSON as a browser's JSON.parse reads it: NaN and Infinity are not JSON."""
+
+    def refuse(constant: str) -> Any:
+        raise ValueError(f"{constant} is not JSON")
+
+    return json.loads(raw, parse_constant=refuse)
+
+
+def test_an_event_is_strict_json_whatever_a_tool_returned() -> None:
+    stored = event_json(
+        "tool-result",
+        "r",
+        step=0,
+        tool_call_id="c",
+        tool_name="t",
+        output={"ratio": float("nan"), "max": float("inf"), 7: "a key that was a number"},
+    )
+    assert _strict(stored)["output"] == {"ratio": None, "max": None, "7": "a key that was a number"}
+
+
+def test_an_integer_past_64_bits_in_a_tool_s_input_is_kept() -> None:
+    stored = event_json(
+        "tool-call", "r", step=0, tool_call_id="c", tool_name="t", input={"n": 2**70}
+    )
+    assert json.loads(stored)["input"] == {"n": 2**70}

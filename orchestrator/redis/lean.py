@@ -1,0 +1,84 @@
+"""The connection class agentq's pools use: redis-py's, with a command's Python work cut.
+
+A worker sends a few commands per job (its transitions' EVALSHAs, each with a dozen keys
+and its input, and the claim), so what redis-py does per command in Python is a fixed
+share of every job's CPU. Two things here, each the same on the wire as redis-py's own:
+
+- packing in C: redis-py's sync client packs a command with hiredis when hiredis is
+  installed; its asyncio client (redis-py 5) always packs in Python, an encode, a length
+  and a bytes join per argument. These connections pack through redis-py's own hiredis
+  serializer: the same bytes, the same `DataError` for an argument Redis cannot take.
+- a write's deadline as `asyncio.timeout`: redis-py wraps each write in
+  `asyncio.wait_for`, which on Python 3.11 runs it in a task of its own. The deadline,
+  and the errors a failed or late write raises, are redis-py's.
+
+`lean` gives the class for the transport the URL chose (plain, TLS, Unix socket,
+sentinel-managed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any, cast
+
+from redis.asyncio.connection import AbstractConnection
+from redis.connection import HiredisRespSerializer
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.typing import EncodableT
+
+_PACKER = HiredisRespSerializer()
+
+
+class LeanConnection(AbstractConnection):
+    """What `lean` adds to a transport's connection class."""
+
+    def pack_command(self, *args: EncodableT) -> list[bytes]:
+        # redis-py annotates each argument as a list; they are a command's arguments.
+        return cast(list[bytes], _PACKER.pack(*cast(list[Any], args)))
+
+    async def send_packed_command(
+        self, command: bytes | str | Iterable[bytes], check_health: bool = True
+    ) -> None:
+        """redis-py 5's, but for the deadline (see the module's docstring)."""
+        if not self.is_connected:
+            await self.connect()  # type: ignore[no-untyped-call]  # redis-py's
+        elif check_health:
+            await self.check_health()  # type: ignore[no-untyped-call]
+        if isinstance(command, str):
+            command = command.encode()
+        if isinstance(command, bytes):
+            command = [command]
+        try:
+            async with asyncio.timeout(self.socket_timeout or None):
+                writer = self._writer
+                assert writer is not None  # connected above
+                writer.writelines(command)
+                await writer.drain()
+        except TimeoutError:  # before OSError, which it is a kind of
+            await self.disconnect(nowait=True)
+            raise RedisTimeoutError("Timeout writing to socket") from None
+        except OSError as e:
+            await self.disconnect(nowait=True)
+            err_no, message = ("UNKNOWN", e.args[0]) if len(e.args) == 1 else e.args[:2]
+            raise RedisConnectionError(f"Error {err_no} while writing to socket. {message}.") from e
+        except BaseException:
+            # A write cut short may have sent part of the command: the connection cannot
+            # be used again.
+            await self.disconnect(nowait=True)
+            raise
+
+
+_LEAN: dict[type[AbstractConnection], type[AbstractConnection]] = {}
+
+
+def lean(connection_class: type[AbstractConnection]) -> type[AbstractConnection]:
+    """`connection_class`, packing and sending as above (one class per class, so every
+    pool of a process shares it)."""
+    made = _LEAN.get(connection_class)
+    if made is None:
+        made = _LEAN[connection_class] = type(
+            f"Lean{connection_class.__name__}", (LeanConnection, connection_class), {}
+        )
+    return made
