@@ -103,7 +103,7 @@ def batch() -> None:
     type=click.IntRange(min=1, max=100),
     default=1,
     show_default=True,
-    help="Kept with the batch and shown by status; admission takes no turns by it.",
+    help="Its lines take N of the tenant's jobs for 1 of a priority-1 batch (or direct run).",
 )
 @click.option("--metadata", "metadata", multiple=True, metavar="K=V", help="Repeatable.")
 @click.option(

@@ -99,7 +99,8 @@ async def submit(
 ) -> Any:
     """Start a batch from a JSONL body (or a multipart upload: a `file` part, an optional
     `spec` part with the template). Each line is a RunSpec or a line over the template
-    (`agent=NAME` of the server's agents, or the `spec` part). `metadata.KEY=VALUE`
+    (`agent=NAME` of the server's agents, or the `spec` part). `priority` (1-100) is the
+    weight of the batch's turns among its tenant's work. `metadata.KEY=VALUE`
     query parameters label the batch; `max_cost_usd` and `max_total_tokens` are its
     shared budget (raised by POST /v1/batches/{id}/budget). The same `id` again resumes
     its upload (201) or, once it was sealed, returns it as it is (200). A tenant whose

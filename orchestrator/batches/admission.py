@@ -190,6 +190,7 @@ async def create_line_runs(
                 run_id=admission.run_id,
                 batch_line=True,
                 batch=admission.batch_id,
+                batch_weight=admission.priority,
             )
         )
         sent.append(i)

@@ -27,6 +27,7 @@ from agentq.orchestrator.batches.input import (
 from agentq.orchestrator.batches.state import (
     DEFAULT_BATCH_CONCURRENCY,
     LINE_END_STATUSES,
+    MAX_BATCH_PRIORITY,
     BatchCancel,
     BatchField,
     BatchOpen,
@@ -251,14 +252,17 @@ class Batches:
         `settings.max_spec_bytes` by default) is a BatchInputError naming it.
         `max_cost_usd`, `max_total_tokens`: the batch's shared budget (raised later by
         `set_budget`); a tenant whose own budget is reached is refused
-        (BudgetReachedError)."""
+        (BudgetReachedError). `priority` (1-100): the weight of the batch's fairness key
+        in its tenant's turns (a batch of 3 takes three jobs for one of a batch of 1)."""
         tenant = tenant or DEFAULT_TENANT
         budget = SharedBudget(max_cost_usd=max_cost_usd, max_total_tokens=max_total_tokens)
         await self.runs.check_budget(tenant)
         max_line = max_line_bytes or self.settings.max_spec_bytes
         batch_id = _check_batch_id(batch_id or uuid.uuid4().hex)
-        if concurrency < 1 or priority < 1:
-            raise BatchInputError("concurrency and priority must be at least 1")
+        if concurrency < 1:
+            raise BatchInputError("concurrency must be at least 1")
+        if not 1 <= priority <= MAX_BATCH_PRIORITY:
+            raise BatchInputError(f"priority must be 1-{MAX_BATCH_PRIORITY}")
         opened = await self.store.open(
             tenant,
             BatchOpen(

@@ -21,6 +21,9 @@ from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.machine.transition import Transition
 
 DEFAULT_BATCH_CONCURRENCY = 128
+# A batch's priority is the weight of its fairness key (core/fairness.py): its lines take
+# that many of its tenant's jobs a turn for one of a key of weight 1 (its direct runs').
+MAX_BATCH_PRIORITY = 100
 # How long an admission job's record (what it admitted) is kept for its re-delivery.
 ADMISSION_TOKEN_TTL_S = 24 * 3600
 
@@ -277,12 +280,14 @@ class UploadReply(BatchReply):
 
 
 class Admission(BaseModel):
-    """A line the settle admitted: its batch, line number, run id and spec."""
+    """A line the settle admitted: its batch, line number, run id and spec, and its
+    batch's priority (the weight of the batch's fairness key, core/fairness.py)."""
 
     batch_id: str
     line: int
     run_id: str
     spec: str = ""
+    priority: int = 1
 
 
 class SettleReply(BatchReply):

@@ -138,18 +138,28 @@ def lane_of(
     aging_s: float,
     tenant_weights: Mapping[str, int] | None = None,
     batch_id: str | None = None,
+    batch_weight: int = 1,
 ) -> Lane:
     """A run's lane: its tenant's default key, its batch's, or the key its spec names
-    (always the tenant's own), weighted by the spec and the deployment."""
+    (always the tenant's own), weighted by the spec and the deployment.
+
+    A batch's priority is `batch_weight`: a batch is a key of its own, so between a
+    tenant's batches (and its direct runs) a key's weight is what orders them; a
+    priority within the key would order nothing, every line having the same. A line
+    whose spec names its own `fairness` is weighted by it, as it chose."""
     owner = tenant or DEFAULT_TENANT
     weights = tenant_weights or {}
     key = fairness.key if fairness is not None else None
     if key is None:
         key = batch_key(batch_id) if batch_id is not None else DEFAULT_KEY
+    if fairness is not None:
+        weight = fairness.weight
+    else:
+        weight = batch_weight if batch_id is not None else 1
     return Lane(
         tenant=owner,
         key=key,
-        weight=fairness.weight if fairness is not None else 1,
+        weight=weight,
         tenant_weight=weights.get(owner, weights.get(ANY_TENANT, 1)),
         rank_ms=int((priority_value(priority) - NORMAL_PRIORITY) * aging_s * 1000),
     )

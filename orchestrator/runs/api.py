@@ -310,6 +310,7 @@ class Runs:
         start_at: datetime | float | None = None,
         batch_line: bool = False,
         batch: str | None = None,
+        batch_weight: int = 1,
     ) -> tuple[str, bool]:
         """`submit`, also saying whether the run is new (False: the id existed already).
 
@@ -323,7 +324,8 @@ class Runs:
         a link from it. `start_at`: as `submit`'s. `batch_line`: the run is a batch's
         line, in flight in its batch admission's count (core/tenant_limits.py). `batch`:
         its batch's id (a batch line's run or its sub-agents': their steps count to the
-        batch's budget)."""
+        batch's budget, and they wait under the batch's fairness key), `batch_weight` the
+        batch's priority (that key's weight)."""
         run_spec = _as_spec(spec)
         if child_of is not None:
             link = child_of.parent
@@ -340,6 +342,7 @@ class Runs:
                 start_at=_epoch_s(start_at),
                 batch_line=batch_line,
                 batch=batch,
+                batch_weight=batch_weight,
             )
 
     def chosen_id(self, spec: RunSpec, tenant: str | None) -> str | None:

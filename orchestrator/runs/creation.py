@@ -107,6 +107,7 @@ class RunCreation:
         start_at: float | None = None,
         batch_line: bool = False,
         batch: str | None = None,
+        batch_weight: int = 1,
     ) -> tuple[str, bool]:
         """Check, resolve and create the run; its id and whether it is new. The spec's
         `id` is the tenant's choice, in its namespace; `run_id`, an id already derived
@@ -124,6 +125,7 @@ class RunCreation:
             start_at=start_at,
             batch_line=batch_line,
             batch=batch,
+            batch_weight=batch_weight,
         )
         (created,) = await self.create_many([request])
         if isinstance(created, AgentqError):
@@ -236,6 +238,7 @@ class RunCreation:
                 self.settings.priority_aging_s,
                 self.settings.tenant_weights,
                 request.batch,
+                request.batch_weight,
             )
             update: dict[str, object] = {"lane": lane, "slot": slot}
             if end_job is not None:
@@ -478,6 +481,7 @@ class CreateRequest:
     start_at: float | None = None  # seconds since the epoch: a delayed run
     batch_line: bool = False  # a batch's line, in flight in its admission's count
     batch: str | None = None  # its batch's id: its steps count to the batch's budget
+    batch_weight: int = 1  # its batch's priority: the weight of the batch's fairness key
 
     @property
     def enforce(self) -> bool:

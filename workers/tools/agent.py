@@ -21,6 +21,7 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import JobEnvelope
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.events import event_json
+from agentq.orchestrator.core.fairness import batch_key
 from agentq.orchestrator.core.messages import ToolResultPart, Usage
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT, ParentLink, child_run_id
 from agentq.orchestrator.core.settings import Settings
@@ -142,8 +143,9 @@ async def open_child(
             spec_of(limits),
             tenant=meta.get("tenant"),
             child_of=ChildOf(parent=link, depth=depth),
-            # A batch line's sub-agents spend the batch's budget too.
+            # A batch line's sub-agents spend the batch's budget too, and take its turns.
             batch=meta.get(MetaField.BATCH),
+            batch_weight=_batch_weight(meta),
         )
     except TemplateError as exc:
         return f"cannot fill in its spec: {exc}"
@@ -178,6 +180,15 @@ async def tree_step_refusal(
     if steps <= most.value:
         return None
     return f"its run tree would take {steps} model steps; {most.allows()}"
+
+
+def _batch_weight(meta: dict[str, str]) -> int:
+    """The weight a batch line's sub-agent waits at under its batch's key: the batch's
+    priority, which the parent holds when it waits there too (its spec named no key)."""
+    batch = meta.get(MetaField.BATCH)
+    if batch is None or meta.get(MetaField.FAIR_KEY) != batch_key(batch):
+        return 1
+    return int(meta.get(MetaField.FAIR_WEIGHT, "1"))
 
 
 def _starts_children(tool: ToolDef) -> bool:

@@ -5,7 +5,7 @@
 -- ARGV    BatchSettle: batch_id, token (the job's id), by (the job's envelope, none for
 --         a sweeper's own settle), token_ttl_s, line, run_id, record (the ended line's
 --         compact record), ended_at (when its run ended)
--- Replies SETTLED {admitted[{batch_id, line, run_id, spec}]}
+-- Replies SETTLED {admitted[{batch_id, line, run_id, spec, priority}]}
 --         DUPLICATE {admitted}  the token was settled before (a re-delivered job): the
 --                   same admissions again, so their runs are created (idempotently)
 -- Effects the line's record, counts and usage (only if the record still names that
@@ -65,5 +65,6 @@ else
 end
 for _, a in ipairs(admitted) do
   a.spec = redis.call('HGET', bkey(a.batch_id, BK.SPECS), a.line) or ''
+  a.priority = tonumber(redis.call('HGET', bkey(a.batch_id), BF.PRIORITY)) or 1
 end
 return reply(outcome, {admitted = admitted})

@@ -17,6 +17,7 @@ from agentq.orchestrator.batches.state import BatchSettle, SettleReply
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import TenantLimitError
+from agentq.orchestrator.core.run_ids import child_run_id
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.core.tenant_limits import TenantLimit
 from agentq.orchestrator.runs.state import MetaField
@@ -136,6 +137,33 @@ async def test_duplicate_custom_ids_are_refused_before_anything_starts(client: C
     with pytest.raises(BatchInputError, match=r"line 2 repeats line 1 \('a'\)"):
         await client.batches.submit(rows, template=TEMPLATE, batch_id="d1")
     assert await client.redis.exists(keys.batch_meta("default", "d1")) == 0
+
+
+async def test_a_batchs_priority_is_the_weight_its_lines_take_turns_at(client: Client) -> None:
+    """(core/fairness.py: the lane a run stores once, the claim reads.)"""
+    with pytest.raises(BatchInputError, match="priority must be 1-100"):
+        await client.batches.submit([{"vars": {"q": "x"}}], template=TEMPLATE, priority=101)
+    rows = [{"custom_id": str(i), "vars": {"q": "x"}} for i in range(3)]
+    await client.batches.submit(rows, template=TEMPLATE, batch_id="p3", priority=3)
+    info = await finished(client, "p3")
+
+    assert info.priority == 3
+    for row in await results(client, "p3"):
+        meta = await client.runs.store.meta(row.run_id or "")
+        assert (meta[MetaField.FAIR_KEY], meta[MetaField.FAIR_WEIGHT]) == ("batch:p3", "3")
+
+
+async def test_a_lines_sub_agent_takes_its_batchs_turns_at_its_weight(client: Client) -> None:
+    child = scripted({"text": "ok"})
+    helper = {"type": "agent", "name": "helper", "description": "A helper", "spec": child}
+    ask = {"tool_calls": [{"name": "helper", "input": {"prompt": "go"}, "id": "h1"}]}
+    template = scripted(ask, {"text": "done"}, tools=[helper])
+    await client.batches.submit([{"custom_id": "a"}], template=template, batch_id="s3", priority=3)
+    await finished(client, "s3")
+    (row,) = await results(client, "s3")
+
+    meta = await client.runs.store.meta(child_run_id(row.run_id or "", 0, "h1"))
+    assert (meta[MetaField.FAIR_KEY], meta[MetaField.FAIR_WEIGHT]) == ("batch:s3", "3")
 
 
 async def test_cancel_stops_admissions_and_cancels_the_runs_in_flight(client: Client) -> None:

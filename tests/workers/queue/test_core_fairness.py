@@ -163,6 +163,10 @@ def test_a_runs_lane_is_its_tenants_key_never_another_tenants() -> None:
         tenant="acme", key="batch:b1", tenant_weight=3
     )
     assert lane_of("beta", Fairness(key="mine"), None, AGING_S, {"*": 2}, "b1").key == "mine"
+    # A batch's priority weighs its key; a line's own fairness, or a run of no batch, not.
+    assert lane_of("acme", None, None, AGING_S, None, "b1", 3).weight == 3
+    assert lane_of("acme", Fairness(key="mine"), None, AGING_S, None, "b1", 3).weight == 1
+    assert lane_of("acme", None, None, AGING_S, None, None, 3).weight == 1
     assert lane_of("beta", None, None, AGING_S, {"*": 2, "acme": 3}).tenant_weight == 2
     assert lane_of("acme", None, 0, 1.0).rank_ms == -5_000
 

@@ -151,6 +151,28 @@ async def batches_and_direct_runs(url: str, tmp: Path) -> list[str]:
         return scenario.marker.read_text().split()
 
 
+async def batches_by_priority(url: str, tmp: Path, high: int, low: int) -> list[str]:
+    """Tenant acme: a direct run holding the slot, then batch h of priority 3 and batch l
+    of priority 1, every line's call waiting behind the held one."""
+    async with Client(url) as client:
+        scenario = Scenario(client, tmp)
+        await scenario.submit("acme", "d0")
+        await scenario.backlog(0)
+        for name, priority, count in (("h", 3, high), ("l", 1, low)):
+            lines = [scenario.spec(f"{name}{i}") for i in range(count)]
+            await client.batches.submit(lines, batch_id=name, tenant="acme", priority=priority)
+        await scenario.backlog(high + low)
+        await scenario.release()
+        for name in ("h", "l"):
+            await eventually_async(
+                lambda n=name: client.batches.status(n, tenant="acme"),  # type: ignore[misc]
+                f"batch {name} done",
+                120,
+                until=lambda b: b.status == "done",
+            )
+        return scenario.marker.read_text().split()
+
+
 async def keys_of_one_tenant(url: str, tmp: Path, x: int, y: int) -> list[str]:
     async with Client(url) as client:
         scenario = Scenario(client, tmp)
@@ -212,6 +234,17 @@ def test_a_tenants_batches_interleave_and_never_hold_back_its_direct_runs(
     assert max(order.index(f"d{i}") for i in range(1, 6)) <= 15, order
     first = Counter(tag[0] for tag in order[1:31])
     assert abs(first["x"] - first["y"]) <= 1, first
+
+
+def test_a_batch_of_priority_3_takes_3_calls_for_1_of_a_batch_of_priority_1(
+    worker: str, tmp_path: Path
+) -> None:
+    """A batch's priority is the weight of its key (`batch:<id>`) in its tenant's turns."""
+    order = asyncio.run(batches_by_priority(worker, tmp_path, 60, 30))
+
+    assert len(order) == 91, order
+    # While both have calls waiting (the first 60 taken after the held one).
+    assert 2.7 <= ratio(order[1:61], "h", "l") <= 3.3, Counter(t[0] for t in order[1:61])
 
 
 def test_a_tenants_keys_share_its_slot_3_to_1_by_weight(worker: str, tmp_path: Path) -> None:
