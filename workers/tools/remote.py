@@ -306,9 +306,10 @@ class RemoteLeases:
                 record_prefix(keys.queue(queue, p), keys.wake(queue, p)),
                 BACKSTOP_MS,
                 INDEXED_OFFSET_MS,
+                ARQ_JOB_PREFIX,
             ],
         )
-        if score is None:  # leased by another, finished, or deferred meanwhile
+        if score is None:  # leased by another, finished, deferred, or its key is full
             await self.redis.delete(liveness_key(lease_id))
             return None
         held = await self._job(job_id, queue, holder_id)

@@ -1,18 +1,22 @@
 -- conc: concurrency keys in the claim (orchestrator/concurrency/).
--- Needs: CONC (the constants `concurrency.slots.lua_chunk()` renders).
+-- Needs: CONC (the constants `concurrency.slots.lua_chunk()` renders), FAIR (fair.lua's).
 -- Defines: conc_admit(counter, max, run) -> true when the run holds a slot (one more job counted);
 --   conc_hold(counter, queue_key, id, due, meta_key): the job waits for a slot, out of
 --   its lane;
 --   conc_put_back(counter, n): the key's oldest held jobs back into their queues, until
 --   n of live runs are (a cancelled run's go back too, for the claim to drop);
 --   conc_release(record): a lease record's job ended: its run's count lowered, and its
---   slot freed (and held jobs put back) once the run has no job running.
+--   slot freed (and held jobs put back) once the run has no job running;
+--   conc_claim(queue_key, id, due, payload) -> the lease record's addition ('' for a
+--   run without a key), or nil when the job is held: the claim of one given job (a
+--   remote lease, claim_one.lua), as take.lua's look does it.
 -- A run's key is its meta's CONC.COUNTER_FIELD and CONC.MAX_FIELD (the claim reads them
 -- with its lane's weights). A key's counter is a hash, run id -> its jobs running: a run holds one slot however
 -- many of its jobs run (parallel tool calls). Its held jobs are a sorted set by due
 -- time of [queue, job, its run's meta key] (JSON). Both are in the run's slot (its runs are placed there),
 -- as is every queue its jobs go to.
 -- @include wake
+-- @include fair
 
 local function conc_admit(counter, max, run)
   if redis.call('HEXISTS', counter, run) == 0 and redis.call('HLEN', counter) >= max then
@@ -54,4 +58,23 @@ local function conc_release(record)
     redis.call('HDEL', rec.k, rec.r)
     conc_put_back(rec.k, CONC.PUT_BACK)
   end
+end
+
+-- A given job (claim_one.lua: a remote service picks it from the queue itself, not from
+-- its lane) is claimed under its run's key as take.lua's look claims a lane's head, and
+-- a job held before and taken now leaves the key's held jobs (it was never put back).
+local function conc_claim(queue_key, id, due, payload)
+  local run = payload and string.match(payload, '"run_id":%s*"([^"]+)"')
+  if not run then return '' end
+  local meta_key = fair_run_meta(queue_key, run)
+  local conc = redis.call('HMGET', meta_key, CONC.COUNTER_FIELD, CONC.MAX_FIELD)
+  local counter, max = conc[1], tonumber(conc[2])
+  if not counter then return '' end
+  if not conc_admit(counter, max, run) then
+    conc_hold(counter, queue_key, id, due, meta_key)
+    return nil
+  end
+  redis.call('ZREM', counter .. CONC.WAIT, cjson.encode({queue_key, id, meta_key}))
+  if redis.call('HLEN', counter) < max then conc_put_back(counter, 1) end
+  return ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
 end
