@@ -63,6 +63,7 @@ def lua_chunk() -> str:
         "MAX_FIELD": MAX_FIELD,
         "WAIT": keys.CONCURRENCY_WAIT_SUFFIX,
         "QUEUE_PREFIX": keys.QUEUE_PREFIX,
+        "HELD_PREFIX": keys.HELD_PREFIX,
         "WAKE_PREFIX": keys.WAKE_PREFIX,
     }
     body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in table.items())

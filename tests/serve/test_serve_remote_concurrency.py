@@ -92,6 +92,10 @@ def test_a_leased_call_holds_its_keys_slot_until_its_result(
     first = lease(remote_server, 2, 30)
     assert len(first) == 1, first  # the key's one slot is the leased call's
     assert lease(remote_server, 2, 0) == []  # still held while the lease is out
+    # The held call is no work a pool could take: held, not ready, not in the depth.
+    figures = remote_queue(remote_server)
+    assert (figures["ready"], figures["held"], figures["running"]) == (0, 1, 1)
+    assert figures["depth"] == 1
     answer(remote_server, first[0])
 
     second = lease(remote_server, 1, 30)

@@ -26,8 +26,15 @@ local function conc_admit(counter, max, run)
   return true
 end
 
+-- A queue's held jobs (keys.held): what its depth counts apart from ready work. A job
+-- is in it exactly while it is in a key's held jobs.
+local function conc_held_key(queue_key)
+  return CONC.HELD_PREFIX .. string.sub(queue_key, #CONC.QUEUE_PREFIX + 1)
+end
+
 local function conc_hold(counter, queue_key, id, due, meta_key)
   redis.call('ZADD', counter .. CONC.WAIT, due, cjson.encode({queue_key, id, meta_key}))
+  redis.call('ZADD', conc_held_key(queue_key), due, id)
 end
 
 -- A held job goes back into its queue at its due time: the next claim's sweep of jobs
@@ -42,6 +49,7 @@ local function conc_put_back(counter, n)
     if #held == 0 then return end
     local entry = cjson.decode(held[1])
     local queue_key, id, meta_key = entry[1], entry[2], entry[3]
+    redis.call('ZREM', conc_held_key(queue_key), id)
     local score = redis.call('ZSCORE', queue_key, id)
     if score and tonumber(score) < 0 then  -- still ready: not claimed, ended or gone
       redis.call('ZADD', queue_key, held[2], id)
@@ -74,7 +82,9 @@ local function conc_claim(queue_key, id, due, payload)
     conc_hold(counter, queue_key, id, due, meta_key)
     return nil
   end
-  redis.call('ZREM', counter .. CONC.WAIT, cjson.encode({queue_key, id, meta_key}))
+  if redis.call('ZREM', counter .. CONC.WAIT, cjson.encode({queue_key, id, meta_key})) == 1 then
+    redis.call('ZREM', conc_held_key(queue_key), id)
+  end
   if redis.call('HLEN', counter) < max then conc_put_back(counter, 1) end
   return ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
 end
