@@ -87,6 +87,9 @@ FAIR_LANE_INFIX = ":lane:"
 # the key's jobs held back while it is at its max (a sorted set of [queue, job] by due).
 CONCURRENCY_PREFIX = "aq:conc:"
 CONCURRENCY_WAIT_SUFFIX = ":wait"
+# Hash per partition: its active keys (counter -> max), for a tenant's list of its keys; no
+# key's name is it (a key's is `<tenant>/<key>`).
+CONCURRENCY_ACTIVE = "@active"
 # A queue's jobs held back by their concurrency key, per partition (a sorted set by due):
 # still in the queue, they are not work its pool can run (fleet/queues.py counts them apart).
 HELD_PREFIX = "aq:held:"
@@ -215,6 +218,11 @@ def concurrency(run_id: str, name: str) -> str:
     """The counter of concurrency key `name` (`<tenant>/<key>`), in `run_id`'s partition
     (a placed run's: the key's)."""
     return _partitioned(CONCURRENCY_PREFIX, partition_of(run_id), name)
+
+
+def concurrency_active(partition: int) -> str:
+    """The active concurrency keys of a partition (their counters, each with its max)."""
+    return _partitioned(CONCURRENCY_PREFIX, partition, CONCURRENCY_ACTIVE)
 
 
 def meta(run_id: str) -> str:

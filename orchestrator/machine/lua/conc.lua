@@ -18,7 +18,20 @@
 -- @include wake
 -- @include fair
 
+-- The partition's active keys (keys.concurrency_active: counter -> max), which the
+-- dashboard lists by tenant: a key is in it from its first claim until it holds no
+-- slot and no held job.
+local function conc_index(counter)
+  local rest = #CONC.PREFIX + 1
+  if string.sub(counter, rest, rest) == CONC.TAG_OPEN then
+    local close = string.find(counter, CONC.TAG_CLOSE, rest, true)
+    return string.sub(counter, 1, close + #CONC.SEPARATOR) .. CONC.ACTIVE
+  end
+  return CONC.PREFIX .. CONC.ACTIVE
+end
+
 local function conc_admit(counter, max, run)
+  redis.call('HSET', conc_index(counter), counter, max)
   if redis.call('HEXISTS', counter, run) == 0 and redis.call('HLEN', counter) >= max then
     return false
   end
@@ -65,6 +78,9 @@ local function conc_release(record)
   if redis.call('HINCRBY', rec.k, rec.r, -1) <= 0 then
     redis.call('HDEL', rec.k, rec.r)
     conc_put_back(rec.k, CONC.PUT_BACK)
+    if redis.call('EXISTS', rec.k, rec.k .. CONC.WAIT) == 0 then
+      redis.call('HDEL', conc_index(rec.k), rec.k)
+    end
   end
 end
 

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from agentq.orchestrator.concurrency.slots import placed_id, slot_of
+from agentq.orchestrator.concurrency.load import ConcurrencyKeys, KeyLoad
+from agentq.orchestrator.concurrency.slots import KeyLimit, placed_id, slot_of
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope
 from agentq.orchestrator.core.fairness import lane_of
@@ -208,3 +209,29 @@ def test_a_keyed_runs_partition_is_its_keys() -> None:
     finally:
         keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
 
+
+async def test_a_tenants_active_keys_and_a_runs_place_in_its_key(redis: Redis) -> None:
+    """What the dashboard reads (`client.concurrency`): each tenant's own active keys with
+    slots in use, max and held jobs; a run holding a slot is running, one without while
+    the key is full is waiting; a key whose runs all ended is listed no more."""
+    acme = [await create(redis, f"a{i}", "acme", "user-42", 1) for i in range(3)]
+    beta = await create(redis, "b9", "beta", "user-42", 2)
+    t = await taker(redis, "w1")
+    assert await take(t, 8) == [job(acme[0]), job(beta)]
+
+    loads = ConcurrencyKeys(redis)
+    assert await loads.active("acme") == [KeyLoad(key="user-42", in_use=1, max=1, held=2)]
+    assert await loads.active("beta") == [KeyLoad(key="user-42", in_use=1, max=2, held=0)]
+    assert await loads.active("globex") == []
+    limit = KeyLimit(key="user-42", max=1)
+    holder = await loads.of_run(acme[0], limit, live=True)
+    assert (holder.state, holder.in_use, holder.held) == ("running", 1, 2)
+    assert (await loads.of_run(acme[1], limit, live=True)).state == "waiting"
+    assert (await loads.of_run(acme[1], limit, live=False)).state is None
+
+    running = [job(acme[0]), job(beta)]
+    while running:  # each job ends in turn; the held ones take the freed slots
+        running += await take(t, 8, ended=running.pop(0))
+    assert await loads.active("acme") == []
+    assert await loads.active("beta") == []
+    assert await redis.keys(keys.CONCURRENCY_PREFIX + "*") == []
