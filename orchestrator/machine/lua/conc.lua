@@ -9,7 +9,10 @@
 --   slot freed (and held jobs put back) once the run has no job running;
 --   conc_claim(queue_key, id, due, payload) -> the lease record's addition ('' for a
 --   run without a key), or nil when the job is held: the claim of one given job (a
---   remote lease, claim_one.lua), as take.lua's look does it.
+--   remote lease, claim_one.lua), as take.lua's look does it;
+--   conc_held_key(queue_key) -> the queue's held jobs (keys.held), which a queue's depth
+--   counts apart; conc_index(counter) -> its partition's active keys
+--   (keys.concurrency_active), which a tenant's list of keys reads.
 -- A run's key is its meta's CONC.COUNTER_FIELD and CONC.MAX_FIELD (the claim reads them
 -- with its lane's weights). A key's counter is a hash, run id -> its jobs running: a run holds one slot however
 -- many of its jobs run (parallel tool calls). Its held jobs are a sorted set by due
