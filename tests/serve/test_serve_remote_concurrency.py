@@ -37,10 +37,12 @@ def remote_server(redis_url: str, worker: WorkerProcess) -> Iterator[ServeProces
     process.stop()
 
 
-def lease(server: ServeProcess, max_calls: int, wait_s: float) -> list[dict[str, Any]]:
+def lease(
+    server: ServeProcess, max_calls: int, wait_s: float, lease_s: float = 60
+) -> list[dict[str, Any]]:
     response = httpx.post(
         f"{server.url}/v1/queues/node-tools/lease",
-        json={"max": max_calls, "wait_s": wait_s, "lease_s": 60},
+        json={"max": max_calls, "wait_s": wait_s, "lease_s": lease_s},
         timeout=60,
     )
     assert response.status_code == 200, response.text
@@ -75,19 +77,22 @@ def ended(server: ServeProcess, run_id: str) -> str:
     return eventually(status, f"run {run_id} to end", 60, until=lambda s: s in ENDED)
 
 
+def two_queued_calls(server: ServeProcess) -> list[str]:
+    """Two runs of the key, each with its call waiting on the remote queue (a queued call
+    holds no slot, so each run's model step ran in turn); their ids."""
+    runs = []
+    for _ in range(2):
+        created = httpx.post(f"{server.url}/v1/runs", json=KEYED_SHOUT, timeout=30)
+        assert created.status_code == 201, created.text
+        runs.append(created.json()["id"])
+    eventually(lambda: queued_calls(server), "both calls to be queued", until=lambda n: n == 2)
+    return runs
+
+
 def test_a_leased_call_holds_its_keys_slot_until_its_result(
     remote_server: ServeProcess,
 ) -> None:
-    runs = []
-    for _ in range(2):
-        created = httpx.post(f"{remote_server.url}/v1/runs", json=KEYED_SHOUT, timeout=30)
-        assert created.status_code == 201, created.text
-        runs.append(created.json()["id"])
-    # Both calls wait on the remote queue: a queued call holds no slot, so each run's
-    # model step ran in turn.
-    eventually(
-        lambda: queued_calls(remote_server), "both calls to be queued", until=lambda n: n == 2
-    )
+    runs = two_queued_calls(remote_server)
 
     first = lease(remote_server, 2, 30)
     assert len(first) == 1, first  # the key's one slot is the leased call's
@@ -101,5 +106,21 @@ def test_a_leased_call_holds_its_keys_slot_until_its_result(
     second = lease(remote_server, 1, 30)
     assert [c["call"]["run_id"] for c in second] != [first[0]["call"]["run_id"]]
     answer(remote_server, second[0])
+    for run_id in runs:
+        assert ended(remote_server, run_id) == "succeeded"
+
+
+def test_a_lapsed_lease_gives_its_keys_slot_back(remote_server: ServeProcess) -> None:
+    """A lease not renewed lapses: a reaper re-delivers its call and frees the slot, and
+    again one call (either run's) is leasable, the other held."""
+    runs = two_queued_calls(remote_server)
+    assert len(lease(remote_server, 2, 30, lease_s=1)) == 1  # never renewed
+    (taken,) = lease(remote_server, 2, 60)  # once the lapsed lease was reaped
+    figures = remote_queue(remote_server)
+    assert (figures["ready"], figures["held"], figures["running"]) == (0, 1, 1)
+    answer(remote_server, taken)
+    (last,) = lease(remote_server, 1, 60)
+    assert last["call"]["run_id"] != taken["call"]["run_id"]
+    answer(remote_server, last)
     for run_id in runs:
         assert ended(remote_server, run_id) == "succeeded"
