@@ -34,9 +34,10 @@ local function conc_index(counter)
 end
 
 local function conc_admit(counter, max, run)
-  redis.call('HSET', conc_index(counter), counter, max)
-  if redis.call('HEXISTS', counter, run) == 0 and redis.call('HLEN', counter) >= max then
-    return false
+  if redis.call('HEXISTS', counter, run) == 0 then
+    if redis.call('HLEN', counter) >= max then return false end
+    -- A run taking a slot: the key is active (a key at its max has such runs already).
+    redis.call('HSET', conc_index(counter), counter, max)
   end
   redis.call('HINCRBY', counter, run, 1)
   return true
