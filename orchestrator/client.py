@@ -12,6 +12,7 @@ async with Client("redis://localhost:6379") as client:
 - `client.threads`: conversations whose runs continue one another;
 - `client.schedules`: cron schedules, a run per tick, fired by the fleet;
 - `client.fleet`: the workers alive, the tools they serve, their queues' depths;
+- `client.concurrency`: a tenant's active concurrency keys, each key's load;
 - `client.credentials`: which tokens the doors issued are live (revoking one).
 
 The front doors (CLI, HTTP API, MCP gateway, dashboard) reach Redis through these
@@ -61,6 +62,7 @@ class Client(AsyncResource):
         self.schedules = Schedules(self.redis, self.settings, self.runs)
         self.fleet = Fleet(self.redis, self.runs.store)
         self.budgets = self.batches.budgets  # batches' and tenants' shared budgets
+        self.concurrency = self.runs.concurrency  # the tenants' active concurrency keys
         self.credentials = Credentials(self.redis)
 
     async def ping(self) -> None:

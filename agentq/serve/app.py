@@ -41,7 +41,7 @@ STATIC = resources.files("agentq.serve") / "static"
 
 def create_app(config: ServeConfig) -> FastAPI:
     # The console's own routes stand on the rest of serve, as the chat door does.
-    from agentq.serve.console import depths
+    from agentq.serve.console import concurrency, depths
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -103,6 +103,7 @@ def create_app(config: ServeConfig) -> FastAPI:
     errors.install(app)
     app.include_router(meta.router)
     app.include_router(depths.router)
+    app.include_router(concurrency.router)
     app.include_router(api_docs.router)
     app.include_router(serve_metrics.router)
     app.include_router(credentials.router)

@@ -4,6 +4,7 @@ place beside the run, and the constants `orchestrator/machine/lua/conc.lua` read
 from __future__ import annotations
 
 import json
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,13 +22,24 @@ KEY_FIELD = "conc_key"  # the key as the spec gave it (or key_from found it)
 PUT_BACK_PER_RELEASE = 8
 
 
+# What a live run is doing with its key: holding a slot (a job of it is running), or
+# waiting for one (it holds none and the key is at its max).
+SlotState = Literal["running", "waiting"]
+
+
 class KeyLimit(BaseModel):
-    """What a run shows of its concurrency key: the key (its tenant's) and its max."""
+    """What a run shows of its concurrency key: the key (its tenant's) and its max; and,
+    while the run lives, the key's runs holding a slot, its held jobs, and the run's
+    `state` (None between jobs with a slot free, or parked). An ended run no longer
+    counts under its key: those three are None."""
 
     model_config = ConfigDict(extra="forbid")
 
     key: str
     max: int
+    in_use: int | None = None
+    held: int | None = None
+    state: SlotState | None = None
 
 
 class Slot(BaseModel):
@@ -63,6 +75,12 @@ def lua_chunk() -> str:
         "MAX_FIELD": MAX_FIELD,
         "WAIT": keys.CONCURRENCY_WAIT_SUFFIX,
         "QUEUE_PREFIX": keys.QUEUE_PREFIX,
+        "HELD_PREFIX": keys.HELD_PREFIX,
+        "PREFIX": keys.CONCURRENCY_PREFIX,
+        "ACTIVE": keys.CONCURRENCY_ACTIVE,
+        "TAG_OPEN": keys.TAG_OPEN,
+        "TAG_CLOSE": keys.TAG_CLOSE,
+        "SEPARATOR": keys.JOB_SEPARATOR,
         "WAKE_PREFIX": keys.WAKE_PREFIX,
     }
     body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in table.items())

@@ -87,6 +87,12 @@ FAIR_LANE_INFIX = ":lane:"
 # the key's jobs held back while it is at its max (a sorted set of [queue, job] by due).
 CONCURRENCY_PREFIX = "aq:conc:"
 CONCURRENCY_WAIT_SUFFIX = ":wait"
+# Hash per partition: its active keys (counter -> max), for a tenant's list of its keys; no
+# key's name is it (a key's is `<tenant>/<key>`).
+CONCURRENCY_ACTIVE = "@active"
+# A queue's jobs held back by their concurrency key, per partition (a sorted set by due):
+# still in the queue, they are not work its pool can run (fleet/queues.py counts them apart).
+HELD_PREFIX = "aq:held:"
 
 # arq's key layout (arq.constants), which the Lua transitions write directly.
 ARQ_JOB_PREFIX = "arq:job:"
@@ -212,6 +218,11 @@ def concurrency(run_id: str, name: str) -> str:
     """The counter of concurrency key `name` (`<tenant>/<key>`), in `run_id`'s partition
     (a placed run's: the key's)."""
     return _partitioned(CONCURRENCY_PREFIX, partition_of(run_id), name)
+
+
+def concurrency_active(partition: int) -> str:
+    """The active concurrency keys of a partition (their counters, each with its max)."""
+    return _partitioned(CONCURRENCY_PREFIX, partition, CONCURRENCY_ACTIVE)
 
 
 def meta(run_id: str) -> str:
@@ -369,6 +380,12 @@ def timers(name: str, partition: int = 0) -> str:
     """A queue's timers in one partition: a sorted set of job ids by when each falls
     due, moved into the queue by the claim (workers/queue/lua/take.lua) when due."""
     return _partitioned(TIMERS_PREFIX, partition, name)
+
+
+def held(name: str, partition: int = 0) -> str:
+    """A queue's jobs held for their concurrency key in one partition, which the claim
+    keeps beside each key's own held jobs (machine/lua/conc.lua)."""
+    return _partitioned(HELD_PREFIX, partition, name)
 
 
 def fair(name: str, partition: int = 0) -> str:

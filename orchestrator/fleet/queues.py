@@ -8,8 +8,12 @@ reads 0). `ready` counts jobs due now and not running, timers fallen due include
 parked call's deadline waits in the queue's timer set until a claim moves it over: a
 pool at zero has no claim, so it must see the timer here to wake). Timers not yet due
 and retries waiting out their delay are not work on hand: `scheduled` counts the
-timers. `oldest_age_s` says how long the oldest ready job has been due. A queue is
-partitioned (`core/keys.py`): its figures are summed over its partitions.
+timers. A job whose run's concurrency key is at its max is `held`, not ready: it waits
+in the queue for a slot that only the key's own runs can free, so a pool scaled on
+depth would add workers that cannot run it (`orchestrator/concurrency/`); `held` counts
+those apart, and neither `ready` nor `depth` counts them. `oldest_age_s` says how long
+the oldest due job has been due. A queue is partitioned (`core/keys.py`): its figures
+are summed over its partitions.
 """
 
 from __future__ import annotations
@@ -34,12 +38,13 @@ class QueueStats:
     depth: int
     ready: int
     running: int
+    held: int
     scheduled: int
     oldest_age_s: float
 
 
 # What one partition of one queue costs to read: each count is O(log n).
-_READS = 6
+_READS = 7
 
 
 async def queue_stats(
@@ -59,12 +64,16 @@ async def queue_stats(
             pipe.zcount(timers, "-inf", now_ms)
             pipe.zcard(timers)
             pipe.zrange(timers, 0, 0, withscores=True)
+            pipe.zcard(keys.held(name, p))
     replies = await pipe.execute()
     stats: dict[str, QueueStats] = {}
     per_queue = _READS * len(parts)
     for i, name in enumerate(names):
         mine = replies[per_queue * i : per_queue * (i + 1)]
-        ready = sum(int(r) for r in mine[0::_READS]) + sum(int(r) for r in mine[3::_READS])
+        due = sum(int(r) for r in mine[0::_READS]) + sum(int(r) for r in mine[3::_READS])
+        held = sum(int(r) for r in mine[6::_READS])
+        # A held job stays due in its queue (conc.lua holds it where it is): not ready.
+        ready = due - held
         running = sum(int(r) for r in mine[1::_READS])
         firsts = [due_of(first[0][1]) for first in mine[2::_READS] + mine[5::_READS] if first]
         first_due_ms = min(firsts) if firsts else now_ms
@@ -73,6 +82,7 @@ async def queue_stats(
             depth=ready + running,
             ready=ready,
             running=running,
+            held=held,
             scheduled=sum(int(t) for t in mine[4::_READS]),
             oldest_age_s=max(0.0, (now_ms - first_due_ms) / 1000) if ready else 0.0,
         )

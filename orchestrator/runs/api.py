@@ -25,6 +25,7 @@ from pydantic import BaseModel, ValidationError
 from redis.asyncio import Redis
 
 from agentq.orchestrator import tracing
+from agentq.orchestrator.concurrency.load import ConcurrencyKeys
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import (
     AgentqError,
@@ -81,6 +82,7 @@ from agentq.orchestrator.runs.state import (
     QueuedJob,
     Reply,
     ResolveApproval,
+    RunStatus,
     StartQueued,
     TransitionInput,
 )
@@ -198,6 +200,7 @@ class Runs:
         self.store = RunStore(redis, retention_s=settings.retention_s)
         self.index = RunIndex(redis, retention_s=settings.retention_s)
         self._creation = RunCreation(redis, settings, self.store, self.index)
+        self.concurrency = ConcurrencyKeys(redis)
 
     @property
     def turns(self) -> ThreadTurns | None:
@@ -510,6 +513,10 @@ class Runs:
             t.name for t in map(ToolDef.model_validate_json, tools) if t.kind == "agent"
         )
         result = assemble(run_id, meta, messages, steps, agents)
+        if result.concurrency is not None:
+            live = result.status == RunStatus.RUNNING
+            slot = await self.concurrency.of_run(run_id, result.concurrency, live=live)
+            result = result.model_copy(update={"concurrency": slot})
         if not result.children:
             return result
         # A refused sub-agent call (depth, fan-out, a bad child spec) never made its run.

@@ -114,8 +114,9 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.spec",
         "serve",
     },
-    # The console's routes (queue depths over time), mounted as the chat door is.
-    "serve.console": {"orchestrator.fleet", "serve"},
+    # The console's routes (queue depths over time, a tenant's concurrency keys), mounted
+    # as the chat door is.
+    "serve.console": {"orchestrator.concurrency", "orchestrator.fleet", "serve"},
     "orchestrator": {
         "orchestrator.batches",
         "orchestrator.calls",
@@ -143,7 +144,8 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.policy",
         "orchestrator.tools",
     },
-    "orchestrator.concurrency": {"orchestrator.core", "orchestrator.policy"},
+    # A key's load is read from Redis (load.py), beside the spec half and its slots.
+    "orchestrator.concurrency": {"orchestrator.core", "orchestrator.policy", "orchestrator.redis"},
     "orchestrator.runs.state": {
         "orchestrator.concurrency",  # a run's concurrency slot, stored at create
         "orchestrator.core",

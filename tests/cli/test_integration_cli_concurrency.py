@@ -40,7 +40,9 @@ def test_submit_names_the_key_and_status_shows_it(
     status = run_cli("status", run_id, redis_url=redis_url)
     assert "concurrency key user-42: at most 2 runs at once" in status.stdout, status.stdout
     as_json = run_cli("status", run_id, "--json", redis_url=redis_url)
-    assert json.loads(as_json.stdout)["concurrency"] == {"key": "user-42", "max": 2}
+    # An ended run no longer counts under its key: its key and max, no load.
+    ended = {"key": "user-42", "max": 2, "in_use": None, "held": None, "state": None}
+    assert json.loads(as_json.stdout)["concurrency"] == ended
 
 
 @pytest.mark.parametrize(

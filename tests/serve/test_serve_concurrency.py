@@ -45,7 +45,8 @@ def test_the_spec_body_names_a_key_within_the_api_keys_tenant(keyed: ServeProces
         f"{keyed.url}/v1/runs/{run_id}", params={"wait": "30"}, headers=HEADERS, timeout=60
     )
     assert shown.status_code == 200, shown.text
-    assert shown.json()["concurrency"] == {"key": "user-42", "max": 2}
+    ended = {"key": "user-42", "max": 2, "in_use": None, "held": None, "state": None}
+    assert shown.json()["concurrency"] == ended
 
 
 @pytest.mark.parametrize(

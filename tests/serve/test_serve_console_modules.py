@@ -81,6 +81,7 @@ def test_each_page_loads_with_no_script_error(
         "#/batches/b1": ("#batch-id", "b1"),
         "#/schedules": ("#schedules-empty", "No schedules yet."),
         "#/workers": ("#workers tbody", "model"),
+        "#/keys": ("#keys-empty", "No key holds a slot or a held job."),
     }
     for fragment, (css, wanted) in pages.items():
         page.open(fragment)

@@ -56,7 +56,14 @@ def test_queue_depth_for_a_pool_scaled_to_zero(redis_url: str, keyed: ServeProce
     assert empty.status_code == 200, empty.text
     assert empty.json() == {
         "queues": {
-            name: {"depth": 0, "ready": 0, "running": 0, "scheduled": 0, "oldest_age_s": 0.0}
+            name: {
+                "depth": 0,
+                "ready": 0,
+                "running": 0,
+                "held": 0,
+                "scheduled": 0,
+                "oldest_age_s": 0.0,
+            }
             for name in ("model", "orders", "tools")
         }
     }

@@ -90,7 +90,7 @@ PASSED_KEEP_S = 600
 # How many jobs put back at their due time (released, reaped, given back, timers) one
 # claim moves into their lanes; an enqueue puts its job in its lane itself.
 INDEX_PER_CLAIM = 256
-CLAIM_ONE = scripts.script("agentq.workers.queue", "claim_one")
+CLAIM_ONE = scripts.load("agentq.workers.queue", ["claim_one"], constants=_CONSTANTS)["claim_one"]
 GIVE_BACK = scripts.load("agentq.workers.queue", ["give_back"], constants=_CONSTANTS)["give_back"]
 
 

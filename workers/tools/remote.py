@@ -276,15 +276,21 @@ class RemoteLeases:
             await asyncio.gather(*reads, return_exceptions=True)
 
     async def _free(self, queue: str) -> list[str]:
-        """Jobs due on `queue` (a claimed job leaves the ready range, so nobody holds
-        these; the claim itself refuses one taken meanwhile)."""
+        """Jobs due on `queue` and not held by their concurrency key (a claimed job
+        leaves the ready range, so nobody holds these; the claim itself refuses one taken
+        or held meanwhile)."""
         now_ms = int(time.time() * 1000)
         async with self.redis.pipeline(transaction=False) as pipe:
             for p in keys.partitions():
                 pipe.zrangebyscore(keys.queue(queue, p), "-inf", now_ms, start=0, num=_READ_LIMIT)
+                pipe.zrange(keys.held(queue, p), 0, -1)
             reads = await pipe.execute()
+        held = {raw for ids in reads[1::2] for raw in ids}
         return [
-            raw.decode() if isinstance(raw, bytes) else str(raw) for ids in reads for raw in ids
+            raw.decode() if isinstance(raw, bytes) else str(raw)
+            for ids in reads[0::2]
+            for raw in ids
+            if raw not in held
         ]
 
     async def _take(self, queue: str, job_id: str, lease_s: float, holder_id: str) -> Lease | None:
@@ -306,9 +312,10 @@ class RemoteLeases:
                 record_prefix(keys.queue(queue, p), keys.wake(queue, p)),
                 BACKSTOP_MS,
                 INDEXED_OFFSET_MS,
+                ARQ_JOB_PREFIX,
             ],
         )
-        if score is None:  # leased by another, finished, or deferred meanwhile
+        if score is None:  # leased by another, finished, deferred, or its key is full
             await self.redis.delete(liveness_key(lease_id))
             return None
         held = await self._job(job_id, queue, holder_id)

@@ -287,10 +287,18 @@ class _RuntimeCollector(Collector):
             return
         depth = GaugeMetricFamily(
             "agentq_queue_depth",
-            "Jobs ready or running (timers not yet due do not count): what pools scale on.",
+            "Jobs ready or running (timers not yet due and held jobs do not count): what "
+            "pools scale on.",
             labels=["queue"],
         )
-        ready = GaugeMetricFamily("agentq_queue_ready", "Jobs due now.", labels=["queue"])
+        ready = GaugeMetricFamily(
+            "agentq_queue_ready", "Jobs due now and not held by their key.", labels=["queue"]
+        )
+        held = GaugeMetricFamily(
+            "agentq_queue_held",
+            "Jobs due but held while their concurrency key is at its max (not in the depth).",
+            labels=["queue"],
+        )
         age = GaugeMetricFamily(
             "agentq_queue_oldest_job_age_seconds",
             "How long the oldest due job has been due.",
@@ -299,8 +307,9 @@ class _RuntimeCollector(Collector):
         for name, s in stats.items():
             depth.add_metric([name], s.depth)
             ready.add_metric([name], s.ready)
+            held.add_metric([name], s.held)
             age.add_metric([name], s.oldest_age_s)
-        yield from (depth, ready, age)
+        yield from (depth, ready, held, age)
 
 
 def _sandbox_metrics(executor: Any) -> Iterator[Any]:

@@ -11,7 +11,8 @@ from collections.abc import AsyncIterator
 import pytest
 from redis.asyncio import Redis
 
-from agentq.orchestrator.concurrency.slots import placed_id, slot_of
+from agentq.orchestrator.concurrency.load import ConcurrencyKeys, KeyLoad
+from agentq.orchestrator.concurrency.slots import KeyLimit, placed_id, slot_of
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, JobEnvelope
 from agentq.orchestrator.core.fairness import lane_of
@@ -82,9 +83,9 @@ async def test_a_key_at_its_max_is_passed_over_and_other_work_is_taken(redis: Re
 
     assert taken == [job(keyed[0]), job(keyed[1]), job(other), job(free)]
     assert await holding(redis, "acme", "user-42", keyed[0]) == {keyed[0], keyed[1]}
-    # The two held jobs are still ready: the queue's depth counts them.
+    # The two held jobs are held, not ready: the queue's depth leaves them out.
     stats = (await queue_stats(redis, [MODEL_QUEUE]))[MODEL_QUEUE]
-    assert (stats.ready, stats.running) == (2, 4)
+    assert (stats.ready, stats.held, stats.running, stats.depth) == (0, 2, 4, 4)
 
     # Nothing more while the key is full, however often a worker asks.
     assert await take(t, 8) == []
@@ -97,6 +98,28 @@ async def test_a_key_at_its_max_is_passed_over_and_other_work_is_taken(redis: Re
     await take(t, 8, ended=job(other))
     assert await holding(redis, "acme", "user-42", keyed[0]) == set()
     assert await redis.keys(keys.CONCURRENCY_PREFIX + "*") == []
+    assert await redis.keys(keys.HELD_PREFIX + "*") == []
+
+
+async def test_jobs_held_by_a_full_key_are_counted_apart_from_ready_work(
+    redis: Redis,
+) -> None:
+    """What KEDA and `agentq_queue_depth` read: ten runs of a key of max 1 and one claim
+    with room for all ten take one; the nine others are held, not ready, and the depth
+    is the one running, so no pool scales up for work it cannot run."""
+    runs = [await create(redis, f"k{i}", "acme", "user-42", 1) for i in range(10)]
+    t = await taker(redis, "w1")
+    before = (await queue_stats(redis, [MODEL_QUEUE]))[MODEL_QUEUE]
+    assert (before.ready, before.held, before.running, before.depth) == (10, 0, 0, 10)
+
+    assert await take(t, 10) == [job(runs[0])]
+    stats = (await queue_stats(redis, [MODEL_QUEUE]))[MODEL_QUEUE]
+    assert (stats.ready, stats.held, stats.running, stats.depth) == (0, 9, 1, 1)
+
+    # Its job ends: the slot frees, the next run takes it, eight stay held.
+    assert await take(t, 10, ended=job(runs[0])) == [job(runs[1])]
+    stats = (await queue_stats(redis, [MODEL_QUEUE]))[MODEL_QUEUE]
+    assert (stats.ready, stats.held, stats.running, stats.depth) == (0, 8, 1, 1)
 
 
 async def test_a_run_holding_its_slot_takes_its_parallel_calls_in_the_same_slot(
@@ -185,3 +208,30 @@ def test_a_keyed_runs_partition_is_its_keys() -> None:
         assert keys.job_partition(job(placed[3])) == keys.partition_of(placed[0])
     finally:
         keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
+
+
+async def test_a_tenants_active_keys_and_a_runs_place_in_its_key(redis: Redis) -> None:
+    """What the dashboard reads (`client.concurrency`): each tenant's own active keys with
+    slots in use, max and held jobs; a run holding a slot is running, one without while
+    the key is full is waiting; a key whose runs all ended is listed no more."""
+    acme = [await create(redis, f"a{i}", "acme", "user-42", 1) for i in range(3)]
+    beta = await create(redis, "b9", "beta", "user-42", 2)
+    t = await taker(redis, "w1")
+    assert await take(t, 8) == [job(acme[0]), job(beta)]
+
+    loads = ConcurrencyKeys(redis)
+    assert await loads.active("acme") == [KeyLoad(key="user-42", in_use=1, max=1, held=2)]
+    assert await loads.active("beta") == [KeyLoad(key="user-42", in_use=1, max=2, held=0)]
+    assert await loads.active("globex") == []
+    limit = KeyLimit(key="user-42", max=1)
+    holder = await loads.of_run(acme[0], limit, live=True)
+    assert (holder.state, holder.in_use, holder.held) == ("running", 1, 2)
+    assert (await loads.of_run(acme[1], limit, live=True)).state == "waiting"
+    assert (await loads.of_run(acme[1], limit, live=False)).state is None
+
+    running = [job(acme[0]), job(beta)]
+    while running:  # each job ends in turn; the held ones take the freed slots
+        running += await take(t, 8, ended=running.pop(0))
+    assert await loads.active("acme") == []
+    assert await loads.active("beta") == []
+    assert await redis.keys(keys.CONCURRENCY_PREFIX + "*") == []

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.concurrency.load import KeyLoad
 from agentq.orchestrator.core import keys
 from tests.support.held_calls import held_spec, marker_lines, most_at_once
 from tests.support.infra import WorkerProcess, start_worker
@@ -43,6 +44,15 @@ async def keyed_runs_wait_and_others_pass(url: str, tmp: Path) -> None:
         started = [line for line in marker_lines(tmp) if line.startswith("+a")]
         assert len(started) == 2, marker_lines(tmp)
         assert (await client.runs.result(held[0])).concurrency is not None
+        # The tenant's keys as the dashboard lists them: user-7's, its runs ended, no more.
+        full = [KeyLoad(key="user-42", in_use=2, max=2, held=4)]
+        await eventually_async(
+            lambda: client.concurrency.active("acme"),
+            "user-42's four others held",
+            60,
+            until=lambda listed: listed == full,
+        )
+        assert await client.concurrency.active("globex") == []
 
         (tmp / "gate-user-42").touch()
         for run_id in held:

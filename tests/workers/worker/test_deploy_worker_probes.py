@@ -169,6 +169,7 @@ async def test_a_worker_counts_its_jobs_model_calls_and_queues(
     assert value(samples, "agentq_rate_limit_wait_seconds_count", **gpt) == 2
     assert value(samples, "agentq_queue_depth", queue="tools") == 0
     assert value(samples, "agentq_queue_ready", queue="tools") == 0
+    assert value(samples, "agentq_queue_held", queue="tools") == 0
     assert value(samples, "agentq_queue_depth", queue="model") == 0
     assert value(samples, "agentq_queue_oldest_job_age_seconds", queue="model") == 0
 
@@ -259,8 +260,22 @@ async def test_queue_stats_read_depth_readiness_and_age(redis_url: str) -> None:
         await r.zadd(keys.timers("tools"), {"due": (now - 40) * 1000, "t": (now + 9) * 1000})
         await r.zadd(queue_key("sandbox"), {"c": now * 1000})
         stats = await queue_stats(r, ["tools", "sandbox", "model"], now_s=now)
-        empty = {"depth": 0, "ready": 0, "running": 0, "scheduled": 0, "oldest_age_s": 0.0}
-        tools = {"depth": 4, "ready": 3, "running": 1, "scheduled": 2, "oldest_age_s": 40.0}
+        empty = {
+            "depth": 0,
+            "ready": 0,
+            "running": 0,
+            "held": 0,
+            "scheduled": 0,
+            "oldest_age_s": 0.0,
+        }
+        tools = {
+            "depth": 4,
+            "ready": 3,
+            "running": 1,
+            "held": 0,
+            "scheduled": 2,
+            "oldest_age_s": 40.0,
+        }
         assert queues_document(stats) == {
             "queues": {
                 "tools": tools,

@@ -5,6 +5,7 @@ import { batchView, batchesView } from "./batches.js";
 import { runView } from "./run/view.js";
 import { listView } from "./runs.js";
 import { schedulesView } from "./schedules.js";
+import { keysView } from "./keys.js";
 import { $, api } from "./shared.js";
 import { threadView, threadsView } from "./threads.js";
 import { workersView } from "./workers.js";
@@ -48,6 +49,7 @@ function route() {
   else if (location.hash === "#/batches") stopView = batchesView();
   else if (location.hash === "#/schedules") stopView = schedulesView();
   else if (location.hash === "#/workers") stopView = workersView();
+  else if (location.hash === "#/keys") stopView = keysView();
   else stopView = listView();
 }
 

@@ -3,6 +3,7 @@
 import { $, api, el, json, runLink, usd } from "../shared.js";
 import { renderSteps, renderTimeline } from "./draw.js";
 import { drawPending } from "./pending.js";
+import { drawSlot } from "./slot.js";
 import { RunState } from "./state.js";
 
 const TERMINAL = new Set(["finish", "error", "abort"]);
@@ -107,6 +108,7 @@ export function runView(runId) {
     schedule();
   };
   let pendingTimer = 0;
+  let slotTimer = 0;
   refreshResult = async () => {
     try {
       const result = await api(`/v1/runs/${encodeURIComponent(runId)}`);
@@ -120,6 +122,10 @@ export function runView(runId) {
       }
       $("#run-cancel").hidden = !(result.status === "running" || result.status === "awaiting");
       renderLinks(result);
+      drawSlot(result);
+      // A run waiting for a slot sends no event until it has one: asked again meanwhile.
+      clearTimeout(slotTimer);
+      if (result.concurrency && result.concurrency.in_use !== null) slotTimer = setTimeout(refreshResult, 2000);
       renderForkSteps(result);
       state.children = result.children || {};
       if (result.origin && result.origin.step > 0) { state.origin = result.origin.run_id; state.copied(result); }
@@ -172,6 +178,7 @@ export function runView(runId) {
     cancelAnimationFrame(frame);
     clearInterval(ticker);
     clearTimeout(pendingTimer);
+    clearTimeout(slotTimer);
     clearTimeout(followTimer);
   };
 }
