@@ -154,7 +154,7 @@ local function look(id)
   local counter, max = meta[1], tonumber(meta[2])
   local weight, tenant_weight = tonumber(meta[3]) or 1, tonumber(meta[4]) or 1
   if not counter then return 'take', payload, due, '', weight, tenant_weight end
-  if not conc_admit(counter, max, run) then  -- still ready: a queue's depth counts it
+  if not conc_admit(counter, max, run) then  -- held apart: not ready in the queue's depth
     conc_hold(counter, queue, id, due, meta_key)
     return 'held'
   end
