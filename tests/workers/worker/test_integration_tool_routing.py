@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.runs.result import RunResult
-from tests.support.infra import TOOLS, WorkerProcess, free_port, run_cli, wait_ready
+from tests.support.infra import TOOLS, WorkerProcess, free_ports, run_cli, wait_ready
 from tests.support.specs import scripted
 from tests.support.waiting import eventually_async
 
@@ -195,7 +195,7 @@ async def test_hook_and_workflow_node_jobs_go_only_to_workers_that_serve_them(
 ) -> None:
     start(fleet, redis_url, "--queue", "model")
     # Two workers on the tools queue: only one has the hook and `shout`.
-    serving_port, lacking_port = free_port(), free_port()
+    serving_port, lacking_port = free_ports(2)
     metrics = ("--metrics-port", str(serving_port), "--queue", "tools", "--tools", TOOLS)
     start(fleet, redis_url, *metrics, "--tools", HOOKS, "--tools", shout_tools)
     lacking = start(
