@@ -278,8 +278,10 @@ class RunCreation:
                 run.hops.sent(enqueued_job_ids(run.args, reply.outcome))
             if run.turn is not None and reply.outcome != Outcome.CREATED:
                 await self.turns_of().give_back(run.turn)
-            if reply.outcome == Outcome.CREATED:
+            if reply.outcome in (Outcome.CREATED, Outcome.EXISTS):
                 # Scored by the run's own `created_at`: a list's time range is the one it shows.
+                # A repeated submission lists it too (NX: a listed run keeps its place): its
+                # first submitter may have died between the create and the index.
                 listed.append((run.run_id, run.tenant, run.args.at))
                 if run.turn is not None and run.turn.queued:
                     queued.append(run)

@@ -2,7 +2,8 @@
 
 Written right after a run is created (not inside the create transition, so the Lua
 scripts stay the store's alone); a crash between the two leaves the run unlisted but
-otherwise whole. Entries older than the retention are trimmed on every write, and the
+otherwise whole, until its submission is repeated (a re-delivered job's is), which lists
+it. Entries older than the retention are trimmed on every write, and the
 set itself expires with the retention, so the index never outlives the runs it names.
 """
 

@@ -27,7 +27,7 @@ import httpx
 from agentq.cli.images import build_images, recipes
 from agentq.sandbox.images import build_images as build_sandbox_images
 from agentq.sandbox.images import run_step
-from tests.support.infra import REPO, free_port, missing
+from tests.support.infra import REPO, free_ports, missing
 from tests.support.waiting import eventually
 
 PROJECT = "agentqci"
@@ -105,9 +105,7 @@ class Stack:
     def __init__(self, binary: str, images: Images, workdir: Path, script: list[Any]) -> None:
         self.binary = binary
         self.workdir = workdir
-        self.api_port = free_port()
-        self.phoenix_port = free_port()
-        self.prometheus_port = free_port()
+        self.api_port, self.phoenix_port, self.prometheus_port = free_ports(3)
         state = workdir / "state"
         state.mkdir(parents=True)
         tools = workdir / "tools"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import statistics
+import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -92,12 +93,23 @@ def judge(i: int, result: RunResult, events: list[Event], figures: Figures) -> N
 
 
 async def run_batch(
-    url: str, n: int, *, timeout_s: float = 300, nap_s: float = NAP_S
+    url: str,
+    n: int,
+    *,
+    timeout_s: float = 300,
+    nap_s: float = NAP_S,
+    submitted: threading.Event | None = None,
 ) -> tuple[Figures, list[str]]:
-    """Submit n runs, wait for all of them, judge them. Returns the figures and run ids."""
+    """Submit n runs, wait for all of them, judge them. Returns the figures and run ids.
+
+    `submitted` is set once every run is created: a fault that must not meet the
+    submissions (a submit, unlike a wait, does not retry through an outage) starts on
+    it, not after a guess at how long n submits take on a loaded machine."""
     figures = Figures()
     async with Client(url) as client:
         ids = [await client.runs.submit(batch_spec(i, nap_s)) for i in range(n)]
+        if submitted is not None:
+            submitted.set()
         results = await asyncio.gather(*(client.runs.wait(r, timeout_s=timeout_s) for r in ids))
         for i, (run_id, result) in enumerate(zip(ids, results, strict=True)):
             events = [e async for e in client.runs.events(run_id)]

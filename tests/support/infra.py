@@ -17,8 +17,10 @@ import tempfile
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
+import redis
 
 from tests.support.waiting import GaveUp, eventually
 
@@ -117,6 +119,20 @@ class RedisServer:
 
     def resume(self) -> None:
         self.proc.send_signal(signal.SIGCONT)
+
+    def has_replica_acknowledging(self) -> bool:
+        """Whether a replica acknowledges this primary's writes. Not the same as the
+        replica's `master_link_status:up`: the primary starts streaming to a replica that
+        synced without a disk (Redis 7's default) at its first ACK after the primary
+        counted the sync done, and one sent before then is ignored: until the replica's
+        next ACK, up to a second later, a WAIT with a short timeout falls short."""
+        client = redis.Redis(port=self.port)
+        try:
+            client.incr("agentq-test:replica-probe")
+            acked: Any = client.wait(1, 100)  # redis-py types sync replies loosely
+            return int(acked) >= 1
+        finally:
+            client.close()
 
     def stop(self) -> None:
         if self.proc.poll() is None:

@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.infra import free_port, missing
+from tests.support.infra import free_ports, missing
 from tests.support.waiting import GaveUp, eventually
 
 START_TIMEOUT_S = 240.0  # the first start runs its database migrations: ~60 s here
@@ -33,7 +33,7 @@ class Phoenix:
                 "install it with `pip install -e '.[test]'` (.ci/run does), or point "
                 "AGENTQ_PHOENIX_BIN at the `phoenix` command of another environment",
             )
-        self.port = free_port()
+        self.port, grpc_port = free_ports(2)
         self.dir = tempfile.mkdtemp(prefix="agentq-phoenix-")
         self.log_path = Path(self.dir) / "phoenix.log"
         self._log = self.log_path.open("wb")
@@ -42,7 +42,7 @@ class Phoenix:
             "PHOENIX_WORKING_DIR": self.dir,
             "PHOENIX_HOST": "127.0.0.1",
             "PHOENIX_PORT": str(self.port),
-            "PHOENIX_GRPC_PORT": str(free_port()),
+            "PHOENIX_GRPC_PORT": str(grpc_port),
             "PHOENIX_TELEMETRY_ENABLED": "false",
         }
         self.proc = subprocess.Popen(

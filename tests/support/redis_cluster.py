@@ -74,7 +74,7 @@ class LocalCluster:
             )
             for port in self.ports:
                 eventually(partial(self.ok, port), f"cluster_state:ok on :{port}", 30, 0.05)
-            eventually(self.replicas_linked, "every replica to sync", 30, 0.05)
+            eventually(self.replicas_acknowledging, "every replica to acknowledge writes", 30, 0.05)
         except BaseException:
             self.stop()
             raise
@@ -112,10 +112,22 @@ class LocalCluster:
         """SIGKILL the node on `port` (it stays down)."""
         self.procs[self.ports.index(port)].send_signal(signal.SIGKILL)
 
-    def replicas_linked(self) -> bool:
-        return all(
-            self.replication(p).get("master_link_status") == "up" for p in self.replica_ports()
-        )
+    def replicas_acknowledging(self) -> bool:
+        """Whether each primary's writes are acknowledged by a replica. A replica's own
+        `master_link_status:up` can come before its primary streams to it (infra.py:
+        `RedisServer.has_replica_acknowledging`)."""
+        replicas = self.replica_ports()
+        if not replicas:
+            return True
+        for primary in (p for p in self.ports if p not in replicas):
+            probes = (f"agentq-test:replica-probe:{{{i}}}" for i in range(10_000))
+            key = next(k for k in probes if self.owner(k) == primary)  # one of its slots
+            node = self.node(primary)
+            node.incr(key)
+            acked: Any = node.wait(1, 100)  # redis-py types sync replies loosely
+            if int(acked) < 1:
+                return False
+        return True
 
     def pause_replicas(self) -> None:
         """SIGSTOP every replica: a WAIT on any primary hears from none."""

@@ -37,7 +37,9 @@ class LocalSentinel:
         self.replica = RedisServer(extra_args=["--replicaof", "127.0.0.1", str(self.primary.port)])
         self.ports = free_ports(sentinels)
         try:
-            eventually(partial(self._linked, self.replica.port), "the replica to sync", 20)
+            eventually(
+                self.primary.has_replica_acknowledging, "the replica to acknowledge writes", 20
+            )
             for port in self.ports:
                 config = self.dir / f"sentinel-{port}.conf"  # sentinel rewrites its config
                 config.write_text(
@@ -100,11 +102,6 @@ class LocalSentinel:
             if int(state["num-slaves"]) < 1:
                 return False
         return True
-
-    @staticmethod
-    def _linked(port: int) -> bool:
-        info: Any = redis.Redis(port=port).info("replication")
-        return bool(info.get("master_link_status") == "up")
 
     def stop(self) -> None:
         for proc in self.procs:

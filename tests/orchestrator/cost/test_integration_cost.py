@@ -132,15 +132,21 @@ async def test_the_worker_counts_cost_by_tenant_provider_and_model(
     async with Client(redis_url) as client:
         run_id = await client.runs.submit(scripted(step(text="hi")), tenant="acme")
         assert (await client.runs.wait(run_id, timeout_s=60)).usage.cost_usd == STEP_USD
-    async with httpx.AsyncClient() as http:
-        text = (await http.get(f"http://127.0.0.1:{port}/metrics", timeout=10)).text
-    samples = {
-        (s.labels["tenant"], s.labels["provider"], s.labels["model"]): s.value
-        for family in text_string_to_metric_families(text)
-        if family.name == "agentq_cost_usd"
-        for s in family.samples
-        if s.name == "agentq_cost_usd_total"
-    }
+
+    async def costs() -> dict[tuple[str, str, str], float]:
+        async with httpx.AsyncClient() as http:
+            text = (await http.get(f"http://127.0.0.1:{port}/metrics", timeout=10)).text
+        return {
+            (s.labels["tenant"], s.labels["provider"], s.labels["model"]): s.value
+            for family in text_string_to_metric_families(text)
+            if family.name == "agentq_cost_usd"
+            for s in family.samples
+            if s.name == "agentq_cost_usd_total"
+        }
+
+    # The worker counts the step's cost once its commit returned, and the commit that
+    # ends the run is what the client's wait hears: the scrape can come first.
+    samples = await eventually_async(costs, "the step's cost to be counted")
     assert samples == {("acme", "scripted", "scripted"): pytest.approx(STEP_USD)}
 
 

@@ -31,13 +31,8 @@ NO_TOOLS = scripted({"text": "done"})
 def primary_and_replica() -> Iterator[tuple[RedisServer, RedisServer]]:
     primary = RedisServer()
     replica = RedisServer(extra_args=["--replicaof", "127.0.0.1", str(primary.port)])
-
-    def linked() -> bool:
-        info: Any = redis.Redis(port=replica.port).info("replication")
-        return bool(info.get("master_link_status") == "up")
-
     try:
-        eventually(linked, "the replica to sync", 20)
+        eventually(primary.has_replica_acknowledging, "the replica to acknowledge writes", 20)
         yield primary, replica
     finally:
         replica.stop()

@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from agentq.orchestrator.redis.connect import connect, connect_sync
-from tests.support.infra import RedisServer, free_port, listening, missing
+from tests.support.infra import RedisServer, free_port, free_ports, listening, missing
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -133,7 +133,7 @@ def test_a_rediss_sentinel_url_speaks_tls_to_the_sentinels_and_the_master(
     ca, cert, key = _certificates(tmp_path)
     tls = ["--tls-cert-file", str(cert), "--tls-key-file", str(key)]
     tls += ["--tls-ca-cert-file", str(ca), "--tls-auth-clients", "no"]
-    master_port, sentinel_port = free_port(), free_port()
+    master_port, sentinel_port = free_ports(2)
     master = subprocess.Popen(
         [
             *(binary, "--port", "0", "--tls-port", str(master_port), "--bind", "127.0.0.1"),

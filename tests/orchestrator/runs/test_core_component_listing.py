@@ -9,6 +9,8 @@ from collections.abc import Callable
 
 import pytest
 
+from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
+from agentq.orchestrator.runs.index import index_key
 from tests.support.embedded_runs import TIMEOUT_S, Embedded
 from tests.support.sample_tools import add
 from tests.support.specs import calls, scripted
@@ -47,3 +49,17 @@ async def test_a_bounded_scan_read_on_finds_what_one_read_finds(start: Start) ->
     # The first 4 runs read (r11..r08) hold one match: a short page, and a cursor on.
     assert ([r.id for r in by_search.runs], by_search.scanned) == (["r09", "r08"], 4)
     assert by_search.next_cursor is not None
+
+
+async def test_a_run_left_unlisted_by_a_crash_is_listed_by_its_resubmission(start: Start) -> None:
+    """The index is written after the create transition: a submitter that dies between
+    the two (a schedule's tick on a killed worker) leaves the run unlisted, and the
+    re-delivered submission, which finds the run created, lists it."""
+    spec = scripted({"text": "ok"}, id="unlisted")
+    async with start([]) as client:
+        run_id = await client.runs.submit(spec)
+        await client.redis.zrem(index_key(DEFAULT_TENANT), run_id)  # the crash's effect
+        assert [r.id for r in (await client.runs.list()).runs] == []
+        assert await client.runs.submit(spec) == run_id  # an idempotent no-op otherwise
+        listed = await client.runs.list()
+    assert [r.id for r in listed.runs] == [run_id]

@@ -57,6 +57,10 @@ def _three_steps(run_id: str) -> dict[str, Any]:
 
 
 def _trace_of(receiver: OtlpReceiver | OtlpGrpcReceiver, run_id: str) -> list[ReceivedSpan]:
+    """The run's spans, once its root is in. Only whole when every process that exported
+    to `receiver` has exited (each flushes its spans as it stops): the root ends inside
+    the run's last job, before that job's process span, and each worker exports its
+    own spans in its own batches."""
     trace_id = format(tracing.run_ids(run_id)[0], "032x")
     spans = receiver.wait_for(
         lambda got: has_root(run_spans(got, trace_id)), f"the trace of run {run_id}"
@@ -96,10 +100,10 @@ def test_distributed_run_is_one_flat_trace(redis_url: str, tmp_path: Path) -> No
             _cli_run(
                 _three_steps(run_id), tmp_path, "--redis", redis_url, env=receiver.env("submitter")
             )
-            spans = _trace_of(receiver, run_id)
         finally:
             model_worker.stop()
             tool_worker.stop()
+        spans = _trace_of(receiver, run_id)
 
     root = assert_flat_trace(spans)
     assert_genai_attributes(spans, run_id)
@@ -254,9 +258,9 @@ def test_provider_error_fails_the_run_with_errors_recorded_and_no_secret(
             done = run_cli("run", str(spec_path), "--json", "--redis", redis_url, env=env)
             assert done.returncode == 1, done.stderr
             assert key not in done.stdout
-            spans = _trace_of(receiver, run_id)
         finally:
             worker.stop()
+        spans = _trace_of(receiver, run_id)
 
     root = assert_flat_trace(spans)
     assert_genai_attributes(spans, run_id)
@@ -295,9 +299,9 @@ def test_json_log_lines_lead_to_the_trace(redis_url: str, tmp_path: Path) -> Non
                 id=run_id,
             )
             _cli_run(spec, tmp_path, "--redis", redis_url, env={})
-            spans = _trace_of(receiver, run_id)
         finally:
             worker.stop()
+        spans = _trace_of(receiver, run_id)
         lines = [json.loads(line) for line in worker.log().splitlines() if line.startswith("{")]
 
     (line,) = [li for li in lines if li.get("message") == "tool says: hello"]

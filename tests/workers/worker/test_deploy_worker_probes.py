@@ -27,7 +27,7 @@ from agentq.workers.worker.health import HealthServer, readiness_check
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.embedded_runs import of_type, wait_event
 from tests.support.fake_openai import FakeOpenAI, Turn
-from tests.support.infra import TOOLS, RedisServer, WorkerProcess, free_port, run_cli
+from tests.support.infra import TOOLS, RedisServer, WorkerProcess, free_port, free_ports, run_cli
 from tests.support.specs import scripted
 from tests.support.waiting import eventually
 
@@ -71,7 +71,7 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 def probed_worker(redis_url: str, allow_loopback_specs: None) -> Iterator[dict[str, Any]]:
     # The spec's model goes to a loopback fake: allow_loopback_specs lets it (and the
     # worker process started here inherits that environment).
-    metrics_port, health_port = free_port(), free_port()
+    metrics_port, health_port = free_ports(2)
     worker = WorkerProcess(
         redis_url,
         "--tools",

@@ -236,9 +236,14 @@ async def test_a_worker_paused_past_its_lease_mid_batch(
 
 
 def redis_chaos(
-    server: RedisServer, plan: list[tuple[float, float]], done: threading.Event
+    server: RedisServer,
+    plan: list[tuple[float, float]],
+    submitted: threading.Event,
+    done: threading.Event,
 ) -> None:
-    """For each (wait_s, down_s): wait, SIGKILL Redis, restart it after down_s."""
+    """Once the batch is submitted, for each (wait_s, down_s): wait, SIGKILL Redis,
+    restart it after down_s."""
+    submitted.wait()
     for wait_s, down_s in plan:
         if done.wait(wait_s):
             return
@@ -252,14 +257,15 @@ async def test_redis_sigkilled_mid_batch_and_restarted_after_4_s(
 ) -> None:
     fleet += start_workers(server.url, 3)
     pids = [w.pid for w in fleet]
-    done = threading.Event()
-    # After 2 s: every submit is on disk (appendfsync everysec) and the batch runs.
-    chaos = threading.Thread(target=redis_chaos, args=(server, [(2.0, 4.0)], done))
+    submitted, done = threading.Event(), threading.Event()
+    # 2 s after the last submit: it is on disk (appendfsync everysec) and the batch runs.
+    chaos = threading.Thread(target=redis_chaos, args=(server, [(2.0, 4.0)], submitted, done))
     chaos.start()
     try:
-        figures, _ = await run_batch(server.url, 60, nap_s=1.0, timeout_s=300)
+        figures, _ = await run_batch(server.url, 60, nap_s=1.0, timeout_s=300, submitted=submitted)
     finally:
         done.set()
+        submitted.set()  # a batch that failed to submit: the chaos has nothing to do
         chaos.join(30)
     report(figures, "redis-sigkill-4s", restarted_workers=0)
     assert_clean(figures)
@@ -271,15 +277,15 @@ async def test_one_second_redis_outages_every_4_s(
     server: RedisServer, fleet: list[WorkerProcess]
 ) -> None:
     fleet += start_workers(server.url, 3)
-    done = threading.Event()
-    chaos = threading.Thread(
-        target=redis_chaos, args=(server, [(2.0, 1.0), (3.0, 1.0), (3.0, 1.0)], done)
-    )
+    submitted, done = threading.Event(), threading.Event()
+    plan = [(2.0, 1.0), (3.0, 1.0), (3.0, 1.0)]
+    chaos = threading.Thread(target=redis_chaos, args=(server, plan, submitted, done))
     chaos.start()
     try:
-        figures, _ = await run_batch(server.url, 60, nap_s=1.5, timeout_s=300)
+        figures, _ = await run_batch(server.url, 60, nap_s=1.5, timeout_s=300, submitted=submitted)
     finally:
         done.set()
+        submitted.set()  # a batch that failed to submit: the chaos has nothing to do
         chaos.join(30)
     outage_lines = sum(w.log().count("redis unavailable") for w in fleet)
     report(figures, "redis-1s-outages", outages=3, workers=3, outage_log_lines=outage_lines)
@@ -379,9 +385,11 @@ async def test_maxmemory_reached_mid_batch(
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(batch_spec(0)))
     refused: list[subprocess.CompletedProcess[str]] = []
+    submitted = threading.Event()
 
     async def fill_then_free() -> None:
-        await asyncio.sleep(1.5)  # the batch is under way
+        # Once the batch is in (a full Redis refuses the batch's own submits too).
+        await eventually_async(submitted.is_set, "the batch to be submitted", 120)
         admin.config_set("maxmemory", "1")
         proc = cli("submit", str(spec_path), url=server.url)
         out, err = proc.communicate(timeout=60)
@@ -390,7 +398,7 @@ async def test_maxmemory_reached_mid_batch(
         admin.config_set("maxmemory", "0")
 
     chaos = asyncio.create_task(fill_then_free())
-    figures, _ = await run_batch(server.url, 40, nap_s=1.0, timeout_s=300)
+    figures, _ = await run_batch(server.url, 40, nap_s=1.0, timeout_s=300, submitted=submitted)
     await chaos
     (submit,) = refused
     report(figures, "maxmemory", refused_submit_exit=submit.returncode)

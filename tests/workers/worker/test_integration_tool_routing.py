@@ -17,8 +17,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.runs.result import RunResult
-from tests.support.infra import TOOLS, WorkerProcess, free_port, run_cli, wait_ready
+from tests.support.infra import TOOLS, WorkerProcess, free_ports, run_cli, wait_ready
 from tests.support.specs import scripted
+from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -194,7 +195,7 @@ async def test_hook_and_workflow_node_jobs_go_only_to_workers_that_serve_them(
 ) -> None:
     start(fleet, redis_url, "--queue", "model")
     # Two workers on the tools queue: only one has the hook and `shout`.
-    serving_port, lacking_port = free_port(), free_port()
+    serving_port, lacking_port = free_ports(2)
     metrics = ("--metrics-port", str(serving_port), "--queue", "tools", "--tools", TOOLS)
     start(fleet, redis_url, *metrics, "--tools", HOOKS, "--tools", shout_tools)
     lacking = start(
@@ -209,7 +210,16 @@ async def test_hook_and_workflow_node_jobs_go_only_to_workers_that_serve_them(
         assert result.status == "succeeded", result.error
     for i, result in enumerate(results[8:]):
         assert outputs(result) == [(False, f"HI {i}")]
-    served = job_counts(f"http://127.0.0.1:{serving_port}/metrics")
+    # A job is counted once it returned, after the transition that let its run go on:
+    # a run can end (and its wait return) before its last node or hook job is counted.
+    served = await eventually_async(
+        lambda: job_counts(f"http://127.0.0.1:{serving_port}/metrics"),
+        "every hook and node job to be counted",
+        until=lambda counts: (
+            counts.get(("hook_job", "succeeded"), 0) >= 8
+            and counts.get(("workflow_node", "succeeded"), 0) >= 8
+        ),
+    )
     assert served[("hook_job", "succeeded")] == 8
     assert served[("workflow_node", "succeeded")] >= 8  # (a lapsed lease may run one twice)
     assert not [k for k in served if k[1] == "released"], served
