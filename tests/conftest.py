@@ -17,6 +17,7 @@ import pytest
 from agentq.workers.queue.liveness import OUTAGE
 from tests.support.fixtures import (
     allow_loopback_endpoints,
+    cluster,
     http,
     model_log,
     redis_server,
@@ -29,6 +30,7 @@ from tests.support.models import LOOPBACK_SPEC_SETTINGS
 # Fixtures shared by every folder (tests are laid out by package, the tier is a marker).
 __all__ = [
     "allow_loopback_endpoints",
+    "cluster",
     "http",
     "model_log",
     "redis_server",

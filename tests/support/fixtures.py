@@ -14,11 +14,13 @@ from typing import Any
 import httpx
 import pytest
 
+from agentq.orchestrator.core import keys
 from agentq.workers import models as providers
 from agentq.workers.models.base import ProviderContext
 from agentq.workers.tools.function_tools import FunctionTool
 from tests.support.embedded_runs import Embedded, ModelLog, RecordingScripted
 from tests.support.infra import WorkerProcess
+from tests.support.redis_cluster import LocalCluster
 from tests.support.redis_fixtures import redis_server, redis_url
 
 __all__ = [
@@ -66,6 +68,21 @@ def workers() -> Iterator[list[WorkerProcess]]:
     yield started
     for worker in started:
         worker.stop()
+
+
+@pytest.fixture
+def cluster(workers: list[WorkerProcess]) -> Iterator[LocalCluster]:
+    """A local 3-primary Redis Cluster. The test's `workers` stop before it does, so none
+    rides out its loss as an outage while the test ends."""
+    local = LocalCluster(3)
+    try:
+        yield local
+    finally:
+        for worker in workers:
+            worker.stop()
+        local.stop()
+        # A client on the cluster set this process's partition count (connect does).
+        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
 
 
 @pytest.fixture

@@ -36,18 +36,6 @@ def partitioned() -> Iterator[None]:
     keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
 
 
-@pytest.fixture
-def cluster(workers: list[WorkerProcess]) -> Iterator[str]:
-    local = LocalCluster(3)
-    try:
-        yield local.url
-    finally:
-        for started in workers:
-            started.stop()
-        local.stop()
-        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
-
-
 def start_workers(url: str, workers: list[WorkerProcess], env: dict[str, str]) -> None:
     started = [WorkerProcess(url, "--tools", TOOLS, env=env) for _ in range(2)]
     workers += started
@@ -104,12 +92,12 @@ def test_a_batchs_keyed_lines_hold_their_max_over_four_partitions(
 
 @pytest.mark.cluster
 def test_a_batchs_keyed_lines_hold_their_max_on_a_three_primary_cluster(
-    cluster: str, tmp_path: Path, workers: list[WorkerProcess]
+    cluster: LocalCluster, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    start_workers(cluster, workers, {})
+    start_workers(cluster.url, workers, {})
 
     async def scenario() -> None:
-        async with Client(cluster) as client:
+        async with Client(cluster.url) as client:
             await keyed_lines_keep_their_max(client, tmp_path)
 
     asyncio.run(scenario())

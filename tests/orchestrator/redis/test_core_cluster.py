@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 
@@ -28,17 +27,6 @@ TEMPLATE = scripted(
 )
 
 
-@pytest.fixture
-def cluster() -> Iterator[LocalCluster]:
-    local = LocalCluster(3)
-    try:
-        yield local
-    finally:
-        local.stop()
-        # A client on the cluster set this process's partition count (connect does).
-        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
-
-
 async def held_by(client: Client, pid: int) -> int:
     """How many jobs the worker process `pid` holds now (its leases, all partitions)."""
     held = 0
@@ -48,14 +36,6 @@ async def held_by(client: Client, pid: int) -> int:
             if f"-{pid}-" in worker_id:
                 held += int(await client.redis.hlen(keys.worker_jobs(worker_id, p)))  # type: ignore[misc]
     return held
-
-
-@pytest.fixture
-def fleet() -> Iterator[list[WorkerProcess]]:
-    workers: list[WorkerProcess] = []
-    yield workers
-    for worker in workers:
-        worker.stop()
 
 
 async def run_batch(url: str, victim: WorkerProcess) -> BatchInfo:
@@ -86,12 +66,12 @@ async def run_batch(url: str, victim: WorkerProcess) -> BatchInfo:
 
 
 def test_a_batch_on_a_three_primary_cluster_survives_a_killed_worker(
-    cluster: LocalCluster, fleet: list[WorkerProcess]
+    cluster: LocalCluster, workers: list[WorkerProcess]
 ) -> None:
-    fleet += [WorkerProcess(cluster.url, "--tools", TOOLS) for _ in range(2)]
-    wait_ready(*fleet)
-    info = asyncio.run(run_batch(cluster.url, fleet[0]))
-    assert fleet[0].proc.poll() is not None  # the victim is dead, the batch still ended
+    workers += [WorkerProcess(cluster.url, "--tools", TOOLS) for _ in range(2)]
+    wait_ready(*workers)
+    info = asyncio.run(run_batch(cluster.url, workers[0]))
+    assert workers[0].proc.poll() is not None  # the victim is dead, the batch still ended
 
     assert (info.counts.succeeded, info.counts.failed, info.counts.running) == (LINES, 0, 0)
     assert keys.partition_count() == keys.CLUSTER_PARTITIONS  # the default on a cluster

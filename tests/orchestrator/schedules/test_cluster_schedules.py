@@ -5,8 +5,6 @@ timers live in the tenant's slot; its runs in theirs."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from agentq.orchestrator.core import keys
@@ -19,31 +17,12 @@ pytestmark = [pytest.mark.integration, pytest.mark.cluster]
 TENANTS = ("acme", "globex", "initech")
 
 
-@pytest.fixture
-def cluster() -> Iterator[LocalCluster]:
-    local = LocalCluster(3)
-    try:
-        yield local
-    finally:
-        local.stop()
-        # A client on the cluster set this process's partition count (connect does).
-        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
-
-
-@pytest.fixture
-def fleet() -> Iterator[list[WorkerProcess]]:
-    workers: list[WorkerProcess] = []
-    yield workers
-    for worker in workers:
-        worker.stop()
-
-
 async def test_ticks_fire_once_each_on_a_cluster(
-    cluster: LocalCluster, fleet: list[WorkerProcess]
+    cluster: LocalCluster, workers: list[WorkerProcess]
 ) -> None:
-    fleet += [WorkerProcess(cluster.url, "--tools", TOOLS, env=ENV) for _ in range(3)]
-    wait_ready(*fleet)
-    figures = await tick_under_kills(cluster.url, fleet, ticks=10, kill_at=(4,), tenants=TENANTS)
+    workers += [WorkerProcess(cluster.url, "--tools", TOOLS, env=ENV) for _ in range(3)]
+    wait_ready(*workers)
+    figures = await tick_under_kills(cluster.url, workers, ticks=10, kill_at=(4,), tenants=TENANTS)
     print(figures.line("schedules on a 3-primary cluster"))
     assert figures.runs == figures.ticks >= 10 * len(TENANTS)
     # The tenants' schedules are spread over the primaries, not all in one slot range.

@@ -6,7 +6,6 @@ once, in order. Nothing here is timed: each phase waits on what it observes."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -108,32 +107,19 @@ def test_a_killed_workers_slot_comes_back_when_its_lease_lapses(
     asyncio.run(killed_holder_gives_its_slot_back(redis_url, tmp_path, workers))
 
 
-@pytest.fixture
-def cluster(workers: list[WorkerProcess]) -> Iterator[str]:
-    local = LocalCluster(3)
-    try:
-        yield local.url
-    finally:
-        for started in workers:
-            started.stop()
-        local.stop()
-        # A client on the cluster set this process's partition count (connect does).
-        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
-
-
 @pytest.mark.cluster
 def test_a_keys_max_holds_across_a_three_primary_cluster(
-    cluster: str, tmp_path: Path, workers: list[WorkerProcess]
+    cluster: LocalCluster, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
     """A key's runs are placed in its partition, beside its counter: every claim checks
     it in the slot it takes the job from."""
-    start_worker(cluster, workers)
-    start_worker(cluster, workers)
-    asyncio.run(keyed_runs_wait_and_others_pass(cluster, tmp_path))
+    start_worker(cluster.url, workers)
+    start_worker(cluster.url, workers)
+    asyncio.run(keyed_runs_wait_and_others_pass(cluster.url, tmp_path))
 
 
 @pytest.mark.cluster
 def test_a_killed_workers_slot_comes_back_on_a_three_primary_cluster(
-    cluster: str, tmp_path: Path, workers: list[WorkerProcess]
+    cluster: LocalCluster, tmp_path: Path, workers: list[WorkerProcess]
 ) -> None:
-    asyncio.run(killed_holder_gives_its_slot_back(cluster, tmp_path, workers))
+    asyncio.run(killed_holder_gives_its_slot_back(cluster.url, tmp_path, workers))

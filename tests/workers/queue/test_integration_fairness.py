@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -254,18 +253,10 @@ def test_a_tenants_keys_share_its_slot_3_to_1_by_weight(worker: str, tmp_path: P
 
 
 @pytest.fixture
-def cluster_worker(workers: list[WorkerProcess]) -> Iterator[str]:
-    local = LocalCluster(3)
-    try:
-        workers.append(WorkerProcess(local.url, "--tools", TOOLS, env=ONE_SLOT))
-        wait_ready(*workers)
-        yield local.url
-    finally:
-        for started in workers:
-            started.stop()
-        local.stop()
-        # A client on the cluster set this process's partition count (connect does).
-        keys.use_partitions(keys.SINGLE_NODE_PARTITIONS)
+def cluster_worker(cluster: LocalCluster, workers: list[WorkerProcess]) -> str:
+    workers.append(WorkerProcess(cluster.url, "--tools", TOOLS, env=ONE_SLOT))
+    wait_ready(*workers)
+    return cluster.url
 
 
 @pytest.mark.cluster
