@@ -56,10 +56,39 @@ def free_ports(count: int) -> list[int]:
             s.close()
 
 
-def listening(port: int) -> bool:
-    """Whether something accepts connections on this loopback port."""
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
+def listens(pid: int, port: int) -> bool:
+    """Whether process `pid` itself listens on this TCP port. A free port is chosen
+    before the server binds it, so another process can take it in between: then the
+    port accepts connections, but they reach that process, and our server exits."""
+    sockets: set[str] = set()
+    fds = Path(f"/proc/{pid}/fd")
+    try:
+        names = list(fds.iterdir())
+    except OSError:  # the process has exited
+        return False
+    for name in names:
+        try:
+            sockets.add(os.readlink(name))
+        except OSError:  # closed while we read
+            continue
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            ours = f"socket:[{inode}]" in sockets
+            if ours and state == _LISTEN and int(local.rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
+
+
+_LISTEN = "0A"  # a socket's state in /proc/net/tcp
+
+# Attempts at starting a server on a port of our choosing before giving up.
+PORT_ATTEMPTS = 5
+
+
+class ServerExited(Exception):
+    """A server process ended while starting (its port taken, or a bad argument)."""
 
 
 class RedisServer:
@@ -79,7 +108,15 @@ class RedisServer:
         self.dir = tempfile.mkdtemp(prefix="agentq-redis-")
         self.appendonly = appendonly
         self.extra_args = list(extra_args)
-        self.start()
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            try:
+                self.start()
+                return
+            except ServerExited:
+                if port is not None or attempt == PORT_ATTEMPTS:
+                    raise
+                self.port = free_port()  # (stop removed the directory)
+                self.dir = tempfile.mkdtemp(prefix="agentq-redis-")
 
     def start(self) -> None:
         args = [
@@ -100,10 +137,16 @@ class RedisServer:
         ]
         self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            eventually(lambda: listening(self.port), "redis-server to listen", 10, 0.02)
-        except AssertionError:
+            eventually(self._listening, "redis-server to listen", 10, 0.02)
+        except (AssertionError, ServerExited):
             self.stop()
             raise
+
+    def _listening(self) -> bool:
+        """Whether this redis-server listens on its port (see `listens`)."""
+        if self.proc.poll() is not None:
+            raise ServerExited(f"redis-server exited with {self.proc.returncode} on {self.port}")
+        return listens(self.proc.pid, self.port)
 
     @property
     def url(self) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import redis
 import redis.cluster
 
-from tests.support.infra import free_ports, listening, missing
+from tests.support.infra import free_ports, listens, missing
 from tests.support.waiting import eventually
 
 
@@ -60,8 +60,8 @@ class LocalCluster:
                         stderr=subprocess.DEVNULL,
                     )
                 )
-            for port in self.ports:
-                eventually(partial(listening, port), f"redis-server :{port}", 10, 0.02)
+            for port, proc in zip(self.ports, self.procs, strict=True):
+                eventually(partial(listens, proc.pid, port), f"redis-server :{port}", 10, 0.02)
             subprocess.run(
                 [
                     *(cli, "--cluster", "create"),

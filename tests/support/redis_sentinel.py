@@ -17,7 +17,7 @@ from typing import Any
 
 import redis
 
-from tests.support.infra import RedisServer, free_ports, listening, missing
+from tests.support.infra import RedisServer, free_ports, listens, missing
 from tests.support.waiting import eventually
 
 SERVICE = "aq"
@@ -55,8 +55,8 @@ class LocalSentinel:
                         stderr=subprocess.DEVNULL,
                     )
                 )
-            for port in self.ports:
-                eventually(partial(listening, port), f"sentinel :{port}", 10, 0.02)
+            for port, proc in zip(self.ports, self.procs, strict=True):
+                eventually(partial(listens, proc.pid, port), f"sentinel :{port}", 10, 0.02)
             # A failover needs a quorum that knows the replica and each other (hello
             # messages go out every 2 s).
             eventually(self._watching, "the sentinels to know each other and the replica", 30)

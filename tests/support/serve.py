@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from tests.support.infra import REPO, free_port
+from tests.support.infra import PORT_ATTEMPTS, REPO, ServerExited, free_port, listens
 from tests.support.waiting import GaveUp, eventually
 
 
@@ -25,7 +25,6 @@ class ServeProcess:
         agents: dict[str, Any] | None = None,
         env: dict[str, str] | None = None,
     ) -> None:
-        self.port = free_port()
         self.dir = Path(tempfile.mkdtemp(prefix="agentq-serve-"))
         extra = list(args)
         if agents is not None:
@@ -33,6 +32,18 @@ class ServeProcess:
             path.write_text(json.dumps(agents))
             extra += ["--agents", str(path)]
         self.log_path = self.dir / "serve.log"
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self.port = free_port()
+            self._start(redis_url, extra, env)
+            try:
+                self._wait_ready()
+                return
+            except ServerExited as exited:
+                # Another process took the port between choosing and binding it.
+                if "address already in use" not in str(exited) or attempt == PORT_ATTEMPTS:
+                    raise AssertionError(str(exited)) from None
+
+    def _start(self, redis_url: str, extra: list[str], env: dict[str, str] | None) -> None:
         self._log = self.log_path.open("wb")
         self.proc = subprocess.Popen(
             [
@@ -53,7 +64,6 @@ class ServeProcess:
             stderr=subprocess.STDOUT,
             cwd=REPO,
         )
-        self._wait_ready()
 
     @property
     def url(self) -> str:
@@ -65,7 +75,10 @@ class ServeProcess:
     def _wait_ready(self, timeout_s: float = 30) -> None:
         def healthy() -> bool:
             if self.proc.poll() is not None:
-                raise AssertionError(f"agentq serve exited:\n{self.log()}")
+                self._log.close()
+                raise ServerExited(f"agentq serve exited:\n{self.log()}")
+            if not listens(self.proc.pid, self.port):
+                return False
             try:
                 return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
             except httpx.TransportError:

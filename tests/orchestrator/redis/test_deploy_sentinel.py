@@ -13,7 +13,7 @@ import pytest
 import redis
 
 from agentq.orchestrator.redis.connect import connect, connect_sync
-from tests.support.infra import RedisServer, free_port, free_ports, listening, missing
+from tests.support.infra import RedisServer, free_port, free_ports, listens, missing
 from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.integration
@@ -37,7 +37,7 @@ def sentinel(tmp_path: Path) -> Iterator[tuple[RedisServer, int]]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        eventually(lambda: listening(port), "redis-sentinel to listen", 10, 0.02)
+        eventually(lambda: listens(proc.pid, port), "redis-sentinel to listen", 10, 0.02)
         yield master, port
     finally:
         proc.terminate()
@@ -76,7 +76,7 @@ def test_sentinels_with_a_password_of_their_own(tmp_path: Path) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        eventually(lambda: listening(port), "redis-sentinel to listen", 10, 0.02)
+        eventually(lambda: listens(proc.pid, port), "redis-sentinel to listen", 10, 0.02)
         url = f"redis+sentinel://:master-pw@127.0.0.1:{port}/agentq/0"
 
         async def reach(url: str) -> None:
@@ -155,8 +155,8 @@ def test_a_rediss_sentinel_url_speaks_tls_to_the_sentinels_and_the_master(
         stderr=subprocess.DEVNULL,
     )
     try:
-        for port in (master_port, sentinel_port):
-            eventually(partial(listening, port), "a TLS port to listen", 10, 0.02)
+        for proc, port in ((master, master_port), (sentinel, sentinel_port)):
+            eventually(partial(listens, proc.pid, port), "a TLS port to listen", 10, 0.02)
         url = f"rediss+sentinel://127.0.0.1:{sentinel_port}/agentq/0?ssl_ca_certs={ca}"
 
         async def reach() -> None:
