@@ -42,12 +42,14 @@ local queue, wake_list, jobs, holders, aborts = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
 
 local ended = ARGV[10]
+local listed = false  -- the worker is in the holders set (one SADD a call)
 if ended ~= '' then
   if ARGV[13] == '1' then
     -- Behind the job's last transition: a denied write first (a no-op, the worker is in
     -- the set), so that a full Redis, which refused the transition, refuses this too
     -- before it ends anything.
     redis.call('SADD', holders, me)
+    listed = true
   end
   local progress = progress_prefix .. ended
   local holder = redis.call('GET', progress)
@@ -127,16 +129,6 @@ end
 local function look(id)
   local score = tonumber(redis.call('ZSCORE', queue, id) or '0')
   if score >= 0 then return 'gone' end
-  if redis.call('EXISTS', progress_prefix .. id) == 1 then
-    redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
-    return 'gone'
-  end
-  if redis.call('ZREM', aborts, id) == 1 then
-    -- its run was cancelled before it started: it never runs
-    redis.call('ZREM', queue, id)
-    redis.call('DEL', job_prefix .. id, retry_prefix .. id)
-    return 'gone'
-  end
   local payload = redis.call('GET', job_prefix .. id)
   if not payload then  -- expired before anyone ran it
     redis.call('ZREM', queue, id)
@@ -145,6 +137,19 @@ local function look(id)
   end
   local needs = needs_of(payload)
   if needs ~= '' and redis.call('SISMEMBER', tool_set, needs) == 0 then return 'pass' end
+  -- Its in-progress key, taken here once (NX: the same write says whether another
+  -- holds it already); every verdict but 'take' from here on lets it go again.
+  local progress = progress_prefix .. id
+  if not redis.call('SET', progress, me, 'PX', ARGV[4], 'NX') then
+    redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
+    return 'gone'
+  end
+  if redis.call('ZREM', aborts, id) == 1 then
+    -- its run was cancelled before it started: it never runs
+    redis.call('ZREM', queue, id)
+    redis.call('DEL', job_prefix .. id, retry_prefix .. id, progress)
+    return 'gone'
+  end
   local due = string.format('%.17g', score + FAIR.OFFSET)
   local run = string.match(payload, '"run_id":%s*"([^"]+)"')
   if not run then return 'take', payload, due, '', 1, 1 end
@@ -155,6 +160,7 @@ local function look(id)
   local weight, tenant_weight = tonumber(meta[3]) or 1, tonumber(meta[4]) or 1
   if not counter then return 'take', payload, due, '', weight, tenant_weight end
   if not conc_admit(counter, max, run) then  -- held apart: not ready in the queue's depth
+    redis.call('DEL', progress)
     conc_hold(counter, queue, id, due, meta_key)
     return 'held'
   end
@@ -264,8 +270,6 @@ while claimed < n and budget > 0 do
         redis.call('ZREM', lane_key, id)
         local drained = skip == 0 and #head == 1
         if verdict == 'take' then
-          local progress = progress_prefix .. id
-          redis.call('SET', progress, me, 'PX', ARGV[4])
           redis.call('ZADD', queue, '+inf', id)
           redis.call('HSET', jobs, id, ARGV[9] .. due .. lease .. '}')
           local tries = redis.call('INCR', retry_prefix .. id)
@@ -299,7 +303,7 @@ while claimed < n and budget > 0 do
 end
 -- Ready work left for want of slots? A ring lists only what has ready jobs.
 local more = claimed >= n and redis.call('EXISTS', fk.ring) == 1
-if claimed > 0 then redis.call('SADD', holders, me) end
+if claimed > 0 and not listed then redis.call('SADD', holders, me) end
 -- The token this claim popped may have been for a job it left: pass it on (Redis hands
 -- it to the worker asleep longest) when it left a job it had not left before. The same
 -- jobs left again wake nobody, so a worker alone awake never spins on its own token.
