@@ -9,8 +9,7 @@
 --         [10] ended job id ('' for none), [11] 'done' | 'release', [12] defer ms (a
 --         release due that much later), [13] '1' when the call rides behind the job's
 --         last transition, [14] how many ready jobs it may pass over (jobs needing a
---         tool its set lacks), [15] how long the passed-over set is kept (s), [16] how
---         many jobs put back at their due time it moves into their lanes.
+--         tool its set lacks), [15] how long the passed-over set is kept (s).
 -- Replies {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
 --         jobs were left behind for want of slots.
 -- Effects the jobs it claims: round-robin over the queue's tenants with ready work,
@@ -18,13 +17,13 @@
 --         (core/fairness.py); a lane it empties leaves its tenant's ring, a tenant
 --         without a lane left the ring of tenants; a job whose payload
 --         `needs` what the tool set lacks is left ready, untouched;
---         the ended job: done (arq's cleanup) or released (back into the ready range at
---         its score, or deferred; its delivery taken back); each claimed job: its
+--         the ended job: done (arq's cleanup) or released (back into its lane at the time
+--         it was due, or a timer when deferred; its delivery taken back); each claimed job: its
 --         in-progress key, score +inf, a lease record, a delivery counted; the wake-up
 --         list kept a hint of ready work (a token passed on when the claim newly
 --         passed over jobs for others: the one it popped may have been theirs); timers
---         fallen due (up to a bound per call) moved into the queue first, at the time
---         they fell due, then the jobs put back at their due time into their lanes.
+--         fallen due (up to a bound per call) moved into their lanes first, at the time
+--         they fell due.
 --         Concurrency keys (orchestrator/concurrency/): a job of a run with a key is
 --         taken only while its run holds a slot or the key has one free (counted in the
 --         key's counter, named in the lease record); else it leaves its lane for the
@@ -72,39 +71,35 @@ if ended ~= '' then
     if tries > 0 then redis.call('DECR', retry_prefix .. ended) end
     if redis.call('ZSCORE', queue, ended) then
       local defer = tonumber(ARGV[12])
-      local due = now + defer
-      if defer <= 0 and record then
-        local ok, rec = pcall(cjson.decode, record)
-        if ok and type(rec) == 'table' and rec.s then due = rec.s end
+      if defer > 0 then  -- a timer until then: the queue holds ready and running work
+        redis.call('ZREM', queue, ended)
+        redis.call('ZADD', KEYS[6], now + defer, ended)
+      else  -- back in its lane at the time it was due
+        local due = now
+        if record then
+          local ok, rec = pcall(cjson.decode, record)
+          if ok and type(rec) == 'table' and rec.s then due = rec.s end
+        end
+        if fair_put_back(queue, ended, due) then wake(wake_list) end
       end
-      redis.call('ZADD', queue, due, ended)
-      if defer <= 0 then wake(wake_list) end
     end
   end
 end
 
 local out = {0}
 if n <= 0 or ARGV[1] ~= '1' then return out end
--- Timers fallen due join the ready range (their score is when they fell due, so they
--- queue behind older work). Bounded per call: a backlog of timers moves over a few
--- claims, and the read costs nothing while none is due.
+-- Timers fallen due join their lanes (their score is when they fell due, so they queue
+-- behind older work). Bounded per call: a backlog of timers moves over a few claims, and
+-- the read costs nothing while none is due. Every other way back into the ready range
+-- (a release, a reaper, a give-back, a held job's slot freed) goes into the lane itself
+-- (fair.lua: fair_put_back), so the queue holds no ready job outside a lane.
 local timers = KEYS[6]
 local fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
 for i = 1, #fallen, 2 do
-  redis.call('ZADD', queue, fallen[i + 1], fallen[i])
-  redis.call('ZREM', timers, fallen[i])
-end
--- Jobs put back at their due time by anything but an enqueue (a release, a reaper, a
--- give-back, a timer fallen due) join their lanes here, a bounded number per call.
-local fresh = redis.call('ZRANGEBYSCORE', queue, '(0', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[16]))
-for i = 1, #fresh, 2 do
-  local payload = redis.call('GET', job_prefix .. fresh[i])
-  if payload then
-    fair_index(queue, fresh[i], fresh[i + 1], payload)
-  else  -- expired before anyone ran it
-    redis.call('ZREM', queue, fresh[i])
-    redis.call('DEL', retry_prefix .. fresh[i])
+  if not fair_put_back(queue, fallen[i], tonumber(fallen[i + 1])) then
+    redis.call('DEL', retry_prefix .. fallen[i])
   end
+  redis.call('ZREM', timers, fallen[i])
 end
 local tool_set = KEYS[7]
 local fk = fair_keys(queue)
