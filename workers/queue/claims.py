@@ -55,8 +55,9 @@ Wake-up tokens stay a hint of ready work: a claim that leaves ready jobs behind
 (the worker is full) makes sure a token is there for other workers; so does one that
 passes over jobs for tools it lacks, since the token it popped may have been theirs
 (but only for jobs it had not passed over before: a worker alone awake does not spin
-on its own token); a claim that finds the ready range empty drops the tokens, so no
-worker wakes for nothing.
+on its own token); a claim that empties the ready range (takes or drops its last jobs)
+drops the tokens, so no worker wakes for nothing; one that finds it empty already has
+nothing to drop (whatever listed work since pushed a token for it).
 """
 
 from __future__ import annotations

@@ -51,9 +51,11 @@ if ended ~= '' then
     listed = true
   end
   local progress = progress_prefix .. ended
-  local holder = redis.call('GET', progress)
+  -- Its lease record still here means nobody took the job from this worker (a reaper
+  -- or a give-back deletes the record first; a job held is +inf, which no other claim
+  -- takes): the in-progress key, if any, is ours, and needs no read.
   local record = redis.call('HGET', jobs, ended)
-  local ours = holder == me or (not holder and record ~= false)
+  local ours = record ~= false or redis.call('GET', progress) == me
   redis.call('HDEL', jobs, ended)
   -- The record goes once (a reaper that took it first released the slot itself).
   if record then conc_release(record) end
@@ -225,9 +227,11 @@ local claimed = 0
 local left = {}  -- the jobs passed over, for workers that serve them
 local tenants = cursor(fk.ring)
 local tenant, lanes, skip = nil, nil, 0  -- the tenant looked at, its keys' cursor, jobs passed
+local walked = false  -- the ring listed anything when the claim began
 while claimed < n and budget > 0 do
   local t_entry = read(tenants)
   if not t_entry then break end
+  walked = true
   local _, name = fair_parse(t_entry)
   if name ~= tenant then
     tenant, lanes, skip = name, cursor(fk.keys .. name), 0
@@ -315,7 +319,9 @@ end
 if more then out[1] = 1 end
 if woken then
   if redis.call('LLEN', wake_list) == 0 then redis.call('LPUSH', wake_list, '1') end
-elseif #left == 0 then
+elseif #left == 0 and walked then
+  -- The ring is empty now: the tokens left are for work this walk took or dropped. A
+  -- claim that found it empty already drops nothing: the claim that emptied it did.
   redis.call('DEL', wake_list)
 end
 return out
