@@ -8,9 +8,9 @@ value (a lease record) says where the job goes back when the holder dies or rele
 it: its queue, its wake-up list and the score it had.
 
 `TAKE` does a worker's whole per-job bookkeeping in one round trip: it ends the job
-the worker just ran (done: arq's cleanup; release: back into the ready range at its
-old score, or later when deferred, and the delivery arq counted is taken back, so only
-deaths count toward AGENTQ_MAX_DELIVERIES; a deferred job waits as a timer), then claims up to the worker's free slots
+the worker just ran (done: arq's cleanup; release: back into its lane at its old due
+time, or a timer when deferred, and the delivery arq counted is taken back, so only
+deaths count toward AGENTQ_MAX_DELIVERIES), then claims up to the worker's free slots
 and returns each claimed job's payload and delivery count (what arq's `run_job` would
 fetch in its own round trip). A job whose run was cancelled before it started, or
 whose payload expired, is cleaned up there and never reaches the worker.
