@@ -176,6 +176,7 @@ def lua_chunk() -> str:
         "QUEUE_PREFIX": keys.QUEUE_PREFIX,
         "FAIR_PREFIX": keys.FAIR_PREFIX,
         "RUN_PREFIX": keys.RUN_PREFIX,
+        "JOB_PREFIX": keys.ARQ_JOB_PREFIX,
         "TAG_OPEN": keys.TAG_OPEN,
         "TAG_CLOSE": keys.TAG_CLOSE,
         "SEPARATOR": keys.JOB_SEPARATOR,

@@ -149,11 +149,15 @@ async def _reply_within(redis: Redis, key: str, timeout_s: float) -> bytes | Non
 
 
 async def enqueue_now(store: RunStore, job: QueuedJob) -> None:
-    """Enqueue a job outside a transition, in arq's layout (once: the id is derived)."""
+    """Enqueue a job outside a transition, in arq's layout (once: the id is derived).
+
+    A job is ready only in its lane (workers/queue/claims.py), which a script writes: this
+    one waits as a timer already due, which the next claim puts in its lane."""
+    timers = keys.TIMERS_PREFIX + job.queue_key.removeprefix(keys.QUEUE_PREFIX)
     with redis_errors_mapped():
         async with store.redis.pipeline(transaction=True) as pipe:
             pipe.set(keys.arq_job(job.job_id), job.payload, px=job.expires_ms, nx=True)
-            pipe.zadd(job.queue_key, {job.job_id: job.score_ms}, nx=True)
+            pipe.zadd(timers, {job.job_id: job.score_ms}, nx=True)
             pipe.lpush(job.wake_key, "1")
             pipe.ltrim(job.wake_key, 0, 63)
             await pipe.execute()

@@ -8,8 +8,8 @@ value (a lease record) says where the job goes back when the holder dies or rele
 it: its queue, its wake-up list and the score it had.
 
 `TAKE` does a worker's whole per-job bookkeeping in one round trip: it ends the job
-the worker just ran (done: arq's cleanup; release: back into the ready range at its
-old score, or later when deferred, and the delivery arq counted is taken back, so only
+the worker just ran (done: arq's cleanup; release: back into its lane at its old due
+time, or a timer when deferred, and the delivery arq counted is taken back, so only
 deaths count toward AGENTQ_MAX_DELIVERIES), then claims up to the worker's free slots
 and returns each claimed job's payload and delivery count (what arq's `run_job` would
 fetch in its own round trip). A job whose run was cancelled before it started, or
@@ -25,10 +25,11 @@ worth); the queue's ring lists the tenants with ready work and each tenant's rin
 keys with ready work. TAKE takes round-robin over the tenants (their deployment weight
 in jobs a turn), within a tenant's turns round-robin over its keys (their spec weight),
 each lane's best-ranked job first; the enqueue puts a job in its lane (and scores it
-below every due time in the queue: `INDEXED_OFFSET_MS`), and TAKE indexes the jobs put
-back at their due time by anything else (a release, a reaper, a give-back, a timer). A
-lane entry whose job is no longer ready is dropped when the claim meets it, so nothing
-else needs to know about lanes.
+below every due time in the queue: `INDEXED_OFFSET_MS`), and so does whatever puts a job
+back at the time it was due (a release, a reaper, a give-back, a held job's slot freed,
+a timer fallen due: `fair_put_back`), so a claim never looks for ready jobs outside the
+lanes. A lane entry whose job is no longer ready is dropped when the claim meets it, so
+nothing that ends or cancels a job needs to know about lanes.
 
 Routing by tool: a job's payload says what a worker must serve to run it (its
 `needs`, a registry key: `ToolKindPlugin.needs`), and TAKE claims only jobs whose needs
@@ -54,8 +55,9 @@ Wake-up tokens stay a hint of ready work: a claim that leaves ready jobs behind
 (the worker is full) makes sure a token is there for other workers; so does one that
 passes over jobs for tools it lacks, since the token it popped may have been theirs
 (but only for jobs it had not passed over before: a worker alone awake does not spin
-on its own token); a claim that finds the ready range empty drops the tokens, so no
-worker wakes for nothing.
+on its own token); a claim that empties the ready range (takes or drops its last jobs)
+drops the tokens, so no worker wakes for nothing; one that finds it empty already has
+nothing to drop (whatever listed work since pushed a token for it).
 """
 
 from __future__ import annotations
@@ -87,9 +89,6 @@ TAKE = scripts.load("agentq.workers.queue", ["take"], constants=_CONSTANTS)["tak
 LOOKAHEAD = 64
 # How long a worker's set of jobs it passed over is kept (it only spares wake-ups).
 PASSED_KEEP_S = 600
-# How many jobs put back at their due time (released, reaped, given back, timers) one
-# claim moves into their lanes; an enqueue puts its job in its lane itself.
-INDEX_PER_CLAIM = 256
 CLAIM_ONE = scripts.load("agentq.workers.queue", ["claim_one"], constants=_CONSTANTS)["claim_one"]
 GIVE_BACK = scripts.load("agentq.workers.queue", ["give_back"], constants=_CONSTANTS)["give_back"]
 
@@ -255,7 +254,6 @@ class Taker:
             "1" if riding else "",
             LOOKAHEAD,
             PASSED_KEEP_S,
-            INDEX_PER_CLAIM,
         ]
 
     async def take(self, args: list[Any]) -> tuple[bool, list[Claimed]]:

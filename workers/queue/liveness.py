@@ -25,7 +25,7 @@ import redis
 from redis.asyncio import Redis
 
 from agentq.orchestrator.concurrency import slots
-from agentq.orchestrator.core import keys
+from agentq.orchestrator.core import fairness, keys
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.redis.faults import Outage, is_transient
 
@@ -57,7 +57,9 @@ def holders_key(partition: int = 0) -> str:
 RENEW = scripts.script("agentq.workers.queue", "renew")
 REAP_GATE = scripts.script("agentq.workers.queue", "reap_gate")
 REAP_PARTITION = scripts.load(
-    "agentq.workers.queue", ["reap_partition"], constants=slots.lua_chunk()
+    "agentq.workers.queue",
+    ["reap_partition"],
+    constants=fairness.lua_chunk() + slots.lua_chunk(),
 )["reap_partition"]
 
 

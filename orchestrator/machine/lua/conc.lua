@@ -54,8 +54,8 @@ local function conc_hold(counter, queue_key, id, due, meta_key)
   redis.call('ZADD', conc_held_key(queue_key), due, id)
 end
 
--- A held job goes back into its queue at its due time: the next claim's sweep of jobs
--- put back at their due time puts it in its lane again (take.lua), and its queue is woken.
+-- A held job goes back into its lane at its due time (fair_put_back), and its queue is
+-- woken.
 -- A job of a run that ended meanwhile (cancelled) goes back too, for that claim to drop,
 -- but does not count: a freed slot never sits beside held work of live runs. Each held
 -- job is popped once, so the cost is bounded by the jobs held.
@@ -68,8 +68,8 @@ local function conc_put_back(counter, n)
     local queue_key, id, meta_key = entry[1], entry[2], entry[3]
     redis.call('ZREM', conc_held_key(queue_key), id)
     local score = redis.call('ZSCORE', queue_key, id)
-    if score and tonumber(score) < 0 then  -- still ready: not claimed, ended or gone
-      redis.call('ZADD', queue_key, held[2], id)
+    -- still ready (not claimed, ended or gone), and not expired
+    if score and tonumber(score) < 0 and fair_put_back(queue_key, id, tonumber(held[2])) then
       wake(CONC.WAKE_PREFIX .. string.sub(queue_key, #CONC.QUEUE_PREFIX + 1))
       if redis.call('HEXISTS', meta_key, CONC.COUNTER_FIELD) == 1 then n = n - 1 end
     end

@@ -15,8 +15,8 @@ end
 
 local function enqueue(job)
   local job_key = K.ARQ_JOB .. job.job_id
-  if redis.call('EXISTS', job_key) == 1 then return 0 end
-  redis.call('PSETEX', job_key, job.expires_ms, job.payload)
+  -- One write that says whether the job existed (NX): enqueueing twice is a no-op.
+  if not redis.call('SET', job_key, job.payload, 'PX', job.expires_ms, 'NX') then return 0 end
   if is_timer(job) then
     redis.call('ZADD', job.timers_key, job.score_ms, job.job_id)
     return 1

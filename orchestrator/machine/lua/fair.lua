@@ -6,7 +6,9 @@
 --   fair_entry(left, name) -> a ring entry; fair_parse(entry) -> left, name;
 --   fair_run_meta(queue_key, run_id) -> the run's meta key in the queue's partition;
 --   fair_lane_of(queue_key, payload) -> tenant, key, rank offset ms;
---   fair_index(queue_key, id, due, payload): the job ready in its lane.
+--   fair_index(queue_key, id, due, payload): the job ready in its lane;
+--   fair_put_back(queue_key, id, due) -> true when the job (its payload read) is ready in
+--   its lane again, false when its payload expired (it leaves the queue).
 -- Every key derives from the queue's, so it is in the queue's partition (its slot); a
 -- job's lane is its run's (the run's meta hash, in the same partition since the job's
 -- id carries its run's tag), or its payload's tenant's default key (a batch's
@@ -71,4 +73,17 @@ local function fair_index(queue_key, id, due, payload)
     redis.call('RPUSH', fk.ring, fair_entry(0, tenant))
   end
   redis.call('ZADD', queue_key, due - FAIR.OFFSET, id)
+end
+
+-- A job put back at the time it was due by anything but an enqueue (a release, a reaper,
+-- a give-back, a held job's slot freed, a timer fallen due) goes straight into its lane,
+-- so no claim has to look for such jobs in the queue.
+local function fair_put_back(queue_key, id, due)
+  local payload = redis.call('GET', FAIR.JOB_PREFIX .. id)
+  if not payload then  -- expired before anyone ran it
+    redis.call('ZREM', queue_key, id)
+    return false
+  end
+  fair_index(queue_key, id, due, payload)
+  return true
 end

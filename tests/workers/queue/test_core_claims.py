@@ -26,6 +26,8 @@ from agentq.orchestrator.core.envelopes import (
     queue_key,
 )
 from agentq.orchestrator.core.jobs import queued_job
+from agentq.orchestrator.machine import scripts
+from agentq.orchestrator.runs.state import lua_constants
 from agentq.workers.queue.claims import (
     ARQ_RETRY_PREFIX,
     Claimed,
@@ -56,21 +58,25 @@ async def redis(redis_url: str) -> AsyncIterator[Redis]:
 async def enqueue(
     redis: Redis, n: int, *, run: str = "r", defer_s: float = 0.0, needs: str = ""
 ) -> list[str]:
-    """n tool-call jobs in arq's layout, as a transition enqueues them (with a token each)."""
+    """n tool-call jobs in arq's layout, as a transition enqueues them (with a token each:
+    the transitions' own `enqueue`, orchestrator/machine/lua/enqueue.lua)."""
     ids = []
+    script = redis.register_script(_ENQUEUE)
     for i in range(n):
         env = JobEnvelope(kind="tool_call", run_id=run, step=0, call_id=f"c{i}", needs=needs)
         job = queued_job(env, QUEUE, defer_s=defer_s)
-        async with redis.pipeline(transaction=True) as pipe:
-            pipe.set(ARQ_JOB_PREFIX + job.job_id, job.payload, px=job.expires_ms)
-            if job.timers_key:
-                pipe.zadd(job.timers_key, {job.job_id: job.score_ms})
-            else:
-                pipe.zadd(job.queue_key, {job.job_id: job.score_ms})
-                pipe.lpush(job.wake_key, "1")
-            await pipe.execute()
+        await script(keys=[job.queue_key], args=[job.model_dump_json()])
         ids.append(job.job_id)
     return ids
+
+
+_ENQUEUE = scripts.prune(
+    scripts.fold(
+        scripts.expand(
+            lua_constants.render() + "-- @include enqueue\nreturn enqueue(cjson.decode(ARGV[1]))\n"
+        )
+    )
+)
 
 
 async def worker(redis: Redis, name: str, tools: list[str] | None = None) -> Taker:
@@ -206,8 +212,11 @@ async def test_a_deferred_release_is_due_later(redis: Redis) -> None:
 
     await taker.take(taker.args(0, job, "release", 60_000))
 
+    # A timer until then: out of the queue and of its lane, and no claim takes it.
     assert await ready(redis, taker) == []
-    assert (await redis.zscore(taker.keys[0], job) or 0) > time.time() * 1000 + 30_000
+    assert await redis.zscore(taker.keys[0], job) is None
+    assert (await redis.zscore(taker.keys[5], job) or 0) > time.time() * 1000 + 30_000
+    assert await taker.take(taker.args(1)) == (False, [])
 
 
 async def test_done_cleans_up_the_job(redis: Redis) -> None:
@@ -333,7 +342,7 @@ async def test_jobs_of_a_claim_whose_reply_was_lost_are_given_back_uncounted(
 
     # The same process's loop on another queue holds its jobs in the same hash.
     sibling = Taker(redis, "w1", "claims-test-other", 0, BACKSTOP_MS)
-    await redis.zadd(sibling.queue_key, {"other-job": 1})
+    await redis.zadd(sibling.keys[5], {"other-job": 1})  # a timer fallen due
     await redis.set(ARQ_JOB_PREFIX + "other-job", b"{}")
     _, (theirs,) = await sibling.take(sibling.args(1))
 

@@ -185,9 +185,9 @@ async def test_a_worker_passes_a_lane_it_cannot_serve_without_turning_the_ring(
         for i in range(3)
     ]
     plain = queued_job(JobEnvelope(kind="tool_call", run_id="rb", step=0, call_id="c0"), QUEUE)
-    for job in [*needing, plain]:  # put back at their due time: the claim indexes them
+    for job in [*needing, plain]:  # timers fallen due: the claim puts them in their lanes
         await redis.set(ARQ_JOB_PREFIX + job.job_id, job.payload)
-        await redis.zadd(job.queue_key, {job.job_id: job.score_ms})
+        await redis.zadd(keys.job_timers(QUEUE, job.job_id), {job.job_id: job.score_ms})
     await redis.set(liveness_key("w1"), "w1", px=60_000)
     t = Taker(redis, "w1", QUEUE, 0, 60_000)
 

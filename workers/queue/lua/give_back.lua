@@ -9,10 +9,11 @@
 --         [5] that loop's last settled claim (claims after it may still be answered:
 --         their jobs are left alone), [6...] the ids of the jobs it is running.
 -- Replies how many jobs it gave back.
--- Effects each such job released as a release does (back at its score, its queue
+-- Effects each such job released as a release does (back in its lane at its score, its queue
 --         woken, the delivery the lost claim counted taken back), its lease record gone.
 --         A job's first write is one a full Redis refuses (ZADD, DECR): refused, the
---         job is left as it was (a script is not rolled back). A record's concurrency
+--         job is left as it was (a script is not rolled back). An expired job leaves
+--         the queue. A record's concurrency
 --         slot is released with it.
 -- @include wake
 -- @include conc
@@ -32,7 +33,7 @@ for i = 1, #held, 2 do
     local holder = redis.call('GET', progress)
     if holder == me or not holder then
       local queued = redis.call('ZSCORE', rec.q, id)
-      if queued then redis.call('ZADD', rec.q, rec.s, id) end
+      if queued then queued = fair_put_back(rec.q, id, rec.s) end
       local tries = tonumber(redis.call('GET', retry_prefix .. id) or '0')
       if tries > 0 then redis.call('DECR', retry_prefix .. id) end
       redis.call('DEL', progress)

@@ -18,11 +18,12 @@ for i = 1, #jobs, 2 do
   local holder = redis.call('GET', progress)
   if holder == id or not holder then
     redis.call('DEL', progress)
-    -- Its lease record (workers/queue/claims.py): the job goes back into its queue's
-    -- ready range at the score it had, and the queue is woken.
+    -- Its lease record (workers/queue/claims.py): the job goes back into its lane at
+    -- the time it was due, and the queue is woken (an expired job leaves the queue).
     local rec = cjson.decode(jobs[i + 1])
-    if redis.call('ZSCORE', rec.q, jobs[i]) then redis.call('ZADD', rec.q, rec.s, jobs[i]) end
-    wake(rec.w)
+    if redis.call('ZSCORE', rec.q, jobs[i]) and fair_put_back(rec.q, jobs[i], rec.s) then
+      wake(rec.w)
+    end
     reaped = reaped + 1
   end
   conc_release(jobs[i + 1])

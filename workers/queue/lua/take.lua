@@ -9,8 +9,7 @@
 --         [10] ended job id ('' for none), [11] 'done' | 'release', [12] defer ms (a
 --         release due that much later), [13] '1' when the call rides behind the job's
 --         last transition, [14] how many ready jobs it may pass over (jobs needing a
---         tool its set lacks), [15] how long the passed-over set is kept (s), [16] how
---         many jobs put back at their due time it moves into their lanes.
+--         tool its set lacks), [15] how long the passed-over set is kept (s).
 -- Replies {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
 --         jobs were left behind for want of slots.
 -- Effects the jobs it claims: round-robin over the queue's tenants with ready work,
@@ -18,13 +17,13 @@
 --         (core/fairness.py); a lane it empties leaves its tenant's ring, a tenant
 --         without a lane left the ring of tenants; a job whose payload
 --         `needs` what the tool set lacks is left ready, untouched;
---         the ended job: done (arq's cleanup) or released (back into the ready range at
---         its score, or deferred; its delivery taken back); each claimed job: its
+--         the ended job: done (arq's cleanup) or released (back into its lane at the time
+--         it was due, or a timer when deferred; its delivery taken back); each claimed job: its
 --         in-progress key, score +inf, a lease record, a delivery counted; the wake-up
 --         list kept a hint of ready work (a token passed on when the claim newly
 --         passed over jobs for others: the one it popped may have been theirs); timers
---         fallen due (up to a bound per call) moved into the queue first, at the time
---         they fell due, then the jobs put back at their due time into their lanes.
+--         fallen due (up to a bound per call) moved into their lanes first, at the time
+--         they fell due.
 --         Concurrency keys (orchestrator/concurrency/): a job of a run with a key is
 --         taken only while its run holds a slot or the key has one free (counted in the
 --         key's counter, named in the lease record); else it leaves its lane for the
@@ -42,17 +41,21 @@ local queue, wake_list, jobs, holders, aborts = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
 
 local ended = ARGV[10]
+local listed = false  -- the worker is in the holders set (one SADD a call)
 if ended ~= '' then
   if ARGV[13] == '1' then
     -- Behind the job's last transition: a denied write first (a no-op, the worker is in
     -- the set), so that a full Redis, which refused the transition, refuses this too
     -- before it ends anything.
     redis.call('SADD', holders, me)
+    listed = true
   end
   local progress = progress_prefix .. ended
-  local holder = redis.call('GET', progress)
+  -- Its lease record still here means nobody took the job from this worker (a reaper
+  -- or a give-back deletes the record first; a job held is +inf, which no other claim
+  -- takes): the in-progress key, if any, is ours, and needs no read.
   local record = redis.call('HGET', jobs, ended)
-  local ours = holder == me or (not holder and record ~= false)
+  local ours = record ~= false or redis.call('GET', progress) == me
   redis.call('HDEL', jobs, ended)
   -- The record goes once (a reaper that took it first released the slot itself).
   if record then conc_release(record) end
@@ -70,39 +73,35 @@ if ended ~= '' then
     if tries > 0 then redis.call('DECR', retry_prefix .. ended) end
     if redis.call('ZSCORE', queue, ended) then
       local defer = tonumber(ARGV[12])
-      local due = now + defer
-      if defer <= 0 and record then
-        local ok, rec = pcall(cjson.decode, record)
-        if ok and type(rec) == 'table' and rec.s then due = rec.s end
+      if defer > 0 then  -- a timer until then: the queue holds ready and running work
+        redis.call('ZREM', queue, ended)
+        redis.call('ZADD', KEYS[6], now + defer, ended)
+      else  -- back in its lane at the time it was due
+        local due = now
+        if record then
+          local ok, rec = pcall(cjson.decode, record)
+          if ok and type(rec) == 'table' and rec.s then due = rec.s end
+        end
+        if fair_put_back(queue, ended, due) then wake(wake_list) end
       end
-      redis.call('ZADD', queue, due, ended)
-      if defer <= 0 then wake(wake_list) end
     end
   end
 end
 
 local out = {0}
 if n <= 0 or ARGV[1] ~= '1' then return out end
--- Timers fallen due join the ready range (their score is when they fell due, so they
--- queue behind older work). Bounded per call: a backlog of timers moves over a few
--- claims, and the read costs nothing while none is due.
+-- Timers fallen due join their lanes (their score is when they fell due, so they queue
+-- behind older work). Bounded per call: a backlog of timers moves over a few claims, and
+-- the read costs nothing while none is due. Every other way back into the ready range
+-- (a release, a reaper, a give-back, a held job's slot freed) goes into the lane itself
+-- (fair.lua: fair_put_back), so the queue holds no ready job outside a lane.
 local timers = KEYS[6]
 local fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
 for i = 1, #fallen, 2 do
-  redis.call('ZADD', queue, fallen[i + 1], fallen[i])
-  redis.call('ZREM', timers, fallen[i])
-end
--- Jobs put back at their due time by anything but an enqueue (a release, a reaper, a
--- give-back, a timer fallen due) join their lanes here, a bounded number per call.
-local fresh = redis.call('ZRANGEBYSCORE', queue, '(0', now, 'WITHSCORES', 'LIMIT', 0, tonumber(ARGV[16]))
-for i = 1, #fresh, 2 do
-  local payload = redis.call('GET', job_prefix .. fresh[i])
-  if payload then
-    fair_index(queue, fresh[i], fresh[i + 1], payload)
-  else  -- expired before anyone ran it
-    redis.call('ZREM', queue, fresh[i])
-    redis.call('DEL', retry_prefix .. fresh[i])
+  if not fair_put_back(queue, fallen[i], tonumber(fallen[i + 1])) then
+    redis.call('DEL', retry_prefix .. fallen[i])
   end
+  redis.call('ZREM', timers, fallen[i])
 end
 local tool_set = KEYS[7]
 local fk = fair_keys(queue)
@@ -127,16 +126,6 @@ end
 local function look(id)
   local score = tonumber(redis.call('ZSCORE', queue, id) or '0')
   if score >= 0 then return 'gone' end
-  if redis.call('EXISTS', progress_prefix .. id) == 1 then
-    redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
-    return 'gone'
-  end
-  if redis.call('ZREM', aborts, id) == 1 then
-    -- its run was cancelled before it started: it never runs
-    redis.call('ZREM', queue, id)
-    redis.call('DEL', job_prefix .. id, retry_prefix .. id)
-    return 'gone'
-  end
   local payload = redis.call('GET', job_prefix .. id)
   if not payload then  -- expired before anyone ran it
     redis.call('ZREM', queue, id)
@@ -145,6 +134,19 @@ local function look(id)
   end
   local needs = needs_of(payload)
   if needs ~= '' and redis.call('SISMEMBER', tool_set, needs) == 0 then return 'pass' end
+  -- Its in-progress key, taken here once (NX: the same write says whether another
+  -- holds it already); every verdict but 'take' from here on lets it go again.
+  local progress = progress_prefix .. id
+  if not redis.call('SET', progress, me, 'PX', ARGV[4], 'NX') then
+    redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
+    return 'gone'
+  end
+  if redis.call('ZREM', aborts, id) == 1 then
+    -- its run was cancelled before it started: it never runs
+    redis.call('ZREM', queue, id)
+    redis.call('DEL', job_prefix .. id, retry_prefix .. id, progress)
+    return 'gone'
+  end
   local due = string.format('%.17g', score + FAIR.OFFSET)
   local run = string.match(payload, '"run_id":%s*"([^"]+)"')
   if not run then return 'take', payload, due, '', 1, 1 end
@@ -155,6 +157,7 @@ local function look(id)
   local weight, tenant_weight = tonumber(meta[3]) or 1, tonumber(meta[4]) or 1
   if not counter then return 'take', payload, due, '', weight, tenant_weight end
   if not conc_admit(counter, max, run) then  -- held apart: not ready in the queue's depth
+    redis.call('DEL', progress)
     conc_hold(counter, queue, id, due, meta_key)
     return 'held'
   end
@@ -224,9 +227,11 @@ local claimed = 0
 local left = {}  -- the jobs passed over, for workers that serve them
 local tenants = cursor(fk.ring)
 local tenant, lanes, skip = nil, nil, 0  -- the tenant looked at, its keys' cursor, jobs passed
+local walked = false  -- the ring listed anything when the claim began
 while claimed < n and budget > 0 do
   local t_entry = read(tenants)
   if not t_entry then break end
+  walked = true
   local _, name = fair_parse(t_entry)
   if name ~= tenant then
     tenant, lanes, skip = name, cursor(fk.keys .. name), 0
@@ -264,8 +269,6 @@ while claimed < n and budget > 0 do
         redis.call('ZREM', lane_key, id)
         local drained = skip == 0 and #head == 1
         if verdict == 'take' then
-          local progress = progress_prefix .. id
-          redis.call('SET', progress, me, 'PX', ARGV[4])
           redis.call('ZADD', queue, '+inf', id)
           redis.call('HSET', jobs, id, ARGV[9] .. due .. lease .. '}')
           local tries = redis.call('INCR', retry_prefix .. id)
@@ -299,7 +302,7 @@ while claimed < n and budget > 0 do
 end
 -- Ready work left for want of slots? A ring lists only what has ready jobs.
 local more = claimed >= n and redis.call('EXISTS', fk.ring) == 1
-if claimed > 0 then redis.call('SADD', holders, me) end
+if claimed > 0 and not listed then redis.call('SADD', holders, me) end
 -- The token this claim popped may have been for a job it left: pass it on (Redis hands
 -- it to the worker asleep longest) when it left a job it had not left before. The same
 -- jobs left again wake nobody, so a worker alone awake never spins on its own token.
@@ -316,7 +319,9 @@ end
 if more then out[1] = 1 end
 if woken then
   if redis.call('LLEN', wake_list) == 0 then redis.call('LPUSH', wake_list, '1') end
-elseif #left == 0 then
+elseif #left == 0 and walked then
+  -- The ring is empty now: the tokens left are for work this walk took or dropped. A
+  -- claim that found it empty already drops nothing: the claim that emptied it did.
   redis.call('DEL', wake_list)
 end
 return out
