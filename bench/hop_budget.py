@@ -38,6 +38,7 @@ FIRST = "bench:first"  # set once: the recovery tool's first delivery hangs
 CANCELLED = "bench:cancelled"  # list: the time a running tool saw its cancellation
 RECOVER_QUEUE = "bench-recover"
 RECOVERY_KILLS = 3  # the recovery measure's kills, each on a fresh Redis and workers
+EMBEDDED_RUNS = 5  # the embedded row's 20-step runs on each Redis
 KB_OUTPUT = "x" * 1024
 
 
@@ -228,8 +229,9 @@ async def storage(client: Client, url: str) -> float:
     return extra / (steps * (len(KB_OUTPUT) - len("ok")))
 
 
-async def inprocess_step_ms(url: str, runs: int) -> list[float]:
-    """Per-step latency of a 20-step run with client and worker in this process."""
+async def inprocess_step_ms(url: str, runs: int, cpu_ms: list[float] | None = None) -> list[float]:
+    """Per-step latency of a 20-step run with client and worker in this process; `cpu_ms`
+    gets this process's CPU per step of each run."""
     from core_bench import RUN_STEPS, noop, step_ms, step_spec
 
     runtime = WorkerRuntime(
@@ -239,9 +241,31 @@ async def inprocess_step_ms(url: str, runs: int) -> list[float]:
     try:
         async with Client(url) as client:
             await events_of(client, step_spec(RUN_STEPS))  # warm up
-            return [step_ms(await events_of(client, step_spec(RUN_STEPS))) for _ in range(runs)]
+            ms = []
+            for _ in range(runs):
+                start = time.process_time()
+                ms.append(step_ms(await events_of(client, step_spec(RUN_STEPS))))
+                if cpu_ms is not None:
+                    cpu_ms.append((time.process_time() - start) / RUN_STEPS * 1000)
+            return ms
     finally:
         await runtime.stop()
+
+
+async def embedded_alone(runs: int) -> list[float]:
+    """`embedded`: the median step (ms) and the least CPU per step (ms) of this process
+    over `runs` 20-step runs on the embedded Redis, then the same on a redis-server of
+    its own. The least: on a shared machine, others' load only adds to it."""
+    from core_bench import redis_server
+
+    memory = f"memory://bench-{os.getpid()}"
+    figures: list[float] = []
+    with redis_server() as url:
+        for where in (memory, url):
+            cpu: list[float] = []
+            figures += [_med(await inprocess_step_ms(where, runs, cpu)), min(cpu)]
+    forget_memory_server(memory)
+    return figures
 
 
 async def embedded_vs_real(runs: int, budget: Budget) -> None:
@@ -626,6 +650,8 @@ def _figures(what: str, times: int) -> list[float]:
         return [asyncio.run(recovery(ctx)) for _ in range(times)]
     if what == "upkeep":
         return list(asyncio.run(upkeep(ctx)))
+    if what == "embedded":
+        return asyncio.run(embedded_alone(times))
     with redis_server() as url:
         os.environ[URL_ENV] = url
         return asyncio.run(_cancel_alone(url, times))
@@ -637,7 +663,8 @@ def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(
         description="The hop budget's rows that need a Redis and workers of their own: cancel"
         " latency (ms), recovery after SIGKILL (s), the upkeep of 1,000 calls in flight"
-        " (worker %, renewer %, idle % of a core). The whole table: core_bench.py."
+        " (worker %, renewer %, idle % of a core), the embedded Redis against a real one from the"
+        " same process (step and CPU per step, ms). The whole table: core_bench.py."
     )
     parser.add_argument(
         "what",
@@ -649,12 +676,13 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--quick", action="store_true", help="one cancel and one kill, no upkeep")
     args = parser.parse_args(argv)
     if args.what:
-        times = 3 if args.what == "cancel" else RECOVERY_KILLS
+        times = {"cancel": 3, "embedded": EMBEDDED_RUNS}.get(args.what, RECOVERY_KILLS)
         print(" ".join(repr(v) for v in _figures(args.what, times)))
         return
     rows = {"cancel": 1, "recovery": 1} if args.quick else {"cancel": 3, "recovery": RECOVERY_KILLS}
     if not args.quick:
         rows["upkeep"] = 1
+        rows["embedded"] = EMBEDDED_RUNS
     for what, times in rows.items():
         figures = ", ".join(f"{v:.2f}" for v in _figures(what, times))
         print(f"{what} ({ROWS[what]}): {figures}", flush=True)
@@ -664,6 +692,7 @@ ROWS = {
     "cancel": "ms until the running tool sees it",
     "recovery": "s from SIGKILL to the call running again",
     "upkeep": "% of a core: worker, its renewer thread, idle",
+    "embedded": "ms: step and CPU per step in one process, embedded Redis then a real one",
 }
 
 

@@ -15,7 +15,10 @@ Here, without patching fakeredis:
 - a script is compiled once, by SHA, and run as a cached Lua function; the
   forced full collection is left to Lua's own incremental collector;
 - `redis.call` from a script dispatches without the per-call check of Lua's
-  globals (agentq's scripts are its own; the check after each script stays);
+  globals (agentq's scripts are its own; the check after each script stays), through
+  a dispatch worked out once per command (`script_calls.ScriptCommand`), and
+  `cjson` skips that check too;
+- `redis.pcall`'s error is a Lua string, as Redis gives it;
 - a blocked reader (BLPOP, XREAD BLOCK) is woken directly when the write that
   wakes it runs on its own event loop, not through a cross-thread wake-up.
 
@@ -42,22 +45,27 @@ from fakeredis.commands_mixins.scripting_mixin import (
     _get_lua_bad_command_arg_msg,
 )
 
+from agentq.orchestrator.redis.script_calls import ScriptCommand, install_cjson, lua_args, to_lua
+
 # fakeredis's per-call cleanup; Lua's incremental collector does this as it allocates.
 _FULL_COLLECTION = b"collectgarbage()"
 
 
 class CompiledScripts:
-    """A fakeredis Lua runtime whose `execute` runs a script compiled once per source."""
+    """A fakeredis Lua runtime whose `execute` runs a script compiled once per source,
+    and the commands its scripts call, each looked up once (`ScriptCommand`)."""
 
     def __init__(self, runtime: Any) -> None:
-        self._runtime = runtime
+        self.lua = runtime  # fakeredis's own runtime
         self._compiled: dict[bytes, Any] = {}
+        # A command's name as a script wrote it -> its dispatch, on this server.
+        self.commands: dict[bytes, ScriptCommand] = {}
 
     def function(self, code: bytes) -> Any:
         function = self._compiled.get(code)
         if function is None:
             # A syntax error raises here, as `execute` would, and nothing is cached.
-            function = self._runtime.compile(code)
+            function = self.lua.compile(code)
             self._compiled[code] = function
         return function
 
@@ -67,11 +75,7 @@ class CompiledScripts:
         return self.function(code)()
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._runtime, name)
-
-
-# A script's command name as it wrote it -> fakeredis's method name and signature.
-_SCRIPT_COMMANDS: dict[bytes, tuple[str, Any]] = {}
+        return getattr(self.lua, name)
 
 
 class _Commands(list[list[bytes]]):
@@ -104,8 +108,8 @@ class MemorySocket(AsyncFakeSocket):
         self._script_resp = 2
         caller_fieldsets, self._fieldsets = self._fieldsets, {}
         server._lua_set_keys_argv(
-            runtime.table_from(keys_and_args[:numkeys]),
-            runtime.table_from(keys_and_args[numkeys:]),
+            runtime.lua.table_from(keys_and_args[:numkeys]),
+            runtime.lua.table_from(keys_and_args[numkeys:]),
         )
         try:
             result = runtime.function(script)()
@@ -131,25 +135,25 @@ class MemorySocket(AsyncFakeSocket):
         if flags and (b"K" in flags or b"E" in flags):
             super()._keyspace_notifications(command_items, event)
 
-    def lua_call(self, runtime: Any, op: bytes, args: tuple[Any, ...]) -> Any:
-        """`redis.call` from a script: fakeredis's, less the globals check, with each
-        command's name looked up once."""
-        known = _SCRIPT_COMMANDS.get(op)
-        if known is not None:
-            func, sig = getattr(self, known[0]), known[1]
-        else:
-            cmd = decode_command_bytes(op)
-            sub = cmd in COMMANDS_WITH_SUB
-            if sub and args:
-                cmd += " " + decode_command_bytes(_convert_redis_arg(args[0]))
-                args = args[1:]
-            func, sig = self._name_to_func(cmd)
-            if func is None:
-                raise SimpleError(msgs.WRONG_ARGS_MSG7)
-            if not sub:
-                _SCRIPT_COMMANDS[op] = (sig.func_name, sig)
-        result = self._run_command(func, sig, [_convert_redis_arg(arg) for arg in args], True)
-        return self._convert_redis_result(runtime, result)
+    def lua_call(self, runtime: CompiledScripts, op: bytes, args: tuple[Any, ...]) -> Any:
+        """`redis.call` from a script: fakeredis's, less the globals check, through the
+        command's `ScriptCommand`."""
+        command = runtime.commands.get(op)
+        if command is not None:
+            return to_lua(self, runtime.lua, command.run(self, lua_args(args)))
+        cmd = decode_command_bytes(op)
+        sub = cmd in COMMANDS_WITH_SUB
+        if sub and args:
+            cmd += " " + decode_command_bytes(_convert_redis_arg(args[0]))
+            args = args[1:]
+        func, sig = self._name_to_func(cmd)
+        if func is None:
+            raise SimpleError(msgs.WRONG_ARGS_MSG7)
+        if sub or self._server.server_type == "dragonfly":
+            result = self._run_command(func, sig, lua_args(args), True)
+            return self._convert_redis_result(runtime.lua, result)
+        command = runtime.commands[op] = ScriptCommand(getattr(type(self), sig.func_name), sig)
+        return to_lua(self, runtime.lua, command.run(self, lua_args(args)))
 
     def _blocking(
         self,
@@ -181,7 +185,8 @@ class MemorySocket(AsyncFakeSocket):
 
 
 def _install_calls(server: Any, runtime: CompiledScripts) -> None:
-    """Point the scripts' `redis.call` and `redis.pcall` at `MemorySocket.lua_call`."""
+    """Point the scripts' `redis.call` and `redis.pcall` at `MemorySocket.lua_call`,
+    and `cjson` at `script_calls`'s."""
     current = server._lua_current_socket
 
     def call(op: bytes, *args: Any) -> Any:
@@ -191,11 +196,15 @@ def _install_calls(server: Any, runtime: CompiledScripts) -> None:
         try:
             return current[0].lua_call(runtime, op, args)
         except Exception as exc:
-            return runtime.table_from({b"err": str(exc)})
+            # A Lua string, as Redis gives: fakeredis's Python str is a userdata whose
+            # text, once Lua no longer collects fully after each script, can read as an
+            # earlier error's.
+            return runtime.lua.table_from({b"err": str(exc).encode()})
 
     redis_table = runtime.globals()[b"redis"]
     redis_table[b"call"] = call
     redis_table[b"pcall"] = pcall
+    install_cjson(runtime.lua)
 
 
 class MemoryConnection(FakeAsyncRedisConnection):

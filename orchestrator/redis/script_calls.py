@@ -1,0 +1,199 @@
+"""`redis.call` from a script on the embedded Redis, each command's dispatch worked out once.
+
+A transition's script makes ~130 `redis.call`s per step, and fakeredis spends most of
+each one around the command rather than in it: it parses the command's name, rebuilds
+the list of argument types from the signature, walks the arguments twice, reads its
+flags from sets, and checks the reply's shape. `ScriptCommand` does that work once per
+command name and argument count and keeps the rest in fakeredis's order: arity, the
+arguments' conversions and a missing key's short cut in argument order, the keys' types,
+then the script and pub/sub refusals, the command's own function (fakeredis's), the RESP2
+shaping, the keys' write-back and the notifications. Replies and errors are fakeredis's
+(tests/orchestrator/redis/test_core_script_calls.py runs every command agentq's scripts
+call both ways and compares).
+
+`cjson.decode` and `cjson.encode` are fakeredis's, less their check of Lua's globals.
+
+What this leaves to fakeredis's generic path (`BaseFakeSocket._run_command`): a server
+that is not a Redis (Dragonfly's script rules differ) and commands with a subcommand.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+from fakeredis import _msgs as msgs
+from fakeredis._command_args_parsing import Float
+from fakeredis._commands import Key, Signature
+from fakeredis._core import CommandItem
+from fakeredis._helpers import SimpleError, SimpleString
+from fakeredis._socket._base import BaseFakeSocket
+from fakeredis._socket._resp import convert_to_resp2, valid_response_type
+from fakeredis.commands_mixins.scripting_mixin import (
+    _cjson_lua_to_python,
+    _cjson_python_to_lua,
+    _convert_redis_arg,
+)
+
+# Replies that RESP2 shaping and the reply check leave as they are, and Lua takes as is.
+_LEAF = frozenset((bytes, int, type(None)))
+_PUBSUB_COMMANDS = BaseFakeSocket.ACCEPTED_COMMANDS_WHILE_PUBSUB
+
+
+class _Shape:
+    """One argument count's work: `steps`, Signature.apply's first pass in argument
+    order (`(index, Key, None)` for a key with a reply of its own when missing,
+    `(index, None, decode)` for an argument to convert); `keys`, its second pass."""
+
+    __slots__ = ("keys", "steps")
+
+    def __init__(self, sig: Signature, count: int) -> None:
+        # fakeredis types these as classes; a key's entry is a `Key` marker.
+        types: list[Any] = list(sig.fixed)
+        types.extend(sig.repeat[i % len(sig.repeat)] for i in range(count - len(types)))
+        steps: list[tuple[int, Key | None, Any]] = []
+        keys: list[tuple[int, Key]] = []
+        for i, kind in enumerate(types):
+            if isinstance(kind, Key):
+                keys.append((i, kind))
+                if kind.missing_return is not Key.UNSPECIFIED:
+                    steps.append((i, kind, None))
+            elif kind is not bytes:
+                steps.append((i, None, kind.decode))
+        self.steps = tuple(steps)
+        self.keys = tuple(keys)
+
+
+class ScriptCommand:
+    """A command as a script calls it: its function and signature, read once."""
+
+    __slots__ = (
+        "_shapes",
+        "create",
+        "func",
+        "name",
+        "name_bytes",
+        "no_script",
+        "remove_empty",
+        "sig",
+        "to_resp2",
+    )
+
+    def __init__(self, func: Any, sig: Signature) -> None:
+        self.func = func  # unbound: the socket class's own method
+        self.sig = sig
+        self.name = sig.name
+        self.name_bytes = sig.name.encode()
+        self.no_script = msgs.FLAG_NO_SCRIPT in sig.flags
+        self.to_resp2 = msgs.FLAG_SKIP_CONVERT_TO_RESP2 not in sig.flags
+        self.remove_empty = msgs.FLAG_LEAVE_EMPTY_VAL not in sig.flags
+        self.create = msgs.FLAG_DO_NOT_CREATE not in sig.flags
+        self._shapes: dict[int, _Shape] = {}
+
+    def _shape(self, count: int, version: Any) -> _Shape:
+        shape = self._shapes.get(count)
+        if shape is None:
+            self.sig.check_arity(range(count), version)  # raises fakeredis's arity error
+            shape = self._shapes[count] = _Shape(self.sig, count)
+        return shape
+
+    def run(self, sock: Any, args: list[Any]) -> Any:
+        """`BaseFakeSocket._run_command(func, sig, args, from_script=True)` on a server
+        that is not a Dragonfly."""
+        items: list[CommandItem] = []
+        sock._subkey_events = []
+        try:
+            result = self._apply(sock, args, items)
+        except SimpleError as exc:
+            result = exc
+        if items or sock._subkey_events:  # with neither, both notifications are no-ops
+            for item in items:
+                item.writeback(remove_empty_val=self.remove_empty)
+            sock._keyspace_notifications(items, self.name_bytes)
+            sock._subkey_notifications(items)
+        return result
+
+    def _apply(self, sock: Any, args: list[Any], items: list[CommandItem]) -> Any:
+        """The command's reply; `items` gets its keys once the command runs (a refused
+        command writes nothing back, as in fakeredis)."""
+        db = sock._db
+        shape = self._shape(len(args), sock._server.version)
+        short: tuple[Any] | None = None
+        for i, missing, decode in shape.steps:
+            if missing is None:
+                args[i] = decode(args[i])
+            elif args[i] not in db:
+                short = (missing.missing_return,)
+                break
+        read: list[CommandItem] = []
+        if short is None:
+            for i, key in shape.keys:
+                arg = args[i]
+                found = db.get(arg)
+                default = None
+                if key.type_ is not None:
+                    if found is not None and type(found.value) is not key.type_:
+                        raise SimpleError(msgs.WRONGTYPE_MSG)
+                    if self.create and found is None and key.type_ is not bytes:
+                        default = key.type_()
+                args[i] = item = CommandItem(arg, db, found, default=default)
+                read.append(item)
+        if self.no_script:
+            raise SimpleError(msgs.COMMAND_IN_SCRIPT_MSG)
+        if sock._pubsub and self.name not in _PUBSUB_COMMANDS:
+            raise SimpleError(msgs.BAD_COMMAND_IN_PUBSUB_MSG)
+        if short is not None:
+            return short[0]
+        items += read
+        result = self.func(sock, *args)
+        if type(result) in _LEAF:
+            return result
+        resp = sock._resp_version
+        if resp == 2 and self.to_resp2:
+            result = convert_to_resp2(result, sock._server.server_type)
+        if self.to_resp2 and not valid_response_type(result, resp):
+            raise AssertionError(f"Invalid response type for {result}")
+        return result
+
+
+def lua_args(args: tuple[Any, ...]) -> list[bytes]:
+    """A script's arguments as fakeredis reads them (a number as Redis formats it)."""
+    return [arg if type(arg) is bytes else _convert_redis_arg(arg) for arg in args]
+
+
+def to_lua(sock: Any, runtime: Any, result: Any) -> Any:
+    """`ScriptingCommandsMixin._convert_redis_result` on a server that is not a Dragonfly:
+    a command's reply as the script sees it (a flat list of strings, integers and nils
+    in one step, a nil as false)."""
+    kind = type(result)
+    if kind is bytes or kind is int:
+        return result
+    if kind is list and all(type(item) in _LEAF for item in result):
+        return runtime.table_from([False if item is None else item for item in result])
+    if kind is float and sock._resp_version != 3:
+        return Float.encode(result, humanfriendly=False)
+    if kind is SimpleString:
+        return runtime.table_from({b"ok": result.value})
+    return sock._convert_redis_result(runtime, result)
+
+
+# `cjson.decode` and `cjson.encode`: fakeredis's, less the check of Lua's globals on
+# each call (it stays after each script, as for `redis.call`). Named and shaped as
+# fakeredis's, so that a script calling one with the wrong arguments reads the same error.
+def _lua_cjson_decode(lua_runtime: Any, expected_globals: None, json_str: Any) -> Any:
+    value = _cjson_python_to_lua(json.loads(json_str))
+    if isinstance(value, (dict, list)):
+        value = lua_runtime.table_from(value, recursive=True)
+    return value
+
+
+def _lua_cjson_encode(lua_runtime: Any, expected_globals: None, value: Any) -> bytes:
+    return json.dumps(_cjson_lua_to_python(value), separators=(",", ":")).encode()
+
+
+def install_cjson(lua_runtime: Any) -> None:
+    """Point a runtime's `cjson.decode` and `cjson.encode` at this module's."""
+    cjson = lua_runtime.globals()[b"cjson"]
+    cjson[b"decode"] = functools.partial(_lua_cjson_decode, lua_runtime, None)
+    cjson[b"encode"] = functools.partial(_lua_cjson_encode, lua_runtime, None)
