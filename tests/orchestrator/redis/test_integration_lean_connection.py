@@ -39,3 +39,46 @@ async def test_a_command_makes_no_task_of_its_own(redis_url: str) -> None:
         loop.set_task_factory(None)
         await client.aclose()
     assert made == []
+
+
+async def test_the_pools_check_of_an_idle_connection_does_not_wait_on_the_loop(
+    redis_url: str,
+) -> None:
+    # redis-py's check read under a zero timeout: a trip through the event loop and an
+    # exception for every command taken from the pool.
+    client = connect(redis_url)
+    await client.ping()
+    conn = await client.connection_pool.get_connection()
+    try:
+        check = conn.can_read_destructive()
+        with pytest.raises(StopIteration) as answered:
+            check.send(None)
+        assert answered.value.value is False
+    finally:
+        await client.connection_pool.release(conn)
+        await client.aclose()
+
+
+async def test_a_connection_with_a_reply_left_unread_is_not_handed_out(redis_url: str) -> None:
+    client = connect(redis_url)
+    await client.set("k", "fresh")
+    conn = await client.connection_pool.get_connection()
+    await conn.send_command("GET", "k")
+    await client.ping()  # a round trip on another connection: the reply is in by now
+    await client.connection_pool.release(conn)
+    try:
+        await client.set("other", "1")
+        assert await client.get("k") == b"fresh"
+    finally:
+        await client.aclose()
+
+
+async def test_a_connection_the_server_closed_is_replaced(redis_url: str) -> None:
+    client, killer = connect(redis_url), connect(redis_url)
+    await client.set("k", "v")
+    await killer.client_kill_filter(_type="normal", skipme=True)
+    try:
+        assert await client.get("k") == b"v"
+    finally:
+        await client.aclose()
+        await killer.aclose()
