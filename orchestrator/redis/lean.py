@@ -8,9 +8,10 @@ share of every job's CPU. Three things here, each the same on the wire as redis-
   installed; its asyncio client (redis-py 5) always packs in Python, an encode, a length
   and a bytes join per argument. These connections pack through redis-py's own hiredis
   serializer: the same bytes, the same `DataError` for an argument Redis cannot take.
-- a write's deadline as `asyncio.timeout`: redis-py wraps each write in
-  `asyncio.wait_for`, which on Python 3.11 runs it in a task of its own. The deadline,
-  and the errors a failed or late write raises, are redis-py's.
+- a write's deadline as `asyncio.timeout`, armed only when the write must wait for the
+  socket: redis-py wraps each write in `asyncio.wait_for`, which on Python 3.11 runs it
+  in a task of its own, though a command the socket takes at once cannot be late. The
+  deadline, and the errors a failed or late write raises, are redis-py's.
 - the pool's check that a connection it hands out holds no reply left unread: redis-py
   reads under a zero timeout for it, which costs a scheduled cancellation, a trip
   through the event loop and an exception per command. Nothing buffered and nothing on
@@ -57,12 +58,17 @@ class LeanConnection(AbstractConnection):
             command = command.encode()
         if isinstance(command, bytes):
             command = [command]
+        writer = self._writer
+        assert writer is not None  # connected above
         try:
-            async with asyncio.timeout(self.socket_timeout or None):
-                writer = self._writer
-                assert writer is not None  # connected above
-                writer.writelines(command)
+            writer.writelines(command)
+            if writer.transport.get_write_buffer_size() == 0:
+                # All handed to the socket: flow control cannot hold the drain (it only
+                # raises a lost connection's error), so no deadline is armed.
                 await writer.drain()
+            else:
+                async with asyncio.timeout(self.socket_timeout or None):
+                    await writer.drain()
         except TimeoutError:  # before OSError, which it is a kind of
             await self.disconnect(nowait=True)
             raise RedisTimeoutError("Timeout writing to socket") from None
