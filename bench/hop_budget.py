@@ -514,7 +514,8 @@ def table(
             "full runs, 1 worker, jobs/s vs raw arq",
             "~0.5x",
             ">= 1.0x",
-            f"{full_ratio:.2f}x ({one:.0f} vs {arq_jobs_per_s:.0f} jobs/s)",
+            f"{full_ratio:.2f}x ({one:.0f} vs {arq_jobs_per_s:.0f} jobs/s); worker CPU/job"
+            f" {_med(budget.full_cpu_ms_per_job):.2f} vs {arq_cpu_ms_per_job:.2f} ms",
             verdict(full_ratio >= 1.0, timed=True, quick=quick),
         ),
         (

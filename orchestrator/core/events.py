@@ -393,14 +393,15 @@ def event_json(type_: EventType, run_id: str, **fields: Any) -> str:
     """Serialize an event for the stream (seq is added by the store)."""
     body: dict[str, Any] = {"type": type_, "run_id": run_id, "at": time.time()}
     body.update({k: v for k, v in fields.items() if v is not None})
-    return _encoded(body)
+    return strict_json(body)
 
 
-def _encoded(body: dict[str, Any]) -> str:
-    """An event's JSON, by orjson: a step writes several events, and json.dumps took a
-    tenth of a worker's CPU per job. orjson writes NaN and infinities as null (JSON has
-    neither, and a browser's JSON.parse refuses them); an integer past 64 bits, which a
-    model may put in a tool's input, it cannot write, so json writes that event."""
+def strict_json(body: dict[str, Any]) -> str:
+    """An event's JSON (or a step's record), by orjson: a step writes several events,
+    and json.dumps took a tenth of a worker's CPU per job. orjson writes NaN and
+    infinities as null (JSON has neither, and a browser's JSON.parse refuses them); an
+    integer past 64 bits, which a model may put in a tool's input, it cannot write, so
+    json writes that body."""
     try:
         return orjson.dumps(body, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
     except orjson.JSONEncodeError:

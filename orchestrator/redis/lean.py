@@ -2,15 +2,21 @@
 
 A worker sends a few commands per job (its transitions' EVALSHAs, each with a dozen keys
 and its input, and the claim), so what redis-py does per command in Python is a fixed
-share of every job's CPU. Two things here, each the same on the wire as redis-py's own:
+share of every job's CPU. Three things here, each the same on the wire as redis-py's own:
 
 - packing in C: redis-py's sync client packs a command with hiredis when hiredis is
   installed; its asyncio client (redis-py 5) always packs in Python, an encode, a length
   and a bytes join per argument. These connections pack through redis-py's own hiredis
   serializer: the same bytes, the same `DataError` for an argument Redis cannot take.
-- a write's deadline as `asyncio.timeout`: redis-py wraps each write in
-  `asyncio.wait_for`, which on Python 3.11 runs it in a task of its own. The deadline,
-  and the errors a failed or late write raises, are redis-py's.
+- a write's deadline as `asyncio.timeout`, armed only when the write must wait for the
+  socket: redis-py wraps each write in `asyncio.wait_for`, which on Python 3.11 runs it
+  in a task of its own, though a command the socket takes at once cannot be late. The
+  deadline, and the errors a failed or late write raises, are redis-py's.
+- the pool's check that a connection it hands out holds no reply left unread: redis-py
+  reads under a zero timeout for it, which costs a scheduled cancellation, a trip
+  through the event loop and an exception per command. Nothing buffered and nothing on
+  the socket (the common case) is answered here at once; anything else is asked of
+  redis-py's own check, which reads it or raises as before.
 
 `lean` gives the class for the transport the URL chose (plain, TLS, Unix socket,
 sentinel-managed).
@@ -19,9 +25,11 @@ sentinel-managed).
 from __future__ import annotations
 
 import asyncio
+import select
 from collections.abc import Iterable
 from typing import Any, cast
 
+import hiredis
 from redis.asyncio.connection import AbstractConnection
 from redis.connection import HiredisRespSerializer
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -50,12 +58,17 @@ class LeanConnection(AbstractConnection):
             command = command.encode()
         if isinstance(command, bytes):
             command = [command]
+        writer = self._writer
+        assert writer is not None  # connected above
         try:
-            async with asyncio.timeout(self.socket_timeout or None):
-                writer = self._writer
-                assert writer is not None  # connected above
-                writer.writelines(command)
+            writer.writelines(command)
+            if writer.transport.get_write_buffer_size() == 0:
+                # All handed to the socket: flow control cannot hold the drain (it only
+                # raises a lost connection's error), so no deadline is armed.
                 await writer.drain()
+            else:
+                async with asyncio.timeout(self.socket_timeout or None):
+                    await writer.drain()
         except TimeoutError:  # before OSError, which it is a kind of
             await self.disconnect(nowait=True)
             raise RedisTimeoutError("Timeout writing to socket") from None
@@ -68,6 +81,29 @@ class LeanConnection(AbstractConnection):
             # be used again.
             await self.disconnect(nowait=True)
             raise
+
+    async def can_read_destructive(self) -> bool:
+        """redis-py's, answered without the event loop when nothing can be there (see the
+        module's docstring)."""
+        if self._nothing_pending():
+            return False
+        return cast(bool, await super().can_read_destructive())  # type: ignore[no-untyped-call]
+
+    def _nothing_pending(self) -> bool:
+        """Whether the connection surely holds no reply: none parsed and none buffered
+        (hiredis's reader, the stream's buffer), the stream open and its socket not
+        readable. A TLS stream may hold data its socket does not show: never sure."""
+        parsed = getattr(self._parser, "_reader", None)  # hiredis's, once connected
+        stream, writer = self._reader, self._writer
+        if not isinstance(parsed, hiredis.Reader) or stream is None or writer is None:
+            return False
+        if parsed.has_data() or getattr(stream, "_buffer", True) or stream.at_eof():
+            return False
+        sock = writer.get_extra_info("socket")
+        if sock is None or writer.get_extra_info("ssl_object") is not None:
+            return False
+        readable, _, _ = select.select([sock], [], [], 0)
+        return not readable
 
 
 _LEAN: dict[type[AbstractConnection], type[AbstractConnection]] = {}

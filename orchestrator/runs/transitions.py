@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, TypeVar, overload
 
 from agentq.orchestrator.core.envelopes import JobEnvelope, QueuedJob
-from agentq.orchestrator.core.events import OUTPUT_REF, event_json
+from agentq.orchestrator.core.events import OUTPUT_REF, event_json, strict_json
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.core.messages import Message, ToolResultPart
 from agentq.orchestrator.loop.plan import CallPlan, StepPlan
@@ -291,7 +291,7 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
     return CommitStep(
         run_id=run_id,
         step=plan.step,
-        resp=json.dumps(step_record(plan), default=str),
+        resp=strict_json(step_record(plan)),
         assistant=plan.assistant_message().model_dump_json(),
         text=plan.text,
         # The run's finish_reason if it ends with this step: the stop condition's name

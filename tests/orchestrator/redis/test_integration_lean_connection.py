@@ -1,5 +1,7 @@
-"""A command on a connection `connect` made is written from its caller's task: no task of
-its own per write (redis-py's `wait_for` made one on Python 3.11), on a real redis-server."""
+"""A command on a connection `connect` made costs no more asyncio work than it needs (no task
+of its own per write, no deadline on a write the socket takes at once, no trip through
+the event loop to take a connection from the pool), with redis-py's behaviour kept: a
+late write, a reply left unread, a closed connection. On a real redis-server."""
 
 from __future__ import annotations
 
@@ -8,8 +10,11 @@ from collections.abc import Coroutine, Generator
 from typing import Any
 
 import pytest
+from redis.asyncio.connection import Connection
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentq.orchestrator.redis.connect import connect
+from agentq.orchestrator.redis.lean import lean
 
 pytestmark = pytest.mark.integration
 
@@ -39,3 +44,83 @@ async def test_a_command_makes_no_task_of_its_own(redis_url: str) -> None:
         loop.set_task_factory(None)
         await client.aclose()
     assert made == []
+
+
+async def test_the_pools_check_of_an_idle_connection_does_not_wait_on_the_loop(
+    redis_url: str,
+) -> None:
+    # redis-py's check read under a zero timeout: a trip through the event loop and an
+    # exception for every command taken from the pool.
+    client = connect(redis_url)
+    await client.ping()
+    conn = await client.connection_pool.get_connection()
+    try:
+        check = conn.can_read_destructive()
+        with pytest.raises(StopIteration) as answered:
+            check.send(None)
+        assert answered.value.value is False
+    finally:
+        await client.connection_pool.release(conn)
+        await client.aclose()
+
+
+async def test_a_connection_with_a_reply_left_unread_is_not_handed_out(redis_url: str) -> None:
+    client = connect(redis_url)
+    await client.set("k", "fresh")
+    conn = await client.connection_pool.get_connection()
+    await conn.send_command("GET", "k")
+    await client.ping()  # a round trip on another connection: the reply is in by now
+    await client.connection_pool.release(conn)
+    try:
+        await client.set("other", "1")
+        assert await client.get("k") == b"fresh"
+    finally:
+        await client.aclose()
+
+
+async def test_a_connection_the_server_closed_is_replaced(redis_url: str) -> None:
+    client, killer = connect(redis_url), connect(redis_url)
+    await client.set("k", "v")
+    await killer.client_kill_filter(_type="normal", skipme=True)
+    try:
+        assert await client.get("k") == b"v"
+    finally:
+        await client.aclose()
+        await killer.aclose()
+
+
+async def test_a_write_the_socket_takes_at_once_arms_no_deadline(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = connect(redis_url)
+    await client.ping()
+    armed: list[float | None] = []
+    timeout = asyncio.timeout
+
+    def counting(delay: float | None) -> asyncio.Timeout:
+        armed.append(delay)
+        return timeout(delay)
+
+    monkeypatch.setattr(asyncio, "timeout", counting)
+    try:
+        await client.set("k", "v")
+        assert await client.get("k") == b"v"
+    finally:
+        await client.aclose()
+    assert armed == []
+
+
+async def test_a_write_the_peer_never_reads_is_late_as_redis_py_s_is() -> None:
+    # A server that accepts and never reads: the socket's buffers fill, the write waits.
+    server = await asyncio.start_server(lambda r, w: None, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    made: Any = lean(Connection)  # typed as redis-py's abstract base
+    conn = made(host="127.0.0.1", port=port, socket_timeout=0.2, lib_name=None, lib_version=None)
+    try:
+        await conn.connect()
+        with pytest.raises(RedisTimeoutError, match="Timeout writing to socket"):
+            await conn.send_packed_command(b"x" * (64 * 1024 * 1024), check_health=False)
+        assert not conn.is_connected
+    finally:
+        await conn.disconnect()
+        server.close()
