@@ -36,7 +36,13 @@ from mcp.client.session import ClientSession  # noqa: E402
 from mcp.client.streamable_http import streamable_http_client  # noqa: E402
 
 from agentq.orchestrator.client import Client  # noqa: E402
-from tests.support.infra import RedisServer, WorkerProcess, free_port, wait_ready  # noqa: E402
+from tests.support.infra import (  # noqa: E402
+    RedisServer,
+    WorkerProcess,
+    free_port,
+    listens,
+    wait_ready,
+)
 from tests.support.serve import ServeProcess  # noqa: E402
 from tests.support.waiting import eventually  # noqa: E402
 
@@ -109,7 +115,7 @@ def main() -> None:
     try:
         wait_ready(worker)
         gateway = ServeProcess(redis.url, "--mcp")
-        eventually(lambda: _listening(port), "the plain MCP server to start", 30)
+        eventually(lambda: listens(plain.pid, port), "the plain MCP server to start", 30)
         results = {
             "direct": show("direct", asyncio.run(direct(redis.url, n))),
             "gateway": show("gateway", asyncio.run(over_mcp(f"{gateway.url}/mcp", n))),
@@ -126,12 +132,6 @@ def main() -> None:
         plain.wait(10)
         worker.stop()
         redis.stop()
-
-
-def _listening(port: int) -> bool:
-    from tests.support.infra import listening
-
-    return listening(port)
 
 
 if __name__ == "__main__":
