@@ -19,7 +19,8 @@
 --         `needs` what the tool set lacks is left ready, untouched;
 --         the ended job: done (arq's cleanup) or released (back into its lane at the time
 --         it was due, or a timer when deferred; its delivery taken back); each claimed job: its
---         in-progress key, score +inf, a lease record, a delivery counted; the wake-up
+--         in-progress key, score +inf, a lease record, a delivery counted (one write for
+--         a first); the wake-up
 --         list kept a hint of ready work (a token passed on when the claim newly
 --         passed over jobs for others: the one it popped may have been theirs); timers
 --         fallen due (up to a bound per call) moved into their lanes first, at the time
@@ -271,8 +272,13 @@ while claimed < n and budget > 0 do
         if verdict == 'take' then
           redis.call('ZADD', queue, '+inf', id)
           redis.call('HSET', jobs, id, ARGV[9] .. due .. lease .. '}')
-          local tries = redis.call('INCR', retry_prefix .. id)
-          redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
+          -- A first delivery (the common case) counts in one write; a job delivered
+          -- before counts on, and is kept as long again, as arq keeps it.
+          local tries = 1
+          if not redis.call('SET', retry_prefix .. id, 1, 'EX', ARGV[8], 'NX') then
+            tries = redis.call('INCR', retry_prefix .. id)
+            redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
+          end
           claimed = claimed + 1
           out[#out + 1] = id
           out[#out + 1] = due
