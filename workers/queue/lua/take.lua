@@ -36,7 +36,12 @@
 -- @include conc
 
 -- Redis's clock, not the caller's: a claim sent behind a BLPOP runs when a token comes.
-local now = now_ms()
+-- Read once, and only by a call that needs it (a release, a timer to compare).
+local clock = nil
+local function now()
+  if not clock then clock = now_ms() end
+  return clock
+end
 local me, n = ARGV[2], tonumber(ARGV[3])
 local queue, wake_list, jobs, holders, aborts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
@@ -76,9 +81,9 @@ if ended ~= '' then
       local defer = tonumber(ARGV[12])
       if defer > 0 then  -- a timer until then: the queue holds ready and running work
         redis.call('ZREM', queue, ended)
-        redis.call('ZADD', KEYS[6], now + defer, ended)
+        redis.call('ZADD', KEYS[6], now() + defer, ended)
       else  -- back in its lane at the time it was due
-        local due = now
+        local due = now()
         if record then
           local ok, rec = pcall(cjson.decode, record)
           if ok and type(rec) == 'table' and rec.s then due = rec.s end
@@ -92,12 +97,17 @@ end
 local out = {0}
 if n <= 0 or ARGV[1] ~= '1' then return out end
 -- Timers fallen due join their lanes (their score is when they fell due, so they queue
--- behind older work). Bounded per call: a backlog of timers moves over a few claims, and
--- the read costs nothing while none is due. Every other way back into the ready range
--- (a release, a reaper, a give-back, a held job's slot freed) goes into the lane itself
--- (fair.lua: fair_put_back), so the queue holds no ready job outside a lane.
+-- behind older work). Bounded per call: a backlog of timers moves over a few claims.
+-- The earliest timer is read first, so a call with no timer (most) reads no clock and a
+-- call whose earliest timer is not yet due reads no more. Every other way back into the
+-- ready range (a release, a reaper, a give-back, a held job's slot freed) goes into the
+-- lane itself (fair.lua: fair_put_back), so the queue holds no ready job outside a lane.
 local timers = KEYS[6]
-local fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
+local fallen = {}
+local earliest = redis.call('ZRANGE', timers, 0, 0, 'WITHSCORES')
+if #earliest > 0 and tonumber(earliest[2]) <= now() then
+  fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now(), 'WITHSCORES', 'LIMIT', 0, 64)
+end
 for i = 1, #fallen, 2 do
   if not fair_put_back(queue, fallen[i], tonumber(fallen[i + 1])) then
     redis.call('DEL', retry_prefix .. fallen[i])
