@@ -129,6 +129,10 @@ local function needs_of(payload)
   return ''
 end
 
+-- A held job put back by a look (a free slot beside held work) may have joined the lane
+-- looked at, or the rings behind the cursors, which then no longer know their ends.
+local put_back = false
+
 -- A lane's head job: 'gone' (no longer ready in the queue: claimed, ended, cancelled,
 -- expired, put back to be indexed again), 'held' (its key is at its max: moved to the
 -- key's held jobs), 'pass' (for a tool this worker lacks) or 'take', with its payload,
@@ -174,7 +178,10 @@ local function look(id)
   end
   -- Room left (a slot freed while its jobs were put back, and one of them was gone):
   -- the next held job comes back too, so a free slot never sits beside held work.
-  if redis.call('HLEN', counter) < max then conc_put_back(counter, 1) end
+  if redis.call('HLEN', counter) < max then
+    conc_put_back(counter, 1)
+    put_back = true
+  end
   local lease = ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
   return 'take', payload, due, lease, weight, tenant_weight
 end
@@ -271,6 +278,10 @@ while claimed < n and budget > 0 do
     else
       local id = head[1]
       local verdict, payload, due, lease, weight, tenant_weight = look(id)
+      local grew = put_back
+      if grew then  -- the lane and the rings are asked again, not assumed
+        put_back, tenants.more, lanes.more = false, true, true
+      end
       -- A job gone leaves its lane for good: it costs once, not from the budget.
       if verdict ~= 'gone' then budget = budget - 1 end
       if verdict == 'pass' then
@@ -279,6 +290,7 @@ while claimed < n and budget > 0 do
       else
         redis.call('ZREM', lane_key, id)
         local drained = skip == 0 and #head == 1
+          and (not grew or redis.call('ZCARD', lane_key) == 0)
         if verdict == 'take' then
           redis.call('ZADD', queue, '+inf', id)
           redis.call('HSET', jobs, id, ARGV[9] .. due .. lease .. '}')
