@@ -246,6 +246,7 @@ local left = {}  -- the jobs passed over, for workers that serve them
 local tenants = cursor(fk.ring)
 local tenant, lanes, skip = nil, nil, 0  -- the tenant looked at, its keys' cursor, jobs passed
 local walked = false  -- the ring listed anything when the claim began
+local cleared = false  -- the walk emptied the ring and dropped the tokens
 while claimed < n and budget > 0 do
   local t_entry = read(tenants)
   if not t_entry then break end
@@ -314,10 +315,18 @@ while claimed < n and budget > 0 do
         local emptied = false  -- the tenant's last lane with work
         if drained then
           emptied = lanes.pos == 0 and not lanes.more
-          remove(lanes)
+          if not emptied then remove(lanes) end
           skip = 0
         end
-        if emptied then
+        if emptied and tenants.pos == 0 and not tenants.more and #left == 0 then
+          -- The last lane of the last tenant (a lone run's job, the common one-job
+          -- lane): both rings go, and the tokens left with them (nothing is ready any
+          -- more, and nothing was passed over), in one write.
+          redis.call('DEL', lanes.list, tenants.list, wake_list)
+          tenants.entry, cleared = false, true
+          tenant = nil
+        elseif emptied then
+          remove(lanes)
           remove(tenants)
           tenant = nil
         elseif verdict == 'take' and tenants.pos == 0 then
@@ -329,7 +338,7 @@ while claimed < n and budget > 0 do
   end
 end
 -- Ready work left for want of slots? A ring lists only what has ready jobs.
-local more = claimed >= n and redis.call('EXISTS', fk.ring) == 1
+local more = claimed >= n and not cleared and redis.call('EXISTS', fk.ring) == 1
 if claimed > 0 and not listed then redis.call('SADD', holders, me) end
 -- The token this claim popped may have been for a job it left: pass it on (Redis hands
 -- it to the worker asleep longest) when it left a job it had not left before. The same
@@ -347,7 +356,7 @@ end
 if more then out[1] = 1 end
 if woken then
   if redis.call('LLEN', wake_list) == 0 then redis.call('LPUSH', wake_list, '1') end
-elseif #left == 0 and walked then
+elseif #left == 0 and walked and not cleared then
   -- The ring is empty now: the tokens left are for work this walk took or dropped. A
   -- claim that found it empty already drops nothing: the claim that emptied it did.
   redis.call('DEL', wake_list)
