@@ -236,3 +236,30 @@ async def test_a_tenants_active_keys_and_a_runs_place_in_its_key(redis: Redis) -
     assert await loads.active("acme") == []
     assert await loads.active("beta") == []
     assert await redis.keys(keys.CONCURRENCY_PREFIX + "*") == []
+
+
+async def test_a_held_job_put_back_during_a_walk_stays_listed_when_the_walk_drains_its_lane(
+    redis: Redis,
+) -> None:
+    """A free slot beside a held job (the jobs a release put back were cancelled before
+    any claim): the next job admitted under the key puts the held job back into the lane
+    the walk is draining, and that lane stays listed for the next claim."""
+    first = await create(redis, "a0", "acme", "k", 2)
+    second = await create(redis, "b1", "acme", "k", 2)
+    held = [await create(redis, f"h{i}", "acme", "k", 2) for i in range(2, 11)]
+    t = await taker(redis, "w1")
+    assert await take(t, 16) == [job(first), job(second)]
+    # The second run's job ends: its slot puts back eight held jobs (the ninth stays
+    # held), and their runs are cancelled before any claim.
+    assert await take(t, 0, ended=job(second)) == []
+    for run_id in held[:8]:
+        await RunStore(redis).cancel(run_id, "test")
+    # The first run fans out one call, due after every put-back job in the lane.
+    call = queued_job(
+        JobEnvelope(kind="tool_call", run_id=first, step=0, call_id="c1"), MODEL_QUEUE
+    )
+    await redis.set(keys.ARQ_JOB_PREFIX + call.job_id, call.payload)
+    await redis.zadd(keys.job_timers(MODEL_QUEUE, call.job_id), {call.job_id: T0_MS + 100})
+
+    assert await take(t, 1) == [call.job_id]
+    assert await take(t, 1) == [job(held[8])]

@@ -19,7 +19,8 @@
 --         `needs` what the tool set lacks is left ready, untouched;
 --         the ended job: done (arq's cleanup) or released (back into its lane at the time
 --         it was due, or a timer when deferred; its delivery taken back); each claimed job: its
---         in-progress key, score +inf, a lease record, a delivery counted; the wake-up
+--         in-progress key, score +inf, a lease record, a delivery counted (one write for
+--         a first); the wake-up
 --         list kept a hint of ready work (a token passed on when the claim newly
 --         passed over jobs for others: the one it popped may have been theirs); timers
 --         fallen due (up to a bound per call) moved into their lanes first, at the time
@@ -35,7 +36,12 @@
 -- @include conc
 
 -- Redis's clock, not the caller's: a claim sent behind a BLPOP runs when a token comes.
-local now = now_ms()
+-- Read once, and only by a call that needs it (a release, a timer to compare).
+local clock = nil
+local function now()
+  if not clock then clock = now_ms() end
+  return clock
+end
 local me, n = ARGV[2], tonumber(ARGV[3])
 local queue, wake_list, jobs, holders, aborts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
@@ -75,9 +81,9 @@ if ended ~= '' then
       local defer = tonumber(ARGV[12])
       if defer > 0 then  -- a timer until then: the queue holds ready and running work
         redis.call('ZREM', queue, ended)
-        redis.call('ZADD', KEYS[6], now + defer, ended)
+        redis.call('ZADD', KEYS[6], now() + defer, ended)
       else  -- back in its lane at the time it was due
-        local due = now
+        local due = now()
         if record then
           local ok, rec = pcall(cjson.decode, record)
           if ok and type(rec) == 'table' and rec.s then due = rec.s end
@@ -91,12 +97,17 @@ end
 local out = {0}
 if n <= 0 or ARGV[1] ~= '1' then return out end
 -- Timers fallen due join their lanes (their score is when they fell due, so they queue
--- behind older work). Bounded per call: a backlog of timers moves over a few claims, and
--- the read costs nothing while none is due. Every other way back into the ready range
--- (a release, a reaper, a give-back, a held job's slot freed) goes into the lane itself
--- (fair.lua: fair_put_back), so the queue holds no ready job outside a lane.
+-- behind older work). Bounded per call: a backlog of timers moves over a few claims.
+-- The earliest timer is read first, so a call with no timer (most) reads no clock and a
+-- call whose earliest timer is not yet due reads no more. Every other way back into the
+-- ready range (a release, a reaper, a give-back, a held job's slot freed) goes into the
+-- lane itself (fair.lua: fair_put_back), so the queue holds no ready job outside a lane.
 local timers = KEYS[6]
-local fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now, 'WITHSCORES', 'LIMIT', 0, 64)
+local fallen = {}
+local earliest = redis.call('ZRANGE', timers, 0, 0, 'WITHSCORES')
+if #earliest > 0 and tonumber(earliest[2]) <= now() then
+  fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now(), 'WITHSCORES', 'LIMIT', 0, 64)
+end
 for i = 1, #fallen, 2 do
   if not fair_put_back(queue, fallen[i], tonumber(fallen[i + 1])) then
     redis.call('DEL', retry_prefix .. fallen[i])
@@ -117,6 +128,10 @@ local function needs_of(payload)
   end
   return ''
 end
+
+-- A held job put back by a look (a free slot beside held work) may have joined the lane
+-- looked at, or the rings behind the cursors, which then no longer know their ends.
+local put_back = false
 
 -- A lane's head job: 'gone' (no longer ready in the queue: claimed, ended, cancelled,
 -- expired, put back to be indexed again), 'held' (its key is at its max: moved to the
@@ -163,7 +178,10 @@ local function look(id)
   end
   -- Room left (a slot freed while its jobs were put back, and one of them was gone):
   -- the next held job comes back too, so a free slot never sits beside held work.
-  if redis.call('HLEN', counter) < max then conc_put_back(counter, 1) end
+  if redis.call('HLEN', counter) < max then
+    conc_put_back(counter, 1)
+    put_back = true
+  end
   local lease = ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
   return 'take', payload, due, lease, weight, tenant_weight
 end
@@ -228,6 +246,7 @@ local left = {}  -- the jobs passed over, for workers that serve them
 local tenants = cursor(fk.ring)
 local tenant, lanes, skip = nil, nil, 0  -- the tenant looked at, its keys' cursor, jobs passed
 local walked = false  -- the ring listed anything when the claim began
+local cleared = false  -- the walk emptied the ring and dropped the tokens
 while claimed < n and budget > 0 do
   local t_entry = read(tenants)
   if not t_entry then break end
@@ -260,6 +279,10 @@ while claimed < n and budget > 0 do
     else
       local id = head[1]
       local verdict, payload, due, lease, weight, tenant_weight = look(id)
+      local grew = put_back
+      if grew then  -- the lane and the rings are asked again, not assumed
+        put_back, tenants.more, lanes.more = false, true, true
+      end
       -- A job gone leaves its lane for good: it costs once, not from the budget.
       if verdict ~= 'gone' then budget = budget - 1 end
       if verdict == 'pass' then
@@ -268,11 +291,17 @@ while claimed < n and budget > 0 do
       else
         redis.call('ZREM', lane_key, id)
         local drained = skip == 0 and #head == 1
+          and (not grew or redis.call('ZCARD', lane_key) == 0)
         if verdict == 'take' then
           redis.call('ZADD', queue, '+inf', id)
           redis.call('HSET', jobs, id, ARGV[9] .. due .. lease .. '}')
-          local tries = redis.call('INCR', retry_prefix .. id)
-          redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
+          -- A first delivery (the common case) counts in one write; a job delivered
+          -- before counts on, and is kept as long again, as arq keeps it.
+          local tries = 1
+          if not redis.call('SET', retry_prefix .. id, 1, 'EX', ARGV[8], 'NX') then
+            tries = redis.call('INCR', retry_prefix .. id)
+            redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
+          end
           claimed = claimed + 1
           out[#out + 1] = id
           out[#out + 1] = due
@@ -286,10 +315,18 @@ while claimed < n and budget > 0 do
         local emptied = false  -- the tenant's last lane with work
         if drained then
           emptied = lanes.pos == 0 and not lanes.more
-          remove(lanes)
+          if not emptied then remove(lanes) end
           skip = 0
         end
-        if emptied then
+        if emptied and tenants.pos == 0 and not tenants.more and #left == 0 then
+          -- The last lane of the last tenant (a lone run's job, the common one-job
+          -- lane): both rings go, and the tokens left with them (nothing is ready any
+          -- more, and nothing was passed over), in one write.
+          redis.call('DEL', lanes.list, tenants.list, wake_list)
+          tenants.entry, cleared = false, true
+          tenant = nil
+        elseif emptied then
+          remove(lanes)
           remove(tenants)
           tenant = nil
         elseif verdict == 'take' and tenants.pos == 0 then
@@ -301,7 +338,7 @@ while claimed < n and budget > 0 do
   end
 end
 -- Ready work left for want of slots? A ring lists only what has ready jobs.
-local more = claimed >= n and redis.call('EXISTS', fk.ring) == 1
+local more = claimed >= n and not cleared and redis.call('EXISTS', fk.ring) == 1
 if claimed > 0 and not listed then redis.call('SADD', holders, me) end
 -- The token this claim popped may have been for a job it left: pass it on (Redis hands
 -- it to the worker asleep longest) when it left a job it had not left before. The same
@@ -319,7 +356,7 @@ end
 if more then out[1] = 1 end
 if woken then
   if redis.call('LLEN', wake_list) == 0 then redis.call('LPUSH', wake_list, '1') end
-elseif #left == 0 and walked then
+elseif #left == 0 and walked and not cleared then
   -- The ring is empty now: the tokens left are for work this walk took or dropped. A
   -- claim that found it empty already drops nothing: the claim that emptied it did.
   redis.call('DEL', wake_list)
