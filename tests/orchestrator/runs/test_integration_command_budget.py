@@ -42,9 +42,11 @@ pytestmark = pytest.mark.integration
 STEPS = 10
 HOT = ("begin_step", "commit_step", "claim_call", "record_result")
 # Inner commands of the four per step (a run of 10 steps, one call each; its creation and
-# end included): 82 before issue 31's cuts, 62 after them, 65 once a step-end cancel,
-# batch budgets and held runs added theirs (2 to spare).
-BUDGET = 67
+# end included): 82 before issue 31's cuts, 62 after them, 65.3 once a step-end cancel,
+# batch budgets and held runs added theirs; 60.1 with the guards reading what a step's
+# end, a budget's hold and a claimed call's result need, and the join its plan, in the
+# reads they already made (one to spare).
+BUDGET = 61
 # Inner commands of the run's `create` (its meta, tools and messages each in one write):
 # 28 before, 19 after.
 CREATE_BUDGET = 20
