@@ -7,6 +7,7 @@ ARGV[1] names it by its index."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ RUN = "r1"
 OUTPUT = "x" * 1024
 
 
-def _argv(args: list[str]) -> tuple[dict[str, object], dict[int, str]]:
+def _argv(args: list[str]) -> tuple[dict[str, Any], dict[int, str]]:
     """ARGV[1] decoded, and the other entries by their Lua index."""
     return json.loads(args[0]), {i + 2: value for i, value in enumerate(args[1:])}
 
@@ -33,8 +34,8 @@ def test_a_results_bytes_are_not_in_the_input_the_script_decodes() -> None:
     body, spilled = _argv(args)
     assert OUTPUT not in args[0]
     assert body["retention_s"] == 60
-    assert spilled[body["result"]] == transition.result  # type: ignore[index]
-    assert [spilled[i] for i in body["events"]] == transition.events  # type: ignore[union-attr]
+    assert spilled[body["result"]] == transition.result
+    assert [spilled[i] for i in body["events"]] == transition.events
 
 
 def test_a_commits_records_and_events_travel_beside_it_in_order() -> None:
@@ -62,13 +63,13 @@ def test_a_commits_records_and_events_travel_beside_it_in_order() -> None:
         next_job=model_job(RUN, 1),
     )
     body, spilled = _argv(script_args(commit))
-    assert spilled[body["resp"]] == commit.resp  # type: ignore[index]
-    assert spilled[body["assistant"]] == commit.assistant  # type: ignore[index]
+    assert spilled[body["resp"]] == commit.resp
+    assert spilled[body["assistant"]] == commit.assistant
     records = body["calls"]
-    assert [spilled[c["call"]] for c in records] == [call, call]  # type: ignore[union-attr]
-    assert spilled[records[1]["result"]] == answered  # type: ignore[index]
-    assert "result" not in records[0]  # type: ignore[index]
-    assert [spilled[i] for i in body["events"]] == commit.events  # type: ignore[union-attr]
+    assert [spilled[c["call"]] for c in records] == [call, call]
+    assert spilled[records[1]["result"]] == answered
+    assert "result" not in records[0]
+    assert [spilled[i] for i in body["events"]] == commit.events
     # What the script reads itself stays in ARGV[1]; nothing else is dumped differently.
-    assert body["order"] == commit.order  # type: ignore[index]
+    assert body["order"] == commit.order
     assert json.loads(commit.model_dump_json())["resp"] == commit.resp
