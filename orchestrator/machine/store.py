@@ -18,7 +18,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from agentq.orchestrator.core.events import Event, parse_event
-from agentq.orchestrator.machine.transition import Transition
+from agentq.orchestrator.machine.transition import Transition, script_args
 from agentq.orchestrator.redis.acks import acknowledged, acknowledged_many
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 
@@ -81,7 +81,7 @@ class Store:
     ) -> R:
         """Apply one transition: its input as JSON to its script, sent in the caller's
         `ride` when it brings one; the script's reply parsed into `reply`."""
-        args = [self._body(transition)]
+        args = script_args(transition, retention_s=self.retention_s)
         with redis_errors_mapped():
             if ride is not None:
                 raw = await ride(self._scripts[script], keys, args)
@@ -99,19 +99,13 @@ class Store:
         if not calls:
             return []
         source = self._scripts[script]
-        sent = [(keys, [self._body(transition)]) for keys, transition in calls]
+        sent = [
+            (keys, script_args(transition, retention_s=self.retention_s))
+            for keys, transition in calls
+        ]
         with redis_errors_mapped():
             raw = await acknowledged_many(self.redis, source.sha, source.script, sent)
         return [reply.model_validate_json(r) for r in raw]
-
-    def _body(self, transition: Transition) -> str:
-        """A transition's input as its script reads it (ARGV[1]): the model's own JSON,
-        written once by pydantic-core (not dumped to dicts and encoded again), and the
-        store's retention added to the object it closes (a transition has at least `at`)."""
-        body = transition.model_dump_json(exclude_none=True)
-        if self.retention_s is None:
-            return body
-        return f'{body[:-1]},"retention_s":{self.retention_s}}}'
 
     async def _hash(self, key: str) -> dict[str, str]:
         """A hash of the machine's, as text ({} when there is none)."""

@@ -3,6 +3,12 @@
 A transition's input is one typed model, sent as JSON to one Lua script (the
 Store base's `_send`): the script it runs and the time it happens at, which the
 scripts read as their clock (`A.at`). Each machine adds whose record it changes.
+
+A field typed `Spilled` (JSON the script stores or sends as it is: a tool's result, an
+event) travels beside the input instead of inside it: ARGV[1] names it by its index in
+ARGV, and the script reads `ARGV[A.field]`. Nested in the input, its bytes would be
+escaped here and unescaped by Redis's cjson, one by one, on every call (a 1 KB result
+costs Redis ~4 us to decode), only to be stored as they came.
 """
 
 from __future__ import annotations
@@ -11,11 +17,35 @@ import functools
 import time
 import typing
 from collections.abc import Iterator
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, SerializationInfo
 
 from agentq.orchestrator.core.queued_job import QueuedJob
+
+
+def _spill(value: str, info: SerializationInfo) -> str | int:
+    """A spilled field's value as the input's JSON carries it: its index in ARGV when the
+    store collects the spilled values (`context`, a list: ARGV[2], ...), else itself."""
+    spilled = info.context
+    if not isinstance(spilled, list):
+        return value
+    spilled.append(value)
+    return len(spilled) + 1
+
+
+Spilled = Annotated[str, PlainSerializer(_spill, when_used="json")]
+
+
+def script_args(transition: BaseModel, *, retention_s: int | None = None) -> list[str]:
+    """A transition's input as its script reads it: ARGV[1] the model's own JSON (written
+    once by pydantic-core, with `retention_s` added to the object it closes: a transition
+    has at least `at`), then its spilled values."""
+    spilled: list[str] = []
+    body = transition.model_dump_json(exclude_none=True, context=spilled)
+    if retention_s is not None:
+        body = f'{body[:-1]},"retention_s":{retention_s}}}'
+    return [body, *spilled]
 
 
 class Transition(BaseModel):

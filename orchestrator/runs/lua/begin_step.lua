@@ -24,25 +24,33 @@ if run[1] == RUN.SCHEDULED then
   redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
 end
 emit(A.event)
-load_started(run[3])
+load_started(run[4])
 -- The message list only grows (an entry is never rewritten), so what the worker holds
 -- of this run is still its first `known` messages.
-local stamp = run[4] or ''
-local length = redis.call('LLEN', msgs)
+local stamp = run[5] or ''
 local start = 0
-if A.known > 0 and stamp ~= '' and A.known_stamp == stamp and A.known <= length then
+if A.known > 0 and stamp ~= '' and A.known_stamp == stamp then
   start = A.known
 end
 -- More than a few messages to send (a worker that holds none or little of a long history)
 -- are read outside (RunStore.begin_step): encoding them all here, as JSON, would hold
--- Redis for all of them.
-local messages = {}
-if length - start <= HISTORY_INLINE_MAX then
-  messages = redis.call('LRANGE', msgs, start, -1)
+-- Redis for all of them. One more than those few is read: the list's length is asked
+-- only when it is there.
+local messages = redis.call('LRANGE', msgs, start, start + HISTORY_INLINE_MAX)
+-- Nothing past the `known`: the worker holds all of it, or more than the run has (a
+-- worker astray): then all of it.
+if #messages == 0 and start > 0 and start > redis.call('LLEN', msgs) then
+  start = 0
+  messages = redis.call('LRANGE', msgs, start, HISTORY_INLINE_MAX)
+end
+local length = start + #messages
+if #messages > HISTORY_INLINE_MAX then
+  length, messages = redis.call('LLEN', msgs), {}
+else
   for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
 end
 local out = {messages = messages, start = start, length = length, stamp = stamp,
-             parent = run[5] or nil, tenant = run[6] or nil, batch = run[7] or nil}
+             parent = run[6] or nil, tenant = run[7] or nil, batch = run[8] or nil}
 -- The spec and tools are written once, at create: a worker holding the history holds them.
 if start == 0 then
   local written = redis.call('HMGET', meta, F.SPEC, F.TOOL_ORDER)

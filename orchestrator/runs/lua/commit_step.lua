@@ -1,7 +1,7 @@
 -- commit_step: record a model step's answer and apply its plan: each call is queued,
 -- parked or answered at once; the step joins at once if nothing is pending.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    CommitStep: step, resp, assistant, text, finish_reason, usage, after, order,
+-- ARGV    CommitStep (spilled: resp, assistant, each call's call and result, events): step, resp, assistant, text, finish_reason, usage, after, order,
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
 --         finishes_now, next_job, batch, output?, follow, failure? (a RunFailure: the run
 --         fails once the step is recorded), windows, window_ttl_s (a periodic tenant
@@ -17,10 +17,10 @@
 --         follow it (an invalid output sent back), each
 --         call's record and status, the step's events, tool jobs and expiry timers
 --         (remembered in the run's timers hash); status awaiting if a call parked; the join if nothing is pending.
-local err, run = run_guard(A.step, F.TENANT, F.BATCH)
+local err, run = run_guard(A.step, F.TENANT, F.BATCH, F.BUDGET_HELD)
 if err then return reply(err) end
 local step = step_key(A.step)
-if redis.call('HSETNX', step, S.RESP, A.resp) == 0 then return reply(OUT.DUPLICATE) end
+if redis.call('HSETNX', step, S.RESP, ARGV[A.resp]) == 0 then return reply(OUT.DUPLICATE) end
 moved()
 -- The step's fields and each call's record, status and result at once, in one HSET.
 local fields = {S.TEXT, A.text, S.FINISH_REASON, A.finish_reason, S.AFTER, A.after,
@@ -30,13 +30,14 @@ local function set(field, value)
   fields[#fields + 1] = value
 end
 for _, c in ipairs(A.calls) do
+  c.call, c.result = ARGV[c.call], c.result and ARGV[c.result]
   set(S.CALL .. c.id, c.call)
   set(S.CALL_STATUS .. c.id, c.status)
   if c.result then set(S.RESULT .. c.id, c.result) end
 end
 hset_all(step, fields)
 add_usage(meta, A.usage, USAGE, COST, F.UNPRICED)
-local tenant = run[3] or K.DEFAULT_TENANT
+local tenant = run[4] or K.DEFAULT_TENANT
 local by_name = {}
 for i, pair in ipairs(USAGE) do by_name[i] = {pair[1], pair[1]} end
 local cost_by_name = {}
@@ -44,7 +45,7 @@ for i, pair in ipairs(COST) do cost_by_name[i] = {pair[1], pair[1]} end
 add_usage(tenant_usage_key(), A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
 -- A batch's run: charged to its batch's budget here, with the step it pays for, so a
 -- re-delivered commit charges nothing twice and a recorded step is never left uncharged.
-local batch = run[4]
+local batch = run[5]
 if batch then
   local key = batch_usage_key(tenant, batch)
   add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED)
@@ -56,7 +57,8 @@ for _, window in ipairs(A.windows) do
   add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
   redis.call('EXPIRE', key, A.window_ttl_s)
 end
-unhold()
+-- A run a shared budget held goes on: no longer held.
+if run[6] then unhold() end
 if A.batch then
   redis.call('HSET', step, S.BATCH, '1')
   redis.call('HINCRBY', meta, F.BATCH_STEPS, 1)
@@ -64,10 +66,10 @@ if A.batch then
   redis.call('HINCRBY', meta, F.BATCH_OUTPUT, A.usage.output_tokens)
 end
 if A.output then redis.call('HSET', step, S.OUTPUT, A.output) end
-redis.call('RPUSH', msgs, A.assistant)
+redis.call('RPUSH', msgs, ARGV[A.assistant])
 for _, message in ipairs(A.follow) do redis.call('RPUSH', msgs, message) end
 if #A.calls > 0 then redis.call('HINCRBY', meta, F.TOOL_CALLS, #A.calls) end
-emit_all(A.events)
+emit_all(spilled_all(A.events))
 -- A step that went over the run's budget: recorded (its usage counts), then the end.
 if A.failure then return reply(fail(A.failure)) end
 -- A call refused at once (its input) whose tool says on_error fail-run: nothing runs.
@@ -82,5 +84,5 @@ if A.parked > 0 then
   if stopped_at_step_end() then return reply(OUT.FINISHED) end
   redis.call('HSET', meta, F.STATUS, RUN.AWAITING)
 end
-if A.pending == 0 then return reply(join(A.step, A.next_job)) end
+if A.pending == 0 then return reply(join(A.step, A.next_job, {A.order, A.after})) end
 return reply(OUT.COMMITTED)

@@ -9,6 +9,9 @@
 --   go to (QueuedJob's keys, built in Python): a transition touches one slot.
 -- ARGV[1] the transition's input model (orchestrator/runs/state/inputs.py) as JSON: `A`.
 --   Read here: A.run_id, A.at, A.retention_s (TransitionInput's own fields).
+--   A field the input model types `Spilled` (machine/transition.py: JSON stored or sent as
+--   it is) is not in ARGV[1] but beside it: A names it by its index, read as ARGV[A.field]
+--   (a list of them: spilled_all).
 -- Every script returns reply(...): one JSON object, {outcome = OUT.*, ...}. The helpers
 -- every machine shares (reply, emit, enqueue) are includes (orchestrator/machine/lua/).
 -- Every script checks before it writes, so a refused transition writes nothing.
@@ -27,6 +30,13 @@ local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events 
 -- @include enqueue
 -- @include clock
 -- @include moving
+
+-- The values a list of spilled fields names (see the top), in order.
+local function spilled_all(list)
+  local values = {}
+  for i, at in ipairs(list) do values[i] = ARGV[at] end
+  return values
+end
 
 local function step_key(n)
   return meta .. K.STEP .. n
@@ -272,22 +282,26 @@ local function history_entry(entry)
   return entry
 end
 
+-- Whether a cancel asked the run to stop at its step's end, and why (false: not asked),
+-- as the guard read it (run_guard): every transition that ends a step passes it first.
+local stop_asked = false
+
 -- A run asked to stop at its step's end (cancel at_step_end) is cancelled at the step
 -- boundary: whether it was (then no new step starts).
 local function stopped_at_step_end()
-  local reason = redis.call('HGET', meta, F.STOP_AT_STEP_END)
-  if not reason then return false end
-  finish_run(RUN.CANCELLED, 'abort', {reason = reason ~= '' and reason or nil})
+  if not stop_asked then return false end
+  finish_run(RUN.CANCELLED, 'abort', {reason = stop_asked ~= '' and stop_asked or nil})
   return true
 end
 
 -- All results of step n are in: the history gets its tool message (a reference to the
 -- results, which the step hash holds), then either step n+1 is scheduled (next_job) or
 -- the run finishes, as decided when the step was planned (or as a cancel at the step's
--- end asked: cancelled).
-local function join(n, next_job)
+-- end asked: cancelled). `planned`: the step's {ORDER, AFTER} when the caller has them
+-- (read with its guard, or its own input), else read here.
+local function join(n, next_job, planned)
   local step = step_key(n)
-  local planned = redis.call('HMGET', step, S.ORDER, S.AFTER)
+  planned = planned or redis.call('HMGET', step, S.ORDER, S.AFTER)
   if #cjson.decode(planned[1]) > 0 then
     redis.call('RPUSH', msgs, TOOL_RESULTS_REF .. n)
   end
@@ -303,8 +317,8 @@ local function join(n, next_job)
 end
 
 -- Write a call's result once; the completion that brings the count to zero joins.
--- `call`: the call's record (CallPlan JSON) as call_guard read it.
-local function record(n, id, result, result_events, next_job, call)
+-- `call`: the call's record (CallPlan JSON) as call_guard read it; `planned`: join's.
+local function record(n, id, result, result_events, next_job, call, planned)
   local step = step_key(n)
   if redis.call('HSETNX', step, S.RESULT .. id, result) == 0 then return OUT.DUPLICATE end
   moved()
@@ -313,7 +327,7 @@ local function record(n, id, result, result_events, next_job, call)
   local failure = tool_failure(n, call, result)
   if failure then return fail(failure) end
   if redis.call('HINCRBY', step, S.PENDING, -1) > 0 then return OUT.RECORDED end
-  return join(n, next_job)
+  return join(n, next_job, planned)
 end
 
 local function unpark(n)
@@ -325,10 +339,12 @@ local function unpark(n)
 end
 
 -- The guard of every step and call transition: the run exists, is live, and `n` is its step.
--- One HMGET reads the status, the step and the other meta fields `...` the transition
--- needs: the refusal (or nil), then what was read, in that order (false: unset).
+-- One HMGET reads the status, the step, whether a cancel asked it to stop at the step's
+-- end (`stop_asked`) and the other meta fields `...` the transition needs: the refusal
+-- (or nil), then what was read, in that order (false: unset; `...` from index 4).
 local function run_guard(n, ...)
-  local read = redis.call('HMGET', meta, F.STATUS, F.STEP, ...)
+  local read = redis.call('HMGET', meta, F.STATUS, F.STEP, F.STOP_AT_STEP_END, ...)
+  stop_asked = read[3]
   if not read[1] then return OUT.UNKNOWN_RUN, read end
   if is_terminal(read[1]) then return OUT.CLOSED, read end
   if tonumber(read[2]) ~= n then return OUT.STALE, read end
@@ -337,11 +353,12 @@ end
 
 -- The guard of every call transition: run_guard, and the call is one of step n's.
 -- Returns the refusal's reply, or nil, the call's status (the script checks it) and its
--- record (CallPlan JSON), read together.
-local function call_guard(n, call_id)
+-- record (CallPlan JSON), read together with the other fields `...` of the step's hash
+-- the transition needs (returned after them, in that order).
+local function call_guard(n, call_id, ...)
   local err = run_guard(n)
   if err then return reply(err) end
-  local call = redis.call('HMGET', step_key(n), S.CALL_STATUS .. call_id, S.CALL .. call_id)
+  local call = redis.call('HMGET', step_key(n), S.CALL_STATUS .. call_id, S.CALL .. call_id, ...)
   if not call[1] then return reply(OUT.UNKNOWN_CALL) end
-  return nil, call[1], call[2]
+  return nil, unpack(call)
 end

@@ -15,7 +15,7 @@ from agentq.orchestrator.core.fairness import Lane
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.tenant_limits import TenantLoad
-from agentq.orchestrator.machine.transition import Transition
+from agentq.orchestrator.machine.transition import Spilled, Transition
 from agentq.orchestrator.runs.state.failure import RunFailure
 from agentq.orchestrator.runs.state.status import CallStatus, InputStatus, StepAfter
 
@@ -111,24 +111,24 @@ class CallRecord(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str
-    call: str  # CallPlan JSON
+    call: Spilled  # CallPlan JSON
     status: CallStatus
-    result: str | None = None  # ToolResultPart JSON, when answered at once
+    result: Spilled | None = None  # ToolResultPart JSON, when answered at once
 
 
 class CommitStep(TransitionInput):
     script = "commit_step"
 
     step: int
-    resp: str
-    assistant: str
+    resp: Spilled
+    assistant: Spilled
     text: str
     finish_reason: str
     usage: Usage
     after: StepAfter
     order: str  # JSON list of call ids
     calls: list[CallRecord]
-    events: list[str]
+    events: list[Spilled]
     jobs: list[QueuedJob]  # tool jobs, and deferred expiry jobs of parked calls
     pending: int
     parked: int
@@ -170,8 +170,8 @@ class RecordResult(TransitionInput):
 
     step: int
     call_id: str
-    result: str  # ToolResultPart JSON
-    events: list[str]
+    result: Spilled  # ToolResultPart JSON
+    events: list[Spilled]
     next_job: QueuedJob
 
 

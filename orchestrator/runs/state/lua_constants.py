@@ -25,6 +25,7 @@ from agentq.orchestrator.runs.state.history import (
 # Tables of the chunk, by Lua name.
 # The `finish` event's field that carries a run's structured output (core/events.py: Finish).
 FINISH_OUTPUT = "output"
+RUNNING_TOOL = "tool_name"  # the tool-running event's field (core/events.py: ToolRunning)
 
 ENUM_TABLES: dict[str, type[StrEnum]] = {
     "RUN": status.RunStatus,
@@ -115,6 +116,8 @@ def render(
     lines.append(f"local TOOL_RESULTS_REF = {_lua_str(TOOL_RESULTS_REF)}")
     # The finish event's structured output, spliced in as stored (prelude.lua: finish_run).
     lines.append(f"local OUTPUT_MEMBER = {_lua_str(',' + json.dumps(FINISH_OUTPUT) + ':')}")
+    # A claim's `tool-running` event gets its tool's name spliced in (claim_call.lua).
+    lines.append(f"local TOOL_NAME_MEMBER = {_lua_str(',' + json.dumps(RUNNING_TOOL) + ':')}")
     lines.append(f"local HISTORY_INLINE_MAX = {int(HISTORY_INLINE_MAX)}")
     limits = {"MAX_IN_FLIGHT": tenant_limits.MAX_IN_FLIGHT, "MAX_QUEUED": tenant_limits.MAX_QUEUED}
     lines.append(_table("LIMIT", limits.items()))

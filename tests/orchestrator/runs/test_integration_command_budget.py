@@ -2,8 +2,9 @@
 commands each hot transition's script runs (begin_step, commit_step, claim_call,
 record_result), per step of a run with one call per step, and the run's create, counted
 with MONITOR (a command a script runs is shown after the EVALSHA that ran it). Issue
-31's budget: the meta fields a transition needs read in one HMGET by its guard, a call's
-status and record in one, the join's plan in one, a step's fields and calls in one HSET,
+31's budget: the meta fields a transition needs read in one HMGET by its guard (a cancel
+at the step's end and a budget's hold included), a call's status and record in one (a
+claim's result and a result's join plan included), a step's fields and calls in one HSET,
 a list of events numbered in one count; a job that starts (begin_step, claim_call) does
 not move the run in the sweeper's index (the transition that handed it on did); create
 writes its meta, tools and messages each in one command. The claim's own script (TAKE),
@@ -42,9 +43,13 @@ pytestmark = pytest.mark.integration
 STEPS = 10
 HOT = ("begin_step", "commit_step", "claim_call", "record_result")
 # Inner commands of the four per step (a run of 10 steps, one call each; its creation and
-# end included): 82 before issue 31's cuts, 62 after them, 65 once a step-end cancel,
-# batch budgets and held runs added theirs (2 to spare).
-BUDGET = 67
+# end included): 82 before issue 31's cuts, 62 after them, 65.3 once a step-end cancel,
+# batch budgets and held runs added theirs, 63.3 with an enqueue's SET NX; 57.0 with the
+# guards reading what a step's end, a budget's hold and a claimed call's result need,
+# and the join its plan, in the reads they already made, and a begun step's history read
+# without its length when the few messages the worker lacks are all there is (one to
+# spare).
+BUDGET = 58
 # Inner commands of the run's `create` (its meta, tools and messages each in one write):
 # 28 before, 19 after.
 CREATE_BUDGET = 20
