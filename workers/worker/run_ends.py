@@ -1,0 +1,211 @@
+"""Which worker processes hear a run's end: those holding something of the run.
+
+A run's end is published on the run's own channel (`keys.run_ended_channel`), and a
+process listens on it only while it holds something the end must reach at once:
+
+- a job of the run that has run here for `notice_after_s`: if the run was cancelled or
+  failed, the job is aborted at once rather than at the fallback poll. A shorter job is
+  over before a notice would matter, and a run that ended before the process listened
+  is found by the abort check made as it starts listening;
+- what its executors keep for the run between calls (sandbox sessions), from the
+  run's first call here to its end.
+
+So a run's end costs only the processes that hold something of it, not every process
+of the fleet. A notice missed (while disconnected) is covered as before: aborts by the
+fallback poll, and what executors keep by their own idle timeouts. After an outage the
+process forgets what its executors keep (the run's next call here listens again) and
+looks for the aborts of its long jobs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections import Counter, OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
+
+from arq.typing import WorkerCoroutine
+from redis.asyncio import Redis
+from redis.asyncio.client import PubSub
+
+from agentq.orchestrator.core.keys import job_prefix, run_ended_channel
+from agentq.orchestrator.redis.connect import MAX_BLOCK_S
+from agentq.orchestrator.redis.faults import is_transient, raise_if_cancel_requested
+from agentq.workers.queue.liveness import OUTAGE
+
+# Runs an executor keeps something for, listened to at most: past this the longest idle
+# run is left to the executors' idle timeouts (a run whose end was missed stays no longer).
+MAX_KEPT_RUNS = 1024
+
+
+class RunEnds:
+    """The run-end channels one process listens on, and what it does on an end."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        ended: Callable[[str], Awaitable[None]],
+        check_aborts: Callable[[str], Awaitable[None]],
+        notice_after_s: float,
+        retry_s: float,
+    ) -> None:
+        self._redis = redis
+        self._ended = ended
+        self._check_aborts = check_aborts
+        self.notice_after_s = notice_after_s
+        self._retry_s = retry_s
+        self._jobs: Counter[str] = Counter()  # runs with long jobs here: how many
+        self._kept: OrderedDict[str, None] = OrderedDict()  # runs executors keep, oldest first
+        self._pubsub: PubSub | None = None
+        self._subscribed: set[str] = set()  # channels asked for on the current connection
+        self._holding = asyncio.Event()  # something is held: the listener reads
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._connections = 0  # listening connections made so far
+
+    @property
+    def channels(self) -> set[str]:
+        """The channels listened on now."""
+        return set(self._subscribed)
+
+    def held(self) -> set[str]:
+        return set(self._jobs) | set(self._kept)
+
+    def watch(self, job: WorkerCoroutine, *, keeps: bool) -> WorkerCoroutine:
+        """`job`, listening on its run's channel while it runs past `notice_after_s`,
+        and from its start to the run's end when `keeps` (its executors keep state)."""
+
+        @functools.wraps(job)
+        async def watched(ctx: dict[str, Any], payload: Any) -> Any:
+            run_id = payload.get("run_id") if isinstance(payload, dict) else None
+            # Only a run's own jobs (their ids carry its tag): the abort check reads those.
+            if not isinstance(run_id, str) or not str(ctx.get("job_id", "")).startswith(
+                job_prefix(run_id)
+            ):
+                return await job(ctx, payload)
+            if keeps:
+                self._keep(run_id)
+            held = False
+
+            def hold() -> None:
+                nonlocal held
+                held = True
+                self._hold_job(run_id)
+
+            timer = asyncio.get_running_loop().call_later(self.notice_after_s, hold)
+            try:
+                return await job(ctx, payload)
+            finally:
+                timer.cancel()
+                if held:
+                    self._let_go_job(run_id)
+
+        return watched
+
+    # -- holding: counted at once, the channel asked for in a task ------------------
+
+    def _hold_job(self, run_id: str) -> None:
+        listening = run_id in self._jobs or run_id in self._kept
+        self._jobs[run_id] += 1
+        self._spawn(self._listen(run_id, listening=listening))
+
+    def _let_go_job(self, run_id: str) -> None:
+        self._jobs[run_id] -= 1
+        if self._jobs[run_id] <= 0:
+            del self._jobs[run_id]
+            if run_id not in self._kept:
+                self._spawn(self._unlisten(run_id))
+
+    def _keep(self, run_id: str) -> None:
+        if run_id in self._kept:
+            self._kept.move_to_end(run_id)
+            return
+        self._kept[run_id] = None
+        if run_id not in self._jobs:
+            self._spawn(self._listen(run_id, listening=False, check=False))
+        if len(self._kept) > MAX_KEPT_RUNS:
+            oldest, _ = self._kept.popitem(last=False)
+            if oldest not in self._jobs:
+                self._spawn(self._unlisten(oldest))
+
+    def _spawn(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _listen(self, run_id: str, *, listening: bool, check: bool = True) -> None:
+        if not listening:
+            await self._subscribe(run_id)
+        if check:  # an end before we listened left its abort marks
+            await self._check_aborts(run_id)
+
+    async def _subscribe(self, run_id: str) -> None:
+        pubsub = self._pubsub
+        channel = run_ended_channel(run_id)
+        if pubsub is not None and channel not in self._subscribed:
+            self._subscribed.add(channel)
+            try:
+                await pubsub.subscribe(channel)
+            except Exception as exc:
+                # The listener's read fails too, and it asks again for all that is held.
+                if not is_transient(exc):
+                    raise
+        self._holding.set()
+
+    async def _unlisten(self, run_id: str) -> None:
+        pubsub = self._pubsub
+        channel = run_ended_channel(run_id)
+        if pubsub is None or channel not in self._subscribed:
+            return
+        self._subscribed.discard(channel)
+        try:
+            await pubsub.unsubscribe(channel)
+        except Exception as exc:  # a new connection subscribes only what is held
+            if not is_transient(exc):
+                raise
+
+    # -- listening ---------------------------------------------------------------
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                async with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await self._read(pubsub)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                self._pubsub = None
+                await asyncio.sleep(max(OUTAGE.failed(exc), self._retry_s))
+
+    async def _read(self, pubsub: PubSub) -> None:
+        self._pubsub, self._subscribed = pubsub, set()
+        self._connections += 1
+        if self._connections > 1:
+            # Ends missed while disconnected: the executors' idle timeouts drop what
+            # they keep, and the long jobs' runs are looked up once listened to again.
+            self._kept.clear()
+            for run_id in list(self._jobs):
+                self._spawn(self._listen(run_id, listening=False))
+        while True:
+            raise_if_cancel_requested()  # a cancel a timed read swallowed
+            held = {run_ended_channel(run_id) for run_id in self.held()}
+            if not held and not self._subscribed:
+                self._holding.clear()
+                await self._holding.wait()
+                continue
+            if missing := held - self._subscribed:  # asked for while disconnected
+                self._subscribed |= missing
+                await pubsub.subscribe(*missing)
+            # A read bounded below the socket timeout: silence is no dead Redis.
+            message = await pubsub.get_message(timeout=MAX_BLOCK_S)
+            OUTAGE.succeeded()
+            if message is None:
+                continue
+            data = message["data"]
+            run_id = data.decode() if isinstance(data, bytes) else str(data)
+            if run_id in self._kept:
+                del self._kept[run_id]
+                if run_id not in self._jobs:
+                    self._spawn(self._unlisten(run_id))
+            await self._ended(run_id)
