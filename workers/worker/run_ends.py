@@ -3,18 +3,18 @@
 A run's end is published on the run's own channel (`keys.run_ended_channel`), and a
 process listens on it only while it holds something the end must reach at once:
 
-- a job of the run that has run here for `notice_after_s`: if the run was cancelled or
-  failed, the job is aborted at once rather than at the fallback poll. A shorter job is
-  over before a notice would matter, and a run that ended before the process listened
-  is found by the abort check made as it starts listening;
+- a job of the run that has run here for `notice_after_s` (the fallback poll's period):
+  if the run is cancelled or fails, the job is aborted at once rather than at the next
+  poll. Within that time the poll finds an abort as soon, and a job busy on a loaded
+  machine does not pay a subscription (measured: under a burst on four processes, about
+  half the jobs outlasted a quarter of the poll);
 - what its executors keep for the run between calls (sandbox sessions), from the
   run's first call here to its end.
 
 So a run's end costs only the processes that hold something of it, not every process
 of the fleet. A notice missed (while disconnected) is covered as before: aborts by the
 fallback poll, and what executors keep by their own idle timeouts. After an outage the
-process forgets what its executors keep (the run's next call here listens again) and
-looks for the aborts of its long jobs.
+process forgets what its executors keep (the run's next call here listens again).
 """
 
 from __future__ import annotations
@@ -47,13 +47,11 @@ class RunEnds:
         redis: Redis,
         *,
         ended: Callable[[str], Awaitable[None]],
-        check_aborts: Callable[[str], Awaitable[None]],
         notice_after_s: float,
         retry_s: float,
     ) -> None:
         self._redis = redis
         self._ended = ended
-        self._check_aborts = check_aborts
         self.notice_after_s = notice_after_s
         self._retry_s = retry_s
         self._jobs: Counter[str] = Counter()  # runs with long jobs here: how many
@@ -106,9 +104,9 @@ class RunEnds:
     # -- holding: counted at once, the channel asked for in a task ------------------
 
     def _hold_job(self, run_id: str) -> None:
-        listening = run_id in self._jobs or run_id in self._kept
+        if not (run_id in self._jobs or run_id in self._kept):
+            self._spawn(self._subscribe(run_id))
         self._jobs[run_id] += 1
-        self._spawn(self._listen(run_id, listening=listening))
 
     def _let_go_job(self, run_id: str) -> None:
         self._jobs[run_id] -= 1
@@ -123,7 +121,7 @@ class RunEnds:
             return
         self._kept[run_id] = None
         if run_id not in self._jobs:
-            self._spawn(self._listen(run_id, listening=False, check=False))
+            self._spawn(self._subscribe(run_id))
         if len(self._kept) > MAX_KEPT_RUNS:
             oldest, _ = self._kept.popitem(last=False)
             if oldest not in self._jobs:
@@ -133,12 +131,6 @@ class RunEnds:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    async def _listen(self, run_id: str, *, listening: bool, check: bool = True) -> None:
-        if not listening:
-            await self._subscribe(run_id)
-        if check:  # an end before we listened left its abort marks
-            await self._check_aborts(run_id)
 
     async def _subscribe(self, run_id: str) -> None:
         pubsub = self._pubsub
@@ -183,10 +175,8 @@ class RunEnds:
         self._connections += 1
         if self._connections > 1:
             # Ends missed while disconnected: the executors' idle timeouts drop what
-            # they keep, and the long jobs' runs are looked up once listened to again.
+            # they keep (the long jobs' aborts are the fallback poll's).
             self._kept.clear()
-            for run_id in list(self._jobs):
-                self._spawn(self._listen(run_id, listening=False))
         while True:
             raise_if_cancel_requested()  # a cancel a timed read swallowed
             held = {run_ended_channel(run_id) for run_id in self.held()}

@@ -227,9 +227,8 @@ class WorkerRuntime:
         run_ends = self._run_ends = RunEnds(
             self.redis,
             ended=self._run_ended,
-            check_aborts=self._abort_now,
-            # Well within the fallback poll, which finds a shorter job's abort anyway.
-            notice_after_s=self.settings.idle_poll_s / 4,
+            # Within the fallback poll's period, the poll finds an abort as soon.
+            notice_after_s=self.settings.idle_poll_s,
             retry_s=self.settings.idle_poll_s,
         )
         keeps = any(executor.keeps_runs for executor in self.executors)
