@@ -271,6 +271,7 @@ class WorkerRuntime:
         self._stop_listening = OUTAGE.on_end(reconnected)
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
         self._tasks.append(asyncio.create_task(run_ends.run_forever(), name="agentq-run-ended"))
+        self._tasks.append(asyncio.create_task(run_ends.hold_long_jobs(), name="agentq-long-jobs"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
         self._tasks.append(asyncio.create_task(self._redrive_forever(), name="agentq-redrive"))
         if MODEL_QUEUE in self.queues:
