@@ -157,9 +157,10 @@ class RunEnds:
             try:
                 await pubsub.subscribe(channel)
             except Exception as exc:
-                # The listener's read fails too, and it asks again for all that is held.
                 if not is_transient(exc):
                     raise
+                # The listener asks again (and rides out the outage).
+                self._subscribed.discard(channel)
         self._holding.set()
 
     async def _unlisten(self, run_id: str) -> None:
@@ -180,11 +181,13 @@ class RunEnds:
         while True:
             try:
                 async with self._redis.pubsub(ignore_subscribe_messages=True) as pubsub:
-                    await self._read(pubsub)
+                    try:
+                        await self._read(pubsub)
+                    finally:  # no subscribe reaches a closed listener
+                        self._pubsub = None
             except Exception as exc:
                 if not is_transient(exc):
                     raise
-                self._pubsub = None
                 await asyncio.sleep(max(OUTAGE.failed(exc), self._retry_s))
 
     async def _read(self, pubsub: PubSub) -> None:
@@ -201,7 +204,9 @@ class RunEnds:
                 self._holding.clear()
                 await self._holding.wait()
                 continue
-            if missing := held - self._subscribed:  # asked for while disconnected
+            # Asked for while disconnected, or never connected (a subscribe that failed).
+            missing = held if pubsub.connection is None else held - self._subscribed
+            if missing:
                 self._subscribed |= missing
                 await pubsub.subscribe(*missing)
             # A read bounded below the socket timeout: silence is no dead Redis.
