@@ -62,11 +62,9 @@ from agentq.orchestrator.redis.connect import (
     check_partitions,
     connect,
     connect_sync,
-    is_cluster,
     is_memory_url,
 )
 from agentq.orchestrator.redis.faults import is_transient, raise_if_cancel_requested
-from agentq.orchestrator.redis.pools import open_connections
 from agentq.orchestrator.runs.redrive import Redriver
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.tools import ToolAnnouncement, registry_key
@@ -283,21 +281,9 @@ class WorkerRuntime:
                 self.redis, store, self.worker_id, settings=self.settings, env=self.env
             )
             self._tasks.append(asyncio.create_task(webhooks.run_forever(), name="agentq-webhooks"))
-        if not (is_memory_url(self.redis_url) or is_cluster(self.redis)):
-            await self._until_redis_answers(
-                lambda: open_connections(self.redis, self._peak_connections())
-            )
         # Everything the jobs will use is loaded: full collections need not walk it again.
         if self._freeze_startup_heap:
             freeze_startup_objects()
-
-    def _peak_connections(self) -> int:
-        """The most commands this process can have in flight at once, each on a
-        connection of its own: one per job slot; per queue its claim loop, its wake-up
-        listener and its chores; one per background task (the run-end listener's for as
-        long as it listens)."""
-        background = len(self._tasks) - len(self._workers)
-        return sum(w.max_jobs + 3 for w in self._workers) + background
 
     async def _first_contact(self) -> None:
         """A worker process started while Redis is down or full waits for it as a running
