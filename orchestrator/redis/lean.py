@@ -102,8 +102,11 @@ class LeanConnection(AbstractConnection):
         sock = writer.get_extra_info("socket")
         if sock is None or writer.get_extra_info("ssl_object") is not None:
             return False
-        readable, _, _ = select.select([sock], [], [], 0)
-        return not readable
+        # poll, not select: a process with a thousand connections has descriptors past
+        # select's FD_SETSIZE (1024), where select raises.
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return not poller.poll(0)
 
 
 _LEAN: dict[type[AbstractConnection], type[AbstractConnection]] = {}

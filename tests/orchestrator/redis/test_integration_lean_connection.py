@@ -6,6 +6,8 @@ late write, a reply left unread, a closed connection. On a real redis-server."""
 from __future__ import annotations
 
 import asyncio
+import resource
+import socket
 from collections.abc import Coroutine, Generator
 from typing import Any
 
@@ -76,6 +78,26 @@ async def test_a_connection_with_a_reply_left_unread_is_not_handed_out(redis_url
         assert await client.get("k") == b"fresh"
     finally:
         await client.aclose()
+
+
+async def test_a_connection_past_a_thousand_descriptors_is_checked(redis_url: str) -> None:
+    """A process holding over a thousand sockets (`agentq serve` with its waiters) gets
+    descriptors past select's FD_SETSIZE: the pool's check must still answer."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 2048), hard), hard))
+    filler = [socket.socket() for _ in range(1100)]
+    client = connect(redis_url)
+    try:
+        await client.set("k", "v")
+        conn = await client.connection_pool.get_connection()
+        assert conn._writer.get_extra_info("socket").fileno() > 1024
+        await client.connection_pool.release(conn)
+        assert await client.get("k") == b"v"
+    finally:
+        await client.aclose()
+        for held in filler:
+            held.close()
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
 async def test_a_connection_the_server_closed_is_replaced(redis_url: str) -> None:
