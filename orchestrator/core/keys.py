@@ -50,8 +50,7 @@ CATALOG = "aq:catalog"
 # hash: the published workflows, `<name>` -> its latest version, `<name>@<version>` -> that
 # version's definition JSON (every version kept, so a spec may still pin one)
 WORKFLOWS = "aq:workflows"
-# pub/sub channels, one per run (`run_ended_channel`): the run's id, once it has ended
-RUN_ENDED = "aq:run-ended:"
+RUN_ENDED = "aq:run-ended"  # pub/sub channel: the id of every run that ends
 # sorted set: ids of runs with webhooks whose events are still to be delivered (score:
 # when the run was added), for any worker's webhook dispatcher to take up
 WEBHOOK_RUNS = "aq:webhook-runs"
@@ -547,10 +546,6 @@ def abort_set(partition: int) -> str:
 
 def abort_set_of(job_id: str) -> str:
     return abort_set(job_partition(job_id))
-
-
-def run_ended_channel(run_id: str) -> str:
-    return RUN_ENDED + run_id
 
 
 def job_prefix(run_id: str) -> str:

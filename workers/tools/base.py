@@ -31,9 +31,6 @@ class ToolExecutor(Protocol):
     # The queue its tools are served on; None: the worker's tool queue. An executor
     # with a pool of its own (the sandbox) names its queue.
     queue: str | None
-    # Whether it keeps anything for a run between the run's calls (sandbox sessions),
-    # which `release_run` drops: a run's end is then told to its workers.
-    keeps_runs: bool
 
     async def start(self, services: WorkerServices | None = None) -> None:
         """Connect, warm up: called once, by the worker that runs it, before it

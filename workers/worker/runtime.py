@@ -44,6 +44,7 @@ from agentq.orchestrator.budgets.tenants import tenant_budgets
 from agentq.orchestrator.calls.redrive import CallRedriver
 from agentq.orchestrator.calls.store import CallStore
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import (
     MODEL_QUEUE,
     TOOLS_QUEUE,
@@ -59,6 +60,7 @@ from agentq.orchestrator.loop.prepare import HOOK_KINDS
 from agentq.orchestrator.machine.sweeper import Sweeper
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.redis.connect import (
+    MAX_BLOCK_S,
     check_partitions,
     connect,
     connect_sync,
@@ -99,7 +101,6 @@ from agentq.workers.steps.llm_guard import serve_llm_guard
 from agentq.workers.tools.base import ToolExecutor, WorkerServices
 from agentq.workers.worker.catalog import served_announcements
 from agentq.workers.worker.metrics import TimedRateLimiter, WorkerMetrics, instrument
-from agentq.workers.worker.run_ends import RunEnds
 from agentq.workers.worker.startup_gc import freeze_startup_objects
 from agentq.workers.worker.webhooks import WebhookDispatcher
 
@@ -178,7 +179,6 @@ class WorkerRuntime:
         self._served: dict[str, list[str]] = {}
         self.redis: Redis | None = None
         self._collector: Collector | None = None
-        self._run_ends: RunEnds | None = None
 
     async def start(self) -> None:
         self.redis = connect(self.redis_url, self.settings)
@@ -222,21 +222,13 @@ class WorkerRuntime:
         await self._take_lease()
         self._served = await self._tool_sets()
         await self.announce()
-        run_ends = self._run_ends = RunEnds(
-            self.redis,
-            ended=self._run_ended,
-            # Within the fallback poll's period, the poll finds an abort as soon.
-            notice_after_s=self.settings.idle_poll_s,
-            retry_s=self.settings.idle_poll_s,
-        )
-        keeps = any(executor.keeps_runs for executor in self.executors)
         for queue in self.queues:
             worker = WakeableWorker(
                 functions=[
                     # One delivery past ours, so that our job sees it and settles the run
                     # instead of arq dropping the job silently.
                     func(
-                        run_ends.watch(instrument(handler), keeps=keeps and queue != MODEL_QUEUE),
+                        instrument(handler),
                         name=kind.value,
                         timeout=ARQ_FUNCTION_TIMEOUT_S,
                         max_tries=self.settings.max_deliveries + 1,
@@ -268,8 +260,7 @@ class WorkerRuntime:
 
         self._stop_listening = OUTAGE.on_end(reconnected)
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
-        self._tasks.append(asyncio.create_task(run_ends.run_forever(), name="agentq-run-ended"))
-        self._tasks.append(asyncio.create_task(run_ends.hold_long_jobs(), name="agentq-long-jobs"))
+        self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
         self._tasks.append(asyncio.create_task(self._redrive_forever(), name="agentq-redrive"))
         if MODEL_QUEUE in self.queues:
@@ -479,16 +470,37 @@ class WorkerRuntime:
             jobs_in_flight=sum(worker.in_flight for worker in self._workers),
         )
 
-    async def _run_ended(self, run_id: str) -> None:
-        """A run this process holds something of ended, wherever it ended (see
-        `run_ends`): abort its jobs running here, and let executors drop what they keep
-        for it (sandbox sessions)."""
-        await self._abort_now(run_id)
-        for executor in self.executors:
+    async def _release_ended_runs(self) -> None:
+        """Let executors drop what they keep for a run (sandbox sessions) when it ends,
+        wherever it ended. A message missed while disconnected is covered by the
+        executors' own idle timeouts."""
+        assert self.redis is not None
+        outage = OUTAGE
+        while True:
             try:
-                await executor.release_run(run_id)
-            except Exception as exc:  # one executor's trouble stops no other
-                log.warning("releasing run %s: %s", run_id, exc)
+                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
+                    await pubsub.subscribe(keys.RUN_ENDED)
+                    outage.succeeded()
+                    while True:
+                        raise_if_cancel_requested()  # a cancel a timed read swallowed
+                        # A read bounded below the socket timeout: an idle channel is
+                        # silence, not a dead Redis (`listen()` would time out and log
+                        # an outage every socket timeout while no run ends).
+                        message = await pubsub.get_message(timeout=MAX_BLOCK_S)
+                        if message is None:
+                            continue
+                        run_id = message["data"]
+                        run_id = run_id.decode() if isinstance(run_id, bytes) else str(run_id)
+                        await self._abort_now(run_id)
+                        for executor in self.executors:
+                            try:
+                                await executor.release_run(run_id)
+                            except Exception as exc:  # one executor's trouble stops no other
+                                log.warning("releasing run %s: %s", run_id, exc)
+            except Exception as exc:
+                if not is_transient(exc):
+                    raise
+                await asyncio.sleep(max(outage.failed(exc), self.settings.idle_poll_s))
 
     async def _abort_now(self, run_id: str) -> None:
         """A run ended (cancelled, failed): if any of its jobs runs here, look up their

@@ -225,7 +225,7 @@ local function finish_run(status, ev_type, fields, output)
   local parent_job = redis.call('HGET', meta, F.PARENT_JOB)
   if parent_job then enqueue(cjson.decode(parent_job)) end
   -- Workers keeping something for the run (sandbox sessions) let it go now.
-  redis.call('PUBLISH', K.RUN_ENDED .. A.run_id, A.run_id)
+  redis.call('PUBLISH', K.RUN_ENDED, A.run_id)
 end
 
 -- The run cannot go on: record why (a RunFailure), once.

@@ -56,7 +56,6 @@ class McpExecutor(AsyncResource):
 
     kind = "mcp"
     queue: str | None = None
-    keeps_runs = False
 
     def __init__(
         self,
