@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -40,8 +41,8 @@ from fakeredis._helpers import NoResponse, SimpleError, decode_command_bytes
 from fakeredis._socket import AsyncFakeSocket
 from fakeredis.commands_mixins.scripting_mixin import (
     LUA_MODULE,
-    _check_for_lua_globals,
     _convert_redis_arg,
+    _ensure_str,
     _get_lua_bad_command_arg_msg,
 )
 
@@ -49,17 +50,44 @@ from agentq.orchestrator.redis.script_calls import ScriptCommand, install_cjson,
 
 # fakeredis's per-call cleanup; Lua's incremental collector does this as it allocates.
 _FULL_COLLECTION = b"collectgarbage()"
+# The globals a script left that the runtime did not start with (nil if none). `pairs`
+# and the globals table are the runtime's own, whatever a script rebinds.
+_UNEXPECTED_GLOBALS = b"""
+function(expected)
+  local pairs, globals = pairs, _G
+  return function()
+    local found
+    for name in pairs(globals) do
+      if not expected[name] then
+        found = found or {}
+        found[#found + 1] = name
+      end
+    end
+    return found
+  end
+end
+"""
 
 
 class CompiledScripts:
     """A fakeredis Lua runtime whose `execute` runs a script compiled once per source,
     and the commands its scripts call, each looked up once (`ScriptCommand`)."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Any, expected_globals: set[Any]) -> None:
         self.lua = runtime  # fakeredis's own runtime
         self._compiled: dict[bytes, Any] = {}
         # A command's name as a script wrote it -> its dispatch, on this server.
         self.commands: dict[bytes, ScriptCommand] = {}
+        expected = runtime.table_from(dict.fromkeys(expected_globals, True))
+        self._unexpected_globals = runtime.eval(_UNEXPECTED_GLOBALS)(expected)
+
+    def check_globals(self) -> None:
+        """fakeredis's `_check_for_lua_globals`, walked in Lua: from Python, each of
+        Lua's ~40 globals crossed into a Python set after every script."""
+        unexpected = self._unexpected_globals()
+        if unexpected is not None:
+            names = ", ".join(_ensure_str(name, "utf-8", "replace") for name in unexpected.values())
+            raise SimpleError(msgs.GLOBAL_VARIABLE_MSG.format(names))
 
     def function(self, code: bytes) -> Any:
         function = self._compiled.get(code)
@@ -84,12 +112,34 @@ class _Commands(list[list[bytes]]):
 
 class MemorySocket(AsyncFakeSocket):
     """fakeredis's socket, on a server whose Lua runtime caches compiled scripts and
-    whose `redis.call` skips the per-call globals check."""
+    whose `redis.call` skips the per-call globals check; it takes commands as their
+    arguments (`process`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Commands that came while a blocking one held this connection, in order.
+        self._pending: deque[list[bytes]] = deque()
+
+    def process(self, fields: list[bytes]) -> None:
+        """Run a command, or keep it for when the blocking command before it ends (as
+        fakeredis's parser keeps a socket's bytes, less their RESP)."""
+        if self._paused:
+            self._pending.append(fields)
+        else:
+            self._process_command(fields)
+
+    def resume(self) -> None:
+        self._paused = False
+        pending = self._pending
+        while pending and not self._paused:
+            self._process_command(pending.popleft())
+        if not self._paused:
+            self._parser.send(b"")  # bytes sent as RESP (not by `MemoryConnection`)
 
     def _get_server_runtime(self, server: Any) -> Any:
         runtime = super()._get_server_runtime(server)
         if not isinstance(runtime, CompiledScripts):
-            runtime = CompiledScripts(runtime)
+            runtime = CompiledScripts(runtime, server._lua_expected_globals)
             server._lua_runtime = runtime
             _install_calls(server, runtime)
         return runtime
@@ -125,7 +175,7 @@ class MemorySocket(AsyncFakeSocket):
         finally:
             self._script_resp = None
             self._fieldsets = caller_fieldsets
-        _check_for_lua_globals(runtime, server._lua_expected_globals)
+        runtime.check_globals()
         return self._convert_lua_result(result, nested=False)
 
     def _keyspace_notifications(self, command_items: list[Any], event: bytes) -> None:
@@ -252,15 +302,8 @@ class MemoryConnection(FakeAsyncRedisConnection):
         sock: Any = self._sock
         if sock is None or sock._server is None or not sock._server.connected or sock._killed:
             raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
-        for i, fields in enumerate(command):
-            if sock._paused:
-                # A blocking command holds this connection: what follows it waits in the
-                # server's parser, as it would on a socket.
-                for later in command[i:]:
-                    for chunk in super().pack_command(*later):
-                        sock.sendall(chunk)
-                return
-            sock._process_command(fields)
+        for fields in command:
+            sock.process(fields)
 
     async def can_read_destructive(self) -> bool:
         return self._sock is not None and not self._sock.responses.empty()

@@ -9,9 +9,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from fakeredis._socket._base import BaseFakeSocket
 from redis.exceptions import ResponseError
 
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
+from tests.support.calls import calls_to
 
 pytestmark = pytest.mark.unit
 
@@ -96,5 +98,26 @@ async def test_commands_after_a_blocking_one_in_a_pipeline_wait_for_it() -> None
         await writer.set("after", "yes")
         await writer.lpush("later", "v")
         assert await asyncio.wait_for(replies, 5) == [(b"later", b"v"), b"yes"]
+    await r.aclose()
+    await writer.aclose()
+
+
+async def test_commands_kept_behind_a_blocking_one_are_not_packed_as_resp() -> None:
+    r, writer = client(), client()
+    async with r.pipeline(transaction=False) as pipe:
+        pipe.blpop(["later"], timeout=5).set("after", "1").blpop(["again"], timeout=5)
+        pipe.incr("after")
+        replies = asyncio.create_task(pipe.execute())
+        await asyncio.sleep(0)
+        with calls_to(BaseFakeSocket._extract_line) as counts:
+            await writer.lpush("later", "v")
+            await writer.lpush("again", "w")
+            assert await asyncio.wait_for(replies, 5) == [
+                (b"later", b"v"),
+                True,
+                (b"again", b"w"),
+                2,
+            ]
+        assert counts == {"BaseFakeSocket._extract_line": 0}
     await r.aclose()
     await writer.aclose()

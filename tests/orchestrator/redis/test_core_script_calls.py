@@ -6,13 +6,11 @@ and it takes the planned path, not fakeredis's per-call dispatch and globals che
 
 from __future__ import annotations
 
+import json
 import random
 import re
-import sys
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 import fakeredis
@@ -22,6 +20,7 @@ from fakeredis._socket._base import BaseFakeSocket
 from fakeredis.commands_mixins import scripting_mixin
 
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
+from tests.support.calls import calls_to
 
 pytestmark = pytest.mark.unit
 
@@ -200,29 +199,20 @@ async def test_an_unknown_command_or_a_bad_argument_reads_the_same(
         "",
         '"\\ud800"',
         "\xff",
+        "\ufeff[1]",
+        "[\x001\x00]",
+        "-9223372036854775808",
+        "-9223372036854775809",
+        "18446744073709551615",
+        "18446744073709551616",
+        "[0.12345678901234567890123, 1e-400, 1.5E3, -0.0, 1e308, 1e309]",
+        '  {"a" : {"b":[{"c":null}, "\\u0000\\u20ac\\ud83d\\ude00"]}}  ',
+        '{"a":1}x',
     ],
 )
 async def test_cjson_reads_and_writes_as_fakeredis_does(text: str, both: tuple[Any, Any]) -> None:
     replies = [await answer(r, r.register_script(DECODE), [text]) for r in both]
     assert replies[0] == replies[1]
-
-
-@contextmanager
-def calls_to(*functions: Any) -> Iterator[dict[str, int]]:
-    """How many times each function is entered while the block runs (this thread)."""
-    codes = {f.__code__: f.__qualname__ for f in functions}
-    counts = dict.fromkeys(codes.values(), 0)
-
-    def profile(frame: FrameType, event: str, arg: object) -> None:
-        name = codes.get(frame.f_code)
-        if event == "call" and name is not None:
-            counts[name] += 1
-
-    sys.setprofile(profile)
-    try:
-        yield counts
-    finally:
-        sys.setprofile(None)
 
 
 async def test_a_scripts_calls_skip_fakeredis_per_call_dispatch_and_checks() -> None:
@@ -240,16 +230,33 @@ async def test_a_scripts_calls_skip_fakeredis_per_call_dispatch_and_checks() -> 
             BaseFakeSocket._run_command,
             Signature.apply,
             scripting_mixin._check_for_lua_globals,
+            json.loads,
         ) as counts:
             assert await script(keys=["h", "z"], args=[7, '{"score": 3}']) == b'["7",3]'
         assert counts == {
             "BaseFakeSocket._run_command": 1,  # the EVALSHA itself
             "Signature.apply": 1,
-            "_check_for_lua_globals": 1,  # once, after the script
+            "_check_for_lua_globals": 0,  # walked in Lua, once after the script
+            "loads": 0,  # cjson.decode's JSON read by orjson
         }
     finally:
         await r.aclose()
         forget_memory_server(URL)
+
+
+@pytest.mark.parametrize(
+    "source",
+    ["leaked = 1 return 1", "_G[5] = true return 1", "function helper() end return 1"],
+)
+async def test_a_global_a_script_leaves_reads_as_fakeredis_says(
+    source: str, both: tuple[Any, Any]
+) -> None:
+    for r in both:
+        await seed(r)
+    for script in (source, "local kept = 2 return kept", "_G.redis = redis return 3"):
+        # fakeredis keeps the global: every later script on that server fails too
+        replies = [await answer(r, r.register_script(script), []) for r in both]
+        assert replies[0] == replies[1], script
 
 
 async def test_a_pcall_error_is_a_string_that_reads_its_own_error() -> None:
