@@ -19,8 +19,9 @@ Here, without patching fakeredis:
   a dispatch worked out once per command (`script_calls.ScriptCommand`), and
   `cjson` skips that check too;
 - `redis.pcall`'s error is a Lua string, as Redis gives it;
-- a blocked reader (BLPOP, XREAD BLOCK) is woken directly when the write that
-  wakes it runs on its own event loop, not through a cross-thread wake-up.
+- a blocked reader (BLPOP, XREAD BLOCK) is woken only by a write to a key its
+  command names, and directly when that write runs on its own event loop, not
+  through a cross-thread wake-up.
 
 Everything else (commands, replies, errors, KEYS/ARGV, `cjson`) stays
 fakeredis's own.
@@ -30,13 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections import deque
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fakeredis import FakeServer
 from fakeredis import _msgs as msgs
 from fakeredis._clients._async import FakeAsyncRedisConnection, FakeReader, FakeWriter
 from fakeredis._commands import COMMANDS_WITH_SUB
+from fakeredis._core import Database
 from fakeredis._helpers import NoResponse, SimpleError, decode_command_bytes
 from fakeredis._socket import AsyncFakeSocket
 from fakeredis.commands_mixins.scripting_mixin import (
@@ -106,6 +109,45 @@ class CompiledScripts:
         return getattr(self.lua, name)
 
 
+class _NamedWakeDatabase(Database):
+    """fakeredis's database, where a write to a key wakes only the blocked commands that
+    name it among their arguments (a superset of the keys they wait on): fakeredis wakes
+    every blocked command on every write, and each looks again (a step made ~130 writes
+    while a worker's BLPOP and a client's XREAD waited). `wake_all` (CLIENT UNBLOCK)
+    still wakes every one."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__(lock)
+        self._names: dict[Callable[[], None], frozenset[bytes]] = {}
+
+    def wake_on(self, callback: Callable[[], None], names: frozenset[bytes]) -> None:
+        self.add_change_callback(callback)
+        self._names[callback] = names
+
+    def remove_change_callback(self, callback: Callable[[], None]) -> None:
+        super().remove_change_callback(callback)
+        self._names.pop(callback, None)
+
+    def notify_watch(self, key: bytes) -> None:
+        for sock in self._watches.get(key, ()):
+            sock.notify_watch()
+        self.condition.notify_all()
+        names = self._names
+        for callback in self._change_callbacks:
+            named = names.get(callback)
+            if named is None or key in named:
+                callback()
+
+
+class MemoryServer(FakeServer):
+    """fakeredis's server, with databases that wake a blocked command only for a write
+    to a key it names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dbs = defaultdict(lambda: _NamedWakeDatabase(self.lock))
+
+
 class _Commands(list[list[bytes]]):
     """Commands as their encoded arguments, what `MemoryConnection` sends instead of RESP."""
 
@@ -119,6 +161,11 @@ class MemorySocket(AsyncFakeSocket):
         super().__init__(*args, **kwargs)
         # Commands that came while a blocking one held this connection, in order.
         self._pending: deque[list[bytes]] = deque()
+        self._fields: list[bytes] = []  # the command being run
+
+    def _process_command(self, fields: list[bytes]) -> None:
+        self._fields = fields  # what a blocking command names (`_blocking`)
+        super()._process_command(fields)
 
     def process(self, fields: list[bytes]) -> None:
         """Run a command, or keep it for when the blocking command before it ends (as
@@ -225,7 +272,11 @@ class MemorySocket(AsyncFakeSocket):
             else:
                 loop.call_soon_threadsafe(event.set)
 
-        self._db.add_change_callback(callback)
+        db = self._db
+        if isinstance(db, _NamedWakeDatabase):
+            db.wake_on(callback, frozenset(self._fields[1:]))
+        else:
+            db.add_change_callback(callback)
         self._blocked = True
         self.pause()
         self._waiting = loop.create_task(

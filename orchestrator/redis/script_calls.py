@@ -128,14 +128,14 @@ class ScriptCommand:
         for i, missing, decode in shape.steps:
             if missing is None:
                 args[i] = decode(args[i])
-            elif args[i] not in db:
+            elif _stored(db, args[i]) is None:
                 short = (missing.missing_return,)
                 break
         read: list[CommandItem] = []
         if short is None:
             for i, key in shape.keys:
                 arg = args[i]
-                found = db.get(arg)
+                found = _stored(db, arg)
                 default = None
                 if key.type_ is not None:
                     if found is not None and type(found.value) is not key.type_:
@@ -161,6 +161,16 @@ class ScriptCommand:
         if self.to_resp2 and not valid_response_type(result, resp):
             raise AssertionError(f"Invalid response type for {result}")
         return result
+
+
+def _stored(db: Any, key: bytes) -> Any:
+    """`db.get(key)` (an expired key is dropped as it is read), without the KeyError that
+    `Mapping.get` raises and catches for each missing key."""
+    found = db._dict.get(key)
+    if found is not None and found.expireat is not None and db.expired(found):
+        del db._dict[key]
+        return None
+    return found
 
 
 def lua_args(args: tuple[Any, ...]) -> list[bytes]:

@@ -6,6 +6,7 @@ and it takes the planned path, not fakeredis's per-call dispatch and globals che
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -59,7 +60,7 @@ return show(redis[ARGV[1]](ARGV[2], unpack(args)))
 """
 )
 DECODE = SHOW + "return {show(cjson.decode(ARGV[1])), cjson.encode(cjson.decode(ARGV[1]))}"
-KEYS = ["h", "z", "l", "s", "st", "x", "n", "missing"]
+KEYS = ["h", "z", "l", "s", "st", "x", "n", "missing", "expired"]
 VALUES = ["a", "1", "0", "-1", "2.5", "inf", "x", "NX", "WITHSCORES", "1-1", "#1", "#2.5"]
 
 
@@ -96,6 +97,8 @@ async def seed(r: Any) -> None:
     await r.sadd("st", "a", "b")
     await r.xadd("x", {"f": "v"}, id="1-1")
     await r.set("n", "abc")
+    await r.set("expired", "v", px=1)
+    await asyncio.sleep(0.005)  # past its expiry: stored still, dropped when next read
 
 
 async def keyspace(r: Any) -> dict[bytes, Any]:
