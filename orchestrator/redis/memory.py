@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -146,6 +147,8 @@ class MemoryServer(FakeServer):
     def __init__(self) -> None:
         super().__init__()
         self.dbs = defaultdict(lambda: _NamedWakeDatabase(self.lock))
+        # A command's name as a client sent it -> its dispatch (None: fakeredis's path).
+        self.commands: dict[bytes, ScriptCommand | None] = {}
 
 
 class _Commands(list[list[bytes]]):
@@ -164,8 +167,60 @@ class MemorySocket(AsyncFakeSocket):
         self._fields: list[bytes] = []  # the command being run
 
     def _process_command(self, fields: list[bytes]) -> None:
+        """fakeredis's, through the command's `ScriptCommand` (its name and signature
+        read once per server) when nothing but running it is asked: not inside MULTI,
+        not a transaction's own command, not one with a subcommand."""
         self._fields = fields  # what a blocking command names (`_blocking`)
-        super()._process_command(fields)
+        command = self._direct(fields[0]) if fields and not self._queueing else None
+        if command is None:
+            super()._process_command(fields)
+            return
+        server = self._server
+        result: Any
+        try:
+            server.acl.validate_command(self._client_info.user, self._client_info, fields)
+            with server.lock:
+                closed = server.closed_sockets
+                while closed:
+                    sock = closed.pop()()
+                    if sock:
+                        sock._cleanup(server)
+                now = time.time()
+                for db in server.dbs.values():
+                    db.time = now
+                result = command.run(self, fields[1:])
+        except SimpleError as exc:
+            result = exc
+        result = self._decode_result(result)
+        suppressed = self._reply_off or self._reply_skip
+        self._reply_skip, self._reply_skip_next = self._reply_skip_next, False
+        if suppressed or isinstance(result, NoResponse):
+            return
+        self.put_response(result)
+
+    def _direct(self, name: bytes) -> ScriptCommand | None:
+        """The dispatch of a command a client sent, or None for fakeredis's own path."""
+        commands = getattr(self._server, "commands", None)
+        if commands is None:
+            return None
+        try:
+            return commands[name]  # type: ignore[no-any-return]
+        except KeyError:
+            pass
+        cmd = decode_command_bytes(name)
+        if cmd in COMMANDS_WITH_SUB or self._server.server_type != "redis":
+            commands[name] = None
+            return None
+        try:
+            _, sig = self._name_to_func(cmd)
+        except SimpleError:
+            return None  # unknown: fakeredis's path words the error
+        func = getattr(type(self), sig.func_name, None)
+        if func is None or msgs.FLAG_TRANSACTION in sig.flags:
+            commands[name] = None
+            return None
+        command = commands[name] = ScriptCommand(func, sig, in_script=False)
+        return command
 
     def process(self, fields: list[bytes]) -> None:
         """Run a command, or keep it for when the blocking command before it ends (as

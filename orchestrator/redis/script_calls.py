@@ -71,7 +71,8 @@ class _Shape:
 
 
 class ScriptCommand:
-    """A command as a script calls it: its function and signature, read once."""
+    """A command as a script calls it (or, `in_script=False`, as a client sends it):
+    its function and signature, read once."""
 
     __slots__ = (
         "_shapes",
@@ -85,12 +86,12 @@ class ScriptCommand:
         "to_resp2",
     )
 
-    def __init__(self, func: Any, sig: Signature) -> None:
+    def __init__(self, func: Any, sig: Signature, in_script: bool = True) -> None:
         self.func = func  # unbound: the socket class's own method
         self.sig = sig
         self.name = sig.name
         self.name_bytes = sig.name.encode()
-        self.no_script = msgs.FLAG_NO_SCRIPT in sig.flags
+        self.no_script = in_script and msgs.FLAG_NO_SCRIPT in sig.flags
         self.to_resp2 = msgs.FLAG_SKIP_CONVERT_TO_RESP2 not in sig.flags
         self.remove_empty = msgs.FLAG_LEAVE_EMPTY_VAL not in sig.flags
         self.create = msgs.FLAG_DO_NOT_CREATE not in sig.flags
@@ -104,8 +105,8 @@ class ScriptCommand:
         return shape
 
     def run(self, sock: Any, args: list[Any]) -> Any:
-        """`BaseFakeSocket._run_command(func, sig, args, from_script=True)` on a server
-        that is not a Dragonfly."""
+        """`BaseFakeSocket._run_command(func, sig, args, from_script=in_script)` on a
+        server that is not a Dragonfly."""
         items: list[CommandItem] = []
         sock._subkey_events = []
         try:
