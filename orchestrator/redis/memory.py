@@ -11,13 +11,15 @@ Here, without patching fakeredis:
 
 - the connection hands each command's arguments straight to the server's
   command dispatch and takes the reply off its queue (no RESP either way, no
-  parser generator, no wait on an event when the reply is already there);
+  parser generator, no wait on an event when the reply is already there; the
+  commands behind a blocking one wait as arguments too), and that dispatch is the
+  command's `script_calls.ScriptCommand`, worked out once per server;
 - a script is compiled once, by SHA, and run as a cached Lua function; the
   forced full collection is left to Lua's own incremental collector;
 - `redis.call` from a script dispatches without the per-call check of Lua's
-  globals (agentq's scripts are its own; the check after each script stays), through
-  a dispatch worked out once per command (`script_calls.ScriptCommand`), and
-  `cjson` skips that check too;
+  globals (agentq's scripts are its own; the check after each script stays, walked
+  in Lua), through a dispatch worked out once per command
+  (`script_calls.ScriptCommand`), and `cjson` skips that check too;
 - `redis.pcall`'s error is a Lua string, as Redis gives it;
 - a blocked reader (BLPOP, XREAD BLOCK) is woken only by a write to a key its
   command names, and directly when that write runs on its own event loop, not
