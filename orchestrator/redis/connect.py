@@ -63,12 +63,10 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
     conf = settings or Settings()
     keys.use_partitions(partitions_for(url, conf))
     if is_memory_url(url):
-        import fakeredis
-
-        from agentq.orchestrator.redis.memory import MemoryConnection
+        from agentq.orchestrator.redis.memory import MemoryConnection, MemoryServer
 
         name = url.removeprefix("memory://") or "default"
-        server = _MEMORY_SERVERS.setdefault(name, fakeredis.FakeServer())
+        server = _MEMORY_SERVERS.setdefault(name, MemoryServer())
         pool = aioredis.ConnectionPool(
             connection_class=MemoryConnection,
             server=server,

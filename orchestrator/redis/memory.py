@@ -11,16 +11,19 @@ Here, without patching fakeredis:
 
 - the connection hands each command's arguments straight to the server's
   command dispatch and takes the reply off its queue (no RESP either way, no
-  parser generator, no wait on an event when the reply is already there);
+  parser generator, no wait on an event when the reply is already there; the
+  commands behind a blocking one wait as arguments too), and that dispatch is the
+  command's `script_calls.ScriptCommand`, worked out once per server;
 - a script is compiled once, by SHA, and run as a cached Lua function; the
   forced full collection is left to Lua's own incremental collector;
 - `redis.call` from a script dispatches without the per-call check of Lua's
-  globals (agentq's scripts are its own; the check after each script stays), through
-  a dispatch worked out once per command (`script_calls.ScriptCommand`), and
-  `cjson` skips that check too;
+  globals (agentq's scripts are its own; the check after each script stays, walked
+  in Lua), through a dispatch worked out once per command
+  (`script_calls.ScriptCommand`), and `cjson` skips that check too;
 - `redis.pcall`'s error is a Lua string, as Redis gives it;
-- a blocked reader (BLPOP, XREAD BLOCK) is woken directly when the write that
-  wakes it runs on its own event loop, not through a cross-thread wake-up.
+- a blocked reader (BLPOP, XREAD BLOCK) is woken only by a write to a key its
+  command names, and directly when that write runs on its own event loop, not
+  through a cross-thread wake-up.
 
 Everything else (commands, replies, errors, KEYS/ARGV, `cjson`) stays
 fakeredis's own.
@@ -30,18 +33,22 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
+from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from fakeredis import FakeServer
 from fakeredis import _msgs as msgs
 from fakeredis._clients._async import FakeAsyncRedisConnection, FakeReader, FakeWriter
 from fakeredis._commands import COMMANDS_WITH_SUB
+from fakeredis._core import Database
 from fakeredis._helpers import NoResponse, SimpleError, decode_command_bytes
 from fakeredis._socket import AsyncFakeSocket
 from fakeredis.commands_mixins.scripting_mixin import (
     LUA_MODULE,
-    _check_for_lua_globals,
     _convert_redis_arg,
+    _ensure_str,
     _get_lua_bad_command_arg_msg,
 )
 
@@ -49,17 +56,44 @@ from agentq.orchestrator.redis.script_calls import ScriptCommand, install_cjson,
 
 # fakeredis's per-call cleanup; Lua's incremental collector does this as it allocates.
 _FULL_COLLECTION = b"collectgarbage()"
+# The globals a script left that the runtime did not start with (nil if none). `pairs`
+# and the globals table are the runtime's own, whatever a script rebinds.
+_UNEXPECTED_GLOBALS = b"""
+function(expected)
+  local pairs, globals = pairs, _G
+  return function()
+    local found
+    for name in pairs(globals) do
+      if not expected[name] then
+        found = found or {}
+        found[#found + 1] = name
+      end
+    end
+    return found
+  end
+end
+"""
 
 
 class CompiledScripts:
     """A fakeredis Lua runtime whose `execute` runs a script compiled once per source,
     and the commands its scripts call, each looked up once (`ScriptCommand`)."""
 
-    def __init__(self, runtime: Any) -> None:
+    def __init__(self, runtime: Any, expected_globals: set[Any]) -> None:
         self.lua = runtime  # fakeredis's own runtime
         self._compiled: dict[bytes, Any] = {}
         # A command's name as a script wrote it -> its dispatch, on this server.
         self.commands: dict[bytes, ScriptCommand] = {}
+        expected = runtime.table_from(dict.fromkeys(expected_globals, True))
+        self._unexpected_globals = runtime.eval(_UNEXPECTED_GLOBALS)(expected)
+
+    def check_globals(self) -> None:
+        """fakeredis's `_check_for_lua_globals`, walked in Lua: from Python, each of
+        Lua's ~40 globals crossed into a Python set after every script."""
+        unexpected = self._unexpected_globals()
+        if unexpected is not None:
+            names = ", ".join(_ensure_str(name, "utf-8", "replace") for name in unexpected.values())
+            raise SimpleError(msgs.GLOBAL_VARIABLE_MSG.format(names))
 
     def function(self, code: bytes) -> Any:
         function = self._compiled.get(code)
@@ -78,18 +112,138 @@ class CompiledScripts:
         return getattr(self.lua, name)
 
 
+class _NamedWakeDatabase(Database):
+    """fakeredis's database, where a write to a key wakes only the blocked commands that
+    name it among their arguments (a superset of the keys they wait on): fakeredis wakes
+    every blocked command on every write, and each looks again (a step made ~130 writes
+    while a worker's BLPOP and a client's XREAD waited). `wake_all` (CLIENT UNBLOCK)
+    still wakes every one."""
+
+    def __init__(self, lock: threading.Lock) -> None:
+        super().__init__(lock)
+        self._names: dict[Callable[[], None], frozenset[bytes]] = {}
+
+    def wake_on(self, callback: Callable[[], None], names: frozenset[bytes]) -> None:
+        self.add_change_callback(callback)
+        self._names[callback] = names
+
+    def remove_change_callback(self, callback: Callable[[], None]) -> None:
+        super().remove_change_callback(callback)
+        self._names.pop(callback, None)
+
+    def notify_watch(self, key: bytes) -> None:
+        for sock in self._watches.get(key, ()):
+            sock.notify_watch()
+        self.condition.notify_all()
+        names = self._names
+        for callback in self._change_callbacks:
+            named = names.get(callback)
+            if named is None or key in named:
+                callback()
+
+
+class MemoryServer(FakeServer):
+    """fakeredis's server, with databases that wake a blocked command only for a write
+    to a key it names."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dbs = defaultdict(lambda: _NamedWakeDatabase(self.lock))
+        # A command's name as a client sent it -> its dispatch (None: fakeredis's path).
+        self.commands: dict[bytes, ScriptCommand | None] = {}
+
+
 class _Commands(list[list[bytes]]):
     """Commands as their encoded arguments, what `MemoryConnection` sends instead of RESP."""
 
 
 class MemorySocket(AsyncFakeSocket):
     """fakeredis's socket, on a server whose Lua runtime caches compiled scripts and
-    whose `redis.call` skips the per-call globals check."""
+    whose `redis.call` skips the per-call globals check; it takes commands as their
+    arguments (`process`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Commands that came while a blocking one held this connection, in order.
+        self._pending: deque[list[bytes]] = deque()
+        self._fields: list[bytes] = []  # the command being run
+
+    def _process_command(self, fields: list[bytes]) -> None:
+        """fakeredis's, through the command's `ScriptCommand` (its name and signature
+        read once per server) when nothing but running it is asked: not inside MULTI,
+        not a transaction's own command, not one with a subcommand."""
+        self._fields = fields  # what a blocking command names (`_blocking`)
+        command = self._direct(fields[0]) if fields and not self._queueing else None
+        if command is None:
+            super()._process_command(fields)
+            return
+        server = self._server
+        result: Any
+        try:
+            server.acl.validate_command(self._client_info.user, self._client_info, fields)
+            with server.lock:
+                closed = server.closed_sockets
+                while closed:
+                    sock = closed.pop()()
+                    if sock:
+                        sock._cleanup(server)
+                now = time.time()
+                for db in server.dbs.values():
+                    db.time = now
+                result = command.run(self, fields[1:])
+        except SimpleError as exc:
+            result = exc
+        result = self._decode_result(result)
+        suppressed = self._reply_off or self._reply_skip
+        self._reply_skip, self._reply_skip_next = self._reply_skip_next, False
+        if suppressed or isinstance(result, NoResponse):
+            return
+        self.put_response(result)
+
+    def _direct(self, name: bytes) -> ScriptCommand | None:
+        """The dispatch of a command a client sent, or None for fakeredis's own path."""
+        commands = getattr(self._server, "commands", None)
+        if commands is None:
+            return None
+        try:
+            return commands[name]  # type: ignore[no-any-return]
+        except KeyError:
+            pass
+        cmd = decode_command_bytes(name)
+        if cmd in COMMANDS_WITH_SUB or self._server.server_type != "redis":
+            commands[name] = None
+            return None
+        try:
+            _, sig = self._name_to_func(cmd)
+        except SimpleError:
+            return None  # unknown: fakeredis's path words the error
+        func = getattr(type(self), sig.func_name, None)
+        if func is None or msgs.FLAG_TRANSACTION in sig.flags:
+            commands[name] = None
+            return None
+        command = commands[name] = ScriptCommand(func, sig, in_script=False)
+        return command
+
+    def process(self, fields: list[bytes]) -> None:
+        """Run a command, or keep it for when the blocking command before it ends (as
+        fakeredis's parser keeps a socket's bytes, less their RESP)."""
+        if self._paused:
+            self._pending.append(fields)
+        else:
+            self._process_command(fields)
+
+    def resume(self) -> None:
+        self._paused = False
+        pending = self._pending
+        while pending and not self._paused:
+            self._process_command(pending.popleft())
+        if not self._paused:
+            self._parser.send(b"")  # bytes sent as RESP (not by `MemoryConnection`)
 
     def _get_server_runtime(self, server: Any) -> Any:
         runtime = super()._get_server_runtime(server)
         if not isinstance(runtime, CompiledScripts):
-            runtime = CompiledScripts(runtime)
+            runtime = CompiledScripts(runtime, server._lua_expected_globals)
             server._lua_runtime = runtime
             _install_calls(server, runtime)
         return runtime
@@ -125,7 +279,7 @@ class MemorySocket(AsyncFakeSocket):
         finally:
             self._script_resp = None
             self._fieldsets = caller_fieldsets
-        _check_for_lua_globals(runtime, server._lua_expected_globals)
+        runtime.check_globals()
         return self._convert_lua_result(result, nested=False)
 
     def _keyspace_notifications(self, command_items: list[Any], event: bytes) -> None:
@@ -175,7 +329,11 @@ class MemorySocket(AsyncFakeSocket):
             else:
                 loop.call_soon_threadsafe(event.set)
 
-        self._db.add_change_callback(callback)
+        db = self._db
+        if isinstance(db, _NamedWakeDatabase):
+            db.wake_on(callback, frozenset(self._fields[1:]))
+        else:
+            db.add_change_callback(callback)
         self._blocked = True
         self.pause()
         self._waiting = loop.create_task(
@@ -252,15 +410,8 @@ class MemoryConnection(FakeAsyncRedisConnection):
         sock: Any = self._sock
         if sock is None or sock._server is None or not sock._server.connected or sock._killed:
             raise self._connection_error_class(msgs.CONNECTION_ERROR_MSG)
-        for i, fields in enumerate(command):
-            if sock._paused:
-                # A blocking command holds this connection: what follows it waits in the
-                # server's parser, as it would on a socket.
-                for later in command[i:]:
-                    for chunk in super().pack_command(*later):
-                        sock.sendall(chunk)
-                return
-            sock._process_command(fields)
+        for fields in command:
+            sock.process(fields)
 
     async def can_read_destructive(self) -> bool:
         return self._sock is not None and not self._sock.responses.empty()

@@ -11,7 +11,8 @@ shaping, the keys' write-back and the notifications. Replies and errors are fake
 (tests/orchestrator/redis/test_core_script_calls.py runs every command agentq's scripts
 call both ways and compares).
 
-`cjson.decode` and `cjson.encode` are fakeredis's, less their check of Lua's globals.
+`cjson.decode` and `cjson.encode` are fakeredis's, less their check of Lua's globals,
+and `cjson.decode` reads with orjson what orjson reads as json does.
 
 What this leaves to fakeredis's generic path (`BaseFakeSocket._run_command`): a server
 that is not a Redis (Dragonfly's script rules differ) and commands with a subcommand.
@@ -23,6 +24,7 @@ import functools
 import json
 from typing import Any
 
+import orjson
 from fakeredis import _msgs as msgs
 from fakeredis._command_args_parsing import Float
 from fakeredis._commands import Key, Signature
@@ -34,8 +36,11 @@ from fakeredis.commands_mixins.scripting_mixin import (
     _cjson_lua_to_python,
     _cjson_python_to_lua,
     _convert_redis_arg,
+    _lua_cjson_null,
 )
 
+# orjson reads an integer outside -2**63 .. 2**64 - 1 as a float, of at least this size.
+_ROUNDED = 2.0**63
 # Replies that RESP2 shaping and the reply check leave as they are, and Lua takes as is.
 _LEAF = frozenset((bytes, int, type(None)))
 _PUBSUB_COMMANDS = BaseFakeSocket.ACCEPTED_COMMANDS_WHILE_PUBSUB
@@ -66,7 +71,8 @@ class _Shape:
 
 
 class ScriptCommand:
-    """A command as a script calls it: its function and signature, read once."""
+    """A command as a script calls it (or, `in_script=False`, as a client sends it):
+    its function and signature, read once."""
 
     __slots__ = (
         "_shapes",
@@ -80,12 +86,12 @@ class ScriptCommand:
         "to_resp2",
     )
 
-    def __init__(self, func: Any, sig: Signature) -> None:
+    def __init__(self, func: Any, sig: Signature, in_script: bool = True) -> None:
         self.func = func  # unbound: the socket class's own method
         self.sig = sig
         self.name = sig.name
         self.name_bytes = sig.name.encode()
-        self.no_script = msgs.FLAG_NO_SCRIPT in sig.flags
+        self.no_script = in_script and msgs.FLAG_NO_SCRIPT in sig.flags
         self.to_resp2 = msgs.FLAG_SKIP_CONVERT_TO_RESP2 not in sig.flags
         self.remove_empty = msgs.FLAG_LEAVE_EMPTY_VAL not in sig.flags
         self.create = msgs.FLAG_DO_NOT_CREATE not in sig.flags
@@ -99,8 +105,8 @@ class ScriptCommand:
         return shape
 
     def run(self, sock: Any, args: list[Any]) -> Any:
-        """`BaseFakeSocket._run_command(func, sig, args, from_script=True)` on a server
-        that is not a Dragonfly."""
+        """`BaseFakeSocket._run_command(func, sig, args, from_script=in_script)` on a
+        server that is not a Dragonfly."""
         items: list[CommandItem] = []
         sock._subkey_events = []
         try:
@@ -123,14 +129,14 @@ class ScriptCommand:
         for i, missing, decode in shape.steps:
             if missing is None:
                 args[i] = decode(args[i])
-            elif args[i] not in db:
+            elif _stored(db, args[i]) is None:
                 short = (missing.missing_return,)
                 break
         read: list[CommandItem] = []
         if short is None:
             for i, key in shape.keys:
                 arg = args[i]
-                found = db.get(arg)
+                found = _stored(db, arg)
                 default = None
                 if key.type_ is not None:
                     if found is not None and type(found.value) is not key.type_:
@@ -147,14 +153,25 @@ class ScriptCommand:
             return short[0]
         items += read
         result = self.func(sock, *args)
-        if type(result) in _LEAF:
-            return result
+        kind = type(result)
+        if kind in _LEAF or (kind is list and all(type(item) in _LEAF for item in result)):
+            return result  # as RESP2 shaping and the reply check leave it, in either protocol
         resp = sock._resp_version
         if resp == 2 and self.to_resp2:
             result = convert_to_resp2(result, sock._server.server_type)
         if self.to_resp2 and not valid_response_type(result, resp):
             raise AssertionError(f"Invalid response type for {result}")
         return result
+
+
+def _stored(db: Any, key: bytes) -> Any:
+    """`db.get(key)` (an expired key is dropped as it is read), without the KeyError that
+    `Mapping.get` raises and catches for each missing key."""
+    found = db._dict.get(key)
+    if found is not None and found.expireat is not None and db.expired(found):
+        del db._dict[key]
+        return None
+    return found
 
 
 def lua_args(args: tuple[Any, ...]) -> list[bytes]:
@@ -182,10 +199,43 @@ def to_lua(sock: Any, runtime: Any, result: Any) -> Any:
 # each call (it stays after each script, as for `redis.call`). Named and shaped as
 # fakeredis's, so that a script calling one with the wrong arguments reads the same error.
 def _lua_cjson_decode(lua_runtime: Any, expected_globals: None, json_str: Any) -> Any:
-    value = _cjson_python_to_lua(json.loads(json_str))
+    value = _decoded(json_str)
     if isinstance(value, (dict, list)):
         value = lua_runtime.table_from(value, recursive=True)
     return value
+
+
+class _Rounded(Exception):
+    """orjson read an integer past 64 bits as a float (json keeps it an integer)."""
+
+
+def _lua_value(obj: Any) -> Any:
+    """fakeredis's `_cjson_python_to_lua` of what orjson read, refusing a float orjson
+    may have rounded from an integer (json reads those digits as an int)."""
+    kind = type(obj)
+    if kind is str:
+        return obj.encode()
+    if kind is dict:
+        return {key.encode(): _lua_value(value) for key, value in obj.items()}
+    if kind is list:
+        return [_lua_value(item) for item in obj]
+    if obj is None:
+        return _lua_cjson_null
+    if kind is float and abs(obj) >= _ROUNDED:
+        raise _Rounded
+    return obj
+
+
+def _decoded(text: Any) -> Any:
+    """`_cjson_python_to_lua(json.loads(text))`, read by orjson where it reads the same:
+    orjson refuses what json alone accepts (NaN, 1e400, a lone surrogate, a BOM,
+    UTF-16), and json then reads it."""
+    if type(text) is bytes:
+        try:
+            return _lua_value(orjson.loads(text))
+        except (orjson.JSONDecodeError, _Rounded):
+            pass
+    return _cjson_python_to_lua(json.loads(text))
 
 
 def _lua_cjson_encode(lua_runtime: Any, expected_globals: None, value: Any) -> bytes:

@@ -9,9 +9,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from fakeredis._socket._base import BaseFakeSocket
+from fakeredis.commands_mixins.list_mixin import ListCommandsMixin
 from redis.exceptions import ResponseError
 
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
+from tests.support.calls import calls_to
 
 pytestmark = pytest.mark.unit
 
@@ -98,3 +101,48 @@ async def test_commands_after_a_blocking_one_in_a_pipeline_wait_for_it() -> None
         assert await asyncio.wait_for(replies, 5) == [(b"later", b"v"), b"yes"]
     await r.aclose()
     await writer.aclose()
+
+
+async def test_commands_kept_behind_a_blocking_one_are_not_packed_as_resp() -> None:
+    r, writer = client(), client()
+    async with r.pipeline(transaction=False) as pipe:
+        pipe.blpop(["later"], timeout=5).set("after", "1").blpop(["again"], timeout=5)
+        pipe.incr("after")
+        replies = asyncio.create_task(pipe.execute())
+        await asyncio.sleep(0)
+        with calls_to(BaseFakeSocket._extract_line) as counts:
+            await writer.lpush("later", "v")
+            await writer.lpush("again", "w")
+            assert await asyncio.wait_for(replies, 5) == [
+                (b"later", b"v"),
+                True,
+                (b"again", b"w"),
+                2,
+            ]
+        assert counts == {"BaseFakeSocket._extract_line": 0}
+    await r.aclose()
+    await writer.aclose()
+
+
+async def test_a_blocked_reader_looks_again_only_after_a_write_to_a_key_it_names() -> None:
+    reader, streams, writer = client(), client(), client()
+    popped = asyncio.create_task(reader.blpop(["wake"], timeout=5))
+    read = asyncio.create_task(streams.xread({"events": "0-0"}, block=5000))
+    await asyncio.sleep(0)  # both block first
+    with calls_to(ListCommandsMixin._bpop_pass) as counts:
+        for n in range(5):
+            await writer.set("other", n)  # fakeredis woke both readers for each
+            await writer.hset("h", "f", n)
+            await asyncio.sleep(0)  # a woken reader looks again here
+        await writer.xadd("events", {"n": "1"}, id="1-1")
+        await writer.lpush("wake", "1")
+        assert await asyncio.wait_for(popped, 5) == (b"wake", b"1")
+        assert await asyncio.wait_for(read, 5) == [[b"events", [(b"1-1", {b"n": b"1"})]]]
+    assert counts == {"ListCommandsMixin._bpop_pass": 1}  # once, woken by its push
+    blocked = asyncio.create_task(reader.blpop(["never"], timeout=5))
+    await asyncio.sleep(0)
+    for listed in await writer.client_list():  # CLIENT UNBLOCK still wakes it
+        await writer.client_unblock(int(listed["id"]))
+    assert await asyncio.wait_for(blocked, 5) is None
+    for r in (reader, streams, writer):
+        await r.aclose()
