@@ -26,6 +26,7 @@ from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.machine.store import Ride
 from agentq.orchestrator.redis.connect import MAX_BLOCK_S
+from agentq.orchestrator.runs.definitions import stored_tool
 from agentq.orchestrator.runs.ended import run_ended
 from agentq.orchestrator.runs.state import ClaimCall, InputStatus, MetaField, Outcome
 from agentq.orchestrator.runs.store import RunStore
@@ -150,7 +151,7 @@ class RunCallHome:
         if claim.outcome != Outcome.CLAIMED or claim.call is None:
             log.debug("tool call %s/%d/%s skipped: %s", *self._where(), claim.outcome)
             return None
-        tool = ToolDef.model_validate_json(claim.tool) if claim.tool else None
+        tool = stored_tool(claim.tool) if claim.tool else None
         return ClaimedCall(CallPlan.model_validate_json(claim.call), tool)
 
     async def call(self) -> CallPlan | None:
@@ -159,7 +160,7 @@ class RunCallHome:
 
     async def tool(self, name: str) -> ToolDef | None:
         raw = await self.store.tool_def(self.stream_id, name)
-        return ToolDef.model_validate_json(raw) if raw else None
+        return stored_tool(raw) if raw else None
 
     async def owner(self) -> CallOwner:
         meta = await self.store.meta(self.stream_id)
@@ -237,9 +238,7 @@ class OwnCallHome:
         if claim.outcome != Outcome.CLAIMED or claim.call is None or claim.tool is None:
             log.debug("call %s skipped: %s", self.call_id, claim.outcome)
             return None
-        return ClaimedCall(
-            CallPlan.model_validate_json(claim.call), ToolDef.model_validate_json(claim.tool)
-        )
+        return ClaimedCall(CallPlan.model_validate_json(claim.call), stored_tool(claim.tool))
 
     async def call(self) -> CallPlan | None:
         raw = await self._field(CallField.CALL)
@@ -247,7 +246,7 @@ class OwnCallHome:
 
     async def tool(self, name: str) -> ToolDef | None:
         raw = await self._field(CallField.TOOL)
-        return ToolDef.model_validate_json(raw) if raw else None
+        return stored_tool(raw) if raw else None
 
     async def owner(self) -> CallOwner:
         return CallOwner(await self._field(CallField.TENANT) or DEFAULT_TENANT)

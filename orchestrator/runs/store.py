@@ -24,6 +24,7 @@ from agentq.orchestrator.core.run_ids import ParentLink, child_run_id, run_trace
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, Store, resolved, text, texts
 from agentq.orchestrator.redis.faults import redis_errors_mapped
+from agentq.orchestrator.runs.definitions import stored_tool
 from agentq.orchestrator.runs.index import RunSummary, summarize
 from agentq.orchestrator.runs.state import (
     INPUTS,
@@ -68,7 +69,7 @@ from agentq.orchestrator.runs.state.status import (
     USAGE_FIELDS,
 )
 from agentq.orchestrator.runs.state.usage import rolled_up_usage
-from agentq.orchestrator.tools import ToolAnnouncement, ToolDef, registry_key
+from agentq.orchestrator.tools import ToolAnnouncement, registry_key
 from agentq.orchestrator.tools.announcements import ANNOUNCEMENT_TTL_S
 from agentq.orchestrator.tools.workflow import WorkflowToolConfig
 
@@ -320,7 +321,7 @@ class RunStore(Store):
         # Per tool name: None for an agent (the call's child), else the nodes run as children.
         starts: dict[str, list[str] | None] = {}
         for name, tool_json in tools.items():
-            tool = ToolDef.model_validate_json(tool_json)
+            tool = stored_tool(tool_json)
             if tool.kind == "agent":
                 starts[text(name)] = None
             elif isinstance(tool.config, WorkflowToolConfig) and tool.config.children:

@@ -53,6 +53,7 @@ import functools
 import hashlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
@@ -62,6 +63,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.context.context import Context
 from opentelemetry.context.contextvars_context import ContextVarsRuntimeContext
+from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 from opentelemetry.trace import (
     INVALID_SPAN,
     Link,
@@ -116,6 +118,12 @@ JOB_LOG_CONTEXT: contextvars.ContextVar[Mapping[str, Any] | None] = contextvars.
 )
 # (provider, agentq's tracer on it or None if that provider records nothing)
 _tracer: tuple[object, trace.Tracer | None] | None = None
+# While no provider is set, `trace.get_tracer_provider()` looks the variable naming one
+# to load up in os.environ on every call (a KeyError raised and caught inside os.environ:
+# ~1 us, a dozen times a run). Whether the variable is set is read once, here; the API's
+# global is read on every call, so a provider set later is still found.
+_PROVIDER_FROM_ENV = OTEL_PYTHON_TRACER_PROVIDER in os.environ
+_UNREADABLE = object()
 # The variable behind the current OpenTelemetry context, when it is the API's default
 # (contextvars) runtime context: every job reads and sets it a few times, directly.
 _RUNTIME = getattr(otel_context, "_RUNTIME_CONTEXT", None)
@@ -164,6 +172,8 @@ def _bound() -> trace.Tracer | None:
     """agentq's tracer on the current provider, or None when no provider records. Made
     once per provider: every job asks, several times."""
     global _tracer
+    if getattr(trace, "_TRACER_PROVIDER", _UNREADABLE) is None and not _PROVIDER_FROM_ENV:
+        return None  # none set, none to load: what the API's proxy provider records
     provider = trace.get_tracer_provider()
     bound = _tracer
     if bound is not None and bound[0] is provider:

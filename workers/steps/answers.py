@@ -62,7 +62,12 @@ async def gather(
         result = step_result(step, response).model_dump(mode="json")
         for name in names:
             stop_hooks[name] = await ask(HookRequest(kind=STOP_WHEN_KIND, name=name, args=[result]))
-    calls = list(_valid_calls(spec, tools, step, response))
+    # Only a `tool_input` guardrail or an approval hook looks at the calls' inputs here
+    # (plan_step parses and validates every call's input): without one, none is parsed
+    # and validated twice.
+    guarded = spec.guardrails is not None and bool(spec.guardrails.tool_input)
+    hooked = any(isinstance(t.approval_rule, ApprovalHook) for t in tools)
+    calls = list(_valid_calls(spec, tools, step, response)) if guarded or hooked else []
     trips = await _tool_trips(store, run_id, step, spec, calls)
     return Answers(
         run_tokens=run_tokens,

@@ -22,10 +22,10 @@ from dataclasses import dataclass, field, replace
 
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.loop.prepare import Hasher, digesting, hasher_digest
+from agentq.orchestrator.runs.definitions import stored_spec, stored_tool
 from agentq.orchestrator.runs.state import BeginStep, BeginStepReply
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
-from agentq.orchestrator.tools.base import STORED_SPEC
 
 
 @dataclass(frozen=True)
@@ -99,8 +99,9 @@ def completed(held: History | None, reply: BeginStepReply) -> History:
     if reply.start == 0:
         return History(
             stamp=reply.stamp,
-            spec=RunSpec.model_validate_json(reply.spec, context=STORED_SPEC),
-            tools=tuple(ToolDef.model_validate_json(t) for t in reply.tools),
+            # Parsed once per text by this process (runs share their tools, often a spec).
+            spec=stored_spec(reply.spec),
+            tools=tuple(stored_tool(t) for t in reply.tools),
             messages=new,
             size=size + len(reply.spec) + sum(len(t) for t in reply.tools),
             hasher=digesting(hashlib.sha256(), new),
