@@ -56,6 +56,8 @@ RUN_ENDED = "aq:run-ended"
 # pub/sub channels `aq:run-ended:<worker id>`: the id of a run that ended while the worker
 # process held one of its jobs (told by the run's end, which reads its jobs' holders)
 RUN_ENDED_TO = RUN_ENDED + ":"
+# string: the worker process whose turn it is to do the fleet's upkeep (the reaper's passes)
+UPKEEP_TURN = "aq:upkeep:turn"
 # sorted set: ids of runs with webhooks whose events are still to be delivered (score:
 # when the run was added), for any worker's webhook dispatcher to take up
 WEBHOOK_RUNS = "aq:webhook-runs"

@@ -102,6 +102,7 @@ from agentq.workers.worker.catalog import served_announcements
 from agentq.workers.worker.metrics import TimedRateLimiter, WorkerMetrics, instrument
 from agentq.workers.worker.run_ends import RunEnds
 from agentq.workers.worker.startup_gc import freeze_startup_objects
+from agentq.workers.worker.upkeep import UpkeepTurn
 from agentq.workers.worker.webhooks import WebhookDispatcher
 
 log = logging.getLogger("agentq.worker")
@@ -174,6 +175,7 @@ class WorkerRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[WakeableWorker] = []
         self._renewer: LeaseRenewer | None = None
+        self._upkeep: UpkeepTurn | None = None  # with the renewer: the fleet's upkeep turn
         self._leased = False  # whether this process ever held its lease
         # The registry keys it serves, by queue: its claims take only jobs needing them.
         self._served: dict[str, list[str]] = {}
@@ -331,11 +333,13 @@ class WorkerRuntime:
             socket_connect_timeout=lease_s / 5,
         )
         loop = asyncio.get_running_loop()
+        self._upkeep = UpkeepTurn(self.worker_id, lease_s, reap_cadence(lease_s))
         self._renewer = LeaseRenewer(
             client,
             self.worker_id,
             lease_s,
             on_lapse=lambda why: loop.call_soon_threadsafe(self._lease_lost, why),
+            rider=self._upkeep,
         )
         # The lease's client times out after a fifth of a lease (0.2 s by default), so
         # that a renewal fails in time to cancel jobs; a registration that outlasts it
@@ -359,10 +363,11 @@ class WorkerRuntime:
         )
 
     async def _reap_forever(self) -> None:
-        """Re-deliver the jobs of workers whose lease lapsed (they died), at once."""
-        redis = self.redis
+        """Re-deliver the jobs of workers whose lease lapsed (they died), at once, while
+        it is this process's upkeep turn (`upkeep`)."""
+        redis, upkeep = self.redis, self._upkeep
         assert redis is not None
-        if is_memory_url(self.redis_url):
+        if upkeep is None:  # an embedded Redis: one process holds it, nobody else could reap
             return
         # Redis counts as steady while reapers pass at least this often; after a gap,
         # live workers get time to renew before anyone's jobs are re-delivered.
@@ -370,6 +375,8 @@ class WorkerRuntime:
         while True:
             await asyncio.sleep(cadence.every_s)
             raise_if_cancel_requested()
+            if not upkeep.held():
+                continue
             reaped = await OUTAGE.periodic_pass(
                 partial(reap_lapsed, redis, cadence),
                 failure=f"worker {self.worker_id}: reaping lapsed workers failed",
