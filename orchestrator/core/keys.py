@@ -50,7 +50,14 @@ CATALOG = "aq:catalog"
 # hash: the published workflows, `<name>` -> its latest version, `<name>@<version>` -> that
 # version's definition JSON (every version kept, so a spec may still pin one)
 WORKFLOWS = "aq:workflows"
-RUN_ENDED = "aq:run-ended"  # pub/sub channel: the id of every run that ends
+# pub/sub channel: the id of every run that ends, for the processes whose executors keep
+# something for runs between calls (sandbox sessions)
+RUN_ENDED = "aq:run-ended"
+# pub/sub channels `aq:run-ended:<worker id>`: the id of a run that ended while the worker
+# process held one of its jobs (told by the run's end, which reads its jobs' holders)
+RUN_ENDED_TO = RUN_ENDED + ":"
+# string: the worker process whose turn it is to do the fleet's upkeep (the reaper's passes)
+UPKEEP_TURN = "aq:upkeep:turn"
 # sorted set: ids of runs with webhooks whose events are still to be delivered (score:
 # when the run was added), for any worker's webhook dispatcher to take up
 WEBHOOK_RUNS = "aq:webhook-runs"
@@ -134,6 +141,11 @@ PARTITIONS = "aq:partitions"
 # only the writes of its own connection, so a retried transition that writes nothing
 # would otherwise be "acknowledged" without the write that fell short.
 REPLICA_ACK_PROBE = "aq:replica-ack-probe"
+
+
+def run_ended_to(worker_id: str) -> str:
+    """The channel a worker process hears the ends of the runs whose jobs it holds on."""
+    return RUN_ENDED_TO + worker_id
 
 
 def use_partitions(count: int) -> None:

@@ -15,11 +15,13 @@ tool cannot starve it. When a renewal cannot happen before the lease lapses
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import logging
 import threading
 import time
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple, Protocol
 
 import redis
 from redis.asyncio import Redis
@@ -134,6 +136,20 @@ def reap_cadence(lease_s: float) -> Cadence:
     )
 
 
+@functools.cache
+def _sha(source: str) -> str:
+    return hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
+
+
+class Rider(Protocol):
+    """Scripts a renewal carries in its round trip (the fleet's upkeep turn): each a
+    (script, keys, args), its reply handed back after the renewal's."""
+
+    def scripts(self) -> Sequence[tuple[str, Sequence[str], Sequence[Any]]]: ...
+
+    def answered(self, replies: Sequence[Any]) -> None: ...
+
+
 class LeaseRenewer:
     """Keeps `aq:worker:ID` alive from a thread; reports a lapse through `on_lapse`.
 
@@ -147,13 +163,16 @@ class LeaseRenewer:
         worker_id: str,
         lease_s: float,
         on_lapse: Callable[[str], object],
+        rider: Rider | None = None,
     ) -> None:
         self.client = client
+        self.rider = rider
         self.worker_id = worker_id
         self.lease_s = lease_s
         self.on_lapse = on_lapse
         self.key = liveness_key(worker_id)
         self._renew = client.register_script(RENEW)
+        self._loaded: set[str] = set()  # the rider's scripts Redis is known to hold
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="agentq-lease", daemon=True)
         # Renew five times per lease; give up on the lease a tenth of it before it lapses.
@@ -190,7 +209,7 @@ class LeaseRenewer:
     def renew_once(self) -> None:
         sent = time.monotonic()
         try:
-            renewed = self._renew(keys=[self.key], args=[self.worker_id, int(self.lease_s * 1000)])
+            renewed = self._renewed()
             if not renewed:
                 if not self._lapsed:
                     self._lapse("the lease lapsed")
@@ -206,6 +225,38 @@ class LeaseRenewer:
         self._outage.succeeded()
         self._valid_until = sent + self.lease_s
         self._lapsed = False
+
+    def _renewed(self) -> Any:
+        """Renew, with the rider's scripts in the same round trip."""
+        args: list[str | int] = [self.worker_id, int(self.lease_s * 1000)]
+        rider = self.rider
+        if rider is None:
+            return self._renew(keys=[self.key], args=args)
+        sent: list[tuple[str, Sequence[str], Sequence[Any]]] = [
+            (RENEW, [self.key], args),
+            *rider.scripts(),
+        ]
+        replies = self._send(sent)
+        if any(isinstance(r, redis.exceptions.NoScriptError) for r in replies):
+            self._loaded.clear()  # Redis lost its scripts (a restart): send them whole
+            replies = self._send(sent)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        self._loaded.update(_sha(source) for source, _, _ in sent)
+        rider.answered(replies[1:])
+        return replies[0]
+
+    def _send(self, sent: Sequence[tuple[str, Sequence[str], Sequence[Any]]]) -> list[Any]:
+        with self.client.pipeline(transaction=False) as pipe:
+            for source, keys_, args_ in sent:
+                # By hash once Redis is known to hold the script, whole until then.
+                # (As commands: a cluster's pipeline refuses its `eval` methods.)
+                if (sha := _sha(source)) in self._loaded:
+                    pipe.execute_command("EVALSHA", sha, len(keys_), *keys_, *args_)  # type: ignore[no-untyped-call]
+                else:
+                    pipe.execute_command("EVAL", source, len(keys_), *keys_, *args_)  # type: ignore[no-untyped-call]
+            return list(pipe.execute(raise_on_error=False))
 
     def _lapse(self, why: str) -> None:
         self._lapsed = True

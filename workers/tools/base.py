@@ -31,6 +31,10 @@ class ToolExecutor(Protocol):
     # The queue its tools are served on; None: the worker's tool queue. An executor
     # with a pool of its own (the sandbox) names its queue.
     queue: str | None
+    # Whether it keeps something for a run between calls (a sandbox session): its
+    # process then hears every run's end, not only those of runs whose jobs it holds,
+    # and drops it (`release_run`).
+    keeps_runs: bool
 
     async def start(self, services: WorkerServices | None = None) -> None:
         """Connect, warm up: called once, by the worker that runs it, before it

@@ -112,6 +112,7 @@ def result_output(result: ExecResult, text_chars: int = 64_000) -> dict[str, Any
 class CodeExecutor:
     kind = "code"
     queue: str | None = SANDBOX_QUEUE
+    keeps_runs = True  # a `session: "run"` container, from the run's first call to its end
 
     def __init__(
         self, config: SandboxConfig | None = None, *, redis_url: str | None = None

@@ -17,6 +17,7 @@ from agentq.workers.tools.function_tools import FunctionTool
 class FunctionExecutor:
     kind = "function"
     queue: str | None = None
+    keeps_runs = False
 
     def __init__(self, tools: Sequence[FunctionTool]) -> None:
         self.tools = {t.name: t for t in tools}

@@ -49,6 +49,7 @@ SHOWN_HEADERS = (
 class HttpExecutor:
     kind = "http"
     queue: str | None = None
+    keeps_runs = False
 
     def __init__(
         self,

@@ -60,7 +60,6 @@ from agentq.orchestrator.loop.prepare import HOOK_KINDS
 from agentq.orchestrator.machine.sweeper import Sweeper
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
 from agentq.orchestrator.redis.connect import (
-    MAX_BLOCK_S,
     check_partitions,
     connect,
     connect_sync,
@@ -101,7 +100,9 @@ from agentq.workers.steps.llm_guard import serve_llm_guard
 from agentq.workers.tools.base import ToolExecutor, WorkerServices
 from agentq.workers.worker.catalog import served_announcements
 from agentq.workers.worker.metrics import TimedRateLimiter, WorkerMetrics, instrument
+from agentq.workers.worker.run_ends import RunEnds
 from agentq.workers.worker.startup_gc import freeze_startup_objects
+from agentq.workers.worker.upkeep import UpkeepTurn
 from agentq.workers.worker.webhooks import WebhookDispatcher
 
 log = logging.getLogger("agentq.worker")
@@ -174,11 +175,13 @@ class WorkerRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[WakeableWorker] = []
         self._renewer: LeaseRenewer | None = None
+        self._upkeep: UpkeepTurn | None = None  # with the renewer: the fleet's upkeep turn
         self._leased = False  # whether this process ever held its lease
         # The registry keys it serves, by queue: its claims take only jobs needing them.
         self._served: dict[str, list[str]] = {}
         self.redis: Redis | None = None
         self._collector: Collector | None = None
+        self._run_ends: RunEnds | None = None
 
     async def start(self) -> None:
         self.redis = connect(self.redis_url, self.settings)
@@ -220,6 +223,7 @@ class WorkerRuntime:
         collector = Collector(self.redis, models, self.settings, self.worker_id)
         self._collector = collector
         await self._take_lease()
+        await self._listen_for_run_ends()
         self._served = await self._tool_sets()
         await self.announce()
         for queue in self.queues:
@@ -260,7 +264,9 @@ class WorkerRuntime:
 
         self._stop_listening = OUTAGE.on_end(reconnected)
         self._tasks.append(asyncio.create_task(self._beat_forever(), name="agentq-beat"))
-        self._tasks.append(asyncio.create_task(self._release_ended_runs(), name="agentq-run-ended"))
+        run_ends = self._run_ends
+        assert run_ends is not None
+        self._tasks.append(asyncio.create_task(run_ends.run_forever(), name="agentq-run-ended"))
         self._tasks.append(asyncio.create_task(self._reap_forever(), name="agentq-reaper"))
         self._tasks.append(asyncio.create_task(self._redrive_forever(), name="agentq-redrive"))
         if MODEL_QUEUE in self.queues:
@@ -299,6 +305,18 @@ class WorkerRuntime:
                 OUTAGE.succeeded()
                 return
 
+    async def _listen_for_run_ends(self) -> None:
+        """Subscribe before the first claim: the end of a run whose job this process
+        holds then always reaches it."""
+        assert self.redis is not None
+        channels = [keys.run_ended_to(self.worker_id)]
+        if any(executor.keeps_runs for executor in self.executors):
+            channels.append(keys.RUN_ENDED)  # every run's end: any run may have left state
+        self._run_ends = RunEnds(
+            self.redis, channels, heard=self._run_ended, retry_s=self.settings.idle_poll_s
+        )
+        await self._until_redis_answers(self._run_ends.subscribe)
+
     # -- the lease -------------------------------------------------------------
 
     async def _take_lease(self) -> None:
@@ -315,11 +333,13 @@ class WorkerRuntime:
             socket_connect_timeout=lease_s / 5,
         )
         loop = asyncio.get_running_loop()
+        self._upkeep = UpkeepTurn(self.worker_id, lease_s, reap_cadence(lease_s))
         self._renewer = LeaseRenewer(
             client,
             self.worker_id,
             lease_s,
             on_lapse=lambda why: loop.call_soon_threadsafe(self._lease_lost, why),
+            rider=self._upkeep,
         )
         # The lease's client times out after a fifth of a lease (0.2 s by default), so
         # that a renewal fails in time to cancel jobs; a registration that outlasts it
@@ -343,10 +363,11 @@ class WorkerRuntime:
         )
 
     async def _reap_forever(self) -> None:
-        """Re-deliver the jobs of workers whose lease lapsed (they died), at once."""
-        redis = self.redis
+        """Re-deliver the jobs of workers whose lease lapsed (they died), at once, while
+        it is this process's upkeep turn (`upkeep`)."""
+        redis, upkeep = self.redis, self._upkeep
         assert redis is not None
-        if is_memory_url(self.redis_url):
+        if upkeep is None:  # an embedded Redis: one process holds it, nobody else could reap
             return
         # Redis counts as steady while reapers pass at least this often; after a gap,
         # live workers get time to renew before anyone's jobs are re-delivered.
@@ -354,6 +375,8 @@ class WorkerRuntime:
         while True:
             await asyncio.sleep(cadence.every_s)
             raise_if_cancel_requested()
+            if not upkeep.held():
+                continue
             reaped = await OUTAGE.periodic_pass(
                 partial(reap_lapsed, redis, cadence),
                 failure=f"worker {self.worker_id}: reaping lapsed workers failed",
@@ -470,37 +493,16 @@ class WorkerRuntime:
             jobs_in_flight=sum(worker.in_flight for worker in self._workers),
         )
 
-    async def _release_ended_runs(self) -> None:
-        """Let executors drop what they keep for a run (sandbox sessions) when it ends,
-        wherever it ended. A message missed while disconnected is covered by the
-        executors' own idle timeouts."""
-        assert self.redis is not None
-        outage = OUTAGE
-        while True:
+    async def _run_ended(self, run_id: str) -> None:
+        """A run whose job this process holds ended, or (for executors that keep state
+        for runs) any run: abort its jobs here, and let executors drop what they keep
+        for it (sandbox sessions)."""
+        await self._abort_now(run_id)
+        for executor in self.executors:
             try:
-                async with self.redis.pubsub(ignore_subscribe_messages=True) as pubsub:
-                    await pubsub.subscribe(keys.RUN_ENDED)
-                    outage.succeeded()
-                    while True:
-                        raise_if_cancel_requested()  # a cancel a timed read swallowed
-                        # A read bounded below the socket timeout: an idle channel is
-                        # silence, not a dead Redis (`listen()` would time out and log
-                        # an outage every socket timeout while no run ends).
-                        message = await pubsub.get_message(timeout=MAX_BLOCK_S)
-                        if message is None:
-                            continue
-                        run_id = message["data"]
-                        run_id = run_id.decode() if isinstance(run_id, bytes) else str(run_id)
-                        await self._abort_now(run_id)
-                        for executor in self.executors:
-                            try:
-                                await executor.release_run(run_id)
-                            except Exception as exc:  # one executor's trouble stops no other
-                                log.warning("releasing run %s: %s", run_id, exc)
-            except Exception as exc:
-                if not is_transient(exc):
-                    raise
-                await asyncio.sleep(max(outage.failed(exc), self.settings.idle_poll_s))
+                await executor.release_run(run_id)
+            except Exception as exc:  # one executor's trouble stops no other
+                log.warning("releasing run %s: %s", run_id, exc)
 
     async def _abort_now(self, run_id: str) -> None:
         """A run ended (cancelled, failed): if any of its jobs runs here, look up their
@@ -600,6 +602,8 @@ class WorkerRuntime:
         if self._http is not None:
             await self._http.aclose()
         self._stop_listening()
+        if self._run_ends is not None:
+            await self._run_ends.aclose()
         await self._leave()
         if self.redis is not None:
             with contextlib.suppress(Exception):

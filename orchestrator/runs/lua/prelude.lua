@@ -30,6 +30,7 @@ local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events 
 -- @include enqueue
 -- @include clock
 -- @include moving
+-- @include run_end
 
 -- The values a list of spilled fields names (see the top), in order.
 local function spilled_all(list)
@@ -224,8 +225,17 @@ local function finish_run(status, ev_type, fields, output)
   -- carries this run's tag, and enqueueing it twice is a no-op.
   local parent_job = redis.call('HGET', meta, F.PARENT_JOB)
   if parent_job then enqueue(cjson.decode(parent_job)) end
-  -- Workers keeping something for the run (sandbox sessions) let it go now.
-  redis.call('PUBLISH', K.RUN_ENDED, A.run_id)
+  -- The processes running the step's jobs abort them now (a cancel marked them), and
+  -- workers keeping something for the run (sandbox sessions) let it go.
+  local n = tonumber(redis.call('HGET', meta, F.STEP)) or 0
+  local job_ids = {job_prefix(n) .. K.MODEL_JOB}
+  local order = redis.call('HGET', step_key(n), S.ORDER)
+  if order then
+    for _, id in ipairs(cjson.decode(order)) do
+      job_ids[#job_ids + 1] = job_prefix(n) .. K.CALL_JOB .. id
+    end
+  end
+  tell_run_end(A.run_id, job_ids)
 end
 
 -- The run cannot go on: record why (a RunFailure), once.

@@ -69,6 +69,7 @@ class EchoKind(ToolKindPlugin):
 class EchoExecutor:
     kind = "echo"
     queue: str | None = None
+    keeps_runs = False
 
     def __init__(self) -> None:
         self.started = False

@@ -56,6 +56,7 @@ class McpExecutor(AsyncResource):
 
     kind = "mcp"
     queue: str | None = None
+    keeps_runs = False  # its sessions belong to the worker, not to runs
 
     def __init__(
         self,
