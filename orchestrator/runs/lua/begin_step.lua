@@ -24,10 +24,10 @@ if run[1] == RUN.SCHEDULED then
   redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
 end
 emit(A.event)
-load_started(run[4])
+load_started(run[7])
 -- The message list only grows (an entry is never rewritten), so what the worker holds
 -- of this run is still its first `known` messages.
-local stamp = run[5] or ''
+local stamp = run[8] or ''
 local start = 0
 if A.known > 0 and stamp ~= '' and A.known_stamp == stamp then
   start = A.known
@@ -50,7 +50,7 @@ else
   for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
 end
 local out = {messages = messages, start = start, length = length, stamp = stamp,
-             parent = run[6] or nil, tenant = run[7] or nil, batch = run[8] or nil}
+             parent = run[9] or nil, tenant = run[10] or nil, batch = run[11] or nil}
 -- The spec and tools are written once, at create: a worker holding the history holds them.
 if start == 0 then
   local written = redis.call('HMGET', meta, F.SPEC, F.TOOL_ORDER)

@@ -37,7 +37,7 @@ for _, c in ipairs(A.calls) do
 end
 hset_all(step, fields)
 add_usage(meta, A.usage, USAGE, COST, F.UNPRICED)
-local tenant = run[4] or K.DEFAULT_TENANT
+local tenant = run[7] or K.DEFAULT_TENANT
 local by_name = {}
 for i, pair in ipairs(USAGE) do by_name[i] = {pair[1], pair[1]} end
 local cost_by_name = {}
@@ -45,7 +45,7 @@ for i, pair in ipairs(COST) do cost_by_name[i] = {pair[1], pair[1]} end
 add_usage(tenant_usage_key(), A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
 -- A batch's run: charged to its batch's budget here, with the step it pays for, so a
 -- re-delivered commit charges nothing twice and a recorded step is never left uncharged.
-local batch = run[5]
+local batch = run[8]
 if batch then
   local key = batch_usage_key(tenant, batch)
   add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED)
@@ -58,7 +58,7 @@ for _, window in ipairs(A.windows) do
   redis.call('EXPIRE', key, A.window_ttl_s)
 end
 -- A run a shared budget held goes on: no longer held.
-if run[6] then unhold() end
+if run[9] then unhold() end
 if A.batch then
   redis.call('HSET', step, S.BATCH, '1')
   redis.call('HINCRBY', meta, F.BATCH_STEPS, 1)
