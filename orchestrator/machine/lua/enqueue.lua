@@ -16,13 +16,16 @@ end
 
 local function enqueue(job, lane)
   local job_key = K.ARQ_JOB .. job.job_id
+  -- A job sent as it is enqueued (transition.py: SentJob) has its payload beside the input.
+  local payload = job.payload
+  if type(payload) == 'number' then payload = ARGV[payload] end
   -- One write that says whether the job existed (NX): enqueueing twice is a no-op.
-  if not redis.call('SET', job_key, job.payload, 'PX', job.expires_ms, 'NX') then return 0 end
+  if not redis.call('SET', job_key, payload, 'PX', job.expires_ms, 'NX') then return 0 end
   if is_timer(job) then
     redis.call('ZADD', job.timers_key, job.score_ms, job.job_id)
     return 1
   end
-  fair_index(job.queue_key, job.job_id, job.score_ms, job.payload, lane)
+  fair_index(job.queue_key, job.job_id, job.score_ms, payload, lane)
   wake(job.wake_key)
   return 1
 end

@@ -1,6 +1,7 @@
 -- begin_step: a model step starts; announce it and hand back what the model needs.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    BeginStep: step, event, known, known_stamp (the history the worker holds)
+-- ARGV    BeginStep (spilled: event): step, event, known, known_stamp (the history the worker
+--         holds)
 -- Replies OK {spec, tools, messages, start, length, stamp, parent}  (tool and message
 --            JSON strings, in order; messages from index `start` to `length`: after the
 --            `known` the worker holds when its `known_stamp` is the run's `stamp`, else
@@ -23,7 +24,7 @@ if stopped_at_step_end() then return reply(OUT.CLOSED) end
 if run[1] == RUN.SCHEDULED then
   redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
 end
-emit(A.event)
+emit(ARGV[A.event])
 load_started(run[7])
 -- The message list only grows (an entry is never rewritten), so what the worker holds
 -- of this run is still its first `known` messages.

@@ -91,13 +91,15 @@ local function is_parked(call_status)
 end
 
 -- Adds a Usage to a hash's totals: its tokens and its cost by kind ({Usage field, hash
--- field} pairs), or one more step without a price (`unpriced`) when it has no cost. A
--- field prefix (a tenant's) goes before each hash field.
-local function add_usage(key, usage, tokens, costs, unpriced, prefix)
+-- field} pairs; `named`: the hash fields are the Usage's own names), or one more step
+-- without a price (`unpriced`) when it has no cost. A field prefix (a tenant's) goes
+-- before each hash field.
+local function add_usage(key, usage, tokens, costs, unpriced, prefix, named)
   prefix = prefix or ''
+  local field = named and 1 or 2
   for _, pair in ipairs(tokens) do
     local n = tonumber(usage[pair[1]]) or 0
-    if n ~= 0 then redis.call('HINCRBY', key, prefix .. pair[2], n) end
+    if n ~= 0 then redis.call('HINCRBY', key, prefix .. pair[field], n) end
   end
   local breakdown = usage.cost_breakdown
   if breakdown == nil or breakdown == cjson.null then
@@ -106,7 +108,7 @@ local function add_usage(key, usage, tokens, costs, unpriced, prefix)
   end
   for _, pair in ipairs(costs) do
     local usd = tonumber(breakdown[pair[1]]) or 0
-    if usd ~= 0 then redis.call('HINCRBYFLOAT', key, prefix .. pair[2], tostring(usd)) end
+    if usd ~= 0 then redis.call('HINCRBYFLOAT', key, prefix .. pair[field], tostring(usd)) end
   end
 end
 
@@ -244,6 +246,9 @@ end
 -- says on_error fail-run (the call's record, `call`, is CallPlan JSON; `result`
 -- ToolResultPart JSON). The result itself is kept and its event sent first.
 local function tool_failure(n, call, result)
+  -- A record without the value anywhere (most) is no fail-run call: no decode of it then
+  -- (its input may hold the value too, so a record that does is decoded).
+  if not string.find(call, FAIL_RUN_VALUE, 1, true) then return nil end
   if cjson.decode(call).on_error ~= ON_ERROR.FAIL_RUN then return nil end
   local part = cjson.decode(result)
   if not part.is_error then return nil end

@@ -15,7 +15,7 @@ from agentq.orchestrator.core.fairness import Lane
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.tenant_limits import TenantLoad
-from agentq.orchestrator.machine.transition import Spilled, Transition
+from agentq.orchestrator.machine.transition import SentJob, Spilled, Transition
 from agentq.orchestrator.runs.state.failure import RunFailure
 from agentq.orchestrator.runs.state.status import CallStatus, InputStatus, StepAfter
 
@@ -84,7 +84,7 @@ class BeginStep(TransitionInput):
     script = "begin_step"
 
     step: int
-    event: str
+    event: Spilled
     # What the worker holds of the run already (workers/steps/history_cache.py): its spec,
     # tools and first `known` messages, read while the run's stamp was `known_stamp`.
     # The reply then carries only the messages after those; with another stamp (another
@@ -129,11 +129,11 @@ class CommitStep(TransitionInput):
     order: str  # JSON list of call ids
     calls: list[CallRecord]
     events: list[Spilled]
-    jobs: list[QueuedJob]  # tool jobs, and deferred expiry jobs of parked calls
+    jobs: list[SentJob]  # tool jobs, and deferred expiry jobs of parked calls
     pending: int
     parked: int
     finishes_now: bool
-    next_job: QueuedJob
+    next_job: SentJob
     # Answered through a provider batch API: counted apart as batch-priced usage.
     batch: bool = False
     # The run's structured output (JSON) when this step gave a valid one, and messages
@@ -160,7 +160,7 @@ class ClaimCall(TransitionInput):
 
     step: int
     call_id: str
-    event: str
+    event: Spilled
 
 
 class RecordResult(TransitionInput):
@@ -172,7 +172,7 @@ class RecordResult(TransitionInput):
     call_id: str
     result: Spilled  # ToolResultPart JSON
     events: list[Spilled]
-    next_job: QueuedJob
+    next_job: SentJob
 
 
 class PostResult(RecordResult):
