@@ -78,18 +78,10 @@ class Transition(BaseModel):
 
     at: float = Field(default_factory=time.time)
 
-    def idle_job_fields(self) -> frozenset[str]:
-        """Fields whose job this transition never enqueues, whatever Redis holds: no
-        send span is started for them (tracing's cost is per span)."""
-        return frozenset()
-
     def carried_jobs(self) -> Iterator[QueuedJob]:
         """The jobs this transition may enqueue (those of its fields that hold a
-        `QueuedJob`, alone or in a list, but the idle ones): tracing stamps them."""
-        idle = self.idle_job_fields()
+        `QueuedJob`, alone or in a list): tracing stamps them."""
         for field in _job_fields(type(self)):
-            if field in idle:
-                continue
             value = getattr(self, field)
             if isinstance(value, QueuedJob):
                 yield value

@@ -3,9 +3,9 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CommitStep (spilled: resp, assistant, each call's call and result, events): step, resp, assistant, text, finish_reason, usage, after, order,
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
---         finishes_now, next_job, batch, output?, follow, failure? (a RunFailure: the run
---         fails once the step is recorded), windows, window_ttl_s (a periodic tenant
---         budget's windows the step counts in)
+--         finishes_now, next_job? (sent when it joins), batch, output?, follow, failure?
+--         (a RunFailure: the run fails once the step is recorded), windows, window_ttl_s
+--         (a periodic tenant budget's windows the step counts in)
 -- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once; or a run asked
 --         to stop at its step's end cancelled, at the join or instead of parking)
 --         FAILED (the input's failure: a budget the step went over)

@@ -133,7 +133,9 @@ class CommitStep(TransitionInput):
     pending: int
     parked: int
     finishes_now: bool
-    next_job: SentJob
+    # The next step's job, sent only when the commit joins (the step finishes nothing and
+    # leaves nothing pending); otherwise the last result's transition sends it.
+    next_job: SentJob | None = None
     # Answered through a provider batch API: counted apart as batch-priced usage.
     batch: bool = False
     # The run's structured output (JSON) when this step gave a valid one, and messages
@@ -146,13 +148,6 @@ class CommitStep(TransitionInput):
     # tenant_window_usage), and how long their totals are kept.
     windows: list[str] = Field(default_factory=list)
     window_ttl_s: int = 0
-
-    def idle_job_fields(self) -> frozenset[str]:
-        # commit_step.lua joins (sends next_job) only when the step finishes nothing
-        # and leaves nothing pending; otherwise the last result's transition sends it.
-        if self.finishes_now or self.pending > 0:
-            return frozenset({"next_job"})
-        return frozenset()
 
 
 class ClaimCall(TransitionInput):
