@@ -19,7 +19,15 @@ import typing
 from collections.abc import Iterator
 from typing import Annotated, Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, SerializationInfo
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    WrapSerializer,
+)
 
 from agentq.orchestrator.core.queued_job import QueuedJob
 
@@ -35,6 +43,20 @@ def _spill(value: str, info: SerializationInfo) -> str | int:
 
 
 Spilled = Annotated[str, PlainSerializer(_spill, when_used="json")]
+
+
+def _spill_payload(
+    job: QueuedJob, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+) -> Any:
+    body = handler(job)
+    body["payload"] = _spill(job.payload, info)
+    return body
+
+
+# A job the transition enqueues as it comes (never stores to enqueue later): its payload,
+# JSON nested in the input, is spilled (enqueue.lua reads `ARGV[job.payload]`), so Redis
+# does not unescape it byte by byte only to store it as it came.
+SentJob = Annotated[QueuedJob, WrapSerializer(_spill_payload, when_used="json")]
 
 
 def script_args(transition: BaseModel, *, retention_s: int | None = None) -> list[str]:
@@ -56,18 +78,10 @@ class Transition(BaseModel):
 
     at: float = Field(default_factory=time.time)
 
-    def idle_job_fields(self) -> frozenset[str]:
-        """Fields whose job this transition never enqueues, whatever Redis holds: no
-        send span is started for them (tracing's cost is per span)."""
-        return frozenset()
-
     def carried_jobs(self) -> Iterator[QueuedJob]:
         """The jobs this transition may enqueue (those of its fields that hold a
-        `QueuedJob`, alone or in a list, but the idle ones): tracing stamps them."""
-        idle = self.idle_job_fields()
+        `QueuedJob`, alone or in a list): tracing stamps them."""
         for field in _job_fields(type(self)):
-            if field in idle:
-                continue
             value = getattr(self, field)
             if isinstance(value, QueuedJob):
                 yield value

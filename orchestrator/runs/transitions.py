@@ -288,6 +288,7 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
             prepared=_shown(plan.prepared),
         )
     )
+    pending = sum(1 for c in plan.local_calls if c.status != CallStatus.DONE)
     return CommitStep(
         run_id=run_id,
         step=plan.step,
@@ -303,10 +304,10 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
         calls=calls,
         events=events,
         jobs=jobs,
-        pending=sum(1 for c in plan.local_calls if c.status != CallStatus.DONE),
+        pending=pending,
         parked=sum(1 for c in plan.local_calls if c.status in PARKED_CALL_STATUSES),
         finishes_now=plan.finishes_now,
-        next_job=model_job(run_id, plan.step + 1),
+        next_job=None if plan.finishes_now or pending else model_job(run_id, plan.step + 1),
         output=_output_json(plan),
         follow=[plan.retry.model_dump_json()] if plan.retry is not None else [],
         failure=plan.budget_failure,

@@ -1,7 +1,8 @@
 -- enqueue: a job in arq's own layout, atomically with the transition that causes it.
 -- Needs: K.ARQ_JOB (the constants chunk), FAIR (fair.lua's).
--- Defines: is_timer(job); enqueue(job) -> 1, or 0 when the job exists already; `job` is a QueuedJob
---   (orchestrator/core/queued_job.py) decoded.
+-- Defines: is_timer(job); enqueue(job, lane) -> 1, or 0 when the job exists already; `job` is a
+--   QueuedJob (orchestrator/core/queued_job.py) decoded; `lane` (optional) its lane, as
+--   fair_index takes it, when the caller knows it.
 -- The job key with its payload, the job ready in its queue and its lane (fair.lua),
 -- then a token that wakes a sleeping worker; a timer (a job due later) goes to its
 -- timer set instead, and wakes nobody (the claim moves it into the queue when due). Job ids are derived from what
@@ -13,15 +14,18 @@ local function is_timer(job)
   return job.timers_key ~= nil and job.timers_key ~= ''
 end
 
-local function enqueue(job)
+local function enqueue(job, lane)
   local job_key = K.ARQ_JOB .. job.job_id
+  -- A job sent as it is enqueued (transition.py: SentJob) has its payload beside the input.
+  local payload = job.payload
+  if type(payload) == 'number' then payload = ARGV[payload] end
   -- One write that says whether the job existed (NX): enqueueing twice is a no-op.
-  if not redis.call('SET', job_key, job.payload, 'PX', job.expires_ms, 'NX') then return 0 end
+  if not redis.call('SET', job_key, payload, 'PX', job.expires_ms, 'NX') then return 0 end
   if is_timer(job) then
     redis.call('ZADD', job.timers_key, job.score_ms, job.job_id)
     return 1
   end
-  fair_index(job.queue_key, job.job_id, job.score_ms, job.payload)
+  fair_index(job.queue_key, job.job_id, job.score_ms, payload, lane)
   wake(job.wake_key)
   return 1
 end

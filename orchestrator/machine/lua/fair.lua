@@ -6,7 +6,8 @@
 --   fair_entry(left, name) -> a ring entry; fair_parse(entry) -> left, name;
 --   fair_run_meta(queue_key, run_id) -> the run's meta key in the queue's partition;
 --   fair_lane_of(queue_key, payload) -> tenant, key, rank offset ms;
---   fair_index(queue_key, id, due, payload): the job ready in its lane;
+--   fair_index(queue_key, id, due, payload, lane): the job ready in its lane (`lane`:
+--   {tenant, key, rank offset ms} when the caller knows it, else read from the payload);
 --   fair_put_back(queue_key, id, due) -> true when the job (its payload read) is ready in
 --   its lane again, false when its payload expired (it leaves the queue).
 -- Every key derives from the queue's, so it is in the queue's partition (its slot); a
@@ -62,9 +63,15 @@ end
 -- the ring of tenants when it was its first lane with work: a ring lists exactly what
 -- has ready jobs (the claim removes what it empties), so a lane's size says whether it
 -- is listed. A job indexed again (a lease taken outside the claim left its entry) is no
--- new member: its lane is listed already.
-local function fair_index(queue_key, id, due, payload)
-  local tenant, key, rank = fair_lane_of(queue_key, payload)
+-- new member: its lane is listed already. A run's transition enqueueing the run's own
+-- job passes the lane it read with its guard: no decode of the payload, no second read.
+local function fair_index(queue_key, id, due, payload, lane)
+  local tenant, key, rank
+  if lane then
+    tenant, key, rank = lane[1], lane[2], lane[3]
+  else
+    tenant, key, rank = fair_lane_of(queue_key, payload)
+  end
   local fk = fair_keys(queue_key)
   local lane_key = fair_lane_key(fk, tenant, key)
   if redis.call('ZADD', lane_key, due - rank, id) == 1

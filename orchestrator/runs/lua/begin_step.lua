@@ -1,6 +1,7 @@
 -- begin_step: a model step starts; announce it and hand back what the model needs.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    BeginStep: step, event, known, known_stamp (the history the worker holds)
+-- ARGV    BeginStep (spilled: event): step, event, known, known_stamp (the history the worker
+--         holds)
 -- Replies OK {spec, tools, messages, start, length, stamp, parent}  (tool and message
 --            JSON strings, in order; messages from index `start` to `length`: after the
 --            `known` the worker holds when its `known_stamp` is the run's `stamp`, else
@@ -23,11 +24,11 @@ if stopped_at_step_end() then return reply(OUT.CLOSED) end
 if run[1] == RUN.SCHEDULED then
   redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
 end
-emit(A.event)
-load_started(run[4])
+emit(ARGV[A.event])
+load_started(run[7])
 -- The message list only grows (an entry is never rewritten), so what the worker holds
 -- of this run is still its first `known` messages.
-local stamp = run[5] or ''
+local stamp = run[8] or ''
 local start = 0
 if A.known > 0 and stamp ~= '' and A.known_stamp == stamp then
   start = A.known
@@ -50,7 +51,7 @@ else
   for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
 end
 local out = {messages = messages, start = start, length = length, stamp = stamp,
-             parent = run[6] or nil, tenant = run[7] or nil, batch = run[8] or nil}
+             parent = run[9] or nil, tenant = run[10] or nil, batch = run[11] or nil}
 -- The spec and tools are written once, at create: a worker holding the history holds them.
 if start == 0 then
   local written = redis.call('HMGET', meta, F.SPEC, F.TOOL_ORDER)

@@ -1,6 +1,6 @@
 -- claim_call: a tool job starts; the call must still want running.
 -- KEYS    meta, msgs, events (see prelude)
--- ARGV    ClaimCall: step, call_id, event
+-- ARGV    ClaimCall (spilled: event): step, call_id, event
 -- Replies CLAIMED {call, tool}  (CallPlan JSON; ToolDef JSON, absent if not defined)
 --         UNKNOWN_RUN | CLOSED | STALE | UNKNOWN_CALL
 --         DONE          the call has its result (a re-delivered job)
@@ -17,6 +17,7 @@ local name = cjson.decode(call).name
 redis.call('HSET', step, S.CALL_STATUS .. A.call_id, CALL.RUNNING)
 -- The event with the tool's name spliced in before its closing brace: no cjson round trip
 -- of the event.
-emit(string.sub(A.event, 1, -2) .. TOOL_NAME_MEMBER .. cjson.encode(name) .. string.sub(A.event, -1))
+local event = ARGV[A.event]
+emit(string.sub(event, 1, -2) .. TOOL_NAME_MEMBER .. cjson.encode(name) .. string.sub(event, -1))
 local tool = redis.call('HGET', tools_key(), name)
 return reply(OUT.CLAIMED, {call = call, tool = tool or nil})

@@ -3,9 +3,9 @@
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CommitStep (spilled: resp, assistant, each call's call and result, events): step, resp, assistant, text, finish_reason, usage, after, order,
 --         calls[{id, call, status, result}], events, jobs, pending, parked,
---         finishes_now, next_job, batch, output?, follow, failure? (a RunFailure: the run
---         fails once the step is recorded), windows, window_ttl_s (a periodic tenant
---         budget's windows the step counts in)
+--         finishes_now, next_job? (sent when it joins), batch, output?, follow, failure?
+--         (a RunFailure: the run fails once the step is recorded), windows, window_ttl_s
+--         (a periodic tenant budget's windows the step counts in)
 -- Replies COMMITTED (calls out) | CONTINUED | FINISHED (joined at once; or a run asked
 --         to stop at its step's end cancelled, at the join or instead of parking)
 --         FAILED (the input's failure: a budget the step went over)
@@ -37,28 +37,25 @@ for _, c in ipairs(A.calls) do
 end
 hset_all(step, fields)
 add_usage(meta, A.usage, USAGE, COST, F.UNPRICED)
-local tenant = run[4] or K.DEFAULT_TENANT
-local by_name = {}
-for i, pair in ipairs(USAGE) do by_name[i] = {pair[1], pair[1]} end
-local cost_by_name = {}
-for i, pair in ipairs(COST) do cost_by_name[i] = {pair[1], pair[1]} end
-add_usage(tenant_usage_key(), A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
+local tenant = run[7] or K.DEFAULT_TENANT
+-- The partition's, a batch's and a window's totals are kept under the Usage's own names.
+add_usage(tenant_usage_key(), A.usage, USAGE, COST, F.UNPRICED, tenant .. K.JOB_SEPARATOR, true)
 -- A batch's run: charged to its batch's budget here, with the step it pays for, so a
 -- re-delivered commit charges nothing twice and a recorded step is never left uncharged.
-local batch = run[5]
+local batch = run[8]
 if batch then
   local key = batch_usage_key(tenant, batch)
-  add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED)
+  add_usage(key, A.usage, USAGE, COST, F.UNPRICED, nil, true)
   redis.call('EXPIRE', key, A.retention_s)
 end
 -- A tenant's budget with a period: the step counts in its window's totals too.
 for _, window in ipairs(A.windows) do
   local key = partition_key(run_name, K.USAGE_PREFIX, K.USAGE_TENANTS .. K.JOB_SEPARATOR .. window)
-  add_usage(key, A.usage, by_name, cost_by_name, F.UNPRICED, tenant .. K.JOB_SEPARATOR)
+  add_usage(key, A.usage, USAGE, COST, F.UNPRICED, tenant .. K.JOB_SEPARATOR, true)
   redis.call('EXPIRE', key, A.window_ttl_s)
 end
 -- A run a shared budget held goes on: no longer held.
-if run[6] then unhold() end
+if run[9] then unhold() end
 if A.batch then
   redis.call('HSET', step, S.BATCH, '1')
   redis.call('HINCRBY', meta, F.BATCH_STEPS, 1)

@@ -110,6 +110,7 @@ if A.hold then
   redis.call('HSET', meta, F.HELD_JOB, cjson.encode(A.next_job))
   return reply(OUT.CREATED)
 end
+run_lane = {A.lane.tenant, A.lane.key, A.lane.rank_ms}
 enqueue_run_job(A.next_job)
 if A.start_at_ms then
   redis.call('ZADD', moving_key, A.start_at_ms, A.run_id)

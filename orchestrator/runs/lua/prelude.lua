@@ -92,13 +92,15 @@ local function is_parked(call_status)
 end
 
 -- Adds a Usage to a hash's totals: its tokens and its cost by kind ({Usage field, hash
--- field} pairs), or one more step without a price (`unpriced`) when it has no cost. A
--- field prefix (a tenant's) goes before each hash field.
-local function add_usage(key, usage, tokens, costs, unpriced, prefix)
+-- field} pairs; `named`: the hash fields are the Usage's own names), or one more step
+-- without a price (`unpriced`) when it has no cost. A field prefix (a tenant's) goes
+-- before each hash field.
+local function add_usage(key, usage, tokens, costs, unpriced, prefix, named)
   prefix = prefix or ''
+  local field = named and 1 or 2
   for _, pair in ipairs(tokens) do
     local n = tonumber(usage[pair[1]]) or 0
-    if n ~= 0 then redis.call('HINCRBY', key, prefix .. pair[2], n) end
+    if n ~= 0 then redis.call('HINCRBY', key, prefix .. pair[field], n) end
   end
   local breakdown = usage.cost_breakdown
   if breakdown == nil or breakdown == cjson.null then
@@ -107,7 +109,7 @@ local function add_usage(key, usage, tokens, costs, unpriced, prefix)
   end
   for _, pair in ipairs(costs) do
     local usd = tonumber(breakdown[pair[1]]) or 0
-    if usd ~= 0 then redis.call('HINCRBYFLOAT', key, prefix .. pair[2], tostring(usd)) end
+    if usd ~= 0 then redis.call('HINCRBYFLOAT', key, prefix .. pair[field], tostring(usd)) end
   end
 end
 
@@ -170,9 +172,14 @@ local function timers_key()
   return meta .. K.TIMERS
 end
 
+-- The run's lane (fair.lua's {tenant, key, rank offset ms}) as its guard read it (or its
+-- create wrote it), which the run's own jobs are enqueued into: no decode of a job's
+-- payload and no read of the meta again to find it. nil: not read (found from the payload).
+local run_lane = nil
+
 -- A run's job, remembering a timer so that the run's end removes it (drop_timers).
 local function enqueue_run_job(job)
-  if enqueue(job) == 1 and is_timer(job) then
+  if enqueue(job, run_lane) == 1 and is_timer(job) then
     redis.call('HSET', timers_key(), job.job_id, job.timers_key)
   end
 end
@@ -249,6 +256,9 @@ end
 -- says on_error fail-run (the call's record, `call`, is CallPlan JSON; `result`
 -- ToolResultPart JSON). The result itself is kept and its event sent first.
 local function tool_failure(n, call, result)
+  -- A record without the value anywhere (most) is no fail-run call: no decode of it then
+  -- (its input may hold the value too, so a record that does is decoded).
+  if not string.find(call, FAIL_RUN_VALUE, 1, true) then return nil end
   if cjson.decode(call).on_error ~= ON_ERROR.FAIL_RUN then return nil end
   local part = cjson.decode(result)
   if not part.is_error then return nil end
@@ -320,7 +330,7 @@ local function join(n, next_job, planned)
   end
   if planned[2] == AFTER.CONTINUE then
     redis.call('HSET', meta, F.STEP, n + 1, F.STATUS, RUN.RUNNING)
-    enqueue(next_job)
+    enqueue(next_job, run_lane)
     return OUT.CONTINUED
   end
   return succeed(step)
@@ -350,14 +360,18 @@ end
 
 -- The guard of every step and call transition: the run exists, is live, and `n` is its step.
 -- One HMGET reads the status, the step, whether a cancel asked it to stop at the step's
--- end (`stop_asked`) and the other meta fields `...` the transition needs: the refusal
--- (or nil), then what was read, in that order (false: unset; `...` from index 4).
+-- end (`stop_asked`), the run's lane (`run_lane`) and the other meta fields `...` the
+-- transition needs: the refusal (or nil), then what was read, in that order (false:
+-- unset; `...` from index 7).
 local function run_guard(n, ...)
-  local read = redis.call('HMGET', meta, F.STATUS, F.STEP, F.STOP_AT_STEP_END, ...)
+  local read = redis.call('HMGET', meta, F.STATUS, F.STEP, F.STOP_AT_STEP_END,
+                          F.FAIR_TENANT, F.FAIR_KEY, F.FAIR_RANK, ...)
   stop_asked = read[3]
   if not read[1] then return OUT.UNKNOWN_RUN, read end
   if is_terminal(read[1]) then return OUT.CLOSED, read end
   if tonumber(read[2]) ~= n then return OUT.STALE, read end
+  -- As fair.lua's fair_lane_of reads it for a job of this run.
+  run_lane = {read[4] or FAIR.DEFAULT_TENANT, read[5] or FAIR.DEFAULT_KEY, tonumber(read[6]) or 0}
   return nil, read
 end
 

@@ -15,7 +15,7 @@ from agentq.orchestrator.core.fairness import Lane
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.core.tenant_limits import TenantLoad
-from agentq.orchestrator.machine.transition import Spilled, Transition
+from agentq.orchestrator.machine.transition import SentJob, Spilled, Transition
 from agentq.orchestrator.runs.state.failure import RunFailure
 from agentq.orchestrator.runs.state.status import CallStatus, InputStatus, StepAfter
 
@@ -84,7 +84,7 @@ class BeginStep(TransitionInput):
     script = "begin_step"
 
     step: int
-    event: str
+    event: Spilled
     # What the worker holds of the run already (workers/steps/history_cache.py): its spec,
     # tools and first `known` messages, read while the run's stamp was `known_stamp`.
     # The reply then carries only the messages after those; with another stamp (another
@@ -129,11 +129,13 @@ class CommitStep(TransitionInput):
     order: str  # JSON list of call ids
     calls: list[CallRecord]
     events: list[Spilled]
-    jobs: list[QueuedJob]  # tool jobs, and deferred expiry jobs of parked calls
+    jobs: list[SentJob]  # tool jobs, and deferred expiry jobs of parked calls
     pending: int
     parked: int
     finishes_now: bool
-    next_job: QueuedJob
+    # The next step's job, sent only when the commit joins (the step finishes nothing and
+    # leaves nothing pending); otherwise the last result's transition sends it.
+    next_job: SentJob | None = None
     # Answered through a provider batch API: counted apart as batch-priced usage.
     batch: bool = False
     # The run's structured output (JSON) when this step gave a valid one, and messages
@@ -147,20 +149,13 @@ class CommitStep(TransitionInput):
     windows: list[str] = Field(default_factory=list)
     window_ttl_s: int = 0
 
-    def idle_job_fields(self) -> frozenset[str]:
-        # commit_step.lua joins (sends next_job) only when the step finishes nothing
-        # and leaves nothing pending; otherwise the last result's transition sends it.
-        if self.finishes_now or self.pending > 0:
-            return frozenset({"next_job"})
-        return frozenset()
-
 
 class ClaimCall(TransitionInput):
     script = "claim_call"
 
     step: int
     call_id: str
-    event: str
+    event: Spilled
 
 
 class RecordResult(TransitionInput):
@@ -172,7 +167,7 @@ class RecordResult(TransitionInput):
     call_id: str
     result: Spilled  # ToolResultPart JSON
     events: list[Spilled]
-    next_job: QueuedJob
+    next_job: SentJob
 
 
 class PostResult(RecordResult):

@@ -119,6 +119,8 @@ def render(
     lines.append(f"local OUTPUT_MEMBER = {_lua_str(',' + json.dumps(FINISH_OUTPUT) + ':')}")
     # A claim's `tool-running` event gets its tool's name spliced in (claim_call.lua).
     lines.append(f"local TOOL_NAME_MEMBER = {_lua_str(',' + json.dumps(RUNNING_TOOL) + ':')}")
+    # A call's record names its tool's on_error as this JSON string (prelude.lua: tool_failure).
+    lines.append(f"local FAIL_RUN_VALUE = {_lua_str(json.dumps(OnError.FAIL_RUN.value))}")
     lines.append(f"local HISTORY_INLINE_MAX = {int(HISTORY_INLINE_MAX)}")
     limits = {"MAX_IN_FLIGHT": tenant_limits.MAX_IN_FLIGHT, "MAX_QUEUED": tenant_limits.MAX_QUEUED}
     lines.append(_table("LIMIT", limits.items()))

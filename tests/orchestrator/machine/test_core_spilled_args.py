@@ -73,3 +73,18 @@ def test_a_commits_records_and_events_travel_beside_it_in_order() -> None:
     # What the script reads itself stays in ARGV[1]; nothing else is dumped differently.
     assert body["order"] == commit.order
     assert json.loads(commit.model_dump_json())["resp"] == commit.resp
+
+
+def test_a_job_sent_with_its_transition_has_its_payload_beside_the_input() -> None:
+    transition = result_args(RUN, 0, ToolResultPart(tool_call_id="c1", tool_name="t", output=""))
+    body, spilled = _argv(script_args(transition))
+    job = body["next_job"]
+    # The job's own fields stay in ARGV[1] (the script reads them); its payload, arq's JSON
+    # stored as it is, does not.
+    assert job["job_id"] == transition.next_job.job_id
+    assert spilled[job["payload"]] == transition.next_job.payload
+    assert transition.next_job.payload not in script_args(transition)[0]
+    # Dumped on its own (a stored job, a trace's stamp), a job keeps its payload.
+    assert json.loads(transition.model_dump_json())["next_job"]["payload"] == (
+        transition.next_job.payload
+    )

@@ -47,9 +47,10 @@ HOT = ("begin_step", "commit_step", "claim_call", "record_result")
 # batch budgets and held runs added theirs, 63.3 with an enqueue's SET NX; 57.0 with the
 # guards reading what a step's end, a budget's hold and a claimed call's result need,
 # and the join its plan, in the reads they already made, and a begun step's history read
-# without its length when the few messages the worker lacks are all there is (one to
-# spare).
-BUDGET = 58
+# without its length when the few messages the worker lacks are all there is; 55.0 with
+# a run's own jobs enqueued into the lane its guard read (fair.lua's second read of the
+# meta gone), 53.0 with a wake-up list trimmed only past its bound (one to spare).
+BUDGET = 54
 # Inner commands of the run's `create` (its meta, tools and messages each in one write):
 # 28 before, 19 after.
 CREATE_BUDGET = 20

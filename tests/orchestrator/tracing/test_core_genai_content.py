@@ -131,13 +131,15 @@ def test_jobs_a_transition_enqueued_by_outcome() -> None:
     args = commit_args("r", plan)
     calls = [keys.tool_job_id("r", 0, "c1"), keys.expiry_job_id("r", 0, "c2")]
     assert enqueued_job_ids(args, Outcome.COMMITTED) == calls
-    assert enqueued_job_ids(args, Outcome.CONTINUED) == [*calls, keys.model_job_id("r", 1)]
+    # With calls pending, the commit does not join: the next step's job is not sent.
+    assert args.next_job is None
+    assert enqueued_job_ids(args, Outcome.CONTINUED) == calls
     assert enqueued_job_ids(args, Outcome.DUPLICATE) == []
     recorded = result_args("r", 0, ToolResultPart(tool_call_id="c1", tool_name="add", output=3))
     assert enqueued_job_ids(recorded, Outcome.RECORDED) == []
     assert enqueued_job_ids(recorded, Outcome.CONTINUED) == [keys.model_job_id("r", 1)]
     # A job as the builders render it carries no trace context: the tracing layer stamps it.
-    assert '"trace":{}' in args.next_job.payload
+    assert '"trace":{}' in recorded.next_job.payload
     # Without a tracer provider, stamping is free: the input comes back as it was.
     assert tracing.Hops("r").stamp(args) is args
 
