@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,13 +79,29 @@ from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, text
 from agentq.orchestrator.redis.acks import acknowledged, pipeline_to
+from agentq.orchestrator.runs.state.status import TERMINAL_STATUSES, MetaField
 from agentq.workers.queue.liveness import holders_key, jobs_key
 
 ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
 RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
 
+
+def _runs_chunk() -> str:
+    """What the claim reads of a run's meta to know it has not ended (its abort marks
+    come with its end): the status field, and the statuses that end a run."""
+    terminal = ", ".join(f"[{json.dumps(str(s))}] = true" for s in sorted(TERMINAL_STATUSES))
+    return (
+        f"local RUNS = {{STATUS = {json.dumps(str(MetaField.STATUS))}}}\n"
+        f"local RUN_ENDED = {{{terminal}}}\n"
+    )
+
+
 _CONSTANTS = fairness.lua_chunk() + slots.lua_chunk()
-TAKE = scripts.load("agentq.workers.queue", ["take"], constants=_CONSTANTS)["take"]
+TAKE = scripts.load("agentq.workers.queue", ["take"], constants=_CONSTANTS + _runs_chunk())["take"]
+# How often a busy worker's claims look at a queue's timer set (jobs due later) at the
+# least, by its own clock: sooner when a claim saw or set one falling due, and at any
+# claim that finds no ready work.
+TIMER_LOOK_S = 0.05
 # How many ready jobs a claim may pass over (jobs for tools the worker lacks) in one call.
 LOOKAHEAD = 64
 # How long a worker's set of jobs it passed over is kept (it only spares wake-ups).
@@ -153,6 +170,8 @@ class Claimed:
     score: int
     payload: bytes
     deliveries: int
+    # Whether its lease names a concurrency key (its end then reads the lease record).
+    keyed: bool = True
 
 
 def parse_take(reply: list[Any]) -> tuple[bool, list[Claimed]]:
@@ -164,8 +183,9 @@ def parse_take(reply: list[Any]) -> tuple[bool, list[Claimed]]:
             score=int(float(text(reply[i + 1]))),
             payload=reply[i + 2] if isinstance(reply[i + 2], bytes) else str(reply[i + 2]).encode(),
             deliveries=int(reply[i + 3]),
+            keyed=bool(int(reply[i + 4])),
         )
-        for i in range(1, len(reply), 4)
+        for i in range(2, len(reply), 5)
     ]
     return more, claimed
 
@@ -201,6 +221,9 @@ class Taker:
         backstop_ms: int,
         leased: Callable[[], bool] = lambda: True,
         tools: Iterable[str] = (),
+        *,
+        timer_look_s: float = TIMER_LOOK_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.redis = redis
         self.worker_id = worker_id
@@ -226,6 +249,9 @@ class Taker:
         self.leased = leased
         # Claims made at the fallback poll's timeout rather than at a wake-up token.
         self.backstop_wakes = 0
+        self._timer_look_s = timer_look_s
+        self._clock = clock
+        self._timers_due = clock()  # when a claim next looks at the timer set
 
     def args(
         self,
@@ -236,8 +262,16 @@ class Taker:
         *,
         riding: bool = False,
         claim: int = 0,
+        keyed: bool = True,
     ) -> list[Any]:
-        """TAKE's arguments; `claim` is the call's number in the worker's ClaimLedger."""
+        """TAKE's arguments; `claim` is the call's number in the worker's ClaimLedger;
+        `keyed` False when the ended job's claim said its lease names no concurrency key."""
+        look = False
+        if n > 0:
+            now = self._clock()
+            look = now >= self._timers_due
+            if look:
+                self._timers_due = now + self._timer_look_s
         return [
             "1" if self.leased() else "",
             self.worker_id,
@@ -254,11 +288,21 @@ class Taker:
             "1" if riding else "",
             LOOKAHEAD,
             PASSED_KEEP_S,
+            "1" if look else "",
+            "" if keyed else "1",
         ]
+
+    def taken(self, reply: list[Any]) -> tuple[bool, list[Claimed]]:
+        """A TAKE reply read: a timer it saw or set brings the next look forward."""
+        next_timer_ms = int(reply[1])
+        if next_timer_ms >= 0:
+            due = self._clock() + next_timer_ms / 1000
+            self._timers_due = min(self._timers_due, due)
+        return parse_take(reply)
 
     async def take(self, args: list[Any]) -> tuple[bool, list[Claimed]]:
         # A claim or an end counts once the replicas have it (acks.py), like a transition.
-        return parse_take(await acknowledged(self.redis, self.sha, TAKE, self.keys, args))
+        return self.taken(await acknowledged(self.redis, self.sha, TAKE, self.keys, args))
 
     async def wait_and_take(self, timeout_s: int, args: list[Any]) -> tuple[bool, list[Claimed]]:
         """BLPOP a wake-up token (up to `timeout_s`), then claim at once, in one round
@@ -276,7 +320,7 @@ class Taker:
         if isinstance(reply, BaseException):
             raise reply
         acks.check(waited, role, [reply, *acked])
-        return parse_take(reply)
+        return self.taken(reply)
 
     async def give_back(self, settled_through: int, running: Iterable[str]) -> int:
         """Release the jobs this worker holds on this queue in the partition from claims

@@ -9,22 +9,28 @@
 --         [10] ended job id ('' for none), [11] 'done' | 'release', [12] defer ms (a
 --         release due that much later), [13] '1' when the call rides behind the job's
 --         last transition, [14] how many ready jobs it may pass over (jobs needing a
---         tool its set lacks), [15] how long the passed-over set is kept (s).
--- Replies {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
---         jobs were left behind for want of slots.
+--         tool its set lacks), [15] how long the passed-over set is kept (s), [16] '1'
+--         when the claim looks at the timer set first (the worker's clock says a look is
+--         due: claims.TIMER_LOOK_S), [17] '1' when the ended job's lease names no
+--         concurrency key (its claim said so): a done job's record then needs no read.
+-- Replies {more, next timer, id, score, payload, deliveries, keyed, id, ...}; more = 1
+--         when ready jobs were left behind for want of slots; next timer = in how many ms
+--         a timer this call saw or set falls due (-1: none seen); keyed = 1 when the
+--         job's lease names a concurrency key.
 -- Effects the jobs it claims: round-robin over the queue's tenants with ready work,
 --         within a tenant over its keys (lanes), each weighted, within a lane by rank
 --         (core/fairness.py); a lane it empties leaves its tenant's ring, a tenant
 --         without a lane left the ring of tenants; a job whose payload
 --         `needs` what the tool set lacks is left ready, untouched;
---         the ended job: done (arq's cleanup) or released (back into its lane at the time
+--         the ended job: done (arq's cleanup; an abort mark left for it goes with the
+--         abort set's pruning) or released (back into its lane at the time
 --         it was due, or a timer when deferred; its delivery taken back); each claimed job: its
 --         in-progress key, score +inf, a lease record, a delivery counted (one write for
 --         a first); the wake-up
 --         list kept a hint of ready work (a token passed on when the claim newly
 --         passed over jobs for others: the one it popped may have been theirs); timers
 --         fallen due (up to a bound per call) moved into their lanes first, at the time
---         they fell due.
+--         they fell due, when the call looks at them or finds no ready work.
 --         Concurrency keys (orchestrator/concurrency/): a job of a run with a key is
 --         taken only while its run holds a slot or the key has one free (counted in the
 --         key's counter, named in the lease record); else it leaves its lane for the
@@ -48,6 +54,11 @@ local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
 
 local ended = ARGV[10]
 local listed = false  -- the worker is in the holders set (one SADD a call)
+local out = {0, -1}
+-- A timer this call saw or set: the worker looks at the timer set again by then.
+local function note_timer(ms)
+  if out[2] < 0 or ms < out[2] then out[2] = ms end
+end
 if ended ~= '' then
   if ARGV[13] == '1' then
     -- Behind the job's last transition: a denied write first (a no-op, the worker is in
@@ -60,9 +71,17 @@ if ended ~= '' then
   -- Its lease record still here means nobody took the job from this worker (a reaper
   -- or a give-back deletes the record first; a job held is +inf, which no other claim
   -- takes): the in-progress key, if any, is ours, and needs no read.
-  local record = redis.call('HGET', jobs, ended)
-  local ours = record ~= false or redis.call('GET', progress) == me
-  redis.call('HDEL', jobs, ended)
+  -- A done job whose lease names no concurrency key needs nothing of its record but
+  -- whether it is here: the HDEL says so.
+  local record, held = false, false
+  if ARGV[17] == '1' and ARGV[11] == 'done' then
+    held = redis.call('HDEL', jobs, ended) == 1
+  else
+    record = redis.call('HGET', jobs, ended)
+    held = record ~= false
+    if held then redis.call('HDEL', jobs, ended) end
+  end
+  local ours = held or redis.call('GET', progress) == me
   -- The record goes once (a reaper that took it first released the slot itself).
   if record then conc_release(record) end
   if ARGV[11] == 'done' then
@@ -72,7 +91,6 @@ if ended ~= '' then
       redis.call('DEL', retry_prefix .. ended, job_prefix .. ended)
     end
     redis.call('ZREM', queue, ended)
-    redis.call('ZREM', aborts, ended)
   elseif ours then
     redis.call('DEL', progress)
     local tries = tonumber(redis.call('GET', retry_prefix .. ended) or '0')
@@ -82,6 +100,7 @@ if ended ~= '' then
       if defer > 0 then  -- a timer until then: the queue holds ready and running work
         redis.call('ZREM', queue, ended)
         redis.call('ZADD', KEYS[6], now() + defer, ended)
+        note_timer(defer)
       else  -- back in its lane at the time it was due
         local due = now()
         if record then
@@ -94,26 +113,37 @@ if ended ~= '' then
   end
 end
 
-local out = {0}
 if n <= 0 or ARGV[1] ~= '1' then return out end
 -- Timers fallen due join their lanes (their score is when they fell due, so they queue
 -- behind older work). Bounded per call: a backlog of timers moves over a few claims.
--- The earliest timer is read first, so a call with no timer (most) reads no clock and a
--- call whose earliest timer is not yet due reads no more. Every other way back into the
--- ready range (a release, a reaper, a give-back, a held job's slot freed) goes into the
--- lane itself (fair.lua: fair_put_back), so the queue holds no ready job outside a lane.
-local timers = KEYS[6]
-local fallen = {}
-local earliest = redis.call('ZRANGE', timers, 0, 0, 'WITHSCORES')
-if #earliest > 0 and tonumber(earliest[2]) <= now() then
-  fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now(), 'WITHSCORES', 'LIMIT', 0, 64)
-end
-for i = 1, #fallen, 2 do
-  if not fair_put_back(queue, fallen[i], tonumber(fallen[i + 1])) then
-    redis.call('DEL', retry_prefix .. fallen[i])
+-- The earliest timer is read first, so a look with no timer reads no clock and one whose
+-- earliest timer is not yet due reads no more (and says when it is). Every other way
+-- back into the ready range (a release, a reaper, a give-back, a held job's slot freed)
+-- goes into the lane itself (fair.lua: fair_put_back), so the queue holds no ready job
+-- outside a lane. How many moved.
+local function fall_due()
+  local timers = KEYS[6]
+  local earliest = redis.call('ZRANGE', timers, 0, 0, 'WITHSCORES')
+  if #earliest == 0 then return 0 end
+  if tonumber(earliest[2]) > now() then
+    note_timer(tonumber(earliest[2]) - now())
+    return 0
   end
-  redis.call('ZREM', timers, fallen[i])
+  local fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now(), 'WITHSCORES', 'LIMIT', 0, 64)
+  for i = 1, #fallen, 2 do
+    if not fair_put_back(queue, fallen[i], tonumber(fallen[i + 1])) then
+      redis.call('DEL', retry_prefix .. fallen[i])
+    end
+    redis.call('ZREM', timers, fallen[i])
+  end
+  if #fallen == 128 then note_timer(0) end  -- the bound: more may be due already
+  return #fallen / 2
 end
+-- The timers are looked at when the worker's clock says a look is due, and by a claim
+-- that finds no ready work (an idle worker's fallback poll among them): a busy worker
+-- reads no timer set per job.
+local looked = ARGV[16] == '1'
+if looked then fall_due() end
 local tool_set = KEYS[7]
 local fk = fair_keys(queue)
 
@@ -156,18 +186,21 @@ local function look(id)
     redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
     return 'gone'
   end
-  if redis.call('ZREM', aborts, id) == 1 then
+  local run = string.match(payload, '"run_id":%s*"([^"]+)"')
+  local meta_key = run and fair_run_meta(queue, run)
+  local meta = run and redis.call('HMGET', meta_key, CONC.COUNTER_FIELD, CONC.MAX_FIELD,
+                                  FAIR.WEIGHT_FIELD, FAIR.TENANT_WEIGHT_FIELD, RUNS.STATUS)
+  -- Abort marks are written with the run's end (runs/lua/cancel.lua): a run that has not
+  -- ended has none, and its job needs no look in the abort set.
+  local live = meta and meta[5] and not RUN_ENDED[meta[5]]
+  if not live and redis.call('ZREM', aborts, id) == 1 then
     -- its run was cancelled before it started: it never runs
     redis.call('ZREM', queue, id)
     redis.call('DEL', job_prefix .. id, retry_prefix .. id, progress)
     return 'gone'
   end
   local due = string.format('%.17g', score + FAIR.OFFSET)
-  local run = string.match(payload, '"run_id":%s*"([^"]+)"')
   if not run then return 'take', payload, due, '', 1, 1 end
-  local meta_key = fair_run_meta(queue, run)
-  local meta = redis.call('HMGET', meta_key, CONC.COUNTER_FIELD, CONC.MAX_FIELD,
-                          FAIR.WEIGHT_FIELD, FAIR.TENANT_WEIGHT_FIELD)
   local counter, max = meta[1], tonumber(meta[2])
   local weight, tenant_weight = tonumber(meta[3]) or 1, tonumber(meta[4]) or 1
   if not counter then return 'take', payload, due, '', weight, tenant_weight end
@@ -244,6 +277,7 @@ local budget = n + tonumber(ARGV[14])
 local claimed = 0
 local left = {}  -- the jobs passed over, for workers that serve them
 local tenants = cursor(fk.ring)
+if not looked and not read(tenants) and fall_due() > 0 then tenants = cursor(fk.ring) end
 local tenant, lanes, skip = nil, nil, 0  -- the tenant looked at, its keys' cursor, jobs passed
 local walked = false  -- the ring listed anything when the claim began
 local cleared = false  -- the walk emptied the ring and dropped the tokens
@@ -289,9 +323,12 @@ while claimed < n and budget > 0 do
         skip = skip + 1
         left[#left + 1] = id
       else
-        redis.call('ZREM', lane_key, id)
-        local drained = skip == 0 and #head == 1
-          and (not grew or redis.call('ZCARD', lane_key) == 0)
+        -- A lane that held this job alone goes whole below, with the rings when it
+        -- was the last (a lone run's job: the common one-job lane).
+        local alone = skip == 0 and #head == 1 and not grew
+        if not alone then redis.call('ZREM', lane_key, id) end
+        local drained = alone or (skip == 0 and #head == 1
+          and redis.call('ZCARD', lane_key) == 0)
         if verdict == 'take' then
           redis.call('ZADD', queue, '+inf', id)
           redis.call('HSET', jobs, id, ARGV[9] .. due .. lease .. '}')
@@ -307,6 +344,7 @@ while claimed < n and budget > 0 do
           out[#out + 1] = due
           out[#out + 1] = payload
           out[#out + 1] = tries
+          out[#out + 1] = lease == '' and 0 or 1
           if lanes.pos == 0 and not drained then
             charge(lanes, weight)
             if lanes.entry == nil then skip = 0 end  -- its turn is over: the next lane
@@ -322,16 +360,23 @@ while claimed < n and budget > 0 do
           -- The last lane of the last tenant (a lone run's job, the common one-job
           -- lane): both rings go, and the tokens left with them (nothing is ready any
           -- more, and nothing was passed over), in one write.
-          redis.call('DEL', lanes.list, tenants.list, wake_list)
+          if alone then
+            redis.call('DEL', lane_key, lanes.list, tenants.list, wake_list)
+          else
+            redis.call('DEL', lanes.list, tenants.list, wake_list)
+          end
           tenants.entry, cleared = false, true
           tenant = nil
-        elseif emptied then
-          remove(lanes)
-          remove(tenants)
-          tenant = nil
-        elseif verdict == 'take' and tenants.pos == 0 then
-          charge(tenants, tenant_weight)
-          if tenants.entry == nil then tenant = nil end  -- its turn is over
+        else
+          if alone then redis.call('ZREM', lane_key, id) end
+          if emptied then
+            remove(lanes)
+            remove(tenants)
+            tenant = nil
+          elseif verdict == 'take' and tenants.pos == 0 then
+            charge(tenants, tenant_weight)
+            if tenants.entry == nil then tenant = nil end  -- its turn is over
+          end
         end
       end
     end
