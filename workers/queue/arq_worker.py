@@ -46,15 +46,15 @@ from agentq.orchestrator.redis.connect import (
 )
 from agentq.orchestrator.redis.faults import is_transient, raise_if_cancel_requested
 from agentq.workers.queue.claims import (
-    ARQ_RETRY_PREFIX,
     JOB_RIDE,
-    RETRY_KEEP_S,
     Claimed,
     ClaimLedger,
     Taker,
 )
 from agentq.workers.queue.liveness import (
+    ARQ_RETRY_PREFIX,
     OUTAGE,
+    RETRY_KEEP_S,
 )
 
 log = logging.getLogger("agentq.worker")
@@ -390,7 +390,8 @@ class WakeableWorker(Worker):
         job_try = job.deliveries
         if enqueue_try and enqueue_try > job_try:
             job_try = enqueue_try
-            await self.pool.setex(ARQ_RETRY_PREFIX + job_id, RETRY_KEEP_S, str(job_try))
+            # The counter holds the deliveries before this one (a death counts it).
+            await self.pool.setex(ARQ_RETRY_PREFIX + job_id, RETRY_KEEP_S, str(job_try - 1))
         max_tries = self.max_tries if function.max_tries is None else function.max_tries
         if job_try > max_tries:
             log.warning("job %s: max retries %d exceeded", job_id, max_tries)

@@ -80,10 +80,7 @@ from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, text
 from agentq.orchestrator.redis.acks import acknowledged, pipeline_to
 from agentq.orchestrator.runs.state.status import TERMINAL_STATUSES, MetaField
-from agentq.workers.queue.liveness import holders_key, jobs_key
-
-ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
-RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
+from agentq.workers.queue.liveness import ARQ_RETRY_PREFIX, holders_key, jobs_key
 
 
 def _runs_chunk() -> str:
@@ -101,9 +98,11 @@ TAKE = scripts.load("agentq.workers.queue", ["take"], constants=_CONSTANTS + _ru
 # How often a busy worker's claims look at a queue's timer set (jobs due later) at the
 # least, by its own clock: sooner when a claim saw or set one falling due, and at any
 # claim that finds no ready work.
-TIMER_LOOK_S = 0.05
+TIMER_LOOK_S = 0.1
 # How many ready jobs a claim may pass over (jobs for tools the worker lacks) in one call.
 LOOKAHEAD = 64
+# A tool set this small travels in each claim call, which then reads no set key per job.
+INLINE_TOOLS = 32
 # How long a worker's set of jobs it passed over is kept (it only spares wake-ups).
 PASSED_KEEP_S = 600
 CLAIM_ONE = scripts.load("agentq.workers.queue", ["claim_one"], constants=_CONSTANTS)["claim_one"]
@@ -117,9 +116,10 @@ def record_head(queue_key: str, wake_key: str) -> str:
 
 
 def record_prefix(queue_key: str, wake_key: str) -> str:
-    """A lease record up to its score, for a holder that numbers no claims (a remote
-    service's lease: `claim_one`)."""
-    return f'{record_head(queue_key, wake_key)}0,"s":'
+    """A lease record up to its score, for a holder that numbers no claims and counts
+    its own deliveries (a remote service's lease: `claim_one`; `"d"` tells a reaper the
+    delivery is counted already)."""
+    return f'{record_head(queue_key, wake_key)}0,"d":1,"s":'
 
 
 def lease_wake_key(raw: bytes | str) -> str:
@@ -232,6 +232,7 @@ class Taker:
         self.queue_key = queue_key
         self.wake_key = wake_key = state_keys.wake(queue, partition)
         self.sha = _sha(TAKE)
+        served = sorted(set(tools))
         self.keys = [
             queue_key,
             wake_key,
@@ -240,11 +241,13 @@ class Taker:
             state_keys.abort_set(partition),
             state_keys.timers(queue, partition),
             # What the worker serves on this queue: jobs needing anything else are left.
-            state_keys.tool_set(tool_set_digest(tools), partition),
+            state_keys.tool_set(tool_set_digest(served), partition),
             # What its last claim left for others: leaving them again wakes nobody.
             state_keys.worker_passed(worker_id, queue, partition),
         ]
         self._record_head = record_head(queue_key, wake_key)
+        inline = len(served) <= INLINE_TOOLS and not any("\n" in t for t in served)
+        self._tools_inline = "\n" + "".join(f"{t}\n" for t in served) if inline else ""
         self._backstop_ms = backstop_ms
         self.leased = leased
         # Claims made at the fallback poll's timeout rather than at a wake-up token.
@@ -280,7 +283,6 @@ class Taker:
             ARQ_IN_PROGRESS_PREFIX,
             ARQ_JOB_PREFIX,
             ARQ_RETRY_PREFIX,
-            RETRY_KEEP_S,
             f'{self._record_head}{claim},"s":',
             ended,
             how,
@@ -290,6 +292,7 @@ class Taker:
             PASSED_KEEP_S,
             "1" if look else "",
             "" if keyed else "1",
+            self._tools_inline,
         ]
 
     def taken(self, reply: list[Any]) -> tuple[bool, list[Claimed]]:
@@ -329,7 +332,6 @@ class Taker:
         args: list[str | int] = [
             self.worker_id,
             ARQ_IN_PROGRESS_PREFIX,
-            ARQ_RETRY_PREFIX,
             self.queue_key,
             settled_through,
             *running,
