@@ -9,15 +9,23 @@ it: its queue, its wake-up list and the score it had.
 
 `TAKE` does a worker's whole per-job bookkeeping in one round trip: it ends the job
 the worker just ran (done: arq's cleanup; release: back into its lane at its old due
-time, or a timer when deferred, and the delivery arq counted is taken back, so only
-deaths count toward AGENTQ_MAX_DELIVERIES), then claims up to the worker's free slots
-and returns each claimed job's payload and delivery count (what arq's `run_job` would
-fetch in its own round trip). A job whose run was cancelled before it started, or
-whose payload expired, is cleaned up there and never reaches the worker.
+time, or a timer when deferred), then claims up to the worker's free slots and returns
+each claimed job's payload and delivery count (what arq's `run_job` would fetch in its
+own round trip). Only deaths count toward AGENTQ_MAX_DELIVERIES: a claim counts no
+delivery, and the reaper that puts back a dead worker's job counts the one that died
+(arq's retry key holds the deliveries that died; a remote lease's holder counts its own,
+which its record says). A job whose run was cancelled before it started, or whose
+payload expired, is cleaned up there and never reaches the worker. A job's end claims
+nothing while the worker's claim loop waits on the wake-up list (the waiting claim
+takes whatever becomes ready), so the end of a job whose run goes on in another queue
+(most) reads no queue.
 
 Timers (jobs due later: a parked call's deadline) wait in the queue's timer set, not in
 the queue (`core/queued_job.py`); TAKE moves those fallen due into the queue before it
-claims, so no sweeper is needed and the queue holds only ready and running work.
+claims, so no sweeper is needed and the queue holds only ready and running work. A busy
+worker's claims look at the timer set once per `TIMER_LOOK_S` of its clock (sooner when
+a claim saw or set a timer falling due), and any claim that finds no ready work looks:
+an idle worker's fallback poll finds timers fallen due as before.
 
 Fairness (orchestrator/core/fairness.py): a ready job also waits in its lane, a sorted
 set per fairness key of a tenant, by rank (its due time less what its run's priority is
@@ -85,12 +93,10 @@ from agentq.workers.queue.liveness import ARQ_RETRY_PREFIX, holders_key, jobs_ke
 
 def _runs_chunk() -> str:
     """What the claim reads of a run's meta to know it has not ended (its abort marks
-    come with its end): the status field, and the statuses that end a run."""
-    terminal = ", ".join(f"[{json.dumps(str(s))}] = true" for s in sorted(TERMINAL_STATUSES))
-    return (
-        f"local RUNS = {{STATUS = {json.dumps(str(MetaField.STATUS))}}}\n"
-        f"local RUN_ENDED = {{{terminal}}}\n"
-    )
+    come with its end): the status field, and the statuses that end a run, each between
+    bars (a flat table: folded into the script as literals, no table built per call)."""
+    ended = "|" + "".join(f"{s}|" for s in sorted(TERMINAL_STATUSES))
+    return f"local RUNS = {{STATUS = {json.dumps(str(MetaField.STATUS))}, ENDED = {json.dumps(ended)}}}\n"
 
 
 _CONSTANTS = fairness.lua_chunk() + slots.lua_chunk()

@@ -207,7 +207,8 @@ local function look(id, lane_score)
                                   FAIR.TENANT_FIELD, FAIR.RANK_FIELD)
   -- Abort marks are written with the run's end (runs/lua/cancel.lua): a run that has not
   -- ended has none, and its job needs no look in the abort set.
-  local live = meta and meta[5] and not RUN_ENDED[meta[5]]
+  local live = meta and meta[5]
+    and not string.find(RUNS.ENDED, '|' .. meta[5] .. '|', 1, true)
   if not live and redis.call('ZREM', aborts, id) == 1 then
     -- its run was cancelled before it started: it never runs
     redis.call('ZREM', queue, id)
