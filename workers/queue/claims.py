@@ -96,7 +96,8 @@ def _runs_chunk() -> str:
     come with its end): the status field, and the statuses that end a run, each between
     bars (a flat table: folded into the script as literals, no table built per call)."""
     ended = "|" + "".join(f"{s}|" for s in sorted(TERMINAL_STATUSES))
-    return f"local RUNS = {{STATUS = {json.dumps(str(MetaField.STATUS))}, ENDED = {json.dumps(ended)}}}\n"
+    status = json.dumps(str(MetaField.STATUS))
+    return f"local RUNS = {{STATUS = {status}, ENDED = {json.dumps(ended)}}}\n"
 
 
 _CONSTANTS = fairness.lua_chunk() + slots.lua_chunk()

@@ -29,13 +29,19 @@ from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.runs.state import lua_constants
 from agentq.workers.queue.claims import (
-    ARQ_RETRY_PREFIX,
     Claimed,
     ClaimLedger,
     Taker,
     publish_tool_set,
 )
-from agentq.workers.queue.liveness import Cadence, holders_key, jobs_key, liveness_key, reap_lapsed
+from agentq.workers.queue.liveness import (
+    ARQ_RETRY_PREFIX,
+    Cadence,
+    holders_key,
+    jobs_key,
+    liveness_key,
+    reap_lapsed,
+)
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.sample_tools import add
