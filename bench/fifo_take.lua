@@ -5,17 +5,17 @@
 --         partition's: one slot).
 -- ARGV    [1] '1' when the worker's lease is held (else it claims nothing), [2] worker id,
 --         [3] how many to claim, [4] in-progress backstop ms, [5] in-progress prefix,
---         [6] job prefix, [7] retry prefix, [8] retry keep s, [9] lease record prefix,
---         [10] ended job id ('' for none), [11] 'done' | 'release', [12] defer ms (a
---         release due that much later), [13] '1' when the call rides behind the job's
---         last transition, [14] how many ready jobs it may pass over (jobs needing a
---         tool its set lacks), [15] how long the passed-over set is kept (s).
--- Replies {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
---         jobs were left behind for want of slots.
+--         [6] job prefix, [7] retry prefix, [8] lease record prefix, [9] ended job id
+--         ('' for none), [10] 'done' | 'release', [11] defer ms (a release due that
+--         much later), [12] '1' when the call rides behind the job's last transition,
+--         [13] how many ready jobs it may pass over (jobs needing a tool its set lacks),
+--         [14] how long the passed-over set is kept (s); the rest (take.lua's) unread.
+-- Replies {more, -1, id, score, payload, deliveries, 1, id, ...} (take.lua's layout);
+--         more = 1 when ready jobs were left behind for want of slots.
 -- Effects a job whose payload `needs` what the tool set lacks is left ready, untouched;
 --         the ended job: done (arq's cleanup) or released (back into the ready range at
---         its score, or deferred; its delivery taken back); each claimed job: its
---         in-progress key, score +inf, a lease record, a delivery counted; the wake-up
+--         its score, or deferred); each claimed job: its in-progress key, score +inf, a
+--         lease record (a death counts its delivery); the wake-up
 --         list kept a hint of ready work (a token passed on when the claim newly
 --         passed over jobs for others: the one it popped may have been theirs); timers fallen due (up to a bound per call)
 --         moved into the queue first, at the time they fell due.
@@ -28,9 +28,9 @@ local me, n = ARGV[2], tonumber(ARGV[3])
 local queue, wake_list, jobs, holders, aborts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
 
-local ended = ARGV[10]
+local ended = ARGV[9]
 if ended ~= '' then
-  if ARGV[13] == '1' then
+  if ARGV[12] == '1' then
     -- Behind the job's last transition: a denied write first (a no-op, the worker is in
     -- the set), so that a full Redis, which refused the transition, refuses this too
     -- before it ends anything.
@@ -41,17 +41,15 @@ if ended ~= '' then
   local record = redis.call('HGET', jobs, ended)
   local ours = holder == me or (not holder and record ~= false)
   redis.call('HDEL', jobs, ended)
-  if ARGV[11] == 'done' then
+  if ARGV[10] == 'done' then
     if ours then redis.call('DEL', progress) end
     redis.call('DEL', retry_prefix .. ended, job_prefix .. ended)
     redis.call('ZREM', queue, ended)
     redis.call('ZREM', aborts, ended)
   elseif ours then
     redis.call('DEL', progress)
-    local tries = tonumber(redis.call('GET', retry_prefix .. ended) or '0')
-    if tries > 0 then redis.call('DECR', retry_prefix .. ended) end
     if redis.call('ZSCORE', queue, ended) then
-      local defer = tonumber(ARGV[12])
+      local defer = tonumber(ARGV[11])
       local due = now + defer
       if defer <= 0 and record then
         local ok, rec = pcall(cjson.decode, record)
@@ -63,7 +61,7 @@ if ended ~= '' then
   end
 end
 
-local out = {0}
+local out = {0, -1}
 if n <= 0 or ARGV[1] ~= '1' then return out end
 -- Timers fallen due join the ready range (their score is when they fell due, so they
 -- queue behind older work). Bounded per call: a backlog of timers moves over a few
@@ -91,7 +89,7 @@ end
 -- Pages through the ready range: a job claimed or dropped leaves it, one passed over
 -- stays, so the next page starts past those passed over. At most n + lookahead jobs
 -- are looked at, however many for other tools wait at its head.
-local budget = n + tonumber(ARGV[14])
+local budget = n + tonumber(ARGV[13])
 local claimed, passed, more = 0, 0, false
 local left = {}  -- the jobs passed over, for workers that serve them
 while claimed < n and budget > 0 do
@@ -123,14 +121,15 @@ while claimed < n and budget > 0 do
           else
             redis.call('SET', progress, me, 'PX', ARGV[4])
             redis.call('ZADD', queue, '+inf', id)
-            redis.call('HSET', jobs, id, ARGV[9] .. score .. '}')
-            local tries = redis.call('INCR', retry_prefix .. id)
-            redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
+            redis.call('HSET', jobs, id, ARGV[8] .. score .. '}')
+            -- deliveries: this one and those that died (the reaper counts a death)
+            local tries = tonumber(redis.call('GET', retry_prefix .. id) or '0') + 1
             claimed = claimed + 1
             out[#out + 1] = id
             out[#out + 1] = score
             out[#out + 1] = payload
             out[#out + 1] = tries
+            out[#out + 1] = 1  -- its lease record is read at its end
           end
         end
       end
@@ -153,7 +152,7 @@ if #left > 0 then
   end
   redis.call('DEL', passed_key)
   redis.call('SADD', passed_key, unpack(left))
-  redis.call('EXPIRE', passed_key, ARGV[15])
+  redis.call('EXPIRE', passed_key, ARGV[14])
 end
 if more then out[1] = 1 end
 if woken then

@@ -211,6 +211,8 @@ class Measured:
         self.full_runs_s = 0.0
         self.worker_cpu_s = 0.0
         self.worker_sleeps = 0
+        # Over the step runs, by script: (calls, Redis's µs in them) from SLOWLOG.
+        self.step_scripts: dict[str, tuple[int, int]] = {}
 
 
 WARM_UP = 40  # full runs per worker process before the measured ones
@@ -264,17 +266,39 @@ async def _measure(
         measured.worker_sleeps = _sleeps(pids) - sleeps0
         measured.full_runs = (await Server.read(url)).since(before)
         dump.set()
+        # Every command logged with its time, so each script's share shows (SLOWLOG's
+        # time is a command's own, a script's inner commands included).
+        await client.redis.config_set("slowlog-max-len", 1_000_000)
+        await client.redis.config_set("slowlog-log-slower-than", 0)
+        await client.redis.slowlog_reset()
         before = await Server.read(url)
         for _ in range(step_runs):  # one after another, as core_bench's step latency
             await hop_budget.wait_all(
                 client, [await client.runs.submit(core_bench.step_spec(core_bench.RUN_STEPS))]
             )
         measured.steps = (await Server.read(url)).since(before)
+        measured.step_scripts = _by_script(await client.redis.slowlog_get(-1))
+        await client.redis.config_set("slowlog-log-slower-than", 10_000)
         for _ in range(200):
             if all([await asyncio.to_thread(_written, out) for out in outs]):
                 break
             await asyncio.sleep(0.05)
     return measured
+
+
+def _by_script(entries: list[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """SLOWLOG's EVALSHA entries by script name: (calls, µs)."""
+    names = _script_names()
+    calls: collections.Counter[str] = collections.Counter()
+    usec: collections.Counter[str] = collections.Counter()
+    for entry in entries:
+        command = entry["command"]
+        words = (command.decode() if isinstance(command, bytes) else str(command)).split()
+        if len(words) > 1 and words[0].upper() == "EVALSHA":
+            name = names.get(words[1], "other")
+            calls[name] += 1
+            usec[name] += int(entry["duration"])
+    return {name: (calls[name], usec[name]) for name in calls}
 
 
 @dataclass(frozen=True)
@@ -455,6 +479,9 @@ def _report(
     )
     for name, n in sorted(per_step.items(), key=lambda kv: -kv[1]):
         print(f"  {n:6.2f}  {measured.steps.usec[name] / steps:6.1f}  {name}")
+    print("  by script (SLOWLOG: calls and Redis's µs per step):")
+    for name, (calls, usec) in sorted(measured.step_scripts.items(), key=lambda kv: -kv[1][1]):
+        print(f"  {calls / steps:6.2f}  {usec / steps:6.1f}  {name}")
 
 
 def _scaling(rows: list[tuple[Fleet, Fleet]]) -> None:

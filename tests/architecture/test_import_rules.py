@@ -227,6 +227,7 @@ ALLOWED: dict[str, set[str]] = {
         "orchestrator.core",
         "orchestrator.machine",
         "orchestrator.redis",
+        "orchestrator.runs.state",  # the claim reads whether a job's run has ended (its status)
     },
     "workers.models": {
         "orchestrator.core",

@@ -46,16 +46,15 @@ from agentq.orchestrator.redis.connect import (
 )
 from agentq.orchestrator.redis.faults import is_transient, raise_if_cancel_requested
 from agentq.workers.queue.claims import (
-    ARQ_RETRY_PREFIX,
     JOB_RIDE,
-    RETRY_KEEP_S,
     Claimed,
     ClaimLedger,
     Taker,
-    parse_take,
 )
 from agentq.workers.queue.liveness import (
+    ARQ_RETRY_PREFIX,
     OUTAGE,
+    RETRY_KEEP_S,
 )
 
 log = logging.getLogger("agentq.worker")
@@ -124,6 +123,9 @@ class WakeableWorker(Worker):
         self._capacity.set()
         self._outage = OUTAGE
         self._claims = ClaimLedger()
+        # The claim loop's BLPOP+TAKE is in flight: any ready work wakes it (a token is a
+        # hint of ready work), so a job's end claims nothing itself (workers/queue/claims.py).
+        self._armed = False
         self._give_back_due = 0.0  # monotonic: when the chores next look for lost claims
         self._give_back_until = 0.0  # ... and until when at every pass
         self._next_abort_prune_ms = 0
@@ -260,6 +262,7 @@ class WakeableWorker(Worker):
         try:
             args = taker.args(free, claim=claim)
             if block:
+                self._armed = True
                 more, claimed = await taker.wait_and_take(max(1, int(self.idle_poll_s)), args)
             else:
                 more, claimed = await taker.take(args)
@@ -267,6 +270,7 @@ class WakeableWorker(Worker):
             self._claim_failed()
             raise
         finally:
+            self._armed = False
             self._claims.settle(claim)
             self.job_counter -= free - len(claimed)
         if not self.allow_pick_jobs:
@@ -283,7 +287,7 @@ class WakeableWorker(Worker):
         """Run claimed jobs (or only release them, not counted); their slots are already
         counted in `job_counter`."""
         for job in claimed:
-            work = self._run(job) if run else self._end(job.job_id, "release", 0)
+            work = self._run(job) if run else self._end(job.job_id, "release", 0, keyed=job.keyed)
             # The worker's own context: a job claimed in another job's round trip must
             # not inherit that job's (its trace span, its rider).
             task = self.loop.create_task(work, context=self._context.copy())
@@ -348,7 +352,7 @@ class WakeableWorker(Worker):
 
     async def _run(self, job: Claimed) -> None:
         how, defer_ms, claim = "release", 0, False
-        end = _JobEnd(self, job.job_id)
+        end = _JobEnd(self, job.job_id, job.keyed)
         try:
             how, defer_ms = await self._execute(job, end)
             if end.ended:  # in its last transition's round trip
@@ -362,7 +366,9 @@ class WakeableWorker(Worker):
         finally:
             if not end.ended:
                 # Shielded like arq's finish_job: a cancelled run still ends its job.
-                await asyncio.shield(self._end(job.job_id, how, defer_ms, claim=claim))
+                await asyncio.shield(
+                    self._end(job.job_id, how, defer_ms, claim=claim, keyed=job.keyed)
+                )
 
     async def _execute(self, job: Claimed, end: _JobEnd) -> tuple[str, int]:
         """Run one claimed job (arq's run_job, less its fetch): how it ends ('done' or
@@ -384,7 +390,8 @@ class WakeableWorker(Worker):
         job_try = job.deliveries
         if enqueue_try and enqueue_try > job_try:
             job_try = enqueue_try
-            await self.pool.setex(ARQ_RETRY_PREFIX + job_id, RETRY_KEEP_S, str(job_try))
+            # The counter holds the deliveries before this one (a death counts it).
+            await self.pool.setex(ARQ_RETRY_PREFIX + job_id, RETRY_KEEP_S, str(job_try - 1))
         max_tries = self.max_tries if function.max_tries is None else function.max_tries
         if job_try > max_tries:
             log.warning("job %s: max retries %d exceeded", job_id, max_tries)
@@ -447,22 +454,32 @@ class WakeableWorker(Worker):
             await self.on_job_end(ctx)
         return how, defer_ms
 
-    async def _end(self, job_id: str, how: str, defer_ms: int, *, claim: bool = False) -> None:
+    def _slots_to_claim(self) -> int:
+        """How many jobs a job's end claims: its own freed slot and any other free one
+        (its task still counts its slot until it returns, so it hands it over). None
+        while the claim loop waits on the wake-up list: ready work wakes that wait, so
+        an end that looked too would mostly find the queue empty (the next job of a run
+        goes to another queue) or take what the woken claim would."""
+        if not self.allow_pick_jobs or self._armed:
+            return 0
+        return self.max_jobs - self.job_counter + 1
+
+    async def _end(
+        self, job_id: str, how: str, defer_ms: int, *, claim: bool = False, keyed: bool = True
+    ) -> None:
         """Apply a job's end, retrying through an outage: a live worker's job must not
         stay held by it, nor be counted as a death, because Redis blinked. With `claim`,
-        the same call claims what the job's freed slot (and any other free one) can take:
-        the job's task still counts its own slot until it returns, so it hands it over."""
+        the same call claims what the job's freed slot (and any other free one) can take."""
         outage = OUTAGE
         taker = self.taker_of(job_id)
         while True:
-            n = 0
-            if claim and self.allow_pick_jobs:
-                n = self.max_jobs - self.job_counter + 1
+            n = self._slots_to_claim() if claim else 0
             self.job_counter += n
             claimed: list[Claimed] = []
             number = self._claims.open()
             try:
-                _, claimed = await taker.take(taker.args(n, job_id, how, defer_ms, claim=number))
+                args = taker.args(n, job_id, how, defer_ms, claim=number, keyed=keyed)
+                _, claimed = await taker.take(args)
             except Exception as exc:
                 self._claim_failed()
                 if not is_transient(exc):
@@ -482,7 +499,7 @@ class WakeableWorker(Worker):
     ) -> Any:
         """Send a job's last transition and, pipelined behind it, the TAKE that ends the
         job and claims what its slot (and any other free one) can take."""
-        n = self.max_jobs - self.job_counter + 1 if self.allow_pick_jobs else 0
+        n = self._slots_to_claim()
         self.job_counter += n
         claimed: list[Claimed] = []
         unacked: InfrastructureError | None = None
@@ -490,7 +507,7 @@ class WakeableWorker(Worker):
         try:
             # The job's partition: the same slot as its run's transition.
             taker = self.taker_of(end.job_id)
-            take = taker.args(n, end.job_id, "done", 0, riding=True, claim=claim)
+            take = taker.args(n, end.job_id, "done", 0, riding=True, claim=claim, keyed=end.keyed)
             async with pipeline_to(self.pool, keys[0]) as (pipe, acks):
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
                 pipe.evalsha(taker.sha, len(taker.keys), *taker.keys, *take)
@@ -506,7 +523,7 @@ class WakeableWorker(Worker):
                 unacked = exc
             if not isinstance(took, BaseException) and unacked is None:
                 end.ended = True
-                _, claimed = parse_take(took)
+                _, claimed = taker.taken(took)
             else:
                 self._claim_failed()
         except BaseException:
@@ -571,9 +588,10 @@ class _JobEnd:
     to that transition (`RunStore.commit_step(..., ride=claims.job_ride(ctx))`). `ended`
     says whether it did (if not, the worker ends the job on its own)."""
 
-    def __init__(self, worker: WakeableWorker, job_id: str) -> None:
+    def __init__(self, worker: WakeableWorker, job_id: str, keyed: bool) -> None:
         self.worker = worker
         self.job_id = job_id
+        self.keyed = keyed
         self.ended = False
         self._used = False
 

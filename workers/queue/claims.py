@@ -9,15 +9,23 @@ it: its queue, its wake-up list and the score it had.
 
 `TAKE` does a worker's whole per-job bookkeeping in one round trip: it ends the job
 the worker just ran (done: arq's cleanup; release: back into its lane at its old due
-time, or a timer when deferred, and the delivery arq counted is taken back, so only
-deaths count toward AGENTQ_MAX_DELIVERIES), then claims up to the worker's free slots
-and returns each claimed job's payload and delivery count (what arq's `run_job` would
-fetch in its own round trip). A job whose run was cancelled before it started, or
-whose payload expired, is cleaned up there and never reaches the worker.
+time, or a timer when deferred), then claims up to the worker's free slots and returns
+each claimed job's payload and delivery count (what arq's `run_job` would fetch in its
+own round trip). Only deaths count toward AGENTQ_MAX_DELIVERIES: a claim counts no
+delivery, and the reaper that puts back a dead worker's job counts the one that died
+(arq's retry key holds the deliveries that died; a remote lease's holder counts its own,
+which its record says). A job whose run was cancelled before it started, or whose
+payload expired, is cleaned up there and never reaches the worker. A job's end claims
+nothing while the worker's claim loop waits on the wake-up list (the waiting claim
+takes whatever becomes ready), so the end of a job whose run goes on in another queue
+(most) reads no queue.
 
 Timers (jobs due later: a parked call's deadline) wait in the queue's timer set, not in
 the queue (`core/queued_job.py`); TAKE moves those fallen due into the queue before it
-claims, so no sweeper is needed and the queue holds only ready and running work.
+claims, so no sweeper is needed and the queue holds only ready and running work. A busy
+worker's claims look at the timer set once per `TIMER_LOOK_S` of its clock (sooner when
+a claim saw or set a timer falling due), and any claim that finds no ready work looks:
+an idle worker's fallback poll finds timers fallen due as before.
 
 Fairness (orchestrator/core/fairness.py): a ready job also waits in its lane, a sorted
 set per fairness key of a tenant, by rank (its due time less what its run's priority is
@@ -64,6 +72,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -78,15 +87,29 @@ from agentq.orchestrator.core.keys import ARQ_IN_PROGRESS_PREFIX, ARQ_JOB_PREFIX
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, text
 from agentq.orchestrator.redis.acks import acknowledged, pipeline_to
-from agentq.workers.queue.liveness import holders_key, jobs_key
+from agentq.orchestrator.runs.state.status import TERMINAL_STATUSES, MetaField
+from agentq.workers.queue.liveness import ARQ_RETRY_PREFIX, holders_key, jobs_key
 
-ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
-RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
+
+def _runs_chunk() -> str:
+    """What the claim reads of a run's meta to know it has not ended (its abort marks
+    come with its end): the status field, and the statuses that end a run, each between
+    bars (a flat table: folded into the script as literals, no table built per call)."""
+    ended = "|" + "".join(f"{s}|" for s in sorted(TERMINAL_STATUSES))
+    status = json.dumps(str(MetaField.STATUS))
+    return f"local RUNS = {{STATUS = {status}, ENDED = {json.dumps(ended)}}}\n"
+
 
 _CONSTANTS = fairness.lua_chunk() + slots.lua_chunk()
-TAKE = scripts.load("agentq.workers.queue", ["take"], constants=_CONSTANTS)["take"]
+TAKE = scripts.load("agentq.workers.queue", ["take"], constants=_CONSTANTS + _runs_chunk())["take"]
+# How often a busy worker's claims look at a queue's timer set (jobs due later) at the
+# least, by its own clock: sooner when a claim saw or set one falling due, and at any
+# claim that finds no ready work.
+TIMER_LOOK_S = 0.1
 # How many ready jobs a claim may pass over (jobs for tools the worker lacks) in one call.
 LOOKAHEAD = 64
+# A tool set this small travels in each claim call, which then reads no set key per job.
+INLINE_TOOLS = 32
 # How long a worker's set of jobs it passed over is kept (it only spares wake-ups).
 PASSED_KEEP_S = 600
 CLAIM_ONE = scripts.load("agentq.workers.queue", ["claim_one"], constants=_CONSTANTS)["claim_one"]
@@ -100,9 +123,10 @@ def record_head(queue_key: str, wake_key: str) -> str:
 
 
 def record_prefix(queue_key: str, wake_key: str) -> str:
-    """A lease record up to its score, for a holder that numbers no claims (a remote
-    service's lease: `claim_one`)."""
-    return f'{record_head(queue_key, wake_key)}0,"s":'
+    """A lease record up to its score, for a holder that numbers no claims and counts
+    its own deliveries (a remote service's lease: `claim_one`; `"d"` tells a reaper the
+    delivery is counted already)."""
+    return f'{record_head(queue_key, wake_key)}0,"d":1,"s":'
 
 
 def lease_wake_key(raw: bytes | str) -> str:
@@ -153,6 +177,8 @@ class Claimed:
     score: int
     payload: bytes
     deliveries: int
+    # Whether its lease names a concurrency key (its end then reads the lease record).
+    keyed: bool = True
 
 
 def parse_take(reply: list[Any]) -> tuple[bool, list[Claimed]]:
@@ -164,8 +190,9 @@ def parse_take(reply: list[Any]) -> tuple[bool, list[Claimed]]:
             score=int(float(text(reply[i + 1]))),
             payload=reply[i + 2] if isinstance(reply[i + 2], bytes) else str(reply[i + 2]).encode(),
             deliveries=int(reply[i + 3]),
+            keyed=bool(int(reply[i + 4])),
         )
-        for i in range(1, len(reply), 4)
+        for i in range(2, len(reply), 5)
     ]
     return more, claimed
 
@@ -201,6 +228,9 @@ class Taker:
         backstop_ms: int,
         leased: Callable[[], bool] = lambda: True,
         tools: Iterable[str] = (),
+        *,
+        timer_look_s: float = TIMER_LOOK_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.redis = redis
         self.worker_id = worker_id
@@ -209,6 +239,7 @@ class Taker:
         self.queue_key = queue_key
         self.wake_key = wake_key = state_keys.wake(queue, partition)
         self.sha = _sha(TAKE)
+        served = sorted(set(tools))
         self.keys = [
             queue_key,
             wake_key,
@@ -217,15 +248,20 @@ class Taker:
             state_keys.abort_set(partition),
             state_keys.timers(queue, partition),
             # What the worker serves on this queue: jobs needing anything else are left.
-            state_keys.tool_set(tool_set_digest(tools), partition),
+            state_keys.tool_set(tool_set_digest(served), partition),
             # What its last claim left for others: leaving them again wakes nobody.
             state_keys.worker_passed(worker_id, queue, partition),
         ]
         self._record_head = record_head(queue_key, wake_key)
+        inline = len(served) <= INLINE_TOOLS and not any("\n" in t for t in served)
+        self._tools_inline = "\n" + "".join(f"{t}\n" for t in served) if inline else ""
         self._backstop_ms = backstop_ms
         self.leased = leased
         # Claims made at the fallback poll's timeout rather than at a wake-up token.
         self.backstop_wakes = 0
+        self._timer_look_s = timer_look_s
+        self._clock = clock
+        self._timers_due = clock()  # when a claim next looks at the timer set
 
     def args(
         self,
@@ -236,8 +272,16 @@ class Taker:
         *,
         riding: bool = False,
         claim: int = 0,
+        keyed: bool = True,
     ) -> list[Any]:
-        """TAKE's arguments; `claim` is the call's number in the worker's ClaimLedger."""
+        """TAKE's arguments; `claim` is the call's number in the worker's ClaimLedger;
+        `keyed` False when the ended job's claim said its lease names no concurrency key."""
+        look = False
+        if n > 0:
+            now = self._clock()
+            look = now >= self._timers_due
+            if look:
+                self._timers_due = now + self._timer_look_s
         return [
             "1" if self.leased() else "",
             self.worker_id,
@@ -246,7 +290,6 @@ class Taker:
             ARQ_IN_PROGRESS_PREFIX,
             ARQ_JOB_PREFIX,
             ARQ_RETRY_PREFIX,
-            RETRY_KEEP_S,
             f'{self._record_head}{claim},"s":',
             ended,
             how,
@@ -254,11 +297,22 @@ class Taker:
             "1" if riding else "",
             LOOKAHEAD,
             PASSED_KEEP_S,
+            "1" if look else "",
+            "" if keyed else "1",
+            self._tools_inline,
         ]
+
+    def taken(self, reply: list[Any]) -> tuple[bool, list[Claimed]]:
+        """A TAKE reply read: a timer it saw or set brings the next look forward."""
+        next_timer_ms = int(reply[1])
+        if next_timer_ms >= 0:
+            due = self._clock() + next_timer_ms / 1000
+            self._timers_due = min(self._timers_due, due)
+        return parse_take(reply)
 
     async def take(self, args: list[Any]) -> tuple[bool, list[Claimed]]:
         # A claim or an end counts once the replicas have it (acks.py), like a transition.
-        return parse_take(await acknowledged(self.redis, self.sha, TAKE, self.keys, args))
+        return self.taken(await acknowledged(self.redis, self.sha, TAKE, self.keys, args))
 
     async def wait_and_take(self, timeout_s: int, args: list[Any]) -> tuple[bool, list[Claimed]]:
         """BLPOP a wake-up token (up to `timeout_s`), then claim at once, in one round
@@ -276,7 +330,7 @@ class Taker:
         if isinstance(reply, BaseException):
             raise reply
         acks.check(waited, role, [reply, *acked])
-        return parse_take(reply)
+        return self.taken(reply)
 
     async def give_back(self, settled_through: int, running: Iterable[str]) -> int:
         """Release the jobs this worker holds on this queue in the partition from claims
@@ -285,7 +339,6 @@ class Taker:
         args: list[str | int] = [
             self.worker_id,
             ARQ_IN_PROGRESS_PREFIX,
-            ARQ_RETRY_PREFIX,
             self.queue_key,
             settled_through,
             *running,

@@ -38,6 +38,8 @@ log = logging.getLogger("agentq.worker")
 OUTAGE = Outage("agentq worker", log)
 
 REAPER = "aq:reaper"  # hash: when reapers last passed, and since when without a gap
+ARQ_RETRY_PREFIX = "arq:retry:"  # arq's delivery counter (arq.constants.retry_key_prefix)
+RETRY_KEEP_S = 88_400  # how long arq keeps a delivery counter
 
 
 def liveness_key(worker_id: str) -> str:
@@ -100,7 +102,12 @@ async def reap_lapsed(redis: Redis, cadence: Cadence) -> int:
             reaped += int(
                 await reap(
                     keys=[holders_key(p), jobs_key(worker_id, p)],
-                    args=[worker_id, keys.ARQ_IN_PROGRESS_PREFIX],
+                    args=[
+                        worker_id,
+                        keys.ARQ_IN_PROGRESS_PREFIX,
+                        ARQ_RETRY_PREFIX,
+                        RETRY_KEEP_S,
+                    ],
                 )
             )
     return reaped

@@ -51,13 +51,13 @@ from agentq.orchestrator.runs.result_guards import guarded_result
 from agentq.orchestrator.runs.store import RunStore
 from agentq.workers.queue.arq_worker import BACKSTOP_MS
 from agentq.workers.queue.claims import (
-    ARQ_RETRY_PREFIX,
     CLAIM_ONE,
     Taker,
     lease_wake_key,
     record_prefix,
 )
 from agentq.workers.queue.liveness import (
+    ARQ_RETRY_PREFIX,
     OUTAGE,
     RENEW,
     holders_key,

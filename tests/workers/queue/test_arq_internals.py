@@ -14,7 +14,7 @@ import arq.worker
 import pytest
 
 from agentq.orchestrator.core import keys
-from agentq.workers.queue.claims import ARQ_RETRY_PREFIX
+from agentq.workers.queue.liveness import ARQ_RETRY_PREFIX
 
 pytestmark = pytest.mark.unit
 

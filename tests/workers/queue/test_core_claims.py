@@ -29,13 +29,19 @@ from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.runs.state import lua_constants
 from agentq.workers.queue.claims import (
-    ARQ_RETRY_PREFIX,
     Claimed,
     ClaimLedger,
     Taker,
     publish_tool_set,
 )
-from agentq.workers.queue.liveness import Cadence, holders_key, jobs_key, liveness_key, reap_lapsed
+from agentq.workers.queue.liveness import (
+    ARQ_RETRY_PREFIX,
+    Cadence,
+    holders_key,
+    jobs_key,
+    liveness_key,
+    reap_lapsed,
+)
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.sample_tools import add
@@ -161,6 +167,28 @@ async def test_timers_wait_apart_until_due_then_the_claim_takes_them(redis: Redi
     _, claimed = await taker.take(taker.args(16))
     assert ids(claimed) == [later]
     assert await redis.zcard(timers) == 0
+
+
+async def test_a_busy_workers_claims_look_at_the_timers_once_per_period_of_its_clock(
+    redis: Redis,
+) -> None:
+    """A claim that finds ready work reads no timer set unless the worker's clock says a
+    look is due (claims.TIMER_LOOK_S): a timer fallen due meanwhile waits for that look."""
+    (later,) = await enqueue(redis, 1, run="later", defer_s=60)
+    ready_jobs = await enqueue(redis, 3, run="now")
+    await redis.set(liveness_key("w1"), "w1", px=60_000)
+    clock = [100.0]
+    taker = Taker(redis, "w1", QUEUE, 0, BACKSTOP_MS, timer_look_s=0.05, clock=lambda: clock[0])
+
+    _, first = await taker.take(taker.args(1))  # looks: the timer is not due
+    await redis.zadd(taker.keys[5], {later: 1000})  # it falls due
+    _, second = await taker.take(taker.args(1))  # the same instant: no look
+    clock[0] += 0.05
+    _, third = await taker.take(taker.args(16))  # a look is due
+
+    assert [c.job_id for c in first + second] == ready_jobs[:2]
+    assert ids(third) == sorted([later, ready_jobs[2]])
+    assert await redis.zcard(taker.keys[5]) == 0
 
 
 async def test_a_dead_workers_claimed_jobs_are_re_delivered_at_their_old_score(

@@ -56,7 +56,8 @@ async def create(redis: Redis, name: str, tenant: str, key: str | None, max_runn
 
 async def taker(redis: Redis, name: str) -> Taker:
     await redis.set(liveness_key(name), name, px=60_000)
-    return Taker(redis, name, MODEL_QUEUE, 0, 60_000)
+    # Every claim looks at the timer set: some jobs below come in as timers fallen due.
+    return Taker(redis, name, MODEL_QUEUE, 0, 60_000, timer_look_s=0)
 
 
 async def take(t: Taker, n: int, ended: str = "") -> list[str]:

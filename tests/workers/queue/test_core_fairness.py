@@ -206,3 +206,20 @@ async def test_a_worker_passes_a_lane_it_cannot_serve_without_turning_the_ring(
     assert sorted(c.job_id for c in rest) == sorted(j.job_id for j in needing)
     await serving.take(serving.args(4))  # finds nothing: the drained lanes are gone
     assert await redis.keys(keys.FAIR_PREFIX + "*") == []
+
+
+async def test_a_prioritised_job_claimed_and_released_is_due_again_when_it_was(
+    redis: Redis,
+) -> None:
+    """The claim reads a job's due time from its lane (the lane's score plus its run's
+    rank), not from the queue: a high-priority run's job goes back where it was."""
+    job = await create(redis, "p0", "tenant-a", priority="high", due_ms=T0_MS + 7)
+    queue = keys.queue(MODEL_QUEUE)
+    score = await redis.zscore(queue, job)
+    t = await taker(redis)
+
+    _, (claimed,) = await t.take(t.args(1))
+    await t.take(t.args(0, job, "release"))
+
+    assert claimed.score == T0_MS + 7
+    assert await redis.zscore(queue, job) == score

@@ -3,25 +3,25 @@
 --   dropped, and Redis ran the claim anyway). Nobody else would ever free them: the
 --   worker's lease is renewed, so no reaper looks at its jobs.
 -- KEYS    the worker's jobs hash in one partition (its slot).
--- ARGV    [1] the worker id, [2] in-progress prefix, [3] retry prefix, [4] the queue
---         whose claims these are (a worker process holds the jobs of all its queues in
---         one hash; each queue's loop numbers its own claims and knows its own jobs),
---         [5] that loop's last settled claim (claims after it may still be answered:
---         their jobs are left alone), [6...] the ids of the jobs it is running.
+-- ARGV    [1] the worker id, [2] in-progress prefix, [3] the queue whose claims these
+--         are (a worker process holds the jobs of all its queues in one hash; each
+--         queue's loop numbers its own claims and knows its own jobs), [4] that loop's
+--         last settled claim (claims after it may still be answered: their jobs are left
+--         alone), [5...] the ids of the jobs it is running.
 -- Replies how many jobs it gave back.
 -- Effects each such job released as a release does (back in its lane at its score, its queue
---         woken, the delivery the lost claim counted taken back), its lease record gone.
---         A job's first write is one a full Redis refuses (ZADD, DECR): refused, the
+--         woken; the lost claim counted no delivery), its lease record gone.
+--         A job's first write is one a full Redis refuses (ZADD): refused, the
 --         job is left as it was (a script is not rolled back). An expired job leaves
 --         the queue. A record's concurrency
 --         slot is released with it.
 -- @include wake
 -- @include conc
 
-local me, progress_prefix, retry_prefix, queue = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
-local settled = tonumber(ARGV[5])
+local me, progress_prefix, queue = ARGV[1], ARGV[2], ARGV[3]
+local settled = tonumber(ARGV[4])
 local running = {}
-for i = 6, #ARGV do running[ARGV[i]] = true end
+for i = 5, #ARGV do running[ARGV[i]] = true end
 local given = 0
 local held = redis.call('HGETALL', KEYS[1])
 for i = 1, #held, 2 do
@@ -34,8 +34,6 @@ for i = 1, #held, 2 do
     if holder == me or not holder then
       local queued = redis.call('ZSCORE', rec.q, id)
       if queued then queued = fair_put_back(rec.q, id, rec.s) end
-      local tries = tonumber(redis.call('GET', retry_prefix .. id) or '0')
-      if tries > 0 then redis.call('DECR', retry_prefix .. id) end
       redis.call('DEL', progress)
       if queued then wake(rec.w) end
       given = given + 1

@@ -2,11 +2,14 @@
 --   gone). Every key is in the partition's slot (a lease record names its partition's
 --   queue and wake-up list).
 -- KEYS    [1] the partition's holders set, [2] the worker's jobs hash there.
--- ARGV    [1] the worker id, [2] arq's in-progress key prefix.
+-- ARGV    [1] the worker id, [2] arq's in-progress key prefix, [3] arq's delivery
+--         counter prefix, [4] how long a counter is kept (s).
 -- Replies how many jobs it re-delivered.
 -- Effects its jobs re-delivered (their in-progress keys go, only those it still holds,
---         each back at the score it had, their queues woken); it leaves the holders;
---         every record's concurrency slot released (the records all go).
+--         each back at the score it had, their queues woken), each delivery that died
+--         counted (a worker's claim counts none itself; a remote lease's holder counted
+--         its own: its record says `d`); it leaves the holders; every record's
+--         concurrency slot released (the records all go).
 -- @include wake
 -- @include conc
 
@@ -23,6 +26,10 @@ for i = 1, #jobs, 2 do
     local rec = cjson.decode(jobs[i + 1])
     if redis.call('ZSCORE', rec.q, jobs[i]) and fair_put_back(rec.q, jobs[i], rec.s) then
       wake(rec.w)
+      if not rec.d then
+        redis.call('INCR', ARGV[3] .. jobs[i])
+        redis.call('EXPIRE', ARGV[3] .. jobs[i], ARGV[4])
+      end
     end
     reaped = reaped + 1
   end

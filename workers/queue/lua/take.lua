@@ -5,26 +5,34 @@
 --         partition's: one slot).
 -- ARGV    [1] '1' when the worker's lease is held (else it claims nothing), [2] worker id,
 --         [3] how many to claim, [4] in-progress backstop ms, [5] in-progress prefix,
---         [6] job prefix, [7] retry prefix, [8] retry keep s, [9] lease record prefix,
---         [10] ended job id ('' for none), [11] 'done' | 'release', [12] defer ms (a
---         release due that much later), [13] '1' when the call rides behind the job's
---         last transition, [14] how many ready jobs it may pass over (jobs needing a
---         tool its set lacks), [15] how long the passed-over set is kept (s).
--- Replies {more, id, score, payload, deliveries, id, score, ...}; more = 1 when ready
---         jobs were left behind for want of slots.
+--         [6] job prefix, [7] retry prefix (a job's deliveries that died), [8] lease
+--         record prefix, [9] ended job id ('' for none), [10] 'done' | 'release', [11]
+--         defer ms (a release due that much later), [12] '1' when the call rides behind
+--         the job's last transition, [13] how many ready jobs it may pass over (jobs
+--         needing a tool its set lacks), [14] how long the passed-over set is kept (s),
+--         [15] '1' when the claim looks at the timer set first (the worker's clock says
+--         a look is due: claims.TIMER_LOOK_S), [16] '1' when the ended job's lease names
+--         no concurrency key (its claim said so): a done job's record then needs no read,
+--         [17] the worker's tool set, each name between newlines, when it is small
+--         ('' : the set key says).
+-- Replies {more, next timer, id, score, payload, deliveries, keyed, id, ...}; more = 1
+--         when ready jobs were left behind for want of slots; next timer = in how many ms
+--         a timer this call saw or set falls due (-1: none seen); keyed = 1 when the
+--         job's lease names a concurrency key.
 -- Effects the jobs it claims: round-robin over the queue's tenants with ready work,
 --         within a tenant over its keys (lanes), each weighted, within a lane by rank
 --         (core/fairness.py); a lane it empties leaves its tenant's ring, a tenant
 --         without a lane left the ring of tenants; a job whose payload
 --         `needs` what the tool set lacks is left ready, untouched;
---         the ended job: done (arq's cleanup) or released (back into its lane at the time
---         it was due, or a timer when deferred; its delivery taken back); each claimed job: its
---         in-progress key, score +inf, a lease record, a delivery counted (one write for
---         a first); the wake-up
+--         the ended job: done (arq's cleanup; an abort mark left for it goes with the
+--         abort set's pruning) or released (back into its lane at the time
+--         it was due, or a timer when deferred); each claimed job: its in-progress key,
+--         score +inf, a lease record (its delivery is counted only if it dies: the
+--         reaper counts it, reap_partition.lua); the wake-up
 --         list kept a hint of ready work (a token passed on when the claim newly
 --         passed over jobs for others: the one it popped may have been theirs); timers
 --         fallen due (up to a bound per call) moved into their lanes first, at the time
---         they fell due.
+--         they fell due, when the call looks at them or finds no ready work.
 --         Concurrency keys (orchestrator/concurrency/): a job of a run with a key is
 --         taken only while its run holds a slot or the key has one free (counted in the
 --         key's counter, named in the lease record); else it leaves its lane for the
@@ -46,10 +54,15 @@ local me, n = ARGV[2], tonumber(ARGV[3])
 local queue, wake_list, jobs, holders, aborts = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
 
-local ended = ARGV[10]
+local ended = ARGV[9]
 local listed = false  -- the worker is in the holders set (one SADD a call)
+local out = {0, -1}
+-- A timer this call saw or set: the worker looks at the timer set again by then.
+local function note_timer(ms)
+  if out[2] < 0 or ms < out[2] then out[2] = ms end
+end
 if ended ~= '' then
-  if ARGV[13] == '1' then
+  if ARGV[12] == '1' then
     -- Behind the job's last transition: a denied write first (a no-op, the worker is in
     -- the set), so that a full Redis, which refused the transition, refuses this too
     -- before it ends anything.
@@ -60,28 +73,34 @@ if ended ~= '' then
   -- Its lease record still here means nobody took the job from this worker (a reaper
   -- or a give-back deletes the record first; a job held is +inf, which no other claim
   -- takes): the in-progress key, if any, is ours, and needs no read.
-  local record = redis.call('HGET', jobs, ended)
-  local ours = record ~= false or redis.call('GET', progress) == me
-  redis.call('HDEL', jobs, ended)
+  -- A done job whose lease names no concurrency key needs nothing of its record but
+  -- whether it is here: the HDEL says so.
+  local record, held = false, false
+  if ARGV[16] == '1' and ARGV[10] == 'done' then
+    held = redis.call('HDEL', jobs, ended) == 1
+  else
+    record = redis.call('HGET', jobs, ended)
+    held = record ~= false
+    if held then redis.call('HDEL', jobs, ended) end
+  end
+  local ours = held or redis.call('GET', progress) == me
   -- The record goes once (a reaper that took it first released the slot itself).
   if record then conc_release(record) end
-  if ARGV[11] == 'done' then
+  if ARGV[10] == 'done' then
     if ours then
       redis.call('DEL', progress, retry_prefix .. ended, job_prefix .. ended)
     else
       redis.call('DEL', retry_prefix .. ended, job_prefix .. ended)
     end
     redis.call('ZREM', queue, ended)
-    redis.call('ZREM', aborts, ended)
-  elseif ours then
+  elseif ours then  -- a release: its delivery was never counted (only a death counts)
     redis.call('DEL', progress)
-    local tries = tonumber(redis.call('GET', retry_prefix .. ended) or '0')
-    if tries > 0 then redis.call('DECR', retry_prefix .. ended) end
     if redis.call('ZSCORE', queue, ended) then
-      local defer = tonumber(ARGV[12])
+      local defer = tonumber(ARGV[11])
       if defer > 0 then  -- a timer until then: the queue holds ready and running work
         redis.call('ZREM', queue, ended)
         redis.call('ZADD', KEYS[6], now() + defer, ended)
+        note_timer(defer)
       else  -- back in its lane at the time it was due
         local due = now()
         if record then
@@ -94,26 +113,37 @@ if ended ~= '' then
   end
 end
 
-local out = {0}
 if n <= 0 or ARGV[1] ~= '1' then return out end
 -- Timers fallen due join their lanes (their score is when they fell due, so they queue
 -- behind older work). Bounded per call: a backlog of timers moves over a few claims.
--- The earliest timer is read first, so a call with no timer (most) reads no clock and a
--- call whose earliest timer is not yet due reads no more. Every other way back into the
--- ready range (a release, a reaper, a give-back, a held job's slot freed) goes into the
--- lane itself (fair.lua: fair_put_back), so the queue holds no ready job outside a lane.
-local timers = KEYS[6]
-local fallen = {}
-local earliest = redis.call('ZRANGE', timers, 0, 0, 'WITHSCORES')
-if #earliest > 0 and tonumber(earliest[2]) <= now() then
-  fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now(), 'WITHSCORES', 'LIMIT', 0, 64)
-end
-for i = 1, #fallen, 2 do
-  if not fair_put_back(queue, fallen[i], tonumber(fallen[i + 1])) then
-    redis.call('DEL', retry_prefix .. fallen[i])
+-- The earliest timer is read first, so a look with no timer reads no clock and one whose
+-- earliest timer is not yet due reads no more (and says when it is). Every other way
+-- back into the ready range (a release, a reaper, a give-back, a held job's slot freed)
+-- goes into the lane itself (fair.lua: fair_put_back), so the queue holds no ready job
+-- outside a lane. How many moved.
+local function fall_due()
+  local timers = KEYS[6]
+  local earliest = redis.call('ZRANGE', timers, 0, 0, 'WITHSCORES')
+  if #earliest == 0 then return 0 end
+  if tonumber(earliest[2]) > now() then
+    note_timer(tonumber(earliest[2]) - now())
+    return 0
   end
-  redis.call('ZREM', timers, fallen[i])
+  local fallen = redis.call('ZRANGEBYSCORE', timers, '-inf', now(), 'WITHSCORES', 'LIMIT', 0, 64)
+  for i = 1, #fallen, 2 do
+    if not fair_put_back(queue, fallen[i], tonumber(fallen[i + 1])) then
+      redis.call('DEL', retry_prefix .. fallen[i])
+    end
+    redis.call('ZREM', timers, fallen[i])
+  end
+  if #fallen == 128 then note_timer(0) end  -- the bound: more may be due already
+  return #fallen / 2
 end
+-- The timers are looked at when the worker's clock says a look is due, and by a claim
+-- that finds no ready work (an idle worker's fallback poll among them): a busy worker
+-- reads no timer set per job.
+local looked = ARGV[15] == '1'
+if looked then fall_due() end
 local tool_set = KEYS[7]
 local fk = fair_keys(queue)
 
@@ -129,51 +159,76 @@ local function needs_of(payload)
   return ''
 end
 
+-- Whether this worker serves what a job needs: its tool set, in the call when small
+-- (each name between newlines), else its set key.
+local function serves(needs)
+  if ARGV[17] ~= '' then return string.find(ARGV[17], '\n' .. needs .. '\n', 1, true) ~= nil end
+  return redis.call('SISMEMBER', tool_set, needs) == 1
+end
+
 -- A held job put back by a look (a free slot beside held work) may have joined the lane
 -- looked at, or the rings behind the cursors, which then no longer know their ends.
 local put_back = false
 
 -- A lane's head job: 'gone' (no longer ready in the queue: claimed, ended, cancelled,
--- expired, put back to be indexed again), 'held' (its key is at its max: moved to the
--- key's held jobs), 'pass' (for a tool this worker lacks) or 'take', with its payload,
+-- expired), 'held' (its key is at its max: moved to the key's held jobs), 'pass' (for a
+-- tool this worker lacks) or 'take', out of the ready range already, with its payload,
 -- when it was due, what its lease record adds (its key's counter and run) and its run's
 -- key and tenant weights (one read of the run's meta gives both its key and weights).
-local function look(id)
-  local score = tonumber(redis.call('ZSCORE', queue, id) or '0')
-  if score >= 0 then return 'gone' end
-  local payload = redis.call('GET', job_prefix .. id)
-  if not payload then  -- expired before anyone ran it
+-- A lane lists a job at its due time less its run's rank (fair.lua: fair_index), so
+-- its due time is the lane's score plus that rank, with no read of the queue.
+local function look(id, lane_score)
+  local got = redis.call('MGET', job_prefix .. id, retry_prefix .. id)
+  local payload = got[1]
+  if not payload then  -- expired before anyone ran it, or ended
     redis.call('ZREM', queue, id)
     redis.call('DEL', retry_prefix .. id)
     return 'gone'
   end
   local needs = needs_of(payload)
-  if needs ~= '' and redis.call('SISMEMBER', tool_set, needs) == 0 then return 'pass' end
-  -- Its in-progress key, taken here once (NX: the same write says whether another
-  -- holds it already); every verdict but 'take' from here on lets it go again.
-  local progress = progress_prefix .. id
-  if not redis.call('SET', progress, me, 'PX', ARGV[4], 'NX') then
-    redis.call('ZADD', queue, '+inf', id)  -- held already: out of the ready range
-    return 'gone'
+  if needs ~= '' and not serves(needs) then
+    local score = tonumber(redis.call('ZSCORE', queue, id) or '0')
+    if score >= 0 then return 'gone' end
+    return 'pass'
   end
-  if redis.call('ZREM', aborts, id) == 1 then
+  -- Out of the ready range, in the one write that says whether it was in it: a job in a
+  -- lane is in the queue at its indexed score (below zero) until a claim takes it
+  -- (+inf); absent or +inf, it is gone. Every verdict but 'take' from here on puts it
+  -- back or lets it go.
+  if redis.call('ZADD', queue, 'XX', 'GT', 'CH', '+inf', id) == 0 then return 'gone' end
+  -- Its in-progress key, taken here once (NX: the same write says whether another
+  -- holds it already: a remote lease took it from the queue, leaving its lane entry).
+  local progress = progress_prefix .. id
+  if not redis.call('SET', progress, me, 'PX', ARGV[4], 'NX') then return 'gone' end
+  local run = string.match(payload, '"run_id":%s*"([^"]+)"')
+  local meta_key = run and fair_run_meta(queue, run)
+  local meta = run and redis.call('HMGET', meta_key, CONC.COUNTER_FIELD, CONC.MAX_FIELD,
+                                  FAIR.WEIGHT_FIELD, FAIR.TENANT_WEIGHT_FIELD, RUNS.STATUS,
+                                  FAIR.TENANT_FIELD, FAIR.RANK_FIELD)
+  -- Abort marks are written with the run's end (runs/lua/cancel.lua): a run that has not
+  -- ended has none, and its job needs no look in the abort set.
+  local live = meta and meta[5]
+    and not string.find(RUNS.ENDED, '|' .. meta[5] .. '|', 1, true)
+  if not live and redis.call('ZREM', aborts, id) == 1 then
     -- its run was cancelled before it started: it never runs
     redis.call('ZREM', queue, id)
     redis.call('DEL', job_prefix .. id, retry_prefix .. id, progress)
     return 'gone'
   end
-  local due = string.format('%.17g', score + FAIR.OFFSET)
-  local run = string.match(payload, '"run_id":%s*"([^"]+)"')
-  if not run then return 'take', payload, due, '', 1, 1 end
-  local meta_key = fair_run_meta(queue, run)
-  local meta = redis.call('HMGET', meta_key, CONC.COUNTER_FIELD, CONC.MAX_FIELD,
-                          FAIR.WEIGHT_FIELD, FAIR.TENANT_WEIGHT_FIELD)
+  -- (fair.lua's fair_lane_of: a run's rank counts when its meta names its tenant)
+  local rank = meta and meta[6] and tonumber(meta[7]) or 0
+  local due = tonumber(lane_score) + rank
+  local due_text = string.format('%.17g', due)
+  -- Deliveries: this one, and those that died before it (a reaper counted each).
+  local tries = tonumber(got[2] or '0') + 1
+  if not run then return 'take', payload, due_text, '', 1, 1, tries end
   local counter, max = meta[1], tonumber(meta[2])
   local weight, tenant_weight = tonumber(meta[3]) or 1, tonumber(meta[4]) or 1
-  if not counter then return 'take', payload, due, '', weight, tenant_weight end
+  if not counter then return 'take', payload, due_text, '', weight, tenant_weight, tries end
   if not conc_admit(counter, max, run) then  -- held apart: not ready in the queue's depth
     redis.call('DEL', progress)
-    conc_hold(counter, queue, id, due, meta_key)
+    redis.call('ZADD', queue, due - FAIR.OFFSET, id)  -- its ready score, as it was
+    conc_hold(counter, queue, id, due_text, meta_key)
     return 'held'
   end
   -- Room left (a slot freed while its jobs were put back, and one of them was gone):
@@ -183,7 +238,7 @@ local function look(id)
     put_back = true
   end
   local lease = ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
-  return 'take', payload, due, lease, weight, tenant_weight
+  return 'take', payload, due_text, lease, weight, tenant_weight, tries
 end
 
 -- The walk's place: a position in a ring (list) read two entries at a time, so the claim
@@ -240,10 +295,11 @@ end
 -- (they need tools it lacks), the next lane's, and so on; a ring turns only when its
 -- head takes a job. At most n + lookahead jobs and lanes are looked at, one at a time,
 -- so its cost grows with neither the number of lanes nor tenants nor tools nor workers.
-local budget = n + tonumber(ARGV[14])
+local budget = n + tonumber(ARGV[13])
 local claimed = 0
 local left = {}  -- the jobs passed over, for workers that serve them
 local tenants = cursor(fk.ring)
+if not looked and not read(tenants) and fall_due() > 0 then tenants = cursor(fk.ring) end
 local tenant, lanes, skip = nil, nil, 0  -- the tenant looked at, its keys' cursor, jobs passed
 local walked = false  -- the ring listed anything when the claim began
 local cleared = false  -- the walk emptied the ring and dropped the tokens
@@ -267,7 +323,7 @@ while claimed < n and budget > 0 do
   else
     local _, key = fair_parse(k_entry)
     local lane_key = fair_lane_key(fk, name, key)
-    local head = redis.call('ZRANGE', lane_key, skip, skip + 1)
+    local head = redis.call('ZRANGE', lane_key, skip, skip + 1, 'WITHSCORES')
     if #head == 0 then
       if skip == 0 then  -- listed while empty (never by the claim): it leaves
         remove(lanes)
@@ -278,7 +334,7 @@ while claimed < n and budget > 0 do
       end
     else
       local id = head[1]
-      local verdict, payload, due, lease, weight, tenant_weight = look(id)
+      local verdict, payload, due, lease, weight, tenant_weight, tries = look(id, head[2])
       local grew = put_back
       if grew then  -- the lane and the rings are asked again, not assumed
         put_back, tenants.more, lanes.more = false, true, true
@@ -289,24 +345,20 @@ while claimed < n and budget > 0 do
         skip = skip + 1
         left[#left + 1] = id
       else
-        redis.call('ZREM', lane_key, id)
-        local drained = skip == 0 and #head == 1
-          and (not grew or redis.call('ZCARD', lane_key) == 0)
+        -- A lane that held this job alone goes whole below, with the rings when it
+        -- was the last (a lone run's job: the common one-job lane).
+        local alone = skip == 0 and #head == 2 and not grew
+        if not alone then redis.call('ZREM', lane_key, id) end
+        local drained = alone or (skip == 0 and #head == 2
+          and redis.call('ZCARD', lane_key) == 0)
         if verdict == 'take' then
-          redis.call('ZADD', queue, '+inf', id)
-          redis.call('HSET', jobs, id, ARGV[9] .. due .. lease .. '}')
-          -- A first delivery (the common case) counts in one write; a job delivered
-          -- before counts on, and is kept as long again, as arq keeps it.
-          local tries = 1
-          if not redis.call('SET', retry_prefix .. id, 1, 'EX', ARGV[8], 'NX') then
-            tries = redis.call('INCR', retry_prefix .. id)
-            redis.call('EXPIRE', retry_prefix .. id, ARGV[8])
-          end
+          redis.call('HSET', jobs, id, ARGV[8] .. due .. lease .. '}')
           claimed = claimed + 1
           out[#out + 1] = id
           out[#out + 1] = due
           out[#out + 1] = payload
           out[#out + 1] = tries
+          out[#out + 1] = lease == '' and 0 or 1
           if lanes.pos == 0 and not drained then
             charge(lanes, weight)
             if lanes.entry == nil then skip = 0 end  -- its turn is over: the next lane
@@ -322,16 +374,23 @@ while claimed < n and budget > 0 do
           -- The last lane of the last tenant (a lone run's job, the common one-job
           -- lane): both rings go, and the tokens left with them (nothing is ready any
           -- more, and nothing was passed over), in one write.
-          redis.call('DEL', lanes.list, tenants.list, wake_list)
+          if alone then
+            redis.call('DEL', lane_key, lanes.list, tenants.list, wake_list)
+          else
+            redis.call('DEL', lanes.list, tenants.list, wake_list)
+          end
           tenants.entry, cleared = false, true
           tenant = nil
-        elseif emptied then
-          remove(lanes)
-          remove(tenants)
-          tenant = nil
-        elseif verdict == 'take' and tenants.pos == 0 then
-          charge(tenants, tenant_weight)
-          if tenants.entry == nil then tenant = nil end  -- its turn is over
+        else
+          if alone then redis.call('ZREM', lane_key, id) end
+          if emptied then
+            remove(lanes)
+            remove(tenants)
+            tenant = nil
+          elseif verdict == 'take' and tenants.pos == 0 then
+            charge(tenants, tenant_weight)
+            if tenants.entry == nil then tenant = nil end  -- its turn is over
+          end
         end
       end
     end
@@ -351,7 +410,7 @@ if #left > 0 then
   end
   redis.call('DEL', passed_key)
   redis.call('SADD', passed_key, unpack(left))
-  redis.call('EXPIRE', passed_key, ARGV[15])
+  redis.call('EXPIRE', passed_key, ARGV[14])
 end
 if more then out[1] = 1 end
 if woken then
