@@ -10,7 +10,9 @@ runs, before arq deletes it).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +22,8 @@ from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.events import Event
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.redis.connect import connect, forget_memory_server
+from agentq.orchestrator.runs.store import RunStore
 from agentq.workers.models.base import DeltaSink, ModelRequest, ModelResponse
 from agentq.workers.models.scripted import ScriptedProvider
 from agentq.workers.tools.function_tools import FunctionTool
@@ -138,3 +142,16 @@ def tool_message_parts(messages: Sequence[Any], index: int = -1) -> list[Any]:
     """The result parts of the index-th tool message of a history."""
     tool_msgs = [m for m in messages if m.role == "tool"]
     return list(tool_msgs[index].content)
+
+
+@contextlib.asynccontextmanager
+async def memory_run_store(name: str) -> AsyncIterator[RunStore]:
+    """A RunStore on an in-memory Redis of its own (`memory://NAME-<uuid>`), forgotten
+    after: the real transitions without a redis-server."""
+    url = f"memory://{name}-{uuid.uuid4().hex}"
+    redis: Redis = connect(url)
+    try:
+        yield RunStore(redis)
+    finally:
+        await redis.aclose()
+        forget_memory_server(url)

@@ -5,7 +5,6 @@ the history it saw when every step read it whole (workers/steps/history_cache.py
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,6 @@ from agentq import tool
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, ToolResultPart, UserMessage
 from agentq.orchestrator.loop.plan import CallPlan
-from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.state import (
     BeginStep,
     BeginStepReply,
@@ -32,7 +30,7 @@ from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, result_args, tool_job
 from agentq.workers.steps.history_cache import asking, completed
 from agentq.workers.worker.embedded import embedded
-from tests.support.embedded_runs import FAST, TIMEOUT_S, Embedded, ModelLog
+from tests.support.embedded_runs import FAST, TIMEOUT_S, Embedded, ModelLog, memory_run_store
 from tests.support.specs import calls, scripted
 
 pytestmark = pytest.mark.component
@@ -118,13 +116,8 @@ async def test_a_worker_without_the_history_reads_it_whole(
 
 @pytest.fixture
 async def store() -> AsyncIterator[RunStore]:
-    url = f"memory://history-{uuid.uuid4().hex}"
-    redis = connect(url)
-    try:
-        yield RunStore(redis)
-    finally:
-        await redis.aclose()
-        forget_memory_server(url)
+    async with memory_run_store("history") as store:
+        yield store
 
 
 RUN = "h1"

@@ -4,7 +4,6 @@ approval hook: without one, each call's input is parsed and validated once, by t
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,12 +12,12 @@ import pytest
 from agentq.orchestrator.core.model_io import ModelResponse, ProviderToolCall
 from agentq.orchestrator.loop import plan as plan_module
 from agentq.orchestrator.loop.plan import Answers, plan_step
-from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.state import CallStatus
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.workers.steps import answers
+from tests.support.embedded_runs import memory_run_store
 
 pytestmark = pytest.mark.component
 
@@ -51,13 +50,8 @@ RESPONSE = ModelResponse(
 
 @pytest.fixture
 async def store() -> AsyncIterator[RunStore]:
-    url = f"memory://answers-{uuid.uuid4().hex}"
-    redis = connect(url)
-    try:
-        yield RunStore(redis)
-    finally:
-        await redis.aclose()
-        forget_memory_server(url)
+    async with memory_run_store("answers") as store:
+        yield store
 
 
 async def test_without_guard_or_hook_each_input_is_validated_once_by_the_plan(

@@ -3,22 +3,20 @@ whichever way it ends, once (on the in-memory Redis, through the real transition
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import AsyncIterator
 
 import pytest
-from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE
 from agentq.orchestrator.core.messages import UserMessage
 from agentq.orchestrator.core.run_ids import ParentLink, child_run_id
-from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.children import ChildOf
 from agentq.orchestrator.runs.state import FailureKind, MetaField, Outcome, RunFailure
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import create_args
 from agentq.orchestrator.spec.run import RunSpec
+from tests.support.embedded_runs import memory_run_store
 
 pytestmark = pytest.mark.component
 
@@ -28,13 +26,8 @@ LINK = ParentLink(run_id="parent-1", step=2, call_id="a1")
 
 @pytest.fixture
 async def store() -> AsyncIterator[RunStore]:
-    url = f"memory://child-runs-{uuid.uuid4().hex}"
-    redis: Redis = connect(url)
-    try:
-        yield RunStore(redis)
-    finally:
-        await redis.aclose()
-        forget_memory_server(url)
+    async with memory_run_store("child-runs") as store:
+        yield store
 
 
 async def create_child(store: RunStore) -> str:
