@@ -14,33 +14,44 @@ changes a stored definition's model in place (a change is a `model_copy`).
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
+from typing import TypeVar
 
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
 from agentq.orchestrator.tools.base import STORED_SPEC
 
-# A spec carries its prompt: one past this is parsed each time rather than kept, so what
-# the process keeps stays under ~SPECS_KEPT x LARGEST_KEPT_SPEC bytes of text.
+T = TypeVar("T")
+
+# Each process keeps at most KEPT texts of a kind, each at most LARGEST bytes: a spec
+# carries its prompt and a tool its schema, and both come from a tenant's spec or a
+# server's listing, so a text past its bound is parsed each time rather than kept (what
+# a process keeps stays under ~8 MiB of specs and ~16 MiB of tools' text).
 LARGEST_KEPT_SPEC = 64 * 1024
 SPECS_KEPT = 128
+LARGEST_KEPT_TOOL = 16 * 1024
 TOOLS_KEPT = 1024
 
 
-def stored_spec(text: str) -> RunSpec:
-    """A spec as the store holds it (`context=STORED_SPEC`)."""
-    if len(text) > LARGEST_KEPT_SPEC:
-        return _spec(text)
-    return _kept_spec(text)
-
-
-@functools.lru_cache(maxsize=TOOLS_KEPT)
-def stored_tool(text: str) -> ToolDef:
-    """A tool's definition as the store holds it."""
-    return ToolDef.model_validate_json(text)
+def _kept(parse: Callable[[str], T], largest: int, most: int) -> Callable[[str], T]:
+    """`parse`, with the models of the last `most` texts up to `largest` bytes kept."""
+    kept = functools.lru_cache(maxsize=most)(parse)
+    return lambda text: parse(text) if len(text) > largest else kept(text)
 
 
 def _spec(text: str) -> RunSpec:
     return RunSpec.model_validate_json(text, context=STORED_SPEC)
 
 
-_kept_spec = functools.lru_cache(maxsize=SPECS_KEPT)(_spec)
+_stored_spec = _kept(_spec, LARGEST_KEPT_SPEC, SPECS_KEPT)
+_stored_tool = _kept(ToolDef.model_validate_json, LARGEST_KEPT_TOOL, TOOLS_KEPT)
+
+
+def stored_spec(text: str) -> RunSpec:
+    """A spec as the store holds it (`context=STORED_SPEC`)."""
+    return _stored_spec(text)
+
+
+def stored_tool(text: str) -> ToolDef:
+    """A tool's definition as the store holds it."""
+    return _stored_tool(text)

@@ -7,7 +7,12 @@ import pytest
 from pydantic import ValidationError
 
 from agentq.orchestrator.core.messages import UserMessage
-from agentq.orchestrator.runs.definitions import LARGEST_KEPT_SPEC, stored_spec, stored_tool
+from agentq.orchestrator.runs.definitions import (
+    LARGEST_KEPT_SPEC,
+    LARGEST_KEPT_TOOL,
+    stored_spec,
+    stored_tool,
+)
 from agentq.orchestrator.runs.state import BeginStepReply, Outcome
 from agentq.orchestrator.spec.run import RunSpec
 from agentq.orchestrator.tools import ToolDef
@@ -57,3 +62,14 @@ def test_a_spec_past_the_kept_size_is_parsed_each_time() -> None:
     assert stored_spec(long) == stored_spec(long)
     assert stored_spec(long) is not stored_spec(long)
     assert stored_spec(SPEC) is stored_spec(SPEC)
+
+
+def test_a_tool_past_the_kept_size_is_parsed_each_time() -> None:
+    # A tool's schema comes from a tenant's spec or a server's listing: a large one is
+    # not kept, so no tenant fills a process's memory with them.
+    long = ToolDef(
+        name="noop", kind="function", queue="tools", description="x" * LARGEST_KEPT_TOOL
+    ).model_dump_json()
+    assert stored_tool(long) == stored_tool(long)
+    assert stored_tool(long) is not stored_tool(long)
+    assert stored_tool(TOOL) is stored_tool(TOOL)
