@@ -22,6 +22,8 @@ on each call), and a short transition uses a few of them.
 from __future__ import annotations
 
 import collections
+import functools
+import hashlib
 import re
 from collections.abc import Iterable
 from importlib import resources
@@ -161,3 +163,9 @@ def _names(source: str) -> collections.Counter[str]:
 def script(package: str, name: str) -> str:
     """One script that needs no constants and no prelude (a worker's own)."""
     return load(package, [name])[name]
+
+
+@functools.cache
+def sha(source: str) -> str:
+    """A script's SHA1, as EVALSHA names it."""
+    return hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()

@@ -238,7 +238,7 @@ class Taker:
         queue_key = state_keys.queue(queue, partition)
         self.queue_key = queue_key
         self.wake_key = wake_key = state_keys.wake(queue, partition)
-        self.sha = _sha(TAKE)
+        self.sha = scripts.sha(TAKE)
         served = sorted(set(tools))
         self.keys = [
             queue_key,
@@ -344,7 +344,3 @@ class Taker:
             *running,
         ]
         return int(await script(keys=[self.keys[2]], args=args))
-
-
-def _sha(script: str) -> str:
-    return hashlib.sha1(script.encode()).hexdigest()

@@ -15,8 +15,6 @@ tool cannot starve it. When a renewal cannot happen before the lease lapses
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import logging
 import threading
 import time
@@ -143,11 +141,6 @@ def reap_cadence(lease_s: float) -> Cadence:
     )
 
 
-@functools.cache
-def _sha(source: str) -> str:
-    return hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-
-
 class Rider(Protocol):
     """Scripts a renewal carries in its round trip (the fleet's upkeep turn): each a
     (script, keys, args), its reply handed back after the renewal's."""
@@ -250,7 +243,7 @@ class LeaseRenewer:
         for reply in replies:
             if isinstance(reply, Exception):
                 raise reply
-        self._loaded.update(_sha(source) for source, _, _ in sent)
+        self._loaded.update(scripts.sha(source) for source, _, _ in sent)
         rider.answered(replies[1:])
         return replies[0]
 
@@ -259,7 +252,7 @@ class LeaseRenewer:
             for source, keys_, args_ in sent:
                 # By hash once Redis is known to hold the script, whole until then.
                 # (As commands: a cluster's pipeline refuses its `eval` methods.)
-                if (sha := _sha(source)) in self._loaded:
+                if (sha := scripts.sha(source)) in self._loaded:
                     pipe.execute_command("EVALSHA", sha, len(keys_), *keys_, *args_)  # type: ignore[no-untyped-call]
                 else:
                     pipe.execute_command("EVAL", source, len(keys_), *keys_, *args_)  # type: ignore[no-untyped-call]

@@ -3,12 +3,11 @@ Worker runtimes on a real redis-server; the commands counted with MONITOR."""
 
 from __future__ import annotations
 
-import hashlib
-
 import pytest
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
+from agentq.orchestrator.machine import scripts
 from agentq.workers.queue.liveness import REAP_GATE, RENEW, reap_cadence
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
@@ -17,15 +16,11 @@ from tests.support.waiting import eventually_async
 pytestmark = pytest.mark.integration
 
 
-def _sha(source: str) -> str:
-    return hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
-
-
 async def _passes_and_renewals(redis: Redis, renewals: int) -> int:
     """The reaper's passes that may look at the workers, while `renewals` leases are
     renewed (renewals carry the gate's stamps, which never look)."""
     look_ms = str(reap_cadence(1.0).look_ms)
-    gate, renew = _sha(REAP_GATE), _sha(RENEW)
+    gate, renew = scripts.sha(REAP_GATE), scripts.sha(RENEW)
     passes = seen = 0
     async with redis.monitor() as monitor:
         async for command in monitor.listen():
