@@ -82,6 +82,10 @@ def load(
     return {name: prune(fold(expand(head + read(package, name)))) for name in sorted(set(names))}
 
 
+# Cached (as `_flat_table`): every script repeats the constants chunk and its prelude, and
+# `fold` rescans the whole script for each table, so the same lines come back thousands of
+# times in each process that loads the scripts (an `agentq worker`'s start-up).
+@functools.cache
 def _code(line: str) -> str:
     """A line without its comment (a `--` outside a string literal)."""
     at = 0
@@ -93,6 +97,25 @@ def _code(line: str) -> str:
     return line
 
 
+# A character that continues a name or makes it a field: `XF.A` or `t.F.A` is not `F.A`.
+_NAME_CHAR = re.compile(r"[\w.]")
+
+
+def _inside_name(found: re.Match[str]) -> bool:
+    """Whether a match of a table's name is part of a longer name or a field. (Checked
+    after a plain search rather than as a lookbehind: a pattern that opens with a
+    literal is searched for by its prefix, and a lookbehind first tried at every
+    position made folding most of a worker's start-up.)"""
+    at = found.start()
+    return at > 0 and _NAME_CHAR.match(found.string, at - 1) is not None
+
+
+@functools.cache
+def _flat_table(line: str) -> bool:
+    """Whether a line is a flat constant table alone (see `_code` for the cache)."""
+    return FLAT_TABLE.fullmatch(line) is not None
+
+
 def fold(source: str) -> str:
     """`source` with each flat constant table folded into its uses (see the top)."""
     for table in FLAT_TABLE.finditer(source):
@@ -102,16 +125,15 @@ def fold(source: str) -> str:
 
         def _literal(use: re.Match[str], values: dict[str, str] = values) -> str:
             value = values.get(use.group(1))
-            if value is None:
+            if value is None or _inside_name(use):
                 return use.group(0)
             # A number in parentheses: `x -` before `-1` must not become a comment.
             return value if value.startswith('"') else f"({value})"
 
-        folded = re.sub(rf"(?<![\w.]){name}\.(\w+)", _literal, rest)
-        bare = re.compile(rf"(?<![\w.]){name}\b")
+        folded = re.sub(rf"{name}\.(\w+)", _literal, rest)
         # (another table's entries may share the name: `S = {CALL = "c:"}`)
-        code = (_code(line) for line in folded.splitlines() if not FLAT_TABLE.fullmatch(line))
-        if not any(bare.search(text) for text in code):
+        code = "\n".join(_code(line) for line in folded.splitlines() if not _flat_table(line))
+        if all(_inside_name(bare) for bare in re.finditer(rf"{name}\b", code)):
             source = folded
     return source
 

@@ -48,3 +48,12 @@ def test_an_unknown_name_is_left_for_lua_to_refuse() -> None:
     folded = scripts.fold(CHUNK + "return RUN.NOPE\n")
     assert "RUN.NOPE" in folded
     assert "local RUN =" in folded
+
+
+def test_a_longer_name_or_a_field_spelling_a_table_is_not_its_use() -> None:
+    source = CHUNK + "return XRUN.DONE, t.RUN.DONE, RUN.DONE\n"
+    assert scripts.fold(source).endswith('return XRUN.DONE, t.RUN.DONE, "done"\n')
+    # Only a name of its own keeps the table: `FAIRNESS` and `t.FAIR` are not `FAIR`.
+    kept = scripts.fold(CHUNK + "return FAIRNESS, t.FAIR, FAIR.LOW\n")
+    assert "local FAIR =" not in kept
+    assert "local FAIR =" in scripts.fold(CHUNK + "return FAIRNESS, FAIR, FAIR.LOW\n")
