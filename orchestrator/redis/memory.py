@@ -134,7 +134,9 @@ class _NamedWakeDatabase(Database):
     def notify_watch(self, key: bytes) -> None:
         for sock in self._watches.get(key, ()):
             sock.notify_watch()
-        self.condition.notify_all()
+        condition = self.condition
+        if condition._waiters:  # type: ignore[attr-defined]  # a no-op with none waiting
+            condition.notify_all()
         names = self._names
         for callback in self._change_callbacks:
             named = names.get(callback)
@@ -365,6 +367,10 @@ def _install_calls(server: Any, runtime: CompiledScripts) -> None:
     install_cjson(runtime.lua)
 
 
+def _as_bytes(field: Any) -> bytes:
+    return bytes(field) if isinstance(field, memoryview) else field
+
+
 class MemoryConnection(FakeAsyncRedisConnection):
     """A connection to an in-process fakeredis server (`MemorySocket`): commands go to
     the server as their arguments, replies come back as objects."""
@@ -390,9 +396,17 @@ class MemoryConnection(FakeAsyncRedisConnection):
             args = tuple(args[0].encode().split()) + args[1:]
         elif b" " in args[0]:
             args = tuple(args[0].split()) + args[1:]
-        encode = self.encoder.encode
+        encoder = self.encoder
+        encode: Any = encoder.encode
+        encoding, errors = encoder.encoding, encoder.encoding_errors
+        # redis-py's `Encoder.encode`, a call only for what is neither bytes nor str.
         return [
-            bytes(field) if isinstance(field, memoryview) else field for field in map(encode, args)
+            field
+            if type(field) is bytes
+            else field.encode(encoding, errors)
+            if type(field) is str
+            else _as_bytes(encode(field))
+            for field in args
         ]
 
     def pack_command(self, *args: Any) -> Any:

@@ -29,6 +29,7 @@ from fakeredis import _msgs as msgs
 from fakeredis._command_args_parsing import Float
 from fakeredis._commands import Key, Signature
 from fakeredis._core import CommandItem
+from fakeredis._core._database import Item
 from fakeredis._helpers import SimpleError, SimpleString
 from fakeredis._socket._base import BaseFakeSocket
 from fakeredis._socket._resp import convert_to_resp2, valid_response_type
@@ -38,6 +39,7 @@ from fakeredis.commands_mixins.scripting_mixin import (
     _convert_redis_arg,
     _lua_cjson_null,
 )
+from fakeredis.model import Hash
 
 # orjson reads an integer outside -2**63 .. 2**64 - 1 as a float, of at least this size.
 _ROUNDED = 2.0**63
@@ -113,9 +115,20 @@ class ScriptCommand:
             result = self._apply(sock, args, items)
         except SimpleError as exc:
             result = exc
-        if items or sock._subkey_events:  # with neither, both notifications are no-ops
+        if items:
+            remove_empty = self.remove_empty
+            hashes = False  # the subkey notifications look at hashes' expired fields
             for item in items:
-                item.writeback(remove_empty_val=self.remove_empty)
+                if item._modified:
+                    _write_back(item, remove_empty)
+                elif item._expireat_modified:
+                    item.writeback(remove_empty_val=remove_empty)
+                # (an item neither modified nor re-timed writes nothing back)
+                hashes = hashes or isinstance(item._value, Hash)
+            sock._keyspace_notifications(items, self.name_bytes)
+            if hashes or sock._subkey_events:
+                sock._subkey_notifications(items)
+        elif sock._subkey_events:  # with neither, both notifications are no-ops
             sock._keyspace_notifications(items, self.name_bytes)
             sock._subkey_notifications(items)
         return result
@@ -156,12 +169,35 @@ class ScriptCommand:
         kind = type(result)
         if kind in _LEAF or (kind is list and all(type(item) in _LEAF for item in result)):
             return result  # as RESP2 shaping and the reply check leave it, in either protocol
+        if kind is SimpleString:  # OK: the same, and at the top level it is a valid reply
+            return result
         resp = sock._resp_version
         if resp == 2 and self.to_resp2:
             result = convert_to_resp2(result, sock._server.server_type)
         if self.to_resp2 and not valid_response_type(result, resp):
             raise AssertionError(f"Invalid response type for {result}")
         return result
+
+
+def _write_back(item: CommandItem, remove_empty: bool) -> None:
+    """`CommandItem.writeback` of a modified item, without its property reads and the
+    generic mapping's `setdefault` and `pop` (each a KeyError raised and caught on a new
+    or missing key): the same watches told, key dropped, or value and expiry stored."""
+    db: Any = item.db
+    key = item.key
+    db.notify_watch(key)
+    value = item._value
+    if not isinstance(value, bytes) and (value is None or (not value and remove_empty)):
+        db._dict.pop(key, None)  # `db.pop(key, None)`: gone either way, expired or not
+        return
+    stored = _stored(db, key)  # `db.setdefault(key, Item(None))`, which drops an expired one
+    if stored is None:
+        stored = db._dict[key] = Item(None)  # no expiry yet: nothing to schedule
+    expireat = item._expireat
+    stored.value = value
+    stored.expireat = expireat
+    if expireat is not None:
+        db.schedule_expiry(key, expireat)
 
 
 def _stored(db: Any, key: bytes) -> Any:
