@@ -222,6 +222,8 @@ def to_lua(sock: Any, runtime: Any, result: Any) -> Any:
     kind = type(result)
     if kind is bytes or kind is int:
         return result
+    if result is None:
+        return False
     if kind is list and all(type(item) in _LEAF for item in result):
         return runtime.table_from([False if item is None else item for item in result])
     if kind is float and sock._resp_version != 3:
