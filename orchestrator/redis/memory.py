@@ -357,7 +357,11 @@ def _install_calls(server: Any, runtime: CompiledScripts) -> None:
         if command is None:
             return current[0].lua_call(runtime, op, args)
         sock = current[0]
-        return to_lua(sock, lua, command.run(sock, lua_args(args)))
+        result = command.run(sock, [a if type(a) is bytes else _convert_redis_arg(a) for a in args])
+        kind = type(result)
+        if kind is bytes or kind is int:
+            return result  # as `to_lua` gives them
+        return to_lua(sock, lua, result)
 
     def pcall(op: bytes, *args: Any) -> Any:
         try:

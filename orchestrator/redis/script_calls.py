@@ -51,19 +51,21 @@ _PUBSUB_COMMANDS = BaseFakeSocket.ACCEPTED_COMMANDS_WHILE_PUBSUB
 class _Shape:
     """One argument count's work: `steps`, Signature.apply's first pass in argument
     order (`(index, Key, None)` for a key with a reply of its own when missing,
-    `(index, None, decode)` for an argument to convert); `keys`, its second pass."""
+    `(index, None, decode)` for an argument to convert); `keys`, its second pass, each
+    `(index, the type its value must have or None, what makes a missing one or None)`."""
 
     __slots__ = ("keys", "steps")
 
-    def __init__(self, sig: Signature, count: int) -> None:
+    def __init__(self, sig: Signature, count: int, create: bool) -> None:
         # fakeredis types these as classes; a key's entry is a `Key` marker.
         types: list[Any] = list(sig.fixed)
         types.extend(sig.repeat[i % len(sig.repeat)] for i in range(count - len(types)))
         steps: list[tuple[int, Key | None, Any]] = []
-        keys: list[tuple[int, Key]] = []
+        keys: list[tuple[int, Any, Any]] = []
         for i, kind in enumerate(types):
             if isinstance(kind, Key):
-                keys.append((i, kind))
+                of = kind.type_
+                keys.append((i, of, of if create and of is not None and of is not bytes else None))
                 if kind.missing_return is not Key.UNSPECIFIED:
                     steps.append((i, kind, None))
             elif kind is not bytes:
@@ -103,7 +105,7 @@ class ScriptCommand:
         shape = self._shapes.get(count)
         if shape is None:
             self.sig.check_arity(range(count), version)  # raises fakeredis's arity error
-            shape = self._shapes[count] = _Shape(self.sig, count)
+            shape = self._shapes[count] = _Shape(self.sig, count, self.create)
         return shape
 
     def run(self, sock: Any, args: list[Any]) -> Any:
@@ -137,7 +139,7 @@ class ScriptCommand:
         """The command's reply; `items` gets its keys once the command runs (a refused
         command writes nothing back, as in fakeredis)."""
         db = sock._db
-        shape = self._shape(len(args), sock._server.version)
+        shape = self._shapes.get(len(args)) or self._shape(len(args), sock._server.version)
         short: tuple[Any] | None = None
         for i, missing, decode in shape.steps:
             if missing is None:
@@ -147,16 +149,20 @@ class ScriptCommand:
                 break
         read: list[CommandItem] = []
         if short is None:
-            for i, key in shape.keys:
+            stored, now = db._dict, db.time
+            for i, of, make in shape.keys:
                 arg = args[i]
-                found = _stored(db, arg)
-                default = None
-                if key.type_ is not None:
-                    if found is not None and type(found.value) is not key.type_:
-                        raise SimpleError(msgs.WRONGTYPE_MSG)
-                    if self.create and found is None and key.type_ is not bytes:
-                        default = key.type_()
-                args[i] = item = CommandItem(arg, db, found, default=default)
+                found = stored.get(arg)  # `_stored`, inline: a key's expiry drops it
+                if found is not None and found.expireat is not None and found.expireat < now:
+                    del stored[arg]
+                    found = None
+                if found is None:
+                    item = CommandItem(arg, db, None, default=None if make is None else make())
+                elif of is not None and type(found.value) is not of:
+                    raise SimpleError(msgs.WRONGTYPE_MSG)
+                else:
+                    item = CommandItem(arg, db, found)
+                args[i] = item
                 read.append(item)
         if self.no_script:
             raise SimpleError(msgs.COMMAND_IN_SCRIPT_MSG)
@@ -204,7 +210,7 @@ def _stored(db: Any, key: bytes) -> Any:
     """`db.get(key)` (an expired key is dropped as it is read), without the KeyError that
     `Mapping.get` raises and catches for each missing key."""
     found = db._dict.get(key)
-    if found is not None and found.expireat is not None and db.expired(found):
+    if found is not None and found.expireat is not None and found.expireat < db.time:
         del db._dict[key]
         return None
     return found
