@@ -9,7 +9,10 @@ arguments' conversions and a missing key's short cut in argument order, the keys
 then the script and pub/sub refusals, the command's own function (fakeredis's), the RESP2
 shaping, the keys' write-back and the notifications. Replies and errors are fakeredis's
 (tests/orchestrator/redis/test_core_script_calls.py runs every command agentq's scripts
-call both ways and compares).
+call both ways and compares). The write-back is fakeredis's too, with a key the
+command only read left alone (fakeredis's `writeback` does nothing for it either) and a
+written one stored without the generic mapping's `setdefault`/`pop`; the subkey
+notifications run when a hash or an event is there to look at.
 
 `cjson.decode` and `cjson.encode` are fakeredis's, less their check of Lua's globals,
 and `cjson.decode` reads with orjson what orjson reads as json does.
