@@ -229,9 +229,25 @@ async def storage(client: Client, url: str) -> float:
     return extra / (steps * (len(KB_OUTPUT) - len("ok")))
 
 
-async def inprocess_step_ms(url: str, runs: int, cpu_ms: list[float] | None = None) -> list[float]:
+def redis_cpu_s(url: str) -> float:
+    """A redis-server's own CPU so far (INFO's used_cpu_sys + used_cpu_user), seconds."""
+    client = redis.Redis.from_url(url)
+    try:
+        info = cast(dict[str, Any], client.info("cpu"))
+        return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+    finally:
+        client.close()
+
+
+async def inprocess_step_ms(
+    url: str,
+    runs: int,
+    cpu_ms: list[float] | None = None,
+    server_cpu_ms: list[float] | None = None,
+) -> list[float]:
     """Per-step latency of a 20-step run with client and worker in this process; `cpu_ms`
-    gets this process's CPU per step of each run."""
+    gets this process's CPU per step of each run, `server_cpu_ms` the redis-server's at
+    `url` (a real one) over the same run."""
     from core_bench import RUN_STEPS, noop, step_ms, step_spec
 
     runtime = WorkerRuntime(
@@ -243,10 +259,13 @@ async def inprocess_step_ms(url: str, runs: int, cpu_ms: list[float] | None = No
             await events_of(client, step_spec(RUN_STEPS))  # warm up
             ms = []
             for _ in range(runs):
+                server_start = redis_cpu_s(url) if server_cpu_ms is not None else 0.0
                 start = time.process_time()
                 ms.append(step_ms(await events_of(client, step_spec(RUN_STEPS))))
                 if cpu_ms is not None:
                     cpu_ms.append((time.process_time() - start) / RUN_STEPS * 1000)
+                if server_cpu_ms is not None:
+                    server_cpu_ms.append((redis_cpu_s(url) - server_start) / RUN_STEPS * 1000)
             return ms
     finally:
         await runtime.stop()
@@ -255,17 +274,34 @@ async def inprocess_step_ms(url: str, runs: int, cpu_ms: list[float] | None = No
 async def embedded_alone(runs: int) -> list[float]:
     """`embedded`: the median step (ms) and the least CPU per step (ms) of this process
     over `runs` 20-step runs on the embedded Redis, then the same on a redis-server of
-    its own. The least: on a shared machine, others' load only adds to it."""
+    its own, then that redis-server's own CPU per step (ms, INFO's, over the run whose
+    process CPU was the least). The least: on a shared machine, others' load only adds
+    to it."""
     from core_bench import redis_server
 
     memory = f"memory://bench-{os.getpid()}"
     figures: list[float] = []
     with redis_server() as url:
-        for where in (memory, url):
-            cpu: list[float] = []
-            figures += [_med(await inprocess_step_ms(where, runs, cpu)), min(cpu)]
+        cpu: list[float] = []
+        figures += [_med(await inprocess_step_ms(memory, runs, cpu)), min(cpu)]
+        cpu, server_cpu = [], []
+        figures += [_med(await inprocess_step_ms(url, runs, cpu, server_cpu)), min(cpu)]
+        figures.append(server_cpu[cpu.index(min(cpu))])
     forget_memory_server(memory)
     return figures
+
+
+def embedded_ratios(figures: list[float]) -> list[str]:
+    """`embedded_alone`'s figures as the two comparisons, labelled: the embedded process
+    does its own work and its Redis's, a process on a real Redis only its own."""
+    _, embedded_cpu, _, real_cpu, server_cpu = figures
+    return [
+        f"embedded CPU per step / same process on a real Redis (the process alone):"
+        f" {embedded_cpu / real_cpu:.2f}x ({embedded_cpu:.2f} / {real_cpu:.2f} ms)",
+        f"embedded CPU per step / same process + its redis-server's own CPU:"
+        f" {embedded_cpu / (real_cpu + server_cpu):.2f}x"
+        f" ({embedded_cpu:.2f} / {real_cpu:.2f} + {server_cpu:.2f} ms)",
+    ]
 
 
 async def embedded_vs_real(runs: int, budget: Budget) -> None:
@@ -678,22 +714,28 @@ def main(argv: list[str]) -> None:
     args = parser.parse_args(argv)
     if args.what:
         times = {"cancel": 3, "embedded": EMBEDDED_RUNS}.get(args.what, RECOVERY_KILLS)
-        print(" ".join(repr(v) for v in _figures(args.what, times)))
+        figures = _figures(args.what, times)
+        print(" ".join(repr(v) for v in figures))
+        if args.what == "embedded" and len(figures) == 5:
+            print("\n".join(embedded_ratios(figures)))
         return
     rows = {"cancel": 1, "recovery": 1} if args.quick else {"cancel": 3, "recovery": RECOVERY_KILLS}
     if not args.quick:
         rows["upkeep"] = 1
         rows["embedded"] = EMBEDDED_RUNS
     for what, times in rows.items():
-        figures = ", ".join(f"{v:.2f}" for v in _figures(what, times))
-        print(f"{what} ({ROWS[what]}): {figures}", flush=True)
+        figures = _figures(what, times)
+        print(f"{what} ({ROWS[what]}): {', '.join(f'{v:.2f}' for v in figures)}", flush=True)
+        if what == "embedded" and len(figures) == 5:
+            print("\n".join(f"  {line}" for line in embedded_ratios(figures)), flush=True)
 
 
 ROWS = {
     "cancel": "ms until the running tool sees it",
     "recovery": "s from SIGKILL to the call running again",
     "upkeep": "% of a core: worker, its renewer thread, idle",
-    "embedded": "ms: step and CPU per step in one process, embedded Redis then a real one",
+    "embedded": "ms: step and CPU per step in one process, embedded Redis then a real one,"
+    " then that redis-server's own CPU per step",
 }
 
 

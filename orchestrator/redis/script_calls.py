@@ -9,7 +9,10 @@ arguments' conversions and a missing key's short cut in argument order, the keys
 then the script and pub/sub refusals, the command's own function (fakeredis's), the RESP2
 shaping, the keys' write-back and the notifications. Replies and errors are fakeredis's
 (tests/orchestrator/redis/test_core_script_calls.py runs every command agentq's scripts
-call both ways and compares).
+call both ways and compares). The write-back is fakeredis's too, with a key the
+command only read left alone (fakeredis's `writeback` does nothing for it either) and a
+written one stored without the generic mapping's `setdefault`/`pop`; the subkey
+notifications run when a hash or an event is there to look at.
 
 `cjson.decode` and `cjson.encode` are fakeredis's, less their check of Lua's globals,
 and `cjson.decode` reads with orjson what orjson reads as json does.
@@ -29,6 +32,7 @@ from fakeredis import _msgs as msgs
 from fakeredis._command_args_parsing import Float
 from fakeredis._commands import Key, Signature
 from fakeredis._core import CommandItem
+from fakeredis._core._database import Item
 from fakeredis._helpers import SimpleError, SimpleString
 from fakeredis._socket._base import BaseFakeSocket
 from fakeredis._socket._resp import convert_to_resp2, valid_response_type
@@ -38,6 +42,7 @@ from fakeredis.commands_mixins.scripting_mixin import (
     _convert_redis_arg,
     _lua_cjson_null,
 )
+from fakeredis.model import Hash
 
 # orjson reads an integer outside -2**63 .. 2**64 - 1 as a float, of at least this size.
 _ROUNDED = 2.0**63
@@ -49,19 +54,21 @@ _PUBSUB_COMMANDS = BaseFakeSocket.ACCEPTED_COMMANDS_WHILE_PUBSUB
 class _Shape:
     """One argument count's work: `steps`, Signature.apply's first pass in argument
     order (`(index, Key, None)` for a key with a reply of its own when missing,
-    `(index, None, decode)` for an argument to convert); `keys`, its second pass."""
+    `(index, None, decode)` for an argument to convert); `keys`, its second pass, each
+    `(index, the type its value must have or None, what makes a missing one or None)`."""
 
     __slots__ = ("keys", "steps")
 
-    def __init__(self, sig: Signature, count: int) -> None:
+    def __init__(self, sig: Signature, count: int, create: bool) -> None:
         # fakeredis types these as classes; a key's entry is a `Key` marker.
         types: list[Any] = list(sig.fixed)
         types.extend(sig.repeat[i % len(sig.repeat)] for i in range(count - len(types)))
         steps: list[tuple[int, Key | None, Any]] = []
-        keys: list[tuple[int, Key]] = []
+        keys: list[tuple[int, Any, Any]] = []
         for i, kind in enumerate(types):
             if isinstance(kind, Key):
-                keys.append((i, kind))
+                of = kind.type_
+                keys.append((i, of, of if create and of is not None and of is not bytes else None))
                 if kind.missing_return is not Key.UNSPECIFIED:
                     steps.append((i, kind, None))
             elif kind is not bytes:
@@ -101,7 +108,7 @@ class ScriptCommand:
         shape = self._shapes.get(count)
         if shape is None:
             self.sig.check_arity(range(count), version)  # raises fakeredis's arity error
-            shape = self._shapes[count] = _Shape(self.sig, count)
+            shape = self._shapes[count] = _Shape(self.sig, count, self.create)
         return shape
 
     def run(self, sock: Any, args: list[Any]) -> Any:
@@ -113,9 +120,20 @@ class ScriptCommand:
             result = self._apply(sock, args, items)
         except SimpleError as exc:
             result = exc
-        if items or sock._subkey_events:  # with neither, both notifications are no-ops
+        if items:
+            remove_empty = self.remove_empty
+            hashes = False  # the subkey notifications look at hashes' expired fields
             for item in items:
-                item.writeback(remove_empty_val=self.remove_empty)
+                if item._modified:
+                    _write_back(item, remove_empty)
+                elif item._expireat_modified:
+                    item.writeback(remove_empty_val=remove_empty)
+                # (an item neither modified nor re-timed writes nothing back)
+                hashes = hashes or isinstance(item._value, Hash)
+            sock._keyspace_notifications(items, self.name_bytes)
+            if hashes or sock._subkey_events:
+                sock._subkey_notifications(items)
+        elif sock._subkey_events:  # with neither, both notifications are no-ops
             sock._keyspace_notifications(items, self.name_bytes)
             sock._subkey_notifications(items)
         return result
@@ -124,7 +142,7 @@ class ScriptCommand:
         """The command's reply; `items` gets its keys once the command runs (a refused
         command writes nothing back, as in fakeredis)."""
         db = sock._db
-        shape = self._shape(len(args), sock._server.version)
+        shape = self._shapes.get(len(args)) or self._shape(len(args), sock._server.version)
         short: tuple[Any] | None = None
         for i, missing, decode in shape.steps:
             if missing is None:
@@ -134,16 +152,20 @@ class ScriptCommand:
                 break
         read: list[CommandItem] = []
         if short is None:
-            for i, key in shape.keys:
+            stored, now = db._dict, db.time
+            for i, of, make in shape.keys:
                 arg = args[i]
-                found = _stored(db, arg)
-                default = None
-                if key.type_ is not None:
-                    if found is not None and type(found.value) is not key.type_:
-                        raise SimpleError(msgs.WRONGTYPE_MSG)
-                    if self.create and found is None and key.type_ is not bytes:
-                        default = key.type_()
-                args[i] = item = CommandItem(arg, db, found, default=default)
+                found = stored.get(arg)  # `_stored`, inline: a key's expiry drops it
+                if found is not None and found.expireat is not None and found.expireat < now:
+                    del stored[arg]
+                    found = None
+                if found is None:
+                    item = CommandItem(arg, db, None, default=None if make is None else make())
+                elif of is not None and type(found.value) is not of:
+                    raise SimpleError(msgs.WRONGTYPE_MSG)
+                else:
+                    item = CommandItem(arg, db, found)
+                args[i] = item
                 read.append(item)
         if self.no_script:
             raise SimpleError(msgs.COMMAND_IN_SCRIPT_MSG)
@@ -156,6 +178,8 @@ class ScriptCommand:
         kind = type(result)
         if kind in _LEAF or (kind is list and all(type(item) in _LEAF for item in result)):
             return result  # as RESP2 shaping and the reply check leave it, in either protocol
+        if kind is SimpleString:  # OK: the same, and at the top level it is a valid reply
+            return result
         resp = sock._resp_version
         if resp == 2 and self.to_resp2:
             result = convert_to_resp2(result, sock._server.server_type)
@@ -164,11 +188,32 @@ class ScriptCommand:
         return result
 
 
+def _write_back(item: CommandItem, remove_empty: bool) -> None:
+    """`CommandItem.writeback` of a modified item, without its property reads and the
+    generic mapping's `setdefault` and `pop` (each a KeyError raised and caught on a new
+    or missing key): the same watches told, key dropped, or value and expiry stored."""
+    db: Any = item.db
+    key = item.key
+    db.notify_watch(key)
+    value = item._value
+    if not isinstance(value, bytes) and (value is None or (not value and remove_empty)):
+        db._dict.pop(key, None)  # `db.pop(key, None)`: gone either way, expired or not
+        return
+    stored = _stored(db, key)  # `db.setdefault(key, Item(None))`, which drops an expired one
+    if stored is None:
+        stored = db._dict[key] = Item(None)  # no expiry yet: nothing to schedule
+    expireat = item._expireat
+    stored.value = value
+    stored.expireat = expireat
+    if expireat is not None:
+        db.schedule_expiry(key, expireat)
+
+
 def _stored(db: Any, key: bytes) -> Any:
     """`db.get(key)` (an expired key is dropped as it is read), without the KeyError that
     `Mapping.get` raises and catches for each missing key."""
     found = db._dict.get(key)
-    if found is not None and found.expireat is not None and db.expired(found):
+    if found is not None and found.expireat is not None and found.expireat < db.time:
         del db._dict[key]
         return None
     return found
@@ -186,6 +231,8 @@ def to_lua(sock: Any, runtime: Any, result: Any) -> Any:
     kind = type(result)
     if kind is bytes or kind is int:
         return result
+    if result is None:
+        return False
     if kind is list and all(type(item) in _LEAF for item in result):
         return runtime.table_from([False if item is None else item for item in result])
     if kind is float and sock._resp_version != 3:

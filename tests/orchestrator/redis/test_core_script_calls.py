@@ -19,6 +19,7 @@ import pytest
 from fakeredis._commands import Signature
 from fakeredis._socket._base import BaseFakeSocket
 from fakeredis.commands_mixins import scripting_mixin
+from redis.exceptions import WatchError
 
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from tests.support.calls import calls_to
@@ -310,3 +311,73 @@ async def test_a_pcall_error_is_a_string_that_reads_its_own_error() -> None:
     finally:
         await r.aclose()
         forget_memory_server(URL)
+
+
+# Writes whose write-back does more than store a value: a key's expiry set, kept, cleared
+# or past; a value emptied; a hash field's own expiry; a key another client watches.
+WRITES = [
+    ["SET", "k", "v", "PX", "#100000"],
+    ["SET", "short", "v", "PX", "#1"],
+    ["SET", "k", "w", "KEEPTTL"],
+    ["HSET", "k2", "a", "1"],
+    ["PEXPIRE", "k2", "#100000"],
+    ["HSET", "k2", "b", "2"],
+    ["SET", "k", "plain"],
+    ["SET", "expired", "again"],
+    ["HSET", "fields", "a", "1", "b", "2"],
+    ["HPEXPIRE", "fields", "#1", "FIELDS", "#1", "a"],
+    ["HGET", "fields", "b"],
+    ["HDEL", "fields", "b"],
+    ["RPUSH", "l2", "a"],
+    ["LPOP", "l2"],
+    ["SADD", "st", "c"],
+    ["SREM", "st", "a", "b", "c"],
+    ["DEL", "h"],
+    ["HINCRBY", "h", "n", "#2"],
+    ["DBSIZE"],  # counts what the expiry schedule has dropped ("short", "expired"'s)
+]
+
+
+async def expiries(r: Any) -> dict[bytes, int]:
+    """Each key's expiry: -1 (none) or 1 (set), as the clocks of the two differ."""
+    return {key: min(await r.pttl(key), 1) for key in sorted(await r.keys("*"))}
+
+
+async def test_a_scripts_writes_leave_keys_watches_and_events_as_fakeredis_does(
+    both: tuple[Any, Any],
+) -> None:
+    watched: list[bool] = []
+    events: list[list[Any]] = []
+    for r in both:
+        await seed(r)
+        await r.config_set("notify-keyspace-events", "KEA")
+        listener = r.pubsub()
+        await listener.psubscribe("__key*__:*")
+        watcher = r.pipeline()
+        await watcher.watch("k2")
+        script = r.register_script(CALL)
+        replies = []
+        for args in WRITES:
+            replies.append(await answer(r, script, ["call", *args]))
+            await asyncio.sleep(0.003)  # past a 1 ms expiry
+        watcher.multi()
+        watcher.exists("k2")
+        try:
+            await watcher.execute()
+            watched.append(False)
+        except WatchError:  # a script wrote the watched key
+            watched.append(True)
+        seen = []
+        while (message := await listener.get_message(timeout=0.05)) is not None:
+            if message["type"] == "pmessage":
+                seen.append((message["channel"], message["data"]))
+        events.append(seen)
+        await listener.aclose()
+        r.replies = replies
+        r.after = (await keyspace(r), await expiries(r), await r.hgetall("fields"))
+    stock, ours = both
+    assert stock.replies == ours.replies
+    assert stock.after == ours.after
+    assert watched == [True, True]
+    assert events[0] == events[1]
+    assert events[0]  # keyspace events were published
