@@ -557,6 +557,17 @@ def _scaling(rounds: list[list[tuple[Fleet, Fleet]]]) -> None:
                 f"  {agentq.processes:5d}  {name:7}  {', '.join(f'{x:.2f}x' for x in each)}:"
                 f" median {med(each):.2f}x ({min(each):.2f}-{max(each):.2f}x)"
             )
+        # Context, not the goal: on a machine with fewer cores than processes, raw arq's
+        # CPU per run grows too, and what grows for both is the machine's contention.
+        each = [
+            (r[i][0].worker_cpu_ms_per_run / r[0][0].worker_cpu_ms_per_run)
+            / (r[i][1].worker_cpu_ms_per_run / r[0][1].worker_cpu_ms_per_run)
+            for r in rounds
+        ]
+        print(
+            f"  {agentq.processes:5d}  agentq's growth over raw arq's, by round:"
+            f" {', '.join(f'{x:.2f}x' for x in each)}: median {med(each):.2f}x"
+        )
 
 
 def _fleets(
