@@ -57,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.context import SpawnContext, SpawnProcess
@@ -95,6 +96,7 @@ RUN_STEPS = 20
 WAIT_POLL_S = 0.02
 PING, PONG, DONE = "bench:ping", "bench:pong", "bench:done"
 ARQ_READY = "bench:arq-ready"  # a fleet's arq workers, each once it polls
+CHAIN = "chain-"  # a chain job's id begins so: a worker's batches of no-op jobs skip them
 # A shared int: the Redis round trips a worker process has sent.
 Counter: TypeAlias = "Synchronized[int]"
 
@@ -305,7 +307,7 @@ async def arq_noop(ctx: dict[str, Any]) -> None:
 async def arq_chain(ctx: dict[str, Any], i: int, n: int) -> None:
     pool: ArqRedis = ctx["redis"]
     if i < n:
-        await pool.enqueue_job("arq_chain", i + 1, n)
+        await pool.enqueue_job("arq_chain", i + 1, n, _job_id=CHAIN + uuid.uuid4().hex)
     else:
         await lpush(pool, DONE, json.dumps(time.time()))
 
@@ -324,11 +326,15 @@ async def _arq_worker_main(
             await ctx["redis"].rpush(ARQ_READY, "1")
 
     async def on_job_start(ctx: dict[str, Any]) -> None:
+        if ctx["job_id"].startswith(CHAIN):
+            return
         if not seen["first"]:
             seen["first"] = time.time()
             seen["cpu0"] = time.process_time()
 
     async def after_job_end(ctx: dict[str, Any]) -> None:
+        if ctx["job_id"].startswith(CHAIN):
+            return
         seen["done"] += 1
         seen["last"] = time.time()
         if ended is None:
@@ -416,27 +422,21 @@ async def arq_throughput(
         await pool.aclose()
 
 
-async def arq_hop_ms(ctx: SpawnContext, url: str, n: int, concurrency: int) -> float:
-    """Per-hop latency of a chain of jobs, each enqueuing the next, in ms."""
-    pool = await create_pool(RedisSettings.from_dsn(url))
-    sent = cast(Counter, ctx.Value("q", 0, lock=False))
-    proc, stop = start_arq_worker(ctx, url, concurrency, -1, sent)
-    try:
+async def arq_hop_ms(pool: ArqRedis, n: int) -> float:
+    """Per-hop latency of a chain of jobs, each enqueuing the next, in ms, on a standing
+    arq worker (its batches of no-op jobs do not count the chain's)."""
 
-        async def chain(length: int) -> float:
-            await pool.delete(DONE)
-            t0 = time.time()
-            await pool.enqueue_job("arq_chain", 0, length)
-            reply = await blpop(pool, DONE, 120)
-            if reply is None:
-                raise RuntimeError("the arq chain did not finish in 120 s")
-            return (float(json.loads(reply)) - t0) / (length + 1)
+    async def chain(length: int) -> float:
+        await pool.delete(DONE)
+        t0 = time.time()
+        await pool.enqueue_job("arq_chain", 0, length, _job_id=CHAIN + uuid.uuid4().hex)
+        reply = await blpop(pool, DONE, 120)
+        if reply is None:
+            raise RuntimeError("the arq chain did not finish in 120 s")
+        return (float(json.loads(reply)) - t0) / (length + 1)
 
-        await chain(3)  # warm up (and wait for the worker to start)
-        return await chain(n) * 1000
-    finally:
-        _stop(proc, stop)
-        await pool.aclose()
+    await chain(3)  # warm up (and wait for the worker to start)
+    return await chain(n) * 1000
 
 
 # -- 3 and 4. agentq ------------------------------------------------------------------------
@@ -596,6 +596,7 @@ async def worker_cpu_rounds(
     worker_pid: int,
     client: Client,
     budget: hop_budget.Budget,
+    figures: Figures,
 ) -> list[CpuRound]:
     """Issue 31's "worker CPU per job <= raw arq's" and "full runs >= 1.0x raw arq jobs/s",
     each round measured back to back on both (who goes first alternates), so a busy moment
@@ -606,7 +607,9 @@ async def worker_cpu_rounds(
     pool = await create_pool(RedisSettings.from_dsn(url))
     rounds: list[CpuRound] = []
     try:
-        await arq_batch(pool, jobs)  # warm-up: the worker's start and its first jobs
+        # On the same worker (one start fewer): the chain, then a warm-up batch.
+        figures.arq_hop_ms = await arq_hop_ms(pool, sizes.arq_chain)
+        await arq_batch(pool, jobs)
         for i in range(sizes.cpu_rounds):
             if i % 2:
                 agentq = await hop_budget.full_runs(client, sizes.full_runs, [worker_pid], sent)
@@ -770,10 +773,9 @@ async def measure(
             figures.tp_ratios.append(calls_per_s / jobs_per_s)
         print(f"  throughput measured ({len(figures.tp_ratios)} pairs)", flush=True)
 
-        figures.arq_hop_ms = await arq_hop_ms(ctx, url, sizes.arq_chain, concurrency)
         figures.commands = await commands_per_step(url, client)
         figures.cpu_rounds = await worker_cpu_rounds(
-            ctx, url, sizes, concurrency, sent, worker_pid, client, figures.budget
+            ctx, url, sizes, concurrency, sent, worker_pid, client, figures.budget, figures
         )
         print(f"  worker CPU measured ({len(figures.cpu_rounds)} alternated rounds)", flush=True)
         await measure_budget(ctx, url, sizes, sent, worker_pid, client, figures.budget)
