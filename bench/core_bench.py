@@ -22,6 +22,10 @@ The machine is shared and noisy, so baselines and agentq alternate: each
 agentq run is bracketed by raw hop samples and each fan-out is paired with a
 raw arq run, and the ratios are medians of per-pair ratios. Goals: a step
 costs at most 30 raw hops; tool-call throughput at least 0.4 of raw arq's.
+Issue 31's worker CPU per job (full runs on the agentq worker against as many no-op
+jobs on a standing raw arq worker) and full runs' jobs/s against raw arq's are
+measured in alternated rounds (5; 3 with --quick; who goes first swaps each round):
+each is the median of the rounds' ratios, printed with its range.
 Prints PASS/MISS; never asserts on time.
 
 Then issue 17's table (every row, "was" / goal / measured in this run; `hop_budget.py`):
@@ -53,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Awaitable, Iterator
 from dataclasses import dataclass, field
 from multiprocessing.context import SpawnContext, SpawnProcess
@@ -91,6 +96,7 @@ RUN_STEPS = 20
 WAIT_POLL_S = 0.02
 PING, PONG, DONE = "bench:ping", "bench:pong", "bench:done"
 ARQ_READY = "bench:arq-ready"  # a fleet's arq workers, each once it polls
+CHAIN = "chain-"  # a chain job's id begins so: a worker's batches of no-op jobs skip them
 # A shared int: the Redis round trips a worker process has sent.
 Counter: TypeAlias = "Synchronized[int]"
 
@@ -110,6 +116,10 @@ class Sizes:
     throughput_pairs: int
     arq_chain: int
     embedded_runs: int
+    # Rounds of full runs on the agentq worker and as many raw arq no-op jobs on a
+    # standing arq worker, alternated round by round: worker CPU per job against raw arq's
+    # is the median of the rounds' ratios, so one noisy sample cannot decide it.
+    cpu_rounds: int
     idle_s: float  # how long the idle worker's CPU is read
     # Two worker processes, recovery after SIGKILL, the upkeep of 1,000 calls in flight and
     # the cluster row each start worker processes (and Redis servers) of their own: ~45 s.
@@ -125,6 +135,7 @@ FULL = Sizes(
     throughput_pairs=4,
     arq_chain=60,
     embedded_runs=7,
+    cpu_rounds=5,
     idle_s=3.0,
     slow_rows=True,
     quick=False,
@@ -137,6 +148,7 @@ QUICK = Sizes(
     throughput_pairs=1,
     arq_chain=15,
     embedded_runs=1,
+    cpu_rounds=3,
     idle_s=1.0,
     slow_rows=False,
     quick=True,
@@ -295,7 +307,7 @@ async def arq_noop(ctx: dict[str, Any]) -> None:
 async def arq_chain(ctx: dict[str, Any], i: int, n: int) -> None:
     pool: ArqRedis = ctx["redis"]
     if i < n:
-        await pool.enqueue_job("arq_chain", i + 1, n)
+        await pool.enqueue_job("arq_chain", i + 1, n, _job_id=CHAIN + uuid.uuid4().hex)
     else:
         await lpush(pool, DONE, json.dumps(time.time()))
 
@@ -303,9 +315,10 @@ async def arq_chain(ctx: dict[str, Any], i: int, n: int) -> None:
 async def _arq_worker_main(
     url: str, concurrency: int, expected: int, stop: MpEvent, ended: Counter | None = None
 ) -> None:
-    """One arq worker; DONE gets [first start, last end, CPU s] when `expected` jobs have
-    ended here, or, given a counter shared by a fleet of workers, when the fleet's jobs
-    reach `expected` (the fleet's workers also say on ARQ_READY when they poll)."""
+    """One arq worker; DONE gets [first start, last end, CPU s] each time another
+    `expected` jobs have ended here (a standing worker reports batch after batch), or,
+    given a counter shared by a fleet of workers, when the fleet's jobs reach `expected`
+    (the fleet's workers also say on ARQ_READY when they poll)."""
     seen = {"first": 0.0, "last": 0.0, "done": 0, "cpu0": 0.0}
 
     async def on_startup(ctx: dict[str, Any]) -> None:
@@ -313,22 +326,27 @@ async def _arq_worker_main(
             await ctx["redis"].rpush(ARQ_READY, "1")
 
     async def on_job_start(ctx: dict[str, Any]) -> None:
+        if ctx["job_id"].startswith(CHAIN):
+            return
         if not seen["first"]:
             seen["first"] = time.time()
             seen["cpu0"] = time.process_time()
 
     async def after_job_end(ctx: dict[str, Any]) -> None:
+        if ctx["job_id"].startswith(CHAIN):
+            return
         seen["done"] += 1
         seen["last"] = time.time()
         if ended is None:
-            last = seen["done"] == expected
+            last = expected > 0 and seen["done"] % expected == 0
         else:
             with ended.get_lock():
                 ended.value += 1
                 last = ended.value == expected
         if last:
             cpu = time.process_time() - seen["cpu0"]
-            await ctx["redis"].rpush(DONE, json.dumps([seen["first"], seen["last"], cpu]))
+            first, seen["first"] = seen["first"], 0.0  # the next batch starts afresh
+            await ctx["redis"].rpush(DONE, json.dumps([first, seen["last"], cpu]))
 
     worker = Worker(
         functions=[func(arq_noop, name="arq_noop"), func(arq_chain, name="arq_chain")],
@@ -404,27 +422,21 @@ async def arq_throughput(
         await pool.aclose()
 
 
-async def arq_hop_ms(ctx: SpawnContext, url: str, n: int, concurrency: int) -> float:
-    """Per-hop latency of a chain of jobs, each enqueuing the next, in ms."""
-    pool = await create_pool(RedisSettings.from_dsn(url))
-    sent = cast(Counter, ctx.Value("q", 0, lock=False))
-    proc, stop = start_arq_worker(ctx, url, concurrency, -1, sent)
-    try:
+async def arq_hop_ms(pool: ArqRedis, n: int) -> float:
+    """Per-hop latency of a chain of jobs, each enqueuing the next, in ms, on a standing
+    arq worker (its batches of no-op jobs do not count the chain's)."""
 
-        async def chain(length: int) -> float:
-            await pool.delete(DONE)
-            t0 = time.time()
-            await pool.enqueue_job("arq_chain", 0, length)
-            reply = await blpop(pool, DONE, 120)
-            if reply is None:
-                raise RuntimeError("the arq chain did not finish in 120 s")
-            return (float(json.loads(reply)) - t0) / (length + 1)
+    async def chain(length: int) -> float:
+        await pool.delete(DONE)
+        t0 = time.time()
+        await pool.enqueue_job("arq_chain", 0, length, _job_id=CHAIN + uuid.uuid4().hex)
+        reply = await blpop(pool, DONE, 120)
+        if reply is None:
+            raise RuntimeError("the arq chain did not finish in 120 s")
+        return (float(json.loads(reply)) - t0) / (length + 1)
 
-        await chain(3)  # warm up (and wait for the worker to start)
-        return await chain(n) * 1000
-    finally:
-        _stop(proc, stop)
-        await pool.aclose()
+    await chain(3)  # warm up (and wait for the worker to start)
+    return await chain(n) * 1000
 
 
 # -- 3 and 4. agentq ------------------------------------------------------------------------
@@ -539,6 +551,90 @@ async def commands_per_step(url: str, client: Client) -> dict[str, float]:
     return dict(sorted(per.items(), key=lambda kv: -kv[1]))
 
 
+# -- worker CPU per job, agentq and raw arq alternated ---------------------------------------
+
+
+@dataclass(frozen=True)
+class CpuRound:
+    """One round: full runs on the agentq worker and as many no-op jobs on raw arq's."""
+
+    agentq_cpu_ms_per_job: float
+    arq_cpu_ms_per_job: float
+    agentq_jobs_per_s: float
+    arq_jobs_per_s: float
+
+    @property
+    def cpu_ratio(self) -> float:
+        return self.agentq_cpu_ms_per_job / self.arq_cpu_ms_per_job
+
+    @property
+    def jobs_ratio(self) -> float:
+        return self.agentq_jobs_per_s / self.arq_jobs_per_s
+
+
+async def arq_batch(pool: ArqRedis, jobs: int) -> tuple[float, float]:
+    """`jobs` no-op jobs on a standing arq worker (enqueued as fast as they go, as
+    agentq's full runs are submitted): its jobs/s and CPU ms per job over the batch."""
+    await pool.delete(DONE)
+    for start in range(0, jobs, 100):
+        await asyncio.gather(
+            *(pool.enqueue_job("arq_noop") for _ in range(start, min(jobs, start + 100)))
+        )
+    reply = await blpop(pool, DONE, 120)
+    if reply is None:
+        raise RuntimeError("raw arq jobs did not finish in 120 s")
+    first, last, cpu_s = json.loads(reply)
+    return jobs / (last - first), cpu_s * 1000 / jobs
+
+
+async def worker_cpu_rounds(
+    ctx: SpawnContext,
+    url: str,
+    sizes: Sizes,
+    concurrency: int,
+    sent: Counter,
+    worker_pid: int,
+    client: Client,
+    budget: hop_budget.Budget,
+    figures: Figures,
+) -> list[CpuRound]:
+    """Issue 31's "worker CPU per job <= raw arq's" and "full runs >= 1.0x raw arq jobs/s",
+    each round measured back to back on both (who goes first alternates), so a busy moment
+    of the shared machine lands on one round's pair rather than on one side."""
+    jobs = sizes.full_runs * hop_budget.FULL_RUN_JOBS
+    arq_sent = cast(Counter, ctx.Value("q", 0, lock=False))
+    proc, stop = start_arq_worker(ctx, url, concurrency, jobs, arq_sent)
+    pool = await create_pool(RedisSettings.from_dsn(url))
+    rounds: list[CpuRound] = []
+    try:
+        # On the same worker (one start fewer): the chain, then a warm-up batch.
+        figures.arq_hop_ms = await arq_hop_ms(pool, sizes.arq_chain)
+        await arq_batch(pool, jobs)
+        for i in range(sizes.cpu_rounds):
+            if i % 2:
+                agentq = await hop_budget.full_runs(client, sizes.full_runs, [worker_pid], sent)
+                arq = await arq_batch(pool, jobs)
+            else:
+                arq = await arq_batch(pool, jobs)
+                agentq = await hop_budget.full_runs(client, sizes.full_runs, [worker_pid], sent)
+            rounds.append(CpuRound(agentq[2], arq[1], agentq[0], arq[0]))
+            budget.full_jobs_per_s.append(agentq[0])  # issue 17's rows read these
+            budget.full_trips_per_job.append(agentq[1])
+            budget.full_cpu_ms_per_job.append(agentq[2])
+    finally:
+        _stop(proc, stop)
+        await pool.aclose()
+    return rounds
+
+
+def spread(values: list[float], fmt: str, unit: str = "") -> str:
+    """A figure's median and its range over the rounds, e.g. '1.21x (1.10-1.35x, 5 rounds)'."""
+    return (
+        f"{statistics.median(values):{fmt}}{unit} ({min(values):{fmt}}-{max(values):{fmt}}{unit},"
+        f" {len(values)} rounds)"
+    )
+
+
 # -- the whole measurement ---------------------------------------------------------------------
 
 
@@ -556,6 +652,7 @@ class Figures:
     round_trips_per_call: list[float] = field(default_factory=list)
     arq_cpu_ms_per_job: list[float] = field(default_factory=list)
     arq_hop_ms: float = 0.0
+    cpu_rounds: list[CpuRound] = field(default_factory=list)
     commands: dict[str, float] = field(default_factory=dict)
     budget: hop_budget.Budget = field(default_factory=hop_budget.Budget)
 
@@ -605,11 +702,6 @@ async def measure_budget(
         budget.recovery_s += hop_budget.measure_alone("recovery", 120)
         budget.upkeep_pct = hop_budget.measure_alone("upkeep", 120)
     print("  cancel and recovery measured", flush=True)
-    for _ in range(sizes.throughput_pairs):
-        tp, trips, cpu = await hop_budget.full_runs(client, sizes.full_runs, [worker_pid], sent)
-        budget.full_jobs_per_s.append(tp)
-        budget.full_trips_per_job.append(trips)
-        budget.full_cpu_ms_per_job.append(cpu)
     if sizes.slow_rows:
         await _two_workers(ctx, url, sizes, sent, worker_pid, client, budget)
     print("  full runs measured", flush=True)
@@ -681,8 +773,11 @@ async def measure(
             figures.tp_ratios.append(calls_per_s / jobs_per_s)
         print(f"  throughput measured ({len(figures.tp_ratios)} pairs)", flush=True)
 
-        figures.arq_hop_ms = await arq_hop_ms(ctx, url, sizes.arq_chain, concurrency)
         figures.commands = await commands_per_step(url, client)
+        figures.cpu_rounds = await worker_cpu_rounds(
+            ctx, url, sizes, concurrency, sent, worker_pid, client, figures.budget, figures
+        )
+        print(f"  worker CPU measured ({len(figures.cpu_rounds)} alternated rounds)", flush=True)
         await measure_budget(ctx, url, sizes, sent, worker_pid, client, figures.budget)
     await lpush(ping, PING, "stop")
     await ping.aclose()
@@ -771,6 +866,24 @@ def report(figures: Figures, sizes: Sizes, settings: Settings, elapsed_s: float)
     print(
         f"throughput     = {tp_ratio:6.2f} x raw arq    goal >= {THROUGHPUT_GOAL:g}   {tp_mark}"
         f"   (median of paired ratios: {_runs(figures.tp_ratios, '.2f')})"
+    )
+    rounds = figures.cpu_rounds
+    cpu_ratio = med([r.cpu_ratio for r in rounds])
+    cpu_mark = verdict(cpu_ratio <= 1.0, timed=True, quick=sizes.quick)
+    print(
+        f"worker CPU/job = {spread([r.cpu_ratio for r in rounds], '.2f', 'x')} raw arq's"
+        f"   goal <= 1   {cpu_mark}   (agentq full runs"
+        f" {spread([r.agentq_cpu_ms_per_job for r in rounds], '.2f', ' ms')}, raw arq"
+        f" {spread([r.arq_cpu_ms_per_job for r in rounds], '.2f', ' ms')}; alternated rounds of"
+        f" {sizes.full_runs * hop_budget.FULL_RUN_JOBS} jobs each)"
+    )
+    jobs_ratio = med([r.jobs_ratio for r in rounds])
+    jobs_mark = verdict(jobs_ratio >= 1.0, timed=True, quick=sizes.quick)
+    print(
+        f"full runs      = {spread([r.jobs_ratio for r in rounds], '.2f', 'x')} raw arq jobs/s"
+        f"   goal >= 1   {jobs_mark}   (agentq"
+        f" {spread([r.agentq_jobs_per_s for r in rounds], '.0f')} jobs/s, raw arq"
+        f" {spread([r.arq_jobs_per_s for r in rounds], '.0f')})"
     )
     hop_budget.print_table(
         hop_budget.table(

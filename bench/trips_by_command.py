@@ -1,7 +1,8 @@
 """What a run costs Redis: the worker's round trips per job by command, Redis's own
 commands per step by command, and Redis's CPU per run against raw arq's.
 
-    python bench/trips_by_command.py [RUNS] [--profile] [--workers N[,N...]] [--quick]
+    python bench/trips_by_command.py [RUNS] [--profile] [--workers N[,N...]] [--rounds R]
+                                     [--step-runs S] [--quick]
 
 Starts its own redis-server and one agentq worker process (as `core_bench.py` does),
 submits RUNS full runs (2 model steps + 2 parallel no-op calls, 4 jobs each) at once
@@ -24,6 +25,11 @@ when workers compete). With several counts (`--workers 1,2,4`) each is measured 
 and a closing table gives, per count, runs/s and the workers' CPU per run (every worker
 process's user + system time over the full runs) for agentq and for raw arq on as many
 processes: issue 31's "worker processes add capacity" (CPU per run flat within 10 %).
+`--rounds R` (3 with several counts) measures every count R times, agentq and raw arq
+alternated (who goes first swaps each round); each round's CPU per run is compared with
+that round's first count, and the table gives the medians of those ratios with their
+range, so one noisy sample cannot decide the goal. The per-command report, the step
+runs and the profile come from the first round.
 `--profile` also cProfiles the (first) worker during the full
 runs only and prints where its CPU goes (by own time, and cumulative). `--quick` is a
 smoke run (20 runs, one 20-step run).
@@ -139,7 +145,9 @@ def _worker(
 ) -> None:
     counts: dict[str, int] = collections.Counter()
     _tally(counts, _script_names())
-    profiler = cProfile.Profile()
+    # CPU time, not wall time: a wait (epoll, a send that yields the core to Redis) is
+    # not a cost of the worker.
+    profiler = cProfile.Profile(time.process_time)
 
     async def main() -> None:
         runtime = core_bench.WorkerRuntime(
@@ -389,6 +397,14 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         help="worker processes, or several counts comma-separated, each measured in turn"
         " against as many raw arq workers (1; e.g. 1,2,4)",
     )
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="rounds of every count of worker processes, agentq and raw arq alternated"
+        " (which goes first swaps each round); the scaling figures are medians of the"
+        " rounds' own ratios (3 with several counts, else 1)",
+    )
     parser.add_argument("--step-runs", type=int, default=5, help="20-step runs (5)")
     parser.add_argument("--profile", action="store_true", help="cProfile the first worker")
     parser.add_argument("--quick", action="store_true", help="a smoke run: 20 runs, 1 step run")
@@ -399,6 +415,10 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--workers: counts of processes, comma-separated: {args.workers!r}")
     if args.quick:
         args.runs, args.step_runs = 20, 1
+    if args.rounds is None:
+        args.rounds = 3 if len(args.workers) > 1 and not args.quick else 1
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1")
     return args
 
 
@@ -484,52 +504,127 @@ def _report(
         print(f"  {calls / steps:6.2f}  {usec / steps:6.1f}  {name}")
 
 
-def _scaling(rows: list[tuple[Fleet, Fleet]]) -> None:
-    """Issue 31's goal: worker CPU per run flat (+-10 %) as worker processes are added."""
-    (one, arq_one) = rows[0]
+def _figure(
+    rounds: list[list[tuple[Fleet, Fleet]]], row: int, who: int, speed: bool
+) -> tuple[float, float]:
+    """A row's runs/s (speed) or CPU per run, agentq's (who 0) or raw arq's (1): its
+    median over the rounds, and the median of its ratios to each round's first row."""
+
+    def of(fleet: Fleet) -> float:
+        return fleet.runs_per_s if speed else fleet.worker_cpu_ms_per_run
+
+    med = statistics.median
+    return (
+        med(of(r[row][who]) for r in rounds),
+        med(of(r[row][who]) / of(r[0][who]) for r in rounds),
+    )
+
+
+def _scaling(rounds: list[list[tuple[Fleet, Fleet]]]) -> None:
+    """Issue 31's goal: worker CPU per run flat (+-10 %) as worker processes are added.
+    Each round's ratios are against that round's first row (measured a minute apart at
+    most), and the goal is read off their median across rounds."""
     print(
         "\nworker processes: runs/s and worker CPU per run (all processes), agentq against"
         " raw arq (4 no-op jobs a run) in the same run; goal: agentq's CPU per run within"
-        " +-10 % of its first row's"
+        f" +-10 % of its first row's (medians of {len(rounds)} round(s); 'x first' is the"
+        " median of the rounds' own ratios)"
     )
     print(
         f"  {'procs':>5}  {'agentq runs/s':>13}  {'x first':>7}  {'CPU ms/run':>10}"
         f"  {'x first':>7}  {'arq runs/s':>10}  {'x first':>7}  {'CPU ms/run':>10}"
         f"  {'runs/s vs arq':>13}"
     )
-    for agentq, arq in rows:
+    med = statistics.median
+    for i, (agentq, _) in enumerate(rounds[0]):
+        pairs = [r[i] for r in rounds]
+        (runs, runs_x), (cpu, cpu_x) = _figure(rounds, i, 0, True), _figure(rounds, i, 0, False)
+        (arq_runs, arq_x), (arq_cpu, _) = _figure(rounds, i, 1, True), _figure(rounds, i, 1, False)
         print(
-            f"  {agentq.processes:5d}  {agentq.runs_per_s:13.0f}"
-            f"  {agentq.runs_per_s / one.runs_per_s:6.2f}x  {agentq.worker_cpu_ms_per_run:10.2f}"
-            f"  {agentq.worker_cpu_ms_per_run / one.worker_cpu_ms_per_run:6.2f}x"
-            f"  {arq.runs_per_s:10.0f}  {arq.runs_per_s / arq_one.runs_per_s:6.2f}x"
-            f"  {arq.worker_cpu_ms_per_run:10.2f}  {agentq.runs_per_s / arq.runs_per_s:12.2f}x"
+            f"  {agentq.processes:5d}  {runs:13.0f}  {runs_x:6.2f}x  {cpu:10.2f}  {cpu_x:6.2f}x"
+            f"  {arq_runs:10.0f}  {arq_x:6.2f}x  {arq_cpu:10.2f}"
+            f"  {med(p[0].runs_per_s / p[1].runs_per_s for p in pairs):12.2f}x"
         )
+    if len(rounds) < 2:
+        return
+    print("  CPU per run against the round's first row, round by round: median (range)")
+    for i, (agentq, _) in enumerate(rounds[0][1:], start=1):
+        for who, name in ((0, "agentq"), (1, "raw arq")):
+            each = [
+                r[i][who].worker_cpu_ms_per_run / r[0][who].worker_cpu_ms_per_run for r in rounds
+            ]
+            print(
+                f"  {agentq.processes:5d}  {name:7}  {', '.join(f'{x:.2f}x' for x in each)}:"
+                f" median {med(each):.2f}x ({min(each):.2f}-{max(each):.2f}x)"
+            )
+        # Context, not the goal: on a machine with fewer cores than processes, raw arq's
+        # CPU per run grows too, and what grows for both is the machine's contention.
+        each = [
+            (r[i][0].worker_cpu_ms_per_run / r[0][0].worker_cpu_ms_per_run)
+            / (r[i][1].worker_cpu_ms_per_run / r[0][1].worker_cpu_ms_per_run)
+            for r in rounds
+        ]
+        print(
+            f"  {agentq.processes:5d}  agentq's growth over raw arq's, by round:"
+            f" {', '.join(f'{x:.2f}x' for x in each)}: median {med(each):.2f}x"
+        )
+
+
+def _fleets(
+    args: argparse.Namespace, workers: int, *, report: bool, arq_first: bool
+) -> tuple[Fleet, Fleet]:
+    """One round's pair on `workers` processes, agentq's and raw arq's, in the given
+    order; the per-command report, the step runs and the profile in the report round."""
+
+    def arq_fleet() -> Fleet:
+        with core_bench.redis_server() as url:
+            return asyncio.run(_arq_fleet(url, args.runs, workers))
+
+    arq = arq_fleet() if arq_first else None
+    measured, counts, out = _agentq(
+        args.runs, workers, args.step_runs if report else 0, args.profile and report
+    )
+    if arq is None:
+        arq = arq_fleet()
+    agentq = Fleet(
+        workers,
+        args.runs / measured.full_runs_s,
+        measured.worker_cpu_s * 1000 / args.runs,
+        measured.full_runs.cpu_s * 1000 / args.runs,
+    )
+    if report:
+        _report(args.runs, workers, args.step_runs, measured, counts, arq)
+    else:
+        print(
+            f"{workers} worker process(es), {'raw arq' if arq_first else 'agentq'} first:"
+            f" agentq {agentq.runs_per_s:.0f} runs/s, {agentq.worker_cpu_ms_per_run:.2f} ms"
+            f" CPU/run; raw arq {arq.runs_per_s:.0f} runs/s, {arq.worker_cpu_ms_per_run:.2f}"
+            f" ms; load average {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
+    if args.profile and report:
+        for order in ("tottime", "cumulative"):
+            text = io.StringIO()
+            stats = pstats.Stats(out + ".prof", stream=text)
+            stats.sort_stats(order).print_stats(25)
+            print(f"\nworker profile during the runs, by {order}:")
+            print(text.getvalue())
+    return agentq, arq
 
 
 def main(argv: list[str]) -> int:
     args = _arguments(argv)
-    rows: list[tuple[Fleet, Fleet]] = []
-    for workers in args.workers:
-        measured, counts, first = _agentq(args.runs, workers, args.step_runs, args.profile)
-        with core_bench.redis_server() as url:
-            arq = asyncio.run(_arq_fleet(url, args.runs, workers))
-        _report(args.runs, workers, args.step_runs, measured, counts, arq)
-        agentq = Fleet(
-            workers,
-            args.runs / measured.full_runs_s,
-            measured.worker_cpu_s * 1000 / args.runs,
-            measured.full_runs.cpu_s * 1000 / args.runs,
+    rounds: list[list[tuple[Fleet, Fleet]]] = []
+    for i in range(args.rounds):
+        if i:
+            print(f"\nround {i + 1} of {args.rounds}:", flush=True)
+        rounds.append(
+            [
+                _fleets(args, workers, report=i == 0, arq_first=i % 2 == 1)
+                for workers in args.workers
+            ]
         )
-        rows.append((agentq, arq))
-        if args.profile:
-            for order in ("tottime", "cumulative"):
-                text = io.StringIO()
-                stats = pstats.Stats(first + ".prof", stream=text)
-                stats.sort_stats(order).print_stats(25)
-                print(f"\nworker profile during the runs, by {order}:")
-                print(text.getvalue())
-    _scaling(rows)
+    _scaling(rounds)
     with core_bench.redis_server() as url:
         fixed = _fixed_costs(url, *((1, 200) if args.quick else (5, 3000)))
     print("\na transition's fixed cost (its script before its own body), µs per call:")
