@@ -55,7 +55,7 @@ from fakeredis.commands_mixins.scripting_mixin import (
 from agentq.orchestrator.redis.script_calls import ScriptCommand, install_cjson, lua_args, to_lua
 
 # fakeredis's per-call cleanup; Lua's incremental collector does this as it allocates.
-_FULL_COLLECTION = b"collectgarbage()"
+_FULL_COLLECTION = "collectgarbage()"  # as fakeredis's EVAL passes it: text, not bytes
 # The globals a script left that the runtime did not start with (nil if none). `pairs`
 # and the globals table are the runtime's own, whatever a script rebinds.
 _UNEXPECTED_GLOBALS = b"""
@@ -74,6 +74,36 @@ function(expected)
 end
 """
 
+# Redis 7's shebang line (`#!lua flags=...`): its flags, as Redis names them.
+_SHEBANG_FLAGS = frozenset(
+    {b"no-writes", b"allow-oom", b"allow-stale", b"no-cluster", b"allow-cross-slot-keys"}
+)
+
+
+def _without_shebang(code: bytes) -> bytes:
+    """A script's source with its shebang line, if any, checked as Redis 7 checks it and
+    left blank (so error lines count as Redis counts them). fakeredis hands `#!lua` to
+    Lua, which refuses it: a script declaring its flags would fail on the embedded Redis
+    alone. The flags decide what a real Redis refuses (over maxmemory, on a replica, in
+    a cluster); the embedded Redis has none of those, and does not refuse a write from a
+    `no-writes` script."""
+    if not code.startswith(b"#!"):
+        return code
+    line, newline, body = code.partition(b"\n")
+    engine, *options = line.split()
+    if engine != b"#!lua":
+        raise SimpleError(f"Unexpected engine in script shebang: {line.decode(errors='replace')}")
+    for option in options:
+        name, _, value = option.partition(b"=")
+        if name != b"flags":
+            raise SimpleError(f"Unknown lua shebang option: {option.decode(errors='replace')}")
+        for flag in filter(None, value.split(b",")):
+            if flag not in _SHEBANG_FLAGS:
+                raise SimpleError(
+                    f"Unexpected flag in script shebang: {flag.decode(errors='replace')}"
+                )
+    return newline + body
+
 
 class CompiledScripts:
     """A fakeredis Lua runtime whose `execute` runs a script compiled once per source,
@@ -81,7 +111,7 @@ class CompiledScripts:
 
     def __init__(self, runtime: Any, expected_globals: set[Any]) -> None:
         self.lua = runtime  # fakeredis's own runtime
-        self._compiled: dict[bytes, Any] = {}
+        self._compiled: dict[bytes | str, Any] = {}
         # A command's name as a script wrote it -> its dispatch, on this server.
         self.commands: dict[bytes, ScriptCommand] = {}
         expected = runtime.table_from(dict.fromkeys(expected_globals, True))
@@ -95,15 +125,15 @@ class CompiledScripts:
             names = ", ".join(_ensure_str(name, "utf-8", "replace") for name in unexpected.values())
             raise SimpleError(msgs.GLOBAL_VARIABLE_MSG.format(names))
 
-    def function(self, code: bytes) -> Any:
+    def function(self, code: bytes | str) -> Any:
         function = self._compiled.get(code)
         if function is None:
             # A syntax error raises here, as `execute` would, and nothing is cached.
-            function = self.lua.compile(code)
+            function = self.lua.compile(_without_shebang(code) if isinstance(code, bytes) else code)
             self._compiled[code] = function
         return function
 
-    def execute(self, code: bytes) -> Any:
+    def execute(self, code: bytes | str) -> Any:
         if code == _FULL_COLLECTION:
             return None
         return self.function(code)()

@@ -78,6 +78,26 @@ async def test_a_script_runs_compiled_once_and_errors_read_as_redis_says() -> No
     await r.aclose()
 
 
+async def test_a_script_with_a_shebang_runs_as_on_redis_7() -> None:
+    """`#!lua flags=...` (as `runs/lua/admit.lua` opens) runs, its flags checked and its
+    lines counted as Redis 7 does them (messages as a redis-server 7 words them)."""
+    r = client()
+    assert await r.register_script("#!lua\nreturn 1")(keys=[]) == 1
+    flagged = r.register_script("#!lua flags=no-writes,allow-oom\nreturn ARGV[1]")
+    assert await flagged(keys=[], args=["x"]) == b"x"
+    with pytest.raises(ResponseError, match=r":2:"):
+        await r.register_script("#!lua\nerror('x')")(keys=[])
+    refused = {
+        "#!python\nreturn 1": "Unexpected engine in script shebang: #!python",
+        "#!lua flags=bogus\nreturn 1": "Unexpected flag in script shebang: bogus",
+        "#!lua name=x\nreturn 1": "Unknown lua shebang option: name=x",
+    }
+    for source, message in refused.items():
+        with pytest.raises(ResponseError, match=message):
+            await r.register_script(source)(keys=[])
+    await r.aclose()
+
+
 async def test_a_blocked_reader_is_woken_by_a_push_from_another_connection() -> None:
     reader, writer = client(), client()
     popped = asyncio.create_task(reader.blpop(["wake"], timeout=5))
