@@ -242,9 +242,13 @@ def test_a_tool_error_shows_its_kind(server: ServeProcess, browser: object) -> N
     for call_id, kind in (("call-fail", "execution"), ("call-ghost", "no-such-tool")):
         badge = (By.CSS_SELECTOR, f'.call[data-call-id="{call_id}"] .error .error-kind')
         wait.until(when.text_to_be_present_in_element(badge, kind))
-    ghost = browser.find_element(By.CSS_SELECTOR, '.call[data-call-id="call-ghost"] .error')
-    assert ghost.get_attribute("data-error-kind") == "no-such-tool"
-    assert "unavailable tool 'ghost'" in ghost.text
+    # Waited on, not read once: the run page redraws a call as its events arrive, so an
+    # element found a moment ago may be gone (a stale reference) when it is read.
+    ghost = (By.CSS_SELECTOR, '.call[data-call-id="call-ghost"] .error')
+    wait.until(
+        when.text_to_be_present_in_element_attribute(ghost, "data-error-kind", "no-such-tool")
+    )
+    wait.until(when.text_to_be_present_in_element(ghost, "unavailable tool 'ghost'"))
 
 
 def _workflow(name: str, nodes: list[dict[str, Any]], edges: list[list[str]]) -> dict[str, Any]:
