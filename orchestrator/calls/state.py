@@ -32,7 +32,6 @@ class CallField(StrEnum):
     STATUS = "status"  # a CallStatus: queued, running, done
     RESULT = "result"  # ToolResultPart JSON, written once
     CANCELLED = "cancelled"  # "1" when a cancellation wrote the result
-    SEQ = "seq"  # the last event's sequence number
     TENANT = "tenant"
     TRACE = "trace"  # W3C carrier JSON of the call's trace (the caller's, when it sent one)
     CREATED_AT = "created_at"

@@ -408,6 +408,12 @@ def strict_json(body: dict[str, Any]) -> str:
         return json.dumps(body, ensure_ascii=False, default=str, separators=(",", ":"))
 
 
+def stream_seq(entry_id: str) -> int:
+    """An event's sequence number from its stream id, `0-<seq>` (Redis numbers the events
+    of a stream 1, 2, ...: orchestrator/machine/lua/emit.lua)."""
+    return int(entry_id.partition("-")[2])
+
+
 def parse_event(seq: int, raw: bytes | str | dict[str, Any]) -> Event:
     """A stored event (its JSON body, outputs resolved) and its stream sequence as its model."""
     body = dict(raw) if isinstance(raw, dict) else json.loads(raw)

@@ -107,6 +107,8 @@ SUBMIT_WINDOW_S = 60
 # Runs `submit_many` creates per round trip: past a few hundred the round trip is a
 # small share of a run's cost, and a chunk's pipeline is held in memory whole.
 SUBMIT_CHUNK = 500
+# What a RunHead is read from (not the whole meta: its spec is the bulk of it).
+_HEAD_FIELDS = (MetaField.TENANT, MetaField.STATUS, MetaField.STEP, MetaField.BUDGET_HELD)
 
 
 def _text(value: bytes | str) -> str:
@@ -423,13 +425,13 @@ class Runs:
     async def status(self, run_id: str) -> RunHead:
         """Where the run stands now. RunNotFoundError when there is no such run."""
         with redis_errors_mapped():
-            meta = await self.store.meta(run_id)
+            meta, seq = await self.store.head(run_id, _HEAD_FIELDS)
         return RunHead(
             id=run_id,
-            tenant=meta.get("tenant", DEFAULT_TENANT),
+            tenant=meta.get(MetaField.TENANT, DEFAULT_TENANT),
             status=meta[MetaField.STATUS],
             step=int(meta.get(MetaField.STEP, 0)),
-            seq=int(meta.get(MetaField.SEQ, 0)),
+            seq=seq,
             held=meta.get(MetaField.BUDGET_HELD),
         )
 
@@ -582,9 +584,8 @@ class Runs:
         while True:
             try:
                 if after is None:
-                    meta = await self.store.meta(run_id)
+                    meta, after = await self.store.head(run_id, [MetaField.STATUS])
                     reconnect.reached = True
-                    after = int(meta[MetaField.SEQ])
                     if meta[MetaField.STATUS] in TERMINAL_STATUSES:
                         return await self.result(run_id)
                 async for event in self.store.events(run_id, after, follow=True):

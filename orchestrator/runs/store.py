@@ -18,7 +18,13 @@ from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
-from agentq.orchestrator.core.events import TERMINAL_EVENTS, Event, stored_output, with_output
+from agentq.orchestrator.core.events import (
+    TERMINAL_EVENTS,
+    Event,
+    stored_output,
+    stream_seq,
+    with_output,
+)
 from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.run_ids import ParentLink, child_run_id, run_trace_id
 from agentq.orchestrator.machine import scripts
@@ -290,6 +296,31 @@ class RunStore(Store):
 
     async def meta(self, run_id: str) -> dict[str, str]:
         return await self._record(keys.meta(run_id), RunNotFoundError(f"no run with id {run_id!r}"))
+
+    async def head(
+        self, run_id: str, fields: Sequence[str] | None = None
+    ) -> tuple[dict[str, str], int]:
+        """The run's meta (only `fields` of it, when given) and its last event's sequence
+        number, read at one moment (one slot's MULTI): a reader that sees the run live
+        follows its events from there. The number is the stream's last id (no counter is
+        kept: machine/lua/emit.lua); a stream trimmed empty reads 0, and following from 0
+        then misses nothing. RunNotFoundError when there is no such run."""
+        meta_key = keys.meta(run_id)
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                if fields is None:
+                    pipe.hgetall(meta_key)
+                else:
+                    pipe.hmget(meta_key, list(fields))
+                pipe.xrevrange(keys.events(run_id), count=1)
+                found, last = await pipe.execute()
+        if fields is None:
+            meta = texts(found)
+        else:
+            meta = {f: text(v) for f, v in zip(fields, found, strict=True) if v is not None}
+        if not meta:
+            raise RunNotFoundError(f"no run with id {run_id!r}")
+        return meta, stream_seq(text(last[0][0])) if last else 0
 
     async def call_state(
         self, run_id: str, step: int, call_id: str

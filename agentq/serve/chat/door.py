@@ -28,7 +28,6 @@ from sse_starlette import EventSourceResponse
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import events as ev
-from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import AgentqError, RunNotFoundError
 from agentq.orchestrator.core.messages import MESSAGE_ADAPTER, Message
 from agentq.orchestrator.runs.result import TERMINAL_STATUSES, RunResult, StepResult
@@ -45,7 +44,7 @@ from agentq.serve.chat.messages import (
     user_messages,
 )
 from agentq.serve.chat.ui_stream import UIChunks
-from agentq.serve.deps import client_of, config_of, feeds_of, principal_of, resolved, streams_of
+from agentq.serve.deps import client_of, config_of, feeds_of, principal_of, streams_of
 from agentq.serve.errors import ApiError, conflict, not_found, validation_error
 from agentq.serve.feeds import RunFeeds
 from agentq.serve.follow import follow
@@ -347,8 +346,11 @@ async def resume(request: Request, name: str, chat_id: str) -> Response:
 
 async def _parked(client: Client, run_id: str, seen: int) -> bool:
     """True when the run waits on the user and every event so far has been streamed."""
-    status, seq = await resolved(client.redis.hmget(keys.meta(run_id), ["status", "seq"]))
-    if status is None or status.decode() != "awaiting" or int(seq or 0) != seen:
+    try:
+        head = await client.runs.status(run_id)
+    except RunNotFoundError:
+        return False
+    if head.status != "awaiting" or head.seq != seen:
         return False
     result = await client.runs.result(run_id)
     if not result.steps:

@@ -9,7 +9,6 @@
 -- the includes every machine shares (orchestrator/machine/lua/).
 local call, events = KEYS[1], KEYS[2]
 local A = cjson.decode(ARGV[1])
-local seq_hash, seq_field = call, CF.SEQ  -- what `emit` counts the call's events in
 
 -- @include reply
 -- @include emit

@@ -1,17 +1,18 @@
 -- emit: append events to a machine's event stream.
--- Needs: the prelude's locals `events` (the stream's key), `seq_hash` and `seq_field`
---   (the hash field that counts the stream's events).
--- Defines: emit(ev) -> its sequence number; emit_all(list) (a nil list emits nothing;
---   the list's numbers are taken in one count).
--- The event's sequence number is its stream id, so readers resume without gaps.
+-- Needs: the prelude's local `events` (the stream's key).
+-- Defines: emit(ev) -> its sequence number; emit_all(list) (a nil list emits nothing).
+-- The event's sequence number is its stream id, `0-<seq>`, so readers resume without
+-- gaps. Redis numbers it (`0-*`: the stream's last id + 1), so an event is one command
+-- and no counter is kept beside the stream: the stream's last id is the count (read it
+-- with XREVRANGE). Redis keeps a stream's last id through XTRIM and XDEL; only a DEL of
+-- the key starts it again at 1, and a machine's stream goes only with its record (the
+-- two expire together; a create deletes a stream it finds without one).
 local function emit(ev)
-  local seq = redis.call('HINCRBY', seq_hash, seq_field, 1)
-  redis.call('XADD', events, '0-' .. seq, 'e', ev)
-  return seq
+  local id = redis.call('XADD', events, '0-*', 'e', ev)
+  return tonumber(string.sub(id, 3))
 end
 
 local function emit_all(list)
-  if not list or #list == 0 then return end
-  local first = redis.call('HINCRBY', seq_hash, seq_field, #list) - #list
-  for i, ev in ipairs(list) do redis.call('XADD', events, '0-' .. (first + i), 'e', ev) end
+  if not list then return end
+  for _, ev in ipairs(list) do redis.call('XADD', events, '0-*', 'e', ev) end
 end

@@ -54,7 +54,7 @@ if A.start_at_ms then status = RUN.SCHEDULED end
 if A.hold then status = RUN.QUEUED end
 -- The meta hash in one HSET (its usage totals at 0 first, the fork's added after).
 local fields = {F.SPEC, A.spec, F.SPEC_HASH, A.spec_hash, F.STATUS, status,
-                F.STEP, A.start_step, F.SEQ, 0, F.CREATED_AT, A.at,
+                F.STEP, A.start_step, F.CREATED_AT, A.at,
                 F.N_INITIAL, A.n_initial or #A.messages,
                 F.TRACE, A.trace, F.TOOL_ORDER, cjson.encode(A.tool_order), F.DEPTH, A.depth,
                 -- Read by every enqueue of the run's jobs (machine/lua/fair.lua) and

@@ -23,7 +23,6 @@
 -- handed it on moved the run a moment before.
 local meta, msgs, events = KEYS[1], KEYS[2], KEYS[3]
 local A = cjson.decode(ARGV[1])
-local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events in
 
 -- @include reply
 -- @include emit

@@ -110,7 +110,6 @@ class MetaField(StrEnum):
     SPEC_HASH = "spec_hash"
     STATUS = "status"
     STEP = "step"  # the current step index
-    SEQ = "seq"  # the last event's sequence number
     CREATED_AT = "created_at"
     FINISHED_AT = "finished_at"
     START_AT = "start_at"  # a delayed run's start time (seconds since the epoch)

@@ -5,7 +5,7 @@ with MONITOR (a command a script runs is shown after the EVALSHA that ran it). I
 31's budget: the meta fields a transition needs read in one HMGET by its guard (a cancel
 at the step's end and a budget's hold included), a call's status and record in one (a
 claim's result and a result's join plan included), a step's fields and calls in one HSET,
-a list of events numbered in one count; a job that starts (begin_step, claim_call) does
+an event one XADD that Redis numbers; a job that starts (begin_step, claim_call) does
 not move the run in the sweeper's index (the transition that handed it on did); create
 writes its meta, tools and messages each in one command. The claim's own script (TAKE),
 counted apart: a lane with ready work stays listed in its rings, so an enqueue into it
@@ -51,11 +51,12 @@ HOT = ("begin_step", "commit_step", "claim_call", "record_result")
 # and the join its plan, in the reads they already made, and a begun step's history read
 # without its length when the few messages the worker lacks are all there is; 55.0 with
 # a run's own jobs enqueued into the lane its guard read (fair.lua's second read of the
-# meta gone), 53.0 with a wake-up list trimmed only past its bound (one to spare).
-BUDGET = 54
+# meta gone), 53.0 with a wake-up list trimmed only past its bound, 49.1 with an event
+# one XADD that Redis numbers (`0-*`: no HINCRBY of a counter beside it) (one to spare).
+BUDGET = 50
 # Inner commands of the run's `create` (its meta, tools and messages each in one write):
-# 28 before, 19 after.
-CREATE_BUDGET = 20
+# 28 before, 19 after; 15 with its `start` event one XADD (one to spare).
+CREATE_BUDGET = 16
 # Inner commands of the claims (TAKE) per step, the ended jobs' ends included: 81.8 when
 # a lane left and rejoined its ring on every claim and enqueue, 71.3 with the two-level
 # rings listing exactly the lanes with work, 60.4 once jobs put back went straight into
