@@ -19,4 +19,5 @@ if redis.call('HGET', meta, F.BUDGET_HELD) ~= A.scope then
   emit(A.event)
 end
 redis.call('ZADD', moving_key, now_ms() + A.recheck_ms, A.run_id)
+unmoved()
 return reply(OUT.HELD)

@@ -20,7 +20,8 @@
 -- removes it. The sweeper re-drives runs that sit there unmoved (redrive.lua). A job
 -- that starts (begin_step, claim_call) does not move the run: its job is in hand (its
 -- lease), which the sweeper checks before it enqueues anything, and the transition that
--- handed it on moved the run a moment before.
+-- handed it on moved the run a moment before. A run scored less than MOVED_EVERY_S ago
+-- is not scored again (`moved`).
 local meta, msgs, events = KEYS[1], KEYS[2], KEYS[3]
 local A = cjson.decode(ARGV[1])
 local seq_hash, seq_field = meta, F.SEQ  -- what `emit` counts the run's events in
@@ -56,10 +57,42 @@ local function job_prefix(n)
 end
 
 -- The run moved (created, a step committed, a call answered or unparked): the sweeper
--- (runs/redrive.py) looks only at runs that have not moved for a while.
+-- (runs/redrive.py) looks only at runs that have not moved for a while (its
+-- redrive_after_s, 30 s unless set). A run scored less than MOVED_EVERY_S ago, as the
+-- meta's MOVED_AT says (read by run_guard: `moved_at`), is not scored again: a fast step
+-- then writes the index once a second rather than twice a step. Its score is then older
+-- than its last move by less than that (and the callers' clock skew), so the sweeper looks
+-- at a healthy run a little sooner (it finds it in hand), never later. MOVED_AT is the
+-- caller's clock (A.at, the decision's only input: no TIME), written only beside a score
+-- of this transition, and only where the transition writes the meta anyway (`moved_mark`):
+-- left older, it is still a lower bound, so the next transition scores the run again.
+-- Whatever else writes the entry (a delayed start, a hold, a sweep) clears it (`unmoved`).
 local moving_key = moving_index(run_name, K.MOVING_RUNS)
-local function moved()
+local MOVED_EVERY_S = 1
+local moved_at = nil
+local scored = false
+-- `always`: score it whatever MOVED_AT says (the sweeper found it stale).
+local function moved(always)
+  local since = moved_at and A.at - moved_at
+  if not always and since and since >= 0 and since < MOVED_EVERY_S then return end
   redis.call('ZADD', moving_key, now_ms(), A.run_id)
+  scored = true
+end
+
+-- A meta HSET's field, value list with MOVED_AT added when this transition scored the run.
+local function moved_mark(fields)
+  if scored then
+    fields[#fields + 1] = F.MOVED_AT
+    fields[#fields + 1] = A.at
+  end
+  return fields
+end
+
+-- The run's entry was removed, or scored later than now, by other than `moved`: the next
+-- move scores it.
+local function unmoved()
+  redis.call('HDEL', meta, F.MOVED_AT)
+  moved_at = nil
 end
 
 -- A limited tenant's runs, counted in the run's partition (core/tenant_limits.py): the
@@ -329,7 +362,7 @@ local function join(n, next_job, planned)
     return OUT.FINISHED
   end
   if planned[2] == AFTER.CONTINUE then
-    redis.call('HSET', meta, F.STEP, n + 1, F.STATUS, RUN.RUNNING)
+    redis.call('HSET', meta, unpack(moved_mark({F.STEP, n + 1, F.STATUS, RUN.RUNNING})))
     enqueue(next_job, run_lane)
     return OUT.CONTINUED
   end
@@ -338,15 +371,29 @@ end
 
 -- Write a call's result once; the completion that brings the count to zero joins.
 -- `call`: the call's record (CallPlan JSON) as call_guard read it; `planned`: join's.
-local function record(n, id, result, result_events, next_job, call, planned)
+-- `pending`: the step's pending count, when the caller's guard read it together with the
+-- call's result and found none (nothing runs between, in one script): the result, the
+-- call's status and the count are then written in one HSET. Else HSETNX writes the
+-- result once, and the count is decremented apart.
+local function record(n, id, result, result_events, next_job, call, planned, pending)
   local step = step_key(n)
-  if redis.call('HSETNX', step, S.RESULT .. id, result) == 0 then return OUT.DUPLICATE end
+  local fields = {S.CALL_STATUS .. id, CALL.DONE}
+  if pending then
+    fields[3], fields[4] = S.RESULT .. id, result
+  elseif redis.call('HSETNX', step, S.RESULT .. id, result) == 0 then
+    return OUT.DUPLICATE
+  end
   moved()
-  redis.call('HSET', step, S.CALL_STATUS .. id, CALL.DONE)
-  emit_all(result_events)
   local failure = tool_failure(n, call, result)
+  -- A failing call ends the run: its count is left as it was.
+  if pending and not failure then
+    fields[5], fields[6] = S.PENDING, pending - 1
+  end
+  redis.call('HSET', step, unpack(fields))
+  emit_all(result_events)
   if failure then return fail(failure) end
-  if redis.call('HINCRBY', step, S.PENDING, -1) > 0 then return OUT.RECORDED end
+  local left = pending and pending - 1 or redis.call('HINCRBY', step, S.PENDING, -1)
+  if left > 0 then return OUT.RECORDED end
   return join(n, next_job, planned)
 end
 
@@ -360,13 +407,15 @@ end
 
 -- The guard of every step and call transition: the run exists, is live, and `n` is its step.
 -- One HMGET reads the status, the step, whether a cancel asked it to stop at the step's
--- end (`stop_asked`), the run's lane (`run_lane`) and the other meta fields `...` the
--- transition needs: the refusal (or nil), then what was read, in that order (false:
--- unset; `...` from index 7).
+-- end (`stop_asked`), the run's lane (`run_lane`), when it was last scored as moving
+-- (`moved_at`) and the other meta fields `...` the transition needs (all it will read of
+-- the meta on its common path): the refusal (or nil), then what was read, in that order
+-- (false: unset; `...` from index 8).
 local function run_guard(n, ...)
   local read = redis.call('HMGET', meta, F.STATUS, F.STEP, F.STOP_AT_STEP_END,
-                          F.FAIR_TENANT, F.FAIR_KEY, F.FAIR_RANK, ...)
+                          F.FAIR_TENANT, F.FAIR_KEY, F.FAIR_RANK, F.MOVED_AT, ...)
   stop_asked = read[3]
+  moved_at = tonumber(read[7])
   if not read[1] then return OUT.UNKNOWN_RUN, read end
   if is_terminal(read[1]) then return OUT.CLOSED, read end
   if tonumber(read[2]) ~= n then return OUT.STALE, read end
