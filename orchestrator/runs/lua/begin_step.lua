@@ -17,14 +17,14 @@
 --         a limited tenant's run, the first time, no longer counted as queued.
 -- A worker that holds none of the history needs the spec and tools' order too: read with
 -- the rest.
-local fields = {F.LOAD_TENANT, F.CREATED_AT, F.PARENT, F.TENANT, F.BATCH}
+local fields = {F.LOAD_TENANT, F.CREATED_AT, F.PARENT, F.TENANT, F.BATCH, F.COMMITTED}
 if A.known == 0 then
   fields[#fields + 1] = F.SPEC
   fields[#fields + 1] = F.TOOL_ORDER
 end
 local err, run = run_guard(A.step, unpack(fields))
 if err then return reply(err) end
-if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
+if step_committed(A.step, run[13]) then return reply(OUT.DUPLICATE) end
 -- Queued before a cancel at the step's end: the step is not begun, the run ends here.
 if stopped_at_step_end() then return reply(OUT.CLOSED) end
 if run[1] == RUN.SCHEDULED then
@@ -60,7 +60,7 @@ local out = {messages = messages, start = start, length = length, stamp = stamp,
              parent = run[10] or nil, tenant = run[11] or nil, batch = run[12] or nil}
 -- The spec and tools are written once, at create: a worker holding the history holds them.
 if start == 0 then
-  local written = {run[13], run[14]}
+  local written = {run[14], run[15]}
   if A.known > 0 then written = redis.call('HMGET', meta, F.SPEC, F.TOOL_ORDER) end
   out.spec = written[1]
   local order = cjson.decode(written[2] or '[]')

@@ -65,10 +65,12 @@ end
 if A.output then redis.call('HSET', step, S.OUTPUT, A.output) end
 redis.call('RPUSH', msgs, ARGV[A.assistant])
 for _, message in ipairs(A.follow) do redis.call('RPUSH', msgs, message) end
--- The count as read by the guard, set with when the run was scored as moving: one write.
+-- The count as read by the guard, set with the step committed (its calls out: a
+-- re-delivered begin_step reads it, step_committed) and when the run was scored as moving:
+-- one write.
 if #A.calls > 0 then
   local calls = (tonumber(run[11]) or 0) + #A.calls
-  redis.call('HSET', meta, unpack(moved_mark({F.TOOL_CALLS, calls})))
+  redis.call('HSET', meta, unpack(moved_mark({F.TOOL_CALLS, calls, F.COMMITTED, A.step})))
 end
 emit_all(spilled_all(A.events))
 -- A step that went over the run's budget: recorded (its usage counts), then the end.

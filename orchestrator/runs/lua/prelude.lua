@@ -424,6 +424,15 @@ local function run_guard(n, ...)
   return nil, read
 end
 
+-- Whether step n was committed (its resp written), given the meta's COMMITTED as the
+-- guard read it: a step committed with calls out is recorded there (commit_step), and one
+-- committed without any leaves the run at a later step, or ended, which the guard
+-- refuses first. A run without the field (created before it was kept): the step's hash.
+local function step_committed(n, committed)
+  if committed then return tonumber(committed) == n end
+  return redis.call('HEXISTS', step_key(n), S.RESP) == 1
+end
+
 -- The guard of every call transition: run_guard, and the call is one of step n's.
 -- Returns the refusal's reply, or nil, the call's status (the script checks it) and its
 -- record (CallPlan JSON), read together with the other fields `...` of the step's hash

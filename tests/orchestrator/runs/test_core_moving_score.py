@@ -28,6 +28,7 @@ from agentq.orchestrator.runs.state import (
     CommitStep,
     CreateRun,
     HoldStep,
+    MetaField,
     Outcome,
     StepAfter,
     StepField,
@@ -161,3 +162,14 @@ async def test_a_hold_does_not_keep_the_next_move_from_scoring_the_run(redis: Re
     await _zero(redis)  # as a hold scores it: not now
     assert await _commit(store, ["c1"], at=AT) == Outcome.COMMITTED
     assert await _score(redis) != 0
+
+
+async def test_a_committed_step_is_not_begun_again(redis: Redis) -> None:
+    store = RunStore(redis)
+    await _create(store)
+    assert await _commit(store, ["c1"], at=AT) == Outcome.COMMITTED
+    begin = BeginStep(run_id=RUN, step=0, event=_event("start-step"))
+    assert (await store.begin_step(begin)).outcome == Outcome.DUPLICATE
+    # A run created before the meta kept its committed step: the step's hash says.
+    await resolved(redis.hdel(keys.meta(RUN), MetaField.COMMITTED))
+    assert (await store.begin_step(begin)).outcome == Outcome.DUPLICATE
