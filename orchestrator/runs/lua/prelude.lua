@@ -107,13 +107,19 @@ local function load_started(tenant)
   end
 end
 
-local function load_ended()
-  local tenant = redis.call('HGET', meta, F.LOAD_TENANT)
-  load_started(tenant)
-  if tenant and redis.call('HDEL', meta, F.LOAD_IN_FLIGHT) == 1 then
-    redis.call('HINCRBY', tenant_load_key, K.TENANT_IN_FLIGHT .. tenant, -1)
+-- The run ended: no longer counted (`tenant`, `queued`, `in_flight`: the meta's LOAD_*
+-- fields as finish_run read them); the meta fields it clears are added to `gone`.
+local function load_ended(tenant, queued, in_flight, gone)
+  if not tenant then return end
+  if queued then
+    redis.call('HINCRBY', tenant_load_key, K.TENANT_QUEUED .. tenant, -1)
+    gone[#gone + 1] = F.LOAD_QUEUED
   end
-  redis.call('HDEL', meta, F.LOAD_TENANT)
+  if in_flight then
+    redis.call('HINCRBY', tenant_load_key, K.TENANT_IN_FLIGHT .. tenant, -1)
+    gone[#gone + 1] = F.LOAD_IN_FLIGHT
+  end
+  gone[#gone + 1] = F.LOAD_TENANT
 end
 
 local function is_terminal(status)
@@ -167,13 +173,19 @@ local function unhold()
   if redis.call('HDEL', meta, F.BUDGET_HELD) == 1 then redis.call('HDEL', held_key(), A.run_id) end
 end
 
--- The run's own usage totals as a Usage (tokens, and the cost unless a step had no price).
-local function usage_totals()
-  local fields = {}
-  for i, pair in ipairs(USAGE) do fields[i] = pair[2] end
+-- The meta fields of the run's own usage totals (tokens, cost by kind, unpriced steps),
+-- appended to `fields` (built only when a run ends: a table built at the top would be on
+-- every call).
+local function usage_fields(fields)
+  for _, pair in ipairs(USAGE) do fields[#fields + 1] = pair[2] end
   for _, pair in ipairs(COST) do fields[#fields + 1] = pair[2] end
   fields[#fields + 1] = F.UNPRICED
-  local values = redis.call('HMGET', meta, unpack(fields))
+  return fields
+end
+
+-- The run's own usage totals as a Usage (tokens, and the cost unless a step had no price),
+-- from the values of usage_fields as read.
+local function usage_totals(values)
   local usage = {}
   for i, pair in ipairs(USAGE) do usage[pair[1]] = tonumber(values[i]) or 0 end
   if (tonumber(values[#values]) or 0) > 0 then
@@ -220,6 +232,7 @@ end
 -- An ended run's timers (parked calls' deadlines) fire for nothing: gone with it.
 local function drop_timers()
   local timers = redis.call('HGETALL', timers_key())
+  if #timers == 0 then return end
   for i = 1, #timers, 2 do
     redis.call('ZREM', timers[i + 1], timers[i])
     redis.call('DEL', K.ARQ_JOB .. timers[i])
@@ -227,9 +240,9 @@ local function drop_timers()
   redis.call('DEL', timers_key())
 end
 
-local function expire_run()
+-- `last`: the run's last step.
+local function expire_run(last)
   local ttl = A.retention_s
-  local last = tonumber(redis.call('HGET', meta, F.STEP)) or 0
   redis.call('EXPIRE', meta, ttl)
   redis.call('EXPIRE', tools_key(), ttl)
   redis.call('EXPIRE', msgs, ttl)
@@ -238,24 +251,37 @@ local function expire_run()
 end
 
 -- `output`: JSON spliced into the event as it is (a cjson round trip would turn an empty
--- array into an object).
-local function finish_run(status, ev_type, fields, output)
-  redis.call('HSET', meta, F.STATUS, status, F.FINISHED_AT, A.at)
+-- array into an object). `ended` (optional): {meta = more meta field, value pairs to set
+-- with the status, order = the current step's ORDER as the caller read it (false: none)}.
+-- What the end reads of the meta is read at once.
+local function finish_run(status, ev_type, fields, output, ended)
+  ended = ended or {}
+  local read = redis.call('HMGET', meta, unpack(usage_fields({
+    F.STEP, F.LOAD_TENANT, F.LOAD_QUEUED, F.LOAD_IN_FLIGHT, F.BUDGET_HELD, F.END_JOB, F.PARENT_JOB})))
+  local n = tonumber(read[1]) or 0
+  local set = {F.STATUS, status, F.FINISHED_AT, A.at}
+  for _, v in ipairs(ended.meta or {}) do set[#set + 1] = v end
+  redis.call('HSET', meta, unpack(set))
   -- Its end jobs (a batch's admission, a thread's next run) hold no concurrency slot.
-  redis.call('HDEL', meta, F.CONC_COUNTER)
-  load_ended()
-  unhold()
+  local gone = {F.CONC_COUNTER}
+  load_ended(read[2], read[3], read[4], gone)
+  -- No budget holds it now.
+  if read[5] then
+    gone[#gone + 1] = F.BUDGET_HELD
+    redis.call('HDEL', held_key(), A.run_id)
+  end
+  redis.call('HDEL', meta, unpack(gone))
   local ev = {type = ev_type, run_id = A.run_id, at = A.at, status = status,
-              usage = usage_totals()}
+              usage = usage_totals({unpack(read, 8)})}
   for k, v in pairs(fields) do ev[k] = v end
   local body = cjson.encode(ev)
   if output then body = string.sub(body, 1, -2) .. OUTPUT_MEMBER .. output .. string.sub(body, -1) end
   emit(body)
-  expire_run()
+  expire_run(n)
   redis.call('ZREM', moving_key, A.run_id)
   drop_timers()
   -- A batch's run: its end is a job, so the fleet admits the batch's next line.
-  local end_job = redis.call('HGET', meta, F.END_JOB)
+  local end_job = read[6]
   if end_job then
     local job = cjson.decode(end_job)
     job.score_ms = math.floor(A.at * 1000)
@@ -263,13 +289,13 @@ local function finish_run(status, ev_type, fields, output)
   end
   -- A child run hands its parent's call the result: the job was fixed at create, its id
   -- carries this run's tag, and enqueueing it twice is a no-op.
-  local parent_job = redis.call('HGET', meta, F.PARENT_JOB)
+  local parent_job = read[7]
   if parent_job then enqueue(cjson.decode(parent_job)) end
   -- The processes running the step's jobs abort them now (a cancel marked them), and
   -- workers keeping something for the run (sandbox sessions) let it go.
-  local n = tonumber(redis.call('HGET', meta, F.STEP)) or 0
   local job_ids = {job_prefix(n) .. K.MODEL_JOB}
-  local order = redis.call('HGET', step_key(n), S.ORDER)
+  local order = ended.order
+  if order == nil then order = redis.call('HGET', step_key(n), S.ORDER) end
   if order then
     for _, id in ipairs(cjson.decode(order)) do
       job_ids[#job_ids + 1] = job_prefix(n) .. K.CALL_JOB .. id
@@ -280,8 +306,7 @@ end
 
 -- The run cannot go on: record why (a RunFailure), once.
 local function fail(failure)
-  redis.call('HSET', meta, F.ERROR, cjson.encode(failure))
-  finish_run(RUN.FAILED, 'error', {error = failure})
+  finish_run(RUN.FAILED, 'error', {error = failure}, nil, {meta = {F.ERROR, cjson.encode(failure)}})
   return OUT.FAILED
 end
 
@@ -303,13 +328,15 @@ local function tool_failure(n, call, result)
                                   part.tool_name, kind or "error", said)}
 end
 
+-- `step`: the current step's hash.
 local function succeed(step)
-  local text = redis.call('HGET', step, S.TEXT) or ''
-  local reason = redis.call('HGET', step, S.FINISH_REASON) or 'stop'
-  redis.call('HSET', meta, F.TEXT, text)
-  local output = redis.call('HGET', step, S.OUTPUT)
-  if output then redis.call('HSET', meta, F.OUTPUT, output) end
-  finish_run(RUN.SUCCEEDED, 'finish', {text = text, finish_reason = reason}, output)
+  local read = redis.call('HMGET', step, S.TEXT, S.FINISH_REASON, S.OUTPUT, S.ORDER)
+  local text, reason, output = read[1] or '', read[2] or 'stop', read[3]
+  local ended = {meta = {F.TEXT, text}, order = read[4]}
+  if output then
+    ended.meta[3], ended.meta[4] = F.OUTPUT, output
+  end
+  finish_run(RUN.SUCCEEDED, 'finish', {text = text, finish_reason = reason}, output, ended)
   return OUT.FINISHED
 end
 
