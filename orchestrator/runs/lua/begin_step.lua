@@ -15,20 +15,26 @@
 -- Effects a `start-step` event (again on each delivery before the commit: the attempt);
 --         a delayed run's first step makes it running.
 --         a limited tenant's run, the first time, no longer counted as queued.
-local err, run = run_guard(A.step, F.LOAD_TENANT, F.CREATED_AT, F.PARENT, F.TENANT,
-                           F.BATCH)
+-- A worker that holds none of the history needs the spec and tools' order too: read with
+-- the rest.
+local fields = {F.LOAD_TENANT, F.CREATED_AT, F.PARENT, F.TENANT, F.BATCH, F.COMMITTED}
+if A.known == 0 then
+  fields[#fields + 1] = F.SPEC
+  fields[#fields + 1] = F.TOOL_ORDER
+end
+local err, run = run_guard(A.step, unpack(fields))
 if err then return reply(err) end
-if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
+if step_committed(A.step, run[13]) then return reply(OUT.DUPLICATE) end
 -- Queued before a cancel at the step's end: the step is not begun, the run ends here.
 if stopped_at_step_end() then return reply(OUT.CLOSED) end
 if run[1] == RUN.SCHEDULED then
   redis.call('HSET', meta, F.STATUS, RUN.RUNNING)
 end
 emit(ARGV[A.event])
-load_started(run[7])
+load_started(run[8])
 -- The message list only grows (an entry is never rewritten), so what the worker holds
 -- of this run is still its first `known` messages.
-local stamp = run[8] or ''
+local stamp = run[9] or ''
 local start = 0
 if A.known > 0 and stamp ~= '' and A.known_stamp == stamp then
   start = A.known
@@ -51,10 +57,11 @@ else
   for i, entry in ipairs(messages) do messages[i] = history_entry(entry) end
 end
 local out = {messages = messages, start = start, length = length, stamp = stamp,
-             parent = run[9] or nil, tenant = run[10] or nil, batch = run[11] or nil}
+             parent = run[10] or nil, tenant = run[11] or nil, batch = run[12] or nil}
 -- The spec and tools are written once, at create: a worker holding the history holds them.
 if start == 0 then
-  local written = redis.call('HMGET', meta, F.SPEC, F.TOOL_ORDER)
+  local written = {run[14], run[15]}
+  if A.known > 0 then written = redis.call('HMGET', meta, F.SPEC, F.TOOL_ORDER) end
   out.spec = written[1]
   local order = cjson.decode(written[2] or '[]')
   local tools = {}

@@ -17,7 +17,7 @@
 --         follow it (an invalid output sent back), each
 --         call's record and status, the step's events, tool jobs and expiry timers
 --         (remembered in the run's timers hash); status awaiting if a call parked; the join if nothing is pending.
-local err, run = run_guard(A.step, F.TENANT, F.BATCH, F.BUDGET_HELD)
+local err, run = run_guard(A.step, F.TENANT, F.BATCH, F.BUDGET_HELD, F.TOOL_CALLS)
 if err then return reply(err) end
 local step = step_key(A.step)
 if redis.call('HSETNX', step, S.RESP, ARGV[A.resp]) == 0 then return reply(OUT.DUPLICATE) end
@@ -37,12 +37,12 @@ for _, c in ipairs(A.calls) do
 end
 hset_all(step, fields)
 add_usage(meta, A.usage, USAGE, COST, F.UNPRICED)
-local tenant = run[7] or K.DEFAULT_TENANT
+local tenant = run[8] or K.DEFAULT_TENANT
 -- The partition's, a batch's and a window's totals are kept under the Usage's own names.
 add_usage(tenant_usage_key(), A.usage, USAGE, COST, F.UNPRICED, tenant .. K.JOB_SEPARATOR, true)
 -- A batch's run: charged to its batch's budget here, with the step it pays for, so a
 -- re-delivered commit charges nothing twice and a recorded step is never left uncharged.
-local batch = run[8]
+local batch = run[9]
 if batch then
   local key = batch_usage_key(tenant, batch)
   add_usage(key, A.usage, USAGE, COST, F.UNPRICED, nil, true)
@@ -55,7 +55,7 @@ for _, window in ipairs(A.windows) do
   redis.call('EXPIRE', key, A.window_ttl_s)
 end
 -- A run a shared budget held goes on: no longer held.
-if run[9] then unhold() end
+if run[10] then unhold() end
 if A.batch then
   redis.call('HSET', step, S.BATCH, '1')
   redis.call('HINCRBY', meta, F.BATCH_STEPS, 1)
@@ -65,7 +65,13 @@ end
 if A.output then redis.call('HSET', step, S.OUTPUT, A.output) end
 redis.call('RPUSH', msgs, ARGV[A.assistant])
 for _, message in ipairs(A.follow) do redis.call('RPUSH', msgs, message) end
-if #A.calls > 0 then redis.call('HINCRBY', meta, F.TOOL_CALLS, #A.calls) end
+-- The count as read by the guard, set with the step committed (its calls out: a
+-- re-delivered begin_step reads it, step_committed) and when the run was scored as moving:
+-- one write.
+if #A.calls > 0 then
+  local calls = (tonumber(run[11]) or 0) + #A.calls
+  redis.call('HSET', meta, unpack(moved_mark({F.TOOL_CALLS, calls, F.COMMITTED, A.step})))
+end
 emit_all(spilled_all(A.events))
 -- A step that went over the run's budget: recorded (its usage counts), then the end.
 if A.failure then return reply(fail(A.failure)) end

@@ -71,6 +71,9 @@ if A.tenant then set(F.TENANT, A.tenant) end
 if A.batch then set(F.BATCH, A.batch) end
 if A.start_at_ms then set(F.START_AT, A.start_at_ms / 1000) end
 if A.origin then set(F.ORIGIN, A.origin) end
+-- Scored as moving now (`moved`, at the end), unless delayed or held.
+if not A.start_at_ms and not A.hold then set(F.MOVED_AT, A.at) end
+set(F.COMMITTED, A.start_step - 1)
 if load then
   set(F.LOAD_TENANT, load.tenant)
   set(F.LOAD_QUEUED, 1)

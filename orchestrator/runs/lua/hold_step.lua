@@ -10,13 +10,14 @@
 --         the same scope sends none); the run scored in the moving index `recheck_ms`
 --         ahead, so the sweeper sends the step again then (a raise lost, a window that
 --         rolled over) if nothing did before.
-local err = run_guard(A.step)
+local err, run = run_guard(A.step, F.COMMITTED, F.BUDGET_HELD)
 if err then return reply(err) end
-if redis.call('HEXISTS', step_key(A.step), S.RESP) == 1 then return reply(OUT.DUPLICATE) end
-if redis.call('HGET', meta, F.BUDGET_HELD) ~= A.scope then
+if step_committed(A.step, run[8]) then return reply(OUT.DUPLICATE) end
+if run[9] ~= A.scope then
   redis.call('HSET', meta, F.BUDGET_HELD, A.scope)
   redis.call('HSET', held_key(), A.run_id, A.scope)
   emit(A.event)
 end
 redis.call('ZADD', moving_key, now_ms() + A.recheck_ms, A.run_id)
+unmoved()
 return reply(OUT.HELD)

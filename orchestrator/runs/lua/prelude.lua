@@ -20,7 +20,8 @@
 -- removes it. The sweeper re-drives runs that sit there unmoved (redrive.lua). A job
 -- that starts (begin_step, claim_call) does not move the run: its job is in hand (its
 -- lease), which the sweeper checks before it enqueues anything, and the transition that
--- handed it on moved the run a moment before.
+-- handed it on moved the run a moment before. A run scored less than MOVED_EVERY_S ago
+-- is not scored again (`moved`).
 local meta, msgs, events = KEYS[1], KEYS[2], KEYS[3]
 local A = cjson.decode(ARGV[1])
 
@@ -55,10 +56,42 @@ local function job_prefix(n)
 end
 
 -- The run moved (created, a step committed, a call answered or unparked): the sweeper
--- (runs/redrive.py) looks only at runs that have not moved for a while.
+-- (runs/redrive.py) looks only at runs that have not moved for a while (its
+-- redrive_after_s, 30 s unless set). A run scored less than MOVED_EVERY_S ago, as the
+-- meta's MOVED_AT says (read by run_guard: `moved_at`), is not scored again: a fast step
+-- then writes the index once a second rather than twice a step. Its score is then older
+-- than its last move by less than that (and the callers' clock skew), so the sweeper looks
+-- at a healthy run a little sooner (it finds it in hand), never later. MOVED_AT is the
+-- caller's clock (A.at, the decision's only input: no TIME), written only beside a score
+-- of this transition, and only where the transition writes the meta anyway (`moved_mark`):
+-- left older, it is still a lower bound, so the next transition scores the run again.
+-- Whatever else writes the entry (a delayed start, a hold, a sweep) clears it (`unmoved`).
 local moving_key = moving_index(run_name, K.MOVING_RUNS)
-local function moved()
+local MOVED_EVERY_S = 1
+local moved_at = nil
+local scored = false
+-- `always`: score it whatever MOVED_AT says (the sweeper found it stale).
+local function moved(always)
+  local since = moved_at and A.at - moved_at
+  if not always and since and since >= 0 and since < MOVED_EVERY_S then return end
   redis.call('ZADD', moving_key, now_ms(), A.run_id)
+  scored = true
+end
+
+-- A meta HSET's field, value list with MOVED_AT added when this transition scored the run.
+local function moved_mark(fields)
+  if scored then
+    fields[#fields + 1] = F.MOVED_AT
+    fields[#fields + 1] = A.at
+  end
+  return fields
+end
+
+-- The run's entry was removed, or scored later than now, by other than `moved`: the next
+-- move scores it.
+local function unmoved()
+  redis.call('HDEL', meta, F.MOVED_AT)
+  moved_at = nil
 end
 
 -- A limited tenant's runs, counted in the run's partition (core/tenant_limits.py): the
@@ -73,13 +106,19 @@ local function load_started(tenant)
   end
 end
 
-local function load_ended()
-  local tenant = redis.call('HGET', meta, F.LOAD_TENANT)
-  load_started(tenant)
-  if tenant and redis.call('HDEL', meta, F.LOAD_IN_FLIGHT) == 1 then
-    redis.call('HINCRBY', tenant_load_key, K.TENANT_IN_FLIGHT .. tenant, -1)
+-- The run ended: no longer counted (`tenant`, `queued`, `in_flight`: the meta's LOAD_*
+-- fields as finish_run read them); the meta fields it clears are added to `gone`.
+local function load_ended(tenant, queued, in_flight, gone)
+  if not tenant then return end
+  if queued then
+    redis.call('HINCRBY', tenant_load_key, K.TENANT_QUEUED .. tenant, -1)
+    gone[#gone + 1] = F.LOAD_QUEUED
   end
-  redis.call('HDEL', meta, F.LOAD_TENANT)
+  if in_flight then
+    redis.call('HINCRBY', tenant_load_key, K.TENANT_IN_FLIGHT .. tenant, -1)
+    gone[#gone + 1] = F.LOAD_IN_FLIGHT
+  end
+  gone[#gone + 1] = F.LOAD_TENANT
 end
 
 local function is_terminal(status)
@@ -133,13 +172,19 @@ local function unhold()
   if redis.call('HDEL', meta, F.BUDGET_HELD) == 1 then redis.call('HDEL', held_key(), A.run_id) end
 end
 
--- The run's own usage totals as a Usage (tokens, and the cost unless a step had no price).
-local function usage_totals()
-  local fields = {}
-  for i, pair in ipairs(USAGE) do fields[i] = pair[2] end
+-- The meta fields of the run's own usage totals (tokens, cost by kind, unpriced steps),
+-- appended to `fields` (built only when a run ends: a table built at the top would be on
+-- every call).
+local function usage_fields(fields)
+  for _, pair in ipairs(USAGE) do fields[#fields + 1] = pair[2] end
   for _, pair in ipairs(COST) do fields[#fields + 1] = pair[2] end
   fields[#fields + 1] = F.UNPRICED
-  local values = redis.call('HMGET', meta, unpack(fields))
+  return fields
+end
+
+-- The run's own usage totals as a Usage (tokens, and the cost unless a step had no price),
+-- from the values of usage_fields as read.
+local function usage_totals(values)
   local usage = {}
   for i, pair in ipairs(USAGE) do usage[pair[1]] = tonumber(values[i]) or 0 end
   if (tonumber(values[#values]) or 0) > 0 then
@@ -186,6 +231,7 @@ end
 -- An ended run's timers (parked calls' deadlines) fire for nothing: gone with it.
 local function drop_timers()
   local timers = redis.call('HGETALL', timers_key())
+  if #timers == 0 then return end
   for i = 1, #timers, 2 do
     redis.call('ZREM', timers[i + 1], timers[i])
     redis.call('DEL', K.ARQ_JOB .. timers[i])
@@ -193,9 +239,9 @@ local function drop_timers()
   redis.call('DEL', timers_key())
 end
 
-local function expire_run()
+-- `last`: the run's last step.
+local function expire_run(last)
   local ttl = A.retention_s
-  local last = tonumber(redis.call('HGET', meta, F.STEP)) or 0
   redis.call('EXPIRE', meta, ttl)
   redis.call('EXPIRE', tools_key(), ttl)
   redis.call('EXPIRE', msgs, ttl)
@@ -204,24 +250,37 @@ local function expire_run()
 end
 
 -- `output`: JSON spliced into the event as it is (a cjson round trip would turn an empty
--- array into an object).
-local function finish_run(status, ev_type, fields, output)
-  redis.call('HSET', meta, F.STATUS, status, F.FINISHED_AT, A.at)
+-- array into an object). `ended` (optional): {meta = more meta field, value pairs to set
+-- with the status, order = the current step's ORDER as the caller read it (false: none)}.
+-- What the end reads of the meta is read at once.
+local function finish_run(status, ev_type, fields, output, ended)
+  ended = ended or {}
+  local read = redis.call('HMGET', meta, unpack(usage_fields({
+    F.STEP, F.LOAD_TENANT, F.LOAD_QUEUED, F.LOAD_IN_FLIGHT, F.BUDGET_HELD, F.END_JOB, F.PARENT_JOB})))
+  local n = tonumber(read[1]) or 0
+  local set = {F.STATUS, status, F.FINISHED_AT, A.at}
+  for _, v in ipairs(ended.meta or {}) do set[#set + 1] = v end
+  redis.call('HSET', meta, unpack(set))
   -- Its end jobs (a batch's admission, a thread's next run) hold no concurrency slot.
-  redis.call('HDEL', meta, F.CONC_COUNTER)
-  load_ended()
-  unhold()
+  local gone = {F.CONC_COUNTER}
+  load_ended(read[2], read[3], read[4], gone)
+  -- No budget holds it now.
+  if read[5] then
+    gone[#gone + 1] = F.BUDGET_HELD
+    redis.call('HDEL', held_key(), A.run_id)
+  end
+  redis.call('HDEL', meta, unpack(gone))
   local ev = {type = ev_type, run_id = A.run_id, at = A.at, status = status,
-              usage = usage_totals()}
+              usage = usage_totals({unpack(read, 8)})}
   for k, v in pairs(fields) do ev[k] = v end
   local body = cjson.encode(ev)
   if output then body = string.sub(body, 1, -2) .. OUTPUT_MEMBER .. output .. string.sub(body, -1) end
   emit(body)
-  expire_run()
+  expire_run(n)
   redis.call('ZREM', moving_key, A.run_id)
   drop_timers()
   -- A batch's run: its end is a job, so the fleet admits the batch's next line.
-  local end_job = redis.call('HGET', meta, F.END_JOB)
+  local end_job = read[6]
   if end_job then
     local job = cjson.decode(end_job)
     job.score_ms = math.floor(A.at * 1000)
@@ -229,13 +288,13 @@ local function finish_run(status, ev_type, fields, output)
   end
   -- A child run hands its parent's call the result: the job was fixed at create, its id
   -- carries this run's tag, and enqueueing it twice is a no-op.
-  local parent_job = redis.call('HGET', meta, F.PARENT_JOB)
+  local parent_job = read[7]
   if parent_job then enqueue(cjson.decode(parent_job)) end
   -- The processes running the step's jobs abort them now (a cancel marked them), and
   -- workers keeping something for the run (sandbox sessions) let it go.
-  local n = tonumber(redis.call('HGET', meta, F.STEP)) or 0
   local job_ids = {job_prefix(n) .. K.MODEL_JOB}
-  local order = redis.call('HGET', step_key(n), S.ORDER)
+  local order = ended.order
+  if order == nil then order = redis.call('HGET', step_key(n), S.ORDER) end
   if order then
     for _, id in ipairs(cjson.decode(order)) do
       job_ids[#job_ids + 1] = job_prefix(n) .. K.CALL_JOB .. id
@@ -246,8 +305,7 @@ end
 
 -- The run cannot go on: record why (a RunFailure), once.
 local function fail(failure)
-  redis.call('HSET', meta, F.ERROR, cjson.encode(failure))
-  finish_run(RUN.FAILED, 'error', {error = failure})
+  finish_run(RUN.FAILED, 'error', {error = failure}, nil, {meta = {F.ERROR, cjson.encode(failure)}})
   return OUT.FAILED
 end
 
@@ -269,13 +327,15 @@ local function tool_failure(n, call, result)
                                   part.tool_name, kind or "error", said)}
 end
 
+-- `step`: the current step's hash.
 local function succeed(step)
-  local text = redis.call('HGET', step, S.TEXT) or ''
-  local reason = redis.call('HGET', step, S.FINISH_REASON) or 'stop'
-  redis.call('HSET', meta, F.TEXT, text)
-  local output = redis.call('HGET', step, S.OUTPUT)
-  if output then redis.call('HSET', meta, F.OUTPUT, output) end
-  finish_run(RUN.SUCCEEDED, 'finish', {text = text, finish_reason = reason}, output)
+  local read = redis.call('HMGET', step, S.TEXT, S.FINISH_REASON, S.OUTPUT, S.ORDER)
+  local text, reason, output = read[1] or '', read[2] or 'stop', read[3]
+  local ended = {meta = {F.TEXT, text}, order = read[4]}
+  if output then
+    ended.meta[3], ended.meta[4] = F.OUTPUT, output
+  end
+  finish_run(RUN.SUCCEEDED, 'finish', {text = text, finish_reason = reason}, output, ended)
   return OUT.FINISHED
 end
 
@@ -328,7 +388,7 @@ local function join(n, next_job, planned)
     return OUT.FINISHED
   end
   if planned[2] == AFTER.CONTINUE then
-    redis.call('HSET', meta, F.STEP, n + 1, F.STATUS, RUN.RUNNING)
+    redis.call('HSET', meta, unpack(moved_mark({F.STEP, n + 1, F.STATUS, RUN.RUNNING})))
     enqueue(next_job, run_lane)
     return OUT.CONTINUED
   end
@@ -337,15 +397,29 @@ end
 
 -- Write a call's result once; the completion that brings the count to zero joins.
 -- `call`: the call's record (CallPlan JSON) as call_guard read it; `planned`: join's.
-local function record(n, id, result, result_events, next_job, call, planned)
+-- `pending`: the step's pending count, when the caller's guard read it together with the
+-- call's result and found none (nothing runs between, in one script): the result, the
+-- call's status and the count are then written in one HSET. Else HSETNX writes the
+-- result once, and the count is decremented apart.
+local function record(n, id, result, result_events, next_job, call, planned, pending)
   local step = step_key(n)
-  if redis.call('HSETNX', step, S.RESULT .. id, result) == 0 then return OUT.DUPLICATE end
+  local fields = {S.CALL_STATUS .. id, CALL.DONE}
+  if pending then
+    fields[3], fields[4] = S.RESULT .. id, result
+  elseif redis.call('HSETNX', step, S.RESULT .. id, result) == 0 then
+    return OUT.DUPLICATE
+  end
   moved()
-  redis.call('HSET', step, S.CALL_STATUS .. id, CALL.DONE)
-  emit_all(result_events)
   local failure = tool_failure(n, call, result)
+  -- A failing call ends the run: its count is left as it was.
+  if pending and not failure then
+    fields[5], fields[6] = S.PENDING, pending - 1
+  end
+  redis.call('HSET', step, unpack(fields))
+  emit_all(result_events)
   if failure then return fail(failure) end
-  if redis.call('HINCRBY', step, S.PENDING, -1) > 0 then return OUT.RECORDED end
+  local left = pending and pending - 1 or redis.call('HINCRBY', step, S.PENDING, -1)
+  if left > 0 then return OUT.RECORDED end
   return join(n, next_job, planned)
 end
 
@@ -359,19 +433,30 @@ end
 
 -- The guard of every step and call transition: the run exists, is live, and `n` is its step.
 -- One HMGET reads the status, the step, whether a cancel asked it to stop at the step's
--- end (`stop_asked`), the run's lane (`run_lane`) and the other meta fields `...` the
--- transition needs: the refusal (or nil), then what was read, in that order (false:
--- unset; `...` from index 7).
+-- end (`stop_asked`), the run's lane (`run_lane`), when it was last scored as moving
+-- (`moved_at`) and the other meta fields `...` the transition needs (all it will read of
+-- the meta on its common path): the refusal (or nil), then what was read, in that order
+-- (false: unset; `...` from index 8).
 local function run_guard(n, ...)
   local read = redis.call('HMGET', meta, F.STATUS, F.STEP, F.STOP_AT_STEP_END,
-                          F.FAIR_TENANT, F.FAIR_KEY, F.FAIR_RANK, ...)
+                          F.FAIR_TENANT, F.FAIR_KEY, F.FAIR_RANK, F.MOVED_AT, ...)
   stop_asked = read[3]
+  moved_at = tonumber(read[7])
   if not read[1] then return OUT.UNKNOWN_RUN, read end
   if is_terminal(read[1]) then return OUT.CLOSED, read end
   if tonumber(read[2]) ~= n then return OUT.STALE, read end
   -- As fair.lua's fair_lane_of reads it for a job of this run.
   run_lane = {read[4] or FAIR.DEFAULT_TENANT, read[5] or FAIR.DEFAULT_KEY, tonumber(read[6]) or 0}
   return nil, read
+end
+
+-- Whether step n was committed (its resp written), given the meta's COMMITTED as the
+-- guard read it: a step committed with calls out is recorded there (commit_step), and one
+-- committed without any leaves the run at a later step, or ended, which the guard
+-- refuses first. A run without the field (created before it was kept): the step's hash.
+local function step_committed(n, committed)
+  if committed then return tonumber(committed) == n end
+  return redis.call('HEXISTS', step_key(n), S.RESP) == 1
 end
 
 -- The guard of every call transition: run_guard, and the call is one of step n's.

@@ -60,6 +60,7 @@ else
     else
       redis.call('ZADD', moving_key, now_ms() + A.recheck_ms, A.run_id)
     end
+    unmoved()
     if sent > 0 then return reply(OUT.REDRIVEN, {jobs = sent}) end
     return reply(OUT.PARKED)
   end
@@ -70,6 +71,6 @@ else
     end
   end
 end
-moved()
+moved(true)
 if sent > 0 then return reply(OUT.REDRIVEN, {jobs = sent}) end
 return reply(OUT.IN_HAND)

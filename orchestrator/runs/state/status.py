@@ -161,6 +161,15 @@ class MetaField(StrEnum):
     # A cancel's reason, asked to take effect at the step's end (cancel at_step_end): the
     # join ends the run instead of starting the next step, and a step not begun never is.
     STOP_AT_STEP_END = "stop_at_step_end"
+    # When (the caller's clock, a transition's `at`) a transition last scored the run in its
+    # partition's moving index, or earlier: the index's score is no older (runs/lua/prelude.lua,
+    # `moved`). Absent when something else wrote the entry (a delayed start, a hold, a sweep).
+    MOVED_AT = "moved_at"
+    # The last step committed with calls out (set with TOOL_CALLS; -1 before any): the step a
+    # re-delivered begin_step finds committed without reading its hash. A step committed
+    # with none is joined or ended at once (the run is past it). Absent: a run created
+    # before it was kept (then the step's own hash says).
+    COMMITTED = "committed"
     HELD_JOB = "held_job"  # a queued run's first model job (QueuedJob JSON) until it starts
     END_JOB = "end_job"  # a QueuedJob (JSON) the run's end enqueues: a batch's admission
     BATCH = "batch"  # a batch line's run: its batch's id (its steps count to its budget)

@@ -51,9 +51,14 @@ HOT = ("begin_step", "commit_step", "claim_call", "record_result")
 # and the join its plan, in the reads they already made, and a begun step's history read
 # without its length when the few messages the worker lacks are all there is; 55.0 with
 # a run's own jobs enqueued into the lane its guard read (fair.lua's second read of the
-# meta gone), 53.0 with a wake-up list trimmed only past its bound, 49.1 with an event
-# one XADD that Redis numbers (`0-*`: no HINCRBY of a counter beside it) (one to spare).
-BUDGET = 50
+# meta gone), 53.0 with a wake-up list trimmed only past its bound; 44.8 with the moving
+# index scored at most once a second per run, a result recorded with its status and the
+# pending count in one HSET (its write-once check read with the call), a begun step found
+# committed in the meta and a run's end reading the meta once; 40.6 with an event one
+# XADD that Redis numbers (`0-*`: no HINCRBY of a counter beside it). A run slower than a
+# second per move scores the index on every move again (TIME and ZADD in commit_step and
+# record_result, 4 a step): 44.6 then, which the budget holds too.
+BUDGET = 45
 # Inner commands of the run's `create` (its meta, tools and messages each in one write):
 # 28 before, 19 after; 15 with its `start` event one XADD (one to spare).
 CREATE_BUDGET = 16
