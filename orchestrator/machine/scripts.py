@@ -17,6 +17,10 @@ script still names as a whole (`ipairs(USAGE)`) is kept as written.
 For the same reason a definition the script never uses is dropped (`prune`): a prelude
 and its includes define every helper any transition needs (a closure or a table built
 on each call), and a short transition uses a few of them.
+
+A machine's scripts are built when first asked for, not when its store module is
+imported (`Scripts`): building all of them (expand, fold, prune) was a few tenths of a
+second of every process's start-up, and a CLI command or a worker sends a few of them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import collections
 import functools
 import hashlib
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from importlib import resources
 
 INCLUDES_PACKAGE = "agentq.orchestrator.machine"
@@ -73,13 +77,48 @@ def expand(source: str, done: set[str] | None = None) -> str:
     return INCLUDE_LINE.sub(_pull, source)
 
 
+class Scripts(Mapping[str, str]):
+    """A machine's scripts by name, each one's full source built on first use and kept
+    (see the top): its names are known at once, its sources when asked for."""
+
+    def __init__(self, names: Iterable[str], build: Callable[[str], str]) -> None:
+        self._names = sorted(set(names))
+        self._build = build
+        self._built: dict[str, str] = {}
+
+    def __getitem__(self, name: str) -> str:
+        source = self._built.get(name)
+        if source is None:
+            if name not in self._names:
+                raise KeyError(name)
+            source = self._built[name] = self._build(name)
+        return source
+
+    def __contains__(self, name: object) -> bool:  # (Mapping's would build it)
+        return name in self._names
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 def load(
     package: str, names: Iterable[str], *, constants: str = "", prelude: str | None = None
-) -> dict[str, str]:
+) -> Scripts:
     """Each script's full source: `constants` (a chunk rendered from the declared
-    state), then the prelude's file and the script's own, includes expanded."""
-    head = constants + (read(package, prelude) + "\n" if prelude else "")
-    return {name: prune(fold(expand(head + read(package, name)))) for name in sorted(set(names))}
+    state), then the prelude's file and the script's own, includes expanded; each built
+    when first asked for."""
+
+    @functools.cache
+    def head() -> str:
+        return constants + (read(package, prelude) + "\n" if prelude else "")
+
+    def build(name: str) -> str:
+        return prune(fold(expand(head() + read(package, name))))
+
+    return Scripts(names, build)
 
 
 # Cached (as `_flat_table`): every script repeats the constants chunk and its prelude, and
@@ -131,8 +170,11 @@ def fold(source: str) -> str:
             return value if value.startswith('"') else f"({value})"
 
         folded = re.sub(rf"{name}\.(\w+)", _literal, rest)
-        # (another table's entries may share the name: `S = {CALL = "c:"}`)
-        code = "\n".join(_code(line) for line in folded.splitlines() if not _flat_table(line))
+        # (another table's entries may share the name: `S = {CALL = "c:"}`); only the lines
+        # that spell the name can (a script has hundreds of lines and tables)
+        code = "\n".join(
+            _code(line) for line in folded.splitlines() if name in line and not _flat_table(line)
+        )
         if all(_inside_name(bare) for bare in re.finditer(rf"{name}\b", code)):
             source = folded
     return source

@@ -55,6 +55,20 @@ class Ride(Protocol):
     async def __call__(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any: ...
 
 
+class _Registered(dict[str, AsyncScript]):
+    """A machine's scripts registered on one Redis, each when first sent: registering
+    one builds its source (machine/scripts.py: `Scripts`) and its SHA1."""
+
+    def __init__(self, redis: Redis, sources: Mapping[str, str]) -> None:
+        super().__init__()
+        self._redis = redis
+        self._sources = sources
+
+    def __missing__(self, name: str) -> AsyncScript:
+        script = self[name] = self._redis.register_script(self._sources[name])
+        return script
+
+
 class Store:
     """A machine's scripts registered on one Redis, and the reads every machine has.
 
@@ -66,9 +80,7 @@ class Store:
     ) -> None:
         self.redis = redis
         self.retention_s = retention_s
-        self._scripts: dict[str, AsyncScript] = {
-            name: redis.register_script(src) for name, src in scripts.items()
-        }
+        self._scripts = _Registered(redis, scripts)
 
     async def _send(
         self,

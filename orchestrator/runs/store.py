@@ -82,7 +82,7 @@ from agentq.orchestrator.tools.workflow import WorkflowToolConfig
 __all__ = ["DEFAULT_RETENTION_S", "RunStore", "load_scripts"]
 
 
-def load_scripts() -> dict[str, str]:
+def load_scripts() -> scripts.Scripts:
     """Each transition's full source: generated constants, the prelude, its own file."""
     return scripts.load(
         "agentq.orchestrator.runs",
