@@ -14,7 +14,8 @@
 --         a look is due: claims.TIMER_LOOK_S), [16] '1' when the ended job's lease names
 --         no concurrency key (its claim said so): a done job's record then needs no read,
 --         [17] the worker's tool set, each name between newlines, when it is small
---         ('' : the set key says).
+--         ('' : the set key says), [18] '1' when the call rides behind a BLPOP of a
+--         wake-up token (absent: alone).
 -- Replies {more, next timer, id, score, payload, deliveries, keyed, id, ...}; more = 1
 --         when ready jobs were left behind for want of slots; next timer = in how many ms
 --         a timer this call saw or set falls due (-1: none seen); keyed = 1 when the
@@ -397,10 +398,13 @@ local function walk()
           if drained and only_lane() then
             if alone and marked then
               -- The queue's only lane stays listed with its mark, and the rings with it
-              -- (a kept lane): the next enqueue into it writes only the lane. The tokens
-              -- go: nothing is ready any more.
+              -- (a kept lane): the next enqueue into it writes only the lane. Nothing is
+              -- ready any more: the tokens go, unless the claim popped one and took one
+              -- job (the enqueue pushed one token for it: the list holds none for work
+              -- taken). A token left over all the same wakes one claim, which finds the
+              -- lane empty and drops it with the tokens.
               redis.call('ZREM', lane_key, id)
-              redis.call('DEL', wake_list)
+              if ARGV[18] ~= '1' or claimed ~= 1 then redis.call('DEL', wake_list) end
               tenants.entry, cleared, tenant = false, true, nil
             else
               clear(lane_key)
