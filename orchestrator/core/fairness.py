@@ -75,6 +75,7 @@ INDEXED_OFFSET_MS = 2**50
 
 # A listed lane's mark: a member scored +inf (after every job) that no job id can be.
 LISTED_MEMBER = ""
+LISTED_SCORE = "+inf"
 
 # The run meta fields that hold its lane (runs/state/status.py: MetaField).
 TENANT_FIELD = "fair_tenant"
@@ -201,6 +202,7 @@ def lua_chunk() -> str:
         "TURN_SEPARATOR": TURN_SEPARATOR,
         "LANE_SEPARATOR": LANE_SEPARATOR,
         "LISTED": LISTED_MEMBER,
+        "LISTED_SCORE": LISTED_SCORE,
     }
     body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in table.items())
     return f"local FAIR = {{{body}, OFFSET = {INDEXED_OFFSET_MS}}}\n"

@@ -79,7 +79,7 @@ local function fair_index(queue_key, id, due, payload, lane)
   end
   local fk = fair_keys(queue_key)
   local lane_key = fair_lane_key(fk, tenant, key)
-  if redis.call('ZADD', lane_key, due - rank, id, '+inf', FAIR.LISTED) == 2
+  if redis.call('ZADD', lane_key, due - rank, id, FAIR.LISTED_SCORE, FAIR.LISTED) == 2
       and redis.call('RPUSH', fk.keys .. tenant, fair_entry(0, key)) == 1 then
     redis.call('RPUSH', fk.ring, fair_entry(0, tenant))
   end
