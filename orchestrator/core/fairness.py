@@ -16,10 +16,15 @@ A ring entry is `<jobs left in its turn>|<name>`: only the head of a ring is ins
 turn, so its deficit travels with it and goes when it leaves, and an entry of weight 1
 never changes. A turn is as long as the weights of the run whose job starts it (the
 claim reads them with the run's concurrency key, in one read of its meta). A ring lists
-exactly the names with ready jobs (a lane with entries, a tenant with such a lane): the
-enqueue that makes a lane non-empty pushes it (and its tenant, if that was its first),
-the claim that empties it removes it, and nothing else touches the rings, so an enqueue
-into a live lane and a claim that leaves its lane non-empty write nothing but the lane.
+the names with ready jobs (a lane with entries, a tenant with such a lane), and at its
+head at most one name more: the queue's only lane, kept listed by the claim that took its
+last job, so that a lone tenant's lane does not leave and rejoin both rings on every job
+(the claim that next finds it empty drops it). A listed lane holds its mark
+(`LISTED_MEMBER`, after every job), so the enqueue's one write into the lane says whether
+it was listed: the enqueue that lists a lane pushes it (and its tenant, if that was its
+first), the claim that empties it (or finds it empty) removes it, and nothing else
+touches the rings, so an enqueue into a listed lane and a claim that leaves its lane
+non-empty write nothing but the lane.
 
 A rank is when the job was due less its run's priority times the aging step: a
 higher priority is worth that much waiting, so a `low` job is overtaken only by
@@ -67,6 +72,10 @@ LANE_SEPARATOR = "/"
 # and the claim's sweep for jobs not yet in a lane, (0, now], never reads them again.
 # 2^50 ms is ~35,000 years: every due time stays exact in a double.
 INDEXED_OFFSET_MS = 2**50
+
+# A listed lane's mark: a member scored +inf (after every job) that no job id can be.
+LISTED_MEMBER = ""
+LISTED_SCORE = "+inf"
 
 # The run meta fields that hold its lane (runs/state/status.py: MetaField).
 TENANT_FIELD = "fair_tenant"
@@ -192,6 +201,8 @@ def lua_chunk() -> str:
         "DEFAULT_KEY": DEFAULT_KEY,
         "TURN_SEPARATOR": TURN_SEPARATOR,
         "LANE_SEPARATOR": LANE_SEPARATOR,
+        "LISTED": LISTED_MEMBER,
+        "LISTED_SCORE": LISTED_SCORE,
     }
     body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in table.items())
     return f"local FAIR = {{{body}, OFFSET = {INDEXED_OFFSET_MS}}}\n"

@@ -320,7 +320,9 @@ class Taker:
         (the fallback poll, which finds deferred jobs fallen due)."""
         async with pipeline_to(self.redis, self.wake_key) as (pipe, acks):
             pipe.blpop([self.wake_key], timeout=timeout_s)
-            pipe.evalsha(self.sha, len(self.keys), *self.keys, *args)
+            # Behind a token (TAKE's ARGV[18]): a claim that drains the queue's only lane
+            # leaves the tokens be when it took the one job its token was for.
+            pipe.evalsha(self.sha, len(self.keys), *self.keys, *args, "1")
             waited, role = acks.add(pipe, self.wake_key)
             popped, reply, *acked = await pipe.execute(raise_on_error=False)
         if popped is None:

@@ -59,12 +59,17 @@ local function fair_lane_of(queue_key, payload)
   return FAIR.DEFAULT_TENANT, FAIR.DEFAULT_KEY, 0
 end
 
--- A lane that gets its first job joins its tenant's ring at the tail, and the tenant
--- the ring of tenants when it was its first lane with work: a ring lists exactly what
--- has ready jobs (the claim removes what it empties), so a lane's size says whether it
--- is listed. A job indexed again (a lease taken outside the claim left its entry) is no
--- new member: its lane is listed already. A run's transition enqueueing the run's own
--- job passes the lane it read with its guard: no decode of the payload, no second read.
+-- A listed lane holds its mark (FAIR.LISTED, scored +inf: after every job) besides its
+-- jobs, from when it joins its tenant's ring until it leaves it: so the one write that
+-- puts a job in its lane also says whether the lane was listed (two new members: it was
+-- not). A lane that was not joins its tenant's ring at the tail, and the tenant the ring
+-- of tenants when it was its first lane listed. A lane stays listed while it has ready
+-- jobs, and a tenant's sole lane, when it is the queue's only one, also once the claim
+-- took its last job (take.lua: a kept lane), so a lone tenant's lane does not leave and
+-- rejoin both rings on every job; the claim that next finds it empty drops it. A job
+-- indexed again (a lease taken outside the claim left its entry) is no new member. A
+-- run's transition enqueueing the run's own job passes the lane it read with its guard:
+-- no decode of the payload, no second read.
 local function fair_index(queue_key, id, due, payload, lane)
   local tenant, key, rank
   if lane then
@@ -74,8 +79,7 @@ local function fair_index(queue_key, id, due, payload, lane)
   end
   local fk = fair_keys(queue_key)
   local lane_key = fair_lane_key(fk, tenant, key)
-  if redis.call('ZADD', lane_key, due - rank, id) == 1
-      and redis.call('ZCARD', lane_key) == 1
+  if redis.call('ZADD', lane_key, due - rank, id, FAIR.LISTED_SCORE, FAIR.LISTED) == 2
       and redis.call('RPUSH', fk.keys .. tenant, fair_entry(0, key)) == 1 then
     redis.call('RPUSH', fk.ring, fair_entry(0, tenant))
   end

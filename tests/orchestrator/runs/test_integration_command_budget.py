@@ -55,10 +55,12 @@ HOT = ("begin_step", "commit_step", "claim_call", "record_result")
 # index scored at most once a second per run, a result recorded with its status and the
 # pending count in one HSET (its write-once check read with the call), a begun step found
 # committed in the meta and a run's end reading the meta once; 40.6 with an event one
-# XADD that Redis numbers (`0-*`: no HINCRBY of a counter beside it). A run slower than a
-# second per move scores the index on every move again (TIME and ZADD in commit_step and
-# record_result, 4 a step): 44.6 then, which the budget holds too.
-BUDGET = 45
+# XADD that Redis numbers (`0-*`: no HINCRBY of a counter beside it); 34.7 once the
+# queue's only lane stayed listed when drained (an enqueue into it writes only the lane:
+# no ZCARD and no RPUSH to the two rings). A run slower than a second per move scores the
+# index on every move again (TIME and ZADD in commit_step and record_result, 4 a step):
+# 38.8 then, which the budget holds too.
+BUDGET = 39
 # Inner commands of the run's `create` (its meta, tools and messages each in one write):
 # 28 before, 19 after; 15 with its `start` event one XADD (one to spare).
 CREATE_BUDGET = 16
@@ -77,8 +79,12 @@ CREATE_BUDGET = 16
 # run's job skipped the abort set, a one-job lane went in the rings' DEL, the claim took
 # a job out of the ready range in the write that says it was there, counted no delivery
 # (a reaper counts a death) and checked a tool against the set sent with the call (the
-# timer looks follow the clock: 1 to spare).
-TAKE_BUDGET = 31
+# timer looks follow the clock: 1 to spare); 32.1 once the queue's only lane stayed
+# listed when drained (the claim removes its job from the lane and drops the tokens in
+# two writes instead of one DEL of the lane, the rings and the tokens: the enqueues save
+# three a job); 30.4 once a claim behind a wake-up token that took the one job its token
+# was for left the token list be.
+TAKE_BUDGET = 32
 
 
 @tool

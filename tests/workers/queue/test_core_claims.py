@@ -303,6 +303,27 @@ async def test_a_claim_behind_a_wake_up_token_sees_jobs_enqueued_while_it_waited
     assert claimed
 
 
+async def test_a_claim_behind_its_jobs_token_keeps_the_tokens_and_one_left_over_wakes_once(
+    redis: Redis,
+) -> None:
+    """A claim that pops a token and takes the one job of the queue's only lane leaves the
+    rest of the list be (the lane stays listed); a token left over (two for one job
+    here) wakes one claim, which finds the lane empty and drops it with the tokens."""
+    taker = await worker(redis, "w1")
+    (job,) = await enqueue(redis, 1)
+    await cast(Any, redis.lpush(taker.wake_key, "1"))  # a token for work taken already
+
+    _, claimed = await taker.wait_and_take(1, taker.args(1))
+
+    assert ids(claimed) == [job]
+    assert await cast(Any, redis.llen(taker.wake_key)) == 1
+    _, none = await taker.wait_and_take(1, taker.args(1))
+    assert none == []
+    assert taker.backstop_wakes == 0
+    assert await redis.exists(taker.wake_key) == 0  # nothing ready: no one wakes again
+    assert await redis.keys("aq:fair:*") == []
+
+
 async def test_a_full_redis_refuses_a_jobs_end_before_it_ends_anything(
     redis: Redis, redis_url: str
 ) -> None:

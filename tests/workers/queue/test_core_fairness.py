@@ -154,6 +154,53 @@ async def test_a_drained_lane_leaves_the_ring_and_its_keys_go(redis: Redis) -> N
     assert await redis.keys(keys.FAIR_PREFIX + "*") == []
 
 
+async def test_a_lone_tenants_drained_lane_stays_listed_and_still_yields_to_another_tenant(
+    redis: Redis,
+) -> None:
+    """The queue's only lane, drained, is kept listed (its rings stay): the next enqueue
+    into it writes no ring. It keeps no more than its turn: a tenant that joins behind it
+    takes every other job."""
+    t = await taker(redis)
+    first = await create(redis, "a0", "tenant-a")
+    assert await claim_one_by_one(t, 1) == [first]
+    ring = keys.fair(MODEL_QUEUE) + keys.FAIR_RING_SUFFIX
+    tenant_a = keys.fair_keys(MODEL_QUEUE, "tenant-a")
+    lane_a = keys.fair_lane(MODEL_QUEUE, "tenant-a", "")
+    assert await redis.lrange(ring, 0, -1) == [b"0|tenant-a"]  # type: ignore[misc]
+    assert await redis.zrange(lane_a, 0, -1) == [b""]  # its mark alone
+
+    a_jobs = [await create(redis, f"a{i}", "tenant-a") for i in (1, 2, 3)]
+    b_jobs = [await create(redis, f"b{i}", "tenant-b") for i in (1, 2, 3)]
+    assert await redis.lrange(ring, 0, -1) == [b"0|tenant-a", b"0|tenant-b"]  # type: ignore[misc]
+    assert await redis.lrange(tenant_a, 0, -1) == [b"0|"]  # type: ignore[misc]
+
+    order = await claim_one_by_one(t, 7)
+
+    assert [run_of(j)[0] for j in order] == ["a", "b", "a", "b", "a", "b"]
+    assert sorted(order) == sorted([*a_jobs, *b_jobs])
+    # The last lane drained stays listed; the claim that found it empty dropped it.
+    assert await redis.keys(keys.FAIR_PREFIX + "*") == []
+
+
+async def test_a_claim_that_finds_the_kept_lane_empty_looks_at_the_timers(
+    redis: Redis,
+) -> None:
+    """A ring that lists only a kept, empty lane has no ready work: the claim drops it
+    and moves the timers fallen due into their lanes, as a claim finding the ring empty
+    does, though the worker's clock says no look is due."""
+    await redis.set(liveness_key("w1"), "w1", px=60_000)
+    t = Taker(redis, "w1", MODEL_QUEUE, 0, 60_000, timer_look_s=3600, clock=lambda: 0.0)
+    first = await create(redis, "a0", "tenant-a")
+    assert await claim_one_by_one(t, 1) == [first]  # the first claim looks; none later
+    await redis.hset(keys.meta("r1"), mapping={fairness.TENANT_FIELD: "tenant-a"})  # type: ignore[misc]
+    envelope = JobEnvelope(kind="tool_call", run_id="r1", step=0, call_id="c0")
+    timer = queued_job(envelope, MODEL_QUEUE)
+    await redis.set(ARQ_JOB_PREFIX + timer.job_id, timer.payload)
+    await redis.zadd(keys.job_timers(MODEL_QUEUE, timer.job_id), {timer.job_id: T0_MS})
+
+    assert await claim_one_by_one(t, 1) == [timer.job_id]
+
+
 def test_a_runs_lane_is_its_tenants_key_never_another_tenants() -> None:
     assert lane_of(None, None, None, AGING_S) == Lane(tenant="default", key="")
     assert lane_of("acme", Fairness(key="user-42", weight=2), "high", AGING_S) == Lane(
@@ -197,7 +244,9 @@ async def test_a_worker_passes_a_lane_it_cannot_serve_without_turning_the_ring(
     ring = keys.fair(QUEUE) + keys.FAIR_RING_SUFFIX
     # B, drained past the head, leaves the ring at once; A keeps the head.
     assert await redis.lrange(ring, 0, -1) == [b"0|A"]  # type: ignore[misc]
-    assert await redis.zcard(keys.fair_lane(QUEUE, "A", "")) == 3
+    # its three jobs, and the mark of a listed lane after them
+    assert await redis.zrange(keys.fair_lane(QUEUE, "A", ""), 3, 3) == [b""]
+    assert await redis.zcount(keys.fair_lane(QUEUE, "A", ""), "-inf", "(inf") == 3
 
     await publish_tool_set(redis, ["x"])
     await redis.set(liveness_key("w2"), "w2", px=60_000)

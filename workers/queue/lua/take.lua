@@ -14,7 +14,8 @@
 --         a look is due: claims.TIMER_LOOK_S), [16] '1' when the ended job's lease names
 --         no concurrency key (its claim said so): a done job's record then needs no read,
 --         [17] the worker's tool set, each name between newlines, when it is small
---         ('' : the set key says).
+--         ('' : the set key says), [18] '1' when the call rides behind a BLPOP of a
+--         wake-up token (absent: alone).
 -- Replies {more, next timer, id, score, payload, deliveries, keyed, id, ...}; more = 1
 --         when ready jobs were left behind for want of slots; next timer = in how many ms
 --         a timer this call saw or set falls due (-1: none seen); keyed = 1 when the
@@ -22,7 +23,9 @@
 -- Effects the jobs it claims: round-robin over the queue's tenants with ready work,
 --         within a tenant over its keys (lanes), each weighted, within a lane by rank
 --         (core/fairness.py); a lane it empties leaves its tenant's ring, a tenant
---         without a lane left the ring of tenants; a job whose payload
+--         without a lane left the ring of tenants, but the queue's only lane stays
+--         listed (kept: its mark and rings stay) until a claim finds it still empty,
+--         which drops it and looks at the timers; a job whose payload
 --         `needs` what the tool set lacks is left ready, untouched;
 --         the ended job: done (arq's cleanup; an abort mark left for it goes with the
 --         abort set's pruning) or released (back into its lane at the time
@@ -302,98 +305,136 @@ local tenants = cursor(fk.ring)
 if not looked and not read(tenants) and fall_due() > 0 then tenants = cursor(fk.ring) end
 local tenant, lanes, skip = nil, nil, 0  -- the tenant looked at, its keys' cursor, jobs passed
 local walked = false  -- the ring listed anything when the claim began
-local cleared = false  -- the walk emptied the ring and dropped the tokens
-while claimed < n and budget > 0 do
-  local t_entry = read(tenants)
-  if not t_entry then break end
-  walked = true
-  local _, name = fair_parse(t_entry)
-  if name ~= tenant then
-    tenant, lanes, skip = name, cursor(fk.keys .. name), 0
-  end
-  local k_entry = read(lanes)
-  if not k_entry then
-    if lanes.pos == 0 then  -- listed with no key (never by the enqueue): it leaves
-      remove(tenants)
-    else  -- nothing here for this worker: the next tenant
-      advance(tenants)
-      budget = budget - 1
+local cleared = false  -- the walk left no ready work listed and dropped the tokens
+
+-- Whether the lane at the cursors is the queue's only one listed (its tenant's only key,
+-- the only tenant) and the walk passed nothing over: its rings then go, or stay, whole.
+local function only_lane()
+  return lanes.pos == 0 and not lanes.more and tenants.pos == 0 and not tenants.more
+    and #left == 0
+end
+
+-- The queue's only lane leaves with both rings, and the tokens left with them (nothing
+-- is ready any more, and nothing was passed over), in one write.
+local function clear(lane_key)
+  redis.call('DEL', lane_key, lanes.list, tenants.list, wake_list)
+  tenants.entry, cleared, tenant = false, true, nil
+end
+
+local function walk()
+  while claimed < n and budget > 0 do
+    local t_entry = read(tenants)
+    if not t_entry then break end
+    walked = true
+    local _, name = fair_parse(t_entry)
+    if name ~= tenant then
+      tenant, lanes, skip = name, cursor(fk.keys .. name), 0
     end
-    tenant = nil
-  else
-    local _, key = fair_parse(k_entry)
-    local lane_key = fair_lane_key(fk, name, key)
-    local head = redis.call('ZRANGE', lane_key, skip, skip + 1, 'WITHSCORES')
-    if #head == 0 then
-      if skip == 0 then  -- listed while empty (never by the claim): it leaves
-        remove(lanes)
-      else  -- nothing here for this worker: the next lane
-        advance(lanes)
-        skip = 0
+    local k_entry = read(lanes)
+    if not k_entry then
+      if lanes.pos == 0 then  -- listed with no key (never by the enqueue): it leaves
+        remove(tenants)
+      else  -- nothing here for this worker: the next tenant
+        advance(tenants)
         budget = budget - 1
       end
+      tenant = nil
     else
-      local id = head[1]
-      local verdict, payload, due, lease, weight, tenant_weight, tries = look(id, head[2])
-      local grew = put_back
-      if grew then  -- the lane and the rings are asked again, not assumed
-        put_back, tenants.more, lanes.more = false, true, true
-      end
-      -- A job gone leaves its lane for good: it costs once, not from the budget.
-      if verdict ~= 'gone' then budget = budget - 1 end
-      if verdict == 'pass' then
-        skip = skip + 1
-        left[#left + 1] = id
-      else
-        -- A lane that held this job alone goes whole below, with the rings when it
-        -- was the last (a lone run's job: the common one-job lane).
-        local alone = skip == 0 and #head == 2 and not grew
-        if not alone then redis.call('ZREM', lane_key, id) end
-        local drained = alone or (skip == 0 and #head == 2
-          and redis.call('ZCARD', lane_key) == 0)
-        if verdict == 'take' then
-          redis.call('HSET', jobs, id, ARGV[8] .. due .. lease .. '}')
-          claimed = claimed + 1
-          out[#out + 1] = id
-          out[#out + 1] = due
-          out[#out + 1] = payload
-          out[#out + 1] = tries
-          out[#out + 1] = lease == '' and 0 or 1
-          if lanes.pos == 0 and not drained then
-            charge(lanes, weight)
-            if lanes.entry == nil then skip = 0 end  -- its turn is over: the next lane
-          end
-        end
-        local emptied = false  -- the tenant's last lane with work
-        if drained then
-          emptied = lanes.pos == 0 and not lanes.more
-          if not emptied then remove(lanes) end
+      local _, key = fair_parse(k_entry)
+      local lane_key = fair_lane_key(fk, name, key)
+      local head = redis.call('ZRANGE', lane_key, skip, skip + 1, 'WITHSCORES')
+      if #head == 0 or head[1] == FAIR.LISTED then  -- no job at this place in the lane
+        if skip > 0 then  -- nothing here for this worker: the next lane
+          advance(lanes)
           skip = 0
+          budget = budget - 1
+        elseif only_lane() then  -- the kept lane (fair.lua), still empty: it goes
+          clear(lane_key)
+        else  -- listed while empty (a kept lane others joined since): it leaves
+          if #head > 0 then redis.call('DEL', lane_key) end
+          remove(lanes)
         end
-        if emptied and tenants.pos == 0 and not tenants.more and #left == 0 then
-          -- The last lane of the last tenant (a lone run's job, the common one-job
-          -- lane): both rings go, and the tokens left with them (nothing is ready any
-          -- more, and nothing was passed over), in one write.
-          if alone then
-            redis.call('DEL', lane_key, lanes.list, tenants.list, wake_list)
-          else
-            redis.call('DEL', lanes.list, tenants.list, wake_list)
-          end
-          tenants.entry, cleared = false, true
-          tenant = nil
+      else
+        local id = head[1]
+        local verdict, payload, due, lease, weight, tenant_weight, tries = look(id, head[2])
+        local grew = put_back
+        if grew then  -- the lane and the rings are asked again, not assumed
+          put_back, tenants.more, lanes.more = false, true, true
+        end
+        -- A job gone leaves its lane for good: it costs once, not from the budget.
+        if verdict ~= 'gone' then budget = budget - 1 end
+        if verdict == 'pass' then
+          skip = skip + 1
+          left[#left + 1] = id
         else
-          if alone then redis.call('ZREM', lane_key, id) end
-          if emptied then
-            remove(lanes)
-            remove(tenants)
-            tenant = nil
-          elseif verdict == 'take' and tenants.pos == 0 then
-            charge(tenants, tenant_weight)
-            if tenants.entry == nil then tenant = nil end  -- its turn is over
+          -- The lane's last job: only its mark follows it (or nothing, in a lane listed
+          -- before lanes had marks). A lane that held this job alone goes (or stays) whole
+          -- below, with the rings when it was the last (a lone run's job: the common
+          -- one-job lane).
+          local marked = head[3] == FAIR.LISTED
+          local last = skip == 0 and (#head == 2 or marked)
+          local alone = last and not grew
+          if not alone then redis.call('ZREM', lane_key, id) end
+          local drained = alone
+            or (last and redis.call('ZCARD', lane_key) == (marked and 1 or 0))
+          if verdict == 'take' then
+            redis.call('HSET', jobs, id, ARGV[8] .. due .. lease .. '}')
+            claimed = claimed + 1
+            out[#out + 1] = id
+            out[#out + 1] = due
+            out[#out + 1] = payload
+            out[#out + 1] = tries
+            out[#out + 1] = lease == '' and 0 or 1
+            if lanes.pos == 0 and not drained then
+              charge(lanes, weight)
+              if lanes.entry == nil then skip = 0 end  -- its turn is over: the next lane
+            end
+          end
+          local emptied = false  -- the tenant's last lane with work
+          if drained then
+            emptied = lanes.pos == 0 and not lanes.more
+            skip = 0
+          end
+          if drained and only_lane() then
+            if alone and marked then
+              -- The queue's only lane stays listed with its mark, and the rings with it
+              -- (a kept lane): the next enqueue into it writes only the lane. Nothing is
+              -- ready any more: the tokens go, unless the claim popped one and took one
+              -- job (the enqueue pushed one token for it: the list holds none for work
+              -- taken). A token left over all the same wakes one claim, which finds the
+              -- lane empty and drops it with the tokens.
+              redis.call('ZREM', lane_key, id)
+              if ARGV[18] ~= '1' or claimed ~= 1 then redis.call('DEL', wake_list) end
+              tenants.entry, cleared, tenant = false, true, nil
+            else
+              clear(lane_key)
+            end
+          else
+            if drained then
+              if alone or marked then redis.call('DEL', lane_key) end
+              remove(lanes)
+            end
+            if emptied then
+              remove(tenants)
+              tenant = nil
+            elseif verdict == 'take' and tenants.pos == 0 then
+              charge(tenants, tenant_weight)
+              if tenants.entry == nil then tenant = nil end  -- its turn is over
+            end
           end
         end
       end
     end
+  end
+end
+walk()
+-- A walk that found no ready work (a kept lane empty) looks at the timers as a claim
+-- finding the ring empty does, and walks again when some fell due.
+if claimed == 0 and cleared and not looked then
+  looked = true
+  if fall_due() > 0 then
+    tenants, tenant, cleared = cursor(fk.ring), nil, false
+    walk()
   end
 end
 -- Ready work left for want of slots? A ring lists only what has ready jobs.
