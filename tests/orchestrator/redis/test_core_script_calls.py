@@ -327,6 +327,10 @@ WRITES = [
     ["HSET", "fields", "a", "1", "b", "2"],
     ["HPEXPIRE", "fields", "#1", "FIELDS", "#1", "a"],
     ["HGET", "fields", "b"],
+    ["HSET", "fields", "c", "3"],
+    ["HPEXPIRE", "fields", "#100000", "FIELDS", "#1", "c"],
+    ["HSET", "fields", "d", "4"],
+    ["HPERSIST", "fields", "FIELDS", "#1", "c"],  # 1: c's expiry outlived the write-back
     ["HDEL", "fields", "b"],
     ["RPUSH", "l2", "a"],
     ["LPOP", "l2"],
@@ -336,6 +340,16 @@ WRITES = [
     ["HINCRBY", "h", "n", "#2"],
     ["DBSIZE"],  # counts what the expiry schedule has dropped ("short", "expired"'s)
 ]
+
+
+# A 1 ms expiry answers 1 (set) or 2 (already past: the machine stalled a millisecond
+# inside the command, as a loaded one does); either way the field is gone by the next.
+ONE_MS_FIELD = ["HPEXPIRE", "fields", "#1", "FIELDS", "#1", "a"]
+
+
+def settled(args: list[str], reply: tuple[str, str]) -> tuple[str, str]:
+    """The reply, with a 1 ms field expiry's "set" and "past" told as one."""
+    return ("reply", "set or past") if args == ONE_MS_FIELD and reply[0] == "reply" else reply
 
 
 async def expiries(r: Any) -> dict[bytes, int]:
@@ -358,7 +372,7 @@ async def test_a_scripts_writes_leave_keys_watches_and_events_as_fakeredis_does(
         script = r.register_script(CALL)
         replies = []
         for args in WRITES:
-            replies.append(await answer(r, script, ["call", *args]))
+            replies.append(settled(args, await answer(r, script, ["call", *args])))
             await asyncio.sleep(0.003)  # past a 1 ms expiry
         watcher.multi()
         watcher.exists("k2")
