@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-import orjson
 from pydantic import BaseModel
 
 from agentq.orchestrator.core import keys
@@ -128,8 +127,15 @@ JOBS: Mapping[JobKind, JobDef[Any]] = _defs(
 )
 
 
+# The table by kind name: a job is laid out per transition, and JobKind(kind) is an enum
+# lookup each time.
+_BY_NAME: Mapping[str, JobDef[Any]] = {kind.value: d for kind, d in JOBS.items()}
+
+
 def job_def(kind: str) -> JobDef[Any]:
-    return JOBS[JobKind(kind)]
+    found = _BY_NAME.get(kind)
+    # An unknown kind raises ValueError, as it always did.
+    return found if found is not None else JOBS[JobKind(kind)]
 
 
 def job_id(payload: Payload) -> str:
@@ -148,13 +154,10 @@ def queued_job(
     if on is None:
         raise ValueError(f"a {payload.kind} job is enqueued on a queue its enqueuer names")
     now_ms = int(time.time() * 1000)
-    body: dict[str, Any] = {
-        "t": None,
-        "f": str(definition.kind),
-        "a": [payload.model_dump(mode="json")],
-        "k": {},
-        "et": now_ms,
-    }
+    # arq's job body ({"t", "f", "a", "k", "et"}), the payload's JSON written once by
+    # pydantic-core inside it: every transition that hands work on lays out a job or two.
+    args = payload.model_dump_json()
+    body = f'{{"t":null,"f":"{definition.kind.value}","a":[{args}],"k":{{}},"et":{now_ms}}}'
     id_ = definition.job_id(payload)
     due = now_ms + int(defer_s * 1000) if due_ms is None else max(now_ms, due_ms)
     defer_s = (due - now_ms) / 1000
@@ -162,8 +165,7 @@ def queued_job(
         job_id=id_,
         queue_key=keys.job_queue(on, id_),
         wake_key=keys.job_wake(on, id_),
-        # orjson: every transition that hands work on lays out a job or two.
-        payload=orjson.dumps(body).decode(),
+        payload=body,
         score_ms=due,
         # A deferred job must outlive its wait, or arq finds it gone when it falls due.
         expires_ms=JOB_EXPIRES_MS + int(defer_s * 1000),

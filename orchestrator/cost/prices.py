@@ -72,6 +72,11 @@ class PriceTable:
         return None
 
 
+# How many (names, model) answers a Prices keeps: a worker serves a few models, but a
+# spec names its model freely, so the memo is bounded (emptied when full).
+LOOKUPS_KEPT = 1024
+
+
 @dataclass(frozen=True)
 class Prices:
     """The deployment's table over the built-in defaults."""
@@ -79,8 +84,23 @@ class Prices:
     deployment: PriceTable
     defaults: PriceTable
 
+    @cached_property
+    def _found(self) -> dict[tuple[tuple[str, ...], str], Price | None]:
+        return {}
+
     def lookup(self, names: Sequence[str], model: str) -> Price | None:
-        return self.deployment.lookup(names, model) or self.defaults.lookup(names, model)
+        """As `PriceTable.lookup`, the deployment's first. Remembered: every model step
+        prices its answer, and the patterns are tried in turn (tens of regexes); both
+        tables are fixed once loaded, so an answer never goes stale."""
+        key = (tuple(names), model)
+        found = self._found
+        if key in found:
+            return found[key]
+        price = self.deployment.lookup(names, model) or self.defaults.lookup(names, model)
+        if len(found) >= LOOKUPS_KEPT:
+            found.clear()
+        found[key] = price
+        return price
 
 
 def _compile(key: str) -> re.Pattern[str]:

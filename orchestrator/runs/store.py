@@ -107,6 +107,9 @@ _USAGE_READ: tuple[str, ...] = (
 
 R = TypeVar("R", bound=Reply)
 
+# A transition's outcomes that ended its run (the worker's phases call run_ended on them).
+_ENDED = frozenset((Outcome.FINISHED, Outcome.FAILED))
+
 
 class RunStore(Store):
     retention_s: int
@@ -115,13 +118,20 @@ class RunStore(Store):
         super().__init__(redis, _SCRIPTS, retention_s=retention_s)
         # Told (run id, meta) of each run this process ends (runs/ended.py).
         self.end_listeners: list[Callable[[str, Mapping[str, str]], None]] = []
+        # Told the id of each run a transition applied here ended, as its reply comes
+        # (before `end_listeners`, which wait for the run's meta), in the applier's task.
+        self.ended_here: list[Callable[[str], None]] = []
 
     async def _apply(
         self, transition: TransitionInput, reply: type[R], *, ride: Ride | None = None
     ) -> R:
-        return await self._send(
+        applied = await self._send(
             transition.script, keys.run_keys(transition.run_id), transition, reply, ride=ride
         )
+        if self.ended_here and applied.outcome in _ENDED:
+            for told in self.ended_here:
+                told(transition.run_id)
+        return applied
 
     async def _with_outputs(self, bodies: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Put back the outputs a page's result events refer to (events.OUTPUT_REF): each

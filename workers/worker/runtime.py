@@ -31,6 +31,7 @@ import os
 import socket
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from functools import partial
 from typing import Any, cast
@@ -107,6 +108,8 @@ from agentq.workers.worker.webhooks import WebhookDispatcher
 
 log = logging.getLogger("agentq.worker")
 
+_ENDERS_KEPT = 1024  # runs ended here whose end notice has not come yet
+
 # Registry entries that announce something other than a tool.
 _NOT_TOOLS = frozenset(
     {
@@ -174,6 +177,8 @@ class WorkerRuntime:
         self.started_at = time.time()
         self._tasks: list[asyncio.Task[None]] = []
         self._workers: list[WakeableWorker] = []
+        # Run id -> the job task here whose transition ended the run (_ended_by_a_job).
+        self._enders: OrderedDict[str, asyncio.Task[Any]] = OrderedDict()
         self._renewer: LeaseRenewer | None = None
         self._upkeep: UpkeepTurn | None = None  # with the renewer: the fleet's upkeep turn
         self._leased = False  # whether this process ever held its lease
@@ -192,6 +197,7 @@ class WorkerRuntime:
             self.redis = None
             raise
         store = RunStore(self.redis, retention_s=self.settings.retention_s)
+        store.ended_here.append(self._ended_by_a_job)
         if self.metrics is not None:
             store.end_listeners.append(self.metrics.run_ended)
         http = self._http or httpx.AsyncClient(timeout=httpx.Timeout(120.0, connect=10.0))
@@ -504,12 +510,28 @@ class WorkerRuntime:
             except Exception as exc:  # one executor's trouble stops no other
                 log.warning("releasing run %s: %s", run_id, exc)
 
+    def _ended_by_a_job(self, run_id: str) -> None:
+        """A job here ended the run (its transition's reply said so, in its own task):
+        the run's end notice, which comes to this process because it holds that job, need
+        not look the job's abort mark up (one round trip a run)."""
+        task = asyncio.current_task()
+        if task is None:
+            return
+        self._enders[run_id] = task
+        while len(self._enders) > _ENDERS_KEPT:  # notices lost in an outage never pop theirs
+            self._enders.popitem(last=False)
+
     async def _abort_now(self, run_id: str) -> None:
         """A run ended (cancelled, failed): if any of its jobs runs here, look up their
-        abort marks now instead of at the next fallback poll (up to `idle_poll_s`)."""
+        abort marks now instead of at the next fallback poll (up to `idle_poll_s`); not
+        for the job whose own transition ended it (told before the notice, most often)."""
         prefix = job_prefix(run_id)
+        ender = self._enders.pop(run_id, None)
         for worker in self._workers:
-            if any(job_id.startswith(prefix) for job_id in worker.job_tasks):
+            if any(
+                job_id.startswith(prefix) and task is not ender
+                for job_id, task in worker.job_tasks.items()
+            ):
                 try:
                     await worker._cancel_aborted_jobs()
                 except Exception as exc:  # the fallback poll looks again

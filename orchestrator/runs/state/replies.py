@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from agentq.orchestrator.runs.state.status import Outcome, RunStatus
 
@@ -35,11 +35,12 @@ class BeginStepReply(Reply):
     # The run's spec and tools; left out ("", []) when `start` > 0: the worker that holds
     # the history's first messages holds them (written once, at create).
     spec: str = ""
-    tools: LuaList = []
+    # (A factory, not `= []`: pydantic deep-copies a mutable default on every parse.)
+    tools: LuaList = Field(default_factory=list)
     # The history from message `start` on (0: all of it), tool messages resolved, up to
     # its `length`; a long history to a worker that holds none of it is left out of the
     # reply (the store reads it outside the transition, see RunStore.begin_step).
-    messages: LuaList = []
+    messages: LuaList = Field(default_factory=list)
     start: int = 0
     length: int = 0
     # The run's stamp (its creation time): what a worker keeps the history under, so

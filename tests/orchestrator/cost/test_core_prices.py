@@ -10,7 +10,9 @@ import pytest
 from agentq.orchestrator.core.messages import CostBreakdown, Usage
 from agentq.orchestrator.cost.compute import Tokens, cost_of, priced
 from agentq.orchestrator.cost.prices import (
+    LOOKUPS_KEPT,
     Price,
+    Prices,
     PricesFileError,
     PriceTable,
     load_prices,
@@ -102,8 +104,7 @@ def test_each_kind_of_token_is_billed_once_at_its_own_price() -> None:
 
 def test_unset_prices_fall_back_and_batch_steps_get_the_discount() -> None:
     price = Price(input=4.0, output=8.0, batch_discount=0.5)
-    tokens = Tokens(input=1, cached_input=1, cache_write=1, output=1, reasoning=1)
-    full = cost_of(price, Tokens(**{k: 1_000_000 for k in tokens.__dict__}))
+    full = cost_of(price, Tokens(*[1_000_000] * len(Tokens._fields)))
     assert full == CostBreakdown(
         input_usd=4.0, cached_input_usd=4.0, cache_write_usd=4.0, output_usd=8.0,
         reasoning_usd=8.0,
@@ -130,3 +131,19 @@ def test_sums_stay_free_of_float_noise() -> None:
 
 def test_an_empty_table_finds_nothing() -> None:
     assert PriceTable({}).lookup(["openai"], "gpt-4o") is None
+
+
+def test_a_lookup_is_remembered_and_stays_right() -> None:
+    prices = Prices(
+        PriceTable({"local:exact": Price(input=1, output=2)}),
+        PriceTable({"local:*": Price(input=3, output=4), "other:m": Price(input=5, output=6)}),
+    )
+    for _ in range(2):  # the second round is answered from the memo
+        assert prices.lookup(["local"], "exact") == Price(input=1, output=2)
+        assert prices.lookup(["local"], "any") == Price(input=3, output=4)
+        assert prices.lookup(["nowhere", "other"], "m") == Price(input=5, output=6)
+        assert prices.lookup(["nowhere"], "m") is None
+    for i in range(LOOKUPS_KEPT + 5):  # names a spec chose freely: the memo stays bounded
+        assert prices.lookup(["nowhere"], f"m{i}") is None
+    assert len(prices._found) <= LOOKUPS_KEPT
+    assert prices.lookup(["local"], "exact") == Price(input=1, output=2)
