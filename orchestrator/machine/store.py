@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
-from agentq.orchestrator.core.events import Event, parse_event
+from agentq.orchestrator.core.events import Event, parse_event, stream_seq
 from agentq.orchestrator.machine.transition import Transition, script_args
 from agentq.orchestrator.redis.acks import acknowledged, acknowledged_many
 from agentq.orchestrator.redis.faults import redis_errors_mapped
@@ -197,7 +197,7 @@ class Store:
     async def _parsed(self, entries: list[Any]) -> list[Event]:
         bodies = [
             (
-                int(text(entry_id).split("-")[1]),
+                stream_seq(text(entry_id)),
                 json.loads(fields[b"e"] if b"e" in fields else fields["e"]),
             )
             for entry_id, fields in entries
