@@ -30,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -76,9 +77,13 @@ class _Monitor:
     that follow it (those of client type `lua`)."""
 
     def __init__(self, url: str, take_sha: str) -> None:
-        self._client = redis.Redis.from_url(url, socket_timeout=0.2)
+        # No socket timeout: redis-py drops a connection whose read timed out, and a
+        # MONITOR dropped in a quiet moment loses the rest of the calls. The listener
+        # ends on a marker command instead, which __exit__ sends.
+        self._url = url
+        self._client = redis.Redis.from_url(url)
         self._sha = take_sha
-        self._stop = threading.Event()
+        self._marker = f"take-commands-monitor-end-{uuid.uuid4().hex}"
         self.calls: list[tuple[str, list[str]]] = []
         self._ready = threading.Event()
         self._thread = threading.Thread(target=self._listen, daemon=True)
@@ -89,22 +94,22 @@ class _Monitor:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
+        with redis.Redis.from_url(self._url) as marker:
+            marker.echo(self._marker)
+        self._thread.join(30)
         self._client.close()
 
     def _listen(self) -> None:
         current: list[str] | None = None
         with self._client.monitor() as monitor:
             self._ready.set()
-            while not self._stop.is_set():
-                try:
-                    entry = monitor.next_command()
-                except (redis.TimeoutError, TimeoutError):
-                    continue
+            while True:
+                entry = monitor.next_command()
                 words = _words(entry["command"])
                 if not words:
                     continue
+                if self._marker in words:
+                    return
                 if entry.get("client_type") == "lua":
                     if current is not None:
                         current.append(words[0].upper())

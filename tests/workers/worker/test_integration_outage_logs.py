@@ -70,10 +70,16 @@ async def test_a_full_redis_costs_the_log_one_line_per_outage(
         )
     assert result.status == "succeeded", result.error
     log = worker.log()
+    # The outage's own lines: one as it begins, one as it ends. A loaded host can take
+    # longer than the lease (a second) to see the refusals this test waits for; the
+    # lease's lapse is then a line of its own, a different event (its jobs run again),
+    # logged once, not once per refused renewal.
     warnings = [line for line in log.splitlines() if " WARNING " in line]
-    assert len(warnings) == 2, log
-    assert "redis unavailable (OutOfMemoryError" in warnings[0]
-    assert "redis is back" in warnings[1]
+    outage = [line for line in warnings if "lease could not be renewed" not in line]
+    assert len(outage) == 2, log
+    assert "redis unavailable (OutOfMemoryError" in outage[0]
+    assert "redis is back" in outage[1]
+    assert len(warnings) - len(outage) <= 1, log
 
 
 async def test_a_worker_started_while_redis_is_down_waits_and_serves(
