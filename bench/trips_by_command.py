@@ -1,7 +1,7 @@
 """What a run costs Redis: the worker's round trips per job by command, Redis's own
 commands per step by command, and Redis's CPU per run against raw arq's.
 
-    python bench/trips_by_command.py [RUNS] [--profile] [--workers N[,N...]] [--rounds R]
+    python bench/trips_by_command.py [RUNS] [--profile | --sample] [--workers N[,N...]] [--rounds R]
                                      [--step-runs S] [--quick]
 
 Starts its own redis-server and one agentq worker process (as `core_bench.py` does),
@@ -31,8 +31,11 @@ that round's first count, and the table gives the medians of those ratios with t
 range, so one noisy sample cannot decide the goal. The per-command report, the step
 runs and the profile come from the first round.
 `--profile` also cProfiles the (first) worker during the full
-runs only and prints where its CPU goes (by own time, and cumulative). `--quick` is a
-smoke run (20 runs, one 20-step run).
+runs only and prints where its CPU goes (by own time, and cumulative). cProfile's cost per
+call inflates small functions (pydantic calls, helpers) several times over: `--sample`
+instead samples the worker's Python stack every few ms of its CPU (SIGPROF) and prints the
+share of samples each function was on the stack for, and where the innermost frames were
+called from in agentq. `--quick` is a smoke run (20 runs, one 20-step run).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ import json
 import multiprocessing as mp
 import os
 import pstats
+import signal
 import statistics
 import sys
 import tempfile
@@ -140,14 +144,85 @@ def _tally(counts: dict[str, int], scripts: dict[str, str]) -> None:
         setattr(cls, "send_packed_command", counted)  # noqa: B010
 
 
+class Sampler:
+    """Where a process's CPU goes, by sampling: on each SIGPROF (every `interval_s` of the
+    process's CPU) the main thread's Python stack is counted, each function once a sample
+    (inclusive), and the innermost frame against the innermost agentq frame that called
+    it. A C function's time lands on the Python frame that called it."""
+
+    def __init__(self, interval_s: float = 0.001) -> None:
+        self.interval_s = interval_s
+        self.samples = 0
+        self.inclusive: collections.Counter[str] = collections.Counter()
+        self.called_from: collections.Counter[str] = collections.Counter()
+
+    @staticmethod
+    def _name(frame: Any) -> str:
+        path = frame.f_code.co_filename
+        for marker in ("site-packages/", "agentq/", "python3.11/"):
+            if marker in path:
+                path = (marker if marker == "agentq/" else "") + path.split(marker)[-1]
+                break
+        return f"{path}:{frame.f_code.co_name}"
+
+    def _sample(self, signum: int, frame: Any) -> None:
+        self.samples += 1
+        seen: set[str] = set()
+        leaf = self._name(frame) if frame is not None else "?"
+        caller = ""
+        while frame is not None:
+            name = self._name(frame)
+            if not caller and name.startswith("agentq/") and name != leaf:
+                caller = f"{name}:{frame.f_lineno}"
+            if name not in seen:
+                seen.add(name)
+                self.inclusive[name] += 1
+            frame = frame.f_back
+        self.called_from[f"{leaf} <- {caller or '?'}"] += 1
+
+    def enable(self) -> None:
+        signal.signal(signal.SIGPROF, self._sample)
+        signal.setitimer(signal.ITIMER_PROF, self.interval_s, self.interval_s)
+
+    def disable(self) -> None:
+        signal.setitimer(signal.ITIMER_PROF, 0, 0)
+
+    def dump_stats(self, path: str) -> None:
+        Path(path).write_text(
+            json.dumps(
+                {
+                    "samples": self.samples,
+                    "inclusive": self.inclusive,
+                    "called_from": self.called_from,
+                }
+            )
+        )
+
+
+def _sample_report(path: str, top: int = 40) -> str:
+    data = json.loads(Path(path).read_text())
+    n = max(data["samples"], 1)
+    lines = [f"{data['samples']} samples of the worker's CPU during the full runs"]
+    lines.append("\non the stack (inclusive), agentq's functions:")
+    agentq = [(k, v) for k, v in data["inclusive"].items() if k.startswith("agentq/")]
+    for name, count in sorted(agentq, key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {100 * count / n:5.1f}%  {name}")
+    lines.append("\ninnermost frame <- the agentq frame it was called from:")
+    for name, count in sorted(data["called_from"].items(), key=lambda kv: -kv[1])[:top]:
+        lines.append(f"  {100 * count / n:5.1f}%  {name}")
+    return "\n".join(lines)
+
+
 def _worker(
-    url: str, ready: MpEvent, reset: MpEvent, dump: MpEvent, stop: MpEvent, out: str, profile: bool
+    url: str, ready: MpEvent, reset: MpEvent, dump: MpEvent, stop: MpEvent, out: str, profile: str
 ) -> None:
     counts: dict[str, int] = collections.Counter()
     _tally(counts, _script_names())
     # CPU time, not wall time: a wait (epoll, a send that yields the core to Redis) is
     # not a cost of the worker.
-    profiler = cProfile.Profile(time.process_time)
+    profiler: cProfile.Profile | Sampler = (
+        Sampler() if profile == "sample" else cProfile.Profile(time.process_time)
+    )
 
     async def main() -> None:
         runtime = core_bench.WorkerRuntime(
@@ -407,6 +482,12 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
     )
     parser.add_argument("--step-runs", type=int, default=5, help="20-step runs (5)")
     parser.add_argument("--profile", action="store_true", help="cProfile the first worker")
+    parser.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample the first worker's stack on its CPU clock instead (SIGPROF, every 1 ms"
+        " asked; the kernel's tick, 4 ms here, at the coarsest)",
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run: 20 runs, 1 step run")
     args = parser.parse_args(argv)
     try:
@@ -423,7 +504,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 
 def _agentq(
-    runs: int, workers: int, step_runs: int, profile: bool
+    runs: int, workers: int, step_runs: int, profile: str
 ) -> tuple[Measured, dict[str, int], str]:
     """The full and step runs on `workers` worker processes, on a Redis of their own:
     what Redis and the workers spent, the workers' round trips by label, and the first
@@ -438,7 +519,7 @@ def _agentq(
             ready = ctx.Event()
             proc = ctx.Process(
                 target=_worker,
-                args=(url, ready, reset, dump, stop, out, profile and i == 0),
+                args=(url, ready, reset, dump, stop, out, profile if i == 0 else ""),
                 daemon=True,
             )
             proc.start()
@@ -581,9 +662,8 @@ def _fleets(
             return asyncio.run(_arq_fleet(url, args.runs, workers))
 
     arq = arq_fleet() if arq_first else None
-    measured, counts, out = _agentq(
-        args.runs, workers, args.step_runs if report else 0, args.profile and report
-    )
+    profile = ("sample" if args.sample else "cprofile" if args.profile else "") if report else ""
+    measured, counts, out = _agentq(args.runs, workers, args.step_runs if report else 0, profile)
     if arq is None:
         arq = arq_fleet()
     agentq = Fleet(
@@ -602,7 +682,10 @@ def _fleets(
             f" ms; load average {os.getloadavg()[0]:.1f}",
             flush=True,
         )
-    if args.profile and report:
+    if profile == "sample":
+        print("\nworker samples during the runs:")
+        print(_sample_report(out + ".prof"))
+    elif profile:
         for order in ("tottime", "cumulative"):
             text = io.StringIO()
             stats = pstats.Stats(out + ".prof", stream=text)
