@@ -22,21 +22,29 @@ sub-clients only (tests/architecture/test_doors.py).
 from __future__ import annotations
 
 import secrets
+from functools import cached_property
+from typing import TYPE_CHECKING
 
 from redis.asyncio import Redis
 
-from agentq.orchestrator.batches.api import Batches
-from agentq.orchestrator.calls.api import ToolCalls
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.resource import AsyncResource
 from agentq.orchestrator.core.settings import Settings
-from agentq.orchestrator.credentials import Credentials
-from agentq.orchestrator.fleet.api import Fleet
 from agentq.orchestrator.redis.connect import connect
 from agentq.orchestrator.redis.faults import redis_errors_mapped
 from agentq.orchestrator.runs.api import Runs
-from agentq.orchestrator.schedules.api import Schedules
 from agentq.orchestrator.threads.api import Threads
+
+# The sub-clients a command may not need are built, and their modules imported, on first
+# use: a CLI command is a process of its own, and `agentq events` has no use for the
+# batches', schedules', calls' or fleet's modules (croniter among them).
+if TYPE_CHECKING:
+    from agentq.orchestrator.batches.api import Batches
+    from agentq.orchestrator.calls.api import ToolCalls
+    from agentq.orchestrator.credentials import Credentials
+    from agentq.orchestrator.fleet.api import Fleet
+    from agentq.orchestrator.runs.shared_budgets import SharedBudgets
+    from agentq.orchestrator.schedules.api import Schedules
 
 
 class Client(AsyncResource):
@@ -57,13 +65,42 @@ class Client(AsyncResource):
         self.runs = Runs(self.redis, self.settings)
         self.threads = Threads(self.redis, self.settings, self.runs)
         self.runs.turns = self.threads  # a run naming a thread takes the thread's turn
-        self.calls = ToolCalls(self.runs.store, self.redis, self.settings)
-        self.batches = Batches(self.redis, self.settings, self.runs)
-        self.schedules = Schedules(self.redis, self.settings, self.runs)
-        self.fleet = Fleet(self.redis, self.runs.store)
-        self.budgets = self.batches.budgets  # batches' and tenants' shared budgets
         self.concurrency = self.runs.concurrency  # the tenants' active concurrency keys
-        self.credentials = Credentials(self.redis)
+
+    @cached_property
+    def calls(self) -> ToolCalls:
+        from agentq.orchestrator.calls.api import ToolCalls
+
+        return ToolCalls(self.runs.store, self.redis, self.settings)
+
+    @cached_property
+    def batches(self) -> Batches:
+        from agentq.orchestrator.batches.api import Batches
+
+        return Batches(self.redis, self.settings, self.runs)
+
+    @cached_property
+    def schedules(self) -> Schedules:
+        from agentq.orchestrator.schedules.api import Schedules
+
+        return Schedules(self.redis, self.settings, self.runs)
+
+    @cached_property
+    def fleet(self) -> Fleet:
+        from agentq.orchestrator.fleet.api import Fleet
+
+        return Fleet(self.redis, self.runs.store)
+
+    @cached_property
+    def budgets(self) -> SharedBudgets:
+        """The batches' and tenants' shared budgets."""
+        return self.batches.budgets
+
+    @cached_property
+    def credentials(self) -> Credentials:
+        from agentq.orchestrator.credentials import Credentials
+
+        return Credentials(self.redis)
 
     async def ping(self) -> None:
         """Whether Redis answers: InfrastructureError when it does not."""

@@ -16,7 +16,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, Field
 
 from agentq.orchestrator.calls.state import (
@@ -158,6 +157,8 @@ class CallInputError(SpecError):
 def validate_call_input(tool: ToolDef, value: Any) -> None:
     """Raise CallInputError naming each violation of the tool's input schema (the same
     JSON Schema 2020-12 check a run's calls get)."""
+    from jsonschema.exceptions import SchemaError  # jsonschema loads on first use
+
     try:
         validator = validator_for(tool.input_schema)
     except SchemaError as exc:

@@ -13,15 +13,19 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from jsonschema import Draft202012Validator, ValidationError, validators
-from jsonschema.exceptions import SchemaError
-from jsonschema.protocols import Validator
 
 from agentq.orchestrator.core import spec_regex
 from agentq.orchestrator.core.expression_limits import ExpressionLimitError
+
+# jsonschema (with attrs, referencing, rpds: ~0.1 s of CPU) loads with the first schema
+# compiled: a process that reads runs without checking a schema (`agentq events`) never
+# needs it.
+if TYPE_CHECKING:
+    from jsonschema import ValidationError
+    from jsonschema.protocols import Validator
 
 
 def validator_for(schema: dict[str, Any]) -> Validator:
@@ -43,6 +47,12 @@ def _matches(pattern: str, text: str) -> bool | str:
         return exc.message
 
 
+def _invalid(message: str) -> ValidationError:
+    from jsonschema import ValidationError  # loaded: a validator is what calls this
+
+    return ValidationError(message)
+
+
 def _pattern(
     validator: Validator, pattern: str, instance: Any, schema: dict[str, Any]
 ) -> Iterator[ValidationError]:
@@ -50,9 +60,9 @@ def _pattern(
         return
     matched = _matches(pattern, instance)
     if matched is False:
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+        yield _invalid(f"{instance!r} does not match {pattern!r}")
     elif matched is not True:
-        yield ValidationError(str(matched))
+        yield _invalid(str(matched))
 
 
 def _pattern_properties(
@@ -66,12 +76,18 @@ def _pattern_properties(
             if matched is True:
                 yield from validator.descend(value, subschema, path=key, schema_path=pattern)
             elif matched is not False:
-                yield ValidationError(str(matched))
+                yield _invalid(str(matched))
 
 
-_Bounded = validators.extend(
-    Draft202012Validator, {"pattern": _pattern, "patternProperties": _pattern_properties}
-)
+@lru_cache(maxsize=1)
+def _bounded() -> type[Validator]:
+    """Draft 2020-12 with the two keywords that match a spec's patterns bounded."""
+    from jsonschema import Draft202012Validator, validators
+
+    bounded: type[Validator] = validators.extend(
+        Draft202012Validator, {"pattern": _pattern, "patternProperties": _pattern_properties}
+    )
+    return bounded
 
 
 def _patterns(schema: Any) -> Iterator[str]:
@@ -90,6 +106,9 @@ def _patterns(schema: Any) -> Iterator[str]:
 
 @lru_cache(maxsize=512)
 def _compiled(schema_json: bytes) -> Validator:
+    from jsonschema import Draft202012Validator
+    from jsonschema.exceptions import SchemaError
+
     schema = json.loads(schema_json)
     Draft202012Validator.check_schema(schema)
     for pattern in _patterns(schema):
@@ -97,5 +116,5 @@ def _compiled(schema_json: bytes) -> Validator:
             spec_regex.check_pattern(pattern)
         except ValueError as exc:
             raise SchemaError(f"pattern {pattern!r}: {exc}") from None
-    validator: Validator = _Bounded(schema)
+    validator: Validator = _bounded()(schema)
     return validator

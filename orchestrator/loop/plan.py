@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentq.orchestrator.core.errors import ToolInputError
@@ -441,6 +440,8 @@ def lenient_parse(arguments: str | dict[str, Any] | list[Any] | None) -> Any:
 
 def validate_input(tool: ToolDef, value: Any) -> None:
     """Raise ToolInputError naming every violation of the tool's input schema."""
+    from jsonschema.exceptions import SchemaError  # jsonschema loads on first use
+
     try:
         validator = validator_for(tool.input_schema)
         errors = sorted(validator.iter_errors(value), key=lambda e: list(e.path))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from jsonschema.exceptions import SchemaError
 from pydantic import Field, field_validator
 
 from agentq.orchestrator.core.json_schema import validator_for
@@ -28,6 +27,8 @@ class OutputSpec(SpecModel):
     @field_validator("schema_")
     @classmethod
     def _check_schema(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        from jsonschema.exceptions import SchemaError  # jsonschema loads on first use
+
         try:
             validator_for(schema)
         except SchemaError as exc:

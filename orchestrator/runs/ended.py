@@ -7,13 +7,15 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from typing import TYPE_CHECKING
 
 from agentq.orchestrator import tracing
 from agentq.orchestrator.core.run_ids import DEFAULT_TENANT
 from agentq.orchestrator.runs.state import MetaField
 from agentq.orchestrator.runs.store import RunStore
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
 
 log = logging.getLogger("agentq")
 
@@ -51,6 +53,9 @@ class EndedRuns:
     worker's and `agentq serve`'s)."""
 
     def __init__(self, registry: CollectorRegistry) -> None:
+        # Imported here: only a process that serves metrics counts (a CLI command never).
+        from prometheus_client import Counter, Histogram
+
         self.counter = Counter(
             "agentq_runs_ended",
             "Runs ended in this process, by tenant, final status and failure kind.",

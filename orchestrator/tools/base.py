@@ -31,7 +31,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
-from jsonschema.exceptions import SchemaError
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -56,6 +55,8 @@ if TYPE_CHECKING:
 
 
 def _valid_json_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    from jsonschema.exceptions import SchemaError  # jsonschema loads on first use
+
     try:
         validator_for(schema)
     except SchemaError as exc:

@@ -4,17 +4,22 @@ and a local OpenAI-compatible HTTP server."""
 from __future__ import annotations
 
 import json
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, cast
 
 import pytest
 import redis
 
 from tests.support.fake_openai import FakeOpenAI, ToolCall, Turn, rate_limited
-from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
+from tests.support.infra import REPO, TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.specs import scripted
-from tests.support.waiting import eventually
 
 pytestmark = pytest.mark.e2e
 
@@ -41,15 +46,59 @@ def submit(tmp_path: Path, spec: dict[str, Any], redis_url: str) -> str:
     return done.stdout.strip()
 
 
-def events_until(run_id: str, redis_url: str, event_type: str) -> list[dict[str, Any]]:
-    def events() -> list[dict[str, Any]]:
-        done = run_cli("events", run_id, redis_url=redis_url)
-        return [json.loads(line) for line in done.stdout.splitlines()]
+# Events after which a run writes no more: `agentq events --follow` then ends by itself.
+TERMINAL_EVENTS = ("finish", "error", "abort")
 
-    def seen(events: list[dict[str, Any]]) -> bool:
-        return any(e["type"] == event_type for e in events)
 
-    return eventually(events, f"a {event_type} event", 30, 0.1, until=seen)
+def events_until(
+    run_id: str, redis_url: str, event_type: str, count: int = 1, timeout_s: float = 30
+) -> list[dict[str, Any]]:
+    """The run's events up to its `count`-th `event_type` event (to its last event, when
+    that one ends the run), read from one `agentq events --follow` process as they come
+    rather than by starting an `agentq events` process every 0.1 s until one shows."""
+    command = [sys.executable, "-m", "agentq", "events", run_id, "--follow", "--redis", redis_url]
+    lines: queue.Queue[str | None] = queue.Queue()
+    with subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    ) as process:
+        assert process.stdout is not None
+        assert process.stderr is not None
+
+        def read(out: IO[str]) -> None:
+            for line in out:
+                lines.put(line)
+            lines.put(None)  # the process ended (the run ended)
+
+        reader = threading.Thread(target=read, args=(process.stdout,), daemon=True)
+        reader.start()
+        events: list[dict[str, Any]] = []
+        deadline = time.monotonic() + timeout_s
+        ended = False  # the process ended (the run had ended)
+        try:
+            while not ended and (
+                sum(e["type"] == event_type for e in events) < count
+                or events[-1]["type"] in TERMINAL_EVENTS  # the run ended: read to its end
+            ):
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+                ended = line is None
+                events += [] if line is None else [json.loads(line)]
+        except queue.Empty:
+            pass
+        finally:
+            process.kill()
+            reader.join()
+        stderr = process.stderr.read()
+    seen = sum(e["type"] == event_type for e in events)
+    assert seen >= count, (
+        f"{seen} {event_type} event(s) of run {run_id} (wanted {count}) within {timeout_s:g} s;"
+        f" got {[e['type'] for e in events]}; stderr: {stderr}"
+    )
+    return events
 
 
 def test_openai_run_with_streamed_parallel_calls_and_a_429(
@@ -107,9 +156,7 @@ def test_approval_and_denial_through_the_cli(
     run_id = submit(tmp_path, spec, redis_url)
     events_until(run_id, redis_url, "tool-approval-request")
     assert run_cli("approve", run_id, "c1", redis_url=redis_url).returncode == 0
-    events = events_until(run_id, redis_url, "tool-approval-request")
-    while sum(e["type"] == "tool-approval-request" for e in events) < 2:
-        events = events_until(run_id, redis_url, "tool-approval-request")
+    events_until(run_id, redis_url, "tool-approval-request", count=2)
     denied = run_cli(
         "approve", run_id, "c2", "--deny", "--reason", "not today", redis_url=redis_url
     )

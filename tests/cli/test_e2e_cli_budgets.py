@@ -4,6 +4,7 @@ processes, a priced worker process and a real redis-server."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import cast
@@ -11,6 +12,7 @@ from typing import cast
 import pytest
 import redis
 
+from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from tests.support.infra import TOOLS, WorkerProcess, run_cli, wait_ready
 from tests.support.specs import scripted
@@ -47,10 +49,16 @@ def test_a_batch_pauses_at_its_budget_and_the_cli_raises_it(
     def status() -> str:
         return run_cli("batch", "status", "cb", redis_url=redis_url).stdout
 
-    def held(out: str) -> bool:  # paused, and a run's step held already
-        return "cb paused:" in out and "; 0 runs held" not in out
+    async def held() -> bool:  # paused, and a run's step held already
+        async with Client(redis_url) as client:
+            info = await client.batches.status("cb")
+        budget = info.budget
+        reached = budget is not None and budget.reached is not None and budget.held_runs > 0
+        return info.status == "paused" and reached
 
-    paused = eventually(status, "the batch to pause", until=held)
+    # Waited for through the client (no `agentq` process per look), then shown by the CLI.
+    eventually(lambda: asyncio.run(held()), "the batch to pause with a run held")
+    paused = status()
     assert "budget: $0.0" in paused
     assert "runs held: budget reached: batch 'cb' max_cost_usd 0.0048" in paused
     (run_id, *_) = cast(list[bytes], redis.Redis.from_url(redis_url).hkeys(keys.budgets_held()))
