@@ -172,6 +172,7 @@ class WorkerRuntime:
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         self.layout = this_layout(self.env)  # the run state's layout it reads and writes
         self._joined = False  # whether it holds the fleet's layout with the others
+        self._mixed_warned = False  # a beat found another layout holding it (said once)
         self._http = http
         self.announcements: list[ToolAnnouncement] = []
         self._announced: list[ToolAnnouncement] = []  # everything, providers included
@@ -490,7 +491,18 @@ class WorkerRuntime:
             await publish_tool_set(self.redis, served)
         await listings.heartbeat(self.redis, self._record())
         if self._joined:  # the fleet's layout lives while its workers beat
-            await layout_guard.claim(self.redis, self.layout)
+            held = await layout_guard.claim(self.redis, self.layout)
+            if held != self.layout and not self._mixed_warned:
+                # Only a Redis that lost the key lets a newcomer of another layout in
+                # (records gone too): nothing to undo from here, but the operator must know.
+                self._mixed_warned = True
+                log.warning(
+                    "worker %s: a worker of state layout %d started beside this one (%d); "
+                    "stop one of the two pools",
+                    self.worker_id,
+                    held,
+                    self.layout,
+                )
 
     async def _withdraw(self) -> None:
         """A stopping worker's tools stop being live at once, unless another live

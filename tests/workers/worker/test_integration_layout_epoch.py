@@ -132,7 +132,7 @@ def test_two_layouts_starting_at_once_one_refused_by_the_key(
     # A worker of another layout started a moment ago: it holds the key and has not
     # written its record yet (that comes with its first beat).
     admin = redis.Redis.from_url(redis_url)
-    admin.set(LAYOUT, str(NEWER), px=3000)
+    admin.set(LAYOUT, str(NEWER), px=int(listings.WORKER_STALE_S * 1000))
     newcomer = WorkerProcess(redis_url, "--tools", TOOLS)
     workers.append(newcomer)
     line = refused(newcomer)
@@ -140,9 +140,18 @@ def test_two_layouts_starting_at_once_one_refused_by_the_key(
     assert f"use layout {NEWER}:" in line
     assert admin.hlen(listings.WORKERS) == 0
 
-    # That worker died before its first beat: the key lapses and the fleet is free.
+    # That worker died before its first beat: the key lapses (here sooner than the
+    # WORKER_STALE_S no beat renews) and the fleet is free.
+    admin.pexpire(LAYOUT, 100)
     eventually(lambda: not admin.exists(LAYOUT), "the unheld key to lapse", timeout_s=30)
     again = WorkerProcess(redis_url, "--tools", TOOLS)
     workers.append(again)
     wait_ready(again)
     assert admin.get(LAYOUT) == str(STATE_LAYOUT).encode()
+
+    # A Redis that lost the key let a newcomer of another layout take it: the running
+    # worker cannot undo that, but its next beat says so (once), and it keeps serving.
+    admin.set(LAYOUT, str(NEWER))
+    mixed = f"a worker of state layout {NEWER} started beside this one ({STATE_LAYOUT})"
+    eventually(lambda: mixed in again.log(), "the running worker's warning", timeout_s=60)
+    assert again.proc.poll() is None, again.log()
