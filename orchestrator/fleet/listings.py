@@ -1,10 +1,10 @@
 """The workers alive, with what they serve: what `agentq workers`, the HTTP API's
 `/v1/fleet` and the dashboard show.
 
-A hash of worker records (host, pid, queues, tools, concurrency, last seen) that each
-worker refreshes every `BEAT_EVERY_S`, written from Python beside the transitions. Job
-leases are not judged from these records: a worker's lease is its own liveness key
-(`workers/queue/liveness.py`). Recent runs are listed from the run index
+A hash of worker records (host, pid, queues, tools, concurrency, state layout, last
+seen) that each worker refreshes every `BEAT_EVERY_S`, written from Python beside the
+transitions. Job leases are not judged from these records: a worker's lease is its own
+liveness key (`workers/queue/liveness.py`). Recent runs are listed from the run index
 (`orchestrator/runs/index.py`).
 """
 
@@ -15,6 +15,7 @@ import time
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
+from agentq.orchestrator.core.layout import EARLIER_LAYOUT
 from agentq.orchestrator.machine.store import resolved, text
 
 WORKERS = "aq:worker-records"  # hash: worker id -> WorkerRecord JSON
@@ -35,6 +36,9 @@ class WorkerRecord(BaseModel):
     started_at: float
     seen_at: float = 0.0
     jobs_in_flight: int = 0  # the jobs it was running at its last beat (`seen_at`)
+    # The run state's layout it reads and writes (`core/layout.py`); a record without
+    # one was written by a release from before the field existed.
+    layout: int = EARLIER_LAYOUT
 
 
 async def heartbeat(redis: Redis, record: WorkerRecord) -> None:

@@ -54,9 +54,10 @@ from agentq.orchestrator.core.envelopes import (
 )
 from agentq.orchestrator.core.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.core.keys import job_prefix
+from agentq.orchestrator.core.layout import this_layout
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.cost.prices import load_prices
-from agentq.orchestrator.fleet import listings
+from agentq.orchestrator.fleet import layout_guard, listings
 from agentq.orchestrator.loop.prepare import HOOK_KINDS
 from agentq.orchestrator.machine.sweeper import Sweeper
 from agentq.orchestrator.policy.endpoints import EndpointPolicy
@@ -169,6 +170,9 @@ class WorkerRuntime:
         self.executors = list(executors)
         self.env = dict(os.environ) if env is None else env
         self.worker_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        self.layout = this_layout(self.env)  # the run state's layout it reads and writes
+        self._joined = False  # whether it holds the fleet's layout with the others
+        self._mixed_warned = False  # a beat found another layout holding it (said once)
         self._http = http
         self.announcements: list[ToolAnnouncement] = []
         self._announced: list[ToolAnnouncement] = []  # everything, providers included
@@ -192,6 +196,7 @@ class WorkerRuntime:
         self.redis = connect(self.redis_url, self.settings)
         try:
             await self._first_contact()
+            await self._join_fleet()
         except BaseException:
             await self.redis.aclose()
             self.redis = None
@@ -295,6 +300,16 @@ class WorkerRuntime:
         redis = self.redis
         assert redis is not None
         await self._until_redis_answers(lambda: check_partitions(redis))
+
+    async def _join_fleet(self) -> None:
+        """Refuse to start beside live workers of another state layout (`layout_guard`):
+        before anything is claimed, announced or started here."""
+        redis = self.redis
+        assert redis is not None
+        if is_memory_url(self.redis_url):
+            return  # one process holds the embedded Redis: there is no fleet to mix
+        await self._until_redis_answers(lambda: layout_guard.join(redis, self.layout))
+        self._joined = True
 
     async def _until_redis_answers(self, command: Callable[[], Awaitable[object]]) -> None:
         """Run a start-up command (idempotent) until Redis answers it, as `_first_contact`
@@ -475,6 +490,19 @@ class WorkerRuntime:
         for served in self._served.values():
             await publish_tool_set(self.redis, served)
         await listings.heartbeat(self.redis, self._record())
+        if self._joined:  # the fleet's layout lives while its workers beat
+            held = await layout_guard.claim(self.redis, self.layout)
+            if held != self.layout and not self._mixed_warned:
+                # Only a Redis that lost the key lets a newcomer of another layout in
+                # (records gone too): nothing to undo from here, but the operator must know.
+                self._mixed_warned = True
+                log.warning(
+                    "worker %s: a worker of state layout %d started beside this one (%d); "
+                    "stop one of the two pools",
+                    self.worker_id,
+                    held,
+                    self.layout,
+                )
 
     async def _withdraw(self) -> None:
         """A stopping worker's tools stop being live at once, unless another live
@@ -497,6 +525,7 @@ class WorkerRuntime:
             concurrency=self.settings.concurrency,
             started_at=self.started_at,
             jobs_in_flight=sum(worker.in_flight for worker in self._workers),
+            layout=self.layout,
         )
 
     async def _run_ended(self, run_id: str) -> None:
@@ -631,6 +660,8 @@ class WorkerRuntime:
             with contextlib.suppress(Exception):
                 await listings.forget_worker(self.redis, self.worker_id)
                 await self._withdraw()
+                if self._joined:
+                    await layout_guard.leave(self.redis, self.layout)
             await self.redis.aclose()
         self._tasks.clear()
         self._workers.clear()

@@ -12,9 +12,8 @@ import pytest
 import redis
 import redis.asyncio
 
-import agentq.workers.worker.runtime as runtime_module
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.redis.connect import check_partitions
+from agentq.orchestrator.fleet import layout_guard
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.infra import TOOLS, RedisServer, WorkerProcess, free_port, wait_ready
@@ -112,12 +111,14 @@ async def test_a_lease_slower_than_its_timeout_is_waited_for_not_fatal(
     loaded host) is ridden out as an outage, where the worker used to exit at start."""
     admin = redis.asyncio.Redis.from_url(own_redis.url)
 
-    async def then_writes_held(client: Any) -> None:
-        await check_partitions(client)
+    join = layout_guard.join
+
+    async def then_writes_held(client: Any, layout: int) -> None:
+        await join(client, layout)  # the last write before the lease's
         # Every write waits for a second from here (reads go on): the lease's next.
         await admin.execute_command("CLIENT", "PAUSE", "1000", "WRITE")
 
-    monkeypatch.setattr(runtime_module, "check_partitions", then_writes_held)
+    monkeypatch.setattr(layout_guard, "join", then_writes_held)
     caplog.set_level(logging.WARNING, logger="agentq")
     runtime = WorkerRuntime(own_redis.url, executors=[FunctionExecutor([])], wait_for_redis=True)
     await runtime.start()
