@@ -340,9 +340,10 @@ local function succeed(step)
 end
 
 -- Step n's tool message: its results (each stored once, in the step hash) in call order.
-local function tool_message(n)
+-- `order`: the step's ORDER JSON when its reference carried it (else read here).
+local function tool_message(n, order)
   local step = step_key(n)
-  local order = cjson.decode(redis.call('HGET', step, S.ORDER) or '[]')
+  order = cjson.decode(order or redis.call('HGET', step, S.ORDER) or '[]')
   local parts = {}
   if #order > 0 then
     local fields = {}
@@ -356,7 +357,12 @@ end
 -- tool message (orchestrator/runs/state/history.py) resolved.
 local function history_entry(entry)
   if string.sub(entry, 1, #TOOL_RESULTS_REF) == TOOL_RESULTS_REF then
-    return tool_message(tonumber(string.sub(entry, #TOOL_RESULTS_REF + 1)))
+    local rest = string.sub(entry, #TOOL_RESULTS_REF + 1)
+    local order = string.find(rest, '[', 1, true)
+    if order then
+      return tool_message(tonumber(string.sub(rest, 1, order - 1)), string.sub(rest, order))
+    end
+    return tool_message(tonumber(rest))
   end
   return entry
 end
@@ -382,7 +388,9 @@ local function join(n, next_job, planned)
   local step = step_key(n)
   planned = planned or redis.call('HMGET', step, S.ORDER, S.AFTER)
   if #cjson.decode(planned[1]) > 0 then
-    redis.call('RPUSH', msgs, TOOL_RESULTS_REF .. n)
+    -- A short order rides in the reference (state/history.py: tool_results_ref).
+    local order = #planned[1] <= REF_ORDER_MAX_BYTES and planned[1] or ''
+    redis.call('RPUSH', msgs, TOOL_RESULTS_REF .. n .. order)
   end
   if planned[2] == AFTER.CONTINUE and stopped_at_step_end() then
     return OUT.FINISHED

@@ -57,10 +57,12 @@ HOT = ("begin_step", "commit_step", "claim_call", "record_result")
 # committed in the meta and a run's end reading the meta once; 40.6 with an event one
 # XADD that Redis numbers (`0-*`: no HINCRBY of a counter beside it); 34.7 once the
 # queue's only lane stayed listed when drained (an enqueue into it writes only the lane:
-# no ZCARD and no RPUSH to the two rings). A run slower than a second per move scores the
-# index on every move again (TIME and ZADD in commit_step and record_result, 4 a step):
-# 38.8 then, which the budget holds too.
-BUDGET = 39
+# no ZCARD and no RPUSH to the two rings); 33.7 with a step's tool-results reference
+# carrying its call order (begin_step resolves it with one HMGET of the results, no HGET
+# of the order). A run slower than a second per move scores the index on every move again
+# (TIME and ZADD in commit_step and record_result, 4 a step): 37.7 then, which the budget
+# holds too.
+BUDGET = 38
 # Inner commands of the run's `create` (its meta, tools and messages each in one write):
 # 28 before, 19 after; 15 with its `start` event one XADD (one to spare).
 CREATE_BUDGET = 16
