@@ -11,20 +11,24 @@
 --         FAILED (the input's failure: a budget the step went over)
 --         FAILED (a call answered at once with an error its tool's on_error fail-run ends the run on)
 --         UNKNOWN_RUN | CLOSED | STALE | DUPLICATE (committed before)
--- Effects the step hash (resp written once; the structured output the step gave), usage
+-- Effects the step hash (resp written once, a DUPLICATE found by the guard's read; the structured output the step gave), usage
 --         and cost totals (batch-priced ones apart; the tenant's and a batch line's batch's in
 --         their partition's hashes; a budget's hold cleared), the assistant message and the messages that
 --         follow it (an invalid output sent back), each
 --         call's record and status, the step's events, tool jobs and expiry timers
 --         (remembered in the run's timers hash); status awaiting if a call parked; the join if nothing is pending.
-local err, run = run_guard(A.step, F.TENANT, F.BATCH, F.BUDGET_HELD, F.TOOL_CALLS)
+local err, run = run_guard(A.step, F.TENANT, F.BATCH, F.BUDGET_HELD, F.TOOL_CALLS, F.COMMITTED)
 if err then return reply(err) end
 local step = step_key(A.step)
-if redis.call('HSETNX', step, S.RESP, ARGV[A.resp]) == 0 then return reply(OUT.DUPLICATE) end
+-- Written once: a step committed is found in the meta as the guard read it (a step
+-- committed with calls out says so in COMMITTED below; one without any left the run at a
+-- later step, or ended it, which the guard refused), the step's hash for a run without
+-- the field. The resp then goes in with the step's other fields.
+if step_committed(A.step, run[12]) then return reply(OUT.DUPLICATE) end
 moved()
 -- The step's fields and each call's record, status and result at once, in one HSET.
-local fields = {S.TEXT, A.text, S.FINISH_REASON, A.finish_reason, S.AFTER, A.after,
-                S.ORDER, A.order, S.PENDING, A.pending, S.PARKED, A.parked}
+local fields = {S.RESP, ARGV[A.resp], S.TEXT, A.text, S.FINISH_REASON, A.finish_reason,
+                S.AFTER, A.after, S.ORDER, A.order, S.PENDING, A.pending, S.PARKED, A.parked}
 local function set(field, value)
   fields[#fields + 1] = field
   fields[#fields + 1] = value
