@@ -17,7 +17,11 @@
 --         follow it (an invalid output sent back), each
 --         call's record and status, the step's events, tool jobs and expiry timers
 --         (remembered in the run's timers hash); status awaiting if a call parked; the join if nothing is pending.
-local err, run = run_guard(A.step, F.TENANT, F.BATCH, F.BUDGET_HELD, F.TOOL_CALLS, F.COMMITTED)
+-- The guard reads the run's token totals and unpriced count too: the step's are added to
+-- them in the meta's one HSET below (state/status.py: USAGE_FIELDS), no HINCRBY each.
+local guarded = {F.TENANT, F.BATCH, F.BUDGET_HELD, F.TOOL_CALLS, F.COMMITTED, F.UNPRICED}
+for _, pair in ipairs(USAGE) do guarded[#guarded + 1] = pair[2] end
+local err, run = run_guard(A.step, unpack(guarded))
 if err then return reply(err) end
 local step = step_key(A.step)
 -- Written once: a step committed is found in the meta as the guard read it (a step
@@ -40,7 +44,10 @@ for _, c in ipairs(A.calls) do
   if c.result then set(S.RESULT .. c.id, c.result) end
 end
 hset_all(step, fields)
-add_usage(meta, A.usage, USAGE, COST, F.UNPRICED)
+-- What the meta gets, written in one HSET once the step is recorded.
+local counted = {fields = {}, read = {}}
+for i = 6, #guarded do counted.read[guarded[i]] = run[7 + i] end
+add_usage(meta, A.usage, USAGE, COST, F.UNPRICED, nil, nil, counted)
 local tenant = run[8] or K.DEFAULT_TENANT
 -- The partition's, a batch's and a window's totals are kept under the Usage's own names.
 add_usage(tenant_usage_key(), A.usage, USAGE, COST, F.UNPRICED, tenant .. K.JOB_SEPARATOR, true)
@@ -72,10 +79,14 @@ for _, message in ipairs(A.follow) do redis.call('RPUSH', msgs, message) end
 -- The count as read by the guard, set with the step committed (its calls out: a
 -- re-delivered begin_step reads it, step_committed) and when the run was scored as moving:
 -- one write.
+-- The step's usage counts (counted above) go in the same write, before a run's end reads
+-- its totals.
+local meta_fields = counted.fields
 if #A.calls > 0 then
   local calls = (tonumber(run[11]) or 0) + #A.calls
-  redis.call('HSET', meta, unpack(moved_mark({F.TOOL_CALLS, calls, F.COMMITTED, A.step})))
+  for _, v in ipairs({F.TOOL_CALLS, calls, F.COMMITTED, A.step}) do meta_fields[#meta_fields + 1] = v end
 end
+if #meta_fields > 0 then redis.call('HSET', meta, unpack(moved_mark(meta_fields))) end
 emit_all(spilled_all(A.events))
 -- A step that went over the run's budget: recorded (its usage counts), then the end.
 if A.failure then return reply(fail(A.failure)) end

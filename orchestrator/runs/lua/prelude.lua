@@ -129,22 +129,50 @@ local function is_parked(call_status)
   return call_status == CALL.AWAITING_APPROVAL or call_status == CALL.AWAITING_RESULT
 end
 
+-- Integer counters ({hash field, amount} pairs) added to a hash's: one HINCRBY for one,
+-- else one HMGET and one HSET of the sums (a step's tokens are several: in, out, total,
+-- cached, reasoning). `into`: {fields = a field, value list the caller writes to `key`
+-- itself, read = {hash field = its value as the caller read it}}: the sums go there.
+local function add_counts(key, added, into)
+  if #added == 0 then return end
+  if not into and #added == 1 then
+    redis.call('HINCRBY', key, added[1][1], added[1][2])
+    return
+  end
+  local read = into and into.read
+  if not read then
+    local names = {}
+    for i, pair in ipairs(added) do names[i] = pair[1] end
+    local values = redis.call('HMGET', key, unpack(names))
+    read = {}
+    for i, name in ipairs(names) do read[name] = values[i] end
+  end
+  local fields = into and into.fields or {}
+  for _, pair in ipairs(added) do
+    fields[#fields + 1] = pair[1]
+    fields[#fields + 1] = string.format('%d', (tonumber(read[pair[1]]) or 0) + pair[2])
+  end
+  if not into then redis.call('HSET', key, unpack(fields)) end
+end
+
 -- Adds a Usage to a hash's totals: its tokens and its cost by kind ({Usage field, hash
 -- field} pairs; `named`: the hash fields are the Usage's own names), or one more step
 -- without a price (`unpriced`) when it has no cost. A field prefix (a tenant's) goes
--- before each hash field.
-local function add_usage(key, usage, tokens, costs, unpriced, prefix, named)
+-- before each hash field. The counts (tokens, unpriced) as add_counts adds them (`into`
+-- its); each cost by HINCRBYFLOAT (Redis's long-double sum, as every total was kept).
+local function add_usage(key, usage, tokens, costs, unpriced, prefix, named, into)
   prefix = prefix or ''
   local field = named and 1 or 2
+  local added = {}
   for _, pair in ipairs(tokens) do
     local n = tonumber(usage[pair[1]]) or 0
-    if n ~= 0 then redis.call('HINCRBY', key, prefix .. pair[field], n) end
+    if n ~= 0 then added[#added + 1] = {prefix .. pair[field], n} end
   end
   local breakdown = usage.cost_breakdown
-  if breakdown == nil or breakdown == cjson.null then
-    redis.call('HINCRBY', key, prefix .. unpriced, 1)
-    return
-  end
+  local priced = breakdown ~= nil and breakdown ~= cjson.null
+  if not priced then added[#added + 1] = {prefix .. unpriced, 1} end
+  add_counts(key, added, into)
+  if not priced then return end
   for _, pair in ipairs(costs) do
     local usd = tonumber(breakdown[pair[1]]) or 0
     if usd ~= 0 then redis.call('HINCRBYFLOAT', key, prefix .. pair[field], tostring(usd)) end
