@@ -499,10 +499,14 @@ end
 -- Returns the refusal's reply, or nil, the call's status (the script checks it) and its
 -- record (CallPlan JSON), read together with the other fields `...` of the step's hash
 -- the transition needs (returned after them, in that order).
-local function call_guard(n, call_id, ...)
-  local err = run_guard(n)
-  if err then return reply(err) end
+local function call_read(n, call_id, ...)
   local call = redis.call('HMGET', step_key(n), S.CALL_STATUS .. call_id, S.CALL .. call_id, ...)
   if not call[1] then return reply(OUT.UNKNOWN_CALL) end
   return nil, unpack(call)
+end
+
+local function call_guard(n, call_id, ...)
+  local err = run_guard(n)
+  if err then return reply(err) end
+  return call_read(n, call_id, ...)
 end
