@@ -21,6 +21,10 @@
 -- them in the meta's one HSET below (state/status.py: USAGE_FIELDS), no HINCRBY each.
 local guarded = {F.TENANT, F.BATCH, F.BUDGET_HELD, F.TOOL_CALLS, F.COMMITTED, F.UNPRICED}
 for _, pair in ipairs(USAGE) do guarded[#guarded + 1] = pair[2] end
+-- A step answered through a provider's batch API is counted apart too (batches/usage.py).
+local batch_counts = A.batch and {{F.BATCH_STEPS, 1}, {F.BATCH_INPUT, A.usage.input_tokens},
+                                  {F.BATCH_OUTPUT, A.usage.output_tokens}}
+for _, pair in ipairs(batch_counts or {}) do guarded[#guarded + 1] = pair[1] end
 local err, run = run_guard(A.step, unpack(guarded))
 if err then return reply(err) end
 local step = step_key(A.step)
@@ -43,11 +47,14 @@ for _, c in ipairs(A.calls) do
   set(S.CALL_STATUS .. c.id, c.status)
   if c.result then set(S.RESULT .. c.id, c.result) end
 end
+if A.batch then set(S.BATCH, '1') end
+if A.output then set(S.OUTPUT, A.output) end
 hset_all(step, fields)
 -- What the meta gets, written in one HSET once the step is recorded.
 local counted = {fields = {}, read = {}}
 for i = 6, #guarded do counted.read[guarded[i]] = run[7 + i] end
 add_usage(meta, A.usage, USAGE, COST, F.UNPRICED, nil, nil, counted)
+if batch_counts then add_counts(meta, batch_counts, counted) end
 local tenant = run[8] or K.DEFAULT_TENANT
 -- The partition's, a batch's and a window's totals are kept under the Usage's own names.
 add_usage(tenant_usage_key(), A.usage, USAGE, COST, F.UNPRICED, tenant .. K.JOB_SEPARATOR, true)
@@ -67,13 +74,6 @@ for _, window in ipairs(A.windows) do
 end
 -- A run a shared budget held goes on: no longer held.
 if run[10] then unhold() end
-if A.batch then
-  redis.call('HSET', step, S.BATCH, '1')
-  redis.call('HINCRBY', meta, F.BATCH_STEPS, 1)
-  redis.call('HINCRBY', meta, F.BATCH_INPUT, A.usage.input_tokens)
-  redis.call('HINCRBY', meta, F.BATCH_OUTPUT, A.usage.output_tokens)
-end
-if A.output then redis.call('HSET', step, S.OUTPUT, A.output) end
 redis.call('RPUSH', msgs, ARGV[A.assistant])
 for _, message in ipairs(A.follow) do redis.call('RPUSH', msgs, message) end
 -- The count as read by the guard, set with the step committed (its calls out: a

@@ -104,3 +104,19 @@ async def test_a_run_without_the_committed_field_is_judged_by_its_steps_hash(
     await store.redis.hdel(keys.meta(RUN), MetaField.COMMITTED)  # type: ignore[misc]
     assert (await store.commit_step(_commit('"again"'))).outcome == Outcome.DUPLICATE
     assert await _recorded(store) == (b'"first"', 2, b"3")
+
+
+async def test_a_provider_batch_step_counts_apart_in_the_same_writes(store: RunStore) -> None:
+    """A step answered through a provider's batch API: its batch counts (steps, tokens in
+    and out) are added in the meta's one write with the run's totals, and its step marked
+    batch-priced with its other fields; a second commit adds nothing."""
+    batched = _commit('"first"').model_copy(update={"batch": True})
+    assert (await store.commit_step(batched)).outcome == Outcome.COMMITTED
+    assert (await store.commit_step(batched)).outcome == Outcome.DUPLICATE
+    meta = await store.meta(RUN)
+    counts = [
+        meta.get(f) for f in (MetaField.BATCH_STEPS, MetaField.BATCH_INPUT, MetaField.BATCH_OUTPUT)
+    ]
+    assert counts == ["1", "3", "2"]
+    assert (meta.get(MetaField.USAGE_INPUT), meta.get(MetaField.USAGE_TOTAL)) == ("3", "5")
+    assert await store.redis.hget(keys.step(RUN, 0), StepField.BATCH) == b"1"  # type: ignore[misc]
