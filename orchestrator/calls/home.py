@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -48,6 +49,19 @@ class ClaimedCall:
 
     call: CallPlan
     tool: ToolDef | None
+
+
+@dataclass(frozen=True)
+class HeldTools:
+    """A run's tools as a worker already read them (for a model step of the run), under
+    the run's stamp: a claim of one of its calls then reads no tool
+    (orchestrator/runs/lua/claim_call.lua)."""
+
+    stamp: str
+    tools: Sequence[ToolDef]
+
+    def named(self, name: str) -> ToolDef | None:
+        return next((t for t in self.tools if t.name == name), None)
 
 
 @dataclass(frozen=True)
@@ -132,12 +146,20 @@ class RunCallHome:
 
     relays_logs_and_sampling = False
 
-    def __init__(self, store: RunStore, run_id: str, step: int, call_id: str) -> None:
+    def __init__(
+        self,
+        store: RunStore,
+        run_id: str,
+        step: int,
+        call_id: str,
+        held_tools: HeldTools | None = None,
+    ) -> None:
         self.store = store
         self.stream_id = run_id
         self.step: int | None = step
         self._step = step
         self.call_id = call_id
+        self._held_tools = held_tools
 
     async def claim(self, attempt: int) -> ClaimedCall | None:
         claim = await self.store.claim_call(
@@ -146,13 +168,16 @@ class RunCallHome:
                 step=self._step,
                 call_id=self.call_id,
                 event=self._event("tool-running", tool_call_id=self.call_id, attempt=attempt),
+                known_stamp=self._held_tools.stamp if self._held_tools else None,
             )
         )
         if claim.outcome != Outcome.CLAIMED or claim.call is None:
             log.debug("tool call %s/%d/%s skipped: %s", *self._where(), claim.outcome)
             return None
-        tool = stored_tool(claim.tool) if claim.tool else None
-        return ClaimedCall(CallPlan.model_validate_json(claim.call), tool)
+        call = CallPlan.model_validate_json(claim.call)
+        if claim.tool_held and self._held_tools is not None:
+            return ClaimedCall(call, self._held_tools.named(call.name))
+        return ClaimedCall(call, stored_tool(claim.tool) if claim.tool else None)
 
     async def call(self) -> CallPlan | None:
         call_json, _ = await self.store.call_state(self.stream_id, self._step, self.call_id)

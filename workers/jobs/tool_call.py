@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentq.orchestrator import tracing
-from agentq.orchestrator.calls.home import CallHome, RunCallHome
+from agentq.orchestrator.calls.home import CallHome, HeldTools, RunCallHome
 from agentq.orchestrator.core.envelopes import TOOLS_QUEUE, JobEnvelope, JobKind
 from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.core.tool_errors import ToolErrorKind
@@ -37,7 +37,16 @@ async def tool_call(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
     envelope = JobEnvelope.model_validate(payload)
     deps = deps_of(ctx)
     queue = ctx.get("queue", TOOLS_QUEUE)
-    home = RunCallHome(deps.store, envelope.run_id, envelope.step, envelope.call_id or "")
+    # This worker ran a model step of the run: it holds the run's tools, which the claim
+    # then does not read.
+    held = deps.histories.get(envelope.run_id)
+    home = RunCallHome(
+        deps.store,
+        envelope.run_id,
+        envelope.step,
+        envelope.call_id or "",
+        HeldTools(held.stamp, held.tools) if held is not None else None,
+    )
     with tracing.process_span(envelope, queue, ctx["job_id"]):
         await guarded(deps, envelope, execute_call(ctx, deps, home))
 

@@ -129,22 +129,50 @@ local function is_parked(call_status)
   return call_status == CALL.AWAITING_APPROVAL or call_status == CALL.AWAITING_RESULT
 end
 
+-- Integer counters ({hash field, amount} pairs) added to a hash's: one HINCRBY for one,
+-- else one HMGET and one HSET of the sums (a step's tokens are several: in, out, total,
+-- cached, reasoning). `into`: {fields = a field, value list the caller writes to `key`
+-- itself, read = {hash field = its value as the caller read it}}: the sums go there.
+local function add_counts(key, added, into)
+  if #added == 0 then return end
+  if not into and #added == 1 then
+    redis.call('HINCRBY', key, added[1][1], added[1][2])
+    return
+  end
+  local read = into and into.read
+  if not read then
+    local names = {}
+    for i, pair in ipairs(added) do names[i] = pair[1] end
+    local values = redis.call('HMGET', key, unpack(names))
+    read = {}
+    for i, name in ipairs(names) do read[name] = values[i] end
+  end
+  local fields = into and into.fields or {}
+  for _, pair in ipairs(added) do
+    fields[#fields + 1] = pair[1]
+    fields[#fields + 1] = string.format('%d', (tonumber(read[pair[1]]) or 0) + pair[2])
+  end
+  if not into then redis.call('HSET', key, unpack(fields)) end
+end
+
 -- Adds a Usage to a hash's totals: its tokens and its cost by kind ({Usage field, hash
 -- field} pairs; `named`: the hash fields are the Usage's own names), or one more step
 -- without a price (`unpriced`) when it has no cost. A field prefix (a tenant's) goes
--- before each hash field.
-local function add_usage(key, usage, tokens, costs, unpriced, prefix, named)
+-- before each hash field. The counts (tokens, unpriced) as add_counts adds them (`into`
+-- its); each cost by HINCRBYFLOAT (Redis's long-double sum, as every total was kept).
+local function add_usage(key, usage, tokens, costs, unpriced, prefix, named, into)
   prefix = prefix or ''
   local field = named and 1 or 2
+  local added = {}
   for _, pair in ipairs(tokens) do
     local n = tonumber(usage[pair[1]]) or 0
-    if n ~= 0 then redis.call('HINCRBY', key, prefix .. pair[field], n) end
+    if n ~= 0 then added[#added + 1] = {prefix .. pair[field], n} end
   end
   local breakdown = usage.cost_breakdown
-  if breakdown == nil or breakdown == cjson.null then
-    redis.call('HINCRBY', key, prefix .. unpriced, 1)
-    return
-  end
+  local priced = breakdown ~= nil and breakdown ~= cjson.null
+  if not priced then added[#added + 1] = {prefix .. unpriced, 1} end
+  add_counts(key, added, into)
+  if not priced then return end
   for _, pair in ipairs(costs) do
     local usd = tonumber(breakdown[pair[1]]) or 0
     if usd ~= 0 then redis.call('HINCRBYFLOAT', key, prefix .. pair[field], tostring(usd)) end
@@ -340,9 +368,10 @@ local function succeed(step)
 end
 
 -- Step n's tool message: its results (each stored once, in the step hash) in call order.
-local function tool_message(n)
+-- `order`: the step's ORDER JSON when its reference carried it (else read here).
+local function tool_message(n, order)
   local step = step_key(n)
-  local order = cjson.decode(redis.call('HGET', step, S.ORDER) or '[]')
+  order = cjson.decode(order or redis.call('HGET', step, S.ORDER) or '[]')
   local parts = {}
   if #order > 0 then
     local fields = {}
@@ -356,7 +385,12 @@ end
 -- tool message (orchestrator/runs/state/history.py) resolved.
 local function history_entry(entry)
   if string.sub(entry, 1, #TOOL_RESULTS_REF) == TOOL_RESULTS_REF then
-    return tool_message(tonumber(string.sub(entry, #TOOL_RESULTS_REF + 1)))
+    local rest = string.sub(entry, #TOOL_RESULTS_REF + 1)
+    local order = string.find(rest, '[', 1, true)
+    if order then
+      return tool_message(tonumber(string.sub(rest, 1, order - 1)), string.sub(rest, order))
+    end
+    return tool_message(tonumber(rest))
   end
   return entry
 end
@@ -382,7 +416,9 @@ local function join(n, next_job, planned)
   local step = step_key(n)
   planned = planned or redis.call('HMGET', step, S.ORDER, S.AFTER)
   if #cjson.decode(planned[1]) > 0 then
-    redis.call('RPUSH', msgs, TOOL_RESULTS_REF .. n)
+    -- A short order rides in the reference (state/history.py: tool_results_ref).
+    local order = #planned[1] <= REF_ORDER_MAX_BYTES and planned[1] or ''
+    redis.call('RPUSH', msgs, TOOL_RESULTS_REF .. n .. order)
   end
   if planned[2] == AFTER.CONTINUE and stopped_at_step_end() then
     return OUT.FINISHED
@@ -463,10 +499,14 @@ end
 -- Returns the refusal's reply, or nil, the call's status (the script checks it) and its
 -- record (CallPlan JSON), read together with the other fields `...` of the step's hash
 -- the transition needs (returned after them, in that order).
-local function call_guard(n, call_id, ...)
-  local err = run_guard(n)
-  if err then return reply(err) end
+local function call_read(n, call_id, ...)
   local call = redis.call('HMGET', step_key(n), S.CALL_STATUS .. call_id, S.CALL .. call_id, ...)
   if not call[1] then return reply(OUT.UNKNOWN_CALL) end
   return nil, unpack(call)
+end
+
+local function call_guard(n, call_id, ...)
+  local err = run_guard(n)
+  if err then return reply(err) end
+  return call_read(n, call_id, ...)
 end

@@ -8,6 +8,12 @@ results, in its call order, in the tool-message frame. Messages themselves are J
 objects (they start with `{`), so a reference can never be mistaken for one, and a
 list written before references existed (inline tool messages) reads the same.
 
+A reference to a step of a few calls also carries the step's call order (its `ORDER`
+field's JSON, right after the index): resolving it then reads the results alone, one
+command instead of two in begin_step, which does it every step. A longer order (a wide
+fan-out) is not copied into the list; its reference is the index alone, as every
+reference written before orders were carried, and is resolved through the step's hash.
+
 The Lua side (prelude.lua's `history_entry`) resolves references with the same frame;
 `tests/orchestrator/runs/test_core_component_history.py` checks the two agree byte for byte.
 """
@@ -26,10 +32,15 @@ TOOL_RESULTS_REF = "@tool-results:"
 # short (a run's first steps); a longer one the worker reads outside the transition
 # (RunStore.begin_step does): encoding it in Lua, as JSON, would hold Redis for all of it.
 HISTORY_INLINE_MAX = 16
+# A step's call order (its JSON) up to this many bytes rides in its reference.
+REF_ORDER_MAX_BYTES = 256
 
 
-def tool_results_ref(step: int) -> str:
-    """The message-list entry standing for step `step`'s tool message."""
+def tool_results_ref(step: int, order: str | None = None) -> str:
+    """The message-list entry standing for step `step`'s tool message; `order`, the
+    step's ORDER JSON, rides along when it is short (the join's, prelude.lua)."""
+    if order is not None and len(order.encode()) <= REF_ORDER_MAX_BYTES:
+        return f"{TOOL_RESULTS_REF}{step}{order}"
     return f"{TOOL_RESULTS_REF}{step}"
 
 
@@ -37,7 +48,9 @@ def referenced_step(entry: str) -> int | None:
     """The step a message-list entry refers to, or None for a stored message."""
     if not entry.startswith(TOOL_RESULTS_REF):
         return None
-    return int(entry[len(TOOL_RESULTS_REF) :])
+    # The order, when carried, starts at its `[`: the step is read from its hash here.
+    index, _, _ = entry[len(TOOL_RESULTS_REF) :].partition("[")
+    return int(index)
 
 
 def tool_message_frame() -> tuple[str, str]:

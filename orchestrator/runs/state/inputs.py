@@ -156,6 +156,10 @@ class ClaimCall(TransitionInput):
     step: int
     call_id: str
     event: Spilled
+    # The run's stamp under which the worker holds its tools (the history it read for a
+    # model step of the run, workers/steps/history_cache.py): the tool is not read then.
+    # Tools are written once, at create, and a later run of the id has another stamp.
+    known_stamp: str | None = None
 
 
 class RecordResult(TransitionInput):

@@ -18,6 +18,7 @@ from agentq.orchestrator.runs.state import status
 from agentq.orchestrator.runs.state.failure import FailureKind
 from agentq.orchestrator.runs.state.history import (
     HISTORY_INLINE_MAX,
+    REF_ORDER_MAX_BYTES,
     TOOL_RESULTS_REF,
     tool_message_frame,
 )
@@ -115,6 +116,7 @@ def render(
         f"local TOOL_MESSAGE_OPEN, TOOL_MESSAGE_CLOSE = {_lua_str(open_)}, {_lua_str(close)}"
     )
     lines.append(f"local TOOL_RESULTS_REF = {_lua_str(TOOL_RESULTS_REF)}")
+    lines.append(f"local REF_ORDER_MAX_BYTES = {int(REF_ORDER_MAX_BYTES)}")
     # The finish event's structured output, spliced in as stored (prelude.lua: finish_run).
     lines.append(f"local OUTPUT_MEMBER = {_lua_str(',' + json.dumps(FINISH_OUTPUT) + ':')}")
     # A claim's `tool-running` event gets its tool's name spliced in (claim_call.lua).

@@ -53,10 +53,13 @@ class BeginStepReply(Reply):
 
 
 class ClaimCallReply(Reply):
-    """With CLAIMED: the call (CallPlan JSON) and its tool (ToolDef JSON, if defined)."""
+    """With CLAIMED: the call (CallPlan JSON) and its tool (ToolDef JSON, if defined), or
+    `tool_held`: the worker holds the run's tools (its `known_stamp` is the run's), the
+    tool was not read."""
 
     call: str | None = None
     tool: str | None = None
+    tool_held: bool = False
 
 
 class RedriveReply(Reply):

@@ -25,7 +25,11 @@ from agentq.orchestrator.runs.state import (
     Outcome,
     StepAfter,
 )
-from agentq.orchestrator.runs.state.history import HISTORY_INLINE_MAX, tool_message_frame
+from agentq.orchestrator.runs.state.history import (
+    HISTORY_INLINE_MAX,
+    REF_ORDER_MAX_BYTES,
+    tool_message_frame,
+)
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, result_args, tool_job
 from agentq.workers.steps.history_cache import asking, completed
@@ -213,6 +217,34 @@ async def test_begin_step_sends_what_the_worker_lacks_under_the_runs_stamp(
         assert (again.start, again.messages) == (0, whole.messages)
 
 
+async def test_a_reference_carries_its_steps_order_and_resolves_with_the_results_alone(
+    store: RunStore,
+) -> None:
+    """begin_step resolves a reference every step: the order it carries spares reading
+    the step's ORDER (a step whose ORDER were gone would resolve to no parts without it)."""
+    await store.create(_create())
+    await _run_step(store, 0, ["a", "b"])
+    assert await store.redis.lindex(keys.messages(RUN), 2) == b'@tool-results:0["a", "b"]'  # type: ignore[misc]
+    await store.redis.hdel(keys.step(RUN, 0), "order")  # type: ignore[misc]
+    whole = await store._apply(_begin(1), BeginStepReply)
+    assert whole.messages[2] == _tool_message(["a", "b"])
+
+
+async def test_a_reference_without_an_order_is_resolved_through_its_steps_hash(
+    store: RunStore,
+) -> None:
+    """A wide step's order stays out of the list, as every order did before orders rode
+    in references (a run written then reads the same)."""
+    await store.create(_create())
+    wide = [f"call-{i:03d}" for i in range(REF_ORDER_MAX_BYTES // 8)]
+    await _run_step(store, 0, wide)
+    assert await store.redis.lindex(keys.messages(RUN), 2) == b"@tool-results:0"  # type: ignore[misc]
+    whole = await store._apply(_begin(1), BeginStepReply)
+    assert whole.messages[2] == _tool_message(wide)
+    _, resolved, _ = await store.snapshot(RUN)
+    assert resolved[2] == _tool_message(wide)
+
+
 async def test_a_redelivered_step_reads_the_same_history_once(store: RunStore) -> None:
     await store.create(_create())
     await _run_step(store, 0, ["a"])
@@ -257,7 +289,7 @@ async def test_a_snapshot_resolves_the_history_and_a_fork_keeps_it_referred(
     _, messages, _ = await store.snapshot(RUN)
     assert messages[2] == _tool_message(["a", "b"])
     _, stored, steps = await store.snapshot(RUN, resolved=False)
-    assert stored[2] == "@tool-results:0"
+    assert stored[2] == '@tool-results:0["a", "b"]'  # the step's order rides along
     assert OUTPUT in steps[0]["r:a"]
 
 

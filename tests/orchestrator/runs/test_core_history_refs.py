@@ -43,6 +43,9 @@ def _part(call_id: str, output: object) -> ToolResultPart:
 
 def test_a_reference_names_its_step_and_no_message_is_a_reference() -> None:
     assert referenced_step(tool_results_ref(12)) == 12
+    assert tool_results_ref(3, '["a"]') == '@tool-results:3["a"]'
+    assert referenced_step(tool_results_ref(3, '["a"]')) == 3
+    assert tool_results_ref(3, json.dumps(["x" * 300])) == "@tool-results:3"  # too long
     assert referenced_step(UserMessage(content="@tool-results:1").model_dump_json()) is None
 
 
