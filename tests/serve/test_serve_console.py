@@ -24,6 +24,10 @@ pytestmark = pytest.mark.integration
 ARTIFACTS = REPO / "test-artifacts"
 
 
+# Reads of an element redrawn between its find and its read, before a test gives up.
+REREADS = 20
+
+
 class Page:
     """A browser on the dashboard, and the two ways a test waits on a page that redraws
     live: for what it shows, and for an action's effect (an element replaced under a
@@ -77,10 +81,25 @@ class Page:
         return self.until(lambda driver: driver.find_element(By.CSS_SELECTOR, css))
 
     def attribute(self, css: str, name: str) -> str | None:
+        value = self._read(css, lambda element: element.get_attribute(name))
+        return None if value is None else str(value)
+
+    def read_text(self, css: str) -> str:
+        """What an element shows now (no wait for it to change)."""
+        return str(self._read(css, lambda element: element.text))
+
+    def _read(self, css: str, read: Callable[[Any], Any]) -> Any:
+        """One read of an element the page may redraw between finding it and reading
+        it (a live page replaces its rows as events arrive): found again then."""
+        from selenium.common.exceptions import StaleElementReferenceException
         from selenium.webdriver.common.by import By
 
-        value = self.driver.find_element(By.CSS_SELECTOR, css).get_attribute(name)
-        return None if value is None else str(value)
+        for _ in range(REREADS):
+            try:
+                return read(self.driver.find_element(By.CSS_SELECTOR, css))
+            except StaleElementReferenceException:
+                continue
+        raise AssertionError(f"{css} was redrawn under each of {REREADS} reads")
 
     def run_shown(self) -> str:
         """The run the page shows, from its URL (`#/runs/ID`)."""
@@ -210,7 +229,7 @@ def test_a_failed_step_is_drawn_failed_with_its_kind_and_message(
     row = f'#timeline .row[data-kind="model"][data-step="{step}"]'
     page.until(lambda _: page.attribute(row, "data-state") == "failed")
     page.text(row, f"failed ({failure['type']})")
-    assert page.find(f"{row} .bar").get_attribute("class") == "bar error"
+    assert page.attribute(f"{row} .bar", "class") == "bar error"
     page.text(f'.step[data-step="{step}"] .step-error .error-kind', failure["type"])
     page.text(f'.step[data-step="{step}"] .step-error', "scripted model")
     page.text("#run-error .error-kind", failure["type"])
@@ -336,7 +355,7 @@ def test_a_calls_input_is_shown_as_the_model_streams_it(
             # Held mid-way: the role chunk, the call's name, then two 4-character fragments.
             streaming = '.call[data-call-id="call-streamed"] .streaming'
             page.text(streaming, 'input (streaming): {"a"')
-            assert page.find("#run-status").text == "running"
+            assert page.read_text("#run-status") == "running"
             hold.release.set()
             page.until(status_is(page, "succeeded"))
             page.text('.call[data-call-id="call-streamed"] .output', "42.5")

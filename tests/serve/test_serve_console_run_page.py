@@ -50,7 +50,7 @@ def test_approve_with_edited_input_answer_a_question_and_a_client_tool(
     editor.send_keys('{"a": "forty", "b": 2}')
     page.find(APPROVE).click()
     page.text(ERROR, "the edited input is refused")
-    assert page.find("#run-status").text == "awaiting"
+    assert page.read_text("#run-status") == "awaiting"
 
     # Valid: the call runs with the edited input.
     editor.clear()

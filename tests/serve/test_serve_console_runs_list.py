@@ -88,7 +88,7 @@ def test_search_reads_on_a_tool_filter_and_sorted_columns(
     page.until(lambda _: page.rows()[-1] == "needle")
     assert page.attribute('#runs th[data-sort="steps"]', "aria-sort") == "ascending"
     page.text('tr[data-run-id="needle"] .steps', "2")
-    assert page.find('tr[data-run-id="needle"] .duration').text.endswith(" s")
+    assert page.read_text('tr[data-run-id="needle"] .duration').endswith(" s")
 
     # At a phone's width the table scrolls in its panel; the page itself does not.
     page.driver.set_window_size(390, 844)

@@ -29,7 +29,7 @@ def test_the_workers_page_shows_each_worker_and_its_jobs_in_flight(
     page.text(f"{row} .queues", "model")
     page.text(f"{row} .tools", "hold_until")
     page.text(f"{row} .in-flight", "0 / 16")
-    assert page.find(f"{row} .seen").text.endswith("s ago")
+    assert page.read_text(f"{row} .seen").endswith("s ago")
 
     # A call held in flight: the worker's next beat counts it; once released, none.
     started, gate = tmp_path / "started", tmp_path / "gate"
