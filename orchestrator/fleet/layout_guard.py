@@ -1,4 +1,4 @@
-"""A worker joins only a fleet of its own state layout (`core/layout.py`).
+"""A worker joins only a fleet of its own state layout (`fleet/layout.py`).
 
 Two checks at a worker's start, before it claims anything:
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core.errors import InfrastructureError
-from agentq.orchestrator.core.layout import describe
+from agentq.orchestrator.fleet.layout import describe
 from agentq.orchestrator.fleet.listings import WORKER_STALE_S, WorkerRecord, live_workers
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import text

@@ -15,7 +15,7 @@ import time
 from pydantic import BaseModel, Field
 from redis.asyncio import Redis
 
-from agentq.orchestrator.core.layout import EARLIER_LAYOUT
+from agentq.orchestrator.fleet.layout import EARLIER_LAYOUT
 from agentq.orchestrator.machine.store import resolved, text
 
 WORKERS = "aq:worker-records"  # hash: worker id -> WorkerRecord JSON
@@ -36,7 +36,7 @@ class WorkerRecord(BaseModel):
     started_at: float
     seen_at: float = 0.0
     jobs_in_flight: int = 0  # the jobs it was running at its last beat (`seen_at`)
-    # The run state's layout it reads and writes (`core/layout.py`); a record without
+    # The run state's layout it reads and writes (`fleet/layout.py`); a record without
     # one was written by a release from before the field existed.
     layout: int = EARLIER_LAYOUT
 

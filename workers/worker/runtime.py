@@ -54,10 +54,10 @@ from agentq.orchestrator.core.envelopes import (
 )
 from agentq.orchestrator.core.errors import AgentqError, InfrastructureError
 from agentq.orchestrator.core.keys import job_prefix
-from agentq.orchestrator.core.layout import this_layout
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.cost.prices import load_prices
 from agentq.orchestrator.fleet import layout_guard, listings
+from agentq.orchestrator.fleet.layout import this_layout
 from agentq.orchestrator.loop.prepare import HOOK_KINDS
 from agentq.orchestrator.machine.sweeper import Sweeper
 from agentq.orchestrator.policy.endpoints import EndpointPolicy

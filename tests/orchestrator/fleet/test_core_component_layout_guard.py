@@ -14,13 +14,13 @@ import pytest
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core.errors import InfrastructureError
-from agentq.orchestrator.core.layout import (
+from agentq.orchestrator.fleet import layout_guard, listings
+from agentq.orchestrator.fleet.layout import (
     EARLIER_LAYOUT,
     STATE_LAYOUT,
     TEST_OVERRIDE,
     this_layout,
 )
-from agentq.orchestrator.fleet import layout_guard, listings
 from agentq.orchestrator.fleet.layout_guard import LAYOUT, MixedFleetError
 from agentq.orchestrator.redis.connect import connect
 

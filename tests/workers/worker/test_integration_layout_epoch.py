@@ -1,4 +1,4 @@
-"""A worker refuses to join a fleet of another state layout (`core/layout.py`), against a
+"""A worker refuses to join a fleet of another state layout (`fleet/layout.py`), against a
 real redis-server and real `agentq worker` processes: one line naming both layouts and
 what to do, exit code 3, nothing claimed; the old fleet keeps serving; once the old pool
 is gone, the same worker starts.
@@ -17,8 +17,8 @@ import redis
 
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE
-from agentq.orchestrator.core.layout import STATE_LAYOUT, TEST_OVERRIDE
 from agentq.orchestrator.fleet import listings
+from agentq.orchestrator.fleet.layout import STATE_LAYOUT, TEST_OVERRIDE
 from agentq.orchestrator.fleet.layout_guard import LAYOUT, UPGRADE_DOC
 from agentq.orchestrator.fleet.queues import queue_stats
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
