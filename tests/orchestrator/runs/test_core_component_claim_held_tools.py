@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentq.orchestrator.calls.home import HeldTools, RunCallHome
-from agentq.orchestrator.core.messages import UserMessage
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.runs.definitions import stored_tool
 from agentq.orchestrator.runs.state import (
@@ -20,37 +19,24 @@ from agentq.orchestrator.runs.state import (
     CallStatus,
     ClaimCall,
     CommitStep,
-    CreateRun,
     Outcome,
     StepAfter,
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, tool_job
 from tests.support.embedded_runs import memory_run_store
+from tests.support.run_inputs import TOOL, one_tool_run
 
 pytestmark = pytest.mark.component
 
 RUN = "held1"
-TOOL = json.dumps({"name": "t", "kind": "function", "queue": "tools"})
 
 
 @pytest.fixture
 async def stamp(store: RunStore) -> str:
     """The run created, its step 0 begun (the stamp its worker read) and committed with
     calls `c1` (of tool `t`) and `c2` (of a tool the run does not define)."""
-    await store.create(
-        CreateRun(
-            run_id=RUN,
-            spec=json.dumps({"model": {"provider": "scripted", "script": []}, "prompt": "go"}),
-            spec_hash="h",
-            tools={"t": TOOL},
-            tool_order=["t"],
-            messages=[UserMessage(content="go").model_dump_json()],
-            trace="{}",
-            event=json.dumps({"type": "start", "run_id": RUN, "at": 0}),
-            next_job=model_job(RUN, 0),
-        )
-    )
+    await store.create(one_tool_run(RUN))
     begun = await store.begin_step(BeginStep(run_id=RUN, step=0, event="{}"))
     plans = [
         CallPlan(id=i, name=n, input={}, status=CallStatus.QUEUED, queue="tools")

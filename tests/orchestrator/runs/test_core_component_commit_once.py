@@ -10,14 +10,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agentq.orchestrator.core import keys
-from agentq.orchestrator.core.messages import UserMessage
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.runs.state import (
     BeginStep,
     CallRecord,
     CallStatus,
     CommitStep,
-    CreateRun,
     MetaField,
     Outcome,
     StepAfter,
@@ -26,6 +24,7 @@ from agentq.orchestrator.runs.state import (
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, tool_job
 from tests.support.embedded_runs import memory_run_store
+from tests.support.run_inputs import one_tool_run
 
 pytestmark = pytest.mark.component
 
@@ -35,19 +34,7 @@ RUN = "once1"
 @pytest.fixture
 async def store() -> AsyncIterator[RunStore]:
     async with memory_run_store("commit-once") as store:
-        await store.create(
-            CreateRun(
-                run_id=RUN,
-                spec=json.dumps({"model": {"provider": "scripted", "script": []}, "prompt": "go"}),
-                spec_hash="h",
-                tools={"t": json.dumps({"name": "t", "kind": "function", "queue": "tools"})},
-                tool_order=["t"],
-                messages=[UserMessage(content="go").model_dump_json()],
-                trace="{}",
-                event=json.dumps({"type": "start", "run_id": RUN, "at": 0}),
-                next_job=model_job(RUN, 0),
-            )
-        )
+        await store.create(one_tool_run(RUN))
         begin = BeginStep(run_id=RUN, step=0, event=json.dumps({"type": "start-step"}))
         assert (await store.begin_step(begin)).outcome == Outcome.OK
         yield store

@@ -17,7 +17,7 @@ import pytest
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
-from agentq.orchestrator.core.messages import ToolResultPart, UserMessage
+from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.machine.store import resolved, text
 from agentq.orchestrator.redis.connect import connect
@@ -26,7 +26,6 @@ from agentq.orchestrator.runs.state import (
     CallRecord,
     CallStatus,
     CommitStep,
-    CreateRun,
     HoldStep,
     MetaField,
     Outcome,
@@ -35,13 +34,12 @@ from agentq.orchestrator.runs.state import (
 )
 from agentq.orchestrator.runs.store import RunStore
 from agentq.orchestrator.runs.transitions import model_job, result_args, tool_job
+from tests.support.run_inputs import one_tool_run
 
 pytestmark = pytest.mark.component
 
 RUN = "r1"
 AT = 1_800_000_000.0
-SPEC = json.dumps({"model": {"provider": "scripted", "script": []}, "prompt": "go"})
-TOOL = json.dumps({"name": "t", "kind": "function", "queue": "tools"})
 
 
 @pytest.fixture
@@ -68,19 +66,7 @@ async def _zero(redis: Redis) -> None:
 
 
 async def _create(store: RunStore, at: float = AT) -> None:
-    create = CreateRun(
-        run_id=RUN,
-        spec=SPEC,
-        spec_hash="h",
-        tools={"t": TOOL},
-        tool_order=["t"],
-        messages=[UserMessage(content="go").model_dump_json()],
-        trace="{}",
-        event=json.dumps({"type": "start", "run_id": RUN, "at": 0}),
-        next_job=model_job(RUN, 0),
-        at=at,
-    )
-    await store.create(create)
+    await store.create(one_tool_run(RUN, at=at))
 
 
 async def _commit(store: RunStore, call_ids: list[str], at: float) -> Outcome:

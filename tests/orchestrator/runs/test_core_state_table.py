@@ -22,7 +22,7 @@ import pytest
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
-from agentq.orchestrator.core.messages import ToolResultPart, UserMessage
+from agentq.orchestrator.core.messages import ToolResultPart
 from agentq.orchestrator.loop.plan import CallPlan
 from agentq.orchestrator.redis.connect import connect, forget_memory_server
 from agentq.orchestrator.runs.state import (
@@ -63,6 +63,7 @@ from agentq.orchestrator.runs.transitions import (
     tool_job,
 )
 from tests.support.infra import RedisServer
+from tests.support.run_inputs import one_tool_run
 
 pytestmark = pytest.mark.component
 
@@ -229,9 +230,6 @@ def _expect_call(probe: str, m: Model, c1: str) -> Effect:
 # -- building runs through the real transitions ---------------------------------------
 
 
-SPEC = json.dumps({"model": {"provider": "scripted", "script": []}, "prompt": "go"})
-
-
 def _call(call_id: str, status: CallStatus) -> CallPlan:
     return CallPlan(id=call_id, name="t", input={}, status=status, queue="tools")
 
@@ -241,17 +239,7 @@ def _result(call_id: str) -> ToolResultPart:
 
 
 def _create(spec_hash: str = "h") -> CreateRun:
-    return CreateRun(
-        run_id=RUN,
-        spec=SPEC,
-        spec_hash=spec_hash,
-        tools={"t": json.dumps({"name": "t", "kind": "function", "queue": "tools"})},
-        tool_order=["t"],
-        messages=[UserMessage(content="go").model_dump_json()],
-        trace="{}",
-        event=json.dumps({"type": "start", "run_id": RUN, "at": 0}),
-        next_job=model_job(RUN, 0),
-    )
+    return one_tool_run(RUN, spec_hash=spec_hash)
 
 
 def _event(type_: str) -> str:
