@@ -9,13 +9,12 @@ import random
 import re
 from collections import Counter
 from dataclasses import dataclass
-from functools import partial
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.core.errors import RunNotFoundError
 from agentq.orchestrator.schedules.state import TickRecord
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.specs import scripted
+from tests.support.tick_runs import tick_runs_created
 from tests.support.waiting import eventually_async
 
 SPEC = scripted({"text": "tick"})
@@ -99,7 +98,7 @@ async def judge(client: Client, tenant: str, records: list[TickRecord]) -> int:
     # recorded run is waited for (created, then ended) before the runs are counted.
     for record in records:
         assert record.run_id is not None
-        await eventually_async(partial(_exists, client, record.run_id), f"the run of {record}", 120)
+        await tick_runs_created(client, [record.run_id], 120)
         result = await client.runs.wait(record.run_id, timeout_s=120)
         assert result.status == "succeeded", (record, result.error)
     # Count the runs per tick among everything the tenant has: one each, no more.
@@ -112,11 +111,3 @@ async def judge(client: Client, tenant: str, records: list[TickRecord]) -> int:
     assert set(per_tick) == set(ticks), sorted(set(per_tick) ^ set(ticks))
     assert set(per_tick.values()) == {1}, per_tick
     return sum(per_tick.values())
-
-
-async def _exists(client: Client, run_id: str) -> bool:
-    try:
-        await client.runs.status(run_id)
-    except RunNotFoundError:
-        return False
-    return True

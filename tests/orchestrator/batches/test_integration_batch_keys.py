@@ -22,6 +22,7 @@ from agentq.orchestrator.core.settings import Settings
 from tests.support.held_calls import held_spec, marker_lines, most_at_once
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.redis_cluster import LocalCluster
+from tests.support.tick_runs import tick_runs_created
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
@@ -134,6 +135,7 @@ def test_a_schedules_keyed_ticks_hold_their_max_over_four_partitions(
             ]
             assert len(fired) >= len([r for r in ticks if r.run_id])
             assert {run_id[:14] for run_id in fired} == {placement("acme", "nightly")}
+            await tick_runs_created(client, fired, 120)
             for run_id in fired:
                 assert (await client.runs.wait(run_id, 120)).status == "succeeded"
         seen = marker_lines(tmp_path)

@@ -18,6 +18,7 @@ from agentq.orchestrator.schedules.api import ScheduleNotFoundError, tick_job, t
 from agentq.orchestrator.schedules.state import ScheduleOutcome, ScheduleTick
 from tests.support.embedded_runs import Embedded
 from tests.support.specs import scripted
+from tests.support.tick_runs import tick_runs_created
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.component
@@ -36,6 +37,7 @@ async def test_every_second_each_tick_fires_one_run(start: Start) -> None:
             until=lambda records: len([r for r in records if r.run_id]) >= 3,
         )
         await client.schedules.pause("every-second")
+        await tick_runs_created(client, [t.run_id for t in ticks if t.run_id], 10)
         results = [await client.runs.wait(t.run_id, timeout_s=10) for t in ticks if t.run_id]
     assert info.next_tick_at is not None
     assert info.next_tick_at * 1000 > info.generation  # the first tick after its creation
@@ -153,6 +155,7 @@ async def test_overlap_with_a_run_still_going(start: Start, overlap: str) -> Non
         )
         await client.schedules.pause("slow")
         ticks = await client.schedules.runs("slow")
+        await tick_runs_created(client, [t.run_id for t in ticks if t.run_id], 10)
         statuses = [
             (await client.runs.status(t.run_id)).status if t.run_id else None
             for t in reversed(ticks)
