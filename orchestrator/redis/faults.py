@@ -15,10 +15,12 @@ cluster client reports a slot map it cannot read or that has a hole with errors 
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import functools
 import logging
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
@@ -45,6 +47,8 @@ _TRANSIENT_CODES = (
     *("OOM ", "LOADING ", "MISCONF ", "BUSY ", "TRYAGAIN", "MASTERDOWN", "READONLY "),
     "CLUSTERDOWN",  # as a plain (one node's) client reads it
 )
+# Replies that say Redis answers but takes no write (reads still pass).
+_WRITE_REFUSALS = ("OOM ", "READONLY ", "MISCONF ")
 # redis-py's cluster client when no node it knows answers, or the map it read has a hole.
 _TRANSIENT_CLUSTER = ("Redis Cluster cannot be connected", "All slots are not covered")
 # What redis-py raises: RedisClusterException is not a RedisError.
@@ -75,8 +79,37 @@ def is_transient_redis(exc: BaseException) -> bool:
     return isinstance(exc, (*REDIS_ERRORS, InfrastructureError)) and is_transient(exc)
 
 
+def refuses_writes(exc: BaseException) -> bool:
+    """Redis answered and refused a write: full (OOM), a replica (READONLY), or unable to
+    persist (MISCONF). Reads go on meanwhile, so only a write shows that it has passed."""
+    if isinstance(exc, InfrastructureError):
+        return exc.__cause__ is not None and refuses_writes(exc.__cause__)
+    if isinstance(exc, rx.OutOfMemoryError | rx.ReadOnlyError):
+        return True
+    return isinstance(exc, rx.ResponseError) and str(exc).startswith(_WRITE_REFUSALS)
+
+
+# redis-py names the failed command of a pipeline with all its arguments (a run's
+# messages, every tool's schema): a log line keeps its name and key, not its data.
+_PIPELINE_REASON = " of pipeline caused error: "
+_PIPELINE_ERROR = re.compile(rf"^Command # (\d+) \((\S+)(?: (\S+))?.*\){_PIPELINE_REASON}")
+_DESCRIBED_MAX = 300  # characters of a Redis error's own text kept in a one-line message
+
+
 def describe(exc: BaseException) -> str:
+    """The error in one line of a sane length: its type and first line."""
     text = str(exc).splitlines()[0] if str(exc) else ""
+    if found := _PIPELINE_ERROR.match(text):
+        number, command, key = found.groups()
+        reason = text[text.rindex(_PIPELINE_REASON) + len(_PIPELINE_REASON) :]
+        with contextlib.suppress(ValueError, SyntaxError):
+            args = ast.literal_eval(reason)  # redis-py formats the error's args tuple
+            if isinstance(args, tuple) and args and isinstance(args[0], str):
+                reason = args[0]
+        named = f"{command} {key}" if key else command
+        text = f"{named} (command {number} of a pipeline): {reason}"
+    if len(text) > _DESCRIBED_MAX:
+        text = text[: _DESCRIBED_MAX - 1] + "…"
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -157,10 +190,13 @@ class Outage:
 
     One instance may be shared by every loop of a process (threads included), so an
     outage costs the log one line, not one per loop and retry. It ends at a success
-    seen `quiet_s` after the last failure, not at the first success: a full Redis
-    answers reads and lease renewals while it refuses every write, and each of those
-    successes would otherwise end the outage (and reset the backoff) that the next
-    refused write opens again, a line each, many a second."""
+    seen `quiet_s` after the last failure, not at the first success. And an outage in
+    which Redis refused writes (full, read-only, unable to persist) ends only at a
+    success that wrote (`succeeded(wrote=True)`: a job's transition, the heartbeat):
+    such a Redis answers reads and lease renewals all along, and each of those would
+    otherwise end the outage (and reset the backoff) that the next refused write opens
+    again, a line each time; its end also calls `on_end`, whose rewrites are refused
+    too while it lasts."""
 
     def __init__(
         self,
@@ -179,6 +215,7 @@ class Outage:
         self.quiet_s = quiet_s
         self.clock = clock
         self._last_failed = 0.0
+        self._writes_refused = False  # in this outage: only a write ends it
         self._lock = threading.Lock()
         self._on_end: list[Callable[[], None]] = []
 
@@ -200,6 +237,8 @@ class Outage:
             raise asyncio.CancelledError from exc
         with self._lock:
             self._last_failed = self.clock()
+            if refuses_writes(exc):
+                self._writes_refused = True
             if self.since is None:
                 self.since = self._last_failed
                 self.started += 1
@@ -230,19 +269,25 @@ class Outage:
         with no outage on record."""
         with self._lock:
             self.since = None
+            self._writes_refused = False
             self.backoff.reset()
 
-    def succeeded(self) -> None:
+    def succeeded(self, *, wrote: bool = False) -> None:
+        """Redis answered: the outage, if any, ends (see the class). `wrote`: what
+        succeeded was a write (Redis takes writes again), not only a read."""
         if self.since is None:  # the common case, without the lock
             return
         ended: list[Callable[[], None]] = []
         with self._lock:
             now = self.clock()
+            if self._writes_refused and not wrote:
+                return
             if self.since is not None and now - self._last_failed >= self.quiet_s:
                 self.log.warning(
                     "%s: redis is back after %.1f s", self.what, self._last_failed - self.since
                 )
                 self.since = None
+                self._writes_refused = False
                 self.backoff.reset()
                 ended = list(self._on_end)
         for callback in ended:

@@ -134,7 +134,7 @@ async def guarded(deps: WorkerDeps, envelope: JobEnvelope, work: Awaitable[None]
                 retrying(fail_exc)
             raise
     else:
-        OUTAGE.succeeded()
+        OUTAGE.succeeded(wrote=True)  # its transitions wrote
 
 
 async def _fail_internal(deps: WorkerDeps, envelope: JobEnvelope, exc: Exception) -> None:

@@ -39,4 +39,4 @@ async def call_job(ctx: dict[str, Any], payload: dict[str, Any]) -> None:
                 raise
             retrying(exc)
         else:
-            OUTAGE.succeeded()
+            OUTAGE.succeeded(wrote=True)  # the call's record was written

@@ -592,6 +592,10 @@ class WorkerRuntime:
                 await self._refresh()
             except Exception as exc:  # keep serving; the next beat retries
                 _upkeep_failed("worker record not refreshed", exc)
+            else:
+                # The record written: the one write an idle worker makes, so the end of
+                # an outage in which Redis refused writes (full) is seen within a beat.
+                OUTAGE.succeeded(wrote=True)
 
     async def wait(self) -> None:
         """Run until a worker task ends (it only does on error) or we are cancelled."""

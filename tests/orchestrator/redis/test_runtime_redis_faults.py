@@ -9,7 +9,16 @@ import threading
 import pytest
 from redis import exceptions as rx
 
-from agentq.orchestrator.redis.faults import Backoff, Outage, is_transient, is_transient_redis
+from agentq.orchestrator.core.errors import InfrastructureError
+from agentq.orchestrator.redis.faults import (
+    Backoff,
+    Outage,
+    describe,
+    infrastructure_error,
+    is_transient,
+    is_transient_redis,
+    refuses_writes,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -110,8 +119,10 @@ def test_a_full_redis_that_answers_reads_is_one_outage_until_writes_pass(
             clock.now += 0.2
             outage.succeeded()  # a read, a lease renewal
             clock.now += 0.2
-        clock.now += 5  # writes pass again; the next success ends the outage
+        clock.now += 5  # quiet, but a read proves nothing of writes: still open
         outage.succeeded()
+        assert outage.since is not None
+        outage.succeeded(wrote=True)  # writes pass again: the outage ends
     messages = [r.getMessage() for r in caplog.records]
     assert len(messages) == 2, messages[:5]
     assert "redis unavailable (OutOfMemoryError" in messages[0]
@@ -169,3 +180,67 @@ def test_a_thread_without_an_event_loop_gets_its_backoff() -> None:
     thread.start()
     thread.join()
     assert delays == [0.05]
+
+
+def test_an_outage_of_refused_writes_is_not_ended_by_reads_however_quiet(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An idle worker with a long lease writes only at its beat: reads 5 s after a refused
+    beat ended the outage, whose end rewrote the record, refused again: two lines a beat."""
+    clock = Clock()
+    outage = Outage("worker", logging.getLogger("test.outage"), quiet_s=5, clock=clock)
+    ended: list[float] = []
+    outage.on_end(lambda: ended.append(clock.now))
+    replica = rx.ReadOnlyError("You can't write against a read only replica.")
+    refused = infrastructure_error(replica)  # as a store raises it
+    refused.__cause__ = replica
+    with caplog.at_level(logging.WARNING, logger="test.outage"):
+        for _ in range(20):  # a beat refused every 10 s, reads succeeding in between
+            outage.failed(refused)
+            for _ in range(10):
+                clock.now += 1
+                outage.succeeded()
+        outage.succeeded(wrote=True)
+        outage.failed(rx.ConnectionError("down"))  # another outage, of reaching Redis
+        clock.now += 5
+        outage.succeeded()  # any answer ends that one
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 4, messages
+    assert "back after" in messages[1]
+    assert "back after" in messages[3]
+    assert len(ended) == 2
+
+
+@pytest.mark.parametrize(
+    ("exc", "refused"),
+    [
+        (rx.OutOfMemoryError("command not allowed when used memory > 'maxmemory'."), True),
+        (rx.ReadOnlyError("You can't write against a read only replica."), True),
+        (rx.ResponseError("MISCONF Redis is configured to save RDB snapshots"), True),
+        (rx.ResponseError("OOM command not allowed when used memory > 'maxmemory'."), True),
+        (rx.ConnectionError("Connection refused"), False),
+        (rx.BusyLoadingError("Redis is loading the dataset in memory"), False),
+        (InfrastructureError("Redis: refused", retryable=True), False),
+    ],
+)
+def test_which_failures_refuse_writes(exc: BaseException, refused: bool) -> None:
+    assert refuses_writes(exc) is refused
+    mapped = infrastructure_error(exc)
+    mapped.__cause__ = exc
+    assert refuses_writes(mapped) is refused
+
+
+def test_a_failed_pipeline_command_is_described_by_its_name_and_key_not_its_data() -> None:
+    """redis-py names a pipeline's failed command with all its arguments (a worker's
+    whole tool registry, a run's messages): a log line of kilobytes, with data in it."""
+    exc = rx.OutOfMemoryError()
+    schema = '{"name":"add","input_schema":{"type":"object"}} (a "quoted" payload)' * 50
+    reason = ("command not allowed when used memory > 'maxmemory'.",)
+    exc.args = (f"Command # 1 (HSET aq:registry add {schema}) of pipeline caused error: {reason}",)
+    assert describe(exc) == (
+        "OutOfMemoryError: HSET aq:registry (command 1 of a pipeline): "
+        "command not allowed when used memory > 'maxmemory'."
+    )
+    long = describe(rx.ConnectionError("x" * 5000))
+    assert len(long) < 400
+    assert long.endswith("…")

@@ -13,12 +13,13 @@ import redis
 import redis.asyncio
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.fleet import layout_guard
+from agentq.orchestrator.fleet import layout_guard, listings
+from agentq.workers.queue.liveness import OUTAGE
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.infra import TOOLS, RedisServer, WorkerProcess, free_port, wait_ready
 from tests.support.specs import scripted
-from tests.support.waiting import eventually
+from tests.support.waiting import eventually, eventually_async
 
 pytestmark = pytest.mark.integration
 
@@ -129,3 +130,41 @@ async def test_a_lease_slower_than_its_timeout_is_waited_for_not_fatal(
         await admin.aclose()
     messages = [r.getMessage() for r in caplog.records]
     assert any("redis unavailable (TimeoutError" in m for m in messages), messages
+
+
+async def test_reads_between_refused_beats_do_not_end_a_full_redis_s_outage(
+    own_redis: RedisServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An idle worker whose lease renews seldom writes only at its beat. Its claims' reads
+    pass on a full Redis; one that came quiet_s after a refused beat used to end the
+    outage, whose end rewrote the record at once, refused: two lines a beat, all along.
+    The beat and the outage's quiet are shortened so that many beats pass in a second."""
+    monkeypatch.setattr(listings, "BEAT_EVERY_S", 0.1)
+    monkeypatch.setattr(OUTAGE, "quiet_s", 0.02)
+    caplog.set_level(logging.WARNING, logger="agentq")
+    admin = redis.Redis.from_url(own_redis.url)
+    runtime = WorkerRuntime(own_redis.url, executors=[FunctionExecutor([])], wait_for_redis=True)
+    await runtime.start()
+    try:
+        admin.config_set("maxmemory", "1")
+        await eventually_async(
+            lambda: refused_for_memory(admin),
+            "sixty refused writes",
+            timeout_s=120,
+            until=lambda n: n >= 60,
+        )
+        while_full = [r.getMessage() for r in caplog.records]
+        admin.config_set("maxmemory", "0")
+        await eventually_async(
+            lambda: any("redis is back" in r.getMessage() for r in caplog.records),
+            "the outage's end",
+            timeout_s=60,
+        )
+    finally:
+        await runtime.stop()
+        OUTAGE.forget()
+    assert [m for m in while_full if "redis" in m] == [while_full[0]], while_full
+    assert "redis unavailable (InfrastructureError: Redis: OutOfMemoryError" in while_full[0]
+    assert "aq:registry (command 1 of a pipeline)" in while_full[0]  # not the tools' schemas
+    messages = [r.getMessage() for r in caplog.records]
+    assert len([m for m in messages if "redis is back" in m]) == 1, messages
