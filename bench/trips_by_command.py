@@ -65,6 +65,7 @@ if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
 import core_bench  # noqa: E402
+import hiredis  # noqa: E402
 import hop_budget  # noqa: E402
 import redis  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
@@ -100,19 +101,15 @@ def _script_names() -> dict[str, str]:
 
 
 def _commands(packed: bytes, scripts: dict[str, str]) -> list[str]:
-    """The command names in a packed request (RESP arrays of bulk strings)."""
+    """The command names in a packed request (RESP arrays of bulk strings, which is what
+    a reply parser reads too). Parsed by hiredis, in C: this runs in the measured worker
+    on every send, and a parse in Python (~30-50 µs a script call, whose input is a few
+    hundred bytes) was charged to agentq's worker CPU per run, ~4 % of it, and to none of
+    raw arq's."""
+    reader = hiredis.Reader()
+    reader.feed(packed)
     names: list[str] = []
-    pos = 0
-    while pos < len(packed) and packed[pos : pos + 1] == b"*":
-        end = packed.index(b"\r\n", pos)
-        count = int(packed[pos + 1 : end])
-        pos = end + 2
-        args: list[bytes] = []
-        for _ in range(count):
-            end = packed.index(b"\r\n", pos)
-            size = int(packed[pos + 1 : end])
-            args.append(packed[end + 2 : end + 2 + size])
-            pos = end + 2 + size + 2
+    while (args := reader.gets()) is not False:
         name = args[0].decode().upper()
         if name == "EVALSHA":
             name = scripts.get(args[1].decode(), "EVALSHA?")
