@@ -55,6 +55,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from multiprocessing.synchronize import Event as MpEvent
 from pathlib import Path
@@ -65,6 +66,7 @@ if str(_REPO) not in sys.path:
     sys.path.insert(0, str(_REPO))
 
 import core_bench  # noqa: E402
+import hiredis  # noqa: E402
 import hop_budget  # noqa: E402
 import redis  # noqa: E402
 import redis.asyncio as aioredis  # noqa: E402
@@ -99,20 +101,17 @@ def _script_names() -> dict[str, str]:
     return {hashlib.sha1(src.encode()).hexdigest(): name for name, src in sources.items()}
 
 
-def _commands(packed: bytes, scripts: dict[str, str]) -> list[str]:
-    """The command names in a packed request (RESP arrays of bulk strings)."""
+def _commands(packed: Iterable[bytes], scripts: dict[str, str]) -> list[str]:
+    """The command names in a packed request (RESP arrays of bulk strings, which is what
+    a reply parser reads too). Parsed by hiredis, in C: this runs in the measured worker
+    on every send, and a parse in Python (61-69 µs a commit_step+TAKE pipeline of 3.7 KB,
+    against 6-9 µs) was charged to agentq's worker CPU per run, and none of it to raw
+    arq's."""
+    reader = hiredis.Reader()
+    for chunk in packed:  # as sent: no copy joined
+        reader.feed(chunk)
     names: list[str] = []
-    pos = 0
-    while pos < len(packed) and packed[pos : pos + 1] == b"*":
-        end = packed.index(b"\r\n", pos)
-        count = int(packed[pos + 1 : end])
-        pos = end + 2
-        args: list[bytes] = []
-        for _ in range(count):
-            end = packed.index(b"\r\n", pos)
-            size = int(packed[pos + 1 : end])
-            args.append(packed[end + 2 : end + 2 + size])
-            pos = end + 2 + size + 2
+    while (args := reader.gets()) is not False:
         name = args[0].decode().upper()
         if name == "EVALSHA":
             name = scripts.get(args[1].decode(), "EVALSHA?")
@@ -135,13 +134,31 @@ def _tally(counts: dict[str, int], scripts: dict[str, str]) -> None:
             check_health: bool = True,
             original: Any = original,
         ) -> None:
-            packed = command if isinstance(command, bytes | bytearray) else b"".join(command)
-            names = [n for n in _commands(bytes(packed), scripts) if n not in ("MULTI", "EXEC")]
+            chunks = [command] if isinstance(command, bytes | bytearray) else command
+            names = [n for n in _commands(chunks, scripts) if n not in ("MULTI", "EXEC")]
             label = names[0] if len(names) == 1 else "pipeline(" + "+".join(names) + ")"
             counts[label] += 1
             await original(self, command, check_health)
 
         setattr(cls, "send_packed_command", counted)  # noqa: B010
+
+    from agentq.workers.queue.claims import Taker
+
+    # Every TAKE reply (alone, behind a token, or riding a job's last transition): how
+    # many claimed nothing, which grows with the processes competing for the same jobs.
+    original_taken = Taker.taken
+
+    def taken(self: Taker, reply: list[Any]) -> Any:
+        more, claimed = original_taken(self, reply)
+        counts[TAKE_CLAIMED if claimed else TAKE_EMPTY] += 1
+        counts[TAKE_JOBS] += len(claimed)
+        return more, claimed
+
+    setattr(Taker, "taken", taken)  # noqa: B010
+
+
+# TAKE replies, kept with the round trips by label but not round trips themselves.
+TAKE_EMPTY, TAKE_CLAIMED, TAKE_JOBS = "~take replies: empty", "~take replies: claimed", "~take jobs"
 
 
 class Sampler:
@@ -454,6 +471,75 @@ def _fixed_costs(url: str, rounds: int, calls: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def _python_work(barrier: Any, results: Any, iterations: int) -> None:
+    """A fixed piece of a worker's Python, with no Redis, sockets or event loop: a 2-call
+    step's commit and its two results built and serialized as the transitions are sent.
+    Its CPU per iteration (µs) goes to `results` once every process has done it."""
+    from agentq.orchestrator.core.messages import ToolResultPart
+    from agentq.orchestrator.loop.plan import CallPlan, StepPlan
+    from agentq.orchestrator.machine.transition import script_args
+    from agentq.orchestrator.runs.state import CallStatus, StepAfter
+    from agentq.orchestrator.runs.transitions import commit_args, result_args
+
+    calls = [
+        CallPlan(id=f"c{i}", name="noop", input={"i": i}, status=CallStatus.QUEUED, queue="t")
+        for i in range(2)
+    ]
+    plan = StepPlan(
+        step=0, text="", finish_reason="tool-calls", calls=calls, after=StepAfter.CONTINUE
+    )
+    part = ToolResultPart(tool_call_id="c0", tool_name="noop", output={"ok": True})
+
+    def once() -> None:
+        script_args(commit_args("r", plan), retention_s=60)
+        for _ in range(2):
+            script_args(result_args("r", 0, part), retention_s=60)
+
+    for _ in range(max(iterations // 5, 1)):  # warm
+        once()
+    barrier.wait()
+    start = time.process_time()
+    for _ in range(iterations):
+        once()
+    results.put((time.process_time() - start) * 1e6 / iterations)
+
+
+def _machine_tax(processes: int, iterations: int) -> float:
+    """CPU per iteration (µs, the processes' mean) of `_python_work` in `processes`
+    processes at once: what the machine charges a unit of Python for the processes
+    sharing its cores (caches, the scheduler), whatever agentq does."""
+    ctx = mp.get_context("spawn")
+    barrier, results = ctx.Barrier(processes), ctx.Queue()
+    procs = [
+        ctx.Process(target=_python_work, args=(barrier, results, iterations), daemon=True)
+        for _ in range(processes)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        return statistics.mean(results.get(timeout=120) for _ in procs)
+    finally:
+        for proc in procs:
+            proc.join(timeout=20)
+
+
+def _machine(taxes: list[dict[int, float]]) -> None:
+    """The machine's own growth beside the scaling table: the same fixed Python in 1, 2,
+    4 ... processes at once, measured in each round after its fleets."""
+    counts = sorted(taxes[0])
+    print(
+        "\nthe machine's own growth: a fixed piece of a worker's Python (a step's"
+        " transitions built and serialized; no Redis, no sockets) in as many processes at"
+        " once, CPU per iteration against 1 process's, by round:"
+    )
+    for n in counts[1:]:
+        each = [t[n] / t[counts[0]] for t in taxes]
+        print(
+            f"  {n:5d}  {', '.join(f'{x:.2f}x' for x in each)}:"
+            f" median {statistics.median(each):.2f}x ({min(each):.2f}-{max(each):.2f}x)"
+        )
+
+
 def _written(path: str) -> bool:
     return os.path.exists(path) and os.path.getsize(path) > 0
 
@@ -545,6 +631,7 @@ def _report(
     runs: int, workers: int, step_runs: int, measured: Measured, counts: dict[str, int], arq: Fleet
 ) -> None:
     jobs = runs * hop_budget.FULL_RUN_JOBS
+    takes = {k: counts.pop(k, 0) for k in (TAKE_EMPTY, TAKE_CLAIMED, TAKE_JOBS)}
     total = sum(counts.values())
     print(
         f"{runs} full runs ({jobs} jobs) on {workers} worker process(es);"
@@ -556,6 +643,11 @@ def _report(
     )
     for label, n in sorted(counts.items(), key=lambda kv: -kv[1]):
         print(f"  {n / jobs:6.2f}  {label}")
+    print(
+        f"TAKE replies per job: {takes[TAKE_EMPTY] / jobs:.2f} claimed nothing,"
+        f" {takes[TAKE_CLAIMED] / jobs:.2f} claimed"
+        f" ({takes[TAKE_JOBS] / max(takes[TAKE_CLAIMED], 1):.1f} jobs each)"
+    )
     agentq_ms, arq_ms = measured.full_runs.cpu_s * 1000 / runs, arq.redis_cpu_ms_per_run
     print(
         f"\nRedis CPU per run: {agentq_ms:.3f} ms; raw arq ({hop_budget.FULL_RUN_JOBS} no-op"
@@ -679,7 +771,9 @@ def _fleets(
             f"{workers} worker process(es), {'raw arq' if arq_first else 'agentq'} first:"
             f" agentq {agentq.runs_per_s:.0f} runs/s, {agentq.worker_cpu_ms_per_run:.2f} ms"
             f" CPU/run; raw arq {arq.runs_per_s:.0f} runs/s, {arq.worker_cpu_ms_per_run:.2f}"
-            f" ms; load average {os.getloadavg()[0]:.1f}",
+            f" ms; TAKE replies claiming nothing per job"
+            f" {counts.get(TAKE_EMPTY, 0) / (args.runs * hop_budget.FULL_RUN_JOBS):.2f};"
+            f" load average {os.getloadavg()[0]:.1f}",
             flush=True,
         )
     if profile == "sample":
@@ -698,6 +792,7 @@ def _fleets(
 def main(argv: list[str]) -> int:
     args = _arguments(argv)
     rounds: list[list[tuple[Fleet, Fleet]]] = []
+    taxes: list[dict[int, float]] = []
     for i in range(args.rounds):
         if i:
             print(f"\nround {i + 1} of {args.rounds}:", flush=True)
@@ -707,7 +802,12 @@ def main(argv: list[str]) -> int:
                 for workers in args.workers
             ]
         )
+        if len(args.workers) > 1:
+            iterations = 50 if args.quick else 400
+            taxes.append({n: _machine_tax(n, iterations) for n in args.workers})
     _scaling(rounds)
+    if taxes:
+        _machine(taxes)
     with core_bench.redis_server() as url:
         fixed = _fixed_costs(url, *((1, 200) if args.quick else (5, 3000)))
     print("\na transition's fixed cost (its script before its own body), µs per call:")
