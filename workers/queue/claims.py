@@ -88,6 +88,7 @@ from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, text
 from agentq.orchestrator.redis.acks import acknowledged, pipeline_to
 from agentq.orchestrator.runs.state.status import TERMINAL_STATUSES, MetaField
+from agentq.workers.queue import liveness
 from agentq.workers.queue.liveness import ARQ_RETRY_PREFIX, holders_key, jobs_key
 
 
@@ -101,7 +102,9 @@ def _runs_chunk() -> str:
 
 
 _CONSTANTS = fairness.lua_chunk() + slots.lua_chunk()
-TAKE = scripts.load("agentq.workers.queue", ["take"], constants=_CONSTANTS + _runs_chunk())["take"]
+TAKE = scripts.load(
+    "agentq.workers.queue", ["take"], constants=_CONSTANTS + _runs_chunk() + liveness.lua_chunk()
+)["take"]
 # How often a busy worker's claims look at a queue's timer set (jobs due later) at the
 # least, by its own clock: sooner when a claim saw or set one falling due, and at any
 # claim that finds no ready work.

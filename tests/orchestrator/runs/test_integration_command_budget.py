@@ -99,8 +99,10 @@ CREATE_BUDGET = 16
 # listed when drained (the claim removes its job from the lane and drops the tokens in
 # two writes instead of one DEL of the lane, the rings and the tokens: the enqueues save
 # three a job); 30.4 once a claim behind a wake-up token that took the one job its token
-# was for left the token list be.
-TAKE_BUDGET = 32
+# was for left the token list be; 28.2 once a claim listed its worker among the holders
+# only when its jobs hash lacked the listing's mark (the count of new fields in its lease
+# write says so), not with a SADD per claim.
+TAKE_BUDGET = 30
 
 
 @tool

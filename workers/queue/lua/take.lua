@@ -31,7 +31,8 @@
 --         abort set's pruning) or released (back into its lane at the time
 --         it was due, or a timer when deferred); each claimed job: its in-progress key,
 --         score +inf, a lease record (its delivery is counted only if it dies: the
---         reaper counts it, reap_partition.lua); the wake-up
+--         reaper counts it, reap_partition.lua), the worker listed among the holders
+--         (with its mark in its jobs hash, unless the mark says it is); the wake-up
 --         list kept a hint of ready work (a token passed on when the claim newly
 --         passed over jobs for others: the one it popped may have been theirs); timers
 --         fallen due (up to a bound per call) moved into their lanes first, at the time
@@ -58,7 +59,21 @@ local queue, wake_list, jobs, holders, aborts = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
 
 local ended = ARGV[9]
-local listed = false  -- the worker is in the holders set (one SADD a call)
+-- The worker is in the holders set (what a reaper looks at) while its jobs hash holds
+-- its mark (LEASE.LISTED): both are written together and a reaper removes both (it
+-- deletes the hash), so a claim learns whether to list the worker from the count of
+-- new fields in the write that records its first job's lease, with no command of its own.
+local listed = false  -- known listed in this call
+local function lease(id, record)
+  if listed then
+    redis.call('HSET', jobs, id, record)
+  elseif redis.call('HSET', jobs, id, record, LEASE.LISTED, '1') ~= 1 then
+    -- 2: the mark was new (a first claim, or the reaper took the worker's jobs since);
+    -- 0: the job's own record was there already, so the count says nothing of the mark.
+    redis.call('SADD', holders, me)
+  end
+  listed = true
+end
 local out = {0, -1}
 -- A timer this call saw or set: the worker looks at the timer set again by then.
 local function note_timer(ms)
@@ -240,8 +255,8 @@ local function look(id, lane_score)
     conc_put_back(counter, 1)
     put_back = true
   end
-  local lease = ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
-  return 'take', payload, due_text, lease, weight, tenant_weight, tries
+  local extra = ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
+  return 'take', payload, due_text, extra, weight, tenant_weight, tries
 end
 
 -- The walk's place: a position in a ring (list) read two entries at a time, so the claim
@@ -356,7 +371,7 @@ local function walk()
         end
       else
         local id = head[1]
-        local verdict, payload, due, lease, weight, tenant_weight, tries = look(id, head[2])
+        local verdict, payload, due, lease_extra, weight, tenant_weight, tries = look(id, head[2])
         local grew = put_back
         if grew then  -- the lane and the rings are asked again, not assumed
           put_back, tenants.more, lanes.more = false, true, true
@@ -378,13 +393,13 @@ local function walk()
           local drained = alone
             or (last and redis.call('ZCARD', lane_key) == (marked and 1 or 0))
           if verdict == 'take' then
-            redis.call('HSET', jobs, id, ARGV[8] .. due .. lease .. '}')
+            lease(id, ARGV[8] .. due .. lease_extra .. '}')
             claimed = claimed + 1
             out[#out + 1] = id
             out[#out + 1] = due
             out[#out + 1] = payload
             out[#out + 1] = tries
-            out[#out + 1] = lease == '' and 0 or 1
+            out[#out + 1] = lease_extra == '' and 0 or 1
             if lanes.pos == 0 and not drained then
               charge(lanes, weight)
               if lanes.entry == nil then skip = 0 end  -- its turn is over: the next lane
@@ -439,7 +454,6 @@ if claimed == 0 and cleared and not looked then
 end
 -- Ready work left for want of slots? A ring lists only what has ready jobs.
 local more = claimed >= n and not cleared and redis.call('EXISTS', fk.ring) == 1
-if claimed > 0 and not listed then redis.call('SADD', holders, me) end
 -- The token this claim popped may have been for a job it left: pass it on (Redis hands
 -- it to the worker asleep longest) when it left a job it had not left before. The same
 -- jobs left again wake nobody, so a worker alone awake never spins on its own token.
