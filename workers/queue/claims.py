@@ -195,7 +195,7 @@ def parse_take(reply: list[Any]) -> tuple[bool, list[Claimed]]:
             deliveries=int(reply[i + 3]),
             keyed=bool(int(reply[i + 4])),
         )
-        for i in range(2, len(reply), 5)
+        for i in range(3, len(reply), 5)
     ]
     return more, claimed
 
@@ -265,6 +265,9 @@ class Taker:
         self._timer_look_s = timer_look_s
         self._clock = clock
         self._timers_due = clock()  # when a claim next looks at the timer set
+        # The lane its last claim found to be the queue's only one (take.lua reads it
+        # first, and the rings only when it no longer is): '' for none known.
+        self._only_lane = ""
 
     def args(
         self,
@@ -303,6 +306,7 @@ class Taker:
             "1" if look else "",
             "" if keyed else "1",
             self._tools_inline,
+            self._only_lane,
         ]
 
     def taken(self, reply: list[Any]) -> tuple[bool, list[Claimed]]:
@@ -311,6 +315,7 @@ class Taker:
         if next_timer_ms >= 0:
             due = self._clock() + next_timer_ms / 1000
             self._timers_due = min(self._timers_due, due)
+        self._only_lane = text(reply[2])
         return parse_take(reply)
 
     async def take(self, args: list[Any]) -> tuple[bool, list[Claimed]]:
@@ -323,7 +328,7 @@ class Taker:
         (the fallback poll, which finds deferred jobs fallen due)."""
         async with pipeline_to(self.redis, self.wake_key) as (pipe, acks):
             pipe.blpop([self.wake_key], timeout=timeout_s)
-            # Behind a token (TAKE's ARGV[18]): a claim that drains the queue's only lane
+            # Behind a token (TAKE's ARGV[19]): a claim that drains the queue's only lane
             # leaves the tokens be when it took the one job its token was for.
             pipe.evalsha(self.sha, len(self.keys), *self.keys, *args, "1")
             waited, role = acks.add(pipe, self.wake_key)

@@ -101,8 +101,10 @@ CREATE_BUDGET = 16
 # three a job); 30.4 once a claim behind a wake-up token that took the one job its token
 # was for left the token list be; 28.2 once a claim listed its worker among the holders
 # only when its jobs hash lacked the listing's mark (the count of new fields in its lease
-# write says so), not with a SADD per claim.
-TAKE_BUDGET = 30
+# write says so), not with a SADD per claim; 24.2-24.8 once a claim read the lane its
+# worker's last claim found to be the queue's only one first, and no ring while that
+# lane's mark (fair.lua) said it still was.
+TAKE_BUDGET = 26
 
 
 @tool

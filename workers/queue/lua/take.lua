@@ -14,12 +14,14 @@
 --         a look is due: claims.TIMER_LOOK_S), [16] '1' when the ended job's lease names
 --         no concurrency key (its claim said so): a done job's record then needs no read,
 --         [17] the worker's tool set, each name between newlines, when it is small
---         ('' : the set key says), [18] '1' when the call rides behind a BLPOP of a
---         wake-up token (absent: alone).
--- Replies {more, next timer, id, score, payload, deliveries, keyed, id, ...}; more = 1
---         when ready jobs were left behind for want of slots; next timer = in how many ms
---         a timer this call saw or set falls due (-1: none seen); keyed = 1 when the
---         job's lease names a concurrency key.
+--         ('' : the set key says), [18] the lane the worker's last call found to be the
+--         queue's only one ('' for none: the reply's), [19] '1' when the call rides
+--         behind a BLPOP of a wake-up token (absent: alone).
+-- Replies {more, next timer, only lane, id, score, payload, deliveries, keyed, id, ...};
+--         more = 1 when ready jobs were left behind for want of slots; next timer = in
+--         how many ms a timer this call saw or set falls due (-1: none seen); only lane =
+--         the lane key for the next call's ARGV[18]; keyed = 1 when the job's lease names
+--         a concurrency key.
 -- Effects the jobs it claims: round-robin over the queue's tenants with ready work,
 --         within a tenant over its keys (lanes), each weighted, within a lane by rank
 --         (core/fairness.py); a lane it empties leaves its tenant's ring, a tenant
@@ -74,7 +76,7 @@ local function lease(id, record)
   end
   listed = true
 end
-local out = {0, -1}
+local out = {0, -1, ARGV[18]}
 -- A timer this call saw or set: the worker looks at the timer set again by then.
 local function note_timer(ms)
   if out[2] < 0 or ms < out[2] then out[2] = ms end
@@ -317,7 +319,6 @@ local budget = n + tonumber(ARGV[13])
 local claimed = 0
 local left = {}  -- the jobs passed over, for workers that serve them
 local tenants = cursor(fk.ring)
-if not looked and not read(tenants) and fall_due() > 0 then tenants = cursor(fk.ring) end
 local tenant, lanes, skip = nil, nil, 0  -- the tenant looked at, its keys' cursor, jobs passed
 local walked = false  -- the ring listed anything when the claim began
 local cleared = false  -- the walk left no ready work listed and dropped the tokens
@@ -335,6 +336,67 @@ local function clear(lane_key)
   redis.call('DEL', lane_key, lanes.list, tenants.list, wake_list)
   tenants.entry, cleared, tenant = false, true, nil
 end
+
+-- The lane looked at: how many marks precede its jobs (1: the only lane's mark, fair.lua),
+-- as its read from its head found; and the head the claim read already (its only lane's).
+local lane_off, read_ahead = 0, nil
+
+-- Whether a lane's first member is the only lane's mark: its tenant and key, else nil.
+local function only_names(first)
+  if not first or string.sub(first, 1, #FAIR.ONLY) ~= FAIR.ONLY then return nil end
+  local ok, names = pcall(cjson.decode, string.sub(first, #FAIR.ONLY + 1))
+  if ok and type(names) == 'table' and type(names[1]) == 'string'
+      and type(names[2]) == 'string' then
+    return names
+  end
+  return nil
+end
+
+-- A lane's head read with its marks: the members after the only lane's mark, if any.
+local function past_only(lane_key, head)
+  lane_off = 0
+  if not only_names(head[1]) then return head end
+  lane_off = 1
+  out[3] = lane_key
+  local rest = {}
+  for i = 3, #head do rest[#rest + 1] = head[i] end
+  return rest
+end
+
+-- Up to two members of a lane from the walk's place in it (`skip` jobs passed over), as
+-- a lane without the only lane's mark holds them. A read from its head takes one more:
+-- the mark, if there, comes first, and says the lane is the queue's only one.
+local function lane_head(lane_key)
+  if skip > 0 then
+    return redis.call('ZRANGE', lane_key, skip + lane_off, skip + lane_off + 1, 'WITHSCORES')
+  end
+  if read_ahead and read_ahead.key == lane_key then
+    local head = read_ahead.head
+    read_ahead = nil
+    return head
+  end
+  return past_only(lane_key, redis.call('ZRANGE', lane_key, 0, 2, 'WITHSCORES'))
+end
+
+-- The lane the worker's last call found to be the queue's only one: read first, and when
+-- its mark says it still is, the walk starts there without reading the rings (each holds
+-- that lane's one entry: its turn's deficit only matters beside another, see charge).
+local function start_at_only_lane(hint)
+  if hint == '' or string.sub(hint, 1, #fk.lane) ~= fk.lane then return end
+  local head = redis.call('ZRANGE', hint, 0, 2, 'WITHSCORES')
+  local names = only_names(head[1])
+  if not names or fair_lane_key(fk, names[1], names[2]) ~= hint then
+    out[3] = ''  -- no longer the only lane: the rings say where to go
+    return
+  end
+  tenants.entry, tenants.more = fair_entry(0, names[1]), false
+  tenant, lanes, skip = names[1], cursor(fk.keys .. names[1]), 0
+  lanes.entry, lanes.more = fair_entry(0, names[2]), false
+  read_ahead = {key = hint, head = past_only(hint, head)}
+end
+
+start_at_only_lane(ARGV[18])
+if not looked and not read(tenants) and fall_due() > 0 then tenants = cursor(fk.ring) end
 
 local function walk()
   while claimed < n and budget > 0 do
@@ -357,7 +419,7 @@ local function walk()
     else
       local _, key = fair_parse(k_entry)
       local lane_key = fair_lane_key(fk, name, key)
-      local head = redis.call('ZRANGE', lane_key, skip, skip + 1, 'WITHSCORES')
+      local head = lane_head(lane_key)
       if #head == 0 or head[1] == FAIR.LISTED then  -- no job at this place in the lane
         if skip > 0 then  -- nothing here for this worker: the next lane
           advance(lanes)
@@ -391,7 +453,7 @@ local function walk()
           local alone = last and not grew
           if not alone then redis.call('ZREM', lane_key, id) end
           local drained = alone
-            or (last and redis.call('ZCARD', lane_key) == (marked and 1 or 0))
+            or (last and redis.call('ZCARD', lane_key) == (marked and 1 or 0) + lane_off)
           if verdict == 'take' then
             lease(id, ARGV[8] .. due .. lease_extra .. '}')
             claimed = claimed + 1
@@ -419,7 +481,7 @@ local function walk()
               -- taken). A token left over all the same wakes one claim, which finds the
               -- lane empty and drops it with the tokens.
               redis.call('ZREM', lane_key, id)
-              if ARGV[18] ~= '1' or claimed ~= 1 then redis.call('DEL', wake_list) end
+              if ARGV[19] ~= '1' or claimed ~= 1 then redis.call('DEL', wake_list) end
               tenants.entry, cleared, tenant = false, true, nil
             else
               clear(lane_key)
