@@ -105,6 +105,11 @@ _CONSTANTS = fairness.lua_chunk() + slots.lua_chunk()
 TAKE = scripts.load(
     "agentq.workers.queue", ["take"], constants=_CONSTANTS + _runs_chunk() + liveness.lua_chunk()
 )["take"]
+# The TAKE that rides behind a job's last transition (its end): the same script declared
+# with Lua's shebang and no flags, which Redis refuses whole when it is full (over
+# maxmemory), as it refused the transition before it: the job is not ended then (it
+# stays held, to be released), and the script needs no denied write of its own to say so.
+TAKE_RIDING = "#!lua\n" + TAKE
 # How often a busy worker's claims look at a queue's timer set (jobs due later) at the
 # least, by its own clock: sooner when a claim saw or set one falling due, and at any
 # claim that finds no ready work.
@@ -242,6 +247,7 @@ class Taker:
         self.queue_key = queue_key
         self.wake_key = wake_key = state_keys.wake(queue, partition)
         self.sha = scripts.sha(TAKE)
+        self.riding_sha = scripts.sha(TAKE_RIDING)
         served = sorted(set(tools))
         self.keys = [
             queue_key,
@@ -320,7 +326,11 @@ class Taker:
 
     async def take(self, args: list[Any]) -> tuple[bool, list[Claimed]]:
         # A claim or an end counts once the replicas have it (acks.py), like a transition.
-        return self.taken(await acknowledged(self.redis, self.sha, TAKE, self.keys, args))
+        if args[11] == "1":  # riding behind a transition (sent alone only in tests)
+            sha, source = self.riding_sha, TAKE_RIDING
+        else:
+            sha, source = self.sha, TAKE
+        return self.taken(await acknowledged(self.redis, sha, source, self.keys, args))
 
     async def wait_and_take(self, timeout_s: int, args: list[Any]) -> tuple[bool, list[Claimed]]:
         """BLPOP a wake-up token (up to `timeout_s`), then claim at once, in one round

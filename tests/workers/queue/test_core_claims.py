@@ -29,6 +29,7 @@ from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.runs.state import lua_constants
 from agentq.workers.queue.claims import (
+    TAKE_RIDING,
     Claimed,
     ClaimLedger,
     Taker,
@@ -46,7 +47,7 @@ from agentq.workers.queue.liveness import (
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.sample_tools import add
-from tests.support.specs import scripted
+from tests.support.specs import calls, scripted
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
@@ -399,6 +400,29 @@ async def test_a_finished_run_leaves_no_job_bookkeeping_behind(
             assert await redis.keys(pattern) == [], pattern
         for queue in (MODEL_QUEUE, TOOLS_QUEUE):
             assert await redis.zcard(queue_key(queue)) == 0
+        assert held_jobs(await cast(Any, redis.hgetall(jobs_key(runtime.worker_id)))) == {}
+    finally:
+        await runtime.stop()
+
+
+async def test_jobs_end_in_their_transitions_round_trip_again_after_redis_lost_its_scripts(
+    redis: Redis, redis_url: str
+) -> None:
+    """A job's end rides behind its last transition as its own script (TAKE_RIDING): when
+    Redis lost its scripts (a restart), an end that found it missing ends alone, and the
+    worker loads it again, so later ends ride again and every run still finishes clean."""
+    runtime = WorkerRuntime(redis_url, executors=[FunctionExecutor([add])])
+    await runtime.start()
+    try:
+        spec = scripted(calls(("add", {"a": 1, "b": 1})), {"text": "done"}, tools=["add"])
+        async with Client(redis_url) as client:
+            for _ in range(2):
+                await redis.script_flush()
+                result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
+                assert result.status == "succeeded", result.error
+                assert await redis.script_exists(scripts.sha(TAKE_RIDING)) == [True]
+        for pattern in ("arq:job:*", "arq:in-progress:*", "arq:retry:*"):
+            assert await redis.keys(pattern) == [], pattern
         assert held_jobs(await cast(Any, redis.hgetall(jobs_key(runtime.worker_id)))) == {}
     finally:
         await runtime.stop()

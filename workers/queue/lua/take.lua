@@ -8,7 +8,7 @@
 --         [6] job prefix, [7] retry prefix (a job's deliveries that died), [8] lease
 --         record prefix, [9] ended job id ('' for none), [10] 'done' | 'release', [11]
 --         defer ms (a release due that much later), [12] '1' when the call rides behind
---         the job's last transition, [13] how many ready jobs it may pass over (jobs
+--         the job's last transition (as claims.TAKE_RIDING), [13] how many ready jobs it may pass over (jobs
 --         needing a tool its set lacks), [14] how long the passed-over set is kept (s),
 --         [15] '1' when the claim looks at the timer set first (the worker's clock says
 --         a look is due: claims.TIMER_LOOK_S), [16] '1' when the ended job's lease names
@@ -82,13 +82,9 @@ local function note_timer(ms)
   if out[2] < 0 or ms < out[2] then out[2] = ms end
 end
 if ended ~= '' then
-  if ARGV[12] == '1' then
-    -- Behind the job's last transition: a denied write first (a no-op, the worker is in
-    -- the set), so that a full Redis, which refused the transition, refuses this too
-    -- before it ends anything.
-    redis.call('SADD', holders, me)
-    listed = true
-  end
+  -- Behind the job's last transition (ARGV[12]) the call is claims.TAKE_RIDING, this
+  -- script under Lua's shebang, which a full Redis refuses whole as it refused the
+  -- transition: nothing is ended then, and no denied write is needed to say so.
   local progress = progress_prefix .. ended
   -- Its lease record still here means nobody took the job from this worker (a reaper
   -- or a give-back deletes the record first; a job held is +inf, which no other claim
