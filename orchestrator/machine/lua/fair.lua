@@ -5,6 +5,7 @@
 --   fair_lane_key(fk, tenant, key) -> the lane's sorted set;
 --   fair_entry(left, name) -> a ring entry; fair_parse(entry) -> left, name;
 --   fair_only_mark(tenant, key) -> the only lane's mark (see fair_index);
+--   fair_unmark_only(fk, tenant_entry): the mark off the first lane of that tenant;
 --   fair_run_meta(queue_key, run_id) -> the run's meta key in the queue's partition;
 --   fair_lane_of(queue_key, payload) -> tenant, key, rank offset ms;
 --   fair_index(queue_key, id, due, payload, lane): the job ready in its lane (`lane`:
