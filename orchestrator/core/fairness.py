@@ -80,6 +80,7 @@ LISTED_SCORE = "+inf"
 # the lane's tenant and key after this prefix (JSON), so a claim that reads the lane's head
 # also learns it need not read the rings (workers/queue/lua/take.lua).
 ONLY_PREFIX = "~only"
+ONLY_SCORE = "-inf"
 
 # The run meta fields that hold its lane (runs/state/status.py: MetaField).
 TENANT_FIELD = "fair_tenant"
@@ -208,6 +209,7 @@ def lua_chunk() -> str:
         "LISTED": LISTED_MEMBER,
         "LISTED_SCORE": LISTED_SCORE,
         "ONLY": ONLY_PREFIX,
+        "ONLY_SCORE": ONLY_SCORE,
     }
     body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in table.items())
     return f"local FAIR = {{{body}, OFFSET = {INDEXED_OFFSET_MS}}}\n"

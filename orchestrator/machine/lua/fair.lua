@@ -105,7 +105,7 @@ local function fair_index(queue_key, id, due, payload, lane)
     if listed_keys == 1 then
       local listed_tenants = redis.call('RPUSH', fk.ring, fair_entry(0, tenant))
       if listed_tenants == 1 then
-        redis.call('ZADD', lane_key, '-inf', fair_only_mark(tenant, key))
+        redis.call('ZADD', lane_key, FAIR.ONLY_SCORE, fair_only_mark(tenant, key))
       elseif listed_tenants == 2 then  -- the other tenant's lane may have been the only one
         fair_unmark_only(fk, redis.call('LINDEX', fk.ring, 0))
       end
