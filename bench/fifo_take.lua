@@ -10,7 +10,7 @@
 --         much later), [12] '1' when the call rides behind the job's last transition,
 --         [13] how many ready jobs it may pass over (jobs needing a tool its set lacks),
 --         [14] how long the passed-over set is kept (s); the rest (take.lua's) unread.
--- Replies {more, -1, id, score, payload, deliveries, 1, id, ...} (take.lua's layout);
+-- Replies {more, -1, '', id, score, payload, deliveries, 1, id, ...} (take.lua's layout);
 --         more = 1 when ready jobs were left behind for want of slots.
 -- Effects a job whose payload `needs` what the tool set lacks is left ready, untouched;
 --         the ended job: done (arq's cleanup) or released (back into the ready range at
@@ -61,7 +61,7 @@ if ended ~= '' then
   end
 end
 
-local out = {0, -1}
+local out = {0, -1, ''}  -- (no only lane known: take.lua's third)
 if n <= 0 or ARGV[1] ~= '1' then return out end
 -- Timers fallen due join the ready range (their score is when they fell due, so they
 -- queue behind older work). Bounded per call: a backlog of timers moves over a few

@@ -92,13 +92,17 @@ def _script_names() -> dict[str, str]:
         from agentq.workers.queue import claims
 
         sources.update({"TAKE": claims.TAKE, "CLAIM_ONE": claims.CLAIM_ONE})
+        # (a job's end behind its transition: the same script under Lua's shebang)
+        riding = getattr(claims, "TAKE_RIDING", None)
+        if riding is not None:
+            sources["TAKE "] = riding
     except ImportError:
         from agentq.workers.worker import runtime
 
         for name in ("_CLAIM", "_FINISH"):
             if hasattr(runtime, name):
                 sources[name.strip("_")] = getattr(runtime, name)
-    return {hashlib.sha1(src.encode()).hexdigest(): name for name, src in sources.items()}
+    return {hashlib.sha1(src.encode()).hexdigest(): name.strip() for name, src in sources.items()}
 
 
 def _commands(packed: Iterable[bytes], scripts: dict[str, str]) -> list[str]:

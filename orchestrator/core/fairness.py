@@ -76,6 +76,11 @@ INDEXED_OFFSET_MS = 2**50
 # A listed lane's mark: a member scored +inf (after every job) that no job id can be.
 LISTED_MEMBER = ""
 LISTED_SCORE = "+inf"
+# The queue's only listed lane's mark: a member scored -inf (before every job) that names
+# the lane's tenant and key after this prefix (JSON), so a claim that reads the lane's head
+# also learns it need not read the rings (workers/queue/lua/take.lua).
+ONLY_PREFIX = "~only"
+ONLY_SCORE = "-inf"
 
 # The run meta fields that hold its lane (runs/state/status.py: MetaField).
 TENANT_FIELD = "fair_tenant"
@@ -203,6 +208,8 @@ def lua_chunk() -> str:
         "LANE_SEPARATOR": LANE_SEPARATOR,
         "LISTED": LISTED_MEMBER,
         "LISTED_SCORE": LISTED_SCORE,
+        "ONLY": ONLY_PREFIX,
+        "ONLY_SCORE": ONLY_SCORE,
     }
     body = ", ".join(f"{k} = {json.dumps(v)}" for k, v in table.items())
     return f"local FAIR = {{{body}, OFFSET = {INDEXED_OFFSET_MS}}}\n"

@@ -47,6 +47,7 @@ from agentq.orchestrator.redis.connect import (
 from agentq.orchestrator.redis.faults import is_transient, raise_if_cancel_requested
 from agentq.workers.queue.claims import (
     JOB_RIDE,
+    TAKE_RIDING,
     Claimed,
     ClaimLedger,
     Taker,
@@ -510,7 +511,7 @@ class WakeableWorker(Worker):
             take = taker.args(n, end.job_id, "done", 0, riding=True, claim=claim, keyed=end.keyed)
             async with pipeline_to(self.pool, keys[0]) as (pipe, acks):
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
-                pipe.evalsha(taker.sha, len(taker.keys), *taker.keys, *take)
+                pipe.evalsha(taker.riding_sha, len(taker.keys), *taker.keys, *take)
                 # Both count only once the replicas have them: the WAIT rides along too.
                 waited, role = acks.add(pipe, keys[0])
                 raw, took, *acked = await pipe.execute(raise_on_error=False)
@@ -526,6 +527,10 @@ class WakeableWorker(Worker):
                 _, claimed = taker.taken(took)
             else:
                 self._claim_failed()
+                if isinstance(took, NoScriptError):
+                    # Redis lost its scripts (a restart): the job ends alone this time,
+                    # and the next job's end rides again.
+                    await self._load_riding_take()
         except BaseException:
             self._claim_failed()
             raise
@@ -541,6 +546,13 @@ class WakeableWorker(Worker):
         if unacked is not None:
             raise unacked
         return raw
+
+    async def _load_riding_take(self) -> None:
+        try:
+            await self.pool.script_load(TAKE_RIDING)
+        except Exception as exc:  # only a later ride is at stake: it tries again
+            if not is_transient(exc):
+                log.exception("worker %s: loading the riding claim failed", self.worker_id)
 
     async def _cancel_aborted_jobs(self) -> None:
         """Cancel running jobs whose run was cancelled: look up only the jobs running

@@ -88,6 +88,7 @@ from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.machine.store import Ride, text
 from agentq.orchestrator.redis.acks import acknowledged, pipeline_to
 from agentq.orchestrator.runs.state.status import TERMINAL_STATUSES, MetaField
+from agentq.workers.queue import liveness
 from agentq.workers.queue.liveness import ARQ_RETRY_PREFIX, holders_key, jobs_key
 
 
@@ -101,7 +102,14 @@ def _runs_chunk() -> str:
 
 
 _CONSTANTS = fairness.lua_chunk() + slots.lua_chunk()
-TAKE = scripts.load("agentq.workers.queue", ["take"], constants=_CONSTANTS + _runs_chunk())["take"]
+TAKE = scripts.load(
+    "agentq.workers.queue", ["take"], constants=_CONSTANTS + _runs_chunk() + liveness.lua_chunk()
+)["take"]
+# The TAKE that rides behind a job's last transition (its end): the same script declared
+# with Lua's shebang and no flags, which Redis refuses whole when it is full (over
+# maxmemory), as it refused the transition before it: the job is not ended then (it
+# stays held, to be released), and the script needs no denied write of its own to say so.
+TAKE_RIDING = "#!lua\n" + TAKE
 # How often a busy worker's claims look at a queue's timer set (jobs due later) at the
 # least, by its own clock: sooner when a claim saw or set one falling due, and at any
 # claim that finds no ready work.
@@ -192,7 +200,7 @@ def parse_take(reply: list[Any]) -> tuple[bool, list[Claimed]]:
             deliveries=int(reply[i + 3]),
             keyed=bool(int(reply[i + 4])),
         )
-        for i in range(2, len(reply), 5)
+        for i in range(3, len(reply), 5)
     ]
     return more, claimed
 
@@ -239,6 +247,7 @@ class Taker:
         self.queue_key = queue_key
         self.wake_key = wake_key = state_keys.wake(queue, partition)
         self.sha = scripts.sha(TAKE)
+        self.riding_sha = scripts.sha(TAKE_RIDING)
         served = sorted(set(tools))
         self.keys = [
             queue_key,
@@ -262,6 +271,9 @@ class Taker:
         self._timer_look_s = timer_look_s
         self._clock = clock
         self._timers_due = clock()  # when a claim next looks at the timer set
+        # The lane its last claim found to be the queue's only one (take.lua reads it
+        # first, and the rings only when it no longer is): '' for none known.
+        self._only_lane = ""
 
     def args(
         self,
@@ -300,6 +312,7 @@ class Taker:
             "1" if look else "",
             "" if keyed else "1",
             self._tools_inline,
+            self._only_lane,
         ]
 
     def taken(self, reply: list[Any]) -> tuple[bool, list[Claimed]]:
@@ -308,11 +321,16 @@ class Taker:
         if next_timer_ms >= 0:
             due = self._clock() + next_timer_ms / 1000
             self._timers_due = min(self._timers_due, due)
+        self._only_lane = text(reply[2])
         return parse_take(reply)
 
     async def take(self, args: list[Any]) -> tuple[bool, list[Claimed]]:
         # A claim or an end counts once the replicas have it (acks.py), like a transition.
-        return self.taken(await acknowledged(self.redis, self.sha, TAKE, self.keys, args))
+        if args[11] == "1":  # riding behind a transition (sent alone only in tests)
+            sha, source = self.riding_sha, TAKE_RIDING
+        else:
+            sha, source = self.sha, TAKE
+        return self.taken(await acknowledged(self.redis, sha, source, self.keys, args))
 
     async def wait_and_take(self, timeout_s: int, args: list[Any]) -> tuple[bool, list[Claimed]]:
         """BLPOP a wake-up token (up to `timeout_s`), then claim at once, in one round
@@ -320,7 +338,7 @@ class Taker:
         (the fallback poll, which finds deferred jobs fallen due)."""
         async with pipeline_to(self.redis, self.wake_key) as (pipe, acks):
             pipe.blpop([self.wake_key], timeout=timeout_s)
-            # Behind a token (TAKE's ARGV[18]): a claim that drains the queue's only lane
+            # Behind a token (TAKE's ARGV[19]): a claim that drains the queue's only lane
             # leaves the tokens be when it took the one job its token was for.
             pipe.evalsha(self.sha, len(self.keys), *self.keys, *args, "1")
             waited, role = acks.add(pipe, self.wake_key)

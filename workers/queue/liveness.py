@@ -15,10 +15,11 @@ tool cannot starve it. When a renewal cannot happen before the lease lapses
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import redis
@@ -56,12 +57,30 @@ def holders_key(partition: int = 0) -> str:
     return keys.lease_holders(partition)
 
 
+# A worker's jobs hash holds this field (no job id) while the worker is in the holders
+# set: a claim writes both, a reaper deletes both, so a claim knows from its lease
+# write's count of new fields whether the worker is listed (take.lua), with no SADD.
+LISTED_MARK = "~listed"
+
+
+def held_jobs(raw: Mapping[Any, Any]) -> dict[str, Any]:
+    """A jobs hash as read (HGETALL): its jobs' lease records, without the mark."""
+    held = {(k.decode() if isinstance(k, bytes) else str(k)): v for k, v in raw.items()}
+    held.pop(LISTED_MARK, None)
+    return held
+
+
+def lua_chunk() -> str:
+    """The constants take.lua and reap_partition.lua read, as a Lua table."""
+    return f"local LEASE = {{LISTED = {json.dumps(LISTED_MARK)}}}\n"
+
+
 RENEW = scripts.script("agentq.workers.queue", "renew")
 REAP_GATE = scripts.script("agentq.workers.queue", "reap_gate")
 REAP_PARTITION = scripts.load(
     "agentq.workers.queue",
     ["reap_partition"],
-    constants=fairness.lua_chunk() + slots.lua_chunk(),
+    constants=fairness.lua_chunk() + slots.lua_chunk() + lua_chunk(),
 )["reap_partition"]
 
 

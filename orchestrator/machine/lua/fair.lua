@@ -4,6 +4,8 @@
 --   lane = prefix of a lane's key};
 --   fair_lane_key(fk, tenant, key) -> the lane's sorted set;
 --   fair_entry(left, name) -> a ring entry; fair_parse(entry) -> left, name;
+--   fair_only_mark(tenant, key) -> the only lane's mark (see fair_index);
+--   fair_unmark_only(fk, tenant_entry): the mark off the first lane of that tenant;
 --   fair_run_meta(queue_key, run_id) -> the run's meta key in the queue's partition;
 --   fair_lane_of(queue_key, payload) -> tenant, key, rank offset ms;
 --   fair_index(queue_key, id, due, payload, lane): the job ready in its lane (`lane`:
@@ -59,6 +61,24 @@ local function fair_lane_of(queue_key, payload)
   return FAIR.DEFAULT_TENANT, FAIR.DEFAULT_KEY, 0
 end
 
+-- The queue's only listed lane holds a second mark (FAIR.ONLY and its names, scored -inf:
+-- before every job) from when it joins both rings alone until another lane joins them:
+-- a claim that reads its head learns it may skip the rings (take.lua). A lane joining a
+-- ring of one takes the mark from the lane listed before it (a few reads, only then).
+local function fair_only_mark(tenant, key)
+  return FAIR.ONLY .. cjson.encode({tenant, key})
+end
+
+-- The lane a tenant's ring entry names first loses the mark, if it held it.
+local function fair_unmark_only(fk, tenant_entry)
+  if not tenant_entry then return end
+  local _, tenant = fair_parse(tenant_entry)
+  local key_entry = redis.call('LINDEX', fk.keys .. tenant, 0)
+  if not key_entry then return end
+  local _, key = fair_parse(key_entry)
+  redis.call('ZREM', fair_lane_key(fk, tenant, key), fair_only_mark(tenant, key))
+end
+
 -- A listed lane holds its mark (FAIR.LISTED, scored +inf: after every job) besides its
 -- jobs, from when it joins its tenant's ring until it leaves it: so the one write that
 -- puts a job in its lane also says whether the lane was listed (two new members: it was
@@ -79,9 +99,20 @@ local function fair_index(queue_key, id, due, payload, lane)
   end
   local fk = fair_keys(queue_key)
   local lane_key = fair_lane_key(fk, tenant, key)
-  if redis.call('ZADD', lane_key, due - rank, id, FAIR.LISTED_SCORE, FAIR.LISTED) == 2
-      and redis.call('RPUSH', fk.keys .. tenant, fair_entry(0, key)) == 1 then
-    redis.call('RPUSH', fk.ring, fair_entry(0, tenant))
+  if redis.call('ZADD', lane_key, due - rank, id, FAIR.LISTED_SCORE, FAIR.LISTED) == 2 then
+    local tenant_keys = fk.keys .. tenant
+    local listed_keys = redis.call('RPUSH', tenant_keys, fair_entry(0, key))
+    if listed_keys == 1 then
+      local listed_tenants = redis.call('RPUSH', fk.ring, fair_entry(0, tenant))
+      if listed_tenants == 1 then
+        redis.call('ZADD', lane_key, FAIR.ONLY_SCORE, fair_only_mark(tenant, key))
+      elseif listed_tenants == 2 then  -- the other tenant's lane may have been the only one
+        fair_unmark_only(fk, redis.call('LINDEX', fk.ring, 0))
+      end
+    elseif listed_keys == 2 then  -- the tenant's other lane may have been the only one
+      local _, other = fair_parse(redis.call('LINDEX', tenant_keys, 0))
+      redis.call('ZREM', fair_lane_key(fk, tenant, other), fair_only_mark(tenant, other))
+    end
   end
   redis.call('ZADD', queue_key, due - FAIR.OFFSET, id)
 end

@@ -13,6 +13,7 @@ import pytest
 from agentq.orchestrator.batches.api import BatchInfo
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
+from agentq.workers.queue.liveness import held_jobs
 from tests.support.infra import TOOLS, WorkerProcess, wait_ready
 from tests.support.redis_cluster import LocalCluster
 from tests.support.specs import calls, scripted
@@ -34,7 +35,8 @@ async def held_by(client: Client, pid: int) -> int:
         for raw in await client.redis.smembers(keys.lease_holders(p)):  # type: ignore[misc]
             worker_id = raw.decode() if isinstance(raw, bytes) else str(raw)
             if f"-{pid}-" in worker_id:
-                held += int(await client.redis.hlen(keys.worker_jobs(worker_id, p)))  # type: ignore[misc]
+                raw_jobs = await client.redis.hgetall(keys.worker_jobs(worker_id, p))  # type: ignore[misc]
+                held += len(held_jobs(raw_jobs))
     return held
 
 

@@ -35,7 +35,7 @@ from agentq import tool
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.runs.store import load_scripts
-from agentq.workers.queue.claims import TAKE
+from agentq.workers.queue.claims import TAKE, TAKE_RIDING
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.specs import calls, scripted
@@ -99,8 +99,14 @@ CREATE_BUDGET = 16
 # listed when drained (the claim removes its job from the lane and drops the tokens in
 # two writes instead of one DEL of the lane, the rings and the tokens: the enqueues save
 # three a job); 30.4 once a claim behind a wake-up token that took the one job its token
-# was for left the token list be.
-TAKE_BUDGET = 32
+# was for left the token list be; 28.2 once a claim listed its worker among the holders
+# only when its jobs hash lacked the listing's mark (the count of new fields in its lease
+# write says so), not with a SADD per claim; 24.2-24.8 once a claim read the lane its
+# worker's last claim found to be the queue's only one first, and no ring while that
+# lane's mark (fair.lua) said it still was; 22.3-22.5 once a job's end behind its
+# transition ran as the script under Lua's shebang (refused whole by a full Redis, as the
+# transition was), not with a denied SADD of its own.
+TAKE_BUDGET = 24
 
 
 @tool
@@ -132,8 +138,9 @@ def _script_calls(seen: list[dict[str, Any]]) -> collections.Counter[str]:
 
 
 def _inner_by_script(seen: list[dict[str, Any]]) -> collections.Counter[str]:
-    sources = {**load_scripts(), "TAKE": TAKE}
-    names = {hashlib.sha1(src.encode()).hexdigest(): name for name, src in sources.items()}
+    names = {hashlib.sha1(src.encode()).hexdigest(): name for name, src in load_scripts().items()}
+    # a job's end behind its last transition runs the same script under Lua's shebang
+    names |= {hashlib.sha1(src.encode()).hexdigest(): "TAKE" for src in (TAKE, TAKE_RIDING)}
     counts: collections.Counter[str] = collections.Counter()
     current = ""
     for command in seen:

@@ -29,6 +29,7 @@ from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.runs.state import lua_constants
 from agentq.workers.queue.claims import (
+    TAKE_RIDING,
     Claimed,
     ClaimLedger,
     Taker,
@@ -37,6 +38,7 @@ from agentq.workers.queue.claims import (
 from agentq.workers.queue.liveness import (
     ARQ_RETRY_PREFIX,
     Cadence,
+    held_jobs,
     holders_key,
     jobs_key,
     liveness_key,
@@ -45,7 +47,7 @@ from agentq.workers.queue.liveness import (
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.sample_tools import add
-from tests.support.specs import scripted
+from tests.support.specs import calls, scripted
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
@@ -119,8 +121,8 @@ async def test_one_call_claims_up_to_the_free_slots_and_takes_them_out_of_the_re
         assert await redis.get(ARQ_IN_PROGRESS_PREFIX + job.job_id) == b"w1"
     assert await ready(redis, taker) == sorted(set(jobs) - set(ids(claimed)))
     assert await redis.zcard(taker.keys[0]) == 5  # a queue's depth still counts them
-    held = await cast(Any, redis.hgetall(jobs_key("w1")))
-    assert sorted(k.decode() for k in held) == ids(claimed)
+    held = held_jobs(await cast(Any, redis.hgetall(jobs_key("w1"))))
+    assert sorted(held) == ids(claimed)
     assert {json.loads(v)["w"] for v in held.values()} == {taker.wake_key}
     assert await cast(Any, redis.sismember(holders_key(), "w1"))
 
@@ -213,6 +215,42 @@ async def test_a_dead_workers_claimed_jobs_are_re_delivered_at_their_old_score(
     _, again = await alive.take(alive.args(16))
     assert ids(again) == sorted(jobs)
     assert {c.deliveries for c in again} == {2}  # a death counts
+
+
+async def test_a_worker_is_listed_once_and_again_after_a_reaper_took_its_jobs(
+    redis: Redis,
+) -> None:
+    """A claim lists its worker among the holders only when its jobs hash lacks the mark
+    the listing leaves (no SADD per claim); a reaper that took a lapsed worker's jobs
+    unlisted it with the mark, so the worker's next claim (its lease taken again) lists it
+    again, and a reaper finds the jobs it holds when it dies."""
+    jobs = await enqueue(redis, 3)
+    taker = await worker(redis, "w1")
+    reap = Cadence(every_s=1.0, gap_ms=60_000, steady_ms=0, look_ms=0)
+
+    await redis.config_resetstat()
+    await taker.take(taker.args(1))
+    await taker.take(taker.args(1))
+    assert await sadds_run(redis) == 1  # the first claim lists it; the second knows it is
+    assert await cast(Any, redis.sismember(holders_key(), "w1"))
+
+    await redis.delete(liveness_key("w1"))  # its lease lapsed: a reaper takes its jobs
+    assert await reap_lapsed(redis, reap) == 2
+    assert not await cast(Any, redis.sismember(holders_key(), "w1"))
+    await redis.set(liveness_key("w1"), "w1", px=60_000)  # the lease taken again
+    _, claimed = await taker.take(taker.args(16))
+    assert len(claimed) == 3
+    assert await cast(Any, redis.sismember(holders_key(), "w1"))
+
+    await redis.delete(liveness_key("w1"))  # and it dies holding them
+    assert await reap_lapsed(redis, reap) == 3
+    assert await ready(redis, taker) == sorted(jobs)
+
+
+async def sadds_run(redis: Redis) -> int:
+    """How many SADDs Redis ran since its stats were reset (a script's inner ones too)."""
+    stats = await redis.info("commandstats")
+    return int(stats.get("cmdstat_sadd", {}).get("calls", 0))
 
 
 async def test_a_release_hands_the_job_back_at_once_and_is_not_counted(redis: Redis) -> None:
@@ -362,7 +400,30 @@ async def test_a_finished_run_leaves_no_job_bookkeeping_behind(
             assert await redis.keys(pattern) == [], pattern
         for queue in (MODEL_QUEUE, TOOLS_QUEUE):
             assert await redis.zcard(queue_key(queue)) == 0
-        assert await redis.hlen(jobs_key(runtime.worker_id)) == 0  # type: ignore[misc]
+        assert held_jobs(await cast(Any, redis.hgetall(jobs_key(runtime.worker_id)))) == {}
+    finally:
+        await runtime.stop()
+
+
+async def test_jobs_end_in_their_transitions_round_trip_again_after_redis_lost_its_scripts(
+    redis: Redis, redis_url: str
+) -> None:
+    """A job's end rides behind its last transition as its own script (TAKE_RIDING): when
+    Redis lost its scripts (a restart), an end that found it missing ends alone, and the
+    worker loads it again, so later ends ride again and every run still finishes clean."""
+    runtime = WorkerRuntime(redis_url, executors=[FunctionExecutor([add])])
+    await runtime.start()
+    try:
+        spec = scripted(calls(("add", {"a": 1, "b": 1})), {"text": "done"}, tools=["add"])
+        async with Client(redis_url) as client:
+            for _ in range(2):
+                await redis.script_flush()
+                result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
+                assert result.status == "succeeded", result.error
+                assert await redis.script_exists(scripts.sha(TAKE_RIDING)) == [True]
+        for pattern in ("arq:job:*", "arq:in-progress:*", "arq:retry:*"):
+            assert await redis.keys(pattern) == [], pattern
+        assert held_jobs(await cast(Any, redis.hgetall(jobs_key(runtime.worker_id)))) == {}
     finally:
         await runtime.stop()
 
@@ -383,8 +444,8 @@ async def test_jobs_of_a_claim_whose_reply_was_lost_are_given_back_uncounted(
         ledger.settle(claim)
     _, (late,) = await taker.take(taker.args(1, claim=third))  # its reply is still coming
     open_ = late.job_id
-    held = await cast(Any, redis.hgetall(jobs_key("w1")))
-    by_claim = {json.loads(v)["c"]: k.decode() for k, v in held.items()}
+    held = held_jobs(await cast(Any, redis.hgetall(jobs_key("w1"))))
+    by_claim = {json.loads(v)["c"]: k for k, v in held.items()}
     lost = by_claim[first]  # the job of the first claim was never started here
     running = by_claim[second]
     assert ledger.settled_through() == second
@@ -402,10 +463,10 @@ async def test_jobs_of_a_claim_whose_reply_was_lost_are_given_back_uncounted(
     assert await ready(redis, taker) == [lost]
     assert await redis.zscore(taker.keys[0], lost) == scores[lost]
     assert not await redis.exists(ARQ_IN_PROGRESS_PREFIX + lost)
-    assert set(await cast(Any, redis.hkeys(jobs_key("w1")))) == {
-        running.encode(),
-        open_.encode(),
-        b"other-job",
+    assert set(held_jobs(await cast(Any, redis.hgetall(jobs_key("w1"))))) == {
+        running,
+        open_,
+        "other-job",
     }
     other = await worker(redis, "w2")
     _, (again,) = await other.take(other.args(1))

@@ -167,12 +167,15 @@ async def test_a_lone_tenants_drained_lane_stays_listed_and_still_yields_to_anot
     tenant_a = keys.fair_keys(MODEL_QUEUE, "tenant-a")
     lane_a = keys.fair_lane(MODEL_QUEUE, "tenant-a", "")
     assert await redis.lrange(ring, 0, -1) == [b"0|tenant-a"]  # type: ignore[misc]
-    assert await redis.zrange(lane_a, 0, -1) == [b""]  # its mark alone
+    # its marks alone: listed, and the queue's only lane (before every job)
+    only_a = fairness.ONLY_PREFIX.encode() + b'["tenant-a",""]'
+    assert await redis.zrange(lane_a, 0, -1) == [only_a, b""]
 
     a_jobs = [await create(redis, f"a{i}", "tenant-a") for i in (1, 2, 3)]
     b_jobs = [await create(redis, f"b{i}", "tenant-b") for i in (1, 2, 3)]
     assert await redis.lrange(ring, 0, -1) == [b"0|tenant-a", b"0|tenant-b"]  # type: ignore[misc]
     assert await redis.lrange(tenant_a, 0, -1) == [b"0|"]  # type: ignore[misc]
+    assert await redis.zrank(lane_a, only_a) is None  # no longer the only lane
 
     order = await claim_one_by_one(t, 7)
 
@@ -180,6 +183,30 @@ async def test_a_lone_tenants_drained_lane_stays_listed_and_still_yields_to_anot
     assert sorted(order) == sorted([*a_jobs, *b_jobs])
     # The last lane drained stays listed; the claim that found it empty dropped it.
     assert await redis.keys(keys.FAIR_PREFIX + "*") == []
+
+
+async def test_the_only_lane_is_claimed_without_the_rings_until_another_lane_joins(
+    redis: Redis,
+) -> None:
+    """A claim reads the lane its worker's last claim found to be the queue's only one
+    first, and no ring while the lane's mark says it still is; a lane joining beside it
+    (here a key of the same tenant) takes the mark away, so the claims take turns again."""
+    t = await taker(redis)
+    await create(redis, "a0", "tenant-a")
+    await claim_one_by_one(t, 1)  # learns the only lane
+    second = await create(redis, "a1", "tenant-a")
+    await redis.config_resetstat()
+    assert await claim_one_by_one(t, 1) == [second]
+    stats = await redis.info("commandstats")
+    assert "cmdstat_lrange" not in stats, stats  # neither ring was read
+
+    for i in (2, 3, 4):
+        await create(redis, f"a{i}", "tenant-a")
+        await create(redis, f"x{i}", "tenant-a", fairness=Fairness(key="live"))
+
+    order = await claim_one_by_one(t, 6)
+
+    assert [run_of(j)[0] for j in order] == ["a", "x", "a", "x", "a", "x"]
 
 
 async def test_a_claim_that_finds_the_kept_lane_empty_looks_at_the_timers(

@@ -22,6 +22,7 @@ import redis
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.errors import RunTimeoutError
 from agentq.orchestrator.runs.result import RunResult
+from agentq.workers.queue.liveness import held_jobs
 from tests.support.fleet import (
     Figures,
     aof_redis,
@@ -153,7 +154,8 @@ class Killer(threading.Thread):
         ids = [k.split(":")[2] for k in found]
         if not ids:
             return None, set()
-        return ids[0], set(cast(list[str], self.admin.hkeys(f"aq:worker:{ids[0]}:jobs")))
+        raw = cast(dict[str, str], self.admin.hgetall(f"aq:worker:{ids[0]}:jobs"))
+        return ids[0], set(held_jobs(raw))
 
     def _check_recoveries(self) -> None:
         still: list[tuple[float, str, set[str]]] = []
@@ -211,7 +213,7 @@ async def test_a_worker_paused_past_its_lease_mid_batch(
     async def pause_victim() -> None:
         await asyncio.sleep(1.5)  # the batch is under way
         (key,) = cast(list[str], admin.keys(f"aq:worker:*-{victim.pid}-*:jobs")) or [""]
-        held.append(cast(int, admin.hlen(key)) if key else 0)
+        held.append(len(held_jobs(cast(dict[str, str], admin.hgetall(key)))) if key else 0)
         victim.proc.send_signal(signal.SIGSTOP)
         try:
             await asyncio.sleep(4 * LEASE_S)

@@ -8,18 +8,20 @@
 --         [6] job prefix, [7] retry prefix (a job's deliveries that died), [8] lease
 --         record prefix, [9] ended job id ('' for none), [10] 'done' | 'release', [11]
 --         defer ms (a release due that much later), [12] '1' when the call rides behind
---         the job's last transition, [13] how many ready jobs it may pass over (jobs
+--         the job's last transition (as claims.TAKE_RIDING), [13] how many ready jobs it may pass over (jobs
 --         needing a tool its set lacks), [14] how long the passed-over set is kept (s),
 --         [15] '1' when the claim looks at the timer set first (the worker's clock says
 --         a look is due: claims.TIMER_LOOK_S), [16] '1' when the ended job's lease names
 --         no concurrency key (its claim said so): a done job's record then needs no read,
 --         [17] the worker's tool set, each name between newlines, when it is small
---         ('' : the set key says), [18] '1' when the call rides behind a BLPOP of a
---         wake-up token (absent: alone).
--- Replies {more, next timer, id, score, payload, deliveries, keyed, id, ...}; more = 1
---         when ready jobs were left behind for want of slots; next timer = in how many ms
---         a timer this call saw or set falls due (-1: none seen); keyed = 1 when the
---         job's lease names a concurrency key.
+--         ('' : the set key says), [18] the lane the worker's last call found to be the
+--         queue's only one ('' for none: the reply's), [19] '1' when the call rides
+--         behind a BLPOP of a wake-up token (absent: alone).
+-- Replies {more, next timer, only lane, id, score, payload, deliveries, keyed, id, ...};
+--         more = 1 when ready jobs were left behind for want of slots; next timer = in
+--         how many ms a timer this call saw or set falls due (-1: none seen); only lane =
+--         the lane key for the next call's ARGV[18]; keyed = 1 when the job's lease names
+--         a concurrency key.
 -- Effects the jobs it claims: round-robin over the queue's tenants with ready work,
 --         within a tenant over its keys (lanes), each weighted, within a lane by rank
 --         (core/fairness.py); a lane it empties leaves its tenant's ring, a tenant
@@ -31,7 +33,8 @@
 --         abort set's pruning) or released (back into its lane at the time
 --         it was due, or a timer when deferred); each claimed job: its in-progress key,
 --         score +inf, a lease record (its delivery is counted only if it dies: the
---         reaper counts it, reap_partition.lua); the wake-up
+--         reaper counts it, reap_partition.lua), the worker listed among the holders
+--         (with its mark in its jobs hash, unless the mark says it is); the wake-up
 --         list kept a hint of ready work (a token passed on when the claim newly
 --         passed over jobs for others: the one it popped may have been theirs); timers
 --         fallen due (up to a bound per call) moved into their lanes first, at the time
@@ -58,20 +61,30 @@ local queue, wake_list, jobs, holders, aborts = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
 
 local ended = ARGV[9]
-local listed = false  -- the worker is in the holders set (one SADD a call)
-local out = {0, -1}
+-- The worker is in the holders set (what a reaper looks at) while its jobs hash holds
+-- its mark (LEASE.LISTED): both are written together and a reaper removes both (it
+-- deletes the hash), so a claim learns whether to list the worker from the count of
+-- new fields in the write that records its first job's lease, with no command of its own.
+local listed = false  -- known listed in this call
+local function lease(id, record)
+  if listed then
+    redis.call('HSET', jobs, id, record)
+  elseif redis.call('HSET', jobs, id, record, LEASE.LISTED, '1') ~= 1 then
+    -- 2: the mark was new (a first claim, or the reaper took the worker's jobs since);
+    -- 0: the job's own record was there already, so the count says nothing of the mark.
+    redis.call('SADD', holders, me)
+  end
+  listed = true
+end
+local out = {0, -1, ARGV[18]}
 -- A timer this call saw or set: the worker looks at the timer set again by then.
 local function note_timer(ms)
   if out[2] < 0 or ms < out[2] then out[2] = ms end
 end
 if ended ~= '' then
-  if ARGV[12] == '1' then
-    -- Behind the job's last transition: a denied write first (a no-op, the worker is in
-    -- the set), so that a full Redis, which refused the transition, refuses this too
-    -- before it ends anything.
-    redis.call('SADD', holders, me)
-    listed = true
-  end
+  -- Behind the job's last transition (ARGV[12]) the call is claims.TAKE_RIDING, this
+  -- script under Lua's shebang, which a full Redis refuses whole as it refused the
+  -- transition: nothing is ended then, and no denied write is needed to say so.
   local progress = progress_prefix .. ended
   -- Its lease record still here means nobody took the job from this worker (a reaper
   -- or a give-back deletes the record first; a job held is +inf, which no other claim
@@ -240,8 +253,8 @@ local function look(id, lane_score)
     conc_put_back(counter, 1)
     put_back = true
   end
-  local lease = ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
-  return 'take', payload, due_text, lease, weight, tenant_weight, tries
+  local extra = ',"k":' .. cjson.encode(counter) .. ',"r":' .. cjson.encode(run)
+  return 'take', payload, due_text, extra, weight, tenant_weight, tries
 end
 
 -- The walk's place: a position in a ring (list) read two entries at a time, so the claim
@@ -302,7 +315,6 @@ local budget = n + tonumber(ARGV[13])
 local claimed = 0
 local left = {}  -- the jobs passed over, for workers that serve them
 local tenants = cursor(fk.ring)
-if not looked and not read(tenants) and fall_due() > 0 then tenants = cursor(fk.ring) end
 local tenant, lanes, skip = nil, nil, 0  -- the tenant looked at, its keys' cursor, jobs passed
 local walked = false  -- the ring listed anything when the claim began
 local cleared = false  -- the walk left no ready work listed and dropped the tokens
@@ -320,6 +332,67 @@ local function clear(lane_key)
   redis.call('DEL', lane_key, lanes.list, tenants.list, wake_list)
   tenants.entry, cleared, tenant = false, true, nil
 end
+
+-- The lane looked at: how many marks precede its jobs (1: the only lane's mark, fair.lua),
+-- as its read from its head found; and the head the claim read already (its only lane's).
+local lane_off, read_ahead = 0, nil
+
+-- Whether a lane's first member is the only lane's mark: its tenant and key, else nil.
+local function only_names(first)
+  if not first or string.sub(first, 1, #FAIR.ONLY) ~= FAIR.ONLY then return nil end
+  local ok, names = pcall(cjson.decode, string.sub(first, #FAIR.ONLY + 1))
+  if ok and type(names) == 'table' and type(names[1]) == 'string'
+      and type(names[2]) == 'string' then
+    return names
+  end
+  return nil
+end
+
+-- A lane's head read with its marks: the members after the only lane's mark, if any.
+local function past_only(lane_key, head)
+  lane_off = 0
+  if not only_names(head[1]) then return head end
+  lane_off = 1
+  out[3] = lane_key
+  local rest = {}
+  for i = 3, #head do rest[#rest + 1] = head[i] end
+  return rest
+end
+
+-- Up to two members of a lane from the walk's place in it (`skip` jobs passed over), as
+-- a lane without the only lane's mark holds them. A read from its head takes one more:
+-- the mark, if there, comes first, and says the lane is the queue's only one.
+local function lane_head(lane_key)
+  if skip > 0 then
+    return redis.call('ZRANGE', lane_key, skip + lane_off, skip + lane_off + 1, 'WITHSCORES')
+  end
+  if read_ahead and read_ahead.key == lane_key then
+    local head = read_ahead.head
+    read_ahead = nil
+    return head
+  end
+  return past_only(lane_key, redis.call('ZRANGE', lane_key, 0, 2, 'WITHSCORES'))
+end
+
+-- The lane the worker's last call found to be the queue's only one: read first, and when
+-- its mark says it still is, the walk starts there without reading the rings (each holds
+-- that lane's one entry: its turn's deficit only matters beside another, see charge).
+local function start_at_only_lane(hint)
+  if hint == '' or string.sub(hint, 1, #fk.lane) ~= fk.lane then return end
+  local head = redis.call('ZRANGE', hint, 0, 2, 'WITHSCORES')
+  local names = only_names(head[1])
+  if not names or fair_lane_key(fk, names[1], names[2]) ~= hint then
+    out[3] = ''  -- no longer the only lane: the rings say where to go
+    return
+  end
+  tenants.entry, tenants.more = fair_entry(0, names[1]), false
+  tenant, lanes, skip = names[1], cursor(fk.keys .. names[1]), 0
+  lanes.entry, lanes.more = fair_entry(0, names[2]), false
+  read_ahead = {key = hint, head = past_only(hint, head)}
+end
+
+start_at_only_lane(ARGV[18])
+if not looked and not read(tenants) and fall_due() > 0 then tenants = cursor(fk.ring) end
 
 local function walk()
   while claimed < n and budget > 0 do
@@ -342,7 +415,7 @@ local function walk()
     else
       local _, key = fair_parse(k_entry)
       local lane_key = fair_lane_key(fk, name, key)
-      local head = redis.call('ZRANGE', lane_key, skip, skip + 1, 'WITHSCORES')
+      local head = lane_head(lane_key)
       if #head == 0 or head[1] == FAIR.LISTED then  -- no job at this place in the lane
         if skip > 0 then  -- nothing here for this worker: the next lane
           advance(lanes)
@@ -356,7 +429,7 @@ local function walk()
         end
       else
         local id = head[1]
-        local verdict, payload, due, lease, weight, tenant_weight, tries = look(id, head[2])
+        local verdict, payload, due, lease_extra, weight, tenant_weight, tries = look(id, head[2])
         local grew = put_back
         if grew then  -- the lane and the rings are asked again, not assumed
           put_back, tenants.more, lanes.more = false, true, true
@@ -376,15 +449,15 @@ local function walk()
           local alone = last and not grew
           if not alone then redis.call('ZREM', lane_key, id) end
           local drained = alone
-            or (last and redis.call('ZCARD', lane_key) == (marked and 1 or 0))
+            or (last and redis.call('ZCARD', lane_key) == (marked and 1 or 0) + lane_off)
           if verdict == 'take' then
-            redis.call('HSET', jobs, id, ARGV[8] .. due .. lease .. '}')
+            lease(id, ARGV[8] .. due .. lease_extra .. '}')
             claimed = claimed + 1
             out[#out + 1] = id
             out[#out + 1] = due
             out[#out + 1] = payload
             out[#out + 1] = tries
-            out[#out + 1] = lease == '' and 0 or 1
+            out[#out + 1] = lease_extra == '' and 0 or 1
             if lanes.pos == 0 and not drained then
               charge(lanes, weight)
               if lanes.entry == nil then skip = 0 end  -- its turn is over: the next lane
@@ -404,7 +477,7 @@ local function walk()
               -- taken). A token left over all the same wakes one claim, which finds the
               -- lane empty and drops it with the tokens.
               redis.call('ZREM', lane_key, id)
-              if ARGV[18] ~= '1' or claimed ~= 1 then redis.call('DEL', wake_list) end
+              if ARGV[19] ~= '1' or claimed ~= 1 then redis.call('DEL', wake_list) end
               tenants.entry, cleared, tenant = false, true, nil
             else
               clear(lane_key)
@@ -439,7 +512,6 @@ if claimed == 0 and cleared and not looked then
 end
 -- Ready work left for want of slots? A ring lists only what has ready jobs.
 local more = claimed >= n and not cleared and redis.call('EXISTS', fk.ring) == 1
-if claimed > 0 and not listed then redis.call('SADD', holders, me) end
 -- The token this claim popped may have been for a job it left: pass it on (Redis hands
 -- it to the worker asleep longest) when it left a job it had not left before. The same
 -- jobs left again wake nobody, so a worker alone awake never spins on its own token.
