@@ -3,8 +3,9 @@ their operator sees them, and their raise, which sends the steps they held on.
 
 A raise writes the new budget first, then redrives each run held under it (the runs'
 sweeper's own transition, runs/redrive.py: the held step's model job enqueued again
-unless in hand). A step held after the read of the held runs was judged on the new
-budget, or is held with its run scored for the sweeper's recheck
+unless in hand). A step held after the read of the held runs, or whose job was still in
+hand, goes on by itself: its worker reads the budget again once it has held the step
+(workers/steps/budgets.py). Every held run is also scored for the sweeper's recheck
 (AGENTQ_BUDGET_RECHECK_S): no held step waits on a raise that missed it for longer.
 """
 

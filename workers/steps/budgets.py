@@ -13,7 +13,7 @@ from agentq.orchestrator.core.messages import Usage
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.loop.plan import StepPlan
 from agentq.orchestrator.policy.budgets import Spent
-from agentq.orchestrator.runs.state import HoldStep, MetaField, rolled_up_usage
+from agentq.orchestrator.runs.state import HoldStep, MetaField, Outcome, rolled_up_usage
 from agentq.orchestrator.runs.store import RunStore
 
 log = logging.getLogger("agentq.worker")
@@ -49,7 +49,13 @@ async def held_by_shared(
     batch: str | None,
 ) -> bool:
     """Whether a shared budget of the run's holds its begun step (then held: hold_step.lua,
-    a `step-held` event naming the budget, no model call)."""
+    a `step-held` event naming the budget, no model call).
+
+    A raise writes the budget, then sends on the steps held under it, and skips a step whose
+    job is in hand: a raise between this read and the hold, or while this job still runs,
+    would miss it, and the step would wait for the sweeper's recheck
+    (AGENTQ_BUDGET_RECHECK_S). So the budget is read again once held: a step the raise
+    missed goes on now (its commit clears the hold), as one it found would."""
     reached = await ledger.reached(tenant, batch)
     if reached is None:
         return False
@@ -57,7 +63,10 @@ async def held_by_shared(
     log.info("model step %s/%d held: %s", run_id, step, message)
     event = event_json("step-held", run_id, step=step, budget=scope, message=message)
     recheck_ms = int(settings.budget_recheck_s * 1000)
-    await store.hold_step(
+    held = await store.hold_step(
         HoldStep(run_id=run_id, step=step, scope=scope, event=event, recheck_ms=recheck_ms)
     )
+    if held.outcome == Outcome.HELD and await ledger.reached(tenant, batch) is None:
+        log.info("model step %s/%d goes on: its budget was raised as it was held", run_id, step)
+        return False
     return True
