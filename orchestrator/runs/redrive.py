@@ -66,12 +66,16 @@ class Redriver(Sweeper):
 
     async def redrive(self, entry: str) -> int:
         """Enqueue again what the run's current step waits for and lost; how many jobs."""
+        return (await self.redrive_run(entry))[1]
+
+    async def redrive_run(self, entry: str) -> tuple[Outcome, int]:
+        """`redrive`, with the transition's outcome (IN_HAND: nothing was lost)."""
         transition, ended_children = await self._read(entry)
         answer = await self.store.redrive(transition)
         jobs = answer.jobs if answer.outcome == Outcome.REDRIVEN else 0
         for child_id in ended_children:
             jobs += await self.redrive_ended(child_id)
-        return jobs
+        return answer.outcome, jobs
 
     async def redrive_ended(self, run_id: str) -> int:
         """An ended run whose end someone still waits on (its parent's call, its batch

@@ -3,13 +3,17 @@ their operator sees them, and their raise, which sends the steps they held on.
 
 A raise writes the new budget first, then redrives each run held under it (the runs'
 sweeper's own transition, runs/redrive.py: the held step's model job enqueued again
-unless in hand). A step held after the read of the held runs, or whose job was still in
-hand, goes on by itself: its worker reads the budget again once it has held the step
-(workers/steps/budgets.py). Every held run is also scored for the sweeper's recheck
-(AGENTQ_BUDGET_RECHECK_S): no held step waits on a raise that missed it for longer.
+unless in hand). The worker that holds a step reads the budget again once the hold is
+written (workers/steps/budgets.py): a step held after the raise's write goes on by itself.
+One held before it whose job is still in hand (the worker ending it) is redriven again,
+`IN_HAND_RETRIES` times `IN_HAND_WAIT_S` apart, until its job has ended. Every held run is
+also scored for the sweeper's recheck (AGENTQ_BUDGET_RECHECK_S): no held step waits on a
+raise that missed it for longer.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from pydantic import BaseModel
 
@@ -19,7 +23,13 @@ from agentq.orchestrator.budgets.tenants import budget_for
 from agentq.orchestrator.core.errors import SpecError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.runs.redrive import Redriver
+from agentq.orchestrator.runs.state import Outcome
 from agentq.orchestrator.runs.store import RunStore
+
+# A held run whose step's job is in hand when the raise redrives it: most often the job
+# that held it, still ending. Redriven again this often, this far apart.
+IN_HAND_RETRIES = 10
+IN_HAND_WAIT_S = 0.1
 
 
 class BudgetStatus(BaseModel):
@@ -60,8 +70,19 @@ class SharedBudgets:
         redriver = Redriver(
             self.store, after_s=self.settings.redrive_after_s, limit=self.settings.redrive_batch
         )
-        for run_id in await self.ledger.held(scope):
-            await redriver.redrive(run_id)
+        pending = await self.ledger.held(scope)
+        for attempt in range(IN_HAND_RETRIES + 1):
+            in_hand = [
+                run_id
+                for run_id in pending
+                if (await redriver.redrive_run(run_id))[0] == Outcome.IN_HAND
+            ]
+            if not in_hand or attempt == IN_HAND_RETRIES:
+                break
+            await asyncio.sleep(IN_HAND_WAIT_S)
+            # Still held: the job in hand was the one that held it, and has ended by now.
+            still = set(await self.ledger.held(scope))
+            pending = [run_id for run_id in in_hand if run_id in still]
         return await self.status(scope)
 
     async def tenant(self, tenant: str) -> BudgetStatus:
