@@ -508,8 +508,13 @@ class WakeableWorker(Worker):
             sleeper = sleepers.get(job.wake_key)
             if job.timers_key or sleeper is None:
                 continue  # a timer wakes nobody; a queue no loop here waits on
-            if sleeper._armed and sleeper._spare and sleeper.allow_pick_jobs:
-                return sleeper
+            if (
+                sleeper._armed
+                and sleeper._spare
+                and sleeper.allow_pick_jobs
+                and sleeper.taker.leased()
+            ):
+                return sleeper  # (a claim without the lease takes nothing: a token then)
         return None
 
     async def _end(
@@ -554,7 +559,7 @@ class WakeableWorker(Worker):
         claimed: list[Claimed] = []
         unacked: InfrastructureError | None = None
         claim = self._claims.open()
-        hand = _HandOff.of(end.hand_off)
+        hand = _HandOff(end.hand_off)
         try:
             # The job's partition: the same slot as its run's transition.
             taker = self.taker_of(end.job_id)
@@ -701,10 +706,6 @@ class _HandOff:
             self.reserved = True
             self.claim = sleeper._claims.open()
 
-    @classmethod
-    def of(cls, sleeper: WakeableWorker | None) -> _HandOff:
-        return cls(sleeper)
-
     def queue(self, pipe: Any) -> None:
         sleeper = self.sleeper
         if sleeper is None:
@@ -762,4 +763,4 @@ class _HandOff:
             await sleeper.pool.lpush(sleeper.wake_key, "1")  # type: ignore[misc]
         except Exception as exc:  # its fallback poll claims it
             if not is_transient(exc):
-                raise
+                log.exception("worker %s: waking its claim loop failed", sleeper.worker_id)
