@@ -700,6 +700,7 @@ class _HandOff:
         self.sleeper = sleeper
         self.reserved = False
         self.claim = 0
+        self.took = 0  # jobs its claim took
         if sleeper is not None and sleeper._armed and sleeper._spare and sleeper.allow_pick_jobs:
             sleeper._spare = False
             sleeper.job_counter += 1
@@ -735,6 +736,7 @@ class _HandOff:
             await self.wake()
             return
         _, claimed = sleeper.taker.taken(reply)
+        self.took = len(claimed)
         sleeper.job_counter += len(claimed)  # _start's slots, counted; close() frees the spare
         sleeper._handed.update(job.job_id for job in claimed)
         sleeper._start(claimed, run=sleeper.allow_pick_jobs)
@@ -751,6 +753,10 @@ class _HandOff:
         self.reserved = False
         sleeper._claims.settle(self.claim)
         sleeper.job_counter -= 1
+        if not self.took:
+            # Nothing to hand (a result before the step's last one enqueues no job): the
+            # slot is kept back again while the loop still waits.
+            sleeper._spare = sleeper._spare or sleeper._armed
         if sleeper.job_counter < sleeper.max_jobs:
             sleeper._capacity.set()
 
