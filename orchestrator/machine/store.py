@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol, TypeVar
 
 from pydantic import BaseModel
@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from redis.commands.core import AsyncScript
 
 from agentq.orchestrator.core.events import Event, parse_event, stream_seq
+from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.machine.transition import Transition, script_args
 from agentq.orchestrator.redis.acks import acknowledged, acknowledged_many
 from agentq.orchestrator.redis.faults import redis_errors_mapped
@@ -53,6 +54,12 @@ class Ride(Protocol):
     `acks.acknowledged` does."""
 
     async def __call__(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any: ...
+
+    def takes_from(self, jobs: Iterable[QueuedJob]) -> str | None:
+        """Asked before the transition is sent, with the jobs it may enqueue: the wake-up
+        list of the queue the ride claims from in the same round trip, whose first ready
+        job then pushes no token (enqueue.lua: `rider_wake`); None for none."""
+        ...
 
 
 class _Registered(dict[str, AsyncScript]):

@@ -125,6 +125,8 @@ class RunStore(Store):
     async def _apply(
         self, transition: TransitionInput, reply: type[R], *, ride: Ride | None = None
     ) -> R:
+        if ride is not None and (wake := ride.takes_from(transition.carried_jobs())):
+            transition = transition.model_copy(update={"rider_wake": wake})
         applied = await self._send(
             transition.script, keys.run_keys(transition.run_id), transition, reply, ride=ride
         )

@@ -40,6 +40,7 @@ from agentq.orchestrator.core.envelopes import (
     queue_key,
 )
 from agentq.orchestrator.core.errors import InfrastructureError
+from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.redis.acks import acknowledged, pipeline_to
 from agentq.orchestrator.redis.connect import (
     is_cluster,
@@ -85,6 +86,13 @@ BACKSTOP_MS = ARQ_FUNCTION_TIMEOUT_S * 1000
 _GIVE_BACK_AFTER_FAILURE_S = 30.0
 _GIVE_BACK_EVERY_S = 2.0
 
+# The claim loops of each worker process (by its worker id) that wait behind a BLPOP, by
+# the wake-up list they wait on (one partition on one Redis: `_claim_forever`). A job's end
+# hands the job its last transition enqueues to the loop that would wake for it: the
+# transition pushes no token for it (enqueue.lua: `rider_wake`) and a claim for that loop
+# rides in the same round trip (`_ride`), so that hop costs no LPUSH and no BLPOP.
+_SLEEPERS: dict[str, dict[str, WakeableWorker]] = {}
+
 
 class WakeableWorker(Worker):
     """arq's worker, with agentq's claim and end-of-job path (workers/queue/claims.py).
@@ -93,7 +101,9 @@ class WakeableWorker(Worker):
     slots in the same round trip (a pipeline of BLPOP and TAKE), and goes on claiming
     while ready jobs are left behind. Each claimed job arrives with its payload and its
     delivery count, so running it costs no round trip of arq's; when it ends, the same
-    TAKE call that ends it claims the jobs its freed slot can take. Chores (the abort
+    TAKE call that ends it claims the jobs its freed slot can take, and the job its last
+    transition hands on to a queue whose claim loop here waits is claimed for that loop
+    in the same round trip, with no wake-up token (`_HandOff`). Chores (the abort
     set's fallback check, arq's health record) run on their own timer.
     """
 
@@ -127,6 +137,12 @@ class WakeableWorker(Worker):
         # The claim loop's BLPOP+TAKE is in flight: any ready work wakes it (a token is a
         # hint of ready work), so a job's end claims nothing itself (workers/queue/claims.py).
         self._armed = False
+        # While armed: whether it kept a free slot out of its waiting claim for a job's end
+        # to hand it a job (`_hand_off_to`).
+        self._spare = False
+        # Jobs handed to it that way: the slot of one that ends while it still waits is
+        # kept back again.
+        self._handed: set[str] = set()
         self._give_back_due = 0.0  # monotonic: when the chores next look for lost claims
         self._give_back_until = 0.0  # ... and until when at every pass
         self._next_abort_prune_ms = 0
@@ -139,10 +155,17 @@ class WakeableWorker(Worker):
         if self.on_startup:
             await self.on_startup(self.ctx)
         chores = asyncio.create_task(self._chores_forever())
+        sleepers = _SLEEPERS.setdefault(self.worker_id, {})
+        if len(self.takers) == 1 and not is_cluster(self.pool):
+            sleepers[self.wake_key] = self
         try:
             await self._claim_forever()
         finally:
             self.allow_pick_jobs = False  # jobs that end from now on claim nothing
+            if sleepers.get(self.wake_key) is self:
+                del sleepers[self.wake_key]
+            if not sleepers:
+                _SLEEPERS.pop(self.worker_id, None)
             chores.cancel()
             # A cancel that lands while redis-py's read is timing out can be lost in
             # its connection (seen on Python 3.11: the read then waits on a reply that
@@ -257,13 +280,18 @@ class WakeableWorker(Worker):
         if free <= 0:
             self._capacity.clear()
             return False
+        # A claim that waits for a token keeps one free slot back: a job's end here may
+        # hand it the job its transition enqueues (`_hand_off_to`), with no token.
+        spare = block and free > 1 and taker is self.taker
+        if spare:
+            free -= 1
         self.job_counter += free  # reserved while the claim is in flight
         claimed: list[Claimed] = []
         claim = self._claims.open()
         try:
             args = taker.args(free, claim=claim)
             if block:
-                self._armed = True
+                self._armed, self._spare = True, spare
                 more, claimed = await taker.wait_and_take(max(1, int(self.idle_poll_s)), args)
             else:
                 more, claimed = await taker.take(args)
@@ -271,7 +299,7 @@ class WakeableWorker(Worker):
             self._claim_failed()
             raise
         finally:
-            self._armed = False
+            self._armed = self._spare = False
             self._claims.settle(claim)
             self.job_counter -= free - len(claimed)
         if not self.allow_pick_jobs:
@@ -304,6 +332,10 @@ class WakeableWorker(Worker):
         if self.tasks.get(job_id) is task:
             del self.tasks[job_id]
         self.job_counter -= 1
+        if job_id in self._handed:
+            self._handed.discard(job_id)
+            # Its slot was the one the waiting claim kept back (not in its reservation).
+            self._spare = self._spare or self._armed
         if self.job_counter < self.max_jobs:
             self._capacity.set()
         if not task.cancelled() and (exc := task.exception()) is not None:
@@ -465,6 +497,26 @@ class WakeableWorker(Worker):
             return 0
         return self.max_jobs - self.job_counter + 1
 
+    def _hand_off_to(self, jobs: Iterable[QueuedJob]) -> WakeableWorker | None:
+        """The claim loop of this process that waits for a token of one of these jobs'
+        queues with a slot kept for a hand-off (`_claim`), or None: a job's end then
+        claims that job for it in the same round trip (`_ride`)."""
+        sleepers = _SLEEPERS.get(self.worker_id)
+        if not sleepers:
+            return None
+        for job in jobs:
+            sleeper = sleepers.get(job.wake_key)
+            if job.timers_key or sleeper is None:
+                continue  # a timer wakes nobody; a queue no loop here waits on
+            if (
+                sleeper._armed
+                and sleeper._spare
+                and sleeper.allow_pick_jobs
+                and sleeper.taker.leased()
+            ):
+                return sleeper  # (a claim without the lease takes nothing: a token then)
+        return None
+
     async def _end(
         self, job_id: str, how: str, defer_ms: int, *, claim: bool = False, keyed: bool = True
     ) -> None:
@@ -499,12 +551,15 @@ class WakeableWorker(Worker):
         self, end: _JobEnd, script: AsyncScript, keys: list[str], args: list[Any]
     ) -> Any:
         """Send a job's last transition and, pipelined behind it, the TAKE that ends the
-        job and claims what its slot (and any other free one) can take."""
+        job and claims what its slot (and any other free one) can take, and the claim
+        that takes the job handed to a waiting claim loop of this process (`end.hand_off`:
+        the transition pushed no token for it)."""
         n = self._slots_to_claim()
         self.job_counter += n
         claimed: list[Claimed] = []
         unacked: InfrastructureError | None = None
         claim = self._claims.open()
+        hand = _HandOff(end.hand_off)
         try:
             # The job's partition: the same slot as its run's transition.
             taker = self.taker_of(end.job_id)
@@ -512,9 +567,11 @@ class WakeableWorker(Worker):
             async with pipeline_to(self.pool, keys[0]) as (pipe, acks):
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
                 pipe.evalsha(taker.riding_sha, len(taker.keys), *taker.keys, *take)
+                hand.queue(pipe)
                 # Both count only once the replicas have them: the WAIT rides along too.
                 waited, role = acks.add(pipe, keys[0])
-                raw, took, *acked = await pipe.execute(raise_on_error=False)
+                raw, took, *rest = await pipe.execute(raise_on_error=False)
+            handed, acked = hand.split(rest)
             try:
                 acks.check(waited, role, [raw, took, *acked])
             except InfrastructureError as exc:
@@ -531,16 +588,23 @@ class WakeableWorker(Worker):
                     # Redis lost its scripts (a restart): the job ends alone this time,
                     # and the next job's end rides again.
                     await self._load_riding_take()
+            await hand.settle(handed, unacked is None)
         except BaseException:
             self._claim_failed()
+            hand.failed()
             raise
         finally:
             self._claims.settle(claim)
             self.job_counter -= n - len(claimed)
+            hand.close()
         self._start(claimed)
         if isinstance(raw, NoScriptError):
-            # Redis lost its scripts (a restart): the transition, alone, loads it.
-            return await acknowledged(self.pool, script.sha, script.script, keys, args)
+            # Redis lost its scripts (a restart): the transition, alone, loads it. It
+            # pushes no token for a job it hands off, and the claim for it ran before it:
+            # the token comes from here.
+            alone = await acknowledged(self.pool, script.sha, script.script, keys, args)
+            await hand.wake()
+            return alone
         if isinstance(raw, BaseException):
             raise raw
         if unacked is not None:
@@ -606,9 +670,103 @@ class _JobEnd:
         self.keyed = keyed
         self.ended = False
         self._used = False
+        # The claim loop its transition hands its next job to (`takes_from`).
+        self.hand_off: WakeableWorker | None = None
+
+    def takes_from(self, jobs: Iterable[QueuedJob]) -> str | None:
+        if self._used:  # only the job's end rides: nothing is claimed with what follows
+            return None
+        self.hand_off = self.worker._hand_off_to(jobs)
+        return None if self.hand_off is None else self.hand_off.wake_key
 
     async def __call__(self, script: AsyncScript, keys: list[str], args: list[Any]) -> Any:
         if self._used:  # the job's end went already: what comes after goes alone
             return await acknowledged(self.worker.pool, script.sha, script.script, keys, args)
         self._used = True
         return await self.worker._ride(self, script, keys, args)
+
+
+class _HandOff:
+    """A job's end claiming, for a claim loop of its process that waits on a wake-up
+    list, the job its transition enqueued there without a token (`WakeableWorker._ride`).
+
+    The loop's spare slot is taken as the pipeline is built; if it is gone by then, the
+    pipeline pushes the token the transition left out instead. Whatever goes wrong with
+    the claim pushes that token too (or leaves the job to the loop's fallback poll, at
+    most `idle_poll_s` later, when Redis cannot be reached): a hand-off never strands
+    a job."""
+
+    def __init__(self, sleeper: WakeableWorker | None) -> None:
+        self.sleeper = sleeper
+        self.reserved = False
+        self.claim = 0
+        self.took = 0  # jobs its claim took
+        if sleeper is not None and sleeper._armed and sleeper._spare and sleeper.allow_pick_jobs:
+            sleeper._spare = False
+            sleeper.job_counter += 1
+            self.reserved = True
+            self.claim = sleeper._claims.open()
+
+    def queue(self, pipe: Any) -> None:
+        sleeper = self.sleeper
+        if sleeper is None:
+            return
+        taker = sleeper.taker
+        if self.reserved:
+            # Behind a token, as far as the claim's tokens go: it takes the job the
+            # transition pushed none for, and leaves the others' tokens be.
+            args = taker.args(1, claim=self.claim)
+            pipe.evalsha(taker.sha, len(taker.keys), *taker.keys, *args, "1")
+        else:
+            pipe.lpush(sleeper.wake_key, "1")
+
+    def split(self, rest: list[Any]) -> tuple[Any, list[Any]]:
+        """(the hand-off's reply, the replies after it) of the pipeline's last replies."""
+        if self.sleeper is None:
+            return None, rest
+        return rest[0], rest[1:]
+
+    async def settle(self, reply: Any, acked: bool) -> None:
+        """Start the job claimed (when the replicas have the claim), or wake the loop."""
+        sleeper = self.sleeper
+        if sleeper is None or not self.reserved:
+            return
+        if isinstance(reply, BaseException) or not acked:
+            sleeper._claim_failed()
+            await self.wake()
+            return
+        _, claimed = sleeper.taker.taken(reply)
+        self.took = len(claimed)
+        sleeper.job_counter += len(claimed)  # _start's slots, counted; close() frees the spare
+        sleeper._handed.update(job.job_id for job in claimed)
+        sleeper._start(claimed, run=sleeper.allow_pick_jobs)
+
+    def failed(self) -> None:
+        if self.sleeper is not None and self.reserved:
+            self.sleeper._claim_failed()
+
+    def close(self) -> None:
+        """Free the spare slot (a claimed job holds its own, counted in `settle`)."""
+        sleeper = self.sleeper
+        if sleeper is None or not self.reserved:
+            return
+        self.reserved = False
+        sleeper._claims.settle(self.claim)
+        sleeper.job_counter -= 1
+        if not self.took:
+            # Nothing to hand (a result before the step's last one enqueues no job): the
+            # slot is kept back again while the loop still waits.
+            sleeper._spare = sleeper._spare or sleeper._armed
+        if sleeper.job_counter < sleeper.max_jobs:
+            sleeper._capacity.set()
+
+    async def wake(self) -> None:
+        """Push the token the transition left out for the loop."""
+        sleeper = self.sleeper
+        if sleeper is None:
+            return
+        try:
+            await sleeper.pool.lpush(sleeper.wake_key, "1")  # type: ignore[misc]
+        except Exception as exc:  # its fallback poll claims it
+            if not is_transient(exc):
+                log.exception("worker %s: waking its claim loop failed", sleeper.worker_id)

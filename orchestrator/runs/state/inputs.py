@@ -29,6 +29,10 @@ class TransitionInput(Transition):
 
     run_id: str
     retention_s: int = DEFAULT_RETENTION_S
+    # The wake-up list a worker sending this transition claims from in the same round
+    # trip (machine/store.py: `Ride.takes_from`): the first ready job enqueued there
+    # pushes no wake-up token (enqueue.lua).
+    rider_wake: str | None = None
 
 
 class CreateRun(TransitionInput):
