@@ -13,6 +13,7 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
+from agentq.orchestrator.redis.bounded_pool import BoundedConnectionPool
 from agentq.serve import (
     api_docs,
     batches,
@@ -49,6 +50,9 @@ def create_app(config: ServeConfig) -> FastAPI:
             update={"redis_max_connections": config.limits.redis_connections}
         )
         client = Client(config.redis_url, settings=settings)
+        pool = client.redis.connection_pool
+        if isinstance(pool, BoundedConnectionPool):
+            pool.timeout = config.limits.redis_wait_s
         client.runs.on_end(metrics.run_ended)
         app.state.client = client
         app.state.feeds = RunFeeds(client)

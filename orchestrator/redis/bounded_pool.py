@@ -1,0 +1,84 @@
+"""A connection pool of at most N connections whose callers take turns, fairly and
+without a convoy: `AGENTQ_REDIS_MAX_CONNECTIONS` (serve's AGENTQ_SERVE_REDIS_CONNECTIONS).
+
+redis-py's `BlockingConnectionPool` hands a connection back under the same lock every
+caller waiting for one takes, and an asyncio lock changes hands once per turn of the
+event loop. Two thousand requests arriving at once queue on that lock, so a connection
+whose command has finished stays "in use" until its release has waited behind all of
+them: on a starved CPU (a turn of the loop costs a second) the pool runs dry with every
+connection idle, and the waiters give up with "No connection available". Here a
+connection comes back at once (a semaphore's release does not wait) and the callers
+queue on the semaphore, first come first served.
+
+A caller that waits longer than the pool's `timeout` for one of them gets
+`PoolBusyError`: the connections are all busy with other callers' commands, Redis
+answers; this is not "cannot reach Redis" (serve answers 429 and Retry-After).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import redis.asyncio as aioredis
+from redis.asyncio.connection import AbstractConnection
+
+from agentq.orchestrator.core.errors import InfrastructureError
+
+
+class PoolBusyError(InfrastructureError):
+    """Every connection of a bounded pool stayed busy for the pool's whole wait: Redis
+    answers, this process has more callers than connections (retryable)."""
+
+    def __init__(self, max_connections: int, waited_s: float) -> None:
+        super().__init__(
+            f"all {max_connections} Redis connections of this process stayed busy for "
+            f"{waited_s:g} s",
+            retryable=True,
+        )
+        self.max_connections = max_connections
+
+
+class BoundedConnectionPool(aioredis.ConnectionPool):
+    """At most `max_connections` connections; a caller past them waits its turn for up
+    to `timeout` seconds (`PoolBusyError` then)."""
+
+    def __init__(self, *, timeout: float, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.timeout = timeout
+        self._turns = asyncio.Semaphore(self.max_connections)
+
+    def reset(self) -> None:
+        super().reset()  # type: ignore[no-untyped-call]
+        self._turns = asyncio.Semaphore(self.max_connections)
+
+    async def get_connection(self, *_: Any, **__: Any) -> AbstractConnection:
+        if self._turns.locked():
+            try:
+                async with asyncio.timeout(self.timeout):
+                    await self._turns.acquire()
+            except TimeoutError:
+                raise PoolBusyError(self.max_connections, self.timeout) from None
+        else:
+            await self._turns.acquire()  # free: returns without yielding
+        try:
+            connection: AbstractConnection = self.get_available_connection()  # type: ignore[no-untyped-call]
+        except BaseException:
+            self._turns.release()
+            raise
+        try:
+            # Outside any lock (the base pool connects under one): connecting costs
+            # round trips, and the other callers need not wait for them.
+            await self.ensure_connection(connection)
+        except BaseException:
+            await self.release(connection)
+            raise
+        return connection
+
+    async def release(self, connection: AbstractConnection) -> None:
+        mine = connection in self._in_use_connections  # a turn to give back
+        try:
+            await super().release(connection)
+        finally:
+            if mine:
+                self._turns.release()
