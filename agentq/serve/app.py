@@ -57,6 +57,8 @@ def create_app(config: ServeConfig) -> FastAPI:
         app.state.client = client
         app.state.feeds = RunFeeds(client)
         app.state.signer = Signer((await token_secret(client, config)).encode())
+        if isinstance(pool, BoundedConnectionPool):
+            await pool.fill()  # Redis answered: a burst of requests will not connect
         app.state.call_feeds = CallFeeds(client)
         app.state.remote = RemoteService(client, config.remote_tools)
         await app.state.remote.start()

@@ -22,6 +22,7 @@ from typing import Any
 
 import redis.asyncio as aioredis
 from redis.asyncio.connection import AbstractConnection
+from redis.exceptions import RedisError
 
 from agentq.orchestrator.core.errors import InfrastructureError
 
@@ -74,6 +75,20 @@ class BoundedConnectionPool(aioredis.ConnectionPool):
             await self.release(connection)
             raise
         return connection
+
+    async def fill(self) -> None:
+        """Open every connection now, so a burst of callers later never waits for one to
+        connect (on a starved CPU a connect's handshake can outlast its timeout). At
+        best: those Redis refuses (its `maxclients`) are connected on demand as before."""
+        opened: list[AbstractConnection] = []
+        try:
+            for _ in range(self.max_connections):
+                opened.append(await self.get_connection())
+        except RedisError:
+            pass
+        finally:
+            for connection in opened:
+                await self.release(connection)
 
     async def release(self, connection: AbstractConnection) -> None:
         mine = connection in self._in_use_connections  # a turn to give back

@@ -53,7 +53,7 @@ def test_a_request_past_every_busy_connection_is_a_429_not_a_503(
 
         # Both connections made (connecting is not what is measured here).
         assert {r.status_code for r in asyncio.run(at_once())} == {404}
-        redis.Redis.from_url(paused_redis.url).execute_command("CLIENT", "PAUSE", PAUSE_MS, "ALL")
+        redis.Redis.from_url(paused_redis.url).client_pause(PAUSE_MS, all=True)
         answers = asyncio.run(at_once())
 
         busy = [r for r in answers if r.status_code == 429]
