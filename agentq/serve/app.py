@@ -13,7 +13,6 @@ from fastapi.responses import FileResponse, HTMLResponse
 from fastapi.staticfiles import StaticFiles
 
 from agentq.orchestrator.client import Client
-from agentq.orchestrator.redis.bounded_pool import BoundedConnectionPool
 from agentq.serve import (
     api_docs,
     batches,
@@ -47,18 +46,16 @@ def create_app(config: ServeConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings = config.settings.model_copy(
-            update={"redis_max_connections": config.limits.redis_connections}
+            update={
+                "redis_max_connections": config.limits.redis_connections,
+                "redis_pool_wait_s": config.limits.redis_wait_s,
+            }
         )
         client = Client(config.redis_url, settings=settings)
-        pool = client.redis.connection_pool
-        if isinstance(pool, BoundedConnectionPool):
-            pool.timeout = config.limits.redis_wait_s
         client.runs.on_end(metrics.run_ended)
         app.state.client = client
         app.state.feeds = RunFeeds(client)
         app.state.signer = Signer((await token_secret(client, config)).encode())
-        if isinstance(pool, BoundedConnectionPool):
-            await pool.fill()  # Redis answered: a burst of requests will not connect
         app.state.call_feeds = CallFeeds(client)
         app.state.remote = RemoteService(client, config.remote_tools)
         await app.state.remote.start()

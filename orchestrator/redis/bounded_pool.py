@@ -48,12 +48,16 @@ class BoundedConnectionPool(aioredis.ConnectionPool):
         super().__init__(**kwargs)
         self.timeout = timeout
         self._turns = asyncio.Semaphore(self.max_connections)
+        self._filled = False
 
     def reset(self) -> None:
         super().reset()  # type: ignore[no-untyped-call]
         self._turns = asyncio.Semaphore(self.max_connections)
 
     async def get_connection(self, *_: Any, **__: Any) -> AbstractConnection:
+        if not self._filled:
+            self._filled = True
+            await self.fill()
         if self._turns.locked():
             try:
                 async with asyncio.timeout(self.timeout):
@@ -77,9 +81,10 @@ class BoundedConnectionPool(aioredis.ConnectionPool):
         return connection
 
     async def fill(self) -> None:
-        """Open every connection now, so a burst of callers later never waits for one to
-        connect (on a starved CPU a connect's handshake can outlast its timeout). At
-        best: those Redis refuses (its `maxclients`) are connected on demand as before."""
+        """Open every connection (at first use), so a burst of callers later never waits
+        for one to connect: on a starved CPU a connect's handshake inside the burst
+        outlasted its timeout. At best: those Redis refuses (its `maxclients`) or that
+        fail are connected on demand, as before."""
         opened: list[AbstractConnection] = []
         try:
             for _ in range(self.max_connections):

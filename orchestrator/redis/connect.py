@@ -89,9 +89,7 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
             pool = sentinel_pool(url, **timeouts)
         elif conf.redis_max_connections is not None:
             # A bounded pool makes a caller wait its turn for a connection rather than fail.
-            pool = BoundedConnectionPool.from_url(
-                url, timeout=conf.redis_connect_timeout_s, **timeouts
-            )
+            pool = BoundedConnectionPool.from_url(url, timeout=conf.redis_pool_wait_s, **timeouts)
         else:
             pool = aioredis.ConnectionPool.from_url(url, **timeouts)
         pool.connection_class = lean(pool.connection_class)
