@@ -1,14 +1,14 @@
 """A connection pool of at most N connections whose callers take turns, fairly and
 without a convoy: `AGENTQ_REDIS_MAX_CONNECTIONS` (serve's AGENTQ_SERVE_REDIS_CONNECTIONS).
 
-redis-py's `BlockingConnectionPool` hands a connection back under the same lock every
-caller waiting for one takes, and an asyncio lock changes hands once per turn of the
-event loop. Two thousand requests arriving at once queue on that lock, so a connection
-whose command has finished stays "in use" until its release has waited behind all of
-them: on a starved CPU (a turn of the loop costs a second) the pool runs dry with every
-connection idle, and the waiters give up with "No connection available". Here a
-connection comes back at once (a semaphore's release does not wait) and the callers
-queue on the semaphore, first come first served.
+redis-py's `BlockingConnectionPool`, given the connect timeout (5 s) as its wait: and
+on a CPU starved by a burst of requests (2,000 at once on two shared cores) one turn of
+the event loop took seconds: connections held by ordinary one-pipeline reads stayed "in
+use" for 6-15 s, and callers got 503 "No connection available" although Redis answered.
+It also hands a connection back under the lock every waiter takes (one hand-over per
+turn of the loop) and the base pool connects under a lock. Here callers queue on a
+semaphore, first come first served, a connection comes back at once, connecting happens
+outside any lock, and every connection is opened at first use (not inside a burst).
 
 A caller that waits longer than the pool's `timeout` for one of them gets
 `PoolBusyError`: the connections are all busy with other callers' commands, Redis
