@@ -64,6 +64,7 @@ SERVE_LIMITS = (
     "events_per_second",
     "heartbeat_s",
     "redis_connections",
+    "redis_wait_s",
     "max_streams",
     "streams_per_tenant",
     "list_scan_runs",

@@ -46,7 +46,10 @@ def create_app(config: ServeConfig) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         settings = config.settings.model_copy(
-            update={"redis_max_connections": config.limits.redis_connections}
+            update={
+                "redis_max_connections": config.limits.redis_connections,
+                "redis_pool_wait_s": config.limits.redis_wait_s,
+            }
         )
         client = Client(config.redis_url, settings=settings)
         client.runs.on_end(metrics.run_ended)

@@ -31,6 +31,10 @@ class Limits:
     # Redis connections of the process: followers share one read per partition and lease
     # long-polls one per queue, so this bounds the process whatever its callers hold.
     redis_connections: int = 32
+    # How long a request waits its turn for one of them (first come, first served) before
+    # it is answered 429 `redis_connections`: a queue behind other requests' commands, not
+    # a Redis that does not answer (that is the connect and socket timeouts' 503).
+    redis_wait_s: float = 30.0
     max_streams: int = 10_000  # event streams, `?wait=` and long-polls held by the process
     streams_per_tenant: int = 1_000  # ... and by one tenant
     list_scan_runs: int = 2_000  # the runs one filtered `GET /v1/runs` reads at most

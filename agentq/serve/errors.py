@@ -22,6 +22,7 @@ from agentq.orchestrator.core.errors import (
     StartTimeError,
     TenantLimitError,
 )
+from agentq.orchestrator.redis.bounded_pool import PoolBusyError
 from agentq.orchestrator.redis.faults import infrastructure_error
 
 
@@ -132,6 +133,11 @@ def install(app: FastAPI) -> None:
             return _respond(400, "invalid_request", exc.message, "start_at")
         if isinstance(exc, SpecError):
             return _respond(422, "invalid_request", exc.message, "spec")
+        if isinstance(exc, PoolBusyError):
+            # Redis answers: this process has more requests than connections right now.
+            busy = f"{exc.message}: try again (AGENTQ_SERVE_REDIS_CONNECTIONS)"
+            headers = {"Retry-After": "1"}
+            return _respond(429, "rate_limited", busy, headers=headers, limit="redis_connections")
         return _respond(503, "unavailable", exc.message)
 
     @app.exception_handler(RedisError)

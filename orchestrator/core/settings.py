@@ -42,10 +42,12 @@ class Settings(BaseSettings):
     redis_connect_timeout_s: float = Field(default=5.0, gt=0)
     redis_socket_timeout_s: float = Field(default=10.0, gt=0)
     redis_health_check_s: float = Field(default=15.0, ge=0)
-    # At most this many connections to Redis per process (unset: as many as needed). A
-    # caller past it waits up to the connect timeout for one to come back, then gets a
-    # retryable InfrastructureError. `agentq serve` sets it (its `redis_connections`).
+    # At most this many connections to Redis per process (unset: as many as needed), all
+    # opened at first use. A caller past them waits its turn (first come, first served)
+    # up to `redis_pool_wait_s`, then gets a retryable PoolBusyError (redis/bounded_pool.py).
+    # `agentq serve` sets both (its `redis_connections` and `redis_wait_s`).
     redis_max_connections: int | None = Field(default=None, ge=2)
+    redis_pool_wait_s: float = Field(default=30.0, gt=0)
     # How long a waiting client keeps reconnecting through an outage when the caller
     # gave it no timeout of its own.
     redis_retry_s: float = Field(default=60.0, gt=0)

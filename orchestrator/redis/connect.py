@@ -23,6 +23,7 @@ from agentq.orchestrator.core.envelopes import deserialize, serialize
 from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.settings import Settings
 from agentq.orchestrator.redis.acks import ReplicaAcks, use_acks
+from agentq.orchestrator.redis.bounded_pool import BoundedConnectionPool
 from agentq.orchestrator.redis.cluster import cluster_client, is_cluster_url, sync_cluster_client
 from agentq.orchestrator.redis.lean import lean
 from agentq.orchestrator.redis.sentinel import (
@@ -87,10 +88,8 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
         if is_sentinel_url(url):
             pool = sentinel_pool(url, **timeouts)
         elif conf.redis_max_connections is not None:
-            # A bounded pool makes a caller wait for a connection rather than fail.
-            pool = aioredis.BlockingConnectionPool.from_url(
-                url, timeout=conf.redis_connect_timeout_s, **timeouts
-            )
+            # A bounded pool makes a caller wait its turn for a connection rather than fail.
+            pool = BoundedConnectionPool.from_url(url, timeout=conf.redis_pool_wait_s, **timeouts)
         else:
             pool = aioredis.ConnectionPool.from_url(url, **timeouts)
         pool.connection_class = lean(pool.connection_class)
