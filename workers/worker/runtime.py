@@ -6,7 +6,9 @@ bookkeeping. Here each enqueue also pushes a token onto the queue's wake-up list
 a worker with free slots waits on that list with BLPOP and, in the same round trip,
 claims up to its free slots with one Lua call (`claims.TAKE`), whose reply carries
 each job's payload and delivery count. A job's end rides in the round trip of its
-last run transition, with the claim of the next jobs. The wait times out after
+last run transition, with the claim of the next jobs; when the job that transition
+enqueues goes to a queue this process's own claim loop waits on, no token is pushed and
+that loop's claim rides in the same round trip (`arq_worker._HandOff`). The wait times out after
 `idle_poll_s` as the fallback poll (deferred jobs falling due), so an idle worker
 sleeps.
 
