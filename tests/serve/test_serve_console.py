@@ -106,10 +106,14 @@ class Page:
         return str(self.driver.current_url).split("#/runs/", 1)[1]
 
     def rows(self) -> list[str]:
-        from selenium.webdriver.common.by import By
-
-        found = self.driver.find_elements(By.CSS_SELECTOR, "#runs tbody tr")
-        return [str(row.get_attribute("data-run-id")) for row in found]
+        """The listed runs' ids, read in one script: a row at a time (a round trip each)
+        took seconds on a loaded machine, and a list redrawn under the reads went stale
+        at every try."""
+        ids = self.driver.execute_script(
+            "return Array.from(document.querySelectorAll('#runs tbody tr'),"
+            " row => row.getAttribute('data-run-id'))"
+        )
+        return [str(run_id) for run_id in ids]
 
 
 def submit(server: ServeProcess, spec: dict[str, Any]) -> str:

@@ -57,6 +57,7 @@ async def test_a_delayed_run_is_cancelled_before_it_starts(start: Start) -> None
         (time.time() - 60, "in the past"),
         (datetime(2030, 1, 1, 9, 0), "no time zone"),
     ],
+    ids=["in-the-past", "no-time-zone"],  # the same in every xdist process (not the time)
 )
 async def test_a_bad_start_time_creates_nothing(
     start: Start, start_at: float | datetime, says: str
