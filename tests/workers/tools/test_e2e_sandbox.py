@@ -71,7 +71,9 @@ def _containers_holding(token: str) -> int:
 
     client = docker.from_env()
     found = 0
-    for container in client.containers.list(filters={"label": "agentq.sandbox=1"}):
+    # Other tests' sandboxes come and go meanwhile (the suite runs in parallel processes).
+    listed = client.containers.list(filters={"label": "agentq.sandbox=1"}, ignore_removed=True)
+    for container in listed:
         try:
             code, output = container.exec_run(["cat", "/work/token"])
         except docker.errors.APIError:  # removed (or stopping) since it was listed
@@ -235,13 +237,17 @@ async def test_a_hostile_call_does_not_hold_up_the_worker(
 
 @pytest.fixture
 def three_sandbox_workers(redis_url: str) -> Iterator[list[WorkerProcess]]:
+    """Three sandbox workers and a model worker apart: a worker serving both queues takes
+    the call its own model step enqueues (a job's end hands it to its own waiting claim
+    loop, with no wake-up token), so a session's calls would all stay on its owner."""
     _require_sandbox()
-    workers = [WorkerProcess(redis_url, *MODEL_AND_SANDBOX, "-v") for _ in range(3)]
+    workers = [WorkerProcess(redis_url, "--sandbox", "--queue", "sandbox", "-v") for _ in range(3)]
+    model = WorkerProcess(redis_url, "--queue", "model")
     try:
-        wait_ready(*workers, timeout_s=90)
+        wait_ready(*workers, model, timeout_s=90)
         yield workers
     finally:
-        for worker in workers:
+        for worker in [*workers, model]:
             worker.stop()
 
 
