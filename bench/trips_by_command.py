@@ -18,7 +18,9 @@ after a warm-up, and prints
 3. Redis commands per step, by command (`INFO commandstats`: top-level and inside Lua),
    of 20-step runs one after another (one no-op call per step), issue 31's figure;
 4. each hot transition's fixed cost: Redis's time per call of its script up to its own
-   body (the constants and the prelude it keeps), against a script that only returns.
+   body (the constants and the prelude it keeps), against a script that only returns;
+   and that part's Lua alone (the claim's too): Redis's CPU per run of it, run many times
+   inside one script, which a busy machine does not inflate.
 
 `--workers N` runs N worker processes and sums their round trips (how claims behave
 when workers compete). With several counts (`--workers 1,2,4`) each is measured in turn,
@@ -475,6 +477,52 @@ def _fixed_costs(url: str, rounds: int, calls: int) -> dict[str, float]:
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def _looped(piece: str, runs: int) -> str:
+    """A script that runs the Lua `piece` `runs` times (a function body each time, so its
+    locals and closures are built anew, as on each call of the script it comes from)."""
+    return f"for _ = 1, {runs} do\nlocal function piece()\n{piece}\nend\npiece()\nend\nreturn 1"
+
+
+def _prelude_cpu(url: str, rounds: int, runs: int) -> dict[str, float]:
+    """Redis's CPU (µs, `INFO cpu`) per run of each HOT transition's script up to its own
+    body and of the claim's up to its claim (TAKE, with no job to end and none to claim),
+    run `runs` times inside one script: the Lua alone, with no call, arguments, reply or
+    round trip around it, and CPU, not wall time, so a busy machine does not inflate it
+    (medians of `rounds`). What defining the preludes once (Redis Functions) would save
+    per call, at most."""
+    from agentq.orchestrator.runs.store import load_scripts
+    from agentq.workers.queue import claims
+
+    loaded = load_scripts()
+    pieces = {n: loaded[n][: loaded[n].rindex(f"-- {n}: ")] for n in HOT}
+    claim_at = claims.TAKE.find("if n <= 0 or ARGV[1] ~= '1' then")
+    if claim_at > 0:
+        pieces["TAKE"] = claims.TAKE[:claim_at]
+    pieces["none"] = "local x = 1"
+    client = redis.Redis.from_url(url)
+    keys = ["aq:run:{x}", "aq:run:{x}:msgs", "aq:run:{x}:events", "k4", "k5", "k6", "k7", "k8"]
+    arg = json.dumps({"run_id": "x", "at": 0, "retention_s": 60, "step": 0, "events": []})
+    # TAKE's ARGV[2..]: worker w, 0 to claim, no ended job ('' at 9), no tool set given.
+    take = ["w", "0", "60000", "ip:", "job:", "retry:", "lease:", "", "done", "0", "0", "0"]
+    take += ["10", "0", "0", "", "", "0"]
+
+    def cpu_s() -> float:
+        info = client.info("cpu")
+        return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+
+    times: dict[str, list[float]] = collections.defaultdict(list)
+    try:
+        shas = {name: client.script_load(_looped(piece, runs)) for name, piece in pieces.items()}
+        for _ in range(rounds):
+            for name, sha in shas.items():
+                before = cpu_s()
+                client.evalsha(sha, len(keys), *keys, arg, *take)
+                times[name].append((cpu_s() - before) * 1e6 / runs)
+    finally:
+        client.close()
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
 def _python_work(barrier: Any, results: Any, iterations: int) -> None:
     """A fixed piece of a worker's Python, with no Redis, sockets or event loop: a 2-call
     step's commit and its two results built and serialized as the transitions are sent.
@@ -818,6 +866,16 @@ def main(argv: list[str]) -> int:
     for name in HOT:
         print(f"  {fixed[name]:6.2f}  {name} ({fixed[name] / fixed['none']:.1f}x a bare return)")
     print(f"  {fixed['none']:6.2f}  a script that only returns")
+    with core_bench.redis_server() as url:
+        lua = _prelude_cpu(url, *((1, 200) if args.quick else (5, 2000)))
+    print(
+        "\nthe same, its Lua alone: Redis's CPU per run of it, run many times in one script"
+        " (µs; what defining it once, as a Redis Function, saves a call at most):"
+    )
+    for name in (*HOT, "TAKE"):
+        if name in lua:
+            print(f"  {lua[name]:6.2f}  {name}")
+    print(f"  {lua['none']:6.2f}  a piece that sets one local")
     return 0
 
 
