@@ -17,6 +17,13 @@ share of every job's CPU. Three things here, each the same on the wire as redis-
   through the event loop and an exception per command. Nothing buffered and nothing on
   the socket (the common case) is answered here at once; anything else is asked of
   redis-py's own check, which reads it or raises as before.
+- a read's deadline, armed only when the reply must be waited for: redis-py arms one
+  (`asyncio.timeout`: a timer scheduled and cancelled) around every reply it reads,
+  though the replies after a pipeline's first are mostly in the buffer already (Redis
+  answers a pipeline in one write). A reply hiredis has whole in its buffer is taken
+  at once, with redis-py's handling of what it holds (an error reply raised, a
+  connection error disconnecting). A transport that reads replies its own way
+  (sentinel's) reads them all as before.
 
 `lean` gives the class for the transport the URL chose (plain, TLS, Unix socket,
 sentinel-managed).
@@ -30,9 +37,11 @@ from collections.abc import Iterable
 from typing import Any, cast
 
 import hiredis
+from redis._parsers.hiredis import NOT_ENOUGH_DATA
 from redis.asyncio.connection import AbstractConnection
 from redis.connection import HiredisRespSerializer
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
@@ -41,6 +50,11 @@ _PACKER = HiredisRespSerializer()
 
 class LeanConnection(AbstractConnection):
     """What `lean` adds to a transport's connection class."""
+
+    # Whether the transport reads replies as redis-py's base does: one that reads them its
+    # own way (sentinel's turns a demoted primary's READONLY into a connection error, so
+    # the pool asks the sentinels again) reads every reply itself (`lean` sets this).
+    _reads_as_base = True
 
     def pack_command(self, *args: EncodableT) -> list[bytes]:
         # redis-py annotates each argument as a list; they are a command's arguments.
@@ -89,6 +103,61 @@ class LeanConnection(AbstractConnection):
             return False
         return cast(bool, await super().can_read_destructive())  # type: ignore[no-untyped-call]
 
+    async def read_response(
+        self,
+        disable_decoding: bool = False,
+        timeout: float | None = None,  # noqa: ASYNC109  # redis-py's signature
+        *,
+        disconnect_on_error: bool = True,
+        push_request: bool | None = False,
+    ) -> Any:
+        """redis-py's, but a reply already whole in the buffer is taken without a deadline
+        (see the module's docstring)."""
+        if not self._reads_as_base:
+            return await super().read_response(
+                disable_decoding,
+                timeout,
+                disconnect_on_error=disconnect_on_error,
+                push_request=push_request,
+            )
+        try:
+            response = self._buffered_reply(disable_decoding)
+        except BaseException:  # a protocol error: the connection cannot be read on
+            if disconnect_on_error:
+                await self.disconnect(nowait=True)
+            raise
+        if response is NOT_ENOUGH_DATA:
+            return await super().read_response(
+                disable_decoding,
+                timeout,
+                disconnect_on_error=disconnect_on_error,
+                push_request=push_request,
+            )
+        # What hiredis's parser raises of a reply (redis-py's _AsyncHiredisParser), and
+        # then redis-py's read: it disconnects.
+        first = response[0] if isinstance(response, list) and response else response
+        failed = first if isinstance(first, RedisConnectionError) else None
+        if failed is not None:
+            if disconnect_on_error:
+                await self.disconnect(nowait=True)
+            raise failed
+        if self.health_check_interval:
+            self.next_health_check = asyncio.get_running_loop().time() + self.health_check_interval
+        if isinstance(response, ResponseError):
+            raise response from None
+        return response
+
+    def _buffered_reply(self, disable_decoding: bool) -> Any:
+        """The next reply if hiredis's reader holds it whole, else NOT_ENOUGH_DATA (nothing
+        taken from the reader)."""
+        parser = self._parser
+        reader = getattr(parser, "_reader", None)
+        if not isinstance(reader, hiredis.Reader) or not getattr(parser, "_connected", False):
+            return NOT_ENOUGH_DATA
+        if not reader.has_data():
+            return NOT_ENOUGH_DATA
+        return reader.gets(False) if disable_decoding else reader.gets()
+
     def _nothing_pending(self) -> bool:
         """Whether the connection surely holds no reply: none parsed and none buffered
         (hiredis's reader, the stream's buffer), the stream open and its socket not
@@ -117,7 +186,10 @@ def lean(connection_class: type[AbstractConnection]) -> type[AbstractConnection]
     pool of a process shares it)."""
     made = _LEAN.get(connection_class)
     if made is None:
+        reads_as_base = connection_class.read_response is AbstractConnection.read_response
         made = _LEAN[connection_class] = type(
-            f"Lean{connection_class.__name__}", (LeanConnection, connection_class), {}
+            f"Lean{connection_class.__name__}",
+            (LeanConnection, connection_class),
+            {"_reads_as_base": reads_as_base},
         )
     return made

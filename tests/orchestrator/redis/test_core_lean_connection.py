@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from redis.asyncio.connection import Connection, SSLConnection, UnixDomainSocketConnection
+from redis.asyncio.sentinel import SentinelManagedConnection
 from redis.exceptions import DataError
 
 from agentq.orchestrator.redis.connect import connect
@@ -50,3 +51,13 @@ def test_the_bytes_are_redis_py_s(command: tuple[Any, ...]) -> None:
 def test_an_argument_redis_cannot_take_is_a_data_error(bad: object) -> None:
     with pytest.raises(DataError):
         lean(Connection)().pack_command("SET", "k", bad)  # type: ignore[arg-type]
+
+
+def test_a_transport_that_reads_replies_its_own_way_reads_every_one_itself() -> None:
+    """Sentinel's connection turns a demoted primary's READONLY into a connection error
+    (the pool then asks the sentinels for the new one): no reply may skip its read."""
+    sentinel: Any = lean(SentinelManagedConnection)
+    assert not sentinel._reads_as_base
+    for transport in (Connection, SSLConnection, UnixDomainSocketConnection):
+        made: Any = lean(transport)
+        assert made._reads_as_base

@@ -6,13 +6,16 @@ late write, a reply left unread, a closed connection. On a real redis-server."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import resource
 import socket
 from collections.abc import Coroutine, Generator
 from typing import Any
 
 import pytest
+import redis.asyncio.connection as redis_connection
 from redis.asyncio.connection import Connection
+from redis.exceptions import BusyLoadingError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from agentq.orchestrator.redis.connect import connect
@@ -83,6 +86,9 @@ async def test_a_connection_with_a_reply_left_unread_is_not_handed_out(redis_url
 async def test_a_connection_past_a_thousand_descriptors_is_checked(redis_url: str) -> None:
     """A process holding over a thousand sockets (`agentq serve` with its waiters) gets
     descriptors past select's FD_SETSIZE: the pool's check must still answer."""
+    # Garbage of earlier tests (a client never closed) collected mid-test would free a
+    # low descriptor for the connection: collected first.
+    gc.collect()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(max(soft, 2048), hard), hard))
     filler = [socket.socket() for _ in range(1100)]
@@ -146,3 +152,56 @@ async def test_a_write_the_peer_never_reads_is_late_as_redis_py_s_is() -> None:
     finally:
         await conn.disconnect()
         server.close()
+
+
+async def test_a_pipeline_s_replies_after_the_first_are_read_without_a_deadline(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Redis answers a pipeline in one write: the replies after the first are whole in the
+    buffer, taken without a timer armed and cancelled for each; what they hold is handled
+    as redis-py does (an error reply in its place, or raised)."""
+    client = connect(redis_url)
+    await client.set("k", "v")
+    armed: list[float | None] = []
+    timeout = vars(redis_connection)["async_timeout"]
+
+    def counting(delay: float | None) -> Any:
+        armed.append(delay)
+        return timeout(delay)
+
+    monkeypatch.setattr(redis_connection, "async_timeout", counting)
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.get("k")
+            pipe.incr("k")  # not an integer: an error reply, between two good ones
+            pipe.exists("k")
+            got = await pipe.execute(raise_on_error=False)
+        assert got[0] == b"v"
+        assert got[2] == 1
+        assert isinstance(got[1], ResponseError)
+        assert len(armed) == 1  # the first reply's wait
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.get("k")
+            pipe.incr("k")
+            with pytest.raises(ResponseError):
+                await pipe.execute()
+        assert await client.get("k") == b"v"  # the connection reads on, in step
+    finally:
+        await client.aclose()
+
+
+async def test_a_reply_the_buffer_holds_raises_a_connection_error_and_disconnects(
+    redis_url: str,
+) -> None:
+    client = connect(redis_url)
+    await client.ping()
+    conn: Any = await client.connection_pool.get_connection()
+    try:
+        # A reply hiredis parses into a connection error (redis-py's parse_error).
+        conn._parser._reader.feed(b"-LOADING Redis is loading the dataset in memory\r\n")
+        with pytest.raises(BusyLoadingError):
+            await conn.read_response()
+        assert not conn.is_connected
+    finally:
+        await client.connection_pool.release(conn)
+        await client.aclose()
