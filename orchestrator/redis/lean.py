@@ -113,13 +113,6 @@ class LeanConnection(AbstractConnection):
     ) -> Any:
         """redis-py's, but a reply already whole in the buffer is taken without a deadline
         (see the module's docstring)."""
-        if not self._reads_as_base:
-            return await super().read_response(
-                disable_decoding,
-                timeout,
-                disconnect_on_error=disconnect_on_error,
-                push_request=push_request,
-            )
         try:
             response = self._buffered_reply(disable_decoding)
         except BaseException:  # a protocol error: the connection cannot be read on
@@ -135,9 +128,8 @@ class LeanConnection(AbstractConnection):
             )
         # What hiredis's parser raises of a reply (redis-py's _AsyncHiredisParser), and
         # then redis-py's read: it disconnects.
-        first = response[0] if isinstance(response, list) and response else response
-        failed = first if isinstance(first, RedisConnectionError) else None
-        if failed is not None:
+        failed = response[0] if isinstance(response, list) and response else response
+        if isinstance(failed, RedisConnectionError):
             if disconnect_on_error:
                 await self.disconnect(nowait=True)
             raise failed
@@ -149,7 +141,9 @@ class LeanConnection(AbstractConnection):
 
     def _buffered_reply(self, disable_decoding: bool) -> Any:
         """The next reply if hiredis's reader holds it whole, else NOT_ENOUGH_DATA (nothing
-        taken from the reader)."""
+        taken from the reader; always, on a transport that reads replies its own way)."""
+        if not self._reads_as_base:
+            return NOT_ENOUGH_DATA
         parser = self._parser
         reader = getattr(parser, "_reader", None)
         if not isinstance(reader, hiredis.Reader) or not getattr(parser, "_connected", False):
