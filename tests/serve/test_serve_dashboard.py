@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.support.browser import shown_text
 from tests.support.infra import REPO
 from tests.support.serve import ServeProcess
 from tests.support.specs import calls, scripted
@@ -44,7 +45,7 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
         again, unless the run has already left `awaiting` (what the action is for)."""
 
         def attempt(driver: WebDriver) -> bool:
-            if "awaiting" not in driver.find_element(By.ID, "run-status").text:
+            if "awaiting" not in (shown_text(driver, "#run-status") or ""):
                 return True
             action(driver.find_element(By.CSS_SELECTOR, css))
             return True  # done, unless the element went stale under the action (retried)
@@ -95,7 +96,7 @@ def test_watch_a_run_and_approve_a_call_by_clicking(
             (By.CSS_SELECTOR, 'tr[data-run-id="needs-approval"] .status'), "awaiting"
         )
     )
-    assert "worker" in browser.find_element(By.ID, "fleet").text
+    assert "worker" in (shown_text(browser, "#fleet") or "")
 
     browser.find_element(By.CSS_SELECTOR, 'tr[data-run-id="needs-approval"]').click()
     approve_button = (By.CSS_SELECTOR, 'button.approve[data-call-id="call-add"]')
@@ -209,7 +210,7 @@ def test_follow_a_batch_to_its_failed_lines_run(server: ServeProcess, browser: o
     failed = '#batch-failures tr[data-line="2"]'
     wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, failed), "q1"))
     link = f"{failed} a"
-    run_id = wait.until(when.presence_of_element_located((By.CSS_SELECTOR, link))).text
+    run_id = str(wait.until(lambda driver: shown_text(driver, link)))
     assert run_id.startswith("web1.")
     click_until(link, lambda driver: driver.current_url.endswith(f"#/runs/{run_id}"))
     wait.until(when.text_to_be_present_in_element((By.ID, "run-id"), run_id))
@@ -403,18 +404,14 @@ def test_schedules_are_listed_paused_and_followed_to_their_runs(
     browser.get(server.url + "/#/schedules")
     row = 'tr[data-schedule="pulse"]'
     wait.until(when.text_to_be_present_in_element((By.CSS_SELECTOR, f"{row} .cron"), "* * * * * *"))
-    wait.until(lambda driver: int(driver.find_element(By.CSS_SELECTOR, f"{row} .fired").text) >= 1)
+    wait.until(lambda driver: int(shown_text(driver, f"{row} .fired") or 0) >= 1)
 
     def paused(driver: WebDriver) -> bool:
-        return bool(driver.find_element(By.CSS_SELECTOR, f"{row} .next").text == "paused")
+        return shown_text(driver, f"{row} .next") == "paused"
 
     click_until(f"{row} button.pause", paused)
     assert httpx.get(f"{server.url}/v1/schedules/pulse", timeout=30).json()["paused"] is True
-    # Read in the wait: the row is redrawn every second, and a link found a moment ago goes
-    # stale under a later read.
-    run_id = WebDriverWait(
-        browser, 60, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)
-    ).until(lambda driver: driver.find_element(By.CSS_SELECTOR, f"{row} a").text)
+    run_id = str(wait.until(lambda driver: shown_text(driver, f"{row} a")))
     click_until(f"{row} a", lambda driver: driver.current_url.endswith(f"#/runs/{run_id}"))
     wait.until(when.text_to_be_present_in_element((By.ID, "run-id"), run_id))
     wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "succeeded"))

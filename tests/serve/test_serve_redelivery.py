@@ -21,6 +21,7 @@ import pytest
 
 from agentq.orchestrator.client import Client
 from tests.serve.test_serve_chat import AI_SDK, node
+from tests.support.browser import shown_text
 from tests.support.serve import ServeProcess
 from tests.support.specs import scripted
 from tests.support.waiting import eventually
@@ -107,6 +108,6 @@ def test_the_dashboard_does_not_repeat_a_redelivered_step(
     assert cancel.status_code == 200, cancel.text
     wait.until(when.text_to_be_present_in_element((By.ID, "run-status"), "cancelled"))
     wait.until(when.text_to_be_present_in_element((By.ID, "steps"), "Hello world"))
-    steps = browser.find_element(By.ID, "steps").text
+    steps = shown_text(browser, "#steps") or ""
     assert "Hello Hello" not in steps
     assert "zombie" not in steps

@@ -64,3 +64,16 @@ def requested_urls(driver: Any) -> list[str]:
         if message["method"] == "Network.requestWillBeSent":
             urls.append(str(message["params"]["request"]["url"]))
     return urls
+
+
+def shown_text(driver: Any, css: str) -> str | None:
+    """The text the first element matching `css` shows, or None when there is none, read
+    in one script. A page that redraws itself replaces its elements between a
+    `find_element` and a read of `.text` (the found element is then stale); a script runs
+    between two of the page's own tasks, so it sees one whole drawing."""
+    text = driver.execute_script(
+        "const element = document.querySelector(arguments[0]);"
+        " return element === null ? null : element.innerText.trim();",
+        css,
+    )
+    return None if text is None else str(text)
