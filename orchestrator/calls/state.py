@@ -19,7 +19,6 @@ from pydantic import BaseModel, ConfigDict, model_validator
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.queued_job import QueuedJob
 from agentq.orchestrator.machine.transition import Transition
-from agentq.orchestrator.runs.state.inputs import DEFAULT_RETENTION_S
 from agentq.orchestrator.runs.state.status import Outcome
 
 
@@ -40,10 +39,10 @@ class CallField(StrEnum):
 
 
 class CallTransitionInput(Transition):
-    """What every call transition reads: which call, how long it is kept."""
+    """What every call transition reads: which call. How long it is kept,
+    `retention_s`, is the store's to add (machine/store.py), once, from its settings."""
 
     call_id: str
-    retention_s: int = DEFAULT_RETENTION_S
 
 
 class CreateCall(CallTransitionInput):

@@ -59,6 +59,12 @@ def _spill_payload(
 SentJob = Annotated[QueuedJob, WrapSerializer(_spill_payload, when_used="json")]
 
 
+# What a store adds to every transition's input from its own settings, once (a model
+# field beside it would be sent twice, the default then overridden): scripts read it as
+# `A.retention_s` like the model's fields.
+ADDED_BY_STORE = frozenset({"retention_s"})
+
+
 def script_args(transition: BaseModel, *, retention_s: int | None = None) -> list[str]:
     """A transition's input as its script reads it: ARGV[1] the model's own JSON (written
     once by pydantic-core, with `retention_s` added to the object it closes: a transition

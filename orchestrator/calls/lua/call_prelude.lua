@@ -3,7 +3,7 @@
 --
 -- KEYS[1] the call's hash, KEYS[2] its event stream; both carry the call id's hash tag.
 -- ARGV[1] the transition's input model as JSON: `A`. Read here: A.call_id, A.at,
---   A.retention_s (CallTransitionInput's own fields).
+--   A.retention_s (CallTransitionInput's own fields; retention_s the store adds).
 -- Every script returns reply(...): one JSON object, {outcome = OUT.*, ...}, and checks
 -- before it writes, so a refused transition writes nothing. reply, emit and enqueue are
 -- the includes every machine shares (orchestrator/machine/lua/).

@@ -8,8 +8,8 @@
 --   the same hash tag (its partition's), and so do its job ids and the queues its jobs
 --   go to (QueuedJob's keys, built in Python): a transition touches one slot.
 -- ARGV[1] the transition's input model (orchestrator/runs/state/inputs.py) as JSON: `A`.
---   Read here: A.run_id, A.at, A.retention_s, A.rider_wake (TransitionInput's own fields;
---   rider_wake: enqueue.lua's).
+--   Read here: A.run_id, A.at, A.rider_wake (TransitionInput's own fields; rider_wake:
+--   enqueue.lua's) and A.retention_s (the store adds it: ADDED_BY_STORE).
 --   A field the input model types `Spilled` (machine/transition.py: JSON stored or sent as
 --   it is) is not in ARGV[1] but beside it: A names it by its index, read as ARGV[A.field]
 --   (a list of them: spilled_all).

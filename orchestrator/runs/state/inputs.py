@@ -25,10 +25,10 @@ ANSWER_TTL_S = 3600
 
 
 class TransitionInput(Transition):
-    """What every run transition reads: whose run, and how long an ended run is kept."""
+    """What every run transition reads: whose run. How long an ended run is kept,
+    `retention_s`, is the store's to add (machine/store.py), once, from its settings."""
 
     run_id: str
-    retention_s: int = DEFAULT_RETENTION_S
     # The wake-up list a worker sending this transition claims from in the same round
     # trip (machine/store.py: `Ride.takes_from`): the first ready job enqueued there
     # pushes no wake-up token (enqueue.lua).

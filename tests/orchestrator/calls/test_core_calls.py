@@ -21,6 +21,7 @@ from agentq.orchestrator.calls.state import CALL_INPUTS, CallTransitionInput
 from agentq.orchestrator.core.errors import UnknownToolError
 from agentq.orchestrator.core.keys import RUN_ID_PATTERN
 from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.machine.transition import ADDED_BY_STORE
 from agentq.orchestrator.tools import ToolAnnouncement, registry_key
 
 pytestmark = pytest.mark.unit
@@ -115,7 +116,7 @@ def test_media_parts_are_found_in_content_and_artifacts() -> None:
 
 
 LUA = resources.files("agentq.orchestrator.calls") / "lua"
-BASE = set(CallTransitionInput.model_fields)
+BASE = set(CallTransitionInput.model_fields) | ADDED_BY_STORE
 
 
 def _reads(source: str) -> set[str]:

@@ -20,6 +20,7 @@ from agentq.orchestrator.core.messages import (
     Usage,
 )
 from agentq.orchestrator.machine import scripts
+from agentq.orchestrator.machine.transition import ADDED_BY_STORE
 from agentq.orchestrator.runs.state import (
     INPUTS,
     USAGE_FIELDS,
@@ -37,7 +38,7 @@ pytestmark = pytest.mark.unit
 LUA = resources.files("agentq.orchestrator.runs") / "lua"
 # The prelude with the shared helpers it includes (orchestrator/machine/lua/).
 PRELUDE = scripts.expand((LUA / "prelude.lua").read_text())
-BASE_FIELDS = set(TransitionInput.model_fields)
+BASE_FIELDS = set(TransitionInput.model_fields) | ADDED_BY_STORE
 
 
 def _source(model: type[TransitionInput]) -> str:

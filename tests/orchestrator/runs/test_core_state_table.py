@@ -378,7 +378,7 @@ STATES = LIVE + _ended(RunStatus.FAILED) + _ended(RunStatus.CANCELLED)
 
 def _probe(name: str, call: str) -> Callable[[RunStore], Awaitable[Reply]]:
     result = result_args(RUN, 0, _result(call))
-    fields = result.model_dump(exclude={"run_id", "at", "retention_s"})
+    fields = result.model_dump(exclude={"run_id", "at"})
     probes: dict[str, Callable[[RunStore], Awaitable[Reply]]] = {
         "create_same": lambda s: s.create(_create()),
         "create_other": lambda s: s.create(_create("another")),
