@@ -972,6 +972,7 @@ def serve(
     from agentq.orchestrator.tools.remote import load_remote_tools
     from agentq.serve.auth import load_keys
     from agentq.serve.config import ServeConfig, limits_from_env, load_agents
+    from agentq.serve.preflight import check_layout
     from agentq.serve.server import refusal
     from agentq.serve.server import serve as run_server
 
@@ -1005,6 +1006,9 @@ def serve(
     refused = refusal(config, host, insecure)
     if refused:
         fail(refused, EXIT_BAD_INPUT)
+    unchecked = guarded(check_layout)(redis_url, settings)
+    if unchecked:
+        click.echo(f"agentq serve: {unchecked}", err=True)
     if keys is None:
         click.echo(
             "agentq serve: no API keys configured (AGENTQ_API_KEYS): "

@@ -16,6 +16,9 @@ records; a worker that stops cleanly as the last one lets it go at once. A runni
 worker whose beat finds another layout in the key does nothing new: the newcomer is
 the one that refuses, so an upgrade that would mix layouts fails visibly (the new
 workers exit, the old keep serving) instead of corrupting runs.
+
+`agentq serve` writes run state too: at its start it makes the same two checks
+(`check`) and claims nothing.
 """
 
 from __future__ import annotations
@@ -38,10 +41,10 @@ class MixedFleetError(InfrastructureError):
     """A worker of one state layout would join live workers of another."""
 
 
-def refusal(ours: int, theirs: int, who: str) -> MixedFleetError:
+def refusal(ours: int, theirs: int, who: str, this: str = "this worker") -> MixedFleetError:
     """The one line the operator reads: both layouts, and what to do."""
     return MixedFleetError(
-        f"this worker reads and writes the run state in layout {describe(ours)}, but {who} "
+        f"{this} reads and writes the run state in layout {describe(ours)}, but {who} "
         f"on this Redis use layout {describe(theirs)}: workers of two layouts would corrupt "
         "each other's runs, so this one does not start. Drain the old pool first (scale it "
         "to zero), then start the new one; see "
@@ -66,6 +69,20 @@ async def join(redis: Redis, layout: int) -> None:
     held = await claim(redis, layout)
     if held != layout:
         raise refusal(layout, held, f"workers that started or beat within {WORKER_STALE_S:g} s")
+
+
+async def check(redis: Redis, layout: int, this: str) -> None:
+    """For a process that writes run state beside the fleet without being one of its
+    workers (`agentq serve`: a submit, an approval, a cancel): raise `MixedFleetError`
+    if live workers, or the fleet's layout key, are of another layout. It claims
+    nothing: a fleet is its workers, and a server alone leaves the key free."""
+    others = [w for w in await live_workers(redis) if w.layout != layout]
+    if others:
+        raise refusal(layout, others[0].layout, _workers(others), this)
+    held = await redis.get(LAYOUT)
+    if held is not None and int(text(held)) != layout:
+        who = f"workers that started or beat within {WORKER_STALE_S:g} s"
+        raise refusal(layout, int(text(held)), who, this)
 
 
 async def leave(redis: Redis, layout: int) -> None:

@@ -1,0 +1,80 @@
+"""`agentq serve` refuses to start beside a fleet of another run-state layout
+(`serve/preflight.py`, `fleet/layout_guard.check`), against a real redis-server and a real
+`agentq serve` process: one line naming both layouts, exit code 3, nothing listening. A
+server claims no layout, and a Redis that does not answer yet does not stop it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import redis
+
+from agentq.orchestrator.core.settings import Settings
+from agentq.orchestrator.fleet import listings
+from agentq.orchestrator.fleet.layout import STATE_LAYOUT, TEST_OVERRIDE
+from agentq.orchestrator.fleet.layout_guard import LAYOUT, UPGRADE_DOC
+from agentq.serve.preflight import check_layout
+from tests.support.infra import REPO, free_port
+from tests.support.serve import ServeProcess
+from tests.workers.worker.test_integration_layout_epoch import beat_as_before_layouts
+
+pytestmark = pytest.mark.integration
+
+EXIT_INFRASTRUCTURE = 3
+NEWER = STATE_LAYOUT + 1
+
+
+def refused(redis_url: str, env: dict[str, str] | None = None) -> str:
+    """`agentq serve`'s exit (code 3) and its one line of refusal."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agentq", "serve", "--redis", redis_url, "--port", str(free_port())],
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == EXIT_INFRASTRUCTURE, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("agentq: ")]
+    assert line.startswith("agentq: this server reads and writes the run state in layout ")
+    assert "Drain the old pool first" in line
+    assert UPGRADE_DOC in line
+    return line
+
+
+def test_a_server_refuses_a_fleet_of_an_earlier_release(redis_url: str) -> None:
+    admin = redis.Redis.from_url(redis_url)
+    beat_as_before_layouts(admin, "old-worker-1")
+    line = refused(redis_url)
+    assert f"layout {STATE_LAYOUT}, but live workers (old-worker-1 on old-host)" in line
+    assert "use layout 0 (a release from before layouts were recorded)" in line
+    assert admin.get(LAYOUT) is None  # a server claims nothing
+
+
+def test_a_server_of_another_release_refuses_the_fleets_layout_key(redis_url: str) -> None:
+    # Workers of this release started a moment ago: the key is theirs, no record yet.
+    admin = redis.Redis.from_url(redis_url)
+    admin.set(LAYOUT, str(STATE_LAYOUT), px=int(listings.WORKER_STALE_S * 1000))
+    line = refused(redis_url, env={TEST_OVERRIDE: str(NEWER)})
+    assert f"layout {NEWER}, but workers that started or beat within" in line
+    assert f"use layout {STATE_LAYOUT}:" in line
+    assert admin.get(LAYOUT) == str(STATE_LAYOUT).encode()
+
+    # The fleet's own release starts, and claims nothing either.
+    server = ServeProcess(redis_url)
+    try:
+        assert "layout was not checked" not in server.log()
+    finally:
+        server.stop()
+    assert admin.get(LAYOUT) == str(STATE_LAYOUT).encode()
+
+
+async def test_a_redis_that_does_not_answer_leaves_the_layout_unchecked() -> None:
+    said = await check_layout(f"redis://127.0.0.1:{free_port()}/0", Settings())
+    assert said is not None
+    assert said.startswith("Redis did not answer (")
+    assert said.endswith("the fleet's state layout was not checked")
