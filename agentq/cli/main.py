@@ -1006,9 +1006,19 @@ def serve(
     refused = refusal(config, host, insecure)
     if refused:
         fail(refused, EXIT_BAD_INPUT)
-    unchecked = guarded(check_layout)(redis_url, settings)
-    if unchecked:
-        click.echo(f"agentq serve: {unchecked}", err=True)
+    silent = guarded(check_layout)(redis_url, settings)
+    if silent is not None and config.token_secret is None:
+        fail(
+            f"cannot reach Redis: {silent} (serve reads its token secret there as it starts;"
+            " with $AGENTQ_TOKEN_SECRET set it starts before Redis answers)",
+            EXIT_INFRASTRUCTURE,
+        )
+    if silent is not None:
+        click.echo(
+            f"agentq serve: Redis did not answer ({silent}): the fleet's state layout was not"
+            " checked",
+            err=True,
+        )
     if keys is None:
         click.echo(
             "agentq serve: no API keys configured (AGENTQ_API_KEYS): "

@@ -3,8 +3,8 @@ layout works on its Redis (orchestrator/fleet/layout_guard.py). A server writes 
 state as a worker does (a submit, an approval, a cancel), so one of another release
 beside the fleet would corrupt runs the same way.
 
-A Redis that does not answer yet is not a reason to refuse: the server starts as
-before (its doors answer 503 until Redis does) and says the layout went unchecked."""
+A Redis that does not answer yet is the caller's to judge (`agentq serve` starts
+without it when nothing else it needs at start is kept there)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ ANSWER_S = 5.0  # beyond the connect timeout, for the check's few commands
 
 
 async def check_layout(redis_url: str, settings: Settings) -> str | None:
-    """Raise `MixedFleetError` if the fleet on `redis_url` is of another layout; a line
-    to print when Redis did not answer (the check skipped), else None."""
+    """Raise `MixedFleetError` if the fleet on `redis_url` is of another layout; why,
+    when Redis did not answer (the check not made), else None."""
     if is_memory_url(redis_url):
         return None  # this process's own Redis: no fleet of another release is on it
     redis = connect(redis_url, settings)
@@ -31,15 +31,11 @@ async def check_layout(redis_url: str, settings: Settings) -> str | None:
         async with asyncio.timeout(settings.redis_connect_timeout_s + ANSWER_S):
             await layout_guard.check(redis, this_layout(), THIS)
     except TimeoutError:
-        return _unchecked("no answer in time")
+        return "no answer in time"
     except Exception as exc:
         if not is_transient_redis(exc):
             raise
-        return _unchecked(str(exc))
+        return str(exc).rstrip(".")
     finally:
         await redis.aclose()
     return None
-
-
-def _unchecked(why: str) -> str:
-    return f"Redis did not answer ({why}): the fleet's state layout was not checked"

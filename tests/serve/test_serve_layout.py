@@ -73,8 +73,35 @@ def test_a_server_of_another_release_refuses_the_fleets_layout_key(redis_url: st
     assert admin.get(LAYOUT) == str(STATE_LAYOUT).encode()
 
 
-async def test_a_redis_that_does_not_answer_leaves_the_layout_unchecked() -> None:
-    said = await check_layout(f"redis://127.0.0.1:{free_port()}/0", Settings())
-    assert said is not None
-    assert said.startswith("Redis did not answer (")
-    assert said.endswith("the fleet's state layout was not checked")
+def test_a_redis_that_does_not_answer_leaves_the_layout_unchecked() -> None:
+    """With its token secret given, a server starts before Redis answers (as it always
+    did) and says what it could not check; without, it cannot start, and says so in one
+    line rather than the startup's traceback."""
+    silent = f"redis://127.0.0.1:{free_port()}/0"
+    server = ServeProcess(silent, env={"AGENTQ_TOKEN_SECRET": "s" * 32})
+    try:
+        assert "the fleet's state layout was not checked" in server.log()
+        assert "Redis did not answer (Error 111 connecting" in server.log()
+    finally:
+        server.stop()
+
+    done = subprocess.run(
+        [sys.executable, "-m", "agentq", "serve", "--redis", silent, "--port", str(free_port())],
+        env={k: v for k, v in os.environ.items() if k != "AGENTQ_TOKEN_SECRET"}
+        | {"PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert done.returncode == EXIT_INFRASTRUCTURE, done.stderr
+    assert "Traceback" not in done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("agentq: ")]
+    assert line.startswith("agentq: cannot reach Redis: Error 111 connecting")
+    assert line.endswith("with $AGENTQ_TOKEN_SECRET set it starts before Redis answers)")
+
+
+async def test_the_check_says_why_it_was_not_made() -> None:
+    why = await check_layout(f"redis://127.0.0.1:{free_port()}/0", Settings())
+    assert why is not None
+    assert why.startswith("Error 111 connecting")
