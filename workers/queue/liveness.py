@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import redis
+from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 from agentq.orchestrator.concurrency import slots
@@ -107,14 +108,27 @@ async def reap_pass(redis: Redis, cadence: Cadence) -> Reaping:
     slots): a worker found dead stays dead to this pass; one whose lease lapses and is
     taken again within the pass may lose a claim it made meanwhile (it runs again
     elsewhere), as when it lapses just after a claim."""
-    gate = redis.register_script(REAP_GATE)
-    if not await gate(keys=[REAPER], args=cadence.args()):
-        return Reaping(0, None)
     parts = list(keys.partitions())
-    async with redis.pipeline(transaction=False) as pipe:
-        for p in parts:
-            pipe.smembers(holders_key(p))
-        members = await pipe.execute()
+    # The gate and the holders sets in one round trip: the sets are read for nothing when
+    # the gate says not to look (another reaper looked within `look_ms`), which is rare
+    # now that one process of a fleet passes (workers/worker/upkeep.py).
+    gate = scripts.sha(REAP_GATE)
+    for _ in range(2):
+        async with redis.pipeline(transaction=False) as pipe:
+            # (As a command: a cluster's pipeline refuses its `evalsha` method.)
+            pipe.execute_command("EVALSHA", gate, 1, REAPER, *cadence.args())
+            for p in parts:
+                pipe.smembers(holders_key(p))
+            replies = await pipe.execute(raise_on_error=False)
+        if not isinstance(replies[0], redis_errors.NoScriptError):
+            break
+        await redis.script_load(REAP_GATE)  # Redis lost its scripts (a restart)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    if not replies[0]:
+        return Reaping(0, None)
+    members = replies[1:]
     held = [
         (p, m.decode() if isinstance(m, bytes) else str(m))
         for p, ids in zip(parts, members, strict=True)

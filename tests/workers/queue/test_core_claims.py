@@ -38,6 +38,7 @@ from agentq.workers.queue.claims import (
 from agentq.workers.queue.liveness import (
     ARQ_RETRY_PREFIX,
     Cadence,
+    Reaping,
     held_jobs,
     holders_key,
     jobs_key,
@@ -228,20 +229,20 @@ async def test_a_reaper_waits_a_lease_only_after_a_look_that_found_no_job_held(
     [job] = await enqueue(redis, 1)
 
     nobody = await reap_pass(redis, cadence)  # no lease listed at all
-    assert nobody == (0, False)
+    assert nobody == Reaping(0, False)
     assert cadence.after(nobody) == 1.0
 
     taker = await worker(redis, "w1")
     _, claimed = await taker.take(taker.args(1))
     assert ids(claimed) == [job]
     holding = await reap_pass(redis, cadence)
-    assert holding == (0, True)
+    assert holding == Reaping(0, True)
     assert cadence.after(holding) == 0.25
 
     await taker.take(taker.args(0, job, "done"))  # its job ended: the mark alone is left
     assert await cast(Any, redis.hlen(jobs_key("w1"))) == 1
     idle = await reap_pass(redis, cadence)
-    assert idle == (0, False)
+    assert idle == Reaping(0, False)
     assert cadence.after(idle) == 1.0
 
     # After that idle look, a worker claims and dies: the next look reaps its job, and
@@ -252,7 +253,7 @@ async def test_a_reaper_waits_a_lease_only_after_a_look_that_found_no_job_held(
     assert ids(claimed) == [again]
     await redis.delete(liveness_key("w2"))
     reaped = await reap_pass(redis, cadence)
-    assert reaped == (1, True)
+    assert reaped == Reaping(1, True)
     assert cadence.after(reaped) == 0.25
     assert await ready(redis, dying) == [again]
 
@@ -261,9 +262,10 @@ async def test_a_reaper_pass_the_gate_kept_from_looking_or_that_failed_is_follow
     redis: Redis,
 ) -> None:
     cadence = Cadence(every_s=0.25, gap_ms=60_000, steady_ms=0, look_ms=60_000, idle_every_s=1.0)
-    assert await reap_pass(redis, cadence) == (0, False)  # looks
+    await redis.script_flush()  # Redis lost its scripts (a restart): the pass loads them
+    assert await reap_pass(redis, cadence) == Reaping(0, False)  # looks
     kept = await reap_pass(redis, cadence)  # another look within look_ms: the gate says no
-    assert kept == (0, None)
+    assert kept == Reaping(0, None)
     assert cadence.after(kept) == 0.25
     assert cadence.after(None) == 0.25
 
