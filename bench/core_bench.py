@@ -120,7 +120,9 @@ class Sizes:
     # standing arq worker, alternated round by round: worker CPU per job against raw arq's
     # is the median of the rounds' ratios, so one noisy sample cannot decide it.
     cpu_rounds: int
-    idle_s: float  # how long the idle worker's CPU is read
+    # How long the idle worker's CPU is read (clock ticks: 0.1% resolution at 10 s), a
+    # second after its last job; the only agentq worker on its Redis, it holds the upkeep turn.
+    idle_s: float
     # Two worker processes, recovery after SIGKILL, the upkeep of 1,000 calls in flight and
     # the cluster row each start worker processes (and Redis servers) of their own: ~45 s.
     slow_rows: bool
@@ -136,7 +138,7 @@ FULL = Sizes(
     arq_chain=60,
     embedded_runs=7,
     cpu_rounds=5,
-    idle_s=3.0,
+    idle_s=10.0,
     slow_rows=True,
     quick=False,
 )
@@ -710,6 +712,8 @@ async def measure_budget(
     print("  history measured", flush=True)
     await hop_budget.embedded_vs_real(sizes.embedded_runs, budget)
     print("  embedded measured", flush=True)
+    if not sizes.quick:
+        await asyncio.sleep(1.0)  # past the last runs' ends
     budget.idle_cpu_pct = await hop_budget.idle_cpu_pct(worker_pid, sizes.idle_s)
     if not sizes.slow_rows:
         return

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol
 
 import redis
+from redis import exceptions as redis_errors
 from redis.asyncio import Redis
 
 from agentq.orchestrator.concurrency import slots
@@ -84,34 +85,68 @@ REAP_PARTITION = scripts.load(
 )["reap_partition"]
 
 
+class Reaping(NamedTuple):
+    """What one reaper pass did and saw."""
+
+    reaped: int  # jobs re-delivered
+    # Whether any lease held a job when it looked (None: the gate let it not look). A
+    # pass that saw none lets the next one wait longer (`Cadence.after`).
+    in_flight: bool | None
+
+
 async def reap_lapsed(redis: Redis, cadence: Cadence) -> int:
+    """One reaper pass (`reap_pass`): how many jobs it re-delivered."""
+    return (await reap_pass(redis, cadence)).reaped
+
+
+async def reap_pass(redis: Redis, cadence: Cadence) -> Reaping:
     """One reaper pass: re-deliver the jobs of every worker (or remote lease) whose lease
-    lapsed, partition by partition (each script touches one slot). Returns how many.
+    lapsed, partition by partition (each script touches one slot), and say whether any
+    lease held a job.
 
     The liveness keys are read apart from the partitions' scripts (they live on other
     slots): a worker found dead stays dead to this pass; one whose lease lapses and is
     taken again within the pass may lose a claim it made meanwhile (it runs again
     elsewhere), as when it lapses just after a claim."""
-    gate = redis.register_script(REAP_GATE)
-    if not await gate(keys=[REAPER], args=cadence.args()):
-        return 0
     parts = list(keys.partitions())
-    async with redis.pipeline(transaction=False) as pipe:
-        for p in parts:
-            pipe.smembers(holders_key(p))
-        members = await pipe.execute()
+    # The gate and the holders sets in one round trip: the sets are read for nothing when
+    # the gate says not to look (another reaper looked within `look_ms`), which is rare
+    # now that one process of a fleet passes (workers/worker/upkeep.py).
+    gate = scripts.sha(REAP_GATE)
+    for _ in range(2):
+        async with redis.pipeline(transaction=False) as pipe:
+            # (As a command: a cluster's pipeline refuses its `evalsha` method.)
+            pipe.execute_command("EVALSHA", gate, 1, REAPER, *cadence.args())
+            for p in parts:
+                pipe.smembers(holders_key(p))
+            replies = await pipe.execute(raise_on_error=False)
+        if not isinstance(replies[0], redis_errors.NoScriptError):
+            break
+        await redis.script_load(REAP_GATE)  # Redis lost its scripts (a restart)
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+    if not replies[0]:
+        return Reaping(0, None)
+    members = replies[1:]
     held = [
         (p, m.decode() if isinstance(m, bytes) else str(m))
         for p, ids in zip(parts, members, strict=True)
         for m in ids
     ]
     if not held:
-        return 0
+        return Reaping(0, False)
     ids = sorted({worker_id for _, worker_id in held})
+    # In the same round trip: how many fields each jobs hash holds. Its mark alone (one
+    # field, `LISTED_MARK`: a record is always written with it) is a lease holding no job.
     async with redis.pipeline(transaction=False) as pipe:
         for worker_id in ids:
             pipe.exists(liveness_key(worker_id))
-        alive = dict(zip(ids, await pipe.execute(), strict=True))
+        for p, worker_id in held:
+            pipe.hlen(jobs_key(worker_id, p))
+        replies = await pipe.execute()
+    alive = dict(zip(ids, replies[: len(ids)], strict=True))
+    in_flight = any(int(fields) > 1 for fields in replies[len(ids) :])
     reap = redis.register_script(REAP_PARTITION)
     reaped = 0
     for p, worker_id in held:
@@ -127,7 +162,7 @@ async def reap_lapsed(redis: Redis, cadence: Cadence) -> int:
                     ],
                 )
             )
-    return reaped
+    return Reaping(reaped, in_flight)
 
 
 class Cadence(NamedTuple):
@@ -138,9 +173,25 @@ class Cadence(NamedTuple):
     gap_ms: int  # passes further apart than this: Redis was away (a gap)
     steady_ms: int  # after a gap, nothing is reaped for this long
     look_ms: int  # one look at the workers per this long, whichever reaper passes
+    # After a look that found no lease holding a job, the next pass waits this long (at
+    # most a lease: see `after`).
+    idle_every_s: float = 0.0
 
     def args(self) -> list[int]:
         return [self.gap_ms, self.steady_ms, self.look_ms]
+
+    def after(self, seen: Reaping | None) -> float:
+        """How long a reaper waits after a pass that saw `seen` (None: it failed).
+
+        A look that found no job held anywhere waits `idle_every_s`, and this keeps the
+        bound: a job held after that look was claimed after it, so its worker died after
+        it too; the next look (within a lease of that death) sees the job and the passes
+        are quick again, so the job is re-delivered within a lease and a pass of its
+        worker's death, as when every pass is quick. Nothing else is slowed: a pass that
+        saw a job, reaped one, did not look or failed is followed by a quick one."""
+        if seen is not None and seen.in_flight is False and not seen.reaped:
+            return max(self.every_s, self.idle_every_s)
+        return self.every_s
 
 
 def reap_cadence(lease_s: float) -> Cadence:
@@ -157,6 +208,7 @@ def reap_cadence(lease_s: float) -> Cadence:
         gap_ms=gap_ms,
         steady_ms=max(gap_ms, int(lease_s * 1000)),
         look_ms=int(every_s * 1000 / 2),
+        idle_every_s=lease_s,
     )
 
 

@@ -97,7 +97,7 @@ from agentq.workers.queue.liveness import (
     LeaseRenewer,
     liveness_key,
     reap_cadence,
-    reap_lapsed,
+    reap_pass,
 )
 from agentq.workers.steps.hooks import hook_announcements
 from agentq.workers.steps.llm_guard import serve_llm_guard
@@ -394,19 +394,23 @@ class WorkerRuntime:
             return
         # Redis counts as steady while reapers pass at least this often; after a gap,
         # live workers get time to renew before anyone's jobs are re-delivered.
+        # (Slower while no lease holds a job: `Cadence.after`.)
         cadence = reap_cadence(self.settings.lease_s)
+        wait_s = cadence.every_s
         while True:
-            await asyncio.sleep(cadence.every_s)
+            await asyncio.sleep(wait_s)
             raise_if_cancel_requested()
+            wait_s = cadence.every_s
             if not upkeep.held():
                 continue
-            reaped = await OUTAGE.periodic_pass(
-                partial(reap_lapsed, redis, cadence),
+            seen = await OUTAGE.periodic_pass(
+                partial(reap_pass, redis, cadence),
                 failure=f"worker {self.worker_id}: reaping lapsed workers failed",
                 log=log,
             )
-            if reaped:
-                log.info("re-delivered %d job(s) of workers whose lease lapsed", reaped)
+            wait_s = cadence.after(seen)
+            if seen is not None and seen.reaped:
+                log.info("re-delivered %d job(s) of workers whose lease lapsed", seen.reaped)
 
     async def _redrive_forever(self) -> None:
         """Re-drive runs whose current step, calls without a run, and batches and their

@@ -38,11 +38,13 @@ from agentq.workers.queue.claims import (
 from agentq.workers.queue.liveness import (
     ARQ_RETRY_PREFIX,
     Cadence,
+    Reaping,
     held_jobs,
     holders_key,
     jobs_key,
     liveness_key,
     reap_lapsed,
+    reap_pass,
 )
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
@@ -215,6 +217,57 @@ async def test_a_dead_workers_claimed_jobs_are_re_delivered_at_their_old_score(
     _, again = await alive.take(alive.args(16))
     assert ids(again) == sorted(jobs)
     assert {c.deliveries for c in again} == {2}  # a death counts
+
+
+async def test_a_reaper_waits_a_lease_only_after_a_look_that_found_no_job_held(
+    redis: Redis,
+) -> None:
+    """A pass says whether any lease held a job (a jobs hash with more than its mark);
+    only after one that found none does the next wait `idle_every_s` (a lease), and a job
+    claimed after that look is seen, and its dead worker's jobs reaped, by the next look."""
+    cadence = Cadence(every_s=0.25, gap_ms=60_000, steady_ms=0, look_ms=0, idle_every_s=1.0)
+    [job] = await enqueue(redis, 1)
+
+    nobody = await reap_pass(redis, cadence)  # no lease listed at all
+    assert nobody == Reaping(0, False)
+    assert cadence.after(nobody) == 1.0
+
+    taker = await worker(redis, "w1")
+    _, claimed = await taker.take(taker.args(1))
+    assert ids(claimed) == [job]
+    holding = await reap_pass(redis, cadence)
+    assert holding == Reaping(0, True)
+    assert cadence.after(holding) == 0.25
+
+    await taker.take(taker.args(0, job, "done"))  # its job ended: the mark alone is left
+    assert await cast(Any, redis.hlen(jobs_key("w1"))) == 1
+    idle = await reap_pass(redis, cadence)
+    assert idle == Reaping(0, False)
+    assert cadence.after(idle) == 1.0
+
+    # After that idle look, a worker claims and dies: the next look reaps its job, and
+    # the pass after it is a quick one again.
+    [again] = await enqueue(redis, 1, run="r2")
+    dying = await worker(redis, "w2")
+    _, claimed = await dying.take(dying.args(1))
+    assert ids(claimed) == [again]
+    await redis.delete(liveness_key("w2"))
+    reaped = await reap_pass(redis, cadence)
+    assert reaped == Reaping(1, True)
+    assert cadence.after(reaped) == 0.25
+    assert await ready(redis, dying) == [again]
+
+
+async def test_a_reaper_pass_the_gate_kept_from_looking_or_that_failed_is_followed_by_a_quick_one(
+    redis: Redis,
+) -> None:
+    cadence = Cadence(every_s=0.25, gap_ms=60_000, steady_ms=0, look_ms=60_000, idle_every_s=1.0)
+    await redis.script_flush()  # Redis lost its scripts (a restart): the pass loads them
+    assert await reap_pass(redis, cadence) == Reaping(0, False)  # looks
+    kept = await reap_pass(redis, cadence)  # another look within look_ms: the gate says no
+    assert kept == Reaping(0, None)
+    assert cadence.after(kept) == 0.25
+    assert cadence.after(None) == 0.25
 
 
 async def test_a_worker_is_listed_once_and_again_after_a_reaper_took_its_jobs(
