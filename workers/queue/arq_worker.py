@@ -556,7 +556,8 @@ class WakeableWorker(Worker):
         """Send a job's last transition and, pipelined behind it, the TAKE that ends the
         job and claims what its slot (and any other free one) can take, and the claim
         that takes the job handed to a waiting claim loop of this process (`end.hand_off`:
-        the transition pushed no token for it)."""
+        the transition pushed no token for it); an end that claims nothing for itself
+        goes in that claim's call (`_HandOff.carries_end`)."""
         n = self._slots_to_claim()
         self.job_counter += n
         claimed: list[Claimed] = []
