@@ -158,6 +158,9 @@ class WakeableWorker(Worker):
         sleepers = _SLEEPERS.setdefault(self.worker_id, {})
         if len(self.takers) == 1 and not is_cluster(self.pool):
             sleepers[self.wake_key] = self
+            # A job's end hands its next job to this loop in a riding TAKE (`_HandOff`):
+            # loaded now, the first hand-off finds it (else that one costs a token).
+            await self._load_riding_take()
         try:
             await self._claim_forever()
         finally:
@@ -553,7 +556,8 @@ class WakeableWorker(Worker):
         """Send a job's last transition and, pipelined behind it, the TAKE that ends the
         job and claims what its slot (and any other free one) can take, and the claim
         that takes the job handed to a waiting claim loop of this process (`end.hand_off`:
-        the transition pushed no token for it)."""
+        the transition pushed no token for it); an end that claims nothing for itself
+        goes in that claim's call (`_HandOff.carries_end`)."""
         n = self._slots_to_claim()
         self.job_counter += n
         claimed: list[Claimed] = []
@@ -563,15 +567,28 @@ class WakeableWorker(Worker):
         try:
             # The job's partition: the same slot as its run's transition.
             taker = self.taker_of(end.job_id)
-            take = taker.args(n, end.job_id, "done", 0, riding=True, claim=claim, keyed=end.keyed)
+            # A job's end that claims nothing for itself rides in the hand-off's claim
+            # (one TAKE call instead of two), when both touch the same jobs hash.
+            carried = n == 0 and hand.carries_end(taker)
             async with pipeline_to(self.pool, keys[0]) as (pipe, acks):
                 pipe.evalsha(script.sha, len(keys), *keys, *args)
-                pipe.evalsha(taker.riding_sha, len(taker.keys), *taker.keys, *take)
-                hand.queue(pipe)
+                if carried:
+                    hand.queue(pipe, end_of=(taker, end.job_id, end.keyed))
+                else:
+                    take = taker.args(
+                        n, end.job_id, "done", 0, riding=True, claim=claim, keyed=end.keyed
+                    )
+                    pipe.evalsha(taker.riding_sha, len(taker.keys), *taker.keys, *take)
+                    hand.queue(pipe)
                 # Both count only once the replicas have them: the WAIT rides along too.
                 waited, role = acks.add(pipe, keys[0])
-                raw, took, *rest = await pipe.execute(raise_on_error=False)
-            handed, acked = hand.split(rest)
+                raw, *rest = await pipe.execute(raise_on_error=False)
+            if carried:
+                took = handed = rest[0]
+                acked = rest[1:]
+            else:
+                took, *rest = rest
+                handed, acked = hand.split(rest)
             try:
                 acks.check(waited, role, [raw, took, *acked])
             except InfrastructureError as exc:
@@ -581,7 +598,8 @@ class WakeableWorker(Worker):
                 unacked = exc
             if not isinstance(took, BaseException) and unacked is None:
                 end.ended = True
-                _, claimed = taker.taken(took)
+                if not carried:  # (a carried end's reply is the hand-off's claim)
+                    _, claimed = taker.taken(took)
             else:
                 self._claim_failed()
                 if isinstance(took, NoScriptError):
@@ -707,12 +725,30 @@ class _HandOff:
             self.reserved = True
             self.claim = sleeper._claims.open()
 
-    def queue(self, pipe: Any) -> None:
+    def carries_end(self, ender: Taker) -> bool:
+        """Whether the claim can end, in the same TAKE call, a job of `ender`'s queue:
+        the loop's slot is reserved and both keep their leases in one jobs hash (the
+        same worker and partition; TAKE's KEYS[9] names the ended job's queue)."""
+        return (
+            self.sleeper is not None
+            and self.reserved
+            and self.sleeper.taker.keys[2] == ender.keys[2]
+        )
+
+    def queue(self, pipe: Any, end_of: tuple[Taker, str, bool] | None = None) -> None:
+        """The claim (or the token), and with `end_of` (`carries_end`: the ender's taker,
+        the job, whether its lease names a concurrency key) the job's end in the same
+        call: a riding TAKE then, which a full Redis refuses whole as the transition."""
         sleeper = self.sleeper
         if sleeper is None:
             return
         taker = sleeper.taker
-        if self.reserved:
+        if end_of is not None:
+            ender, job_id, keyed = end_of
+            args = taker.args(1, job_id, "done", 0, riding=True, claim=self.claim, keyed=keyed)
+            keys = [*taker.keys, ender.queue_key]
+            pipe.evalsha(taker.riding_sha, len(keys), *keys, *args, "1")
+        elif self.reserved:
             # Behind a token, as far as the claim's tokens go: it takes the job the
             # transition pushed none for, and leaves the others' tokens be.
             args = taker.args(1, claim=self.claim)

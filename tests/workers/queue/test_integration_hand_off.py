@@ -18,7 +18,8 @@ from redis.asyncio import Redis
 from agentq import tool
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.settings import Settings
-from agentq.workers.queue import arq_worker
+from agentq.orchestrator.machine import scripts
+from agentq.workers.queue import arq_worker, claims
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.specs import calls, scripted
@@ -112,6 +113,8 @@ async def test_a_hand_off_whose_claim_never_comes_leaves_its_job_to_the_fallback
         return None
 
     monkeypatch.setattr(arq_worker._HandOff, "queue", queue)
+    # (the job's end goes in its own call, not in the claim that never comes)
+    monkeypatch.setattr(arq_worker._HandOff, "carries_end", lambda self, ender: False)
     monkeypatch.setattr(arq_worker._HandOff, "settle", settle)
     spec = scripted(
         calls(("counted", {})), calls(("counted", {})), {"text": "done"}, tools=["counted"]
@@ -119,3 +122,32 @@ async def test_a_hand_off_whose_claim_never_comes_leaves_its_job_to_the_fallback
     # The transitions pushed no token for the jobs handed off: only the poll finds them.
     assert await _run(redis_url, spec, Settings(idle_poll_s=0.2)) == "succeeded"
     assert lost
+
+
+async def test_a_jobs_end_rides_in_the_claim_that_hands_its_next_job_on(redis_url: str) -> None:
+    # Each hop's end and the claim of the job it hands on go in one TAKE call, not two.
+    steps = 6
+    spec = scripted(
+        *[calls(("counted", {})) for _ in range(steps)],
+        {"text": "done"},
+        tools=["counted"],
+        max_steps=steps + 1,
+    )
+    takes = {scripts.sha(claims.TAKE), scripts.sha(claims.TAKE_RIDING)}
+    async with Redis.from_url(redis_url) as redis:
+        await redis.config_set("slowlog-log-slower-than", 0)
+        await redis.config_set("slowlog-max-len", 100_000)
+        await redis.slowlog_reset()
+        assert await _run(redis_url, spec, Settings(idle_poll_s=3600)) == "succeeded"
+        entries = await redis.slowlog_get(-1)
+        await redis.config_set("slowlog-log-slower-than", 10_000)
+    called = 0
+    for entry in entries:
+        words = [w.decode() if isinstance(w, bytes) else str(w) for w in entry["command"].split()]
+        if len(words) > 1 and words[0].upper() == "EVALSHA" and words[1] in takes:
+            called += 1
+    # 13 jobs, 12 hops: one call per job's end (with the claim of the job it hands on),
+    # and a few beside them (each loop's first wait; on this fresh Redis the first
+    # commit_step and record_result find their scripts missing and push a token, whose
+    # claim goes alone). Two calls a hop would be 24 or more (33 before).
+    assert called <= 13 + 8

@@ -2,7 +2,9 @@
 --   end the job it just ran, then claim up to its free slots.
 -- KEYS    queue, wake-up list, worker's jobs hash, holders set, abort set, the queue's
 --         timer set, the worker's tool set, the jobs its last claim passed over (one
---         partition's: one slot).
+--         partition's: one slot); [9] optional: the ended job's queue, when a done end
+--         rides with a claim on another queue (arq_worker._ride: the claim handed to a
+--         claim loop of the same worker waiting on that queue; absent: KEYS[1]).
 -- ARGV    [1] '1' when the worker's lease is held (else it claims nothing), [2] worker id,
 --         [3] how many to claim, [4] in-progress backstop ms, [5] in-progress prefix,
 --         [6] job prefix, [7] retry prefix (a job's deliveries that died), [8] lease
@@ -61,6 +63,7 @@ local queue, wake_list, jobs, holders, aborts = KEYS[1], KEYS[2], KEYS[3], KEYS[
 local progress_prefix, job_prefix, retry_prefix = ARGV[5], ARGV[6], ARGV[7]
 
 local ended = ARGV[9]
+local ended_queue = KEYS[9] or queue  -- (a done end only: a release goes back into KEYS[1])
 -- The worker is in the holders set (what a reaper looks at) while its jobs hash holds
 -- its mark (LEASE.LISTED): both are written together and a reaper removes both (it
 -- deletes the hash), so a claim learns whether to list the worker from the count of
@@ -108,7 +111,7 @@ if ended ~= '' then
     else
       redis.call('DEL', retry_prefix .. ended, job_prefix .. ended)
     end
-    redis.call('ZREM', queue, ended)
+    redis.call('ZREM', ended_queue, ended)
   elseif ours then  -- a release: its delivery was never counted (only a death counts)
     redis.call('DEL', progress)
     if redis.call('ZSCORE', queue, ended) then
