@@ -27,11 +27,11 @@ EXIT_INFRASTRUCTURE = 3
 NEWER = STATE_LAYOUT + 1
 
 
-def refused(redis_url: str, env: dict[str, str] | None = None) -> str:
-    """`agentq serve`'s exit (code 3) and its one line of refusal."""
+def exits_3(redis_url: str, environ: dict[str, str]) -> str:
+    """An `agentq serve` that does not start: exit code 3, and its one line."""
     done = subprocess.run(
         [sys.executable, "-m", "agentq", "serve", "--redis", redis_url, "--port", str(free_port())],
-        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
+        env={**environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
         text=True,
         timeout=120,
@@ -40,6 +40,12 @@ def refused(redis_url: str, env: dict[str, str] | None = None) -> str:
     assert done.returncode == EXIT_INFRASTRUCTURE, done.stderr
     assert "Traceback" not in done.stderr
     [line] = [line for line in done.stderr.splitlines() if line.startswith("agentq: ")]
+    return line
+
+
+def refused(redis_url: str, env: dict[str, str] | None = None) -> str:
+    """`agentq serve`'s exit (code 3) and its one line of refusal."""
+    line = exits_3(redis_url, {**os.environ, **(env or {})})
     assert line.startswith("agentq: this server reads and writes the run state in layout ")
     assert "Drain the old pool first" in line
     assert UPGRADE_DOC in line
@@ -85,18 +91,7 @@ def test_a_redis_that_does_not_answer_leaves_the_layout_unchecked() -> None:
     finally:
         server.stop()
 
-    done = subprocess.run(
-        [sys.executable, "-m", "agentq", "serve", "--redis", silent, "--port", str(free_port())],
-        env={k: v for k, v in os.environ.items() if k != "AGENTQ_TOKEN_SECRET"}
-        | {"PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
-    assert done.returncode == EXIT_INFRASTRUCTURE, done.stderr
-    assert "Traceback" not in done.stderr
-    [line] = [line for line in done.stderr.splitlines() if line.startswith("agentq: ")]
+    line = exits_3(silent, {k: v for k, v in os.environ.items() if k != "AGENTQ_TOKEN_SECRET"})
     assert line.startswith("agentq: cannot reach Redis: Error 111 connecting")
     assert line.endswith("with $AGENTQ_TOKEN_SECRET set it starts before Redis answers)")
 
