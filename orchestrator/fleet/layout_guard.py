@@ -35,13 +35,14 @@ LAYOUT = "aq:layout"  # string: the state layout of the live fleet, for WORKER_S
 UPGRADE_DOC = "docs/deploy/helm.md#upgrading-across-a-change-of-the-run-states-layout"
 _CLAIM = scripts.script("agentq.orchestrator.fleet", "claim_layout")
 _RELEASE = scripts.script("agentq.orchestrator.fleet", "release_layout")
+THIS_WORKER = "this worker"  # who refuses, as the refusal names it
 
 
 class MixedFleetError(InfrastructureError):
     """A worker of one state layout would join live workers of another."""
 
 
-def refusal(ours: int, theirs: int, who: str, this: str = "this worker") -> MixedFleetError:
+def refusal(ours: int, theirs: int, who: str, this: str = THIS_WORKER) -> MixedFleetError:
     """The one line the operator reads: both layouts, and what to do."""
     return MixedFleetError(
         f"{this} reads and writes the run state in layout {describe(ours)}, but {who} "
@@ -63,12 +64,8 @@ async def join(redis: Redis, layout: int) -> None:
     """At a worker's start: raise `MixedFleetError` unless every live worker is of
     `layout`, and claim the key for it (the records first: a worker that refuses
     because of them leaves the key as it was)."""
-    others = [w for w in await live_workers(redis) if w.layout != layout]
-    if others:
-        raise refusal(layout, others[0].layout, _workers(others))
-    held = await claim(redis, layout)
-    if held != layout:
-        raise refusal(layout, held, f"workers that started or beat within {WORKER_STALE_S:g} s")
+    await _refuse_other_records(redis, layout, THIS_WORKER)
+    _refuse_key(layout, await claim(redis, layout), THIS_WORKER)
 
 
 async def check(redis: Redis, layout: int, this: str) -> None:
@@ -76,13 +73,22 @@ async def check(redis: Redis, layout: int, this: str) -> None:
     workers (`agentq serve`: a submit, an approval, a cancel): raise `MixedFleetError`
     if live workers, or the fleet's layout key, are of another layout. It claims
     nothing: a fleet is its workers, and a server alone leaves the key free."""
+    await _refuse_other_records(redis, layout, this)
+    held = await redis.get(LAYOUT)
+    if held is not None:
+        _refuse_key(layout, int(text(held)), this)
+
+
+async def _refuse_other_records(redis: Redis, layout: int, this: str) -> None:
     others = [w for w in await live_workers(redis) if w.layout != layout]
     if others:
         raise refusal(layout, others[0].layout, _workers(others), this)
-    held = await redis.get(LAYOUT)
-    if held is not None and int(text(held)) != layout:
+
+
+def _refuse_key(layout: int, held: int, this: str) -> None:
+    if held != layout:
         who = f"workers that started or beat within {WORKER_STALE_S:g} s"
-        raise refusal(layout, int(text(held)), who, this)
+        raise refusal(layout, held, who, this)
 
 
 async def leave(redis: Redis, layout: int) -> None:
