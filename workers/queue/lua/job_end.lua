@@ -5,6 +5,7 @@
 --   riding end needs no TAKE call of its own.
 -- KEYS    after the transition's own: [-2] the worker's jobs hash, [-1] the job's queue
 -- ARGV    after the transition's own: [-2] the worker id, [-1] the job id
+-- Replies none of its own: the transition's reply is the call's.
 -- Effects as take.lua's done end: the lease record goes; the in-progress key with arq's
 --         job and retry keys when the job was still this worker's (its record here, or
 --         the key naming it), else only arq's keys; the job leaves its queue. A
