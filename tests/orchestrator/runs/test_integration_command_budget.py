@@ -184,7 +184,8 @@ def _inner_by_script(seen: list[dict[str, Any]]) -> collections.Counter[str]:
     # a job's end behind its last transition runs the same script under Lua's shebang
     names |= {hashlib.sha1(src.encode()).hexdigest(): "TAKE" for src in (TAKE, TAKE_RIDING)}
     counts: collections.Counter[str] = collections.Counter()
-    current, group = "", []
+    current = ""
+    group: list[str] = []
 
     def close() -> None:
         ended = _end_of(group) if current.endswith(ENDED) else 0

@@ -469,11 +469,11 @@ async def test_a_jobs_end_inside_its_transition_ends_it_as_take_does_once_it_ret
         end_keys, end_args = taker.end_in(job)
         return await script(keys=[key, *end_keys], args=[how, *end_args])
 
-    def ended(job: str) -> list[Any]:
+    async def ended(job: str) -> list[Any]:
         return [
-            redis.exists(ARQ_JOB_PREFIX + job, ARQ_IN_PROGRESS_PREFIX + job),
-            redis.hexists(jobs_key("w1"), job),
-            redis.zscore(taker.queue_key, job),
+            await redis.exists(ARQ_JOB_PREFIX + job, ARQ_IN_PROGRESS_PREFIX + job),
+            await cast(Any, redis.hexists(jobs_key("w1"), job)),
+            await redis.zscore(taker.queue_key, job),
         ]
 
     assert await call("early", jobs[0]) == b"early"
@@ -487,12 +487,12 @@ async def test_a_jobs_end_inside_its_transition_ends_it_as_take_does_once_it_ret
     finally:
         await redis.config_set("maxmemory", 0)
     for job in jobs[:2]:
-        assert [await x for x in ended(job)] == [0, False, None], job
+        assert await ended(job) == [0, False, None], job
     for job in jobs[2:]:  # still held: the worker ends them
-        assert [await x for x in ended(job)] == [2, True, float("inf")], job
+        assert await ended(job) == [2, True, float("inf")], job
     # An end whose lease a reaper took since (its record gone): arq's keys go, not the
     # in-progress key of the job's new holder.
-    await redis.hdel(jobs_key("w1"), jobs[4])
+    await cast(Any, redis.hdel(jobs_key("w1"), jobs[4]))
     await redis.set(ARQ_IN_PROGRESS_PREFIX + jobs[4], "w2")
     assert await call("late", jobs[4]) == b"late"
     assert await redis.get(ARQ_IN_PROGRESS_PREFIX + jobs[4]) == b"w2"
