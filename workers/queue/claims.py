@@ -18,12 +18,13 @@ which its record says). A job whose run was cancelled before it started, or whos
 payload expired, is cleaned up there and never reaches the worker. A job's end claims
 nothing while the worker's claim loop waits on the wake-up list (the waiting claim
 takes whatever becomes ready), so the end of a job whose run goes on in another queue
-(most) reads no queue, and needs no TAKE call: it goes inside the job's last transition's
-own script (`ending`, `job_end.lua`) when the job's lease names no concurrency key. The job its transition hands on is claimed in the same round
-trip instead, when a claim loop of the same process waits on that job's queue with a
-slot kept for it: the transition pushes no token for that job (enqueue.lua's
-`rider_wake`), and a TAKE for that loop rides behind the end's (`arq_worker._HandOff`);
-a hop then costs no LPUSH and no BLPOP.
+(most) reads no queue, and needs no TAKE call: it goes inside the job's last
+transition's own script (`ending`, `job_end.lua`) when the job's lease names no
+concurrency key. The job its transition hands on is claimed in the same round trip
+instead, when a claim loop of the same process waits on that job's queue with a slot
+kept for it: the transition pushes no token for that job (enqueue.lua's `rider_wake`),
+and a TAKE for that loop rides behind the end's (`arq_worker._HandOff`); a hop then
+costs no LPUSH and no BLPOP.
 
 Timers (jobs due later: a parked call's deadline) wait in the queue's timer set, not in
 the queue (`core/queued_job.py`); TAKE moves those fallen due into the queue before it
