@@ -98,6 +98,12 @@ def _script_names() -> dict[str, str]:
         riding = getattr(claims, "TAKE_RIDING", None)
         if riding is not None:
             sources["TAKE "] = riding
+        # (a transition with a job's end inside it: named as the transition, with `+end`)
+        ending = getattr(claims, "ending", None)
+        if ending is not None:
+            for name, src in list(sources.items()):
+                if name.startswith("lua:") and (ended := ending(src)) is not None:
+                    sources[f"{name}+end"] = ended
     except ImportError:
         from agentq.workers.worker import runtime
 

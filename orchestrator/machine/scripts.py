@@ -224,6 +224,18 @@ def _names(source: str) -> collections.Counter[str]:
     return collections.Counter(_NAME.findall("\n".join(map(_code, source.splitlines()))))
 
 
+def followed(source: str, after: str) -> str | None:
+    """`source` run as a function, then `after` when it returned, and `source`'s reply
+    returned: one script where two calls went (a worker's job end riding in its last
+    transition: workers/queue/claims.py, `ending`). `source`'s every `return` ends only
+    its function, and an error it raises ends the whole call before `after`. None for a
+    script under a shebang (its flags say what Redis lets it do: another script's writes
+    must not ride under them)."""
+    if source.startswith("#!"):
+        return None
+    return f"local __reply = (function()\n{source}\nend)()\n{after}\nreturn __reply\n"
+
+
 def script(package: str, name: str) -> str:
     """One script that needs no constants and no prelude (a worker's own)."""
     return load(package, [name])[name]

@@ -41,6 +41,7 @@ from agentq.orchestrator.core.envelopes import (
 )
 from agentq.orchestrator.core.errors import InfrastructureError
 from agentq.orchestrator.core.queued_job import QueuedJob
+from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.redis.acks import acknowledged, pipeline_to
 from agentq.orchestrator.redis.connect import (
     is_cluster,
@@ -52,6 +53,7 @@ from agentq.workers.queue.claims import (
     Claimed,
     ClaimLedger,
     Taker,
+    ending,
 )
 from agentq.workers.queue.liveness import (
     ARQ_RETRY_PREFIX,
@@ -556,23 +558,29 @@ class WakeableWorker(Worker):
         """Send a job's last transition and, pipelined behind it, the TAKE that ends the
         job and claims what its slot (and any other free one) can take, and the claim
         that takes the job handed to a waiting claim loop of this process (`end.hand_off`:
-        the transition pushed no token for it); an end that claims nothing for itself
-        goes in that claim's call (`_HandOff.carries_end`)."""
+        the transition pushed no token for it). An end that claims nothing for itself
+        goes inside the transition's own script (`claims.ending`: a job without a
+        concurrency key), else in that claim's call (`_HandOff.carries_end`)."""
         n = self._slots_to_claim()
         self.job_counter += n
         claimed: list[Claimed] = []
         unacked: InfrastructureError | None = None
         claim = self._claims.open()
         hand = _HandOff(end.hand_off)
+        # The job's partition: the same slot as its run's transition.
+        taker = self.taker_of(end.job_id)
+        # (the transition's own script when its end goes elsewhere)
+        sent = _Sent(script, keys, args)
+        folded = n == 0 and not end.keyed and sent.fold(taker, end.job_id)
         try:
-            # The job's partition: the same slot as its run's transition.
-            taker = self.taker_of(end.job_id)
             # A job's end that claims nothing for itself rides in the hand-off's claim
             # (one TAKE call instead of two), when both touch the same jobs hash.
-            carried = n == 0 and hand.carries_end(taker)
+            carried = n == 0 and not folded and hand.carries_end(taker)
             async with pipeline_to(self.pool, keys[0]) as (pipe, acks):
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-                if carried:
+                pipe.evalsha(sent.sha, len(sent.keys), *sent.keys, *sent.args)
+                if folded:
+                    hand.queue(pipe)
+                elif carried:
                     hand.queue(pipe, end_of=(taker, end.job_id, end.keyed))
                 else:
                     take = taker.args(
@@ -583,14 +591,17 @@ class WakeableWorker(Worker):
                 # Both count only once the replicas have them: the WAIT rides along too.
                 waited, role = acks.add(pipe, keys[0])
                 raw, *rest = await pipe.execute(raise_on_error=False)
-            if carried:
+            if folded:
+                took = raw  # (the end's outcome is the transition's)
+                handed, acked = hand.split(rest)
+            elif carried:
                 took = handed = rest[0]
                 acked = rest[1:]
             else:
                 took, *rest = rest
                 handed, acked = hand.split(rest)
             try:
-                acks.check(waited, role, [raw, took, *acked])
+                acks.check(waited, role, [raw, *([] if folded else [took]), *acked])
             except InfrastructureError as exc:
                 # Neither the transition nor the claim is safe yet: the transition fails
                 # as on any Redis error (its job retries it), and the jobs claimed are
@@ -598,9 +609,9 @@ class WakeableWorker(Worker):
                 unacked = exc
             if not isinstance(took, BaseException) and unacked is None:
                 end.ended = True
-                if not carried:  # (a carried end's reply is the hand-off's claim)
+                if not carried and not folded:  # (a carried end's reply is the claim's)
                     _, claimed = taker.taken(took)
-            else:
+            elif not folded:
                 self._claim_failed()
                 if isinstance(took, NoScriptError):
                     # Redis lost its scripts (a restart): the job ends alone this time,
@@ -617,10 +628,12 @@ class WakeableWorker(Worker):
             hand.close()
         self._start(claimed)
         if isinstance(raw, NoScriptError):
-            # Redis lost its scripts (a restart): the transition, alone, loads it. It
-            # pushes no token for a job it hands off, and the claim for it ran before it:
-            # the token comes from here.
-            alone = await acknowledged(self.pool, script.sha, script.script, keys, args)
+            # Redis lost its scripts (a restart), or never had this one: the transition,
+            # alone, loads it (with the job's end when that went inside it). It pushes no
+            # token for a job it hands off, and the claim for it ran before it: the
+            # token comes from here.
+            alone = await acknowledged(self.pool, sent.sha, sent.source, sent.keys, sent.args)
+            end.ended = end.ended or folded
             await hand.wake()
             return alone
         if isinstance(raw, BaseException):
@@ -702,6 +715,28 @@ class _JobEnd:
             return await acknowledged(self.worker.pool, script.sha, script.script, keys, args)
         self._used = True
         return await self.worker._ride(self, script, keys, args)
+
+
+class _Sent:
+    """The script a job's last transition goes in: its own, or the same with the job's
+    end inside it (`fold`), and the keys and arguments for it."""
+
+    def __init__(self, script: AsyncScript, keys: list[str], args: list[Any]) -> None:
+        self.sha: str = script.sha
+        self.source: str | bytes | memoryview = script.script
+        self.keys = keys
+        self.args = args
+
+    def fold(self, taker: Taker, job_id: str) -> bool:
+        """Send the job's done end inside the transition's script (claims.ending), when
+        that script can carry it; whether it does."""
+        source = ending(self.source) if isinstance(self.source, str) else None
+        if source is None:
+            return False
+        end_keys, end_args = taker.end_in(job_id)
+        self.sha, self.source = scripts.sha(source), source
+        self.keys, self.args = [*self.keys, *end_keys], [*self.args, *end_args]
+        return True
 
 
 class _HandOff:

@@ -18,11 +18,13 @@ which its record says). A job whose run was cancelled before it started, or whos
 payload expired, is cleaned up there and never reaches the worker. A job's end claims
 nothing while the worker's claim loop waits on the wake-up list (the waiting claim
 takes whatever becomes ready), so the end of a job whose run goes on in another queue
-(most) reads no queue. The job its transition hands on is claimed in the same round
-trip instead, when a claim loop of the same process waits on that job's queue with a
-slot kept for it: the transition pushes no token for that job (enqueue.lua's
-`rider_wake`), and a TAKE for that loop rides behind the end's (`arq_worker._HandOff`);
-a hop then costs no LPUSH and no BLPOP.
+(most) reads no queue, and needs no TAKE call: it goes inside the job's last
+transition's own script (`ending`, `job_end.lua`) when the job's lease names no
+concurrency key. The job its transition hands on is claimed in the same round trip
+instead, when a claim loop of the same process waits on that job's queue with a slot
+kept for it: the transition pushes no token for that job (enqueue.lua's `rider_wake`),
+and a TAKE for that loop rides behind the end's (`arq_worker._HandOff`); a hop then
+costs no LPUSH and no BLPOP.
 
 Timers (jobs due later: a parked call's deadline) wait in the queue's timer set, not in
 the queue (`core/queued_job.py`); TAKE moves those fallen due into the queue before it
@@ -74,6 +76,7 @@ nothing to drop (whatever listed work since pushed a token for it).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -114,6 +117,24 @@ TAKE = scripts.load(
 # maxmemory), as it refused the transition before it: the job is not ended then (it
 # stays held, to be released), and the script needs no denied write of its own to say so.
 TAKE_RIDING = "#!lua\n" + TAKE
+# A job's done end, for a job whose lease names no concurrency key, as it runs behind a
+# transition inside that transition's own script (`ending`).
+_JOB_END = scripts.fold(
+    "local JOB_END = {"
+    f"PROGRESS = {json.dumps(ARQ_IN_PROGRESS_PREFIX)}, RETRY = {json.dumps(ARQ_RETRY_PREFIX)}, "
+    f"JOB = {json.dumps(ARQ_JOB_PREFIX)}}}\n" + scripts.read("agentq.workers.queue", "job_end")
+)
+
+
+@functools.cache
+def ending(transition: str) -> str | None:
+    """A transition's script that also ends, once it returned, the job that sent it
+    (`job_end.lua`: its KEYS and ARGV follow the transition's own; `Taker.end_in`): the
+    end of a job that claims nothing then costs no TAKE call of its own. None for a
+    script that cannot carry it (scripts.followed)."""
+    return scripts.followed(transition, _JOB_END)
+
+
 # How often a busy worker's claims look at a queue's timer set (jobs due later) at the
 # least, by its own clock: sooner when a claim saw or set one falling due, and at any
 # claim that finds no ready work.
@@ -318,6 +339,11 @@ class Taker:
             self._tools_inline,
             self._only_lane,
         ]
+
+    def end_in(self, job_id: str) -> tuple[list[str], list[str]]:
+        """The KEYS and ARGV a transition's script from `ending` takes after its own, to
+        end this worker's job `job_id` of this taker's queue."""
+        return [self.keys[2], self.queue_key], [self.worker_id, job_id]
 
     def taken(self, reply: list[Any]) -> tuple[bool, list[Claimed]]:
         """A TAKE reply read: a timer it saw or set brings the next look forward."""

@@ -36,7 +36,7 @@ from agentq import tool
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core.envelopes import MODEL_QUEUE, TOOLS_QUEUE
 from agentq.orchestrator.runs.store import load_scripts
-from agentq.workers.queue.claims import TAKE, TAKE_RIDING
+from agentq.workers.queue.claims import TAKE, TAKE_RIDING, ending
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
 from tests.support.specs import calls, scripted
@@ -135,10 +135,25 @@ def _watch(url: str, seen: list[dict[str, Any]], stop: str, ready: threading.Eve
                 return
 
 
+def _transitions() -> dict[str, str]:
+    """The run transitions' scripts by SHA1: each, and each with a job's end inside it
+    (claims.ending: a job that claims nothing ends in its last transition's call)."""
+    names = {}
+    for name, src in load_scripts().items():
+        names[hashlib.sha1(src.encode()).hexdigest()] = name
+        if (ended := ending(src)) is not None:
+            names[hashlib.sha1(ended.encode()).hexdigest()] = f"{name}{ENDED}"
+    return names
+
+
+# What a transition's name carries when the call ended a job too (its last commands).
+ENDED = "+end"
+
+
 def _script_calls(seen: list[dict[str, Any]]) -> collections.Counter[str]:
     """The run transitions' scripts run (EVALSHA from a client), by name: a call refused
     before it ran (NOSCRIPT, the first of each script on a fresh Redis) runs no command."""
-    names = {hashlib.sha1(src.encode()).hexdigest(): name for name, src in load_scripts().items()}
+    names = {sha: name.removesuffix(ENDED) for sha, name in _transitions().items()}
     counts: collections.Counter[str] = collections.Counter()
     for command, after in itertools.pairwise(seen):
         words = command["command"].split(" ")
@@ -148,20 +163,45 @@ def _script_calls(seen: list[dict[str, Any]]) -> collections.Counter[str]:
     return counts
 
 
+# A job's end inside its transition (workers/queue/lua/job_end.lua): its commands, last
+# to first (the GET only when the lease record was gone), counted as the claim's (TAKE).
+_END_COMMANDS = ("ZREM", "DEL", "GET", "HDEL")
+
+
+def _end_of(group: list[str]) -> int:
+    """How many of a call's inner commands (their names, in order) are a job's end."""
+    n = 0
+    for name in _END_COMMANDS:
+        if n < len(group) and group[-1 - n] == name:
+            n += 1
+        elif name != "GET":
+            return 0
+    return n
+
+
 def _inner_by_script(seen: list[dict[str, Any]]) -> collections.Counter[str]:
-    names = {hashlib.sha1(src.encode()).hexdigest(): name for name, src in load_scripts().items()}
+    names = _transitions()
     # a job's end behind its last transition runs the same script under Lua's shebang
     names |= {hashlib.sha1(src.encode()).hexdigest(): "TAKE" for src in (TAKE, TAKE_RIDING)}
     counts: collections.Counter[str] = collections.Counter()
     current = ""
+    group: list[str] = []
+
+    def close() -> None:
+        ended = _end_of(group) if current.endswith(ENDED) else 0
+        counts[current.removesuffix(ENDED)] += len(group) - ended
+        counts["TAKE"] += ended
+
     for command in seen:
         words = command["command"].split(" ")
         if command.get("client_type") == "lua":
-            counts[current] += 1
-        elif words[0].upper() == "EVALSHA":
+            group.append(words[0].upper())
+            continue
+        close()
+        current, group = "", []
+        if words[0].upper() == "EVALSHA":
             current = names.get(words[1], "other")
-        else:
-            current = ""
+    close()
     return counts
 
 

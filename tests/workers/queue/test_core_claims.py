@@ -28,6 +28,8 @@ from agentq.orchestrator.core.envelopes import (
 from agentq.orchestrator.core.jobs import queued_job
 from agentq.orchestrator.machine import scripts
 from agentq.orchestrator.runs.state import lua_constants
+from agentq.orchestrator.runs.store import load_scripts
+from agentq.workers.queue import claims as claims_module
 from agentq.workers.queue.claims import (
     TAKE_RIDING,
     Claimed,
@@ -436,6 +438,67 @@ async def test_a_full_redis_refuses_a_jobs_end_before_it_ends_anything(
     assert again.deliveries == 1  # released, not counted
 
 
+# A transition's stand-in: an early return, a late one, a write a full Redis refuses, and
+# one that raises (INCR of a non-number), each by its ARGV[1].
+_TRANSITION = """
+if ARGV[1] == 'early' then return 'early' end
+if ARGV[1] == 'raise' then redis.call('INCR', KEYS[1]) end
+redis.call('SET', KEYS[1], ARGV[1])
+return 'late'
+"""
+
+
+async def test_a_jobs_end_inside_its_transition_ends_it_as_take_does_once_it_returned(
+    redis: Redis,
+) -> None:
+    """A job's end that claims nothing goes inside its last transition's script
+    (claims.ending): the transition's reply is the call's, on each of its returns, and
+    the job ends done as TAKE's end would; a transition that raises ends nothing, nor
+    one a full Redis refuses (the job stays held, to be ended by the worker)."""
+    source = claims_module.ending(_TRANSITION)
+    assert source is not None
+    assert claims_module.ending("#!lua flags=no-writes\nreturn 1") is None  # its flags
+    script = redis.register_script(source)
+    taker = await worker(redis, "w1")
+    jobs = await enqueue(redis, 5)
+    _, claimed = await taker.take(taker.args(5))
+    assert ids(claimed) == sorted(jobs)
+    key = "transition-test"
+
+    async def call(how: str, job: str) -> Any:
+        end_keys, end_args = taker.end_in(job)
+        return await script(keys=[key, *end_keys], args=[how, *end_args])
+
+    async def ended(job: str) -> list[Any]:
+        return [
+            await redis.exists(ARQ_JOB_PREFIX + job, ARQ_IN_PROGRESS_PREFIX + job),
+            await cast(Any, redis.hexists(jobs_key("w1"), job)),
+            await redis.zscore(taker.queue_key, job),
+        ]
+
+    assert await call("early", jobs[0]) == b"early"
+    assert await call("late", jobs[1]) == b"late"
+    with pytest.raises(ResponseError):
+        await call("raise", jobs[2])
+    await redis.config_set("maxmemory", 1)  # full: no write that may grow it is taken
+    try:
+        with pytest.raises(ResponseError, match=r"OOM|maxmemory"):
+            await call("late", jobs[3])
+    finally:
+        await redis.config_set("maxmemory", 0)
+    for job in jobs[:2]:
+        assert await ended(job) == [0, False, None], job
+    for job in jobs[2:]:  # still held: the worker ends them
+        assert await ended(job) == [2, True, float("inf")], job
+    # An end whose lease a reaper took since (its record gone): arq's keys go, not the
+    # in-progress key of the job's new holder.
+    await cast(Any, redis.hdel(jobs_key("w1"), jobs[4]))
+    await redis.set(ARQ_IN_PROGRESS_PREFIX + jobs[4], "w2")
+    assert await call("late", jobs[4]) == b"late"
+    assert await redis.get(ARQ_IN_PROGRESS_PREFIX + jobs[4]) == b"w2"
+    assert not await redis.exists(ARQ_JOB_PREFIX + jobs[4])
+
+
 async def test_a_finished_run_leaves_no_job_bookkeeping_behind(
     redis: Redis, redis_url: str
 ) -> None:
@@ -461,9 +524,15 @@ async def test_a_finished_run_leaves_no_job_bookkeeping_behind(
 async def test_jobs_end_in_their_transitions_round_trip_again_after_redis_lost_its_scripts(
     redis: Redis, redis_url: str
 ) -> None:
-    """A job's end rides behind its last transition as its own script (TAKE_RIDING): when
-    Redis lost its scripts (a restart), an end that found it missing ends alone, and the
-    worker loads it again, so later ends ride again and every run still finishes clean."""
+    """A job's end rides behind its last transition as its own script (TAKE_RIDING) or
+    inside the transition's (claims.ending): when Redis lost its scripts (a restart), an
+    end that found its script missing ends alone, and that script is loaded again, so
+    later ends ride again and every run still finishes clean."""
+    run_scripts = load_scripts()
+    riders = [scripts.sha(TAKE_RIDING)] + [
+        scripts.sha(cast(str, claims_module.ending(run_scripts[name])))
+        for name in ("commit_step", "record_result")
+    ]
     runtime = WorkerRuntime(redis_url, executors=[FunctionExecutor([add])])
     await runtime.start()
     try:
@@ -473,7 +542,7 @@ async def test_jobs_end_in_their_transitions_round_trip_again_after_redis_lost_i
                 await redis.script_flush()
                 result = await client.runs.wait(await client.runs.submit(spec), timeout_s=60)
                 assert result.status == "succeeded", result.error
-                assert await redis.script_exists(scripts.sha(TAKE_RIDING)) == [True]
+                assert True in await redis.script_exists(*riders)
         for pattern in ("arq:job:*", "arq:in-progress:*", "arq:retry:*"):
             assert await redis.keys(pattern) == [], pattern
         assert held_jobs(await cast(Any, redis.hgetall(jobs_key(runtime.worker_id)))) == {}

@@ -50,6 +50,17 @@ async def _calls_of(url: str, command: str) -> int:
     return int(stats.get(f"cmdstat_{command}", {}).get("calls", 0))
 
 
+def _take_calls(entries: list[dict[str, Any]]) -> int:
+    """How many of SLOWLOG's entries are TAKE calls (the claim's script, riding or not)."""
+    takes = {scripts.sha(claims.TAKE), scripts.sha(claims.TAKE_RIDING)}
+    called = 0
+    for entry in entries:
+        words = [w.decode() if isinstance(w, bytes) else str(w) for w in entry["command"].split()]
+        if len(words) > 1 and words[0].upper() == "EVALSHA" and words[1] in takes:
+            called += 1
+    return called
+
+
 async def _run(url: str, spec: dict[str, Any], settings: Settings) -> str:
     runtime = WorkerRuntime(url, executors=[FunctionExecutor([counted])], settings=settings)
     await runtime.start()
@@ -133,7 +144,6 @@ async def test_a_jobs_end_rides_in_the_claim_that_hands_its_next_job_on(redis_ur
         tools=["counted"],
         max_steps=steps + 1,
     )
-    takes = {scripts.sha(claims.TAKE), scripts.sha(claims.TAKE_RIDING)}
     async with Redis.from_url(redis_url) as redis:
         await redis.config_set("slowlog-log-slower-than", 0)
         await redis.config_set("slowlog-max-len", 100_000)
@@ -141,13 +151,37 @@ async def test_a_jobs_end_rides_in_the_claim_that_hands_its_next_job_on(redis_ur
         assert await _run(redis_url, spec, Settings(idle_poll_s=3600)) == "succeeded"
         entries = await redis.slowlog_get(-1)
         await redis.config_set("slowlog-log-slower-than", 10_000)
-    called = 0
-    for entry in entries:
-        words = [w.decode() if isinstance(w, bytes) else str(w) for w in entry["command"].split()]
-        if len(words) > 1 and words[0].upper() == "EVALSHA" and words[1] in takes:
-            called += 1
+    called = _take_calls(entries)
     # 13 jobs, 12 hops: one call per job's end (with the claim of the job it hands on),
     # and a few beside them (each loop's first wait; on this fresh Redis the first
     # commit_step and record_result find their scripts missing and push a token, whose
     # claim goes alone). Two calls a hop would be 24 or more (33 before).
     assert called <= 13 + 8
+
+
+async def test_a_jobs_end_that_claims_nothing_goes_inside_its_transition(redis_url: str) -> None:
+    """Runs at once on one worker: a job that ends while its claim loop waits (the
+    loop takes what becomes ready) claims nothing, and its end goes inside its last
+    transition's script (claims.ending), with no TAKE call of its own: fewer TAKE calls
+    than jobs (each end was one, or shared one with a hand-off's claim, before)."""
+    runs = 10
+    spec = scripted(calls(("counted", {}), ("counted", {})), {"text": "done"}, tools=["counted"])
+    runtime = WorkerRuntime(
+        redis_url, executors=[FunctionExecutor([counted])], settings=Settings(idle_poll_s=3600)
+    )
+    async with Redis.from_url(redis_url) as redis:
+        await redis.config_set("slowlog-log-slower-than", 0)
+        await redis.config_set("slowlog-max-len", 100_000)
+        await runtime.start()
+        try:
+            async with Client(redis_url) as client:
+                ids = await asyncio.gather(*[client.runs.submit(spec) for _ in range(runs)])
+                await redis.slowlog_reset()  # (the submits' and the worker's start)
+                for run_id in ids:
+                    assert (await client.runs.wait(run_id, timeout_s=60)).status == "succeeded"
+        finally:
+            await runtime.stop()
+        entries = await redis.slowlog_get(-1)
+        await redis.config_set("slowlog-log-slower-than", 10_000)
+    called = _take_calls(entries)
+    assert called < 4 * runs  # 4 jobs a run: two model steps and two calls
