@@ -120,9 +120,11 @@ TAKE_RIDING = "#!lua\n" + TAKE
 # A job's done end, for a job whose lease names no concurrency key, as it runs behind a
 # transition inside that transition's own script (`ending`).
 _JOB_END = scripts.fold(
-    "local JOB_END = {"
-    f"PROGRESS = {json.dumps(ARQ_IN_PROGRESS_PREFIX)}, RETRY = {json.dumps(ARQ_RETRY_PREFIX)}, "
-    f"JOB = {json.dumps(ARQ_JOB_PREFIX)}}}\n" + scripts.read("agentq.workers.queue", "job_end")
+    scripts.expand(
+        "local JOB_END = {"
+        f"PROGRESS = {json.dumps(ARQ_IN_PROGRESS_PREFIX)}, RETRY = {json.dumps(ARQ_RETRY_PREFIX)}, "
+        f"JOB = {json.dumps(ARQ_JOB_PREFIX)}}}\n" + scripts.read("agentq.workers.queue", "job_end")
+    )
 )
 
 

@@ -11,13 +11,10 @@
 --         the key naming it), else only arq's keys; the job leaves its queue. A
 --         transition that raised (a full Redis refusing its first write among others)
 --         ends nothing: the job stays held, to be ended by the worker.
+-- @include job_done
 local ended_jobs, ended_queue = KEYS[#KEYS - 1], KEYS[#KEYS]
 local ender, ended = ARGV[#ARGV - 1], ARGV[#ARGV]
-local ended_progress = JOB_END.PROGRESS .. ended
-if redis.call('HDEL', ended_jobs, ended) == 1
-    or redis.call('GET', ended_progress) == ender then
-  redis.call('DEL', ended_progress, JOB_END.RETRY .. ended, JOB_END.JOB .. ended)
-else
-  redis.call('DEL', JOB_END.RETRY .. ended, JOB_END.JOB .. ended)
-end
-redis.call('ZREM', ended_queue, ended)
+job_done(ended_queue, ended,
+  redis.call('HDEL', ended_jobs, ended) == 1
+    or redis.call('GET', JOB_END.PROGRESS .. ended) == ender,
+  JOB_END.PROGRESS, JOB_END.RETRY, JOB_END.JOB)

@@ -50,6 +50,7 @@
 -- @include wake
 -- @include fair
 -- @include conc
+-- @include job_done
 
 -- Redis's clock, not the caller's: a claim sent behind a BLPOP runs when a token comes.
 -- Read once, and only by a call that needs it (a release, a timer to compare).
@@ -106,12 +107,7 @@ if ended ~= '' then
   -- The record goes once (a reaper that took it first released the slot itself).
   if record then conc_release(record) end
   if ARGV[10] == 'done' then
-    if ours then
-      redis.call('DEL', progress, retry_prefix .. ended, job_prefix .. ended)
-    else
-      redis.call('DEL', retry_prefix .. ended, job_prefix .. ended)
-    end
-    redis.call('ZREM', ended_queue, ended)
+    job_done(ended_queue, ended, ours, progress_prefix, retry_prefix, job_prefix)
   elseif ours then  -- a release: its delivery was never counted (only a death counts)
     redis.call('DEL', progress)
     if redis.call('ZSCORE', queue, ended) then
