@@ -49,41 +49,47 @@ def _running(worker: WakeableWorker, name: str) -> tuple[asyncio.Task[Any], asyn
     return asyncio.create_task(worker._execute(job, end)), started
 
 
+async def _started(worker: WakeableWorker) -> asyncio.Task[Any]:
+    """A job that runs until cancelled, started."""
+    running, started = _running(worker, "forever")
+    await started.wait()
+    return running
+
+
+async def _ends(worker: WakeableWorker, running: asyncio.Task[Any], how: str) -> None:
+    """The job ends `how`, counted as failed ('done') or retried ('release'), and leaves."""
+    assert await asyncio.wait_for(running, 5) == (how, 0)
+    assert (worker.jobs_failed, worker.jobs_retried) == ((1, 0) if how == "done" else (0, 1))
+    assert worker.job_tasks == {}
+
+
 async def test_a_job_past_its_deadline_fails_done(worker: WakeableWorker) -> None:
     running, _ = _running(worker, "brief")
-    assert await asyncio.wait_for(running, 5) == ("done", 0)
-    assert (worker.jobs_failed, worker.jobs_retried) == (1, 0)
-    assert worker.job_tasks == {}
+    await _ends(worker, running, "done")
 
 
 async def test_a_cancelled_run_s_job_ends_done_and_its_task_goes_on(
     worker: WakeableWorker,
 ) -> None:
-    running, started = _running(worker, "forever")
-    await started.wait()
+    running = await _started(worker)
     worker.job_tasks["j1"].cancel()  # as _cancel_aborted_jobs does
     worker.aborting_tasks.add("j1")
-    assert await running == ("done", 0)
+    await _ends(worker, running, "done")
     assert not running.cancelled()
     assert running.cancelling() == 0
-    assert (worker.jobs_failed, worker.jobs_retried) == (1, 0)
     assert worker.aborting_tasks == set()
 
 
 async def test_a_released_job_ends_release(worker: WakeableWorker) -> None:
-    running, started = _running(worker, "forever")
-    await started.wait()
+    running = await _started(worker)
     assert worker.cancel_running() == 1  # a lost lease, a drain past its timeout
-    assert await running == ("release", 0)
-    assert (worker.jobs_failed, worker.jobs_retried) == (0, 1)
-    assert worker.job_tasks == {}
+    await _ends(worker, running, "release")
 
 
 async def test_a_task_cancelled_beside_its_job_s_cancel_stays_cancelled(
     worker: WakeableWorker,
 ) -> None:
-    running, started = _running(worker, "forever")
-    await started.wait()
+    running = await _started(worker)
     worker.cancel_running()
     running.cancel()  # its worker stops it as well
     with pytest.raises(asyncio.CancelledError):
