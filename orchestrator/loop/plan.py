@@ -90,7 +90,9 @@ class Answers(BaseModel):
 
     @property
     def empty(self) -> bool:
-        return self == Answers()
+        # Every field's default is its empty value (0, {}): no default instance built
+        # and compared field by field on each step's record.
+        return not any(getattr(self, name) for name in type(self).model_fields)
 
 
 class StepPlan(BaseModel):

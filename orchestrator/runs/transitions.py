@@ -198,13 +198,14 @@ def trip_event(run_id: str, step: int, call_id: str, tool_name: str, trip: Trip)
     )
 
 
-def step_record(plan: StepPlan) -> dict[str, Any]:
-    """The step as stored once (the `resp` field) and shown in a RunResult."""
+def step_record(plan: StepPlan, usage: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The step as stored once (the `resp` field) and shown in a RunResult; `usage`: its
+    usage dumped already (the commit's finish-step event shows the same)."""
     return {
         "index": plan.step,
         "text": plan.text,
         "finish_reason": plan.finish_reason,
-        "usage": plan.usage.model_dump(),
+        "usage": plan.usage.model_dump() if usage is None else usage,
         "tool_calls": [{"id": c.id, "name": c.name, "input": c.input} for c in plan.calls],
         "provider_results": [
             c.result.model_dump() for c in plan.calls if c.result and c.result.provider_executed
@@ -229,7 +230,10 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
     events: list[str] = []
     calls: list[CallRecord] = []
     jobs: list[QueuedJob] = []
-    local_ids = {c.id for c in plan.local_calls}
+    # Each read of these properties walks the calls again: read once here.
+    local = plan.local_calls
+    finishes_now = plan.finishes_now
+    local_ids = {c.id for c in local}
     for call in plan.calls:
         events.append(
             event_json(
@@ -277,22 +281,23 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
             jobs.append(tool_job(run_id, plan.step, call))
         if call.status == CallStatus.AWAITING_RESULT and call.start_queue is not None:
             jobs.append(start_job(run_id, plan.step, call))
+    usage = plan.usage.model_dump()
     events.append(
         event_json(
             "finish-step",
             run_id,
             step=plan.step,
             finish_reason=plan.finish_reason,
-            usage=plan.usage.model_dump(),
+            usage=usage,
             text=plan.text,
             prepared=_shown(plan.prepared),
         )
     )
-    pending = sum(1 for c in plan.local_calls if c.status != CallStatus.DONE)
+    pending = sum(1 for c in local if c.status != CallStatus.DONE)
     return CommitStep(
         run_id=run_id,
         step=plan.step,
-        resp=strict_json(step_record(plan)),
+        resp=strict_json(step_record(plan, usage)),
         assistant=plan.assistant_message().model_dump_json(),
         text=plan.text,
         # The run's finish_reason if it ends with this step: the stop condition's name
@@ -300,14 +305,14 @@ def commit_args(run_id: str, plan: StepPlan) -> CommitStep:
         finish_reason=plan.stop_reason or plan.finish_reason,
         usage=plan.usage,
         after=plan.after,
-        order=json.dumps([c.id for c in plan.local_calls]),
+        order=json.dumps([c.id for c in local]),
         calls=calls,
         events=events,
         jobs=jobs,
         pending=pending,
-        parked=sum(1 for c in plan.local_calls if c.status in PARKED_CALL_STATUSES),
-        finishes_now=plan.finishes_now,
-        next_job=None if plan.finishes_now or pending else model_job(run_id, plan.step + 1),
+        parked=sum(1 for c in local if c.status in PARKED_CALL_STATUSES),
+        finishes_now=finishes_now,
+        next_job=None if finishes_now or pending else model_job(run_id, plan.step + 1),
         output=_output_json(plan),
         follow=[plan.retry.model_dump_json()] if plan.retry is not None else [],
         failure=plan.budget_failure,

@@ -451,21 +451,32 @@ class WakeableWorker(Worker):
         # pipelines no EVALSHA, so there a job's end is its own round trip.
         if not is_cluster(self.pool):
             ctx[JOB_RIDE] = end
-        task = self.loop.create_task(function.coroutine(ctx, *args, **kwargs))
+        # The job runs in this task, not in a task of its own (one task and one event
+        # loop turn less per job), so a cancel of the job (`_cancel_aborted_jobs`,
+        # `cancel_running`) is this task's: it is taken back below, the job then ended
+        # as it always was. Its deadline (a backstop of hours) is one timer, not an
+        # `asyncio.timeout` around the job.
+        task = asyncio.current_task()
+        assert task is not None  # (a coroutine run by the event loop, in `_start`'s task)
+        expired: list[bool] = []
+        deadline = None
+        if timeout_s is not None:
+            deadline = self.loop.call_at(self.loop.time() + timeout_s, _expire, task, expired)
         self.job_tasks[job_id] = task
         try:
-            async with asyncio.timeout(timeout_s):
-                await task
+            await function.coroutine(ctx, *args, **kwargs)
         except Retry as exc:
             how = "release"
             if exc.defer_score:
                 defer_ms = exc.defer_score
             self.jobs_retried += 1
         except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise  # this worker's own task is stopped: the job is released
-            if job_id in self.aborting_tasks:  # its run was cancelled
+            if task.uncancel() > 0:
+                raise  # cancelled once more (this task stopped as well): the job is released
+            if expired:  # its deadline passed, as arq's timeout fails a job
+                log.error("job %s (%s) timed out after %g s", job_id, function_name, timeout_s)
+                self.jobs_failed += 1
+            elif job_id in self.aborting_tasks:  # its run was cancelled
                 self.aborting_tasks.discard(job_id)
                 self.jobs_failed += 1
             else:  # its worker stops or lost its lease: it runs again, here or elsewhere
@@ -480,6 +491,8 @@ class WakeableWorker(Worker):
         else:
             self.jobs_complete += 1
         finally:
+            if deadline is not None:
+                deadline.cancel()
             # A job whose lease lapsed here can be delivered here again while this run
             # still unwinds: the entry is then the newer run's, and is its to remove.
             if self.job_tasks.get(job_id) is task:
@@ -688,6 +701,13 @@ class WakeableWorker(Worker):
         for task in running:
             task.cancel()
         return len(running)
+
+
+def _expire(task: asyncio.Task[Any], expired: list[bool]) -> None:
+    """A job's deadline passed (`WakeableWorker._execute`): its task is cancelled, marked
+    as timed out."""
+    expired.append(True)
+    task.cancel()
 
 
 class _JobEnd:
