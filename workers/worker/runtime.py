@@ -363,6 +363,7 @@ class WorkerRuntime:
             lease_s,
             on_lapse=lambda why: loop.call_soon_threadsafe(self._lease_lost, why),
             rider=self._upkeep,
+            holding=self._holding,
         )
         # The lease's client times out after a fifth of a lease (0.2 s by default), so
         # that a renewal fails in time to cancel jobs; a registration that outlasts it
@@ -371,6 +372,10 @@ class WorkerRuntime:
         await self._until_redis_answers(lambda: asyncio.to_thread(renewer.register))
         self._leased = True
         self._renewer.start()
+
+    def _holding(self) -> bool:
+        """Whether a job runs here (read by the lease's renewer, from its thread)."""
+        return any(worker.in_flight for worker in self._workers)
 
     def _lease_held(self) -> bool:
         return self._renewer is None or self._renewer.held()
@@ -403,8 +408,10 @@ class WorkerRuntime:
             wait_s = cadence.every_s
             if not upkeep.held():
                 continue
+            # Its own jobs need no look while its lease is held (`reap_pass`).
+            me = self.worker_id if self._lease_held() else ""
             seen = await OUTAGE.periodic_pass(
-                partial(reap_pass, redis, cadence),
+                partial(reap_pass, redis, cadence, me),
                 failure=f"worker {self.worker_id}: reaping lapsed workers failed",
                 log=log,
             )

@@ -8,10 +8,11 @@ lease renewals (no round trip of its own), and so does what the gate needs from 
 process: a stamp that Redis was reachable (the gate's gap), without a look.
 
 Crash safety keeps its bound: the turn lasts half a lease unrenewed, so when its holder
-dies another process has taken it (at its next renewal) and passes before the dead
-holder's own lease lapses; the others' stamps meanwhile keep the hand-over from reading
-as a gap (which would hold the reaping back for a lease). A dead worker's jobs still run
-again within a lease and a pass of its death.
+dies another process has taken it (at its next renewal, at most a third of a lease later
+while that process holds no job: `LeaseRenewer.idle_interval_s`) and passes by the time
+the dead holder's own lease lapses or a pass after; the others' stamps meanwhile keep the
+hand-over from reading as a gap (which would hold the reaping back for a lease). A dead
+worker's jobs still run again within a lease and a pass of its death.
 """
 
 from __future__ import annotations
