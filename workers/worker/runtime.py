@@ -288,7 +288,13 @@ class WorkerRuntime:
             )
             # The run's own workers deliver its webhooks.
             webhooks = WebhookDispatcher(
-                self.redis, store, self.worker_id, settings=self.settings, env=self.env
+                self.redis,
+                store,
+                self.worker_id,
+                settings=self.settings,
+                env=self.env,
+                idle_poll_s=self.settings.idle_poll_s,
+                busy=self._holding,
             )
             self._tasks.append(asyncio.create_task(webhooks.run_forever(), name="agentq-webhooks"))
         # Everything the jobs will use is loaded: full collections need not walk it again.
