@@ -348,10 +348,15 @@ class WakeableWorker(Worker):
 
     async def _chores_forever(self) -> None:
         """The fallback check for cancelled jobs (a run's end usually triggers it at once,
-        see `WorkerRuntime._abort_now`) and arq's health record, every `idle_poll_s`."""
+        see `WorkerRuntime._abort_now`) and arq's health record, every `idle_poll_s`; while
+        no job runs here, not before the look for lost claims falls due (the only chore
+        with work then: an idle worker wakes half as often)."""
         while True:
             raise_if_cancel_requested()
-            await asyncio.sleep(self.idle_poll_s)
+            wait_s = self.idle_poll_s
+            if not self.job_tasks:
+                wait_s = max(wait_s, self._give_back_due - time.monotonic())
+            await asyncio.sleep(wait_s)
             try:
                 if self.allow_abort_jobs:
                     await self._cancel_aborted_jobs()

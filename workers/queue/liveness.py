@@ -99,10 +99,15 @@ async def reap_lapsed(redis: Redis, cadence: Cadence) -> int:
     return (await reap_pass(redis, cadence)).reaped
 
 
-async def reap_pass(redis: Redis, cadence: Cadence) -> Reaping:
+async def reap_pass(redis: Redis, cadence: Cadence, me: str = "") -> Reaping:
     """One reaper pass: re-deliver the jobs of every worker (or remote lease) whose lease
     lapsed, partition by partition (each script touches one slot), and say whether any
     lease held a job.
+
+    `me` is the reaping worker's own id while it holds its lease ('' for none): its own
+    jobs need no look (it is alive; should it die, the process that takes the upkeep turn
+    after it looks at them), so a worker listed alone among the holders costs the pass no
+    second round trip, and its own jobs do not keep the passes quick.
 
     The liveness keys are read apart from the partitions' scripts (they live on other
     slots): a worker found dead stays dead to this pass; one whose lease lapses and is
@@ -130,9 +135,10 @@ async def reap_pass(redis: Redis, cadence: Cadence) -> Reaping:
         return Reaping(0, None)
     members = replies[1:]
     held = [
-        (p, m.decode() if isinstance(m, bytes) else str(m))
+        (p, worker_id)
         for p, ids in zip(parts, members, strict=True)
         for m in ids
+        if (worker_id := m.decode() if isinstance(m, bytes) else str(m)) != me
     ]
     if not held:
         return Reaping(0, False)
@@ -163,6 +169,15 @@ async def reap_pass(redis: Redis, cadence: Cadence) -> Reaping:
                 )
             )
     return Reaping(reaped, in_flight)
+
+
+# Renewals per lease while the process holds a job (a failed renewal is tried again
+# that often), and while it holds none: its lease then guards nothing a reaper would
+# re-deliver, and each renewal's wake-up is most of an idle worker's CPU.
+RENEWALS_PER_LEASE = 5
+IDLE_RENEWALS_PER_LEASE = 3
+# The reaper's gap, in leases: under 1 - 1 / IDLE_RENEWALS_PER_LEASE (`reap_cadence`).
+GAP_LEASES = 0.6
 
 
 class Cadence(NamedTuple):
@@ -198,11 +213,15 @@ def reap_cadence(lease_s: float) -> Cadence:
     """A dead worker's jobs run again within a lease and a pass of its death.
 
     The gap stays under the shortest time a live worker's key can outlast its last
-    renewal (a lease less a renewal period), so an outage long enough to let live leases
-    lapse always counts as a gap; after one, live workers get a whole lease to renew (a
-    renewal period, plus its timeout, plus reconnecting) before anything is reaped."""
+    renewal (a lease less the longest renewal period, `LeaseRenewer.idle_interval_s`: a
+    worker that claims while renewing at its idle pace renews next up to that long after
+    its last renewal), so an outage long enough to let a live lease holding a job lapse
+    always counts as a gap; after one, live workers get a whole lease to renew (a renewal
+    period, plus its timeout, plus reconnecting) before anything is reaped. Within that
+    bound it is as long as it can be: stamps (renewals, passes) further apart than it by
+    a scheduling delay read as a gap, which holds the reaping back a lease."""
     every_s = min(1.0, lease_s / 4)
-    gap_ms = int(max(2 * every_s, lease_s / 2) * 1000)
+    gap_ms = int(max(2 * every_s, lease_s * GAP_LEASES) * 1000)
     return Cadence(
         every_s=every_s,
         gap_ms=gap_ms,
@@ -226,6 +245,13 @@ class LeaseRenewer:
 
     `on_lapse` runs on the renewer's thread: it must hand over to the event loop
     itself (`loop.call_soon_threadsafe`).
+
+    `holding` says whether the process holds a job (read from the renewer's thread):
+    while it holds none, a renewal waits `idle_interval_s` for the next instead of
+    `interval_s`. The key's TTL stays a lease, so a job claimed meanwhile is re-delivered
+    within a lease of its worker's death as ever; the next renewal (at most the idle
+    period after the last) sees the job and the pace is back. A failed renewal is tried
+    again at the quick pace, whatever the process holds.
     """
 
     def __init__(
@@ -235,6 +261,7 @@ class LeaseRenewer:
         lease_s: float,
         on_lapse: Callable[[str], object],
         rider: Rider | None = None,
+        holding: Callable[[], bool] | None = None,
     ) -> None:
         self.client = client
         self.rider = rider
@@ -246,8 +273,12 @@ class LeaseRenewer:
         self._loaded: set[str] = set()  # the rider's scripts Redis is known to hold
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="agentq-lease", daemon=True)
-        # Renew five times per lease; give up on the lease a tenth of it before it lapses.
-        self.interval_s = lease_s / 5
+        # Renew five times per lease (three while holding no job); give up on the lease
+        # a tenth of it before it lapses.
+        self.interval_s = lease_s / RENEWALS_PER_LEASE
+        self.idle_interval_s = lease_s / IDLE_RENEWALS_PER_LEASE
+        self._holding = holding
+        self._failing = False  # the last renewal failed
         self.margin_s = lease_s / 10
         self._valid_until = 0.0
         self._lapsed = False
@@ -274,8 +305,15 @@ class LeaseRenewer:
             self._thread.join(timeout=self.lease_s)
 
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        while not self._stop.wait(self.next_wait_s()):
             self.renew_once()
+
+    def next_wait_s(self) -> float:
+        """How long until the next renewal: the idle period after one that succeeded
+        while the process held no job, else the quick one."""
+        if self._holding is None or self._failing or self._holding():
+            return self.interval_s
+        return self.idle_interval_s
 
     def renew_once(self) -> None:
         sent = time.monotonic()
@@ -290,10 +328,12 @@ class LeaseRenewer:
             if not is_transient(exc):
                 log.exception("worker %s: renewing its lease failed", self.worker_id)
             self._outage.failed(exc)
+            self._failing = True
             if not self._lapsed and time.monotonic() > self._valid_until - self.margin_s:
                 self._lapse("the lease could not be renewed before it lapsed")
             return
         self._outage.succeeded()
+        self._failing = False
         self._valid_until = sent + self.lease_s
         self._lapsed = False
 

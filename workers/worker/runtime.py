@@ -128,6 +128,12 @@ _NOT_TOOLS = frozenset(
 RELIST_EVERY_S = 60.0
 
 
+def _call_soon(loop: asyncio.AbstractEventLoop, callback: Callable[[], object]) -> None:
+    """Hand a callback from another thread to the event loop, unless it is closed."""
+    with contextlib.suppress(RuntimeError):
+        loop.call_soon_threadsafe(callback)
+
+
 def _upkeep_failed(what: str, exc: Exception) -> None:
     """A periodic chore failed: Redis trouble is the outage's one line, anything else its own."""
     if is_transient(exc):
@@ -187,6 +193,7 @@ class WorkerRuntime:
         self._enders: OrderedDict[str, asyncio.Task[Any]] = OrderedDict()
         self._renewer: LeaseRenewer | None = None
         self._upkeep: UpkeepTurn | None = None  # with the renewer: the fleet's upkeep turn
+        self._turn_taken = asyncio.Event()  # set when a renewal takes the upkeep turn
         self._leased = False  # whether this process ever held its lease
         # The registry keys it serves, by queue: its claims take only jobs needing them.
         self._served: dict[str, list[str]] = {}
@@ -288,7 +295,13 @@ class WorkerRuntime:
             )
             # The run's own workers deliver its webhooks.
             webhooks = WebhookDispatcher(
-                self.redis, store, self.worker_id, settings=self.settings, env=self.env
+                self.redis,
+                store,
+                self.worker_id,
+                settings=self.settings,
+                env=self.env,
+                idle_poll_s=self.settings.idle_poll_s,
+                busy=self._holding,
             )
             self._tasks.append(asyncio.create_task(webhooks.run_forever(), name="agentq-webhooks"))
         # Everything the jobs will use is loaded: full collections need not walk it again.
@@ -356,13 +369,19 @@ class WorkerRuntime:
             socket_connect_timeout=lease_s / 5,
         )
         loop = asyncio.get_running_loop()
-        self._upkeep = UpkeepTurn(self.worker_id, lease_s, reap_cadence(lease_s))
+        self._upkeep = UpkeepTurn(
+            self.worker_id,
+            lease_s,
+            reap_cadence(lease_s),
+            on_taken=partial(_call_soon, loop, self._turn_taken.set),
+        )
         self._renewer = LeaseRenewer(
             client,
             self.worker_id,
             lease_s,
             on_lapse=lambda why: loop.call_soon_threadsafe(self._lease_lost, why),
             rider=self._upkeep,
+            holding=self._holding,
         )
         # The lease's client times out after a fifth of a lease (0.2 s by default), so
         # that a renewal fails in time to cancel jobs; a registration that outlasts it
@@ -371,6 +390,10 @@ class WorkerRuntime:
         await self._until_redis_answers(lambda: asyncio.to_thread(renewer.register))
         self._leased = True
         self._renewer.start()
+
+    def _holding(self) -> bool:
+        """Whether a job runs here (read by the lease's renewer, from its thread)."""
+        return any(worker.in_flight for worker in self._workers)
 
     def _lease_held(self) -> bool:
         return self._renewer is None or self._renewer.held()
@@ -402,9 +425,17 @@ class WorkerRuntime:
             raise_if_cancel_requested()
             wait_s = cadence.every_s
             if not upkeep.held():
+                # Not its turn: it waits for a renewal to take it (`on_taken`), not a pass.
+                # (Cleared and checked with no await between: a set comes on this loop.)
+                self._turn_taken.clear()
+                if not upkeep.held():
+                    await self._turn_taken.wait()
+                    wait_s = 0.0  # taken: its pass at once
                 continue
+            # Its own jobs need no look while its lease is held (`reap_pass`).
+            me = self.worker_id if self._lease_held() else ""
             seen = await OUTAGE.periodic_pass(
-                partial(reap_pass, redis, cadence),
+                partial(reap_pass, redis, cadence, me),
                 failure=f"worker {self.worker_id}: reaping lapsed workers failed",
                 log=log,
             )

@@ -18,7 +18,7 @@ import functools
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import httpx
 from redis.asyncio import Redis
@@ -87,6 +87,8 @@ class WebhookDispatcher:
         env: Mapping[str, str] | None = None,
         resolve: Resolver | None = None,
         poll_s: float = 0.5,
+        idle_poll_s: float | None = None,
+        busy: Callable[[], bool] = lambda: True,
     ) -> None:
         self.redis = redis
         self.store = store
@@ -95,6 +97,10 @@ class WebhookDispatcher:
         self.env = dict(env or {})
         self.resolve = resolve
         self.poll_s = poll_s
+        # The look's period while nothing is listed and this process runs no job (`busy`):
+        # a run submitted then is listed before its first job runs, here or elsewhere.
+        self.idle_poll_s = poll_s if idle_poll_s is None else max(poll_s, idle_poll_s)
+        self.busy = busy
         self._renew = redis.register_script(RENEW)
         self._release = redis.register_script(_RELEASE)
         self._runs: dict[str, asyncio.Task[None]] = {}
@@ -103,24 +109,34 @@ class WebhookDispatcher:
         try:
             while True:
                 raise_if_cancel_requested()  # a cancel redis-py's timeout swallowed
+                listed = True
                 try:
-                    await self._take_runs()
+                    listed = await self._take_runs()
                     OUTAGE.succeeded()
                 except Exception as exc:
                     if not is_transient(exc):
                         log.exception("webhook dispatcher: looking for runs failed")
                     else:
                         await asyncio.sleep(OUTAGE.failed(exc))
-                await asyncio.sleep(self.poll_s)
+                await asyncio.sleep(self.next_look_s(listed))
         finally:
             for task in self._runs.values():
                 task.cancel()
 
-    async def _take_runs(self) -> None:
-        """Take up listed runs nobody delivers for (three round trips, whatever the list)."""
+    def next_look_s(self, listed: bool) -> float:
+        """How long until the next look: `poll_s` while runs are listed (or the look
+        failed), this process delivers for some or runs a job (its run may have
+        webhooks: `busy`), else `idle_poll_s` (an idle worker's one look a second)."""
+        if listed or self._runs or self.busy():
+            return self.poll_s
+        return self.idle_poll_s
+
+    async def _take_runs(self) -> bool:
+        """Take up listed runs nobody delivers for (three round trips, whatever the list);
+        say whether any run was listed."""
         room = MAX_RUNS_PER_WORKER - len(self._runs)
         if room <= 0:
-            return
+            return True
         listed = await self.redis.zrange(WEBHOOK_RUNS, 0, 999, withscores=True)
         listed_ids = [
             (run_id, float(added))
@@ -128,7 +144,7 @@ class WebhookDispatcher:
             if (run_id := raw.decode() if isinstance(raw, bytes) else str(raw)) not in self._runs
         ]
         if not listed_ids:
-            return
+            return bool(listed)
         # Only runs nobody holds: those another worker serves must not use up our room.
         async with self.redis.pipeline(transaction=False) as pipe:
             for run_id, _ in listed_ids:
@@ -136,7 +152,7 @@ class WebhookDispatcher:
             held = await pipe.execute()
         candidates = [c for c, h in zip(listed_ids, held, strict=True) if not h][:room]
         if not candidates:
-            return
+            return True
         async with self.redis.pipeline(transaction=False) as pipe:
             for run_id, _ in candidates:
                 pipe.set(webhook_lock(run_id), self.worker_id, nx=True, px=LOCK_MS)
@@ -146,6 +162,7 @@ class WebhookDispatcher:
                 task = asyncio.create_task(self._serve(run_id, added))
                 self._runs[run_id] = task
                 task.add_done_callback(functools.partial(self._forget, run_id))
+        return True
 
     def _forget(self, run_id: str, _: asyncio.Task[None]) -> None:
         self._runs.pop(run_id, None)

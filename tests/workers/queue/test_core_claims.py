@@ -302,6 +302,12 @@ async def test_a_worker_is_listed_once_and_again_after_a_reaper_took_its_jobs(
     assert await ready(redis, taker) == sorted(jobs)
 
 
+async def commands_run(redis: Redis) -> set[str]:
+    """The commands Redis ran since its stats were reset (a script's inner ones too)."""
+    stats = await redis.info("commandstats")
+    return {name.removeprefix("cmdstat_") for name in stats}
+
+
 async def sadds_run(redis: Redis) -> int:
     """How many SADDs Redis ran since its stats were reset (a script's inner ones too)."""
     stats = await redis.info("commandstats")
@@ -664,3 +670,33 @@ async def test_a_worker_alone_awake_passes_a_token_on_once_per_job_it_leaves(
     assert await a.wait_and_take(10, a.args(1)) == (False, [])
     assert await cast(Any, redis.llen(a.wake_key)) == 1  # a new job left: passed on again
     assert a.backstop_wakes == 0
+
+
+async def test_a_reaper_takes_its_own_lease_for_alive_and_looks_at_the_others(
+    redis: Redis,
+) -> None:
+    """The reaping worker's own jobs need no look while it holds its lease (`me`): listed
+    alone, it sees no job held (a pass of one round trip, and a lease before the next);
+    another worker's jobs are still seen, and reaped when that worker dies."""
+    cadence = Cadence(every_s=0.25, gap_ms=60_000, steady_ms=0, look_ms=0, idle_every_s=1.0)
+    mine, theirs = await enqueue(redis, 1), await enqueue(redis, 1, run="r2")
+    me = await worker(redis, "me")
+    _, claimed = await me.take(me.args(1))
+    assert ids(claimed) == mine
+
+    await redis.config_resetstat()
+    alone = await reap_pass(redis, cadence, me="me")
+    assert alone == Reaping(0, False)
+    assert cadence.after(alone) == 1.0
+    calls = await commands_run(redis)
+    assert not {"exists", "hlen"} & calls, calls  # no second round trip
+    assert await reap_pass(redis, cadence) == Reaping(0, True)  # any other reaper sees it
+
+    other = await worker(redis, "other")
+    _, claimed = await other.take(other.args(1))
+    assert ids(claimed) == theirs
+    assert await reap_pass(redis, cadence, me="me") == Reaping(0, True)
+    await redis.delete(liveness_key("other"))  # it died
+    assert await reap_pass(redis, cadence, me="me") == Reaping(1, True)
+    assert await ready(redis, other) == theirs
+    assert await redis.exists(ARQ_IN_PROGRESS_PREFIX + mine[0])  # its own job stays held

@@ -3,14 +3,18 @@ Worker runtimes on a real redis-server; the commands counted with MONITOR."""
 
 from __future__ import annotations
 
+from functools import partial
+
 import pytest
+import redis as sync_redis
 from redis.asyncio import Redis
 
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.machine import scripts
-from agentq.workers.queue.liveness import REAP_GATE, RENEW, reap_cadence
+from agentq.workers.queue.liveness import REAP_GATE, RENEW, LeaseRenewer, reap_cadence
 from agentq.workers.tools.function import FunctionExecutor
 from agentq.workers.worker.runtime import WorkerRuntime
+from agentq.workers.worker.upkeep import UpkeepTurn
 from tests.support.waiting import eventually_async
 
 pytestmark = pytest.mark.integration
@@ -59,7 +63,38 @@ async def test_one_process_of_the_fleet_passes_the_reaper(redis_url: str) -> Non
             until=lambda turn: turn not in (None, holder),
         )
         assert successor.decode() in {r.worker_id for r in runtimes}
+        # Its reaper, which waited for the turn (no wake-up per pass), passes now.
+        assert await _passes_and_renewals(redis, renewals=30) >= 1
     finally:
         await redis.aclose()
         for runtime in runtimes:
             await runtime.stop()
+
+
+async def test_a_renewal_that_takes_the_turn_says_so_once(redis_url: str) -> None:
+    """The reaper of a process without the turn waits for `on_taken` instead of waking at
+    every pass: it is called when a renewal takes the turn, not while it is kept."""
+    client = sync_redis.Redis.from_url(redis_url)
+    taken: list[str] = []
+    turns = {
+        name: UpkeepTurn(name, 1.0, reap_cadence(1.0), on_taken=partial(taken.append, name))
+        for name in ("w1", "w2")
+    }
+    renewers = {
+        name: LeaseRenewer(client, name, 1.0, on_lapse=lambda _: None, rider=turn)
+        for name, turn in turns.items()
+    }
+    try:
+        for renewer in renewers.values():
+            renewer.register()
+        renewers["w1"].renew_once()
+        renewers["w1"].renew_once()  # kept: not taken again
+        renewers["w2"].renew_once()  # held by w1
+        assert taken == ["w1"]
+        assert turns["w1"].held()
+        assert not turns["w2"].held()
+        client.delete(keys.UPKEEP_TURN)  # w1's turn lapsed (it died)
+        renewers["w2"].renew_once()
+        assert taken == ["w1", "w2"]
+    finally:
+        client.close()
