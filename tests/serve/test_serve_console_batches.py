@@ -4,14 +4,18 @@ is cancelled by its button. A screenshot of the batch page for the docs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from selenium.common.exceptions import TimeoutException
 
 from tests.serve.test_serve_console import ARTIFACTS, Page
+from tests.support.infra import WorkerProcess
 from tests.support.serve import ServeProcess
 from tests.support.specs import calls, scripted
 
@@ -34,7 +38,28 @@ def line_runs(server: ServeProcess, batch_id: str) -> dict[int, str]:
     return {row["line"]: row["run_id"] for row in rows}
 
 
+@contextlib.contextmanager
+def explained(server: ServeProcess, worker: WorkerProcess, *batch_ids: str) -> Iterator[None]:
+    """A wait on the page that times out says what the API and the processes saw then:
+    each batch as the API has it, and the end of the worker's and the server's logs."""
+    try:
+        yield
+    except TimeoutException as exc:
+        batches = {b: httpx.get(f"{server.url}/v1/batches/{b}", timeout=30).text for b in batch_ids}
+        raise AssertionError(
+            f"the page did not show what was awaited; the API: {batches}\n"
+            f"worker log:\n{worker.log()[-4000:]}\nserver log:\n{server.log()[-4000:]}"
+        ) from exc
+
+
 def test_retry_a_batchs_failed_lines_and_cancel_a_running_batch(
+    server: ServeProcess, worker: WorkerProcess, browser: object, tmp_path: Path
+) -> None:
+    with explained(server, worker, "mixed", "held"):
+        retry_failed_lines_then_cancel_a_running_batch(server, browser, tmp_path)
+
+
+def retry_failed_lines_then_cancel_a_running_batch(
     server: ServeProcess, browser: object, tmp_path: Path
 ) -> None:
     page = Page(browser, server.url)
