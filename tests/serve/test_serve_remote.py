@@ -60,9 +60,12 @@ class NodeWorker:
 
     def wait_for(self, key: str) -> None:
         def seen() -> bool:
-            if self.proc.poll() is not None:
-                raise AssertionError(f"node worker exited: {self.lines()}")
-            return any(key in line for line in self.lines())
+            exited = self.proc.poll() is not None  # read before the lines: its last words count
+            if any(key in line for line in self.lines()):
+                return True
+            if exited:
+                raise AssertionError(f"node worker exited ({self.proc.returncode}): {self.lines()}")
+            return False
 
         eventually(seen, f"the node worker to log {key!r}", 30)
 

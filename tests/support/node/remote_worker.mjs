@@ -24,7 +24,9 @@ async function handle({ lease, call }) {
   await post(`/v1/leases/${lease.id}/heartbeat`, { lease_s: 5 });
   await post(`/v1/leases/${lease.id}/progress`, { progress: { stage: "working", pid: process.pid } });
   say({ progress: lease.id });
-  if (mode === "hang") return new Promise(() => {}); // dies here, by SIGKILL
+  // A promise that never settles does not keep Node alive: once its sockets close it
+  // would exit (code 13) on its own, before the test SIGKILLs it. The timer holds it.
+  if (mode === "hang") return new Promise(() => setInterval(() => {}, 60_000)); // dies here, by SIGKILL
   const output = { upper: String(call.input.text).toUpperCase(), attempt: call.attempt };
   const reply = await post(`/v1/leases/${lease.id}/result`, { output });
   say({ result: lease.id, recorded: reply.recorded });
