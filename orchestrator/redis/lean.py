@@ -64,8 +64,21 @@ class LeanConnection(AbstractConnection):
     _read_watch: _ReadWatch | None = None
 
     def pack_command(self, *args: EncodableT) -> list[bytes]:
+        name = args[0]
+        if type(name) is str and name.isalpha():
+            # A one-word command's name (the serializer would split it on spaces, as
+            # "CONFIG GET": nothing to split), packed as the serializer packs it.
+            try:
+                return [hiredis.pack_command(cast(Any, args))]
+            except TypeError:
+                pass  # the serializer's DataError, below
         # redis-py annotates each argument as a list; they are a command's arguments.
         return cast(list[bytes], _PACKER.pack(*cast(list[Any], args)))
+
+    def pack_commands(self, commands: Iterable[Iterable[EncodableT]]) -> list[bytes]:
+        """A pipeline's commands, each packed as above, in one write: the same bytes as
+        redis-py's, without its chunking by size (the transport joins them anyway)."""
+        return [b"".join([self.pack_command(*command)[0] for command in commands])]
 
     async def send_packed_command(
         self, command: bytes | str | Iterable[bytes], check_health: bool = True
@@ -73,7 +86,11 @@ class LeanConnection(AbstractConnection):
         """redis-py 5's, but for the deadline (see the module's docstring)."""
         if not self.is_connected:
             await self.connect()  # type: ignore[no-untyped-call]  # redis-py's
-        elif check_health:
+        elif (
+            check_health
+            and self.health_check_interval
+            and asyncio.get_running_loop().time() > self.next_health_check
+        ):  # (redis-py's check_health's own test, without its call when not due)
             await self.check_health()  # type: ignore[no-untyped-call]
         if isinstance(command, str):
             command = command.encode()
@@ -84,9 +101,11 @@ class LeanConnection(AbstractConnection):
         try:
             writer.writelines(command)
             if writer.transport.get_write_buffer_size() == 0:
-                # All handed to the socket: flow control cannot hold the drain (it only
-                # raises a lost connection's error), so no deadline is armed.
-                await writer.drain()
+                # All handed to the socket: flow control cannot hold the drain, so no
+                # deadline is armed, and the drain is only asked for the error of a
+                # connection lost (a transport then closing: a write to it is dropped).
+                if writer.transport.is_closing():
+                    await writer.drain()
             else:
                 async with asyncio.timeout(self.socket_timeout or None):
                     await writer.drain()
