@@ -62,6 +62,8 @@ class LeanConnection(AbstractConnection):
     _reads_as_base = True
     # The read deadline's timer (made at the first read waited for).
     _read_watch: _ReadWatch | None = None
+    # The socket's poller of `_nothing_pending`, with the writer it was made for.
+    _polled: tuple[asyncio.StreamWriter, select.poll] | None = None
 
     def pack_command(self, *args: EncodableT) -> list[bytes]:
         name = args[0]
@@ -220,14 +222,18 @@ class LeanConnection(AbstractConnection):
             return False
         if parsed.has_data() or getattr(stream, "_buffer", True) or stream.at_eof():
             return False
-        sock = writer.get_extra_info("socket")
-        if sock is None or writer.get_extra_info("ssl_object") is not None:
-            return False
-        # poll, not select: a process with a thousand connections has descriptors past
-        # select's FD_SETSIZE (1024), where select raises.
-        poller = select.poll()
-        poller.register(sock.fileno(), select.POLLIN)
-        return not poller.poll(0)
+        polled = self._polled
+        if polled is None or polled[0] is not writer:
+            sock = writer.get_extra_info("socket")
+            if sock is None or writer.get_extra_info("ssl_object") is not None:
+                return False
+            # poll, not select: a process with a thousand connections has descriptors
+            # past select's FD_SETSIZE (1024), where select raises. One poller per
+            # socket (a connection's writer is its socket's: a new one on reconnect).
+            poller = select.poll()
+            poller.register(sock.fileno(), select.POLLIN)
+            polled = self._polled = (writer, poller)
+        return not polled[1].poll(0)
 
 
 class _ReadLate(Exception):

@@ -13,6 +13,12 @@ an error reply raised (a pipeline's in its place, or the first raised and annota
 redis-py does), a connection or timeout error disconnecting before it is raised, each
 reply through the command's response callback, when it has one.
 
+The pool (`LeanConnectionPool`, a plain URL's) hands out a connection that is connected
+and surely holds nothing (`LeanConnection._nothing_pending`: the check redis-py makes
+of each connection it hands out, answered without the event loop) without the pool's
+lock and its connect and check coroutines; any other goes through redis-py's own
+`get_connection`, which connects under its lock and checks as before.
+
 What this does not cover goes to redis-py's own path, unchanged: a client on a single
 connection, a command with `NEVER_DECODE` or `EMPTY_RESPONSE`, a transaction, a
 pipeline that watches keys or loads scripts, a connection given retries.
@@ -24,12 +30,16 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
+import redis.asyncio as aioredis
 from arq.connections import ArqRedis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.connection import AbstractConnection
 from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from agentq.orchestrator.redis.lean import LeanConnection
 
 
 def _answered(callbacks: Any, name: Any, response: Any, options: Mapping[str, Any]) -> Any:
@@ -111,3 +121,23 @@ class LeanRedis(ArqRedis):
 
     def pipeline(self, transaction: bool = True, shard_hint: str | None = None) -> Pipeline:
         return LeanPipeline(self.connection_pool, self.response_callbacks, transaction, shard_hint)
+
+
+class LeanConnectionPool(aioredis.ConnectionPool):
+    """redis-py's pool; an idle connection ready to send is handed out directly (see the
+    module's docstring)."""
+
+    async def get_connection(self, *_: Any, **__: Any) -> AbstractConnection:
+        available = self._available_connections
+        if available:
+            connection = available[-1]  # the one the base pool would hand out
+            if (
+                isinstance(connection, LeanConnection)
+                and connection.is_connected
+                and connection._nothing_pending()
+            ):
+                available.pop()
+                self._in_use_connections.add(connection)
+                return connection
+        made: AbstractConnection = await super().get_connection()
+        return made
