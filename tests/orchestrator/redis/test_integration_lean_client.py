@@ -140,29 +140,23 @@ async def test_a_silent_server_times_out_a_command_and_a_pipeline() -> None:
             # redis-py's CLIENT SETINFO at connect is answered; nothing after it is.
             writer.write(b"+OK\r\n" * data.count(b"CLIENT"))
 
-    server = await asyncio.start_server(serve, "127.0.0.1", 0)
-    port = server.sockets[0].getsockname()[1]
-    settings = Settings(redis_socket_timeout_s=0.3, redis_health_check_s=0)
-    client = connect(f"redis://127.0.0.1:{port}/0", settings)
-    pool: Any = client.connection_pool
-    for conn in pool._available_connections:
-        conn.socket_timeout = 0.3
-    pool.connection_kwargs["socket_timeout"] = 0.3  # (connect keeps at least 7 s)
-    try:
+    async with await asyncio.start_server(serve, "127.0.0.1", 0) as server:
+        port = server.sockets[0].getsockname()[1]
+        settings = Settings(redis_socket_timeout_s=0.3, redis_health_check_s=0)
+        client = connect(f"redis://127.0.0.1:{port}/0", settings)
+        pool: Any = client.connection_pool
+        pool.connection_kwargs["socket_timeout"] = 0.3  # (connect keeps at least 7 s)
         with pytest.raises(RedisTimeoutError, match="Timeout reading"):
             await client.get("k")
         assert any(b"GET" in data for data in seen)  # connected: the GET's read timed out
         assert not pool._in_use_connections
         assert not pool._available_connections[-1].is_connected
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.get("k")
-            pipe.get("k")
-            with pytest.raises(RedisTimeoutError, match="Timeout reading"):
-                await pipe.execute()
+        pipe: Any = client.pipeline(transaction=False)
+        pipe.get("k").get("k")
+        with pytest.raises(RedisTimeoutError, match="Timeout reading"):
+            await pipe.execute()
         assert not pool._in_use_connections
-    finally:
         await client.aclose()
-        server.close()
 
 
 async def test_an_idle_connection_is_handed_out_without_a_trip_through_the_loop(
