@@ -22,6 +22,7 @@ import contextlib
 import time
 import weakref
 from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from redis.exceptions import ConnectionError, NoScriptError, TimeoutError
@@ -152,20 +153,46 @@ def probe_key(key: str) -> str:
     return f"{keys.REPLICA_ACK_PROBE}:{key[start : end + 1]}"
 
 
-@contextlib.asynccontextmanager
-async def pipeline_to(redis: Any, key: str) -> AsyncIterator[tuple[Any, ReplicaAcks]]:
+def pipeline_to(redis: Any, key: str) -> AbstractAsyncContextManager[tuple[Any, ReplicaAcks]]:
     """A non-transactional pipeline to the Redis that serves `key`, and its policy
     (count known). On a cluster that is the primary of `key`'s slot, reached directly:
     a cluster pipeline would send the WAIT to any node, where it counts another shard's
     replicas. A dropped connection makes the cluster client reload its slot map, so the
     caller's retry finds a promoted primary (a MOVED reply, which only a resharding
     gives, is not followed: agentq's partitions never move)."""
+    if isinstance(redis, ClusterRedis):
+        return _cluster_pipeline_to(redis, key)
+    return _Pipelined(redis)
+
+
+class _Pipelined:
+    """`pipeline_to` on a lone Redis (or sentinel's primary): the pipeline, reset on the
+    way out as its own `async with` resets it. A class, not a generator's context
+    manager: a job's end goes through it, and the generator's machinery costs more
+    than the pipeline's own setup."""
+
+    __slots__ = ("_pipe", "_redis")
+
+    def __init__(self, redis: Any) -> None:
+        self._redis = redis
+        self._pipe: Any = None
+
+    async def __aenter__(self) -> tuple[Any, ReplicaAcks]:
+        acks = acks_of(self._redis)
+        if acks.needs_role():
+            await acks.ensure_known(self._redis)
+        self._pipe = self._redis.pipeline(transaction=False)
+        return self._pipe, acks
+
+    async def __aexit__(self, *_: object) -> None:
+        await self._pipe.reset()
+
+
+@contextlib.asynccontextmanager
+async def _cluster_pipeline_to(
+    redis: ClusterRedis, key: str
+) -> AsyncIterator[tuple[Any, ReplicaAcks]]:
     acks = acks_of(redis)
-    if not isinstance(redis, ClusterRedis):
-        await acks.ensure_known(redis)
-        async with redis.pipeline(transaction=False) as pipe:
-            yield pipe, acks
-        return
     await redis.initialize()
     node = redis.nodes_manager.get_node_from_slot(redis.keyslot(key))
     target, acks = redis.node_client(node), acks.shard(node.name)

@@ -26,6 +26,7 @@ from agentq.orchestrator.redis.acks import ReplicaAcks, use_acks
 from agentq.orchestrator.redis.bounded_pool import BoundedConnectionPool
 from agentq.orchestrator.redis.cluster import cluster_client, is_cluster_url, sync_cluster_client
 from agentq.orchestrator.redis.lean import lean
+from agentq.orchestrator.redis.lean_client import LeanConnectionPool, LeanRedis
 from agentq.orchestrator.redis.sentinel import (
     is_sentinel_url,
     sentinel_pool,
@@ -91,9 +92,10 @@ def connect(url: str, settings: Settings | None = None) -> ArqRedis:
             # A bounded pool makes a caller wait its turn for a connection rather than fail.
             pool = BoundedConnectionPool.from_url(url, timeout=conf.redis_pool_wait_s, **timeouts)
         else:
-            pool = aioredis.ConnectionPool.from_url(url, **timeouts)
+            pool = LeanConnectionPool.from_url(url, **timeouts)
         pool.connection_class = lean(pool.connection_class)
-    client = ArqRedis(
+    # A real Redis's connections are lean: their client sends on them directly.
+    client = (ArqRedis if is_memory_url(url) else LeanRedis)(
         pool_or_conn=pool,
         job_serializer=serialize,
         job_deserializer=deserialize,

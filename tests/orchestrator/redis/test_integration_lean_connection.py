@@ -154,22 +154,34 @@ async def test_a_write_the_peer_never_reads_is_late_as_redis_py_s_is() -> None:
         server.close()
 
 
-async def test_a_pipeline_s_replies_after_the_first_are_read_without_a_deadline(
-    redis_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Redis answers a pipeline in one write: the replies after the first are whole in the
-    buffer, taken without a timer armed and cancelled for each; what they hold is handled
-    as redis-py does (an error reply in its place, or raised)."""
-    client = connect(redis_url)
-    await client.set("k", "v")
-    armed: list[float | None] = []
+def _counting_timers(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """Every timer the running loop arms from now on (`call_at`, which `call_later` and
+    `asyncio.timeout` go through), and every `asyncio.timeout` redis-py's read arms."""
+    armed: list[float] = []
+    loop = asyncio.get_running_loop()
+    call_at = loop.call_at
+
+    def counting_call_at(when: float, callback: Any, *args: Any, **options: Any) -> Any:
+        armed.append(when)
+        return call_at(when, callback, *args, **options)
+
     timeout = vars(redis_connection)["async_timeout"]
 
-    def counting(delay: float | None) -> Any:
-        armed.append(delay)
+    def counting_timeout(delay: float | None) -> Any:
+        armed.append(delay or 0.0)
         return timeout(delay)
 
-    monkeypatch.setattr(redis_connection, "async_timeout", counting)
+    monkeypatch.setattr(loop, "call_at", counting_call_at)
+    monkeypatch.setattr(redis_connection, "async_timeout", counting_timeout)
+    return armed
+
+
+async def test_a_pipeline_s_replies_are_read_as_redis_py_reads_them(redis_url: str) -> None:
+    """Redis answers a pipeline in one write: the replies after the first are whole in the
+    buffer and taken at once; what they hold is handled as redis-py does (an error reply
+    in its place, or raised)."""
+    client = connect(redis_url)
+    await client.set("k", "v")
     try:
         async with client.pipeline(transaction=False) as pipe:
             pipe.get("k")
@@ -179,14 +191,93 @@ async def test_a_pipeline_s_replies_after_the_first_are_read_without_a_deadline(
         assert got[0] == b"v"
         assert got[2] == 1
         assert isinstance(got[1], ResponseError)
-        assert len(armed) == 1  # the first reply's wait
         async with client.pipeline(transaction=False) as pipe:
             pipe.get("k")
             pipe.incr("k")
-            with pytest.raises(ResponseError):
+            with pytest.raises(ResponseError, match="Command # 2"):
                 await pipe.execute()
         assert await client.get("k") == b"v"  # the connection reads on, in step
     finally:
+        await client.aclose()
+
+
+async def test_reads_waited_for_share_one_timer_per_connection(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py arms a timer (and cancels it) around every reply it reads; a lean
+    connection's reads share one, armed again only once it fired (after a socket
+    timeout) with no read waiting."""
+    client = connect(redis_url)
+    await client.set("k", "v")  # connected, its first read's timer armed
+    armed = _counting_timers(monkeypatch)
+    try:
+        for _ in range(20):
+            assert await client.get("k") == b"v"
+            async with client.pipeline(transaction=False) as pipe:
+                pipe.get("k")
+                pipe.exists("k")
+                assert await pipe.execute() == [b"v", 1]
+    finally:
+        await client.aclose()
+    assert armed == []
+
+
+async def _silent_after(answers: int) -> tuple[asyncio.Server, int]:
+    """A server that answers its first `answers` commands with +PONG, then reads and
+    never answers again."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        left = answers
+        while await reader.read(65536):
+            if left > 0:
+                left -= 1
+                writer.write(b"+PONG\r\n")
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    return server, server.sockets[0].getsockname()[1]
+
+
+@pytest.mark.parametrize("answered_first", [0, 1, 3])
+async def test_a_reply_that_never_comes_is_late_as_redis_py_s_is(answered_first: int) -> None:
+    """The read deadline holds for the read that waits, whether the connection's timer
+    was armed for it or for an earlier read's deadline."""
+    server, port = await _silent_after(answered_first)
+    made: Any = lean(Connection)  # typed as redis-py's abstract base
+    conn = made(host="127.0.0.1", port=port, socket_timeout=0.3, lib_name=None, lib_version=None)
+    try:
+        await conn.connect()
+        for _ in range(answered_first):
+            await conn.send_command("PING", check_health=False)
+            assert await conn.read_response() == b"PONG"
+            await asyncio.sleep(0.1)  # the next read starts after this one's deadline would
+        await conn.send_command("PING", check_health=False)
+        with pytest.raises(RedisTimeoutError, match=r"Timeout reading from 127\.0\.0\.1"):
+            await conn.read_response()
+        assert not conn.is_connected
+    finally:
+        await conn.disconnect()
+        server.close()
+
+
+async def test_a_read_cancelled_disconnects_and_its_deadline_fails_nothing_later(
+    redis_url: str,
+) -> None:
+    client = connect(redis_url)
+    await client.set("k", "v")
+    conn: Any = await client.connection_pool.get_connection()
+    try:
+        await conn.send_command("BLPOP", "no-such-list", 1)
+        read = asyncio.ensure_future(conn.read_response())
+        await asyncio.sleep(0.05)
+        read.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await read
+        assert not conn.is_connected  # a reply may still come: the connection is dropped
+        await conn.connect()
+        await conn.send_command("GET", "k")
+        assert await conn.read_response() == b"v"
+    finally:
+        await client.connection_pool.release(conn)
         await client.aclose()
 
 
