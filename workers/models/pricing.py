@@ -25,7 +25,4 @@ def priced_response(
     prices: Prices, policy: EndpointPolicy, ref: ModelRef, response: ModelResponse, *, batch: bool
 ) -> ModelResponse:
     price = prices.lookup(price_names(ref, policy), ref.name)
-    usage = response.usage
-    if price is None and usage.cost_usd is None and usage.cost_breakdown is None:
-        return response  # no price, and its usage says so already: nothing to copy
     return response.model_copy(update={"usage": priced(response.usage, price, batch=batch)})
