@@ -14,8 +14,12 @@ from agentq.workers.queue.deadlines import Deadlines
 pytestmark = pytest.mark.unit
 
 
+async def _forever() -> None:
+    await asyncio.Event().wait()
+
+
 def _job() -> asyncio.Task[None]:
-    return asyncio.create_task(asyncio.Event().wait())
+    return asyncio.create_task(_forever())
 
 
 async def _stop(*tasks: asyncio.Task[Any]) -> None:
