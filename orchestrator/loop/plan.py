@@ -91,8 +91,11 @@ class Answers(BaseModel):
     @property
     def empty(self) -> bool:
         # Every field's default is its empty value (0, {}): no default instance built
-        # and compared field by field on each step's record.
-        return not any(getattr(self, name) for name in type(self).model_fields)
+        # and compared field by field on each step's record, nor the fields looked up.
+        return not any(map(self.__dict__.__getitem__, _ANSWER_FIELDS))
+
+
+_ANSWER_FIELDS = tuple(Answers.model_fields)
 
 
 class StepPlan(BaseModel):

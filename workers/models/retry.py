@@ -115,6 +115,10 @@ class _CountingSink:
         await self.inner.tool_input_delta(call_id, delta)
 
 
+# The policy of a client given none: one, not one built per call (it is frozen).
+DEFAULT_RETRY = RetryPolicy()
+
+
 async def generate_with_retries(
     provider: Provider,
     request: ModelRequest,
@@ -130,7 +134,7 @@ async def generate_with_retries(
     `deadline` is on the `clock` (time.monotonic by default). Each attempt gets
     `timeout_s = min(request.timeout_s, time left)`, and no wait ends past the deadline.
     """
-    policy = policy or RetryPolicy()
+    policy = policy or DEFAULT_RETRY
     attempt = 0
     while True:
         attempt += 1

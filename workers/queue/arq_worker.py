@@ -13,7 +13,7 @@ these parts of arq 0.28 that arq does not document as public; the test
 - `arq.worker.func` (a `Function` with `.coroutine`, `.max_tries`, `.timeout_s`) and
   `arq.worker.RetryJob`;
 - `arq.jobs.deserialize_job_raw` and `SerializationError` (a job's payload layout);
-- `arq.utils.ms_to_datetime`, `timestamp_ms`;
+- `arq.utils.timestamp_ms`;
 - arq's key layout (`arq:job:`, `arq:in-progress:`, `arq:result:`, `arq:retry:`,
   `arq:abort`), written by agentq's Lua too (orchestrator/core/keys.py).
 """
@@ -25,12 +25,12 @@ import contextvars
 import logging
 import time
 from collections.abc import Callable, Iterable
-from functools import partial
+from functools import cached_property, partial
 from typing import Any
 
 from arq import Retry, Worker
 from arq.jobs import SerializationError, deserialize_job_raw
-from arq.utils import ms_to_datetime, timestamp_ms
+from arq.utils import timestamp_ms
 from arq.worker import RetryJob
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
@@ -55,6 +55,7 @@ from agentq.workers.queue.claims import (
     Taker,
     ending,
 )
+from agentq.workers.queue.deadlines import Deadlines
 from agentq.workers.queue.liveness import (
     ARQ_RETRY_PREFIX,
     OUTAGE,
@@ -413,12 +414,17 @@ class WakeableWorker(Worker):
                     self._end(job.job_id, how, defer_ms, claim=claim, keyed=job.keyed)
                 )
 
+    @cached_property
+    def _deadlines(self) -> Deadlines:
+        """Its running jobs' deadlines, on one timer (`_execute`)."""
+        return Deadlines(self.loop)
+
     async def _execute(self, job: Claimed, end: _JobEnd) -> tuple[str, int]:
         """Run one claimed job (arq's run_job, less its fetch): how it ends ('done' or
         'release') and, for a release, how much later it is due again (ms)."""
         job_id = job.job_id
         try:
-            function_name, args, kwargs, enqueue_try, enqueue_ms = deserialize_job_raw(
+            function_name, args, kwargs, enqueue_try, _ = deserialize_job_raw(
                 job.payload, deserializer=self.job_deserializer
             )
         except SerializationError:
@@ -440,17 +446,14 @@ class WakeableWorker(Worker):
             log.warning("job %s: max retries %d exceeded", job_id, max_tries)
             self.jobs_failed += 1
             return "done", 0
-        ctx = {
-            **self.ctx,
-            "job_id": job_id,
-            "job_try": job_try,
-            "enqueue_time": ms_to_datetime(enqueue_ms),
-            "score": job.score,
-        }
+        # arq's ctx less its `enqueue_time` (a datetime made per job, which no job of
+        # agentq's reads).
+        ctx = {**self.ctx, "job_id": job_id, "job_try": job_try, "score": job.score}
         if self.on_job_start:
             await self.on_job_start(ctx)
         timeout_s = self.job_timeout_s if function.timeout_s is None else function.timeout_s
-        started_ms = timestamp_ms()
+        debug = log.isEnabledFor(logging.DEBUG)
+        started_ms = timestamp_ms() if debug else 0
         how, defer_ms = "done", 0
         # The job hands its last transition to `end` (claims.job_ride): a cluster client
         # pipelines no EVALSHA, so there a job's end is its own round trip.
@@ -459,14 +462,12 @@ class WakeableWorker(Worker):
         # The job runs in this task, not in a task of its own (one task and one event
         # loop turn less per job), so a cancel of the job (`_cancel_aborted_jobs`,
         # `cancel_running`) is this task's: it is taken back below, the job then ended
-        # as it always was. Its deadline (a backstop of hours) is one timer, not an
-        # `asyncio.timeout` around the job.
+        # as it always was. Its deadline (a backstop of hours) is an entry on the
+        # worker's one deadline timer (workers/queue/deadlines.py), not an
+        # `asyncio.timeout` around the job nor a timer of its own.
         task = asyncio.current_task()
         assert task is not None  # (a coroutine run by the event loop, in `_start`'s task)
-        expired: list[bool] = []
-        deadline = None
-        if timeout_s is not None:
-            deadline = self.loop.call_at(self.loop.time() + timeout_s, _expire, task, expired)
+        deadline = None if timeout_s is None else self._deadlines.add(task, timeout_s)
         self.job_tasks[job_id] = task
         try:
             await function.coroutine(ctx, *args, **kwargs)
@@ -478,7 +479,7 @@ class WakeableWorker(Worker):
         except asyncio.CancelledError:
             if task.uncancel() > 0:
                 raise  # cancelled once more (this task stopped as well): the job is released
-            if expired:  # its deadline passed, as arq's timeout fails a job
+            if deadline is not None and deadline.expired:  # as arq's timeout fails a job
                 log.error("job %s (%s) timed out after %g s", job_id, function_name, timeout_s)
                 self.jobs_failed += 1
             elif job_id in self.aborting_tasks:  # its run was cancelled
@@ -497,12 +498,12 @@ class WakeableWorker(Worker):
             self.jobs_complete += 1
         finally:
             if deadline is not None:
-                deadline.cancel()
+                self._deadlines.remove(deadline)
             # A job whose lease lapsed here can be delivered here again while this run
             # still unwinds: the entry is then the newer run's, and is its to remove.
             if self.job_tasks.get(job_id) is task:
                 del self.job_tasks[job_id]
-        if log.isEnabledFor(logging.DEBUG):
+        if debug:
             log.debug(
                 "job %s (%s) %s in %d ms", job_id, function_name, how, timestamp_ms() - started_ms
             )
@@ -706,13 +707,6 @@ class WakeableWorker(Worker):
         for task in running:
             task.cancel()
         return len(running)
-
-
-def _expire(task: asyncio.Task[Any], expired: list[bool]) -> None:
-    """A job's deadline passed (`WakeableWorker._execute`): its task is cancelled, marked
-    as timed out."""
-    expired.append(True)
-    task.cancel()
 
 
 class _JobEnd:

@@ -303,7 +303,9 @@ async def generate(
             if metrics is not None:
                 call = metrics.observe_model_call(request.model.provider, request.model.name, call)
             response = await call
-            response = response.model_copy(update={"usage": attached.charged(response.usage)})
+            usage = attached.charged(response.usage)
+            if usage is not response.usage:  # a cached content's creation, billed here
+                response = response.model_copy(update={"usage": usage})
         else:
             response = batched
             tracing.annotate(chat_span, lambda: {"agentq.provider_batch": "answered"})
