@@ -718,6 +718,12 @@ def _report(
         f"  of which in scripts: {scripts_us:.0f} µs per run"
         f" ({measured.full_runs.calls.get('evalsha', 0) / runs:.1f} script calls)"
     )
+    # Where it goes by command (every client's: the submits, the worker, the waits); a
+    # script's inner commands are counted both under their own names and in `evalsha`.
+    print("  by command, per run (calls, Redis's µs; inside Lua included):")
+    full = measured.full_runs
+    for name, n in sorted(full.calls.items(), key=lambda kv: -full.usec[kv[0]])[:12]:
+        print(f"  {n / runs:6.2f}  {full.usec[name] / runs:6.1f}  {name}")
     steps = step_runs * core_bench.RUN_STEPS
     per_step = {k: v / steps for k, v in measured.steps.calls.items()}
     print(
