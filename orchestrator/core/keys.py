@@ -33,6 +33,8 @@ RUN_PREFIX = "aq:run:"
 MESSAGES_SUFFIX = ":msgs"
 EVENTS_SUFFIX = ":events"
 TOOLS_SUFFIX = ":tools"
+# stream: one entry, written by the run's end (its status), for waiters to block on
+ENDED_SUFFIX = ":ended"
 STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
 WORKFLOW_INFIX = ":wf:"
@@ -251,6 +253,10 @@ def events(run_id: str) -> str:
 
 def tools(run_id: str) -> str:
     return meta(run_id) + TOOLS_SUFFIX
+
+
+def ended(run_id: str) -> str:
+    return meta(run_id) + ENDED_SUFFIX
 
 
 def step(run_id: str, n: int) -> str:

@@ -108,6 +108,8 @@ SUBMIT_WINDOW_S = 60
 # small share of a run's cost, and a chunk's pipeline is held in memory whole.
 SUBMIT_CHUNK = 500
 # What a RunHead is read from (not the whole meta: its spec is the bulk of it).
+# How long a wait blocks on a run's end notice before it reads the run's status again.
+_WAIT_BLOCK_MS = 5000
 _HEAD_FIELDS = (MetaField.TENANT, MetaField.STATUS, MetaField.STEP, MetaField.BUDGET_HELD)
 
 
@@ -580,16 +582,18 @@ class Runs:
         return result.model_copy(update={"output": parsed_output(output_type, result.output)})
 
     async def _wait(self, run_id: str, reconnect: _Reconnect) -> RunResult:
-        after: int | None = None
+        # The run's status, then a blocking read of its end notice (one entry its end
+        # writes: runs/lua/prelude.lua, `ended_key`), not of every event it emits on the
+        # way (a full run woke a follower of its events ~6 times, each a read of Redis).
+        # Each `_WAIT_BLOCK_MS` without it the status is read again: a run that ended
+        # before notices were written has none, and one that expired raises.
         while True:
             try:
-                if after is None:
-                    meta, after = await self.store.head(run_id, [MetaField.STATUS])
+                while await self.store.status_of(run_id) not in TERMINAL_STATUSES:
                     reconnect.reached = True
-                    if meta[MetaField.STATUS] in TERMINAL_STATUSES:
-                        return await self.result(run_id)
-                async for event in self.store.events(run_id, after, follow=True):
-                    after = event.seq
+                    if await self.store.end_notice(run_id, _WAIT_BLOCK_MS) is not None:
+                        break
+                reconnect.reached = True
                 return await self._retrying(self.result, run_id)
             except Exception as exc:
                 await reconnect.failed(exc)

@@ -486,7 +486,8 @@ class RunStore(Store):
                 later = await pipe.execute()
         return steps + [texts(r) for r in later]
 
-    async def _status(self, run_id: str) -> str:
+    async def status_of(self, run_id: str) -> str:
+        """The run's status alone (one HGET); RunNotFoundError when there is no such run."""
         with redis_errors_mapped():
             status = await resolved(self.redis.hget(keys.meta(run_id), MetaField.STATUS))
         if status is None:
@@ -511,8 +512,21 @@ class RunStore(Store):
         ):
             yield event
 
+    async def end_notice(self, run_id: str, block_ms: int) -> str | None:
+        """The status the run ended with, from its end notice (a stream of one entry its
+        end writes: runs/lua/prelude.lua, `ended_key`), waiting up to `block_ms` for it;
+        None until then. A run that ended before notices were written has none: read
+        its status (`status_of`)."""
+        with redis_errors_mapped():
+            reply = await self.redis.xread({keys.ended(run_id): "0-0"}, count=1, block=block_ms)
+        if not reply:
+            return None
+        ((_, entries),) = reply
+        fields = entries[0][1]
+        return text(fields[b"e"] if b"e" in fields else fields["e"])
+
     async def _ended(self, run_id: str) -> bool:
-        return await self._status(run_id) in TERMINAL_STATUSES
+        return await self.status_of(run_id) in TERMINAL_STATUSES
 
     # -- the tool registry -----------------------------------------------------
 

@@ -55,7 +55,7 @@ if load then
   redis.call('HINCRBY', tenant_load_key, queued_field, 1)
 end
 -- Without a meta hash, any other key of the id is a leftover: start clean.
-redis.call('DEL', msgs, events, tools_key())
+redis.call('DEL', msgs, events, tools_key(), ended_key())
 local status = RUN.RUNNING
 if A.start_at_ms then status = RUN.SCHEDULED end
 if A.hold then status = RUN.QUEUED end

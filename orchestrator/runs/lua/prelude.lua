@@ -49,6 +49,13 @@ local function tools_key()
   return meta .. K.TOOLS
 end
 
+-- The run's end notice: a stream of one entry (`e`: its status), written by its end, which a
+-- waiter blocks on (XREAD, from 0: a waiter that comes late reads it at once) rather than
+-- following every event (RunStore.end_notice).
+local function ended_key()
+  return meta .. K.ENDED
+end
+
 -- A run's job ids are JOB_PREFIX .. name .. ':' where its meta key is RUN_PREFIX .. name
 -- (keys.py's `tag`: the partition's hash tag and the run id).
 local run_name = string.sub(meta, #K.RUN_PREFIX + 1)
@@ -276,6 +283,7 @@ local function expire_run(last)
   redis.call('EXPIRE', tools_key(), ttl)
   redis.call('EXPIRE', msgs, ttl)
   redis.call('EXPIRE', events, ttl)
+  redis.call('EXPIRE', ended_key(), ttl)
   for i = 0, last do redis.call('EXPIRE', step_key(i), ttl) end
 end
 
@@ -306,6 +314,7 @@ local function finish_run(status, ev_type, fields, output, ended)
   local body = cjson.encode(ev)
   if output then body = string.sub(body, 1, -2) .. OUTPUT_MEMBER .. output .. string.sub(body, -1) end
   emit(body)
+  redis.call('XADD', ended_key(), '0-*', 'e', status)
   expire_run(n)
   redis.call('ZREM', moving_key, A.run_id)
   drop_timers()

@@ -1,0 +1,99 @@
+"""`runs.wait` blocks on the run's end notice (a stream of one entry its end writes:
+runs/lua/prelude.lua, `ended_key`), not on every event the run emits on the way: a wait
+reads the status, blocks once, and reads the result. Every waiter of a run returns, one
+that comes late too; on the real redis-server and the embedded (memory://) one alike."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from collections.abc import AsyncIterator
+
+import pytest
+import redis.asyncio as aioredis
+
+from agentq.orchestrator.client import Client
+from agentq.orchestrator.core import keys
+from agentq.orchestrator.core.errors import RunNotFoundError
+from tests.support.specs import scripted
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(params=["redis", "memory"])
+async def client(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
+    url = (
+        request.getfixturevalue("redis_url")
+        if request.param == "redis"
+        else f"memory://wait-notice-{uuid.uuid4().hex}"
+    )
+    async with Client(url) as opened:
+        yield opened
+
+
+def _event(run_id: str, n: int) -> str:
+    return json.dumps(
+        {
+            "type": "tool-progress",
+            "run_id": run_id,
+            "at": 0,
+            "tool_call_id": "c",
+            "tool_name": "t",
+            "output": str(n),
+        }
+    )
+
+
+async def test_every_waiter_returns_at_the_runs_end(client: Client) -> None:
+    run_id = await client.runs.submit(scripted({"text": "done"}))  # no worker: it waits
+    waiters = [asyncio.create_task(client.runs.wait(run_id, timeout_s=30)) for _ in range(3)]
+    await asyncio.sleep(0.2)  # blocked on the notice
+    for n in range(3):  # events on the way wake no waiter for good
+        await client.runs.store.emit(run_id, [_event(run_id, n)])
+    await asyncio.sleep(0.1)
+    assert not any(w.done() for w in waiters)
+    await client.runs.cancel(run_id, "enough")
+    results = await asyncio.gather(*waiters)
+    assert [r.status for r in results] == ["cancelled"] * 3
+    # One that comes after the end returns at once.
+    assert (await client.runs.wait(run_id, timeout_s=5)).status == "cancelled"
+    # The notice goes with the run's other keys (its retention).
+    assert await client.redis.ttl(keys.ended(run_id)) > 0
+
+
+async def test_a_wait_for_no_run_raises_at_once(client: Client) -> None:
+    with pytest.raises(RunNotFoundError):
+        await client.runs.wait("no-such-run", timeout_s=30)
+
+
+async def test_a_wait_blocks_once_not_per_event(redis_url: str) -> None:
+    admin = aioredis.Redis.from_url(redis_url)
+    async with Client(redis_url) as client:
+        run_id = await client.runs.submit(scripted({"text": "done"}))
+        before = await admin.info("commandstats")
+        waiter = asyncio.create_task(client.runs.wait(run_id, timeout_s=30))
+        await asyncio.sleep(0.2)
+        for n in range(5):
+            await client.runs.store.emit(run_id, [_event(run_id, n)])
+            await asyncio.sleep(0.05)  # each one would wake a follower of the events
+        await client.runs.cancel(run_id)
+        assert (await waiter).status == "cancelled"
+        after = await admin.info("commandstats")
+    await admin.aclose()
+
+    def calls(name: str) -> int:
+        return int(after.get(f"cmdstat_{name}", {}).get("calls", 0)) - int(
+            before.get(f"cmdstat_{name}", {}).get("calls", 0)
+        )
+
+    assert calls("xread") == 1  # the end notice, once (a follower read 7 times)
+    assert calls("exec") == 0  # no head read (MULTI) before it: one HGET of the status
+
+
+async def test_a_run_that_ended_before_its_notice_existed_is_waited_for(client: Client) -> None:
+    # Ended by an older version (no notice): its status says so.
+    run_id = await client.runs.submit(scripted({"text": "done"}))
+    await client.runs.cancel(run_id)
+    await client.redis.delete(keys.ended(run_id))
+    assert (await client.runs.wait(run_id, timeout_s=5)).status == "cancelled"
