@@ -33,7 +33,8 @@ RUN_PREFIX = "aq:run:"
 MESSAGES_SUFFIX = ":msgs"
 EVENTS_SUFFIX = ":events"
 TOOLS_SUFFIX = ":tools"
-# stream: one entry, written by the run's end (its status), for waiters to block on
+# stream: made by a run's waiters (empty), its end writes its status there for them to
+# block on (runs/lua/prelude.lua: `ended_key`)
 ENDED_SUFFIX = ":ended"
 STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"

@@ -58,6 +58,7 @@ from agentq.orchestrator.redis.faults import (
     is_transient,
     maps_redis_errors,
     redis_errors_mapped,
+    refuses_writes,
 )
 from agentq.orchestrator.runs.children import ChildOf
 from agentq.orchestrator.runs.creation import CreateRequest, RunCreation, chosen_run_id, indexed
@@ -110,6 +111,8 @@ SUBMIT_CHUNK = 500
 # What a RunHead is read from (not the whole meta: its spec is the bulk of it).
 # How long a wait blocks on a run's end notice before it reads the run's status again.
 _WAIT_BLOCK_MS = 5000
+# How often a wait reads the status of a run instead, while a full Redis refuses the notice.
+_FULL_POLL_S = 1.0
 _HEAD_FIELDS = (MetaField.TENANT, MetaField.STATUS, MetaField.STEP, MetaField.BUDGET_HELD)
 
 
@@ -582,18 +585,27 @@ class Runs:
         return result.model_copy(update={"output": parsed_output(output_type, result.output)})
 
     async def _wait(self, run_id: str, reconnect: _Reconnect) -> RunResult:
-        # The run's status, then a blocking read of its end notice (one entry its end
-        # writes: runs/lua/prelude.lua, `ended_key`), not of every event it emits on the
-        # way (a full run woke a follower of its events ~6 times, each a read of Redis).
-        # Each `_WAIT_BLOCK_MS` without it the status is read again: a run that ended
-        # before notices were written has none, and one that expired raises.
+        # The run's status, then a blocking read of its end notice (a stream this wait
+        # makes ready and the run's end writes to: RunStore.watch_end), not of every event
+        # the run emits on the way (a full run woke a follower of its events ~6 times,
+        # each a read of Redis). Each `_WAIT_BLOCK_MS` without it, it looks again. A full
+        # Redis refuses the notice (a write): the wait then reads the status each second.
         while True:
             try:
-                while await self.store.status_of(run_id) not in TERMINAL_STATUSES:
+                while True:
+                    try:
+                        status, since = await self.store.watch_end(run_id)
+                    except InfrastructureError as exc:
+                        if not refuses_writes(exc):
+                            raise
+                        status, since = await self.store.status_of(run_id), None
                     reconnect.reached = True
-                    if await self.store.end_notice(run_id, _WAIT_BLOCK_MS) is not None:
+                    if status in TERMINAL_STATUSES:
                         break
-                reconnect.reached = True
+                    if since is None:
+                        await asyncio.sleep(_FULL_POLL_S)
+                    elif await self.store.end_notice(run_id, since, _WAIT_BLOCK_MS) is not None:
+                        break
                 return await self._retrying(self.result, run_id)
             except Exception as exc:
                 await reconnect.failed(exc)

@@ -49,9 +49,10 @@ local function tools_key()
   return meta .. K.TOOLS
 end
 
--- The run's end notice: a stream of one entry (`e`: its status), written by its end, which a
--- waiter blocks on (XREAD, from 0: a waiter that comes late reads it at once) rather than
--- following every event (RunStore.end_notice).
+-- The run's end notice: a stream its waiters make (RunStore.watch_end: an entry trimmed at
+-- once, so it holds none), into which its end writes its status (`e`), for a waiter to
+-- block on (XREAD) rather than follow every event. Written only where a waiter made it
+-- (NOMKSTREAM): a run nobody waits for costs one command on a missing key, no memory.
 local function ended_key()
   return meta .. K.ENDED
 end
@@ -283,7 +284,6 @@ local function expire_run(last)
   redis.call('EXPIRE', tools_key(), ttl)
   redis.call('EXPIRE', msgs, ttl)
   redis.call('EXPIRE', events, ttl)
-  redis.call('EXPIRE', ended_key(), ttl)
   for i = 0, last do redis.call('EXPIRE', step_key(i), ttl) end
 end
 
@@ -314,7 +314,7 @@ local function finish_run(status, ev_type, fields, output, ended)
   local body = cjson.encode(ev)
   if output then body = string.sub(body, 1, -2) .. OUTPUT_MEMBER .. output .. string.sub(body, -1) end
   emit(body)
-  redis.call('XADD', ended_key(), '0-*', 'e', status)
+  redis.call('XADD', ended_key(), 'NOMKSTREAM', '0-*', 'e', status)
   expire_run(n)
   redis.call('ZREM', moving_key, A.run_id)
   drop_timers()

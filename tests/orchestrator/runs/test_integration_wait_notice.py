@@ -1,7 +1,10 @@
-"""`runs.wait` blocks on the run's end notice (a stream of one entry its end writes:
-runs/lua/prelude.lua, `ended_key`), not on every event the run emits on the way: a wait
-reads the status, blocks once, and reads the result. Every waiter of a run returns, one
-that comes late too; on the real redis-server and the embedded (memory://) one alike."""
+"""`runs.wait` blocks on the run's end notice (a stream its waiters make and its end
+writes its status to: runs/lua/prelude.lua, `ended_key`; RunStore.watch_end), not on
+every event the run emits on the way: a wait reads the status as it makes the notice
+ready, blocks once, and reads the result. Every waiter of a run returns, one that comes
+late too; a run nobody waits for has no notice; a full Redis (which refuses the notice)
+is waited through by the status. On the real redis-server and the embedded (memory://)
+one alike."""
 
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import redis.asyncio as aioredis
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.runs.store import END_NOTICE_TTL_S
 from tests.support.specs import scripted
 
 pytestmark = pytest.mark.integration
@@ -58,8 +62,14 @@ async def test_every_waiter_returns_at_the_runs_end(client: Client) -> None:
     assert [r.status for r in results] == ["cancelled"] * 3
     # One that comes after the end returns at once.
     assert (await client.runs.wait(run_id, timeout_s=5)).status == "cancelled"
-    # The notice goes with the run's other keys (its retention).
-    assert await client.redis.ttl(keys.ended(run_id)) > 0
+    # The notice outlives its last waiter by a while, not the run's retention.
+    assert 0 < await client.redis.ttl(keys.ended(run_id)) <= END_NOTICE_TTL_S
+
+
+async def test_a_run_nobody_waits_for_has_no_notice(client: Client) -> None:
+    run_id = await client.runs.submit(scripted({"text": "done"}))
+    await client.runs.cancel(run_id)
+    assert not await client.redis.exists(keys.ended(run_id))
 
 
 async def test_a_wait_for_no_run_raises_at_once(client: Client) -> None:
@@ -87,8 +97,8 @@ async def test_a_wait_blocks_once_not_per_event(redis_url: str) -> None:
             before.get(f"cmdstat_{name}", {}).get("calls", 0)
         )
 
-    assert calls("xread") == 1  # the end notice, once (a follower read 7 times)
-    assert calls("exec") == 0  # no head read (MULTI) before it: one HGET of the status
+    assert calls("xread") == 1  # the end notice, once (a follower read 6 times)
+    assert calls("exec") == 1  # the status read as the notice is made ready
 
 
 async def test_a_run_that_ended_before_its_notice_existed_is_waited_for(client: Client) -> None:
@@ -97,3 +107,20 @@ async def test_a_run_that_ended_before_its_notice_existed_is_waited_for(client: 
     await client.runs.cancel(run_id)
     await client.redis.delete(keys.ended(run_id))
     assert (await client.runs.wait(run_id, timeout_s=5)).status == "cancelled"
+
+
+async def test_a_full_redis_is_waited_through_by_the_status(redis_url: str) -> None:
+    admin = aioredis.Redis.from_url(redis_url)
+    try:
+        async with Client(redis_url) as client:
+            run_id = await client.runs.submit(scripted({"text": "done"}))
+            await admin.config_set("maxmemory", "1")  # the notice is a write: refused
+            waiter = asyncio.create_task(client.runs.wait(run_id, timeout_s=30))
+            await asyncio.sleep(1.5)
+            assert not waiter.done()  # waiting, not failed
+            await admin.config_set("maxmemory", "0")
+            await client.runs.cancel(run_id)
+            assert (await waiter).status == "cancelled"
+    finally:
+        await admin.config_set("maxmemory", "0")
+        await admin.aclose()
