@@ -9,7 +9,6 @@ one alike."""
 from __future__ import annotations
 
 import asyncio
-import json
 import uuid
 from collections.abc import AsyncIterator
 
@@ -19,6 +18,7 @@ import redis.asyncio as aioredis
 from agentq.orchestrator.client import Client
 from agentq.orchestrator.core import keys
 from agentq.orchestrator.core.errors import RunNotFoundError
+from agentq.orchestrator.core.events import event_json
 from agentq.orchestrator.runs.store import END_NOTICE_TTL_S
 from tests.support.specs import scripted
 
@@ -27,35 +27,25 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(params=["redis", "memory"])
 async def client(request: pytest.FixtureRequest) -> AsyncIterator[Client]:
-    url = (
-        request.getfixturevalue("redis_url")
-        if request.param == "redis"
-        else f"memory://wait-notice-{uuid.uuid4().hex}"
-    )
+    real = request.param == "redis"
+    url = request.getfixturevalue("redis_url") if real else f"memory://w-{uuid.uuid4().hex}"
     async with Client(url) as opened:
         yield opened
 
 
-def _event(run_id: str, n: int) -> str:
-    return json.dumps(
-        {
-            "type": "tool-progress",
-            "run_id": run_id,
-            "at": 0,
-            "tool_call_id": "c",
-            "tool_name": "t",
-            "output": str(n),
-        }
-    )
+async def _progress(client: Client, run_id: str, times: int, pause_s: float = 0.0) -> None:
+    """Events on the way, each of which woke a follower of the run's events."""
+    for n in range(times):
+        said = event_json("text-delta", run_id, step=0, delta=f"part {n}")
+        await client.runs.store.emit(run_id, [said])
+        await asyncio.sleep(pause_s)
 
 
 async def test_every_waiter_returns_at_the_runs_end(client: Client) -> None:
     run_id = await client.runs.submit(scripted({"text": "done"}))  # no worker: it waits
     waiters = [asyncio.create_task(client.runs.wait(run_id, timeout_s=30)) for _ in range(3)]
     await asyncio.sleep(0.2)  # blocked on the notice
-    for n in range(3):  # events on the way wake no waiter for good
-        await client.runs.store.emit(run_id, [_event(run_id, n)])
-    await asyncio.sleep(0.1)
+    await _progress(client, run_id, 3, 0.03)  # they wake no waiter for good
     assert not any(w.done() for w in waiters)
     await client.runs.cancel(run_id, "enough")
     results = await asyncio.gather(*waiters)
@@ -84,9 +74,7 @@ async def test_a_wait_blocks_once_not_per_event(redis_url: str) -> None:
         before = await admin.info("commandstats")
         waiter = asyncio.create_task(client.runs.wait(run_id, timeout_s=30))
         await asyncio.sleep(0.2)
-        for n in range(5):
-            await client.runs.store.emit(run_id, [_event(run_id, n)])
-            await asyncio.sleep(0.05)  # each one would wake a follower of the events
+        await _progress(client, run_id, 5, 0.05)
         await client.runs.cancel(run_id)
         assert (await waiter).status == "cancelled"
         after = await admin.info("commandstats")
