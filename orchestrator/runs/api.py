@@ -108,11 +108,11 @@ SUBMIT_WINDOW_S = 60
 # Runs `submit_many` creates per round trip: past a few hundred the round trip is a
 # small share of a run's cost, and a chunk's pipeline is held in memory whole.
 SUBMIT_CHUNK = 500
-# What a RunHead is read from (not the whole meta: its spec is the bulk of it).
 # How long a wait blocks on a run's end notice before it reads the run's status again.
 _WAIT_BLOCK_MS = 5000
 # How often a wait reads the status of a run instead, while a full Redis refuses the notice.
 _FULL_POLL_S = 1.0
+# What a RunHead is read from (not the whole meta: its spec is the bulk of it).
 _HEAD_FIELDS = (MetaField.TENANT, MetaField.STATUS, MetaField.STEP, MetaField.BUDGET_HELD)
 
 
