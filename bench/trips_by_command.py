@@ -2,7 +2,7 @@
 commands per step by command, and Redis's CPU per run against raw arq's.
 
     python bench/trips_by_command.py [RUNS] [--profile | --sample] [--workers N[,N...]] [--rounds R]
-                                     [--step-runs S] [--quick]
+                                     [--step-runs S] [--quick] [--wait]
 
 Starts its own redis-server and one agentq worker process (as `core_bench.py` does),
 submits RUNS full runs (2 model steps + 2 parallel no-op calls, 4 jobs each) at once
@@ -37,7 +37,10 @@ runs only and prints where its CPU goes (by own time, and cumulative). cProfile'
 call inflates small functions (pydantic calls, helpers) several times over: `--sample`
 instead samples the worker's Python stack every few ms of its CPU (SIGPROF) and prints the
 share of samples each function was on the stack for, and where the innermost frames were
-called from in agentq. `--quick` is a smoke run (20 runs, one 20-step run).
+called from in agentq. `--quick` is a smoke run (20 runs, one 20-step run). `--wait`
+waits for each full run with the client's `runs.wait` (as an application does: its
+result read too) instead of the bench's poll of each run's meta, so that the waits'
+share of Redis CPU shows.
 """
 
 from __future__ import annotations
@@ -355,6 +358,7 @@ async def _measure(
     dump: MpEvent,
     outs: list[str],
     pids: list[int],
+    wait: bool = False,
 ) -> Measured:
     measured = Measured()
     async with Client(url) as client:
@@ -372,7 +376,10 @@ async def _measure(
         run_ids = await asyncio.gather(
             *(client.runs.submit(hop_budget.full_run_spec()) for _ in range(runs))
         )
-        await hop_budget.wait_all(client, list(run_ids))
+        if wait:  # as an application waits: each run at once, its result read
+            await asyncio.gather(*(client.runs.wait(run_id) for run_id in run_ids))
+        else:
+            await hop_budget.wait_all(client, list(run_ids))
         measured.full_runs_s = time.perf_counter() - t0
         measured.worker_cpu_s = _cpu_s(pids) - cpu0
         measured.worker_sleeps = _sleeps(pids) - sleeps0
@@ -633,6 +640,12 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
         " asked; the kernel's tick, 4 ms here, at the coarsest)",
     )
     parser.add_argument("--quick", action="store_true", help="a smoke run: 20 runs, 1 step run")
+    parser.add_argument(
+        "--wait",
+        action="store_true",
+        help="wait for each full run with the client's `runs.wait` (its result read, as an"
+        " application waits) instead of the bench's poll of each run's meta",
+    )
     args = parser.parse_args(argv)
     try:
         args.workers = [int(n) for n in args.workers.split(",")]
@@ -648,7 +661,7 @@ def _arguments(argv: list[str]) -> argparse.Namespace:
 
 
 def _agentq(
-    runs: int, workers: int, step_runs: int, profile: str
+    runs: int, workers: int, step_runs: int, profile: str, wait: bool = False
 ) -> tuple[Measured, dict[str, int], str]:
     """The full and step runs on `workers` worker processes, on a Redis of their own:
     what Redis and the workers spent, the workers' round trips by label, and the first
@@ -672,7 +685,7 @@ def _agentq(
                 raise RuntimeError("a worker did not start")
         pids = [proc.pid or 0 for proc in procs]
         try:
-            measured = asyncio.run(_measure(url, runs, step_runs, reset, dump, outs, pids))
+            measured = asyncio.run(_measure(url, runs, step_runs, reset, dump, outs, pids, wait))
         finally:
             stop.set()
             for proc in procs:
@@ -718,6 +731,12 @@ def _report(
         f"  of which in scripts: {scripts_us:.0f} µs per run"
         f" ({measured.full_runs.calls.get('evalsha', 0) / runs:.1f} script calls)"
     )
+    # Where it goes by command (every client's: the submits, the worker, the waits); a
+    # script's inner commands are counted both under their own names and in `evalsha`.
+    print("  by command, per run (calls, Redis's µs; inside Lua included):")
+    full = measured.full_runs
+    for name, n in sorted(full.calls.items(), key=lambda kv: -full.usec[kv[0]])[:12]:
+        print(f"  {n / runs:6.2f}  {full.usec[name] / runs:6.1f}  {name}")
     steps = step_runs * core_bench.RUN_STEPS
     per_step = {k: v / steps for k, v in measured.steps.calls.items()}
     print(
@@ -813,7 +832,9 @@ def _fleets(
 
     arq = arq_fleet() if arq_first else None
     profile = ("sample" if args.sample else "cprofile" if args.profile else "") if report else ""
-    measured, counts, out = _agentq(args.runs, workers, args.step_runs if report else 0, profile)
+    measured, counts, out = _agentq(
+        args.runs, workers, args.step_runs if report else 0, profile, args.wait
+    )
     if arq is None:
         arq = arq_fleet()
     agentq = Fleet(

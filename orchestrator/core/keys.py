@@ -33,6 +33,9 @@ RUN_PREFIX = "aq:run:"
 MESSAGES_SUFFIX = ":msgs"
 EVENTS_SUFFIX = ":events"
 TOOLS_SUFFIX = ":tools"
+# stream: made by a run's waiters (empty), its end writes its status there for them to
+# block on (runs/lua/prelude.lua: `ended_key`)
+ENDED_SUFFIX = ":ended"
 STEP_INFIX = ":s:"
 ANSWER_INFIX = ":answer:"
 WORKFLOW_INFIX = ":wf:"
@@ -251,6 +254,10 @@ def events(run_id: str) -> str:
 
 def tools(run_id: str) -> str:
     return meta(run_id) + TOOLS_SUFFIX
+
+
+def ended(run_id: str) -> str:
+    return meta(run_id) + ENDED_SUFFIX
 
 
 def step(run_id: str, n: int) -> str:

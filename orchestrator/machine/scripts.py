@@ -116,9 +116,20 @@ def load(
         return constants + (read(package, prelude) + "\n" if prelude else "")
 
     def build(name: str) -> str:
-        return prune(fold(expand(head() + read(package, name))))
+        flags, own = shebang(read(package, name))
+        return flags + prune(fold(expand(head() + own)))
 
     return Scripts(names, build)
+
+
+def shebang(source: str) -> tuple[str, str]:
+    """A script file's shebang line (Redis 7's `#!lua flags=...`, which must open the
+    script sent, before its constants and prelude), newline included, or "", and the
+    rest of the file."""
+    if not source.startswith("#!"):
+        return "", source
+    line, _, rest = source.partition("\n")
+    return line + "\n", rest
 
 
 # Cached (as `_flat_table`): every script repeats the constants chunk and its prelude, and

@@ -58,6 +58,7 @@ from agentq.orchestrator.redis.faults import (
     is_transient,
     maps_redis_errors,
     redis_errors_mapped,
+    refuses_writes,
 )
 from agentq.orchestrator.runs.children import ChildOf
 from agentq.orchestrator.runs.creation import CreateRequest, RunCreation, chosen_run_id, indexed
@@ -107,6 +108,10 @@ SUBMIT_WINDOW_S = 60
 # Runs `submit_many` creates per round trip: past a few hundred the round trip is a
 # small share of a run's cost, and a chunk's pipeline is held in memory whole.
 SUBMIT_CHUNK = 500
+# How long a wait blocks on a run's end notice before it reads the run's status again.
+_WAIT_BLOCK_MS = 5000
+# How often a wait reads the status of a run instead, while a full Redis refuses the notice.
+_FULL_POLL_S = 1.0
 # What a RunHead is read from (not the whole meta: its spec is the bulk of it).
 _HEAD_FIELDS = (MetaField.TENANT, MetaField.STATUS, MetaField.STEP, MetaField.BUDGET_HELD)
 
@@ -580,16 +585,27 @@ class Runs:
         return result.model_copy(update={"output": parsed_output(output_type, result.output)})
 
     async def _wait(self, run_id: str, reconnect: _Reconnect) -> RunResult:
-        after: int | None = None
+        # The run's status, then a blocking read of its end notice (a stream this wait
+        # makes ready and the run's end writes to: RunStore.watch_end), not of every event
+        # the run emits on the way (a full run woke a follower of its events ~6 times,
+        # each a read of Redis). Each `_WAIT_BLOCK_MS` without it, it looks again. A full
+        # Redis refuses the notice (a write): the wait then reads the status each second.
         while True:
             try:
-                if after is None:
-                    meta, after = await self.store.head(run_id, [MetaField.STATUS])
+                while True:
+                    try:
+                        status, since = await self.store.watch_end(run_id)
+                    except InfrastructureError as exc:
+                        if not refuses_writes(exc):
+                            raise
+                        status, since = await self.store.status_of(run_id), None
                     reconnect.reached = True
-                    if meta[MetaField.STATUS] in TERMINAL_STATUSES:
-                        return await self.result(run_id)
-                async for event in self.store.events(run_id, after, follow=True):
-                    after = event.seq
+                    if status in TERMINAL_STATUSES:
+                        break
+                    if since is None:
+                        await asyncio.sleep(_FULL_POLL_S)
+                    elif await self.store.end_notice(run_id, since, _WAIT_BLOCK_MS) is not None:
+                        break
                 return await self._retrying(self.result, run_id)
             except Exception as exc:
                 await reconnect.failed(exc)

@@ -80,17 +80,14 @@ class RunCreation:
         self._admission = redis.register_script(scripts.script("agentq.orchestrator.runs", "admit"))
 
     async def admit(self) -> None:
-        """Refuse a new run while Redis is over its maxmemory. A script that declares it
-        may write (a shebang without `allow-oom`) is refused up front by Redis 7 then;
-        the create transition itself would be let through (its first write is a DEL)."""
+        """Refuse a new run while Redis is over its maxmemory, before anything is
+        created (a check of specs, `submit_many`'s before its first chunk). A script that
+        declares it may write (a shebang without `allow-oom`) is refused up front by
+        Redis 7 then. The create transition is such a script itself (`create.lua`), so a
+        creation sends no admit call of its own."""
         try:
-            await self._admission(keys=[], args=[])
-        except OutOfMemoryError as exc:
-            raise InfrastructureError(
-                "Redis is out of memory (maxmemory reached): new runs are refused until "
-                "memory is freed",
-                retryable=True,
-            ) from exc
+            with full_refused():
+                await self._admission(keys=[], args=[])
         except ResponseError:
             return  # a Redis without script flags (< 7): the transitions judge alone
 
@@ -141,7 +138,8 @@ class RunCreation:
         creations go in one round trip (one per node of a cluster); an
         InfrastructureError is raised."""
         now = time.time()
-        deployment = await self._deployment()
+        # No admit call: the creations are refused whole by a full Redis (`full_refused`).
+        deployment = await self._deployment(admit=False)
         budgets: dict[str, AgentqError | None] = {}
         # None: the outcome of a run prepared, known once the creations are back.
         outcomes: list[tuple[str, bool] | AgentqError | None] = []
@@ -266,7 +264,8 @@ class RunCreation:
         """Apply the create transitions of prepared runs in one round trip (per node), then
         list the new ones; each run's (id, is new) or the error its reply means."""
         try:
-            replies = await self.store.create_many([run.args for run in runs])
+            with full_refused():  # the create's shebang: Redis 7 refuses it whole
+                replies = await self.store.create_many([run.args for run in runs])
         except BaseException:
             await self._give_back(runs)
             raise
@@ -348,10 +347,12 @@ class RunCreation:
         check_pure(run_spec, self.settings)
         return await self._checked(CreateRequest(spec=run_spec), now, await self._deployment())
 
-    async def _deployment(self) -> _Deployment:
+    async def _deployment(self, *, admit: bool = True) -> _Deployment:
         """What a spec is checked against, read once for every spec of a submit: Redis
-        has room for new runs, the workers' announcements, the published workflows."""
-        await self.admit()
+        has room for new runs (`admit`: asked, unless the creations that follow ask
+        it themselves), the workers' announcements, the published workflows."""
+        if admit:
+            await self.admit()
         return _Deployment(await self.store.registry(), await self.workflows.read())
 
     async def _checked(
@@ -524,6 +525,24 @@ def check_pure(run_spec: RunSpec, settings: Settings) -> None:
 
 def checked_start_ms(start_at: float | None, now: float) -> int | None:
     return None if start_at is None else int(check_future(start_at, now) * 1000)
+
+
+@contextlib.contextmanager
+def full_refused() -> Iterator[None]:
+    """Redis's refusal of a script that may write while it is over its maxmemory (OOM:
+    Redis 7 refuses a script under a shebang without `allow-oom` whole, before it runs),
+    raised as what it means for a new run."""
+    try:
+        yield
+    except (OutOfMemoryError, InfrastructureError) as exc:
+        cause = exc.__cause__ if isinstance(exc, InfrastructureError) else exc
+        if not isinstance(cause, OutOfMemoryError):
+            raise
+        raise InfrastructureError(
+            "Redis is out of memory (maxmemory reached): new runs are refused until "
+            "memory is freed",
+            retryable=True,
+        ) from cause
 
 
 @contextlib.contextmanager

@@ -109,6 +109,10 @@ R = TypeVar("R", bound=Reply)
 
 # A transition's outcomes that ended its run (the worker's phases call run_ended on them).
 _ENDED = frozenset((Outcome.FINISHED, Outcome.FAILED))
+# How long a run's end notice outlives the last waiter that made it ready (`watch_end`):
+# a waiter renews it each time it looks again, and a waiter that comes after the end
+# reads the status, so it need not last the run's retention.
+END_NOTICE_TTL_S = 300
 
 
 class RunStore(Store):
@@ -486,7 +490,8 @@ class RunStore(Store):
                 later = await pipe.execute()
         return steps + [texts(r) for r in later]
 
-    async def _status(self, run_id: str) -> str:
+    async def status_of(self, run_id: str) -> str:
+        """The run's status alone (one HGET); RunNotFoundError when there is no such run."""
         with redis_errors_mapped():
             status = await resolved(self.redis.hget(keys.meta(run_id), MetaField.STATUS))
         if status is None:
@@ -511,8 +516,37 @@ class RunStore(Store):
         ):
             yield event
 
+    async def watch_end(self, run_id: str) -> tuple[str, str]:
+        """The run's status, and its end notice made ready for a waiter (one MULTI on the
+        run's slot): a stream its end writes its status to (runs/lua/prelude.lua,
+        `ended_key`), made here with an entry trimmed at once (so it holds nothing, and
+        the end's entry comes after that entry's id, returned). The notice lives
+        `END_NOTICE_TTL_S` from each call. RunNotFoundError when there is no such run."""
+        notice = keys.ended(run_id)
+        with redis_errors_mapped():
+            async with self.redis.pipeline(transaction=True) as pipe:
+                pipe.xadd(notice, {"w": "1"}, id="0-*", maxlen=0, approximate=False)
+                pipe.expire(notice, END_NOTICE_TTL_S)
+                pipe.hget(keys.meta(run_id), MetaField.STATUS)
+                since, _, status = await pipe.execute()
+            if status is None:
+                await resolved(self.redis.delete(notice))
+                raise RunNotFoundError(f"no run with id {run_id!r}")
+        return text(status), text(since)
+
+    async def end_notice(self, run_id: str, since: str, block_ms: int) -> str | None:
+        """The status the run ended with, from its end notice after `since` (`watch_end`),
+        waiting up to `block_ms` for it; None until then."""
+        with redis_errors_mapped():
+            reply = await self.redis.xread({keys.ended(run_id): since}, count=1, block=block_ms)
+        if not reply:
+            return None
+        ((_, entries),) = reply
+        fields = entries[0][1]
+        return text(fields[b"e"] if b"e" in fields else fields["e"])
+
     async def _ended(self, run_id: str) -> bool:
-        return await self._status(run_id) in TERMINAL_STATUSES
+        return await self.status_of(run_id) in TERMINAL_STATUSES
 
     # -- the tool registry -----------------------------------------------------
 

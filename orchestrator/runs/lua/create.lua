@@ -1,3 +1,4 @@
+#!lua flags=allow-cross-slot-keys
 -- create: make a run once and schedule its step 0.
 -- KEYS    meta, msgs, events (see prelude)
 -- ARGV    CreateRun: spec, spec_hash, tools, tool_order, messages, trace, event, next_job,
@@ -22,6 +23,12 @@
 --         A held run (queued on its thread) is created `queued`: its first model job is
 --         kept in the meta, not enqueued, and it is not in the moving index, until
 --         start_queued (its thread's turn; a cancel ends it while it waits).
+-- Flags   the shebang (no `no-writes`, no `allow-oom`) says the script may write, so
+--         Redis 7 refuses it whole, before it runs, while Redis is over its maxmemory:
+--         a full Redis takes no new run (a create's first write is a DEL, which a full
+--         Redis would let through), and no `admit` call of its own is sent first.
+--         `allow-cross-slot-keys`: on a cluster it touches keys as a script without a
+--         shebang may (a shebang alone would hold it to one slot).
 if redis.call('EXISTS', meta) == 1 then
   local stored = redis.call('HGET', meta, F.SPEC_HASH)
   if stored and stored ~= A.spec_hash then return reply(OUT.CONFLICT) end
@@ -48,7 +55,7 @@ if load then
   redis.call('HINCRBY', tenant_load_key, queued_field, 1)
 end
 -- Without a meta hash, any other key of the id is a leftover: start clean.
-redis.call('DEL', msgs, events, tools_key())
+redis.call('DEL', msgs, events, tools_key(), ended_key())
 local status = RUN.RUNNING
 if A.start_at_ms then status = RUN.SCHEDULED end
 if A.hold then status = RUN.QUEUED end

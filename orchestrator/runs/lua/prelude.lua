@@ -49,6 +49,14 @@ local function tools_key()
   return meta .. K.TOOLS
 end
 
+-- The run's end notice: a stream its waiters make (RunStore.watch_end: an entry trimmed at
+-- once, so it holds none), into which its end writes its status (`e`), for a waiter to
+-- block on (XREAD) rather than follow every event. Written only where a waiter made it
+-- (NOMKSTREAM): a run nobody waits for costs one command on a missing key, no memory.
+local function ended_key()
+  return meta .. K.ENDED
+end
+
 -- A run's job ids are JOB_PREFIX .. name .. ':' where its meta key is RUN_PREFIX .. name
 -- (keys.py's `tag`: the partition's hash tag and the run id).
 local run_name = string.sub(meta, #K.RUN_PREFIX + 1)
@@ -306,6 +314,7 @@ local function finish_run(status, ev_type, fields, output, ended)
   local body = cjson.encode(ev)
   if output then body = string.sub(body, 1, -2) .. OUTPUT_MEMBER .. output .. string.sub(body, -1) end
   emit(body)
+  redis.call('XADD', ended_key(), 'NOMKSTREAM', '0-*', 'e', status)
   expire_run(n)
   redis.call('ZREM', moving_key, A.run_id)
   drop_timers()

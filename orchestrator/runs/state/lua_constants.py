@@ -44,6 +44,7 @@ KEY_CONSTANTS: dict[str, str] = {
     "MESSAGES": keys.MESSAGES_SUFFIX,
     "EVENTS": keys.EVENTS_SUFFIX,
     "TOOLS": keys.TOOLS_SUFFIX,
+    "ENDED": keys.ENDED_SUFFIX,
     "TIMERS": keys.TIMERS_SUFFIX,
     "STEP": keys.STEP_INFIX,
     "ANSWER": keys.ANSWER_INFIX,

@@ -158,3 +158,16 @@ def test_no_python_module_carries_lua() -> None:
         if not path.is_symlink() and (lua := _python_lua(path))
     }
     assert found == {}
+
+
+def test_a_scripts_shebang_opens_the_script_sent() -> None:
+    # Redis 7 reads a script's flags only from its first line: a file's shebang goes
+    # before the constants and the prelude the loader puts ahead of its own text.
+    from agentq.orchestrator.runs import store
+
+    create = store._SCRIPTS["create"]
+    assert create.startswith("#!lua flags=allow-cross-slot-keys\n")
+    assert create.count("#!lua") == 1
+    # A script without one is sent as before, and nothing may ride under its flags.
+    assert not store._SCRIPTS["commit_step"].startswith("#!")
+    assert scripts.followed(create, "return 1") is None
