@@ -594,17 +594,17 @@ class Runs:
             try:
                 while True:
                     try:
-                        status, since = await self.store.watch_end(run_id)
+                        status, noticed = await self.store.watch_end(run_id), True
                     except InfrastructureError as exc:
                         if not refuses_writes(exc):
                             raise
-                        status, since = await self.store.status_of(run_id), None
+                        status, noticed = await self.store.status_of(run_id), False
                     reconnect.reached = True
                     if status in TERMINAL_STATUSES:
                         break
-                    if since is None:
+                    if not noticed:
                         await asyncio.sleep(_FULL_POLL_S)
-                    elif await self.store.end_notice(run_id, since, _WAIT_BLOCK_MS) is not None:
+                    elif await self.store.end_notice(run_id, _WAIT_BLOCK_MS) is not None:
                         break
                 return await self._retrying(self.result, run_id)
             except Exception as exc:

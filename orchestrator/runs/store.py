@@ -113,6 +113,8 @@ _ENDED = frozenset((Outcome.FINISHED, Outcome.FAILED))
 # a waiter renews it each time it looks again, and a waiter that comes after the end
 # reads the status, so it need not last the run's retention.
 END_NOTICE_TTL_S = 300
+# The consumer group a waiter makes a run's end notice with (never read as a group).
+_END_WAITERS = "waiters"
 
 
 class RunStore(Store):
@@ -516,32 +518,39 @@ class RunStore(Store):
         ):
             yield event
 
-    async def watch_end(self, run_id: str) -> tuple[str, str]:
+    async def watch_end(self, run_id: str) -> str:
         """The run's status, and its end notice made ready for a waiter (one MULTI on the
         run's slot): a stream its end writes its status to (runs/lua/prelude.lua,
-        `ended_key`), made here with an entry trimmed at once (so it holds nothing, and
-        the end's entry comes after that entry's id, returned). The notice lives
-        `END_NOTICE_TTL_S` from each call. RunNotFoundError when there is no such run."""
+        `ended_key`). A waiter makes it empty, by a consumer group's MKSTREAM (no entry
+        added, so the stream's last id stays 0-0 and no other waiter blocked on it is
+        woken, nor anything trimmed); a waiter that finds it made adds nothing (BUSYGROUP).
+        The notice lives `END_NOTICE_TTL_S` from each call. RunNotFoundError when there is
+        no such run."""
         notice = keys.ended(run_id)
         with redis_errors_mapped():
             async with self.redis.pipeline(transaction=True) as pipe:
-                pipe.xadd(notice, {"w": "1"}, id="0-*", maxlen=0, approximate=False)
+                pipe.xgroup_create(notice, _END_WAITERS, id="0", mkstream=True)
                 pipe.expire(notice, END_NOTICE_TTL_S)
                 pipe.hget(keys.meta(run_id), MetaField.STATUS)
-                since, _, status = await pipe.execute()
+                made, _, status = await pipe.execute(raise_on_error=False)
+            for reply in (made, status):
+                if isinstance(reply, Exception) and not str(reply).startswith("BUSYGROUP"):
+                    raise reply
             if status is None:
                 await resolved(self.redis.delete(notice))
                 raise RunNotFoundError(f"no run with id {run_id!r}")
-        return text(status), text(since)
+        return text(status)
 
-    async def end_notice(self, run_id: str, since: str, block_ms: int) -> str | None:
-        """The status the run ended with, from its end notice after `since` (`watch_end`),
-        waiting up to `block_ms` for it; None until then."""
+    async def end_notice(self, run_id: str, block_ms: int) -> str | None:
+        """The status the run ended with, from its end notice (`watch_end`), waiting up to
+        `block_ms` for it; None until then."""
         with redis_errors_mapped():
-            reply = await self.redis.xread({keys.ended(run_id): since}, count=1, block=block_ms)
+            reply = await self.redis.xread({keys.ended(run_id): "0-0"}, count=1, block=block_ms)
         if not reply:
             return None
         ((_, entries),) = reply
+        if not entries:
+            return None  # (woken with nothing: the wait looks again)
         fields = entries[0][1]
         return text(fields[b"e"] if b"e" in fields else fields["e"])
 

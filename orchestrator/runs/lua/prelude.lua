@@ -49,8 +49,8 @@ local function tools_key()
   return meta .. K.TOOLS
 end
 
--- The run's end notice: a stream its waiters make (RunStore.watch_end: an entry trimmed at
--- once, so it holds none), into which its end writes its status (`e`), for a waiter to
+-- The run's end notice: a stream its waiters make empty (RunStore.watch_end: a consumer
+-- group's MKSTREAM), into which its end writes its status (`e`), for a waiter to
 -- block on (XREAD) rather than follow every event. Written only where a waiter made it
 -- (NOMKSTREAM): a run nobody waits for costs one command on a missing key, no memory.
 local function ended_key()
