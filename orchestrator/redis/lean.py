@@ -166,7 +166,13 @@ class LeanConnection(AbstractConnection):
             raise RedisTimeoutError(f"Timeout reading from {self._host_error()}") from None
         except OSError as e:
             if disconnect_on_error:
-                await self.disconnect(nowait=True)
+                # Waited, not `nowait`: the transport lost with this error set it on its
+                # stream's closed future too, and only a wait for the close reads it there
+                # (at once: the future is done). Unread, asyncio logs it as "Future
+                # exception was never retrieved" when a garbage-collected cycle (the
+                # error's traceback holds the transport) frees the future before its
+                # protocol.
+                await self.disconnect()
             raise RedisConnectionError(
                 f"Error while reading from {self._host_error()} : {e.args}"
             ) from None

@@ -296,3 +296,42 @@ async def test_a_reply_the_buffer_holds_raises_a_connection_error_and_disconnect
     finally:
         await client.connection_pool.release(conn)
         await client.aclose()
+
+
+async def test_a_reset_connections_error_is_read_from_its_closed_stream() -> None:
+    """A connection reset under a read: the error the transport set on its stream's closed
+    future is read there as the connection is dropped, so asyncio never logs it as "Future
+    exception was never retrieved" (it did, once, in a bench's run: a garbage-collected
+    cycle freed the future before its protocol)."""
+    import struct
+
+    from redis.exceptions import ConnectionError as RedisConnectionError
+
+    async def reset(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # The connection's own commands (CLIENT SETINFO) answered; then the GET: a reset
+        # (RST), not a close.
+        while (data := await reader.read(1000)) and b"GET" not in data:
+            writer.write(b"+OK\r\n" * data.count(b"*"))
+        sock = writer.get_extra_info("socket")
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        writer.transport.abort()
+
+    server = await asyncio.start_server(reset, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        made: Any = lean(Connection)  # typed as redis-py's abstract base
+        conn = made(host="127.0.0.1", port=port, socket_timeout=5)
+        await conn.connect()
+        assert conn._writer is not None
+        # Held, as a cycle through the error's traceback holds it until a collection: a
+        # protocol freed at once would read its closed future's error itself (__del__).
+        protocol = conn._writer._protocol
+        closed: asyncio.Future[None] = protocol._closed
+        await conn.send_packed_command(conn.pack_command("GET", "x"))
+        with pytest.raises(RedisConnectionError):
+            await conn.read_response()
+        assert closed.done()
+        assert not closed._log_traceback  # read: nothing to log
+    finally:
+        server.close()
+        await server.wait_closed()
